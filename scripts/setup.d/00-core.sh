@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# fio, a virtual environment with ccbench and its core dependencies (the quick plan)
+apt_install fio python3-venv util-linux procps
+if [ ! -x "$PY" ]; then
+  log "creating the virtual environment $VENV"
+  python3 -m venv "$VENV" || die "python3 -m venv failed: install python3-venv (Debian) or use Python >= 3.11"
+fi
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || die "ccbench needs Python >= 3.11 in $VENV"
+pip_install -e "$ROOT"

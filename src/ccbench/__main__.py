@@ -1,0 +1,3 @@
+from ccbench.cli import main
+
+main()

@@ -1,0 +1,236 @@
+"""The result bundle: one directory per run.
+
+Layout (documented in docs/bundle-format.md)::
+
+    <out>/<hostname>-<UTC timestamp>/
+        manifest.json      format version, tool version, plan as run, probe, times, outcomes
+        samples.jsonl      one Sample per line, appended and fsynced as measured
+        executions.jsonl   one line per execution (ok / failed / timeout), used to resume
+        raw/               each tool's own output and logs
+
+Nothing here is ever rewritten in place except manifest.json, which is replaced atomically
+(write to a temporary file, fsync, rename), so a SIGKILL at any moment leaves a readable bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from ccbench import BUNDLE_FORMAT_VERSION, __version__
+from ccbench.errors import BundleError, CCBenchError
+from ccbench.model import Sample
+
+MANIFEST = "manifest.json"
+SAMPLES = "samples.jsonl"
+EXECUTIONS = "executions.jsonl"
+RAW = "raw"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, document: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2, sort_keys=False, default=str)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def bundle_dir_name(hostname: str | None = None, when: datetime | None = None) -> str:
+    hostname = hostname or socket.gethostname() or "host"
+    when = when or datetime.now(timezone.utc)
+    safe_host = "".join(c if c.isalnum() or c in "-_." else "_" for c in hostname)
+    return f"{safe_host}-{when.strftime('%Y%m%dT%H%M%SZ')}"
+
+
+class BundleWriter:
+    """Creates a bundle and journals into it. Every append is flushed and fsynced."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any]):
+        self.path = path
+        self.raw = path / RAW
+        self.manifest = manifest
+        self._samples = None
+        self._executions = None
+
+    @classmethod
+    def create(cls, out_dir: Path, manifest: dict[str, Any]) -> "BundleWriter":
+        out_dir = Path(out_dir)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            base = out_dir / bundle_dir_name()
+            path = base
+            suffix = 1
+            while path.exists():
+                suffix += 1
+                path = base.with_name(f"{base.name}-{suffix}")
+            path.mkdir()
+            (path / RAW).mkdir()
+        except OSError as exc:
+            raise CCBenchError(
+                f"cannot create the result bundle under {out_dir}: {exc.strerror}; "
+                "choose a writable directory with --out"
+            ) from None
+        manifest = {
+            "format_version": BUNDLE_FORMAT_VERSION,
+            "tool": {"name": "ccbench", "version": __version__},
+            **manifest,
+        }
+        writer = cls(path, manifest)
+        writer.write_manifest()
+        writer._open()
+        return writer
+
+    @classmethod
+    def reopen(cls, path: Path) -> "BundleWriter":
+        """Open an existing bundle to append to it (resume)."""
+        bundle = read_bundle(path)
+        writer = cls(Path(path), bundle.manifest)
+        # A line cut by a kill has no newline at the end: finish it so the next append starts clean.
+        for name in (SAMPLES, EXECUTIONS):
+            file = Path(path) / name
+            if file.exists() and file.stat().st_size:
+                with open(file, "rb+") as handle:
+                    handle.seek(-1, os.SEEK_END)
+                    if handle.read(1) != b"\n":
+                        handle.write(b"\n")
+        writer._open()
+        return writer
+
+    def _open(self) -> None:
+        self._samples = open(self.path / SAMPLES, "a", encoding="utf-8")
+        self._executions = open(self.path / EXECUTIONS, "a", encoding="utf-8")
+
+    def write_manifest(self) -> None:
+        write_json_atomic(self.path / MANIFEST, self.manifest)
+
+    @staticmethod
+    def _append(handle, lines: Iterable[str]) -> None:
+        for line in lines:
+            handle.write(line + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+    def append_samples(self, samples: Iterable[Sample]) -> None:
+        self._append(self._samples, (s.model_dump_json() for s in samples))
+
+    def append_execution(self, record: dict[str, Any]) -> None:
+        self._append(self._executions, [json.dumps(record, default=str)])
+
+    def close(self) -> None:
+        for handle in (self._samples, self._executions):
+            if handle is not None and not handle.closed:
+                handle.close()
+
+
+@dataclass
+class Bundle:
+    path: Path
+    manifest: dict[str, Any]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    executions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def probe(self) -> dict[str, Any]:
+        return self.manifest.get("environment") or {}
+
+
+def _read_jsonl(file: Path, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    if not file.exists():
+        return []
+    data = file.read_bytes()
+    lines = data.split(b"\n")
+    ends_with_newline = data.endswith(b"\n")
+    if ends_with_newline:
+        lines = lines[:-1]
+    records = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        is_last = number == len(lines)
+        try:
+            record = json.loads(raw)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+            missing = [key for key in required if key not in record]
+            if missing:
+                raise ValueError(f"missing field(s) {', '.join(missing)}")
+        except ValueError as exc:
+            if is_last and not ends_with_newline:
+                warnings.warn(
+                    f"{file}:{number}: skipping a truncated last line (the run was interrupted)",
+                    stacklevel=2,
+                )
+                continue
+            raise BundleError(
+                f"{file}:{number}: corrupt line ({exc}); repair or delete that line"
+            ) from None
+        records.append(record)
+    return records
+
+
+SAMPLE_FIELDS = ("workload", "params", "variant", "metric", "unit", "value", "repetition", "warmup", "timestamp")
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    path = Path(path)
+    if not path.exists():
+        raise BundleError(f"{path}: no such bundle; pass a directory written by 'ccbench run'")
+    if not path.is_dir():
+        raise BundleError(f"{path}: not a bundle directory; pass a directory written by 'ccbench run'")
+    manifest_file = path / MANIFEST
+    if not manifest_file.exists():
+        raise BundleError(f"{manifest_file}: missing manifest; is {path} a ccbench bundle?")
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise BundleError(f"{manifest_file}: unreadable manifest ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{manifest_file}: manifest is not a JSON object")
+    version = manifest.get("format_version")
+    if version != BUNDLE_FORMAT_VERSION:
+        raise BundleError(
+            f"{manifest_file}: unknown bundle format version {version!r} "
+            f"(this ccbench reads version {BUNDLE_FORMAT_VERSION}); use a matching ccbench release"
+        )
+    samples = _read_jsonl(path / SAMPLES, SAMPLE_FIELDS)
+    executions = _read_jsonl(path / EXECUTIONS)
+    return Bundle(path=path, manifest=manifest, samples=samples, executions=executions)
+
+
+def find_bundles(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand each path: a bundle directory itself, or a directory holding bundles."""
+    found: list[Path] = []
+    for item in paths:
+        p = Path(item)
+        if not p.exists():
+            raise BundleError(f"{p}: no such file or directory")
+        if (p / MANIFEST).exists():
+            found.append(p)
+            continue
+        children = sorted(c for c in p.iterdir() if (c / MANIFEST).exists()) if p.is_dir() else []
+        if not children:
+            raise BundleError(f"{p}: neither a bundle nor a directory of bundles (no {MANIFEST} found)")
+        found.extend(children)
+    return found

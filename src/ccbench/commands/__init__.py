@@ -1,0 +1,1 @@
+"""One module per extra CLI command; each exports ``command`` (a click.Command). Found by cli.py."""

@@ -1,0 +1,179 @@
+"""The workload interface. Adding a workload = one module here + one line in workloads/__init__.py.
+
+Life cycle, driven by the runner (see runner.py):
+
+* ``requirements()``   in the runner, before anything runs: a skip reason with an install hint, or None.
+* ``prepare(ctx)``     in the runner, once per variant combination (not timed): generate data etc.
+* ``run(ctx)``         in a fresh worker process per execution (own process group, optional CPU
+                       pinning, killed as a whole on timeout); returns Measurements.
+* ``cleanup(ctx)``     in the runner, once per variant combination, after the last execution.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from ccbench.model import Measurement
+
+
+class WorkloadParams(BaseModel):
+    """Base for every workload's typed parameters: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkloadFailed(Exception):
+    """Raised by a workload when an execution failed in an expected way (the message is recorded)."""
+
+
+@dataclass
+class CommandResult:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    user_s: float
+    sys_s: float
+    max_rss_kib: int
+
+
+def tail(text: str, lines: int = 20, chars: int = 4000) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
+
+
+@dataclass
+class PrepareContext:
+    """Handed to prepare() and cleanup(), in the runner process."""
+
+    workload_name: str
+    workdir: Path
+    raw_dir: Path
+    variant: dict[str, Any]
+    #: the environment probe document (see probe/)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExecutionContext:
+    """Handed to run(), in the worker process, once per execution."""
+
+    workload_name: str
+    #: the directory the workload works in: the storage variant's directory when it has one
+    workdir: Path
+    #: where this execution keeps tools' own output (inside the bundle's raw/)
+    raw_dir: Path
+    repetition: int
+    warmup: bool
+    variant: dict[str, Any]
+    timeout: float | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        log_name: str | None = None,
+        input_text: str | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        """Run a command, keep its stdout/stderr under raw_dir, and measure it with wait4 rusage.
+
+        The command runs in the worker's process group, so the runner's timeout ends it too.
+        """
+        argv = [str(a) for a in argv]
+        log_name = log_name or Path(argv[0]).name
+        self.raw_dir.mkdir(parents=True, exist_ok=True)
+        out_path = self.raw_dir / f"{log_name}.stdout"
+        err_path = self.raw_dir / f"{log_name}.stderr"
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            start = time.perf_counter()
+            proc = subprocess.Popen(
+                argv,
+                cwd=str(cwd or self.workdir),
+                env=full_env,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+            )
+            if input_text is not None:
+                assert proc.stdin is not None
+                proc.stdin.write(input_text.encode())
+                proc.stdin.close()
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - start
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        stdout = out_path.read_text(errors="replace")
+        stderr = err_path.read_text(errors="replace")
+        result = CommandResult(
+            argv=argv,
+            returncode=proc.returncode,
+            stdout=stdout,
+            stderr=stderr,
+            wall_s=wall,
+            user_s=usage.ru_utime,
+            sys_s=usage.ru_stime,
+            max_rss_kib=usage.ru_maxrss,
+        )
+        if check and proc.returncode != 0:
+            raise WorkloadFailed(
+                f"{shlex.join(argv)} exited with {proc.returncode}: {tail(stderr, 5, 800) or tail(stdout, 5, 800)}"
+            )
+        return result
+
+
+def missing_tools(*names: str) -> list[str]:
+    return [name for name in names if shutil.which(name) is None]
+
+
+class Workload(ABC):
+    #: the plan's ``kind``
+    kind: ClassVar[str]
+    #: one line for ``ccbench plans`` / docs
+    description: ClassVar[str] = ""
+    Params: ClassVar[type[WorkloadParams]] = WorkloadParams
+    #: the variant axes this workload honours ("storage": runs in the variant's directory,
+    #: "transport": measures the variant's transport). Others in the plan defaults are ignored.
+    variant_axes: ClassVar[frozenset[str]] = frozenset()
+    #: parameters that describe a matrix of cases (e.g. fio block sizes): left out of each
+    #: sample's params, since each Measurement names its own case in ``Measurement.case``.
+    matrix_params: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, name: str, params: WorkloadParams):
+        self.name = name
+        self.params = params
+
+    def requirements(self) -> str | None:
+        """Return why this workload cannot run here (with an install hint), or None."""
+        return None
+
+    def prepare(self, ctx: PrepareContext) -> None:  # noqa: B027 - optional hook
+        pass
+
+    @abstractmethod
+    def run(self, ctx: ExecutionContext) -> list[Measurement]:
+        ...
+
+    def cleanup(self, ctx: PrepareContext) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def sample_params(self, measurement: Measurement) -> dict[str, Any]:
+        """The params recorded on a sample: the workload's, less matrix params, plus the case."""
+        params = {k: v for k, v in self.params.model_dump(mode="json").items() if k not in self.matrix_params}
+        params.update(measurement.case)
+        return params
