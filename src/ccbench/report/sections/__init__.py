@@ -1,0 +1,64 @@
+"""Report sections contributed by workload families.
+
+Each module in this package exports ``build(ctx: ReportContext) -> Section | None`` and an
+integer ``ORDER`` (position in the report; lower first). The report (ccbench.report) finds them,
+calls each, and renders what they return as HTML (figures inlined as SVG), as Markdown with
+``--format md``, and as PNG+SVG files with ``--figures DIR``. A section returns None when the
+loaded bundles hold nothing for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass
+class Table:
+    title: str
+    frame: pd.DataFrame
+    note: str = ""
+
+
+@dataclass
+class Figure:
+    #: file-name stem for --figures (letters, digits, dashes)
+    name: str
+    #: a matplotlib.figure.Figure
+    figure: Any
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    #: a short paragraph of plain text (rendered as a paragraph in HTML and Markdown)
+    intro: str = ""
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+
+
+@dataclass
+class ReportContext:
+    #: ccbench.load(...) output, warmup rows included (filter on the ``warmup`` column)
+    samples: pd.DataFrame
+    #: the ccbench.bundle.Bundle objects loaded, in the order given
+    bundles: list[Any]
+    #: the configuration label used as baseline
+    baseline: str | None
+    #: the comparison table (ccbench.analysis.compare output) over ``samples``
+    comparison: pd.DataFrame | None = None
+
+
+def discover() -> list[Any]:
+    """The section modules, sorted by ORDER."""
+    modules = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "build"):
+            modules.append(module)
+    return sorted(modules, key=lambda m: getattr(m, "ORDER", 100))
