@@ -1,0 +1,223 @@
+"""Which confidential-computing technology protects this machine's memory, and the evidence.
+
+The decision follows the signals a guest can see: CPU flags the kernel sets for an active guest
+feature, guest device nodes, the configfs-tsm report provider, the ACPI CCEL table, kernel log lines,
+and on a live machine CPUID and the SEV status MSR (the way ``systemd-detect-virt --cvm`` decides,
+including Hyper-V isolation leaves used by Azure confidential VMs).
+
+A host whose CPU merely *supports* SEV or TDX is not a confidential guest: CPU flags without the
+``hypervisor`` flag are recorded as host capability, not as protection.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ccbench.probe.sources import CpuidReader, Sources, read_msr
+
+TECHNOLOGIES = ("none", "sev", "sev-es", "sev-snp", "tdx", "sgx", "unknown")
+#: order of strength within the AMD family: SNP implies ES implies SEV
+_AMD_RANK = {"sev": 1, "sev-es": 2, "sev-snp": 3}
+
+_KERNEL_LOG_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"Memory Encryption Features active:.*SEV-SNP"), "sev-snp"),
+    (re.compile(r"Memory Encryption Features active:.*SEV-ES"), "sev-es"),
+    (re.compile(r"Memory Encryption Features active:.*\bSEV\b"), "sev"),
+    (re.compile(r"Memory Encryption Features active:.*Intel TDX"), "tdx"),
+    (re.compile(r"\btdx: Guest detected"), "tdx"),
+    (re.compile(r"\bSEV: SNP guest platform device"), "sev-snp"),
+]
+
+_DEVICE_NODES = {
+    "/dev/tdx_guest": "tdx",
+    "/dev/tdx-guest": "tdx",
+    "/dev/sev-guest": "sev-snp",
+    "/dev/sgx_enclave": "sgx",
+    "/dev/sgx/enclave": "sgx",
+}
+
+_TSM_PROVIDERS = {"sev_guest": "sev-snp", "tdx_guest": "tdx"}
+
+# Hyper-V isolation types (CPUID 0x4000000C EBX[3:0]): what Azure confidential VMs expose
+_HYPERV_ISOLATION = {1: "vbs", 2: "sev-snp", 3: "tdx"}
+
+SEV_STATUS_MSR = 0xC0010131
+
+
+def cpu_flags(sources: Sources) -> set[str] | None:
+    text = sources.read_text("/proc/cpuinfo")
+    if text is None:
+        return None
+    for line in text.splitlines():
+        if line.startswith("flags") and ":" in line:
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def _evidence(source: str, signal: str, indicates: str) -> dict[str, str]:
+    return {"source": source, "signal": signal, "indicates": indicates}
+
+
+def _cpuid_signals(evidence: list[dict[str, str]], notes: list[str]) -> None:
+    cpuid = CpuidReader()
+    if cpuid.error:
+        notes.append(f"CPUID not consulted: {cpuid.error}")
+        return
+    try:
+        leaf1 = cpuid(1)
+        if leaf1 is None:
+            notes.append("CPUID leaf 1 unreadable")
+            return
+        if not (leaf1[2] >> 31) & 1:
+            evidence.append(_evidence("cpuid", "leaf 1 ECX[31] clear: no hypervisor (bare metal)", "none"))
+            return
+        base = cpuid(0x40000000)
+        signature = b"".join(r.to_bytes(4, "little") for r in base[1:4]).decode("ascii", "replace").strip("\0 ") if base else ""
+        if signature == "Microsoft Hv" and base and base[0] >= 0x4000000C:
+            features = cpuid(0x40000003)
+            if features and (features[1] >> 22) & 1:
+                isolation = cpuid(0x4000000C)
+                kind = _HYPERV_ISOLATION.get(isolation[1] & 0xF) if isolation else None
+                if kind in ("sev-snp", "tdx"):
+                    evidence.append(_evidence("cpuid", f"Hyper-V isolation type {isolation[1] & 0xF} ({kind})", kind))
+                elif kind:
+                    notes.append(f"Hyper-V isolation type {kind} (not memory encryption)")
+        vendor_leaf = cpuid(0)
+        vendor = b"".join(r.to_bytes(4, "little") for r in (vendor_leaf[1], vendor_leaf[3], vendor_leaf[2])).decode("ascii", "replace") if vendor_leaf else ""
+        if vendor == "GenuineIntel" and vendor_leaf and vendor_leaf[0] >= 0x21:
+            tdx = cpuid(0x21, 0)
+            if tdx:
+                tdx_sig = b"".join(r.to_bytes(4, "little") for r in (tdx[1], tdx[3], tdx[2])).decode("ascii", "replace")
+                if tdx_sig == "IntelTDX    ":
+                    evidence.append(_evidence("cpuid", "leaf 0x21 vendor 'IntelTDX'", "tdx"))
+        if vendor == "AuthenticAMD":
+            ext = cpuid(0x80000000)
+            if ext and ext[0] >= 0x8000001F:
+                sev_leaf = cpuid(0x8000001F)
+                if sev_leaf and (sev_leaf[0] >> 1) & 1:
+                    value, error = read_msr(SEV_STATUS_MSR)
+                    if error:
+                        notes.append(f"SEV status MSR not read: {error}")
+                    elif value is not None:
+                        if value & 0b100:
+                            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SNP enabled", "sev-snp"))
+                        elif value & 0b10:
+                            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SEV-ES enabled", "sev-es"))
+                        elif value & 0b1:
+                            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SEV enabled", "sev"))
+                        else:
+                            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: no SEV feature enabled", "none"))
+        if signature:
+            notes.append(f"hypervisor signature {signature!r}")
+    finally:
+        cpuid.close()
+
+
+def detect(sources: Sources) -> dict[str, Any]:
+    evidence: list[dict[str, str]] = []
+    notes: list[str] = []
+    checked: list[str] = []
+
+    flags = cpu_flags(sources)
+    if flags is None:
+        notes.append(f"{sources.path('/proc/cpuinfo')}: unreadable")
+    else:
+        checked.append("cpu flags")
+        guest = "hypervisor" in flags
+        for flag, tech in (("sev_snp", "sev-snp"), ("sev_es", "sev-es"), ("sev", "sev"), ("tdx_guest", "tdx")):
+            if flag in flags:
+                if guest or flag == "tdx_guest":
+                    evidence.append(_evidence("/proc/cpuinfo", f"flag {flag}", tech))
+                else:
+                    notes.append(f"host CPU supports {tech} (flag {flag}, no hypervisor flag): capability, not protection")
+        if "sgx" in flags:
+            evidence.append(_evidence("/proc/cpuinfo", "flag sgx", "sgx"))
+
+    checked.append("device nodes")
+    for node, tech in _DEVICE_NODES.items():
+        if sources.exists(node):
+            evidence.append(_evidence(node, "device node present", tech))
+    for node in ("/dev/tpm0", "/dev/tpmrm0"):
+        if sources.exists(node):
+            notes.append(f"{node} present (a TPM or vTPM: not memory encryption by itself)")
+
+    tsm = "/sys/kernel/config/tsm/report"
+    if sources.exists(tsm):
+        checked.append("configfs-tsm")
+        provider = None
+        for entry in sorted(sources.path(tsm).glob("*/provider")):
+            try:
+                provider = entry.read_text().strip()
+                break
+            except OSError:
+                continue
+        if provider:
+            evidence.append(_evidence(tsm, f"provider {provider}", _TSM_PROVIDERS.get(provider, "unknown")))
+        else:
+            notes.append(f"{tsm} present (no report entry with a provider to read)")
+
+    if sources.exists("/sys/firmware/acpi/tables/CCEL"):
+        evidence.append(_evidence("/sys/firmware/acpi/tables/CCEL", "ACPI CC event log table present", "tdx"))
+
+    log, origin = sources.kernel_log()
+    if log is None:
+        notes.append(f"kernel log not read: {origin}")
+    else:
+        checked.append(f"kernel log ({origin})")
+        seen: set[str] = set()
+        for line in log.splitlines():
+            for pattern, tech in _KERNEL_LOG_PATTERNS:
+                if pattern.search(line):
+                    text = re.sub(r"^\[\s*[\d.]+\]\s*", "", line.strip())
+                    if (text, tech) not in seen:
+                        seen.add((text, tech))
+                        evidence.append(_evidence("kernel log", text, tech))
+                    break
+
+    if sources.live:
+        checked.append("cpuid/msr")
+        _cpuid_signals(evidence, notes)
+
+    technology = _decide(evidence, checked)
+    if technology == "none":
+        # "none" is decided by absences: say which sources were looked at and found nothing
+        negative = {
+            "cpu flags": ("/proc/cpuinfo", "no sev, sev_es, sev_snp, tdx_guest or sgx flag in a guest"),
+            "device nodes": ("/dev", "no TEE guest device node (tdx_guest, sev-guest, sgx_enclave)"),
+            "configfs-tsm": ("/sys/kernel/config/tsm/report", "no SEV-SNP or TDX report provider"),
+        }
+        for item in checked:
+            if item in negative:
+                evidence.append(_evidence(*negative[item], "none"))
+            elif item.startswith("kernel log"):
+                evidence.append(_evidence(item, "no memory-encryption or TDX guest line", "none"))
+            elif item == "cpuid/msr" and not any(e["source"] in ("cpuid", "msr") for e in evidence):
+                hint = next((n for n in notes if n.startswith("hypervisor signature")), "")
+                if not any(n.startswith("CPUID not consulted") for n in notes):
+                    evidence.append(_evidence("cpuid", f"no TDX leaf, SEV status or Hyper-V isolation; {hint}".rstrip("; "), "none"))
+    return {
+        "technology": technology,
+        "evidence": [e for e in evidence if e["indicates"] != "none" or technology == "none"],
+        "checked": checked,
+        "notes": notes,
+    }
+
+
+def _decide(evidence: list[dict[str, str]], checked: list[str]) -> str:
+    positive = {e["indicates"] for e in evidence if e["indicates"] not in ("none", "unknown")}
+    amd = {t for t in positive if t in _AMD_RANK}
+    families = (1 if amd else 0) + (1 if "tdx" in positive else 0)
+    if families > 1:
+        return "unknown"  # contradictory signals: say so rather than guess
+    if amd:
+        return max(amd, key=_AMD_RANK.__getitem__)
+    if "tdx" in positive:
+        return "tdx"
+    if "sgx" in positive:
+        return "sgx"
+    if any(e["indicates"] == "unknown" for e in evidence):
+        return "unknown"
+    if not checked or checked == ["device nodes"]:
+        return "unknown"  # nothing could be read: no grounds for "none"
+    return "none"
