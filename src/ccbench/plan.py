@@ -1,0 +1,315 @@
+"""Plans: what to run. TOML (docs/plan-format.md) or the seed-000 CSV plan format."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ccbench.errors import PlanError
+from ccbench.variants import AXES
+from ccbench.workloads import NOT_BUILT, REGISTRY, known_kinds, workload_class
+
+PER_WORKLOAD_SETTINGS = ("repetitions", "warmup", "cooldown", "timeout", "variants")
+
+
+class Defaults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    repetitions: int = Field(3, ge=1)
+    warmup: int = Field(0, ge=0)
+    cooldown: float = Field(2.0, ge=0)
+    timeout: float = Field(1800.0, gt=0)
+    variants: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class WorkloadSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    name: str
+    repetitions: int = Field(ge=1)
+    warmup: int = Field(ge=0)
+    cooldown: float = Field(ge=0)
+    timeout: float = Field(gt=0)
+    #: axis -> values, only for the axes this kind honours
+    variants: dict[str, list[str]] = Field(default_factory=dict)
+    #: validated parameters (as JSON-able values)
+    params: dict[str, Any] = Field(default_factory=dict)
+    #: set when the plan names something this build cannot run
+    skip_reason: str | None = None
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    source: str = ""
+    defaults: Defaults = Field(default_factory=Defaults)
+    axis_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    workloads: list[WorkloadSpec] = Field(default_factory=list)
+
+    def select(self, names: list[str]) -> "Plan":
+        known = [w.name for w in self.workloads]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise PlanError(f"--only {', '.join(unknown)}: no such workload in plan {self.name!r}; its workloads: {', '.join(known)}")
+        return self.model_copy(update={"workloads": [w for w in self.workloads if w.name in names]})
+
+    def with_repetitions(self, repetitions: int) -> "Plan":
+        return self.model_copy(update={"workloads": [w.model_copy(update={"repetitions": repetitions}) for w in self.workloads]})
+
+
+def _format_validation(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            parts.append(f"unknown parameter '{where}'")
+        elif error["type"] == "missing":
+            parts.append(f"missing parameter '{where}'")
+        else:
+            parts.append(f"'{where}': {error['msg']}")
+    return "; ".join(parts)
+
+
+def _validate_variants(variants: Any, where: str) -> dict[str, list[str]]:
+    if not isinstance(variants, dict):
+        raise PlanError(f"{where}: 'variants' must be a table like {{ storage = [\"disk\", \"tmpfs\"] }}")
+    result = {}
+    for axis, values in variants.items():
+        if axis not in AXES:
+            raise PlanError(f"{where}: unknown variant axis '{axis}'; known: {', '.join(AXES)}")
+        if isinstance(values, str):
+            values = [values]
+        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+            raise PlanError(f"{where}: variants.{axis} must be a non-empty list of names")
+        for value in values:
+            try:
+                AXES[axis].validate(value)
+            except ValueError as exc:
+                raise PlanError(f"{where}: {exc}") from None
+        if len(set(values)) != len(values):
+            raise PlanError(f"{where}: variants.{axis} lists a value twice")
+        result[axis] = values
+    return result
+
+
+def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> WorkloadSpec:
+    raw = dict(raw)
+    kind = raw.pop("kind", None)
+    if not isinstance(kind, str):
+        raise PlanError(f"{where}: every workload needs a 'kind' (one of: {', '.join(known_kinds())})")
+    name = raw.pop("name", kind)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name):
+        raise PlanError(f"{where}: name {name!r} must be letters, digits, '-', '_', '.' or '+'")
+    settings = {key: raw.pop(key) for key in PER_WORKLOAD_SETTINGS if key in raw}
+    explicit_variants = settings.pop("variants", None)
+    merged = defaults.model_dump()
+    merged.pop("variants")
+    merged.update(settings)
+    try:
+        checked = Defaults(**merged)
+    except ValidationError as exc:
+        raise PlanError(f"{where} ({name}): {_format_validation(exc)}") from None
+    if kind not in REGISTRY:
+        if kind in NOT_BUILT:
+            return WorkloadSpec(kind=kind, name=name, params=raw, skip_reason=NOT_BUILT[kind],
+                                **checked.model_dump(exclude={"variants"}))
+        raise PlanError(f"{where}: unknown workload kind '{kind}'; known kinds: {', '.join(known_kinds())}")
+    cls = workload_class(kind)
+    try:
+        params = cls.Params(**raw).model_dump(mode="json")
+    except ValidationError as exc:
+        known = ", ".join(cls.Params.model_fields) or "(none)"
+        raise PlanError(f"{where} ({name}, kind {kind}): {_format_validation(exc)}; its parameters: {known}") from None
+    variants: dict[str, list[str]] = {}
+    if explicit_variants is not None:
+        variants = _validate_variants(explicit_variants, f"{where} ({name})")
+        unsupported = [axis for axis in variants if axis not in cls.variant_axes]
+        if unsupported:
+            raise PlanError(
+                f"{where} ({name}): kind '{kind}' does not use the {', '.join(unsupported)} axis; "
+                f"it honours: {', '.join(sorted(cls.variant_axes)) or 'no variant axis'}"
+            )
+    else:
+        variants = {axis: values for axis, values in defaults.variants.items() if axis in cls.variant_axes}
+    # an honoured axis the plan does not mention runs on its default value (e.g. storage "disk"),
+    # so every sample still says which protection layers were active
+    for axis in sorted(cls.variant_axes):
+        if axis in AXES and axis not in variants:
+            variants[axis] = [AXES[axis].default_value]
+    return WorkloadSpec(kind=kind, name=name, variants=variants, params=params,
+                        **checked.model_dump(exclude={"variants"}))
+
+
+def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "plan") -> Plan:
+    allowed = {"name", "description", "defaults", "workloads", *AXES}
+    unknown = [key for key in document if key not in allowed]
+    if unknown:
+        raise PlanError(f"{source}: unknown top-level key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    raw_defaults = document.get("defaults", {})
+    if not isinstance(raw_defaults, dict):
+        raise PlanError(f"{source}: [defaults] must be a table")
+    raw_defaults = dict(raw_defaults)
+    variants = raw_defaults.pop("variants", None)
+    try:
+        defaults = Defaults(**raw_defaults)
+    except ValidationError as exc:
+        raise PlanError(f"{source}: [defaults]: {_format_validation(exc)}") from None
+    if variants is not None:
+        defaults.variants = _validate_variants(variants, f"{source}: [defaults]")
+    axis_options = {}
+    for axis, axis_impl in AXES.items():
+        if axis in document:
+            try:
+                axis_options[axis] = axis_impl.Options(**document[axis]).model_dump(mode="json")
+            except (ValidationError, TypeError) as exc:
+                detail = _format_validation(exc) if isinstance(exc, ValidationError) else str(exc)
+                raise PlanError(f"{source}: [{axis}]: {detail}") from None
+    raw_workloads = document.get("workloads", [])
+    if not isinstance(raw_workloads, list) or not raw_workloads:
+        raise PlanError(f"{source}: the plan lists no workloads; add [[workloads]] tables with a 'kind'")
+    workloads = []
+    for index, raw in enumerate(raw_workloads, start=1):
+        if not isinstance(raw, dict):
+            raise PlanError(f"{source}: workloads[{index}] must be a table")
+        workloads.append(build_workload(raw, defaults, f"{source}: workloads[{index}]"))
+    names = [w.name for w in workloads]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise PlanError(f"{source}: workload name(s) used twice: {', '.join(duplicates)}; give each a distinct 'name'")
+    name = document.get("name", default_name)
+    description = document.get("description", "")
+    if not isinstance(name, str) or not isinstance(description, str):
+        raise PlanError(f"{source}: 'name' and 'description' must be strings")
+    return Plan(name=name, description=description, source=source, defaults=defaults,
+                axis_options=axis_options, workloads=workloads)
+
+
+def load_toml(path: Path) -> Plan:
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(f"{path}: TOML syntax error: {exc}; fix the plan file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"{path}: cannot read the plan ({exc})") from None
+    return plan_from_dict(document, str(path), default_name=path.stem)
+
+
+# ---- the seed-000 CSV plan ------------------------------------------------------------------
+
+CSV_FIELDS = ("path_to_benchmark", "type", "datasets", "waittime_in_seconds", "num_executions")
+_FIO_NAME = re.compile(r"^fio_(4k|64k|1m)_(sequential|random)(read|write)$")
+#: seed 000 ran each fio job for about a minute
+CSV_FIO_RUNTIME = 60
+
+
+def _csv_workload(fields: list[str], where: str, defaults: Defaults) -> dict[str, Any]:
+    target, kind_column, datasets, wait, executions = (f.strip() for f in fields)
+    try:
+        cooldown = float(wait) if wait else defaults.cooldown
+        repetitions = int(executions) if executions else 1
+    except ValueError:
+        raise PlanError(f"{where}: waittime_in_seconds and num_executions must be numbers, got {wait!r}, {executions!r}") from None
+    base = {"cooldown": cooldown, "repetitions": repetitions, "warmup": 0}
+    fio = _FIO_NAME.match(target)
+    if target == "systeminfo":
+        return {"kind": "systeminfo", **base}
+    if fio:
+        size, order, direction = fio.groups()
+        pattern = direction if order == "sequential" else f"rand{direction}"
+        return {"kind": "fio", "name": target, "blocksizes": [size], "patterns": [pattern],
+                "runtime": CSV_FIO_RUNTIME, **base}
+    if target.endswith(".ipynb"):
+        name = re.sub(r"[^A-Za-z0-9_.+-]", "_", Path(target).stem)
+        return {"kind": "notebook", "name": name, "notebook": target, "size": "full", **base}
+    if target.startswith("pyperformance"):
+        suite = target.split(None, 1)[1].strip() if " " in target else "default"
+        return {"kind": "pyperformance", "name": f"pyperformance-{suite}", "suite": suite, **base}
+    return {"kind": f"unknown:{target}", "name": re.sub(r"[^A-Za-z0-9_.+-]", "_", target) or "unknown", **base}
+
+
+def load_csv(path: Path) -> Plan:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"{path}: cannot read the plan ({exc})") from None
+    defaults = Defaults(warmup=0, repetitions=1)
+    workloads = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        fields = next(csv.reader(io.StringIO(stripped)))
+        where = f"{path}:{number}"
+        if len(fields) != len(CSV_FIELDS):
+            raise PlanError(
+                f"{where}: expected {len(CSV_FIELDS)} comma-separated fields ({','.join(CSV_FIELDS)}), "
+                f"found {len(fields)}"
+            )
+        raw = _csv_workload(fields, where, defaults)
+        if raw["kind"].startswith("unknown:"):
+            workloads.append(WorkloadSpec(kind=raw["kind"].split(":", 1)[1], name=raw["name"], repetitions=raw["repetitions"],
+                                          warmup=0, cooldown=raw["cooldown"], timeout=defaults.timeout,
+                                          skip_reason=f"'{fields[0]}' is not a benchmark ccbench knows (line {number})"))
+            continue
+        if raw["kind"] not in REGISTRY:
+            workloads.append(WorkloadSpec(kind=raw["kind"], name=raw["name"], repetitions=raw["repetitions"], warmup=0,
+                                          cooldown=raw["cooldown"], timeout=defaults.timeout,
+                                          params={k: v for k, v in raw.items() if k not in ("kind", "name", *PER_WORKLOAD_SETTINGS)},
+                                          skip_reason=f"workload kind '{raw['kind']}' is not built in this version of ccbench"))
+            continue
+        workloads.append(build_workload(raw, defaults, where))
+    if not workloads:
+        raise PlanError(f"{path}: the plan lists no benchmarks")
+    names = [w.name for w in workloads]
+    for index, spec in enumerate(workloads):
+        if names.count(spec.name) > 1:
+            spec.name = f"{spec.name}-{names[:index].count(spec.name) + 1}"
+    return Plan(name=path.stem, description=f"seed-000 CSV plan {path.name}", source=str(path),
+                defaults=defaults, workloads=workloads)
+
+
+# ---- finding plans --------------------------------------------------------------------------
+
+def bundled_plans() -> dict[str, Path]:
+    folder = resources.files("ccbench") / "plans"
+    found = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith((".toml", ".csv")):
+            found[entry.name.rsplit(".", 1)[0]] = Path(str(entry))
+    return dict(sorted(found.items()))
+
+
+def load_plan(name_or_path: str) -> Plan:
+    path = Path(name_or_path)
+    if not path.exists():
+        plans = bundled_plans()
+        if name_or_path in plans:
+            path = plans[name_or_path]
+        else:
+            raise PlanError(
+                f"{name_or_path}: no such plan file, and not a bundled plan ({', '.join(plans)}); "
+                "see 'ccbench plans'"
+            )
+    if path.is_dir():
+        raise PlanError(f"{path}: is a directory; pass a .toml or .csv plan file")
+    if path.suffix.lower() in (".csv", ".txt"):
+        return load_csv(path)
+    return load_toml(path)
+
+
+def plan_summary(path: Path) -> str:
+    try:
+        plan = load_plan(str(path))
+        return plan.description or f"{len(plan.workloads)} workloads"
+    except PlanError as exc:
+        return f"(cannot load: {exc})"

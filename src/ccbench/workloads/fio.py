@@ -1,0 +1,163 @@
+"""fio: the block-size x access-pattern matrix of seed 000 (and the mixed job of seed 003).
+
+Each execution runs every selected job one after the other (``stonewall``) on one data file in the
+workload's directory (the storage variant's directory), and parses fio's JSON output into
+throughput (MB/s), IOPS and completion latency (mean, p50, p99 in microseconds), per direction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ccbench.model import Measurement
+from ccbench.workloads.base import ExecutionContext, PrepareContext, Workload, WorkloadFailed, WorkloadParams
+
+Pattern = Literal["read", "write", "randread", "randwrite", "readwrite", "randrw"]
+DATA_FILE = "ccbench-fio.dat"
+
+
+class FioParams(WorkloadParams):
+    blocksizes: list[str] = Field(default_factory=lambda: ["4k", "64k", "1m"])
+    patterns: list[Pattern] = Field(default_factory=lambda: ["read", "write", "randread", "randwrite"])
+    size: str = "256M"
+    runtime: int = Field(10, ge=1, description="seconds per job")
+    ramp_time: int = Field(0, ge=0)
+    iodepth: int = Field(16, ge=1)
+    numjobs: int = Field(1, ge=1)
+    direct: bool = True
+    ioengine: str = "libaio"
+    #: share of reads in the mixed patterns (readwrite, randrw)
+    rwmixread: int = Field(70, ge=0, le=100)
+
+    @field_validator("blocksizes")
+    @classmethod
+    def _sizes(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value or not value[:-1].isdigit() and not value.isdigit():
+                raise ValueError(f"block size {value!r} is not like 4k, 64k, 1m")
+        if not values:
+            raise ValueError("list at least one block size")
+        return [v.lower() for v in values]
+
+
+def supports_direct_io(directory: Path) -> bool:
+    """tmpfs and some FUSE filesystems refuse O_DIRECT: find out before fio fails on it."""
+    test = directory / ".ccbench-odirect-test"
+    try:
+        fd = os.open(test, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    else:
+        os.close(fd)
+        return True
+    finally:
+        try:
+            test.unlink()
+        except OSError:
+            pass
+
+
+def job_file(params: FioParams, directory: Path, direct: bool) -> str:
+    lines = [
+        "[global]",
+        f"directory={directory}",
+        f"filename={DATA_FILE}",
+        f"size={params.size}",
+        f"ioengine={params.ioengine}",
+        f"iodepth={params.iodepth}",
+        f"numjobs={params.numjobs}",
+        f"direct={1 if direct else 0}",
+        f"runtime={params.runtime}",
+        f"ramp_time={params.ramp_time}",
+        "time_based=1",
+        "group_reporting=1",
+        "randrepeat=1",
+        "norandommap=1",
+        "",
+    ]
+    for bs in params.blocksizes:
+        for pattern in params.patterns:
+            lines += [f"[{bs}_{pattern}]", "stonewall", f"bs={bs}", f"rw={pattern}"]
+            if pattern in ("readwrite", "randrw"):
+                lines.append(f"rwmixread={params.rwmixread}")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def parse_fio_json(document: dict) -> list[Measurement]:
+    measurements = []
+    for job in document.get("jobs", []):
+        name = job.get("jobname", "")
+        bs, _, pattern = name.partition("_")
+        if job.get("error"):
+            raise WorkloadFailed(f"fio job {name} failed with error {job['error']}")
+        directions = ["read", "write"]
+        for direction in directions:
+            stats = job.get(direction) or {}
+            if not stats.get("io_bytes") and not stats.get("total_ios"):
+                continue
+            case = {"bs": bs, "rw": pattern, "direction": direction}
+            clat = stats.get("clat_ns") or {}
+            percentiles = clat.get("percentile") or {}
+            measurements += [
+                Measurement(metric="throughput", unit="MB/s", value=stats.get("bw_bytes", stats.get("bw", 0) * 1024) / 1e6,
+                            better="higher", case=case),
+                Measurement(metric="iops", unit="IOPS", value=stats.get("iops", 0.0), better="higher", case=case),
+                Measurement(metric="clat_mean", unit="us", value=clat.get("mean", 0.0) / 1000, case=case),
+            ]
+            for label, key in (("clat_p50", "50.000000"), ("clat_p99", "99.000000")):
+                if key in percentiles:
+                    measurements.append(Measurement(metric=label, unit="us", value=percentiles[key] / 1000, case=case))
+    if not measurements:
+        raise WorkloadFailed("fio reported no I/O (see raw/fio.json)")
+    return measurements
+
+
+def _load_json_output(text: str) -> dict:
+    # fio may print warnings before the JSON document
+    start = text.find("{")
+    if start < 0:
+        raise WorkloadFailed("fio printed no JSON")
+    try:
+        return json.loads(text[start:])
+    except ValueError as exc:
+        raise WorkloadFailed(f"fio's JSON output is unreadable: {exc}") from None
+
+
+class Fio(Workload):
+    kind = "fio"
+    description = "fio matrix {4k,64k,1m} x {seq,rand} x {read,write} (+ mixed): MB/s, IOPS, clat mean/p50/p99"
+    Params = FioParams
+    variant_axes = frozenset({"storage"})
+    matrix_params = frozenset({"blocksizes", "patterns"})
+
+    def requirements(self) -> str | None:
+        if shutil.which("fio") is None:
+            return "fio is not installed: run 'bash scripts/setup.sh' (or apt-get install fio)"
+        return None
+
+    def cleanup(self, ctx: PrepareContext) -> None:
+        try:
+            (ctx.workdir / DATA_FILE).unlink()
+        except OSError:
+            pass
+
+    def run(self, ctx: ExecutionContext) -> list[Measurement]:
+        params: FioParams = self.params
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        direct = params.direct and supports_direct_io(ctx.workdir)
+        ctx.raw_dir.mkdir(parents=True, exist_ok=True)
+        job_path = ctx.raw_dir / "fio.job"
+        job_path.write_text(job_file(params, ctx.workdir, direct))
+        output = ctx.raw_dir / "fio.json"
+        ctx.run_command(["fio", "--output-format=json", f"--output={output}", str(job_path)], log_name="fio")
+        measurements = parse_fio_json(_load_json_output(output.read_text(errors="replace")))
+        for m in measurements:
+            m.metadata.update({"direct_effective": direct, "ioengine": params.ioengine})
+        return measurements
