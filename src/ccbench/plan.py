@@ -311,5 +311,5 @@ def plan_summary(path: Path) -> str:
     try:
         plan = load_plan(str(path))
         return plan.description or f"{len(plan.workloads)} workloads"
-    except PlanError as exc:
+    except Exception as exc:  # one broken plan must not hide the others
         return f"(cannot load: {exc})"

@@ -12,7 +12,8 @@ REGISTRY: dict[str, str] = {
     "prime": "ccbench.workloads.prime:Prime",
     "fio": "ccbench.workloads.fio:Fio",
     # issue 4 (storage): compression, ycsb
-    # issue 5 (data science): notebook, pyperformance
+    "notebook": "ccbench.workloads.notebook:Notebook",
+    "pyperformance": "ccbench.workloads.pyperformance:Pyperformance",
     # issue 6 (transport): transport
 }
 
@@ -27,4 +28,11 @@ def known_kinds() -> list[str]:
 def workload_class(kind: str) -> type[Workload]:
     target = REGISTRY[kind]
     module_name, class_name = target.split(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    try:
+        return getattr(importlib.import_module(module_name), class_name)
+    except ImportError as exc:
+        from ccbench.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(
+            f"workload kind '{kind}' cannot be loaded ({exc}); run 'bash scripts/setup.sh --all' to install its dependencies"
+        ) from None
