@@ -179,17 +179,17 @@ def _print_run_summary(result) -> None:
     from ccbench.runner import summarize
 
     table = Table(title="summary (measured executions; warmups excluded)", title_justify="left")
-    for column in ("workload", "status", "variant", "metric", "median", "CV %", "n"):
+    for column in ("workload", "status", "variant", "case", "metric", "median", "CV %", "n"):
         table.add_column(column, justify="right" if column in ("median", "CV %", "n") else "left")
     rows = summarize(result.samples)
     for name, outcome in result.outcomes.items():
         mine = [r for r in rows if r["workload"] == name]
         status = outcome.status + (f" ({outcome.executions_failed} failed)" if outcome.executions_failed else "")
         if not mine:
-            table.add_row(name, status, "-", outcome.reason or "-", "-", "-", "-")
+            table.add_row(name, status, "-", "-", outcome.reason or "-", "-", "-", "-")
         for row in mine:
-            table.add_row(name, status, row["variant"], row["metric"], f"{fmt_number(row['median'])} {row['unit']}",
-                          fmt_number(row["cv_percent"]), str(row["n"]))
+            table.add_row(name, status, row["variant"], row["case"], row["metric"],
+                          f"{fmt_number(row['median'])} {row['unit']}", (f"{row['cv_percent']:.1f}" if row["cv_percent"] is not None else "-"), str(row["n"]))
             name, status = "", ""
     stdout.print(table)
     for name, outcome in result.outcomes.items():
@@ -289,11 +289,11 @@ def show(bundle, as_json) -> None:
     stdout.print(f"started {manifest.get('started_at')}, ended {manifest.get('ended_at') or '- (interrupted or still running)'}")
     _print_environment(data.probe)
     table = Table(title=f"{len(samples)} samples ({sum(1 for s in samples if s.warmup)} warmup)", title_justify="left")
-    for column in ("workload", "variant", "metric", "median", "CV %", "n"):
+    for column in ("workload", "variant", "case", "metric", "median", "CV %", "n"):
         table.add_column(column, justify="right" if column in ("median", "CV %", "n") else "left")
     for row in rows:
-        table.add_row(row["workload"], row["variant"], row["metric"], f"{fmt_number(row['median'])} {row['unit']}",
-                      fmt_number(row["cv_percent"]), str(row["n"]))
+        table.add_row(row["workload"], row["variant"], row["case"], row["metric"],
+                      f"{fmt_number(row['median'])} {row['unit']}", (f"{row['cv_percent']:.1f}" if row["cv_percent"] is not None else "-"), str(row["n"]))
     stdout.print(table)
     for name, outcome in manifest.get("outcomes", {}).items():
         if outcome.get("status") != "ok":

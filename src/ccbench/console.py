@@ -12,6 +12,9 @@ from ccbench.runner import Execution, Reporter
 
 console = Console(stderr=True, highlight=False)
 stdout = Console(highlight=False, soft_wrap=False)
+if not stdout.is_terminal:
+    # logs and CI: wide enough that tables do not wrap
+    stdout.width = max(stdout.width, 140)
 
 
 class RichReporter(Reporter):

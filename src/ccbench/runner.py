@@ -521,6 +521,15 @@ class Runner:
         writer.append_execution(record)
 
 
+def case_text(case: dict[str, Any]) -> str:
+    """A short label for a case: fio {"bs": "4k", "rw": "randread", "direction": "read"} -> "4k randread"."""
+    values = [str(v) for k, v in case.items() if k != "first_line"]
+    direction = case.get("direction")
+    if direction and str(direction) in str(case.get("rw", "")) and case.get("rw") not in ("readwrite", "randrw"):
+        values.remove(str(direction))
+    return " ".join(values)
+
+
 def summarize(samples: list[Sample]) -> list[dict[str, Any]]:
     """Per workload and variant: the first metric's median, its spread, and the counts."""
     groups: dict[tuple[str, str, str], list[Sample]] = {}
@@ -529,7 +538,7 @@ def summarize(samples: list[Sample]) -> list[dict[str, Any]]:
             continue
         variant = ",".join(f"{k}={v}" for k, v in sorted(sample.variant.items()) if k in AXES) or "-"
         case = sample.metadata.get("case") or {}
-        case_label = " ".join(f"{k}={v}" for k, v in case.items() if k not in ("first_line",))
+        case_label = case_text(case)
         groups.setdefault((sample.workload, variant, case_label), []).append(sample)
     rows = []
     for (workload, variant, case_label), items in groups.items():
@@ -539,8 +548,8 @@ def summarize(samples: list[Sample]) -> list[dict[str, Any]]:
         median = statistics.median(values)
         cv = (statistics.stdev(values) / statistics.mean(values) * 100) if len(values) > 1 and statistics.mean(values) else None
         rows.append({
-            "workload": workload, "variant": variant, "unit": headline.unit,
-            "metric": f"{headline.metric} ({case_label})" if case_label else headline.metric,
+            "workload": workload, "variant": variant, "unit": headline.unit, "case": case_label,
+            "metric": headline.metric,
             "median": median, "cv_percent": cv, "n": len(values), "samples": len(items),
         })
     return rows
