@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ccbench.errors import PlanError
+from ccbench.errors import EnvironmentProblem, PlanError
 from ccbench.variants import AXES
 from ccbench.workloads import NOT_BUILT, REGISTRY, known_kinds, workload_class
 
@@ -124,7 +124,12 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
             return WorkloadSpec(kind=kind, name=name, params=raw, skip_reason=NOT_BUILT[kind],
                                 **checked.model_dump(exclude={"variants"}))
         raise PlanError(f"{where}: unknown workload kind '{kind}'; known kinds: {', '.join(known_kinds())}")
-    cls = workload_class(kind)
+    try:
+        cls = workload_class(kind)
+    except EnvironmentProblem as exc:
+        # its module cannot be imported here (a component not installed): skip it, with the reason
+        return WorkloadSpec(kind=kind, name=name, params=raw, skip_reason=str(exc),
+                            **checked.model_dump(exclude={"variants"}))
     try:
         params = cls.Params(**raw).model_dump(mode="json")
     except ValidationError as exc:
