@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# deep-learning notebooks: PyTorch (PyPI's build, about 5 GB; it runs on the CPU)
+if "$PY" -c 'import torch' >/dev/null 2>&1; then
+  log "torch already installed: $("$PY" -c 'import torch; print(torch.__version__)')"
+else
+  pip_install -e "$ROOT[ml]"
+fi

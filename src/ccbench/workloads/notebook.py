@@ -1,0 +1,261 @@
+"""Jupyter notebooks executed in a fresh kernel, timed as a whole and cell by cell.
+
+One execution = start a kernel (``kernel_start_s``, its own metric), inject parameters the way
+papermill does (a cell tagged ``injected-parameters`` after the cell tagged ``parameters``), run
+every code cell in order (``total_s``: first cell sent to last reply, kernel start excluded),
+and read the kernel's peak resident memory (VmHWM) before shutting it down.
+
+Per-cell times (``cell_s``, case ``{"cell": index, "first_line": ...}``) come from the kernel's
+own message timestamps (execute_input to execute_reply), so they exclude the client's message
+round trips; ``cell_overhead_s`` is what ``total_s`` holds beyond their sum (the harness's cost).
+Cell indices count every cell of the executed notebook (markdown included, the injected
+parameters cell included), as saved in ``raw/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from ccbench.model import Measurement
+from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams
+
+DEFAULT_KERNEL = "ccbench-python3"
+SETUP_HINT = "run `bash scripts/setup.sh --with datascience`"
+
+
+class NotebookParams(WorkloadParams):
+    #: a bundled name (``airline_delay``), a seed-000 file name (``SimplePrime.ipynb``) or a path
+    notebook: str
+    #: injected as the parameter ``size``; None leaves the notebook's own default (bundled: "full")
+    size: Literal["quick", "full"] | None = None
+    #: more parameters to inject (name -> JSON-like value)
+    parameters: dict[str, Any] = {}
+    #: the Jupyter kernel spec to start (the setup component registers ccbench-python3)
+    kernel: str = DEFAULT_KERNEL
+    #: seconds to wait for the kernel to become ready
+    startup_timeout: float = 120.0
+
+
+def first_line(source: str, limit: int = 80) -> str:
+    """The cell's first non-blank line, shortened: a readable key for the cell."""
+    for line in source.splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def kernel_cell_seconds(cell: Any) -> float | None:
+    """Execution time as the kernel saw it, from nbclient's recorded message timestamps."""
+    timing = cell.get("metadata", {}).get("execution", {})
+    start = _parse_time(timing.get("iopub.execute_input")) or _parse_time(timing.get("iopub.status.busy"))
+    end = _parse_time(timing.get("shell.execute_reply")) or _parse_time(timing.get("iopub.status.idle"))
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start).total_seconds())
+
+
+def parameter_source(parameters: dict[str, Any]) -> str:
+    lines = ["# Parameters"]
+    for key, value in parameters.items():
+        if not key.isidentifier():
+            raise WorkloadFailed(f"parameter name {key!r} is not a Python identifier; rename it in the plan or --param")
+        lines.append(f"{key} = {value!r}")
+    return "\n".join(lines) + "\n"
+
+
+def inject_parameters(nb: Any, parameters: dict[str, Any]) -> None:
+    """Insert a cell tagged ``injected-parameters`` as papermill does.
+
+    It goes right after the cell tagged ``parameters`` (or first when there is none), replacing
+    an injected cell left from an earlier papermill or ccbench run.
+    """
+    import nbformat
+
+    if not parameters:
+        return
+    for index in reversed(range(len(nb.cells))):
+        if "injected-parameters" in nb.cells[index].get("metadata", {}).get("tags", []):
+            del nb.cells[index]
+    position = 0
+    for index, cell in enumerate(nb.cells):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            position = index + 1
+            break
+    cell = nbformat.v4.new_code_cell(source=parameter_source(parameters))
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(position, cell)
+
+
+def peak_rss_kib(pid: int) -> int | None:
+    """VmHWM of a live process: its exact resident-memory high-water mark."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _error_line(exc: Any) -> str:
+    ename = getattr(exc, "ename", None)
+    evalue = getattr(exc, "evalue", None)
+    if ename:
+        return f"{ename}: {evalue}" if evalue else str(ename)
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return re.sub(r"\x1b\[[0-9;]*m", "", lines[-1]) if lines else type(exc).__name__
+
+
+class Notebook(Workload):
+    kind = "notebook"
+    description = "a Jupyter notebook in a fresh kernel: total, kernel start, each cell, kernel peak memory"
+    Params = NotebookParams
+    variant_axes = frozenset({"storage"})
+    params: NotebookParams
+
+    def requirements(self) -> str | None:
+        try:
+            import nbclient  # noqa: F401
+            import nbformat  # noqa: F401
+            from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+        except ImportError as exc:
+            return f"the notebook workload needs nbclient and ipykernel ({exc.name} missing): {SETUP_HINT}"
+        try:
+            KernelSpecManager().get_kernel_spec(self.params.kernel)
+        except NoSuchKernel:
+            return f"no Jupyter kernel named {self.params.kernel!r} is registered: {SETUP_HINT}"
+        from ccbench.errors import PlanError
+        from ccbench.notebooks import NEEDS_TORCH, bundled_name, resolve
+
+        try:
+            resolve(self.params.notebook)
+        except PlanError as exc:
+            return str(exc)
+        if bundled_name(self.params.notebook) in NEEDS_TORCH:
+            import importlib.util
+
+            if importlib.util.find_spec("torch") is None:
+                return "this notebook needs PyTorch: run `bash scripts/setup.sh --with ml`"
+        return None
+
+    def injected(self) -> dict[str, Any]:
+        parameters: dict[str, Any] = {}
+        if self.params.size is not None:
+            parameters["size"] = self.params.size
+        parameters.update(self.params.parameters)
+        return parameters
+
+    def run(self, ctx: ExecutionContext) -> list[Measurement]:
+        import nbformat
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+        from ccbench.errors import PlanError
+        from ccbench.notebooks import resolve
+
+        try:
+            source_path = resolve(self.params.notebook)
+        except PlanError as exc:
+            raise WorkloadFailed(str(exc)) from None
+        try:
+            nb = nbformat.read(str(source_path), as_version=4)
+        except Exception as exc:  # nbformat raises several types for a damaged file
+            raise WorkloadFailed(f"{source_path}: not a readable notebook ({exc})") from None
+        inject_parameters(nb, self.injected())
+
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        ctx.raw_dir.mkdir(parents=True, exist_ok=True)
+        executed_path = ctx.raw_dir / f"{source_path.stem}.executed.ipynb"
+        env = dict(os.environ)
+        # figures render to files, never to a display; hashing is repeatable across runs
+        env.setdefault("MPLBACKEND", "Agg")
+        env.setdefault("PYTHONHASHSEED", "0")
+        env["CCBENCH_NOTEBOOK_DATA"] = str(source_path.parent / "data")
+
+        client = NotebookClient(
+            nb,
+            kernel_name=self.params.kernel,
+            timeout=None,  # the runner's timeout ends the whole execution
+            startup_timeout=int(self.params.startup_timeout),
+            allow_errors=False,
+            record_timing=True,
+            resources={"metadata": {"path": str(ctx.workdir)}},
+        )
+        cell_wall: dict[int, float] = {}
+        failure: str | None = None
+        peak_kib: int | None = None
+        kernel_pid: int | None = None
+        start = time.perf_counter()
+        try:
+            with client.setup_kernel(cwd=str(ctx.workdir), env=env):
+                ready = time.perf_counter()
+                kernel_start_s = ready - start
+                kernel_pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+                executed = 0
+                for index, cell in enumerate(nb.cells):
+                    if cell.cell_type != "code":
+                        continue
+                    cell_start = time.perf_counter()
+                    try:
+                        client.execute_cell(cell, index, execution_count=executed + 1)
+                    except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+                        failure = f"cell {index} ({first_line(cell.source)!r}) failed: {_error_line(exc)}"
+                        break
+                    finally:
+                        cell_wall[index] = time.perf_counter() - cell_start
+                    executed += 1
+                total_s = time.perf_counter() - ready
+                if kernel_pid is not None:
+                    peak_kib = peak_rss_kib(kernel_pid)
+        except (CellExecutionError, CellTimeoutError, DeadKernelError, RuntimeError, TimeoutError) as exc:
+            failure = failure or f"the kernel {self.params.kernel!r} failed: {_error_line(exc)}"
+        finally:
+            nbformat.write(nb, str(executed_path))
+        if failure is not None:
+            raise WorkloadFailed(f"{failure} (executed notebook: {executed_path.name} in raw/)")
+
+        origin = {"notebook_path": str(source_path), "executed": executed_path.name}
+        measurements = [
+            Measurement(metric="total_s", unit="s", value=total_s,
+                        metadata={**origin, "note": "all code cells, kernel start excluded"}),
+            Measurement(metric="kernel_start_s", unit="s", value=kernel_start_s,
+                        metadata={"note": "kernel start until the client is ready; not in total_s"}),
+        ]
+        cell_sum = 0.0
+        for index, wall in cell_wall.items():
+            cell = nb.cells[index]
+            seconds = kernel_cell_seconds(cell)
+            source_of_time = "kernel"
+            if seconds is None:
+                seconds, source_of_time = wall, "client"
+            cell_sum += seconds
+            measurements.append(Measurement(
+                metric="cell_s", unit="s", value=seconds,
+                case={"cell": index, "first_line": first_line(cell.source)},
+                metadata={"client_wall_s": round(wall, 6), "timed_by": source_of_time},
+            ))
+        measurements.append(Measurement(
+            metric="cell_overhead_s", unit="s", value=max(0.0, total_s - cell_sum),
+            metadata={"note": "total_s minus the sum of cell_s: message round trips, the harness's own cost"},
+        ))
+        if peak_kib is not None:
+            measurements.append(Measurement(
+                metric="peak_rss_mib", unit="MiB", value=peak_kib / 1024,
+                metadata={"source": "VmHWM of the kernel process", "pid": kernel_pid},
+            ))
+        return measurements
