@@ -171,3 +171,17 @@ def test_only_and_bad_inputs(tmp_path, ccbench, workdir):
     assert done.returncode == 2 and "not available" in done.stderr
     done = ccbench("show", tmp_path / "nothing-here")
     assert done.returncode == 2 and "no such bundle" in done.stderr
+
+
+def test_ctrl_c_keeps_samples_and_says_how_to_resume(tmp_path, workdir):
+    out = tmp_path / "out"
+    process = start_run(plan_file(tmp_path, SLOW_PLAN), out, workdir)
+    bundle = wait_for_samples(out, 4)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert f"ccbench run --resume {bundle}" in stdout + stderr
+    data = read_bundle(bundle)
+    assert data.manifest["status"] == "interrupted" and data.manifest["ended_at"]
+    assert len(data.samples) >= 4
+    assert any(r["status"] == "interrupted" for r in data.executions) or len(data.executions) * 4 == len(data.samples)
