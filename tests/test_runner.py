@@ -82,10 +82,11 @@ command = "echo fine"
     assert left.stdout.strip() == ""
 
 
-def test_warmups_are_marked(tmp_path, ccbench, workdir):
+def test_warmups_are_marked(tmp_path, ccbench):
     path = plan_file(tmp_path, '[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 2\nrepetitions = 3\n')
     out = tmp_path / "out"
-    done = ccbench("run", path, "--out", out, "--workdir", workdir)
+    # relative paths, as a user types them
+    done = ccbench("run", "plan.toml", "--out", "out", "--workdir", "work", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     samples = [s for s in read_bundle(only_bundle(out)).samples if s["metric"] == "time"]
     assert [s["warmup"] for s in samples] == [True, True, False, False, False]

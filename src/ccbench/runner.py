@@ -203,8 +203,9 @@ class Runner:
         resume: Path | None = None,
     ):
         self.plan = plan
-        self.out = out
-        self.workdir = workdir
+        # absolute: workers run in the workload's directory, not in the user's
+        self.out = Path(os.path.abspath(out))
+        self.workdir = Path(os.path.abspath(workdir))
         self.pin = pin
         self.storage_paths = storage_paths or {}
         self.reporter = reporter or Reporter()
@@ -481,7 +482,8 @@ class Runner:
                     if result.get("traceback"):
                         (raw_dir / "traceback.txt").write_text(result["traceback"])
             else:
-                status, error = "failed", f"the worker died (exit code {process.returncode}) without a result"
+                last = tail(log_file.read_text(errors="replace"), 1, 300) if log_file.exists() else ""
+                status, error = "failed", f"the worker died (exit code {process.returncode}) without a result: {last}"
         samples = [
             Sample(
                 workload=spec.name, kind=spec.kind, params=workload.sample_params(m), variant=ctx.variant,
