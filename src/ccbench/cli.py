@@ -23,7 +23,10 @@ class _Group(click.Group):
             module = importlib.import_module(f"ccbench.commands.{info.name}")
             command = getattr(module, "command", None)
             if isinstance(command, click.Command):
-                found[command.name] = command
+                # the module's name is the command's name (commands/compare.py -> "ccbench compare")
+                name = info.name.replace("_", "-")
+                command.name = name
+                found[name] = command
         return found
 
     def list_commands(self, ctx):
