@@ -229,7 +229,8 @@ def find_bundles(paths: Iterable[str | Path]) -> list[Path]:
         if (p / MANIFEST).exists():
             found.append(p)
             continue
-        children = sorted(c for c in p.iterdir() if (c / MANIFEST).exists()) if p.is_dir() else []
+        # a directory of bundles, at any depth (e.g. results/<machine>/<bundle>)
+        children = sorted(m.parent for m in p.rglob(MANIFEST)) if p.is_dir() else []
         if not children:
             raise BundleError(f"{p}: neither a bundle nor a directory of bundles (no {MANIFEST} found)")
         found.extend(children)

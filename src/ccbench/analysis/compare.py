@@ -55,6 +55,21 @@ def resolve_baseline(frame: pd.DataFrame, baseline: str | None) -> str:
     raise CCBenchError(f"--baseline {baseline!r} matches several configurations ({'; '.join(matches)}); give the full label")
 
 
+def baseline_for_group(baseline: str, configs) -> str | None:
+    """The baseline itself, or for a workload that uses fewer layers (prime has no storage variant) the
+    configuration whose parts are all in the baseline's ("vm / no TEE" for baseline "vm / no TEE / disk")."""
+    if baseline in configs:
+        return baseline
+    parts = set(baseline.split(" / "))
+    candidates = [c for c in configs if set(c.split(" / ")) <= parts]
+    if candidates:
+        return max(candidates, key=lambda c: len(c.split(" / ")))
+    # or the other way round: the baseline names fewer layers, the group adds only unprotected ones
+    unprotected = {"disk", "plain"}
+    extended = [c for c in configs if parts <= set(c.split(" / ")) and set(c.split(" / ")) - parts <= unprotected]
+    return min(extended, key=lambda c: len(c.split(" / "))) if extended else None
+
+
 def verdict(ratio: float, better: str | None, significant: bool) -> str:
     if not significant:
         return "not significant"
@@ -84,15 +99,16 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
     for key, group in grouped.items():
         workload, params, case, metric = key
         by_config = {c: g["value"].to_numpy() for c, g in group.groupby("config", sort=False)}
-        if baseline not in by_config:
+        group_baseline = baseline_for_group(baseline, by_config)
+        if group_baseline is None:
             continue
-        base = by_config[baseline]
+        base = by_config[group_baseline]
         unit = group["unit"].iloc[0]
         better = group["better"].iloc[0]
         better = None if better is None or (isinstance(better, float) and np.isnan(better)) else better
         cv_base = coefficient_of_variation(base)
         for config in configs:
-            if config == baseline or config not in by_config:
+            if config == group_baseline or config not in by_config:
                 continue
             values = by_config[config]
             cv = coefficient_of_variation(values)
@@ -113,7 +129,7 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
                 flags.append("not significant")
             rows.append({
                 "workload": workload, "case": case, "params": params, "metric": metric, "unit": unit, "better": better,
-                "baseline": baseline, "config": config, "baseline_median": float(np.median(base)),
+                "baseline": group_baseline, "config": config, "baseline_median": float(np.median(base)),
                 "median": float(np.median(values)), "ratio": ratio, "ci_low": low, "ci_high": high, "p_value": p_value,
                 "overhead_percent": overhead_percent(ratio, better), "significant": bool(significant),
                 "verdict": verdict(ratio, better, significant), "cv_baseline": cv_base, "cv": cv,

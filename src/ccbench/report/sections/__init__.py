@@ -52,6 +52,8 @@ class ReportContext:
     baseline: str | None
     #: the comparison table (ccbench.analysis.compare output) over ``samples``
     comparison: pd.DataFrame | None = None
+    #: median, quartiles, CV and n per group and configuration (ccbench.analysis.compare.summary_by_config)
+    summary: pd.DataFrame | None = None
 
 
 def discover() -> list[Any]:

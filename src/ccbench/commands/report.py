@@ -1,0 +1,56 @@
+"""ccbench report: a self-contained HTML report (or Markdown) and figure files."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("bundles", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html", show_default=True,
+              help="The file to write.")
+@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
+              help="html (default; one self-contained file, charts inlined as SVG, works offline) or md (Markdown tables).")
+@click.option("--figures", type=click.Path(file_okay=False), help="Also write every chart as PNG and SVG into this directory.")
+@click.option("--baseline", metavar="LABEL", help="Configuration to compare against (a full label or a unique part).")
+@click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable).")
+@click.option("--title", default="ccbench report", show_default=True)
+def command(bundles, output, fmt, figures, baseline, labels, title) -> None:
+    """Write a report over BUNDLE... (bundles or directories of bundles): the machines side by side,
+    the comparison with 95% intervals, charts per workload, latency percentiles, the overhead heatmap,
+    the overhead model, flagged noisy results and the methods."""
+    from ccbench.analysis.load import parse_labels
+    from ccbench.console import console
+    from ccbench.errors import CCBenchError
+    from ccbench.report import build_context, build_sections, close_figures, render_html, render_markdown, save_figures
+
+    output_path = Path(output)
+    fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
+    if not output_path.parent.exists():
+        raise CCBenchError(f"-o {output}: the directory {output_path.parent} does not exist")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ctx = build_context(bundles, parse_labels(labels), baseline)
+    for warning in caught:
+        console.print(f"warning: {warning.message}")
+    if ctx.samples.empty:
+        raise CCBenchError("the bundles hold no samples to report")
+    sections = build_sections(ctx)
+    try:
+        links = save_figures(sections, Path(figures)) if figures else None
+        if fmt == "md":
+            if links:
+                links = {k: str(Path(v).resolve()) for k, v in links.items()}
+            text = render_markdown(sections, ctx, title, links)
+        else:
+            text = render_html(sections, ctx, title)
+    finally:
+        close_figures(sections)
+    try:
+        output_path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CCBenchError(f"-o {output}: cannot write ({exc.strerror})") from None
+    console.print(f"wrote {output_path} ({len(sections)} sections)" + (f" and figures in {figures}" if figures else ""))

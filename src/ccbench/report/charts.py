@@ -1,0 +1,87 @@
+"""Charts (matplotlib, Agg): grouped bars with error bars, percentile lines, the overhead heatmap."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+PALETTE = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
+
+
+def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | None) -> plt.Figure:
+    """Bars = median per configuration for each case; error bars = interquartile range."""
+    cases = list(dict.fromkeys(summary["case"].fillna("")))
+    configs = list(dict.fromkeys(summary["config"]))
+    width = 0.8 / max(len(configs), 1)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(cases) * max(1, len(configs)) * 0.5 + 2), 3.4))
+    x = np.arange(len(cases))
+    for index, config in enumerate(configs):
+        rows = summary[summary["config"] == config].set_index("case").reindex(cases)
+        medians = rows["median"].to_numpy(dtype=float)
+        low = np.clip(medians - rows["q1"].to_numpy(dtype=float), 0, None)
+        high = np.clip(rows["q3"].to_numpy(dtype=float) - medians, 0, None)
+        ax.bar(x + index * width - 0.4 + width / 2, medians, width, yerr=[low, high], capsize=3,
+               label=config, color=PALETTE[index % len(PALETTE)])
+    ax.set_xticks(x)
+    ax.set_xticklabels([c or "(all)" for c in cases], rotation=20 if len(cases) > 4 else 0, ha="right" if len(cases) > 4 else "center")
+    direction = {"lower": " (lower is better)", "higher": " (higher is better)"}.get(better or "", "")
+    ax.set_ylabel(f"{unit}{direction}")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def percentile_lines(summary: pd.DataFrame, title: str, unit: str) -> plt.Figure:
+    """One line per configuration across the latency percentiles (metric names like clat_p50, p95_latency)."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    for index, (config, rows) in enumerate(summary.groupby("config", sort=False)):
+        rows = rows.sort_values("percentile")
+        ax.plot(rows["percentile"].astype(str), rows["median"], marker="o", label=config, color=PALETTE[index % len(PALETTE)])
+    ax.set_xlabel("percentile")
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def heatmap(matrix: pd.DataFrame, title: str) -> plt.Figure:
+    """Overhead percent, rows = workload/case/metric, columns = configuration; red = slower."""
+    values = matrix.to_numpy(dtype=float)
+    height = max(2.5, 0.28 * len(matrix) + 1.5)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(matrix.columns) + 3), height))
+    limit = np.nanmax(np.abs(values)) if np.isfinite(values).any() else 1.0
+    limit = max(limit, 1.0)
+    image = ax.imshow(values, cmap="RdYlGn_r", vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_xticks(range(len(matrix.columns)))
+    ax.set_xticklabels(matrix.columns, rotation=20, ha="right", fontsize=7)
+    ax.set_yticks(range(len(matrix.index)))
+    ax.set_yticklabels(matrix.index, fontsize=7)
+    if values.size <= 400:
+        for (i, j), value in np.ndenumerate(values):
+            if np.isfinite(value):
+                ax.text(j, i, f"{value:+.0f}%", ha="center", va="center", fontsize=6)
+    fig.colorbar(image, ax=ax, label="overhead % (time-equivalent)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def to_svg(fig: plt.Figure) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    text = buffer.getvalue()
+    return text[text.find("<svg"):]
+
+
+def close(fig: plt.Figure) -> None:
+    plt.close(fig)

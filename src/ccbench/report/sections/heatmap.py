@@ -1,0 +1,27 @@
+"""The overhead heatmap: workload x configuration, time-equivalent overhead against the baseline."""
+
+from __future__ import annotations
+
+from ccbench.report import charts
+from ccbench.report.sections import Figure, ReportContext, Section
+
+ORDER = 40
+MAX_ROWS = 60
+
+
+def build(ctx: ReportContext) -> Section | None:
+    comparison = ctx.comparison
+    if comparison is None or comparison.empty:
+        return None
+    data = comparison.copy()
+    data["row"] = data["workload"] + " " + data["case"].fillna("") + " " + data["metric"]
+    data["row"] = data["row"].str.replace(r"\s+", " ", regex=True)
+    matrix = data.pivot_table(index="row", columns="config", values="overhead_percent", aggfunc="first", sort=False)
+    if len(matrix) > MAX_ROWS:
+        order = matrix.abs().max(axis=1).sort_values(ascending=False).index[:MAX_ROWS]
+        matrix = matrix.loc[order]
+    fig = charts.heatmap(matrix, f"overhead against {ctx.baseline}")
+    return Section(title="Overhead heatmap",
+                   intro="Time-equivalent overhead in percent against the baseline (red = slower, green = faster)"
+                         + (f"; the {MAX_ROWS} rows with the largest effects" if len(data['row'].unique()) > MAX_ROWS else "") + ".",
+                   figures=[Figure(name="overhead-heatmap", figure=fig, caption="overhead % by workload and configuration")])

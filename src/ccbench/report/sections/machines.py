@@ -1,0 +1,45 @@
+"""The machines side by side: what each bundle ran on, and which protections were active."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ccbench.analysis.load import TEE_NAMES
+from ccbench.report.sections import ReportContext, Section, Table
+
+ORDER = 10
+
+
+def build(ctx: ReportContext) -> Section | None:
+    if not ctx.bundles:
+        return None
+    machines = ctx.samples.drop_duplicates("bundle").set_index("bundle")["machine"].to_dict() if not ctx.samples.empty else {}
+    columns = {}
+    for bundle in ctx.bundles:
+        probe = bundle.probe
+        cpu = probe.get("cpu", {})
+        memory = (probe.get("memory") or {}).get("total_bytes")
+        tee = probe.get("tee", {})
+        storage = probe.get("storage", {})
+        label = machines.get(str(bundle.path), probe.get("hostname", bundle.path.name))
+        key = f"{label} ({bundle.path.name})"
+        evidence = "; ".join(f"{e['source']}: {e['signal']}" for e in tee.get("evidence", [])[:4])
+        columns[key] = {
+            "host": probe.get("hostname"),
+            "CPU": cpu.get("model"),
+            "cores / threads": f"{cpu.get('cores')} / {cpu.get('threads')}",
+            "memory": f"{memory / 2**30:.1f} GiB" if memory else "unknown",
+            "kernel": (probe.get("kernel") or {}).get("release"),
+            "OS": (probe.get("os") or {}).get("pretty_name"),
+            "virtualization": f"{probe.get('virtualization')}" + (f" ({probe['cloud']})" if probe.get("cloud") else ""),
+            "TEE": TEE_NAMES.get(tee.get("technology"), tee.get("technology")),
+            "TEE evidence": evidence or "-",
+            "storage protection (work dir)": f"{storage.get('protection')} ({storage.get('fstype', '?')} on {storage.get('source', '?')})",
+            "plan": (bundle.manifest.get("plan") or {}).get("name"),
+            "started": bundle.manifest.get("started_at"),
+            "status": bundle.manifest.get("status"),
+        }
+    frame = pd.DataFrame(columns)
+    frame.index.name = "fact"
+    return Section(title="Machines", intro="What each bundle ran on, from its environment probe.",
+                   tables=[Table(title="machines side by side", frame=frame.reset_index())])

@@ -1,0 +1,142 @@
+"""Loading, the comparison statistics (validated by simulation) and the overhead model."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ccbench
+from ccbench.analysis.compare import compare
+from ccbench.analysis.overhead import overhead_model
+from ccbench.analysis.stats import ratio_interval
+from ccbench.bundle import BundleWriter
+from ccbench.model import Sample
+
+
+def write_bundle(out, host, tee, values_by_variant, metric="time", better="lower", workload="w", warmups=()):
+    probe = {"hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "x"}, "memory": {},
+             "kernel": {"release": "6"}, "storage": {"protection": "plain"}}
+    writer = BundleWriter.create(out / host, {"plan": {"name": "t"}, "environment": probe})
+    samples = []
+    for variant, values in values_by_variant.items():
+        variant_dict = dict(variant)
+        for index, value in enumerate(warmups):
+            samples.append(Sample(workload=workload, kind="command", params={}, variant=variant_dict, metric=metric,
+                                  unit="s", value=value, better=better, repetition=index, warmup=True,
+                                  timestamp="2026-01-01T00:00:00Z"))
+        for index, value in enumerate(values):
+            samples.append(Sample(workload=workload, kind="command", params={}, variant=variant_dict, metric=metric,
+                                  unit="s", value=value, better=better, repetition=index, warmup=False,
+                                  timestamp="2026-01-01T00:00:00Z"))
+    writer.append_samples(samples)
+    writer.close()
+    return writer.path
+
+
+def test_load_labels_configurations(tmp_path):
+    plain = write_bundle(tmp_path, "d2as", "none", {(("storage", "disk"),): [1.0, 1.1, 1.0]}, warmups=[5.0])
+    cvm = write_bundle(tmp_path, "dc2as", "sev-snp", {(("storage", "disk"),): [1.2, 1.3, 1.2],
+                                                      (("storage", "encrypted"), ("storage_mechanism", "fscrypt")): [2.0, 2.1, 2.2]})
+    frame = ccbench.load([plain, cvm], labels={str(cvm): "azure-dc2as"})
+    assert set(frame["config"]) == {"d2as / no TEE / disk", "azure-dc2as / SEV-SNP / disk", "azure-dc2as / SEV-SNP / fscrypt"}
+    assert frame["warmup"].sum() == 1
+    for column in ("bundle", "machine", "tee", "storage", "transport", "config", "workload", "metric", "value", "warmup"):
+        assert column in frame.columns
+    # a directory of bundles loads too
+    assert len(ccbench.load(tmp_path)) == len(frame)
+
+
+def test_compare_directions_and_flags(tmp_path):
+    base = write_bundle(tmp_path, "a", "none", {(): [100.0, 101.0, 99.0, 100.5]}, metric="throughput", better="higher")
+    slow = write_bundle(tmp_path, "b", "tdx", {(): [80.0, 81.0, 79.0, 80.5]}, metric="throughput", better="higher")
+    table = compare(ccbench.load([base, slow]))
+    row = table.iloc[0]
+    assert row["baseline"] == "a / no TEE" and row["config"] == "b / TDX"
+    assert row["ratio"] == pytest.approx(0.8, rel=0.01)
+    assert row["verdict"] == "slower" and row["significant"]
+    assert row["overhead_percent"] == pytest.approx(25.0, rel=0.02)
+    assert row["ci_low"] < row["ratio"] < row["ci_high"] < 1
+    few = write_bundle(tmp_path, "c", "none", {(): [1.0, 1.5]})
+    noisy = write_bundle(tmp_path, "d", "none", {(): [1.0, 1.3, 0.8, 1.2]})
+    row = compare(ccbench.load([few, noisy])).iloc[0]
+    assert "not enough samples" in row["flags"] and "noisy" in row["flags"] and not row["significant"]
+
+
+def test_aa_false_positive_rate_at_the_default_sample_size():
+    """1000 A/A comparisons at n = 3 (the plans' default repetitions): at most about 5% significant."""
+    rng = np.random.default_rng(7)
+    trials, n = 2000, 3
+    positives = 0
+    for _ in range(trials):
+        a = 10 * np.exp(rng.normal(0, 0.02, n))
+        b = 10 * np.exp(rng.normal(0, 0.02, n))
+        positives += ratio_interval(a, b).significant
+    rate = positives / trials
+    assert rate <= 0.06, rate  # nominal 5%; 0.06 leaves room for simulation error (SE ~0.5%)
+
+
+def test_aa_false_positive_rate_with_skewed_noise():
+    """Run times are skewed (a slow tail), not log-normal: the rate must still stay near 5%."""
+    rng = np.random.default_rng(11)
+    trials, n = 1000, 5
+    positives = sum(
+        ratio_interval(10 + rng.gamma(2.0, 0.1, n), 10 + rng.gamma(2.0, 0.1, n)).significant for _ in range(trials)
+    )
+    assert positives / trials <= 0.06
+
+
+def test_power_for_a_five_percent_slowdown_at_one_percent_cv():
+    rng = np.random.default_rng(3)
+    trials, n = 1000, 10
+    detected = 0
+    for _ in range(trials):
+        a = 10 * (1 + rng.normal(0, 0.01, n))
+        b = 10.5 * (1 + rng.normal(0, 0.01, n))
+        interval = ratio_interval(a, b)
+        detected += interval.significant and interval.ratio > 1
+    assert detected / trials >= 0.9
+
+
+def test_overhead_model_recovers_known_coefficients():
+    rng = np.random.default_rng(5)
+    rows = []
+    t_base, c_tee, c_tls = 20.0, 0.15, 0.07
+    for tee in ("none", "tdx"):
+        for transport in ("plain", "tls"):
+            x_tee, x_tls = tee != "none", transport == "tls"
+            for rep in range(10):
+                value = t_base * (1 + c_tee * x_tee + c_tls * x_tls) * (1 + rng.normal(0, 0.01))
+                rows.append({"bundle": tee, "machine": "m-" + tee, "tee": tee, "storage": None, "transport": transport,
+                             "config": f"{tee}/{transport}", "workload": "fl", "kind": "command", "params": "{}",
+                             "case": "", "metric": "time", "unit": "s", "value": value, "better": "lower",
+                             "repetition": rep, "warmup": False, "timestamp": ""})
+    frame = pd.DataFrame(rows)
+    model = overhead_model(frame, bootstrap=100)
+    row = model[model["workload"] == "fl"].iloc[0]
+    assert row["t_base"] == pytest.approx(t_base, rel=0.02)
+    assert row["C[tee]"] == pytest.approx(c_tee, abs=0.02)
+    assert row["C[transport:tls]"] == pytest.approx(c_tls, abs=0.02)
+    assert row["C[tee] low"] <= row["C[tee]"] <= row["C[tee] high"]
+    assert "machine" in row["confounded"]
+
+
+def test_compare_cli_json_and_errors(tmp_path, ccbench):
+    base = write_bundle(tmp_path, "a", "none", {(): [1.0, 1.01, 0.99]})
+    other = write_bundle(tmp_path, "b", "sev-snp", {(): [1.2, 1.21, 1.19]})
+    done = ccbench("compare", base, other, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    for key in ("workload", "metric", "baseline", "config", "ratio", "ci_low", "ci_high", "significant"):
+        assert key in rows[0]
+    assert rows[0]["significant"] is True and rows[0]["verdict"] == "slower"
+    done = ccbench("compare", base, other, "--baseline", "SEV-SNP")
+    assert done.returncode == 0 and "faster" in done.stdout
+    done = ccbench("compare", base, other, "--baseline", "nothing-like-this")
+    assert done.returncode == 2 and "no such configuration" in done.stderr
+    with open(other / "samples.jsonl", "r+") as handle:
+        lines = handle.read().splitlines()
+        handle.seek(0)
+        handle.write("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
+    done = ccbench("compare", base, other)
+    assert done.returncode == 2 and "samples.jsonl:2" in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,97 @@
+"""compare and report over real bundles from two runs, and the HTML rendered in headless Chromium."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+PLAN = """
+name = "tiny"
+[defaults]
+repetitions = 3
+warmup = 1
+cooldown = 0
+[[workloads]]
+kind = "prime"
+n = 3000
+[[workloads]]
+kind = "fio"
+blocksizes = ["4k"]
+patterns = ["randread", "randwrite"]
+size = "8M"
+runtime = 1
+warmup = 0
+"""
+
+
+@pytest.fixture(scope="module")
+def two_bundles(tmp_path_factory):
+    import subprocess
+    import sys
+
+    base = tmp_path_factory.mktemp("bundles")
+    (base / "plan.toml").write_text(PLAN)
+    paths = []
+    for name in ("first", "second"):
+        done = subprocess.run([sys.executable, "-m", "ccbench", "run", str(base / "plan.toml"), "--out", str(base / name),
+                               "--workdir", str(base / "work")], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        paths.append(next(p for p in (base / name).iterdir() if (p / "manifest.json").exists()))
+    return paths
+
+
+def test_compare_two_real_runs_with_a_label(two_bundles, ccbench):
+    first, second = two_bundles
+    done = ccbench("compare", first, second, "--label", f"{second}=rerun", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert {r["workload"] for r in rows} == {"prime", "fio"}
+    assert all(r["config"].startswith("rerun /") for r in rows)
+    table = ccbench("compare", first, second, "--label", f"{second}=rerun")
+    assert table.returncode == 0 and "ratio" in table.stdout and "prime" in table.stdout and "fio" in table.stdout
+
+
+def test_report_html_markdown_and_figures(two_bundles, ccbench, tmp_path):
+    first, second = two_bundles
+    html_path, md_path, figures = tmp_path / "r.html", tmp_path / "r.md", tmp_path / "figs"
+    done = ccbench("report", first, second, "--label", f"{second}=rerun", "-o", html_path, "--figures", figures)
+    assert done.returncode == 0, done.stderr
+    text = html_path.read_text()
+    for title in ("Machines", "Comparison with the baseline", "Workloads by configuration", "Overhead heatmap", "Methods"):
+        assert f">{title}</h2>" in text
+    assert text.count("<svg") >= 4
+    # self-contained: nothing fetched from elsewhere
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)
+    assert sorted(p.suffix for p in figures.iterdir()) == sorted([".png", ".svg"] * (len(list(figures.iterdir())) // 2))
+    done = ccbench("report", first, second, "--label", f"{second}=rerun", "-o", md_path)
+    assert done.returncode == 0, done.stderr
+    markdown = md_path.read_text()
+    assert "## Comparison with the baseline" in markdown and "| workload |" in markdown
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)")
+def test_report_renders_in_headless_chromium(two_bundles, ccbench, tmp_path):
+    from PIL import Image
+
+    first, second = two_bundles
+    html_path = tmp_path / "r.html"
+    assert ccbench("report", first, second, "--label", f"{second}=rerun", "-o", html_path).returncode == 0
+    shot = tmp_path / "shot.png"
+    done = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,4000", "--enable-logging=stderr", "--v=0",
+         f"--screenshot={shot}", html_path.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert shot.exists(), done.stderr[-2000:]
+    console_errors = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert not console_errors, console_errors
+    image = Image.open(shot).convert("RGB")
+    pixels = list(image.getdata())
+    # the first configuration's bar colour (#4477AA) must cover a real area: the charts rendered
+    bar = sum(1 for p in pixels if abs(p[0] - 0x44) < 8 and abs(p[1] - 0x77) < 8 and abs(p[2] - 0xAA) < 8)
+    assert bar > 2000, bar
+    assert len(set(pixels[:: 97])) > 50  # not a blank page
