@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import orjson
 import socket
 import warnings
 from dataclasses import dataclass, field
@@ -164,19 +166,27 @@ def _read_jsonl(file: Path, required: tuple[str, ...] = ()) -> list[dict[str, An
     ends_with_newline = data.endswith(b"\n")
     if ends_with_newline:
         lines = lines[:-1]
+    required_keys = set(required)
+    try:
+        # fast path: the whole file at once; any problem falls through to the line-by-line check
+        records = orjson.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
+        if all(isinstance(r, dict) and required_keys <= r.keys() for r in records):
+            return records
+    except orjson.JSONDecodeError:
+        pass
     records = []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         is_last = number == len(lines)
         try:
-            record = json.loads(raw)
+            record = orjson.loads(raw)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
             missing = [key for key in required if key not in record]
             if missing:
                 raise ValueError(f"missing field(s) {', '.join(missing)}")
-        except ValueError as exc:
+        except (ValueError, orjson.JSONDecodeError) as exc:
             if is_last and not ends_with_newline:
                 warnings.warn(
                     f"{file}:{number}: skipping a truncated last line (the run was interrupted)",

@@ -142,8 +142,9 @@ def summary_by_config(frame: pd.DataFrame) -> pd.DataFrame:
     """Median, quartiles, CV and n per group and configuration (for charts and the noisy list)."""
     data = measured(frame)
     grouped = data.groupby(GROUP + ["config", "unit", "better"], sort=False, dropna=False)["value"]
-    table = grouped.agg(
-        median="median", q1=lambda v: v.quantile(0.25), q3=lambda v: v.quantile(0.75), mean="mean", std="std", n="count"
-    ).reset_index()
+    table = grouped.agg(median="median", mean="mean", std="std", n="count")
+    table["q1"] = grouped.quantile(0.25)
+    table["q3"] = grouped.quantile(0.75)
+    table = table.reset_index()
     table["cv"] = table["std"] / table["mean"]
     return table

@@ -7,11 +7,13 @@ warmup, timestamp. ``config`` is "machine / TEE / storage / transport" with abse
 
 from __future__ import annotations
 
+import gc
 import json
 import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
+import orjson
 import pandas as pd
 
 from ccbench.bundle import Bundle, find_bundles, read_bundle
@@ -45,13 +47,6 @@ def config_label(machine: str, tee: str, storage: str | None, transport: str | N
     return " / ".join(parts)
 
 
-def _case_text(sample: dict[str, Any]) -> str:
-    from ccbench.runner import case_text
-
-    case = (sample.get("metadata") or {}).get("case") or {}
-    return case_text(case) if isinstance(case, dict) else ""
-
-
 def parse_labels(items: Iterable[str]) -> dict[str, str]:
     labels = {}
     for item in items:
@@ -63,6 +58,16 @@ def parse_labels(items: Iterable[str]) -> dict[str, str]:
 
 
 def load_bundles(paths: Iterable[str | Path]) -> list[Bundle]:
+    # many small dicts: the cyclic garbage collector would re-scan them again and again while they
+    # are created (a third of the load time); none of them can form a cycle
+    gc.disable()
+    try:
+        return _load_bundles(paths)
+    finally:
+        gc.enable()
+
+
+def _load_bundles(paths: Iterable[str | Path]) -> list[Bundle]:
     bundles = []
     for path in find_bundles(paths):
         with warnings.catch_warnings(record=True) as caught:
@@ -76,23 +81,57 @@ def load_bundles(paths: Iterable[str | Path]) -> list[Bundle]:
 
 def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = None) -> pd.DataFrame:
     labels = labels or {}
-    rows = []
+    frames = []
     for bundle in bundles:
+        if not bundle.samples:
+            continue
         probe = bundle.probe
         machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
         tee = (probe.get("tee") or {}).get("technology") or "unknown"
-        for sample in bundle.samples:
-            variant = sample.get("variant") or {}
-            storage = storage_label(variant)
-            transport = variant.get("transport")
-            rows.append((
-                str(bundle.path), machine, tee, storage, transport, config_label(machine, tee, storage, transport),
-                sample["workload"], sample.get("kind", ""), json.dumps(sample.get("params") or {}, sort_keys=True),
-                _case_text(sample), sample["metric"], sample.get("unit", ""), float(sample["value"]),
-                sample.get("better", "lower"), int(sample.get("repetition", 0)), bool(sample.get("warmup", False)),
-                sample.get("timestamp"),
-            ))
-    return pd.DataFrame.from_records(rows, columns=COLUMNS)
+        raw = pd.DataFrame.from_records(bundle.samples)
+        # variants, params and cases repeat: describe each distinct one once
+        variant_keys = raw["variant"].map(_canonical)
+        described = {}
+        for key in variant_keys.unique():
+            variant = json.loads(key)
+            storage, transport = storage_label(variant), variant.get("transport")
+            described[key] = (storage, transport, config_label(machine, tee, storage, transport))
+        frame = pd.DataFrame({
+            "bundle": str(bundle.path),
+            "machine": machine,
+            "tee": tee,
+            "storage": variant_keys.map(lambda k: described[k][0]),
+            "transport": variant_keys.map(lambda k: described[k][1]),
+            "config": variant_keys.map(lambda k: described[k][2]),
+            "workload": raw["workload"],
+            "kind": raw["kind"] if "kind" in raw else "",
+            "params": raw["params"].map(_canonical),
+            "case": raw["metadata"].map(_case_of) if "metadata" in raw else "",
+            "metric": raw["metric"],
+            "unit": raw["unit"],
+            "value": raw["value"].astype(float),
+            "better": raw["better"] if "better" in raw else "lower",
+            "repetition": raw["repetition"].astype(int),
+            "warmup": raw["warmup"].astype(bool),
+            "timestamp": raw["timestamp"],
+        })
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = pd.concat(frames, ignore_index=True)
+    frame["better"] = frame["better"].where(frame["better"].notna(), None)
+    return frame[COLUMNS]
+
+
+def _canonical(value) -> str:
+    return orjson.dumps(value or {}, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _case_of(metadata) -> str:
+    from ccbench.runner import case_text
+
+    case = (metadata or {}).get("case") if isinstance(metadata, dict) else None
+    return case_text(case) if isinstance(case, dict) and case else ""
 
 
 def load(paths, labels: dict[str, str] | Iterable[str] | None = None) -> pd.DataFrame:

@@ -43,16 +43,25 @@ def _fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def fit_group(values: np.ndarray, layers: np.ndarray, configs: np.ndarray, rng: np.random.Generator,
               bootstrap: int = BOOTSTRAP) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """T_base, C_i, and their bootstrap 2.5/97.5 percentiles."""
-    design = np.column_stack([np.ones(len(values)), layers])
-    coefficients = _fit(design, values)
+    """T_base, C_i, and their bootstrap 2.5/97.5 percentiles.
+
+    The layers are constant within a configuration, so the least-squares fit over samples equals
+    the fit over configuration means weighted by sqrt(n): the bootstrap resamples samples within
+    each configuration and refits on the resampled means (fast: one small NNLS per resample).
+    """
+    names = np.unique(configs)
+    groups = [np.flatnonzero(configs == name) for name in names]
+    design = np.column_stack([np.ones(len(groups)), np.array([layers[g[0]] for g in groups])])
+    weights = np.sqrt(np.array([len(g) for g in groups], dtype=float))
+    weighted = design * weights[:, None]
+    means = np.array([values[g].mean() for g in groups])
+    coefficients = _fit(weighted, means * weights)
     base = coefficients[0]
     c = coefficients[1:] / base if base > 0 else np.full(layers.shape[1], np.nan)
+    resampled = np.column_stack([values[g][rng.integers(0, len(g), size=(bootstrap, len(g)))].mean(axis=1) for g in groups])
     draws = []
-    groups = [np.flatnonzero(configs == config) for config in np.unique(configs)]
-    for _ in range(bootstrap):
-        index = np.concatenate([rng.choice(g, size=len(g), replace=True) for g in groups])
-        fitted = _fit(design[index], values[index])
+    for row in resampled:
+        fitted = _fit(weighted, row * weights)
         if fitted[0] > 0:
             draws.append(fitted[1:] / fitted[0])
     if draws:
@@ -62,64 +71,96 @@ def fit_group(values: np.ndarray, layers: np.ndarray, configs: np.ndarray, rng: 
     return float(base), c, low, high
 
 
+def fit_pooled(y: np.ndarray, layers: np.ndarray, rng: np.random.Generator, bootstrap: int):
+    """Pooled fit over per-(workload, configuration) observations; bootstrap resamples observations."""
+    design = np.column_stack([np.ones(len(y)), layers])
+    coefficients = _fit(design, y)
+    base = coefficients[0]
+    c = coefficients[1:] / base if base > 0 else np.full(layers.shape[1], np.nan)
+    draws = []
+    for index in rng.integers(0, len(y), size=(bootstrap, len(y))):
+        fitted = _fit(design[index], y[index])
+        if fitted[0] > 0:
+            draws.append(fitted[1:] / fitted[0])
+    low, high = (np.percentile(np.array(draws), [2.5, 97.5], axis=0) if draws
+                 else (np.full(layers.shape[1], np.nan), np.full(layers.shape[1], np.nan)))
+    return float(base), c, low, high
+
+
 def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 0) -> pd.DataFrame:
-    """One row per workload group (and a pooled row per metric direction) with C per layer."""
-    data = measured(frame).copy()
+    """One row per workload group (and a pooled row) with C per layer and bootstrap intervals."""
+    data = measured(frame)
     if data.empty:
         return pd.DataFrame()
     data = data[data["better"].isin(["lower", "higher"])]
-    data["time_like"] = np.where(data["better"] == "higher", 1.0 / data["value"].replace(0, np.nan), data["value"])
-    data = data.dropna(subset=["time_like"])
+    values = data["value"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore"):
+        time_like = np.where(data["better"].to_numpy() == "higher", 1.0 / values, values)
+    keep = np.isfinite(time_like)
+    data, time_like = data[keep], time_like[keep]
+    if data.empty:
+        return pd.DataFrame()
     layers = layer_columns(data)
+    layer_names = list(layers.columns)
+    layer_matrix = layers.to_numpy()
+    configs = data["config"].to_numpy()
+    machines = data["machine"].to_numpy()
     rng = np.random.default_rng(seed)
     rows = []
     pooled_y, pooled_x, pooled_configs = [], [], []
-    for key, group in data.groupby(["workload", "params", "case", "metric"], sort=False):
-        group_layers = layers.loc[group.index]
-        varying = [c for c in group_layers.columns if group_layers[c].nunique() > 1]
-        if not varying or group["config"].nunique() < 2:
+    for key, index in data.groupby(["workload", "params", "case", "metric"], sort=False).indices.items():
+        group_layers = layer_matrix[index]
+        varying = [i for i in range(len(layer_names)) if np.unique(group_layers[:, i]).size > 1]
+        group_configs = configs[index]
+        if not varying or np.unique(group_configs).size < 2:
             continue
-        x = group_layers[varying].to_numpy()
-        confounded = _confounded(group, group_layers[varying])
-        base, c, low, high = fit_group(group["time_like"].to_numpy(), x, group["config"].to_numpy(), rng, bootstrap)
-        row = {"workload": key[0], "case": key[2], "metric": key[3], "t_base": base, "n": len(group),
-               "configs": group["config"].nunique(), "confounded": confounded}
-        for name, value, lo, hi in zip(varying, c, low, high):
-            row[f"C[{name}]"] = value
-            row[f"C[{name}] low"] = lo
-            row[f"C[{name}] high"] = hi
+        x = group_layers[:, varying]
+        base, c, low, high = fit_group(time_like[index], x, group_configs, rng, bootstrap)
+        names = [layer_names[i] for i in varying]
+        row = {"workload": key[0], "case": key[2], "metric": key[3], "t_base": base, "n": len(index),
+               "configs": np.unique(group_configs).size,
+               "confounded": _confounded(machines[index], x, names)}
+        for name, value, lo, hi in zip(names, c, low, high):
+            row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
         rows.append(row)
         if base > 0:
-            pooled_y.append(group["time_like"].to_numpy() / base)
-            pooled_x.append(layers.loc[group.index])
-            pooled_configs.append((key[0] + "|" + group["config"]).to_numpy())
+            pooled_y.append(time_like[index] / base)
+            pooled_x.append(group_layers)
+            pooled_configs.append(np.char.add(f"{key[0]}|", group_configs.astype(str)))
     if not rows:
         return pd.DataFrame()
-    if len(rows) > 1:
-        x_all = pd.concat(pooled_x).fillna(0.0)
-        varying = [c for c in x_all.columns if x_all[c].nunique() > 1]
+    if len(rows) > 1 and pooled_y:
+        # pooled: each workload group's per-configuration medians, normalised by the group's T_base,
+        # are the observations (so a workload with many samples does not outweigh the others)
+        observations, designs = [], []
+        for y, x, group_configs in zip(pooled_y, pooled_x, pooled_configs):
+            for config in np.unique(group_configs):
+                mask = group_configs == config
+                observations.append(float(np.median(y[mask])))
+                designs.append(x[mask][0])
+        design = np.array(designs)
+        varying = [i for i in range(len(layer_names)) if np.unique(design[:, i]).size > 1]
         if varying:
-            y = np.concatenate(pooled_y)
-            base, c, low, high = fit_group(y, x_all[varying].to_numpy(), np.concatenate(pooled_configs), rng, bootstrap)
+            y = np.array(observations)
+            base, c, low, high = fit_pooled(y, design[:, varying], rng, bootstrap)
             row = {"workload": "(pooled)", "case": "", "metric": "all", "t_base": base, "n": len(y),
-                   "configs": len(set(np.concatenate(pooled_configs))), "confounded": ""}
-            for name, value, lo, hi in zip(varying, c, low, high):
+                   "configs": len(set(configs)), "confounded": ""}
+            for name, value, lo, hi in zip([layer_names[i] for i in varying], c, low, high):
                 row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _confounded(group: pd.DataFrame, layers: pd.DataFrame) -> str:
+def _confounded(machines: np.ndarray, layers: np.ndarray, names: list[str]) -> str:
     notes = []
-    if "tee" in layers.columns:
-        machines = group.groupby("machine")["tee"].nunique()
-        if group["machine"].nunique() > 1 and (machines <= 1).all():
+    if "tee" in names and np.unique(machines).size > 1:
+        tee = layers[:, names.index("tee")]
+        if all(np.unique(tee[machines == m]).size == 1 for m in np.unique(machines)):
             notes.append("tee differs only across machines: C[tee] includes machine differences")
-    columns = list(layers.columns)
-    for i, a in enumerate(columns):
-        for b in columns[i + 1:]:
-            if (layers[a] == layers[b]).all():
-                notes.append(f"{a} and {b} always change together")
+    for i, a in enumerate(names):
+        for j in range(i + 1, len(names)):
+            if (layers[:, i] == layers[:, j]).all():
+                notes.append(f"{a} and {names[j]} always change together")
     return "; ".join(notes)
 
 

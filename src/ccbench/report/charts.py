@@ -7,6 +7,8 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["figure.max_open_warning"] = 0
+matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable SVG
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -39,17 +41,27 @@ def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | Non
     return fig
 
 
-def percentile_lines(summary: pd.DataFrame, title: str, unit: str) -> plt.Figure:
-    """One line per configuration across the latency percentiles (metric names like clat_p50, p95_latency)."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
-    for index, (config, rows) in enumerate(summary.groupby("config", sort=False)):
-        rows = rows.sort_values("percentile")
-        ax.plot(rows["percentile"].astype(str), rows["median"], marker="o", label=config, color=PALETTE[index % len(PALETTE)])
-    ax.set_xlabel("percentile")
-    ax.set_ylabel(unit)
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: int = 8) -> plt.Figure:
+    """Per case a small panel: one line per configuration across the latency percentiles."""
+    cases = list(dict.fromkeys(summary["case"].fillna("")))[:max_panels]
+    columns = min(4, len(cases))
+    rows_count = (len(cases) + columns - 1) // columns
+    fig, axes = plt.subplots(rows_count, columns, figsize=(3.0 * columns + 1, 2.6 * rows_count), squeeze=False)
+    configs = list(dict.fromkeys(summary["config"]))
+    for panel, case in zip(axes.flat, cases):
+        for index, config in enumerate(configs):
+            rows = summary[(summary["case"].fillna("") == case) & (summary["config"] == config)].sort_values("percentile")
+            if not rows.empty:
+                panel.plot([f"p{p:g}" for p in rows["percentile"]], rows["median"], marker="o", label=config,
+                           color=PALETTE[index % len(PALETTE)])
+        panel.set_title(case or "(all)", fontsize=8)
+        panel.set_ylabel(unit, fontsize=7)
+        panel.tick_params(labelsize=7)
+        panel.grid(alpha=0.3)
+    for panel in list(axes.flat)[len(cases):]:
+        panel.set_visible(False)
+    axes.flat[0].legend(fontsize=6)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 

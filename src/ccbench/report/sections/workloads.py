@@ -44,12 +44,13 @@ def build(ctx: ReportContext) -> Section | None:
     if not percentile_rows.empty:
         percentile_rows["percentile"] = percentile_rows["metric"].str.extract(PERCENTILE)[0].astype(float)
         percentile_rows["family"] = percentile_rows["metric"].str.replace(PERCENTILE, "_", regex=True).str.strip("_")
-        for (workload, case, family), rows in percentile_rows.groupby(["workload", "case", "family"], sort=False):
+        for (workload, family), rows in percentile_rows.groupby(["workload", "family"], sort=False):
             if rows["percentile"].nunique() < 2:
                 continue
-            fig = charts.percentile_lines(rows, f"{workload} {case} {family}: latency percentiles", rows["unit"].iloc[0])
-            figures.append(Figure(name=slug(workload, case, family, "percentiles"), figure=fig,
-                                  caption=f"{workload} {case}: latency percentiles per configuration (medians over runs)"))
+            fig = charts.percentile_lines(rows, f"{workload} {family}: latency percentiles", rows["unit"].iloc[0])
+            figures.append(Figure(name=slug(workload, family, "percentiles"), figure=fig,
+                                  caption=f"{workload} {family}: latency percentiles per case and configuration "
+                                          "(medians over runs; up to 8 cases)"))
     if not figures:
         return None
     return Section(title="Workloads by configuration",

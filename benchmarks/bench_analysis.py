@@ -1,0 +1,97 @@
+"""Time `ccbench compare` and `ccbench report` on 100,000 samples across 6 configurations.
+
+Writes 6 synthetic bundles (3 machines x 2 storage variants, realistic shapes: fio cases with
+5 metrics, notebooks with per-cell times, prime), then runs each command as a user would, side by
+side with loading the same bundles, and prints the times and ratios. Target (issue 3): each command
+under 5 s on the 2-core development machine.
+
+    .venv/bin/python benchmarks/bench_analysis.py [--samples 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ccbench.bundle import BundleWriter
+from ccbench.model import Sample
+
+MACHINES = [("plain-vm", "none", 1.0), ("sev-snp-vm", "sev-snp", 1.06), ("tdx-vm", "tdx", 1.09)]
+STORAGE = [({"storage": "disk"}, 1.0), ({"storage": "encrypted", "storage_mechanism": "fscrypt"}, 1.4)]
+
+
+def cases():
+    for bs in ("4k", "64k", "1m"):
+        for rw in ("randread", "randwrite", "read", "write"):
+            for metric, unit, better in (("throughput", "MB/s", "higher"), ("iops", "IOPS", "higher"),
+                                         ("clat_mean", "us", "lower"), ("clat_p50", "us", "lower"), ("clat_p99", "us", "lower")):
+                yield "fio", {"bs": bs, "rw": rw}, metric, unit, better
+    for notebook in ("airline_delay", "credit_fraud", "app_store"):
+        for cell in range(20):
+            yield f"notebook-{notebook}", {"cell": cell}, "cell_s", "s", "lower"
+        yield f"notebook-{notebook}", {}, "total_s", "s", "lower"
+    yield "prime", {}, "time", "s", "lower"
+
+
+def write_bundles(root: Path, total: int) -> list[Path]:
+    rng = np.random.default_rng(1)
+    groups = list(cases())
+    configs = len(MACHINES) * len(STORAGE)
+    per_group = max(3, total // (configs * len(groups)))
+    paths = []
+    for host, tee, machine_factor in MACHINES:
+        writer = BundleWriter.create(root / host, {"plan": {"name": "bench"}, "environment": {
+            "hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "bench"}, "memory": {},
+            "kernel": {"release": "6"}, "storage": {"protection": "plain"}}})
+        batch = []
+        for variant, storage_factor in STORAGE:
+            for workload, case, metric, unit, better in groups:
+                factor = machine_factor * (storage_factor if workload == "fio" else 1.0)
+                values = 100 * factor * np.exp(rng.normal(0, 0.03, per_group))
+                if better == "higher":
+                    values = 1e4 / values
+                for rep, value in enumerate(values):
+                    batch.append(Sample(workload=workload, kind=workload.split("-")[0], params=case, variant=variant,
+                                        metric=metric, unit=unit, value=float(value), better=better, repetition=rep,
+                                        warmup=False, timestamp="2026-01-01T00:00:00Z", metadata={"case": case}))
+        writer.append_samples(batch)
+        writer.close()
+        paths.append(writer.path)
+    return paths
+
+
+def timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv[:4])} failed: {done.stderr.strip()[-500:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        paths = write_bundles(root, args.samples)
+        count = sum(len((p / "samples.jsonl").read_text().splitlines()) for p in paths)
+        cli = [sys.executable, "-m", "ccbench"]
+        load = timed([sys.executable, "-c", f"import ccbench; ccbench.load({[str(p) for p in paths]!r})"])
+        compare = timed(cli + ["compare", *map(str, paths), "--json"])
+        report = timed(cli + ["report", *map(str, paths), "-o", str(root / "report.html")])
+    print(f"samples: {count:,} in {len(paths)} bundles, 6 configurations")
+    print(f"load only (python -c ccbench.load): {load:6.2f} s")
+    print(f"ccbench compare --json:             {compare:6.2f} s  ({compare / load:.1f}x load; {compare / 5:.2f} of the 5 s target)")
+    print(f"ccbench report -o report.html:      {report:6.2f} s  ({report / load:.1f}x load; {report / 5:.2f} of the 5 s target)")
+
+
+if __name__ == "__main__":
+    main()
