@@ -21,7 +21,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem 
 h1{font-size:1.6rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}h3{font-size:1rem;color:#444}
 table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0 1rem;display:block;overflow-x:auto}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top}th{background:#f4f4f4}
-tr:nth-child(even) td{background:#fafafa}figure{margin:1rem .5rem 1rem 0;display:inline-block;vertical-align:top;max-width:48%}
+tr:nth-child(even) td{background:#fafafa}figure{margin:1rem .5rem 1rem 0;display:inline-block;vertical-align:top;max-width:100%}
 figure svg{max-width:100%;height:auto}figcaption{font-size:.8rem;color:#555;display:block}.meta{color:#666;font-size:.85rem}
 nav a{margin-right:1rem}
 """

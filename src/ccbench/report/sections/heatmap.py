@@ -9,6 +9,17 @@ ORDER = 40
 MAX_ROWS = 60
 
 
+def merge_columns(configs: list[str]) -> dict[str, str]:
+    """Put "vm / no TEE" (a workload without a storage variant) in the column of "vm / no TEE / disk"."""
+    mapping = {}
+    for config in configs:
+        parts = set(config.split(" / "))
+        wider = [c for c in configs if c != config and parts < set(c.split(" / "))
+                 and set(c.split(" / ")) - parts <= {"disk", "plain"}]
+        mapping[config] = min(wider, key=len) if wider else config
+    return mapping
+
+
 def build(ctx: ReportContext) -> Section | None:
     comparison = ctx.comparison
     if comparison is None or comparison.empty:
@@ -16,6 +27,7 @@ def build(ctx: ReportContext) -> Section | None:
     data = comparison.copy()
     data["row"] = data["workload"] + " " + data["case"].fillna("") + " " + data["metric"]
     data["row"] = data["row"].str.replace(r"\s+", " ", regex=True)
+    data["config"] = data["config"].map(merge_columns(list(dict.fromkeys(data["config"]))))
     matrix = data.pivot_table(index="row", columns="config", values="overhead_percent", aggfunc="first", sort=False)
     if len(matrix) > MAX_ROWS:
         order = matrix.abs().max(axis=1).sort_values(ascending=False).index[:MAX_ROWS]
