@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special  # the t distribution without importing all of scipy.stats (0.5 s)
 
 CONFIDENCE = 0.95
 MIN_SAMPLES = 3
@@ -51,8 +51,8 @@ def ratio_interval(baseline: np.ndarray, other: np.ndarray, confidence: float = 
     dof = (var_a + var_b) ** 2 / (
         (var_a**2 / (len(log_a) - 1) if var_a else 0) + (var_b**2 / (len(log_b) - 1) if var_b else 0)
     )
-    t = stats.t.ppf(0.5 + confidence / 2, dof)
-    p_value = 2 * stats.t.sf(abs(diff / se), dof)
+    t = special.stdtrit(dof, 0.5 + confidence / 2)
+    p_value = 2 * special.stdtr(dof, -abs(diff / se))
     return RatioInterval(math.exp(diff), math.exp(diff - t * se), math.exp(diff + t * se), float(p_value))
 
 
