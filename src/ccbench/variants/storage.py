@@ -1,33 +1,400 @@
-"""Storage protection variants (issue 4 extends this beyond ``disk``)."""
+"""Storage protection variants: plain disk, tmpfs, and encrypted storage set up on files ccbench owns.
+
+Values (plan: ``variants = { storage = [...] }``):
+
+* ``disk``       a directory in the work directory, on whatever the filesystem is (the probe says
+                 whether that is already dm-crypt, as on many confidential VMs' OS disks)
+* ``tmpfs``      a tmpfs ccbench mounts (size from ``[storage] tmpfs_size``)
+* ``encrypted``  the strongest option here: LUKS2 (dm-crypt aes-xts-plain64, 512-bit key) on a loop
+                 file when device-mapper works, else ext4 + fscrypt (policy v2, AES-256-XTS) on a loop
+                 file, else gocryptfs (FUSE, AES-256-GCM)
+* ``encrypted:luks`` / ``encrypted:fscrypt`` / ``encrypted:gocryptfs``  exactly that one, or skipped
+
+Safety: everything is created under ``<workdir>/storage/`` and recorded in a state file there
+before it is mounted or attached; ``cleanup_stale`` undoes whatever a killed run left (the runner
+calls it at start, under the work-directory lock; ``ccbench cleanup`` too). Keys are random per
+setup and live in a 0600 file only for the seconds a tool needs to read it.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import uuid
 from pathlib import Path
+from typing import Any
 
+from pydantic import Field
+
+from ccbench.errors import CCBenchError
 from ccbench.variants.base import AxisOptions, PreparedVariant, VariantAxis
+
+MECHANISMS = ("luks", "fscrypt", "gocryptfs")
+VALUES = ("disk", "tmpfs", "encrypted", *(f"encrypted:{m}" for m in MECHANISMS))
+STATE_FILE = "state.json"
 
 
 class StorageOptions(AxisOptions):
-    pass
+    #: size of the tmpfs variant
+    tmpfs_size: str = Field("2G", pattern=r"^\d+[KkMmGg%]?$")
+    #: size of the loop file behind the LUKS and fscrypt variants
+    image_size: str = Field("2G", pattern=r"^\d+[KkMmGg]?$")
+    #: user-prepared directories per variant value (from --storage-path VALUE=DIR)
+    paths: dict[str, str] = Field(default_factory=dict)
+
+
+def _run(argv: list[str], *, input_text: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, input=input_text, timeout=300)
+    if check and done.returncode != 0:
+        raise CCBenchError(f"{' '.join(argv[:3])} failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return done
+
+
+def _size_bytes(size: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([KkMmGg]?)", size).groups()
+    return int(number) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()]
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def device_mapper_usable() -> bool:
+    return os.path.exists("/dev/mapper/control") and shutil.which("cryptsetup") is not None
+
+
+def fscrypt_supported() -> bool:
+    return os.path.exists("/sys/fs/ext4/features/encryption") and shutil.which("mkfs.ext4") is not None
+
+
+def gocryptfs_usable() -> bool:
+    return shutil.which("gocryptfs") is not None and os.path.exists("/dev/fuse")
+
+
+def mechanism_reason(mechanism: str) -> str | None:
+    """Why this encryption mechanism cannot be set up here, or None."""
+    if mechanism == "luks":
+        if not is_root():
+            return "LUKS needs root (loop device, dm-crypt)"
+        if not os.path.exists("/dev/mapper/control"):
+            return "device-mapper is not available in this kernel (no /dev/mapper/control), so dm-crypt/LUKS cannot open"
+        if shutil.which("cryptsetup") is None:
+            return "cryptsetup is not installed (bash scripts/setup.sh --with storage)"
+        return None
+    if mechanism == "fscrypt":
+        if not is_root():
+            return "fscrypt on a loop file needs root (mkfs, mount)"
+        if not fscrypt_supported():
+            return "this kernel's ext4 has no encryption support (no /sys/fs/ext4/features/encryption) or mkfs.ext4 is missing"
+        return None
+    if mechanism == "gocryptfs":
+        if shutil.which("gocryptfs") is None:
+            return "gocryptfs is not installed (bash scripts/setup.sh --with storage)"
+        if not os.path.exists("/dev/fuse"):
+            return "FUSE is not available (/dev/fuse missing)"
+        return None
+    return f"unknown mechanism {mechanism!r}"
+
+
+def choose_mechanism() -> tuple[str | None, list[str]]:
+    """The strongest available mechanism, and why the stronger ones were passed over."""
+    passed_over = []
+    for mechanism in MECHANISMS:
+        reason = mechanism_reason(mechanism)
+        if reason is None:
+            return mechanism, passed_over
+        passed_over.append(f"{mechanism}: {reason}")
+    return None, passed_over
+
+
+# --- the state file: what is mounted or attached, recorded before it happens ----------------------
+
+def _state_path(root: Path) -> Path:
+    return root / STATE_FILE
+
+
+def _load_state(root: Path) -> list[dict[str, Any]]:
+    try:
+        return json.loads(_state_path(root).read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def _save_state(root: Path, entries: list[dict[str, Any]]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = _state_path(root).with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries, indent=1))
+    os.replace(tmp, _state_path(root))
+
+
+def _record(root: Path, entry: dict[str, Any]) -> None:
+    entries = _load_state(root)
+    entries.append(entry)
+    _save_state(root, entries)
+
+
+def _forget(root: Path, directory: str) -> None:
+    _save_state(root, [e for e in _load_state(root) if e.get("directory") != directory])
+
+
+def _mount_points_under(path: Path) -> list[str]:
+    points = []
+    try:
+        text = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return points
+    prefix = str(path).rstrip("/") + "/"
+    for line in text.splitlines():
+        fields = line.split(" - ")[0].split()
+        if len(fields) > 4:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            if point.startswith(prefix):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def _unmount(point: str) -> None:
+    if shutil.which("fusermount3") or shutil.which("fusermount"):
+        fuse = shutil.which("fusermount3") or shutil.which("fusermount")
+        if _run([fuse, "-u", point], check=False).returncode == 0:
+            return
+    if _run(["umount", point], check=False).returncode != 0:
+        _run(["umount", "-l", point], check=False)
+
+
+def _detach_loops(image: Path) -> None:
+    if not shutil.which("losetup"):
+        return
+    done = _run(["losetup", "-j", str(image)], check=False)
+    for line in done.stdout.splitlines():
+        device = line.split(":", 1)[0]
+        if device.startswith("/dev/loop"):
+            _run(["losetup", "-d", device], check=False)
+
+
+def cleanup_stale(workdir: Path) -> list[str]:
+    """Undo mounts, loop devices, dm-crypt mappings and key files a killed run left under workdir/storage."""
+    root = Path(workdir) / "storage"
+    if not root.exists():
+        return []
+    removed = []
+    for entry in _load_state(root):
+        name = entry.get("dm_name")
+        if name and shutil.which("cryptsetup"):
+            for point in _mount_points_under(Path(entry["directory"])):
+                _unmount(point)
+                removed.append(f"unmounted {point}")
+            if _run(["cryptsetup", "close", name], check=False).returncode == 0:
+                removed.append(f"closed dm-crypt mapping {name}")
+    for point in _mount_points_under(root):
+        _unmount(point)
+        removed.append(f"unmounted {point}")
+    for image in root.glob("*/image.*"):
+        _detach_loops(image)
+    for key in root.glob("*/key*"):
+        key.unlink(missing_ok=True)
+        removed.append(f"removed key file {key}")
+    for child in root.iterdir():
+        if child.is_dir() and not _mount_points_under(child):
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(f"removed {child}")
+    _save_state(root, [])
+    return removed
 
 
 class StorageAxis(VariantAxis):
     axis = "storage"
     Options = StorageOptions
     default_value = "disk"
-    VALUES = ("disk",)
+    VALUES = VALUES
 
     def validate(self, value: str) -> None:
-        if value not in self.VALUES:
-            raise ValueError(f"unknown storage variant {value!r}; expected one of: {', '.join(self.VALUES)}")
+        if value not in VALUES:
+            raise ValueError(f"unknown storage variant {value!r}; expected one of: {', '.join(VALUES)}")
+
+    def skip_reason(self, value: str, options: AxisOptions) -> str | None:
+        if value in options.paths:
+            path = Path(options.paths[value])
+            return None if path.is_dir() else f"--storage-path {value}={path}: no such directory"
+        if value == "disk":
+            return None
+        if value == "tmpfs":
+            return None if is_root() else "mounting a tmpfs needs root"
+        if value == "encrypted":
+            mechanism, passed_over = choose_mechanism()
+            return None if mechanism else "no encryption mechanism is available: " + "; ".join(passed_over)
+        return mechanism_reason(value.split(":", 1)[1])
 
     def setup(self, value: str, workdir: Path, options: AxisOptions) -> PreparedVariant:
-        path = workdir / "storage-disk"
-        path.mkdir(parents=True, exist_ok=True)
-        return PreparedVariant(axis=self.axis, value=value, info={"storage": "disk"}, path=path)
+        root = Path(workdir) / "storage"
+        root.mkdir(parents=True, exist_ok=True)
+        directory = root / f"{value.replace(':', '-')}-{uuid.uuid4().hex[:8]}"
+        directory.mkdir()
+        prepared = PreparedVariant(axis=self.axis, value=value, state={"directory": str(directory), "root": str(root)})
+        try:
+            if value in options.paths:
+                return self._user_path(prepared, Path(options.paths[value]))
+            if value == "disk":
+                return self._disk(prepared, directory)
+            if value == "tmpfs":
+                return self._tmpfs(prepared, directory, options)
+            mechanism = value.split(":", 1)[1] if ":" in value else choose_mechanism()[0]
+            if mechanism is None:
+                raise CCBenchError(self.skip_reason(value, options) or "no encryption mechanism")
+            setup = {"luks": self._luks, "fscrypt": self._fscrypt, "gocryptfs": self._gocryptfs}[mechanism]
+            return setup(prepared, directory, options)
+        except BaseException:
+            self.teardown(prepared)
+            raise
+
+    # --- the variants ----------------------------------------------------------------------------
+    def _describe(self, path: Path) -> dict[str, Any]:
+        try:
+            from ccbench.probe import describe_path
+
+            return describe_path(path)
+        except Exception as exc:  # the description is a nicety; never fail a run over it
+            return {"protection": "unknown", "reason": str(exc)}
+
+    def _disk(self, prepared: PreparedVariant, directory: Path) -> PreparedVariant:
+        prepared.path = directory / "data"
+        prepared.path.mkdir()
+        protection = self._describe(prepared.path)
+        prepared.info = {"storage": "disk", "storage_protection": protection.get("protection"),
+                         "storage_fstype": protection.get("fstype")}
+        return prepared
+
+    def _user_path(self, prepared: PreparedVariant, base: Path) -> PreparedVariant:
+        prepared.path = base / f"ccbench-{uuid.uuid4().hex[:8]}"
+        prepared.path.mkdir()
+        prepared.state["user_directory"] = str(prepared.path)
+        protection = self._describe(prepared.path)
+        prepared.info = {"storage": prepared.value, "storage_mechanism": "user-path", "storage_path": str(base),
+                         "storage_protection": protection.get("protection"), "storage_fstype": protection.get("fstype")}
+        if protection.get("cipher"):
+            prepared.info["storage_cipher"] = protection["cipher"]
+        return prepared
+
+    def _tmpfs(self, prepared: PreparedVariant, directory: Path, options: StorageOptions) -> PreparedVariant:
+        mount_point = directory / "mnt"
+        mount_point.mkdir()
+        _record(Path(prepared.state["root"]), {"directory": str(directory), "kind": "tmpfs"})
+        _run(["mount", "-t", "tmpfs", "-o", f"size={options.tmpfs_size},mode=0700", "ccbench-tmpfs", str(mount_point)])
+        prepared.state["mounts"] = [str(mount_point)]
+        prepared.path = mount_point
+        prepared.info = {"storage": "tmpfs", "storage_mechanism": "tmpfs", "tmpfs_size": options.tmpfs_size}
+        return prepared
+
+    def _image(self, directory: Path, options: StorageOptions) -> Path:
+        image = directory / "image.img"
+        with open(image, "wb") as handle:
+            handle.truncate(_size_bytes(options.image_size))
+        return image
+
+    def _key_file(self, directory: Path, raw: bytes) -> Path:
+        key = directory / "key"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+        return key
+
+    def _fscrypt(self, prepared: PreparedVariant, directory: Path, options: StorageOptions) -> PreparedVariant:
+        from ccbench.variants import fscrypt
+
+        image = self._image(directory, options)
+        _run(["mkfs.ext4", "-q", "-F", "-O", "encrypt", "-L", "ccbench", str(image)])
+        mount_point = directory / "mnt"
+        mount_point.mkdir()
+        _record(Path(prepared.state["root"]), {"directory": str(directory), "kind": "fscrypt", "image": str(image)})
+        _run(["mount", "-o", "loop", str(image), str(mount_point)])
+        prepared.state["mounts"] = [str(mount_point)]
+        prepared.state["image"] = str(image)
+        key = secrets.token_bytes(fscrypt.KEY_BYTES)  # kept in memory only, handed to the kernel
+        identifier = fscrypt.add_key(str(mount_point), key)
+        del key
+        prepared.state["fscrypt_identifier"] = identifier.hex()
+        data = mount_point / "data"
+        data.mkdir()
+        fscrypt.set_policy(str(data), identifier)
+        prepared.path = data
+        prepared.info = {"storage": "encrypted", "storage_mechanism": "fscrypt", "storage_cipher": fscrypt.CIPHER,
+                         "filenames_cipher": "AES-256-CTS", "fscrypt_policy": 2, "filesystem": "ext4 on a loop file",
+                         "image_size": options.image_size}
+        return prepared
+
+    def _gocryptfs(self, prepared: PreparedVariant, directory: Path, options: StorageOptions) -> PreparedVariant:
+        cipher_dir = directory / "cipher"
+        mount_point = directory / "mnt"
+        cipher_dir.mkdir()
+        mount_point.mkdir()
+        key = self._key_file(directory, secrets.token_hex(32).encode())
+        try:
+            _run(["gocryptfs", "-init", "-q", "-passfile", str(key), str(cipher_dir)])
+            _record(Path(prepared.state["root"]), {"directory": str(directory), "kind": "gocryptfs"})
+            _run(["gocryptfs", "-q", "-passfile", str(key), str(cipher_dir), str(mount_point)])
+        finally:
+            key.unlink(missing_ok=True)
+        prepared.state["mounts"] = [str(mount_point)]
+        prepared.path = mount_point
+        prepared.info = {"storage": "encrypted", "storage_mechanism": "gocryptfs", "storage_cipher": "AES-256-GCM",
+                         "filesystem": "FUSE"}
+        return prepared
+
+    def luks_commands(self, image: Path, key: Path, name: str, mount_point: Path) -> list[list[str]]:
+        """The commands the LUKS variant runs, in order (unit-tested; device-mapper is absent in CI)."""
+        mapper = f"/dev/mapper/{name}"
+        return [
+            ["cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--cipher", "aes-xts-plain64",
+             "--key-size", "512", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", str(key), str(image)],
+            ["cryptsetup", "open", "--type", "luks2", "--key-file", str(key), str(image), name],
+            ["mkfs.ext4", "-q", "-F", mapper],
+            ["mount", mapper, str(mount_point)],
+        ]
+
+    def _luks(self, prepared: PreparedVariant, directory: Path, options: StorageOptions) -> PreparedVariant:
+        image = self._image(directory, options)
+        mount_point = directory / "mnt"
+        mount_point.mkdir()
+        name = f"ccbench-{directory.name}"
+        key = self._key_file(directory, secrets.token_bytes(64))
+        _record(Path(prepared.state["root"]), {"directory": str(directory), "kind": "luks", "image": str(image), "dm_name": name})
+        prepared.state.update({"image": str(image), "dm_name": name, "mounts": [str(mount_point)]})
+        try:
+            for argv in self.luks_commands(image, key, name, mount_point):
+                _run(argv)
+        finally:
+            key.unlink(missing_ok=True)
+        data = mount_point / "data"
+        data.mkdir()
+        prepared.path = data
+        prepared.info = {"storage": "encrypted", "storage_mechanism": "luks2", "storage_cipher": "aes-xts-plain64",
+                         "key_bits": 512, "filesystem": "ext4 on dm-crypt on a loop file", "image_size": options.image_size}
+        return prepared
 
     def teardown(self, prepared: PreparedVariant) -> None:
-        import shutil
+        state = prepared.state
+        if state.get("fscrypt_identifier") and state.get("mounts"):
+            try:
+                from ccbench.variants import fscrypt
 
-        if prepared.path is not None:
-            shutil.rmtree(prepared.path, ignore_errors=True)
+                fscrypt.remove_key(state["mounts"][0], bytes.fromhex(state["fscrypt_identifier"]))
+            except OSError:
+                pass  # unmounting drops the filesystem's keys anyway
+        for point in state.get("mounts", []):
+            _unmount(point)
+        if state.get("dm_name"):
+            _run(["cryptsetup", "close", state["dm_name"]], check=False)
+        if state.get("image"):
+            _detach_loops(Path(state["image"]))
+        if state.get("user_directory"):
+            shutil.rmtree(state["user_directory"], ignore_errors=True)
+        directory = state.get("directory")
+        if directory:
+            still_mounted = _mount_points_under(Path(directory))
+            if not still_mounted:
+                shutil.rmtree(directory, ignore_errors=True)
+                _forget(Path(state["root"]), directory)

@@ -1,0 +1,27 @@
+"""ccbench cleanup: undo what a killed run left in the work directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option("--workdir", type=click.Path(file_okay=False), default=".ccbench/work", show_default=True,
+              help="The work directory of the runs to clean up after.")
+def command(workdir) -> None:
+    """Unmount tmpfs, fscrypt, gocryptfs and LUKS variants, detach loop devices and remove key files that
+    a killed run left under WORKDIR/storage. Touches nothing outside the work directory.
+    (Every `ccbench run` does the same at start.)"""
+    from ccbench.runner import WorkdirLock, cleanup_stale
+
+    path = Path(workdir)
+    if not path.exists():
+        click.echo(f"nothing to clean: {path} does not exist")
+        return
+    with WorkdirLock(path.resolve()):
+        removed = cleanup_stale(path.resolve())
+    for item in removed:
+        click.echo(item)
+    click.echo(f"clean: {len(removed)} item(s) removed under {path}")

@@ -1,0 +1,167 @@
+"""Storage variants set up and torn down for real (as root), the compression workload on each,
+cleanup after a killed run, and the reasons a variant is skipped."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ccbench.bundle import read_bundle
+from ccbench.variants import AXES
+from ccbench.variants import storage as storage_module
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI runs as root)")
+AXIS = AXES["storage"]
+OPTIONS = AXIS.Options(tmpfs_size="64M", image_size="64M")
+
+
+def mounts_under(path: Path) -> list[str]:
+    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if line.split()[4].startswith(str(path))]
+
+
+def loops_for(path: Path) -> str:
+    return subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout if shutil.which("losetup") else ""
+
+
+@root_only
+@pytest.mark.parametrize("value, mechanism", [
+    ("tmpfs", "tmpfs"), ("encrypted:fscrypt", "fscrypt"), ("encrypted:gocryptfs", "gocryptfs"), ("encrypted", None),
+])
+def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
+    reason = AXIS.skip_reason(value, OPTIONS)
+    if value == "encrypted:gocryptfs" and reason:
+        pytest.skip(reason)
+    assert reason is None, reason
+    prepared = AXIS.setup(value, tmp_path, OPTIONS)
+    try:
+        assert prepared.path.is_dir()
+        (prepared.path / "probe.txt").write_text("secret")
+        expected = mechanism or storage_module.choose_mechanism()[0]
+        assert prepared.info.get("storage_mechanism") == expected
+        if expected != "tmpfs":
+            assert prepared.info["storage"] == "encrypted" and prepared.info["storage_cipher"]
+        mounted = mounts_under(tmp_path)
+        assert mounted, "the variant must be a real mount"
+        from ccbench.probe import describe_path
+
+        protection = describe_path(prepared.path)["protection"]
+        assert protection == {"tmpfs": "tmpfs", "fscrypt": "fscrypt", "gocryptfs": "fuse"}[expected]
+        if expected == "gocryptfs":
+            cipher_files = list((Path(prepared.state["directory"]) / "cipher").iterdir())
+            assert not any(b"secret" in f.read_bytes() for f in cipher_files if f.is_file()), "plaintext at rest"
+    finally:
+        AXIS.teardown(prepared)
+    assert mounts_under(tmp_path) == []
+    assert str(tmp_path) not in loops_for(tmp_path)
+    assert [p.name for p in (tmp_path / "storage").iterdir()] == ["state.json"]
+    assert not list((tmp_path / "storage").rglob("key*"))
+
+
+def test_luks_commands_and_skip_reason(tmp_path):
+    commands = AXIS.luks_commands(tmp_path / "image.img", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
+    format_command = commands[0]
+    assert format_command[:2] == ["cryptsetup", "luksFormat"]
+    assert format_command[format_command.index("--type") + 1] == "luks2"
+    assert format_command[format_command.index("--cipher") + 1] == "aes-xts-plain64"
+    assert format_command[format_command.index("--key-size") + 1] == "512"
+    assert str(tmp_path / "image.img") in format_command  # only ever the loop file ccbench created
+    assert commands[1][:2] == ["cryptsetup", "open"] and commands[1][-1] == "ccbench-x"
+    assert commands[3] == ["mount", "/dev/mapper/ccbench-x", str(tmp_path / "mnt")]
+    if not os.path.exists("/dev/mapper/control"):
+        assert "device-mapper" in AXIS.skip_reason("encrypted:luks", OPTIONS)
+
+
+def test_non_root_skips_root_only_variants(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "needs root" in AXIS.skip_reason("tmpfs", OPTIONS)
+    assert "needs root" in AXIS.skip_reason("encrypted:fscrypt", OPTIONS)
+    assert "needs root" in AXIS.skip_reason("encrypted:luks", OPTIONS)
+    assert AXIS.skip_reason("disk", OPTIONS) is None
+
+
+def test_unknown_variant_and_user_path(tmp_path):
+    with pytest.raises(ValueError, match="unknown storage variant"):
+        AXIS.validate("floppy")
+    options = AXIS.Options(paths={"encrypted": str(tmp_path / "mine")})
+    assert "no such directory" in AXIS.skip_reason("encrypted", options)
+    (tmp_path / "mine").mkdir()
+    prepared = AXIS.setup("encrypted", tmp_path / "work", options)
+    assert prepared.path.parent == tmp_path / "mine" and prepared.info["storage_mechanism"] == "user-path"
+    AXIS.teardown(prepared)
+    assert list((tmp_path / "mine").iterdir()) == []
+
+
+PLAN = """
+name = "storage-test"
+[defaults]
+repetitions = 1
+cooldown = 0
+variants = { storage = %s }
+[storage]
+tmpfs_size = "64M"
+image_size = "64M"
+[[workloads]]
+kind = "compression"
+size = "4M"
+[[workloads]]
+kind = "fio"
+blocksizes = ["4k"]
+patterns = ["randrw"]
+size = "8M"
+runtime = 1
+"""
+
+
+@root_only
+def test_compression_and_fio_run_on_every_variant(tmp_path, ccbench):
+    variants = ["disk", "tmpfs", "encrypted", "encrypted:gocryptfs"]
+    (tmp_path / "plan.toml").write_text(PLAN % variants)
+    done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
+    assert done.returncode == 0, done.stdout + done.stderr
+    bundle = read_bundle(next((tmp_path / "out").iterdir()))
+    for workload in ("compression", "fio"):
+        seen = {(s["variant"]["storage"], s["variant"].get("storage_mechanism")) for s in bundle.samples
+                if s["workload"] == workload}
+        assert ("disk", None) in seen and ("tmpfs", "tmpfs") in seen
+        assert ("encrypted", "fscrypt") in seen and ("encrypted", "gocryptfs") in seen
+    ratios = [s["value"] for s in bundle.samples if s["metric"] == "compression_ratio"]
+    assert ratios and all(r > 1.2 for r in ratios)
+    assert mounts_under(tmp_path / "work") == []
+    # the comparison shows every variant against plain disk
+    compared = ccbench("compare", bundle.path, "--json")
+    assert compared.returncode == 0, compared.stderr
+    configs = {line.split('"config": "')[1].split('"')[0] for line in compared.stdout.splitlines()}
+    assert len(configs) == 3 and all("disk" not in c for c in configs)
+
+
+@root_only
+def test_killed_run_leaves_nothing_after_cleanup(tmp_path, ccbench):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('name = "k"\n[defaults]\nrepetitions = 50\ncooldown = 0\n'
+                    'variants = { storage = ["tmpfs", "encrypted:fscrypt", "encrypted:gocryptfs"] }\n'
+                    '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
+                    '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n')
+    work = tmp_path / "work"
+    process = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(tmp_path / "out"),
+                                "--workdir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(mounts_under(work)) < 3:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    assert len(mounts_under(work)) >= 3
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert mounts_under(work), "SIGKILL gives no chance to clean up"
+    done = ccbench("cleanup", "--workdir", work)
+    assert done.returncode == 0, done.stderr
+    assert "unmounted" in done.stdout
+    assert mounts_under(work) == []
+    assert str(work) not in loops_for(work)
+    assert not list((work / "storage").rglob("key*"))
+    assert [p.name for p in (work / "storage").iterdir()] == ["state.json"]
