@@ -74,7 +74,7 @@ command = "echo fine"
     for sample in works:
         for key in ("workload", "params", "variant", "metric", "unit", "value", "repetition", "warmup", "timestamp"):
             assert key in sample
-        assert sample["variant"] == {"storage": "disk"}
+        assert sample["variant"]["storage"] == "disk" and sample["variant"]["storage_protection"] == "plain"
     assert bundle.manifest["status"] == "failed"
     assert bundle.manifest["environment"]["tee"]["technology"] in ("none", "unknown", "sev", "sev-es", "sev-snp", "tdx", "sgx")
     # no sleep survived the timeout
