@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# the real YCSB (site.ycsb:core 0.17.0) with ccbench's RocksDB binding, built with Maven
+command -v java >/dev/null || apt_install default-jdk-headless
+command -v mvn >/dev/null || apt_install maven
+YCSB_DIR="$ROOT/java/ycsb-rocksdb"
+if [ ! -f "$YCSB_DIR/target/ycsb-rocksdb-0.1.0.jar" ] || [ -n "$(find "$YCSB_DIR/src" "$YCSB_DIR/pom.xml" -newer "$YCSB_DIR/target/ycsb-rocksdb-0.1.0.jar" 2>/dev/null)" ]; then
+  log "building the YCSB RocksDB binding (Maven)"
+  (cd "$YCSB_DIR" && mvn -q -B package -DskipTests) || die "the YCSB binding did not build (see the Maven output above)"
+fi

@@ -1,0 +1,71 @@
+"""The real YCSB core with ccbench's RocksDB binding, on storage variants."""
+
+import os
+
+import pytest
+
+from ccbench.bundle import read_bundle
+from ccbench.workloads.ycsb import Ycsb, YcsbParams, measurements_from, parse_report
+from ccbench.workloads.base import WorkloadFailed
+
+REPORT = """[OVERALL], RunTime(ms), 1782
+[OVERALL], Throughput(ops/sec), 561.1672278338945
+[CLEANUP], Operations, 1
+[CLEANUP], AverageLatency(us), 2491.0
+[READ], Operations, 480
+[READ], AverageLatency(us), 112.2
+[READ], 95thPercentileLatency(us), 81
+[READ], 99thPercentileLatency(us), 1352
+[READ], Return=OK, 480
+[UPDATE], Operations, 520
+[UPDATE], AverageLatency(us), 150.5
+[UPDATE], 95thPercentileLatency(us), 201
+[UPDATE], 99thPercentileLatency(us), 900
+[UPDATE], Return=OK, 520
+"""
+
+
+def test_report_parsing():
+    measurements = measurements_from(parse_report(REPORT), "run", "a")
+    by_key = {(m.metric, m.case.get("operation")): m for m in measurements}
+    assert by_key[("throughput", None)].value == pytest.approx(561.167, rel=1e-4)
+    assert by_key[("throughput", None)].better == "higher"
+    assert by_key[("latency_p99", "read")].value == 1352
+    assert by_key[("latency_avg", "update")].value == 150.5
+    assert not any(m.case.get("operation") == "cleanup" for m in measurements)
+    with pytest.raises(WorkloadFailed, match="failed"):
+        measurements_from(parse_report(REPORT + "[READ], Return=ERROR, 3\n"), "run", "a")
+
+
+needs_binding = pytest.mark.skipif(Ycsb("y", YcsbParams()).requirements() is not None,
+                                   reason="YCSB binding not built (bash scripts/setup.sh --with ycsb)")
+
+
+@needs_binding
+@pytest.mark.skipif(os.geteuid() != 0, reason="the tmpfs and fscrypt variants need root")
+def test_ycsb_runs_on_each_variant(tmp_path, ccbench):
+    (tmp_path / "plan.toml").write_text("""
+name = "ycsb-test"
+[defaults]
+repetitions = 1
+cooldown = 0
+variants = { storage = ["disk", "tmpfs", "encrypted"] }
+[storage]
+tmpfs_size = "256M"
+image_size = "256M"
+[[workloads]]
+kind = "ycsb"
+workloads = ["a", "e"]
+recordcount = 300
+operationcount = 300
+""")
+    done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
+    assert done.returncode == 0, done.stdout + done.stderr
+    bundle = read_bundle(next((tmp_path / "out").iterdir()))
+    seen = {(s["variant"]["storage"], s["params"]["workload"], s["params"]["phase"]) for s in bundle.samples
+            if s["metric"] == "throughput"}
+    for storage in ("disk", "tmpfs", "encrypted"):
+        for letter in ("a", "e"):
+            assert (storage, letter, "load") in seen and (storage, letter, "run") in seen
+    scans = [s for s in bundle.samples if s["params"].get("operation") == "scan"]
+    assert scans and all(s["value"] > 0 for s in scans)
