@@ -1,0 +1,127 @@
+//! Typed messages: raw bytes, or a tensor (dtype and shape) for embeddings and activations.
+
+use std::borrow::Cow;
+
+use crate::error::ChannelError;
+
+pub const KIND_BYTES: u8 = 0;
+pub const KIND_TENSOR: u8 = 1;
+pub const MAX_DIMS: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DType {
+    F32 = 0,
+    F16 = 1,
+    BF16 = 2,
+    I64 = 3,
+    I32 = 4,
+    U8 = 5,
+    F64 = 6,
+}
+
+impl DType {
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::I64 | DType::F64 => 8,
+            DType::U8 => 1,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<DType> {
+        Some(match code {
+            0 => DType::F32,
+            1 => DType::F16,
+            2 => DType::BF16,
+            3 => DType::I64,
+            4 => DType::I32,
+            5 => DType::U8,
+            6 => DType::F64,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    Bytes(Cow<'a, [u8]>),
+    Tensor { dtype: DType, shape: Vec<u64>, data: Cow<'a, [u8]> },
+}
+
+impl<'a> Frame<'a> {
+    pub fn bytes(data: &'a [u8]) -> Frame<'a> {
+        Frame::Bytes(Cow::Borrowed(data))
+    }
+
+    /// A tensor frame; the data length must match the shape and dtype.
+    pub fn tensor(dtype: DType, shape: &[u64], data: &'a [u8]) -> Result<Frame<'a>, ChannelError> {
+        check_tensor(dtype, shape, data.len())?;
+        Ok(Frame::Tensor { dtype, shape: shape.to_vec(), data: Cow::Borrowed(data) })
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        match self {
+            Frame::Bytes(data) => data,
+            Frame::Tensor { data, .. } => data,
+        }
+    }
+
+    /// (kind, header, data): the header travels in front of the data in the first record.
+    pub(crate) fn encode_parts(&self) -> (u8, Vec<u8>, &[u8]) {
+        match self {
+            Frame::Bytes(data) => (KIND_BYTES, Vec::new(), data),
+            Frame::Tensor { dtype, shape, data } => {
+                let mut header = Vec::with_capacity(2 + 8 * shape.len());
+                header.push(*dtype as u8);
+                header.push(shape.len() as u8);
+                for dim in shape {
+                    header.extend_from_slice(&dim.to_be_bytes());
+                }
+                (KIND_TENSOR, header, data)
+            }
+        }
+    }
+
+    /// Decode a reassembled message (all of it authenticated) into a frame.
+    pub fn decode(kind: u8, message: Vec<u8>) -> Result<Frame<'static>, ChannelError> {
+        match kind {
+            KIND_BYTES => Ok(Frame::Bytes(Cow::Owned(message))),
+            KIND_TENSOR => {
+                if message.len() < 2 {
+                    return Err(ChannelError::Protocol("tensor header too short".into()));
+                }
+                let dtype = DType::from_code(message[0])
+                    .ok_or_else(|| ChannelError::Protocol(format!("unknown dtype {}", message[0])))?;
+                let ndim = message[1] as usize;
+                if ndim > MAX_DIMS {
+                    return Err(ChannelError::Protocol(format!("{ndim} dimensions (at most {MAX_DIMS})")));
+                }
+                let header = 2 + 8 * ndim;
+                if message.len() < header {
+                    return Err(ChannelError::Protocol("tensor header too short".into()));
+                }
+                let shape: Vec<u64> = (0..ndim)
+                    .map(|i| u64::from_be_bytes(message[2 + 8 * i..10 + 8 * i].try_into().expect("8 bytes")))
+                    .collect();
+                check_tensor(dtype, &shape, message.len() - header)?;
+                let data = message[header..].to_vec();
+                Ok(Frame::Tensor { dtype, shape, data: Cow::Owned(data) })
+            }
+            other => Err(ChannelError::Protocol(format!("unknown frame kind {other}"))),
+        }
+    }
+}
+
+fn check_tensor(dtype: DType, shape: &[u64], len: usize) -> Result<(), ChannelError> {
+    if shape.len() > MAX_DIMS {
+        return Err(ChannelError::Protocol(format!("{} dimensions (at most {MAX_DIMS})", shape.len())));
+    }
+    let elements = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    let expected = elements.and_then(|e| e.checked_mul(dtype.size() as u64));
+    match expected {
+        Some(bytes) if bytes == len as u64 => Ok(()),
+        _ => Err(ChannelError::Protocol(format!("tensor data of {len} bytes does not match shape {shape:?} of {dtype:?}"))),
+    }
+}

@@ -1,0 +1,22 @@
+//! ccchannel: an attested secure channel for confidential ML traffic.
+//!
+//! * Handshake: Noise NN (identity from attestation) or XX (static keys too), 25519, AES-GCM or
+//!   ChaCha20-Poly1305 (by CPU), SHA-256, through the `snow` crate; see [`handshake`].
+//! * Attestation: evidence bound to the final handshake hash (and the sender's static key), from a
+//!   [`attestation::MockProvider`] or Linux configfs-tsm ([`attestation::TsmProvider`]); verified
+//!   against a [`attestation::Policy`] that rejects with a typed [`RejectReason`].
+//! * Records: length-prefixed AEAD records (ring), implicit strictly increasing nonces, messages
+//!   fragmented and reassembled, a hard maximum message size checked before allocation, Noise
+//!   REKEY after a configurable amount of data, an explicit close, typed frames; see [`record`].
+
+pub mod attestation;
+pub mod error;
+pub mod frame;
+pub mod handshake;
+pub mod record;
+
+pub use attestation::{AttestationProvider, Evidence, MockProvider, Policy, TsmProvider};
+pub use error::{ChannelError, RejectReason};
+pub use frame::{DType, Frame};
+pub use handshake::{accept, connect, Config, Pattern, StaticKey};
+pub use record::{Channel, Cipher};

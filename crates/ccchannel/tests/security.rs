@@ -1,0 +1,312 @@
+//! Security tests: tampering, replay, reordering, dropping, truncation, oversize lengths, and
+//! evidence bound to the wrong handshake, static key, technology or measurement.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ccchannel::attestation::{binding, Evidence, REPORT_DATA_LEN};
+use ccchannel::{
+    accept, connect, AttestationProvider, Channel, ChannelError, Config, DType, Frame, MockProvider, Pattern, Policy,
+    RejectReason, StaticKey,
+};
+use tokio::io::{duplex, AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+const MEASUREMENT: &str = "ccbench-test-image";
+
+fn policy(provider: &MockProvider) -> Policy {
+    Policy { technologies: vec!["mock-snp".into()], measurement: Some(provider.measurement_hex()), max_age: Duration::from_secs(60) }
+}
+
+fn configs(pattern: Pattern) -> (Config, Config) {
+    let provider = MockProvider::new("mock-snp", MEASUREMENT);
+    let mut server = Config::new(pattern);
+    let mut client = Config::new(pattern);
+    server.provider = Some(Arc::new(provider.clone()));
+    client.verify_peer = Some(policy(&provider));
+    if pattern == Pattern::XX {
+        server.static_key = Some(StaticKey::generate(server.cipher).unwrap());
+        client.static_key = Some(StaticKey::generate(client.cipher).unwrap());
+    }
+    (client, server)
+}
+
+async fn pair(client: &Config, server: &Config) -> Result<(Channel<DuplexStream>, Channel<DuplexStream>), ChannelError> {
+    let (a, b) = duplex(1 << 20);
+    let (c, s) = tokio::join!(connect(a, client), accept(b, server));
+    Ok((c?, s?))
+}
+
+#[tokio::test]
+async fn round_trip_bytes_tensor_and_large_messages() {
+    for pattern in [Pattern::NN, Pattern::XX] {
+        let (client, server) = configs(pattern);
+        let (mut c, mut s) = pair(&client, &server).await.unwrap();
+        assert_eq!(c.handshake_hash(), s.handshake_hash());
+        assert_eq!(c.peer_claims().unwrap().technology, "mock-snp");
+        let big: Vec<u8> = (0..(3 << 20) + 17).map(|i| (i % 251) as u8).collect();
+        let embedding: Vec<u8> = (0..384 * 4).map(|i| i as u8).collect();
+        let sender = async {
+            c.send(&Frame::bytes(b"hello")).await.unwrap();
+            c.send(&Frame::tensor(DType::F32, &[1, 384], &embedding).unwrap()).await.unwrap();
+            c.send(&Frame::bytes(&big)).await.unwrap();
+            c.close().await.unwrap();
+        };
+        let receiver = async {
+            let mut got = Vec::new();
+            while let Some(frame) = s.recv().await.unwrap() {
+                got.push(frame);
+            }
+            got
+        };
+        let (_, got) = tokio::join!(sender, receiver);
+        assert_eq!(got[0], Frame::bytes(b"hello").clone());
+        match &got[1] {
+            Frame::Tensor { dtype, shape, data } => {
+                assert_eq!((*dtype, shape.as_slice(), data.len()), (DType::F32, &[1u64, 384][..], 384 * 4))
+            }
+            other => panic!("expected a tensor, got {other:?}"),
+        }
+        assert_eq!(got[2].payload(), &big[..]);
+        assert_eq!(got.len(), 3);
+    }
+}
+
+#[tokio::test]
+async fn rekey_keeps_the_channel_working() {
+    let (mut client, server) = configs(Pattern::NN);
+    client.rekey_after = 10_000;
+    let (mut c, mut s) = pair(&client, &server).await.unwrap();
+    let data = vec![7u8; 150_000];
+    let sender = async {
+        for _ in 0..20 {
+            c.send(&Frame::bytes(&data)).await.unwrap();
+        }
+        c.close().await.unwrap();
+    };
+    let receiver = async {
+        let mut count = 0;
+        while let Some(frame) = s.recv().await.unwrap() {
+            assert_eq!(frame.payload(), &data[..]);
+            count += 1;
+        }
+        count
+    };
+    let (_, count) = tokio::join!(sender, receiver);
+    assert_eq!(count, 20);
+}
+
+/// Records as they went over the wire: one channel writes, the test captures and manipulates.
+async fn capture(messages: &[&[u8]]) -> (Vec<Vec<u8>>, Channel<DuplexStream>) {
+    let (client, server) = configs(Pattern::NN);
+    let (c, s) = pair(&client, &server).await.unwrap();
+    let (tap_writer, mut tap_reader) = duplex(8 << 20);
+    let mut c = c.replace_stream(tap_writer);
+    for message in messages {
+        c.send(&Frame::bytes(message)).await.unwrap();
+    }
+    drop(c);
+    let mut wire = Vec::new();
+    tap_reader.read_to_end(&mut wire).await.unwrap();
+    let mut records = Vec::new();
+    let mut at = 0;
+    while at < wire.len() {
+        let len = u32::from_be_bytes(wire[at..at + 4].try_into().unwrap()) as usize;
+        records.push(wire[at..at + 4 + len].to_vec());
+        at += 4 + len;
+    }
+    (records, s)
+}
+
+async fn deliver(receiver: Channel<DuplexStream>, bytes: Vec<u8>, close: bool) -> (Vec<Vec<u8>>, ChannelError) {
+    let (mut feed, stream) = duplex(8 << 20);
+    let mut receiver = receiver.replace_stream(stream);
+    feed.write_all(&bytes).await.unwrap();
+    if close {
+        drop(feed);
+    }
+    let mut released = Vec::new();
+    loop {
+        match receiver.recv().await {
+            Ok(Some(frame)) => released.push(frame.payload().to_vec()),
+            Ok(None) => panic!("no close record was sent"),
+            Err(error) => {
+                // after an error the channel stays closed
+                assert_eq!(receiver.recv().await.unwrap_err(), ChannelError::Closed);
+                return (released, error);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_flipped_bit_anywhere_is_rejected_with_no_plaintext() {
+    let (records, _) = capture(&[b"secret embedding"]).await;
+    let record = &records[0];
+    for position in 4..record.len() {
+        for bit in [0u8, 7] {
+            let (_, receiver) = capture(&[b"secret embedding"]).await;
+            let mut tampered = record.clone();
+            tampered[position] ^= 1 << bit;
+            let (released, error) = deliver(receiver, tampered, true).await;
+            assert!(released.is_empty(), "plaintext released after tampering at {position}");
+            assert_eq!(error, ChannelError::Decrypt, "byte {position}");
+        }
+    }
+    // the length field: a changed length either fails authentication or the read runs out
+    let (_, receiver) = capture(&[b"secret embedding"]).await;
+    let mut tampered = record.clone();
+    tampered[3] ^= 1;
+    let (released, error) = deliver(receiver, tampered, true).await;
+    assert!(released.is_empty());
+    assert!(matches!(error, ChannelError::Decrypt | ChannelError::Truncated), "{error:?}");
+}
+
+#[tokio::test]
+async fn replayed_reordered_and_dropped_records_are_errors() {
+    let messages: [&[u8]; 3] = [b"one", b"two", b"three"];
+    // replay: the first record twice
+    let (records, receiver) = capture(&messages).await;
+    let (released, error) = deliver(receiver, [records[0].clone(), records[0].clone()].concat(), true).await;
+    assert_eq!(released, vec![b"one".to_vec()]);
+    assert_eq!(error, ChannelError::Decrypt);
+    // reorder: two before one
+    let (records, receiver) = capture(&messages).await;
+    let (released, error) = deliver(receiver, [records[1].clone(), records[0].clone()].concat(), true).await;
+    assert!(released.is_empty());
+    assert_eq!(error, ChannelError::Decrypt);
+    // drop: one then three
+    let (records, receiver) = capture(&messages).await;
+    let (released, error) = deliver(receiver, [records[0].clone(), records[2].clone()].concat(), true).await;
+    assert_eq!(released, vec![b"one".to_vec()]);
+    assert_eq!(error, ChannelError::Decrypt);
+}
+
+#[tokio::test]
+async fn truncation_is_an_error() {
+    // the stream ends in the middle of a record
+    let (records, receiver) = capture(&[b"one"]).await;
+    let cut = records[0][..records[0].len() - 3].to_vec();
+    let (released, error) = deliver(receiver, cut, true).await;
+    assert!(released.is_empty());
+    assert_eq!(error, ChannelError::Truncated);
+    // the stream ends cleanly between records but without a close record
+    let (records, receiver) = capture(&[b"one"]).await;
+    let (released, error) = deliver(receiver, records[0].clone(), true).await;
+    assert_eq!(released, vec![b"one".to_vec()]);
+    assert_eq!(error, ChannelError::Truncated);
+}
+
+#[tokio::test]
+async fn oversized_lengths_are_refused_before_allocation() {
+    let (_, receiver) = capture(&[]).await;
+    let (released, error) = deliver(receiver, u32::MAX.to_be_bytes().to_vec(), false).await;
+    assert!(released.is_empty());
+    assert!(matches!(error, ChannelError::RecordTooLarge { .. }), "{error:?}");
+    // a message announced beyond the maximum
+    let (mut client, mut server) = configs(Pattern::NN);
+    server.max_message = 1024;
+    client.max_message = 1 << 20;
+    let (mut c, mut s) = pair(&client, &server).await.unwrap();
+    c.send(&Frame::bytes(&[0u8; 4096])).await.unwrap();
+    let error = s.recv().await.unwrap_err();
+    assert_eq!(error, ChannelError::MessageTooLarge { len: 4096, max: 1024 });
+    // and the sender refuses to send one past its own maximum
+    let error = s.send(&Frame::bytes(&[0u8; 4096])).await.unwrap_err();
+    assert!(matches!(error, ChannelError::Closed | ChannelError::MessageTooLarge { .. }));
+}
+
+/// A provider that returns evidence made for something else.
+struct Replaying(Evidence);
+
+impl AttestationProvider for Replaying {
+    fn attest(&self, _report_data: &[u8; REPORT_DATA_LEN]) -> Result<Evidence, ChannelError> {
+        Ok(self.0.clone())
+    }
+}
+
+async fn handshake_error(client: &Config, server: &Config) -> ChannelError {
+    let (a, b) = duplex(1 << 16);
+    let (c, s) = tokio::join!(connect(a, client), accept(b, server));
+    drop(s);
+    c.err().expect("the client must refuse")
+}
+
+#[tokio::test]
+async fn evidence_from_another_handshake_is_rejected() {
+    let (client, server) = configs(Pattern::NN);
+    let provider = MockProvider::new("mock-snp", MEASUREMENT);
+    // evidence that was bound to an earlier session's handshake hash
+    let earlier = provider.attest(&binding(&[0x42; 32], None)).unwrap();
+    let mut replaying = server.clone();
+    replaying.provider = Some(Arc::new(Replaying(earlier)));
+    let error = handshake_error(&client, &replaying).await;
+    assert_eq!(error, ChannelError::Attestation(RejectReason::WrongBinding));
+    let _ = server;
+}
+
+#[tokio::test]
+async fn evidence_for_another_static_key_is_rejected() {
+    let (client, server) = configs(Pattern::XX);
+    let (c, _s) = pair(&client, &server).await.unwrap();
+    let hash = c.handshake_hash().to_vec();
+    let real = server.static_key.as_ref().unwrap().public.clone();
+    let other = StaticKey::generate(server.cipher).unwrap().public;
+    let provider = MockProvider::new("mock-snp", MEASUREMENT);
+    // evidence for this very handshake, but bound to another static key
+    let lifted = provider.attest(&binding(&hash, Some(&other))).unwrap();
+    assert_eq!(policy(&provider).verify(&lifted, &binding(&hash, Some(&real))), Err(RejectReason::WrongBinding));
+    let honest = provider.attest(&binding(&hash, Some(&real))).unwrap();
+    assert!(policy(&provider).verify(&honest, &binding(&hash, Some(&real))).is_ok());
+    // and through a handshake: a server that presents evidence bound to another key is refused
+    let mut server_lifted = server.clone();
+    server_lifted.provider = Some(Arc::new(Replaying(lifted)));
+    let error = handshake_error(&client, &server_lifted).await;
+    assert_eq!(error, ChannelError::Attestation(RejectReason::WrongBinding));
+}
+
+#[tokio::test]
+async fn wrong_technology_measurement_age_or_missing_evidence() {
+    let (client, server) = configs(Pattern::NN);
+    let mut tdx = server.clone();
+    tdx.provider = Some(Arc::new(MockProvider::new("mock-tdx", MEASUREMENT)));
+    assert!(matches!(handshake_error(&client, &tdx).await,
+                     ChannelError::Attestation(RejectReason::WrongTechnology { .. })));
+    let mut other_image = server.clone();
+    other_image.provider = Some(Arc::new(MockProvider::new("mock-snp", "another image")));
+    assert!(matches!(handshake_error(&client, &other_image).await,
+                     ChannelError::Attestation(RejectReason::WrongMeasurement { .. })));
+    let mut silent = server.clone();
+    silent.provider = None;
+    let (a, b) = duplex(1 << 16);
+    let (c, s) = tokio::join!(connect(a, &client), async {
+        let mut s = accept(b, &silent).await.unwrap();
+        s.send(&Frame::bytes(b"data before evidence")).await.unwrap();
+        s
+    });
+    drop(s);
+    assert_eq!(c.err().unwrap(), ChannelError::Attestation(RejectReason::MissingEvidence));
+    // evidence older than the policy allows
+    let provider = MockProvider::new("mock-snp", MEASUREMENT);
+    let mut evidence = provider.attest(&[0u8; 64]).unwrap();
+    evidence.issued_at_unix -= 3600;
+    let expected = [0u8; 64];
+    assert!(matches!(policy(&provider).verify(&evidence, &expected), Err(RejectReason::Expired { .. })));
+    // garbage instead of a report
+    evidence.raw = "00".into();
+    assert!(matches!(policy(&provider).verify(&evidence, &expected), Err(RejectReason::Malformed(_))));
+}
+
+#[tokio::test]
+async fn mutual_attestation() {
+    let (mut client, mut server) = configs(Pattern::XX);
+    let client_provider = MockProvider::new("mock-snp", "client image");
+    client.provider = Some(Arc::new(client_provider.clone()));
+    server.verify_peer = Some(policy(&client_provider));
+    let (c, s) = pair(&client, &server).await.unwrap();
+    assert!(c.peer_claims().is_some() && s.peer_claims().is_some());
+    let mut strict_server = server.clone();
+    strict_server.verify_peer = Some(Policy { technologies: vec!["tdx".into()], measurement: None, max_age: Duration::from_secs(60) });
+    let (a, b) = duplex(1 << 16);
+    let (_c, s) = tokio::join!(connect(a, &client), accept(b, &strict_server));
+    assert!(matches!(s.err().unwrap(), ChannelError::Attestation(RejectReason::WrongTechnology { .. })));
+}
