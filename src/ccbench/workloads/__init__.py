@@ -13,13 +13,13 @@ REGISTRY: dict[str, str] = {
     "fio": "ccbench.workloads.fio:Fio",
     "compression": "ccbench.workloads.compression:Compression",
     "ycsb": "ccbench.workloads.ycsb:Ycsb",
+    "transport": "ccbench.workloads.transport:Transport",
     "notebook": "ccbench.workloads.notebook:Notebook",
     "pyperformance": "ccbench.workloads.pyperformance:Pyperformance",
 }
 
 #: kinds that a plan may name but that this build cannot run yet: kind -> reason
 NOT_BUILT: dict[str, str] = {
-    "transport": "the secure-channel transport benchmark is not built in this version (issue 6)",
 }
 
 

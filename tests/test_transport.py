@@ -1,0 +1,80 @@
+"""The Rust secure channel through the one test command: its cargo tests, Noise interoperability
+with an independent implementation (the Python noiseprotocol package), and the transport workload."""
+
+import json
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ccbench.bundle import read_bundle
+from ccbench.workloads.transport import binary_path
+
+REPO = Path(__file__).resolve().parents[1]
+needs_cargo = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
+needs_binary = pytest.mark.skipif(not binary_path().exists(), reason="run 'bash scripts/setup.sh --with transport'")
+
+
+@needs_cargo
+def test_rust_security_tests_pass():
+    done = subprocess.run(["cargo", "test", "--release", "--quiet", "--manifest-path", str(REPO / "crates" / "Cargo.toml")],
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "test result: ok. 10 passed" in done.stdout or "10 passed" in done.stdout
+
+
+@needs_binary
+@pytest.mark.parametrize("cipher", ["AESGCM", "ChaChaPoly"])
+def test_handshake_interoperates_with_python_noiseprotocol(cipher):
+    from noise.connection import Keypair, NoiseConnection
+
+    initiator = NoiseConnection.from_name(f"Noise_NN_25519_{cipher}_SHA256".encode())
+    initiator.set_as_initiator()
+    initiator.start_handshake()
+    first = initiator.write_message()
+    peer = subprocess.Popen([str(binary_path()), "interop-responder", cipher], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = peer.communicate(struct.pack(">H", len(first)) + first, timeout=30)
+    assert peer.returncode == 0, stderr.decode()
+    (length,) = struct.unpack(">H", stdout[:2])
+    initiator.read_message(stdout[2:2 + length])
+    assert initiator.handshake_finished
+    assert initiator.get_handshake_hash().hex() == stderr.decode().strip()
+    rest = stdout[2 + length:]
+    (length,) = struct.unpack(">H", rest[:2])
+    assert initiator.decrypt(rest[2:2 + length]) == b"interop ok"
+
+
+@needs_binary
+def test_transport_workload_runs_each_variant(tmp_path, ccbench):
+    (tmp_path / "plan.toml").write_text("""
+name = "transport-test"
+[defaults]
+repetitions = 1
+cooldown = 0
+variants = { transport = ["plain", "tls", "securechannel"] }
+[[workloads]]
+kind = "transport"
+handshakes = 50
+sizes = [1536, 65536]
+pipes = ["duplex", "tcp"]
+quick = true
+""")
+    done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
+    assert done.returncode == 0, done.stdout + done.stderr
+    bundle = read_bundle(next((tmp_path / "out").iterdir()))
+    by_transport = {}
+    for sample in bundle.samples:
+        by_transport.setdefault(sample["variant"]["transport"], set()).add(sample["metric"])
+    assert {"rtt_p50", "throughput"} <= by_transport["plain"]
+    assert {"handshake_p50", "rtt_p99", "throughput"} <= by_transport["tls"]
+    assert {"handshake_p50", "aead_seal_open", "x25519_handshake_floor"} <= by_transport["securechannel"]
+    compared = ccbench("compare", bundle.path, "--baseline", "plain", "--json")
+    assert compared.returncode == 0, compared.stderr
+    rows = [json.loads(line) for line in compared.stdout.splitlines()]
+    assert {r["config"].split(" / ")[-1] for r in rows} == {"tls", "securechannel"}
+    report = ccbench("report", bundle.path, "--baseline", "plain", "-o", tmp_path / "r.html")
+    assert report.returncode == 0, report.stderr
+    assert ">Transport</h2>" in (tmp_path / "r.html").read_text()
