@@ -108,13 +108,15 @@ trait Messenger {
     async fn recv_message(&mut self, buffer: &mut Vec<u8>) -> std::io::Result<()>;
 }
 
-/// plaintext and TLS: u32 length prefix, then the bytes
-struct Framed<S>(S);
+/// plaintext and TLS: u32 length prefix, then the bytes, written with one call (as the channel does)
+struct Framed<S>(S, Vec<u8>);
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Messenger for Framed<S> {
     async fn send_message(&mut self, data: &[u8]) -> std::io::Result<()> {
-        self.0.write_all(&(data.len() as u32).to_be_bytes()).await?;
-        self.0.write_all(data).await?;
+        self.1.clear();
+        self.1.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        self.1.extend_from_slice(data);
+        self.0.write_all(&self.1).await?;
         self.0.flush().await
     }
 
@@ -139,12 +141,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Messenger for Secure<S> {
     }
 
     async fn recv_message(&mut self, buffer: &mut Vec<u8>) -> std::io::Result<()> {
-        match self.0.recv().await.map_err(io_error)? {
-            Some(frame) => {
-                buffer.clear();
-                buffer.extend_from_slice(frame.payload());
-                Ok(())
-            }
+        match self.0.recv_into(buffer).await.map_err(io_error)? {
+            Some(_) => Ok(()),
             None => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed")),
         }
     }
@@ -243,7 +241,7 @@ async fn connect_pair(transport: &str, pipe: &str, tls: &Tls, configs: &(Config,
     let (a, b) = raw_pair(pipe).await;
     let start = Instant::now();
     match transport {
-        "plain" => (Endpoint::Plain(Framed(a)), Endpoint::Plain(Framed(b)), start.elapsed()),
+        "plain" => (Endpoint::Plain(Framed(a, Vec::new())), Endpoint::Plain(Framed(b, Vec::new())), start.elapsed()),
         "tls" => {
             let connector = tokio_rustls::TlsConnector::from(tls.client.clone());
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.clone());
@@ -256,7 +254,7 @@ async fn connect_pair(transport: &str, pipe: &str, tls: &Tls, configs: &(Config,
             let (_, _) = tokio::join!(async { c.write_all(b"x").await.unwrap(); c.flush().await.unwrap(); },
                                       async { let mut one = [0u8; 1]; s.read_exact(&mut one).await.unwrap(); });
             let elapsed = start.elapsed();
-            (Endpoint::Tls(Framed(c)), Endpoint::TlsServer(Framed(s)), elapsed)
+            (Endpoint::Tls(Framed(c, Vec::new())), Endpoint::TlsServer(Framed(s, Vec::new())), elapsed)
         }
         _ => {
             let (c, s) = tokio::join!(connect(a, &configs.0), accept(b, &configs.1));

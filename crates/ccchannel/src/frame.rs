@@ -84,7 +84,28 @@ impl<'a> Frame<'a> {
         }
     }
 
-    /// Decode a reassembled message (all of it authenticated) into a frame.
+    /// The payload, moved out of the frame.
+    pub fn into_payload(self) -> Vec<u8> {
+        match self {
+            Frame::Bytes(data) => data.into_owned(),
+            Frame::Tensor { data, .. } => data.into_owned(),
+        }
+    }
+
+    /// Build a frame from a reassembled message: for tensors the (separately sent) header and the data.
+    pub fn from_parts(kind: u8, tensor_header: Vec<u8>, data: Vec<u8>) -> Result<Frame<'static>, ChannelError> {
+        match kind {
+            KIND_BYTES if tensor_header.is_empty() => Ok(Frame::Bytes(Cow::Owned(data))),
+            KIND_TENSOR => {
+                let (dtype, shape) = parse_tensor_header(&tensor_header)?;
+                check_tensor(dtype, &shape, data.len())?;
+                Ok(Frame::Tensor { dtype, shape, data: Cow::Owned(data) })
+            }
+            other => Err(ChannelError::Protocol(format!("unknown frame kind {other}"))),
+        }
+    }
+
+    /// Decode a whole message (tensor header followed by data) into a frame.
     pub fn decode(kind: u8, message: Vec<u8>) -> Result<Frame<'static>, ChannelError> {
         match kind {
             KIND_BYTES => Ok(Frame::Bytes(Cow::Owned(message))),
@@ -112,6 +133,19 @@ impl<'a> Frame<'a> {
             other => Err(ChannelError::Protocol(format!("unknown frame kind {other}"))),
         }
     }
+}
+
+fn parse_tensor_header(header: &[u8]) -> Result<(DType, Vec<u64>), ChannelError> {
+    if header.len() < 2 {
+        return Err(ChannelError::Protocol("tensor header too short".into()));
+    }
+    let dtype = DType::from_code(header[0]).ok_or_else(|| ChannelError::Protocol(format!("unknown dtype {}", header[0])))?;
+    let ndim = header[1] as usize;
+    if ndim > MAX_DIMS || header.len() != 2 + 8 * ndim {
+        return Err(ChannelError::Protocol("malformed tensor header".into()));
+    }
+    let shape = (0..ndim).map(|i| u64::from_be_bytes(header[2 + 8 * i..10 + 8 * i].try_into().expect("8 bytes"))).collect();
+    Ok((dtype, shape))
 }
 
 fn check_tensor(dtype: DType, shape: &[u64], len: usize) -> Result<(), ChannelError> {

@@ -1,12 +1,15 @@
 //! The record layer: length-prefixed AEAD records over any tokio AsyncRead + AsyncWrite.
 //!
-//! Wire format of a record: `u32 BE length || ciphertext`, where the ciphertext is the AEAD of
-//! `type (1 byte) || body` with the 4-byte length as associated data and the Noise nonce format
-//! (32 zero bits || 64-bit big-endian counter). Nonces are implicit and strictly increasing, so a
+//! Wire format of a record: `header || ciphertext`, where the header is `u32 BE ciphertext length ||
+//! type (1 byte)` (plus `kind (1) || total message length (u64 BE)` for `START`), the ciphertext is
+//! the AEAD of the body with the whole header as associated data, and nonces use the Noise format
+//! (32 zero bits || 64-bit big-endian counter). The header travels in the clear but is
+//! authenticated; keeping it out of the ciphertext lets the receiver decrypt each chunk in place,
+//! straight into the reassembled message. Nonces are implicit and strictly increasing, so a
 //! replayed, reordered or dropped record fails authentication. Record types:
 //!
-//! * `START`    first fragment of a message: `kind (1) || total length (u64 BE) || chunk`
-//! * `CONTINUE` the next fragment: `chunk`
+//! * `START`    first record of a message (body: the tensor header for tensors, else the first chunk)
+//! * `CONTINUE` the next chunk
 //! * `ATTEST`   attestation evidence (JSON) during the handshake's attestation step
 //! * `REKEY`    the sender switched to the next key (Noise REKEY) after this record
 //! * `CLOSE`    the sender will send nothing more; a stream that ends without it is truncated
@@ -28,11 +31,12 @@ pub const RECORD_REKEY: u8 = 4;
 pub const RECORD_CLOSE: u8 = 5;
 
 /// Largest plaintext chunk in one record; larger messages are fragmented.
-pub const MAX_CHUNK: usize = 64 * 1024;
+pub const MAX_CHUNK: usize = 256 * 1024;
 const TAG_LEN: usize = 16;
-const START_HEADER: usize = 1 + 8;
-/// Largest record on the wire (type + start header + chunk + tag).
-pub const MAX_RECORD: usize = 1 + START_HEADER + MAX_CHUNK + TAG_LEN;
+const BASE_HEADER: usize = 4 + 1;
+const START_EXTRA: usize = 1 + 8;
+/// Largest ciphertext in one record (chunk + tag).
+pub const MAX_RECORD: usize = MAX_CHUNK + TAG_LEN;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cipher {
@@ -172,25 +176,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
         Err(error)
     }
 
-    /// Seal one record (type, prefix, chunk) into `out` and write it.
-    async fn write_record(&mut self, kind: u8, prefix: &[u8], chunk: &[u8]) -> Result<(), ChannelError> {
-        let body_len = 1 + prefix.len() + chunk.len();
-        let wire_len = body_len + TAG_LEN;
+    /// Seal one record and write it: header (authenticated, in the clear), then the ciphertext.
+    async fn write_record(&mut self, kind: u8, extra: &[u8], body: &[u8]) -> Result<(), ChannelError> {
+        let header_len = BASE_HEADER + extra.len();
         self.out.clear();
-        self.out.extend_from_slice(&(wire_len as u32).to_be_bytes());
+        self.out.extend_from_slice(&((body.len() + TAG_LEN) as u32).to_be_bytes());
         self.out.push(kind);
-        self.out.extend_from_slice(prefix);
-        self.out.extend_from_slice(chunk);
+        self.out.extend_from_slice(extra);
+        self.out.extend_from_slice(body);
         let nonce = self.send.next_nonce()?;
-        let (header, body) = self.out.split_at_mut(4);
+        let (header, sealed) = self.out.split_at_mut(header_len);
         let tag = self
             .send
             .key
-            .seal_in_place_separate_tag(nonce, Aad::from(&*header), body)
+            .seal_in_place_separate_tag(nonce, Aad::from(&*header), sealed)
             .map_err(|_| ChannelError::Protocol("seal failed".into()))?;
         self.out.extend_from_slice(tag.as_ref());
         self.stream.write_all(&self.out).await?;
-        self.send.bytes_since_rekey += body_len as u64;
+        self.send.bytes_since_rekey += body.len() as u64;
         Ok(())
     }
 
@@ -207,24 +210,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
         if self.closed {
             return Err(ChannelError::Closed);
         }
-        let (kind, header, data) = frame.encode_parts();
-        let total = header.len() + data.len();
+        let (kind, tensor_header, data) = frame.encode_parts();
+        let total = tensor_header.len() + data.len();
         if total > self.max_message {
             return Err(ChannelError::MessageTooLarge { len: total as u64, max: self.max_message as u64 });
         }
-        let mut start = [0u8; START_HEADER];
-        start[0] = kind;
-        start[1..].copy_from_slice(&(total as u64).to_be_bytes());
-        // the frame header (tensor dtype and shape) goes in front of the first chunk
-        let mut first = Vec::with_capacity(header.len() + MAX_CHUNK.min(data.len()));
-        first.extend_from_slice(&header);
-        let room = MAX_CHUNK.saturating_sub(first.len());
-        let head = data.len().min(room);
-        first.extend_from_slice(&data[..head]);
+        let mut extra = [0u8; START_EXTRA];
+        extra[0] = kind;
+        extra[1..].copy_from_slice(&(total as u64).to_be_bytes());
         let result = async {
-            self.write_record(RECORD_START, &start, &first).await?;
+            // a tensor's dtype and shape travel in the START record; bytes start with their first chunk
+            let rest = if tensor_header.is_empty() {
+                let head = data.len().min(MAX_CHUNK);
+                self.write_record(RECORD_START, &extra, &data[..head]).await?;
+                &data[head..]
+            } else {
+                self.write_record(RECORD_START, &extra, &tensor_header).await?;
+                data
+            };
             self.maybe_rekey().await?;
-            for chunk in data[head..].chunks(MAX_CHUNK) {
+            for chunk in rest.chunks(MAX_CHUNK) {
                 self.write_record(RECORD_CONTINUE, &[], chunk).await?;
                 self.maybe_rekey().await?;
             }
@@ -247,101 +252,161 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
         Ok(())
     }
 
-    /// Read and open one record; returns its type, body in `self.inbuf[1..]`.
-    async fn read_record(&mut self) -> Result<u8, ChannelError> {
-        let mut header = [0u8; 4];
-        match self.stream.read_exact(&mut header).await {
+    /// Read one record header; returns (type, ciphertext length, START extra if any).
+    async fn read_header(&mut self) -> Result<(u8, usize, [u8; BASE_HEADER + START_EXTRA]), ChannelError> {
+        let mut header = [0u8; BASE_HEADER + START_EXTRA];
+        match self.stream.read_exact(&mut header[..BASE_HEADER]).await {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(ChannelError::Truncated),
             Err(e) => return Err(ChannelError::Io(e.to_string())),
         }
-        let len = u32::from_be_bytes(header) as usize;
+        let len = u32::from_be_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+        let kind = header[4];
+        if !(RECORD_START..=RECORD_CLOSE).contains(&kind) {
+            // a corrupted header: treat it like any other authentication failure
+            return Err(ChannelError::Decrypt);
+        }
         if len > MAX_RECORD {
             return Err(ChannelError::RecordTooLarge { len, max: MAX_RECORD });
         }
-        if len < 1 + TAG_LEN {
+        if len < TAG_LEN {
             return Err(ChannelError::Decrypt);
         }
-        self.inbuf.resize(len, 0);
-        self.stream.read_exact(&mut self.inbuf[..]).await?;
+        if kind == RECORD_START {
+            self.stream.read_exact(&mut header[BASE_HEADER..]).await?;
+        }
+        Ok((kind, len, header))
+    }
+
+    /// Read `len` bytes of ciphertext into the end of `into` and open them in place there.
+    async fn open_into(&mut self, header: &[u8], len: usize, into: &mut Vec<u8>) -> Result<(), ChannelError> {
+        let at = into.len();
+        into.resize(at + len, 0);
+        self.stream.read_exact(&mut into[at..]).await?;
         let nonce = self.recv.next_nonce()?;
-        let plain_len = self
+        let plain = self
             .recv
             .key
-            .open_in_place(nonce, Aad::from(header), &mut self.inbuf[..])
+            .open_in_place(nonce, Aad::from(header), &mut into[at..])
             .map_err(|_| ChannelError::Decrypt)?
             .len();
-        self.inbuf.truncate(plain_len);
-        Ok(self.inbuf[0])
+        into.truncate(at + plain);
+        Ok(())
+    }
+
+    /// Read a record that is not part of a message; its body lands in `self.inbuf`.
+    async fn read_control(&mut self, kind: u8, len: usize, header: &[u8]) -> Result<u8, ChannelError> {
+        let mut body = std::mem::take(&mut self.inbuf);
+        body.clear();
+        let result = self.open_into(header, len, &mut body).await;
+        self.inbuf = body;
+        result.map(|_| kind)
     }
 
     /// Receive the next message; Ok(None) when the peer closed the channel cleanly.
     pub async fn recv(&mut self) -> Result<Option<Frame<'static>>, ChannelError> {
+        match self.recv_raw(Vec::new()).await? {
+            Some((kind, tensor_header, message)) => Frame::from_parts(kind, tensor_header, message).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Receive the next message's payload into `buffer`, reusing its allocation (for streaming many
+    /// large messages); returns the frame kind, or None when the peer closed the channel cleanly.
+    /// For tensors the dtype and shape are checked against the data and dropped; use `recv` to get them.
+    pub async fn recv_into(&mut self, buffer: &mut Vec<u8>) -> Result<Option<u8>, ChannelError> {
+        let mut reuse = std::mem::take(buffer);
+        reuse.clear();
+        match self.recv_raw(reuse).await? {
+            Some((kind, _tensor_header, message)) => {
+                *buffer = message;
+                Ok(Some(kind))
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn recv_raw(&mut self, message: Vec<u8>) -> Result<Option<(u8, Vec<u8>, Vec<u8>)>, ChannelError> {
         if self.closed {
             return Err(ChannelError::Closed);
         }
-        match self.recv_inner().await {
-            Ok(frame) => {
-                if frame.is_none() {
+        match self.recv_inner(message).await {
+            Ok(result) => {
+                if result.is_none() {
                     self.closed = true;
                 }
-                Ok(frame)
+                Ok(result)
             }
             Err(error) => self.fail(error),
         }
     }
 
-    async fn recv_inner(&mut self) -> Result<Option<Frame<'static>>, ChannelError> {
+    async fn recv_inner(&mut self, mut message: Vec<u8>) -> Result<Option<(u8, Vec<u8>, Vec<u8>)>, ChannelError> {
         loop {
-            let kind = self.read_record().await?;
+            let (kind, len, header) = self.read_header().await?;
             match kind {
-                RECORD_REKEY => {
-                    if self.inbuf.len() != 1 {
-                        return Err(ChannelError::Protocol("rekey record with a body".into()));
+                RECORD_REKEY | RECORD_CLOSE | RECORD_ATTEST => {
+                    self.read_control(kind, len, &header[..BASE_HEADER]).await?;
+                    match kind {
+                        RECORD_REKEY if self.inbuf.is_empty() => self.recv.rekey(),
+                        RECORD_CLOSE if self.inbuf.is_empty() => return Ok(None),
+                        RECORD_ATTEST => return Err(ChannelError::Protocol("attestation after the handshake".into())),
+                        _ => return Err(ChannelError::Protocol("control record with a body".into())),
                     }
-                    self.recv.rekey();
                 }
-                RECORD_CLOSE => return Ok(None),
                 RECORD_START => {
-                    if self.inbuf.len() < 1 + START_HEADER {
-                        return Err(ChannelError::Protocol("short start record".into()));
-                    }
-                    let frame_kind = self.inbuf[1];
-                    let total = u64::from_be_bytes(self.inbuf[2..10].try_into().expect("8 bytes"));
+                    let frame_kind = header[BASE_HEADER];
+                    let total = u64::from_be_bytes(header[BASE_HEADER + 1..].try_into().expect("8 bytes"));
+                    // checked before anything is allocated (the header is authenticated with the first chunk)
                     if total > self.max_message as u64 {
                         return Err(ChannelError::MessageTooLarge { len: total, max: self.max_message as u64 });
                     }
                     let total = total as usize;
-                    let mut message = Vec::with_capacity(total);
-                    message.extend_from_slice(&self.inbuf[1 + START_HEADER..]);
-                    while message.len() < total {
-                        match self.read_record().await? {
-                            RECORD_CONTINUE => message.extend_from_slice(&self.inbuf[1..]),
-                            RECORD_REKEY if self.inbuf.len() == 1 => self.recv.rekey(),
+                    message.clear();
+                    message.reserve(total + TAG_LEN);
+                    self.open_into(&header, len, &mut message).await?;
+                    let mut tensor_header = Vec::new();
+                    if frame_kind == crate::frame::KIND_TENSOR {
+                        tensor_header = std::mem::take(&mut message);
+                        message.reserve(total.saturating_sub(tensor_header.len()) + TAG_LEN);
+                    }
+                    while tensor_header.len() + message.len() < total {
+                        let (next, next_len, next_header) = self.read_header().await?;
+                        match next {
+                            RECORD_CONTINUE => self.open_into(&next_header[..BASE_HEADER], next_len, &mut message).await?,
+                            RECORD_REKEY => {
+                                self.read_control(next, next_len, &next_header[..BASE_HEADER]).await?;
+                                if !self.inbuf.is_empty() {
+                                    return Err(ChannelError::Protocol("rekey record with a body".into()));
+                                }
+                                self.recv.rekey();
+                            }
                             other => return Err(ChannelError::Protocol(format!("record type {other} inside a message"))),
                         }
-                        if message.len() > total {
-                            return Err(ChannelError::Protocol("message longer than announced".into()));
-                        }
                     }
-                    if message.len() != total {
+                    if tensor_header.len() + message.len() != total {
                         return Err(ChannelError::Protocol("message longer than announced".into()));
                     }
-                    return Frame::decode(frame_kind, message).map(Some);
+                    if frame_kind == crate::frame::KIND_TENSOR {
+                        // validate dtype and shape against the data before handing anything out
+                        let check = Frame::from_parts(frame_kind, tensor_header.clone(), std::mem::take(&mut message))?;
+                        message = check.into_payload();
+                    }
+                    return Ok(Some((frame_kind, tensor_header, message)));
                 }
                 RECORD_CONTINUE => return Err(ChannelError::Protocol("continuation without a start".into())),
-                RECORD_ATTEST => return Err(ChannelError::Protocol("attestation after the handshake".into())),
                 other => return Err(ChannelError::Protocol(format!("unknown record type {other}"))),
             }
         }
     }
 
     pub(crate) async fn recv_attestation(&mut self) -> Result<Vec<u8>, ChannelError> {
-        let kind = self.read_record().await?;
+        let (kind, len, header) = self.read_header().await?;
         if kind != RECORD_ATTEST {
             return Err(ChannelError::Attestation(crate::error::RejectReason::MissingEvidence));
         }
-        Ok(self.inbuf[1..].to_vec())
+        self.read_control(kind, len, &header[..BASE_HEADER]).await?;
+        Ok(self.inbuf.clone())
     }
 
     /// Say goodbye: the peer's recv returns Ok(None); a stream that ends without this is truncated.

@@ -110,9 +110,11 @@ async fn capture(messages: &[&[u8]]) -> (Vec<Vec<u8>>, Channel<DuplexStream>) {
     let mut records = Vec::new();
     let mut at = 0;
     while at < wire.len() {
+        // header: u32 ciphertext length, type, and for START (type 1) kind + u64 total length
         let len = u32::from_be_bytes(wire[at..at + 4].try_into().unwrap()) as usize;
-        records.push(wire[at..at + 4 + len].to_vec());
-        at += 4 + len;
+        let header = if wire[at + 4] == 1 { 14 } else { 5 };
+        records.push(wire[at..at + header + len].to_vec());
+        at += header + len;
     }
     (records, s)
 }
@@ -142,23 +144,23 @@ async fn deliver(receiver: Channel<DuplexStream>, bytes: Vec<u8>, close: bool) -
 async fn a_flipped_bit_anywhere_is_rejected_with_no_plaintext() {
     let (records, _) = capture(&[b"secret embedding"]).await;
     let record = &records[0];
-    for position in 4..record.len() {
-        for bit in [0u8, 7] {
+    for position in 0..record.len() {
+        for bit in [0u8, 3, 7] {
             let (_, receiver) = capture(&[b"secret embedding"]).await;
             let mut tampered = record.clone();
             tampered[position] ^= 1 << bit;
             let (released, error) = deliver(receiver, tampered, true).await;
-            assert!(released.is_empty(), "plaintext released after tampering at {position}");
-            assert_eq!(error, ChannelError::Decrypt, "byte {position}");
+            assert!(released.is_empty(), "plaintext released after tampering at byte {position} bit {bit}");
+            // the body and the authenticated header fail authentication; a changed length either
+            // fails authentication, runs out of data, or exceeds the maximum before any allocation
+            assert!(matches!(error, ChannelError::Decrypt | ChannelError::Truncated | ChannelError::RecordTooLarge { .. }
+                                    | ChannelError::MessageTooLarge { .. }),
+                    "byte {position} bit {bit}: {error:?}");
+            if position >= 5 {
+                assert!(matches!(error, ChannelError::Decrypt | ChannelError::MessageTooLarge { .. }), "byte {position}: {error:?}");
+            }
         }
     }
-    // the length field: a changed length either fails authentication or the read runs out
-    let (_, receiver) = capture(&[b"secret embedding"]).await;
-    let mut tampered = record.clone();
-    tampered[3] ^= 1;
-    let (released, error) = deliver(receiver, tampered, true).await;
-    assert!(released.is_empty());
-    assert!(matches!(error, ChannelError::Decrypt | ChannelError::Truncated), "{error:?}");
 }
 
 #[tokio::test]
@@ -199,7 +201,9 @@ async fn truncation_is_an_error() {
 #[tokio::test]
 async fn oversized_lengths_are_refused_before_allocation() {
     let (_, receiver) = capture(&[]).await;
-    let (released, error) = deliver(receiver, u32::MAX.to_be_bytes().to_vec(), false).await;
+    let mut header = u32::MAX.to_be_bytes().to_vec();
+    header.push(2); // a CONTINUE record claiming 4 GiB
+    let (released, error) = deliver(receiver, header, false).await;
     assert!(released.is_empty());
     assert!(matches!(error, ChannelError::RecordTooLarge { .. }), "{error:?}");
     // a message announced beyond the maximum
