@@ -20,3 +20,18 @@ pub use error::{ChannelError, RejectReason};
 pub use frame::{DType, Frame};
 pub use handshake::{accept, connect, Config, Pattern, StaticKey};
 pub use record::{Channel, Cipher};
+
+/// Entry points for fuzzing and property tests: a receiving channel keyed directly, without a
+/// handshake. Not for production use.
+#[doc(hidden)]
+pub mod testing {
+    use tokio::io::{AsyncRead, AsyncWrite};
+
+    use crate::record::{Channel, Cipher, Direction};
+
+    pub fn channel_with_keys<S: AsyncRead + AsyncWrite + Unpin>(stream: S, send: [u8; 32], recv: [u8; 32],
+                                                               max_message: usize) -> Channel<S> {
+        let cipher = Cipher::AesGcm;
+        Channel::new(stream, Direction::new(cipher, send), Direction::new(cipher, recv), max_message, 1 << 30, vec![0; 32])
+    }
+}

@@ -314,3 +314,56 @@ async fn mutual_attestation() {
     let (_c, s) = tokio::join!(connect(a, &client), accept(b, &strict_server));
     assert!(matches!(s.err().unwrap(), ChannelError::Attestation(RejectReason::WrongTechnology { .. })));
 }
+
+/// A deterministic fuzz smoke test on stable Rust: random and mutated record streams must give
+/// errors, never panics or released garbage. (`scripts/fuzz-transport.sh` runs the libFuzzer target.)
+#[tokio::test]
+async fn random_and_mutated_record_streams_never_panic() {
+    use ccchannel::testing::channel_with_keys;
+    let mut state = 0x9E3779B97F4A7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    // a valid stream to mutate
+    let (writer, mut tap) = duplex(1 << 20);
+    let mut sender = channel_with_keys(writer, [1; 32], [2; 32], 1 << 20);
+    sender.send(&Frame::bytes(&[9u8; 3000])).await.unwrap();
+    sender.send(&Frame::tensor(DType::F32, &[2, 3], &[0u8; 24]).unwrap()).await.unwrap();
+    sender.close().await.unwrap();
+    drop(sender);
+    let mut valid = Vec::new();
+    tap.read_to_end(&mut valid).await.unwrap();
+    for round in 0..3000 {
+        let mut input = if round % 2 == 0 {
+            let mut mutated = valid.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() as usize) % mutated.len();
+                mutated[at] = next() as u8;
+            }
+            if next() % 5 == 0 {
+                mutated.truncate((next() as usize) % mutated.len());
+            }
+            mutated
+        } else {
+            (0..(next() % 300) as usize).map(|_| next() as u8).collect()
+        };
+        if round % 7 == 0 {
+            input.extend_from_slice(&(0..8).map(|_| next() as u8).collect::<Vec<_>>());
+        }
+        let (mut feed, stream) = duplex(1 << 20);
+        feed.write_all(&input).await.unwrap();
+        drop(feed);
+        let mut receiver = channel_with_keys(stream, [2; 32], [1; 32], 1 << 20);
+        let mut frames = 0;
+        loop {
+            match receiver.recv().await {
+                Ok(Some(_)) => frames += 1,
+                Ok(None) | Err(_) => break,
+            }
+            assert!(frames <= 2, "more messages than were sent");
+        }
+    }
+}
