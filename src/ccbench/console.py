@@ -14,7 +14,7 @@ console = Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = Console(highlight=False, soft_wrap=False)
 if not stdout.is_terminal:
     # logs and CI: wide enough that tables do not wrap
-    stdout.width = max(stdout.width, 140)
+    stdout.width = max(stdout.width, 200)
 
 
 class RichReporter(Reporter):
