@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# the attested secure channel (Rust) and its benchmark binary; MiniLM for the share-of-inference figure
-command -v cargo >/dev/null || die "cargo is not installed: install Rust (rustup) first"
-log "building crates/ (cargo build --release)"
-(cd "$ROOT/crates" && cargo build --release --quiet) || die "the Rust workspace did not build"
+# transport: the attested secure channel (crates/, Rust) and its benchmark binary
+# crates/target/release/ccchannel-bench; MiniLM (the inference extra) for the share-of-inference figure.
+[ -x "$HOME/.cargo/bin/cargo" ] && case ":$PATH:" in *":$HOME/.cargo/bin:"*) ;; *) export PATH="$HOME/.cargo/bin:$PATH" ;; esac
+command -v cargo >/dev/null || die "cargo is not installed: install Rust with rustup (https://rustup.rs), then re-run"
+command -v cc >/dev/null || apt_install gcc   # ring compiles its assembly with the C toolchain
+log "building crates/ (cargo build --release; a few minutes the first time)"
+(cd "$ROOT/crates" && cargo build --release --quiet --bin ccchannel-bench) || die "the Rust workspace in crates/ did not build"
 pip_install -e "$ROOT[inference]"
