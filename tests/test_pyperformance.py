@@ -1,0 +1,57 @@
+"""The pyperformance workload: a real (fast, one-benchmark) pyperformance run."""
+
+from __future__ import annotations
+
+import json
+import pytest
+
+from ccbench.workloads import workload_class
+from ccbench.workloads.base import ExecutionContext, PrepareContext
+from ccbench.workloads.pyperformance import Pyperformance, PyperformanceParams, parse_results
+
+
+def test_registered_and_params():
+    assert workload_class("pyperformance") is Pyperformance
+    assert PyperformanceParams().selection() == "default"
+    assert PyperformanceParams(suite="math").selection() == "math"
+    assert PyperformanceParams(benchmarks=["nbody", "richards"]).selection() == "nbody,richards"
+    with pytest.raises(ValueError, match="either suite or benchmarks"):
+        PyperformanceParams(suite="default", benchmarks=["nbody"])
+    with pytest.raises(ValueError, match="one name per list item"):
+        PyperformanceParams(benchmarks=["nbody,richards"])
+    with pytest.raises(ValueError):
+        PyperformanceParams(fast=True, rigorous=True)
+
+
+def test_parse_results_skips_calibration_runs():
+    document = {
+        "metadata": {"unit": "second", "hostname": "h"},
+        "benchmarks": [
+            {"metadata": {"name": "nbody", "loops": 4},
+             "runs": [{"metadata": {"calibrate_loops": 4}}, {"values": [0.1, 0.3]}, {"values": [0.2]}]},
+            {"metadata": {"name": "empty"}, "runs": [{"metadata": {}}]},
+        ],
+    }
+    [measurement] = parse_results(document)
+    assert measurement.metric == "time_s" and measurement.unit == "s"
+    assert measurement.case == {"benchmark": "nbody"}
+    assert measurement.value == pytest.approx(0.2)
+    assert measurement.metadata["values"] == [0.1, 0.3, 0.2] and measurement.metadata["loops"] == 4
+
+
+@pytest.mark.slow
+def test_real_pyperformance_run_of_one_benchmark(tmp_path):
+    # the benchmark environment lives in the user's cache (~/.cache/ccbench/pyperformance) as in real
+    # runs: created once (pip-installing it takes ~15 s), reused afterwards
+    workload = Pyperformance("pyperformance-nbody", PyperformanceParams(benchmarks=["nbody"], fast=True))
+    assert workload.requirements() is None
+    workload.prepare(PrepareContext("pyperformance-nbody", tmp_path, tmp_path / "raw-prepare", {}))
+    ctx = ExecutionContext("pyperformance-nbody", tmp_path, tmp_path / "raw", 0, False, {}, timeout=300)
+    measurements = workload.run(ctx)
+    times = [m for m in measurements if m.metric == "time_s"]
+    assert [m.case for m in times] == [{"benchmark": "nbody"}]
+    assert 0.001 < times[0].value < 10 and len(times[0].metadata["values"]) >= 3
+    document = json.loads((ctx.raw_dir / "pyperformance.json").read_text())
+    # pyperf hoists metadata shared by all benchmarks (with one benchmark: its name) to the top
+    assert {**document["metadata"], **document["benchmarks"][0].get("metadata", {})}["name"] == "nbody"
+    assert any(m.metric == "wall_s" for m in measurements)
