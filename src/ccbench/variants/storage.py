@@ -24,6 +24,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -166,14 +167,19 @@ def _unmount(point: str) -> None:
         _run(["umount", "-l", point], check=False)
 
 
-def _detach_loops(image: Path) -> None:
+def _detach_loops(image: Path, attempts: int = 20) -> None:
+    """Detach every loop device backed by ``image``. Right after an unmount the kernel may still
+    hold the device (autoclear is asynchronous), so try again for a couple of seconds."""
     if not shutil.which("losetup"):
         return
-    done = _run(["losetup", "-j", str(image)], check=False)
-    for line in done.stdout.splitlines():
-        device = line.split(":", 1)[0]
-        if device.startswith("/dev/loop"):
+    for _ in range(attempts):
+        done = _run(["losetup", "-j", str(image)], check=False)
+        devices = [line.split(":", 1)[0] for line in done.stdout.splitlines() if line.startswith("/dev/loop")]
+        if not devices:
+            return
+        for device in devices:
             _run(["losetup", "-d", device], check=False)
+        time.sleep(0.1)
 
 
 def cleanup_stale(workdir: Path) -> list[str]:
@@ -195,6 +201,15 @@ def cleanup_stale(workdir: Path) -> list[str]:
         removed.append(f"unmounted {point}")
     for image in root.glob("*/image.*"):
         _detach_loops(image)
+    # loop devices whose backing file under the work directory is already gone
+    if shutil.which("losetup"):
+        listing = _run(["losetup", "-a"], check=False).stdout
+        prefix = str(root).rstrip("/") + "/"
+        for line in listing.splitlines():
+            device, _, rest = line.partition(":")
+            if device.startswith("/dev/loop") and f"({prefix}" in rest:
+                _run(["losetup", "-d", device], check=False)
+                removed.append(f"detached {device}")
     for key in root.glob("*/key*"):
         key.unlink(missing_ok=True)
         removed.append(f"removed key file {key}")
