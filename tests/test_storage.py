@@ -165,3 +165,24 @@ def test_killed_run_leaves_nothing_after_cleanup(tmp_path, ccbench):
     assert str(work) not in loops_for(work)
     assert not list((work / "storage").rglob("key*"))
     assert [p.name for p in (work / "storage").iterdir()] == ["state.json"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to switch to nobody")
+def test_a_real_non_root_process_skips_root_only_variants_with_the_reason():
+    script = (
+        "from ccbench.plan import load_plan\n"
+        "from ccbench.variants import AXES\n"
+        "import sys\n"
+        "axis = AXES['storage']\n"
+        "options = axis.Options()\n"
+        "for value in sys.argv[1:]:\n"
+        "    print(value, '=>', axis.skip_reason(value, options))\n"
+    )
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script,
+                           "disk", "tmpfs", "encrypted:fscrypt", "encrypted:luks"],
+                          capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(" => ", 1) for line in done.stdout.splitlines())
+    assert lines["disk"] == "None"
+    assert lines["tmpfs"] == "mounting a tmpfs needs root"
+    assert "needs root" in lines["encrypted:fscrypt"] and "needs root" in lines["encrypted:luks"]

@@ -323,6 +323,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:
+        # permissions, a full disk, a vanished file: say which file and what to do, without a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        click.echo(f"ccbench: error: {exc.strerror or exc}{where}; check the path and its permissions", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

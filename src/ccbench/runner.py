@@ -455,11 +455,17 @@ class Runner:
         start = time.perf_counter()
         status, error = "ok", None
         with open(log_file, "wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "ccbench.worker", str(job_file), str(result_file)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                cwd=str(ctx.workdir),
-            )
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "ccbench.worker", str(job_file), str(result_file)],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                    cwd=str(ctx.workdir),
+                )
+            except OSError as exc:
+                error = f"could not start the worker process: {exc}"
+                self._record(writer, execution, "failed", started, time.perf_counter() - start, error, log_file)
+                self.reporter.execution_finished(execution, "failed", error)
+                return "failed"
             try:
                 process.wait(timeout=spec.timeout)
             except subprocess.TimeoutExpired:
