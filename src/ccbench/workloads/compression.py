@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Literal
@@ -69,6 +70,14 @@ def write_dataset(path: Path, total: int, random_fraction: float, seed: int) -> 
     return digest.hexdigest()
 
 
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(4 * 2**20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class Compression(Workload):
     kind = "compression"
     description = "compress a deterministic dataset into an archive on the storage variant and back (gzip, zstd)"
@@ -97,21 +106,27 @@ class Compression(Workload):
         if not dataset.exists():
             raise WorkloadFailed(f"the dataset {dataset} is missing (prepare did not run?)")
         size = dataset.stat().st_size
+        digest_file = ctx.workdir / (DATASET + ".sha256")
+        expected_digest = digest_file.read_text().strip() if digest_file.exists() else None
         measurements = []
         for algorithm in self.params.algorithms:
             suffix, command = TOOLS[algorithm]
             level = self.params.gzip_level if algorithm == "gzip" else self.params.zstd_level
             archive = ctx.workdir / f"archive.{suffix}"
             restored = ctx.workdir / "restored.bin"
+            source, target, back = (shlex.quote(str(p)) for p in (dataset, archive, restored))
             compress = ctx.run_command(
-                ["bash", "-c", f"{command.format(level=level)} '{dataset}' > '{archive}' && sync '{archive}'"],
+                ["bash", "-c", f"set -o pipefail; {command.format(level=level)} {source} > {target} && sync {target}"],
                 log_name=f"{algorithm}-compress")
             decompress = ctx.run_command(
-                ["bash", "-c", f"{algorithm} -d -c '{archive}' > '{restored}' && sync '{restored}'"],
+                ["bash", "-c", f"set -o pipefail; {algorithm} -d -c {target} > {back} && sync {back}"],
                 log_name=f"{algorithm}-decompress")
             archive_size = archive.stat().st_size
             if restored.stat().st_size != size:
                 raise WorkloadFailed(f"{algorithm}: the restored file has {restored.stat().st_size} bytes, expected {size}")
+            # the round trip must give the dataset back bit for bit (checked after the timing)
+            if expected_digest and file_digest(restored) != expected_digest:
+                raise WorkloadFailed(f"{algorithm}: the restored file differs from the dataset (SHA-256 mismatch)")
             archive.unlink()
             restored.unlink()
             case = {"algorithm": algorithm, "level": level}
