@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ccbench.bundle import read_bundle
+from ccbench.errors import CCBenchError
 from ccbench.variants import AXES
 from ccbench.variants import storage as storage_module
 
@@ -32,6 +33,7 @@ def loops_for(path: Path) -> str:
 @root_only
 @pytest.mark.parametrize("value, mechanism", [
     ("tmpfs", "tmpfs"), ("encrypted:fscrypt", "fscrypt"), ("encrypted:gocryptfs", "gocryptfs"), ("encrypted", None),
+    ("ext4-loop", "none"),
 ])
 def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
     reason = AXIS.skip_reason(value, OPTIONS)
@@ -44,14 +46,19 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
         (prepared.path / "probe.txt").write_text("secret")
         expected = mechanism or storage_module.choose_mechanism()[0]
         assert prepared.info.get("storage_mechanism") == expected
-        if expected != "tmpfs":
+        if expected not in ("tmpfs", "none"):
             assert prepared.info["storage"] == "encrypted" and prepared.info["storage_cipher"]
+        if expected in ("fscrypt", "none"):
+            assert prepared.info["loop_direct_io"] is True  # no second page cache in front of the disk
+            assert prepared.state["loop_device"] in loops_for(tmp_path)
+        if expected == "gocryptfs":
+            assert prepared.info["storage_cipher"] == "AES-256-GCM"
         mounted = mounts_under(tmp_path)
         assert mounted, "the variant must be a real mount"
         from ccbench.probe import describe_path
 
         protection = describe_path(prepared.path)["protection"]
-        assert protection == {"tmpfs": "tmpfs", "fscrypt": "fscrypt", "gocryptfs": "fuse"}[expected]
+        assert protection == {"tmpfs": "tmpfs", "fscrypt": "fscrypt", "gocryptfs": "fuse", "none": "plain"}[expected]
         if expected == "gocryptfs":
             cipher_files = list((Path(prepared.state["directory"]) / "cipher").iterdir())
             assert not any(b"secret" in f.read_bytes() for f in cipher_files if f.is_file()), "plaintext at rest"
@@ -64,14 +71,19 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
 
 
 def test_luks_commands_and_skip_reason(tmp_path):
-    commands = AXIS.luks_commands(tmp_path / "image.img", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
+    commands = AXIS.luks_commands("/dev/loop7", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     format_command = commands[0]
     assert format_command[:2] == ["cryptsetup", "luksFormat"]
     assert format_command[format_command.index("--type") + 1] == "luks2"
     assert format_command[format_command.index("--cipher") + 1] == "aes-xts-plain64"
     assert format_command[format_command.index("--key-size") + 1] == "512"
-    assert str(tmp_path / "image.img") in format_command  # only ever the loop file ccbench created
-    assert commands[1][:2] == ["cryptsetup", "open"] and commands[1][-1] == "ccbench-x"
+    assert format_command[format_command.index("--key-file") + 1] == str(tmp_path / "key")
+    assert format_command[-1] == "/dev/loop7"  # only ever the loop device ccbench attached
+    assert commands[1][:2] == ["cryptsetup", "open"] and commands[1][-2:] == ["/dev/loop7", "ccbench-x"]
+    assert commands[2] == ["mkfs.ext4", "-q", "-F", "/dev/mapper/ccbench-x"]
+    for not_ours in ("/dev/sda", "/dev/vda1", "/dev/mapper/root", "/dev/loop7p1", str(tmp_path / "image.img")):
+        with pytest.raises(CCBenchError, match="only formats loop devices"):
+            AXIS.luks_commands(not_ours, tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     assert commands[3] == ["mount", "/dev/mapper/ccbench-x", str(tmp_path / "mnt")]
     if not os.path.exists("/dev/mapper/control"):
         assert "device-mapper" in AXIS.skip_reason("encrypted:luks", OPTIONS)
@@ -186,3 +198,37 @@ def test_a_real_non_root_process_skips_root_only_variants_with_the_reason():
     assert lines["disk"] == "None"
     assert lines["tmpfs"] == "mounting a tmpfs needs root"
     assert "needs root" in lines["encrypted:fscrypt"] and "needs root" in lines["encrypted:luks"]
+
+
+@root_only
+def test_fscrypt_keeps_no_plaintext_in_the_loop_file(tmp_path):
+    """Data in the encrypted directory never reaches the image file in the clear, while the same
+    data written next to it (outside the encrypted directory, same filesystem) does: the check can fail."""
+    prepared = AXIS.setup("encrypted:fscrypt", tmp_path, OPTIONS)
+    try:
+        secret, control = os.urandom(65536), os.urandom(65536)
+        (prepared.path / "secret-name.bin").write_bytes(secret)
+        (prepared.path.parent / "control-name.bin").write_bytes(control)  # the mount's root is not encrypted
+        os.sync()
+        image = Path(prepared.state["image"]).read_bytes()
+        assert control[:4096] in image and b"control-name.bin" in image, "control: plaintext outside the policy is visible"
+        assert secret[:4096] not in image and secret[-4096:] not in image, "plaintext at rest in the image"
+        assert b"secret-name.bin" not in image, "file names are encrypted too"
+    finally:
+        AXIS.teardown(prepared)
+
+
+@root_only
+def test_the_next_run_cleans_up_after_a_killed_one(tmp_path, ccbench):
+    work = tmp_path / "work"
+    work.mkdir()
+    left = [AXIS.setup(value, work, OPTIONS) for value in ("tmpfs", "encrypted:fscrypt", "ext4-loop")]
+    assert len(mounts_under(work)) == 3 and str(work) in loops_for(work)
+    # as if the process had been killed: nothing was torn down
+    (tmp_path / "plan.toml").write_text('name = "after-kill"\n[defaults]\nrepetitions = 1\ncooldown = 0\n'
+                                        '[[workloads]]\nkind = "command"\ncommand = "true"\n')
+    done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", work)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert mounts_under(work) == []
+    assert str(work) not in loops_for(work)
+    assert not any(Path(p.state["directory"]).exists() for p in left)

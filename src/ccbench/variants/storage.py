@@ -9,6 +9,12 @@ Values (plan: ``variants = { storage = [...] }``):
                  file when device-mapper works, else ext4 + fscrypt (policy v2, AES-256-XTS) on a loop
                  file, else gocryptfs (FUSE, AES-256-GCM)
 * ``encrypted:luks`` / ``encrypted:fscrypt`` / ``encrypted:gocryptfs``  exactly that one, or skipped
+* ``ext4-loop``  a control: the same ext4 on a loop file as fscrypt and LUKS use, without encryption,
+                 so that the cost of the cipher can be told from the cost of the loop-file stack
+
+Loop files are attached with direct I/O (``losetup --direct-io=on``) so that the loop device does
+not add a second page cache in front of the disk: an O_DIRECT workload on the variant reaches the
+disk as it does on ``disk`` (recorded as ``loop_direct_io``).
 
 Safety: everything is created under ``<workdir>/storage/`` and recorded in a state file there
 before it is mounted or attached; ``cleanup_stale`` undoes whatever a killed run left (the runner
@@ -35,7 +41,9 @@ from ccbench.errors import CCBenchError
 from ccbench.variants.base import AxisOptions, PreparedVariant, VariantAxis
 
 MECHANISMS = ("luks", "fscrypt", "gocryptfs")
-VALUES = ("disk", "tmpfs", "encrypted", *(f"encrypted:{m}" for m in MECHANISMS))
+#: ext4 on a loop file without encryption: the fscrypt/LUKS stack minus the cipher (a control)
+LOOP_CONTROL = "ext4-loop"
+VALUES = ("disk", "tmpfs", LOOP_CONTROL, "encrypted", *(f"encrypted:{m}" for m in MECHANISMS))
 STATE_FILE = "state.json"
 
 
@@ -110,6 +118,19 @@ def choose_mechanism() -> tuple[str | None, list[str]]:
             return mechanism, passed_over
         passed_over.append(f"{mechanism}: {reason}")
     return None, passed_over
+
+
+def gocryptfs_cipher(config: Path) -> str:
+    """The content cipher a gocryptfs directory was initialised with, from its gocryptfs.conf."""
+    try:
+        flags = set(json.loads(config.read_text()).get("FeatureFlags") or [])
+    except (OSError, ValueError):
+        return "unknown"
+    if "XChaCha20Poly1305" in flags:
+        return "XChaCha20-Poly1305"
+    if "AESSIV" in flags:
+        return "AES-SIV-512"
+    return "AES-256-GCM" if "GCMIV128" in flags else "AES-256-GCM (96-bit IV)"
 
 
 # --- the state file: what is mounted or attached, recorded before it happens ----------------------
@@ -239,6 +260,11 @@ class StorageAxis(VariantAxis):
             return None
         if value == "tmpfs":
             return None if is_root() else "mounting a tmpfs needs root"
+        if value == LOOP_CONTROL:
+            if not is_root():
+                return "ext4 on a loop file needs root (mkfs, losetup, mount)"
+            missing = [tool for tool in ("mkfs.ext4", "losetup") if shutil.which(tool) is None]
+            return f"{', '.join(missing)} not installed (bash scripts/setup.sh --with storage)" if missing else None
         if value == "encrypted":
             mechanism, passed_over = choose_mechanism()
             return None if mechanism else "no encryption mechanism is available: " + "; ".join(passed_over)
@@ -257,6 +283,8 @@ class StorageAxis(VariantAxis):
                 return self._disk(prepared, directory)
             if value == "tmpfs":
                 return self._tmpfs(prepared, directory, options)
+            if value == LOOP_CONTROL:
+                return self._ext4_loop(prepared, directory, options)
             mechanism = value.split(":", 1)[1] if ":" in value else choose_mechanism()[0]
             if mechanism is None:
                 raise CCBenchError(self.skip_reason(value, options) or "no encryption mechanism")
@@ -310,6 +338,42 @@ class StorageAxis(VariantAxis):
             handle.truncate(_size_bytes(options.image_size))
         return image
 
+    def _attach_loop(self, prepared: PreparedVariant, image: Path) -> str:
+        """Attach ``image`` (a file ccbench just created) to a free loop device with direct I/O."""
+        device = _run(["losetup", "--find", "--show", "--direct-io=on", str(image)]).stdout.strip()
+        if not re.fullmatch(r"/dev/loop\d+", device):
+            _detach_loops(image)
+            raise CCBenchError(f"losetup attached {image} to an unexpected device {device!r}")
+        prepared.state["loop_device"] = device
+        try:
+            direct = Path(f"/sys/block/{Path(device).name}/loop/dio").read_text().strip() == "1"
+        except OSError:
+            direct = None
+        prepared.state["loop_direct_io"] = direct
+        return device
+
+    def _ext4_on_loop(self, prepared: PreparedVariant, directory: Path, options: StorageOptions,
+                      kind: str, mkfs_options: list[str]) -> Path:
+        """A fresh ext4 on a loop file under ``directory``, mounted at ``directory/mnt``."""
+        image = self._image(directory, options)
+        _run(["mkfs.ext4", "-q", "-F", *mkfs_options, "-L", "ccbench", str(image)])
+        mount_point = directory / "mnt"
+        mount_point.mkdir()
+        _record(Path(prepared.state["root"]), {"directory": str(directory), "kind": kind, "image": str(image)})
+        prepared.state["image"] = str(image)
+        device = self._attach_loop(prepared, image)
+        _run(["mount", device, str(mount_point)])
+        prepared.state["mounts"] = [str(mount_point)]
+        return mount_point
+
+    def _ext4_loop(self, prepared: PreparedVariant, directory: Path, options: StorageOptions) -> PreparedVariant:
+        mount_point = self._ext4_on_loop(prepared, directory, options, "ext4-loop", [])
+        prepared.path = mount_point / "data"
+        prepared.path.mkdir()
+        prepared.info = {"storage": LOOP_CONTROL, "storage_mechanism": "none", "filesystem": "ext4 on a loop file",
+                         "loop_direct_io": prepared.state["loop_direct_io"], "image_size": options.image_size}
+        return prepared
+
     def _key_file(self, directory: Path, raw: bytes) -> Path:
         key = directory / "key"
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -320,14 +384,7 @@ class StorageAxis(VariantAxis):
     def _fscrypt(self, prepared: PreparedVariant, directory: Path, options: StorageOptions) -> PreparedVariant:
         from ccbench.variants import fscrypt
 
-        image = self._image(directory, options)
-        _run(["mkfs.ext4", "-q", "-F", "-O", "encrypt", "-L", "ccbench", str(image)])
-        mount_point = directory / "mnt"
-        mount_point.mkdir()
-        _record(Path(prepared.state["root"]), {"directory": str(directory), "kind": "fscrypt", "image": str(image)})
-        _run(["mount", "-o", "loop", str(image), str(mount_point)])
-        prepared.state["mounts"] = [str(mount_point)]
-        prepared.state["image"] = str(image)
+        mount_point = self._ext4_on_loop(prepared, directory, options, "fscrypt", ["-O", "encrypt"])
         key = secrets.token_bytes(fscrypt.KEY_BYTES)  # kept in memory only, handed to the kernel
         identifier = fscrypt.add_key(str(mount_point), key)
         del key
@@ -338,7 +395,7 @@ class StorageAxis(VariantAxis):
         prepared.path = data
         prepared.info = {"storage": "encrypted", "storage_mechanism": "fscrypt", "storage_cipher": fscrypt.CIPHER,
                          "filenames_cipher": "AES-256-CTS", "fscrypt_policy": 2, "filesystem": "ext4 on a loop file",
-                         "image_size": options.image_size}
+                         "loop_direct_io": prepared.state["loop_direct_io"], "image_size": options.image_size}
         return prepared
 
     def _gocryptfs(self, prepared: PreparedVariant, directory: Path, options: StorageOptions) -> PreparedVariant:
@@ -355,17 +412,24 @@ class StorageAxis(VariantAxis):
             key.unlink(missing_ok=True)
         prepared.state["mounts"] = [str(mount_point)]
         prepared.path = mount_point
-        prepared.info = {"storage": "encrypted", "storage_mechanism": "gocryptfs", "storage_cipher": "AES-256-GCM",
-                         "filesystem": "FUSE"}
+        prepared.info = {"storage": "encrypted", "storage_mechanism": "gocryptfs",
+                         "storage_cipher": gocryptfs_cipher(cipher_dir / "gocryptfs.conf"), "filesystem": "FUSE"}
+        version = _run(["gocryptfs", "-version"], check=False).stdout.split(";")[0].strip()
+        if version:
+            prepared.info["gocryptfs_version"] = version
         return prepared
 
-    def luks_commands(self, image: Path, key: Path, name: str, mount_point: Path) -> list[list[str]]:
-        """The commands the LUKS variant runs, in order (unit-tested; device-mapper is absent in CI)."""
+    def luks_commands(self, device: str, key: Path, name: str, mount_point: Path) -> list[list[str]]:
+        """The commands the LUKS variant runs on the loop device ccbench attached, in order
+        (unit-tested; device-mapper is absent in CI). The key is 512 random bits, so a fast PBKDF
+        loses nothing and keeps setup short."""
+        if not re.fullmatch(r"/dev/loop\d+", device):
+            raise CCBenchError(f"refusing to format {device}: ccbench only formats loop devices it attached")
         mapper = f"/dev/mapper/{name}"
         return [
             ["cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--cipher", "aes-xts-plain64",
-             "--key-size", "512", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", str(key), str(image)],
-            ["cryptsetup", "open", "--type", "luks2", "--key-file", str(key), str(image), name],
+             "--key-size", "512", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", str(key), device],
+            ["cryptsetup", "open", "--type", "luks2", "--key-file", str(key), device, name],
             ["mkfs.ext4", "-q", "-F", mapper],
             ["mount", mapper, str(mount_point)],
         ]
@@ -379,7 +443,8 @@ class StorageAxis(VariantAxis):
         _record(Path(prepared.state["root"]), {"directory": str(directory), "kind": "luks", "image": str(image), "dm_name": name})
         prepared.state.update({"image": str(image), "dm_name": name, "mounts": [str(mount_point)]})
         try:
-            for argv in self.luks_commands(image, key, name, mount_point):
+            device = self._attach_loop(prepared, image)
+            for argv in self.luks_commands(device, key, name, mount_point):
                 _run(argv)
         finally:
             key.unlink(missing_ok=True)
@@ -387,7 +452,8 @@ class StorageAxis(VariantAxis):
         data.mkdir()
         prepared.path = data
         prepared.info = {"storage": "encrypted", "storage_mechanism": "luks2", "storage_cipher": "aes-xts-plain64",
-                         "key_bits": 512, "filesystem": "ext4 on dm-crypt on a loop file", "image_size": options.image_size}
+                         "key_bits": 512, "filesystem": "ext4 on dm-crypt on a loop file",
+                         "loop_direct_io": prepared.state["loop_direct_io"], "image_size": options.image_size}
         return prepared
 
     def teardown(self, prepared: PreparedVariant) -> None:
