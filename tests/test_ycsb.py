@@ -58,6 +58,16 @@ kind = "ycsb"
 workloads = ["a", "e"]
 recordcount = 300
 operationcount = 300
+[[workloads]]
+kind = "ycsb"
+name = "ycsb-durable"
+variants = { storage = ["tmpfs", "encrypted:gocryptfs", "ext4-loop"] }
+workloads = ["f"]
+recordcount = 100
+operationcount = 100
+sync_writes = true
+write_buffer_mb = 1
+block_cache_mb = 8
 """)
     done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -69,3 +79,34 @@ operationcount = 300
             assert (storage, letter, "load") in seen and (storage, letter, "run") in seen
     scans = [s for s in bundle.samples if s["params"].get("operation") == "scan"]
     assert scans and all(s["value"] > 0 for s in scans)
+    durable = [s for s in bundle.samples if s["workload"] == "ycsb-durable"]
+    assert {s["variant"]["storage"] for s in durable} >= {"tmpfs", "ext4-loop"}
+    assert all(s["params"]["sync_writes"] is True for s in durable)
+    assert {s["params"].get("operation") for s in durable} >= {"read", "read-modify-write", "update"}
+    # the binding was handed the RocksDB options (YCSB echoes its command line into the log)
+    logs = list(bundle.path.glob("raw/**/ycsb-f-t.stdout")) + list(bundle.path.glob("raw/**/ycsb-f-t.stderr"))
+    assert any("rocksdb.sync=true" in log.read_text() and "rocksdb.block_cache_mb=8" in log.read_text() for log in logs)
+
+
+def test_binding_properties_follow_the_params(tmp_path):
+    from ccbench.workloads.base import ExecutionContext
+
+    captured = []
+
+    class Recorder(ExecutionContext):
+        def run_command(self, argv, **kwargs):
+            captured.append(list(argv))
+            raise WorkloadFailed("stop after the first command")
+
+    ctx = Recorder(workload_name="y", workdir=tmp_path, raw_dir=tmp_path / "raw", repetition=0, warmup=False, variant={})
+    workload = Ycsb("y", YcsbParams(workloads=["d"], sync_writes=True, write_buffer_mb=4, recordcount=7))
+    with pytest.raises(WorkloadFailed):
+        workload.run(ctx)
+    argv = captured[0]
+    properties = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-p")
+    assert argv[argv.index("-db") + 1] == "ccbench.ycsb.RocksDbBinding" and "-load" in argv
+    assert properties["rocksdb.sync"] == "true" and properties["rocksdb.write_buffer_mb"] == "4"
+    assert "rocksdb.block_cache_mb" not in properties
+    assert properties["requestdistribution"] == "latest" and properties["insertproportion"] == "0.05"
+    assert properties["recordcount"] == "7" and properties["rocksdb.dir"].startswith(str(tmp_path))
+    assert not (tmp_path / "ycsb-rocksdb-d").exists(), "the database is removed even when a phase fails"

@@ -48,6 +48,13 @@ class YcsbParams(WorkloadParams):
     threads: int = Field(1, ge=1)
     fieldcount: int = Field(10, ge=1)
     fieldlength: int = Field(100, ge=1)
+    #: every write waits for RocksDB's write-ahead log to be fsynced (a database that commits durably);
+    #: off, writes reach the storage only when RocksDB flushes its memtable
+    sync_writes: bool = False
+    #: RocksDB memtable size (MiB); smaller means more flushes and compactions on the storage
+    write_buffer_mb: int | None = Field(None, ge=1)
+    #: RocksDB block cache (MiB); RocksDB's default when unset
+    block_cache_mb: int | None = Field(None, ge=1)
     java: str = "java"
     #: extra JVM options, e.g. ["-Xmx1g"]
     jvm_options: list[str] = Field(default_factory=lambda: ["-Xmx1g"])
@@ -110,7 +117,12 @@ class Ycsb(Workload):
         p = self.params
         properties = {"workload": "site.ycsb.workloads.CoreWorkload", "recordcount": p.recordcount,
                       "operationcount": p.operationcount, "fieldcount": p.fieldcount, "fieldlength": p.fieldlength,
-                      "readallfields": "true", "rocksdb.dir": database, **CORE_WORKLOADS[letter]}
+                      "readallfields": "true", "rocksdb.dir": database, "rocksdb.sync": str(p.sync_writes).lower(),
+                      **CORE_WORKLOADS[letter]}
+        if p.write_buffer_mb:
+            properties["rocksdb.write_buffer_mb"] = p.write_buffer_mb
+        if p.block_cache_mb:
+            properties["rocksdb.block_cache_mb"] = p.block_cache_mb
         argv = [p.java, *p.jvm_options, "-cp", classpath(), "site.ycsb.Client", phase_flag, "-db", BINDING_CLASS,
                 "-threads", str(p.threads)]
         for key, value in properties.items():

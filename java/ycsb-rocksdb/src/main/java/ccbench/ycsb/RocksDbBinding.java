@@ -11,10 +11,13 @@ import java.util.Map;
 import java.util.Set;
 import java.util.Vector;
 
+import org.rocksdb.BlockBasedTableConfig;
+import org.rocksdb.LRUCache;
 import org.rocksdb.Options;
 import org.rocksdb.RocksDB;
 import org.rocksdb.RocksDBException;
 import org.rocksdb.RocksIterator;
+import org.rocksdb.WriteOptions;
 
 import site.ycsb.ByteArrayByteIterator;
 import site.ycsb.ByteIterator;
@@ -27,11 +30,18 @@ import site.ycsb.Status;
  * YCSB creates one binding per client thread; they share one database, opened by the first and
  * closed by the last. A record (a map of fields) is stored under its key as
  * [field count][name length][name][value length][value]...
+ *
+ * <p>Optional properties: {@code rocksdb.sync} (true: every write waits for the write-ahead log to
+ * reach the storage with fsync, as a database that commits durably does), {@code rocksdb.write_buffer_mb}
+ * (memtable size; smaller means more flushes and compactions on the storage) and
+ * {@code rocksdb.block_cache_mb} (RocksDB's own read cache).
  */
 public class RocksDbBinding extends DB {
   private static final Object LOCK = new Object();
   private static RocksDB database;
   private static Options options;
+  private static WriteOptions writeOptions;
+  private static LRUCache blockCache;
   private static int references;
 
   @Override
@@ -44,6 +54,16 @@ public class RocksDbBinding extends DB {
       if (database == null) {
         RocksDB.loadLibrary();
         options = new Options().setCreateIfMissing(true);
+        String writeBuffer = getProperties().getProperty("rocksdb.write_buffer_mb");
+        if (writeBuffer != null) {
+          options.setWriteBufferSize(Long.parseLong(writeBuffer) * 1024 * 1024);
+        }
+        String cache = getProperties().getProperty("rocksdb.block_cache_mb");
+        if (cache != null) {
+          blockCache = new LRUCache(Long.parseLong(cache) * 1024 * 1024);
+          options.setTableFormatConfig(new BlockBasedTableConfig().setBlockCache(blockCache));
+        }
+        writeOptions = new WriteOptions().setSync(Boolean.parseBoolean(getProperties().getProperty("rocksdb.sync", "false")));
         try {
           database = RocksDB.open(options, directory);
         } catch (RocksDBException e) {
@@ -61,6 +81,11 @@ public class RocksDbBinding extends DB {
       if (references == 0 && database != null) {
         database.close();
         options.close();
+        writeOptions.close();
+        if (blockCache != null) {
+          blockCache.close();
+          blockCache = null;
+        }
         database = null;
       }
     }
@@ -146,7 +171,7 @@ public class RocksDbBinding extends DB {
       }
       deserialize(existing, null, record);
       record.putAll(values);
-      database.put(key(table, key), serialize(record));
+      database.put(writeOptions, key(table, key), serialize(record));
       return Status.OK;
     } catch (RocksDBException | IOException e) {
       return Status.ERROR;
@@ -156,7 +181,7 @@ public class RocksDbBinding extends DB {
   @Override
   public Status insert(String table, String key, Map<String, ByteIterator> values) {
     try {
-      database.put(key(table, key), serialize(values));
+      database.put(writeOptions, key(table, key), serialize(values));
       return Status.OK;
     } catch (RocksDBException | IOException e) {
       return Status.ERROR;
@@ -166,7 +191,7 @@ public class RocksDbBinding extends DB {
   @Override
   public Status delete(String table, String key) {
     try {
-      database.delete(key(table, key));
+      database.delete(writeOptions, key(table, key));
       return Status.OK;
     } catch (RocksDBException e) {
       return Status.ERROR;
