@@ -191,13 +191,18 @@ def test_a_real_non_root_process_skips_root_only_variants_with_the_reason():
         "    print(value, '=>', axis.skip_reason(value, options))\n"
     )
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script,
-                           "disk", "tmpfs", "encrypted:fscrypt", "encrypted:luks"],
+                           "disk", "tmpfs", "encrypted:fscrypt", "encrypted:luks", "ext4-loop", "encrypted:gocryptfs"],
                           capture_output=True, text=True, timeout=60, cwd="/")
     assert done.returncode == 0, done.stderr
     lines = dict(line.split(" => ", 1) for line in done.stdout.splitlines())
     assert lines["disk"] == "None"
     assert lines["tmpfs"] == "mounting a tmpfs needs root"
     assert "needs root" in lines["encrypted:fscrypt"] and "needs root" in lines["encrypted:luks"]
+    assert "needs root" in lines["ext4-loop"]
+    # FUSE works without root only where /dev/fuse is open to the user (0600 root here)
+    fuse_open_to_all = os.path.exists("/dev/fuse") and os.stat("/dev/fuse").st_mode & 0o006 == 0o006
+    if shutil.which("gocryptfs") and os.path.exists("/dev/fuse") and not fuse_open_to_all:
+        assert "cannot open /dev/fuse" in lines["encrypted:gocryptfs"]
 
 
 @root_only

@@ -80,10 +80,6 @@ def fscrypt_supported() -> bool:
     return os.path.exists("/sys/fs/ext4/features/encryption") and shutil.which("mkfs.ext4") is not None
 
 
-def gocryptfs_usable() -> bool:
-    return shutil.which("gocryptfs") is not None and os.path.exists("/dev/fuse")
-
-
 def mechanism_reason(mechanism: str) -> str | None:
     """Why this encryption mechanism cannot be set up here, or None."""
     if mechanism == "luks":
@@ -105,6 +101,8 @@ def mechanism_reason(mechanism: str) -> str | None:
             return "gocryptfs is not installed (bash scripts/setup.sh --with storage)"
         if not os.path.exists("/dev/fuse"):
             return "FUSE is not available (/dev/fuse missing)"
+        if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+            return "this user cannot open /dev/fuse (run as root, or get read-write access to /dev/fuse)"
         return None
     return f"unknown mechanism {mechanism!r}"
 
