@@ -1,3 +1,4 @@
 #!/usr/bin/env bash
-# storage variants (tmpfs, fscrypt on ext4 loop files, gocryptfs, LUKS) and the compression workload
-apt_install e2fsprogs gocryptfs fuse3 cryptsetup-bin zstd gzip
+# storage variants (tmpfs, ext4 loop files with fscrypt, gocryptfs, LUKS) and the compression workload
+# mount/util-linux: mount, losetup (loop files with direct I/O), setpriv (the non-root test)
+apt_install mount util-linux e2fsprogs gocryptfs fuse3 cryptsetup-bin zstd gzip
