@@ -237,3 +237,27 @@ def test_the_next_run_cleans_up_after_a_killed_one(tmp_path, ccbench):
     assert mounts_under(work) == []
     assert str(work) not in loops_for(work)
     assert not any(Path(p.state["directory"]).exists() for p in left)
+
+
+@root_only
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupted_run_tears_its_variants_down(tmp_path, sig):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('name = "i"\n[defaults]\nrepetitions = 50\ncooldown = 0\n'
+                    'variants = { storage = ["tmpfs", "encrypted:fscrypt", "encrypted:gocryptfs", "ext4-loop"] }\n'
+                    '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
+                    '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n')
+    work = tmp_path / "work"
+    process = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(tmp_path / "out"),
+                                "--workdir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(mounts_under(work)) < 4:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    assert len(mounts_under(work)) >= 4
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert mounts_under(work) == [], stderr
+    assert str(work) not in loops_for(work)
+    assert not list((work / "storage").rglob("key*"))
