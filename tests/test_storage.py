@@ -85,8 +85,17 @@ def test_luks_commands_and_skip_reason(tmp_path):
         with pytest.raises(CCBenchError, match="only formats loop devices"):
             AXIS.luks_commands(not_ours, tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     assert commands[3] == ["mount", "/dev/mapper/ccbench-x", str(tmp_path / "mnt")]
-    if not os.path.exists("/dev/mapper/control"):
+    if not storage_module.kernel_has_device_mapper():
         assert "device-mapper" in AXIS.skip_reason("encrypted:luks", OPTIONS)
+
+
+def test_device_mapper_is_detected_from_the_kernel_not_from_a_device_node(tmp_path):
+    misc = tmp_path / "misc"
+    misc.write_text(" 62 loop-control\n229 fuse\n")
+    assert not storage_module.kernel_has_device_mapper(misc)
+    misc.write_text(" 62 loop-control\n236 device-mapper\n229 fuse\n")
+    assert storage_module.kernel_has_device_mapper(misc)
+    assert not storage_module.kernel_has_device_mapper(tmp_path / "absent")
 
 
 def test_non_root_skips_root_only_variants(monkeypatch):
@@ -261,3 +270,43 @@ def test_interrupted_run_tears_its_variants_down(tmp_path, sig):
     assert mounts_under(work) == [], stderr
     assert str(work) not in loops_for(work)
     assert not list((work / "storage").rglob("key*"))
+
+
+@root_only
+@pytest.mark.skipif(shutil.which("cryptsetup") is None, reason="cryptsetup not installed")
+def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
+    """luksFormat needs no device-mapper: format ccbench's own loop device for real and read the header
+    back. Opening needs dm-crypt; where it is missing setup refuses before running anything, and a
+    LUKS setup that fails after the format leaves nothing behind."""
+    control_node_before = os.path.exists("/dev/mapper/control")
+    prepared = storage_module.PreparedVariant(axis="storage", value="encrypted:luks",
+                                              state={"root": str(tmp_path), "directory": str(tmp_path / "v")})
+    (tmp_path / "v").mkdir()
+    image = AXIS._image(tmp_path / "v", OPTIONS)
+    key = AXIS._key_file(tmp_path / "v", os.urandom(64))
+    try:
+        device = AXIS._attach_loop(prepared, image)
+        subprocess.run(AXIS.luks_commands(device, key, "unused", tmp_path / "mnt")[0], check=True, capture_output=True)
+        header = storage_module.luks_header(device)
+        assert header.pop("luks_sector_size") in (512, 4096)  # cryptsetup follows the device's block size
+        assert header == {"storage_cipher": "aes-xts-plain64", "key_bits": 512}
+        assert image.read_bytes()[:6] == b"LUKS\xba\xbe"
+    finally:
+        subprocess.run(["losetup", "-d", prepared.state.get("loop_device", "/dev/null")], capture_output=True)
+    work = tmp_path / "work"
+    if not storage_module.kernel_has_device_mapper():
+        with pytest.raises(CCBenchError, match="device-mapper"):
+            AXIS.setup("encrypted:luks", work, OPTIONS)
+        assert [p.name for p in (work / "storage").iterdir()] == ["state.json"]
+    # the real format and header read, then an opening step that fails: everything is undone
+    monkeypatch.setattr(storage_module, "mechanism_reason", lambda mechanism: None)
+    real_commands = AXIS.luks_commands
+    monkeypatch.setattr(AXIS, "luks_commands", lambda *a: [real_commands(*a)[0], ["false"]])
+    with pytest.raises(CCBenchError, match="false failed"):
+        AXIS.setup("encrypted:luks", work, OPTIONS)
+    assert mounts_under(work) == [] and str(work) not in loops_for(work)
+    assert [p.name for p in (work / "storage").iterdir()] == ["state.json"]
+    assert not list((work / "storage").rglob("key*"))
+    # without dm-crypt ccbench never calls cryptsetup open/close, which would create /dev/mapper/control
+    if not storage_module.kernel_has_device_mapper():
+        assert os.path.exists("/dev/mapper/control") == control_node_before

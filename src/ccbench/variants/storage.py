@@ -72,8 +72,13 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-def device_mapper_usable() -> bool:
-    return os.path.exists("/dev/mapper/control") and shutil.which("cryptsetup") is not None
+def kernel_has_device_mapper(misc: Path = Path("/proc/misc")) -> bool:
+    """Whether the running kernel registered device-mapper's control device. /dev/mapper/control
+    alone proves nothing: libdevmapper creates that node itself when it is missing."""
+    try:
+        return any(line.split()[1:] == ["device-mapper"] for line in misc.read_text().splitlines())
+    except OSError:
+        return False
 
 
 def fscrypt_supported() -> bool:
@@ -85,8 +90,8 @@ def mechanism_reason(mechanism: str) -> str | None:
     if mechanism == "luks":
         if not is_root():
             return "LUKS needs root (loop device, dm-crypt)"
-        if not os.path.exists("/dev/mapper/control"):
-            return "device-mapper is not available in this kernel (no /dev/mapper/control), so dm-crypt/LUKS cannot open"
+        if not kernel_has_device_mapper():
+            return "device-mapper is not available in this kernel (not in /proc/misc), so dm-crypt/LUKS cannot open"
         if shutil.which("cryptsetup") is None:
             return "cryptsetup is not installed (bash scripts/setup.sh --with storage)"
         return None
@@ -129,6 +134,16 @@ def gocryptfs_cipher(config: Path) -> str:
     if "AESSIV" in flags:
         return "AES-SIV-512"
     return "AES-256-GCM" if "GCMIV128" in flags else "AES-256-GCM (96-bit IV)"
+
+
+def luks_header(device: str) -> dict[str, Any]:
+    """Cipher, key size and sector size of the LUKS2 header on ``device`` (``cryptsetup luksDump``)."""
+    done = _run(["cryptsetup", "luksDump", "--dump-json-metadata", device])
+    metadata = json.loads(done.stdout)
+    segment = next(iter(metadata["segments"].values()))
+    keyslot = next(iter(metadata["keyslots"].values()))
+    return {"storage_cipher": segment["encryption"], "key_bits": int(keyslot["key_size"]) * 8,
+            "luks_sector_size": int(segment["sector_size"])}
 
 
 # --- the state file: what is mounted or attached, recorded before it happens ----------------------
@@ -209,7 +224,7 @@ def cleanup_stale(workdir: Path) -> list[str]:
     removed = []
     for entry in _load_state(root):
         name = entry.get("dm_name")
-        if name and shutil.which("cryptsetup"):
+        if name and shutil.which("cryptsetup") and kernel_has_device_mapper():
             for point in _mount_points_under(Path(entry["directory"])):
                 _unmount(point)
                 removed.append(f"unmounted {point}")
@@ -284,8 +299,10 @@ class StorageAxis(VariantAxis):
             if value == LOOP_CONTROL:
                 return self._ext4_loop(prepared, directory, options)
             mechanism = value.split(":", 1)[1] if ":" in value else choose_mechanism()[0]
-            if mechanism is None:
-                raise CCBenchError(self.skip_reason(value, options) or "no encryption mechanism")
+            reason = self.skip_reason(value, options)
+            if mechanism is None or reason:
+                # never start a mechanism the machine cannot finish (e.g. cryptsetup open without dm-crypt)
+                raise CCBenchError(f"storage={value}: {reason or 'no encryption mechanism'}")
             setup = {"luks": self._luks, "fscrypt": self._fscrypt, "gocryptfs": self._gocryptfs}[mechanism]
             return setup(prepared, directory, options)
         except BaseException:
@@ -440,9 +457,14 @@ class StorageAxis(VariantAxis):
         key = self._key_file(directory, secrets.token_bytes(64))
         _record(Path(prepared.state["root"]), {"directory": str(directory), "kind": "luks", "image": str(image), "dm_name": name})
         prepared.state.update({"image": str(image), "dm_name": name, "mounts": [str(mount_point)]})
+        header: dict[str, Any] = {}
         try:
             device = self._attach_loop(prepared, image)
-            for argv in self.luks_commands(device, key, name, mount_point):
+            format_command, *opening = self.luks_commands(device, key, name, mount_point)
+            _run(format_command)
+            # what was written, read back from the header rather than assumed from the command line
+            header = luks_header(device)
+            for argv in opening:
                 _run(argv)
         finally:
             key.unlink(missing_ok=True)
@@ -450,7 +472,7 @@ class StorageAxis(VariantAxis):
         data.mkdir()
         prepared.path = data
         prepared.info = {"storage": "encrypted", "storage_mechanism": "luks2", "storage_cipher": "aes-xts-plain64",
-                         "key_bits": 512, "filesystem": "ext4 on dm-crypt on a loop file",
+                         "key_bits": 512, **header, "filesystem": "ext4 on dm-crypt on a loop file",
                          "loop_direct_io": prepared.state["loop_direct_io"], "image_size": options.image_size}
         return prepared
 
@@ -465,7 +487,7 @@ class StorageAxis(VariantAxis):
                 pass  # unmounting drops the filesystem's keys anyway
         for point in state.get("mounts", []):
             _unmount(point)
-        if state.get("dm_name"):
+        if state.get("dm_name") and kernel_has_device_mapper():  # cryptsetup would create /dev/mapper/control
             _run(["cryptsetup", "close", state["dm_name"]], check=False)
         if state.get("image"):
             _detach_loops(Path(state["image"]))
