@@ -158,6 +158,14 @@ def test_pinning_applies_to_the_measured_process(tmp_path, ccbench, workdir):
     assert logs and logs[0].read_text().split()[-1] == "0"
 
 
+def test_only_takes_several_names(tmp_path, ccbench, workdir):
+    done = ccbench("run", "quick", "--only", "systeminfo,prime", "--repeat", "1", "--out", tmp_path / "out",
+                   "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    outcomes = read_bundle(only_bundle(tmp_path / "out")).manifest["outcomes"]
+    assert sorted(outcomes) == ["prime", "systeminfo"]
+
+
 def test_only_and_bad_inputs(tmp_path, ccbench, workdir):
     out = tmp_path / "out"
     done = ccbench("run", "quick", "--only", "nothing", "--out", out, "--workdir", workdir)

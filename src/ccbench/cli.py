@@ -120,8 +120,8 @@ def _notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
 @click.option("--out", "out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Directory that receives the result bundle (<out>/<host>-<UTC time>/).")
 @click.option("--repeat", type=click.IntRange(min=1), help="Override every workload's number of repetitions.")
-@click.option("--only", "only", multiple=True, metavar="NAME",
-              help="Run only these workloads (by name; a name defaults to the kind). Repeatable.")
+@click.option("--only", "only", multiple=True, metavar="NAME[,NAME...]",
+              help="Run only these workloads (by name; a name defaults to the kind). Repeatable, or comma-separated.")
 @click.option("--pin", metavar="CPUS", help="Pin each measured process to these CPUs, e.g. 1 or 0,2 or 0-3.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=".ccbench/work", show_default=True,
               help="ccbench's own work directory (the 'disk' storage variant lives here; loop files and mounts too).")
@@ -158,7 +158,7 @@ def run(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, 
     else:
         the_plan = load_plan(plan or "quick")
         if only:
-            the_plan = the_plan.select(list(only))
+            the_plan = the_plan.select([name.strip() for item in only for name in item.split(",") if name.strip()])
         if repeat:
             the_plan = the_plan.with_repetitions(repeat)
     runner = Runner(
