@@ -8,6 +8,6 @@ if [ ! -f "$YCSB_JAR" ] || [ ! -d "$YCSB_DIR/target/lib" ] \
    || [ -n "$(find "$YCSB_DIR/src" "$YCSB_DIR/pom.xml" -newer "$YCSB_JAR" 2>/dev/null)" ]; then
   log "building the YCSB RocksDB binding (Maven; dependencies cached in ~/.m2)"
   # offline first: a rebuild needs nothing new once ~/.m2 holds YCSB, RocksDB and the plugins
-  (cd "$YCSB_DIR" && { mvn -q -o -B package -DskipTests 2>/dev/null || mvn -q -B package -DskipTests; }) \
+  (cd "$YCSB_DIR" && { mvn -q -o -B package -DskipTests >/dev/null 2>&1 || mvn -q -B package -DskipTests; }) \
     || die "the YCSB binding did not build (see the Maven output above)"
 fi
