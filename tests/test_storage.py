@@ -112,10 +112,17 @@ def test_unknown_variant_and_user_path(tmp_path):
     options = AXIS.Options(paths={"encrypted": str(tmp_path / "mine")})
     assert "no such directory" in AXIS.skip_reason("encrypted", options)
     (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "users-own-file").write_text("keep me")
     prepared = AXIS.setup("encrypted", tmp_path / "work", options)
     assert prepared.path.parent == tmp_path / "mine" and prepared.info["storage_mechanism"] == "user-path"
     AXIS.teardown(prepared)
-    assert list((tmp_path / "mine").iterdir()) == []
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["users-own-file"]
+    # a killed run (no teardown): the next start removes ccbench's directory there, and only that
+    left = AXIS.setup("encrypted", tmp_path / "work", options)
+    (left.path / "data.bin").write_bytes(b"x" * 100)
+    removed = storage_module.cleanup_stale(tmp_path / "work")
+    assert f"removed {left.path}" in removed
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["users-own-file"]
 
 
 PLAN = """

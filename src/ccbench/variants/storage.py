@@ -230,6 +230,12 @@ def cleanup_stale(workdir: Path) -> list[str]:
                 removed.append(f"unmounted {point}")
             if _run(["cryptsetup", "close", name], check=False).returncode == 0:
                 removed.append(f"closed dm-crypt mapping {name}")
+    for entry in _load_state(root):
+        # the one directory ccbench made inside a --storage-path directory, never anything else there
+        user_directory = Path(entry.get("user_directory") or "/nonexistent")
+        if re.fullmatch(r"ccbench-[0-9a-f]{8}", user_directory.name) and user_directory.is_dir():
+            shutil.rmtree(user_directory, ignore_errors=True)
+            removed.append(f"removed {user_directory}")
     for point in _mount_points_under(root):
         _unmount(point)
         removed.append(f"unmounted {point}")
@@ -328,6 +334,9 @@ class StorageAxis(VariantAxis):
 
     def _user_path(self, prepared: PreparedVariant, base: Path) -> PreparedVariant:
         prepared.path = base / f"ccbench-{uuid.uuid4().hex[:8]}"
+        # recorded first, so that a killed run's directory in the user's path is removed by cleanup_stale
+        _record(Path(prepared.state["root"]), {"directory": prepared.state["directory"], "kind": "user-path",
+                                               "user_directory": str(prepared.path)})
         prepared.path.mkdir()
         prepared.state["user_directory"] = str(prepared.path)
         protection = self._describe(prepared.path)
