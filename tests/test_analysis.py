@@ -121,6 +121,34 @@ def test_overhead_model_recovers_known_coefficients():
     assert "machine" in row["confounded"]
 
 
+def test_bootstrap_refits_agree_with_scipy_nnls():
+    """The enumerated-support NNLS used for bootstrap draws gives scipy's solution, including
+    designs with a confounded (duplicated) column and targets that pull a coefficient below zero."""
+    from scipy.optimize import nnls
+
+    from ccbench.analysis.overhead import _fit_many
+
+    rng = np.random.default_rng(11)
+    for unknowns in (2, 3, 4):
+        for configs in (unknowns, unknowns + 2):
+            design = np.column_stack([np.ones(configs), rng.integers(0, 2, size=(configs, unknowns - 1))]).astype(float)
+            design *= rng.uniform(1, 3, size=(configs, 1))  # sqrt(n) weights
+            targets = rng.normal(10, 4, size=(50, configs))
+            fitted = _fit_many(design, targets)
+            for row, solution in zip(targets, fitted):
+                reference, reference_residual = nnls(design, row)
+                assert (solution >= 0).all()
+                assert np.linalg.norm(design @ solution - row) == pytest.approx(reference_residual, rel=1e-6, abs=1e-9)
+                if np.linalg.matrix_rank(design) == unknowns:
+                    np.testing.assert_allclose(solution, reference, rtol=1e-6, atol=1e-8)
+    confounded = np.array([[1, 0, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]], dtype=float)
+    targets = np.array([[10, 12, 10, 12], [10, 8, 10, 8]], dtype=float)
+    fitted = _fit_many(confounded, targets)
+    np.testing.assert_allclose(fitted[0] @ confounded.T, targets[0])
+    assert fitted[0][1:].sum() == pytest.approx(2.0) and 0.0 in fitted[0][1:]  # one column carries it
+    np.testing.assert_allclose(fitted[1], [9.0, 0.0, 0.0])  # slower is impossible: C = 0, mean fit
+
+
 def test_compare_cli_json_and_errors(tmp_path, ccbench):
     base = write_bundle(tmp_path, "a", "none", {(): [1.0, 1.01, 0.99]})
     other = write_bundle(tmp_path, "b", "sev-snp", {(): [1.2, 1.21, 1.19]})

@@ -24,7 +24,7 @@ import psutil
 
 from ccbench.bundle import BundleWriter, read_bundle
 from ccbench.errors import CCBenchError
-from ccbench.model import Measurement, Sample, utc_now_iso
+from ccbench.model import Measurement, Sample, case_text, utc_now_iso
 from ccbench.plan import Plan, WorkloadSpec
 from ccbench.variants import AXES
 from ccbench.variants.base import PreparedVariant
@@ -527,15 +527,6 @@ class Runner:
             except OSError:
                 pass
         writer.append_execution(record)
-
-
-def case_text(case: dict[str, Any]) -> str:
-    """A short label for a case: fio {"bs": "4k", "rw": "randread", "direction": "read"} -> "4k randread"."""
-    values = [str(v) for k, v in case.items() if k != "first_line"]
-    direction = case.get("direction")
-    if direction and str(direction) in str(case.get("rw", "")) and case.get("rw") not in ("readwrite", "randrw"):
-        values.remove(str(direction))
-    return " ".join(values)
 
 
 def summarize(samples: list[Sample]) -> list[dict[str, Any]]:

@@ -8,16 +8,17 @@ warmup, timestamp. ``config`` is "machine / TEE / storage / transport" with abse
 from __future__ import annotations
 
 import gc
-import json
 import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import orjson
 import pandas as pd
 
 from ccbench.bundle import Bundle, find_bundles, read_bundle
 from ccbench.errors import BundleError
+from ccbench.model import case_text
 
 COLUMNS = ["bundle", "machine", "tee", "storage", "transport", "config", "workload", "kind", "params", "case",
            "metric", "unit", "value", "better", "repetition", "warmup", "timestamp"]
@@ -80,58 +81,76 @@ def _load_bundles(paths: Iterable[str | Path]) -> list[Bundle]:
 
 
 def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = None) -> pd.DataFrame:
-    labels = labels or {}
+    gc.disable()  # as in load_bundles: hundreds of thousands of acyclic objects
+    try:
+        return _frame_from_bundles(bundles, labels or {})
+    finally:
+        gc.enable()
+
+
+def _frame_from_bundles(bundles: list[Bundle], labels: dict[str, str]) -> pd.DataFrame:
     frames = []
     for bundle in bundles:
-        if not bundle.samples:
-            continue
-        probe = bundle.probe
-        machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
-        tee = (probe.get("tee") or {}).get("technology") or "unknown"
-        raw = pd.DataFrame.from_records(bundle.samples)
-        # variants, params and cases repeat: describe each distinct one once
-        variant_keys = raw["variant"].map(_canonical)
-        described = {}
-        for key in variant_keys.unique():
-            variant = json.loads(key)
-            storage, transport = storage_label(variant), variant.get("transport")
-            described[key] = (storage, transport, config_label(machine, tee, storage, transport))
-        frame = pd.DataFrame({
-            "bundle": str(bundle.path),
-            "machine": machine,
-            "tee": tee,
-            "storage": variant_keys.map(lambda k: described[k][0]),
-            "transport": variant_keys.map(lambda k: described[k][1]),
-            "config": variant_keys.map(lambda k: described[k][2]),
-            "workload": raw["workload"],
-            "kind": raw["kind"] if "kind" in raw else "",
-            "params": raw["params"].map(_canonical),
-            "case": raw["metadata"].map(_case_of) if "metadata" in raw else "",
-            "metric": raw["metric"],
-            "unit": raw["unit"],
-            "value": raw["value"].astype(float),
-            "better": raw["better"] if "better" in raw else "lower",
-            "repetition": raw["repetition"].astype(int),
-            "warmup": raw["warmup"].astype(bool),
-            "timestamp": raw["timestamp"],
-        })
-        frames.append(frame)
+        if bundle.samples:
+            frames.append(_bundle_frame(bundle, labels))
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
-    frame = pd.concat(frames, ignore_index=True)
-    frame["better"] = frame["better"].where(frame["better"].notna(), None)
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return frame[COLUMNS]
 
 
-def _canonical(value) -> str:
-    return orjson.dumps(value or {}, option=orjson.OPT_SORT_KEYS).decode()
+def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame:
+    """One bundle's samples as columns, in one pass over the records.
+
+    Variants, params and cases repeat across thousands of samples: each is serialised to a key, and
+    each distinct key is described once (labels, case text) and spread back by index.
+    """
+    probe = bundle.probe
+    machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
+    tee = (probe.get("tee") or {}).get("technology") or "unknown"
+    samples = bundle.samples
+    dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
+    variant_keys = [dumps(s["variant"] or {}, option=sort) for s in samples]
+    params = [dumps(s["params"] or {}, option=sort).decode() for s in samples]
+    # the case label keeps the case's own key order ("4k randread"), so its key is not sorted
+    case_keys = [dumps(_case_dict(s.get("metadata"))) for s in samples]
+
+    variant_codes, variant_uniques = pd.factorize(pd.Series(variant_keys, dtype=object), sort=False)
+    described = []
+    for key in variant_uniques:
+        variant = orjson.loads(key)
+        storage, transport = storage_label(variant), variant.get("transport")
+        described.append((storage, transport, config_label(machine, tee, storage, transport)))
+    case_codes, case_uniques = pd.factorize(pd.Series(case_keys, dtype=object), sort=False)
+    case_labels = np.array([case_text(c) if c else "" for c in map(orjson.loads, case_uniques)] or [""], dtype=object)
+
+    def spread(position: int) -> np.ndarray:
+        return np.array([d[position] for d in described], dtype=object)[variant_codes]
+
+    return pd.DataFrame({
+        "bundle": str(bundle.path),
+        "machine": machine,
+        "tee": tee,
+        "storage": spread(0),
+        "transport": spread(1),
+        "config": spread(2),
+        "workload": [s["workload"] for s in samples],
+        "kind": [s.get("kind", "") for s in samples],
+        "params": params,
+        "case": case_labels[case_codes],
+        "metric": [s["metric"] for s in samples],
+        "unit": [s["unit"] for s in samples],
+        "value": np.array([s["value"] for s in samples], dtype=float),
+        "better": [s.get("better") for s in samples],
+        "repetition": np.array([s["repetition"] for s in samples], dtype=int),
+        "warmup": np.array([bool(s["warmup"]) for s in samples], dtype=bool),
+        "timestamp": [s["timestamp"] for s in samples],
+    })
 
 
-def _case_of(metadata) -> str:
-    from ccbench.runner import case_text
-
-    case = (metadata or {}).get("case") if isinstance(metadata, dict) else None
-    return case_text(case) if isinstance(case, dict) and case else ""
+def _case_dict(metadata) -> dict:
+    case = metadata.get("case") if isinstance(metadata, dict) else None
+    return case if isinstance(case, dict) else {}
 
 
 def load(paths, labels: dict[str, str] | Iterable[str] | None = None) -> pd.DataFrame:

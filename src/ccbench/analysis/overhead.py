@@ -41,6 +41,47 @@ def _fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
     return coefficients
 
 
+#: up to this many unknowns, bootstrap refits enumerate the supports instead of calling nnls per draw
+ENUMERATE_MAX = 6
+
+
+def _fit_many(design: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """NNLS for each row of ``targets`` against one small design: an array (draws x unknowns).
+
+    The NNLS solution is the least-squares solution on its support, so for a handful of unknowns
+    every support is tried at once for all draws (one pseudo-inverse per support), and each draw
+    keeps the feasible solution (all >= 0) with the smallest residual, the smaller support on a
+    tie, which is also the solution scipy's active-set nnls returns. Larger designs fall back to
+    scipy.optimize.nnls per draw. tests/test_analysis.py checks the two agree.
+    """
+    unknowns = design.shape[1]
+    if unknowns > ENUMERATE_MAX:
+        return np.array([_fit(design, row) for row in targets])
+    draws = len(targets)
+    best = np.zeros((draws, unknowns))
+    best_residual = np.einsum("ij,ij->i", targets, targets)
+    scale = np.abs(targets).max(axis=1) + 1e-300
+    supports = sorted((tuple(i for i in range(unknowns) if mask >> i & 1) for mask in range(1, 1 << unknowns)), key=len)
+    for support in supports:
+        columns = design[:, support]
+        solution = targets @ np.linalg.pinv(columns).T  # draws x len(support)
+        residuals = targets - solution @ columns.T
+        residual = np.einsum("ij,ij->i", residuals, residuals)
+        feasible = (solution >= -1e-12 * scale[:, None]).all(axis=1)
+        better = feasible & (residual < best_residual * (1 - 1e-9) - 1e-12 * scale**2)
+        if better.any():
+            best[better] = 0.0
+            best[np.ix_(better, support)] = np.clip(solution[better], 0.0, None)
+            best_residual[better] = residual[better]
+    return best
+
+
+def _ratios(fitted: np.ndarray) -> np.ndarray:
+    """C_i = a_i / T_base per draw, for the draws with T_base > 0."""
+    usable = fitted[fitted[:, 0] > 0]
+    return usable[:, 1:] / usable[:, :1]
+
+
 def fit_group(values: np.ndarray, layers: np.ndarray, configs: np.ndarray, rng: np.random.Generator,
               bootstrap: int = BOOTSTRAP) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """T_base, C_i, and their bootstrap 2.5/97.5 percentiles.
@@ -59,13 +100,9 @@ def fit_group(values: np.ndarray, layers: np.ndarray, configs: np.ndarray, rng: 
     base = coefficients[0]
     c = coefficients[1:] / base if base > 0 else np.full(layers.shape[1], np.nan)
     resampled = np.column_stack([values[g][rng.integers(0, len(g), size=(bootstrap, len(g)))].mean(axis=1) for g in groups])
-    draws = []
-    for row in resampled:
-        fitted = _fit(weighted, row * weights)
-        if fitted[0] > 0:
-            draws.append(fitted[1:] / fitted[0])
-    if draws:
-        low, high = np.percentile(np.array(draws), [2.5, 97.5], axis=0)
+    draws = _ratios(_fit_many(weighted, resampled * weights))
+    if len(draws):
+        low, high = np.percentile(draws, [2.5, 97.5], axis=0)
     else:
         low = high = np.full(layers.shape[1], np.nan)
     return float(base), c, low, high

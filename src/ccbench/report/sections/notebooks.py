@@ -12,6 +12,10 @@ from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 55
 TOP_CELLS = 8
+#: the notebook metrics charted (one chart each, all notebooks side by side)
+CHARTS = [("total_s", "execution time", "execution time"),
+          ("peak_rss_mib", "peak memory", "peak resident memory of the kernel"),
+          ("kernel_start_s", "kernel start", "kernel start-up time")]
 
 
 def build(ctx: ReportContext) -> Section | None:
@@ -33,12 +37,14 @@ def build(ctx: ReportContext) -> Section | None:
                         side.reset_index()))
     summary = ctx.summary
     if summary is not None and not summary.empty:
-        rows = summary[(summary["metric"] == "total_s") & summary["workload"].isin(set(totals["workload"]))].copy()
-        rows["case"] = rows["workload"]
-        if not rows.empty:
-            fig = charts.grouped_bars(rows, "notebooks: execution time", "s", "lower")
-            figures.append(Figure("notebooks-total", fig, "median execution time per notebook and configuration "
-                                                          "(error bars: interquartile range)"))
+        for metric, title, caption in CHARTS:
+            rows = summary[(summary["metric"] == metric) & summary["workload"].isin(set(totals["workload"]))].copy()
+            if rows.empty:
+                continue
+            rows["case"] = rows["workload"]
+            fig = charts.grouped_bars(rows, f"notebooks: {title}", rows["unit"].iloc[0], rows["better"].iloc[0])
+            figures.append(Figure(f"notebooks-{metric.replace('_', '-')}", fig,
+                                  f"median {caption} per notebook and configuration (error bars: interquartile range)"))
     comparison = ctx.comparison
     if comparison is not None and not comparison.empty:
         cells = comparison[(comparison["metric"] == "cell_s") & comparison["workload"].isin(set(totals["workload"]))].copy()

@@ -11,8 +11,10 @@ from ccbench.report.sections import Figure, ReportContext, Section
 
 ORDER = 30
 PERCENTILE = re.compile(r"(?:^|_)p(\d{2,3}(?:\.\d+)?)(?:_|$)")
-#: families owned by their own sections (per-cell notebook times, transport tables)
+#: families charted in their own sections: notebooks entirely (one chart across all notebooks instead
+#: of one per notebook), transport per-cell metrics
 OWN_SECTIONS = {"notebook", "transport"}
+OWN_CHARTS = {"notebook"}
 MAX_CASES = 24
 
 
@@ -27,7 +29,7 @@ def build(ctx: ReportContext) -> Section | None:
     kinds = ctx.samples.drop_duplicates("workload").set_index("workload")["kind"].to_dict()
     figures = []
     for (workload, metric), rows in summary.groupby(["workload", "metric"], sort=False):
-        if kinds.get(workload) in OWN_SECTIONS and metric.startswith("cell"):
+        if kinds.get(workload) in OWN_CHARTS or (kinds.get(workload) in OWN_SECTIONS and metric.startswith("cell")):
             continue
         if rows["better"].isna().all():
             continue  # facts, not measurements
@@ -40,7 +42,8 @@ def build(ctx: ReportContext) -> Section | None:
         figures.append(Figure(name=slug(workload, metric), figure=fig,
                               caption=f"{workload} {metric}: median per configuration, error bars = interquartile range"))
     # latency percentiles: metrics whose names carry the percentile (clat_p50, clat_p99, p95_latency ...)
-    percentile_rows = summary[summary["metric"].map(lambda m: bool(PERCENTILE.search(m)))].copy()
+    percentile_rows = summary[summary["metric"].map(lambda m: bool(PERCENTILE.search(m)))
+                              & ~summary["workload"].map(lambda w: kinds.get(w) in OWN_CHARTS)].copy()
     if not percentile_rows.empty:
         percentile_rows["percentile"] = percentile_rows["metric"].str.extract(PERCENTILE)[0].astype(float)
         percentile_rows["family"] = percentile_rows["metric"].str.replace(PERCENTILE, "_", regex=True).str.strip("_")
