@@ -121,6 +121,58 @@ def test_overhead_model_recovers_known_coefficients():
     assert "machine" in row["confounded"]
 
 
+def test_compare_rows_match_ratio_interval():
+    """compare() computes all rows at once; each must equal the validated scalar method on its pair
+    (groups missing a configuration, n = 1 and 2, a non-positive value and a baseline stand-in included)."""
+    from ccbench.analysis.stats import MIN_SAMPLES, NOISY_CV, coefficient_of_variation
+
+    rng = np.random.default_rng(3)
+    rows = []
+    configs = [("vm", "none", "disk"), ("vm", "none", "fscrypt"), ("cvm", "sev-snp", "disk"), ("cvm", "sev-snp", "tmpfs")]
+    for group in range(40):
+        workload, metric = f"w{group % 7}", ("time", "throughput")[group % 2]
+        better = "lower" if metric == "time" else "higher"
+        for machine, tee, storage in configs:
+            n = int(rng.choice([0, 1, 2, 3, 5, 10])) if group % 5 else 6
+            if group == 3:
+                storage = None  # a workload without storage variants: "vm / no TEE" stands in for the baseline
+            values = rng.lognormal(np.log(10 + group), rng.choice([0.001, 0.02, 0.2]), n)
+            if group == 7 and n:
+                values[0] = 0.0
+            tee_name = {"none": "no TEE", "sev-snp": "SEV-SNP"}[tee]
+            config = " / ".join(p for p in (machine, tee_name, storage) if p)
+            for rep, value in enumerate(values):
+                rows.append({"bundle": machine, "machine": machine, "tee": tee, "storage": storage, "transport": None,
+                             "config": config, "workload": workload, "kind": "command", "params": f'{{"g": {group}}}',
+                             "case": f"c{group}", "metric": metric, "unit": "s", "value": float(value), "better": better,
+                             "repetition": rep, "warmup": False, "timestamp": ""})
+    frame = pd.DataFrame(rows)
+    table = compare(frame, "vm / no TEE / disk")
+    assert len(table) > 60
+    checked = 0
+    for row in table.itertuples(index=False):
+        group = frame[(frame["params"] == row.params) & (frame["metric"] == row.metric)]
+        base = group[group["config"] == row.baseline]["value"].to_numpy()
+        other = group[group["config"] == row.config]["value"].to_numpy()
+        assert (row.n_baseline, row.n) == (len(base), len(other))
+        assert row.median == pytest.approx(np.median(other)) and row.baseline_median == pytest.approx(np.median(base))
+        for got, want in ((row.cv_baseline, coefficient_of_variation(base)), (row.cv, coefficient_of_variation(other))):
+            assert got == pytest.approx(want) if want is not None else (got is None or np.isnan(got))
+        interval = ratio_interval(base, other)
+        few = len(base) < MIN_SAMPLES or len(other) < MIN_SAMPLES
+        if interval is None:
+            assert np.isnan(row.ci_low) and not row.significant
+        else:
+            checked += 1
+            assert (row.ratio, row.ci_low, row.ci_high) == pytest.approx((interval.ratio, interval.low, interval.high))
+            assert row.p_value == pytest.approx(interval.p_value, abs=1e-12)
+            assert row.significant == (interval.significant and not few)
+        noisy = any(cv is not None and cv > NOISY_CV for cv in (coefficient_of_variation(base), coefficient_of_variation(other)))
+        assert ("noisy" in row.flags) == noisy and ("not enough samples" in row.flags) == few
+    assert checked > 30
+    assert set(table[table["case"] == "c3"]["baseline"]) == {"vm / no TEE"}
+
+
 def test_bootstrap_refits_agree_with_scipy_nnls():
     """The enumerated-support NNLS used for bootstrap draws gives scipy's solution, including
     designs with a confounded (duplicated) column and targets that pull a coefficient below zero."""

@@ -23,15 +23,18 @@ import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ccbench import BUNDLE_FORMAT_VERSION, __version__
 from ccbench.errors import BundleError, CCBenchError
-from ccbench.model import Sample
+if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pydantic
+    from ccbench.model import Sample
 
 MANIFEST = "manifest.json"
 SAMPLES = "samples.jsonl"
 EXECUTIONS = "executions.jsonl"
+#: records parsed at once when a bundle's samples are read in chunks
+CHUNK = 16384
 RAW = "raw"
 
 
@@ -150,35 +153,68 @@ class BundleWriter:
 class Bundle:
     path: Path
     manifest: dict[str, Any]
-    samples: list[dict[str, Any]] = field(default_factory=list)
+    #: the sample records; None when the bundle was read with samples=False (see sample_chunks)
+    samples: list[dict[str, Any]] | None = field(default_factory=list)
     executions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def probe(self) -> dict[str, Any]:
         return self.manifest.get("environment") or {}
 
+    def sample_chunks(self, size: int = CHUNK) -> Iterator[list[dict[str, Any]]]:
+        """The sample records in lists of up to ``size``: the ones in memory, or read from the file
+        a chunk at a time (checked as read_bundle checks them), so that a consumer that keeps only
+        columns never holds every record at once."""
+        if self.samples is not None:
+            yield self.samples
+            return
+        yield from _iter_jsonl(self.path / SAMPLES, SAMPLE_FIELDS, size)
+
 
 def _read_jsonl(file: Path, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for chunk in _iter_jsonl(file, required, None):
+        records.extend(chunk)
+    return records
+
+
+def _iter_jsonl(file: Path, required: tuple[str, ...] = (), size: int | None = CHUNK) -> Iterator[list[dict[str, Any]]]:
+    """The JSON objects of a JSON-lines file, ``size`` lines at a time (None: all at once).
+
+    A corrupt line is a BundleError naming the file and line; a truncated last line (no newline at
+    the end: the run was killed while writing it) is skipped with a warning.
+    """
     if not file.exists():
-        return []
+        return
     data = file.read_bytes()
     lines = data.split(b"\n")
-    ends_with_newline = data.endswith(b"\n")
+    del data
+    ends_with_newline = not lines[-1]
     if ends_with_newline:
-        lines = lines[:-1]
+        lines.pop()
+    total = len(lines)
     required_keys = set(required)
-    try:
-        # fast path: the whole file at once; any problem falls through to the line-by-line check
-        records = orjson.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
-        if all(isinstance(r, dict) and required_keys <= r.keys() for r in records):
-            return records
-    except orjson.JSONDecodeError:
-        pass
+    step = size or max(total, 1)
+    for start in range(0, total, step):
+        part = lines[start:start + step]
+        try:
+            # fast path: the whole chunk at once; any problem falls through to the line-by-line check
+            records = orjson.loads(b"[" + b",".join(line for line in part if line.strip()) + b"]")
+            if all(isinstance(r, dict) and required_keys <= r.keys() for r in records):
+                yield records
+                continue
+        except orjson.JSONDecodeError:
+            pass
+        yield _check_lines(file, part, start, total, ends_with_newline, required)
+
+
+def _check_lines(file: Path, part: list[bytes], start: int, total: int, ends_with_newline: bool,
+                 required: tuple[str, ...]) -> list[dict[str, Any]]:
     records = []
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(part, start=start + 1):
         if not raw.strip():
             continue
-        is_last = number == len(lines)
+        is_last = number == total
         try:
             record = orjson.loads(raw)
             if not isinstance(record, dict):
@@ -203,7 +239,9 @@ def _read_jsonl(file: Path, required: tuple[str, ...] = ()) -> list[dict[str, An
 SAMPLE_FIELDS = ("workload", "params", "variant", "metric", "unit", "value", "repetition", "warmup", "timestamp")
 
 
-def read_bundle(path: str | Path) -> Bundle:
+def read_bundle(path: str | Path, samples: bool = True) -> Bundle:
+    """The bundle at ``path``; with samples=False its samples are left on disk for
+    Bundle.sample_chunks (the analysis reads them that way, a chunk at a time)."""
     path = Path(path)
     if not path.exists():
         raise BundleError(f"{path}: no such bundle; pass a directory written by 'ccbench run'")
@@ -224,9 +262,9 @@ def read_bundle(path: str | Path) -> Bundle:
             f"{manifest_file}: unknown bundle format version {version!r} "
             f"(this ccbench reads version {BUNDLE_FORMAT_VERSION}); use a matching ccbench release"
         )
-    samples = _read_jsonl(path / SAMPLES, SAMPLE_FIELDS)
+    records = _read_jsonl(path / SAMPLES, SAMPLE_FIELDS) if samples else None
     executions = _read_jsonl(path / EXECUTIONS)
-    return Bundle(path=path, manifest=manifest, samples=samples, executions=executions)
+    return Bundle(path=path, manifest=manifest, samples=records, executions=executions)
 
 
 def find_bundles(paths: Iterable[str | Path]) -> list[Path]:

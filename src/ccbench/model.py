@@ -14,15 +14,6 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def case_text(case: dict[str, Any]) -> str:
-    """A short label for a case: fio {"bs": "4k", "rw": "randread", "direction": "read"} -> "4k randread"."""
-    values = [str(v) for k, v in case.items() if k != "first_line"]
-    direction = case.get("direction")
-    if direction and str(direction) in str(case.get("rw", "")) and case.get("rw") not in ("readwrite", "randrw"):
-        values.remove(str(direction))
-    return " ".join(values)
-
-
 class Measurement(BaseModel):
     """What a workload returns for one metric of one execution; the runner turns it into a Sample."""
 

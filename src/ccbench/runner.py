@@ -24,7 +24,8 @@ import psutil
 
 from ccbench.bundle import BundleWriter, read_bundle
 from ccbench.errors import CCBenchError
-from ccbench.model import Measurement, Sample, case_text, utc_now_iso
+from ccbench.cases import case_text
+from ccbench.model import Measurement, Sample, utc_now_iso
 from ccbench.plan import Plan, WorkloadSpec
 from ccbench.variants import AXES
 from ccbench.variants.base import PreparedVariant

@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.stats import MIN_SAMPLES, NOISY_CV, coefficient_of_variation, ratio_interval
+from scipy import special
+
+from ccbench.analysis.stats import CONFIDENCE, MIN_SAMPLES, NOISY_CV
 from ccbench.errors import CCBenchError
 
 GROUP = ["workload", "params", "case", "metric"]
@@ -87,6 +89,13 @@ def overhead_percent(ratio: float, better: str | None) -> float:
 
 
 def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = NOISY_CV) -> pd.DataFrame:
+    """One row per (workload, params, case, metric) and configuration other than that group's baseline.
+
+    The statistics of ccbench.analysis.stats.ratio_interval (Welch's t interval on log values),
+    computed for all rows at once: per group and configuration the count, median, mean, standard
+    deviation and the mean and variance of the logs, then each configuration against its group's
+    baseline. tests/test_analysis.py checks every row against ratio_interval itself.
+    """
     data = measured(frame)
     # facts (better = None: memory size, thread count) describe a machine; they are not compared
     data = data[data["better"].isin(["lower", "higher"])]
@@ -94,48 +103,90 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
         return pd.DataFrame(columns=COMPARE_COLUMNS)
     baseline = resolve_baseline(data, baseline)
     configs = configurations(data)
-    rows: list[dict[str, Any]] = []
-    grouped = {key: group for key, group in data.groupby(GROUP, sort=False)}
-    for key, group in grouped.items():
-        workload, params, case, metric = key
-        by_config = {c: g["value"].to_numpy() for c, g in group.groupby("config", sort=False)}
-        group_baseline = baseline_for_group(baseline, by_config)
-        if group_baseline is None:
-            continue
-        base = by_config[group_baseline]
-        unit = group["unit"].iloc[0]
-        better = group["better"].iloc[0]
-        better = None if better is None or (isinstance(better, float) and np.isnan(better)) else better
-        cv_base = coefficient_of_variation(base)
-        for config in configs:
-            if config == group_baseline or config not in by_config:
-                continue
-            values = by_config[config]
-            cv = coefficient_of_variation(values)
-            flags = []
-            if len(base) < MIN_SAMPLES or len(values) < MIN_SAMPLES:
-                flags.append("not enough samples")
-            if (cv_base or 0) > noisy_cv or (cv or 0) > noisy_cv:
-                flags.append("noisy")
-            interval = ratio_interval(base, values)
-            if interval is None:
-                ratio = float(np.median(values) / np.median(base)) if np.median(base) else float("nan")
-                low = high = p_value = float("nan")
-                significant = False
-            else:
-                ratio, low, high, p_value = interval.ratio, interval.low, interval.high, interval.p_value
-                significant = interval.significant and "not enough samples" not in flags
-            if not significant and "not enough samples" not in flags:
-                flags.append("not significant")
-            rows.append({
-                "workload": workload, "case": case, "params": params, "metric": metric, "unit": unit, "better": better,
-                "baseline": group_baseline, "config": config, "baseline_median": float(np.median(base)),
-                "median": float(np.median(values)), "ratio": ratio, "ci_low": low, "ci_high": high, "p_value": p_value,
-                "overhead_percent": overhead_percent(ratio, better), "significant": bool(significant),
-                "verdict": verdict(ratio, better, significant), "cv_baseline": cv_base, "cv": cv,
-                "n_baseline": len(base), "n": len(values), "flags": flags,
-            })
-    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    values = data["value"].to_numpy(dtype=float)
+    positive = values > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
+    work = data[GROUP + ["config", "unit", "better"]].assign(value=values, log=logs, nonpositive=~positive)
+    # group numbers in order of first appearance; sort=False keeps that order in the aggregate
+    work["group"] = work.groupby(GROUP, sort=False, dropna=False).ngroup()
+    grouped = work.groupby(["group", "config"], sort=False)
+    stats = grouped.agg(n=("value", "size"), median=("value", "median"), mean=("value", "mean"),
+                        std=("value", "std"), log_mean=("log", "mean"), log_var=("log", "var"),
+                        nonpositive=("nonpositive", "any"), workload=("workload", "first"),
+                        params=("params", "first"), case=("case", "first"), metric=("metric", "first"),
+                        unit=("unit", "first"), better=("better", "first")).reset_index()
+    # unit and direction come from each group's first sample, as its label does
+    first = work.drop_duplicates("group").set_index("group")
+    stats["unit"] = stats["group"].map(first["unit"])
+    stats["better"] = stats["group"].map(first["better"])
+    # each group's baseline: the baseline, or the configuration standing in for it (depends only on
+    # which configurations the group has, so it is worked out once per distinct set)
+    members = stats.groupby("group", sort=False)["config"].agg(tuple)
+    choice = {key: baseline_for_group(baseline, key) for key in set(members)}
+    stats["baseline"] = stats["group"].map(members.map(choice))
+    stats = stats[stats["baseline"].notna()]
+    base = stats[stats["config"] == stats["baseline"]].set_index("group")
+    rows = stats[stats["config"] != stats["baseline"]].copy()
+    if rows.empty:
+        return pd.DataFrame(columns=COMPARE_COLUMNS)
+    # report order: groups as they first appear, configurations in load order
+    rows["order"] = rows["config"].map({c: i for i, c in enumerate(configs)})
+    rows = rows.sort_values(["group", "order"], kind="stable")
+    b = base.loc[rows["group"]]
+    n_a, n_b = b["n"].to_numpy(dtype=float), rows["n"].to_numpy(dtype=float)
+    cv_a = _cv(b["std"].to_numpy(), b["mean"].to_numpy(), n_a)
+    cv_b = _cv(rows["std"].to_numpy(), rows["mean"].to_numpy(), n_b)
+    median_a, median_b = b["median"].to_numpy(dtype=float), rows["median"].to_numpy(dtype=float)
+
+    computable = (n_a >= 2) & (n_b >= 2) & ~b["nonpositive"].to_numpy(dtype=bool) & ~rows["nonpositive"].to_numpy(dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        diff = rows["log_mean"].to_numpy() - b["log_mean"].to_numpy()
+        var_a, var_b = b["log_var"].to_numpy() / n_a, rows["log_var"].to_numpy() / n_b
+        se = np.sqrt(var_a + var_b)
+        dof = (var_a + var_b) ** 2 / (np.where(var_a > 0, var_a**2 / (n_a - 1), 0) + np.where(var_b > 0, var_b**2 / (n_b - 1), 0))
+        t = special.stdtrit(dof, 0.5 + CONFIDENCE / 2)
+        spread = np.where(se > 0, t * se, 0.0)
+        ratio = np.where(computable, np.exp(diff), np.where(median_a != 0, median_b / median_a, np.nan))
+        low = np.where(computable, np.exp(diff - spread), np.nan)
+        high = np.where(computable, np.exp(diff + spread), np.nan)
+        p_value = np.where(computable, np.where(se > 0, 2 * special.stdtr(dof, -np.abs(diff / se)),
+                                                np.where(diff != 0, 0.0, 1.0)), np.nan)
+    few = (n_a < MIN_SAMPLES) | (n_b < MIN_SAMPLES)
+    noisy = (np.nan_to_num(cv_a) > noisy_cv) | (np.nan_to_num(cv_b) > noisy_cv)
+    significant = computable & ((low > 1.0) | (high < 1.0)) & ~few
+    better = [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in rows["better"]]
+    flags = []
+    for is_few, is_noisy, is_significant in zip(few, noisy, significant):
+        row_flags = ["not enough samples"] if is_few else []
+        if is_noisy:
+            row_flags.append("noisy")
+        if not is_significant and not is_few:
+            row_flags.append("not significant")
+        flags.append(row_flags)
+    out = pd.DataFrame({
+        "workload": rows["workload"].to_numpy(), "case": rows["case"].to_numpy(), "params": rows["params"].to_numpy(),
+        "metric": rows["metric"].to_numpy(), "unit": rows["unit"].to_numpy(), "better": better,
+        "baseline": rows["baseline"].to_numpy(), "config": rows["config"].to_numpy(),
+        "baseline_median": median_a, "median": median_b, "ratio": ratio, "ci_low": low, "ci_high": high,
+        "p_value": p_value,
+        "overhead_percent": [overhead_percent(r, d) for r, d in zip(ratio, better)],
+        "significant": significant.astype(bool),
+        "verdict": [verdict(r, d, s) for r, d, s in zip(ratio, better, significant)],
+        "cv_baseline": _optional(cv_a), "cv": _optional(cv_b),
+        "n_baseline": n_a.astype(int), "n": n_b.astype(int), "flags": flags,
+    })
+    return out[COMPARE_COLUMNS].reset_index(drop=True)
+
+
+def _cv(std: np.ndarray, mean: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Coefficient of variation (sample standard deviation over mean); NaN below 2 samples or at mean 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((n >= 2) & (mean != 0), std / mean, np.nan)
+
+
+def _optional(values: np.ndarray) -> list[float | None]:
+    return [None if np.isnan(v) else float(v) for v in values]
 
 
 def summary_by_config(frame: pd.DataFrame) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ccbench.bundle import Bundle, find_bundles, read_bundle
 from ccbench.errors import BundleError
-from ccbench.model import case_text
+from ccbench.cases import case_text
 
 COLUMNS = ["bundle", "machine", "tee", "storage", "transport", "config", "workload", "kind", "params", "case",
            "metric", "unit", "value", "better", "repetition", "warmup", "timestamp"]
@@ -58,22 +58,24 @@ def parse_labels(items: Iterable[str]) -> dict[str, str]:
     return labels
 
 
-def load_bundles(paths: Iterable[str | Path]) -> list[Bundle]:
+def load_bundles(paths: Iterable[str | Path], samples: bool = True) -> list[Bundle]:
+    """The bundles under ``paths``; with samples=False the samples stay on disk until
+    frame_from_bundles reads them a chunk at a time (less memory, and faster)."""
     # many small dicts: the cyclic garbage collector would re-scan them again and again while they
     # are created (a third of the load time); none of them can form a cycle
     gc.disable()
     try:
-        return _load_bundles(paths)
+        return _load_bundles(paths, samples)
     finally:
         gc.enable()
 
 
-def _load_bundles(paths: Iterable[str | Path]) -> list[Bundle]:
+def _load_bundles(paths: Iterable[str | Path], samples: bool) -> list[Bundle]:
     bundles = []
     for path in find_bundles(paths):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            bundle = read_bundle(path)
+            bundle = read_bundle(path, samples=samples)
         for warning in caught:
             warnings.warn(str(warning.message), stacklevel=2)
         bundles.append(bundle)
@@ -91,60 +93,81 @@ def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = No
 def _frame_from_bundles(bundles: list[Bundle], labels: dict[str, str]) -> pd.DataFrame:
     frames = []
     for bundle in bundles:
-        if bundle.samples:
-            frames.append(_bundle_frame(bundle, labels))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frame = _bundle_frame(bundle, labels)
+        for warning in caught:
+            warnings.warn(str(warning.message), stacklevel=3)
+        if frame is not None:
+            frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return frame[COLUMNS]
 
 
-def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame:
-    """One bundle's samples as columns, in one pass over the records.
+def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None:
+    """One bundle's samples as columns, read a chunk of records at a time.
 
-    Variants, params and cases repeat across thousands of samples: each is serialised to a key, and
-    each distinct key is described once (labels, case text) and spread back by index.
+    Variants, params and cases repeat across thousands of samples: each is serialised to a key and
+    each distinct key is described once (labels, case text); repeated strings share one object.
+    Only the columns outlive a chunk, so the records of a large bundle are never all in memory.
     """
     probe = bundle.probe
     machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
     tee = (probe.get("tee") or {}).get("technology") or "unknown"
-    samples = bundle.samples
     dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
-    variant_keys = [dumps(s["variant"] or {}, option=sort) for s in samples]
-    params = [dumps(s["params"] or {}, option=sort).decode() for s in samples]
-    # the case label keeps the case's own key order ("4k randread"), so its key is not sorted
-    case_keys = [dumps(_case_dict(s.get("metadata"))) for s in samples]
+    variants: dict[bytes, tuple[str | None, str | None, str]] = {}
+    params_of: dict[bytes, str] = {}
+    cases_of: dict[bytes, str] = {}
+    shared: dict[Any, Any] = {}
 
-    variant_codes, variant_uniques = pd.factorize(pd.Series(variant_keys, dtype=object), sort=False)
-    described = []
-    for key in variant_uniques:
+    def describe_variant(key: bytes) -> tuple[str | None, str | None, str]:
         variant = orjson.loads(key)
         storage, transport = storage_label(variant), variant.get("transport")
-        described.append((storage, transport, config_label(machine, tee, storage, transport)))
-    case_codes, case_uniques = pd.factorize(pd.Series(case_keys, dtype=object), sort=False)
-    case_labels = np.array([case_text(c) if c else "" for c in map(orjson.loads, case_uniques)] or [""], dtype=object)
+        return variants.setdefault(key, (storage, transport, config_label(machine, tee, storage, transport)))
 
-    def spread(position: int) -> np.ndarray:
-        return np.array([d[position] for d in described], dtype=object)[variant_codes]
+    def describe_case(key: bytes) -> str:
+        return cases_of.setdefault(key, case_text(orjson.loads(key)) or "")
 
+    columns: dict[str, list] = {name: [] for name in ("variant", "params", "case", "workload", "kind", "metric", "unit",
+                                                       "value", "better", "repetition", "warmup", "timestamp")}
+    # every key is looked up as soon as it is made and then dropped: only the distinct ones are kept
+    # (orjson's output buffers are large for their size; a hundred thousand of them would cost
+    # hundreds of megabytes)
+    for chunk in bundle.sample_chunks():
+        columns["variant"] += [variants.get(k) or describe_variant(k)
+                               for k in (dumps(s["variant"] or {}, option=sort) for s in chunk)]
+        columns["params"] += [params_of.get(k) or params_of.setdefault(k, k.decode())
+                              for k in (dumps(s["params"] or {}, option=sort) for s in chunk)]
+        # the case label keeps the case's own key order ("4k randread"), so its key is not sorted
+        columns["case"] += [cases_of.get(k) if k in cases_of else describe_case(k)
+                            for k in (dumps(_case_dict(s.get("metadata"))) for s in chunk)]
+        share = shared.setdefault
+        columns["workload"] += [share(s["workload"], s["workload"]) for s in chunk]
+        columns["kind"] += [share(k, k) for k in (s.get("kind", "") for s in chunk)]
+        columns["metric"] += [share(s["metric"], s["metric"]) for s in chunk]
+        columns["unit"] += [share(s["unit"], s["unit"]) for s in chunk]
+        columns["better"] += [share(b, b) for b in (s.get("better") for s in chunk)]
+        columns["value"] += [s["value"] for s in chunk]
+        columns["repetition"] += [s["repetition"] for s in chunk]
+        columns["warmup"] += [s["warmup"] for s in chunk]
+        columns["timestamp"] += [s["timestamp"] for s in chunk]
+        del chunk
+    if not columns["value"]:
+        return None
+    described = columns.pop("variant")
     return pd.DataFrame({
         "bundle": str(bundle.path),
         "machine": machine,
         "tee": tee,
-        "storage": spread(0),
-        "transport": spread(1),
-        "config": spread(2),
-        "workload": [s["workload"] for s in samples],
-        "kind": [s.get("kind", "") for s in samples],
-        "params": params,
-        "case": case_labels[case_codes],
-        "metric": [s["metric"] for s in samples],
-        "unit": [s["unit"] for s in samples],
-        "value": np.array([s["value"] for s in samples], dtype=float),
-        "better": [s.get("better") for s in samples],
-        "repetition": np.array([s["repetition"] for s in samples], dtype=int),
-        "warmup": np.array([bool(s["warmup"]) for s in samples], dtype=bool),
-        "timestamp": [s["timestamp"] for s in samples],
+        "storage": [d[0] for d in described],
+        "transport": [d[1] for d in described],
+        "config": [d[2] for d in described],
+        **{name: values for name, values in columns.items() if name not in ("value", "repetition", "warmup")},
+        "value": np.array(columns["value"], dtype=float),
+        "repetition": np.array(columns["repetition"], dtype=int),
+        "warmup": np.array(columns["warmup"], dtype=bool),
     })
 
 
@@ -161,4 +184,4 @@ def load(paths, labels: dict[str, str] | Iterable[str] | None = None) -> pd.Data
         labels = parse_labels(labels)
     elif labels:
         labels = {str(Path(k).resolve()): v for k, v in labels.items()}
-    return frame_from_bundles(load_bundles(paths), labels)
+    return frame_from_bundles(load_bundles(paths, samples=False), labels)

@@ -28,10 +28,10 @@ def layer_columns(frame: pd.DataFrame) -> pd.DataFrame:
     layers = pd.DataFrame(index=frame.index)
     layers["tee"] = (~frame["tee"].isin(["none"])).astype(float)
     storage = frame["storage"].fillna("disk")
-    for value in sorted(set(storage) - {"disk"}):
+    for value in sorted(set(storage.unique()) - {"disk"}):
         layers[f"storage:{value}"] = (storage == value).astype(float)
     transport = frame["transport"].fillna("plain")
-    for value in sorted(set(transport) - {"plain"}):
+    for value in sorted(set(transport.unique()) - {"plain"}):
         layers[f"transport:{value}"] = (transport == value).astype(float)
     return layers
 
@@ -140,16 +140,17 @@ def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 
     layers = layer_columns(data)
     layer_names = list(layers.columns)
     layer_matrix = layers.to_numpy()
-    configs = data["config"].to_numpy()
-    machines = data["machine"].to_numpy()
+    # integer codes: the per-group unique/compare work below runs on ints, not on label strings
+    configs, config_names = pd.factorize(data["config"], sort=False)
+    machines = pd.factorize(data["machine"], sort=False)[0]
     rng = np.random.default_rng(seed)
     rows = []
     pooled_y, pooled_x, pooled_configs = [], [], []
     for key, index in data.groupby(["workload", "params", "case", "metric"], sort=False).indices.items():
         group_layers = layer_matrix[index]
-        varying = [i for i in range(len(layer_names)) if np.unique(group_layers[:, i]).size > 1]
+        varying = [i for i in range(len(layer_names)) if (group_layers[:, i] != group_layers[0, i]).any()]
         group_configs = configs[index]
-        if not varying or np.unique(group_configs).size < 2:
+        if not varying or (group_configs == group_configs[0]).all():
             continue
         x = group_layers[:, varying]
         base, c, low, high = fit_group(time_like[index], x, group_configs, rng, bootstrap)
@@ -163,7 +164,7 @@ def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 
         if base > 0:
             pooled_y.append(time_like[index] / base)
             pooled_x.append(group_layers)
-            pooled_configs.append(np.char.add(f"{key[0]}|", group_configs.astype(str)))
+            pooled_configs.append(group_configs)
     if not rows:
         return pd.DataFrame()
     if len(rows) > 1 and pooled_y:
@@ -181,7 +182,7 @@ def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 
             y = np.array(observations)
             base, c, low, high = fit_pooled(y, design[:, varying], rng, bootstrap)
             row = {"workload": "(pooled)", "case": "", "metric": "all", "t_base": base, "n": len(y),
-                   "configs": len(set(configs)), "confounded": ""}
+                   "configs": len(config_names), "confounded": ""}
             for name, value, lo, hi in zip([layer_names[i] for i in varying], c, low, high):
                 row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
             rows.append(row)

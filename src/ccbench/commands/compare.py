@@ -38,7 +38,7 @@ def command(bundles, baseline, labels, noisy_cv, as_json) -> None:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        frame = frame_from_bundles(load_bundles(bundles), parse_labels(labels))
+        frame = frame_from_bundles(load_bundles(bundles, samples=False), parse_labels(labels))
     for warning in caught:
         console.print(f"warning: {warning.message}")
     if frame.empty:

@@ -25,7 +25,7 @@ def command(bundles, output, fmt, figures, baseline, labels, title) -> None:
     from ccbench.analysis.load import parse_labels
     from ccbench.console import console
     from ccbench.errors import CCBenchError
-    from ccbench.report import build_context, build_sections, close_figures, render_html, render_markdown, save_figures
+    from ccbench.report import build_context, build_sections, draw_figures, figure_links, render_html, render_markdown
 
     output_path = Path(output)
     fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
@@ -39,16 +39,13 @@ def command(bundles, output, fmt, figures, baseline, labels, title) -> None:
     if ctx.samples.empty:
         raise CCBenchError("the bundles hold no samples to report")
     sections = build_sections(ctx)
-    try:
-        links = save_figures(sections, Path(figures)) if figures else None
-        if fmt == "md":
-            if links:
-                links = {k: str(Path(v).resolve()) for k, v in links.items()}
-            text = render_markdown(sections, ctx, title, links)
-        else:
-            text = render_html(sections, ctx, title)
-    finally:
-        close_figures(sections)
+    figure_dir = Path(figures) if figures else None
+    svgs = draw_figures(sections, svg=fmt == "html", directory=figure_dir)
+    if fmt == "md":
+        links = {k: str(Path(v).resolve()) for k, v in figure_links(sections, figure_dir).items()} if figure_dir else None
+        text = render_markdown(sections, ctx, title, links)
+    else:
+        text = render_html(sections, ctx, title, svgs)
     try:
         output_path.write_text(text, encoding="utf-8")
     except OSError as exc:

@@ -3,7 +3,10 @@ as Markdown, and as PNG + SVG figure files."""
 
 from __future__ import annotations
 
+import gc
 import html
+import multiprocessing
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -29,7 +32,9 @@ nav a{margin-right:1rem}
 
 def build_context(paths: Iterable[str | Path], labels: dict[str, str] | None = None,
                   baseline: str | None = None) -> ReportContext:
-    bundles = load_bundles(paths)
+    # samples stay on disk until the frame reads them a chunk at a time: the records are never all in
+    # memory beside the frame (sections read ctx.samples)
+    bundles = load_bundles(paths, samples=False)
     samples = frame_from_bundles(bundles, labels)
     comparison = summary = None
     resolved = None
@@ -55,7 +60,12 @@ def _anchor(title: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
 
 
-def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccbench report") -> str:
+def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccbench report",
+                svgs: dict[int, str] | None = None) -> str:
+    """The report as one HTML file; ``svgs`` (from draw_figures) holds each figure's SVG by its
+    position in the report, and figures are drawn here when it is not given."""
+    if svgs is None:
+        svgs = draw_figures(sections, svg=True)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{html.escape(title)}</title>",
@@ -65,6 +75,7 @@ def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccben
         f"{len(ctx.bundles)} bundle(s), {len(ctx.samples)} samples; baseline: {html.escape(str(ctx.baseline))}</p>",
         "<nav>" + "".join(f"<a href='#{_anchor(s.title)}'>{html.escape(s.title)}</a>" for s in sections) + "</nav>",
     ]
+    position = 0
     for section in sections:
         parts.append(f"<section id='{_anchor(section.title)}'><h2>{html.escape(section.title)}</h2>")
         if section.intro:
@@ -75,7 +86,8 @@ def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccben
             if table.note:
                 parts.append(f"<p class='meta'>{html.escape(table.note)}</p>")
         for figure in section.figures:
-            parts.append(f"<figure>{charts.to_svg(figure.figure)}<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
+            parts.append(f"<figure>{svgs[position]}<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
+            position += 1
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -108,25 +120,82 @@ def render_markdown(sections: list[Section], ctx: ReportContext, title: str = "c
     return "\n".join(lines)
 
 
-def save_figures(sections: list[Section], directory: Path) -> dict[str, str]:
-    directory.mkdir(parents=True, exist_ok=True)
-    written = {}
-    used: set[str] = set()
+def figure_stems(sections: list[Section]) -> list[str]:
+    """The file stem of each figure, in report order, made unique ("x", "x-2", ...)."""
+    stems, used = [], set()
     for section in sections:
         for figure in section.figures:
-            name = figure.name
-            counter = 2
+            name, counter = figure.name, 2
             while name in used:
                 name = f"{figure.name}-{counter}"
                 counter += 1
             used.add(name)
-            figure.figure.savefig(directory / f"{name}.svg", format="svg")
-            figure.figure.savefig(directory / f"{name}.png", format="png", dpi=150)
-            written[figure.name] = str(directory / f"{name}.png")
-    return written
+            stems.append(name)
+    return stems
 
 
-def close_figures(sections: list[Section]) -> None:
-    for section in sections:
-        for figure in section.figures:
-            charts.close(figure.figure)
+def figure_links(sections: list[Section], directory: Path) -> dict[str, str]:
+    """{figure name: its PNG file} for the Markdown report (files written by draw_figures)."""
+    names = [figure.name for section in sections for figure in section.figures]
+    return {name: str(directory / f"{stem}.png") for name, stem in zip(names, figure_stems(sections))}
+
+
+def draw_figures(sections: list[Section], svg: bool = True, directory: Path | None = None,
+                 workers: int | None = None) -> dict[int, str]:
+    """Draw every figure once: its SVG text (``svg``) and, with ``directory``, PNG and SVG files.
+
+    Returns {position in the report: SVG text}. Drawing is most of a report's time, so with more
+    than one CPU the figures are shared with a forked helper process (it inherits the drawing
+    functions; only the SVG text comes back); if the helper fails, its figures are drawn here.
+    """
+    global _JOBS
+    figures = [figure for section in sections for figure in section.figures]
+    stems = figure_stems(sections)
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    _JOBS = [(figure.draw, svg, directory, stem) for figure, stem in zip(figures, stems)]
+    parallel = workers > 1 and len(_JOBS) >= 4 and "fork" in multiprocessing.get_all_start_methods()
+    # the helper takes every other figure: neighbours tend to cost alike
+    helper_share = list(range(1, len(_JOBS), 2)) if parallel else []
+    mine = [index for index in range(len(_JOBS)) if index % 2 == 0 or not parallel]
+    executor = pending = None
+    try:
+        if helper_share:
+            from concurrent.futures import ProcessPoolExecutor
+
+            # the documented way to fork a process with many objects: freeze them first, so the
+            # helper's garbage collector does not touch (and copy) the parent's loaded samples
+            gc.freeze()
+            executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+            pending = executor.submit(_draw_many, helper_share)
+        results = _draw_many(mine)
+        if pending is not None:
+            try:
+                results.update(pending.result())
+            except Exception:  # noqa: BLE001 - the helper failed or died: draw its share here
+                results.update(_draw_many(helper_share))
+        return results
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+            gc.unfreeze()
+        _JOBS = []
+
+
+#: the drawing jobs of the draw_figures call in progress (a forked helper inherits them)
+_JOBS: list = []
+
+
+def _draw_many(indices: list[int]) -> dict[int, str]:
+    return {index: _draw_one(*_JOBS[index]) for index in indices}
+
+
+def _draw_one(draw, svg: bool, directory: Path | None, stem: str) -> str:
+    fig = draw()  # a matplotlib Figure outside pyplot: nothing to close, the garbage collector frees it
+    text = charts.to_svg(fig) if svg else ""
+    if directory is not None:
+        fig.savefig(directory / f"{stem}.svg", format="svg")
+        fig.savefig(directory / f"{stem}.png", format="png", dpi=150)
+    return text

@@ -4,7 +4,8 @@ Each module in this package exports ``build(ctx: ReportContext) -> Section | Non
 integer ``ORDER`` (position in the report; lower first). The report (ccbench.report) finds them,
 calls each, and renders what they return as HTML (figures inlined as SVG), as Markdown with
 ``--format md``, and as PNG+SVG files with ``--figures DIR``. A section returns None when the
-loaded bundles hold nothing for it.
+loaded bundles hold nothing for it. Charts are given as functions that draw them (``Figure.draw``),
+so that the report can draw them in parallel.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -28,8 +29,9 @@ class Table:
 class Figure:
     #: file-name stem for --figures (letters, digits, dashes)
     name: str
-    #: a matplotlib.figure.Figure
-    figure: Any
+    #: draws the chart: a function of no arguments returning a matplotlib.figure.Figure. Figures are
+    #: drawn when the report is written, spread over the CPU cores, and closed right after.
+    draw: Callable[[], Any]
     caption: str = ""
 
 
@@ -46,7 +48,8 @@ class Section:
 class ReportContext:
     #: ccbench.load(...) output, warmup rows included (filter on the ``warmup`` column)
     samples: pd.DataFrame
-    #: the ccbench.bundle.Bundle objects loaded, in the order given
+    #: the ccbench.bundle.Bundle objects loaded, in the order given (manifest, probe, executions; read
+    #: without their samples, which are in ``samples``)
     bundles: list[Any]
     #: the configuration label used as baseline
     baseline: str | None

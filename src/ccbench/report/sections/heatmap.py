@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from ccbench.report import charts
 from ccbench.report.sections import Figure, ReportContext, Section
 
@@ -32,8 +34,8 @@ def build(ctx: ReportContext) -> Section | None:
     if len(matrix) > MAX_ROWS:
         order = matrix.abs().max(axis=1).sort_values(ascending=False).index[:MAX_ROWS]
         matrix = matrix.loc[order]
-    fig = charts.heatmap(matrix, f"overhead against {ctx.baseline}")
+    draw = partial(charts.heatmap, matrix, f"overhead against {ctx.baseline}")
     return Section(title="Overhead heatmap",
                    intro="Time-equivalent overhead in percent against the baseline (red = slower, green = faster)"
                          + (f"; the {MAX_ROWS} rows with the largest effects" if len(data['row'].unique()) > MAX_ROWS else "") + ".",
-                   figures=[Figure(name="overhead-heatmap", figure=fig, caption="overhead % by workload and configuration")])
+                   figures=[Figure(name="overhead-heatmap", draw=draw, caption="overhead % by workload and configuration")])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pandas as pd
 
@@ -42,8 +43,8 @@ def build(ctx: ReportContext) -> Section | None:
             if rows.empty:
                 continue
             rows["case"] = rows["workload"]
-            fig = charts.grouped_bars(rows, f"notebooks: {title}", rows["unit"].iloc[0], rows["better"].iloc[0])
-            figures.append(Figure(f"notebooks-{metric.replace('_', '-')}", fig,
+            draw = partial(charts.grouped_bars, rows, f"notebooks: {title}", rows["unit"].iloc[0], rows["better"].iloc[0])
+            figures.append(Figure(f"notebooks-{metric.replace('_', '-')}", draw,
                                   f"median {caption} per notebook and configuration (error bars: interquartile range)"))
     comparison = ctx.comparison
     if comparison is not None and not comparison.empty:

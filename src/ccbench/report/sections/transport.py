@@ -4,6 +4,7 @@ throughput against the AEAD ceiling, the share of an embedding's time, and the c
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pandas as pd
 
@@ -97,9 +98,8 @@ def build(ctx: ReportContext) -> Section | None:
         long = plot.melt(id_vars=["machine", "pipe", "payload"], var_name="config", value_name="median")
         long["case"] = long["payload"].astype(str) + " B"
         long["q1"] = long["q3"] = long["median"]
-        fig = charts.grouped_bars(long, f"round trip p50 ({plot['pipe'].iloc[0]})", "us", "lower")
-        fig.axes[0].set_yscale("log")
-        figures.append(Figure("transport-rtt", fig, "round trip p50 by payload and transport (log scale)"))
+        figures.append(Figure("transport-rtt", partial(_rtt_chart, long, f"round trip p50 ({plot['pipe'].iloc[0]})"),
+                              "round trip p50 by payload and transport (log scale)"))
 
     throughput = medians("throughput", ["machine", "pipe", "payload"])
     if not throughput.empty:
@@ -143,3 +143,9 @@ def build(ctx: ReportContext) -> Section | None:
                    intro="Plaintext, ccbench's attested secure channel (Noise NN + AEAD records, mock attestation) and "
                          "TLS 1.3 (rustls) measured in the same run on the same machine; both ends share one core.",
                    tables=tables, figures=figures)
+
+
+def _rtt_chart(long: pd.DataFrame, title: str):
+    fig = charts.grouped_bars(long, title, "us", "lower")
+    fig.axes[0].set_yscale("log")
+    return fig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import pandas as pd
 
@@ -38,8 +39,8 @@ def build(ctx: ReportContext) -> Section | None:
             keep = rows.groupby("case")["median"].max().nlargest(MAX_CASES).index
             rows = rows[rows["case"].isin(keep)]
         unit = rows["unit"].iloc[0]
-        fig = charts.grouped_bars(rows, f"{workload}: {metric}", unit, rows["better"].iloc[0])
-        figures.append(Figure(name=slug(workload, metric), figure=fig,
+        draw = partial(charts.grouped_bars, rows, f"{workload}: {metric}", unit, rows["better"].iloc[0])
+        figures.append(Figure(name=slug(workload, metric), draw=draw,
                               caption=f"{workload} {metric}: median per configuration, error bars = interquartile range"))
     # latency percentiles: metrics whose names carry the percentile (clat_p50, clat_p99, p95_latency ...)
     percentile_rows = summary[summary["metric"].map(lambda m: bool(PERCENTILE.search(m)))
@@ -50,8 +51,8 @@ def build(ctx: ReportContext) -> Section | None:
         for (workload, family), rows in percentile_rows.groupby(["workload", "family"], sort=False):
             if rows["percentile"].nunique() < 2:
                 continue
-            fig = charts.percentile_lines(rows, f"{workload} {family}: latency percentiles", rows["unit"].iloc[0])
-            figures.append(Figure(name=slug(workload, family, "percentiles"), figure=fig,
+            draw = partial(charts.percentile_lines, rows, f"{workload} {family}: latency percentiles", rows["unit"].iloc[0])
+            figures.append(Figure(name=slug(workload, family, "percentiles"), draw=draw,
                                   caption=f"{workload} {family}: latency percentiles per case and configuration "
                                           "(medians over runs; up to 8 cases)"))
     if not figures:
