@@ -1,16 +1,18 @@
 """Time `ccbench compare` and `ccbench report` on 100,000 samples across 6 configurations.
 
-Writes 6 synthetic bundles (3 machines x 2 storage variants, realistic shapes: fio cases with
-5 metrics, notebooks with per-cell times, prime), then runs each command as a user would, side by
-side with loading the same bundles, and prints the times and ratios. Target (issue 3): each command
+Writes 3 synthetic bundles (3 machines, each with 2 storage variants: 6 configurations; realistic
+shapes: fio cases with 5 metrics, notebooks with per-cell times, prime), then runs each command as
+a user would, interleaved with loading the same bundles in Python and with the commands restricted
+to one process (-j 1), and prints the median times and their ratios. Target (issue 3): each command
 under 5 s on the 2-core development machine.
 
-    .venv/bin/python benchmarks/bench_analysis.py [--samples 100000]
+    .venv/bin/python benchmarks/bench_analysis.py [--samples 100000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,19 +80,32 @@ def timed(argv: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each command, interleaved; the median is printed")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         paths = write_bundles(root, args.samples)
         count = sum(len((p / "samples.jsonl").read_text().splitlines()) for p in paths)
         cli = [sys.executable, "-m", "ccbench"]
-        load = timed([sys.executable, "-c", f"import ccbench; ccbench.load({[str(p) for p in paths]!r})"])
-        compare = timed(cli + ["compare", *map(str, paths), "--json"])
-        report = timed(cli + ["report", *map(str, paths), "-o", str(root / "report.html")])
-    print(f"samples: {count:,} in {len(paths)} bundles, 6 configurations")
-    print(f"load only (python -c ccbench.load): {load:6.2f} s")
-    print(f"ccbench compare --json:             {compare:6.2f} s  ({compare / load:.1f}x load; {compare / 5:.2f} of the 5 s target)")
-    print(f"ccbench report -o report.html:      {report:6.2f} s  ({report / load:.1f}x load; {report / 5:.2f} of the 5 s target)")
+        commands = {
+            "load only (python -c ccbench.load)": [sys.executable, "-c", f"import ccbench; ccbench.load({[str(p) for p in paths]!r})"],
+            "ccbench compare --json": cli + ["compare", *map(str, paths), "--json"],
+            "ccbench compare --json -j 1": cli + ["compare", *map(str, paths), "--json", "-j", "1"],
+            "ccbench report -o report.html": cli + ["report", *map(str, paths), "-o", str(root / "report.html")],
+            "ccbench report -o report.html -j 1": cli + ["report", *map(str, paths), "-o", str(root / "report.html"), "-j", "1"],
+        }
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.rounds):  # interleaved, so that drift on a shared machine hits all alike
+            for name, argv in commands.items():
+                times[name].append(timed(argv))
+    median = {name: statistics.median(values) for name, values in times.items()}
+    load = median["load only (python -c ccbench.load)"]
+    print(f"samples: {count:,} in {len(paths)} bundles, 6 configurations; median of {args.rounds} interleaved runs")
+    for name, value in median.items():
+        extra = "" if name.startswith("load") else f"  ({value / load:.1f}x load; {value / 5:.2f} of the 5 s target)"
+        print(f"{name:36s} {value:6.2f} s{extra}")
+    print(f"helper process (default) vs -j 1: compare {median['ccbench compare --json'] / median['ccbench compare --json -j 1']:.2f}x, "
+          f"report {median['ccbench report -o report.html'] / median['ccbench report -o report.html -j 1']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ccbench.bundle import Bundle, find_bundles, read_bundle
+from ccbench.bundle import SAMPLES, Bundle, find_bundles, read_bundle
 from ccbench.errors import BundleError
 from ccbench.cases import case_text
 
@@ -82,28 +82,64 @@ def _load_bundles(paths: Iterable[str | Path], samples: bool) -> list[Bundle]:
     return bundles
 
 
-def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = None) -> pd.DataFrame:
+def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = None, helper=None) -> pd.DataFrame:
+    """One frame of all samples, bundles in the order given. With a ccbench.helper.Helper, bundles
+    whose samples are still on disk are shared out: the helpers read some while this process reads
+    the others (the largest first, each to the least loaded)."""
+    labels = labels or {}
+    futures: dict[int, Any] = {}
+    if helper is not None and helper.enabled and len(bundles) > 1:
+        load = [0] * helper.jobs
+        for index in sorted(range(len(bundles)), key=lambda i: -_size(bundles[i])):
+            worker = load.index(min(load))
+            load[worker] += _size(bundles[index]) or 1
+            if worker and bundles[index].samples is None:
+                futures[index] = helper.submit(_frame_in_helper, str(bundles[index].path), labels)
+    from ccbench.helper import outcome
+
     gc.disable()  # as in load_bundles: hundreds of thousands of acyclic objects
     try:
-        return _frame_from_bundles(bundles, labels or {})
+        frames = {i: _frame_here(bundle, labels) for i, bundle in enumerate(bundles) if futures.get(i) is None}
     finally:
         gc.enable()
-
-
-def _frame_from_bundles(bundles: list[Bundle], labels: dict[str, str]) -> pd.DataFrame:
-    frames = []
-    for bundle in bundles:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            frame = _bundle_frame(bundle, labels)
-        for warning in caught:
-            warnings.warn(str(warning.message), stacklevel=3)
-        if frame is not None:
-            frames.append(frame)
-    if not frames:
+    for index, future in futures.items():
+        if future is not None:
+            frames[index] = outcome(future, lambda: _frame_here(bundles[index], labels))
+            if isinstance(frames[index], tuple):  # (frame, warnings) from a helper
+                frame, messages = frames[index]
+                for message in messages:
+                    warnings.warn(message, stacklevel=2)
+                frames[index] = frame
+    present = [frames[i] for i in range(len(bundles)) if frames[i] is not None]
+    if not present:
         return pd.DataFrame(columns=COLUMNS)
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    frame = pd.concat(present, ignore_index=True) if len(present) > 1 else present[0]
     return frame[COLUMNS]
+
+
+def _size(bundle: Bundle) -> int:
+    try:
+        return (Path(bundle.path) / SAMPLES).stat().st_size
+    except OSError:
+        return 0
+
+
+def _frame_here(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame = _bundle_frame(bundle, labels)
+    for warning in caught:
+        warnings.warn(str(warning.message), stacklevel=3)
+    return frame
+
+
+def _frame_in_helper(path: str, labels: dict[str, str]) -> tuple[pd.DataFrame | None, list[str]]:
+    """In a helper process: one bundle's frame, and the warnings it raised (to be repeated by the caller)."""
+    gc.disable()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame = _bundle_frame(read_bundle(path, samples=False), labels)
+    return frame, [str(w.message) for w in caught]
 
 
 def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None:

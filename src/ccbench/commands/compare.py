@@ -21,7 +21,10 @@ def _fmt(value, digits=3):
 @click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable).")
 @click.option("--noisy-cv", type=float, default=5.0, show_default=True, help="Flag configurations whose CV exceeds this (percent).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row.")
-def command(bundles, baseline, labels, noisy_cv, as_json) -> None:
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes to use for reading bundles (default: 2 on a machine with 2 or more CPUs; "
+                   "1 = this process only).")
+def command(bundles, baseline, labels, noisy_cv, as_json, jobs) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
@@ -35,10 +38,12 @@ def command(bundles, baseline, labels, noisy_cv, as_json) -> None:
     from ccbench.analysis.load import frame_from_bundles, load_bundles, parse_labels
     from ccbench.console import console, fmt_number, stdout
     from ccbench.errors import CCBenchError
+    from ccbench.cli import skip_teardown
+    from ccbench.helper import Helper
 
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
-        frame = frame_from_bundles(load_bundles(bundles, samples=False), parse_labels(labels))
+        frame = frame_from_bundles(load_bundles(bundles, samples=False), parse_labels(labels), helper)
     for warning in caught:
         console.print(f"warning: {warning.message}")
     if frame.empty:
@@ -50,6 +55,7 @@ def command(bundles, baseline, labels, noisy_cv, as_json) -> None:
             f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
             "give bundles from other machines or runs with several variants"
         )
+    skip_teardown()  # nothing left to clean up: output only
     if as_json:
         for row in table.to_dict(orient="records"):
             row["params"] = json.loads(row["params"])

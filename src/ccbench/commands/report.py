@@ -18,29 +18,36 @@ import click
 @click.option("--baseline", metavar="LABEL", help="Configuration to compare against (a full label or a unique part).")
 @click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable).")
 @click.option("--title", default="ccbench report", show_default=True)
-def command(bundles, output, fmt, figures, baseline, labels, title) -> None:
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes to use for reading bundles and drawing charts (default: 2 on a machine with 2 or "
+                   "more CPUs; 1 = this process only, e.g. beside a running benchmark).")
+def command(bundles, output, fmt, figures, baseline, labels, title, jobs) -> None:
     """Write a report over BUNDLE... (bundles or directories of bundles): the machines side by side,
     the comparison with 95% intervals, charts per workload, latency percentiles, the overhead heatmap,
     the overhead model, flagged noisy results and the methods."""
     from ccbench.analysis.load import parse_labels
     from ccbench.console import console
     from ccbench.errors import CCBenchError
-    from ccbench.report import build_context, build_sections, draw_figures, figure_links, render_html, render_markdown
+    from ccbench.cli import skip_teardown
+    from ccbench.helper import Helper
+    from ccbench.report import FigureDrawer, build_context, build_sections, figure_links, render_html, render_markdown
 
     output_path = Path(output)
     fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
     if not output_path.parent.exists():
         raise CCBenchError(f"-o {output}: the directory {output_path.parent} does not exist")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ctx = build_context(bundles, parse_labels(labels), baseline)
-    for warning in caught:
-        console.print(f"warning: {warning.message}")
-    if ctx.samples.empty:
-        raise CCBenchError("the bundles hold no samples to report")
-    sections = build_sections(ctx)
-    figure_dir = Path(figures) if figures else None
-    svgs = draw_figures(sections, svg=fmt == "html", directory=figure_dir)
+    with Helper(jobs) as helper:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ctx = build_context(bundles, parse_labels(labels), baseline, helper)
+        for warning in caught:
+            console.print(f"warning: {warning.message}")
+        if ctx.samples.empty:
+            raise CCBenchError("the bundles hold no samples to report")
+        figure_dir = Path(figures) if figures else None
+        drawer = FigureDrawer(svg=fmt == "html", directory=figure_dir, helper=helper)
+        sections = build_sections(ctx, drawer)
+        svgs = drawer.finish()
     if fmt == "md":
         links = {k: str(Path(v).resolve()) for k, v in figure_links(sections, figure_dir).items()} if figure_dir else None
         text = render_markdown(sections, ctx, title, links)
@@ -51,3 +58,4 @@ def command(bundles, output, fmt, figures, baseline, labels, title) -> None:
     except OSError as exc:
         raise CCBenchError(f"-o {output}: cannot write ({exc.strerror})") from None
     console.print(f"wrote {output_path} ({len(sections)} sections)" + (f" and figures in {figures}" if figures else ""))
+    skip_teardown()

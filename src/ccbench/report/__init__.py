@@ -3,10 +3,7 @@ as Markdown, and as PNG + SVG figure files."""
 
 from __future__ import annotations
 
-import gc
 import html
-import multiprocessing
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -16,8 +13,9 @@ import pandas as pd
 from ccbench import __version__
 from ccbench.analysis.compare import compare, resolve_baseline, summary_by_config
 from ccbench.analysis.load import frame_from_bundles, load_bundles
+from ccbench.helper import Helper, outcome
 from ccbench.report import charts
-from ccbench.report.sections import ReportContext, Section, discover
+from ccbench.report.sections import Figure, ReportContext, Section, discover
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
@@ -31,11 +29,11 @@ nav a{margin-right:1rem}
 
 
 def build_context(paths: Iterable[str | Path], labels: dict[str, str] | None = None,
-                  baseline: str | None = None) -> ReportContext:
+                  baseline: str | None = None, helper: Helper | None = None) -> ReportContext:
     # samples stay on disk until the frame reads them a chunk at a time: the records are never all in
     # memory beside the frame (sections read ctx.samples)
     bundles = load_bundles(paths, samples=False)
-    samples = frame_from_bundles(bundles, labels)
+    samples = frame_from_bundles(bundles, labels, helper)
     comparison = summary = None
     resolved = None
     if not samples.empty:
@@ -47,12 +45,17 @@ def build_context(paths: Iterable[str | Path], labels: dict[str, str] | None = N
     return ReportContext(samples=samples, bundles=bundles, baseline=resolved, comparison=comparison, summary=summary)
 
 
-def build_sections(ctx: ReportContext) -> list[Section]:
+def build_sections(ctx: ReportContext, drawer: "FigureDrawer | None" = None) -> list[Section]:
+    """Every section with something to show, in order. With a FigureDrawer, each section's figures
+    are handed to it as soon as the section is built (a helper draws them while later sections are
+    being computed)."""
     sections = []
     for module in discover():
         section = module.build(ctx)
         if section is not None:
             sections.append(section)
+            if drawer is not None:
+                drawer.add(section.figures)
     return sections
 
 
@@ -120,18 +123,19 @@ def render_markdown(sections: list[Section], ctx: ReportContext, title: str = "c
     return "\n".join(lines)
 
 
+def _unique_stem(name: str, used: set[str]) -> str:
+    stem, counter = name, 2
+    while stem in used:
+        stem = f"{name}-{counter}"
+        counter += 1
+    used.add(stem)
+    return stem
+
+
 def figure_stems(sections: list[Section]) -> list[str]:
     """The file stem of each figure, in report order, made unique ("x", "x-2", ...)."""
-    stems, used = [], set()
-    for section in sections:
-        for figure in section.figures:
-            name, counter = figure.name, 2
-            while name in used:
-                name = f"{figure.name}-{counter}"
-                counter += 1
-            used.add(name)
-            stems.append(name)
-    return stems
+    used: set[str] = set()
+    return [_unique_stem(figure.name, used) for section in sections for figure in section.figures]
 
 
 def figure_links(sections: list[Section], directory: Path) -> dict[str, str]:
@@ -140,62 +144,55 @@ def figure_links(sections: list[Section], directory: Path) -> dict[str, str]:
     return {name: str(directory / f"{stem}.png") for name, stem in zip(names, figure_stems(sections))}
 
 
-def draw_figures(sections: list[Section], svg: bool = True, directory: Path | None = None,
-                 workers: int | None = None) -> dict[int, str]:
-    """Draw every figure once: its SVG text (``svg``) and, with ``directory``, PNG and SVG files.
+class FigureDrawer:
+    """Draws figures once each: SVG text for the HTML report and, with ``directory``, PNG and SVG files.
 
-    Returns {position in the report: SVG text}. Drawing is most of a report's time, so with more
-    than one CPU the figures are shared with a forked helper process (it inherits the drawing
-    functions; only the SVG text comes back); if the helper fails, its figures are drawn here.
+    Figures added are queued to the helper processes at once; finish() then draws, here, every
+    queued figure that no helper has started yet, from the last one back, and collects the rest:
+    the two ends meet wherever the work splits evenly. A figure a helper could not draw (it died,
+    or the drawing function does not pickle) is drawn here.
     """
-    global _JOBS
-    figures = [figure for section in sections for figure in section.figures]
-    stems = figure_stems(sections)
-    if directory is not None:
-        directory.mkdir(parents=True, exist_ok=True)
-    if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    _JOBS = [(figure.draw, svg, directory, stem) for figure, stem in zip(figures, stems)]
-    parallel = workers > 1 and len(_JOBS) >= 4 and "fork" in multiprocessing.get_all_start_methods()
-    # the helper takes every other figure: neighbours tend to cost alike
-    helper_share = list(range(1, len(_JOBS), 2)) if parallel else []
-    mine = [index for index in range(len(_JOBS)) if index % 2 == 0 or not parallel]
-    executor = pending = None
-    try:
-        if helper_share:
-            from concurrent.futures import ProcessPoolExecutor
 
-            # the documented way to fork a process with many objects: freeze them first, so the
-            # helper's garbage collector does not touch (and copy) the parent's loaded samples
-            gc.freeze()
-            executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-            pending = executor.submit(_draw_many, helper_share)
-        results = _draw_many(mine)
-        if pending is not None:
-            try:
-                results.update(pending.result())
-            except Exception:  # noqa: BLE001 - the helper failed or died: draw its share here
-                results.update(_draw_many(helper_share))
+    def __init__(self, svg: bool = True, directory: Path | None = None, helper: Helper | None = None):
+        self.svg, self.directory, self.helper = svg, directory, helper
+        self.jobs: list[tuple] = []
+        self.futures: list = []
+        self.stems: set[str] = set()
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+
+    def add(self, figures: Iterable[Figure]) -> None:
+        for figure in figures:
+            job = (figure.draw, self.svg, self.directory, _unique_stem(figure.name, self.stems))
+            self.jobs.append(job)
+            self.futures.append(self.helper.submit(_draw_one, *job) if self.helper is not None else None)
+
+    def finish(self) -> dict[int, str]:
+        """{position in the report: SVG text} for every figure added."""
+        results: dict[int, str] = {}
+        for index in reversed(range(len(self.jobs))):
+            future = self.futures[index]
+            if future is None or future.cancel():
+                results[index] = _draw_one(*self.jobs[index])
+        for index, future in enumerate(self.futures):
+            if index not in results:
+                results[index] = outcome(future, lambda: _draw_one(*self.jobs[index]))
         return results
-    finally:
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
-            gc.unfreeze()
-        _JOBS = []
 
 
-#: the drawing jobs of the draw_figures call in progress (a forked helper inherits them)
-_JOBS: list = []
-
-
-def _draw_many(indices: list[int]) -> dict[int, str]:
-    return {index: _draw_one(*_JOBS[index]) for index in indices}
+def draw_figures(sections: list[Section], svg: bool = True, directory: Path | None = None,
+                 helper: Helper | None = None) -> dict[int, str]:
+    """Draw the figures of ``sections``: {position in the report: SVG text} (see FigureDrawer)."""
+    drawer = FigureDrawer(svg, directory, helper)
+    for section in sections:
+        drawer.add(section.figures)
+    return drawer.finish()
 
 
 def _draw_one(draw, svg: bool, directory: Path | None, stem: str) -> str:
     fig = draw()  # a matplotlib Figure outside pyplot: nothing to close, the garbage collector frees it
     text = charts.to_svg(fig) if svg else ""
     if directory is not None:
-        fig.savefig(directory / f"{stem}.svg", format="svg")
+        fig.savefig(directory / f"{stem}.svg", format="svg", metadata=charts.SVG_METADATA)
         fig.savefig(directory / f"{stem}.png", format="png", dpi=150)
     return text

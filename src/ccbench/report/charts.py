@@ -13,6 +13,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable SVG
+# the same data gives the same SVG (element ids are hashes salted with this, not a random salt), so
+# reports can be diffed, and charts drawn in a helper process match those drawn here
+matplotlib.rcParams["svg.hashsalt"] = "ccbench"
+#: no creation date inside the files (with the salt above, a figure's SVG depends on its data only)
+SVG_METADATA = {"Date": None}
 
 PALETTE = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
 
@@ -97,7 +102,7 @@ def heatmap(matrix: pd.DataFrame, title: str) -> Figure:
 
 def to_svg(fig: Figure) -> str:
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
+    fig.savefig(buffer, format="svg", metadata=SVG_METADATA)
     text = buffer.getvalue()
     return text[text.find("<svg"):]
 

@@ -1,0 +1,129 @@
+"""compare and report with helper processes (--jobs): the same output as one process, and a helper
+that fails, dies or cannot take the work changes nothing but the time."""
+
+import os
+import re
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ccbench.analysis.load import frame_from_bundles, load_bundles
+from ccbench.bundle import BundleWriter
+from ccbench.helper import Helper
+from ccbench.model import Sample
+from ccbench.report import FigureDrawer, charts
+from ccbench.report.sections import Figure
+
+MACHINES = [("plain", "none", 1.0), ("snp", "sev-snp", 1.05), ("tdx", "tdx", 1.08)]
+
+
+def write_bundles(root, per_case=6):
+    """Three machines x two storage variants, fio cases with percentiles and a CPU workload."""
+    rng = np.random.default_rng(7)
+    paths = []
+    for host, tee, factor in MACHINES:
+        probe = {"hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "x"}, "memory": {},
+                 "kernel": {"release": "6"}, "storage": {"protection": "plain"}}
+        writer = BundleWriter.create(root / host, {"plan": {"name": "t"}, "environment": probe})
+        samples = []
+        for variant, slow in (({"storage": "disk"}, 1.0), ({"storage": "encrypted", "storage_mechanism": "fscrypt"}, 1.3)):
+            for bs in ("4k", "1m"):
+                for metric, better in (("throughput", "higher"), ("clat_p50", "lower"), ("clat_p99", "lower")):
+                    for rep, noise in enumerate(rng.normal(0, 0.02, per_case)):
+                        value = 100 * factor * slow * np.exp(noise)
+                        samples.append(Sample(workload="fio", kind="fio", params={"bs": bs, "rw": "randread"},
+                                              variant=variant, metric=metric, unit="us", better=better,
+                                              value=1e4 / value if better == "higher" else value, repetition=rep,
+                                              warmup=False, timestamp="2026-01-01T00:00:00Z",
+                                              metadata={"case": {"bs": bs, "rw": "randread"}}))
+            for rep, noise in enumerate(rng.normal(0, 0.01, per_case)):
+                samples.append(Sample(workload="prime", kind="prime", params={}, variant=variant, metric="time",
+                                      unit="s", value=2.0 * factor * np.exp(noise), repetition=rep, warmup=False,
+                                      timestamp="2026-01-01T00:00:00Z"))
+        writer.append_samples(samples)
+        writer.close()
+        paths.append(writer.path)
+    return paths
+
+
+def test_frames_read_by_helpers_equal_those_read_here(tmp_path):
+    paths = write_bundles(tmp_path)
+    alone = frame_from_bundles(load_bundles(paths, samples=False))
+    with Helper(2) as helper:
+        assert helper.enabled
+        shared = frame_from_bundles(load_bundles(paths, samples=False), helper=helper)
+    pd.testing.assert_frame_equal(alone, shared)
+    assert list(dict.fromkeys(shared["machine"])) == ["plain", "snp", "tdx"]  # bundle order kept
+
+
+def test_jobs_do_not_change_compare_or_report(tmp_path, ccbench):
+    paths = write_bundles(tmp_path)
+    one = ccbench("compare", *paths, "--json", "-j", "1")
+    two = ccbench("compare", *paths, "--json", "--jobs", "2")
+    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
+    assert one.stdout == two.stdout and len(one.stdout.splitlines()) > 20
+    pages = []
+    for jobs in ("1", "2"):
+        html, figures = tmp_path / f"r{jobs}.html", tmp_path / f"figures{jobs}"
+        done = ccbench("report", *paths, "-o", html, "--figures", figures, "-j", jobs)
+        assert done.returncode == 0, done.stderr
+        pages.append(re.sub(r"generated [^<]* UTC", "", html.read_text()))
+        svgs = {p.name: p.read_bytes() for p in figures.glob("*.svg")}
+        if jobs == "1":
+            first_svgs = svgs
+    assert pages[0] == pages[1] and pages[0].count("<svg") >= 4
+    assert svgs == first_svgs  # the same bytes whichever process drew them
+
+
+def _exits_in_helper(parent: int, title: str):
+    """A chart function that kills the process drawing it, unless that is the test process itself."""
+    if os.getpid() != parent:
+        os._exit(3)
+    return charts.grouped_bars(_summary(), title, "s", "lower")
+
+
+def _summary():
+    return pd.DataFrame({"case": ["a", "b"], "config": ["x", "x"], "median": [1.0, 2.0], "q1": [0.9, 1.9], "q3": [1.1, 2.1]})
+
+
+def test_figures_a_helper_cannot_draw_are_drawn_here(tmp_path):
+    figures = [
+        Figure("plain", partial(charts.grouped_bars, _summary(), "plain", "s", "lower")),
+        Figure("unpicklable", lambda: charts.grouped_bars(_summary(), "unpicklable", "s", "lower")),
+        Figure("kills-its-helper", partial(_exits_in_helper, os.getpid(), "kills-its-helper")),
+    ] + [Figure(f"more-{i}", partial(charts.grouped_bars, _summary(), f"more-{i}", "s", "lower")) for i in range(4)]
+    with Helper(2) as helper:
+        drawer = FigureDrawer(svg=True, directory=tmp_path, helper=helper)
+        drawer.add(figures)
+        results = drawer.finish()
+    assert sorted(results) == list(range(len(figures)))
+    for index, figure in enumerate(figures):
+        assert results[index].startswith("<svg") and f">{figure.name}<" in results[index]
+        assert (tmp_path / f"{figure.name}.png").stat().st_size > 1000
+
+
+def test_helper_bundle_warnings_and_errors_reach_the_user(tmp_path, ccbench):
+    paths = write_bundles(tmp_path)
+    # the smallest bundle goes to the helper: cut its last line short, as a killed run leaves it
+    small = tmp_path / "small"
+    writer = BundleWriter.create(small, {"plan": {"name": "t"}, "environment": {"hostname": "small", "tee": {"technology": "none"}}})
+    writer.close()
+    lines = (paths[0] / "samples.jsonl").read_text().splitlines()[:8]
+    (writer.path / "samples.jsonl").write_text("\n".join(lines[:7]) + "\n" + lines[7][:40])
+    done = ccbench("compare", paths[0], writer.path, "--json", "-j", "2")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"samples\.jsonl:8: skipping a truncated last line", done.stderr)
+    (writer.path / "samples.jsonl").write_text("\n".join([lines[0], "{not json", *lines[1:7]]) + "\n")
+    done = ccbench("compare", paths[0], writer.path, "-j", "2")
+    assert done.returncode == 2
+    assert re.search(r"samples\.jsonl:2: corrupt line", done.stderr) and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("jobs", ["0", "x"])
+def test_bad_jobs_value(tmp_path, ccbench, jobs):
+    paths = write_bundles(tmp_path, per_case=3)
+    done = ccbench("report", *paths, "-o", tmp_path / "r.html", "-j", jobs)
+    assert done.returncode == 2 and "--jobs" in done.stderr and "Traceback" not in done.stderr
