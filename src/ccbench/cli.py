@@ -142,7 +142,8 @@ def run(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, 
     from pathlib import Path
 
     from ccbench.bundle import read_bundle
-    from ccbench.console import RichReporter, console
+    from ccbench.console import console
+    from ccbench.progress import RichReporter
     from ccbench.plan import Plan, load_plan
     from ccbench.runner import Runner
 
