@@ -17,8 +17,9 @@ import orjson
 import pandas as pd
 
 from ccbench.bundle import SAMPLES, Bundle, find_bundles, read_bundle
-from ccbench.errors import BundleError
 from ccbench.cases import case_text
+from ccbench.errors import BundleError
+from ccbench.helper import Helper, outcome
 
 COLUMNS = ["bundle", "machine", "tee", "storage", "transport", "config", "workload", "kind", "params", "case",
            "metric", "unit", "value", "better", "repetition", "warmup", "timestamp"]
@@ -82,7 +83,8 @@ def _load_bundles(paths: Iterable[str | Path], samples: bool) -> list[Bundle]:
     return bundles
 
 
-def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = None, helper=None) -> pd.DataFrame:
+def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = None,
+                       helper: Helper | None = None) -> pd.DataFrame:
     """One frame of all samples, bundles in the order given. With a ccbench.helper.Helper, bundles
     whose samples are still on disk are shared out: the helpers read some while this process reads
     the others (the largest first, each to the least loaded)."""
@@ -95,8 +97,6 @@ def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = No
             load[worker] += _size(bundles[index]) or 1
             if worker and bundles[index].samples is None:
                 futures[index] = helper.submit(_frame_in_helper, str(bundles[index].path), labels)
-    from ccbench.helper import outcome
-
     gc.disable()  # as in load_bundles: hundreds of thousands of acyclic objects
     try:
         frames = {i: _frame_here(bundle, labels) for i, bundle in enumerate(bundles) if futures.get(i) is None}
@@ -136,9 +136,12 @@ def _frame_here(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None:
 def _frame_in_helper(path: str, labels: dict[str, str]) -> tuple[pd.DataFrame | None, list[str]]:
     """In a helper process: one bundle's frame, and the warnings it raised (to be repeated by the caller)."""
     gc.disable()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        frame = _bundle_frame(read_bundle(path, samples=False), labels)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frame = _bundle_frame(read_bundle(path, samples=False), labels)
+    finally:
+        gc.enable()  # the helper goes on to draw charts, whose figures do form cycles
     return frame, [str(w.message) for w in caught]
 
 
