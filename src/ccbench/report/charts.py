@@ -19,6 +19,8 @@ matplotlib.rcParams["svg.hashsalt"] = "ccbench"
 #: no creation date inside the files (with the salt above, a figure's SVG depends on its data only)
 SVG_METADATA = {"Date": None}
 
+#: inches; the HTML page is about 12 inches wide at 96 dpi
+MAX_WIDTH = 11.5
 PALETTE = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
 
 
@@ -27,7 +29,11 @@ def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | Non
     cases = list(dict.fromkeys(summary["case"].fillna("")))
     configs = list(dict.fromkeys(summary["config"]))
     width = 0.8 / max(len(configs), 1)
-    fig = Figure(figsize=(max(5.0, 1.1 * len(cases) * max(1, len(configs)) * 0.5 + 2), 3.4))
+    # wide enough for the bars plus the legend beside them, but no wider than a page: a figure
+    # scaled down to fit is unreadable
+    legend_width = 0.5 + 0.055 * max((len(str(c)) for c in configs), default=10)
+    fig_width = min(MAX_WIDTH, max(5.0, 1.1 * len(cases) * max(1, len(configs)) * 0.5 + 2) + legend_width)
+    fig = Figure(figsize=(fig_width, 3.4))
     ax = fig.subplots()
     x = np.arange(len(cases))
     for index, config in enumerate(configs):
@@ -42,10 +48,11 @@ def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | Non
     direction = {"lower": " (lower is better)", "higher": " (higher is better)"}.get(better or "", "")
     ax.set_ylabel(f"{unit}{direction}")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside, not over, the bars
     ax.grid(axis="y", alpha=0.3)
     # fixed margins instead of tight_layout, which draws every figure an extra time
-    fig.subplots_adjust(left=0.12, right=0.98, top=0.9, bottom=0.28 if len(cases) > 4 else 0.15)
+    fig.subplots_adjust(left=0.8 / fig_width, right=1 - legend_width / fig_width, top=0.9,
+                        bottom=0.28 if len(cases) > 4 else 0.15)
     return fig
 
 
