@@ -96,3 +96,19 @@ def test_report_renders_in_headless_chromium(two_bundles, ccbench, tmp_path):
     bar = int((np.abs(pixels - np.array([0x44, 0x77, 0xAA])) < 8).all(axis=1).sum())
     assert bar > 2000, bar
     assert len({tuple(p) for p in pixels[::97]}) > 50  # not a blank page
+
+
+def test_long_tables_fold_and_short_ones_do_not():
+    import pandas as pd
+
+    from ccbench.report import FOLD_ROWS, render_html
+    from ccbench.report.sections import ReportContext, Section, Table
+
+    long = Table("every row", pd.DataFrame({"case": [f"c{i}" for i in range(FOLD_ROWS + 1)], "ratio": 1.0}))
+    short = Table("a few rows", pd.DataFrame({"case": ["a", "b"], "ratio": [1.0, 2.0]}))
+    ctx = ReportContext(samples=pd.DataFrame(), bundles=[], baseline="b")
+    page = render_html([Section("Long", tables=[long]), Section("Short", tables=[short])], ctx, svgs={})
+    folded, rest = page.split("<h2>Short</h2>")
+    assert f"<details><summary>{FOLD_ROWS + 1} rows: show the table</summary><table" in folded
+    assert f"<td>c{FOLD_ROWS}</td>" in folded  # folded, not cut
+    assert "<details>" not in rest and "<td>b</td>" in rest

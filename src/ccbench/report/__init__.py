@@ -17,6 +17,9 @@ from ccbench.helper import Helper, outcome
 from ccbench.report import charts
 from ccbench.report.sections import Figure, ReportContext, Section, discover
 
+#: tables longer than this are folded (HTML <details>) in the report
+FOLD_ROWS = 40
+
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
 h1{font-size:1.6rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}h3{font-size:1rem;color:#444}
@@ -24,7 +27,7 @@ table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0 1rem;display:block
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top}th{background:#f4f4f4}
 tr:nth-child(even) td{background:#fafafa}figure{margin:1rem .5rem 1rem 0;display:inline-block;vertical-align:top;max-width:100%}
 figure svg{max-width:100%;height:auto}figcaption{font-size:.8rem;color:#555;display:block}.meta{color:#666;font-size:.85rem}
-nav a{margin-right:1rem}
+nav a{margin-right:1rem}summary{cursor:pointer;color:#2a5db0;font-size:.85rem;margin:.3rem 0}
 """
 
 
@@ -85,7 +88,13 @@ def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccben
             parts.append(f"<p>{html.escape(section.intro)}</p>")
         for table in section.tables:
             parts.append(f"<h3>{html.escape(table.title)}</h3>")
-            parts.append(table.frame.to_html(index=False, escape=True, border=0, na_rep="-"))
+            rendered = table.frame.to_html(index=False, escape=True, border=0, na_rep="-")
+            if len(table.frame) > FOLD_ROWS:
+                # a long table (the comparison has a row per case, metric and configuration) folds
+                # away so that the charts after it stay in reach; no script needed
+                rendered = (f"<details><summary>{len(table.frame)} rows: show the table</summary>"
+                            f"{rendered}</details>")
+            parts.append(rendered)
             if table.note:
                 parts.append(f"<p class='meta'>{html.escape(table.note)}</p>")
         for figure in section.figures:
