@@ -36,9 +36,9 @@ def command(bundles, baseline, labels, noisy_cv, as_json, jobs) -> None:
 
     from ccbench.analysis.compare import compare
     from ccbench.analysis.load import frame_from_bundles, load_bundles, parse_labels
+    from ccbench.cli import skip_teardown
     from ccbench.console import console, fmt_number, stdout
     from ccbench.errors import CCBenchError
-    from ccbench.cli import skip_teardown
     from ccbench.helper import Helper
 
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:

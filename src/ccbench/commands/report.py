@@ -26,9 +26,9 @@ def command(bundles, output, fmt, figures, baseline, labels, title, jobs) -> Non
     the comparison with 95% intervals, charts per workload, latency percentiles, the overhead heatmap,
     the overhead model, flagged noisy results and the methods."""
     from ccbench.analysis.load import parse_labels
+    from ccbench.cli import skip_teardown
     from ccbench.console import console
     from ccbench.errors import CCBenchError
-    from ccbench.cli import skip_teardown
     from ccbench.helper import Helper
     from ccbench.report import FigureDrawer, build_context, build_sections, figure_links, render_html, render_markdown
 
