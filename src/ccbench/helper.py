@@ -38,7 +38,6 @@ class Helper:
         self.jobs = default_jobs() if jobs is None else max(1, int(jobs))
         self.workers = self.jobs - 1 if "fork" in multiprocessing.get_all_start_methods() else 0
         self._executor: ProcessPoolExecutor | None = None
-        self._frozen = False
 
     @property
     def enabled(self) -> bool:
@@ -50,14 +49,14 @@ class Helper:
             return None
         try:
             if self._executor is None:
-                # the documented way to fork a process holding many objects: freeze them, so that a
-                # helper's garbage collector does not touch (and so copy) the parent's memory
-                gc.freeze()
-                self._frozen = True
-                self._previous_hook = threading.excepthook
-                threading.excepthook = partial(_quiet_cancelled_race, self._previous_hook)
                 self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=_ignore_interrupts,
                                                      mp_context=multiprocessing.get_context("fork"))
+                # the workers are forked at the first submit. The documented way to fork a process
+                # holding many objects: freeze them, so that a helper's garbage collector does not
+                # touch (and so copy) the parent's memory
+                gc.freeze()
+                self._previous_hook = threading.excepthook
+                threading.excepthook = partial(_quiet_cancelled_race, self._previous_hook)
             return self._executor.submit(fn, *args)
         except (OSError, RuntimeError):  # cannot fork (limits, memory) or the pool broke: work here
             self.workers = 0
@@ -67,9 +66,7 @@ class Helper:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
-        if self._frozen:
             gc.unfreeze()
-            self._frozen = False
             threading.excepthook = self._previous_hook
 
     def __enter__(self) -> "Helper":

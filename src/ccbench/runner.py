@@ -23,8 +23,8 @@ from typing import Any, Callable
 import psutil
 
 from ccbench.bundle import BundleWriter, read_bundle
-from ccbench.errors import CCBenchError
 from ccbench.cases import case_text
+from ccbench.errors import CCBenchError
 from ccbench.model import Measurement, Sample, utc_now_iso
 from ccbench.plan import Plan, WorkloadSpec
 from ccbench.variants import AXES

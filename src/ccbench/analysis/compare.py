@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -113,13 +112,11 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
     grouped = work.groupby(["group", "config"], sort=False)
     stats = grouped.agg(n=("value", "size"), median=("value", "median"), mean=("value", "mean"),
                         std=("value", "std"), log_mean=("log", "mean"), log_var=("log", "var"),
-                        nonpositive=("nonpositive", "any"), workload=("workload", "first"),
-                        params=("params", "first"), case=("case", "first"), metric=("metric", "first"),
-                        unit=("unit", "first"), better=("better", "first")).reset_index()
-    # unit and direction come from each group's first sample, as its label does
+                        nonpositive=("nonpositive", "any")).reset_index()
+    # the group's label, unit and direction come from its first sample
     first = work.drop_duplicates("group").set_index("group")
-    stats["unit"] = stats["group"].map(first["unit"])
-    stats["better"] = stats["group"].map(first["better"])
+    for column in ("workload", "params", "case", "metric", "unit", "better"):
+        stats[column] = stats["group"].map(first[column])
     # each group's baseline: the baseline, or the configuration standing in for it (depends only on
     # which configurations the group has, so it is worked out once per distinct set)
     members = stats.groupby("group", sort=False)["config"].agg(tuple)

@@ -91,25 +91,24 @@ def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = No
     labels = labels or {}
     futures: dict[int, Any] = {}
     if helper is not None and helper.enabled and len(bundles) > 1:
+        sizes = [_size(bundle) for bundle in bundles]
         load = [0] * helper.jobs
-        for index in sorted(range(len(bundles)), key=lambda i: -_size(bundles[i])):
+        for index in sorted(range(len(bundles)), key=lambda i: -sizes[i]):
             worker = load.index(min(load))
-            load[worker] += _size(bundles[index]) or 1
+            load[worker] += sizes[index] or 1
             if worker and bundles[index].samples is None:
-                futures[index] = helper.submit(_frame_in_helper, str(bundles[index].path), labels)
+                futures[index] = helper.submit(_frame_in_helper, bundles[index], labels)
     gc.disable()  # as in load_bundles: hundreds of thousands of acyclic objects
     try:
-        frames = {i: _frame_here(bundle, labels) for i, bundle in enumerate(bundles) if futures.get(i) is None}
+        frames = {i: _bundle_frame(bundle, labels) for i, bundle in enumerate(bundles) if futures.get(i) is None}
     finally:
         gc.enable()
     for index, future in futures.items():
         if future is not None:
-            frames[index] = outcome(future, lambda: _frame_here(bundles[index], labels))
-            if isinstance(frames[index], tuple):  # (frame, warnings) from a helper
-                frame, messages = frames[index]
-                for message in messages:
-                    warnings.warn(message, stacklevel=2)
-                frames[index] = frame
+            # a helper that failed is redone here, where a bundle's own error is raised for the user
+            frames[index], messages = outcome(future, lambda: (_bundle_frame(bundles[index], labels), []))
+            for message in messages:
+                warnings.warn(message, stacklevel=2)
     present = [frames[i] for i in range(len(bundles)) if frames[i] is not None]
     if not present:
         return pd.DataFrame(columns=COLUMNS)
@@ -124,22 +123,13 @@ def _size(bundle: Bundle) -> int:
         return 0
 
 
-def _frame_here(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        frame = _bundle_frame(bundle, labels)
-    for warning in caught:
-        warnings.warn(str(warning.message), stacklevel=3)
-    return frame
-
-
-def _frame_in_helper(path: str, labels: dict[str, str]) -> tuple[pd.DataFrame | None, list[str]]:
+def _frame_in_helper(bundle: Bundle, labels: dict[str, str]) -> tuple[pd.DataFrame | None, list[str]]:
     """In a helper process: one bundle's frame, and the warnings it raised (to be repeated by the caller)."""
     gc.disable()
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            frame = _bundle_frame(read_bundle(path, samples=False), labels)
+            frame = _bundle_frame(bundle, labels)
     finally:
         gc.enable()  # the helper goes on to draw charts, whose figures do form cycles
     return frame, [str(w.message) for w in caught]

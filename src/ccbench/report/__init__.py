@@ -141,18 +141,6 @@ def _unique_stem(name: str, used: set[str]) -> str:
     return stem
 
 
-def figure_stems(sections: list[Section]) -> list[str]:
-    """The file stem of each figure, in report order, made unique ("x", "x-2", ...)."""
-    used: set[str] = set()
-    return [_unique_stem(figure.name, used) for section in sections for figure in section.figures]
-
-
-def figure_links(sections: list[Section], directory: Path) -> dict[str, str]:
-    """{figure name: its PNG file} for the Markdown report (files written by draw_figures)."""
-    names = [figure.name for section in sections for figure in section.figures]
-    return {name: str(directory / f"{stem}.png") for name, stem in zip(names, figure_stems(sections))}
-
-
 class FigureDrawer:
     """Draws figures once each: SVG text for the HTML report and, with ``directory``, PNG and SVG files.
 
@@ -166,12 +154,14 @@ class FigureDrawer:
         self.svg, self.directory, self.helper = svg, directory, helper
         self.jobs: list[tuple] = []
         self.futures: list = []
+        self.names: list[str] = []  # each figure's name, in report order
         self.stems: set[str] = set()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
 
     def add(self, figures: Iterable[Figure]) -> None:
         for figure in figures:
+            self.names.append(figure.name)
             job = (figure.draw, self.svg, self.directory, _unique_stem(figure.name, self.stems))
             self.jobs.append(job)
             self.futures.append(self.helper.submit(_draw_one, *job) if self.helper is not None else None)
@@ -189,6 +179,13 @@ class FigureDrawer:
         return results
 
 
+    def links(self) -> dict[str, str]:
+        """{figure name: absolute path of its PNG file} for the Markdown report; empty without a directory."""
+        if self.directory is None:
+            return {}
+        return {name: str((self.directory / f"{job[3]}.png").resolve()) for name, job in zip(self.names, self.jobs)}
+
+
 def draw_figures(sections: list[Section], svg: bool = True, directory: Path | None = None,
                  helper: Helper | None = None) -> dict[int, str]:
     """Draw the figures of ``sections``: {position in the report: SVG text} (see FigureDrawer)."""
@@ -199,9 +196,10 @@ def draw_figures(sections: list[Section], svg: bool = True, directory: Path | No
 
 
 def _draw_one(draw, svg: bool, directory: Path | None, stem: str) -> str:
+    """Draw one figure; its SVG is rendered once, for the page and the file alike."""
     fig = draw()  # a matplotlib Figure outside pyplot: nothing to close, the garbage collector frees it
-    text = charts.to_svg(fig) if svg else ""
+    document = charts.svg_document(fig) if svg or directory is not None else ""
     if directory is not None:
-        fig.savefig(directory / f"{stem}.svg", format="svg", metadata=charts.SVG_METADATA)
+        (directory / f"{stem}.svg").write_text(document, encoding="utf-8")
         fig.savefig(directory / f"{stem}.png", format="png", dpi=150)
-    return text
+    return charts.inline_svg(document) if svg else ""

@@ -107,9 +107,13 @@ def heatmap(matrix: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
-def to_svg(fig: Figure) -> str:
+def svg_document(fig: Figure) -> str:
+    """The figure as a standalone SVG file's text."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata=SVG_METADATA)
-    text = buffer.getvalue()
-    return text[text.find("<svg"):]
+    return buffer.getvalue()
 
+
+def inline_svg(document: str) -> str:
+    """An SVG document without its XML prolog and doctype, to place inside an HTML page."""
+    return document[document.find("<svg"):]

@@ -29,8 +29,9 @@ class Table:
 class Figure:
     #: file-name stem for --figures (letters, digits, dashes)
     name: str
-    #: draws the chart: a function of no arguments returning a matplotlib.figure.Figure. Figures are
-    #: drawn when the report is written, spread over the CPU cores, and closed right after.
+    #: draws the chart: a function of no arguments returning a matplotlib.figure.Figure, called when
+    #: the report is written. A picklable one (a module-level function, or functools.partial of one)
+    #: can be drawn by a helper process; any other is drawn in the main process.
     draw: Callable[[], Any]
     caption: str = ""
 

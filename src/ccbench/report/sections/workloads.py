@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from functools import partial
 
-import pandas as pd
-
 from ccbench.report import charts
 from ccbench.report.sections import Figure, ReportContext, Section
 
