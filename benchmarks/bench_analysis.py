@@ -3,8 +3,8 @@
 Writes 3 synthetic bundles (3 machines, each with 2 storage variants: 6 configurations; realistic
 shapes: fio cases with 5 metrics, notebooks with per-cell times, prime), then runs each command as
 a user would, interleaved with loading the same bundles in Python and with the commands restricted
-to one process (-j 1), and prints the median times and their ratios. Target (issue 3): each command
-under 5 s on the 2-core development machine.
+to one process (-j 1), and prints the median times, peak memory (of the main process) and ratios.
+Target (issue 3): each command under 5 s on the 2-core development machine.
 
     .venv/bin/python benchmarks/bench_analysis.py [--samples 100000] [--rounds 3]
 """
@@ -12,6 +12,7 @@ under 5 s on the 2-core development machine.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -68,13 +69,19 @@ def write_bundles(root: Path, total: int) -> list[Path]:
     return paths
 
 
-def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(argv[:4])} failed: {done.stderr.strip()[-500:]}")
-    return elapsed
+def timed(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak resident memory (MiB) of the command's own process (os.wait4's rusage:
+    a helper process it forks is not included)."""
+    with tempfile.TemporaryFile() as stderr:
+        start = time.perf_counter()
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            stderr.seek(0)
+            sys.exit(f"{' '.join(argv[:4])} failed: {stderr.read().decode(errors='replace').strip()[-500:]}")
+    return elapsed, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -95,15 +102,18 @@ def main() -> None:
             "ccbench report -o report.html -j 1": cli + ["report", *map(str, paths), "-o", str(root / "report.html"), "-j", "1"],
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
+        peaks: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.rounds):  # interleaved, so that drift on a shared machine hits all alike
             for name, argv in commands.items():
-                times[name].append(timed(argv))
+                elapsed, peak = timed(argv)
+                times[name].append(elapsed)
+                peaks[name].append(peak)
     median = {name: statistics.median(values) for name, values in times.items()}
     load = median["load only (python -c ccbench.load)"]
     print(f"samples: {count:,} in {len(paths)} bundles, 6 configurations; median of {args.rounds} interleaved runs")
     for name, value in median.items():
         extra = "" if name.startswith("load") else f"  ({value / load:.1f}x load; {value / 5:.2f} of the 5 s target)"
-        print(f"{name:36s} {value:6.2f} s{extra}")
+        print(f"{name:36s} {value:6.2f} s  peak {statistics.median(peaks[name]):5.0f} MiB{extra}")
     print(f"helper process (default) vs -j 1: compare {median['ccbench compare --json'] / median['ccbench compare --json -j 1']:.2f}x, "
           f"report {median['ccbench report -o report.html'] / median['ccbench report -o report.html -j 1']:.2f}x")
 

@@ -127,3 +127,13 @@ def test_bad_jobs_value(tmp_path, ccbench, jobs):
     paths = write_bundles(tmp_path, per_case=3)
     done = ccbench("report", *paths, "-o", tmp_path / "r.html", "-j", jobs)
     assert done.returncode == 2 and "--jobs" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_figures_directory_that_cannot_be_made(tmp_path, ccbench):
+    paths = write_bundles(tmp_path, per_case=3)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = ccbench("report", *paths, "-o", tmp_path / "r.html", "--figures", blocker / "figures")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (f"ccbench: error: --figures {blocker / 'figures'}: cannot create the directory "
+                                   "(Not a directory); give a writable path")

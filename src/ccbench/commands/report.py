@@ -30,12 +30,19 @@ def command(bundles, output, fmt, figures, baseline, labels, title, jobs) -> Non
     from ccbench.console import console
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
-    from ccbench.report import FigureDrawer, build_context, build_sections, figure_links, render_html, render_markdown
+    from ccbench.report import FigureDrawer, build_context, build_sections, render_html, render_markdown
 
     output_path = Path(output)
     fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
     if not output_path.parent.exists():
         raise CCBenchError(f"-o {output}: the directory {output_path.parent} does not exist")
+    figure_dir = Path(figures) if figures else None
+    if figure_dir is not None:
+        try:
+            figure_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CCBenchError(f"--figures {figures}: cannot create the directory ({exc.strerror}); "
+                               "give a writable path") from None
     with Helper(jobs) as helper:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -44,13 +51,12 @@ def command(bundles, output, fmt, figures, baseline, labels, title, jobs) -> Non
             console.print(f"warning: {warning.message}")
         if ctx.samples.empty:
             raise CCBenchError("the bundles hold no samples to report")
-        figure_dir = Path(figures) if figures else None
-        drawer = FigureDrawer(svg=fmt == "html", directory=figure_dir, helper=helper)
+        # charts are drawn only where they go: into the page (html) or into --figures
+        drawer = FigureDrawer(svg=fmt == "html", directory=figure_dir, helper=helper) if fmt == "html" or figure_dir else None
         sections = build_sections(ctx, drawer)
-        svgs = drawer.finish()
+        svgs = drawer.finish() if drawer is not None else {}
     if fmt == "md":
-        links = {k: str(Path(v).resolve()) for k, v in figure_links(sections, figure_dir).items()} if figure_dir else None
-        text = render_markdown(sections, ctx, title, links)
+        text = render_markdown(sections, ctx, title, drawer.links() if drawer is not None else None)
     else:
         text = render_html(sections, ctx, title, svgs)
     try:
