@@ -248,3 +248,15 @@ def test_verdict_is_above_the_first_table_in_headless_chromium(tmp_path, ccbench
     assert len(verdict_box) > 50, "the verdict is not on the screen"
     assert len(table_headers) > 0
     assert verdict_box.max() < table_headers.min(), (verdict_box.max(), table_headers.min())
+
+
+def test_model_grouping_is_the_users_choice_and_bad_choices_are_refused(tmp_path, ccbench):
+    from seed001_table2 import write_table2_bundles
+
+    paths = write_table2_bundles(tmp_path)
+    out = tmp_path / "all.md"
+    assert ccbench("report", *paths, "-o", out, "--model-by", "all").returncode == 0
+    section = out.read_text().split("## Overhead model", 1)[1].split("\n## ", 1)[0]
+    assert "### pooled over every case of every workload" in section and "| all workloads | 6 cases pooled |" in section
+    done = ccbench("report", *paths, "-o", out, "--model-by", "machine")
+    assert done.returncode == 2 and "--model-by" in done.stderr and "Traceback" not in done.stderr

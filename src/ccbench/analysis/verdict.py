@@ -122,6 +122,13 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         return []
     data = comparison.copy()
     data["te"], data["te_low"], data["te_high"] = _time_equivalent(data)
+    # the few distinct (configuration, machine, cipher) facts, found once instead of once per layer
+    facts = None
+    if samples is not None and not samples.empty:
+        from ccbench.analysis.load import CAUSE_KEYS
+
+        columns = ["config", "machine"] + [c for c in CAUSE_KEYS if c in samples]
+        facts = samples[columns].drop_duplicates()
     out = []
     for layer in sorted(set(data["layer"]), key=_order):
         rows = data[data["layer"] == layer]
@@ -153,11 +160,11 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         causes = []
         if layer.startswith("TEE") or layer.startswith("combined"):
             pairs = rows[["baseline", "config"]].drop_duplicates()
-            if samples is not None and not samples.empty:
-                machine = samples.drop_duplicates("config").set_index("config")["machine"]
+            if facts is not None:
+                machine = facts.drop_duplicates("config").set_index("config")["machine"]
                 if any(machine.get(b) != machine.get(c) for b, c in pairs.itertuples(index=False)):
                     causes.append("measured across machines: the cost includes any other difference between them")
-        causes += causes_of(samples, set(rows["config"]), layer)
+        causes += causes_of(facts, set(rows["config"]), layer)
         contended = int(flags.map(lambda f: "contended" in f).sum())
         if contended:
             causes.append(f"{contended} of {len(rows)} comparisons include contended executions (others' CPU or steal "

@@ -58,8 +58,7 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
             "give bundles from other machines or runs with several variants"
         )
     skip_teardown()  # nothing left to clean up: output only
-    layers = verdicts(table, frame)
-    contended, executions = contended_executions(frame)
+    layers = verdicts(table, frame) if summary or not as_json else []
     if as_json:
         if summary:
             for item in layers:
@@ -76,6 +75,7 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
                 row["raw"] = sources.get(key + (row["config"],), [])
             click.echo(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}))
         return
+    contended, executions = contended_executions(frame)
     excluded = " (contended executions excluded)" if exclude_contended else ""
     verdict = Table(title=f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
                           f"{contended} of {executions} executions contended", title_justify="left")

@@ -50,7 +50,7 @@ def build_context(paths: Iterable[str | Path], labels: dict[str, str] | None = N
             resolved = resolve_baseline(measured, baseline)
             comparison = compare(samples, resolved, exclude_contended=exclude_contended)
             summary = summary_by_config(samples[~samples["contended"]] if exclude_contended else samples)
-    colours = charts.colour_map(samples["config"]) if not samples.empty else {}
+    colours = charts.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
     return ReportContext(samples=samples, bundles=bundles, baseline=resolved, comparison=comparison, summary=summary,
                          colours=colours, exclude_contended=exclude_contended, model_by=model_by)
 

@@ -8,10 +8,12 @@ import pandas as pd
 from ccbench.analysis import format as fmt
 
 
-def from_comparison(comparison: pd.DataFrame | None, workload: str, metrics, baseline: str | None) -> str:
+def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline: str | None) -> str:
+    """``workload``: one name, or a collection of names (a chart across workloads)."""
     if comparison is None or comparison.empty:
         return ""
-    rows = comparison[(comparison["workload"] == workload) & comparison["metric"].isin(set(metrics))]
+    workloads = {workload} if isinstance(workload, str) else set(workload)
+    rows = comparison[comparison["workload"].isin(workloads) & comparison["metric"].isin(set(metrics))]
     if rows.empty:
         return ""
     significant = rows[rows["significant"].astype(bool)]
@@ -19,7 +21,7 @@ def from_comparison(comparison: pd.DataFrame | None, workload: str, metrics, bas
         return (f"No configuration differs significantly from the baseline ({baseline}) in these "
                 f"{len(rows)} comparisons: the differences seen are within the noise.")
     top = significant.loc[significant["overhead_percent"].abs().idxmax()]
-    where = " ".join(p for p in (top["case"] or "", top["metric"]) if p)
+    where = " ".join(p for p in (top["workload"] if len(workloads) > 1 else "", top["case"] or "", top["metric"]) if p)
     direction = "slower" if top["overhead_percent"] > 0 else "faster"
     return (f"{len(significant)} of {len(rows)} differences from the baseline are significant; the largest: "
             f"{top['config']} at {where}, {fmt.percent(top['overhead_percent'])} ({direction}; "

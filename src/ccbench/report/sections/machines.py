@@ -27,11 +27,11 @@ def build(ctx: ReportContext) -> Section | None:
         columns[key] = {
             "host": probe.get("hostname"),
             "CPU": cpu.get("model"),
-            "cores / threads": f"{cpu.get('cores')} / {cpu.get('threads')}",
+            "cores / threads": f"{cpu.get('cores') or '-'} / {cpu.get('threads') or '-'}",
             "memory": f"{memory / 2**30:.1f} GiB" if memory else "unknown",
             "kernel": (probe.get("kernel") or {}).get("release"),
             "OS": (probe.get("os") or {}).get("pretty_name"),
-            "virtualization": f"{probe.get('virtualization')}" + (f" ({probe['cloud']})" if probe.get("cloud") else ""),
+            "virtualization": f"{probe.get('virtualization') or '-'}" + (f" ({probe['cloud']})" if probe.get("cloud") else ""),
             "TEE": TEE_NAMES.get(tee.get("technology"), tee.get("technology")),
             "TEE evidence": evidence or "-",
             "storage protection (work dir)": f"{storage.get('protection')} ({storage.get('fstype', '?')} on {storage.get('source', '?')})",

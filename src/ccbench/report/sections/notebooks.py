@@ -11,6 +11,7 @@ from ccbench.analysis import format as fmt
 from ccbench.analysis.stats import NOISY_CV, coefficients_of_variation
 from ccbench.report import charts
 from ccbench.report.sections import Figure, ReportContext, Section, Table
+from ccbench.report.takeaways import from_comparison
 
 ORDER = 55
 TOP_CELLS = 8
@@ -47,7 +48,8 @@ def build(ctx: ReportContext) -> Section | None:
             draw = partial(charts.grouped_bars, rows, f"notebooks: {title}", rows["unit"].iloc[0], rows["better"].iloc[0],
                            ctx.colours)
             figures.append(Figure(f"notebooks-{metric.replace('_', '-')}", draw,
-                                  f"median {caption} per notebook and configuration (error bars: interquartile range)"))
+                                  f"median {caption} per notebook and configuration (error bars: interquartile range)",
+                                  takeaway=from_comparison(ctx.comparison, set(totals["workload"]), [metric], ctx.baseline)))
     comparison = ctx.comparison
     if comparison is not None and not comparison.empty:
         cells = comparison[(comparison["metric"] == "cell_s") & comparison["workload"].isin(set(totals["workload"]))].copy()
