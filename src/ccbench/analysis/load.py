@@ -192,10 +192,16 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
         columns["repetition"] += [s["repetition"] for s in chunk]
         columns["warmup"] += [s["warmup"] for s in chunk]
         columns["timestamp"] += [s["timestamp"] for s in chunk]
-        # bundle format 2 (absent in format 1: not contended, no execution key or raw path)
-        columns["contended"] += [s.get("contended") is True for s in chunk]
-        columns["execution"] += [share(e, e) for e in (s.get("execution") or "" for s in chunk)]
-        columns["raw"] += [share(r, r) for r in (s.get("raw") or "" for s in chunk)]
+        # bundle format 2 (absent in format 1: not contended, no execution key or raw path); a chunk's
+        # first record tells which (a format-1 bundle pays nothing for these columns)
+        if chunk and ("execution" in chunk[0] or "contended" in chunk[0]):
+            columns["contended"] += [s.get("contended") is True for s in chunk]
+            columns["execution"] += [share(e, e) for e in (s.get("execution") or "" for s in chunk)]
+            columns["raw"] += [share(r, r) for r in (s.get("raw") or "" for s in chunk)]
+        else:
+            columns["contended"] += [False] * len(chunk)
+            columns["execution"] += [""] * len(chunk)
+            columns["raw"] += [""] * len(chunk)
         del chunk
     if not columns["value"]:
         return None

@@ -74,7 +74,15 @@ class LayerVerdict:
                   f"{fmt.percent((self.range_high - 1) * 100)}" if self.workloads > 1 else "")
         interval = f"95% interval {self.interval_text()}, {self.interval_over}" if not math.isnan(self.low) else ""
         detail = "; ".join(p for p in (interval, spread.lstrip("; ")) if p)
-        if not self.distinguishable:
+        if self.layer == "none":
+            # an A/A comparison: any difference is the machines' or the runs', not a protection's
+            word = "differ by" if self.distinguishable else "do not differ beyond the noise:"
+            head = (f"Configurations with the same protections (another machine or run) {word} "
+                    f"{fmt.percent(self.overhead)} typically across {where} ({self.significant} of {self.comparisons} "
+                    f"comparisons significant{'; ' + detail if detail else ''})")
+            if self.distinguishable:
+                head += ": that much difference is not caused by any protection layer"
+        elif not self.distinguishable:
             head = (f"{name}: no cost distinguishable from noise across {where} "
                     f"(typical {fmt.percent(self.overhead)}; {self.significant} of {self.comparisons} comparisons "
                     f"significant{'; ' + detail if detail else ''})")
@@ -83,7 +91,9 @@ class LayerVerdict:
             head = (f"{name} {word} about {fmt.percent(abs(self.overhead), signed=False)} of time typically across "
                     f"{where} ({self.significant} of {self.comparisons} comparisons significant"
                     f"{'; ' + detail if detail else ''})")
-        tail = f"; it hurts most on {self.worst}" if self.worst and self.worst_overhead > 0 else ""
+        tail = f"; it hurts most on {self.worst}" if self.worst and self.worst_overhead > 0 and self.layer != "none" else ""
+        if self.contended:
+            tail += f"; {self.contended} of {self.comparisons} comparisons include contended executions"
         return head + tail + "."
 
     def interval_text(self) -> str:
