@@ -39,7 +39,9 @@ def test_schedule_interleaves_variants_after_warmups():
 
 
 def test_failures_and_timeouts_are_recorded_and_the_run_goes_on(tmp_path, ccbench, workdir):
-    path = plan_file(tmp_path, """
+    # a duration no other process on the machine uses, so that the check below sees only ours
+    sleep = f"sleep 60.{os.getpid()}"
+    path = plan_file(tmp_path, f"""
 [[workloads]]
 kind = "command"
 name = "fails"
@@ -49,7 +51,7 @@ kind = "command"
 name = "hangs"
 timeout = 1
 repetitions = 1
-command = "sleep 60 & sleep 60"
+command = "{sleep} & {sleep}"
 [[workloads]]
 kind = "command"
 name = "works"
@@ -78,7 +80,7 @@ command = "echo fine"
     assert bundle.manifest["status"] == "failed"
     assert bundle.manifest["environment"]["tee"]["technology"] in ("none", "unknown", "sev", "sev-es", "sev-snp", "tdx", "sgx")
     # no sleep survived the timeout
-    left = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", sleep], capture_output=True, text=True)
     assert left.stdout.strip() == ""
 
 
