@@ -50,7 +50,7 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
             assert prepared.info["storage"] == "encrypted" and prepared.info["storage_cipher"]
         if expected in ("fscrypt", "none"):
             assert prepared.info["loop_direct_io"] is True  # no second page cache in front of the disk
-            assert prepared.state["loop_device"] in loops_for(tmp_path)
+            assert prepared.handle.image.device in loops_for(tmp_path)
         if expected == "gocryptfs":
             assert prepared.info["storage_cipher"] == "AES-256-GCM"
         mounted = mounts_under(tmp_path)
@@ -60,7 +60,7 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
         protection = describe_path(prepared.path)["protection"]
         assert protection == {"tmpfs": "tmpfs", "fscrypt": "fscrypt", "gocryptfs": "fuse", "none": "plain"}[expected]
         if expected == "gocryptfs":
-            cipher_files = list((Path(prepared.state["directory"]) / "cipher").iterdir())
+            cipher_files = list((prepared.handle.directory / "cipher").iterdir())
             assert not any(b"secret" in f.read_bytes() for f in cipher_files if f.is_file()), "plaintext at rest"
     finally:
         AXIS.teardown(prepared)
@@ -71,7 +71,7 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
 
 
 def test_luks_commands_and_skip_reason(tmp_path):
-    commands = AXIS.luks_commands("/dev/loop7", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
+    commands = storage_module.Luks.commands("/dev/loop7", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     format_command = commands[0]
     assert format_command[:2] == ["cryptsetup", "luksFormat"]
     assert format_command[format_command.index("--type") + 1] == "luks2"
@@ -83,7 +83,7 @@ def test_luks_commands_and_skip_reason(tmp_path):
     assert commands[2] == ["mkfs.ext4", "-q", "-F", "/dev/mapper/ccbench-x"]
     for not_ours in ("/dev/sda", "/dev/vda1", "/dev/mapper/root", "/dev/loop7p1", str(tmp_path / "image.img")):
         with pytest.raises(CCBenchError, match="only formats loop devices"):
-            AXIS.luks_commands(not_ours, tmp_path / "key", "ccbench-x", tmp_path / "mnt")
+            storage_module.Luks.commands(not_ours, tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     assert commands[3] == ["mount", "/dev/mapper/ccbench-x", str(tmp_path / "mnt")]
     if not storage_module.kernel_has_device_mapper():
         assert "device-mapper" in AXIS.skip_reason("encrypted:luks", OPTIONS)
@@ -231,7 +231,7 @@ def test_fscrypt_keeps_no_plaintext_in_the_loop_file(tmp_path):
         (prepared.path / "secret-name.bin").write_bytes(secret)
         (prepared.path.parent / "control-name.bin").write_bytes(control)  # the mount's root is not encrypted
         os.sync()
-        image = Path(prepared.state["image"]).read_bytes()
+        image = prepared.handle.image.path.read_bytes()
         assert control[:4096] in image and b"control-name.bin" in image, "control: plaintext outside the policy is visible"
         assert secret[:4096] not in image and secret[-4096:] not in image, "plaintext at rest in the image"
         assert b"secret-name.bin" not in image, "file names are encrypted too"
@@ -252,7 +252,7 @@ def test_the_next_run_cleans_up_after_a_killed_one(tmp_path, ccbench):
     assert done.returncode == 0, done.stdout + done.stderr
     assert mounts_under(work) == []
     assert str(work) not in loops_for(work)
-    assert not any(Path(p.state["directory"]).exists() for p in left)
+    assert not any(p.handle.directory.exists() for p in left)
 
 
 @root_only
@@ -286,20 +286,21 @@ def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
     back. Opening needs dm-crypt; where it is missing setup refuses before running anything, and a
     LUKS setup that fails after the format leaves nothing behind."""
     control_node_before = os.path.exists("/dev/mapper/control")
-    prepared = storage_module.PreparedVariant(axis="storage", value="encrypted:luks",
-                                              state={"root": str(tmp_path), "directory": str(tmp_path / "v")})
     (tmp_path / "v").mkdir()
-    image = AXIS._image(tmp_path / "v", OPTIONS)
-    key = AXIS._key_file(tmp_path / "v", os.urandom(64))
+    loop = storage_module.LoopImage(tmp_path / "v" / "image.img", OPTIONS.image_size)
+    loop.create()
+    image = loop.path
+    key = storage_module._key_file(tmp_path / "v", os.urandom(64))
     try:
-        device = AXIS._attach_loop(prepared, image)
-        subprocess.run(AXIS.luks_commands(device, key, "unused", tmp_path / "mnt")[0], check=True, capture_output=True)
+        device = loop.attach()
+        subprocess.run(storage_module.Luks.commands(device, key, "unused", tmp_path / "mnt")[0], check=True,
+                       capture_output=True)
         header = storage_module.luks_header(device)
         assert header.pop("luks_sector_size") in (512, 4096)  # cryptsetup follows the device's block size
         assert header == {"storage_cipher": "aes-xts-plain64", "key_bits": 512}
         assert image.read_bytes()[:6] == b"LUKS\xba\xbe"
     finally:
-        subprocess.run(["losetup", "-d", prepared.state.get("loop_device", "/dev/null")], capture_output=True)
+        subprocess.run(["losetup", "-d", loop.device or "/dev/null"], capture_output=True)
     work = tmp_path / "work"
     if not storage_module.kernel_has_device_mapper():
         with pytest.raises(CCBenchError, match="device-mapper"):
@@ -307,8 +308,8 @@ def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
         assert [p.name for p in (work / "storage").iterdir()] == ["state.json"]
     # the real format and header read, then an opening step that fails: everything is undone
     monkeypatch.setattr(storage_module, "mechanism_reason", lambda mechanism: None)
-    real_commands = AXIS.luks_commands
-    monkeypatch.setattr(AXIS, "luks_commands", lambda *a: [real_commands(*a)[0], ["false"]])
+    real_commands = storage_module.Luks.commands
+    monkeypatch.setattr(storage_module.Luks, "commands", staticmethod(lambda *a: [real_commands(*a)[0], ["false"]]))
     with pytest.raises(CCBenchError, match="false failed"):
         AXIS.setup("encrypted:luks", work, OPTIONS)
     assert mounts_under(work) == [] and str(work) not in loops_for(work)
