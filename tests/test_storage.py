@@ -15,15 +15,11 @@ from ccbench.bundle import read_bundle
 from ccbench.errors import CCBenchError
 from ccbench.variants import AXES
 from ccbench.variants import storage as storage_module
+from conftest import mounts_under, start_run, wait_until
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI runs as root)")
 AXIS = AXES["storage"]
 OPTIONS = AXIS.Options(tmpfs_size="64M", image_size="64M")
-
-
-def mounts_under(path: Path) -> list[str]:
-    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
-            if line.split()[4].startswith(str(path))]
 
 
 def loops_for(path: Path) -> str:
@@ -176,13 +172,9 @@ def test_killed_run_leaves_nothing_after_cleanup(tmp_path, ccbench):
                     '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
                     '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n')
     work = tmp_path / "work"
-    process = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(tmp_path / "out"),
-                                "--workdir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(mounts_under(work)) < 3:
-        time.sleep(0.2)
+    process = start_run(plan, tmp_path / "out", work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: len(mounts_under(work)) >= 3, what="three mounts")
     time.sleep(0.5)
-    assert len(mounts_under(work)) >= 3
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert mounts_under(work), "SIGKILL gives no chance to clean up"
@@ -264,13 +256,9 @@ def test_interrupted_run_tears_its_variants_down(tmp_path, sig):
                     '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
                     '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n')
     work = tmp_path / "work"
-    process = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(tmp_path / "out"),
-                                "--workdir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(mounts_under(work)) < 4:
-        time.sleep(0.2)
+    process = start_run(plan, tmp_path / "out", work, stdout=subprocess.DEVNULL)
+    wait_until(lambda: len(mounts_under(work)) >= 4, what="four mounts")
     time.sleep(0.5)
-    assert len(mounts_under(work)) >= 4
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode != 0
