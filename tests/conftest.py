@@ -87,3 +87,47 @@ def write_plan(tmp_path):
         return path
 
     return write
+
+
+def others_can_read(path: Path) -> bool:
+    """Whether a user who is neither the owner nor in the group can reach and read ``path``
+    (execute permission on every directory above it; read, and execute for a directory, on it)."""
+    path = Path(path).resolve()
+    try:
+        if any(not os.stat(parent).st_mode & 0o001 for parent in path.parents):
+            return False
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return bool(mode & 0o004) and (not path.is_dir() or bool(mode & 0o001))
+
+
+def python_path_for_other_users(modules: list[str], destination: Path) -> str:
+    """A PYTHONPATH from which another user (e.g. nobody) can import ``modules`` and all they import.
+
+    A checkout (and its .venv) in a directory other users cannot enter, such as /root or a
+    ``mktemp -d`` directory, is invisible to them; each third-party package the imports load from
+    such a place is copied into ``destination`` (made readable to all), which is the path returned.
+    The standard library is the interpreter's own and is never copied.
+    """
+    listing = subprocess.run(
+        [sys.executable, "-c", "import importlib, json, sys\n"
+         f"for name in {modules!r}: importlib.import_module(name)\n"
+         "print(json.dumps({n: getattr(m, '__file__', None) for n, m in sys.modules.items() if '.' not in n}))"],
+        capture_output=True, text=True, check=True)
+    import json
+    import shutil
+
+    destination.mkdir(parents=True, exist_ok=True)
+    for name, file in json.loads(listing.stdout).items():
+        if not file or name in sys.stdlib_module_names or others_can_read(Path(file)):
+            continue
+        source = Path(file)
+        if source.name == "__init__.py":
+            shutil.copytree(source.parent, destination / name, ignore=shutil.ignore_patterns("__pycache__"),
+                            dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, destination / source.name)
+    for path in [destination, *destination.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return str(destination)

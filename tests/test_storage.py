@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from ccbench.bundle import read_bundle
 from ccbench.errors import CCBenchError
 from ccbench.variants import AXES
 from ccbench.variants import storage as storage_module
-from conftest import mounts_under, start_run, wait_until
+from conftest import mounts_under, others_can_read, python_path_for_other_users, start_run, wait_until
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI runs as root)")
 AXIS = AXES["storage"]
@@ -189,6 +190,22 @@ def test_killed_run_leaves_nothing_after_cleanup(tmp_path, ccbench):
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to switch to nobody")
 def test_a_real_non_root_process_skips_root_only_variants_with_the_reason():
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    started = subprocess.run([*as_nobody, sys.executable, "-c", "pass"], capture_output=True, text=True, cwd="/")
+    if started.returncode != 0:
+        pytest.skip(f"the user nobody cannot start this Python ({sys.executable}): {started.stderr.strip()[-200:]}")
+    # the checkout may live where nobody cannot read it (/root, mktemp -d): give nobody a readable
+    # copy of what it imports (pytest's tmp_path is private to root too, so a directory in /tmp)
+    with tempfile.TemporaryDirectory(prefix="ccbench-for-nobody-") as readable:
+        os.chmod(readable, 0o755)
+        if not others_can_read(Path(readable)):
+            pytest.skip(f"no directory readable by nobody could be made for a copy of ccbench ({readable})")
+        python_path = python_path_for_other_users(["ccbench.plan", "ccbench.variants"], Path(readable) / "lib")
+        done = run_as_nobody(as_nobody, python_path)
+    _check_non_root_reasons(done)
+
+
+def run_as_nobody(as_nobody: list[str], python_path: str) -> subprocess.CompletedProcess:
     script = (
         "from ccbench.plan import load_plan\n"
         "from ccbench.variants import AXES\n"
@@ -198,9 +215,14 @@ def test_a_real_non_root_process_skips_root_only_variants_with_the_reason():
         "for value in sys.argv[1:]:\n"
         "    print(value, '=>', axis.skip_reason(value, options))\n"
     )
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script,
+    done = subprocess.run([*as_nobody, sys.executable, "-c", script,
                            "disk", "tmpfs", "encrypted:fscrypt", "encrypted:luks", "ext4-loop", "encrypted:gocryptfs"],
-                          capture_output=True, text=True, timeout=60, cwd="/")
+                          capture_output=True, text=True, timeout=60, cwd="/",
+                          env={**os.environ, "PYTHONPATH": f"{python_path}:{os.environ.get('PYTHONPATH', '')}"})
+    return done
+
+
+def _check_non_root_reasons(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, done.stderr
     lines = dict(line.split(" => ", 1) for line in done.stdout.splitlines())
     assert lines["disk"] == "None"
