@@ -37,7 +37,7 @@ def test_small_real_fio_matrix_is_parsed(tmp_path):
 
 
 def test_job_file_sections():
-    text = job_file(FioParams(blocksizes=["1m"], patterns=["read", "randrw"], rwmixread=60), tmp := __import__("pathlib").Path("/x"), False)
+    text = job_file(FioParams(blocksizes=["1m"], patterns=["read", "randrw"], rwmixread=60), Path("/x"), False)
     assert "[1m_read]" in text and "[1m_randrw]" in text and "rwmixread=60" in text and "direct=0" in text
     assert text.count("stonewall") == 2
 

@@ -4,9 +4,7 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -74,7 +72,7 @@ command = "echo fine"
 
 
 def test_warmups_are_marked(tmp_path, ccbench, write_plan):
-    path = write_plan('[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 2\nrepetitions = 3\n')
+    write_plan('[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 2\nrepetitions = 3\n')
     out = tmp_path / "out"
     # relative paths, as a user types them
     done = ccbench("run", "plan.toml", "--out", "out", "--workdir", "work", cwd=tmp_path)

@@ -62,7 +62,7 @@ class Measurement(BaseModel):
 class Sample(BaseModel):
     """One line of samples.jsonl (format documented in docs/bundle-format.md)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     workload: str
     kind: str
@@ -87,7 +87,8 @@ class Sample(BaseModel):
 class WorkerJob(BaseModel):
     """What the runner asks of one worker process (raw/<...>/job.json); read by ccbench.worker."""
 
-    model_config = ConfigDict(extra="forbid")
+    # schemas are built on first use: a worker process builds only the two models it uses
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     #: the workload's kind (a key of ccbench.workloads.REGISTRY)
     kind: str
@@ -116,7 +117,7 @@ class WorkerJob(BaseModel):
 class WorkerResult(BaseModel):
     """What a worker process hands back (raw/<...>/result.json, written atomically)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     #: ``ok`` or ``failed`` (timeouts and deaths are decided by the runner, which sees no result)
     status: ExecutionStatus
@@ -131,7 +132,7 @@ class WorkerResult(BaseModel):
 class ExecutionRecord(BaseModel):
     """One line of executions.jsonl: one execution attempt and how it ended."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     #: ``<workload>|<variant>|<rep|warmup>|<n>``; ``ccbench run --resume`` skips keys already done
     key: str

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import fcntl
 import itertools
-import json
 import os
 import signal
 import subprocess
@@ -30,7 +29,6 @@ from typing import Any
 import psutil
 
 from ccbench.bundle import RAW, BundleWriter, read_bundle
-from ccbench.cases import case_text
 from ccbench.errors import CCBenchError
 from ccbench.model import (ExecutionRecord, ExecutionStatus, Measurement, OutcomeStatus, Sample, WorkerJob,
                            WorkerResult, utc_now_iso)
@@ -615,30 +613,3 @@ class Runner:
         self.reporter.execution_finished(execution, status.value, error or "")
         return status
 
-
-def summarize(samples: list[Sample]) -> list[dict[str, Any]]:
-    """Per workload, variant and case: the first metric's median, its CV (percent) and the counts."""
-    import statistics
-
-    from ccbench.analysis.stats import coefficient_of_variation
-
-    groups: dict[tuple[str, str, str], list[Sample]] = {}
-    for sample in samples:
-        if sample.warmup:
-            continue
-        variant = ",".join(f"{k}={v}" for k, v in sorted(sample.variant.items()) if k in AXES) or "-"
-        case_label = case_text(sample.metadata.get("case") or {})
-        groups.setdefault((sample.workload, variant, case_label), []).append(sample)
-    rows = []
-    for (workload, variant, case_label), items in groups.items():
-        headline = items[0]
-        key = (headline.metric, json.dumps(headline.params, sort_keys=True))
-        values = [s.value for s in items if (s.metric, json.dumps(s.params, sort_keys=True)) == key]
-        cv = coefficient_of_variation(values)
-        rows.append({
-            "workload": workload, "variant": variant, "unit": headline.unit, "case": case_label,
-            "metric": headline.metric, "median": statistics.median(values),
-            "cv_percent": cv * 100 if cv is not None else None, "n": len(values), "samples": len(items),
-            "contended": sum(1 for s in items if s.contended and (s.metric, json.dumps(s.params, sort_keys=True)) == key),
-        })
-    return rows
