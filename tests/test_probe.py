@@ -163,3 +163,113 @@ def test_env_bad_root_is_one_line_error(ccbench, tmp_path):
     done = ccbench("env", "--root", tmp_path / "missing")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "no such directory" in done.stderr
+
+
+# ---- the kernel cipher driver and the CPU's crypto features ------------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+from ccbench.probe import crypto  # noqa: E402
+
+CRYPTO_FIXTURES = Path(__file__).parent / "data" / "probe" / "crypto"
+
+
+def test_this_kernels_software_xts_is_named_from_a_captured_proc_crypto():
+    text = (CRYPTO_FIXTURES / "devvm-6.18-after-fscrypt.txt").read_text()
+    xts = crypto.cipher_from_text(text, "xts(aes)")
+    assert xts["driver"] == "xts(ecb(aes-fixed-time))" and xts["accelerated"] is False
+    assert "constant-time" in xts["implementation"] and xts["instantiated"]
+    assert crypto.cipher_from_text(text, "cts(cbc(aes))")["driver"] == "cts(cbc(ecb(aes-fixed-time)))"
+    # aes-fixed-time (101) outranks aes-generic (100)
+    assert crypto.cipher_from_text(text, "aes")["driver"] == "aes-fixed-time"
+    # not used yet: gcm(aes) is not instantiated; say what it would be built on
+    gcm = crypto.cipher_from_text(text, "gcm(aes)")
+    assert gcm["instantiated"] is False and gcm["driver"] == "aes-fixed-time" and "first use" in gcm["note"]
+
+
+def test_a_cloud_kernels_vaes_driver_wins_by_priority_and_internal_entries_are_skipped():
+    text = (CRYPTO_FIXTURES / "cloud-6.11-vaes-handmade.txt").read_text()
+    xts = crypto.cipher_from_text(text, "xts(aes)")
+    assert xts["driver"] == "xts-aes-vaes-avx10_512" and xts["priority"] == 800
+    assert xts["accelerated"] is True and "VAES" in xts["implementation"]
+    assert crypto.cipher_from_text(text, "cts(cbc(aes))")["driver"] == "cts-cbc-aes-aesni"
+    assert crypto.cipher_from_text(text, "aes")["driver"] == "aes-aesni"
+    assert crypto.cipher_from_text(text, "gcm(aes)")["accelerated"] is True
+    entries = crypto.parse_proc_crypto(text)
+    assert crypto.serving_driver(entries, "__xts(aes)") is None  # internal: not what users get
+    # a driver whose self-test did not pass is never chosen
+    for entry in entries:
+        if entry["driver"] == "xts-aes-vaes-avx10_512":
+            entry["selftest"] = "unknown"
+    assert crypto.serving_driver(entries, "xts(aes)")["driver"] == "xts-aes-vaes-avx10_256"
+
+
+@pytest.mark.parametrize("driver, accelerated", [
+    ("xts-aes-aesni", True), ("__xts-aes-aesni", True), ("xts-aes-vaes-avx2", True), ("xts-aes-ce", True),
+    ("gcm_base(ctr-aes-aesni,ghash-clmulni)", True), ("xts-aes-ccp", True),
+    ("xts(ecb(aes-generic))", False), ("xts(ecb(aes-fixed-time))", False), ("aes-generic", False),
+    ("xts-aes-neonbs", False), ("gcm_base(ctr(aes-generic),ghash-generic)", False), ("mystery-xts", None),
+])
+def test_driver_names_are_classified(driver, accelerated):
+    assert crypto.implementation(driver)[0] is accelerated
+
+
+def test_cause_text_names_software_aes_and_stays_silent_when_accelerated():
+    cpu = crypto.cpu_crypto("aes vaes avx2".split())
+    text = crypto.cause_text("storage", driver="xts(ecb(aes-fixed-time))", accelerated=False, cipher="xts(aes)", cpu=cpu)
+    assert text.startswith("the kernel served AES-XTS in software (xts(ecb(aes-fixed-time))): "
+                           "this cost is not intrinsic to encryption at rest")
+    assert "aesni_intel" in text
+    assert crypto.cause_text("storage", driver="xts-aes-aesni", accelerated=True, cipher="xts(aes)") is None
+    assert crypto.cause_text("storage", driver=None, accelerated=None) is None
+    transport = crypto.cause_text("transport", driver="TLS13_AES_256_GCM_SHA384", accelerated=False,
+                                  cipher="TLS13_AES_256_GCM_SHA384", library="OpenSSL")
+    assert transport.startswith("OpenSSL ran TLS13_AES_256_GCM_SHA384 without AES instructions: ")
+    variant = {"storage": "encrypted", "storage_cipher": "AES-256-XTS",
+               "storage_cipher_driver": "xts(ecb(aes-fixed-time))", "storage_cipher_accelerated": False}
+    assert crypto.cause_from_variant(variant)[0].startswith("the kernel served AES-XTS in software")
+    assert crypto.cause_from_variant({"storage_cipher_driver": "xts-aes-aesni", "storage_cipher_accelerated": True}) == []
+
+
+def test_storage_variant_info_and_cpu_crypto_in_the_probe(tmp_path):
+    root = make_root(tmp_path, GUEST_FLAGS + " vaes sha_ni", files={
+        "/proc/crypto": (CRYPTO_FIXTURES / "devvm-6.18-after-fscrypt.txt").read_text()})
+    info = crypto.storage_variant_info("AES-256-XTS", root=root)
+    assert info == {"storage_cipher_driver": "xts(ecb(aes-fixed-time))", "storage_cipher_accelerated": False}
+    assert crypto.storage_variant_info("aes-xts-plain64", root=root)["storage_cipher_driver"] == "xts(ecb(aes-fixed-time))"
+    assert crypto.storage_variant_info("AES-256-GCM via gocryptfs", root=root) == {}
+    document = probe(root=root, dmesg=dmesg(tmp_path, ""))
+    assert document["cpu_crypto"] == {"aes": True, "vaes": True, "pclmulqdq": False, "vpclmulqdq": False,
+                                      "sha_ni": True, "avx2": False, "avx512f": False}
+    assert document["kernel_crypto"]["xts(aes)"]["accelerated"] is False
+    assert "unreadable" in probe(root=make_root(tmp_path / "b", GUEST_FLAGS), dmesg=dmesg(tmp_path, ""))["kernel_crypto"]["reason"]
+
+
+def test_live_proc_crypto_answers_for_aes():
+    found = crypto.kernel_cipher("aes")
+    if found is None:
+        pytest.skip("/proc/crypto unreadable here")
+    # every kernel registers at least one AES cipher; its class must be known
+    assert found["driver"] and found["accelerated"] in (True, False)
+
+
+def test_a_live_fscrypt_directory_names_the_driver_that_served_it(tmp_path):
+    from ccbench.variants.storage import StorageAxis, StorageOptions, mechanism_reason
+
+    reason = mechanism_reason("fscrypt")
+    if reason:
+        pytest.skip(reason)
+    axis = StorageAxis()
+    prepared = axis.setup("encrypted:fscrypt", tmp_path / "work", StorageOptions(image_size="64M"))
+    try:
+        (prepared.path / "data.bin").write_bytes(b"x" * 65536)  # the policy is used: xts(aes) is instantiated
+        info = crypto.storage_variant_info(prepared.info["storage_cipher"])
+        entries = crypto.parse_proc_crypto(Path("/proc/crypto").read_text())
+    finally:
+        axis.teardown(prepared)
+    assert "storage_cipher_driver_note" not in info  # read after the policy was live: instantiated
+    has_aesni = any("aesni" in e.get("driver", "") or "vaes" in e.get("driver", "") for e in entries
+                    if e.get("name") == "xts(aes)")
+    assert info["storage_cipher_accelerated"] is has_aesni
+    if not has_aesni:  # the development and CI kernels: constant-time or table-based software AES
+        assert info["storage_cipher_driver"] in ("xts(ecb(aes-fixed-time))", "xts(ecb(aes-generic))")
