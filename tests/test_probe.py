@@ -273,3 +273,53 @@ def test_a_live_fscrypt_directory_names_the_driver_that_served_it(tmp_path):
     assert info["storage_cipher_accelerated"] is has_aesni
     if not has_aesni:  # the development and CI kernels: constant-time or table-based software AES
         assert info["storage_cipher_driver"] in ("xts(ecb(aes-fixed-time))", "xts(ecb(aes-generic))")
+
+
+# ---- the TEE of the seeds' own clouds, from their kernel logs -------------------------------------------
+
+DMESG_FIXTURES = Path(__file__).parent / "data" / "probe" / "dmesg"
+AZURE_DMI = {"/sys/class/dmi/id/sys_vendor": "Microsoft Corporation\n", "/sys/class/dmi/id/product_name": "Virtual Machine\n",
+             "/sys/class/dmi/id/chassis_asset_tag": "7783-7084-3265-9085-8269-3286-77\n"}
+
+
+@pytest.mark.parametrize("log, vendor, technology", [
+    ("azure-snp-cvm.txt", "AuthenticAMD", "sev-snp"),
+    ("azure-tdx-cvm.txt", "GenuineIntel", "tdx"),
+    ("gcp-snp.txt", "AuthenticAMD", "sev-snp"),
+    ("gcp-tdx.txt", "GenuineIntel", "tdx"),
+    ("aws-snp.txt", "AuthenticAMD", "sev-snp"),
+])
+def test_cloud_confidential_vms_are_named_from_their_kernel_logs(tmp_path, log, vendor, technology):
+    # the guests' cpuinfo shows no SEV or TDX flag (Azure's paravisor hides them): the log decides
+    root = make_root(tmp_path, GUEST_FLAGS, vendor=vendor, files=AZURE_DMI if log.startswith("azure") else None)
+    document = probe(root=root, dmesg=DMESG_FIXTURES / log)
+    tee = document["tee"]
+    assert tee["technology"] == technology, tee
+    assert all(e["source"] == "kernel log" for e in tee["evidence"])
+
+
+def test_azure_snp_is_sev_snp_because_of_the_isolation_config_not_the_generic_amd_sev_line(tmp_path):
+    root = make_root(tmp_path, GUEST_FLAGS, files=AZURE_DMI)
+    tee = probe(root=root, dmesg=DMESG_FIXTURES / "azure-snp-cvm.txt")["tee"]
+    assert tee["technology"] == "sev-snp"
+    assert tee["hyperv_isolation"] == {"group_a": "0x1", "group_b": "0xba2", "isolation_type": 2, "technology": "sev-snp",
+                                       "paravisor_present": True, "shared_gpa_boundary_active": True,
+                                       "shared_gpa_boundary_bits": 46}
+    assert any("Isolation Config" in e["signal"] for e in tee["evidence"])
+    assert any("vTOM guest's generic print" in n for n in tee["notes"])
+    # without the isolation line (what ccbench used to rely on) the same log can only say "sev"
+    without = tmp_path / "no-isolation.txt"
+    without.write_text("".join(line for line in (DMESG_FIXTURES / "azure-snp-cvm.txt").read_text().splitlines(True)
+                               if "Isolation Config" not in line))
+    assert probe(root=root, dmesg=without)["tee"]["technology"] == "sev"
+
+
+def test_hyperv_vbs_isolation_is_not_memory_encryption_and_contradictions_are_unknown(tmp_path):
+    root = make_root(tmp_path, GUEST_FLAGS, files=AZURE_DMI)
+    vbs = dmesg(tmp_path, "[0.0] Hyper-V: Isolation Config: Group A 0x1, Group B 0xba1\n"
+                          "[0.1] Memory Encryption Features active: AMD SEV\n")
+    tee = probe(root=root, dmesg=vbs)["tee"]
+    assert tee["technology"] == "none" and any("(vbs), not hardware memory encryption" in n for n in tee["notes"])
+    clash = dmesg(tmp_path, "[0.0] Hyper-V: Isolation Config: Group A 0x1, Group B 0xbe3\n"
+                            "[0.1] Memory Encryption Features active: AMD SEV SEV-ES SEV-SNP\n")
+    assert probe(root=root, dmesg=clash)["tee"]["technology"] == "unknown"
