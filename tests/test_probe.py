@@ -323,3 +323,28 @@ def test_hyperv_vbs_isolation_is_not_memory_encryption_and_contradictions_are_un
     clash = dmesg(tmp_path, "[0.0] Hyper-V: Isolation Config: Group A 0x1, Group B 0xbe3\n"
                             "[0.1] Memory Encryption Features active: AMD SEV SEV-ES SEV-SNP\n")
     assert probe(root=root, dmesg=clash)["tee"]["technology"] == "unknown"
+
+
+def test_openssl_speed_output_and_the_aes_verdict():
+    output = ("Doing AES-256-GCM ops for 1s on 16384 size blocks: 183245 AES-256-GCM ops in 0.99s\n"
+              "version: 3.0.19\nbuilt on: ...\nThe 'numbers' are in 1000s of bytes per second processed.\n"
+              "type      16384 bytes\nAES-256-GCM    2951413.76k\n")
+    assert crypto.parse_openssl_speed(output) == pytest.approx(2951.41376)
+    assert crypto.parse_openssl_speed("nothing here") is None
+    slow = crypto.assess_aes_speed("aes-256-gcm", {"default": 61.0, "without VAES": 2951.0, "software (no AES-NI)": 300.0})
+    assert slow["accelerated"] is False and "48x slower than without VAES" in slow["verdict"]
+    fast = crypto.assess_aes_speed("aes-256-gcm", {"default": 3000.0, "without VAES": 2900.0, "software (no AES-NI)": 300.0})
+    assert fast["accelerated"] is True and "uses AES instructions" in fast["verdict"]
+    assert "reason" in crypto.assess_aes_speed("aes-256-gcm", {"default": None, "without VAES": None,
+                                                               "software (no AES-NI)": None})
+
+
+def test_openssl_aes_speed_live():
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    result = crypto.openssl_aes_speed(seconds=1)
+    assert set(result["MBps"]) == set(crypto.OPENSSL_PATHS)
+    assert all(v and v > 0 for v in result["MBps"].values()), result
+    assert result["verdict"]

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+from ccbench.probe.crypto import assess_aes_speed
 from ccbench.probe.syscheck import format_checks, sample_processes, system_check
 
 
@@ -29,8 +30,9 @@ def test_an_untuned_machine_gets_advice_for_each_problem(tmp_path):
         "/proc/loadavg": "3.10 2.00 1.00 4/300 999\n",
         "/proc/stat": STAT,
     })
+    slow_vaes = assess_aes_speed("aes-256-gcm", {"default": 61.0, "without VAES": 2951.0, "software (no AES-NI)": 300.0})
     checks = {c["name"]: c for c in system_check(root, processes=[
-        {"pid": 42, "name": "backup", "cpus": 0.9}, {"pid": 43, "name": "sshd", "cpus": 0.01}])}
+        {"pid": 42, "name": "backup", "cpus": 0.9}, {"pid": 43, "name": "sshd", "cpus": 0.01}], aes=slow_vaes)}
     assert checks["cpu frequency governor"]["value"] == "powersave" and checks["cpu frequency governor"]["ok"] is False
     assert "performance" in checks["cpu frequency governor"]["advice"]
     assert checks["cpu boost (turbo)"]["ok"] is False and "no_turbo" in checks["cpu boost (turbo)"]["advice"]
@@ -40,6 +42,8 @@ def test_an_untuned_machine_gets_advice_for_each_problem(tmp_path):
     assert checks["load average"]["ok"] is False
     busy = checks["other busy processes"]
     assert busy["ok"] is False and "backup (pid 42)" in busy["value"]
+    library = checks["TLS library AES (OpenSSL AES-256-GCM)"]
+    assert library["ok"] is False and "48x slower than without VAES" in library["advice"]
     assert all(c["advice"] for c in checks.values() if c["ok"] is False)
     text = format_checks(list(checks.values()))
     assert "WARN cpu frequency governor: powersave" in text and "-> set the performance governor" in text
@@ -54,10 +58,12 @@ def test_a_tuned_machine_passes_and_missing_controls_are_not_judged(tmp_path):
         "/proc/loadavg": "0.10 0.20 0.30 1/300 999\n",
         "/proc/stat": STAT,
     })
-    checks = {c["name"]: c for c in system_check(root, processes=[])}
+    fast = assess_aes_speed("aes-256-gcm", {"default": 3000.0, "without VAES": 2900.0, "software (no AES-NI)": 300.0})
+    checks = {c["name"]: c for c in system_check(root, processes=[], aes=fast)}
     assert all(c["ok"] is True for c in checks.values()), checks
     assert checks["cpu boost (turbo)"]["value"] == "disabled"
     empty = {c["name"]: c for c in system_check(_root(tmp_path, "empty", {"/x": ""}))}
+    assert empty["TLS library AES (OpenSSL AES-256-GCM)"]["ok"] is None  # not measured for a snapshot
     assert empty["cpu frequency governor"]["ok"] is None and empty["swap in use"]["ok"] is None
     assert empty["other busy processes"]["value"].startswith("not sampled")
 
@@ -66,7 +72,7 @@ def test_the_live_check_finds_a_busy_process_started_by_the_test():
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         busy, others = sample_processes(0.5)
-        checks = system_check(sample_s=0.2)
+        checks = system_check(sample_s=0.2, aes=False)
     finally:
         hog.kill()
         hog.wait()

@@ -219,13 +219,37 @@ def check_load(root: Path) -> dict[str, Any]:
                   "the run queue was busy in the last minute: wait for other work to finish before measuring")
 
 
+def check_library_aes(aes: dict[str, Any] | None) -> dict[str, Any]:
+    """OpenSSL's AES-GCM speed on its default path against its other paths (see probe.crypto.openssl_aes_speed)."""
+    name = "TLS library AES (OpenSSL AES-256-GCM)"
+    if aes is None:
+        return _check(name, "not measured", None)
+    if "reason" in aes:
+        return _check(name, aes["reason"], None)
+    speeds = ", ".join(f"{k} {v:.0f} MB/s" for k, v in aes["MBps"].items() if v)
+    if aes.get("accelerated") and aes.get("default_share_of_best", 0) >= 0.2:
+        return _check(name, speeds, True)
+    return _check(name, speeds, False,
+                  aes.get("verdict", "") + ". Transport (TLS) costs measured now would not be those of a machine "
+                  "whose AES instructions run at full speed; measure again later or elsewhere, or pin OpenSSL's path "
+                  "(OPENSSL_ia32cap, see docs/trust.md) and say so")
+
+
 def system_check(root: str | Path = "/", *, sample_s: float = 0.5,
-                 processes: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Every check, in a fixed order. ``processes`` (``{"pid", "name", "cpus"}``) replaces the live sample."""
+                 processes: list[dict[str, Any]] | None = None, aes: dict[str, Any] | None | bool = True) -> list[dict[str, Any]]:
+    """Every check, in a fixed order. ``processes`` (``{"pid", "name", "cpus"}``) replaces the live sample;
+    ``aes``: True measures OpenSSL's AES paths on a live root (about 3 s), False skips it, a dict
+    (``probe.crypto.assess_aes_speed``) is used as given."""
     root = Path(root)
     live = root.resolve() == Path("/")
     checks = [check_governor(root), check_boost(root), check_swap(root), check_thp(root), check_load(root)]
     checks.extend(check_busy_processes(root, sample_s, processes, live))
+    if aes is True:
+        from ccbench.probe.crypto import openssl_aes_speed
+
+        aes = openssl_aes_speed() if live else None
+    if aes is not False:
+        checks.append(check_library_aes(aes if isinstance(aes, dict) else None))
     return checks
 
 
