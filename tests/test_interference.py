@@ -168,3 +168,15 @@ def test_missing_proc_files_give_a_note_not_a_crash(tmp_path):
     record = InterferenceMonitor(__import__("os").getpid(), poll_s=None, proc_root=tmp_path).start().stop()
     assert "unreadable" in record["note"]
     assert assess(record) == (False, [])
+
+
+def test_execution_fields_and_the_run_summary():
+    from ccbench.interference import contention_summary, execution_fields
+
+    busy = execution_fields({"wall_s": 2.0, "others_cpus": 0.9, "others_cpu_s": 1.8, "steal_fraction": 0.0})
+    quiet = execution_fields({"wall_s": 2.0, "others_cpus": 0.01, "others_cpu_s": 0.02, "steal_fraction": 0.0})
+    assert busy["contended"] and busy["contended_reasons"] and not quiet["contended"]
+    assert set(busy) == {"interference", "contended", "contended_reasons"}
+    assert contention_summary([quiet, quiet]) is None
+    line = contention_summary([busy, quiet, {"execution": "v1 record without the key"}])
+    assert line.startswith("1 of 2 executions ran on a busy machine") and "0.90 CPUs" in line

@@ -253,6 +253,7 @@ def test_live_proc_crypto_answers_for_aes():
     assert found["driver"] and found["accelerated"] in (True, False)
 
 
+@pytest.mark.root
 def test_a_live_fscrypt_directory_names_the_driver_that_served_it(tmp_path):
     from ccbench.variants.storage import StorageAxis, StorageOptions, mechanism_reason
 

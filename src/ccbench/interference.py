@@ -358,3 +358,24 @@ def assess(record: dict[str, Any] | None, thresholds: Thresholds | None = None) 
         if limit is not None and share is not None and share > limit:
             reasons.append(f"{resource} pressure: some task stalled {share:.1%} of the interval (limit {limit:.0%})")
     return bool(reasons), reasons
+
+
+def execution_fields(record: dict[str, Any] | None, thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """The execution record's keys (bundle format v2): ``interference``, ``contended``, ``contended_reasons``."""
+    contended, reasons = assess(record, thresholds)
+    return {"interference": record or {}, "contended": contended, "contended_reasons": reasons}
+
+
+def contention_summary(executions: list[dict[str, Any]]) -> str | None:
+    """One line for the end of a run: how many executions were contended and the worst others' CPU; None if none."""
+    measured = [e for e in executions if "contended" in e]
+    flagged = [e for e in measured if e.get("contended")]
+    if not flagged:
+        return None
+    worst = max(((e.get("interference") or {}).get("others_cpus") or 0.0) for e in flagged)
+    steal = max(((e.get("interference") or {}).get("steal_fraction") or 0.0) for e in flagged)
+    detail = f"other processes used up to {worst:.2f} CPUs"
+    if steal:
+        detail += f", steal up to {steal:.0%}"
+    return (f"{len(flagged)} of {len(measured)} executions ran on a busy machine ({detail}): their numbers may be "
+            "distorted; compare and the report mark them, and --exclude-contended leaves them out")
