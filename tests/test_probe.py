@@ -349,3 +349,24 @@ def test_openssl_aes_speed_live():
     assert set(result["MBps"]) == set(crypto.OPENSSL_PATHS)
     assert all(v and v > 0 for v in result["MBps"].values()), result
     assert result["verdict"]
+
+
+def test_dm_crypt_table_options_and_inline_encryption():
+    from ccbench.probe.storage import mount_of, parse_dm_crypt_table
+    from ccbench.probe.sources import Sources
+
+    line = ("0 4194304 crypt aes-xts-plain64 :64:logon:cryptsetup:0a1b-d0 0 7:0 32768 "
+            "4 allow_discards no_read_workqueue no_write_workqueue sector_size:4096")
+    table = parse_dm_crypt_table(line)
+    assert table["cipher"] == "aes-xts-plain64" and table["sector_size"] == 4096
+    assert table["no_read_workqueue"] and table["no_write_workqueue"]
+    assert "logon" not in str(table)  # the key field is not kept
+    plain = parse_dm_crypt_table("0 2048 crypt aes-xts-plain64 0000000000000000000000000000000000000000000000000000000000000000 0 8:16 4096")
+    assert plain["sector_size"] == 512 and plain["options"] == [] and not plain["no_read_workqueue"]
+    assert parse_dm_crypt_table("0 2048 linear 8:16 0") is None
+    import tempfile
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        (root / "proc/self").mkdir(parents=True)
+        (root / "proc/self/mountinfo").write_text("40 1 7:0 / /mnt/enc rw,relatime - ext4 /dev/loop0 rw,inlinecrypt\n")
+        assert "inlinecrypt" in mount_of(Path("/mnt/enc/x"), Sources(root=root, live=False))["super_options"]
