@@ -5,8 +5,13 @@ A run takes each workload of the plan through the same phases, one method each i
 1. admit      skip it, with the reason, when the plan or the machine cannot run it
 2. set up     each variant value once (a mount serves all its repetitions)
 3. prepare    the workload once per variant combination (not timed)
-4. execute    the schedule: warmups, then repetitions with the variants interleaved
+4. execute    the schedule: warmups, then repetitions with the variants interleaved; with a
+              precision target, more interleaved rounds until the interval is narrow enough
 5. clean up   the workload's preparations, then tear the variants down, whatever happened before
+
+Before the first workload, a system check (governor, boost, swap, THP, busy processes) is printed
+and kept in the manifest. Each execution is watched by ccbench.interference over exactly its
+worker's lifetime; one run on a busy machine is flagged ``contended`` on its record and samples.
 
 Every execution runs in a worker process (ccbench.worker) in its own session; a timeout ends its
 whole process tree. Each execution's samples are appended and fsynced to the bundle before the
@@ -105,6 +110,8 @@ class Outcome:
     executions_ok: int = 0
     executions_failed: int = 0
     skipped_variants: dict[str, str] = field(default_factory=dict)
+    #: with a precision target: why the workload stopped repeating (ccbench.analysis.precision.Decision)
+    precision: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, document: dict[str, Any]) -> "Outcome":
@@ -119,6 +126,8 @@ class Outcome:
             document["reason"] = self.reason
         if self.skipped_variants:
             document["skipped_variants"] = self.skipped_variants
+        if self.precision:
+            document["precision"] = self.precision
         return document
 
     def skip(self, reason: str) -> None:
@@ -146,6 +155,7 @@ class Reporter:
     def start(self, total: int) -> None: ...
     def execution_started(self, execution: Execution, index: int) -> None: ...
     def execution_finished(self, execution: Execution, status: str, detail: str = "") -> None: ...
+    def extend(self, more: int) -> None: ...
     def message(self, text: str) -> None: ...
     def cooldown(self, seconds: float) -> None: ...
     def stop(self) -> None: ...
@@ -253,6 +263,13 @@ class WorkloadRun:
     #: the contexts whose prepare ran (each is cleaned up)
     prepared: list[PrepareContext] = field(default_factory=list)
 
+    def combinations(self) -> list[dict[str, str]]:
+        """The variant combinations left to run, in schedule order."""
+        seen: dict[str, dict[str, str]] = {}
+        for execution in self.executions:
+            seen.setdefault(execution.variant_key, execution.combo)
+        return list(seen.values())
+
     def runnable(self) -> list[Execution]:
         """The executions whose every variant value was set up."""
         return [e for e in self.executions if all((a, v) in self.variants for a, v in e.combo.items())]
@@ -287,7 +304,10 @@ class Runner:
         # set for the duration of run()
         self._writer: BundleWriter | None = None
         self._done: set[str] = set()
+        #: samples a resumed bundle already holds (the precision rule counts them)
+        self._earlier: list[Sample] = []
         self._positions = itertools.count(1)
+        self._thresholds = None
 
     # --- signals -------------------------------------------------------------------------------
     def _install_signals(self):
@@ -328,12 +348,15 @@ class Runner:
             }
             writer.manifest.setdefault("resumed_at", []).append(utc_now_iso())
             writer.manifest["status"] = "running"
+            if any(spec.precision for spec in self.plan.workloads):
+                self._earlier = [Sample(**record) for record in read_bundle(self.resume).samples]
             return writer
         if self.environment is None:
             from ccbench.probe import probe
 
             self.environment = probe(bench_dir=self.workdir)
         manifest = {
+            "system_check": self._system_check(),
             "plan": self.plan.model_dump(mode="json"),
             "environment": self.environment,
             "command_line": self.command_line,
@@ -346,7 +369,23 @@ class Runner:
         }
         return BundleWriter.create(self.out, manifest)
 
+    def _system_check(self) -> list[dict[str, Any]]:
+        """The before-run check, printed and kept in the manifest; nothing is changed. The TLS
+        library's AES check (3 s) runs only for plans that measure a transport."""
+        from ccbench.probe.syscheck import format_checks, system_check
+
+        transport = any("transport" in spec.variants or spec.kind == "transport" for spec in self.plan.workloads)
+        try:
+            checks = system_check(aes=transport)
+        except Exception as exc:  # a check that cannot run must not stop the benchmark
+            return [{"name": "system check", "value": f"failed: {type(exc).__name__}: {exc}", "ok": None, "advice": ""}]
+        self.reporter.message("system check (nothing is changed; see the advice):\n" + format_checks(checks))
+        return checks
+
     def _run_locked(self) -> RunResult:
+        from ccbench.interference import Thresholds
+
+        self._thresholds = Thresholds.from_mapping(self.plan.contention)
         writer = self._writer = self._open_bundle()
         self.environment = writer.manifest.get("environment", {})
         outcomes = {spec.name: Outcome() for spec in self.plan.workloads}
@@ -402,7 +441,10 @@ class Runner:
         outcome.status = OutcomeStatus.RUNNING
         try:
             if self._set_up_variants(job) and self._prepare(job):
+                started = time.monotonic()
                 self._execute_schedule(job)
+                if spec.precision is not None:
+                    self._repeat_for_precision(job, started)
                 outcome.settle()
         finally:
             self._clean_up(job)
@@ -485,12 +527,68 @@ class Runner:
             index = next(self._positions)
             if execution.key in self._done:
                 continue
-            if not first and job.spec.cooldown > 0:
-                self.reporter.cooldown(job.spec.cooldown)
-                time.sleep(job.spec.cooldown)
+            if not first:
+                self._cool_down(job)
             first = False
             self.reporter.execution_started(execution, index)
             job.outcome.count(self._execute(job, execution))
+
+    def _cool_down(self, job: WorkloadRun) -> None:
+        if job.spec.cooldown > 0:
+            self.reporter.cooldown(job.spec.cooldown)
+            time.sleep(job.spec.cooldown)
+
+    def _repeat_for_precision(self, job: WorkloadRun, started: float) -> None:
+        """Phase 4, with a precision target: after the repetitions, more interleaved rounds (every
+        variant once) until the primary metric's 95% interval is within the target, or
+        max_repetitions or max_time is reached (ccbench.analysis.precision); why it stopped goes
+        into the outcome."""
+        from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS, PrecisionRule, decide
+
+        spec = job.spec
+        rule = PrecisionRule(spec.precision, min_repetitions=spec.repetitions,
+                             max_repetitions=spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions),
+                             max_time_s=spec.max_time)
+        combos = job.combinations()
+        repetition, round_s = spec.repetitions, None
+        decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started)
+        # the bound on rounds holds even when failed executions leave the rule short of values
+        while decision.more and repetition < rule.max_repetitions:
+            round_started = time.monotonic()
+            self.reporter.extend(len(combos))
+            for combo in combos:
+                execution = Execution(spec, combo, repetition, False)
+                index = next(self._positions)
+                if execution.key in self._done:
+                    continue
+                self._cool_down(job)
+                self.reporter.execution_started(execution, index)
+                job.outcome.count(self._execute(job, execution))
+            repetition += 1
+            round_s = time.monotonic() - round_started
+            decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started,
+                              round_s=round_s, previous=decision)
+        if decision.more:
+            decision.more, decision.stopped_by = False, "max repetitions"
+            decision.reason = f"{repetition} rounds run; {decision.reason}"
+        job.outcome.precision = {"target": spec.precision, **decision.as_dict()}
+        self.reporter.message(f"{spec.name}: {decision.stopped_by}: {decision.reason}")
+
+    def _primary_values(self, job: WorkloadRun, combos: list[dict[str, str]]) -> dict[str, list[float]]:
+        """Per variant (in schedule order), the values of the workload's primary metric: the first
+        metric and case it reported, repetitions only, in execution order."""
+        import json
+
+        mine = [s for s in (*self._earlier, *self.samples) if s.workload == job.spec.name and not s.warmup]
+        values: dict[str, list[float]] = {Execution(job.spec, combo, 0, False).variant_key: [] for combo in combos}
+        if not mine:
+            return values
+        primary = (mine[0].metric, json.dumps(mine[0].params, sort_keys=True))
+        for sample in mine:
+            variant_key = (sample.execution or "").split("|")[1] if sample.execution else None
+            if variant_key in values and (sample.metric, json.dumps(sample.params, sort_keys=True)) == primary:
+                values[variant_key].append(sample.value)
+        return values
 
     def _clean_up(self, job: WorkloadRun) -> None:
         """Phase 5: the workload's cleanup per prepared context, then the variants' teardown in
@@ -553,26 +651,55 @@ class Runner:
             except OSError as exc:
                 return self._finish(execution, record, start, ExecutionStatus.FAILED,
                                     f"could not start the worker process: {exc}", log_file)
+            monitor = self._watch(process.pid)
             try:
                 process.wait(timeout=spec.timeout)
             except subprocess.TimeoutExpired:
+                self._observe(record, monitor)
                 _kill_tree(process)
                 return self._finish(execution, record, start, ExecutionStatus.TIMEOUT,
                                     f"timed out after {spec.timeout:g} s; the whole process tree was ended", log_file)
             except BaseException:
+                self._observe(record, monitor)
                 _kill_tree(process)
                 self._finish(execution, record, start, ExecutionStatus.INTERRUPTED, "interrupted by a signal", log_file)
                 raise
+            self._observe(record, monitor)
         elapsed = time.perf_counter() - start
         result = self._read_result(result_file, log_file, raw_dir, process.returncode)
         if result.status != ExecutionStatus.OK:
             return self._finish(execution, record, start, result.status, result.error, log_file, elapsed)
-        samples = [self._sample(job, execution, ctx, m) for m in result.measurements]
+        samples = [self._sample(job, execution, ctx, m, record.contended) for m in result.measurements]
         if samples:
             self._writer.append_samples(samples)
             self.samples.extend(samples)
         record.samples = len(samples)
         return self._finish(execution, record, start, ExecutionStatus.OK, None, log_file, elapsed)
+
+    def _watch(self, pid: int):
+        """Start watching the machine around the worker (ccbench.interference); None if it cannot."""
+        from ccbench.interference import InterferenceMonitor
+
+        try:
+            return InterferenceMonitor(pid).start()
+        except Exception as exc:  # the watch is evidence about the run, never a reason to fail it
+            self.reporter.message(f"interference monitor could not start: {type(exc).__name__}: {exc}")
+            return None
+
+    def _observe(self, record: ExecutionRecord, monitor) -> None:
+        """Stop the watch and put what it saw on the record: interference, contended, contended_reasons."""
+        from ccbench.interference import execution_fields
+
+        if monitor is None:
+            return
+        try:
+            fields = execution_fields(monitor.stop(), self._thresholds)
+        except Exception as exc:
+            self.reporter.message(f"interference monitor failed: {type(exc).__name__}: {exc}")
+            return
+        record.interference = fields["interference"]
+        record.contended = fields["contended"]
+        record.contended_reasons = fields["contended_reasons"]
 
     @staticmethod
     def _read_result(result_file: Path, log_file: Path, raw_dir: Path, returncode: int) -> WorkerResult:
@@ -588,13 +715,13 @@ class Runner:
         return result
 
     @staticmethod
-    def _sample(job: WorkloadRun, execution: Execution, ctx: PrepareContext, m: Measurement) -> Sample:
+    def _sample(job: WorkloadRun, execution: Execution, ctx: PrepareContext, m: Measurement, contended: bool) -> Sample:
         return Sample(
             workload=job.spec.name, kind=job.spec.kind, params=job.workload.sample_params(m), variant=ctx.variant,
             metric=m.metric, unit=m.unit, value=m.value, better=m.better, repetition=execution.repetition,
             warmup=execution.warmup, timestamp=utc_now_iso(),
             metadata={**m.metadata, **({"case": m.case} if m.case else {})},
-            execution=execution.key, raw=execution.raw_path,
+            execution=execution.key, raw=execution.raw_path, contended=contended,
         )
 
     def _finish(self, execution: Execution, record: ExecutionRecord, start: float, status: ExecutionStatus,

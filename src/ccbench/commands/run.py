@@ -88,12 +88,18 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
 @click.option("--param", "params", multiple=True, metavar="K=V", help="Parameter injected into --notebook (repeatable).")
 @click.option("--resume", type=click.Path(file_okay=False), metavar="BUNDLE",
               help="Continue an interrupted run in its bundle, skipping executions already recorded.")
-def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume) -> None:
+@click.option("--precision", metavar="PERCENT",
+              help="After the repetitions, keep running interleaved rounds of all variants until each workload's "
+                   "primary metric has a 95%% interval within this, e.g. 2%% (limits: the plan's max_repetitions, "
+                   "default 30, and max_time).")
+def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision) -> None:
     """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
 
-    Each execution runs in its own process; samples are on disk before the next one starts.
-    Ctrl-C stops after cleaning up and prints how to resume. Exit code: 0 when everything ran,
-    1 when an execution failed or timed out, 2 for bad input, 130 when interrupted.
+    Each execution runs in its own process; samples are on disk before the next one starts. A
+    system check is printed first; each execution is watched for other work on the machine and
+    flagged contended when there was too much. Ctrl-C stops after cleaning up and prints how to
+    resume. Exit code: 0 when everything ran, 1 when an execution failed or timed out, 2 for bad
+    input, 130 when interrupted.
     """
     from ccbench.bundle import read_bundle
     from ccbench.console import console
@@ -117,6 +123,10 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
             the_plan = the_plan.select([name.strip() for item in only for name in item.split(",") if name.strip()])
         if repeat:
             the_plan = the_plan.with_repetitions(repeat)
+        if precision:
+            the_plan = the_plan.with_precision(precision)
+    if resume and precision:
+        raise CCBenchError("--precision cannot change a resumed run (it keeps its plan)")
     runner = Runner(
         the_plan, out=Path(out), workdir=Path(workdir), pin=parse_pin(pin),
         storage_paths=parse_pairs(storage_paths, "--storage-path"), reporter=RichReporter(),
@@ -135,6 +145,7 @@ def print_run_summary(result) -> None:
     """Short: one row per workload and variant (its headline metric; per-case detail is in
     ``ccbench show``), skipped variants, then what protects this machine and where the bundle is."""
     from ccbench.console import stdout
+    from ccbench.interference import contention_summary
     from ccbench.summary import FACT_KINDS, machine_lines, summarize, summary_table
 
     rows = [r for r in summarize(result.samples, per_case=False) if r["kind"] not in FACT_KINDS]
@@ -143,6 +154,12 @@ def print_run_summary(result) -> None:
     for name, outcome in result.outcomes.items():
         for variant, reason in outcome.skipped_variants.items():
             stdout.print(f"{name}: {variant} skipped: {reason}")
+        if outcome.precision:
+            stdout.print(f"{name}: {outcome.precision['stopped_by']} after {outcome.precision['repetitions']} "
+                         f"repetitions (target +-{outcome.precision['target']:.1%})")
     for line in machine_lines(result.manifest.get("environment") or {}):
         stdout.print(line)
+    warning = contention_summary([record.as_json() for record in result.executions])
+    if warning:
+        stdout.print(f"[yellow]warning:[/yellow] {warning}")
     stdout.print(f"bundle: {result.bundle}")

@@ -206,6 +206,30 @@ def _describe(path: Path) -> dict[str, Any]:
         return {"protection": "unknown", "reason": str(exc)}
 
 
+def cipher_driver_info(storage_cipher: str, directory: Path | None = None) -> dict[str, Any]:
+    """``storage_cipher_driver`` and ``storage_cipher_accelerated``: the kernel driver serving the
+    variant's cipher, read from /proc/crypto once the mapping or policy is live. The kernel builds a
+    cipher template on first use, so with ``directory`` a small file is written there (and removed)
+    first: the first encrypted file makes the kernel instantiate the contents cipher."""
+    if directory is not None:
+        probe = directory / ".ccbench-cipher-probe"
+        try:
+            with open(probe, "wb") as handle:
+                handle.write(b"\0" * 4096)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError:
+            pass
+        finally:
+            probe.unlink(missing_ok=True)
+    try:
+        from ccbench.probe.crypto import storage_variant_info
+
+        return storage_variant_info(storage_cipher)
+    except Exception as exc:  # evidence about the run, never a reason to fail the set-up
+        return {"storage_cipher_driver": None, "storage_cipher_driver_note": f"not read: {exc}"}
+
+
 def _key_file(directory: Path, raw: bytes) -> Path:
     """A 0600 file holding ``raw``, created exclusively (never over an existing file)."""
     key = directory / "key"
@@ -438,7 +462,7 @@ class Fscrypt(Ext4Loop):
         fscrypt.set_policy(str(data), self.identifier)
         return data, {"storage": "encrypted", "storage_mechanism": "fscrypt", "storage_cipher": fscrypt.CIPHER,
                       "filenames_cipher": "AES-256-CTS", "fscrypt_policy": 2, "filesystem": "ext4 on a loop file",
-                      **self.loop_info()}
+                      **self.loop_info(), **cipher_driver_info(fscrypt.CIPHER, data)}
 
     def tear_down(self):
         if self.identifier is not None and self.mount_point is not None:
@@ -492,6 +516,21 @@ class Gocryptfs(Mechanism):
     def tear_down(self):
         if self.mount_point is not None:
             _unmount(str(self.mount_point))
+
+
+def dm_crypt_info(name: str) -> dict[str, Any]:
+    """The live mapping's sector size and options (no_read_workqueue, ...) from ``dmsetup table``
+    (the key field is never kept); {} where it cannot be read."""
+    if shutil.which("dmsetup") is None:
+        return {}
+    done = _run(["dmsetup", "table", name], check=False)
+    try:
+        from ccbench.probe.storage import parse_dm_crypt_table
+
+        parsed = parse_dm_crypt_table(done.stdout) if done.returncode == 0 else None
+    except Exception:
+        return {}
+    return {f"dm_crypt_{k}" if not k.startswith(("dm_crypt", "no_")) else k: v for k, v in (parsed or {}).items()}
 
 
 class Luks(Mechanism):
@@ -555,7 +594,9 @@ class Luks(Mechanism):
         data.mkdir()
         return data, {"storage": "encrypted", "storage_mechanism": "luks2", "storage_cipher": "aes-xts-plain64",
                       "key_bits": 512, **header, "filesystem": "ext4 on dm-crypt on a loop file",
-                      "loop_direct_io": self.image.direct_io, "image_size": self.options.image_size}
+                      "loop_direct_io": self.image.direct_io, "image_size": self.options.image_size,
+                      **cipher_driver_info(header.get("storage_cipher", "aes-xts-plain64"), data),
+                      **dm_crypt_info(self.dm_name)}
 
     def tear_down(self):
         if self.mount_point is not None:
