@@ -328,3 +328,34 @@ def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
     # without dm-crypt ccbench never calls cryptsetup open/close, which would create /dev/mapper/control
     if not storage_module.kernel_has_device_mapper():
         assert os.path.exists("/dev/mapper/control") == control_node_before
+
+
+@root_only
+def test_fscrypt_records_the_kernel_driver_that_served_its_cipher(tmp_path):
+    """Read from /proc/crypto once the policy is live. This machine's kernel has no AES-NI driver,
+    so fscrypt's XTS is built on a software AES (aes-fixed-time, or aes-generic)."""
+    if AXIS.skip_reason("encrypted:fscrypt", OPTIONS):
+        pytest.skip(AXIS.skip_reason("encrypted:fscrypt", OPTIONS))
+    prepared = AXIS.setup("encrypted:fscrypt", tmp_path, OPTIONS)
+    try:
+        driver, accelerated = prepared.info["storage_cipher_driver"], prepared.info["storage_cipher_accelerated"]
+    finally:
+        AXIS.teardown(prepared)
+    crypto = Path("/proc/crypto").read_text()
+    assert "xts" in driver and "aes" in driver and f"driver       : {driver}" in crypto
+    assert "storage_cipher_driver_note" not in prepared.info, "the template was instantiated before it was read"
+    if "aesni" not in crypto and "vaes" not in crypto:
+        assert driver in ("xts(ecb(aes-fixed-time))", "xts(ecb(aes-generic))") and accelerated is False
+    assert not list(tmp_path.rglob(".ccbench-cipher-probe"))
+
+
+def test_transport_variants_say_what_their_aead_runs_on():
+    from ccbench.variants.transport import transport_info
+
+    assert transport_info("plain", {"aes", "pclmulqdq"}) == {"transport": "plain"}
+    assert transport_info("securechannel", {"aes", "pclmulqdq", "avx2"}) == {
+        "transport": "securechannel", "transport_aes_accelerated": True, "transport_cipher": "AES-256-GCM"}
+    assert transport_info("securechannel", {"avx2"})["transport_cipher"] == "ChaCha20-Poly1305"
+    assert transport_info("tls", {"aes"}) == {"transport": "tls", "transport_aes_accelerated": False}
+    live = AXES["transport"].setup("tls", Path("/nonexistent"), AXES["transport"].Options())
+    assert live.info["transport"] == "tls" and isinstance(live.info.get("transport_aes_accelerated", False), bool)
