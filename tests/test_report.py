@@ -49,6 +49,9 @@ def test_compare_two_real_runs_with_a_label(two_bundles, ccbench):
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert {r["workload"] for r in rows} == {"prime", "fio"}
     assert all(r["config"].startswith("rerun /") for r in rows)
+    # bundle format 2: each number leads to the raw directories of the executions behind it
+    assert all(r["raw"] and all(path.startswith("raw/") for path in r["raw"] + r["raw_baseline"]) for r in rows)
+    assert {r["contended"] for r in rows} <= {0, 1, 2, 3}
     table = ccbench("compare", first, second, "--label", f"{second}=rerun")
     assert table.returncode == 0 and "ratio" in table.stdout and "prime" in table.stdout and "fio" in table.stdout
 
