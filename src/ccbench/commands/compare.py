@@ -51,6 +51,12 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     if frame.empty:
         raise CCBenchError("the bundles hold no samples to compare")
     table = compare(frame, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended)
+    if table.empty and exclude_contended and frame["contended"].any():
+        raise CCBenchError(
+            f"--exclude-contended: {int(frame['contended'].sum())} of {len(frame)} samples came from contended executions "
+            "and what is left holds nothing to compare; run again on a quiet machine, or compare without the option "
+            "(the contended rows are then flagged)"
+        )
     if table.empty:
         configs = sorted(set(frame["config"]))
         raise CCBenchError(

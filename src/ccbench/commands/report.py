@@ -60,6 +60,10 @@ def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by
             console.print(f"warning: {warning.message}")
         if ctx.samples.empty:
             raise CCBenchError("the bundles hold no samples to report")
+        if exclude_contended and (ctx.comparison is None or ctx.comparison.empty) and ctx.samples["contended"].any():
+            console.print(f"warning: --exclude-contended: {int(ctx.samples['contended'].sum())} of {len(ctx.samples)} "
+                          "samples came from contended executions and nothing is left to compare; the report has no "
+                          "verdict or comparison (run again on a quiet machine, or report without the option)")
         # charts are drawn only where they go: into the page (html) or into --figures
         drawer = FigureDrawer(svg=fmt == "html", directory=figure_dir, helper=helper) if fmt == "html" or figure_dir else None
         sections = build_sections(ctx, drawer)

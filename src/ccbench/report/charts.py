@@ -6,6 +6,7 @@ registry to close, no GUI backend, and a lighter import (matplotlib's advice for
 from __future__ import annotations
 
 import io
+import math
 
 import matplotlib
 import numpy as np
@@ -44,6 +45,30 @@ def series_id(config: str) -> str:
     return "series:" + "".join(c if c.isalnum() else "_" for c in config)
 
 
+def _tick(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+
+def _minor_tick(value: float, _position=None) -> str:
+    """Minor ticks labelled at 2x and 5x a power of ten (a panel spanning less than a decade still
+    gets numbers), the others left blank."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return _tick(value) if round(mantissa, 6) in (2.0, 5.0) else ""
+
+
+def use_log_axis(ax) -> None:
+    """A log y axis labelled in plain numbers (1, 10, 100, 1,000; 200 and 500 between them), not the
+    repeated powers of ten matplotlib prints on minor ticks when the span is small."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: _tick(value)))
+    ax.yaxis.set_minor_formatter(FuncFormatter(_minor_tick))
+    ax.tick_params(axis="y", which="minor", labelsize=6)
+
+
 def wants_log(values) -> bool:
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values) & (values > 0)]
@@ -75,7 +100,7 @@ def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | Non
             patch.set_gid(f"{series_id(config)}:{number}")
     log = wants_log(summary["median"]) if log is None else log
     if log:
-        ax.set_yscale("log")
+        use_log_axis(ax)
     ax.set_xticks(x)
     ax.set_xticklabels([c or "(all)" for c in cases], rotation=20 if len(cases) > 4 else 0, ha="right" if len(cases) > 4 else "center")
     direction = {"lower": " (lower is better)", "higher": " (higher is better)"}.get(better or "", "")
@@ -108,7 +133,7 @@ def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: i
                 for line in lines:
                     line.set_gid(f"{series_id(config)}:panel{number}")
         if wants_log(summary[summary["case"].fillna("") == case]["median"]):
-            panel.set_yscale("log")
+            use_log_axis(panel)
         panel.set_title(case or "(all)", fontsize=8)
         panel.set_ylabel(unit, fontsize=7)
         panel.tick_params(labelsize=7)
@@ -117,7 +142,9 @@ def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: i
         panel.set_visible(False)
     axes.flat[0].legend(fontsize=6)
     fig.suptitle(title, fontsize=10)
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.85 if rows_count == 1 else 0.9, bottom=0.12, wspace=0.35, hspace=0.45)
+    # a fixed left margin in inches, wide enough for "10,000" on the axis
+    fig.subplots_adjust(left=0.7 / (3.0 * columns + 1), right=0.98, top=0.85 if rows_count == 1 else 0.9, bottom=0.12,
+                        wspace=0.35, hspace=0.45)
     return fig
 
 
