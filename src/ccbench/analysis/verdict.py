@@ -163,7 +163,7 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         ranked = usable.sort_values("te", ascending=False, kind="stable")
         significant = ranked[ranked["significant"]]
         top = (significant if not significant.empty else ranked).iloc[0]
-        worst = (f"{' '.join(p for p in (top['workload'], top['case'] or '', top['metric']) if p)} on {top['config']}: "
+        worst = (f"{' '.join(p for p in (top['workload'], top['case'] if isinstance(top['case'], str) else '', top['metric']) if p)} on {top['config']}: "
                  f"{fmt.percent(top['overhead_percent'])}, ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}"
                  f"{'' if top['significant'] else ' (not significant)'}")
         flags = rows["flags"]
