@@ -304,6 +304,7 @@ def test_a_software_cipher_is_named_as_the_likely_cause(tmp_path):
     assert any("the kernel served AES-XTS in software" in c and "not intrinsic to encryption at rest" in c
                for c in storage.causes)
     assert storage.overhead == pytest.approx(200, rel=0.02) and storage.distinguishable
+    assert "the kernel served AES-XTS in software" in storage.sentence()  # the verdict's own words name the cause
     assert any("TLS13_AES_256_GCM_SHA384 with the CPU's AES instructions" in c for c in items["TLS"].causes)
 
 

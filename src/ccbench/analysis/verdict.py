@@ -92,6 +92,12 @@ class LayerVerdict:
                     f"{where} ({self.significant} of {self.comparisons} comparisons significant"
                     f"{'; ' + detail if detail else ''})")
         tail = f"; it hurts most on {self.worst}" if self.worst and self.worst_overhead > 0 and self.layer != "none" else ""
+        # what served the layer (a software-only cipher is the likely cause of a storage or transport cost)
+        served = [c for c in self.causes if "contended" not in c and not c.startswith("measured across machines")]
+        if served:
+            tail += "; " + "; ".join(served)
+        elif any(c.startswith("measured across machines") for c in self.causes):
+            tail += "; measured across machines, so it includes their other differences"
         if self.contended:
             tail += f"; {self.contended} of {self.comparisons} comparisons include contended executions"
         return head + tail + "."
