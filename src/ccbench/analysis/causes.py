@@ -4,18 +4,14 @@ cipher behind a transport, read from the optional variant keys of each sample
 ``transport_aes_accelerated``; see ccbench.analysis.load.CAUSE_KEYS).
 
 A cost measured with a software-only cipher (no AES instructions used) is real on that machine but
-is not what encryption costs where the CPU's AES instructions serve it; the verdict says so.
-(The probe's own wording helpers in ccbench.probe.crypto may replace these small functions.)
+is not what encryption costs where the CPU's AES instructions serve it; the verdict says so. Which
+driver is hardware and which software is ccbench.probe.crypto.implementation's to say (one
+classification for the probe and the analysis); the sentences here are the verdict's wording.
 """
 
 from __future__ import annotations
 
 import pandas as pd
-
-#: driver-name fragments of accelerated kernel AES implementations (x86 AES-NI/VAES, arm64 CE/NEON)
-ACCELERATED_DRIVERS = ("aesni", "vaes", "aes-ce", "ce-aes", "neon", "aes-arm64")
-SOFTWARE_DRIVERS = ("generic", "fixed-time", "aes-ti")
-
 
 def cipher_name(driver: str) -> str:
     """"xts(ecb(aes-fixed-time))" or "xts-aes-aesni" -> "AES-XTS"; unknown shapes are returned as given."""
@@ -38,12 +34,9 @@ def driver_accelerated(driver: str | None, recorded: bool | None) -> bool | None
         return bool(recorded)
     if not driver:
         return None
-    text = driver.lower()
-    if any(fragment in text for fragment in SOFTWARE_DRIVERS):
-        return False
-    if any(fragment in text for fragment in ACCELERATED_DRIVERS):
-        return True
-    return None
+    from ccbench.probe.crypto import implementation
+
+    return implementation(driver)[0]
 
 
 def storage_cause(driver: str | None, accelerated: bool | None) -> str | None:
