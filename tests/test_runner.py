@@ -4,27 +4,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from ccbench.bundle import read_bundle
 from ccbench.plan import WorkloadSpec
 from ccbench.runner import schedule
-
-
-def plan_file(tmp_path, body, defaults="repetitions = 2\nwarmup = 0\ncooldown = 0\ntimeout = 60\n"):
-    path = tmp_path / "plan.toml"
-    path.write_text(f'name = "t"\n[defaults]\n{defaults}\n{body}')
-    return path
-
-
-def only_bundle(out: Path) -> Path:
-    bundles = [p for p in out.iterdir() if (p / "manifest.json").exists()]
-    assert len(bundles) == 1, bundles
-    return bundles[0]
+from conftest import only_bundle, start_run, wait_for_samples
 
 
 def test_schedule_interleaves_variants_after_warmups():
@@ -38,8 +25,10 @@ def test_schedule_interleaves_variants_after_warmups():
     ]
 
 
-def test_failures_and_timeouts_are_recorded_and_the_run_goes_on(tmp_path, ccbench, workdir):
-    path = plan_file(tmp_path, """
+def test_failures_and_timeouts_are_recorded_and_the_run_goes_on(tmp_path, ccbench, workdir, write_plan):
+    # a duration no other process on the machine uses, so that the check below sees only ours
+    sleep = f"sleep 60.{os.getpid()}"
+    path = write_plan(f"""
 [[workloads]]
 kind = "command"
 name = "fails"
@@ -49,7 +38,7 @@ kind = "command"
 name = "hangs"
 timeout = 1
 repetitions = 1
-command = "sleep 60 & sleep 60"
+command = "{sleep} & {sleep}"
 [[workloads]]
 kind = "command"
 name = "works"
@@ -78,12 +67,12 @@ command = "echo fine"
     assert bundle.manifest["status"] == "failed"
     assert bundle.manifest["environment"]["tee"]["technology"] in ("none", "unknown", "sev", "sev-es", "sev-snp", "tdx", "sgx")
     # no sleep survived the timeout
-    left = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", sleep], capture_output=True, text=True)
     assert left.stdout.strip() == ""
 
 
-def test_warmups_are_marked(tmp_path, ccbench):
-    path = plan_file(tmp_path, '[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 2\nrepetitions = 3\n')
+def test_warmups_are_marked(tmp_path, ccbench, write_plan):
+    write_plan('[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 2\nrepetitions = 3\n')
     out = tmp_path / "out"
     # relative paths, as a user types them
     done = ccbench("run", "plan.toml", "--out", "out", "--workdir", "work", cwd=tmp_path)
@@ -93,27 +82,12 @@ def test_warmups_are_marked(tmp_path, ccbench):
     assert "summary" in done.stdout and "bundle:" in done.stdout
 
 
-def wait_for_samples(bundle_parent: Path, count: int, timeout: float = 60) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for bundle in bundle_parent.glob("*/samples.jsonl"):
-            if len(bundle.read_text().splitlines()) >= count:
-                return bundle.parent
-        time.sleep(0.1)
-    raise AssertionError("the run produced no samples in time")
-
-
-def start_run(path, out, workdir, *extra):
-    return subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(path), "--out", str(out), "--workdir", str(workdir), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 SLOW_PLAN = '[[workloads]]\nkind = "command"\nname = "tick"\nrepetitions = 30\ncommand = "sleep 0.2"\n'
 
 
-def test_sigkill_mid_plan_leaves_a_readable_bundle(tmp_path, ccbench, workdir):
+def test_sigkill_mid_plan_leaves_a_readable_bundle(tmp_path, ccbench, workdir, write_plan):
     out = tmp_path / "out"
-    process = start_run(plan_file(tmp_path, SLOW_PLAN), out, workdir)
+    process = start_run(write_plan(SLOW_PLAN), out, workdir)
     bundle = wait_for_samples(out, 8)
     process.kill()
     process.wait()
@@ -128,9 +102,9 @@ def test_sigkill_mid_plan_leaves_a_readable_bundle(tmp_path, ccbench, workdir):
     assert "tick" in shown.stdout and "wall_time" in shown.stdout
 
 
-def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path, ccbench, workdir):
+def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path, ccbench, workdir, write_plan):
     out = tmp_path / "out"
-    path = plan_file(tmp_path, SLOW_PLAN.replace("repetitions = 30", "repetitions = 12"))
+    path = write_plan(SLOW_PLAN.replace("repetitions = 30", "repetitions = 12"))
     process = start_run(path, out, workdir)
     bundle = wait_for_samples(out, 8)
     process.send_signal(signal.SIGTERM)
@@ -149,8 +123,8 @@ def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path, ccbench, workdir):
     assert data.manifest["status"] == "complete"
 
 
-def test_pinning_applies_to_the_measured_process(tmp_path, ccbench, workdir):
-    path = plan_file(tmp_path, '[[workloads]]\nkind = "command"\nrepetitions = 1\ncommand = "grep Cpus_allowed_list /proc/self/status"\n')
+def test_pinning_applies_to_the_measured_process(tmp_path, ccbench, workdir, write_plan):
+    path = write_plan('[[workloads]]\nkind = "command"\nrepetitions = 1\ncommand = "grep Cpus_allowed_list /proc/self/status"\n')
     out = tmp_path / "out"
     done = ccbench("run", path, "--out", out, "--workdir", workdir, "--pin", "0")
     assert done.returncode == 0, done.stderr
@@ -182,9 +156,9 @@ def test_only_and_bad_inputs(tmp_path, ccbench, workdir):
     assert done.returncode == 2 and "no such bundle" in done.stderr
 
 
-def test_ctrl_c_keeps_samples_and_says_how_to_resume(tmp_path, workdir):
+def test_ctrl_c_keeps_samples_and_says_how_to_resume(tmp_path, workdir, write_plan):
     out = tmp_path / "out"
-    process = start_run(plan_file(tmp_path, SLOW_PLAN), out, workdir)
+    process = start_run(write_plan(SLOW_PLAN), out, workdir)
     bundle = wait_for_samples(out, 4)
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
