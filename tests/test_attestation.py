@@ -237,3 +237,24 @@ def test_real_evidence_binding_another_digest_is_rejected(tmp_path, ccbench):
     policy.write_text('{"measurment": []}')
     done = ccbench("verify", bundle, "--collateral", collateral, "--policy", policy)
     assert done.returncode == 2 and "measurment" in done.stderr
+
+
+def test_every_run_ends_with_its_digest_list(tmp_path, ccbench, write_plan):
+    """A real `ccbench run`: the bundle ends with attestation.json (the mock provider, chosen by the
+    test-only environment variable, stands in for a TEE), and `ccbench verify` passes, then catches a
+    changed sample."""
+    write_plan('[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 0\nrepetitions = 2\n')
+    done = ccbench("run", "plan.toml", "--out", "out", "--workdir", "work", cwd=tmp_path,
+                   env={"CCBENCH_TEST_ATTESTATION_PROVIDER": "mock"})
+    assert done.returncode == 0, done.stderr
+    bundle = next(p for p in (tmp_path / "out").iterdir() if p.is_dir())
+    document = json.loads((bundle / "attestation.json").read_text())
+    assert document["status"] == "attested" and document["evidence"]["mock"] is True
+    paths = {entry["path"] for entry in document["files"]}
+    assert {"manifest.json", "samples.jsonl", "executions.jsonl"} <= paths
+    assert any(path.startswith("raw/") for path in paths)
+    assert ccbench("verify", bundle).returncode == 0
+    samples = bundle / "samples.jsonl"
+    samples.write_text(samples.read_text().replace('"value":', '"value": ', 1))
+    done = ccbench("verify", bundle)
+    assert done.returncode == EXIT_TAMPERED and "samples.jsonl" in done.stdout
