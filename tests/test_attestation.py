@@ -258,3 +258,15 @@ def test_every_run_ends_with_its_digest_list(tmp_path, ccbench, write_plan):
     samples.write_text(samples.read_text().replace('"value":', '"value": ', 1))
     done = ccbench("verify", bundle)
     assert done.returncode == EXIT_TAMPERED and "samples.jsonl" in done.stdout
+
+
+def test_the_report_machines_table_shows_each_bundles_attestation(tmp_path):
+    from ccbench.report.sections.machines import _attestation
+    bundle = make_bundle(tmp_path)
+    assert _attestation(bundle).startswith("no digest list")
+    finish_bundle(bundle, provider=None)
+    assert _attestation(bundle).startswith("unattested: attestation was not requested")
+    finish_bundle(bundle, provider=MockProvider())
+    assert "MOCK" in _attestation(bundle)
+    (bundle / "samples.jsonl").write_text("{}\n")
+    assert _attestation(bundle).startswith("TAMPERED") and "samples.jsonl" in _attestation(bundle)

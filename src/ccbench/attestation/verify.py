@@ -47,6 +47,8 @@ class Verdict:
 
     def summary(self) -> str:
         """One line for the machines table: attested and verified / attested-unverified (why) / unattested."""
+        if self.integrity == "no-digests":
+            return "no digest list (made before ccbench recorded one, or removed): integrity unknown"
         if self.integrity != "intact":
             return f"TAMPERED: {self.reason}"
         if self.attestation == "verified":
