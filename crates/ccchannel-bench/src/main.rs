@@ -582,12 +582,15 @@ fn bench_verify(quick: bool) -> Value {
     let roots = ccverify::SnpRoots::amd();
     let policy = ccverify::Policy::default();
     let collateral = ccverify::tdx::collateral_from_json(COLLATERAL).expect("the TDX collateral vector");
-    let tcb: Value = serde_json::from_str(&collateral.tcb_info).expect("TCB info JSON");
-    let at = tcb["issueDate"]
-        .as_str()
-        .and_then(unix_from_rfc3339)
-        .expect("issueDate")
-        + 1;
+    // a moment inside the collateral's validity window: after both the TCB info and the QE identity were issued
+    let issued = |json: &str| -> u64 {
+        let value: Value = serde_json::from_str(json).expect("collateral JSON");
+        value["issueDate"]
+            .as_str()
+            .and_then(unix_from_rfc3339)
+            .expect("issueDate")
+    };
+    let at = issued(&collateral.tcb_info).max(issued(&collateral.qe_identity)) + 1;
     let rounds = if quick { 20 } else { 100 };
     let (mut snp, mut tdx) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
     for _ in 0..rounds {

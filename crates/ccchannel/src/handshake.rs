@@ -133,7 +133,13 @@ async fn read_handshake<S: AsyncRead + Unpin>(stream: &mut S, buffer: &mut [u8])
 }
 
 fn builder(config: &Config) -> Result<snow::Builder<'_>, ChannelError> {
-    let mut builder = snow::Builder::new(noise_params(config.pattern, config.cipher)?);
+    let params = noise_params(config.pattern, config.cipher)?;
+    let mut builder = if config.pattern == Pattern::NN {
+        // NN uses each ephemeral key once: ring's X25519 (see ring_x25519.rs)
+        snow::Builder::with_resolver(params, Box::new(crate::ring_x25519::RingEphemeralResolver))
+    } else {
+        snow::Builder::new(params)
+    };
     if config.pattern == Pattern::XX {
         let key = config
             .static_key

@@ -14,6 +14,7 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod record;
+mod ring_x25519;
 
 pub use attestation::{AttestationProvider, Evidence, MockProvider, Policy, TsmProvider, VendorCheck};
 pub use error::{ChannelError, ProtocolViolation, RejectReason};
