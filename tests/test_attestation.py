@@ -200,9 +200,11 @@ def test_real_vectors_verify_through_ccverify(tmp_path):
     result = run_verifier("sev-snp", report, None, vcek=DATA / "vcek_milan.der")
     assert result["verified"], result
     assert result["claims"]["root"] == "AMD Milan"
-    tcb = json.loads((DATA / "tdx_quote_collateral.json").read_text())["tcb_info"]
     from datetime import datetime
-    issued = int(datetime.fromisoformat(json.loads(tcb)["issueDate"].replace("Z", "+00:00")).timestamp())
+    collateral = json.loads((DATA / "tdx_quote_collateral.json").read_text())
+    # inside the collateral's validity window: after both the TCB info and the QE identity were issued
+    issued = max(int(datetime.fromisoformat(json.loads(collateral[part])["issueDate"].replace("Z", "+00:00")).timestamp())
+                 for part in ("tcb_info", "qe_identity"))
     result = run_verifier("tdx", DATA / "tdx_quote.bin", None, collateral=DATA / "tdx_quote_collateral.json",
                           at=issued + 1)
     assert result["verified"], result
