@@ -423,8 +423,24 @@ class Runner:
                 writer.manifest["status"] = "failed" if failed else "complete"
             writer.write_manifest()
             writer.close()
+            self._attest(writer.path)
         return RunResult(bundle=writer.path, outcomes=outcomes, interrupted=interrupted, samples=self.samples,
                          executions=self.records, manifest=writer.manifest)
+
+    def _attest(self, bundle: Path) -> None:
+        """Every bundle ends with its digest list (attestation.json) and, where the machine has
+        configfs-tsm, TEE evidence over it; otherwise it says `unattested` and why. A failure here
+        is reported and never costs the run its measurements."""
+        from ccbench.attestation import finish_bundle
+
+        try:
+            document = finish_bundle(bundle)
+        except (OSError, CCBenchError) as exc:
+            self.reporter.message(f"attestation: the digest list could not be written: {exc}")
+            return
+        if document["status"] == "attested":
+            self.reporter.message(f"attested: {document['evidence']['technology']} evidence over "
+                                  f"{len(document['files'])} files ('ccbench verify {bundle}')")
 
     def _pass_over(self, count: int) -> None:
         """Advance the progress position past executions that will not run."""

@@ -10,6 +10,18 @@ from ccbench.report.sections import ReportContext, Section, Table
 ORDER = 10
 
 
+def _attestation(path) -> str:
+    """attested+verified / attested-unverified (and why) / unattested (and why), from the bundle's
+    digest list and evidence as `ccbench verify` checks them (default policy, no collateral)."""
+    from ccbench.attestation.verify import verify_bundle
+    from ccbench.errors import CCBenchError
+
+    try:
+        return verify_bundle(path).summary()
+    except (CCBenchError, OSError) as exc:
+        return f"not checked: {exc}"
+
+
 def build(ctx: ReportContext) -> Section | None:
     if not ctx.bundles:
         return None
@@ -38,6 +50,7 @@ def build(ctx: ReportContext) -> Section | None:
             "plan": (bundle.manifest.get("plan") or {}).get("name"),
             "started": bundle.manifest.get("started_at"),
             "status": bundle.manifest.get("status"),
+            "attestation": _attestation(bundle.path),
         }
     frame = pd.DataFrame(columns)
     frame.index.name = "fact"
