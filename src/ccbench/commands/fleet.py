@@ -81,7 +81,7 @@ def k8s(plan, image, runtime_classes, output, namespace, cpu, memory, storage, s
     from ccbench.fleet.k8s import render_plan_jobs
 
     written = render_plan_jobs(plan or "quick", image=image, runtime_classes=list(runtime_classes), out=Path(output),
-                               namespace=namespace, cpu=cpu, memory=memory, storage=storage,
+                               namespace_name=namespace, cpu=cpu, memory=memory, storage=storage,
                                storage_class=storage_class, handlers=dict(h.split("=", 1) for h in handlers if "=" in h),
                                bad_handlers=[h for h in handlers if "=" not in h])
     for path in written:
