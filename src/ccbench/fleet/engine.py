@@ -583,6 +583,9 @@ class Controller:
                 run.outcome = "ok"
             elif code == 130:
                 run.outcome, run.reason = "interrupted", "the remote run was interrupted"
+            elif code is None:
+                run.outcome = "failed"
+                run.reason = "the remote ccbench run ended without an exit status (killed, or the host restarted)"
             else:
                 run.outcome = "failed"
                 tail = _one_line(document.get("log_tail") or "")
