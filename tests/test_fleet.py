@@ -3,7 +3,6 @@ driven by real Ansible (ansible-core from the project's venv), with a wheelhouse
 have no internet. One set of hosts serves the whole module (started once, torn down at the end)."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -315,11 +315,12 @@ class Controller:
                 for round_name in sorted({name for _, name in started}, key=fleet.rounds.index):
                     labels = [label for label, name in started if name == round_name]
                     self._play(fleet, wheelhouse, round_name, labels, "stop", progress)
-                for label, name in [(label, name) for label, rounds in fleet.runs.items() for name, r in rounds.items() if r.started]:
-                    run = fleet.runs[label][name]
-                    if run.outcome != "ok":
-                        run.outcome, run.reason = "interrupted", run.reason or "interrupted by the controller"
-                for label, rounds in fleet.runs.items():
+                for rounds in fleet.runs.values():
+                    for run in rounds.values():
+                        # a definite outcome (ok, failed, unreachable) stays; what was cut short is interrupted
+                        if run.started and run.outcome in ("pending", "interrupted"):
+                            run.outcome, run.reason = "interrupted", run.reason or "interrupted by the controller"
+                for rounds in fleet.runs.values():
                     for run in rounds.values():
                         if run.outcome == "pending" and run.phase != "pending":
                             run.outcome, run.reason = "interrupted", "interrupted by the controller"
