@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,10 +80,15 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
     extra_file = work / "gather-vars.json"
     extra_file.write_text(json.dumps(extra))
     # the environment `ccbench fleet run` gives Ansible (ANSIBLE_SSH_TRANSFER_METHOD etc. from ours)
-    env = ansible_environment(mode="parallel", accept_new_host_keys=False,
-                              control_dir=Path(tempfile.mkdtemp(prefix="ccbench-ssh-")))
-    done = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(inventory), "--limit", "h1", "-e", f"@{extra_file}",
-                           str(PLAYBOOK)], capture_output=True, text=True, env=env, timeout=600)
+    control_dir = Path(tempfile.mkdtemp(prefix="ccbench-ssh-"))
+    env = ansible_environment(mode="parallel", accept_new_host_keys=False, control_dir=control_dir)
+    try:
+        done = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(inventory), "--limit", "h1", "-e",
+                               f"@{extra_file}", str(PLAYBOOK)], capture_output=True, text=True, env=env, timeout=600)
+    finally:
+        for socket_path in control_dir.iterdir():
+            subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "x"], capture_output=True, timeout=30)
+        shutil.rmtree(control_dir, ignore_errors=True)
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     starts = {e["task"]: e["time"] for e in events if e["event"] == "host_task_start"}
     ends = {e["task"]: e["time"] for e in events if e["event"] == "ok"}
