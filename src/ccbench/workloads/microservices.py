@@ -1,0 +1,915 @@
+"""microservices: seed 002's question (what does a TEE do to a service chain's latency?) with real servers.
+
+A social network in the shape of DeathStarBench's: nginx (HTTP/1.1, or HTTPS with TLS 1.3 and a
+certificate made per run) -> ccbench's Go application tier (``services/socialnet``: compose post,
+home timeline, user timeline, follow) -> memcached and Redis -> PostgreSQL. ``prepare`` starts the
+chain from the Debian packages' binaries in ccbench's own directory (free loopback ports, its own
+PostgreSQL cluster; never the system's services), loads a seeded dataset (users, a follow graph with
+a Zipf in-degree, posts, timelines) and, once per bundle, probes the chain's capacity. Each
+execution then drives a request mix:
+
+* open loop at constant rates (``oha -q RATE --latency-correction``: latency from each request's
+  scheduled start, so a slow server cannot hide its queue), one case per rate of the sweep;
+* closed loop with ``wrk`` (threads, connections, duration), as the seed did.
+
+Per rate it records achieved throughput, latency p50/p90/p99/p99.9/max, errors (counted, never
+dropped), each tier's CPU use (its process tree), each tier's mean share of the latency (nginx's
+access log with ``$upstream_response_time`` and the application's ``Server-Timing`` header), the load
+generator's own CPU and whether the client rather than the service was the bottleneck.
+
+Every server is recorded in ``microservices-chain.json`` before it starts and stopped in cleanup;
+``ccbench cleanup`` stops what a killed run left (``cleanup_stale``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+from pydantic import Field, field_validator, model_validator
+
+from ccbench.model import Measurement
+from ccbench.workloads.base import (
+    ExecutionContext,
+    PrepareContext,
+    Workload,
+    WorkloadFailed,
+    WorkloadParams,
+    missing_tools,
+    tail,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+SERVICE_DIR = REPO / "services" / "socialnet"
+STATE_NAME = "microservices-chain.json"
+PG_BIN_CANDIDATES = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+
+#: the request mix's operations and the URL (path and query; a rand_regex pattern) each one requests;
+#: USER is replaced by a pattern over the dataset's user ids
+OPERATIONS: dict[str, str] = {
+    "home_timeline": r"/wrk2-api/home-timeline/read\?user_id=USER&start=0&stop=10",
+    "user_timeline": r"/wrk2-api/user-timeline/read\?user_id=USER&start=0&stop=10",
+    "compose_post": r"/wrk2-api/post/compose\?user_id=USER&text=[a-z]{32}",
+    "follow": r"/wrk2-api/user/follow\?user_id=USER&followee_id=USER",
+}
+#: DeathStarBench social network's mixed workload: mostly timeline reads, some posts, a few follows
+DEFAULT_MIX = {"home_timeline": 60, "user_timeline": 30, "compose_post": 9, "follow": 1}
+TIERS = ("nginx", "app", "memcached", "redis", "postgres")
+
+
+def socialnet_binary() -> Path:
+    return Path(os.environ.get("CCBENCH_SOCIALNET", SERVICE_DIR / "bin" / "socialnet"))
+
+
+def oha_binary() -> str | None:
+    found = shutil.which("oha")
+    if found:
+        return found
+    cargo = Path.home() / ".cargo" / "bin" / "oha"
+    return str(cargo) if cargo.exists() else None
+
+
+def pg_bin() -> Path | None:
+    for candidate in PG_BIN_CANDIDATES:
+        if (candidate / "postgres").exists() and (candidate / "initdb").exists():
+            return candidate
+    return None
+
+
+class MicroservicesParams(WorkloadParams):
+    #: "local": every tier on loopback (no root needed)
+    hosts: Literal["local"] = "local"
+    #: users in the dataset: a power of ten (ids 0..users-1 are drawn digit by digit by the load generator)
+    users: int = Field(1000, ge=10)
+    posts_per_user: int = Field(10, ge=1)
+    mean_follows: int = Field(20, ge=1)
+    #: Zipf exponent of how popular users are as followees (> 1; larger = a heavier head)
+    follow_zipf: float = Field(1.2, gt=1.0)
+    seed: int = 1
+    #: operation -> integer weight (see OPERATIONS); DeathStarBench's mixed workload by default
+    mix: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MIX))
+    #: absolute request rates (req/s) for the open-loop sweep; when empty, rate_fractions of a capacity
+    #: probed in prepare (once per bundle, on the first variant prepared) are used
+    rates: list[float] = Field(default_factory=list)
+    rate_fractions: list[float] = Field(default_factory=lambda: [0.25, 0.5, 0.75, 0.9])
+    capacity_seconds: float = Field(5.0, gt=0)
+    #: seconds of load per rate
+    duration: float = Field(10.0, gt=0)
+    #: open-loop connections (oha -c): enough that queueing happens in the service, not in the client
+    connections: int = Field(32, ge=1)
+    #: a request not answered in this many seconds counts as an error
+    request_timeout: float = Field(5.0, gt=0)
+    #: also drive the chain closed-loop with wrk (as the seed did)
+    closed_loop: bool = True
+    wrk_threads: int = Field(2, ge=1)
+    wrk_connections: int = Field(16, ge=1)
+    wrk_duration: float = Field(10.0, gt=0)
+    #: an execution fails when more than this share of a rate's requests failed (errors are recorded either way)
+    max_error_ratio: float = Field(0.001, ge=0, le=1)
+    nginx_workers: int = Field(1, ge=1)
+    app_pool: int = Field(32, ge=1)
+
+    @field_validator("users")
+    @classmethod
+    def _power_of_ten(cls, value: int) -> int:
+        digits = len(str(value)) - 1
+        if value != 10 ** digits:
+            raise ValueError(f"users must be a power of ten (10, 100, 1000, ...), not {value}")
+        return value
+
+    @field_validator("mix")
+    @classmethod
+    def _known_operations(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - set(OPERATIONS))
+        if unknown:
+            raise ValueError(f"unknown mix key(s) {', '.join(unknown)}; known: {', '.join(OPERATIONS)}")
+        if any(w < 0 for w in value.values()) or sum(value.values()) <= 0:
+            raise ValueError("mix weights must be integers >= 0 with a positive sum")
+        return value
+
+    @field_validator("rates", "rate_fractions")
+    @classmethod
+    def _positive(cls, value: list[float]) -> list[float]:
+        bad = [v for v in value if not (v > 0 and math.isfinite(v))]
+        if bad:
+            raise ValueError(f"rates must be positive request rates, not {', '.join(f'{v:g}' for v in bad)}")
+        return value
+
+    @model_validator(mode="after")
+    def _some_load(self):
+        if not self.rates and not self.rate_fractions and not self.closed_loop:
+            raise ValueError("nothing to run: give rates or rate_fractions, or closed_loop = true")
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
+# the chain's servers: recorded before they start, stopped at cleanup or by cleanup_stale
+
+
+@dataclass
+class Server:
+    name: str
+    argv: list[str]
+    log: str
+    port: int
+    pid: int | None = None
+    create_time: float | None = None
+    user: str | None = None
+    #: the signal that shuts it down cleanly (postgres: SIGINT = fast shutdown)
+    stop_signal: int = signal.SIGTERM
+
+
+@dataclass
+class ChainState:
+    """What one started chain consists of; saved as JSON before each server starts."""
+
+    path: Path
+    servers: list[Server] = field(default_factory=list)
+    #: directories outside the work directory that the chain made (PostgreSQL's, when root)
+    extra_dirs: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def save(self) -> None:
+        doc = {"servers": [vars(s) for s in self.servers], "extra_dirs": self.extra_dirs, "info": self.info}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, self.path)
+
+    @classmethod
+    def load(cls, path: Path) -> "ChainState":
+        doc = json.loads(path.read_text())
+        return cls(path=path, servers=[Server(**s) for s in doc.get("servers", [])],
+                   extra_dirs=doc.get("extra_dirs", []), info=doc.get("info", {}))
+
+    def server(self, name: str) -> Server:
+        for s in self.servers:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+def _process(server: Server) -> psutil.Process | None:
+    """The server's process if it is still the one that was started (pid and start time match)."""
+    if not server.pid:
+        return None
+    try:
+        proc = psutil.Process(server.pid)
+        if server.create_time is not None and abs(proc.create_time() - server.create_time) > 1.0:
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except psutil.Error:
+        return None
+
+
+def _stop_server(server: Server, grace: float = 10.0) -> bool:
+    """Stop one server and its descendants; True when something was running."""
+    proc = _process(server)
+    if proc is None:
+        return False
+    try:
+        family = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        family = [proc]
+    try:
+        proc.send_signal(server.stop_signal)
+        proc.wait(grace)
+    except psutil.TimeoutExpired:
+        pass
+    except psutil.Error:
+        pass
+    for member in family:
+        try:
+            member.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(family, timeout=5)
+    return True
+
+
+def stop_chain(state: ChainState) -> list[str]:
+    stopped = []
+    for server in reversed(state.servers):
+        if _stop_server(server):
+            stopped.append(f"stopped {server.name} (pid {server.pid})")
+    for directory in state.extra_dirs:
+        if Path(directory).exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            stopped.append(f"removed {directory}")
+    return stopped
+
+
+def cleanup_stale(workdir: Path) -> list[str]:
+    """Stop the servers and remove the directories that a killed run's chains left under workdir."""
+    removed: list[str] = []
+    for root, dirs, files in os.walk(workdir):
+        dirs[:] = [d for d in dirs if d != "pgdata"]
+        if STATE_NAME in files:
+            path = Path(root) / STATE_NAME
+            try:
+                state = ChainState.load(path)
+            except (OSError, ValueError, TypeError):
+                continue
+            removed += stop_chain(state)
+            path.unlink(missing_ok=True)
+            removed.append(f"removed {path}")
+    return removed
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class Chain:
+    """Starts the servers of one chain in ``directory`` and records them in its state file."""
+
+    def __init__(self, directory: Path, params: MicroservicesParams, transport: str):
+        self.dir = directory
+        self.params = params
+        self.transport = transport
+        self.host = "127.0.0.1"
+        self.state = ChainState(path=directory / STATE_NAME)
+
+    def _log_tail(self, server: Server) -> str:
+        try:
+            return tail(Path(server.log).read_text(errors="replace"), 8, 1200)
+        except OSError:
+            return "(no log)"
+
+    def start(self, server: Server, ready_timeout: float = 30.0, **popen: Any) -> None:
+        self.state.servers.append(server)
+        self.state.save()  # recorded before it starts
+        with open(server.log, "ab") as log:
+            try:
+                proc = subprocess.Popen(server.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, **popen)
+            except OSError as exc:
+                raise WorkloadFailed(f"{server.name} did not start: {exc}") from None
+        server.pid = proc.pid
+        try:
+            server.create_time = psutil.Process(proc.pid).create_time()
+        except psutil.Error:
+            pass
+        self.state.save()
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise WorkloadFailed(f"{server.name} exited with {proc.returncode} at start; "
+                                     f"its log ({server.log}) ends: {self._log_tail(server)}")
+            if _listening(self.host, server.port):
+                return
+            time.sleep(0.05)
+        raise WorkloadFailed(f"{server.name} did not listen on port {server.port} within {ready_timeout:g} s; "
+                             f"its log ({server.log}) ends: {self._log_tail(server)}")
+
+    # ---- the tiers
+
+    def start_all(self) -> dict[str, Any]:
+        p = self.params
+        self.dir.mkdir(parents=True, exist_ok=True)
+        nginx_port, app_port, mc_port, redis_port, pg_port = free_ports(5, self.host)
+        logs = self.dir / "logs"
+        logs.mkdir(exist_ok=True)
+        root = os.geteuid() == 0
+
+        # PostgreSQL refuses to run as root: as root it runs as the postgres (or nobody) user, in a
+        # directory that user can reach
+        pg_user = None
+        pgdata = self.dir / "pgdata"
+        if root:
+            pg_user = "postgres" if _user_exists("postgres") else "nobody"
+            if not _reachable_by(self.dir, pg_user):
+                base = Path(tempfile.mkdtemp(prefix="ccbench-pg-"))
+                self.state.extra_dirs.append(str(base))
+                self.state.save()
+                pgdata = base / "pgdata"
+            pgdata.mkdir(mode=0o700, exist_ok=True)
+            entry = pwd.getpwnam(pg_user)
+            os.chown(pgdata, entry.pw_uid, entry.pw_gid)
+            os.chown(pgdata.parent, entry.pw_uid, entry.pw_gid) if pgdata.parent != self.dir else None
+        bin_dir = pg_bin()
+        assert bin_dir is not None
+        pg_log = logs / "postgres.log"
+        if root:
+            os.chown(logs, pwd.getpwnam(pg_user).pw_uid, -1)
+        initdb = subprocess.run([str(bin_dir / "initdb"), "-D", str(pgdata), "-U", "ccbench", "--auth=trust",
+                                 "-E", "UTF8", "--no-sync", "--no-instructions"],
+                                capture_output=True, text=True, user=pg_user, cwd="/")
+        if initdb.returncode != 0:
+            raise WorkloadFailed(f"postgres: initdb failed: {tail(initdb.stderr or initdb.stdout, 5, 800)}")
+        self.start(Server(name="postgres", port=pg_port, log=str(pg_log), user=pg_user, stop_signal=signal.SIGINT,
+                          argv=[str(bin_dir / "postgres"), "-D", str(pgdata), "-p", str(pg_port),
+                                "-c", f"listen_addresses={self.host}", "-c", "unix_socket_directories=",
+                                "-c", "max_connections=200", "-c", "shared_buffers=128MB"]),
+                   user=pg_user, cwd="/")
+        pg_url = f"postgres://ccbench@{self.host}:{pg_port}/postgres?sslmode=disable"
+
+        self.start(Server(name="redis", port=redis_port, log=str(logs / "redis.log"),
+                          argv=["redis-server", "--port", str(redis_port), "--bind", self.host, "--save", "",
+                                "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no",
+                                "--protected-mode", "no"]))
+        memcached = ["memcached", "-l", self.host, "-p", str(mc_port), "-U", "0", "-m", "256", "-t", "2", "-c", "4096"]
+        if root:
+            memcached += ["-u", "nobody"]
+        self.start(Server(name="memcached", port=mc_port, log=str(logs / "memcached.log"), argv=memcached))
+
+        seed = subprocess.run([str(socialnet_binary()), "seed", "-pg", pg_url, "-redis", f"{self.host}:{redis_port}",
+                               "-users", str(p.users), "-posts", str(p.posts_per_user), "-follows", str(p.mean_follows),
+                               "-zipf", str(p.follow_zipf), "-seed", str(p.seed)],
+                              capture_output=True, text=True, timeout=600)
+        if seed.returncode != 0:
+            raise WorkloadFailed(f"loading the dataset failed: {tail(seed.stderr, 5, 800)}")
+        dataset = json.loads(seed.stdout.strip().splitlines()[-1])
+
+        self.start(Server(name="app", port=app_port, log=str(logs / "app.log"),
+                          argv=[str(socialnet_binary()), "serve", "-listen", f"{self.host}:{app_port}", "-pg", pg_url,
+                                "-redis", f"{self.host}:{redis_port}", "-memcached", f"{self.host}:{mc_port}",
+                                "-pool", str(p.app_pool), "-timeout", f"{p.request_timeout:g}s"]))
+
+        tls = self.transport == "tls"
+        cert = key = None
+        if tls:
+            cert, key = make_certificate(self.dir / "tls", self.host)
+        conf = self.dir / "nginx.conf"
+        conf.write_text(nginx_config(self.dir, self.host, nginx_port, app_port, p.nginx_workers, cert, key))
+        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (self.dir / "nginx-temp" / sub).mkdir(parents=True, exist_ok=True)
+        self.start(Server(name="nginx", port=nginx_port, log=str(logs / "nginx-error.log"),
+                          argv=["nginx", "-c", str(conf), "-p", str(self.dir), "-e", str(logs / "nginx-error.log"),
+                                "-g", "daemon off;"]))
+        scheme = "https" if tls else "http"
+        info = {
+            "host": self.host, "port": nginx_port, "scheme": scheme, "base_url": f"{scheme}://{self.host}:{nginx_port}",
+            "cacert": str(cert) if cert else None, "access_log": str(self.dir / "logs" / "access.log"),
+            "dataset": dataset, "transport": self.transport, "hosts": "local",
+        }
+        if tls:
+            info["transport_cipher"], info["tls_version"] = negotiated_cipher(self.host, nginx_port, cert)
+        self.state.info = info
+        self.state.save()
+        return info
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _reachable_by(directory: Path, user: str) -> bool:
+    """Whether every parent of directory lets user through (PostgreSQL's data directory must be reachable)."""
+    result = subprocess.run(["test", "-x", str(directory)], user=user, capture_output=True, cwd="/")
+    return result.returncode == 0
+
+
+def make_certificate(directory: Path, host: str) -> tuple[Path, Path]:
+    """A self-signed P-256 certificate for this run, made by the openssl CLI (never reused across runs)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    result = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                             "-days", "2", "-subj", f"/CN={host}", "-addext", f"subjectAltName=IP:{host},DNS:localhost",
+                             "-keyout", str(key), "-out", str(cert)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise WorkloadFailed(f"openssl could not make the run's certificate: {tail(result.stderr, 3, 500)}")
+    os.chmod(key, 0o600)
+    return cert, key
+
+
+def negotiated_cipher(host: str, port: int, cert: Path) -> tuple[str, str]:
+    context = ssl.create_default_context(cafile=str(cert))
+    with socket.create_connection((host, port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname=host) as tls:
+            name, version, _ = tls.cipher()
+            return name, version
+
+
+def nginx_config(directory: Path, host: str, port: int, app_port: int, workers: int,
+                 cert: Path | None, key: Path | None) -> str:
+    temp = directory / "nginx-temp"
+    tls = ""
+    if cert:
+        tls = (f"        ssl_certificate {cert};\n        ssl_certificate_key {key};\n"
+               "        ssl_protocols TLSv1.3;\n        ssl_session_cache shared:ccbench:1m;\n")
+    return f"""# made by ccbench for one run of the microservices workload
+worker_processes {workers};
+pid {directory}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    # one line per request: when it ended, status, total and upstream time (s), the application's
+    # per-tier Server-Timing, the path
+    log_format ccbench '$msec $status $request_time $upstream_response_time "$upstream_http_server_timing" $uri';
+    access_log {directory}/logs/access.log ccbench buffer=256k flush=500ms;
+    client_body_temp_path {temp}/body;
+    proxy_temp_path {temp}/proxy;
+    fastcgi_temp_path {temp}/fastcgi;
+    uwsgi_temp_path {temp}/uwsgi;
+    scgi_temp_path {temp}/scgi;
+    keepalive_requests 1000000;
+    upstream app {{
+        server {host}:{app_port};
+        keepalive 64;
+    }}
+    server {{
+        listen {host}:{port}{' ssl' if cert else ''};
+{tls}        location /wrk2-api/ {{
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+        # a static response: what the load generator sustains without the chain (benchmarks/bench_loadgen.py)
+        location = /static {{
+            access_log off;
+            default_type text/plain;
+            return 200 "ok\\n";
+        }}
+    }}
+}}
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# the request mix
+
+
+def user_pattern(users: int) -> str:
+    return "[0-9]{%d}" % (len(str(users)) - 1)
+
+
+def mix_url_regex(base_url: str, mix: dict[str, int], users: int) -> str:
+    """A rand_regex pattern whose alternatives are the mix's operations, repeated by weight.
+
+    Each repetition carries its own ``b=`` tag so that the alternatives stay distinct (rand_regex picks
+    one of them uniformly)."""
+    weights = {op: w for op, w in mix.items() if w > 0}
+    divisor = reduce(math.gcd, weights.values())
+    branches = []
+    for op, weight in sorted(weights.items()):
+        path = OPERATIONS[op].replace("USER", user_pattern(users))
+        for i in range(weight // divisor):
+            branches.append(f"{path}&b={op[0]}{i}")
+    return re.escape(base_url) + "(" + "|".join(branches) + ")"
+
+
+def wrk_script(mix: dict[str, int], users: int) -> str:
+    """wrk's Lua: each request picks an operation by weight (as DeathStarBench's wrk2 scripts do) and
+    done() prints the latency distribution and errors as JSON."""
+    entries = []
+    for op, weight in sorted(mix.items()):
+        if weight <= 0:
+            continue
+        path = OPERATIONS[op].replace("\\?", "?")
+        entries.append(f'{{w={weight}, op="{op}", path="{path}"}}')
+    return f"""-- made by ccbench: the microservices request mix for wrk
+local ops = {{ {", ".join(entries)} }}
+local total = 0
+for _, o in ipairs(ops) do total = total + o.w end
+local users = {users}
+local function fill(path)
+  path = path:gsub("USER", function() return tostring(math.random(0, users - 1)) end)
+  path = path:gsub("%[a%-z%]{{32}}", function()
+    local t = {{}}
+    for i = 1, 32 do t[i] = string.char(math.random(97, 122)) end
+    return table.concat(t)
+  end)
+  return path
+end
+request = function()
+  local r = math.random() * total
+  for _, o in ipairs(ops) do
+    r = r - o.w
+    if r <= 0 then return wrk.format("GET", fill(o.path)) end
+  end
+  return wrk.format("GET", fill(ops[#ops].path))
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('CCBENCH {{"requests": %d, "duration_us": %d, "connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d, "p50": %d, "p90": %d, "p99": %d, "p999": %d, "max": %d, "mean": %f}}\\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9), latency.max, latency.mean))
+end
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# load generators
+
+
+def oha_argv(url_regex: str, *, rate: float | None, duration: float, connections: int, timeout: float,
+             cacert: str | None) -> list[str]:
+    oha = oha_binary() or "oha"
+    argv = [oha, "--no-tui", "--output-format", "json", "-z", f"{duration:g}s", "-c", str(connections),
+            "-t", f"{timeout:g}s", "--rand-regex-url", url_regex]
+    if rate is not None:
+        argv[1:1] = ["-q", f"{rate:g}", "--latency-correction"]
+    if cacert:
+        argv[1:1] = ["--cacert", cacert]
+    return argv
+
+
+def parse_oha(text: str) -> dict[str, Any]:
+    """oha's JSON summary -> requests, errors, throughput and latency percentiles (ms)."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise WorkloadFailed(f"oha printed no JSON summary: {exc}") from None
+    statuses = {int(k): int(v) for k, v in (doc.get("statusCodeDistribution") or {}).items()}
+    transport_errors = {str(k): int(v) for k, v in (doc.get("errorDistribution") or {}).items()}
+    ok = sum(v for k, v in statuses.items() if 200 <= k < 400)
+    bad_status = sum(v for k, v in statuses.items() if not 200 <= k < 400)
+    summary = doc.get("summary", {})
+    percentiles = doc.get("latencyPercentiles", {})
+
+    def ms(value):
+        return None if value is None else float(value) * 1000.0
+
+    return {
+        "ok": ok,
+        "status_errors": bad_status,
+        "transport_errors": sum(transport_errors.values()),
+        "error_kinds": {**{f"HTTP {k}": v for k, v in statuses.items() if not 200 <= k < 400}, **transport_errors},
+        "duration_s": float(summary.get("total") or 0.0),
+        "throughput": float(summary.get("requestsPerSec") or 0.0),
+        "p50": ms(percentiles.get("p50")), "p90": ms(percentiles.get("p90")), "p99": ms(percentiles.get("p99")),
+        "p99.9": ms(percentiles.get("p99.9")), "max": ms(summary.get("slowest")),
+        "mean": ms(summary.get("average")),
+    }
+
+
+def parse_wrk(text: str) -> dict[str, Any]:
+    line = next((ln for ln in text.splitlines() if ln.startswith("CCBENCH ")), None)
+    if line is None:
+        raise WorkloadFailed(f"wrk printed no summary: {tail(text, 3, 400)}")
+    doc = json.loads(line[len("CCBENCH "):])
+    seconds = doc["duration_us"] / 1e6
+    errors = doc["connect"] + doc["read"] + doc["write"] + doc["timeout"]
+    return {
+        "ok": doc["requests"] - doc["status"], "status_errors": doc["status"], "transport_errors": errors,
+        "error_kinds": {k: doc[k] for k in ("connect", "read", "write", "status", "timeout") if doc[k]},
+        "duration_s": seconds, "throughput": doc["requests"] / seconds if seconds else 0.0,
+        "p50": doc["p50"] / 1000, "p90": doc["p90"] / 1000, "p99": doc["p99"] / 1000, "p99.9": doc["p999"] / 1000,
+        "max": doc["max"] / 1000, "mean": doc["mean"] / 1000,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# per-tier CPU and latency shares
+
+
+def tier_cpu_seconds(state: ChainState) -> dict[str, float]:
+    """CPU seconds (user + system) consumed so far by each tier's process tree."""
+    result: dict[str, float] = {}
+    for server in state.servers:
+        proc = _process(server)
+        if proc is None:
+            continue
+        total = 0.0
+        try:
+            members = [proc, *proc.children(recursive=True)]
+        except psutil.Error:
+            members = [proc]
+        for member in members:
+            try:
+                times = member.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                pass
+        result[server.name] = total
+    return result
+
+
+TIMING = re.compile(r"(\w+);dur=([0-9.]+)")
+
+
+def read_access_log(path: Path, offset: int) -> tuple[list[tuple[float, int, float, float | None, dict[str, float]]], int]:
+    """Lines of the access log from offset: (end time, status, request s, upstream s, Server-Timing ms)."""
+    rows = []
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except OSError:
+        return rows, offset
+    end = data.rfind(b"\n") + 1
+    for line in data[:end].decode(errors="replace").splitlines():
+        parts = line.split(" ", 4)
+        if len(parts) < 5:
+            continue
+        try:
+            msec, status, request_time = float(parts[0]), int(parts[1]), float(parts[2])
+        except ValueError:
+            continue
+        upstream = None
+        try:
+            upstream = sum(float(x) for x in re.split(r"[ ,:]+", parts[3]) if x and x != "-") if parts[3] != "-" else None
+        except ValueError:
+            pass
+        timing = {name: float(value) for name, value in TIMING.findall(parts[4])}
+        rows.append((msec, status, request_time, upstream, timing))
+    return rows, offset + end
+
+
+def tier_latency_ms(rows, start: float, stop: float, client_mean_ms: float | None) -> dict[str, float]:
+    """Mean time per request spent in each tier during [start, stop] (ms).
+
+    nginx = request time - upstream time; network between nginx and app (and the app's HTTP stack) =
+    upstream time - the app's own total; the app = its total less what it waited on the stores;
+    postgres/redis/memcached = the app's waits on each (Server-Timing); client = the load generator's
+    mean latency less nginx's request time (loopback or the edge link, and the client's queue)."""
+    selected = [r for r in rows if start <= r[0] <= stop + 1.0 and r[3] is not None]
+    if not selected:
+        return {}
+    n = len(selected)
+    mean = lambda values: sum(values) / n  # noqa: E731
+    request = mean([r[2] * 1000 for r in selected])
+    upstream = mean([r[3] * 1000 for r in selected])
+    app_total = mean([r[4].get("app", 0.0) for r in selected])
+    stores = {name: mean([r[4].get(key, 0.0) for r in selected])
+              for name, key in (("postgres", "pg"), ("redis", "redis"), ("memcached", "memcached"))}
+    result = {"nginx": max(request - upstream, 0.0), "proxy_hop": max(upstream - app_total, 0.0),
+              "app": max(app_total - sum(stores.values()), 0.0), **stores}
+    if client_mean_ms is not None:
+        result["client"] = max(client_mean_ms - request, 0.0)
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+class Microservices(Workload):
+    kind = "microservices"
+    description = ("seed 002: a DeathStarBench-like social network (nginx -> Go -> memcached/Redis -> PostgreSQL) "
+                   "under open-loop (oha) and closed-loop (wrk) load: latency percentiles per rate and per tier")
+    Params = MicroservicesParams
+    variant_axes = frozenset({"transport", "storage"})
+    matrix_params = frozenset({"rates", "rate_fractions"})
+
+    def requirements(self) -> str | None:
+        hint = "run 'bash scripts/setup.sh --with microservices'"
+        missing = missing_tools("nginx", "redis-server", "memcached", "openssl")
+        if self.params.closed_loop:
+            missing += missing_tools("wrk")
+        if oha_binary() is None:
+            missing.append("oha")
+        if pg_bin() is None:
+            missing.append("postgresql (initdb, postgres)")
+        if missing:
+            return f"missing {', '.join(missing)}: {hint}"
+        if not socialnet_binary().exists():
+            return f"the application tier is not built ({socialnet_binary()}): {hint}"
+        return None
+
+    # ---- prepare / cleanup: the chain's life
+
+    @staticmethod
+    def _chain_dir(workdir: Path) -> Path:
+        return workdir / "chain"
+
+    def prepare(self, ctx: PrepareContext) -> None:
+        transport = ctx.variant.get("transport", "plain")
+        if transport not in ("plain", "tls"):
+            raise WorkloadFailed(f"transport {transport!r} is not supported by the microservices workload (plain, tls)")
+        directory = self._chain_dir(ctx.workdir)
+        old = directory / STATE_NAME
+        if old.exists():
+            stop_chain(ChainState.load(old))
+        shutil.rmtree(directory, ignore_errors=True)
+        chain = Chain(directory, self.params, transport)
+        try:
+            info = chain.start_all()
+            info["rates"], info["capacity"] = self._rates(ctx, info)
+            chain.state.info = info
+            chain.state.save()
+        except BaseException:
+            stop_chain(chain.state)
+            raise
+        ctx.raw_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.raw_dir / "chain.json").write_text(json.dumps(info, indent=1))
+
+    def _rates(self, ctx: PrepareContext, info: dict[str, Any]) -> tuple[list[float], dict[str, Any] | None]:
+        """The sweep's rates: the plan's, or fractions of a capacity probed once per bundle (on the
+        first variant prepared, so that every variant is driven at the same rates)."""
+        p = self.params
+        if p.rates:
+            return sorted(p.rates), None
+        if not p.rate_fractions:
+            return [], None
+        shared = ctx.raw_dir.parent / "capacity.json"
+        if shared.exists():
+            capacity = json.loads(shared.read_text())
+        else:
+            argv = oha_argv(mix_url_regex(info["base_url"], p.mix, p.users), rate=None, duration=p.capacity_seconds,
+                            connections=p.connections, timeout=p.request_timeout, cacert=info.get("cacert"))
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=p.capacity_seconds + 60)
+            if result.returncode != 0:
+                raise WorkloadFailed(f"the capacity probe failed: oha exited with {result.returncode}: {tail(result.stderr, 3, 500)}")
+            summary = parse_oha(result.stdout)
+            if summary["ok"] == 0:
+                raise WorkloadFailed(f"the capacity probe got no successful response: {summary['error_kinds']}")
+            capacity = {"rps": summary["throughput"], "variant": ctx.variant, "seconds": p.capacity_seconds,
+                        "connections": p.connections, "errors": summary["status_errors"] + summary["transport_errors"]}
+            shared.parent.mkdir(parents=True, exist_ok=True)
+            shared.write_text(json.dumps(capacity, indent=1))
+        rates = sorted({max(1.0, round(capacity["rps"] * f)) for f in p.rate_fractions})
+        return rates, capacity
+
+    def cleanup(self, ctx: PrepareContext) -> None:
+        path = self._chain_dir(ctx.workdir) / STATE_NAME
+        if path.exists():
+            state = ChainState.load(path)
+            stop_chain(state)
+            path.unlink(missing_ok=True)
+
+    # ---- run: the load
+
+    def run(self, ctx: ExecutionContext) -> list[Measurement]:
+        p = self.params
+        path = self._chain_dir(ctx.workdir) / STATE_NAME
+        if not path.exists():
+            raise WorkloadFailed(f"the chain is not running (no {path}); prepare did not start it")
+        state = ChainState.load(path)
+        info = state.info
+        self._check_alive(state)
+        common = {"transport": info["transport"], "hosts": info.get("hosts", "local")}
+        if info.get("transport_cipher"):
+            common["transport_cipher"] = info["transport_cipher"]
+            common["tls_version"] = info.get("tls_version")
+        if info.get("capacity"):
+            common["capacity_rps"] = round(info["capacity"]["rps"], 1)
+        access_log = Path(info["access_log"])
+        offset = access_log.stat().st_size if access_log.exists() else 0
+        runs: list[tuple[dict[str, Any], dict[str, Any], float, float, dict[str, float], dict[str, float]]] = []
+        cores = len(os.sched_getaffinity(0))
+        failures: list[str] = []
+        url_regex = mix_url_regex(info["base_url"], p.mix, p.users)
+        for rate in info.get("rates", []):
+            before = tier_cpu_seconds(state)
+            start = time.time()
+            result = ctx.run_command(oha_argv(url_regex, rate=rate, duration=p.duration, connections=p.connections,
+                                              timeout=p.request_timeout, cacert=info.get("cacert")),
+                                     log_name=f"oha-rate-{rate:g}", check=False)
+            stop = time.time()
+            after = tier_cpu_seconds(state)
+            if result.returncode != 0:
+                raise WorkloadFailed(f"oha exited with {result.returncode} at {rate:g} req/s: {tail(result.stderr, 3, 500)}")
+            summary = parse_oha(result.stdout)
+            summary["loadgen_cpu_s"] = result.user_s + result.sys_s
+            summary["wall_s"] = result.wall_s
+            runs.append(({"mode": "open", "rate": rate}, summary, start, stop, before, after))
+            failures += self._error_check(summary, f"{rate:g} req/s", state)
+        if p.closed_loop:
+            script = ctx.raw_dir / "mix.lua"
+            script.write_text(wrk_script(p.mix, p.users))
+            before = tier_cpu_seconds(state)
+            start = time.time()
+            result = ctx.run_command(["wrk", "-t", str(p.wrk_threads), "-c", str(p.wrk_connections),
+                                      "-d", f"{p.wrk_duration:g}s", "--timeout", f"{p.request_timeout:g}s",
+                                      "-s", str(script), info["base_url"]], log_name="wrk", check=False)
+            stop = time.time()
+            after = tier_cpu_seconds(state)
+            if result.returncode != 0:
+                raise WorkloadFailed(f"wrk exited with {result.returncode}: {tail(result.stderr or result.stdout, 3, 500)}")
+            summary = parse_wrk(result.stdout)
+            summary["loadgen_cpu_s"] = result.user_s + result.sys_s
+            summary["wall_s"] = result.wall_s
+            runs.append(({"mode": "closed", "connections": p.wrk_connections}, summary, start, stop, before, after))
+            failures += self._error_check(summary, "the closed-loop run", state)
+        # nginx flushes its access log every 500 ms
+        time.sleep(0.7)
+        rows, _ = read_access_log(access_log, offset)
+        measurements: list[Measurement] = []
+        for case, summary, start, stop, before, after in runs:
+            measurements += self._measurements(case, summary, start, stop, before, after, rows, cores, common)
+        (ctx.raw_dir / "summary.json").write_text(json.dumps([{"case": c, **s} for c, s, *_ in runs], indent=1, default=str))
+        if failures:
+            raise WorkloadFailed("; ".join(failures) + f" (samples of every rate kept in {ctx.raw_dir / 'summary.json'})")
+        return measurements
+
+    def _check_alive(self, state: ChainState) -> list[str]:
+        dead = [s.name for s in state.servers if _process(s) is None]
+        if dead:
+            raise WorkloadFailed(f"tier(s) not running: {', '.join(dead)}")
+        return dead
+
+    def _error_check(self, summary: dict[str, Any], where: str, state: ChainState) -> list[str]:
+        errors = summary["status_errors"] + summary["transport_errors"]
+        total = errors + summary["ok"]
+        problems = []
+        if total == 0:
+            problems.append(f"no request completed at {where}")
+        elif errors / total > self.params.max_error_ratio:
+            kinds = ", ".join(f"{k}: {v}" for k, v in sorted(summary["error_kinds"].items()))
+            problems.append(f"{errors} of {total} requests failed at {where} ({kinds})")
+        if problems:
+            dead = [s.name for s in state.servers if _process(s) is None]
+            if dead:
+                problems.append(f"tier(s) no longer running: {', '.join(dead)}")
+        return problems
+
+    @staticmethod
+    def _measurements(case, summary, start, stop, before, after, rows, cores, common) -> list[Measurement]:
+        wall = max(stop - start, 1e-9)
+        errors = summary["status_errors"] + summary["transport_errors"]
+        meta = {**common, "requests_ok": summary["ok"], "error_kinds": summary["error_kinds"]}
+        out = [
+            Measurement(metric="throughput", unit="req/s", value=summary["throughput"], better="higher", case=case,
+                        metadata=meta),
+            Measurement(metric="errors", unit="requests", value=errors, case=case, metadata=meta),
+        ]
+        for q in ("p50", "p90", "p99", "p99.9", "max"):
+            if summary.get(q) is not None:
+                out.append(Measurement(metric=f"latency_{q}", unit="ms", value=summary[q], case=case, metadata=meta))
+        loadgen_util = summary["loadgen_cpu_s"] / max(summary["wall_s"], 1e-9)
+        tier_util = {t: (after.get(t, 0.0) - before.get(t, 0.0)) / wall for t in after}
+        for tier, util in sorted(tier_util.items()):
+            out.append(Measurement(metric="tier_cpu", unit="cores", value=util, better=None,
+                                   case={**case, "tier": tier}, metadata=common))
+        out.append(Measurement(metric="loadgen_cpu", unit="cores", value=loadgen_util, better=None, case=case,
+                               metadata=common))
+        shortfall = case.get("rate") is not None and summary["throughput"] < 0.95 * case["rate"]
+        busiest = max(tier_util.values(), default=0.0)
+        saturated = loadgen_util >= 0.9 * cores or (shortfall and loadgen_util > busiest)
+        out.append(Measurement(metric="client_saturated", unit="bool", value=float(saturated), better=None, case=case,
+                               metadata={**common, "loadgen_cores": round(loadgen_util, 3), "cores": cores,
+                                         "busiest_tier_cores": round(busiest, 3), "rate_shortfall": bool(shortfall)}))
+        shares = tier_latency_ms(rows, start, stop, summary.get("mean"))
+        total = sum(shares.values())
+        for tier, value in sorted(shares.items()):
+            out.append(Measurement(metric="tier_latency", unit="ms", value=value, case={**case, "tier": tier},
+                                   metadata={**common, "share": value / total if total else None,
+                                             "basis": "mean per request: nginx access log and Server-Timing"}))
+        return out
