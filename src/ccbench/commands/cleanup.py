@@ -12,9 +12,10 @@ import click
               help="The work directory of the runs to clean up after.")
 def command(workdir) -> None:
     """Unmount tmpfs, fscrypt, gocryptfs and LUKS variants, detach loop devices and remove key files that
-    a killed run left under WORKDIR/storage. Touches nothing outside the work directory.
+    a killed run left under WORKDIR/storage, and stop the microservices workload's servers it left. Touches nothing outside the work directory.
     (Every `ccbench run` does the same at start.)"""
     from ccbench.runner import WorkdirLock, cleanup_stale
+    from ccbench.workloads.microservices import cleanup_stale as stop_microservice_chains
 
     path = Path(workdir)
     if not path.exists():
@@ -22,6 +23,7 @@ def command(workdir) -> None:
         return
     with WorkdirLock(path.resolve()):
         removed = cleanup_stale(path.resolve())
+        removed += stop_microservice_chains(path.resolve())  # servers of the microservices workload
     for item in removed:
         click.echo(item)
     click.echo(f"clean: {len(removed)} item(s) removed under {path}")

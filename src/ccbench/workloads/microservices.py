@@ -414,7 +414,7 @@ class Chain:
         info = {
             "host": self.host, "port": nginx_port, "scheme": scheme, "base_url": f"{scheme}://{self.host}:{nginx_port}",
             "cacert": str(cert) if cert else None, "access_log": str(self.dir / "logs" / "access.log"),
-            "dataset": dataset, "transport": self.transport, "hosts": "local",
+            "dataset": dataset, "transport": self.transport, "hosts": "local", "pgdata": str(pgdata),
         }
         if tls:
             info["transport_cipher"], info["tls_version"] = negotiated_cipher(self.host, nginx_port, cert)

@@ -1,0 +1,248 @@
+"""The microservices workload for real: nginx, the Go tier, memcached, Redis and PostgreSQL started by
+ccbench, driven by oha (open loop) and wrk (closed loop); a database killed mid-run; a run interrupted
+by SIGINT or SIGKILL leaving nothing behind after `ccbench cleanup`; bad plans refused up front."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ccbench.bundle import read_bundle
+from ccbench.workloads.base import ExecutionContext, PrepareContext, WorkloadFailed
+from ccbench.workloads.microservices import (
+    STATE_NAME,
+    Chain,
+    ChainState,
+    Microservices,
+    MicroservicesParams,
+    Server,
+    mix_url_regex,
+)
+
+REQUIREMENT = Microservices("probe", MicroservicesParams()).requirements()
+needs_chain = pytest.mark.skipif(REQUIREMENT is not None, reason=f"{REQUIREMENT}")
+
+
+def start_chain(base: Path, transport: str, **params) -> tuple[Microservices, PrepareContext]:
+    workload = Microservices("ms", MicroservicesParams(**params))
+    (base / "work").mkdir(parents=True)
+    ctx = PrepareContext("ms", base / "work", base / "raw" / "prepare" / transport, {"transport": transport})
+    workload.prepare(ctx)
+    return workload, ctx
+
+
+def execution(ctx: PrepareContext, name: str = "rep-0") -> ExecutionContext:
+    return ExecutionContext(workload_name="ms", workdir=ctx.workdir, raw_dir=ctx.raw_dir.parent.parent / name,
+                            repetition=0, warmup=False, variant=ctx.variant)
+
+
+def chain_pids(state_path: Path) -> list[int]:
+    return [s["pid"] for s in json.loads(state_path.read_text())["servers"] if s.get("pid")]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+@pytest.fixture(scope="module", params=["plain", "tls"])
+def chain(request, tmp_path_factory):
+    base = tmp_path_factory.mktemp(f"chain-{request.param}")
+    workload, ctx = start_chain(base, request.param, rates=[20], duration=5, closed_loop=True, wrk_threads=1,
+                                wrk_connections=4, wrk_duration=2, connections=8)
+    yield workload, ctx
+    workload.cleanup(ctx)
+
+
+@needs_chain
+def test_chain_serves_a_low_fixed_rate_without_errors(chain):
+    workload, ctx = chain
+    measurements = workload.run(execution(ctx))
+    by = {}
+    for m in measurements:
+        by.setdefault((m.metric, m.case.get("mode"), m.case.get("tier")), []).append(m)
+    open_loop = {m.metric: m for m in measurements if m.case.get("mode") == "open" and "tier" not in m.case}
+    assert open_loop["errors"].value == 0
+    assert open_loop["throughput"].value > 10  # 20 req/s asked for 5 s
+    assert 0 < open_loop["latency_p50"].value <= open_loop["latency_p99"].value <= open_loop["latency_max"].value
+    assert open_loop["throughput"].metadata["requests_ok"] >= 80
+    closed = {m.metric: m for m in measurements if m.case.get("mode") == "closed" and "tier" not in m.case}
+    assert closed["errors"].value == 0 and closed["throughput"].value > 0 and closed["latency_p99.9"].value > 0
+    tiers = {m.case["tier"] for m in measurements if m.metric == "tier_cpu"}
+    assert tiers == {"nginx", "app", "memcached", "redis", "postgres"}
+    shares = {m.case["tier"]: m.value for m in measurements if m.metric == "tier_latency" and m.case["mode"] == "open"}
+    assert {"nginx", "app", "postgres", "redis", "memcached"} <= set(shares)
+    assert shares["redis"] > 0  # every timeline read waits on Redis
+    if ctx.variant["transport"] == "tls":
+        assert open_loop["latency_p50"].metadata["transport_cipher"].startswith("TLS_")
+        assert open_loop["latency_p50"].metadata["tls_version"] == "TLSv1.3"
+    else:
+        assert "transport_cipher" not in open_loop["latency_p50"].metadata
+    # the mix reached every operation (the open-loop regex and the wrk script each choose per request)
+    log = Path(json.loads((ctx.raw_dir / "chain.json").read_text())["access_log"]).read_text()
+    for path in ("home-timeline/read", "user-timeline/read", "post/compose"):
+        assert path in log
+
+
+def test_mix_weights_become_repeated_alternatives():
+    regex = mix_url_regex("http://127.0.0.1:80", {"home_timeline": 6, "compose_post": 2, "follow": 0}, 1000)
+    assert regex.count("home-timeline") == 3 and regex.count("post/compose") == 1 and "follow" not in regex
+    assert regex.startswith(r"http://127\.0\.0\.1:80(")
+
+
+@needs_chain
+def test_killed_database_is_counted_errors_and_a_failed_execution(tmp_path):
+    workload, ctx = start_chain(tmp_path, "plain", rates=[40], duration=6, closed_loop=False, connections=8,
+                                request_timeout=2)
+    try:
+        state = ChainState.load(ctx.workdir / "chain" / STATE_NAME)
+        outcome: dict = {}
+
+        def drive():
+            try:
+                outcome["measurements"] = workload.run(execution(ctx))
+            except WorkloadFailed as exc:
+                outcome["failed"] = str(exc)
+
+        thread = threading.Thread(target=drive)
+        thread.start()
+        time.sleep(2)
+        os.kill(state.server("postgres").pid, signal.SIGKILL)
+        thread.join(120)
+        assert not thread.is_alive(), "the run hung after the database was killed"
+        assert "failed" in outcome, outcome
+        assert "requests failed at 40 req/s" in outcome["failed"] and "postgres" in outcome["failed"]
+        summary = json.loads((ctx.raw_dir.parent.parent / "rep-0" / "summary.json").read_text())
+        assert summary[0]["status_errors"] + summary[0]["transport_errors"] > 0 and summary[0]["ok"] > 0
+    finally:
+        workload.cleanup(ctx)
+
+
+@needs_chain
+def test_server_that_fails_to_start_is_named_with_its_log(tmp_path):
+    chain = Chain(tmp_path, MicroservicesParams(), "plain")
+    tmp_path.mkdir(exist_ok=True)
+    server = Server(name="nginx", port=1, log=str(tmp_path / "nginx.log"),
+                    argv=["nginx", "-c", str(tmp_path / "missing.conf"), "-e", str(tmp_path / "nginx.log")])
+    with pytest.raises(WorkloadFailed) as failure:
+        chain.start(server)
+    assert failure.value.args[0].startswith("nginx exited with")
+    assert "missing.conf" in failure.value.args[0]
+
+
+PLAN = """
+name = "microservices-test"
+[defaults]
+repetitions = 1
+warmup = 0
+cooldown = 0
+variants = {{ transport = ["plain"] }}
+[[workloads]]
+kind = "microservices"
+rates = [{rate}]
+duration = {duration}
+closed_loop = false
+connections = 4
+{extra}
+"""
+
+
+@needs_chain
+def test_plan_runs_and_stops_its_servers(tmp_path, ccbench):
+    (tmp_path / "plan.toml").write_text(PLAN.format(rate=20, duration=3, extra=""))
+    done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
+    assert done.returncode == 0, done.stdout + done.stderr
+    bundle = read_bundle(next((tmp_path / "out").iterdir()))
+    metrics = {s.metric for s in bundle.samples}
+    assert {"throughput", "latency_p99", "errors", "tier_cpu", "tier_latency", "loadgen_cpu", "client_saturated"} <= metrics
+    assert all(s.params["rate"] == 20 for s in bundle.samples)
+    states = list((tmp_path / "work").rglob(STATE_NAME))
+    assert states == []  # cleanup removed the record after stopping everything
+    pgdata = json.loads(next((tmp_path / "out").rglob("chain.json")).read_text())["pgdata"]
+    assert not [p for p in psutil.process_iter() if str(tmp_path) in " ".join(_cmdline(p)) or pgdata in _cmdline(p)]
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
+
+
+@needs_chain
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
+    (tmp_path / "plan.toml").write_text(PLAN.format(rate=10, duration=60, extra=""))
+    runner = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(tmp_path / "plan.toml"), "--out",
+                               str(tmp_path / "out"), "--workdir", str(tmp_path / "work")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    state_path = None
+    while time.monotonic() < deadline:
+        found = list((tmp_path / "work").rglob(STATE_NAME)) if (tmp_path / "work").exists() else []
+        if found and json.loads(found[0].read_text()).get("info", {}).get("rates"):
+            state_path = found[0]
+            break
+        assert runner.poll() is None, runner.stdout.read().decode()
+        time.sleep(0.2)
+    assert state_path is not None, "the chain did not come up"
+    time.sleep(1.5)  # the load is running
+    state = json.loads(state_path.read_text())
+    pids = chain_pids(state_path)
+    ports = [s["port"] for s in state["servers"]]
+    assert pids and all(alive(pid) for pid in pids)
+    if sig == signal.SIGINT:
+        runner.send_signal(signal.SIGINT)
+        runner.wait(60)
+    else:
+        os.killpg(runner.pid, signal.SIGKILL)  # the runner and its worker, as a killed terminal would
+        runner.wait(10)
+        assert any(alive(pid) for pid in pids)  # a killed runner cannot stop them itself
+        done = subprocess.run([sys.executable, "-m", "ccbench", "cleanup", "--workdir", str(tmp_path / "work")],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "stopped postgres" in done.stdout
+    for pid in pids:
+        try:
+            psutil.Process(pid).wait(10)
+        except psutil.Error:
+            pass
+    assert not [pid for pid in pids if alive(pid)]
+    assert all(port_free(port) for port in ports)
+    extra = state.get("extra_dirs", [])
+    assert not [d for d in extra if Path(d).exists()]
+
+
+@pytest.mark.parametrize("extra, rate, expected", [
+    ("", 0, "rates must be positive"),
+    ("", -5, "rates must be positive"),
+    ("mix = { home_timeline = 5, read_everything = 1 }", 10, "unknown mix key(s) read_everything"),
+])
+def test_bad_rate_or_mix_is_a_one_line_error_before_anything_starts(tmp_path, ccbench, extra, rate, expected):
+    (tmp_path / "plan.toml").write_text(PLAN.format(rate=rate, duration=5, extra=extra))
+    done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert expected in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
