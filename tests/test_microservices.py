@@ -216,7 +216,13 @@ def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
         runner.send_signal(signal.SIGINT)
         runner.wait(60)
     else:
-        os.killpg(runner.pid, signal.SIGKILL)  # the runner and its worker, as a killed terminal would
+        # the runner and its worker (with its load generator) die; the servers, in their own sessions, stay
+        doomed = [runner.pid] + [c.pid for c in psutil.Process(runner.pid).children(recursive=True) if c.pid not in pids]
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         runner.wait(10)
         assert any(alive(pid) for pid in pids)  # a killed runner cannot stop them itself
         done = subprocess.run([sys.executable, "-m", "ccbench", "cleanup", "--workdir", str(tmp_path / "work")],

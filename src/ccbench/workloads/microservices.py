@@ -92,8 +92,13 @@ def pg_bin() -> Path | None:
 
 
 class MicroservicesParams(WorkloadParams):
-    #: "local": every tier on loopback (no root needed)
-    hosts: Literal["local"] = "local"
+    #: "local": every tier on loopback (no root needed); "emulated": each tier on its own emulated host
+    #: (network namespace) and the load generator on an "edge" host (needs root)
+    hosts: Literal["local", "emulated"] = "local"
+    #: the edge link (load generator <-> front end) with hosts = "emulated": one-way delay and rate in
+    #: tc's units ("5ms", "100mbit"); unset for a LAN
+    edge_delay: str | None = None
+    edge_rate: str | None = None
     #: users in the dataset: a power of ten (ids 0..users-1 are drawn digit by digit by the load generator)
     users: int = Field(1000, ge=10)
     posts_per_user: int = Field(10, ge=1)
@@ -149,6 +154,20 @@ class MicroservicesParams(WorkloadParams):
         if bad:
             raise ValueError(f"rates must be positive request rates, not {', '.join(f'{v:g}' for v in bad)}")
         return value
+
+    @model_validator(mode="after")
+    def _edge_shape(self):
+        if self.edge_delay or self.edge_rate:
+            if self.hosts != "emulated":
+                raise ValueError('edge_delay and edge_rate need hosts = "emulated"')
+            from ccbench.errors import CCBenchError
+            from ccbench.topology import LinkShape
+
+            try:
+                LinkShape(rate=self.edge_rate, delay=self.edge_delay)
+            except CCBenchError as exc:
+                raise ValueError(str(exc)) from None
+        return self
 
     @model_validator(mode="after")
     def _some_load(self):
@@ -293,15 +312,37 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
-class Chain:
-    """Starts the servers of one chain in ``directory`` and records them in its state file."""
+#: emulated hosts: tier -> host name (each tier on its own network namespace; the client on "edge")
+PLACEMENT = {"nginx": "front", "app": "app", "memcached": "memcached", "redis": "redis", "postgres": "db"}
 
-    def __init__(self, directory: Path, params: MicroservicesParams, transport: str):
+
+def run_workdir(path: Path) -> Path:
+    """The run's work directory (the one holding the runner's .lock) above path, where `ccbench
+    cleanup` looks for emulated hosts; path itself when there is none."""
+    for candidate in [path, *path.parents]:
+        if (candidate / ".lock").exists():
+            return candidate
+    return path
+
+
+class Chain:
+    """Starts the servers of one chain in ``directory`` and records them in its state file.
+
+    ``hosts="local"``: every tier on 127.0.0.1. ``hosts="emulated"``: each tier in its own network
+    namespace (ccbench.topology) on a back-end segment, nginx also on an edge segment with the load
+    generator's host, whose links have the plan's ``edge_delay`` and ``edge_rate``."""
+
+    def __init__(self, directory: Path, params: MicroservicesParams, transport: str, topology_workdir: Path | None = None):
         self.dir = directory
         self.params = params
         self.transport = transport
-        self.host = "127.0.0.1"
         self.state = ChainState(path=directory / STATE_NAME)
+        self.topology_workdir = topology_workdir or directory
+        self.topology = None
+        self.hosts: dict[str, Any] = {}
+        #: tier -> the address it listens on (and is reached at by the other tiers)
+        self.address = {tier: "127.0.0.1" for tier in TIERS}
+        self.front_address = "127.0.0.1"
 
     def _log_tail(self, server: Server) -> str:
         try:
@@ -309,13 +350,17 @@ class Chain:
         except OSError:
             return "(no log)"
 
-    def start(self, server: Server, ready_timeout: float = 30.0, **popen: Any) -> None:
+    def start(self, server: Server, ready_timeout: float = 30.0, address: str = "127.0.0.1", **popen: Any) -> None:
         self.state.servers.append(server)
         self.state.save()  # recorded before it starts
+        host = self.hosts.get(PLACEMENT.get(server.name, ""))
         with open(server.log, "ab") as log:
             try:
-                proc = subprocess.Popen(server.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, **popen)
+                if host is not None:
+                    proc = host.popen(server.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen)
+                else:
+                    proc = subprocess.Popen(server.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True, **popen)
             except OSError as exc:
                 raise WorkloadFailed(f"{server.name} did not start: {exc}") from None
         server.pid = proc.pid
@@ -329,18 +374,46 @@ class Chain:
             if proc.poll() is not None:
                 raise WorkloadFailed(f"{server.name} exited with {proc.returncode} at start; "
                                      f"its log ({server.log}) ends: {self._log_tail(server)}")
-            if _listening(self.host, server.port):
+            if _listening(address, server.port):
                 return
             time.sleep(0.05)
-        raise WorkloadFailed(f"{server.name} did not listen on port {server.port} within {ready_timeout:g} s; "
+        raise WorkloadFailed(f"{server.name} did not listen on {address}:{server.port} within {ready_timeout:g} s; "
                              f"its log ({server.log}) ends: {self._log_tail(server)}")
+
+    def _place(self) -> None:
+        """Emulated hosts: one namespace per tier plus the edge client's; recorded by ccbench.topology."""
+        from ccbench.topology import LinkShape, Topology
+
+        p = self.params
+        self.topology = Topology(self.topology_workdir, name="ms")
+        self.topology.start()
+        self.state.info["topology"] = str(self.topology.directory)
+        self.state.save()
+        for name in ["edge", *PLACEMENT.values()]:
+            self.hosts[name] = self.topology.add_host(name)
+        shape = LinkShape(rate=p.edge_rate, delay=p.edge_delay) if (p.edge_rate or p.edge_delay) else None
+        # root_access: the runner (root namespace) checks readiness and loads the dataset over the segments
+        edge = self.topology.connect([self.hosts["edge"], self.hosts["front"]], shape=shape, root_access=True)
+        back = self.topology.connect([self.hosts[h] for h in PLACEMENT.values()], root_access=True)
+        self.address = {tier: self.hosts[host].address_on(back) for tier, host in PLACEMENT.items()}
+        self.front_address = self.hosts["front"].address_on(edge)
+
+    def stop(self) -> list[str]:
+        done = stop_chain(self.state)
+        if self.topology is not None:
+            done += self.topology.teardown()
+            self.topology = None
+        return done
 
     # ---- the tiers
 
     def start_all(self) -> dict[str, Any]:
         p = self.params
         self.dir.mkdir(parents=True, exist_ok=True)
-        nginx_port, app_port, mc_port, redis_port, pg_port = free_ports(5, self.host)
+        if p.hosts == "emulated":
+            self._place()
+        a = self.address
+        nginx_port, app_port, mc_port, redis_port, pg_port = free_ports(5, "127.0.0.1")
         logs = self.dir / "logs"
         logs.mkdir(exist_ok=True)
         root = os.geteuid() == 0
@@ -349,44 +422,51 @@ class Chain:
         # directory that user can reach
         pg_user = None
         pgdata = self.dir / "pgdata"
+        pg_prefix: list[str] = []
         if root:
             pg_user = "postgres" if _user_exists("postgres") else "nobody"
+            entry = pwd.getpwnam(pg_user)
             if not _reachable_by(self.dir, pg_user):
                 base = Path(tempfile.mkdtemp(prefix="ccbench-pg-"))
                 self.state.extra_dirs.append(str(base))
                 self.state.save()
+                os.chown(base, entry.pw_uid, entry.pw_gid)
                 pgdata = base / "pgdata"
             pgdata.mkdir(mode=0o700, exist_ok=True)
-            entry = pwd.getpwnam(pg_user)
             os.chown(pgdata, entry.pw_uid, entry.pw_gid)
-            os.chown(pgdata.parent, entry.pw_uid, entry.pw_gid) if pgdata.parent != self.dir else None
+            # setpriv execs (no extra process), inside the namespace when emulated
+            pg_prefix = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups"]
         bin_dir = pg_bin()
         assert bin_dir is not None
-        pg_log = logs / "postgres.log"
-        if root:
-            os.chown(logs, pwd.getpwnam(pg_user).pw_uid, -1)
         initdb = subprocess.run([str(bin_dir / "initdb"), "-D", str(pgdata), "-U", "ccbench", "--auth=trust",
                                  "-E", "UTF8", "--no-sync", "--no-instructions"],
                                 capture_output=True, text=True, user=pg_user, cwd="/")
         if initdb.returncode != 0:
             raise WorkloadFailed(f"postgres: initdb failed: {tail(initdb.stderr or initdb.stdout, 5, 800)}")
-        self.start(Server(name="postgres", port=pg_port, log=str(pg_log), user=pg_user, stop_signal=signal.SIGINT,
-                          argv=[str(bin_dir / "postgres"), "-D", str(pgdata), "-p", str(pg_port),
-                                "-c", f"listen_addresses={self.host}", "-c", "unix_socket_directories=",
+        if self.hosts:
+            # the other tiers reach the database over the emulated hosts' segment
+            with open(pgdata / "pg_hba.conf", "a") as hba:
+                hba.write("host all all samenet trust\n")
+        self.start(Server(name="postgres", port=pg_port, log=str(logs / "postgres.log"), user=pg_user,
+                          stop_signal=signal.SIGINT,
+                          argv=[*pg_prefix, str(bin_dir / "postgres"), "-D", str(pgdata), "-p", str(pg_port),
+                                "-c", f"listen_addresses={a['postgres']}", "-c", "unix_socket_directories=",
                                 "-c", "max_connections=200", "-c", "shared_buffers=128MB"]),
-                   user=pg_user, cwd="/")
-        pg_url = f"postgres://ccbench@{self.host}:{pg_port}/postgres?sslmode=disable"
+                   address=a["postgres"], cwd="/")
+        pg_url = f"postgres://ccbench@{a['postgres']}:{pg_port}/postgres?sslmode=disable"
 
         self.start(Server(name="redis", port=redis_port, log=str(logs / "redis.log"),
-                          argv=["redis-server", "--port", str(redis_port), "--bind", self.host, "--save", "",
+                          argv=["redis-server", "--port", str(redis_port), "--bind", a["redis"], "--save", "",
                                 "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no",
-                                "--protected-mode", "no"]))
-        memcached = ["memcached", "-l", self.host, "-p", str(mc_port), "-U", "0", "-m", "256", "-t", "2", "-c", "4096"]
+                                "--protected-mode", "no"]), address=a["redis"])
+        memcached = ["memcached", "-l", a["memcached"], "-p", str(mc_port), "-U", "0", "-m", "256", "-t", "2",
+                     "-c", "4096"]
         if root:
             memcached += ["-u", "nobody"]
-        self.start(Server(name="memcached", port=mc_port, log=str(logs / "memcached.log"), argv=memcached))
+        self.start(Server(name="memcached", port=mc_port, log=str(logs / "memcached.log"), argv=memcached),
+                   address=a["memcached"])
 
-        seed = subprocess.run([str(socialnet_binary()), "seed", "-pg", pg_url, "-redis", f"{self.host}:{redis_port}",
+        seed = subprocess.run([str(socialnet_binary()), "seed", "-pg", pg_url, "-redis", f"{a['redis']}:{redis_port}",
                                "-users", str(p.users), "-posts", str(p.posts_per_user), "-follows", str(p.mean_follows),
                                "-zipf", str(p.follow_zipf), "-seed", str(p.seed)],
                               capture_output=True, text=True, timeout=600)
@@ -395,29 +475,36 @@ class Chain:
         dataset = json.loads(seed.stdout.strip().splitlines()[-1])
 
         self.start(Server(name="app", port=app_port, log=str(logs / "app.log"),
-                          argv=[str(socialnet_binary()), "serve", "-listen", f"{self.host}:{app_port}", "-pg", pg_url,
-                                "-redis", f"{self.host}:{redis_port}", "-memcached", f"{self.host}:{mc_port}",
-                                "-pool", str(p.app_pool), "-timeout", f"{p.request_timeout:g}s"]))
+                          argv=[str(socialnet_binary()), "serve", "-listen", f"{a['app']}:{app_port}", "-pg", pg_url,
+                                "-redis", f"{a['redis']}:{redis_port}", "-memcached", f"{a['memcached']}:{mc_port}",
+                                "-pool", str(p.app_pool), "-timeout", f"{p.request_timeout:g}s"]), address=a["app"])
 
         tls = self.transport == "tls"
         cert = key = None
         if tls:
-            cert, key = make_certificate(self.dir / "tls", self.host)
+            cert, key = make_certificate(self.dir / "tls", self.front_address)
         conf = self.dir / "nginx.conf"
-        conf.write_text(nginx_config(self.dir, self.host, nginx_port, app_port, p.nginx_workers, cert, key))
+        listen = "0.0.0.0" if self.hosts else "127.0.0.1"
+        conf.write_text(nginx_config(self.dir, listen, nginx_port, f"{a['app']}:{app_port}", p.nginx_workers, cert, key))
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (self.dir / "nginx-temp" / sub).mkdir(parents=True, exist_ok=True)
         self.start(Server(name="nginx", port=nginx_port, log=str(logs / "nginx-error.log"),
                           argv=["nginx", "-c", str(conf), "-p", str(self.dir), "-e", str(logs / "nginx-error.log"),
-                                "-g", "daemon off;"]))
+                                "-g", "daemon off;"]), address=self.front_address)
         scheme = "https" if tls else "http"
+        front = self.front_address
         info = {
-            "host": self.host, "port": nginx_port, "scheme": scheme, "base_url": f"{scheme}://{self.host}:{nginx_port}",
+            **self.state.info,
+            "host": front, "port": nginx_port, "scheme": scheme, "base_url": f"{scheme}://{front}:{nginx_port}",
             "cacert": str(cert) if cert else None, "access_log": str(self.dir / "logs" / "access.log"),
-            "dataset": dataset, "transport": self.transport, "hosts": "local", "pgdata": str(pgdata),
+            "dataset": dataset, "transport": self.transport, "hosts": p.hosts, "pgdata": str(pgdata),
+            # the load generator runs in the edge host when there is one
+            "client_prefix": ["ip", "netns", "exec", self.hosts["edge"].netns] if self.hosts else [],
+            "placement": {tier: {"host": PLACEMENT[tier], "address": a[tier]} for tier in TIERS} if self.hosts else None,
+            "edge": {"delay": p.edge_delay, "rate": p.edge_rate} if self.hosts else None,
         }
         if tls:
-            info["transport_cipher"], info["tls_version"] = negotiated_cipher(self.host, nginx_port, cert)
+            info["transport_cipher"], info["tls_version"] = negotiated_cipher(front, nginx_port, cert)
         self.state.info = info
         self.state.save()
         return info
@@ -458,7 +545,7 @@ def negotiated_cipher(host: str, port: int, cert: Path) -> tuple[str, str]:
             return name, version
 
 
-def nginx_config(directory: Path, host: str, port: int, app_port: int, workers: int,
+def nginx_config(directory: Path, host: str, port: int, app_address: str, workers: int,
                  cert: Path | None, key: Path | None) -> str:
     temp = directory / "nginx-temp"
     tls = ""
@@ -481,7 +568,7 @@ http {{
     scgi_temp_path {temp}/scgi;
     keepalive_requests 1000000;
     upstream app {{
-        server {host}:{app_port};
+        server {app_address};
         keepalive 64;
     }}
     server {{
@@ -718,6 +805,11 @@ class Microservices(Workload):
     variant_axes = frozenset({"transport", "storage"})
     matrix_params = frozenset({"rates", "rate_fractions"})
 
+    def __init__(self, name: str, params: MicroservicesParams):
+        super().__init__(name, params)
+        #: the chains this (runner-side) instance started, by work directory: stopped in cleanup
+        self._chains: dict[str, Chain] = {}
+
     def requirements(self) -> str | None:
         hint = "run 'bash scripts/setup.sh --with microservices'"
         missing = missing_tools("nginx", "redis-server", "memcached", "openssl")
@@ -731,6 +823,15 @@ class Microservices(Workload):
             return f"missing {', '.join(missing)}: {hint}"
         if not socialnet_binary().exists():
             return f"the application tier is not built ({socialnet_binary()}): {hint}"
+        if self.params.hosts == "emulated":
+            from ccbench.topology import LinkShape, available
+
+            p = self.params
+            reason = available(LinkShape(rate=p.edge_rate, delay=p.edge_delay) if (p.edge_rate or p.edge_delay) else None)
+            if reason:
+                return f'hosts = "emulated": {reason} (hosts = "local" runs every tier on loopback)'
+            if os.geteuid() == 0 and shutil.which("setpriv") is None:
+                return "setpriv is missing (util-linux): apt-get install util-linux"
         return None
 
     # ---- prepare / cleanup: the chain's life
@@ -748,15 +849,16 @@ class Microservices(Workload):
         if old.exists():
             stop_chain(ChainState.load(old))
         shutil.rmtree(directory, ignore_errors=True)
-        chain = Chain(directory, self.params, transport)
+        chain = Chain(directory, self.params, transport, topology_workdir=run_workdir(ctx.workdir))
         try:
             info = chain.start_all()
             info["rates"], info["capacity"] = self._rates(ctx, info)
             chain.state.info = info
             chain.state.save()
         except BaseException:
-            stop_chain(chain.state)
+            chain.stop()
             raise
+        self._chains[str(ctx.workdir)] = chain
         ctx.raw_dir.mkdir(parents=True, exist_ok=True)
         (ctx.raw_dir / "chain.json").write_text(json.dumps(info, indent=1))
 
@@ -772,8 +874,9 @@ class Microservices(Workload):
         if shared.exists():
             capacity = json.loads(shared.read_text())
         else:
-            argv = oha_argv(mix_url_regex(info["base_url"], p.mix, p.users), rate=None, duration=p.capacity_seconds,
-                            connections=p.connections, timeout=p.request_timeout, cacert=info.get("cacert"))
+            argv = info.get("client_prefix", []) + oha_argv(
+                mix_url_regex(info["base_url"], p.mix, p.users), rate=None, duration=p.capacity_seconds,
+                connections=p.connections, timeout=p.request_timeout, cacert=info.get("cacert"))
             result = subprocess.run(argv, capture_output=True, text=True, timeout=p.capacity_seconds + 60)
             if result.returncode != 0:
                 raise WorkloadFailed(f"the capacity probe failed: oha exited with {result.returncode}: {tail(result.stderr, 3, 500)}")
@@ -788,10 +891,12 @@ class Microservices(Workload):
         return rates, capacity
 
     def cleanup(self, ctx: PrepareContext) -> None:
+        chain = self._chains.pop(str(ctx.workdir), None)
+        if chain is not None:
+            chain.stop()
         path = self._chain_dir(ctx.workdir) / STATE_NAME
         if path.exists():
-            state = ChainState.load(path)
-            stop_chain(state)
+            stop_chain(ChainState.load(path))
             path.unlink(missing_ok=True)
 
     # ---- run: the load
@@ -805,6 +910,8 @@ class Microservices(Workload):
         info = state.info
         self._check_alive(state)
         common = {"transport": info["transport"], "hosts": info.get("hosts", "local")}
+        if info.get("edge"):
+            common["edge_delay"], common["edge_rate"] = info["edge"]["delay"], info["edge"]["rate"]
         if info.get("transport_cipher"):
             common["transport_cipher"] = info["transport_cipher"]
             common["tls_version"] = info.get("tls_version")
@@ -816,11 +923,13 @@ class Microservices(Workload):
         cores = len(os.sched_getaffinity(0))
         failures: list[str] = []
         url_regex = mix_url_regex(info["base_url"], p.mix, p.users)
+        client = info.get("client_prefix") or []
         for rate in info.get("rates", []):
             before = tier_cpu_seconds(state)
             start = time.time()
-            result = ctx.run_command(oha_argv(url_regex, rate=rate, duration=p.duration, connections=p.connections,
-                                              timeout=p.request_timeout, cacert=info.get("cacert")),
+            result = ctx.run_command(client + oha_argv(url_regex, rate=rate, duration=p.duration,
+                                                       connections=p.connections, timeout=p.request_timeout,
+                                                       cacert=info.get("cacert")),
                                      log_name=f"oha-rate-{rate:g}", check=False)
             stop = time.time()
             after = tier_cpu_seconds(state)
@@ -836,7 +945,7 @@ class Microservices(Workload):
             script.write_text(wrk_script(p.mix, p.users))
             before = tier_cpu_seconds(state)
             start = time.time()
-            result = ctx.run_command(["wrk", "-t", str(p.wrk_threads), "-c", str(p.wrk_connections),
+            result = ctx.run_command(client + ["wrk", "-t", str(p.wrk_threads), "-c", str(p.wrk_connections),
                                       "-d", f"{p.wrk_duration:g}s", "--timeout", f"{p.request_timeout:g}s",
                                       "-s", str(script), info["base_url"]], log_name="wrk", check=False)
             stop = time.time()
