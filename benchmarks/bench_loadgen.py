@@ -46,8 +46,8 @@ def children_cpu() -> float:
 
 
 def run_oha(url: str, rate: float | None, seconds: float, connections: int, cacert: str | None) -> dict:
-    # a fixed URL: the regex form with no metacharacters but the escaped dots
-    argv = oha_argv(url.replace(".", r"\."), rate=rate, duration=seconds, connections=connections, timeout=5, cacert=cacert)
+    # a fixed URL (oha's rand_regex takes '.' literally)
+    argv = oha_argv(url, rate=rate, duration=seconds, connections=connections, timeout=5, cacert=cacert)
     before = children_cpu()
     start = time.perf_counter()
     result = subprocess.run(argv, capture_output=True, text=True)
@@ -90,16 +90,17 @@ def main() -> int:
             for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
                 (directory / "nginx-temp" / sub).mkdir(parents=True)
             port, unused = free_ports(2)
-            cert = key = None
+            ca = cert = key = None
             if transport == "tls":
-                cert, key = make_certificate(directory / "tls", "127.0.0.1")
+                ca, cert = make_certificate(directory / "tls", "127.0.0.1")
+                key = cert.with_name("key.pem")
             conf = directory / "nginx.conf"
             conf.write_text(nginx_config(directory, "127.0.0.1", port, f"127.0.0.1:{unused}", 1, cert, key))
             chain.start(Server(name="nginx", port=port, log=str(directory / "logs" / "nginx-error.log"),
                                argv=["nginx", "-c", str(conf), "-p", str(directory), "-e",
                                      str(directory / "logs" / "nginx-error.log"), "-g", "daemon off;"]))
             url = f"{'https' if cert else 'http'}://127.0.0.1:{port}/static"
-            cacert = str(cert) if cert else None
+            cacert = str(ca) if ca else None
             rate = args.start_rate
             best = None
             while True:

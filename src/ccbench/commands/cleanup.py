@@ -26,8 +26,9 @@ def command(workdir) -> None:
     from ccbench import topology
 
     with WorkdirLock(path.resolve()):
-        removed = cleanup_stale(path.resolve())
-        removed += stop_microservice_chains(path.resolve())  # servers of the microservices workload
+        # the microservices workload's servers first: their data may sit in a storage variant's directory
+        removed = stop_microservice_chains(path.resolve())
+        removed += cleanup_stale(path.resolve())
         # emulated hosts (network namespaces, bridges, veths) whose owner was killed
         removed += topology.cleanup_stale(path.resolve())
     for item in removed:

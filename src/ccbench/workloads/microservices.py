@@ -17,12 +17,13 @@ dropped), each tier's CPU use (its process tree), each tier's mean share of the 
 access log with ``$upstream_response_time`` and the application's ``Server-Timing`` header), the load
 generator's own CPU and whether the client rather than the service was the bottleneck.
 
-Every server is recorded in ``microservices-chain.json`` before it starts and stopped in cleanup;
+Every server is recorded in ``<workdir>/microservices/chain-*.json`` before it starts and stopped in cleanup;
 ``ccbench cleanup`` stops what a killed run left (``cleanup_stale``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -56,7 +57,9 @@ from ccbench.workloads.base import (
 
 REPO = Path(__file__).resolve().parents[3]
 SERVICE_DIR = REPO / "services" / "socialnet"
-STATE_NAME = "microservices-chain.json"
+#: chains' state files live in <the run's work directory>/microservices/, beside (not inside) the
+#: storage variants' directories, which a stale-storage clean-up may remove first
+REGISTRY_DIR = "microservices"
 PG_BIN_CANDIDATES = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
 #: the request mix's operations and the URL (path and query; a rand_regex pattern) each one requests;
@@ -274,20 +277,23 @@ def stop_chain(state: ChainState) -> list[str]:
     return stopped
 
 
+def state_file(workdir: Path) -> Path:
+    """Where the state of the chain serving work directory ``workdir`` is recorded."""
+    key = hashlib.sha1(str(Path(workdir).resolve()).encode()).hexdigest()[:12]
+    return run_workdir(Path(workdir)) / REGISTRY_DIR / f"chain-{key}.json"
+
+
 def cleanup_stale(workdir: Path) -> list[str]:
     """Stop the servers and remove the directories that a killed run's chains left under workdir."""
     removed: list[str] = []
-    for root, dirs, files in os.walk(workdir):
-        dirs[:] = [d for d in dirs if d != "pgdata"]
-        if STATE_NAME in files:
-            path = Path(root) / STATE_NAME
-            try:
-                state = ChainState.load(path)
-            except (OSError, ValueError, TypeError):
-                continue
-            removed += stop_chain(state)
-            path.unlink(missing_ok=True)
-            removed.append(f"removed {path}")
+    for path in sorted((Path(workdir) / REGISTRY_DIR).glob("chain-*.json")):
+        try:
+            state = ChainState.load(path)
+        except (OSError, ValueError, TypeError):
+            continue
+        removed += stop_chain(state)
+        path.unlink(missing_ok=True)
+        removed.append(f"removed {path}")
     return removed
 
 
@@ -332,11 +338,13 @@ class Chain:
     namespace (ccbench.topology) on a back-end segment, nginx also on an edge segment with the load
     generator's host, whose links have the plan's ``edge_delay`` and ``edge_rate``."""
 
-    def __init__(self, directory: Path, params: MicroservicesParams, transport: str, topology_workdir: Path | None = None):
+    def __init__(self, directory: Path, params: MicroservicesParams, transport: str, topology_workdir: Path | None = None,
+                 state_path: Path | None = None):
         self.dir = directory
         self.params = params
         self.transport = transport
-        self.state = ChainState(path=directory / STATE_NAME)
+        self.state = ChainState(path=state_path or directory / "chain-state.json")
+        self.state.path.parent.mkdir(parents=True, exist_ok=True)
         self.topology_workdir = topology_workdir or directory
         self.topology = None
         self.hosts: dict[str, Any] = {}
@@ -480,9 +488,10 @@ class Chain:
                                 "-pool", str(p.app_pool), "-timeout", f"{p.request_timeout:g}s"]), address=a["app"])
 
         tls = self.transport == "tls"
-        cert = key = None
+        ca = cert = key = None
         if tls:
-            cert, key = make_certificate(self.dir / "tls", self.front_address)
+            ca, cert = make_certificate(self.dir / "tls", self.front_address)
+            key = cert.with_name("key.pem")
         conf = self.dir / "nginx.conf"
         listen = "0.0.0.0" if self.hosts else "127.0.0.1"
         conf.write_text(nginx_config(self.dir, listen, nginx_port, f"{a['app']}:{app_port}", p.nginx_workers, cert, key))
@@ -496,7 +505,7 @@ class Chain:
         info = {
             **self.state.info,
             "host": front, "port": nginx_port, "scheme": scheme, "base_url": f"{scheme}://{front}:{nginx_port}",
-            "cacert": str(cert) if cert else None, "access_log": str(self.dir / "logs" / "access.log"),
+            "cacert": str(ca) if ca else None, "access_log": str(self.dir / "logs" / "access.log"),
             "dataset": dataset, "transport": self.transport, "hosts": p.hosts, "pgdata": str(pgdata),
             # the load generator runs in the edge host when there is one
             "client_prefix": ["ip", "netns", "exec", self.hosts["edge"].netns] if self.hosts else [],
@@ -504,7 +513,7 @@ class Chain:
             "edge": {"delay": p.edge_delay, "rate": p.edge_rate} if self.hosts else None,
         }
         if tls:
-            info["transport_cipher"], info["tls_version"] = negotiated_cipher(front, nginx_port, cert)
+            info["transport_cipher"], info["tls_version"] = negotiated_cipher(front, nginx_port, ca)
         self.state.info = info
         self.state.save()
         return info
@@ -525,16 +534,30 @@ def _reachable_by(directory: Path, user: str) -> bool:
 
 
 def make_certificate(directory: Path, host: str) -> tuple[Path, Path]:
-    """A self-signed P-256 certificate for this run, made by the openssl CLI (never reused across runs)."""
+    """A P-256 server certificate for this run, signed by a CA made for this run (openssl CLI; never
+    reused across runs). Returns (CA certificate, the server's certificate chain); the server's key is
+    beside them as key.pem. Clients verify against the CA (rustls refuses a CA certificate as the
+    server's own)."""
     directory.mkdir(parents=True, exist_ok=True)
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    result = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                             "-days", "2", "-subj", f"/CN={host}", "-addext", f"subjectAltName=IP:{host},DNS:localhost",
-                             "-keyout", str(key), "-out", str(cert)], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise WorkloadFailed(f"openssl could not make the run's certificate: {tail(result.stderr, 3, 500)}")
+    ca_cert, ca_key = directory / "ca.pem", directory / "ca-key.pem"
+    cert, key, csr = directory / "cert.pem", directory / "key.pem", directory / "cert.csr"
+    (directory / "server.ext").write_text(f"basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                                         f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{host},DNS:localhost\n")
+    steps = [
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+         "-subj", "/CN=ccbench run CA", "-keyout", str(ca_key), "-out", str(ca_cert)],
+        ["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-subj", f"/CN={host}", "-keyout", str(key), "-out", str(csr)],
+        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key), "-CAcreateserial",
+         "-days", "2", "-extfile", str(directory / "server.ext"), "-out", str(cert)],
+    ]
+    for argv in steps:
+        result = subprocess.run(argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise WorkloadFailed(f"openssl could not make the run's certificate: {tail(result.stderr, 3, 500)}")
     os.chmod(key, 0o600)
-    return cert, key
+    ca_key.unlink()  # nothing else is ever signed with it
+    return ca_cert, cert
 
 
 def negotiated_cipher(host: str, port: int, cert: Path) -> tuple[str, str]:
@@ -609,7 +632,8 @@ def mix_url_regex(base_url: str, mix: dict[str, int], users: int) -> str:
         path = OPERATIONS[op].replace("USER", user_pattern(users))
         for i in range(weight // divisor):
             branches.append(f"{path}&b={op[0]}{i}")
-    return re.escape(base_url) + "(" + "|".join(branches) + ")"
+    # oha's rand_regex treats '.' literally ("dot is disabled"); the base URL has no other metacharacter
+    return base_url + "(" + "|".join(branches) + ")"
 
 
 def wrk_script(mix: dict[str, int], users: int) -> str:
@@ -659,7 +683,8 @@ end
 def oha_argv(url_regex: str, *, rate: float | None, duration: float, connections: int, timeout: float,
              cacert: str | None) -> list[str]:
     oha = oha_binary() or "oha"
-    argv = [oha, "--no-tui", "--output-format", "json", "-z", f"{duration:g}s", "-c", str(connections),
+    # -w: requests still in flight at the deadline are waited for, not counted as aborted
+    argv = [oha, "--no-tui", "--output-format", "json", "-z", f"{duration:g}s", "-w", "-c", str(connections),
             "-t", f"{timeout:g}s", "--rand-regex-url", url_regex]
     if rate is not None:
         argv[1:1] = ["-q", f"{rate:g}", "--latency-correction"]
@@ -690,7 +715,9 @@ def parse_oha(text: str) -> dict[str, Any]:
         "transport_errors": sum(transport_errors.values()),
         "error_kinds": {**{f"HTTP {k}": v for k, v in statuses.items() if not 200 <= k < 400}, **transport_errors},
         "duration_s": float(summary.get("total") or 0.0),
-        "throughput": float(summary.get("requestsPerSec") or 0.0),
+        # oha's requestsPerSec counts failed requests too: achieved throughput is the successful ones
+        "throughput": ok / float(summary["total"]) if summary.get("total") else 0.0,
+        "attempted_per_s": float(summary.get("requestsPerSec") or 0.0),
         "p50": ms(percentiles.get("p50")), "p90": ms(percentiles.get("p90")), "p99": ms(percentiles.get("p99")),
         "p99.9": ms(percentiles.get("p99.9")), "max": ms(summary.get("slowest")),
         "mean": ms(summary.get("average")),
@@ -845,11 +872,11 @@ class Microservices(Workload):
         if transport not in ("plain", "tls"):
             raise WorkloadFailed(f"transport {transport!r} is not supported by the microservices workload (plain, tls)")
         directory = self._chain_dir(ctx.workdir)
-        old = directory / STATE_NAME
+        old = state_file(ctx.workdir)
         if old.exists():
             stop_chain(ChainState.load(old))
         shutil.rmtree(directory, ignore_errors=True)
-        chain = Chain(directory, self.params, transport, topology_workdir=run_workdir(ctx.workdir))
+        chain = Chain(directory, self.params, transport, topology_workdir=run_workdir(ctx.workdir), state_path=old)
         try:
             info = chain.start_all()
             info["rates"], info["capacity"] = self._rates(ctx, info)
@@ -894,7 +921,7 @@ class Microservices(Workload):
         chain = self._chains.pop(str(ctx.workdir), None)
         if chain is not None:
             chain.stop()
-        path = self._chain_dir(ctx.workdir) / STATE_NAME
+        path = state_file(ctx.workdir)
         if path.exists():
             stop_chain(ChainState.load(path))
             path.unlink(missing_ok=True)
@@ -903,7 +930,7 @@ class Microservices(Workload):
 
     def run(self, ctx: ExecutionContext) -> list[Measurement]:
         p = self.params
-        path = self._chain_dir(ctx.workdir) / STATE_NAME
+        path = state_file(ctx.workdir)
         if not path.exists():
             raise WorkloadFailed(f"the chain is not running (no {path}); prepare did not start it")
         state = ChainState.load(path)
