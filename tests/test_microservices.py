@@ -156,10 +156,10 @@ def test_server_that_fails_to_start_is_named_with_its_log(tmp_path):
 PLAN = """
 name = "microservices-test"
 [defaults]
-repetitions = 1
+repetitions = {repetitions}
 warmup = 0
 cooldown = 0
-variants = {{ transport = ["plain"] }}
+variants = {{ transport = {transports} }}
 [[workloads]]
 kind = "microservices"
 rates = [{rate}]
@@ -171,14 +171,21 @@ connections = 4
 
 
 @needs_chain
-def test_plan_runs_and_stops_its_servers(tmp_path, ccbench):
-    (tmp_path / "plan.toml").write_text(PLAN.format(rate=20, duration=3, extra=""))
+def test_plan_runs_reports_and_stops_its_servers(tmp_path, ccbench):
+    (tmp_path / "plan.toml").write_text(PLAN.format(rate=20, duration=2, extra="", repetitions=2, transports='["plain", "tls"]'))
     done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
     assert done.returncode == 0, done.stdout + done.stderr
     bundle = read_bundle(next((tmp_path / "out").iterdir()))
     metrics = {s["metric"] for s in bundle.samples}
     assert {"throughput", "latency_p99", "errors", "tier_cpu", "tier_latency", "loadgen_cpu", "client_saturated"} <= metrics
     assert all(s["params"]["rate"] == 20 for s in bundle.samples)
+    assert {s["variant"]["transport"] for s in bundle.samples} == {"plain", "tls"}
+    report = tmp_path / "report.md"
+    done = ccbench("report", next((tmp_path / "out").iterdir()), "-o", report, "--format", "md")
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = report.read_text()
+    assert "Microservices (seed 002)" in text and "p99 latency relative to" in text and "95% interval" in text
+    assert "where a request's time goes" in text
     states = list((tmp_path / "work" / "microservices").glob("chain-*.json"))
     assert states == []  # cleanup removed the record after stopping everything
     pgdata = json.loads(next((tmp_path / "out").rglob("chain.json")).read_text())["pgdata"]
@@ -195,7 +202,7 @@ def _cmdline(proc: psutil.Process) -> list[str]:
 @needs_chain
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
-    (tmp_path / "plan.toml").write_text(PLAN.format(rate=10, duration=60, extra=""))
+    (tmp_path / "plan.toml").write_text(PLAN.format(rate=10, duration=60, extra="", repetitions=1, transports='["plain"]'))
     runner = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(tmp_path / "plan.toml"), "--out",
                                str(tmp_path / "out"), "--workdir", str(tmp_path / "work")],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -248,7 +255,7 @@ def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
     ("mix = { home_timeline = 5, read_everything = 1 }", 10, "unknown mix key(s) read_everything"),
 ])
 def test_bad_rate_or_mix_is_a_one_line_error_before_anything_starts(tmp_path, ccbench, extra, rate, expected):
-    (tmp_path / "plan.toml").write_text(PLAN.format(rate=rate, duration=5, extra=extra))
+    (tmp_path / "plan.toml").write_text(PLAN.format(rate=rate, duration=5, extra=extra, repetitions=1, transports='["plain"]'))
     done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
     assert done.returncode == 2, done.stdout + done.stderr
     assert expected in done.stderr

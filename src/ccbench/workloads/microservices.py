@@ -507,6 +507,9 @@ class Chain:
             "host": front, "port": nginx_port, "scheme": scheme, "base_url": f"{scheme}://{front}:{nginx_port}",
             "cacert": str(ca) if ca else None, "access_log": str(self.dir / "logs" / "access.log"),
             "dataset": dataset, "transport": self.transport, "hosts": p.hosts, "pgdata": str(pgdata),
+            # False when the postgres user could not reach the work directory (a storage variant's
+            # directory under a private parent): the database then is not on the variant's storage
+            "pgdata_in_workdir": self.dir in pgdata.parents,
             # the load generator runs in the edge host when there is one
             "client_prefix": ["ip", "netns", "exec", self.hosts["edge"].netns] if self.hosts else [],
             "placement": {tier: {"host": PLACEMENT[tier], "address": a[tier]} for tier in TIERS} if self.hosts else None,
@@ -944,6 +947,8 @@ class Microservices(Workload):
             common["tls_version"] = info.get("tls_version")
         if info.get("capacity"):
             common["capacity_rps"] = round(info["capacity"]["rps"], 1)
+        if info.get("pgdata_in_workdir") is False:
+            common["pgdata_outside_variant"] = info["pgdata"]
         access_log = Path(info["access_log"])
         offset = access_log.stat().st_size if access_log.exists() else 0
         runs: list[tuple[dict[str, Any], dict[str, Any], float, float, dict[str, float], dict[str, float]]] = []
