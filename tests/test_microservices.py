@@ -297,3 +297,29 @@ def test_emulated_hosts_place_each_tier_in_its_own_namespace(tmp_path):
     finally:
         workload.cleanup(ctx)
     assert not list((tmp_path / "work" / "topology").glob("ms-*"))
+
+
+@pytest.mark.parametrize("transport", ["plain", "tls"])
+def test_kubernetes_manifests_validate_offline(tmp_path, transport):
+    pytest.importorskip("kubernetes_validate", reason="installed by the fleet set-up component")
+    from ccbench.fleet import k8s
+    from ccbench.workloads.microservices import k8s_manifests
+
+    objects = k8s_manifests(MicroservicesParams(), app_image="registry.example/ccbench-socialnet:1",
+                            loadgen_image="registry.example/oha:1.16", runtime_class="kata-qemu-snp",
+                            transport=transport, rate=250)
+    assert k8s.validate_objects(objects) == []
+    deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+    assert set(deployments) == {"front", "app", "memcached", "redis", "postgres"}
+    assert all(d["spec"]["template"]["spec"]["runtimeClassName"] == "kata-qemu-snp" for d in deployments.values())
+    services = {o["metadata"]["name"] for o in objects if o["kind"] == "Service"}
+    assert services == set(deployments)
+    job = next(o for o in objects if o["kind"] == "Job")
+    pod = job["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in pod  # the load generator stands for the edge device, outside the TEE
+    args = pod["containers"][0]["args"]
+    assert args[args.index("-q") + 1] == "250" and "--latency-correction" in args
+    conf = next(o for o in objects if o["kind"] == "ConfigMap")["data"]["nginx.conf"]
+    assert ("ssl_protocols TLSv1.3" in conf) == (transport == "tls")
+    k8s.write_manifests(objects, tmp_path / "socialnet.yaml")
+    assert k8s.validate_files([tmp_path / "socialnet.yaml"]) == []

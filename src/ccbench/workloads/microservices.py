@@ -1054,3 +1054,85 @@ class Microservices(Workload):
                                    metadata={**common, "share": value / total if total else None,
                                              "basis": "mean per request: nginx access log and Server-Timing"}))
         return out
+
+
+# --------------------------------------------------------------------------------------------------
+# the same chain as Kubernetes manifests, for confidential containers (rendered, validated offline, not run here)
+
+K8S_PORTS = {"nginx": 8080, "app": 8080, "memcached": 11211, "redis": 6379, "postgres": 5432}
+K8S_IMAGES = {"nginx": "nginx:1.27", "memcached": "memcached:1.6", "redis": "redis:7", "postgres": "postgres:15"}
+
+
+def k8s_manifests(params: MicroservicesParams, *, app_image: str, loadgen_image: str, runtime_class: str | None,
+                  namespace: str = "ccbench-socialnet", transport: str = "plain", rate: float = 100.0,
+                  tls_secret: str = "socialnet-tls", images: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Deployments and Services for every tier (with ``runtimeClassName`` = runtime_class, e.g.
+    ``kata-qemu-snp``), nginx's configuration as a ConfigMap, and a load Job (default runtime: the
+    client stands for the edge device) that seeds the dataset, then runs oha open-loop at ``rate``
+    with the plan's mix. ``app_image`` holds services/socialnet (see its Dockerfile); ``loadgen_image``
+    an ``oha`` binary. With transport = "tls", nginx serves TLS 1.3 with the certificate and key of
+    the Secret ``tls_secret`` (keys tls.crt and tls.key), which the user creates."""
+    from ccbench.fleet import k8s
+
+    if transport not in ("plain", "tls"):
+        raise WorkloadFailed(f"transport {transport!r}: the manifests support plain and tls")
+    if not (rate > 0 and math.isfinite(rate)):
+        raise WorkloadFailed(f"rate must be a positive request rate, not {rate:g}")
+    images = {**K8S_IMAGES, **(images or {})}
+    p = params
+    objects: list[dict[str, Any]] = [k8s.namespace(namespace)]
+    if runtime_class:
+        objects.append(k8s.runtime_class(runtime_class))
+    tls = transport == "tls"
+    cert = Path("/etc/ccbench/tls/tls.crt") if tls else None
+    key = Path("/etc/ccbench/tls/tls.key") if tls else None
+    conf = nginx_config(Path("/tmp/ccbench"), "0.0.0.0", K8S_PORTS["nginx"], f"app:{K8S_PORTS['app']}",
+                        p.nginx_workers, cert, key)
+    objects.append(k8s.config_map("nginx-conf", namespace, {"nginx.conf": conf}))
+    pg_url = f"postgres://ccbench@postgres:{K8S_PORTS['postgres']}/postgres?sslmode=disable"
+    containers = {
+        "postgres": k8s.container("postgres", images["postgres"], ports=[K8S_PORTS["postgres"]], cpu="1", memory="1Gi",
+                                  env={"POSTGRES_USER": "ccbench", "POSTGRES_DB": "postgres",
+                                       "POSTGRES_HOST_AUTH_METHOD": "trust"}),
+        "redis": k8s.container("redis", images["redis"], args=["--save", "", "--appendonly", "no", "--protected-mode", "no"],
+                               ports=[K8S_PORTS["redis"]], cpu="500m", memory="512Mi"),
+        "memcached": k8s.container("memcached", images["memcached"], args=["-m", "256", "-t", "2", "-c", "4096"],
+                                   ports=[K8S_PORTS["memcached"]], cpu="500m", memory="512Mi"),
+        "app": k8s.container("app", app_image, args=["serve", "-listen", f"0.0.0.0:{K8S_PORTS['app']}", "-pg", pg_url,
+                                                     "-redis", f"redis:{K8S_PORTS['redis']}",
+                                                     "-memcached", f"memcached:{K8S_PORTS['memcached']}",
+                                                     "-pool", str(p.app_pool), "-timeout", f"{p.request_timeout:g}s"],
+                             ports=[K8S_PORTS["app"]], cpu="1", memory="512Mi"),
+        "nginx": k8s.container("nginx", images["nginx"], command=["sh", "-c"],
+                               args=["mkdir -p /tmp/ccbench/logs /tmp/ccbench/nginx-temp && "
+                                     "exec nginx -c /etc/ccbench/nginx/nginx.conf -p /tmp/ccbench -g 'daemon off;'"],
+                               ports=[K8S_PORTS["nginx"]], cpu="1", memory="256Mi",
+                               volume_mounts=[k8s.volume_mount("nginx-conf", "/etc/ccbench/nginx", read_only=True),
+                                              k8s.volume_mount("scratch", "/tmp/ccbench")]
+                               + ([k8s.volume_mount("tls", "/etc/ccbench/tls", read_only=True)] if tls else [])),
+    }
+    for tier in TIERS:
+        volumes = None
+        if tier == "nginx":
+            volumes = [{"name": "nginx-conf", "configMap": {"name": "nginx-conf"}}, {"name": "scratch", "emptyDir": {}}]
+            if tls:
+                volumes.append({"name": "tls", "secret": {"secretName": tls_secret}})
+        spec = k8s.pod_spec([containers[tier]], runtime_class=runtime_class, volumes=volumes)
+        objects.append(k8s.deployment(tier if tier != "nginx" else "front", namespace, spec))
+        objects.append(k8s.service(tier if tier != "nginx" else "front", namespace,
+                                   selector={k8s.APP_LABEL: tier if tier != "nginx" else "front"},
+                                   ports=[K8S_PORTS[tier]]))
+    base = f"{'https' if tls else 'http'}://front:{K8S_PORTS['nginx']}"
+    load = k8s.container("oha", loadgen_image, command=["oha"],
+                         args=[*oha_argv(mix_url_regex(base, p.mix, p.users), rate=rate, duration=p.duration,
+                                         connections=p.connections, timeout=p.request_timeout, cacert=None)[1:],
+                               *(["--insecure"] if tls else [])],
+                         cpu="1", memory="256Mi")
+    seed = k8s.container("seed", app_image, args=["seed", "-pg", pg_url, "-redis", f"redis:{K8S_PORTS['redis']}",
+                                                  "-users", str(p.users), "-posts", str(p.posts_per_user),
+                                                  "-follows", str(p.mean_follows), "-zipf", str(p.follow_zipf),
+                                                  "-seed", str(p.seed)], cpu="500m", memory="256Mi")
+    load_spec = k8s.pod_spec([load])
+    load_spec["initContainers"] = [seed]
+    objects.append(k8s.job("load", namespace, load_spec, active_deadline_s=int(p.duration + 600)))
+    return objects
