@@ -462,6 +462,17 @@ class Chain:
                                 "-c", "max_connections=200", "-c", "shared_buffers=128MB"]),
                    address=a["postgres"], cwd="/")
         pg_url = f"postgres://ccbench@{a['postgres']}:{pg_port}/postgres?sslmode=disable"
+        # listening is not accepting: PostgreSQL refuses connections until its start-up has finished
+        deadline = time.monotonic() + 60
+        while True:
+            ready = subprocess.run([str(bin_dir / "pg_isready"), "-q", "-h", a["postgres"], "-p", str(pg_port),
+                                    "-U", "ccbench", "-d", "postgres"], capture_output=True)
+            if ready.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise WorkloadFailed(f"postgres did not accept connections within 60 s; its log ends: "
+                                     f"{self._log_tail(self.state.server('postgres'))}")
+            time.sleep(0.1)
 
         self.start(Server(name="redis", port=redis_port, log=str(logs / "redis.log"),
                           argv=["redis-server", "--port", str(redis_port), "--bind", a["redis"], "--save", "",
