@@ -8,8 +8,9 @@ if ! command -v oha >/dev/null; then
   command -v cargo >/dev/null || die "cargo is not installed (oha is built from crates.io): install Rust with rustup (https://rustup.rs), then re-run"
   command -v cc >/dev/null || apt_install gcc
   command -v cmake >/dev/null || apt_install cmake make   # aws-lc-sys (rustls' crypto) builds with cmake
-  log "cargo install oha --locked (the open-loop load generator; several minutes the first time)"
-  cargo install --quiet --locked oha || die "cargo install oha failed"
+  # pinned: its JSON summary and flags are what the workload parses
+  log "cargo install --locked oha 1.16.0 (the open-loop load generator; many minutes on 2 CPUs the first time)"
+  cargo install --quiet --locked oha --version 1.16.0 || die "cargo install oha failed"
 fi
 # the machine's Go (any release >= 1.19); Debian 12's golang-go when there is none
 [ -x /usr/local/go/bin/go ] && case ":$PATH:" in *":/usr/local/go/bin:"*) ;; *) export PATH="/usr/local/go/bin:$PATH" ;; esac
