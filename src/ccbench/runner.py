@@ -49,8 +49,10 @@ KILL_GRACE_S = 3.0
 DONE_STATUSES = (ExecutionStatus.OK, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT)
 
 
-class Interrupted(Exception):
-    """Raised in the runner when SIGINT or SIGTERM arrives."""
+class Interrupted(BaseException):
+    """Raised in the runner when SIGINT or SIGTERM arrives. A BaseException, like
+    KeyboardInterrupt, so that the ``except Exception`` around best-effort steps (a prepare, the
+    interference monitor, the system check) cannot swallow it."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
