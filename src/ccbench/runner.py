@@ -671,8 +671,10 @@ class Runner:
             except OSError as exc:
                 return self._finish(execution, record, start, ExecutionStatus.FAILED,
                                     f"could not start the worker process: {exc}", log_file)
-            monitor = self._watch(process.pid)
+            monitor = None
             try:
+                # the watch starts with the worker and ends with it: the execution's measured interval
+                monitor = self._watch(process.pid)
                 _wait(process, spec.timeout)
             except subprocess.TimeoutExpired:
                 self._observe(record, monitor)
