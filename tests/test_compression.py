@@ -62,7 +62,7 @@ def test_round_trip_with_gzip_and_zstd(tmp_path):
     for m in measurements:
         by_case.setdefault(m.case["algorithm"], {})[m.metric] = m
     assert set(by_case) == {"gzip", "zstd"}
-    for algorithm, metrics in by_case.items():
+    for metrics in by_case.values():
         assert set(metrics) == {"compress_time", "decompress_time", "compress_throughput", "decompress_throughput",
                                 "compression_ratio"}
         assert metrics["compress_time"].value > 0 and metrics["compress_time"].better == "lower"

@@ -50,6 +50,10 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
             assert prepared.handle.image.device in loops_for(tmp_path)
         if expected == "gocryptfs":
             assert prepared.info["storage_cipher"] == "AES-256-GCM"
+            # a userspace cipher: no kernel driver, whether the CPU has AES and carry-less multiply
+            assert prepared.info["storage_cipher_accelerated"] in (True, False)
+        if expected == "fscrypt":
+            assert "aes" in prepared.info["storage_cipher_driver"]
         mounted = mounts_under(tmp_path)
         assert mounted, "the variant must be a real mount"
         from ccbench.probe import describe_path

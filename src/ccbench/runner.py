@@ -23,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -49,8 +50,10 @@ KILL_GRACE_S = 3.0
 DONE_STATUSES = (ExecutionStatus.OK, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT)
 
 
-class Interrupted(Exception):
-    """Raised in the runner when SIGINT or SIGTERM arrives."""
+class Interrupted(BaseException):
+    """Raised in the runner when SIGINT or SIGTERM arrives. A BaseException, like
+    KeyboardInterrupt, so that the ``except Exception`` around best-effort steps (a prepare, the
+    interference monitor, the system check) cannot swallow it."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -219,6 +222,23 @@ def cleanup_stale(workdir: Path) -> list[str]:
     from ccbench.variants import storage
 
     return storage.cleanup_stale(workdir)
+
+
+def _wait(process: subprocess.Popen, timeout: float | None) -> int:
+    """Wait for the worker to end, waking the moment it does. Popen.wait(timeout) polls with sleeps of
+    up to 50 ms, which stretched every execution; a pidfd (Linux 5.3+) becomes readable when the
+    process ends. Raises subprocess.TimeoutExpired like Popen.wait."""
+    try:
+        fd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return process.wait(timeout=timeout)
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+    if not ready:
+        raise subprocess.TimeoutExpired(process.args, timeout)
+    return process.wait()
 
 
 def _kill_tree(process: subprocess.Popen) -> None:
@@ -667,9 +687,11 @@ class Runner:
             except OSError as exc:
                 return self._finish(execution, record, start, ExecutionStatus.FAILED,
                                     f"could not start the worker process: {exc}", log_file)
-            monitor = self._watch(process.pid)
+            monitor = None
             try:
-                process.wait(timeout=spec.timeout)
+                # the watch starts with the worker and ends with it: the execution's measured interval
+                monitor = self._watch(process.pid)
+                _wait(process, spec.timeout)
             except subprocess.TimeoutExpired:
                 self._observe(record, monitor)
                 _kill_tree(process)

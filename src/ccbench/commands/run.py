@@ -90,7 +90,7 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
               help="Continue an interrupted run in its bundle, skipping executions already recorded.")
 @click.option("--precision", metavar="PERCENT",
               help="After the repetitions, keep running interleaved rounds of all variants until each workload's "
-                   "primary metric has a 95%% interval within this, e.g. 2%% (limits: the plan's max_repetitions, "
+                   "primary metric has a 95% interval within this, e.g. 2% (limits: the plan's max_repetitions, "
                    "default 30, and max_time).")
 def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision) -> None:
     """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).

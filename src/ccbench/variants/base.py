@@ -41,7 +41,7 @@ class VariantAxis(ABC):
     #: the value used when a workload honours this axis but the plan lists none
     default_value: ClassVar[str]
 
-    def validate(self, value: str) -> None:
+    def validate(self, value: str) -> None:  # noqa: B027 - optional hook
         """Raise ValueError with a message naming the accepted values if ``value`` is malformed."""
 
     def skip_reason(self, value: str, options: AxisOptions) -> str | None:

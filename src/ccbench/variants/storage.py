@@ -230,6 +230,18 @@ def cipher_driver_info(storage_cipher: str, directory: Path | None = None) -> di
         return {"storage_cipher_driver": None, "storage_cipher_driver_note": f"not read: {exc}"}
 
 
+def userspace_aes_info() -> dict[str, Any]:
+    """For a userspace cipher (gocryptfs: Go's or OpenSSL's AES-GCM, no kernel driver): whether the
+    CPU offers what both use for AES-GCM at speed (AES and carry-less multiply instructions)."""
+    from ccbench.variants.transport import cpu_flags
+
+    flags = cpu_flags()
+    if not flags:
+        return {}
+    return {"storage_cipher_driver": "userspace AES-GCM (gocryptfs)",
+            "storage_cipher_accelerated": {"aes", "pclmulqdq"} <= flags}
+
+
 def _key_file(directory: Path, raw: bytes) -> Path:
     """A 0600 file holding ``raw``, created exclusively (never over an existing file)."""
     key = directory / "key"
@@ -507,7 +519,8 @@ class Gocryptfs(Mechanism):
         finally:
             key.unlink(missing_ok=True)
         info = {"storage": "encrypted", "storage_mechanism": "gocryptfs",
-                "storage_cipher": gocryptfs_cipher(cipher_dir / "gocryptfs.conf"), "filesystem": "FUSE"}
+                "storage_cipher": gocryptfs_cipher(cipher_dir / "gocryptfs.conf"), "filesystem": "FUSE",
+                **userspace_aes_info()}
         version = _run(["gocryptfs", "-version"], check=False).stdout.split(";")[0].strip()
         if version:
             info["gocryptfs_version"] = version
