@@ -36,8 +36,13 @@ STORAGE = [({"storage": "disk"}, 1.0), ({"storage": "encrypted", "storage_mechan
 def cases():
     for bs in ("4k", "64k", "1m"):
         for rw in ("randread", "randwrite", "read", "write"):
-            for metric, unit, better in (("throughput", "MB/s", "higher"), ("iops", "IOPS", "higher"),
-                                         ("clat_mean", "us", "lower"), ("clat_p50", "us", "lower"), ("clat_p99", "us", "lower")):
+            for metric, unit, better in (
+                ("throughput", "MB/s", "higher"),
+                ("iops", "IOPS", "higher"),
+                ("clat_mean", "us", "lower"),
+                ("clat_p50", "us", "lower"),
+                ("clat_p99", "us", "lower"),
+            ):
                 yield "fio", {"bs": bs, "rw": rw}, metric, unit, better
     for notebook in ("airline_delay", "credit_fraud", "app_store"):
         for cell in range(20):
@@ -53,9 +58,20 @@ def write_bundles(root: Path, total: int) -> list[Path]:
     per_group = max(3, total // (configs * len(groups)))
     paths = []
     for host, tee, machine_factor in MACHINES:
-        writer = BundleWriter.create(root / host, {"plan": {"name": "bench"}, "environment": {
-            "hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "bench"}, "memory": {},
-            "kernel": {"release": "6"}, "storage": {"protection": "plain"}}})
+        writer = BundleWriter.create(
+            root / host,
+            {
+                "plan": {"name": "bench"},
+                "environment": {
+                    "hostname": host,
+                    "tee": {"technology": tee, "evidence": []},
+                    "cpu": {"model": "bench"},
+                    "memory": {},
+                    "kernel": {"release": "6"},
+                    "storage": {"protection": "plain"},
+                },
+            },
+        )
         batch = []
         for variant, storage_factor in STORAGE:
             for workload, case, metric, unit, better in groups:
@@ -64,9 +80,22 @@ def write_bundles(root: Path, total: int) -> list[Path]:
                 if better == "higher":
                     values = 1e4 / values
                 for rep, value in enumerate(values):
-                    batch.append(Sample(workload=workload, kind=workload.split("-")[0], params=case, variant=variant,
-                                        metric=metric, unit=unit, value=float(value), better=better, repetition=rep,
-                                        warmup=False, timestamp="2026-01-01T00:00:00Z", metadata={"case": case}))
+                    batch.append(
+                        Sample(
+                            workload=workload,
+                            kind=workload.split("-")[0],
+                            params=case,
+                            variant=variant,
+                            metric=metric,
+                            unit=unit,
+                            value=float(value),
+                            better=better,
+                            repetition=rep,
+                            warmup=False,
+                            timestamp="2026-01-01T00:00:00Z",
+                            metadata={"case": case},
+                        )
+                    )
         writer.append_samples(batch)
         writer.close()
         paths.append(writer.path)
@@ -92,9 +121,15 @@ def timed(argv: list[str], src: str | None = None) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each command, interleaved; the median is printed")
-    parser.add_argument("--against", metavar="SRC", help="also run every command from this src directory, interleaved, "
-                                                         "and print the ratios (this checkout / that one)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="runs of each command, interleaved; the median is printed"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="SRC",
+        help="also run every command from this src directory, interleaved, "
+        "and print the ratios (this checkout / that one)",
+    )
     args = parser.parse_args()
     this_src = str(Path(__file__).resolve().parents[1] / "src")
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,11 +138,16 @@ def main() -> None:
         count = sum(len((p / "samples.jsonl").read_text().splitlines()) for p in paths)
         cli = [sys.executable, "-m", "ccbench"]
         commands = {
-            "load only (python -c ccbench.load)": [sys.executable, "-c", f"import ccbench; ccbench.load({[str(p) for p in paths]!r})"],
+            "load only (python -c ccbench.load)": [
+                sys.executable,
+                "-c",
+                f"import ccbench; ccbench.load({[str(p) for p in paths]!r})",
+            ],
             "ccbench compare --json": cli + ["compare", *map(str, paths), "--json"],
             "ccbench compare --json -j 1": cli + ["compare", *map(str, paths), "--json", "-j", "1"],
             "ccbench report -o report.html": cli + ["report", *map(str, paths), "-o", str(root / "report.html")],
-            "ccbench report -o report.html -j 1": cli + ["report", *map(str, paths), "-o", str(root / "report.html"), "-j", "1"],
+            "ccbench report -o report.html -j 1": cli
+            + ["report", *map(str, paths), "-o", str(root / "report.html"), "-j", "1"],
         }
         sources = {"": this_src}
         if args.against:
@@ -132,10 +172,14 @@ def main() -> None:
         print(f"against {args.against} (same bundles, interleaved): this checkout / that one")
         for name in commands:
             other = median["against: " + name]
-            print(f"{name:36s} {median[name]:6.2f} s vs {other:6.2f} s  ratio {median[name] / other:.2f}  "
-                  f"peak memory ratio {statistics.median(peaks[name]) / statistics.median(peaks['against: ' + name]):.2f}")
-    print(f"helper process (default) vs -j 1: compare {median['ccbench compare --json'] / median['ccbench compare --json -j 1']:.2f}x, "
-          f"report {median['ccbench report -o report.html'] / median['ccbench report -o report.html -j 1']:.2f}x")
+            print(
+                f"{name:36s} {median[name]:6.2f} s vs {other:6.2f} s  ratio {median[name] / other:.2f}  "
+                f"peak memory ratio {statistics.median(peaks[name]) / statistics.median(peaks['against: ' + name]):.2f}"
+            )
+    print(
+        f"helper process (default) vs -j 1: compare {median['ccbench compare --json'] / median['ccbench compare --json -j 1']:.2f}x, "
+        f"report {median['ccbench report -o report.html'] / median['ccbench report -o report.html -j 1']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

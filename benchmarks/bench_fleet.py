@@ -46,8 +46,25 @@ command = "true"
 
 def fleet_run(plan: Path, inventory: Path, out: Path, *extra: str) -> tuple[dict, float]:
     started = time.time()
-    done = subprocess.run([sys.executable, "-m", "ccbench", "fleet", "run", str(plan), "--inventory", str(inventory),
-                           "--out", str(out), "--no-report", *extra], capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ccbench",
+            "fleet",
+            "run",
+            str(plan),
+            "--inventory",
+            str(inventory),
+            "--out",
+            str(out),
+            "--no-report",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     wall = time.time() - started
     if done.returncode != 0:
         raise SystemExit(f"fleet run failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
@@ -71,23 +88,57 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
         for _ in range(size_mb):
             handle.write(os.urandom(1 << 20))
     destination = work / "gathered" / run_id / "bundle.tar"
-    extra = {"ccbench_fleet": {
-        "action": "stop", "run_id": run_id, "python": wheelhouse.python_tag(), "wheelhouse_tar": "", "wheelhouse_key": key,
-        "plan_content": "", "plan_suffix": "", "poll_s": 1, "max_polls": 1, "stop_grace_s": 5,
-        "stop_flag": str(work / "no-stop-flag"),
-        "hosts": {"h1": {"label": "h1", "round": "run", "dest": str(destination), "system_packages": [], "ccbench_args": []}},
-    }}
+    extra = {
+        "ccbench_fleet": {
+            "action": "stop",
+            "run_id": run_id,
+            "python": wheelhouse.python_tag(),
+            "wheelhouse_tar": "",
+            "wheelhouse_key": key,
+            "plan_content": "",
+            "plan_suffix": "",
+            "poll_s": 1,
+            "max_polls": 1,
+            "stop_grace_s": 5,
+            "stop_flag": str(work / "no-stop-flag"),
+            "hosts": {
+                "h1": {
+                    "label": "h1",
+                    "round": "run",
+                    "dest": str(destination),
+                    "system_packages": [],
+                    "ccbench_args": [],
+                }
+            },
+        }
+    }
     extra_file = work / "gather-vars.json"
     extra_file.write_text(json.dumps(extra))
     # the environment `ccbench fleet run` gives Ansible (ANSIBLE_SSH_TRANSFER_METHOD etc. from ours)
     control_dir = Path(tempfile.mkdtemp(prefix="ccbench-ssh-"))
     env = ansible_environment(mode="parallel", accept_new_host_keys=False, control_dir=control_dir)
     try:
-        done = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(inventory), "--limit", "h1", "-e",
-                               f"@{extra_file}", str(PLAYBOOK)], capture_output=True, text=True, env=env, timeout=600)
+        done = subprocess.run(
+            [
+                ansible_tool("ansible-playbook"),
+                "-i",
+                str(inventory),
+                "--limit",
+                "h1",
+                "-e",
+                f"@{extra_file}",
+                str(PLAYBOOK),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
     finally:
         for socket_path in control_dir.iterdir():
-            subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "x"], capture_output=True, timeout=30)
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "x"], capture_output=True, timeout=30
+            )
         shutil.rmtree(control_dir, ignore_errors=True)
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     starts = {e["task"]: e["time"] for e in events if e["event"] == "host_task_start"}
@@ -99,15 +150,34 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
     fetch_s = ends["ccbench:fetch"] - starts["ccbench:fetch"]
     # the same bytes through one plain ssh stream, for scale
     started = time.perf_counter()
-    subprocess.run(["ssh", *env["ANSIBLE_SSH_ARGS"].split(), "-o", "ControlMaster=no", "-i", str(hosts.client_key),
-                    "-o", f"UserKnownHostsFile={hosts.known_hosts}",
-                    f"root@{host.address}", f"cat {bundle}/raw/payload.bin"], stdout=subprocess.DEVNULL, check=True,
-                   timeout=600)
+    subprocess.run(
+        [
+            "ssh",
+            *env["ANSIBLE_SSH_ARGS"].split(),
+            "-o",
+            "ControlMaster=no",
+            "-i",
+            str(hosts.client_key),
+            "-o",
+            f"UserKnownHostsFile={hosts.known_hosts}",
+            f"root@{host.address}",
+            f"cat {bundle}/raw/payload.bin",
+        ],
+        stdout=subprocess.DEVNULL,
+        check=True,
+        timeout=600,
+    )
     ssh_s = time.perf_counter() - started
     mb = size / 1e6
-    return {"bytes": size, "pack_s": round(pack_s, 2), "fetch_s": round(fetch_s, 2),
-            "fetch_MB_per_s": round(mb / fetch_s, 1), "pack_and_fetch_MB_per_s": round(mb / (pack_s + fetch_s), 1),
-            "ssh_cat_MB_per_s": round(size / 1e6 / ssh_s, 1), "fetch_vs_ssh_cat": round(ssh_s / fetch_s, 2)}
+    return {
+        "bytes": size,
+        "pack_s": round(pack_s, 2),
+        "fetch_s": round(fetch_s, 2),
+        "fetch_MB_per_s": round(mb / fetch_s, 1),
+        "pack_and_fetch_MB_per_s": round(mb / (pack_s + fetch_s), 1),
+        "ssh_cat_MB_per_s": round(size / 1e6 / ssh_s, 1),
+        "fetch_vs_ssh_cat": round(ssh_s / fetch_s, 2),
+    }
 
 
 def main() -> None:
@@ -122,8 +192,10 @@ def main() -> None:
         raise SystemExit(f"cannot make SSH test hosts here: {reason}")
     started = time.time()
     built = wheelhouse.build()
-    print(f"wheelhouse {built.key}: {built.tar.stat().st_size / 1e6:.1f} MB, "
-          f"{'built' if built.built else 'from the cache'} in {time.time() - started:.1f} s")
+    print(
+        f"wheelhouse {built.key}: {built.tar.stat().st_size / 1e6:.1f} MB, "
+        f"{'built' if built.built else 'from the cache'} in {time.time() - started:.1f} s"
+    )
     with tempfile.TemporaryDirectory(prefix="ccbench-bench-fleet-") as temporary:
         work = Path(args.out or temporary)
         work.mkdir(parents=True, exist_ok=True)
@@ -139,25 +211,43 @@ def main() -> None:
                 return
             cold, cold_wall = fleet_run(plan, inventory, work / "cold", "--limit", "h1")
             cold_t = timings(cold)["h1"]
-            print(f"cold host: first remote execution {cold_t['first_execution_s']:.1f} s after the command "
-                  f"(install {cold_t.get('install_s', 0):.1f} s), whole run {cold_wall:.1f} s")
+            print(
+                f"cold host: first remote execution {cold_t['first_execution_s']:.1f} s after the command "
+                f"(install {cold_t.get('install_s', 0):.1f} s), whole run {cold_wall:.1f} s"
+            )
             warm = []
             for _ in range(args.warm_runs):
                 manifest, wall = fleet_run(plan, inventory, work / "warm", "--limit", "h1")
                 warm.append(timings(manifest)["h1"]["first_execution_s"])
-            print(f"warm host: first remote execution {statistics.median(warm):.1f} s after the command "
-                  f"(median of {len(warm)}: {', '.join(f'{w:.1f}' for w in warm)}; target <= 10 s)")
+            print(
+                f"warm host: first remote execution {statistics.median(warm):.1f} s after the command "
+                f"(median of {len(warm)}: {', '.join(f'{w:.1f}' for w in warm)}; target <= 10 s)"
+            )
             # h2 installed once (cold), then both warm at once
             fleet_run(plan, inventory, work / "cold2", "--limit", "h2")
             both, _ = fleet_run(plan, inventory, work / "both")
             both_t = {label: t["first_execution_s"] for label, t in timings(both).items()}
-            print(f"two warm hosts in parallel: first remote execution {', '.join(f'{k} {v:.1f} s' for k, v in both_t.items())}")
+            print(
+                f"two warm hosts in parallel: first remote execution {', '.join(f'{k} {v:.1f} s' for k, v in both_t.items())}"
+            )
             result = gather(hosts, inventory, built.key, args.size_mb, work)
-            print(f"gathering a {result['bytes'] / 1e6:.0f} MB bundle: pack {result['pack_s']} s, fetch {result['fetch_s']} s "
-                  f"= {result['fetch_MB_per_s']} MB/s fetch, {result['pack_and_fetch_MB_per_s']} MB/s pack+fetch "
-                  f"(plain ssh cat: {result['ssh_cat_MB_per_s']} MB/s; target >= 100 MB/s)")
-            print(json.dumps({"cold": cold_t, "cold_wall_s": round(cold_wall, 1), "warm_first_execution_s": warm,
-                              "parallel_first_execution_s": both_t, "gather": result}, indent=1))
+            print(
+                f"gathering a {result['bytes'] / 1e6:.0f} MB bundle: pack {result['pack_s']} s, fetch {result['fetch_s']} s "
+                f"= {result['fetch_MB_per_s']} MB/s fetch, {result['pack_and_fetch_MB_per_s']} MB/s pack+fetch "
+                f"(plain ssh cat: {result['ssh_cat_MB_per_s']} MB/s; target >= 100 MB/s)"
+            )
+            print(
+                json.dumps(
+                    {
+                        "cold": cold_t,
+                        "cold_wall_s": round(cold_wall, 1),
+                        "warm_first_execution_s": warm,
+                        "parallel_first_execution_s": both_t,
+                        "gather": result,
+                    },
+                    indent=1,
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=200)
     args = parser.parse_args()
-    measured = subprocess.Popen([sys.executable, "-c",
-                                 "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)"])
+    measured = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)"]
+    )
     time.sleep(0.5)
     try:
         results = {}

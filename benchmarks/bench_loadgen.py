@@ -62,8 +62,9 @@ def run_oha(url: str, rate: float | None, seconds: float, connections: int, cace
 def run_wrk(url: str, seconds: float, connections: int) -> dict:
     before = children_cpu()
     start = time.perf_counter()
-    result = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds:g}s", url],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds:g}s", url], capture_output=True, text=True
+    )
     wall = time.perf_counter() - start
     rps = next((float(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("Requests/sec")), 0.0)
     return {"throughput": rps, "client_cores": (children_cpu() - before) / wall}
@@ -73,13 +74,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
     parser.add_argument("--connections", type=int, default=32, help="client connections")
-    parser.add_argument("--start-rate", type=float, default=1000.0, help="first open-loop rate (req/s); doubled each step")
+    parser.add_argument(
+        "--start-rate", type=float, default=1000.0, help="first open-loop rate (req/s); doubled each step"
+    )
     args = parser.parse_args()
     for tool in ("nginx", "wrk", "openssl"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is missing: run 'bash scripts/setup.sh --with microservices'")
-    print(f"# load generator ceiling against a static nginx response ({os.cpu_count()} CPUs, client and nginx "
-          f"sharing them; {args.seconds:g} s per point, {args.connections} connections)")
+    print(
+        f"# load generator ceiling against a static nginx response ({os.cpu_count()} CPUs, client and nginx "
+        f"sharing them; {args.seconds:g} s per point, {args.connections} connections)"
+    )
     print("| transport | client | target (req/s) | achieved (req/s) | p99 (ms) | client CPU (cores) |")
     print("|---|---|---:|---:|---:|---:|")
     for transport in ("plain", "tls"):
@@ -96,26 +101,50 @@ def main() -> int:
                 key = cert.with_name("key.pem")
             conf = directory / "nginx.conf"
             conf.write_text(nginx_config(directory, "127.0.0.1", port, f"127.0.0.1:{unused}", 1, cert, key))
-            chain.start(Server(name="nginx", port=port, log=str(directory / "logs" / "nginx-error.log"),
-                               argv=["nginx", "-c", str(conf), "-p", str(directory), "-e",
-                                     str(directory / "logs" / "nginx-error.log"), "-g", "daemon off;"]))
+            chain.start(
+                Server(
+                    name="nginx",
+                    port=port,
+                    log=str(directory / "logs" / "nginx-error.log"),
+                    argv=[
+                        "nginx",
+                        "-c",
+                        str(conf),
+                        "-p",
+                        str(directory),
+                        "-e",
+                        str(directory / "logs" / "nginx-error.log"),
+                        "-g",
+                        "daemon off;",
+                    ],
+                )
+            )
             url = f"{'https' if cert else 'http'}://127.0.0.1:{port}/static"
             cacert = str(ca) if ca else None
             rate = args.start_rate
             best = None
             while True:
                 summary = run_oha(url, rate, args.seconds, args.connections, cacert)
-                print(f"| {transport} | oha -q | {rate:,.0f} | {summary['throughput']:,.0f} | {summary['p99']:.2f} | "
-                      f"{summary['client_cores']:.2f} |", flush=True)
+                print(
+                    f"| {transport} | oha -q | {rate:,.0f} | {summary['throughput']:,.0f} | {summary['p99']:.2f} | "
+                    f"{summary['client_cores']:.2f} |",
+                    flush=True,
+                )
                 if summary["throughput"] < 0.95 * rate or rate > 1e6:
                     break
                 best = rate
                 rate *= 2
             free = run_oha(url, None, args.seconds, args.connections, cacert)
-            print(f"| {transport} | oha, unthrottled | - | {free['throughput']:,.0f} | {free['p99']:.2f} | "
-                  f"{free['client_cores']:.2f} |", flush=True)
+            print(
+                f"| {transport} | oha, unthrottled | - | {free['throughput']:,.0f} | {free['p99']:.2f} | "
+                f"{free['client_cores']:.2f} |",
+                flush=True,
+            )
             wrk = run_wrk(url, args.seconds, args.connections)
-            print(f"| {transport} | wrk, closed loop | - | {wrk['throughput']:,.0f} | - | {wrk['client_cores']:.2f} |", flush=True)
+            print(
+                f"| {transport} | wrk, closed loop | - | {wrk['throughput']:,.0f} | - | {wrk['client_cores']:.2f} |",
+                flush=True,
+            )
             print(f"| {transport} | **largest open-loop rate sustained** | {best or 0:,.0f} | | | |", flush=True)
         finally:
             stop_chain(chain.state)

@@ -38,8 +38,12 @@ def through_ccbench(plan: Path, tmp: str, src: Path | None) -> tuple[float, floa
     out = tempfile.mkdtemp(dir=tmp)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "ccbench", "run", str(plan), "--out", f"{out}/out",
-                           "--workdir", f"{out}/work"], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "ccbench", "run", str(plan), "--out", f"{out}/out", "--workdir", f"{out}/work"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -84,10 +88,14 @@ def main() -> None:
         cpu_this = statistics.median(cpu for _, cpu in this) / args.executions
         cpu_baseline = statistics.median(cpu for _, cpu in baseline) / args.executions
         print(f"baseline: {args.baseline_src} (medians of {len(baseline)} runs each, alternating)")
-        print(f"  wall per execution:       {per_baseline * 1000:8.1f} ms baseline, {per_ccbench * 1000:8.1f} ms this tree, "
-              f"ratio {per_ccbench / per_baseline:.3f}")
-        print(f"  CPU per execution:        {cpu_baseline * 1000:8.1f} ms baseline, {cpu_this * 1000:8.1f} ms this tree, "
-              f"ratio {cpu_this / cpu_baseline:.3f}")
+        print(
+            f"  wall per execution:       {per_baseline * 1000:8.1f} ms baseline, {per_ccbench * 1000:8.1f} ms this tree, "
+            f"ratio {per_ccbench / per_baseline:.3f}"
+        )
+        print(
+            f"  CPU per execution:        {cpu_baseline * 1000:8.1f} ms baseline, {cpu_this * 1000:8.1f} ms this tree, "
+            f"ratio {cpu_this / cpu_baseline:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -20,14 +20,35 @@ def run_ccbench(*args, cwd=None, timeout=600, env=None):
     """Run the real CLI in a subprocess, as a user would."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "ccbench", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, env=full_env)
+    return subprocess.run(
+        [sys.executable, "-m", "ccbench", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=full_env,
+    )
 
 
 def start_run(plan, out, workdir, *extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.Popen:
     """``ccbench run PLAN`` in the background (to be interrupted by the test)."""
-    return subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(out),
-                             "--workdir", str(workdir), *map(str, extra)], stdout=stdout, stderr=stderr, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ccbench",
+            "run",
+            str(plan),
+            "--out",
+            str(out),
+            "--workdir",
+            str(workdir),
+            *map(str, extra),
+        ],
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+    )
 
 
 def wait_until(condition: Callable[[], object], timeout: float = 60, what: str = "the condition") -> object:
@@ -43,6 +64,7 @@ def wait_until(condition: Callable[[], object], timeout: float = 60, what: str =
 
 def wait_for_samples(bundle_parent: Path, count: int, timeout: float = 60) -> Path:
     """The bundle under ``bundle_parent`` once it holds ``count`` sample lines."""
+
     def ready():
         for samples in bundle_parent.glob("*/samples.jsonl"):
             if len(samples.read_text().splitlines()) >= count:
@@ -59,8 +81,11 @@ def only_bundle(out: Path) -> Path:
 
 
 def mounts_under(path: Path) -> list[str]:
-    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
-            if line.split()[4].startswith(str(path))]
+    return [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[4].startswith(str(path))
+    ]
 
 
 @pytest.fixture
@@ -80,8 +105,10 @@ def write_plan(tmp_path):
     """write_plan(body, defaults=FAST_DEFAULTS, name="t", top="") -> the path of an inline TOML plan:
     ``top`` goes before [defaults] is closed (e.g. a [storage] table after it), ``body`` holds the
     [[workloads]] tables."""
-    def write(body: str, defaults: str = FAST_DEFAULTS, name: str = "t", top: str = "",
-              filename: str = "plan.toml") -> Path:
+
+    def write(
+        body: str, defaults: str = FAST_DEFAULTS, name: str = "t", top: str = "", filename: str = "plan.toml"
+    ) -> Path:
         path = tmp_path / filename
         path.write_text(f'name = "{name}"\n[defaults]\n{defaults}\n{top}\n{body}')
         return path
@@ -111,10 +138,17 @@ def python_path_for_other_users(modules: list[str], destination: Path) -> str:
     The standard library is the interpreter's own and is never copied.
     """
     listing = subprocess.run(
-        [sys.executable, "-c", "import importlib, json, sys\n"
-         f"for name in {modules!r}: importlib.import_module(name)\n"
-         "print(json.dumps({n: getattr(m, '__file__', None) for n, m in sys.modules.items() if '.' not in n}))"],
-        capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            "import importlib, json, sys\n"
+            f"for name in {modules!r}: importlib.import_module(name)\n"
+            "print(json.dumps({n: getattr(m, '__file__', None) for n, m in sys.modules.items() if '.' not in n}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     import json
     import shutil
 
@@ -124,8 +158,9 @@ def python_path_for_other_users(modules: list[str], destination: Path) -> str:
             continue
         source = Path(file)
         if source.name == "__init__.py":
-            shutil.copytree(source.parent, destination / name, ignore=shutil.ignore_patterns("__pycache__"),
-                            dirs_exist_ok=True)
+            shutil.copytree(
+                source.parent, destination / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
+            )
         else:
             shutil.copy2(source, destination / source.name)
     for path in [destination, *destination.rglob("*")]:

@@ -35,23 +35,50 @@ def write_table2_bundles(root: Path) -> list[Path]:
     """Two bundles (machines "baseline-vm" without a TEE and "tdx-vm" with TDX), transport plain and tls."""
     paths = []
     for host, tee in (("baseline-vm", "none"), ("tdx-vm", "tdx")):
-        probe = {"hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "Xeon"}, "memory": {},
-                 "kernel": {"release": "6"}, "storage": {"protection": "plain"}}
-        plan = {"name": "seed001-table2", "workloads": [
-            {"kind": "federated", "name": model, "repetitions": 3, "warmup": 0, "cooldown": 0,
-             "variants": {"transport": ["plain", "tls"]}} for model in ("resnet18", "mobilenetv3-small")]}
+        probe = {
+            "hostname": host,
+            "tee": {"technology": tee, "evidence": []},
+            "cpu": {"model": "Xeon"},
+            "memory": {},
+            "kernel": {"release": "6"},
+            "storage": {"protection": "plain"},
+        }
+        plan = {
+            "name": "seed001-table2",
+            "workloads": [
+                {
+                    "kind": "federated",
+                    "name": model,
+                    "repetitions": 3,
+                    "warmup": 0,
+                    "cooldown": 0,
+                    "variants": {"transport": ["plain", "tls"]},
+                }
+                for model in ("resnet18", "mobilenetv3-small")
+            ],
+        }
         writer = BundleWriter.create(root / host, {"plan": plan, "environment": probe})
         samples = []
         for rep, factor in enumerate(JITTER):
             for model in ("resnet18", "mobilenetv3-small"):
                 for index, dataset in enumerate(DATASETS):
                     for transport in ("plain", "tls"):
-                        samples.append(Sample(
-                            workload=model, kind="federated", params={"dataset": dataset},
-                            variant={"transport": transport}, metric="wall_time", unit="s",
-                            value=seconds(TABLE_II[(tee, transport)][model][index]) * factor, better="lower",
-                            repetition=rep, warmup=False, timestamp="2024-01-01T00:00:00Z",
-                            metadata={"case": {"dataset": dataset}}))
+                        samples.append(
+                            Sample(
+                                workload=model,
+                                kind="federated",
+                                params={"dataset": dataset},
+                                variant={"transport": transport},
+                                metric="wall_time",
+                                unit="s",
+                                value=seconds(TABLE_II[(tee, transport)][model][index]) * factor,
+                                better="lower",
+                                repetition=rep,
+                                warmup=False,
+                                timestamp="2024-01-01T00:00:00Z",
+                                metadata={"case": {"dataset": dataset}},
+                            )
+                        )
         writer.append_samples(samples)
         writer.close()
         paths.append(writer.path)

@@ -15,20 +15,50 @@ from ccbench.model import Sample
 
 
 def write_bundle(out, host, tee, values_by_variant, metric="time", better="lower", workload="w", warmups=()):
-    probe = {"hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "x"}, "memory": {},
-             "kernel": {"release": "6"}, "storage": {"protection": "plain"}}
+    probe = {
+        "hostname": host,
+        "tee": {"technology": tee, "evidence": []},
+        "cpu": {"model": "x"},
+        "memory": {},
+        "kernel": {"release": "6"},
+        "storage": {"protection": "plain"},
+    }
     writer = BundleWriter.create(out / host, {"plan": {"name": "t"}, "environment": probe})
     samples = []
     for variant, values in values_by_variant.items():
         variant_dict = dict(variant)
         for index, value in enumerate(warmups):
-            samples.append(Sample(workload=workload, kind="command", params={}, variant=variant_dict, metric=metric,
-                                  unit="s", value=value, better=better, repetition=index, warmup=True,
-                                  timestamp="2026-01-01T00:00:00Z"))
+            samples.append(
+                Sample(
+                    workload=workload,
+                    kind="command",
+                    params={},
+                    variant=variant_dict,
+                    metric=metric,
+                    unit="s",
+                    value=value,
+                    better=better,
+                    repetition=index,
+                    warmup=True,
+                    timestamp="2026-01-01T00:00:00Z",
+                )
+            )
         for index, value in enumerate(values):
-            samples.append(Sample(workload=workload, kind="command", params={}, variant=variant_dict, metric=metric,
-                                  unit="s", value=value, better=better, repetition=index, warmup=False,
-                                  timestamp="2026-01-01T00:00:00Z"))
+            samples.append(
+                Sample(
+                    workload=workload,
+                    kind="command",
+                    params={},
+                    variant=variant_dict,
+                    metric=metric,
+                    unit="s",
+                    value=value,
+                    better=better,
+                    repetition=index,
+                    warmup=False,
+                    timestamp="2026-01-01T00:00:00Z",
+                )
+            )
     writer.append_samples(samples)
     writer.close()
     return writer.path
@@ -36,12 +66,34 @@ def write_bundle(out, host, tee, values_by_variant, metric="time", better="lower
 
 def test_load_labels_configurations(tmp_path):
     plain = write_bundle(tmp_path, "d2as", "none", {(("storage", "disk"),): [1.0, 1.1, 1.0]}, warmups=[5.0])
-    cvm = write_bundle(tmp_path, "dc2as", "sev-snp", {(("storage", "disk"),): [1.2, 1.3, 1.2],
-                                                      (("storage", "encrypted"), ("storage_mechanism", "fscrypt")): [2.0, 2.1, 2.2]})
+    cvm = write_bundle(
+        tmp_path,
+        "dc2as",
+        "sev-snp",
+        {
+            (("storage", "disk"),): [1.2, 1.3, 1.2],
+            (("storage", "encrypted"), ("storage_mechanism", "fscrypt")): [2.0, 2.1, 2.2],
+        },
+    )
     frame = ccbench.load([plain, cvm], labels={str(cvm): "azure-dc2as"})
-    assert set(frame["config"]) == {"d2as / no TEE / disk", "azure-dc2as / SEV-SNP / disk", "azure-dc2as / SEV-SNP / fscrypt"}
+    assert set(frame["config"]) == {
+        "d2as / no TEE / disk",
+        "azure-dc2as / SEV-SNP / disk",
+        "azure-dc2as / SEV-SNP / fscrypt",
+    }
     assert frame["warmup"].sum() == 1
-    for column in ("bundle", "machine", "tee", "storage", "transport", "config", "workload", "metric", "value", "warmup"):
+    for column in (
+        "bundle",
+        "machine",
+        "tee",
+        "storage",
+        "transport",
+        "config",
+        "workload",
+        "metric",
+        "value",
+        "warmup",
+    ):
         assert column in frame.columns
     # a directory of bundles loads too
     assert len(ccbench.load(tmp_path)) == len(frame)
@@ -107,10 +159,27 @@ def test_overhead_model_recovers_known_coefficients():
             x_tee, x_tls = tee != "none", transport == "tls"
             for rep in range(10):
                 value = t_base * (1 + c_tee * x_tee + c_tls * x_tls) * (1 + rng.normal(0, 0.01))
-                rows.append({"bundle": tee, "machine": "m-" + tee, "tee": tee, "storage": None, "transport": transport,
-                             "config": f"{tee}/{transport}", "workload": "fl", "kind": "command", "params": "{}",
-                             "case": "", "metric": "time", "unit": "s", "value": value, "better": "lower",
-                             "repetition": rep, "warmup": False, "timestamp": ""})
+                rows.append(
+                    {
+                        "bundle": tee,
+                        "machine": "m-" + tee,
+                        "tee": tee,
+                        "storage": None,
+                        "transport": transport,
+                        "config": f"{tee}/{transport}",
+                        "workload": "fl",
+                        "kind": "command",
+                        "params": "{}",
+                        "case": "",
+                        "metric": "time",
+                        "unit": "s",
+                        "value": value,
+                        "better": "lower",
+                        "repetition": rep,
+                        "warmup": False,
+                        "timestamp": "",
+                    }
+                )
     frame = pd.DataFrame(rows)
     model = overhead_model(frame, bootstrap=100)
     row = model[model["workload"] == "fl"].iloc[0]
@@ -128,7 +197,12 @@ def test_compare_rows_match_ratio_interval():
 
     rng = np.random.default_rng(3)
     rows = []
-    configs = [("vm", "none", "disk"), ("vm", "none", "fscrypt"), ("cvm", "sev-snp", "disk"), ("cvm", "sev-snp", "tmpfs")]
+    configs = [
+        ("vm", "none", "disk"),
+        ("vm", "none", "fscrypt"),
+        ("cvm", "sev-snp", "disk"),
+        ("cvm", "sev-snp", "tmpfs"),
+    ]
     for group in range(40):
         workload, metric = f"w{group % 7}", ("time", "throughput")[group % 2]
         better = "lower" if metric == "time" else "higher"
@@ -142,10 +216,27 @@ def test_compare_rows_match_ratio_interval():
             tee_name = {"none": "no TEE", "sev-snp": "SEV-SNP"}[tee]
             config = " / ".join(p for p in (machine, tee_name, storage) if p)
             for rep, value in enumerate(values):
-                rows.append({"bundle": machine, "machine": machine, "tee": tee, "storage": storage, "transport": None,
-                             "config": config, "workload": workload, "kind": "command", "params": f'{{"g": {group}}}',
-                             "case": f"c{group}", "metric": metric, "unit": "s", "value": float(value), "better": better,
-                             "repetition": rep, "warmup": False, "timestamp": ""})
+                rows.append(
+                    {
+                        "bundle": machine,
+                        "machine": machine,
+                        "tee": tee,
+                        "storage": storage,
+                        "transport": None,
+                        "config": config,
+                        "workload": workload,
+                        "kind": "command",
+                        "params": f'{{"g": {group}}}',
+                        "case": f"c{group}",
+                        "metric": metric,
+                        "unit": "s",
+                        "value": float(value),
+                        "better": better,
+                        "repetition": rep,
+                        "warmup": False,
+                        "timestamp": "",
+                    }
+                )
     frame = pd.DataFrame(rows)
     table = compare(frame, "vm / no TEE / disk")
     assert len(table) > 60
@@ -167,7 +258,9 @@ def test_compare_rows_match_ratio_interval():
             assert (row.ratio, row.ci_low, row.ci_high) == pytest.approx((interval.ratio, interval.low, interval.high))
             assert row.p_value == pytest.approx(interval.p_value, abs=1e-12)
             assert row.significant == (interval.significant and not few)
-        noisy = any(cv is not None and cv > NOISY_CV for cv in (coefficient_of_variation(base), coefficient_of_variation(other)))
+        noisy = any(
+            cv is not None and cv > NOISY_CV for cv in (coefficient_of_variation(base), coefficient_of_variation(other))
+        )
         assert ("noisy" in row.flags) == noisy and ("not enough samples" in row.flags) == few
     assert checked > 30
     assert set(table[table["case"] == "c3"]["baseline"]) == {"vm / no TEE"}
@@ -224,11 +317,31 @@ def test_compare_cli_json_and_errors(tmp_path, ccbench):
 
 def write_samples(out, host, tee, samples):
     """A bundle with the given sample dicts (extra keys such as ``contended`` kept, as bundle format 2 has them)."""
-    probe = {"hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "x"}, "memory": {},
-             "kernel": {"release": "6"}, "storage": {"protection": "plain"}}
+    probe = {
+        "hostname": host,
+        "tee": {"technology": tee, "evidence": []},
+        "cpu": {"model": "x"},
+        "memory": {},
+        "kernel": {"release": "6"},
+        "storage": {"protection": "plain"},
+    }
     writer = BundleWriter.create(out / host, {"plan": {"name": "t"}, "environment": probe})
-    writer.append_samples([Sample(**{"kind": "command", "params": {}, "unit": "s", "better": "lower", "warmup": False,
-                                     "timestamp": "2026-01-01T00:00:00Z", **s}) for s in samples])
+    writer.append_samples(
+        [
+            Sample(
+                **{
+                    "kind": "command",
+                    "params": {},
+                    "unit": "s",
+                    "better": "lower",
+                    "warmup": False,
+                    "timestamp": "2026-01-01T00:00:00Z",
+                    **s,
+                }
+            )
+            for s in samples
+        ]
+    )
     writer.close()
     return writer.path
 
@@ -237,10 +350,14 @@ def test_a_machine_label_selects_that_machines_configurations_per_workload(tmp_p
     """--baseline first: "first / no TEE / disk" for fio and "first / no TEE" for prime (no storage variant)."""
     bundles = []
     for host, tee, factor in (("first", "none", 1.0), ("second", "sev-snp", 1.2)):
-        samples = [{"workload": "prime", "variant": {}, "metric": "time", "value": factor * v, "repetition": i}
-                   for i, v in enumerate([1.0, 1.01, 0.99])]
-        samples += [{"workload": "fio", "variant": {"storage": "disk"}, "metric": "time", "value": factor * v, "repetition": i}
-                    for i, v in enumerate([2.0, 2.02, 1.98])]
+        samples = [
+            {"workload": "prime", "variant": {}, "metric": "time", "value": factor * v, "repetition": i}
+            for i, v in enumerate([1.0, 1.01, 0.99])
+        ]
+        samples += [
+            {"workload": "fio", "variant": {"storage": "disk"}, "metric": "time", "value": factor * v, "repetition": i}
+            for i, v in enumerate([2.0, 2.02, 1.98])
+        ]
         bundles.append(write_samples(tmp_path, host, tee, samples))
     done = ccbench("compare", *bundles, "--baseline", "first", "--json")
     assert done.returncode == 0, done.stderr
@@ -254,12 +371,34 @@ def test_a_machine_label_selects_that_machines_configurations_per_workload(tmp_p
 
 
 def test_contended_executions_flagged_counted_and_excluded(tmp_path, ccbench):
-    base = write_samples(tmp_path, "a", "none", [{"workload": "w", "variant": {}, "metric": "time", "value": v, "repetition": i}
-                                                 for i, v in enumerate([1.0, 1.01, 0.99, 1.0])])
+    base = write_samples(
+        tmp_path,
+        "a",
+        "none",
+        [
+            {"workload": "w", "variant": {}, "metric": "time", "value": v, "repetition": i}
+            for i, v in enumerate([1.0, 1.01, 0.99, 1.0])
+        ],
+    )
     # the fourth execution of b ran beside other work: slower and flagged
-    other = write_samples(tmp_path, "b", "none", [{"workload": "w", "variant": {}, "metric": "time", "value": v, "repetition": i,
-                                                   "contended": i == 3, "execution": f"w||rep|{i}", "raw": f"raw/w/rep-{i}"}
-                                                  for i, v in enumerate([1.0, 1.02, 0.98, 1.6])])
+    other = write_samples(
+        tmp_path,
+        "b",
+        "none",
+        [
+            {
+                "workload": "w",
+                "variant": {},
+                "metric": "time",
+                "value": v,
+                "repetition": i,
+                "contended": i == 3,
+                "execution": f"w||rep|{i}",
+                "raw": f"raw/w/rep-{i}",
+            }
+            for i, v in enumerate([1.0, 1.02, 0.98, 1.6])
+        ],
+    )
     frame = ccbench_load([base, other])
     assert frame["contended"].sum() == 1 and set(frame[frame["bundle"] == str(base)]["execution"]) == {""}
     row = compare(frame).iloc[0]
@@ -268,7 +407,11 @@ def test_contended_executions_flagged_counted_and_excluded(tmp_path, ccbench):
     assert excluded["n"] == 3 and excluded["contended"] == 0 and "contended" not in excluded["flags"]
     done = ccbench("compare", base, other, "--json")
     record = json.loads(done.stdout.splitlines()[0])
-    assert record["contended"] == 1 and record["raw"] == [f"raw/w/rep-{i}" for i in range(4)] and record["raw_baseline"] == []
+    assert (
+        record["contended"] == 1
+        and record["raw"] == [f"raw/w/rep-{i}" for i in range(4)]
+        and record["raw_baseline"] == []
+    )
     done = ccbench("compare", base, other, "--exclude-contended", "--json")
     assert json.loads(done.stdout.splitlines()[0])["n"] == 3
     summary = ccbench("compare", base, other, "--summary")
@@ -287,22 +430,50 @@ def test_a_software_cipher_is_named_as_the_likely_cause(tmp_path):
     assert driver_accelerated("xts-aes-aesni", None) is True
     assert driver_accelerated("xts-aes-vaes-avx2", None) is True
     assert "in software" in storage_cause("xts(ecb(aes-generic))", False)
-    samples = [{"workload": "fio", "variant": {"storage": "disk"}, "metric": "time", "value": v, "repetition": i}
-               for i, v in enumerate([1.0, 1.01, 0.99])]
-    samples += [{"workload": "fio", "variant": {"storage": "encrypted", "storage_mechanism": "fscrypt",
-                                                "storage_cipher_driver": "xts(ecb(aes-fixed-time))",
-                                                "storage_cipher_accelerated": False},
-                 "metric": "time", "value": v, "repetition": i} for i, v in enumerate([3.0, 3.1, 2.9])]
-    samples += [{"workload": "echo", "variant": {"transport": t, "transport_cipher": "TLS13_AES_256_GCM_SHA384",
-                                                 "transport_aes_accelerated": True} if t == "tls" else {"transport": t},
-                 "metric": "time", "value": v * (1.1 if t == "tls" else 1), "repetition": i}
-                for t in ("plain", "tls") for i, v in enumerate([1.0, 1.01, 0.99])]
+    samples = [
+        {"workload": "fio", "variant": {"storage": "disk"}, "metric": "time", "value": v, "repetition": i}
+        for i, v in enumerate([1.0, 1.01, 0.99])
+    ]
+    samples += [
+        {
+            "workload": "fio",
+            "variant": {
+                "storage": "encrypted",
+                "storage_mechanism": "fscrypt",
+                "storage_cipher_driver": "xts(ecb(aes-fixed-time))",
+                "storage_cipher_accelerated": False,
+            },
+            "metric": "time",
+            "value": v,
+            "repetition": i,
+        }
+        for i, v in enumerate([3.0, 3.1, 2.9])
+    ]
+    samples += [
+        {
+            "workload": "echo",
+            "variant": {
+                "transport": t,
+                "transport_cipher": "TLS13_AES_256_GCM_SHA384",
+                "transport_aes_accelerated": True,
+            }
+            if t == "tls"
+            else {"transport": t},
+            "metric": "time",
+            "value": v * (1.1 if t == "tls" else 1),
+            "repetition": i,
+        }
+        for t in ("plain", "tls")
+        for i, v in enumerate([1.0, 1.01, 0.99])
+    ]
     frame = ccbench.load(write_samples(tmp_path, "vm", "none", samples))
     assert set(frame["storage_cipher_driver"].dropna()) == {"xts(ecb(aes-fixed-time))"}
     items = {v.layer: v for v in verdicts(compare(frame), frame)}
     storage = items["storage encryption: fscrypt"]
-    assert any("the kernel served AES-XTS in software" in c and "not intrinsic to encryption at rest" in c
-               for c in storage.causes)
+    assert any(
+        "the kernel served AES-XTS in software" in c and "not intrinsic to encryption at rest" in c
+        for c in storage.causes
+    )
     assert storage.overhead == pytest.approx(200, rel=0.02) and storage.distinguishable
     assert "the kernel served AES-XTS in software" in storage.sentence()  # the verdict's own words name the cause
     assert any("TLS13_AES_256_GCM_SHA384 with the CPU's AES instructions" in c for c in items["TLS"].causes)
@@ -314,10 +485,22 @@ def test_one_coefficient_of_variation_everywhere():
 
     values = np.array([1.0, 1.2, 0.9, 1.1])
     assert coefficients_of_variation([values.std(ddof=1)], [values.mean()], [4])[0] == pytest.approx(
-        coefficient_of_variation(values))
+        coefficient_of_variation(values)
+    )
     assert np.isnan(coefficients_of_variation([0.0], [1.0], [1])[0]) and coefficient_of_variation([1.0]) is None
-    frame = pd.DataFrame({"workload": "w", "params": "{}", "case": "", "metric": "t", "config": "c", "unit": "s",
-                          "better": "lower", "value": values, "warmup": False})
+    frame = pd.DataFrame(
+        {
+            "workload": "w",
+            "params": "{}",
+            "case": "",
+            "metric": "t",
+            "config": "c",
+            "unit": "s",
+            "better": "lower",
+            "value": values,
+            "warmup": False,
+        }
+    )
     assert summary_by_config(frame)["cv"].iloc[0] == pytest.approx(coefficient_of_variation(values))
 
 
@@ -330,8 +513,12 @@ def test_seed_001_table_ii_pools_per_workload_and_gives_the_papers_coefficients(
     assert set(pooled.index) == {"resnet18", "mobilenetv3-small"}  # one pooled row per workload, none across them
     for workload, want in PAPER.items():
         # within the table's rounding (its times are whole minutes)
-        assert pooled.loc[workload, "C[tee]"] == pytest.approx(want["tee"], abs=0.03 if workload != "resnet18" else 0.005)
-        assert pooled.loc[workload, "C[transport:tls]"] == pytest.approx(want["tls"], abs=0.015 if workload != "resnet18" else 0.005)
+        assert pooled.loc[workload, "C[tee]"] == pytest.approx(
+            want["tee"], abs=0.03 if workload != "resnet18" else 0.005
+        )
+        assert pooled.loc[workload, "C[transport:tls]"] == pytest.approx(
+            want["tls"], abs=0.015 if workload != "resnet18" else 0.005
+        )
         assert "machine" in pooled.loc[workload, "confounded"]
     cases = model[model["scope"] == "case"]
     assert len(cases) == 6 and set(cases["t_base_unit"]) == {"s"}

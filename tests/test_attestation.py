@@ -11,12 +11,19 @@ import pytest
 from ccbench.attestation import MockProvider, TsmProvider, finish_bundle
 from ccbench.attestation.digests import report_data
 from ccbench.attestation.evidence import AttestationError, parse_mock
-from ccbench.attestation.verify import (EXIT_EVIDENCE, EXIT_TAMPERED, EXIT_UNATTESTED, run_verifier, verifier_path,
-                                        verify_bundle)
+from ccbench.attestation.verify import (
+    EXIT_EVIDENCE,
+    EXIT_TAMPERED,
+    EXIT_UNATTESTED,
+    run_verifier,
+    verifier_path,
+    verify_bundle,
+)
 
 DATA = Path(__file__).parent / "data" / "attestation"
-needs_verifier = pytest.mark.skipif(not verifier_path().exists(),
-                                    reason="ccverify is not built: run 'bash scripts/setup.sh --with transport'")
+needs_verifier = pytest.mark.skipif(
+    not verifier_path().exists(), reason="ccverify is not built: run 'bash scripts/setup.sh --with transport'"
+)
 
 
 def make_bundle(root: Path) -> Path:
@@ -56,7 +63,9 @@ def test_one_changed_byte_in_any_file_is_caught_and_named(tmp_path):
     bundle = make_bundle(tmp_path)
     finish_bundle(bundle, provider=MockProvider())
     assert verify_bundle(bundle).attestation == "mock"
-    files = [p for p in bundle.rglob("*") if p.is_file() and p.name != "attestation.json" and "attestation" not in p.parts]
+    files = [
+        p for p in bundle.rglob("*") if p.is_file() and p.name != "attestation.json" and "attestation" not in p.parts
+    ]
     assert len(files) == 5
     for path in files:
         original = path.read_bytes()
@@ -87,6 +96,7 @@ def test_missing_extra_and_relisted_files_are_caught(tmp_path):
     document = json.loads((bundle / "attestation.json").read_text())
     (bundle / "samples.jsonl").write_text('{"metric": "read_iops", "value": 9999.9}\n')
     import hashlib
+
     for entry in document["files"]:
         if entry["path"] == "samples.jsonl":
             entry["sha256"] = hashlib.sha256((bundle / "samples.jsonl").read_bytes()).hexdigest()
@@ -96,6 +106,7 @@ def test_missing_extra_and_relisted_files_are_caught(tmp_path):
     assert verdict.exit_code == EXIT_TAMPERED and "edited" in verdict.reason
     # and if the recorded digest is recomputed too, the evidence binds the old one
     from ccbench.attestation.digests import list_digest
+
     document["digest"] = list_digest(document["files"])
     (bundle / "attestation.json").write_text(json.dumps(document))
     verdict = verify_bundle(bundle)
@@ -136,8 +147,11 @@ def test_attest_and_verify_commands(tmp_path, ccbench):
     done = ccbench("verify", bundle)
     assert done.returncode == EXIT_TAMPERED and "executions.jsonl" in done.stdout
     # bad input: one line, exit 2
-    for args in (["attest", bundle, "--nonce", "zz"], ["verify", tmp_path / "nope"],
-                 ["verify", bundle, "--policy", tmp_path / "missing.json"]):
+    for args in (
+        ["attest", bundle, "--nonce", "zz"],
+        ["verify", tmp_path / "nope"],
+        ["verify", bundle, "--policy", tmp_path / "missing.json"],
+    ):
         done = ccbench(*args, env=env)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -163,8 +177,12 @@ class FakeTsm(TsmProvider):
 
     def _make_entry(self):
         entry = super()._make_entry()
-        for name, value in (("generation", b"0"), ("provider", self.provider.encode() + b"\n"),
-                            ("outblob", b"R" * 1184), ("auxblob", b"certificate table")):
+        for name, value in (
+            ("generation", b"0"),
+            ("provider", self.provider.encode() + b"\n"),
+            ("outblob", b"R" * 1184),
+            ("auxblob", b"certificate table"),
+        ):
             (entry / name).write_bytes(value)
         return entry
 
@@ -201,12 +219,16 @@ def test_real_vectors_verify_through_ccverify(tmp_path):
     assert result["verified"], result
     assert result["claims"]["root"] == "AMD Milan"
     from datetime import datetime
+
     collateral = json.loads((DATA / "tdx_quote_collateral.json").read_text())
     # inside the collateral's validity window: after both the TCB info and the QE identity were issued
-    issued = max(int(datetime.fromisoformat(json.loads(collateral[part])["issueDate"].replace("Z", "+00:00")).timestamp())
-                 for part in ("tcb_info", "qe_identity"))
-    result = run_verifier("tdx", DATA / "tdx_quote.bin", None, collateral=DATA / "tdx_quote_collateral.json",
-                          at=issued + 1)
+    issued = max(
+        int(datetime.fromisoformat(json.loads(collateral[part])["issueDate"].replace("Z", "+00:00")).timestamp())
+        for part in ("tcb_info", "qe_identity")
+    )
+    result = run_verifier(
+        "tdx", DATA / "tdx_quote.bin", None, collateral=DATA / "tdx_quote_collateral.json", at=issued + 1
+    )
     assert result["verified"], result
     # today the sample collateral is past its next update
     result = run_verifier("tdx", DATA / "tdx_quote.bin", None, collateral=DATA / "tdx_quote_collateral.json")
@@ -220,9 +242,20 @@ def test_real_evidence_binding_another_digest_is_rejected(tmp_path, ccbench):
     bundle = make_bundle(tmp_path)
     document = finish_bundle(bundle, provider=None)
     (bundle / "attestation").mkdir()
-    (bundle / "attestation" / "evidence.bin").write_bytes(bytes.fromhex((DATA / "report_milan.hex").read_text().strip()))
-    document.update(status="attested", evidence={"technology": "sev-snp", "provider": "sev_guest", "mock": False,
-                                                 "file": "attestation/evidence.bin", "aux_file": None, "nonce": None})
+    (bundle / "attestation" / "evidence.bin").write_bytes(
+        bytes.fromhex((DATA / "report_milan.hex").read_text().strip())
+    )
+    document.update(
+        status="attested",
+        evidence={
+            "technology": "sev-snp",
+            "provider": "sev_guest",
+            "mock": False,
+            "file": "attestation/evidence.bin",
+            "aux_file": None,
+            "nonce": None,
+        },
+    )
     (bundle / "attestation.json").write_text(json.dumps(document))
     collateral = tmp_path / "collateral"
     collateral.mkdir()
@@ -246,8 +279,16 @@ def test_every_run_ends_with_its_digest_list(tmp_path, ccbench, write_plan):
     test-only environment variable, stands in for a TEE), and `ccbench verify` passes, then catches a
     changed sample."""
     write_plan('[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 0\nrepetitions = 2\n')
-    done = ccbench("run", "plan.toml", "--out", "out", "--workdir", "work", cwd=tmp_path,
-                   env={"CCBENCH_TEST_ATTESTATION_PROVIDER": "mock"})
+    done = ccbench(
+        "run",
+        "plan.toml",
+        "--out",
+        "out",
+        "--workdir",
+        "work",
+        cwd=tmp_path,
+        env={"CCBENCH_TEST_ATTESTATION_PROVIDER": "mock"},
+    )
     assert done.returncode == 0, done.stderr
     bundle = next(p for p in (tmp_path / "out").iterdir() if p.is_dir())
     document = json.loads((bundle / "attestation.json").read_text())
@@ -264,6 +305,7 @@ def test_every_run_ends_with_its_digest_list(tmp_path, ccbench, write_plan):
 
 def test_the_report_machines_table_shows_each_bundles_attestation(tmp_path):
     from ccbench.report.sections.machines import _attestation
+
     bundle = make_bundle(tmp_path)
     assert _attestation(bundle).startswith("no digest list")
     finish_bundle(bundle, provider=None)

@@ -11,8 +11,18 @@ from ccbench.model import Sample
 
 
 def sample(**overrides):
-    base = dict(workload="w", kind="command", params={}, variant={"storage": "disk"}, metric="wall_time", unit="s",
-                value=1.0, repetition=0, warmup=False, timestamp="2026-01-01T00:00:00Z")
+    base = dict(
+        workload="w",
+        kind="command",
+        params={},
+        variant={"storage": "disk"},
+        metric="wall_time",
+        unit="s",
+        value=1.0,
+        repetition=0,
+        warmup=False,
+        timestamp="2026-01-01T00:00:00Z",
+    )
     base.update(overrides)
     return Sample(**base)
 
@@ -23,7 +33,9 @@ def test_write_and_read_round_trip(tmp_path):
     writer.close()
     bundle = read_bundle(writer.path)
     assert [s["value"] for s in bundle.samples] == [1.5, 2.5]
-    assert bundle.manifest["format_version"] == BUNDLE_FORMAT_VERSION == 2 and bundle.manifest["tool"]["name"] == "ccbench"
+    assert (
+        bundle.manifest["format_version"] == BUNDLE_FORMAT_VERSION == 2 and bundle.manifest["tool"]["name"] == "ccbench"
+    )
     assert find_bundles([tmp_path]) == [writer.path]
 
 
@@ -63,8 +75,10 @@ V1 = Path(__file__).parent / "data" / "bundle-v1"
 
 def test_every_sample_names_its_execution_and_raw_directory(tmp_path, ccbench):
     plan = tmp_path / "plan.toml"
-    plan.write_text('name = "v2"\n[defaults]\nrepetitions = 2\nwarmup = 1\ncooldown = 0\n'
-                    '[[workloads]]\nkind = "command"\ncommand = "echo hi"\n')
+    plan.write_text(
+        'name = "v2"\n[defaults]\nrepetitions = 2\nwarmup = 1\ncooldown = 0\n'
+        '[[workloads]]\nkind = "command"\ncommand = "echo hi"\n'
+    )
     done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", tmp_path / "work")
     assert done.returncode == 0, done.stderr
     bundle = read_bundle(next((tmp_path / "out").iterdir()))
@@ -90,7 +104,9 @@ def test_a_format_1_bundle_is_upgraded_on_load():
     for sample in bundle.samples:
         record = keys[sample["execution"]]
         assert record["workload"] == sample["workload"] and record["repetition"] == sample["repetition"]
-        assert record["warmup"] == sample["warmup"] and record["variant"].get("storage") == sample["variant"].get("storage")
+        assert record["warmup"] == sample["warmup"] and record["variant"].get("storage") == sample["variant"].get(
+            "storage"
+        )
         assert sample["raw"] == f"raw/{record['raw']}" and sample["contended"] is False
     assert (V1 / bundle.samples[0]["raw"] / "result.json").exists()
     # every execution's samples point at it, and only at it
@@ -109,7 +125,7 @@ def test_format_1_samples_left_by_a_killed_execution_get_the_key_of_its_rerun(tm
     orphan = lines[:first]  # as if the first execution was killed after appending its samples
     (copy / "samples.jsonl").write_text("\n".join(orphan + lines) + "\n")
     bundle = read_bundle(copy)
-    assert [s["execution"] for s in bundle.samples[:2 * first]] == [records[0]["key"]] * (2 * first)
+    assert [s["execution"] for s in bundle.samples[: 2 * first]] == [records[0]["key"]] * (2 * first)
     assert bundle.samples[2 * first]["execution"] == records[1]["key"]
     # a sample no record matches keeps null fields instead of a wrong key
     stray = dict(json.loads(lines[0]), workload="gone")

@@ -10,16 +10,24 @@ from pydantic import ValidationError
 from ccbench.workloads.base import ExecutionContext, PrepareContext, WorkloadFailed
 from ccbench.workloads.compression import DATASET, Compression, CompressionParams, file_digest, write_dataset
 
-needs_tools = pytest.mark.skipif(shutil.which("zstd") is None or shutil.which("gzip") is None,
-                                 reason="gzip/zstd not installed (bash scripts/setup.sh --with storage)")
+needs_tools = pytest.mark.skipif(
+    shutil.which("zstd") is None or shutil.which("gzip") is None,
+    reason="gzip/zstd not installed (bash scripts/setup.sh --with storage)",
+)
 
 
 def contexts(tmp_path: Path) -> tuple[PrepareContext, ExecutionContext]:
     workdir = tmp_path / "variant"
     raw = tmp_path / "raw"
     prepare = PrepareContext(workload_name="compression", workdir=workdir, raw_dir=raw, variant={"storage": "disk"})
-    execution = ExecutionContext(workload_name="compression", workdir=workdir, raw_dir=raw, repetition=0,
-                                 warmup=False, variant={"storage": "disk"})
+    execution = ExecutionContext(
+        workload_name="compression",
+        workdir=workdir,
+        raw_dir=raw,
+        repetition=0,
+        warmup=False,
+        variant={"storage": "disk"},
+    )
     return prepare, execution
 
 
@@ -63,8 +71,13 @@ def test_round_trip_with_gzip_and_zstd(tmp_path):
         by_case.setdefault(m.case["algorithm"], {})[m.metric] = m
     assert set(by_case) == {"gzip", "zstd"}
     for metrics in by_case.values():
-        assert set(metrics) == {"compress_time", "decompress_time", "compress_throughput", "decompress_throughput",
-                                "compression_ratio"}
+        assert set(metrics) == {
+            "compress_time",
+            "decompress_time",
+            "compress_throughput",
+            "decompress_throughput",
+            "compression_ratio",
+        }
         assert metrics["compress_time"].value > 0 and metrics["compress_time"].better == "lower"
         assert metrics["decompress_throughput"].better == "higher"
         assert metrics["compression_ratio"].value > 1.2

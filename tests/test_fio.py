@@ -9,7 +9,9 @@ import pytest
 from ccbench.workloads.base import ExecutionContext, WorkloadFailed
 from ccbench.workloads.fio import Fio, FioParams, _load_json_output, job_file, parse_fio_json
 
-needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (scripts/setup.sh installs it)")
+needs_fio = pytest.mark.skipif(
+    shutil.which("fio") is None, reason="fio is not installed (scripts/setup.sh installs it)"
+)
 
 
 @needs_fio
@@ -17,8 +19,14 @@ def test_small_real_fio_matrix_is_parsed(tmp_path):
     params = FioParams(blocksizes=["4k", "64k"], patterns=["randread", "write", "randrw"], size="8M", runtime=1)
     workload = Fio("fio", params)
     assert workload.requirements() is None
-    ctx = ExecutionContext(workload_name="fio", workdir=tmp_path / "data", raw_dir=tmp_path / "raw", repetition=0,
-                           warmup=False, variant={"storage": "disk"})
+    ctx = ExecutionContext(
+        workload_name="fio",
+        workdir=tmp_path / "data",
+        raw_dir=tmp_path / "raw",
+        repetition=0,
+        warmup=False,
+        variant={"storage": "disk"},
+    )
     measurements = workload.run(ctx)
     cases = {(m.case["bs"], m.case["rw"], m.case["direction"]) for m in measurements}
     assert ("4k", "randread", "read") in cases and ("64k", "write", "write") in cases
@@ -63,13 +71,18 @@ def expected_from(document: dict) -> dict:
     return expected
 
 
-@pytest.mark.parametrize("name, cases", [
-    # fio 3.33 (Debian 12), job files written by job_file(): one mixed job, both directions
-    ("randrw-4k", {("4k", "randrw", "read"), ("4k", "randrw", "write")}),
-    # two block sizes x sequential read and write, numjobs=2 with group_reporting
-    ("seq-64k-1m-numjobs2", {("64k", "read", "read"), ("64k", "write", "write"), ("1m", "read", "read"),
-                             ("1m", "write", "write")}),
-])
+@pytest.mark.parametrize(
+    "name, cases",
+    [
+        # fio 3.33 (Debian 12), job files written by job_file(): one mixed job, both directions
+        ("randrw-4k", {("4k", "randrw", "read"), ("4k", "randrw", "write")}),
+        # two block sizes x sequential read and write, numjobs=2 with group_reporting
+        (
+            "seq-64k-1m-numjobs2",
+            {("64k", "read", "read"), ("64k", "write", "write"), ("1m", "read", "read"), ("1m", "write", "write")},
+        ),
+    ],
+)
 def test_parser_on_captured_fio_output(name, cases):
     text = (FIO_DATA / f"{name}.json").read_text()
     measurements = parse_fio_json(_load_json_output(text))

@@ -18,7 +18,9 @@ from ccbench.fleet import testhosts
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(testhosts.unavailable() is not None, reason=f"SSH test hosts unavailable: {testhosts.unavailable()}"),
+    pytest.mark.skipif(
+        testhosts.unavailable() is not None, reason=f"SSH test hosts unavailable: {testhosts.unavailable()}"
+    ),
 ]
 
 SECRET = "ccbench-sentinel-s3cr3t"
@@ -54,8 +56,9 @@ command = "sleep 2"
 
 
 def fleet(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "ccbench", "fleet", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ccbench", "fleet", *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +80,17 @@ def plans(tmp_path_factory):
 def inventory(hosts, tmp_path):
     def write(known_hosts=None, **kwargs):
         path = tmp_path / "hosts.ini"
-        path.write_text(hosts.inventory_text(baseline="h1", labels={"h1": "plain", "h2": "confidential"},
-                                             known_hosts=known_hosts, extra=f"ansible_become_password={SECRET}", **kwargs))
+        path.write_text(
+            hosts.inventory_text(
+                baseline="h1",
+                labels={"h1": "plain", "h2": "confidential"},
+                known_hosts=known_hosts,
+                extra=f"ansible_become_password={SECRET}",
+                **kwargs,
+            )
+        )
         return path
+
     return write
 
 
@@ -145,13 +156,24 @@ def test_host_key_checking_is_on_unless_new_keys_are_accepted(hosts, inventory, 
     known_hosts = tmp_path / "empty_known_hosts"
     known_hosts.write_text("")
     path = inventory(known_hosts=known_hosts)
-    refused = fleet("run", plans / "tiny.toml", "--inventory", path, "--out", tmp_path / "refused", "--limit", "h1",
-                    "--no-report")
+    refused = fleet(
+        "run", plans / "tiny.toml", "--inventory", path, "--out", tmp_path / "refused", "--limit", "h1", "--no-report"
+    )
     assert refused.returncode == 1, refused.stdout + refused.stderr
     host = json.loads((_fleet_dir(tmp_path / "refused") / "fleet.json").read_text())["hosts"]["plain"]
     assert host["outcome"] == "unreachable" and "host key" in host["reason"].lower(), host
-    accepted = fleet("run", plans / "tiny.toml", "--inventory", path, "--out", tmp_path / "accepted", "--limit", "h1",
-                     "--no-report", "--accept-new-host-keys")
+    accepted = fleet(
+        "run",
+        plans / "tiny.toml",
+        "--inventory",
+        path,
+        "--out",
+        tmp_path / "accepted",
+        "--limit",
+        "h1",
+        "--no-report",
+        "--accept-new-host-keys",
+    )
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     # the new key was remembered (OpenSSH may hash the address; the key itself is there)
     host_key = Path(str(hosts.hosts["h1"].host_key) + ".pub").read_text().split()[1]
@@ -161,7 +183,9 @@ def test_host_key_checking_is_on_unless_new_keys_are_accepted(hosts, inventory, 
 def test_unreachable_host_is_recorded_and_the_other_completes(hosts, inventory, plans, tmp_path):
     hosts.stop_sshd("h2")
     try:
-        done = fleet("run", plans / "tiny.toml", "--inventory", inventory(), "--out", tmp_path / "out", "--mode", "serial")
+        done = fleet(
+            "run", plans / "tiny.toml", "--inventory", inventory(), "--out", tmp_path / "out", "--mode", "serial"
+        )
     finally:
         hosts.start_sshd("h2")
     assert done.returncode == 1, done.stdout + done.stderr
@@ -174,9 +198,25 @@ def test_unreachable_host_is_recorded_and_the_other_completes(hosts, inventory, 
 
 def test_interrupted_fleet_stops_remote_runs_and_resumes(hosts, inventory, plans, tmp_path):
     out = tmp_path / "out"
-    process = subprocess.Popen([sys.executable, "-m", "ccbench", "fleet", "run", str(plans / "slow.toml"), "--inventory",
-                                str(inventory()), "--out", str(out), "--no-report"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ccbench",
+            "fleet",
+            "run",
+            str(plans / "slow.toml"),
+            "--inventory",
+            str(inventory()),
+            "--out",
+            str(out),
+            "--no-report",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     seen, lines = set(), []
     deadline = time.monotonic() + 240
     for line in process.stdout:
@@ -244,13 +284,28 @@ def _write(tmp_path, name, text):
     return path
 
 
-@pytest.mark.parametrize("case,text,expected", [
-    ("syntax", "[hosts\nh1 ansible_host=10.204.0.9\n", "hosts.ini"),
-    ("no address", "[hosts]\nccbench-no-such-host.invalid\n", "ccbench-no-such-host.invalid"),
-    ("missing key", "[hosts]\nh1 ansible_host=10.204.0.9 ansible_ssh_private_key_file=/nonexistent/key\n", "/nonexistent/key"),
-    ("two baselines", "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_baseline=true\nh2 ansible_host=10.204.0.8 ccbench_baseline=true\n", "h1 and h2"),
-    ("same label", "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_label=a\nh2 ansible_host=10.204.0.8 ccbench_label=a\n", "h2"),
-])
+@pytest.mark.parametrize(
+    "case,text,expected",
+    [
+        ("syntax", "[hosts\nh1 ansible_host=10.204.0.9\n", "hosts.ini"),
+        ("no address", "[hosts]\nccbench-no-such-host.invalid\n", "ccbench-no-such-host.invalid"),
+        (
+            "missing key",
+            "[hosts]\nh1 ansible_host=10.204.0.9 ansible_ssh_private_key_file=/nonexistent/key\n",
+            "/nonexistent/key",
+        ),
+        (
+            "two baselines",
+            "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_baseline=true\nh2 ansible_host=10.204.0.8 ccbench_baseline=true\n",
+            "h1 and h2",
+        ),
+        (
+            "same label",
+            "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_label=a\nh2 ansible_host=10.204.0.8 ccbench_label=a\n",
+            "h2",
+        ),
+    ],
+)
 def test_bad_inventory_is_exit_2_before_anything_starts(tmp_path, plans, case, text, expected):
     path = _write(tmp_path, "hosts.ini", text)
     done = fleet("run", plans / "tiny.toml", "--inventory", path, "--out", tmp_path / "out", timeout=120)
@@ -274,7 +329,10 @@ def test_bad_plan_and_missing_inventory_are_exit_2(tmp_path):
 def test_a_yaml_inventory_with_group_variables_is_read_like_ini(tmp_path):
     from ccbench.fleet.inventory import read_inventory
 
-    path = _write(tmp_path, "hosts.yml", """
+    path = _write(
+        tmp_path,
+        "hosts.yml",
+        """
         all:
           children:
             study:
@@ -284,9 +342,13 @@ def test_a_yaml_inventory_with_group_variables_is_read_like_ini(tmp_path):
               vars:
                 ansible_user: azureuser
                 ansible_password: not-kept
-        """)
+        """,
+    )
     inventory = read_inventory(path)
-    assert [(h.name, h.label, h.user) for h in inventory.hosts] == [("plain", "plain", "azureuser"), ("snp", "sev-snp", "azureuser")]
+    assert [(h.name, h.label, h.user) for h in inventory.hosts] == [
+        ("plain", "plain", "azureuser"),
+        ("snp", "sev-snp", "azureuser"),
+    ]
     assert inventory.baseline.label == "plain" and inventory.by_name("snp").components == ["storage"]
     assert "not-kept" not in str([h.public() for h in inventory.hosts])
     assert [h.name for h in read_inventory(path, limit="snp").hosts] == ["snp"]

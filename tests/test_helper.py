@@ -24,24 +24,55 @@ def write_bundles(root, per_case=6):
     rng = np.random.default_rng(7)
     paths = []
     for host, tee, factor in MACHINES:
-        probe = {"hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "x"}, "memory": {},
-                 "kernel": {"release": "6"}, "storage": {"protection": "plain"}}
+        probe = {
+            "hostname": host,
+            "tee": {"technology": tee, "evidence": []},
+            "cpu": {"model": "x"},
+            "memory": {},
+            "kernel": {"release": "6"},
+            "storage": {"protection": "plain"},
+        }
         writer = BundleWriter.create(root / host, {"plan": {"name": "t"}, "environment": probe})
         samples = []
-        for variant, slow in (({"storage": "disk"}, 1.0), ({"storage": "encrypted", "storage_mechanism": "fscrypt"}, 1.3)):
+        for variant, slow in (
+            ({"storage": "disk"}, 1.0),
+            ({"storage": "encrypted", "storage_mechanism": "fscrypt"}, 1.3),
+        ):
             for bs in ("4k", "1m"):
                 for metric, better in (("throughput", "higher"), ("clat_p50", "lower"), ("clat_p99", "lower")):
                     for rep, noise in enumerate(rng.normal(0, 0.02, per_case)):
                         value = 100 * factor * slow * np.exp(noise)
-                        samples.append(Sample(workload="fio", kind="fio", params={"bs": bs, "rw": "randread"},
-                                              variant=variant, metric=metric, unit="us", better=better,
-                                              value=1e4 / value if better == "higher" else value, repetition=rep,
-                                              warmup=False, timestamp="2026-01-01T00:00:00Z",
-                                              metadata={"case": {"bs": bs, "rw": "randread"}}))
+                        samples.append(
+                            Sample(
+                                workload="fio",
+                                kind="fio",
+                                params={"bs": bs, "rw": "randread"},
+                                variant=variant,
+                                metric=metric,
+                                unit="us",
+                                better=better,
+                                value=1e4 / value if better == "higher" else value,
+                                repetition=rep,
+                                warmup=False,
+                                timestamp="2026-01-01T00:00:00Z",
+                                metadata={"case": {"bs": bs, "rw": "randread"}},
+                            )
+                        )
             for rep, noise in enumerate(rng.normal(0, 0.01, per_case)):
-                samples.append(Sample(workload="prime", kind="prime", params={}, variant=variant, metric="time",
-                                      unit="s", value=2.0 * factor * np.exp(noise), repetition=rep, warmup=False,
-                                      timestamp="2026-01-01T00:00:00Z"))
+                samples.append(
+                    Sample(
+                        workload="prime",
+                        kind="prime",
+                        params={},
+                        variant=variant,
+                        metric="time",
+                        unit="s",
+                        value=2.0 * factor * np.exp(noise),
+                        repetition=rep,
+                        warmup=False,
+                        timestamp="2026-01-01T00:00:00Z",
+                    )
+                )
         writer.append_samples(samples)
         writer.close()
         paths.append(writer.path)
@@ -85,7 +116,9 @@ def _exits_in_helper(parent: int, title: str):
 
 
 def _summary():
-    return pd.DataFrame({"case": ["a", "b"], "config": ["x", "x"], "median": [1.0, 2.0], "q1": [0.9, 1.9], "q3": [1.1, 2.1]})
+    return pd.DataFrame(
+        {"case": ["a", "b"], "config": ["x", "x"], "median": [1.0, 2.0], "q1": [0.9, 1.9], "q3": [1.1, 2.1]}
+    )
 
 
 def test_figures_a_helper_cannot_draw_are_drawn_here(tmp_path):
@@ -108,7 +141,9 @@ def test_helper_bundle_warnings_and_errors_reach_the_user(tmp_path, ccbench):
     paths = write_bundles(tmp_path)
     # the smallest bundle goes to the helper: cut its last line short, as a killed run leaves it
     small = tmp_path / "small"
-    writer = BundleWriter.create(small, {"plan": {"name": "t"}, "environment": {"hostname": "small", "tee": {"technology": "none"}}})
+    writer = BundleWriter.create(
+        small, {"plan": {"name": "t"}, "environment": {"hostname": "small", "tee": {"technology": "none"}}}
+    )
     writer.close()
     lines = (paths[0] / "samples.jsonl").read_text().splitlines()[:8]
     (writer.path / "samples.jsonl").write_text("\n".join(lines[:7]) + "\n" + lines[7][:40])
@@ -135,5 +170,7 @@ def test_figures_directory_that_cannot_be_made(tmp_path, ccbench):
     blocker.write_text("")
     done = ccbench("report", *paths, "-o", tmp_path / "r.html", "--figures", blocker / "figures")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == (f"ccbench: error: --figures {blocker / 'figures'}: cannot create the directory "
-                                   "(Not a directory); give a writable path")
+    assert done.stderr.strip() == (
+        f"ccbench: error: --figures {blocker / 'figures'}: cannot create the directory "
+        "(Not a directory); give a writable path"
+    )

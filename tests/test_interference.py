@@ -13,9 +13,11 @@ HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() <
 
 def _busy_fraction(seconds=0.5):
     """CPUs busy on the whole machine over a short sample (to know whether a quiet interval is possible)."""
+
     def ticks():
         values = [int(v) for v in open("/proc/stat").readline().split()[1:]]
         return values[0] + values[1] + values[2] + values[5] + values[6]
+
     before = ticks()
     time.sleep(seconds)
     return (ticks() - before) / 100 / seconds
@@ -103,8 +105,11 @@ def test_a_quiet_interval_is_not_contended():
 
 def test_monitor_of_a_measured_process_that_is_reaped_by_the_observer():
     # the worker ends before stop(): its CPU comes from the observer's reaped-children time
-    measured = subprocess.Popen([sys.executable, "-c", "import time\nfor _ in range(10_000_000): pass\n"
-                                 "print(time.process_time())"], stdout=subprocess.PIPE, text=True)
+    measured = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfor _ in range(10_000_000): pass\nprint(time.process_time())"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     monitor = InterferenceMonitor(measured.pid, poll_s=None).start()
     reported = float(measured.communicate()[0])
     record = monitor.stop()
@@ -117,11 +122,13 @@ def _proc(tmp_path, name, busy, steal, running=1, psi_total=0):
     (root / "pressure").mkdir(parents=True)
     (root / "stat").write_text(
         f"cpu  {busy} 0 0 1000 0 0 0 {steal} 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\ncpu1 0 0 0 0 0 0 0 0 0 0\n"
-        f"procs_running {running}\nprocs_blocked 0\n")
+        f"procs_running {running}\nprocs_blocked 0\n"
+    )
     (root / "loadavg").write_text("1.50 1.00 0.50 3/200 1234\n")
     for resource in ("cpu", "memory", "io"):
         (root / "pressure" / resource).write_text(
-            f"some avg10=12.50 avg60=1.00 avg300=0.10 total={psi_total}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+            f"some avg10=12.50 avg60=1.00 avg300=0.10 total={psi_total}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+        )
     return root
 
 
@@ -149,8 +156,14 @@ def test_fixture_proc_gives_steal_others_and_pressure(tmp_path):
 
 
 def test_assess_thresholds_are_configurable():
-    record = {"wall_s": 10.0, "others_cpu_s": 2.0, "others_cpus": 0.2, "steal_s": 0.1, "steal_fraction": 0.01,
-              "psi": {"io": {"some_fraction": 0.5}}}
+    record = {
+        "wall_s": 10.0,
+        "others_cpu_s": 2.0,
+        "others_cpus": 0.2,
+        "steal_s": 0.1,
+        "steal_fraction": 0.01,
+        "psi": {"io": {"some_fraction": 0.5}},
+    }
     assert assess(record) == (False, [])
     contended, reasons = assess(record, Thresholds(others_cpus=0.1))
     assert contended and "0.20 CPUs" in reasons[0]

@@ -42,8 +42,14 @@ def start_chain(base: Path, transport: str, **params) -> tuple[Microservices, Pr
 
 
 def execution(ctx: PrepareContext, name: str = "rep-0") -> ExecutionContext:
-    return ExecutionContext(workload_name="ms", workdir=ctx.workdir, raw_dir=ctx.raw_dir.parent.parent / name,
-                            repetition=0, warmup=False, variant=ctx.variant)
+    return ExecutionContext(
+        workload_name="ms",
+        workdir=ctx.workdir,
+        raw_dir=ctx.raw_dir.parent.parent / name,
+        repetition=0,
+        warmup=False,
+        variant=ctx.variant,
+    )
 
 
 def chain_pids(state_path: Path) -> list[int]:
@@ -71,8 +77,17 @@ def port_free(port: int) -> bool:
 @pytest.fixture(scope="module", params=["plain", "tls"])
 def chain(request, tmp_path_factory):
     base = tmp_path_factory.mktemp(f"chain-{request.param}")
-    workload, ctx = start_chain(base, request.param, rates=[20], duration=5, closed_loop=True, wrk_threads=1,
-                                wrk_connections=4, wrk_duration=2, connections=8)
+    workload, ctx = start_chain(
+        base,
+        request.param,
+        rates=[20],
+        duration=5,
+        closed_loop=True,
+        wrk_threads=1,
+        wrk_connections=4,
+        wrk_duration=2,
+        connections=8,
+    )
     yield workload, ctx
     workload.cleanup(ctx)
 
@@ -115,8 +130,9 @@ def test_mix_weights_become_repeated_alternatives():
 
 @needs_chain
 def test_killed_database_is_counted_errors_and_a_failed_execution(tmp_path):
-    workload, ctx = start_chain(tmp_path, "plain", rates=[40], duration=6, closed_loop=False, connections=8,
-                                request_timeout=2)
+    workload, ctx = start_chain(
+        tmp_path, "plain", rates=[40], duration=6, closed_loop=False, connections=8, request_timeout=2
+    )
     try:
         state = ChainState.load(state_file(ctx.workdir))
         outcome: dict = {}
@@ -145,8 +161,12 @@ def test_killed_database_is_counted_errors_and_a_failed_execution(tmp_path):
 def test_server_that_fails_to_start_is_named_with_its_log(tmp_path):
     chain = Chain(tmp_path, MicroservicesParams(), "plain")
     tmp_path.mkdir(exist_ok=True)
-    server = Server(name="nginx", port=1, log=str(tmp_path / "nginx.log"),
-                    argv=["nginx", "-c", str(tmp_path / "missing.conf"), "-e", str(tmp_path / "nginx.log")])
+    server = Server(
+        name="nginx",
+        port=1,
+        log=str(tmp_path / "nginx.log"),
+        argv=["nginx", "-c", str(tmp_path / "missing.conf"), "-e", str(tmp_path / "nginx.log")],
+    )
     with pytest.raises(WorkloadFailed) as failure:
         chain.start(server)
     assert failure.value.args[0].startswith("nginx exited with")
@@ -172,12 +192,22 @@ connections = 4
 
 @needs_chain
 def test_plan_runs_reports_and_stops_its_servers(tmp_path, ccbench):
-    (tmp_path / "plan.toml").write_text(PLAN.format(rate=20, duration=2, extra="", repetitions=2, transports='["plain", "tls"]'))
+    (tmp_path / "plan.toml").write_text(
+        PLAN.format(rate=20, duration=2, extra="", repetitions=2, transports='["plain", "tls"]')
+    )
     done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
     assert done.returncode == 0, done.stdout + done.stderr
     bundle = read_bundle(next((tmp_path / "out").iterdir()))
     metrics = {s["metric"] for s in bundle.samples}
-    assert {"throughput", "latency_p99", "errors", "tier_cpu", "tier_latency", "loadgen_cpu", "client_saturated"} <= metrics
+    assert {
+        "throughput",
+        "latency_p99",
+        "errors",
+        "tier_cpu",
+        "tier_latency",
+        "loadgen_cpu",
+        "client_saturated",
+    } <= metrics
     assert all(s["params"]["rate"] == 20 for s in bundle.samples)
     assert {s["variant"]["transport"] for s in bundle.samples} == {"plain", "tls"}
     report = tmp_path / "report.md"
@@ -202,10 +232,25 @@ def _cmdline(proc: psutil.Process) -> list[str]:
 @needs_chain
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
-    (tmp_path / "plan.toml").write_text(PLAN.format(rate=10, duration=60, extra="", repetitions=1, transports='["plain"]'))
-    runner = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(tmp_path / "plan.toml"), "--out",
-                               str(tmp_path / "out"), "--workdir", str(tmp_path / "work")],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    (tmp_path / "plan.toml").write_text(
+        PLAN.format(rate=10, duration=60, extra="", repetitions=1, transports='["plain"]')
+    )
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ccbench",
+            "run",
+            str(tmp_path / "plan.toml"),
+            "--out",
+            str(tmp_path / "out"),
+            "--workdir",
+            str(tmp_path / "work"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     state_path = None
     while time.monotonic() < deadline:
@@ -226,7 +271,9 @@ def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
         runner.wait(60)
     else:
         # the runner and its worker (with its load generator) die; the servers, in their own sessions, stay
-        doomed = [runner.pid] + [c.pid for c in psutil.Process(runner.pid).children(recursive=True) if c.pid not in pids]
+        doomed = [runner.pid] + [
+            c.pid for c in psutil.Process(runner.pid).children(recursive=True) if c.pid not in pids
+        ]
         for pid in doomed:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -234,8 +281,12 @@ def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
                 pass
         runner.wait(10)
         assert any(alive(pid) for pid in pids)  # a killed runner cannot stop them itself
-        done = subprocess.run([sys.executable, "-m", "ccbench", "cleanup", "--workdir", str(tmp_path / "work")],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "ccbench", "cleanup", "--workdir", str(tmp_path / "work")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "stopped postgres" in done.stdout
     for pid in pids:
@@ -249,13 +300,18 @@ def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
     assert not [d for d in extra if Path(d).exists()]
 
 
-@pytest.mark.parametrize("extra, rate, expected", [
-    ("", 0, "rates must be positive"),
-    ("", -5, "rates must be positive"),
-    ("mix = { home_timeline = 5, read_everything = 1 }", 10, "unknown mix key(s) read_everything"),
-])
+@pytest.mark.parametrize(
+    "extra, rate, expected",
+    [
+        ("", 0, "rates must be positive"),
+        ("", -5, "rates must be positive"),
+        ("mix = { home_timeline = 5, read_everything = 1 }", 10, "unknown mix key(s) read_everything"),
+    ],
+)
 def test_bad_rate_or_mix_is_a_one_line_error_before_anything_starts(tmp_path, ccbench, extra, rate, expected):
-    (tmp_path / "plan.toml").write_text(PLAN.format(rate=rate, duration=5, extra=extra, repetitions=1, transports='["plain"]'))
+    (tmp_path / "plan.toml").write_text(
+        PLAN.format(rate=rate, duration=5, extra=extra, repetitions=1, transports='["plain"]')
+    )
     done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
     assert done.returncode == 2, done.stdout + done.stderr
     assert expected in done.stderr
@@ -276,8 +332,12 @@ def test_emulated_hosts_place_each_tier_in_its_own_namespace(tmp_path):
         pytest.skip(reason)
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / ".lock").write_text("")  # a run's work directory, where topologies are recorded
-    workload = Microservices("ms", MicroservicesParams(hosts="emulated", edge_rate="200mbit", rates=[20], duration=3,
-                                                       closed_loop=False, connections=4))
+    workload = Microservices(
+        "ms",
+        MicroservicesParams(
+            hosts="emulated", edge_rate="200mbit", rates=[20], duration=3, closed_loop=False, connections=4
+        ),
+    )
     assert workload.requirements() is None
     workdir = tmp_path / "work" / "scratch" / "ms" / "plain"
     workdir.mkdir(parents=True)
@@ -305,9 +365,14 @@ def test_kubernetes_manifests_validate_offline(tmp_path, transport):
     from ccbench.fleet import k8s
     from ccbench.workloads.microservices import k8s_manifests
 
-    objects = k8s_manifests(MicroservicesParams(), app_image="registry.example/ccbench-socialnet:1",
-                            loadgen_image="registry.example/oha:1.16", runtime_class="kata-qemu-snp",
-                            transport=transport, rate=250)
+    objects = k8s_manifests(
+        MicroservicesParams(),
+        app_image="registry.example/ccbench-socialnet:1",
+        loadgen_image="registry.example/oha:1.16",
+        runtime_class="kata-qemu-snp",
+        transport=transport,
+        rate=250,
+    )
     assert k8s.validate_objects(objects) == []
     deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
     assert set(deployments) == {"front", "app", "memcached", "redis", "postgres"}

@@ -30,8 +30,14 @@ def make_notebook(path: Path, cells: list[tuple[str, str, list[str]]]) -> Path:
 
 
 def context(tmp_path: Path, name: str = "nb") -> ExecutionContext:
-    return ExecutionContext(workload_name=name, workdir=tmp_path / "work", raw_dir=tmp_path / "raw",
-                            repetition=0, warmup=False, variant={"storage": "disk"})
+    return ExecutionContext(
+        workload_name=name,
+        workdir=tmp_path / "work",
+        raw_dir=tmp_path / "raw",
+        repetition=0,
+        warmup=False,
+        variant={"storage": "disk"},
+    )
 
 
 def by_metric(measurements):
@@ -65,8 +71,11 @@ def test_resolve_bundled_names_and_seed_aliases(tmp_path):
 
 def test_inject_parameters_after_the_tagged_cell():
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("a = 1"),
-                nbformat.v4.new_code_cell("print(a)")]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# t"),
+        nbformat.v4.new_code_cell("a = 1"),
+        nbformat.v4.new_code_cell("print(a)"),
+    ]
     nb.cells[1].metadata["tags"] = ["parameters"]
     inject_parameters(nb, {"a": 2, "name": "x"})
     assert nb.cells[2].metadata["tags"] == ["injected-parameters"]
@@ -83,13 +92,16 @@ def test_first_line():
 
 
 def test_cells_timed_and_sum_to_total(tmp_path):
-    path = make_notebook(tmp_path / "timed.ipynb", [
-        ("markdown", "# Timed", []),
-        ("code", "size = 'full'", ["parameters"]),
-        ("code", "import time\ntime.sleep(0.3)", []),
-        ("code", "data = bytearray(64 * 1024 * 1024)\nopen('out.txt', 'w').write(size)", []),
-        ("code", "time.sleep(0.1)", []),
-    ])
+    path = make_notebook(
+        tmp_path / "timed.ipynb",
+        [
+            ("markdown", "# Timed", []),
+            ("code", "size = 'full'", ["parameters"]),
+            ("code", "import time\ntime.sleep(0.3)", []),
+            ("code", "data = bytearray(64 * 1024 * 1024)\nopen('out.txt', 'w').write(size)", []),
+            ("code", "time.sleep(0.1)", []),
+        ],
+    )
     workload = Notebook("timed", NotebookParams(notebook=str(path), size="quick"))
     assert workload.requirements() is None
     ctx = context(tmp_path)
@@ -115,12 +127,15 @@ def test_cells_timed_and_sum_to_total(tmp_path):
 
 
 def test_failing_cell_is_recorded_with_its_index(tmp_path):
-    path = make_notebook(tmp_path / "broken.ipynb", [
-        ("markdown", "# Broken", []),
-        ("code", "x = 1", []),
-        ("code", "y = x / 0", []),
-        ("code", "open('never.txt', 'w')", []),
-    ])
+    path = make_notebook(
+        tmp_path / "broken.ipynb",
+        [
+            ("markdown", "# Broken", []),
+            ("code", "x = 1", []),
+            ("code", "y = x / 0", []),
+            ("code", "open('never.txt', 'w')", []),
+        ],
+    )
     ctx = context(tmp_path)
     with pytest.raises(WorkloadFailed) as failure:
         Notebook("broken", NotebookParams(notebook=str(path))).run(ctx)
@@ -168,14 +183,29 @@ def test_bundled_notebook_runs_at_quick_size(name, tmp_path):
 
 
 def test_run_notebook_from_the_cli_with_a_parameter(tmp_path, ccbench):
-    path = make_notebook(tmp_path / "mine.ipynb", [
-        ("code", "greeting = 'hello'\nrepeat = 1", ["parameters"]),
-        ("code", "open('greeting.txt', 'w').write(greeting * repeat)", []),
-        ("code", "assert repeat == 2, repeat", []),
-    ])
+    path = make_notebook(
+        tmp_path / "mine.ipynb",
+        [
+            ("code", "greeting = 'hello'\nrepeat = 1", ["parameters"]),
+            ("code", "open('greeting.txt', 'w').write(greeting * repeat)", []),
+            ("code", "assert repeat == 2, repeat", []),
+        ],
+    )
     out = tmp_path / "out"
-    result = ccbench("run", "--notebook", path, "--param", "greeting=hi", "--param", "repeat=2",
-                     "--repeat", "1", "--out", out, cwd=tmp_path)
+    result = ccbench(
+        "run",
+        "--notebook",
+        path,
+        "--param",
+        "greeting=hi",
+        "--param",
+        "repeat=2",
+        "--repeat",
+        "1",
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     bundles = [p for p in out.iterdir() if (p / "manifest.json").exists()]
     assert len(bundles) == 1

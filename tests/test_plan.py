@@ -11,7 +11,10 @@ def write(tmp_path, name, text):
 
 
 def test_toml_plan_with_defaults_and_overrides(tmp_path):
-    path = write(tmp_path, "p.toml", """
+    path = write(
+        tmp_path,
+        "p.toml",
+        """
 name = "t"
 description = "a test plan"
 [defaults]
@@ -28,7 +31,8 @@ name = "fio-small"
 repetitions = 2
 blocksizes = ["4k"]
 patterns = ["randrw"]
-""")
+""",
+    )
     plan = load_plan(str(path))
     assert plan.name == "t"
     prime, fio = plan.workloads
@@ -40,19 +44,22 @@ patterns = ["randrw"]
     assert prime.variants == {}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name = \n", "TOML syntax error"),
-    ("[[workloads]]\nkind = \"nope\"\n", "unknown workload kind 'nope'"),
-    ("[[workloads]]\nkind = \"prime\"\nnumber = 3\n", "unknown parameter 'number'"),
-    ("[[workloads]]\nkind = \"prime\"\nn = \"many\"\n", "'n'"),
-    ("[[workloads]]\nkind = \"fio\"\npatterns = [\"sideways\"]\n", "patterns"),
-    ("colour = 1\n[[workloads]]\nkind = \"prime\"\n", "unknown top-level key(s) colour"),
-    ("[defaults]\nrepetition = 2\n[[workloads]]\nkind = \"prime\"\n", "unknown parameter 'repetition'"),
-    ("[[workloads]]\nkind = \"prime\"\nvariants = { storage = [\"disk\"] }\n", "does not use the storage axis"),
-    ("[[workloads]]\nkind = \"fio\"\nvariants = { storage = [\"floppy\"] }\n", "unknown storage variant 'floppy'"),
-    ("[[workloads]]\nkind = \"prime\"\n[[workloads]]\nkind = \"prime\"\n", "used twice: prime"),
-    ("name = \"x\"\n", "lists no workloads"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name = \n", "TOML syntax error"),
+        ('[[workloads]]\nkind = "nope"\n', "unknown workload kind 'nope'"),
+        ('[[workloads]]\nkind = "prime"\nnumber = 3\n', "unknown parameter 'number'"),
+        ('[[workloads]]\nkind = "prime"\nn = "many"\n', "'n'"),
+        ('[[workloads]]\nkind = "fio"\npatterns = ["sideways"]\n', "patterns"),
+        ('colour = 1\n[[workloads]]\nkind = "prime"\n', "unknown top-level key(s) colour"),
+        ('[defaults]\nrepetition = 2\n[[workloads]]\nkind = "prime"\n', "unknown parameter 'repetition'"),
+        ('[[workloads]]\nkind = "prime"\nvariants = { storage = ["disk"] }\n', "does not use the storage axis"),
+        ('[[workloads]]\nkind = "fio"\nvariants = { storage = ["floppy"] }\n', "unknown storage variant 'floppy'"),
+        ('[[workloads]]\nkind = "prime"\n[[workloads]]\nkind = "prime"\n', "used twice: prime"),
+        ('name = "x"\n', "lists no workloads"),
+    ],
+)
 def test_toml_errors_name_the_problem(tmp_path, text, message):
     path = write(tmp_path, "bad.toml", text)
     with pytest.raises(PlanError) as info:
@@ -119,7 +126,10 @@ def test_select_and_repeat():
 
 
 def test_precision_keys_in_defaults_and_per_workload(tmp_path):
-    path = write(tmp_path, "p.toml", """
+    path = write(
+        tmp_path,
+        "p.toml",
+        """
 [defaults]
 repetitions = 3
 precision = "2%"
@@ -135,7 +145,8 @@ kind = "command"
 command = "true"
 precision = 0.05
 max_time = 90
-""")
+""",
+    )
     plan = load_plan(str(path))
     prime, command = plan.workloads
     assert (prime.precision, prime.max_repetitions, prime.max_time) == (0.02, 12, 5400.0)
@@ -147,26 +158,29 @@ max_time = 90
     assert all(w.precision is None and w.max_repetitions is None for w in plain.workloads)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[defaults]\nprecision = \"tight\"\n", "[defaults]: 'precision': Value error, precision 'tight'"),
-    ("[defaults]\nprecision = \"100%\"\n", "must be above 0% and below 100%"),
-    ("[defaults]\nprecision = -1\n", "precision"),
-    ("[defaults]\nmax_time = \"soon\"\n", "'max_time'"),
-    ("[defaults]\nmax_time = 0\n", "must be positive"),
-    ("[defaults]\nmax_repetitions = 0\n", "'max_repetitions'"),
-    ("[defaults]\nrepetitions = 5\nmax_repetitions = 3\n", "max_repetitions (3) is below repetitions (5)"),
-    ("[contention]\nothers_cpu = 1\n", "[contention]: unknown contention threshold(s) others_cpu"),
-    ("[contention]\nsteal_fraction = -1\n", "must be a non-negative number"),
-    ("contention = 3\n", "[contention] must be a table"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[defaults]\nprecision = "tight"\n', "[defaults]: 'precision': Value error, precision 'tight'"),
+        ('[defaults]\nprecision = "100%"\n', "must be above 0% and below 100%"),
+        ("[defaults]\nprecision = -1\n", "precision"),
+        ('[defaults]\nmax_time = "soon"\n', "'max_time'"),
+        ("[defaults]\nmax_time = 0\n", "must be positive"),
+        ("[defaults]\nmax_repetitions = 0\n", "'max_repetitions'"),
+        ("[defaults]\nrepetitions = 5\nmax_repetitions = 3\n", "max_repetitions (3) is below repetitions (5)"),
+        ("[contention]\nothers_cpu = 1\n", "[contention]: unknown contention threshold(s) others_cpu"),
+        ("[contention]\nsteal_fraction = -1\n", "must be a non-negative number"),
+        ("contention = 3\n", "[contention] must be a table"),
+    ],
+)
 def test_precision_and_contention_errors_name_the_key(tmp_path, text, message):
-    path = write(tmp_path, "bad.toml", text + "[[workloads]]\nkind = \"prime\"\n")
+    path = write(tmp_path, "bad.toml", text + '[[workloads]]\nkind = "prime"\n')
     with pytest.raises(PlanError) as info:
         load_plan(str(path))
     assert message in str(info.value) and "bad.toml" in str(info.value)
 
 
 def test_precision_errors_per_workload_name_the_workload(tmp_path):
-    path = write(tmp_path, "bad.toml", "[[workloads]]\nkind = \"prime\"\nprecision = \"2 percent\"\n")
+    path = write(tmp_path, "bad.toml", '[[workloads]]\nkind = "prime"\nprecision = "2 percent"\n')
     with pytest.raises(PlanError, match=r"workloads\[1\] \(prime\): 'precision'"):
         load_plan(str(path))

@@ -75,12 +75,14 @@ def test_low_noise_reaches_the_target_with_fewer_executions_than_a_fixed_count()
     # the fixed count a user would need, without knowing the noise, to reach +-2% in 95% of runs at a
     # realistic 2% cv; the rule adapts: low-noise workloads stop after EARLIEST_STOP executions
     rng = np.random.default_rng(4)
+
     def reaches(n, cv, trials=400):
         hits = 0
         for _ in range(trials):
             a, b = (10 * np.exp(rng.normal(0, cv, n)) for _ in range(2))
             hits += half_widths({"A": a, "B": b})["B"] <= TARGET
         return hits / trials
+
     fixed = next(n for n in range(3, MAX_N + 1) if reaches(n, 0.02) >= 0.95)
     assert fixed >= 10  # for scale: a fixed count for 2% noise is large
     for cv in (0.005, 0.01):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from ccbench.workloads import workload_class
@@ -27,8 +28,10 @@ def test_parse_results_skips_calibration_runs():
     document = {
         "metadata": {"unit": "second", "hostname": "h"},
         "benchmarks": [
-            {"metadata": {"name": "nbody", "loops": 4},
-             "runs": [{"metadata": {"calibrate_loops": 4}}, {"values": [0.1, 0.3]}, {"values": [0.2]}]},
+            {
+                "metadata": {"name": "nbody", "loops": 4},
+                "runs": [{"metadata": {"calibrate_loops": 4}}, {"values": [0.1, 0.3]}, {"values": [0.2]}],
+            },
             {"metadata": {"name": "empty"}, "runs": [{"metadata": {}}]},
         ],
     }

@@ -35,8 +35,22 @@ def two_bundles(tmp_path_factory):
     (base / "plan.toml").write_text(PLAN)
     paths = []
     for name in ("first", "second"):
-        done = subprocess.run([sys.executable, "-m", "ccbench", "run", str(base / "plan.toml"), "--out", str(base / name),
-                               "--workdir", str(base / "work")], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ccbench",
+                "run",
+                str(base / "plan.toml"),
+                "--out",
+                str(base / name),
+                "--workdir",
+                str(base / "work"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         paths.append(next(p for p in (base / name).iterdir() if (p / "manifest.json").exists()))
     return paths
@@ -62,7 +76,13 @@ def test_report_html_markdown_and_figures(two_bundles, ccbench, tmp_path):
     done = ccbench("report", first, second, "--label", f"{second}=rerun", "-o", html_path, "--figures", figures)
     assert done.returncode == 0, done.stderr
     text = html_path.read_text()
-    for title in ("Machines", "Comparison with the baseline", "Workloads by configuration", "Overhead heatmap", "Methods"):
+    for title in (
+        "Machines",
+        "Comparison with the baseline",
+        "Workloads by configuration",
+        "Overhead heatmap",
+        "Methods",
+    ):
         assert f">{title}</h2>" in text
     assert text.count("<svg") >= 4
     # self-contained: nothing fetched from elsewhere
@@ -74,7 +94,9 @@ def test_report_html_markdown_and_figures(two_bundles, ccbench, tmp_path):
     assert "## Comparison with the baseline" in markdown and "| workload |" in markdown
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)")
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)"
+)
 def test_report_renders_in_headless_chromium(two_bundles, ccbench, tmp_path):
     from PIL import Image
 
@@ -83,11 +105,26 @@ def test_report_renders_in_headless_chromium(two_bundles, ccbench, tmp_path):
     assert ccbench("report", first, second, "--label", f"{second}=rerun", "-o", html_path).returncode == 0
     shot = tmp_path / "shot.png"
     done = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,4000", "--enable-logging=stderr", "--v=0",
-         f"--screenshot={shot}", html_path.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1280,4000",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--screenshot={shot}",
+            html_path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert shot.exists(), done.stderr[-2000:]
     console_errors = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
@@ -143,7 +180,10 @@ def test_summary_numbers_match_the_comparison_table(tmp_path, ccbench):
         assert item["typical"] == pytest.approx(typical)
         # the worst comparison quoted is a row of the table, with its numbers as the table prints them
         worst = max((r for r in mine if r["significant"]), key=lambda r: r["overhead_percent"])
-        assert f"{worst['overhead_percent']:+.1f}%, ratio {worst['ratio']:.3f} [{worst['ci_low']:.3f}, {worst['ci_high']:.3f}]" in item["worst"]
+        assert (
+            f"{worst['overhead_percent']:+.1f}%, ratio {worst['ratio']:.3f} [{worst['ci_low']:.3f}, {worst['ci_high']:.3f}]"
+            in item["worst"]
+        )
     text = ccbench("compare", *paths).stdout
     summary = ccbench("compare", *paths, "--summary").stdout
     assert summary.strip() and summary.split("baseline:")[0].strip() in text  # the table opens with the same verdict
@@ -157,8 +197,11 @@ def test_every_configuration_keeps_its_colour_in_every_chart(tmp_path, ccbench):
     figures = tmp_path / "figures"
     done = ccbench("report", *paths, "-o", tmp_path / "r.html", "--figures", figures)
     assert done.returncode == 0, done.stderr
-    configs = [f"{m} / {t} / {s}" for m, t in (("plain", "no TEE"), ("snp", "SEV-SNP"), ("tdx", "TDX"))
-               for s in ("disk", "fscrypt")]
+    configs = [
+        f"{m} / {t} / {s}"
+        for m, t in (("plain", "no TEE"), ("snp", "SEV-SNP"), ("tdx", "TDX"))
+        for s in ("disk", "fscrypt")
+    ]
     by_id = {series_id(c): c for c in configs}
     colours: dict[str, set] = {}
     charts_seen = 0
@@ -200,7 +243,11 @@ def test_seed_001_report_pools_per_workload(tmp_path, ccbench):
     assert ccbench("report", *paths, "-o", out).returncode == 0
     section = out.read_text().split("## Overhead model", 1)[1].split("\n## ", 1)[0]
     pooled = section.split("### pooled per workload over its cases and metrics", 1)[1].split("###", 1)[0]
-    rows = {line.split("|")[1].strip(): line for line in pooled.splitlines() if line.startswith("| ") and "workload" not in line}
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in pooled.splitlines()
+        if line.startswith("| ") and "workload" not in line
+    }
     assert set(rows) == {"resnet18", "mobilenetv3-small"}
     cells = [c.strip() for c in rows["resnet18"].split("|")]
     c_tee = float(cells[3].split()[0])
@@ -213,19 +260,23 @@ def test_seed_001_report_pools_per_workload(tmp_path, ccbench):
     assert "spread between the cases pooled" in section and "measurement noise" in section
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)")
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)"
+)
 def test_verdict_is_above_the_first_table_in_headless_chromium(tmp_path, ccbench):
     """A report over three configurations, rendered and screenshotted: the verdict's box is on the
     screen and lies wholly above the first ordinary table (the machines)."""
     import numpy as np
     from PIL import Image
-
     from test_analysis import write_samples
 
     paths = []
     for host, tee, factor in (("plain", "none", 1.0), ("snp", "sev-snp", 1.06), ("tdx", "tdx", 1.1)):
-        samples = [{"workload": w, "variant": {}, "metric": "time", "value": factor * base * v, "repetition": i}
-                   for w, base in (("prime", 2.0), ("sort", 5.0)) for i, v in enumerate([1.0, 1.01, 0.99, 1.005])]
+        samples = [
+            {"workload": w, "variant": {}, "metric": "time", "value": factor * base * v, "repetition": i}
+            for w, base in (("prime", 2.0), ("sort", 5.0))
+            for i, v in enumerate([1.0, 1.01, 0.99, 1.005])
+        ]
         paths.append(write_samples(tmp_path, host, tee, samples))
     html_path = tmp_path / "r.html"
     done = ccbench("report", *paths, "-o", html_path)
@@ -234,17 +285,33 @@ def test_verdict_is_above_the_first_table_in_headless_chromium(tmp_path, ccbench
     assert page.index("Verdict per protection layer</h2>") < page.index("<h2>Machines</h2>")
     shot = tmp_path / "shot.png"
     done = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,3000", f"--screenshot={shot}", html_path.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1280,3000",
+            f"--screenshot={shot}",
+            html_path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert shot.exists(), done.stderr[-2000:]
     pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
 
     def rows_with(colour: str) -> np.ndarray:
-        rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
-        return np.flatnonzero((np.abs(pixels - rgb) <= 2).all(axis=2).sum(axis=1) > 200)  # rows of a box, not anti-aliased text
+        rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+        return np.flatnonzero(
+            (np.abs(pixels - rgb) <= 2).all(axis=2).sum(axis=1) > 200
+        )  # rows of a box, not anti-aliased text
 
     verdict_box = rows_with("#fff7e0")  # .verdict background
     table_headers = rows_with("#f4f4f4")  # th of every other table

@@ -1,6 +1,5 @@
 """The report's notebook section over two real runs of a bundled notebook."""
 
-import shutil
 import subprocess
 import sys
 
@@ -25,9 +24,22 @@ def test_notebook_section_side_by_side_and_cells(tmp_path, ccbench):
     (tmp_path / "plan.toml").write_text(PLAN)
     bundles = []
     for name in ("a", "b"):
-        done = subprocess.run([sys.executable, "-m", "ccbench", "run", str(tmp_path / "plan.toml"), "--out",
-                               str(tmp_path / name), "--workdir", str(tmp_path / "work")],
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ccbench",
+                "run",
+                str(tmp_path / "plan.toml"),
+                "--out",
+                str(tmp_path / name),
+                "--workdir",
+                str(tmp_path / "work"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         bundles.append(next(p for p in (tmp_path / name).iterdir() if (p / "manifest.json").exists()))
     out = tmp_path / "report.md"

@@ -8,21 +8,34 @@ import sys
 import time
 
 import pytest
+from conftest import only_bundle, start_run, wait_for_samples
 
 from ccbench.bundle import read_bundle
 from ccbench.plan import WorkloadSpec
 from ccbench.runner import schedule
-from conftest import only_bundle, start_run, wait_for_samples
 
 
 def test_schedule_interleaves_variants_after_warmups():
-    spec = WorkloadSpec(kind="fio", name="f", repetitions=2, warmup=1, cooldown=0, timeout=1,
-                        variants={"storage": ["disk", "tmpfs", "encrypted"]})
+    spec = WorkloadSpec(
+        kind="fio",
+        name="f",
+        repetitions=2,
+        warmup=1,
+        cooldown=0,
+        timeout=1,
+        variants={"storage": ["disk", "tmpfs", "encrypted"]},
+    )
     order = [(e.warmup, e.repetition, e.combo["storage"]) for e in schedule(spec)]
     assert order == [
-        (True, 0, "disk"), (True, 0, "tmpfs"), (True, 0, "encrypted"),
-        (False, 0, "disk"), (False, 0, "tmpfs"), (False, 0, "encrypted"),
-        (False, 1, "disk"), (False, 1, "tmpfs"), (False, 1, "encrypted"),
+        (True, 0, "disk"),
+        (True, 0, "tmpfs"),
+        (True, 0, "encrypted"),
+        (False, 0, "disk"),
+        (False, 0, "tmpfs"),
+        (False, 0, "encrypted"),
+        (False, 1, "disk"),
+        (False, 1, "tmpfs"),
+        (False, 1, "encrypted"),
     ]
 
 
@@ -66,7 +79,15 @@ command = "echo fine"
             assert key in sample
         assert sample["variant"]["storage"] == "disk" and sample["variant"]["storage_protection"] == "plain"
     assert bundle.manifest["status"] == "failed"
-    assert bundle.manifest["environment"]["tee"]["technology"] in ("none", "unknown", "sev", "sev-es", "sev-snp", "tdx", "sgx")
+    assert bundle.manifest["environment"]["tee"]["technology"] in (
+        "none",
+        "unknown",
+        "sev",
+        "sev-es",
+        "sev-snp",
+        "tdx",
+        "sgx",
+    )
     # no sleep survived the timeout
     left = subprocess.run(["pgrep", "-f", sleep], capture_output=True, text=True)
     assert left.stdout.strip() == ""
@@ -125,7 +146,9 @@ def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path, ccbench, workdir, w
 
 
 def test_pinning_applies_to_the_measured_process(tmp_path, ccbench, workdir, write_plan):
-    path = write_plan('[[workloads]]\nkind = "command"\nrepetitions = 1\ncommand = "grep Cpus_allowed_list /proc/self/status"\n')
+    path = write_plan(
+        '[[workloads]]\nkind = "command"\nrepetitions = 1\ncommand = "grep Cpus_allowed_list /proc/self/status"\n'
+    )
     out = tmp_path / "out"
     done = ccbench("run", path, "--out", out, "--workdir", workdir, "--pin", "0")
     assert done.returncode == 0, done.stderr
@@ -134,8 +157,9 @@ def test_pinning_applies_to_the_measured_process(tmp_path, ccbench, workdir, wri
 
 
 def test_only_takes_several_names(tmp_path, ccbench, workdir):
-    done = ccbench("run", "quick", "--only", "systeminfo,prime", "--repeat", "1", "--out", tmp_path / "out",
-                   "--workdir", workdir)
+    done = ccbench(
+        "run", "quick", "--only", "systeminfo,prime", "--repeat", "1", "--out", tmp_path / "out", "--workdir", workdir
+    )
     assert done.returncode == 0, done.stderr
     outcomes = read_bundle(only_bundle(tmp_path / "out")).manifest["outcomes"]
     assert sorted(outcomes) == ["prime", "systeminfo"]
@@ -216,10 +240,12 @@ def test_a_quiet_run_is_not_flagged(tmp_path, ccbench, write_plan):
 
 
 def test_precision_runs_interleaved_rounds_until_the_interval_is_narrow(tmp_path, ccbench, workdir, write_plan):
-    plan = write_plan('[[workloads]]\nkind = "command"\nname = "steady"\ncommand = "sleep 0.05"\n'
-                      'repetitions = 2\nmax_repetitions = 8\n'
-                      '[[workloads]]\nkind = "command"\nname = "capped"\ncommand = "sleep 0.0$((RANDOM % 9 + 1))"\n'
-                      'repetitions = 2\nmax_repetitions = 4\n')
+    plan = write_plan(
+        '[[workloads]]\nkind = "command"\nname = "steady"\ncommand = "sleep 0.05"\n'
+        "repetitions = 2\nmax_repetitions = 8\n"
+        '[[workloads]]\nkind = "command"\nname = "capped"\ncommand = "sleep 0.0$((RANDOM % 9 + 1))"\n'
+        "repetitions = 2\nmax_repetitions = 4\n"
+    )
     done = ccbench("run", plan, "--precision", "25%", "--out", tmp_path / "out", "--workdir", workdir)
     assert done.returncode == 0, done.stderr
     bundle = read_bundle(only_bundle(tmp_path / "out"))
@@ -238,9 +264,11 @@ def test_precision_runs_interleaved_rounds_until_the_interval_is_narrow(tmp_path
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the tmpfs variant needs root")
 def test_precision_rounds_interleave_the_variants(tmp_path, ccbench, workdir, write_plan):
-    plan = write_plan('[[workloads]]\nkind = "command"\ncommand = "sleep 0.0$((RANDOM % 9 + 1))"\n'
-                      'repetitions = 2\nprecision = "1%"\nmax_repetitions = 4\nvariants = { storage = ["disk", "tmpfs"] }\n'
-                      '[storage]\ntmpfs_size = "16M"\n')
+    plan = write_plan(
+        '[[workloads]]\nkind = "command"\ncommand = "sleep 0.0$((RANDOM % 9 + 1))"\n'
+        'repetitions = 2\nprecision = "1%"\nmax_repetitions = 4\nvariants = { storage = ["disk", "tmpfs"] }\n'
+        '[storage]\ntmpfs_size = "16M"\n'
+    )
     done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", workdir)
     assert done.returncode == 0, done.stderr
     bundle = read_bundle(only_bundle(tmp_path / "out"))
@@ -250,8 +278,9 @@ def test_precision_rounds_interleave_the_variants(tmp_path, ccbench, workdir, wr
 
 
 def test_run_summary_is_short_and_ends_with_the_machine_protection(tmp_path, ccbench, workdir, write_plan):
-    plan = write_plan('[[workloads]]\nkind = "systeminfo"\n'
-                      '[[workloads]]\nkind = "compression"\nsize = "1M"\nrepetitions = 1\n')
+    plan = write_plan(
+        '[[workloads]]\nkind = "systeminfo"\n[[workloads]]\nkind = "compression"\nsize = "1M"\nrepetitions = 1\n'
+    )
     done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", workdir)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()

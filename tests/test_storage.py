@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import mounts_under, others_can_read, python_path_for_other_users, start_run, wait_until
 
 from ccbench.bundle import read_bundle
 from ccbench.errors import CCBenchError
 from ccbench.variants import AXES
 from ccbench.variants import storage as storage_module
-from conftest import mounts_under, others_can_read, python_path_for_other_users, start_run, wait_until
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI runs as root)")
 AXIS = AXES["storage"]
@@ -28,10 +28,16 @@ def loops_for(path: Path) -> str:
 
 
 @root_only
-@pytest.mark.parametrize("value, mechanism", [
-    ("tmpfs", "tmpfs"), ("encrypted:fscrypt", "fscrypt"), ("encrypted:gocryptfs", "gocryptfs"), ("encrypted", None),
-    ("ext4-loop", "none"),
-])
+@pytest.mark.parametrize(
+    "value, mechanism",
+    [
+        ("tmpfs", "tmpfs"),
+        ("encrypted:fscrypt", "fscrypt"),
+        ("encrypted:gocryptfs", "gocryptfs"),
+        ("encrypted", None),
+        ("ext4-loop", "none"),
+    ],
+)
 def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
     reason = AXIS.skip_reason(value, OPTIONS)
     if value == "encrypted:gocryptfs" and reason:
@@ -155,8 +161,11 @@ def test_compression_and_fio_run_on_every_variant(tmp_path, ccbench):
     assert done.returncode == 0, done.stdout + done.stderr
     bundle = read_bundle(next((tmp_path / "out").iterdir()))
     for workload in ("compression", "fio"):
-        seen = {(s["variant"]["storage"], s["variant"].get("storage_mechanism")) for s in bundle.samples
-                if s["workload"] == workload}
+        seen = {
+            (s["variant"]["storage"], s["variant"].get("storage_mechanism"))
+            for s in bundle.samples
+            if s["workload"] == workload
+        }
         assert ("disk", None) in seen and ("tmpfs", "tmpfs") in seen
         assert ("encrypted", "fscrypt") in seen and ("encrypted", "gocryptfs") in seen
     ratios = [s["value"] for s in bundle.samples if s["metric"] == "compression_ratio"]
@@ -172,10 +181,12 @@ def test_compression_and_fio_run_on_every_variant(tmp_path, ccbench):
 @root_only
 def test_killed_run_leaves_nothing_after_cleanup(tmp_path, ccbench):
     plan = tmp_path / "plan.toml"
-    plan.write_text('name = "k"\n[defaults]\nrepetitions = 50\ncooldown = 0\n'
-                    'variants = { storage = ["tmpfs", "encrypted:fscrypt", "encrypted:gocryptfs"] }\n'
-                    '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
-                    '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n')
+    plan.write_text(
+        'name = "k"\n[defaults]\nrepetitions = 50\ncooldown = 0\n'
+        'variants = { storage = ["tmpfs", "encrypted:fscrypt", "encrypted:gocryptfs"] }\n'
+        '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
+        '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n'
+    )
     work = tmp_path / "work"
     process = start_run(plan, tmp_path / "out", work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_until(lambda: len(mounts_under(work)) >= 3, what="three mounts")
@@ -219,10 +230,25 @@ def run_as_nobody(as_nobody: list[str], python_path: str) -> subprocess.Complete
         "for value in sys.argv[1:]:\n"
         "    print(value, '=>', axis.skip_reason(value, options))\n"
     )
-    done = subprocess.run([*as_nobody, sys.executable, "-c", script,
-                           "disk", "tmpfs", "encrypted:fscrypt", "encrypted:luks", "ext4-loop", "encrypted:gocryptfs"],
-                          capture_output=True, text=True, timeout=60, cwd="/",
-                          env={**os.environ, "PYTHONPATH": f"{python_path}:{os.environ.get('PYTHONPATH', '')}"})
+    done = subprocess.run(
+        [
+            *as_nobody,
+            sys.executable,
+            "-c",
+            script,
+            "disk",
+            "tmpfs",
+            "encrypted:fscrypt",
+            "encrypted:luks",
+            "ext4-loop",
+            "encrypted:gocryptfs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={**os.environ, "PYTHONPATH": f"{python_path}:{os.environ.get('PYTHONPATH', '')}"},
+    )
     return done
 
 
@@ -250,7 +276,9 @@ def test_fscrypt_keeps_no_plaintext_in_the_loop_file(tmp_path):
         (prepared.path.parent / "control-name.bin").write_bytes(control)  # the mount's root is not encrypted
         os.sync()
         image = prepared.handle.image.path.read_bytes()
-        assert control[:4096] in image and b"control-name.bin" in image, "control: plaintext outside the policy is visible"
+        assert control[:4096] in image and b"control-name.bin" in image, (
+            "control: plaintext outside the policy is visible"
+        )
         assert secret[:4096] not in image and secret[-4096:] not in image, "plaintext at rest in the image"
         assert b"secret-name.bin" not in image, "file names are encrypted too"
     finally:
@@ -264,8 +292,10 @@ def test_the_next_run_cleans_up_after_a_killed_one(tmp_path, ccbench):
     left = [AXIS.setup(value, work, OPTIONS) for value in ("tmpfs", "encrypted:fscrypt", "ext4-loop")]
     assert len(mounts_under(work)) == 3 and str(work) in loops_for(work)
     # as if the process had been killed: nothing was torn down
-    (tmp_path / "plan.toml").write_text('name = "after-kill"\n[defaults]\nrepetitions = 1\ncooldown = 0\n'
-                                        '[[workloads]]\nkind = "command"\ncommand = "true"\n')
+    (tmp_path / "plan.toml").write_text(
+        'name = "after-kill"\n[defaults]\nrepetitions = 1\ncooldown = 0\n'
+        '[[workloads]]\nkind = "command"\ncommand = "true"\n'
+    )
     done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", work)
     assert done.returncode == 0, done.stdout + done.stderr
     assert mounts_under(work) == []
@@ -277,10 +307,12 @@ def test_the_next_run_cleans_up_after_a_killed_one(tmp_path, ccbench):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupted_run_tears_its_variants_down(tmp_path, sig):
     plan = tmp_path / "plan.toml"
-    plan.write_text('name = "i"\n[defaults]\nrepetitions = 50\ncooldown = 0\n'
-                    'variants = { storage = ["tmpfs", "encrypted:fscrypt", "encrypted:gocryptfs", "ext4-loop"] }\n'
-                    '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
-                    '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n')
+    plan.write_text(
+        'name = "i"\n[defaults]\nrepetitions = 50\ncooldown = 0\n'
+        'variants = { storage = ["tmpfs", "encrypted:fscrypt", "encrypted:gocryptfs", "ext4-loop"] }\n'
+        '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
+        '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n'
+    )
     work = tmp_path / "work"
     process = start_run(plan, tmp_path / "out", work, stdout=subprocess.DEVNULL)
     wait_until(lambda: len(mounts_under(work)) >= 4, what="four mounts")
@@ -307,8 +339,9 @@ def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
     key = storage_module._key_file(tmp_path / "v", os.urandom(64))
     try:
         device = loop.attach()
-        subprocess.run(storage_module.Luks.commands(device, key, "unused", tmp_path / "mnt")[0], check=True,
-                       capture_output=True)
+        subprocess.run(
+            storage_module.Luks.commands(device, key, "unused", tmp_path / "mnt")[0], check=True, capture_output=True
+        )
         header = storage_module.luks_header(device)
         assert header.pop("luks_sector_size") in (512, 4096)  # cryptsetup follows the device's block size
         assert header == {"storage_cipher": "aes-xts-plain64", "key_bits": 512}
@@ -358,7 +391,10 @@ def test_transport_variants_say_what_their_aead_runs_on():
 
     assert transport_info("plain", {"aes", "pclmulqdq"}) == {"transport": "plain"}
     assert transport_info("securechannel", {"aes", "pclmulqdq", "avx2"}) == {
-        "transport": "securechannel", "transport_aes_accelerated": True, "transport_cipher": "AES-256-GCM"}
+        "transport": "securechannel",
+        "transport_aes_accelerated": True,
+        "transport_cipher": "AES-256-GCM",
+    }
     assert transport_info("securechannel", {"avx2"})["transport_cipher"] == "ChaCha20-Poly1305"
     assert transport_info("tls", {"aes"}) == {"transport": "tls", "transport_aes_accelerated": False}
     live = AXES["transport"].setup("tls", Path("/nonexistent"), AXES["transport"].Options())

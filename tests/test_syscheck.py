@@ -20,19 +20,31 @@ STAT = "cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 50 0 25 500 0 0 0 0 0 0\ncpu1 50 0 
 
 
 def test_an_untuned_machine_gets_advice_for_each_problem(tmp_path):
-    root = _root(tmp_path, "untuned", {
-        "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "powersave\n",
-        "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor": "powersave\n",
-        "/sys/devices/system/cpu/intel_pstate/no_turbo": "0\n",
-        "/proc/meminfo": "MemTotal: 8000000 kB\nMemAvailable: 1000000 kB\nSwapTotal: 2097148 kB\nSwapFree: 1048574 kB\n",
-        "/sys/kernel/mm/transparent_hugepage/enabled": "[always] madvise never\n",
-        "/sys/kernel/mm/transparent_hugepage/defrag": "always defer [madvise] never\n",
-        "/proc/loadavg": "3.10 2.00 1.00 4/300 999\n",
-        "/proc/stat": STAT,
-    })
-    slow_vaes = assess_aes_speed("aes-256-gcm", {"default": 61.0, "without VAES": 2951.0, "software (no AES-NI)": 300.0})
-    checks = {c["name"]: c for c in system_check(root, processes=[
-        {"pid": 42, "name": "backup", "cpus": 0.9}, {"pid": 43, "name": "sshd", "cpus": 0.01}], aes=slow_vaes)}
+    root = _root(
+        tmp_path,
+        "untuned",
+        {
+            "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "powersave\n",
+            "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor": "powersave\n",
+            "/sys/devices/system/cpu/intel_pstate/no_turbo": "0\n",
+            "/proc/meminfo": "MemTotal: 8000000 kB\nMemAvailable: 1000000 kB\nSwapTotal: 2097148 kB\nSwapFree: 1048574 kB\n",
+            "/sys/kernel/mm/transparent_hugepage/enabled": "[always] madvise never\n",
+            "/sys/kernel/mm/transparent_hugepage/defrag": "always defer [madvise] never\n",
+            "/proc/loadavg": "3.10 2.00 1.00 4/300 999\n",
+            "/proc/stat": STAT,
+        },
+    )
+    slow_vaes = assess_aes_speed(
+        "aes-256-gcm", {"default": 61.0, "without VAES": 2951.0, "software (no AES-NI)": 300.0}
+    )
+    checks = {
+        c["name"]: c
+        for c in system_check(
+            root,
+            processes=[{"pid": 42, "name": "backup", "cpus": 0.9}, {"pid": 43, "name": "sshd", "cpus": 0.01}],
+            aes=slow_vaes,
+        )
+    }
     assert checks["cpu frequency governor"]["value"] == "powersave" and checks["cpu frequency governor"]["ok"] is False
     assert "performance" in checks["cpu frequency governor"]["advice"]
     assert checks["cpu boost (turbo)"]["ok"] is False and "no_turbo" in checks["cpu boost (turbo)"]["advice"]
@@ -50,14 +62,18 @@ def test_an_untuned_machine_gets_advice_for_each_problem(tmp_path):
 
 
 def test_a_tuned_machine_passes_and_missing_controls_are_not_judged(tmp_path):
-    root = _root(tmp_path, "tuned", {
-        "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "performance\n",
-        "/sys/devices/system/cpu/cpufreq/boost": "0\n",
-        "/proc/meminfo": "MemTotal: 8000000 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
-        "/sys/kernel/mm/transparent_hugepage/enabled": "always [madvise] never\n",
-        "/proc/loadavg": "0.10 0.20 0.30 1/300 999\n",
-        "/proc/stat": STAT,
-    })
+    root = _root(
+        tmp_path,
+        "tuned",
+        {
+            "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "performance\n",
+            "/sys/devices/system/cpu/cpufreq/boost": "0\n",
+            "/proc/meminfo": "MemTotal: 8000000 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+            "/sys/kernel/mm/transparent_hugepage/enabled": "always [madvise] never\n",
+            "/proc/loadavg": "0.10 0.20 0.30 1/300 999\n",
+            "/proc/stat": STAT,
+        },
+    )
     fast = assess_aes_speed("aes-256-gcm", {"default": 3000.0, "without VAES": 2900.0, "software (no AES-NI)": 300.0})
     checks = {c["name"]: c for c in system_check(root, processes=[], aes=fast)}
     assert all(c["ok"] is True for c in checks.values()), checks
@@ -79,7 +95,12 @@ def test_the_live_check_finds_a_busy_process_started_by_the_test():
     assert hog.pid in [p["pid"] for p in busy], busy
     assert others >= next(p["cpus"] for p in busy if p["pid"] == hog.pid)
     names = [c["name"] for c in checks]
-    assert names[:5] == ["cpu frequency governor", "cpu boost (turbo)", "swap in use", "transparent huge pages",
-                         "load average"]
+    assert names[:5] == [
+        "cpu frequency governor",
+        "cpu boost (turbo)",
+        "swap in use",
+        "transparent huge pages",
+        "load average",
+    ]
     assert "other busy processes" in names
     assert all(set(c) == {"name", "value", "ok", "advice"} for c in checks)

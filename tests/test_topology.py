@@ -96,14 +96,17 @@ def test_two_hosts_reach_each_other_and_the_root_only_when_asked(workdir):
         assert _client(b, a.address, 7002, "rtt")[0] > 0
         # the root namespace reaches the hosts through the bridge's .1 address
         assert segment.root_address.endswith(".1")
-        reply = subprocess.run([PYTHON, "-c", CLIENT, a.address, "7002", "rtt"], capture_output=True, text=True, timeout=60)
+        reply = subprocess.run(
+            [PYTHON, "-c", CLIENT, a.address, "7002", "rtt"], capture_output=True, text=True, timeout=60
+        )
         assert reply.returncode == 0, reply.stderr
         # a second segment without root access: no address of the root namespace on its bridge
         c = topo.add_host("c")
         isolated = topo.connect([c])
         assert isolated.root_address is None and isolated.subnet != segment.subnet
-        bridge_addresses = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", isolated.bridge],
-                                          capture_output=True, text=True).stdout
+        bridge_addresses = subprocess.run(
+            ["ip", "-4", "-o", "addr", "show", "dev", isolated.bridge], capture_output=True, text=True
+        ).stdout
         assert "inet " not in bridge_addresses
         _start_server(c, 7003)
         # c is on its own segment: a cannot reach it either
@@ -129,8 +132,10 @@ def test_rate_shaping_slows_a_transfer(workdir):
     assert size * 8 / seconds_slow < 2 * 20e6
 
 
-@pytest.mark.skipif(topology.available(LinkShape(delay="1ms")) is not None,
-                    reason=f"link delay unavailable here: {topology.available(LinkShape(delay='1ms'))}")
+@pytest.mark.skipif(
+    topology.available(LinkShape(delay="1ms")) is not None,
+    reason=f"link delay unavailable here: {topology.available(LinkShape(delay='1ms'))}",
+)
 def test_delay_shows_as_a_larger_round_trip(workdir):
     with Topology(workdir, name="delay") as topo:
         server, near, far = topo.add_host("srv"), topo.add_host("near"), topo.add_host("far")

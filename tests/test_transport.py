@@ -19,23 +19,27 @@ needs_binary = pytest.mark.skipif(not binary_path().exists(), reason="run 'bash 
 @needs_binary
 @pytest.mark.parametrize("cipher", ["AESGCM", "ChaChaPoly"])
 def test_handshake_interoperates_with_python_noiseprotocol(cipher):
-    from noise.connection import Keypair, NoiseConnection
+    from noise.connection import NoiseConnection
 
     initiator = NoiseConnection.from_name(f"Noise_NN_25519_{cipher}_SHA256".encode())
     initiator.set_as_initiator()
     initiator.start_handshake()
     first = initiator.write_message()
-    peer = subprocess.Popen([str(binary_path()), "interop-responder", cipher], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    peer = subprocess.Popen(
+        [str(binary_path()), "interop-responder", cipher],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     stdout, stderr = peer.communicate(struct.pack(">H", len(first)) + first, timeout=30)
     assert peer.returncode == 0, stderr.decode()
     (length,) = struct.unpack(">H", stdout[:2])
-    initiator.read_message(stdout[2:2 + length])
+    initiator.read_message(stdout[2 : 2 + length])
     assert initiator.handshake_finished
     assert initiator.get_handshake_hash().hex() == stderr.decode().strip()
-    rest = stdout[2 + length:]
+    rest = stdout[2 + length :]
     (length,) = struct.unpack(">H", rest[:2])
-    assert initiator.decrypt(rest[2:2 + length]) == b"interop ok"
+    assert initiator.decrypt(rest[2 : 2 + length]) == b"interop ok"
 
 
 @needs_binary
@@ -61,8 +65,15 @@ quick = true
         by_transport.setdefault(sample["variant"]["transport"], set()).add(sample["metric"])
     assert {"rtt_p50", "throughput"} <= by_transport["plain"]
     assert {"handshake_p50", "rtt_p99", "throughput"} <= by_transport["tls"]
-    assert {"handshake_p50", "aead_seal_open", "x25519_handshake_floor", "noise_nn_handshake_p50",
-            "target_handshake_vs_x25519_floor", "verify_snp_report_p50", "verify_tdx_quote_p50"} <= by_transport["securechannel"]
+    assert {
+        "handshake_p50",
+        "aead_seal_open",
+        "x25519_handshake_floor",
+        "noise_nn_handshake_p50",
+        "target_handshake_vs_x25519_floor",
+        "verify_snp_report_p50",
+        "verify_tdx_quote_p50",
+    } <= by_transport["securechannel"]
     # the cost of verifying one real report is its own metric, not folded into the handshake
     verify = [s for s in bundle.samples if s["metric"] == "verify_snp_report_p50"]
     assert verify and all(s["value"] > 0 for s in verify)

@@ -12,10 +12,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed: run 'bash scripts/setup.sh --with transport'")
+@pytest.mark.skipif(
+    shutil.which("cargo") is None, reason="cargo is not installed: run 'bash scripts/setup.sh --with transport'"
+)
 def test_cargo_test_of_the_workspace_passes():
-    done = subprocess.run(["cargo", "test", "--release", "--manifest-path", str(REPO / "crates" / "Cargo.toml")],
-                          capture_output=True, text=True, timeout=1500)
+    done = subprocess.run(
+        ["cargo", "test", "--release", "--manifest-path", str(REPO / "crates" / "Cargo.toml")],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     passed = sum(int(n) for n in re.findall(r"test result: ok\. (\d+) passed", done.stdout))

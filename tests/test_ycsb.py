@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from ccbench.bundle import read_bundle
-from ccbench.workloads.ycsb import Ycsb, YcsbParams, measurements_from, parse_report
 from ccbench.workloads.base import WorkloadFailed
+from ccbench.workloads.ycsb import Ycsb, YcsbParams, measurements_from, parse_report
 
 REPORT = """[OVERALL], RunTime(ms), 1782
 [OVERALL], Throughput(ops/sec), 561.1672278338945
@@ -38,8 +38,10 @@ def test_report_parsing():
         measurements_from(parse_report(REPORT + "[READ], Return=ERROR, 3\n"), "run", "a")
 
 
-needs_binding = pytest.mark.skipif(Ycsb("y", YcsbParams()).requirements() is not None,
-                                   reason="YCSB binding not built (bash scripts/setup.sh --with ycsb)")
+needs_binding = pytest.mark.skipif(
+    Ycsb("y", YcsbParams()).requirements() is not None,
+    reason="YCSB binding not built (bash scripts/setup.sh --with ycsb)",
+)
 
 
 @needs_binding
@@ -73,8 +75,11 @@ block_cache_mb = 8
     done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", tmp_path / "work")
     assert done.returncode == 0, done.stdout + done.stderr
     bundle = read_bundle(next((tmp_path / "out").iterdir()))
-    seen = {(s["variant"]["storage"], s["params"]["workload"], s["params"]["phase"]) for s in bundle.samples
-            if s["metric"] == "throughput"}
+    seen = {
+        (s["variant"]["storage"], s["params"]["workload"], s["params"]["phase"])
+        for s in bundle.samples
+        if s["metric"] == "throughput"
+    }
     for storage in ("disk", "tmpfs", "encrypted"):
         for letter in ("a", "e"):
             assert (storage, letter, "load") in seen and (storage, letter, "run") in seen
@@ -99,7 +104,9 @@ def test_binding_properties_follow_the_params(tmp_path):
             captured.append(list(argv))
             raise WorkloadFailed("stop after the first command")
 
-    ctx = Recorder(workload_name="y", workdir=tmp_path, raw_dir=tmp_path / "raw", repetition=0, warmup=False, variant={})
+    ctx = Recorder(
+        workload_name="y", workdir=tmp_path, raw_dir=tmp_path / "raw", repetition=0, warmup=False, variant={}
+    )
     workload = Ycsb("y", YcsbParams(workloads=["d"], sync_writes=True, write_buffer_mb=4, recordcount=7))
     with pytest.raises(WorkloadFailed):
         workload.run(ctx)
@@ -116,12 +123,15 @@ def test_binding_properties_follow_the_params(tmp_path):
 YCSB_DATA = Path(__file__).parent / "data" / "ycsb"
 
 
-@pytest.mark.parametrize("name, operations", [
-    # captured from the real YCSB core with ccbench's RocksDB binding (2000 records and operations)
-    ("workload-a-run", {"read", "update"}),
-    ("workload-e-run", {"insert", "scan"}),
-    ("workload-a-load", {"insert"}),
-])
+@pytest.mark.parametrize(
+    "name, operations",
+    [
+        # captured from the real YCSB core with ccbench's RocksDB binding (2000 records and operations)
+        ("workload-a-run", {"read", "update"}),
+        ("workload-e-run", {"insert", "scan"}),
+        ("workload-a-load", {"insert"}),
+    ],
+)
 def test_parser_on_captured_ycsb_output(name, operations):
     text = (YCSB_DATA / f"{name}.txt").read_text()
     report = parse_report(text)

@@ -21,15 +21,17 @@ import json
 import os
 import socket
 import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ccbench import BUNDLE_FORMAT_VERSION, __version__
 from ccbench.errors import BundleError, CCBenchError
+
 if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pydantic
     from ccbench.model import Sample
 
@@ -44,8 +46,8 @@ RAW = "raw"
 FORMAT_HISTORY = {
     1: "first format: manifest.json, samples.jsonl, executions.jsonl, raw/",
     2: "every sample names its execution ('execution': the execution key) and that execution's raw "
-       "directory relative to the bundle ('raw'), and says whether it was measured on a busy machine "
-       "('contended'); execution records may carry 'interference', 'contended', 'contended_reasons'",
+    "directory relative to the bundle ('raw'), and says whether it was measured on a busy machine "
+    "('contended'); execution records may carry 'interference', 'contended', 'contended_reasons'",
 }
 
 
@@ -75,7 +77,7 @@ def write_json_atomic(path: Path, document: Any) -> None:
 
 def bundle_dir_name(hostname: str | None = None, when: datetime | None = None) -> str:
     hostname = hostname or socket.gethostname() or "host"
-    when = when or datetime.now(timezone.utc)
+    when = when or datetime.now(UTC)
     safe_host = "".join(c if c.isalnum() or c in "-_." else "_" for c in hostname)
     return f"{safe_host}-{when.strftime('%Y%m%dT%H%M%SZ')}"
 
@@ -91,7 +93,7 @@ class BundleWriter:
         self._executions = None
 
     @classmethod
-    def create(cls, out_dir: Path, manifest: dict[str, Any]) -> "BundleWriter":
+    def create(cls, out_dir: Path, manifest: dict[str, Any]) -> BundleWriter:
         out_dir = Path(out_dir)
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +121,7 @@ class BundleWriter:
         return writer
 
     @classmethod
-    def reopen(cls, path: Path) -> "BundleWriter":
+    def reopen(cls, path: Path) -> BundleWriter:
         """Open an existing bundle to append to it (resume)."""
         bundle = read_bundle(path, samples=False)
         manifest = bundle.manifest
@@ -219,7 +221,7 @@ def _iter_jsonl(file: Path, required: tuple[str, ...] = (), size: int | None = C
     required_keys = set(required)
     step = size or max(total, 1)
     for start in range(0, total, step):
-        part = lines[start:start + step]
+        part = lines[start : start + step]
         try:
             # fast path: the whole chunk at once; any problem falls through to the line-by-line check
             records = orjson.loads(b"[" + b",".join(line for line in part if line.strip()) + b"]")
@@ -231,8 +233,9 @@ def _iter_jsonl(file: Path, required: tuple[str, ...] = (), size: int | None = C
         yield _check_lines(file, part, start, total, ends_with_newline, required)
 
 
-def _check_lines(file: Path, part: list[bytes], start: int, total: int, ends_with_newline: bool,
-                 required: tuple[str, ...]) -> list[dict[str, Any]]:
+def _check_lines(
+    file: Path, part: list[bytes], start: int, total: int, ends_with_newline: bool, required: tuple[str, ...]
+) -> list[dict[str, Any]]:
     records = []
     for number, raw in enumerate(part, start=start + 1):
         if not raw.strip():
@@ -252,9 +255,7 @@ def _check_lines(file: Path, part: list[bytes], start: int, total: int, ends_wit
                     stacklevel=2,
                 )
                 continue
-            raise BundleError(
-                f"{file}:{number}: corrupt line ({exc}); repair or delete that line"
-            ) from None
+            raise BundleError(f"{file}:{number}: corrupt line ({exc}); repair or delete that line") from None
         records.append(record)
     return records
 
@@ -300,8 +301,11 @@ def _same_execution(record: dict[str, Any], sample: dict[str, Any]) -> bool:
     """Whether a format-1 sample can belong to this execution record. The record's variant holds the
     plan's values (``encrypted:fscrypt``), the sample's the variant info (``encrypted`` with its
     mechanism), so a value matches its own name or the part before the colon."""
-    if (record.get("workload") != sample.get("workload") or record.get("repetition") != sample.get("repetition")
-            or bool(record.get("warmup")) != bool(sample.get("warmup"))):
+    if (
+        record.get("workload") != sample.get("workload")
+        or record.get("repetition") != sample.get("repetition")
+        or bool(record.get("warmup")) != bool(sample.get("warmup"))
+    ):
         return False
     variant = sample.get("variant") or {}
     for axis, value in (record.get("variant") or {}).items():
@@ -310,8 +314,9 @@ def _same_execution(record: dict[str, Any], sample: dict[str, Any]) -> bool:
     return True
 
 
-def _upgrade_v1_chunks(chunks: Iterator[list[dict[str, Any]]],
-                       executions: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+def _upgrade_v1_chunks(
+    chunks: Iterator[list[dict[str, Any]]], executions: list[dict[str, Any]]
+) -> Iterator[list[dict[str, Any]]]:
     """Format 1 -> 2: give each sample the key and raw directory of the execution that measured it.
 
     Format 1 wrote each execution's samples, then its record (with its sample count), so walking

@@ -14,9 +14,10 @@ import multiprocessing
 import os
 import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 
 def available_cpus() -> int:
@@ -49,8 +50,11 @@ class Helper:
             return None
         try:
             if self._executor is None:
-                self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=_ignore_interrupts,
-                                                     mp_context=multiprocessing.get_context("fork"))
+                self._executor = ProcessPoolExecutor(
+                    max_workers=self.workers,
+                    initializer=_ignore_interrupts,
+                    mp_context=multiprocessing.get_context("fork"),
+                )
                 # the workers are forked at the first submit. The documented way to fork a process
                 # holding many objects: freeze them, so that a helper's garbage collector does not
                 # touch (and so copy) the parent's memory
@@ -69,7 +73,7 @@ class Helper:
             gc.unfreeze()
             threading.excepthook = self._previous_hook
 
-    def __enter__(self) -> "Helper":
+    def __enter__(self) -> Helper:
         return self
 
     def __exit__(self, *exc: Any) -> None:

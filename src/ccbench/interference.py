@@ -67,7 +67,7 @@ class Thresholds:
     psi_io_some: float | None = None
 
     @classmethod
-    def from_mapping(cls, values: dict[str, Any] | None) -> "Thresholds":
+    def from_mapping(cls, values: dict[str, Any] | None) -> Thresholds:
         """Thresholds from a plan table or options; unknown keys are an error (a typo must not pass)."""
         values = dict(values or {})
         known = {f.name for f in fields(cls)}
@@ -228,7 +228,7 @@ class InterferenceMonitor:
             self._refresh()
 
     # ---- public
-    def start(self) -> "InterferenceMonitor":
+    def start(self) -> InterferenceMonitor:
         self._refresh(initial=True)
         try:
             self._root_is_child = psutil.Process(self.pid).ppid() == os.getpid()
@@ -299,17 +299,19 @@ class InterferenceMonitor:
             steal = (stat["steal"] - before["steal"]) / USER_HZ
             # tick accounting (1/USER_HZ per CPU) can make a short interval's difference slightly negative
             others = max(0.0, busy - tree_cpu - observer_cpu)
-            record.update({
-                "cpus": stat["cpus"],
-                "busy_cpu_s": round(busy, 3),
-                "others_cpu_s": round(others, 3),
-                "others_cpus": round(others / wall, 4) if wall > 0 else None,
-                "steal_s": round(steal, 3),
-                "steal_fraction": round(steal / wall, 4) if wall > 0 else None,
-                "procs_running": stat.get("procs_running"),
-                "procs_running_max": max(self._procs_running_max, stat.get("procs_running", 0)),
-                "procs_blocked": stat.get("procs_blocked"),
-            })
+            record.update(
+                {
+                    "cpus": stat["cpus"],
+                    "busy_cpu_s": round(busy, 3),
+                    "others_cpu_s": round(others, 3),
+                    "others_cpus": round(others / wall, 4) if wall > 0 else None,
+                    "steal_s": round(steal, 3),
+                    "steal_fraction": round(steal / wall, 4) if wall > 0 else None,
+                    "procs_running": stat.get("procs_running"),
+                    "procs_running_max": max(self._procs_running_max, stat.get("procs_running", 0)),
+                    "procs_blocked": stat.get("procs_blocked"),
+                }
+            )
         else:
             record["note"] = f"{self.proc_root / 'stat'} unreadable: others' CPU and steal unknown"
         record["loadavg_1m"] = _loadavg(self.proc_root)
@@ -330,7 +332,7 @@ class InterferenceMonitor:
         self.result = record
         return record
 
-    def __enter__(self) -> "InterferenceMonitor":
+    def __enter__(self) -> InterferenceMonitor:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -346,12 +348,16 @@ def assess(record: dict[str, Any] | None, thresholds: Thresholds | None = None) 
     reasons: list[str] = []
     others = record.get("others_cpus")
     if thresholds.others_cpus is not None and others is not None and others > thresholds.others_cpus:
-        reasons.append(f"other processes used {others:.2f} CPUs on average "
-                       f"({record.get('others_cpu_s', 0):.2f} CPU-s in {record.get('wall_s', 0):.2f} s; limit {thresholds.others_cpus:g})")
+        reasons.append(
+            f"other processes used {others:.2f} CPUs on average "
+            f"({record.get('others_cpu_s', 0):.2f} CPU-s in {record.get('wall_s', 0):.2f} s; limit {thresholds.others_cpus:g})"
+        )
     steal = record.get("steal_fraction")
     if thresholds.steal_fraction is not None and steal is not None and steal > thresholds.steal_fraction:
-        reasons.append(f"the hypervisor stole {steal:.1%} of the interval ({record.get('steal_s', 0):.2f} s; "
-                       f"limit {thresholds.steal_fraction:.0%})")
+        reasons.append(
+            f"the hypervisor stole {steal:.1%} of the interval ({record.get('steal_s', 0):.2f} s; "
+            f"limit {thresholds.steal_fraction:.0%})"
+        )
     for resource in PSI_RESOURCES:
         limit = getattr(thresholds, f"psi_{resource}_some")
         share = (record.get("psi") or {}).get(resource, {}).get("some_fraction")
@@ -377,5 +383,7 @@ def contention_summary(executions: list[dict[str, Any]]) -> str | None:
     detail = f"other processes used up to {worst:.2f} CPUs"
     if steal:
         detail += f", steal up to {steal:.0%}"
-    return (f"{len(flagged)} of {len(measured)} executions ran on a busy machine ({detail}): their numbers may be "
-            "distorted; compare and the report mark them, and --exclude-contended leaves them out")
+    return (
+        f"{len(flagged)} of {len(measured)} executions ran on a busy machine ({detail}): their numbers may be "
+        "distorted; compare and the report mark them, and --exclude-contended leaves them out"
+    )

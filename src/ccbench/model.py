@@ -3,7 +3,7 @@ process hand each other (the job, the result, the execution record), with their 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Literal
 
@@ -13,7 +13,7 @@ Better = Literal["lower", "higher"]
 
 
 def utc_now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class ExecutionStatus(str, Enum):

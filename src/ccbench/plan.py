@@ -16,8 +16,16 @@ from ccbench.errors import EnvironmentProblem, PlanError
 from ccbench.variants import AXES
 from ccbench.workloads import NOT_BUILT, REGISTRY, known_kinds, workload_class
 
-PER_WORKLOAD_SETTINGS = ("repetitions", "warmup", "cooldown", "timeout", "variants", "precision", "max_repetitions",
-                         "max_time")
+PER_WORKLOAD_SETTINGS = (
+    "repetitions",
+    "warmup",
+    "cooldown",
+    "timeout",
+    "variants",
+    "precision",
+    "max_repetitions",
+    "max_time",
+)
 
 
 class PrecisionSettings(BaseModel):
@@ -95,23 +103,31 @@ class Plan(BaseModel):
     contention: dict[str, float | None] = Field(default_factory=dict)
     workloads: list[WorkloadSpec] = Field(default_factory=list)
 
-    def select(self, names: list[str]) -> "Plan":
+    def select(self, names: list[str]) -> Plan:
         known = [w.name for w in self.workloads]
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise PlanError(f"--only {', '.join(unknown)}: no such workload in plan {self.name!r}; its workloads: {', '.join(known)}")
+            raise PlanError(
+                f"--only {', '.join(unknown)}: no such workload in plan {self.name!r}; its workloads: {', '.join(known)}"
+            )
         return self.model_copy(update={"workloads": [w for w in self.workloads if w.name in names]})
 
-    def with_repetitions(self, repetitions: int) -> "Plan":
-        return self.model_copy(update={"workloads": [w.model_copy(update={"repetitions": repetitions}) for w in self.workloads]})
+    def with_repetitions(self, repetitions: int) -> Plan:
+        return self.model_copy(
+            update={"workloads": [w.model_copy(update={"repetitions": repetitions}) for w in self.workloads]}
+        )
 
-    def with_precision(self, precision: str | float) -> "Plan":
+    def with_precision(self, precision: str | float) -> Plan:
         """Every workload with this precision target (``--precision``)."""
         try:
             target = PrecisionSettings(precision=precision).precision
         except ValidationError as exc:
-            raise PlanError(f"--precision {precision}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
-        return self.model_copy(update={"workloads": [w.model_copy(update={"precision": target}) for w in self.workloads]})
+            raise PlanError(
+                f"--precision {precision}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
+            ) from None
+        return self.model_copy(
+            update={"workloads": [w.model_copy(update={"precision": target}) for w in self.workloads]}
+        )
 
 
 def _format_validation(exc: ValidationError) -> str:
@@ -129,7 +145,7 @@ def _format_validation(exc: ValidationError) -> str:
 
 def _validate_variants(variants: Any, where: str) -> dict[str, list[str]]:
     if not isinstance(variants, dict):
-        raise PlanError(f"{where}: 'variants' must be a table like {{ storage = [\"disk\", \"tmpfs\"] }}")
+        raise PlanError(f'{where}: \'variants\' must be a table like {{ storage = ["disk", "tmpfs"] }}')
     result = {}
     for axis, values in variants.items():
         if axis not in AXES:
@@ -168,15 +184,21 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
         raise PlanError(f"{where} ({name}): {_format_validation(exc)}") from None
     if kind not in REGISTRY:
         if kind in NOT_BUILT:
-            return WorkloadSpec(kind=kind, name=name, params=raw, skip_reason=NOT_BUILT[kind],
-                                **checked.model_dump(exclude={"variants"}))
+            return WorkloadSpec(
+                kind=kind,
+                name=name,
+                params=raw,
+                skip_reason=NOT_BUILT[kind],
+                **checked.model_dump(exclude={"variants"}),
+            )
         raise PlanError(f"{where}: unknown workload kind '{kind}'; known kinds: {', '.join(known_kinds())}")
     try:
         cls = workload_class(kind)
     except EnvironmentProblem as exc:
         # its module cannot be imported here (a component not installed): skip it, with the reason
-        return WorkloadSpec(kind=kind, name=name, params=raw, skip_reason=str(exc),
-                            **checked.model_dump(exclude={"variants"}))
+        return WorkloadSpec(
+            kind=kind, name=name, params=raw, skip_reason=str(exc), **checked.model_dump(exclude={"variants"})
+        )
     try:
         params = cls.Params(**raw).model_dump(mode="json")
     except ValidationError as exc:
@@ -198,15 +220,18 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
     for axis in sorted(cls.variant_axes):
         if axis in AXES and axis not in variants:
             variants[axis] = [AXES[axis].default_value]
-    return WorkloadSpec(kind=kind, name=name, variants=variants, params=params,
-                        **checked.model_dump(exclude={"variants"}))
+    return WorkloadSpec(
+        kind=kind, name=name, variants=variants, params=params, **checked.model_dump(exclude={"variants"})
+    )
 
 
 def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "plan") -> Plan:
     allowed = {"name", "description", "defaults", "workloads", "contention", *AXES}
     unknown = [key for key in document if key not in allowed]
     if unknown:
-        raise PlanError(f"{source}: unknown top-level key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        raise PlanError(
+            f"{source}: unknown top-level key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )
     raw_defaults = document.get("defaults", {})
     if not isinstance(raw_defaults, dict):
         raise PlanError(f"{source}: [defaults] must be a table")
@@ -251,8 +276,15 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
     description = document.get("description", "")
     if not isinstance(name, str) or not isinstance(description, str):
         raise PlanError(f"{source}: 'name' and 'description' must be strings")
-    return Plan(name=name, description=description, source=source, defaults=defaults,
-                axis_options=axis_options, contention=contention, workloads=workloads)
+    return Plan(
+        name=name,
+        description=description,
+        source=source,
+        defaults=defaults,
+        axis_options=axis_options,
+        contention=contention,
+        workloads=workloads,
+    )
 
 
 def load_toml(path: Path) -> Plan:
@@ -279,7 +311,9 @@ def _csv_workload(fields: list[str], where: str, defaults: Defaults) -> dict[str
         cooldown = float(wait) if wait else defaults.cooldown
         repetitions = int(executions) if executions else 1
     except ValueError:
-        raise PlanError(f"{where}: waittime_in_seconds and num_executions must be numbers, got {wait!r}, {executions!r}") from None
+        raise PlanError(
+            f"{where}: waittime_in_seconds and num_executions must be numbers, got {wait!r}, {executions!r}"
+        ) from None
     base = {"cooldown": cooldown, "repetitions": repetitions, "warmup": 0}
     fio = _FIO_NAME.match(target)
     if target == "systeminfo":
@@ -287,8 +321,14 @@ def _csv_workload(fields: list[str], where: str, defaults: Defaults) -> dict[str
     if fio:
         size, order, direction = fio.groups()
         pattern = direction if order == "sequential" else f"rand{direction}"
-        return {"kind": "fio", "name": target, "blocksizes": [size], "patterns": [pattern],
-                "runtime": CSV_FIO_RUNTIME, **base}
+        return {
+            "kind": "fio",
+            "name": target,
+            "blocksizes": [size],
+            "patterns": [pattern],
+            "runtime": CSV_FIO_RUNTIME,
+            **base,
+        }
     if target.endswith(".ipynb"):
         name = re.sub(r"[^A-Za-z0-9_.+-]", "_", Path(target).stem)
         return {"kind": "notebook", "name": name, "notebook": target, "size": "full", **base}
@@ -318,15 +358,31 @@ def load_csv(path: Path) -> Plan:
             )
         raw = _csv_workload(fields, where, defaults)
         if raw["kind"].startswith("unknown:"):
-            workloads.append(WorkloadSpec(kind=raw["kind"].split(":", 1)[1], name=raw["name"], repetitions=raw["repetitions"],
-                                          warmup=0, cooldown=raw["cooldown"], timeout=defaults.timeout,
-                                          skip_reason=f"'{fields[0]}' is not a benchmark ccbench knows (line {number})"))
+            workloads.append(
+                WorkloadSpec(
+                    kind=raw["kind"].split(":", 1)[1],
+                    name=raw["name"],
+                    repetitions=raw["repetitions"],
+                    warmup=0,
+                    cooldown=raw["cooldown"],
+                    timeout=defaults.timeout,
+                    skip_reason=f"'{fields[0]}' is not a benchmark ccbench knows (line {number})",
+                )
+            )
             continue
         if raw["kind"] not in REGISTRY:
-            workloads.append(WorkloadSpec(kind=raw["kind"], name=raw["name"], repetitions=raw["repetitions"], warmup=0,
-                                          cooldown=raw["cooldown"], timeout=defaults.timeout,
-                                          params={k: v for k, v in raw.items() if k not in ("kind", "name", *PER_WORKLOAD_SETTINGS)},
-                                          skip_reason=f"workload kind '{raw['kind']}' is not built in this version of ccbench"))
+            workloads.append(
+                WorkloadSpec(
+                    kind=raw["kind"],
+                    name=raw["name"],
+                    repetitions=raw["repetitions"],
+                    warmup=0,
+                    cooldown=raw["cooldown"],
+                    timeout=defaults.timeout,
+                    params={k: v for k, v in raw.items() if k not in ("kind", "name", *PER_WORKLOAD_SETTINGS)},
+                    skip_reason=f"workload kind '{raw['kind']}' is not built in this version of ccbench",
+                )
+            )
             continue
         workloads.append(build_workload(raw, defaults, where))
     if not workloads:
@@ -335,11 +391,17 @@ def load_csv(path: Path) -> Plan:
     for index, spec in enumerate(workloads):
         if names.count(spec.name) > 1:
             spec.name = f"{spec.name}-{names[:index].count(spec.name) + 1}"
-    return Plan(name=path.stem, description=f"seed-000 CSV plan {path.name}", source=str(path),
-                defaults=defaults, workloads=workloads)
+    return Plan(
+        name=path.stem,
+        description=f"seed-000 CSV plan {path.name}",
+        source=str(path),
+        defaults=defaults,
+        workloads=workloads,
+    )
 
 
 # ---- finding plans --------------------------------------------------------------------------
+
 
 def bundled_plans() -> dict[str, Path]:
     folder = resources.files("ccbench") / "plans"
@@ -358,8 +420,7 @@ def load_plan(name_or_path: str) -> Plan:
             path = plans[name_or_path]
         else:
             raise PlanError(
-                f"{name_or_path}: no such plan file, and not a bundled plan ({', '.join(plans)}); "
-                "see 'ccbench plans'"
+                f"{name_or_path}: no such plan file, and not a bundled plan ({', '.join(plans)}); see 'ccbench plans'"
             )
     if path.is_dir():
         raise PlanError(f"{path}: is a directory; pass a .toml or .csv plan file")

@@ -20,8 +20,12 @@ class RichReporter(Reporter):
     def start(self, total: int) -> None:
         if self.interactive:
             self.progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=console, transient=False,
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=False,
             )
             self.progress.start()
             self.task = self.progress.add_task("starting", total=total)

@@ -36,8 +36,16 @@ import psutil
 
 from ccbench.bundle import RAW, BundleWriter, read_bundle
 from ccbench.errors import CCBenchError
-from ccbench.model import (ExecutionRecord, ExecutionStatus, Measurement, OutcomeStatus, Sample, WorkerJob,
-                           WorkerResult, utc_now_iso)
+from ccbench.model import (
+    ExecutionRecord,
+    ExecutionStatus,
+    Measurement,
+    OutcomeStatus,
+    Sample,
+    WorkerJob,
+    WorkerResult,
+    utc_now_iso,
+)
 from ccbench.plan import Plan, WorkloadSpec
 from ccbench.variants import AXES
 from ccbench.variants.base import PreparedVariant
@@ -117,14 +125,17 @@ class Outcome:
     precision: dict[str, Any] | None = None
 
     @classmethod
-    def from_dict(cls, document: dict[str, Any]) -> "Outcome":
+    def from_dict(cls, document: dict[str, Any]) -> Outcome:
         known = {k: v for k, v in document.items() if k in cls.__dataclass_fields__}
         known["status"] = OutcomeStatus(known.get("status", "pending"))
         return cls(**known)
 
     def as_dict(self) -> dict[str, Any]:
-        document = {"status": self.status.value, "executions_ok": self.executions_ok,
-                    "executions_failed": self.executions_failed}
+        document = {
+            "status": self.status.value,
+            "executions_ok": self.executions_ok,
+            "executions_failed": self.executions_failed,
+        }
         if self.reason:
             document["reason"] = self.reason
         if self.skipped_variants:
@@ -444,8 +455,14 @@ class Runner:
             writer.write_manifest()
             writer.close()
             self._attest(writer.path)
-        return RunResult(bundle=writer.path, outcomes=outcomes, interrupted=interrupted, samples=self.samples,
-                         executions=self.records, manifest=writer.manifest)
+        return RunResult(
+            bundle=writer.path,
+            outcomes=outcomes,
+            interrupted=interrupted,
+            samples=self.samples,
+            executions=self.records,
+            manifest=writer.manifest,
+        )
 
     def _attest(self, bundle: Path) -> None:
         """Every bundle ends with its digest list (attestation.json) and, where the machine has
@@ -459,8 +476,10 @@ class Runner:
             self.reporter.message(f"attestation: the digest list could not be written: {exc}")
             return
         if document["status"] == "attested":
-            self.reporter.message(f"attested: {document['evidence']['technology']} evidence over "
-                                  f"{len(document['files'])} files ('ccbench verify {bundle}')")
+            self.reporter.message(
+                f"attested: {document['evidence']['technology']} evidence over "
+                f"{len(document['files'])} files ('ccbench verify {bundle}')"
+            )
 
     def _pass_over(self, count: int) -> None:
         """Advance the progress position past executions that will not run."""
@@ -530,8 +549,9 @@ class Runner:
         self._pass_over(len(job.executions) - len(runnable))
         job.executions = runnable
         if not runnable:
-            outcome.skip("no variant could be set up: "
-                         + "; ".join(f"{k}: {v}" for k, v in outcome.skipped_variants.items()))
+            outcome.skip(
+                "no variant could be set up: " + "; ".join(f"{k}: {v}" for k, v in outcome.skipped_variants.items())
+            )
             return False
         return True
 
@@ -582,9 +602,12 @@ class Runner:
         from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS, PrecisionRule, decide
 
         spec = job.spec
-        rule = PrecisionRule(spec.precision, min_repetitions=spec.repetitions,
-                             max_repetitions=spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions),
-                             max_time_s=spec.max_time)
+        rule = PrecisionRule(
+            spec.precision,
+            min_repetitions=spec.repetitions,
+            max_repetitions=spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions),
+            max_time_s=spec.max_time,
+        )
         combos = job.combinations()
         repetition, round_s = spec.repetitions, None
         decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started)
@@ -602,8 +625,13 @@ class Runner:
                 job.outcome.count(self._execute(job, execution))
             repetition += 1
             round_s = time.monotonic() - round_started
-            decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started,
-                              round_s=round_s, previous=decision)
+            decision = decide(
+                self._primary_values(job, combos),
+                rule,
+                elapsed_s=time.monotonic() - started,
+                round_s=round_s,
+                previous=decision,
+            )
         if decision.more:
             decision.more, decision.stopped_by = False, "max repetitions"
             decision.reason = f"{repetition} rounds run; {decision.reason}"
@@ -641,7 +669,8 @@ class Runner:
                     AXES[axis].teardown(item)
                 except Exception as exc:
                     self.reporter.message(
-                        f"{job.spec.name}: teardown of {axis}={value} failed: {exc}; run 'ccbench cleanup'")
+                        f"{job.spec.name}: teardown of {axis}={value} failed: {exc}; run 'ccbench cleanup'"
+                    )
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
@@ -657,8 +686,13 @@ class Runner:
             directory = self.workdir / "scratch" / job.spec.name / _path_part(execution.variant_key)
             directory.mkdir(parents=True, exist_ok=True)
         raw_dir = self._writer.raw / job.spec.name / "prepare" / _path_part(execution.variant_key)
-        return PrepareContext(workload_name=job.spec.name, workdir=Path(directory), raw_dir=raw_dir,
-                              variant=variant, environment=self.environment)
+        return PrepareContext(
+            workload_name=job.spec.name,
+            workdir=Path(directory),
+            raw_dir=raw_dir,
+            variant=variant,
+            environment=self.environment,
+        )
 
     # --- one execution ---------------------------------------------------------------------------
     def _execute(self, job: WorkloadRun, execution: Execution) -> ExecutionStatus:
@@ -666,27 +700,52 @@ class Runner:
         spec, ctx = job.spec, job.contexts[execution.variant_key]
         raw_dir = self._writer.raw / execution.raw_subdir
         raw_dir.mkdir(parents=True, exist_ok=True)
-        worker_job = WorkerJob(kind=spec.kind, name=spec.name, params=spec.params, workdir=str(ctx.workdir),
-                               raw_dir=str(raw_dir), repetition=execution.repetition, warmup=execution.warmup,
-                               variant=ctx.variant, timeout=spec.timeout, environment=self.environment or {},
-                               pin=self.pin)
+        worker_job = WorkerJob(
+            kind=spec.kind,
+            name=spec.name,
+            params=spec.params,
+            workdir=str(ctx.workdir),
+            raw_dir=str(raw_dir),
+            repetition=execution.repetition,
+            warmup=execution.warmup,
+            variant=ctx.variant,
+            timeout=spec.timeout,
+            environment=self.environment or {},
+            pin=self.pin,
+        )
         job_file, result_file, log_file = raw_dir / "job.json", raw_dir / "result.json", raw_dir / "worker.log"
         job_file.write_text(worker_job.model_dump_json())
-        record = ExecutionRecord(key=execution.key, workload=spec.name, variant=execution.combo,
-                                 repetition=execution.repetition, warmup=execution.warmup,
-                                 status=ExecutionStatus.OK, started_at=utc_now_iso(), elapsed_s=0.0,
-                                 raw=execution.raw_subdir)
+        record = ExecutionRecord(
+            key=execution.key,
+            workload=spec.name,
+            variant=execution.combo,
+            repetition=execution.repetition,
+            warmup=execution.warmup,
+            status=ExecutionStatus.OK,
+            started_at=utc_now_iso(),
+            elapsed_s=0.0,
+            raw=execution.raw_subdir,
+        )
         start = time.perf_counter()
         with open(log_file, "wb") as log:
             try:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "ccbench.worker", str(job_file), str(result_file)],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
                     cwd=str(ctx.workdir),
                 )
             except OSError as exc:
-                return self._finish(execution, record, start, ExecutionStatus.FAILED,
-                                    f"could not start the worker process: {exc}", log_file)
+                return self._finish(
+                    execution,
+                    record,
+                    start,
+                    ExecutionStatus.FAILED,
+                    f"could not start the worker process: {exc}",
+                    log_file,
+                )
             monitor = None
             try:
                 # the watch starts with the worker and ends with it: the execution's measured interval
@@ -695,8 +754,14 @@ class Runner:
             except subprocess.TimeoutExpired:
                 self._observe(record, monitor)
                 _kill_tree(process)
-                return self._finish(execution, record, start, ExecutionStatus.TIMEOUT,
-                                    f"timed out after {spec.timeout:g} s; the whole process tree was ended", log_file)
+                return self._finish(
+                    execution,
+                    record,
+                    start,
+                    ExecutionStatus.TIMEOUT,
+                    f"timed out after {spec.timeout:g} s; the whole process tree was ended",
+                    log_file,
+                )
             except BaseException:
                 self._observe(record, monitor)
                 _kill_tree(process)
@@ -743,8 +808,10 @@ class Runner:
     def _read_result(result_file: Path, log_file: Path, raw_dir: Path, returncode: int) -> WorkerResult:
         if not result_file.exists():
             last = tail(log_file.read_text(errors="replace"), 1, 300) if log_file.exists() else ""
-            return WorkerResult(status=ExecutionStatus.FAILED,
-                                error=f"the worker died (exit code {returncode}) without a result: {last}")
+            return WorkerResult(
+                status=ExecutionStatus.FAILED,
+                error=f"the worker died (exit code {returncode}) without a result: {last}",
+            )
         result = WorkerResult.model_validate_json(result_file.read_text())
         if result.status != ExecutionStatus.OK:
             result.error = result.error or "failed"
@@ -755,15 +822,33 @@ class Runner:
     @staticmethod
     def _sample(job: WorkloadRun, execution: Execution, ctx: PrepareContext, m: Measurement, contended: bool) -> Sample:
         return Sample(
-            workload=job.spec.name, kind=job.spec.kind, params=job.workload.sample_params(m), variant=ctx.variant,
-            metric=m.metric, unit=m.unit, value=m.value, better=m.better, repetition=execution.repetition,
-            warmup=execution.warmup, timestamp=utc_now_iso(),
+            workload=job.spec.name,
+            kind=job.spec.kind,
+            params=job.workload.sample_params(m),
+            variant=ctx.variant,
+            metric=m.metric,
+            unit=m.unit,
+            value=m.value,
+            better=m.better,
+            repetition=execution.repetition,
+            warmup=execution.warmup,
+            timestamp=utc_now_iso(),
             metadata={**m.metadata, **({"case": m.case} if m.case else {})},
-            execution=execution.key, raw=execution.raw_path, contended=contended,
+            execution=execution.key,
+            raw=execution.raw_path,
+            contended=contended,
         )
 
-    def _finish(self, execution: Execution, record: ExecutionRecord, start: float, status: ExecutionStatus,
-                error: str | None, log_file: Path, elapsed: float | None = None) -> ExecutionStatus:
+    def _finish(
+        self,
+        execution: Execution,
+        record: ExecutionRecord,
+        start: float,
+        status: ExecutionStatus,
+        error: str | None,
+        log_file: Path,
+        elapsed: float | None = None,
+    ) -> ExecutionStatus:
         """Append the execution's record and tell the reporter."""
         record.status = status
         record.elapsed_s = round(elapsed if elapsed is not None else time.perf_counter() - start, 6)
@@ -777,4 +862,3 @@ class Runner:
         self.records.append(record)
         self.reporter.execution_finished(execution, status.value, error or "")
         return status
-

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import statistics
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ccbench.cases import case_text
 
@@ -47,13 +48,22 @@ def summarize(samples: Iterable[Sample], *, per_case: bool = True) -> list[dict[
         chosen = [s for s in items if (s.metric, json.dumps(s.params, sort_keys=True)) == key]
         values = [s.value for s in chosen]
         cv = coefficient_of_variation(values)
-        rows.append({
-            "workload": workload, "kind": headline.kind, "variant": variant, "unit": headline.unit,
-            "case": case_text(headline.metadata.get("case") or {}), "metric": headline.metric,
-            "median": statistics.median(values), "cv_percent": cv * 100 if cv is not None else None,
-            "n": len(values), "samples": len(items), "cases": len(cases[(workload, variant)]),
-            "contended": sum(1 for s in chosen if s.contended),
-        })
+        rows.append(
+            {
+                "workload": workload,
+                "kind": headline.kind,
+                "variant": variant,
+                "unit": headline.unit,
+                "case": case_text(headline.metadata.get("case") or {}),
+                "metric": headline.metric,
+                "median": statistics.median(values),
+                "cv_percent": cv * 100 if cv is not None else None,
+                "n": len(values),
+                "samples": len(items),
+                "cases": len(cases[(workload, variant)]),
+                "contended": sum(1 for s in chosen if s.contended),
+            }
+        )
     return rows
 
 
@@ -64,14 +74,24 @@ def summary_table(rows: list[dict[str, Any]], title: str, outcomes: dict[str, An
 
     from ccbench.console import fmt_number
 
-    columns = ["workload", *(["status"] if outcomes is not None else []), "variant", "case", "metric", "median",
-               "CV %", "n"]
+    columns = [
+        "workload",
+        *(["status"] if outcomes is not None else []),
+        "variant",
+        "case",
+        "metric",
+        "median",
+        "CV %",
+        "n",
+    ]
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, justify="right" if column in ("median", "CV %", "n") else "left")
 
     def cells(row: dict[str, Any]) -> list[str]:
-        case = row["case"] + (f" (+{row['cases'] - 1} more)" if row.get("cases", 1) > 1 and outcomes is not None else "")
+        case = row["case"] + (
+            f" (+{row['cases'] - 1} more)" if row.get("cases", 1) > 1 and outcomes is not None else ""
+        )
         cv = f"{row['cv_percent']:.1f}" if row["cv_percent"] is not None else "-"
         n = str(row["n"]) + (f" ({row['contended']} contended)" if row.get("contended") else "")
         return [row["variant"], case, row["metric"], f"{fmt_number(row['median'])} {row['unit']}", cv, n]
@@ -98,8 +118,12 @@ def machine_lines(environment: dict[str, Any]) -> list[str]:
     storage = environment.get("storage") or {}
     evidence = tee.get("evidence") or []
     verdict = tee.get("technology", "unknown")
-    lines = [f"TEE: {verdict}" + (f" ({len(evidence)} piece(s) of evidence; 'ccbench env' lists them)" if evidence else "")]
+    lines = [
+        f"TEE: {verdict}" + (f" ({len(evidence)} piece(s) of evidence; 'ccbench env' lists them)" if evidence else "")
+    ]
     detail = ", ".join(f"{k}={v}" for k, v in storage.items() if k in ("fstype", "source", "cipher") and v)
-    lines.append(f"storage at {storage.get('path', '-')}: {storage.get('protection', 'unknown')}"
-                 + (f" ({detail})" if detail else ""))
+    lines.append(
+        f"storage at {storage.get('path', '-')}: {storage.get('protection', 'unknown')}"
+        + (f" ({detail})" if detail else "")
+    )
     return lines

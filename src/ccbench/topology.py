@@ -45,9 +45,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
 
@@ -134,11 +135,17 @@ def _qdisc_unavailable(kind: str) -> str | None:
     elif not shutil.which("unshare"):
         reason = "unshare is not installed (apt-get install util-linux)"
     else:
-        done = subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && tc qdisc add dev lo root {args}"],
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            ["unshare", "-n", "sh", "-c", f"ip link set lo up && tc qdisc add dev lo root {args}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if done.returncode != 0:
-            reason = (f"the kernel lacks the {kind} qdisc (sch_{kind}: {done.stderr.strip()[-120:]}); "
-                      f"{'delay, jitter and loss' if kind == 'netem' else 'rate limits'} cannot be emulated here")
+            reason = (
+                f"the kernel lacks the {kind} qdisc (sch_{kind}: {done.stderr.strip()[-120:]}); "
+                f"{'delay, jitter and loss' if kind == 'netem' else 'rate limits'} cannot be emulated here"
+            )
     _qdisc_support[kind] = reason
     return reason
 
@@ -184,8 +191,23 @@ def _shape_commands(device: str, shape: LinkShape, *, with_delay: bool) -> list[
         raise TopologyError(reason)
     per_second = shape.rate_bytes_per_s()
     burst = max(int(per_second / 250), 64 * 1024)  # ≥ rate/HZ for any HZ up to 250
-    return [["tc", "qdisc", "replace", "dev", device, "root", "tbf", "rate", shape.rate,
-             "burst", str(burst), "latency", "100ms"]]
+    return [
+        [
+            "tc",
+            "qdisc",
+            "replace",
+            "dev",
+            device,
+            "root",
+            "tbf",
+            "rate",
+            shape.rate,
+            "burst",
+            str(burst),
+            "latency",
+            "100ms",
+        ]
+    ]
 
 
 def _netem_limit(shape: LinkShape) -> int:
@@ -317,7 +339,7 @@ class Host:
     """One emulated host: a network namespace. ``address`` is its IPv4 address on the first
     segment it was connected to (None before ``connect``); ``addresses`` maps segment index to address."""
 
-    def __init__(self, topology: "Topology", name: str, index: int, netns: str):
+    def __init__(self, topology: Topology, name: str, index: int, netns: str):
         self.topology = topology
         self.name = name
         self.index = index
@@ -329,7 +351,7 @@ class Host:
     def address(self) -> str | None:
         return self.addresses[min(self.addresses)] if self.addresses else None
 
-    def address_on(self, segment: "Segment") -> str:
+    def address_on(self, segment: Segment) -> str:
         return self.addresses[segment.index]
 
     def command(self, argv: Sequence[str], *, binds: dict[str, str] | None = None) -> list[str]:
@@ -343,8 +365,19 @@ class Host:
         for target, source in binds.items():
             mounts += [str(source), str(target)]
         script = 'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"'
-        return prefix + ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
-                         *mounts, "--", *argv]
+        return prefix + [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            *mounts,
+            "--",
+            *argv,
+        ]
 
     def popen(self, argv: Sequence[str], *, binds: dict[str, str] | None = None, **popen_kwargs) -> subprocess.Popen:
         """Start ``argv`` inside this host; killed at teardown (with anything else left in the
@@ -354,7 +387,9 @@ class Host:
         self.topology._record_process(self, process, argv)
         return process
 
-    def run(self, argv: Sequence[str], *, binds: dict[str, str] | None = None, **run_kwargs) -> subprocess.CompletedProcess:
+    def run(
+        self, argv: Sequence[str], *, binds: dict[str, str] | None = None, **run_kwargs
+    ) -> subprocess.CompletedProcess:
         """subprocess.run of ``argv`` inside this host."""
         return subprocess.run(self.command(argv, binds=binds), **run_kwargs)
 
@@ -395,7 +430,7 @@ class Topology:
         self._mutex = threading.RLock()
 
     # -- lifecycle
-    def start(self) -> "Topology":
+    def start(self) -> Topology:
         if self._started:
             return self
         reason = available()
@@ -411,7 +446,7 @@ class Topology:
         atexit.register(self.teardown)
         return self
 
-    def __enter__(self) -> "Topology":
+    def __enter__(self) -> Topology:
         self.start()
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.getsignal(signal.SIGTERM)
@@ -483,8 +518,23 @@ class Topology:
             self._record("bridge", bridge, subnet=str(subnet))
             _run(["ip", "link", "add", "name", bridge, "type", "bridge", "stp_state", "0", "forward_delay", "0"])
             # keep the host's firewall (br_netfilter) out of ccbench's own bridge
-            _run(["ip", "link", "set", bridge, "type", "bridge", "nf_call_iptables", "0",
-                  "nf_call_ip6tables", "0", "nf_call_arptables", "0"], check=False)
+            _run(
+                [
+                    "ip",
+                    "link",
+                    "set",
+                    bridge,
+                    "type",
+                    "bridge",
+                    "nf_call_iptables",
+                    "0",
+                    "nf_call_ip6tables",
+                    "0",
+                    "nf_call_arptables",
+                    "0",
+                ],
+                check=False,
+            )
             segment = Segment(index, bridge, subnet, hosts, shape)
             addresses = list(subnet.hosts())
             if root_access:
@@ -543,16 +593,28 @@ class Topology:
 
     def _record_process(self, host: Host, process: subprocess.Popen, argv: Sequence[str]) -> None:
         with self._mutex:
-            self._processes.append({"pid": process.pid, "host": host.name, "argv0": str(argv[0]) if argv else "",
-                                    "start_time": _process_start_time(process.pid)})
+            self._processes.append(
+                {
+                    "pid": process.pid,
+                    "host": host.name,
+                    "argv0": str(argv[0]) if argv else "",
+                    "start_time": _process_start_time(process.pid),
+                }
+            )
             self._save()
 
     def _save(self) -> None:
-        _write_json(self.directory / STATE_FILE, {
-            "name": self.name, "rid": self.rid, "owner_pid": os.getpid(),
-            "entries": self._entries, "processes": self._processes,
-            "hosts": {h.name: {"netns": h.netns, "addresses": h.addresses} for h in self.hosts},
-        })
+        _write_json(
+            self.directory / STATE_FILE,
+            {
+                "name": self.name,
+                "rid": self.rid,
+                "owner_pid": os.getpid(),
+                "entries": self._entries,
+                "processes": self._processes,
+                "hosts": {h.name: {"netns": h.netns, "addresses": h.addresses} for h in self.hosts},
+            },
+        )
 
 
 class _global_lock:

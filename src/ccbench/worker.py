@@ -44,8 +44,9 @@ def run_job(job: WorkerJob) -> WorkerResult:
         # the workload returns validated Measurements; the runner validates the whole result again
         return WorkerResult.model_construct(status=ExecutionStatus.OK, measurements=measurements)
     except Exception as exc:  # anything else is a bug or an environment problem: keep the traceback
-        return WorkerResult.model_construct(status=ExecutionStatus.FAILED, error=f"{type(exc).__name__}: {exc}",
-                                            traceback=traceback.format_exc())
+        return WorkerResult.model_construct(
+            status=ExecutionStatus.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
+        )
 
 
 def result_json(result: WorkerResult) -> str:

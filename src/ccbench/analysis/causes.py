@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+
 def cipher_name(driver: str) -> str:
-    """"xts(ecb(aes-fixed-time))" or "xts-aes-aesni" -> "AES-XTS"; unknown shapes are returned as given."""
+    """ "xts(ecb(aes-fixed-time))" or "xts-aes-aesni" -> "AES-XTS"; unknown shapes are returned as given."""
     text = driver.lower()
     if "aes" in text:
         for mode in ("xts", "gcm", "cbc", "ctr", "cts"):
@@ -46,8 +47,10 @@ def storage_cause(driver: str | None, accelerated: bool | None) -> str | None:
     fast = driver_accelerated(driver, accelerated)
     name = cipher_name(driver)
     if fast is False:
-        return (f"the kernel served {name} in software ({driver}): this cost is not intrinsic to encryption at rest; "
-                "a kernel with an AES-NI/VAES driver would show less")
+        return (
+            f"the kernel served {name} in software ({driver}): this cost is not intrinsic to encryption at rest; "
+            "a kernel with an AES-NI/VAES driver would show less"
+        )
     if fast is True:
         return f"the kernel served {name} with the CPU's AES instructions ({driver})"
     return f"cipher driver {driver}"
@@ -57,8 +60,7 @@ def transport_cause(cipher: str | None, accelerated: bool | None) -> str | None:
     if not cipher:
         return None
     if accelerated is False:
-        return (f"{cipher} ran without the CPU's AES instructions: this cost is not intrinsic to encryption in "
-                "transit")
+        return f"{cipher} ran without the CPU's AES instructions: this cost is not intrinsic to encryption in transit"
     if accelerated is True:
         return f"{cipher} with the CPU's AES instructions"
     return f"cipher {cipher}"

@@ -11,10 +11,33 @@ from ccbench.errors import CCBenchError
 
 GROUP = ["workload", "params", "case", "metric"]
 
-COMPARE_COLUMNS = ["workload", "case", "params", "metric", "unit", "better", "baseline", "config",
-                   "baseline_median", "median", "ratio", "ci_low", "ci_high", "p_value", "overhead_percent",
-                   "significant", "verdict", "cv_baseline", "cv", "n_baseline", "n", "contended_baseline", "contended",
-                   "layer", "flags"]
+COMPARE_COLUMNS = [
+    "workload",
+    "case",
+    "params",
+    "metric",
+    "unit",
+    "better",
+    "baseline",
+    "config",
+    "baseline_median",
+    "median",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "overhead_percent",
+    "significant",
+    "verdict",
+    "cv_baseline",
+    "cv",
+    "n_baseline",
+    "n",
+    "contended_baseline",
+    "contended",
+    "layer",
+    "flags",
+]
 
 #: storage and transport values that protect nothing (the unprotected side of a layer)
 UNPROTECTED = {"disk", "plain"}
@@ -48,8 +71,10 @@ def least_protected(frame: pd.DataFrame, configs: list[str]) -> str:
     most layers ("vm / no TEE / disk" before "vm / no TEE": baseline_for_group maps it back for a
     workload without storage variants), then load order."""
     rows = frame[frame["config"].isin(configs)].drop_duplicates("config")
-    ranked = sorted(rows.itertuples(index=False), key=lambda r: (protection_count(pd.Series(r._asdict())),
-                                                                 -len(r.config.split(" / ")), configs.index(r.config)))
+    ranked = sorted(
+        rows.itertuples(index=False),
+        key=lambda r: (protection_count(pd.Series(r._asdict())), -len(r.config.split(" / ")), configs.index(r.config)),
+    )
     return ranked[0].config
 
 
@@ -70,13 +95,18 @@ def resolve_baseline(frame: pd.DataFrame, baseline: str | None) -> str:
     # "vm / no TEE" and "vm / no TEE / disk": one configuration seen by workloads with and without a
     # storage variant; the widest stands for both
     widest = max(matches, key=lambda c: len(c.split(" / ")), default=None)
-    if widest and all(set(c.split(" / ")) <= set(widest.split(" / "))
-                      and set(widest.split(" / ")) - set(c.split(" / ")) <= UNPROTECTED for c in matches):
+    if widest and all(
+        set(c.split(" / ")) <= set(widest.split(" / "))
+        and set(widest.split(" / ")) - set(c.split(" / ")) <= UNPROTECTED
+        for c in matches
+    ):
         return widest
     hint = "; ".join(configs)
     if not matches:
         raise CCBenchError(f"--baseline {baseline!r}: no such configuration; the configurations are: {hint}")
-    raise CCBenchError(f"--baseline {baseline!r} matches several configurations ({'; '.join(matches)}); give the full label")
+    raise CCBenchError(
+        f"--baseline {baseline!r} matches several configurations ({'; '.join(matches)}); give the full label"
+    )
 
 
 def baseline_for_group(baseline: str, configs) -> str | None:
@@ -128,16 +158,19 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
         a, b = facts.loc[base], facts.loc[config]
         parts = []
         if a["tee"] != b["tee"]:
-            parts.append(f"TEE: {TEE_NAMES.get(b['tee'], b['tee'])}" if b["tee"] not in ("none", None)
-                         else f"TEE removed: {TEE_NAMES.get(a['tee'], a['tee'])}")
+            parts.append(
+                f"TEE: {TEE_NAMES.get(b['tee'], b['tee'])}"
+                if b["tee"] not in ("none", None)
+                else f"TEE removed: {TEE_NAMES.get(a['tee'], a['tee'])}"
+            )
         storage_a, storage_b = a["storage"] or "disk", b["storage"] or "disk"
         if storage_a != storage_b and a["storage"] is not None and b["storage"] is not None:
-            parts.append(storage_layer(storage_b) if storage_b not in UNPROTECTED
-                         else f"storage removed: {storage_a}")
+            parts.append(storage_layer(storage_b) if storage_b not in UNPROTECTED else f"storage removed: {storage_a}")
         transport_a, transport_b = a["transport"] or "plain", b["transport"] or "plain"
         if transport_a != transport_b and a["transport"] is not None and b["transport"] is not None:
-            parts.append(transport_layer(transport_b) if transport_b not in UNPROTECTED
-                         else f"transport removed: {transport_a}")
+            parts.append(
+                transport_layer(transport_b) if transport_b not in UNPROTECTED else f"transport removed: {transport_a}"
+            )
         if not parts:
             labels[(base, config)] = "none"
         elif len(parts) == 1:
@@ -157,8 +190,9 @@ def transport_layer(transport: str) -> str:
     return {"tls": "TLS", "securechannel": "secure channel"}.get(transport, f"transport: {transport}")
 
 
-def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = NOISY_CV,
-            exclude_contended: bool = False) -> pd.DataFrame:
+def compare(
+    frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = NOISY_CV, exclude_contended: bool = False
+) -> pd.DataFrame:
     """One row per (workload, params, case, metric) and configuration other than that group's baseline.
 
     ``exclude_contended`` leaves out samples of executions flagged contended (others' CPU or steal
@@ -185,14 +219,22 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
     positive = values > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
-    work = data[GROUP + ["config", "unit", "better"]].assign(value=values, log=logs, nonpositive=~positive,
-                                                             contended=data["contended"].to_numpy(dtype=bool))
+    work = data[GROUP + ["config", "unit", "better"]].assign(
+        value=values, log=logs, nonpositive=~positive, contended=data["contended"].to_numpy(dtype=bool)
+    )
     # group numbers in order of first appearance; sort=False keeps that order in the aggregate
     work["group"] = work.groupby(GROUP, sort=False, dropna=False).ngroup()
     grouped = work.groupby(["group", "config"], sort=False)
-    stats = grouped.agg(n=("value", "size"), median=("value", "median"), mean=("value", "mean"),
-                        std=("value", "std"), log_mean=("log", "mean"), log_var=("log", "var"),
-                        nonpositive=("nonpositive", "any"), contended=("contended", "sum")).reset_index()
+    stats = grouped.agg(
+        n=("value", "size"),
+        median=("value", "median"),
+        mean=("value", "mean"),
+        std=("value", "std"),
+        log_mean=("log", "mean"),
+        log_var=("log", "var"),
+        nonpositive=("nonpositive", "any"),
+        contended=("contended", "sum"),
+    ).reset_index()
     # the group's label, unit and direction come from its first sample
     first = work.drop_duplicates("group").set_index("group")
     for column in ("workload", "params", "case", "metric", "unit", "better"):
@@ -217,19 +259,26 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
     contended_a, contended_b = b["contended"].to_numpy(dtype=int), rows["contended"].to_numpy(dtype=int)
     median_a, median_b = b["median"].to_numpy(dtype=float), rows["median"].to_numpy(dtype=float)
 
-    computable = (n_a >= 2) & (n_b >= 2) & ~b["nonpositive"].to_numpy(dtype=bool) & ~rows["nonpositive"].to_numpy(dtype=bool)
+    computable = (
+        (n_a >= 2) & (n_b >= 2) & ~b["nonpositive"].to_numpy(dtype=bool) & ~rows["nonpositive"].to_numpy(dtype=bool)
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         diff = rows["log_mean"].to_numpy() - b["log_mean"].to_numpy()
         var_a, var_b = b["log_var"].to_numpy() / n_a, rows["log_var"].to_numpy() / n_b
         se = np.sqrt(var_a + var_b)
-        dof = (var_a + var_b) ** 2 / (np.where(var_a > 0, var_a**2 / (n_a - 1), 0) + np.where(var_b > 0, var_b**2 / (n_b - 1), 0))
+        dof = (var_a + var_b) ** 2 / (
+            np.where(var_a > 0, var_a**2 / (n_a - 1), 0) + np.where(var_b > 0, var_b**2 / (n_b - 1), 0)
+        )
         t = special.stdtrit(dof, 0.5 + CONFIDENCE / 2)
         spread = np.where(se > 0, t * se, 0.0)
         ratio = np.where(computable, np.exp(diff), np.where(median_a != 0, median_b / median_a, np.nan))
         low = np.where(computable, np.exp(diff - spread), np.nan)
         high = np.where(computable, np.exp(diff + spread), np.nan)
-        p_value = np.where(computable, np.where(se > 0, 2 * special.stdtr(dof, -np.abs(diff / se)),
-                                                np.where(diff != 0, 0.0, 1.0)), np.nan)
+        p_value = np.where(
+            computable,
+            np.where(se > 0, 2 * special.stdtr(dof, -np.abs(diff / se)), np.where(diff != 0, 0.0, 1.0)),
+            np.nan,
+        )
     few = (n_a < MIN_SAMPLES) | (n_b < MIN_SAMPLES)
     noisy = (np.nan_to_num(cv_a) > noisy_cv) | (np.nan_to_num(cv_b) > noisy_cv)
     significant = computable & ((low > 1.0) | (high < 1.0)) & ~few
@@ -245,20 +294,35 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
             row_flags.append("contended")
         flags.append(row_flags)
     layers = layer_labels(data, zip(rows["baseline"], rows["config"]))
-    out = pd.DataFrame({
-        "workload": rows["workload"].to_numpy(), "case": rows["case"].to_numpy(), "params": rows["params"].to_numpy(),
-        "metric": rows["metric"].to_numpy(), "unit": rows["unit"].to_numpy(), "better": better,
-        "baseline": rows["baseline"].to_numpy(), "config": rows["config"].to_numpy(),
-        "baseline_median": median_a, "median": median_b, "ratio": ratio, "ci_low": low, "ci_high": high,
-        "p_value": p_value,
-        "overhead_percent": [overhead_percent(r, d) for r, d in zip(ratio, better)],
-        "significant": significant.astype(bool),
-        "verdict": [verdict(r, d, s) for r, d, s in zip(ratio, better, significant)],
-        "cv_baseline": _optional(cv_a), "cv": _optional(cv_b),
-        "n_baseline": n_a.astype(int), "n": n_b.astype(int),
-        "contended_baseline": contended_a, "contended": contended_b,
-        "layer": [layers[pair] for pair in zip(rows["baseline"], rows["config"])], "flags": flags,
-    })
+    out = pd.DataFrame(
+        {
+            "workload": rows["workload"].to_numpy(),
+            "case": rows["case"].to_numpy(),
+            "params": rows["params"].to_numpy(),
+            "metric": rows["metric"].to_numpy(),
+            "unit": rows["unit"].to_numpy(),
+            "better": better,
+            "baseline": rows["baseline"].to_numpy(),
+            "config": rows["config"].to_numpy(),
+            "baseline_median": median_a,
+            "median": median_b,
+            "ratio": ratio,
+            "ci_low": low,
+            "ci_high": high,
+            "p_value": p_value,
+            "overhead_percent": [overhead_percent(r, d) for r, d in zip(ratio, better)],
+            "significant": significant.astype(bool),
+            "verdict": [verdict(r, d, s) for r, d, s in zip(ratio, better, significant)],
+            "cv_baseline": _optional(cv_a),
+            "cv": _optional(cv_b),
+            "n_baseline": n_a.astype(int),
+            "n": n_b.astype(int),
+            "contended_baseline": contended_a,
+            "contended": contended_b,
+            "layer": [layers[pair] for pair in zip(rows["baseline"], rows["config"])],
+            "flags": flags,
+        }
+    )
     return out[COMPARE_COLUMNS].reset_index(drop=True)
 
 

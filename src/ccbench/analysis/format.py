@@ -43,7 +43,7 @@ def ratio(value) -> str:
 
 
 def ratio_interval(value, low, high) -> str:
-    """"1.234 [1.200, 1.270]", or "1.234 [-]" where no interval could be computed."""
+    """ "1.234 [1.200, 1.270]", or "1.234 [-]" where no interval could be computed."""
     if missing(low) or missing(high):
         return f"{ratio(value)} [-]"
     return f"{ratio(value)} [{ratio(low)}, {ratio(high)}]"
@@ -62,28 +62,48 @@ def cv_pair(baseline_cv, cv) -> str:
     return "/".join("-" if missing(v) else f"{float(v) * 100:.1f}" for v in (baseline_cv, cv))
 
 
-COMPARISON_HEADERS = ["workload", "case", "metric", "config", "layer", "baseline median", "median", "ratio [95% CI]",
-                      "overhead", "verdict", "CV % (base/config)", "n", "contended", "flags"]
+COMPARISON_HEADERS = [
+    "workload",
+    "case",
+    "metric",
+    "config",
+    "layer",
+    "baseline median",
+    "median",
+    "ratio [95% CI]",
+    "overhead",
+    "verdict",
+    "CV % (base/config)",
+    "n",
+    "contended",
+    "flags",
+]
 
 
 def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
     """The comparison as text cells, the same for ``ccbench compare`` and the report."""
     if comparison.empty:
         return pd.DataFrame(columns=COMPARISON_HEADERS)
-    return pd.DataFrame({
-        "workload": comparison["workload"].to_numpy(),
-        "case": comparison["case"].fillna("").to_numpy(),
-        "metric": (comparison["metric"] + " (" + comparison["unit"] + ")").to_numpy(),
-        "config": comparison["config"].to_numpy(),
-        "layer": comparison["layer"].to_numpy(),
-        "baseline median": [number(v) for v in comparison["baseline_median"]],
-        "median": [number(v) for v in comparison["median"]],
-        "ratio [95% CI]": [ratio_interval(r, lo, hi) for r, lo, hi in
-                           zip(comparison["ratio"], comparison["ci_low"], comparison["ci_high"])],
-        "overhead": [percent(v) for v in comparison["overhead_percent"]],
-        "verdict": comparison["verdict"].to_numpy(),
-        "CV % (base/config)": [cv_pair(a, b) for a, b in zip(comparison["cv_baseline"], comparison["cv"])],
-        "n": [f"{a}/{b}" for a, b in zip(comparison["n_baseline"], comparison["n"])],
-        "contended": ["yes" if a or b else "" for a, b in zip(comparison["contended_baseline"], comparison["contended"])],
-        "flags": [", ".join(f) for f in comparison["flags"]],
-    })
+    return pd.DataFrame(
+        {
+            "workload": comparison["workload"].to_numpy(),
+            "case": comparison["case"].fillna("").to_numpy(),
+            "metric": (comparison["metric"] + " (" + comparison["unit"] + ")").to_numpy(),
+            "config": comparison["config"].to_numpy(),
+            "layer": comparison["layer"].to_numpy(),
+            "baseline median": [number(v) for v in comparison["baseline_median"]],
+            "median": [number(v) for v in comparison["median"]],
+            "ratio [95% CI]": [
+                ratio_interval(r, lo, hi)
+                for r, lo, hi in zip(comparison["ratio"], comparison["ci_low"], comparison["ci_high"])
+            ],
+            "overhead": [percent(v) for v in comparison["overhead_percent"]],
+            "verdict": comparison["verdict"].to_numpy(),
+            "CV % (base/config)": [cv_pair(a, b) for a, b in zip(comparison["cv_baseline"], comparison["cv"])],
+            "n": [f"{a}/{b}" for a, b in zip(comparison["n_baseline"], comparison["n"])],
+            "contended": [
+                "yes" if a or b else "" for a, b in zip(comparison["contended_baseline"], comparison["contended"])
+            ],
+            "flags": [", ".join(f) for f in comparison["flags"]],
+        }
+    )

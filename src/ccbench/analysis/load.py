@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import gc
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import orjson
@@ -28,12 +29,39 @@ from ccbench.helper import Helper, outcome
 #: optional variant keys naming the implementation behind a protection layer (see COMMON contract)
 CAUSE_KEYS = ["storage_cipher_driver", "storage_cipher_accelerated", "transport_cipher", "transport_aes_accelerated"]
 
-COLUMNS = ["bundle", "machine", "tee", "storage", "transport", "config", "workload", "kind", "params", "case",
-           "metric", "unit", "value", "better", "repetition", "warmup", "timestamp", "contended", "execution", "raw",
-           *CAUSE_KEYS]
+COLUMNS = [
+    "bundle",
+    "machine",
+    "tee",
+    "storage",
+    "transport",
+    "config",
+    "workload",
+    "kind",
+    "params",
+    "case",
+    "metric",
+    "unit",
+    "value",
+    "better",
+    "repetition",
+    "warmup",
+    "timestamp",
+    "contended",
+    "execution",
+    "raw",
+    *CAUSE_KEYS,
+]
 
-TEE_NAMES = {"none": "no TEE", "sev": "SEV", "sev-es": "SEV-ES", "sev-snp": "SEV-SNP", "tdx": "TDX", "sgx": "SGX",
-             "unknown": "TEE unknown"}
+TEE_NAMES = {
+    "none": "no TEE",
+    "sev": "SEV",
+    "sev-es": "SEV-ES",
+    "sev-snp": "SEV-SNP",
+    "tdx": "TDX",
+    "sgx": "SGX",
+    "unknown": "TEE unknown",
+}
 
 
 def storage_label(variant: dict[str, Any]) -> str | None:
@@ -91,8 +119,9 @@ def _load_bundles(paths: Iterable[str | Path], samples: bool) -> list[Bundle]:
     return bundles
 
 
-def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = None,
-                       helper: Helper | None = None) -> pd.DataFrame:
+def frame_from_bundles(
+    bundles: list[Bundle], labels: dict[str, str] | None = None, helper: Helper | None = None
+) -> pd.DataFrame:
     """One frame of all samples, bundles in the order given. With a ccbench.helper.Helper, bundles
     whose samples are still on disk are shared out: the helpers read some while this process reads
     the others (the largest first, each to the least loaded)."""
@@ -114,7 +143,7 @@ def frame_from_bundles(bundles: list[Bundle], labels: dict[str, str] | None = No
     for index, future in futures.items():
         if future is not None:
             # a helper that failed is redone here, where a bundle's own error is raised for the user
-            frames[index], messages = outcome(future, lambda: (_bundle_frame(bundles[index], labels), []))
+            frames[index], messages = outcome(future, lambda index=index: (_bundle_frame(bundles[index], labels), []))
             for message in messages:
                 warnings.warn(message, stacklevel=2)
     present = [frames[i] for i in range(len(bundles)) if frames[i] is not None]
@@ -168,20 +197,42 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
     def describe_case(key: bytes) -> str:
         return cases_of.setdefault(key, case_text(orjson.loads(key)) or "")
 
-    columns: dict[str, list] = {name: [] for name in ("variant", "params", "case", "workload", "kind", "metric", "unit",
-                                                       "value", "better", "repetition", "warmup", "timestamp",
-                                                       "contended", "execution", "raw")}
+    columns: dict[str, list] = {
+        name: []
+        for name in (
+            "variant",
+            "params",
+            "case",
+            "workload",
+            "kind",
+            "metric",
+            "unit",
+            "value",
+            "better",
+            "repetition",
+            "warmup",
+            "timestamp",
+            "contended",
+            "execution",
+            "raw",
+        )
+    }
     # every key is looked up as soon as it is made and then dropped: only the distinct ones are kept
     # (orjson's output buffers are large for their size; a hundred thousand of them would cost
     # hundreds of megabytes)
     for chunk in bundle.sample_chunks():
-        columns["variant"] += [variants.get(k) or describe_variant(k)
-                               for k in (dumps(s["variant"] or {}, option=sort) for s in chunk)]
-        columns["params"] += [params_of.get(k) or params_of.setdefault(k, k.decode())
-                              for k in (dumps(s["params"] or {}, option=sort) for s in chunk)]
+        columns["variant"] += [
+            variants.get(k) or describe_variant(k) for k in (dumps(s["variant"] or {}, option=sort) for s in chunk)
+        ]
+        columns["params"] += [
+            params_of.get(k) or params_of.setdefault(k, k.decode())
+            for k in (dumps(s["params"] or {}, option=sort) for s in chunk)
+        ]
         # the case label keeps the case's own key order ("4k randread"), so its key is not sorted
-        columns["case"] += [cases_of.get(k) if k in cases_of else describe_case(k)
-                            for k in (dumps(_case_dict(s.get("metadata"))) for s in chunk)]
+        columns["case"] += [
+            cases_of.get(k) if k in cases_of else describe_case(k)
+            for k in (dumps(_case_dict(s.get("metadata"))) for s in chunk)
+        ]
         share = shared.setdefault
         columns["workload"] += [share(s["workload"], s["workload"]) for s in chunk]
         columns["kind"] += [share(k, k) for k in (s.get("kind", "") for s in chunk)]
@@ -206,20 +257,26 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
     if not columns["value"]:
         return None
     described = columns.pop("variant")
-    return pd.DataFrame({
-        "bundle": str(bundle.path),
-        "machine": machine,
-        "tee": tee,
-        "storage": [d[0] for d in described],
-        "transport": [d[1] for d in described],
-        "config": [d[2] for d in described],
-        **{name: values for name, values in columns.items() if name not in ("value", "repetition", "warmup", "contended")},
-        "value": np.array(columns["value"], dtype=float),
-        "repetition": np.array(columns["repetition"], dtype=int),
-        "warmup": np.array(columns["warmup"], dtype=bool),
-        "contended": np.array(columns["contended"], dtype=bool),
-        **{name: [d[3 + i] for d in described] for i, name in enumerate(CAUSE_KEYS)},
-    })
+    return pd.DataFrame(
+        {
+            "bundle": str(bundle.path),
+            "machine": machine,
+            "tee": tee,
+            "storage": [d[0] for d in described],
+            "transport": [d[1] for d in described],
+            "config": [d[2] for d in described],
+            **{
+                name: values
+                for name, values in columns.items()
+                if name not in ("value", "repetition", "warmup", "contended")
+            },
+            "value": np.array(columns["value"], dtype=float),
+            "repetition": np.array(columns["repetition"], dtype=int),
+            "warmup": np.array(columns["warmup"], dtype=bool),
+            "contended": np.array(columns["contended"], dtype=bool),
+            **{name: [d[3 + i] for d in described] for i, name in enumerate(CAUSE_KEYS)},
+        }
+    )
 
 
 def _case_dict(metadata) -> dict:

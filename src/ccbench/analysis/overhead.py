@@ -82,8 +82,9 @@ def _ratios(fitted: np.ndarray) -> np.ndarray:
     return usable[:, 1:] / usable[:, :1]
 
 
-def fit_group(values: np.ndarray, layers: np.ndarray, configs: np.ndarray, rng: np.random.Generator,
-              bootstrap: int = BOOTSTRAP) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+def fit_group(
+    values: np.ndarray, layers: np.ndarray, configs: np.ndarray, rng: np.random.Generator, bootstrap: int = BOOTSTRAP
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """T_base, C_i, and their bootstrap 2.5/97.5 percentiles.
 
     The layers are constant within a configuration, so the least-squares fit over samples equals
@@ -100,8 +101,9 @@ def fit_group(values: np.ndarray, layers: np.ndarray, configs: np.ndarray, rng: 
     base = coefficients[0]
     c = coefficients[1:] / base if base > 0 else np.full(layers.shape[1], np.nan)
     # int32 indices: half the random bits of the default int64, and the same draws' distribution
-    resampled = np.column_stack([values[g][rng.integers(0, len(g), size=(bootstrap, len(g)), dtype=np.int32)].mean(axis=1)
-                                 for g in groups])
+    resampled = np.column_stack(
+        [values[g][rng.integers(0, len(g), size=(bootstrap, len(g)), dtype=np.int32)].mean(axis=1) for g in groups]
+    )
     draws = _ratios(_fit_many(weighted, resampled * weights))
     if len(draws):
         low, high = np.percentile(draws, [2.5, 97.5], axis=0)
@@ -121,8 +123,11 @@ def fit_pooled(y: np.ndarray, layers: np.ndarray, rng: np.random.Generator, boot
         fitted = _fit(design[index], y[index])
         if fitted[0] > 0:
             draws.append(fitted[1:] / fitted[0])
-    low, high = (np.percentile(np.array(draws), [2.5, 97.5], axis=0) if draws
-                 else (np.full(layers.shape[1], np.nan), np.full(layers.shape[1], np.nan)))
+    low, high = (
+        np.percentile(np.array(draws), [2.5, 97.5], axis=0)
+        if draws
+        else (np.full(layers.shape[1], np.nan), np.full(layers.shape[1], np.nan))
+    )
     return float(base), c, low, high
 
 
@@ -130,7 +135,9 @@ def fit_pooled(y: np.ndarray, layers: np.ndarray, rng: np.random.Generator, boot
 POOL_BY = ("workload", "kind", "all")
 
 
-def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 0, pool_by: str = "workload") -> pd.DataFrame:
+def overhead_model(
+    frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 0, pool_by: str = "workload"
+) -> pd.DataFrame:
     """One row per (workload, case, metric) fit (``scope`` "case") and one pooled row per ``pool_by``
     group with two fits or more (``scope`` "pooled"), with C per layer and bootstrap intervals.
 
@@ -175,16 +182,25 @@ def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 
         names = [layer_names[i] for i in varying]
         unit = str(units[index[0]])
         note = _confounded(machines[index], x, names)
-        row = {"scope": "case", "workload": key[0], "case": key[2], "metric": key[3], "t_base": base,
-               "t_base_unit": f"1/({unit})" if betters[index[0]] == "higher" else unit, "n": len(index),
-               "configs": np.unique(group_configs).size, "confounded": note}
+        row = {
+            "scope": "case",
+            "workload": key[0],
+            "case": key[2],
+            "metric": key[3],
+            "t_base": base,
+            "t_base_unit": f"1/({unit})" if betters[index[0]] == "higher" else unit,
+            "n": len(index),
+            "configs": np.unique(group_configs).size,
+            "confounded": note,
+        }
         for name, value, lo, hi in zip(names, c, low, high):
             row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
         rows.append(row)
         if base > 0:
             pool = {"workload": key[0], "kind": str(kinds[index[0]]), "all": "all workloads"}[pool_by]
-            pools.setdefault(pool, []).append((time_like[index] / base, group_layers, group_configs, note,
-                                               f"{key[0]} {key[2]} {key[3]}".strip()))
+            pools.setdefault(pool, []).append(
+                (time_like[index] / base, group_layers, group_configs, note, f"{key[0]} {key[2]} {key[3]}".strip())
+            )
     if not rows:
         return pd.DataFrame()
     for pool, members in pools.items():
@@ -205,9 +221,18 @@ def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 
         y = np.array(observations)
         base, c, low, high = fit_pooled(y, design[:, varying], rng, bootstrap)
         notes = list(dict.fromkeys(note for *_, note, _ in members if note))
-        row = {"scope": "pooled", "workload": pool, "case": f"{len(members)} cases pooled", "metric": "",
-               "t_base": base, "t_base_unit": "", "n": len(y), "configs": len(set(c for *_, gc, _, _ in members for c in gc)),
-               "confounded": "; ".join(notes), "members": ", ".join(label for *_, label in members)}
+        row = {
+            "scope": "pooled",
+            "workload": pool,
+            "case": f"{len(members)} cases pooled",
+            "metric": "",
+            "t_base": base,
+            "t_base_unit": "",
+            "n": len(y),
+            "configs": len(set(c for *_, gc, _, _ in members for c in gc)),
+            "confounded": "; ".join(notes),
+            "members": ", ".join(label for *_, label in members),
+        }
         for name, value, lo, hi in zip([layer_names[i] for i in varying], c, low, high):
             row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
         rows.append(row)
@@ -249,8 +274,11 @@ def model_table(model: pd.DataFrame, scope: str | None = None) -> pd.DataFrame:
             out["T_base"] = fmt.number(row["t_base"], row.get("t_base_unit") or None)
         for layer in layers:
             value = row.get(f"C[{layer}]")
-            out[f"C_{layer}"] = "" if value is None or pd.isna(value) else (
-                f"{value:.3f} [{fmt.ratio(row[f'C[{layer}] low'])}, {fmt.ratio(row[f'C[{layer}] high'])}]")
+            out[f"C_{layer}"] = (
+                ""
+                if value is None or pd.isna(value)
+                else (f"{value:.3f} [{fmt.ratio(row[f'C[{layer}] low'])}, {fmt.ratio(row[f'C[{layer}] high'])}]")
+            )
         out["note"] = row.get("confounded", "") or ""
         rows.append(out)
     return pd.DataFrame(rows)

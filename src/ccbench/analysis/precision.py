@@ -66,8 +66,10 @@ class PrecisionRule:
         if not (0 < self.target < 1):
             raise ValueError(f"precision must be between 0 and 100% (exclusive), not {self.target:g}")
         if self.min_repetitions < 1 or self.max_repetitions < self.min_repetitions:
-            raise ValueError(f"max_repetitions ({self.max_repetitions}) must be at least the minimum repetitions "
-                             f"({self.min_repetitions})")
+            raise ValueError(
+                f"max_repetitions ({self.max_repetitions}) must be at least the minimum repetitions "
+                f"({self.min_repetitions})"
+            )
         if self.max_time_s is not None and self.max_time_s <= 0:
             raise ValueError(f"max_time must be positive, not {self.max_time_s:g}")
 
@@ -89,7 +91,7 @@ class Decision:
 
 
 def parse_precision(value: str | float | int) -> float:
-    """"2%" or 0.02 -> 0.02. A bare number >= 1 is read as percent ("2" -> 0.02)."""
+    """ "2%" or 0.02 -> 0.02. A bare number >= 1 is read as percent ("2" -> 0.02)."""
     text = str(value).strip()
     match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*(%?)", text)
     if not match:
@@ -102,7 +104,7 @@ def parse_precision(value: str | float | int) -> float:
 
 
 def parse_duration(value: str | float | int) -> float:
-    """"90s", "30m", "2h", "1h30m" or a number of seconds -> seconds."""
+    """ "90s", "30m", "2h", "1h30m" or a number of seconds -> seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
@@ -124,8 +126,9 @@ def _own_half_width(values: np.ndarray, confidence: float) -> float | None:
     return math.expm1(float(special.stdtrit(len(logs) - 1, 0.5 + confidence / 2)) * se)
 
 
-def half_widths(samples: Mapping[str, Sequence[float]], baseline: str | None = None,
-                confidence: float = CONFIDENCE) -> dict[str, float | None]:
+def half_widths(
+    samples: Mapping[str, Sequence[float]], baseline: str | None = None, confidence: float = CONFIDENCE
+) -> dict[str, float | None]:
     """Relative half-width per variant: of its ratio to the baseline, or (alone) of its own geometric mean."""
     names = list(samples)
     if not names:
@@ -150,9 +153,15 @@ def _met(samples: Mapping[str, Sequence[float]], rule: PrecisionRule, baseline: 
     return bool(widths) and all(w is not None and w <= rule.target for w in widths.values()), widths
 
 
-def decide(samples: Mapping[str, Sequence[float]], rule: PrecisionRule, *, elapsed_s: float = 0.0,
-           round_s: float | None = None, baseline: str | None = None,
-           previous: Decision | None = None) -> Decision:
+def decide(
+    samples: Mapping[str, Sequence[float]],
+    rule: PrecisionRule,
+    *,
+    elapsed_s: float = 0.0,
+    round_s: float | None = None,
+    baseline: str | None = None,
+    previous: Decision | None = None,
+) -> Decision:
     """Whether to run another round. samples: variant -> the primary metric's values in execution order
     (repetitions only, no warmups). elapsed_s: time spent on the workload so far; round_s: how long the
     last round took (to stop before a round would pass max_time). previous: the decision after the
@@ -175,20 +184,42 @@ def decide(samples: Mapping[str, Sequence[float]], rule: PrecisionRule, *, elaps
     if n < rule.min_repetitions:
         return Decision(True, None, f"{n} of the minimum {rule.min_repetitions} repetitions", n, widths, streak)
     if not counts or any(len(v) and (np.asarray(v, dtype=float) <= 0).any() for v in samples.values()):
-        return Decision(False, "not computable", "the primary metric has values <= 0 (or no variant): no interval "
-                        "on the log scale; stopped at the minimum repetitions", n, widths, streak)
+        return Decision(
+            False,
+            "not computable",
+            "the primary metric has values <= 0 (or no variant): no interval "
+            "on the log scale; stopped at the minimum repetitions",
+            n,
+            widths,
+            streak,
+        )
     shown = ", ".join(f"{name} +-{w:.2%}" if w is not None else f"{name} n/a" for name, w in widths.items())
     if streak >= rule.consecutive:
-        return Decision(False, "precision reached", f"every interval within +-{rule.target:.2%} at the last "
-                        f"{rule.consecutive} checks ({shown}) after {n} repetitions", n, widths, streak)
+        return Decision(
+            False,
+            "precision reached",
+            f"every interval within +-{rule.target:.2%} at the last "
+            f"{rule.consecutive} checks ({shown}) after {n} repetitions",
+            n,
+            widths,
+            streak,
+        )
     if n >= rule.max_repetitions:
-        return Decision(False, "max repetitions", f"{n} repetitions reached before +-{rule.target:.2%} ({shown})",
-                        n, widths, streak)
+        return Decision(
+            False, "max repetitions", f"{n} repetitions reached before +-{rule.target:.2%} ({shown})", n, widths, streak
+        )
     if rule.max_time_s is not None:
         upcoming = elapsed_s + (round_s or 0.0)
         if upcoming > rule.max_time_s:
-            return Decision(False, "max time", f"{'another round would pass' if elapsed_s <= rule.max_time_s else 'past'} "
-                            f"max_time {rule.max_time_s:g} s after {elapsed_s:.0f} s and {n} repetitions "
-                            f"before +-{rule.target:.2%} ({shown})", n, widths, streak)
+            return Decision(
+                False,
+                "max time",
+                f"{'another round would pass' if elapsed_s <= rule.max_time_s else 'past'} "
+                f"max_time {rule.max_time_s:g} s after {elapsed_s:.0f} s and {n} repetitions "
+                f"before +-{rule.target:.2%} ({shown})",
+                n,
+                widths,
+                streak,
+            )
     waiting = f"held at the last {streak} of {rule.consecutive} checks needed" if met else "not within the target"
     return Decision(True, None, f"+-{rule.target:.2%} {waiting} ({shown})", n, widths, streak)

@@ -28,8 +28,19 @@ from ccbench.analysis.causes import causes_of
 from ccbench.analysis.stats import CONFIDENCE
 
 #: order of the layers in the verdict (by the start of the layer label)
-LAYER_ORDER = ["TEE", "storage encryption", "in-memory storage", "TLS", "secure channel", "transport", "storage removed",
-               "transport removed", "TEE removed", "combined", "none"]
+LAYER_ORDER = [
+    "TEE",
+    "storage encryption",
+    "in-memory storage",
+    "TLS",
+    "secure channel",
+    "transport",
+    "storage removed",
+    "transport removed",
+    "TEE removed",
+    "combined",
+    "none",
+]
 
 
 @dataclass
@@ -70,28 +81,42 @@ class LayerVerdict:
         """What to take from this layer, in one sentence."""
         name = "No protection layer differs (another machine or run)" if self.layer == "none" else self.layer
         where = f"{self.workloads} workload{'s' if self.workloads != 1 else ''}"
-        spread = (f"; between workloads {fmt.percent((self.range_low - 1) * 100)} to "
-                  f"{fmt.percent((self.range_high - 1) * 100)}" if self.workloads > 1 else "")
+        spread = (
+            f"; between workloads {fmt.percent((self.range_low - 1) * 100)} to "
+            f"{fmt.percent((self.range_high - 1) * 100)}"
+            if self.workloads > 1
+            else ""
+        )
         interval = f"95% interval {self.interval_text()}, {self.interval_over}" if not math.isnan(self.low) else ""
         detail = "; ".join(p for p in (interval, spread.lstrip("; ")) if p)
         if self.layer == "none":
             # an A/A comparison: any difference is the machines' or the runs', not a protection's
             word = "differ by" if self.distinguishable else "do not differ beyond the noise:"
-            head = (f"Configurations with the same protections (another machine or run) {word} "
-                    f"{fmt.percent(self.overhead)} typically across {where} ({self.significant} of {self.comparisons} "
-                    f"comparisons significant{'; ' + detail if detail else ''})")
+            head = (
+                f"Configurations with the same protections (another machine or run) {word} "
+                f"{fmt.percent(self.overhead)} typically across {where} ({self.significant} of {self.comparisons} "
+                f"comparisons significant{'; ' + detail if detail else ''})"
+            )
             if self.distinguishable:
                 head += ": that much difference is not caused by any protection layer"
         elif not self.distinguishable:
-            head = (f"{name}: no cost distinguishable from noise across {where} "
-                    f"(typical {fmt.percent(self.overhead)}; {self.significant} of {self.comparisons} comparisons "
-                    f"significant{'; ' + detail if detail else ''})")
+            head = (
+                f"{name}: no cost distinguishable from noise across {where} "
+                f"(typical {fmt.percent(self.overhead)}; {self.significant} of {self.comparisons} comparisons "
+                f"significant{'; ' + detail if detail else ''})"
+            )
         else:
             word = "costs" if self.typical > 1 else "saves"
-            head = (f"{name} {word} about {fmt.percent(abs(self.overhead), signed=False)} of time typically across "
-                    f"{where} ({self.significant} of {self.comparisons} comparisons significant"
-                    f"{'; ' + detail if detail else ''})")
-        tail = f"; it hurts most on {self.worst}" if self.worst and self.worst_overhead > 0 and self.layer != "none" else ""
+            head = (
+                f"{name} {word} about {fmt.percent(abs(self.overhead), signed=False)} of time typically across "
+                f"{where} ({self.significant} of {self.comparisons} comparisons significant"
+                f"{'; ' + detail if detail else ''})"
+            )
+        tail = (
+            f"; it hurts most on {self.worst}"
+            if self.worst and self.worst_overhead > 0 and self.layer != "none"
+            else ""
+        )
         # what served the layer (a software-only cipher is the likely cause of a storage or transport cost)
         served = [c for c in self.causes if "contended" not in c and not c.startswith("measured across machines")]
         if served:
@@ -169,9 +194,11 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         ranked = usable.sort_values("te", ascending=False, kind="stable")
         significant = ranked[ranked["significant"]]
         top = (significant if not significant.empty else ranked).iloc[0]
-        worst = (f"{' '.join(p for p in (top['workload'], top['case'] if isinstance(top['case'], str) else '', top['metric']) if p)} on {top['config']}: "
-                 f"{fmt.percent(top['overhead_percent'])}, ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}"
-                 f"{'' if top['significant'] else ' (not significant)'}")
+        worst = (
+            f"{' '.join(p for p in (top['workload'], top['case'] if isinstance(top['case'], str) else '', top['metric']) if p)} on {top['config']}: "
+            f"{fmt.percent(top['overhead_percent'])}, ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}"
+            f"{'' if top['significant'] else ' (not significant)'}"
+        )
         flags = rows["flags"]
         causes = []
         if layer.startswith("TEE") or layer.startswith("combined"):
@@ -183,40 +210,75 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         causes += causes_of(facts, set(rows["config"]), layer)
         contended = int(flags.map(lambda f: "contended" in f).sum())
         if contended:
-            causes.append(f"{contended} of {len(rows)} comparisons include contended executions (others' CPU or steal "
-                          "time): compare again with --exclude-contended")
-        out.append(LayerVerdict(
-            layer=layer, typical=typical, low=low, high=high, interval_over=over,
-            range_low=float(per_workload.min()), range_high=float(per_workload.max()), workloads=len(per_workload),
-            comparisons=len(rows), significant=int(rows["significant"].sum()), contended=contended,
-            noisy=int(flags.map(lambda f: "noisy" in f).sum()),
-            not_significant=int((~rows["significant"].astype(bool)).sum()),
-            worst=worst, worst_overhead=float(top["overhead_percent"]), causes=causes))
+            causes.append(
+                f"{contended} of {len(rows)} comparisons include contended executions (others' CPU or steal "
+                "time): compare again with --exclude-contended"
+            )
+        out.append(
+            LayerVerdict(
+                layer=layer,
+                typical=typical,
+                low=low,
+                high=high,
+                interval_over=over,
+                range_low=float(per_workload.min()),
+                range_high=float(per_workload.max()),
+                workloads=len(per_workload),
+                comparisons=len(rows),
+                significant=int(rows["significant"].sum()),
+                contended=contended,
+                noisy=int(flags.map(lambda f: "noisy" in f).sum()),
+                not_significant=int((~rows["significant"].astype(bool)).sum()),
+                worst=worst,
+                worst_overhead=float(top["overhead_percent"]),
+                causes=causes,
+            )
+        )
     return out
 
 
-VERDICT_HEADERS = ["layer", "typical cost", "95% interval", "interval from", "range between workloads", "hurts most",
-                   "causes recorded",
-                   "comparisons", "significant", "contended", "noisy", "not significant"]
+VERDICT_HEADERS = [
+    "layer",
+    "typical cost",
+    "95% interval",
+    "interval from",
+    "range between workloads",
+    "hurts most",
+    "causes recorded",
+    "comparisons",
+    "significant",
+    "contended",
+    "noisy",
+    "not significant",
+]
 
 
 def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
     """The verdict as text cells (the report's table and ``compare --summary``)."""
-    return pd.DataFrame([{
-        "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
-        "typical cost": fmt.percent(v.overhead),
-        "95% interval": v.interval_text(),
-        "interval from": v.interval_over,
-        "range between workloads": (f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"
-                                    if v.workloads > 1 else "-"),
-        "hurts most": v.worst,
-        "causes recorded": "; ".join(v.causes) or "-",
-        "comparisons": str(v.comparisons),
-        "significant": str(v.significant),
-        "contended": str(v.contended),
-        "noisy": str(v.noisy),
-        "not significant": str(v.not_significant),
-    } for v in items], columns=VERDICT_HEADERS)
+    return pd.DataFrame(
+        [
+            {
+                "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
+                "typical cost": fmt.percent(v.overhead),
+                "95% interval": v.interval_text(),
+                "interval from": v.interval_over,
+                "range between workloads": (
+                    f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"
+                    if v.workloads > 1
+                    else "-"
+                ),
+                "hurts most": v.worst,
+                "causes recorded": "; ".join(v.causes) or "-",
+                "comparisons": str(v.comparisons),
+                "significant": str(v.significant),
+                "contended": str(v.contended),
+                "noisy": str(v.noisy),
+                "not significant": str(v.not_significant),
+            }
+            for v in items
+        ],
+        columns=VERDICT_HEADERS,
+    )
 
 
 def contended_executions(samples: pd.DataFrame | None) -> tuple[int, int]:
@@ -227,7 +289,10 @@ def contended_executions(samples: pd.DataFrame | None) -> tuple[int, int]:
     data = samples[~samples["warmup"]]
     if "contended" not in data:
         return 0, 0
-    keys = ["bundle", "execution"] if "execution" in data and (data["execution"] != "").all() else \
-        ["bundle", "workload", "config", "repetition"]
+    keys = (
+        ["bundle", "execution"]
+        if "execution" in data and (data["execution"] != "").all()
+        else ["bundle", "workload", "config", "repetition"]
+    )
     executions = data.drop_duplicates(keys)
     return int(executions["contended"].sum()), len(executions)

@@ -9,25 +9,32 @@ recomputes everything (see verify.py). Nothing is ever faked: without a TEE a bu
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ccbench.attestation.digests import (ATTESTATION_FILE, EVIDENCE_DIR, digest_list, list_digest,
-                                         report_data)
-from ccbench.attestation.evidence import (AttestationError, Evidence, MockProvider, TsmProvider,
-                                          detect_provider)
+from ccbench.attestation.digests import ATTESTATION_FILE, EVIDENCE_DIR, digest_list, list_digest, report_data
+from ccbench.attestation.evidence import AttestationError, Evidence, MockProvider, TsmProvider, detect_provider
 
 FORMAT = "ccbench-attestation/1"
 EVIDENCE_FILE = f"{EVIDENCE_DIR}/evidence.bin"
 AUX_FILE = f"{EVIDENCE_DIR}/auxblob.bin"
 
-__all__ = ["finish_bundle", "AttestationError", "Evidence", "MockProvider", "TsmProvider", "detect_provider",
-           "ATTESTATION_FILE", "FORMAT"]
+__all__ = [
+    "finish_bundle",
+    "AttestationError",
+    "Evidence",
+    "MockProvider",
+    "TsmProvider",
+    "detect_provider",
+    "ATTESTATION_FILE",
+    "FORMAT",
+]
 
 
-def finish_bundle(bundle_path: str | Path, provider: Any = "auto", nonce: bytes | None = None,
-                  require: bool = False) -> dict[str, Any]:
+def finish_bundle(
+    bundle_path: str | Path, provider: Any = "auto", nonce: bytes | None = None, require: bool = False
+) -> dict[str, Any]:
     """Write attestation.json for the bundle as it is now; return the document.
 
     provider: "auto" (configfs-tsm where the machine has it), a provider object, or None (digests
@@ -45,7 +52,7 @@ def finish_bundle(bundle_path: str | Path, provider: Any = "auto", nonce: bytes 
     digest = list_digest(entries)
     document: dict[str, Any] = {
         "format": FORMAT,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "algorithm": "sha256",
         "digest": digest,
         "files": entries,
@@ -71,16 +78,19 @@ def finish_bundle(bundle_path: str | Path, provider: Any = "auto", nonce: bytes 
         (bundle / EVIDENCE_FILE).write_bytes(evidence.raw)
         if evidence.aux:
             (bundle / AUX_FILE).write_bytes(evidence.aux)
-        document.update(status="attested", evidence={
-            "technology": evidence.technology,
-            "provider": evidence.provider,
-            "mock": evidence.mock,
-            "file": EVIDENCE_FILE,
-            "aux_file": AUX_FILE if evidence.aux else None,
-            "nonce": nonce.hex() if nonce else None,
-            "report_data": report_data(digest, nonce).hex(),
-            "tsm_generation": evidence.generation,
-        })
+        document.update(
+            status="attested",
+            evidence={
+                "technology": evidence.technology,
+                "provider": evidence.provider,
+                "mock": evidence.mock,
+                "file": EVIDENCE_FILE,
+                "aux_file": AUX_FILE if evidence.aux else None,
+                "nonce": nonce.hex() if nonce else None,
+                "report_data": report_data(digest, nonce).hex(),
+                "tsm_generation": evidence.generation,
+            },
+        )
         if evidence.mock:
             document["warning"] = "MOCK evidence, for tests only: it proves nothing about the machine"
     write_json_atomic(bundle / ATTESTATION_FILE, document)

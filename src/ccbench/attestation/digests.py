@@ -76,8 +76,11 @@ def compare(recorded: list[dict], current: list[dict]) -> dict[str, list[str]]:
     before = {e["path"]: e for e in recorded}
     now = {e["path"]: e for e in current}
     return {
-        "changed": sorted(p for p in before.keys() & now.keys()
-                          if (before[p]["sha256"], before[p]["size"]) != (now[p]["sha256"], now[p]["size"])),
+        "changed": sorted(
+            p
+            for p in before.keys() & now.keys()
+            if (before[p]["sha256"], before[p]["size"]) != (now[p]["sha256"], now[p]["size"])
+        ),
         "missing": sorted(before.keys() - now.keys()),
         "extra": sorted(now.keys() - before.keys()),
     }

@@ -36,9 +36,9 @@ class AttestationError(CCBenchError):
 
 @dataclass
 class Evidence:
-    technology: str           # "sev-snp", "tdx" or "mock"
-    provider: str             # configfs-tsm provider ("sev_guest", "tdx_guest") or "mock"
-    raw: bytes                # the report / quote
+    technology: str  # "sev-snp", "tdx" or "mock"
+    provider: str  # configfs-tsm provider ("sev_guest", "tdx_guest") or "mock"
+    raw: bytes  # the report / quote
     aux: bytes | None = None  # SEV-SNP certificate table (auxblob), when the host supplies one
     generation: int | None = None
     mock: bool = False
@@ -55,8 +55,10 @@ class TsmProvider:
 
     def available(self) -> str | None:
         if not self.root.is_dir():
-            return (f"no configfs-tsm report interface at {self.root}: not a confidential VM (SEV-SNP or TDX guest "
-                    "with Linux 6.7+ and configfs mounted)")
+            return (
+                f"no configfs-tsm report interface at {self.root}: not a confidential VM (SEV-SNP or TDX guest "
+                "with Linux 6.7+ and configfs mounted)"
+            )
         if not os.access(self.root, os.W_OK):
             return f"{self.root} is not writable (configfs-tsm needs root)"
         return None
@@ -79,7 +81,9 @@ class TsmProvider:
         try:
             entry = self._make_entry()
         except OSError as exc:
-            raise AttestationError(f"configfs-tsm: cannot create a report entry under {self.root}: {exc.strerror}") from None
+            raise AttestationError(
+                f"configfs-tsm: cannot create a report entry under {self.root}: {exc.strerror}"
+            ) from None
         try:
             for _attempt in range(self.attempts):
                 (entry / "inblob").write_bytes(report_data)
@@ -97,10 +101,14 @@ class TsmProvider:
                     continue  # another writer changed the request between our write and our reads
                 technology = TECHNOLOGY_BY_PROVIDER.get(provider)
                 if technology is None:
-                    raise AttestationError(f"configfs-tsm provider {provider!r} is not supported (sev_guest or tdx_guest)")
+                    raise AttestationError(
+                        f"configfs-tsm provider {provider!r} is not supported (sev_guest or tdx_guest)"
+                    )
                 return Evidence(technology=technology, provider=provider, raw=raw, aux=aux or None, generation=after)
-            raise AttestationError(f"configfs-tsm: the report entry {entry} kept changing under us "
-                                   f"({self.attempts} attempts): another process is writing to it")
+            raise AttestationError(
+                f"configfs-tsm: the report entry {entry} kept changing under us "
+                f"({self.attempts} attempts): another process is writing to it"
+            )
         except OSError as exc:
             raise AttestationError(f"configfs-tsm: {exc.filename}: {exc.strerror}") from None
         finally:
@@ -138,7 +146,7 @@ def parse_mock(raw: bytes) -> tuple[bytes, bytes]:
     start = 9 + tech_len
     if len(raw) != start + 48 + 64:
         raise ValueError("mock evidence has the wrong length")
-    return raw[start:start + 48], raw[start + 48:]
+    return raw[start : start + 48], raw[start + 48 :]
 
 
 def detect_provider() -> tuple[TsmProvider | MockProvider | None, str | None]:

@@ -34,9 +34,9 @@ def verifier_path() -> Path:
 @dataclass
 class Verdict:
     bundle: str
-    integrity: str = "intact"              # intact | tampered | no-digests
+    integrity: str = "intact"  # intact | tampered | no-digests
     changes: dict[str, list[str]] = field(default_factory=dict)
-    attestation: str = "unattested"        # verified | mock | unverified | failed | unattested
+    attestation: str = "unattested"  # verified | mock | unverified | failed | unattested
     reason: str | None = None
     technology: str | None = None
     measurement: str | None = None
@@ -85,24 +85,37 @@ def load_policy(path: str | Path | None) -> dict[str, Any] | None:
     try:
         if path.suffix == ".toml":
             import tomllib
+
             policy = tomllib.loads(text)
         else:
             policy = json.loads(text)
     except ValueError as exc:
-        raise CCBenchError(f"--policy {path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from None
+        raise CCBenchError(
+            f"--policy {path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}"
+        ) from None
     if not isinstance(policy, dict):
         raise CCBenchError(f"--policy {path}: expected a table of settings")
     return policy
 
 
-def run_verifier(technology: str, evidence: Path, expected: bytes | None, *, aux: Path | None = None,
-                 vcek: Path | None = None, collateral: Path | None = None, policy: dict | None = None,
-                 at: int | None = None) -> dict[str, Any]:
+def run_verifier(
+    technology: str,
+    evidence: Path,
+    expected: bytes | None,
+    *,
+    aux: Path | None = None,
+    vcek: Path | None = None,
+    collateral: Path | None = None,
+    policy: dict | None = None,
+    at: int | None = None,
+) -> dict[str, Any]:
     """Run ccverify; its JSON verdict, or {"verified": False, "unverifiable": why} when it cannot run."""
     binary = verifier_path()
     if not binary.exists():
-        return {"verified": False, "unverifiable": f"the verifier is not built ({binary}): run "
-                                                   "'bash scripts/setup.sh --with transport'"}
+        return {
+            "verified": False,
+            "unverifiable": f"the verifier is not built ({binary}): run 'bash scripts/setup.sh --with transport'",
+        }
     argv = [str(binary), "--technology", technology, "--evidence", str(evidence)]
     if expected is not None:
         argv += ["--report-data", expected.hex()]
@@ -122,8 +135,10 @@ def run_verifier(technology: str, evidence: Path, expected: bytes | None, *, aux
     try:
         return json.loads(done.stdout)
     except ValueError:
-        return {"verified": False, "unverifiable": f"ccverify gave no verdict (exit {done.returncode}): "
-                                                   f"{done.stderr.strip()[-300:]}"}
+        return {
+            "verified": False,
+            "unverifiable": f"ccverify gave no verdict (exit {done.returncode}): {done.stderr.strip()[-300:]}",
+        }
 
 
 def _find(directory: Path | None, names: tuple[str, ...]) -> Path | None:
@@ -135,8 +150,12 @@ def _find(directory: Path | None, names: tuple[str, ...]) -> Path | None:
     return None
 
 
-def verify_bundle(bundle_path: str | Path, policy: dict | None = None, collateral: str | Path | None = None,
-                  require_attestation: bool = False) -> Verdict:
+def verify_bundle(
+    bundle_path: str | Path,
+    policy: dict | None = None,
+    collateral: str | Path | None = None,
+    require_attestation: bool = False,
+) -> Verdict:
     bundle = Path(bundle_path)
     if not bundle.is_dir():
         raise CCBenchError(f"{bundle}: not a bundle directory")
@@ -147,8 +166,10 @@ def verify_bundle(bundle_path: str | Path, policy: dict | None = None, collatera
     document = _load(bundle)
     if not document:
         verdict.integrity = "no-digests"
-        verdict.reason = (f"no {ATTESTATION_FILE}: the bundle was made before ccbench recorded digests, or it "
-                          "was removed; nothing can be checked (run 'ccbench attest' on a copy you trust)")
+        verdict.reason = (
+            f"no {ATTESTATION_FILE}: the bundle was made before ccbench recorded digests, or it "
+            "was removed; nothing can be checked (run 'ccbench attest' on a copy you trust)"
+        )
         verdict.exit_code = EXIT_TAMPERED
         return verdict
     recorded = document["files"]
@@ -180,8 +201,9 @@ def verify_bundle(bundle_path: str | Path, policy: dict | None = None, collatera
     return verdict
 
 
-def _verify_evidence(bundle: Path, document: dict, digest: str, policy: dict | None, collateral_dir: Path | None,
-                     verdict: Verdict) -> None:
+def _verify_evidence(
+    bundle: Path, document: dict, digest: str, policy: dict | None, collateral_dir: Path | None, verdict: Verdict
+) -> None:
     info = document.get("evidence") or {}
     technology = info.get("technology")
     verdict.technology = technology
@@ -189,7 +211,11 @@ def _verify_evidence(bundle: Path, document: dict, digest: str, policy: dict | N
     expected = report_data(digest, nonce)
     evidence_file = bundle / str(info.get("file", ""))
     if not evidence_file.is_file():
-        verdict.attestation, verdict.reason, verdict.exit_code = "failed", f"the evidence file {info.get('file')} is missing", EXIT_EVIDENCE
+        verdict.attestation, verdict.reason, verdict.exit_code = (
+            "failed",
+            f"the evidence file {info.get('file')} is missing",
+            EXIT_EVIDENCE,
+        )
         return
     raw = evidence_file.read_bytes()
     if technology == MOCK_TECHNOLOGY:
@@ -201,19 +227,33 @@ def _verify_evidence(bundle: Path, document: dict, digest: str, policy: dict | N
         verdict.measurement = measurement.hex()
         if bound != expected:
             verdict.attestation, verdict.reason, verdict.exit_code = (
-                "failed", "report-data-mismatch: the evidence binds another digest or nonce", EXIT_EVIDENCE)
+                "failed",
+                "report-data-mismatch: the evidence binds another digest or nonce",
+                EXIT_EVIDENCE,
+            )
             return
         verdict.attestation = "mock"
         verdict.reason = "MOCK evidence (tests only; proves nothing about the machine)"
         return
     if technology not in ("sev-snp", "tdx"):
-        verdict.attestation, verdict.reason, verdict.exit_code = "failed", f"unknown evidence technology {technology!r}", EXIT_EVIDENCE
+        verdict.attestation, verdict.reason, verdict.exit_code = (
+            "failed",
+            f"unknown evidence technology {technology!r}",
+            EXIT_EVIDENCE,
+        )
         return
     aux = bundle / info["aux_file"] if info.get("aux_file") else None
     vcek = _find(collateral_dir, VCEK_NAMES) if technology == "sev-snp" else None
     tdx_collateral = _find(collateral_dir, TDX_COLLATERAL_NAMES) if technology == "tdx" else None
-    result = run_verifier(technology, evidence_file, expected, aux=aux if aux and aux.is_file() else None,
-                          vcek=vcek, collateral=tdx_collateral, policy=policy)
+    result = run_verifier(
+        technology,
+        evidence_file,
+        expected,
+        aux=aux if aux and aux.is_file() else None,
+        vcek=vcek,
+        collateral=tdx_collateral,
+        policy=policy,
+    )
     if result.get("verified"):
         claims = result["claims"]
         verdict.attestation = "verified"

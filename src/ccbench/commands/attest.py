@@ -11,9 +11,13 @@ from ccbench.errors import CCBenchError
 
 @click.command()
 @click.argument("bundle", type=click.Path(file_okay=False))
-@click.option("--nonce", metavar="HEX", default=None,
-              help="A fresh value from whoever will verify (hex, up to 64 bytes), bound into the evidence with the "
-                   "digest, so the evidence cannot have been made before they asked.")
+@click.option(
+    "--nonce",
+    metavar="HEX",
+    default=None,
+    help="A fresh value from whoever will verify (hex, up to 64 bytes), bound into the evidence with the "
+    "digest, so the evidence cannot have been made before they asked.",
+)
 def command(bundle, nonce) -> None:
     """Recompute the digest list of BUNDLE (every file: manifest, samples, executions, raw/) into
     attestation.json and, on a confidential VM (SEV-SNP or TDX guest with configfs-tsm), ask the TEE
@@ -41,9 +45,14 @@ def command(bundle, nonce) -> None:
     if document["status"] == "attested":
         ev = document["evidence"]
         mock = " (MOCK evidence: tests only)" if ev.get("mock") else ""
-        click.echo(f"attested {bundle}: {files} files, digest {document['digest']}, {ev['technology']} evidence "
-                   f"from {ev['provider']}{mock}")
+        click.echo(
+            f"attested {bundle}: {files} files, digest {document['digest']}, {ev['technology']} evidence "
+            f"from {ev['provider']}{mock}"
+        )
         return
-    click.echo(f"unattested {bundle}: {document['reason']}; the digest list of {files} files was written "
-               f"(integrity can be checked, origin cannot)", err=True)
+    click.echo(
+        f"unattested {bundle}: {document['reason']}; the digest list of {files} files was written "
+        f"(integrity can be checked, origin cannot)",
+        err=True,
+    )
     raise SystemExit(4)

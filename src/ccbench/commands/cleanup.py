@@ -8,8 +8,13 @@ import click
 
 
 @click.command()
-@click.option("--workdir", type=click.Path(file_okay=False), default=".ccbench/work", show_default=True,
-              help="The work directory of the runs to clean up after.")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=".ccbench/work",
+    show_default=True,
+    help="The work directory of the runs to clean up after.",
+)
 def command(workdir) -> None:
     """Unmount tmpfs, fscrypt, gocryptfs and LUKS variants, detach loop devices and remove key files that
     a killed run left under WORKDIR/storage, the network namespaces, bridges, veths and processes of

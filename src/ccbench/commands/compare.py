@@ -11,17 +11,37 @@ import click
 
 @click.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path())
-@click.option("--baseline", metavar="LABEL", help="Configuration to compare against: a full label, a unique part of "
-              "one, or a machine's label (that machine's least protected configuration, per workload).")
-@click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable).")
-@click.option("--noisy-cv", type=float, default=5.0, show_default=True, help="Flag configurations whose CV exceeds this (percent).")
-@click.option("--exclude-contended", is_flag=True,
-              help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).")
+@click.option(
+    "--baseline",
+    metavar="LABEL",
+    help="Configuration to compare against: a full label, a unique part of "
+    "one, or a machine's label (that machine's least protected configuration, per workload).",
+)
+@click.option(
+    "--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable)."
+)
+@click.option(
+    "--noisy-cv",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Flag configurations whose CV exceeds this (percent).",
+)
+@click.option(
+    "--exclude-contended",
+    is_flag=True,
+    help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).",
+)
 @click.option("--summary", is_flag=True, help="Print only the verdict per protection layer (the report's first table).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Processes to use for reading bundles (default: 2 on a machine with 2 or more CPUs; "
-                   "1 = this process only).")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Processes to use for reading bundles (default: 2 on a machine with 2 or more CPUs; 1 = this process only).",
+)
 def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, jobs) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
@@ -70,7 +90,9 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
             for item in layers:
                 record = {k: v for k, v in item.__dict__.items()}
                 record["overhead_percent"] = item.overhead
-                click.echo(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}))
+                click.echo(
+                    json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()})
+                )
             return
         sources = _sources(frame)
         for row in table.to_dict(orient="records"):
@@ -83,8 +105,11 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
         return
     contended, executions = contended_executions(frame)
     excluded = " (contended executions excluded)" if exclude_contended else ""
-    verdict = Table(title=f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
-                          f"{contended} of {executions} executions contended", title_justify="left")
+    verdict = Table(
+        title=f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
+        f"{contended} of {executions} executions contended",
+        title_justify="left",
+    )
     frame_text = verdict_table(layers)
     for column in frame_text.columns:
         verdict.add_column(column, overflow="fold")
@@ -103,7 +128,11 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
         values = list(row)
         colour = "red" if verdict_word == "slower" else "green" if verdict_word == "faster" else ""
         index = list(cells.columns).index("verdict")
-        values[index] = f"[{colour}]{verdict_word}[/{colour}]" if colour else ("~" if verdict_word == "not significant" else verdict_word)
+        values[index] = (
+            f"[{colour}]{verdict_word}[/{colour}]"
+            if colour
+            else ("~" if verdict_word == "not significant" else verdict_word)
+        )
         out.add_row(*values)
     stdout.print(out)
 

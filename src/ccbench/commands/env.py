@@ -10,11 +10,21 @@ from ccbench.errors import CCBenchError
 
 
 @click.command()
-@click.option("--root", type=click.Path(file_okay=False), default="/", show_default=True,
-              help="Read every file (proc, sys, dev, etc) under this directory: a snapshot or fixture.")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    default="/",
+    show_default=True,
+    help="Read every file (proc, sys, dev, etc) under this directory: a snapshot or fixture.",
+)
 @click.option("--dmesg", type=click.Path(dir_okay=False), help="Read the kernel log from this file instead of dmesg.")
-@click.option("--bench-dir", type=click.Path(), default=".", show_default=True,
-              help="Directory whose storage protection is reported.")
+@click.option(
+    "--bench-dir",
+    type=click.Path(),
+    default=".",
+    show_default=True,
+    help="Directory whose storage protection is reported.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full probe document as JSON.")
 def command(root, dmesg, bench_dir, as_json) -> None:
     """Probe this machine: CPU, memory, kernel, virtualization, TEE technology with evidence, storage protection.
@@ -52,7 +62,10 @@ def print_environment(document: dict[str, Any]) -> None:
         ("memory", f"{memory / 2**30:.1f} GiB" if memory else "unknown"),
         ("kernel", document.get("kernel", {}).get("release")),
         ("os", document.get("os", {}).get("pretty_name")),
-        ("virtualization", document.get("virtualization") + (f" ({document['cloud']})" if document.get("cloud") else "")),
+        (
+            "virtualization",
+            document.get("virtualization") + (f" ({document['cloud']})" if document.get("cloud") else ""),
+        ),
         ("tee", tee.get("technology")),
     ]
     for key, value in lines:

@@ -10,23 +10,55 @@ import click
 
 @click.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path())
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html", show_default=True,
-              help="The file to write.")
-@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
-              help="html (default; one self-contained file, charts inlined as SVG, works offline) or md (Markdown tables).")
-@click.option("--figures", type=click.Path(file_okay=False), help="Also write every chart as PNG and SVG into this directory.")
-@click.option("--baseline", metavar="LABEL", help="Configuration to compare against: a full label, a unique part of "
-              "one, or a machine's label.")
-@click.option("--exclude-contended", is_flag=True,
-              help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).")
-@click.option("--model-by", type=click.Choice(["workload", "kind", "all"]), default="workload", show_default=True,
-              help="How the overhead model pools its per-case fits: per workload (over its cases), per workload kind, "
-                   "or all together.")
-@click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default="report.html",
+    show_default=True,
+    help="The file to write.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md"]),
+    default=None,
+    help="html (default; one self-contained file, charts inlined as SVG, works offline) or md (Markdown tables).",
+)
+@click.option(
+    "--figures", type=click.Path(file_okay=False), help="Also write every chart as PNG and SVG into this directory."
+)
+@click.option(
+    "--baseline",
+    metavar="LABEL",
+    help="Configuration to compare against: a full label, a unique part of one, or a machine's label.",
+)
+@click.option(
+    "--exclude-contended",
+    is_flag=True,
+    help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).",
+)
+@click.option(
+    "--model-by",
+    type=click.Choice(["workload", "kind", "all"]),
+    default="workload",
+    show_default=True,
+    help="How the overhead model pools its per-case fits: per workload (over its cases), per workload kind, "
+    "or all together.",
+)
+@click.option(
+    "--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable)."
+)
 @click.option("--title", default="ccbench report", show_default=True)
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Processes to use for reading bundles and drawing charts (default: 2 on a machine with 2 or "
-                   "more CPUs; 1 = this process only, e.g. beside a running benchmark).")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Processes to use for reading bundles and drawing charts (default: 2 on a machine with 2 or "
+    "more CPUs; 1 = this process only, e.g. beside a running benchmark).",
+)
 def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by, labels, title, jobs) -> None:
     """Write a report over BUNDLE... (bundles or directories of bundles). It opens with the verdict
     per protection layer (what each costs, where it hurts most, the causes recorded), then the
@@ -49,23 +81,31 @@ def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by
         try:
             figure_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise CCBenchError(f"--figures {figures}: cannot create the directory ({exc.strerror}); "
-                               "give a writable path") from None
+            raise CCBenchError(
+                f"--figures {figures}: cannot create the directory ({exc.strerror}); give a writable path"
+            ) from None
     with Helper(jobs) as helper:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            ctx = build_context(bundles, parse_labels(labels), baseline, helper, exclude_contended=exclude_contended,
-                                model_by=model_by)
+            ctx = build_context(
+                bundles, parse_labels(labels), baseline, helper, exclude_contended=exclude_contended, model_by=model_by
+            )
         for warning in caught:
             console.print(f"warning: {warning.message}")
         if ctx.samples.empty:
             raise CCBenchError("the bundles hold no samples to report")
         if exclude_contended and (ctx.comparison is None or ctx.comparison.empty) and ctx.samples["contended"].any():
-            console.print(f"warning: --exclude-contended: {int(ctx.samples['contended'].sum())} of {len(ctx.samples)} "
-                          "samples came from contended executions and nothing is left to compare; the report has no "
-                          "verdict or comparison (run again on a quiet machine, or report without the option)")
+            console.print(
+                f"warning: --exclude-contended: {int(ctx.samples['contended'].sum())} of {len(ctx.samples)} "
+                "samples came from contended executions and nothing is left to compare; the report has no "
+                "verdict or comparison (run again on a quiet machine, or report without the option)"
+            )
         # charts are drawn only where they go: into the page (html) or into --figures
-        drawer = FigureDrawer(svg=fmt == "html", directory=figure_dir, helper=helper) if fmt == "html" or figure_dir else None
+        drawer = (
+            FigureDrawer(svg=fmt == "html", directory=figure_dir, helper=helper)
+            if fmt == "html" or figure_dir
+            else None
+        )
         sections = build_sections(ctx, drawer)
         svgs = drawer.finish() if drawer is not None else {}
     if fmt == "md":

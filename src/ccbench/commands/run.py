@@ -66,32 +66,68 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
         "name": f"notebook-{name}",
         "description": f"ad-hoc plan for {notebook}",
         "defaults": {"repetitions": repeat or 3, "warmup": 0},
-        "workloads": [{"kind": "notebook", "name": name, "notebook": str(Path(notebook).resolve()),
-                       "parameters": {k: typed(v) for k, v in params.items()}}],
+        "workloads": [
+            {
+                "kind": "notebook",
+                "name": name,
+                "notebook": str(Path(notebook).resolve()),
+                "parameters": {k: typed(v) for k, v in params.items()},
+            }
+        ],
     }
     return plan_from_dict(document, f"--notebook {notebook}")
 
 
 @click.command()
 @click.argument("plan", required=False, default=None)
-@click.option("--out", "out", type=click.Path(file_okay=False), default="results", show_default=True,
-              help="Directory that receives the result bundle (<out>/<host>-<UTC time>/).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False),
+    default="results",
+    show_default=True,
+    help="Directory that receives the result bundle (<out>/<host>-<UTC time>/).",
+)
 @click.option("--repeat", type=click.IntRange(min=1), help="Override every workload's number of repetitions.")
-@click.option("--only", "only", multiple=True, metavar="NAME[,NAME...]",
-              help="Run only these workloads (by name; a name defaults to the kind). Repeatable, or comma-separated.")
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    metavar="NAME[,NAME...]",
+    help="Run only these workloads (by name; a name defaults to the kind). Repeatable, or comma-separated.",
+)
 @click.option("--pin", metavar="CPUS", help="Pin each measured process to these CPUs, e.g. 1 or 0,2 or 0-3.")
-@click.option("--workdir", type=click.Path(file_okay=False), default=".ccbench/work", show_default=True,
-              help="ccbench's own work directory (the 'disk' storage variant lives here; loop files and mounts too).")
-@click.option("--storage-path", "storage_paths", multiple=True, metavar="VARIANT=DIR",
-              help="Use your own prepared directory for a storage variant, e.g. encrypted=/mnt/secure.")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=".ccbench/work",
+    show_default=True,
+    help="ccbench's own work directory (the 'disk' storage variant lives here; loop files and mounts too).",
+)
+@click.option(
+    "--storage-path",
+    "storage_paths",
+    multiple=True,
+    metavar="VARIANT=DIR",
+    help="Use your own prepared directory for a storage variant, e.g. encrypted=/mnt/secure.",
+)
 @click.option("--notebook", type=click.Path(dir_okay=False), help="Run this one notebook instead of a plan.")
-@click.option("--param", "params", multiple=True, metavar="K=V", help="Parameter injected into --notebook (repeatable).")
-@click.option("--resume", type=click.Path(file_okay=False), metavar="BUNDLE",
-              help="Continue an interrupted run in its bundle, skipping executions already recorded.")
-@click.option("--precision", metavar="PERCENT",
-              help="After the repetitions, keep running interleaved rounds of all variants until each workload's "
-                   "primary metric has a 95% interval within this, e.g. 2% (limits: the plan's max_repetitions, "
-                   "default 30, and max_time).")
+@click.option(
+    "--param", "params", multiple=True, metavar="K=V", help="Parameter injected into --notebook (repeatable)."
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False),
+    metavar="BUNDLE",
+    help="Continue an interrupted run in its bundle, skipping executions already recorded.",
+)
+@click.option(
+    "--precision",
+    metavar="PERCENT",
+    help="After the repetitions, keep running interleaved rounds of all variants until each workload's "
+    "primary metric has a 95% interval within this, e.g. 2% (limits: the plan's max_repetitions, "
+    "default 30, and max_time).",
+)
 def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision) -> None:
     """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
 
@@ -128,9 +164,14 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
     if resume and precision:
         raise CCBenchError("--precision cannot change a resumed run (it keeps its plan)")
     runner = Runner(
-        the_plan, out=Path(out), workdir=Path(workdir), pin=parse_pin(pin),
-        storage_paths=parse_pairs(storage_paths, "--storage-path"), reporter=RichReporter(),
-        command_line=["ccbench", *sys.argv[1:]], resume=Path(resume) if resume else None,
+        the_plan,
+        out=Path(out),
+        workdir=Path(workdir),
+        pin=parse_pin(pin),
+        storage_paths=parse_pairs(storage_paths, "--storage-path"),
+        reporter=RichReporter(),
+        command_line=["ccbench", *sys.argv[1:]],
+        resume=Path(resume) if resume else None,
     )
     console.print(f"plan [bold]{the_plan.name}[/bold]: {len(the_plan.workloads)} workload(s)")
     result = runner.run()
@@ -149,14 +190,17 @@ def print_run_summary(result) -> None:
     from ccbench.summary import FACT_KINDS, machine_lines, summarize, summary_table
 
     rows = [r for r in summarize(result.samples, per_case=False) if r["kind"] not in FACT_KINDS]
-    stdout.print(summary_table(rows, "summary (measured executions; warmups excluded; per case: ccbench show)",
-                               result.outcomes))
+    stdout.print(
+        summary_table(rows, "summary (measured executions; warmups excluded; per case: ccbench show)", result.outcomes)
+    )
     for name, outcome in result.outcomes.items():
         for variant, reason in outcome.skipped_variants.items():
             stdout.print(f"{name}: {variant} skipped: {reason}")
         if outcome.precision:
-            stdout.print(f"{name}: {outcome.precision['stopped_by']} after {outcome.precision['repetitions']} "
-                         f"repetitions (target +-{outcome.precision['target']:.1%})")
+            stdout.print(
+                f"{name}: {outcome.precision['stopped_by']} after {outcome.precision['repetitions']} "
+                f"repetitions (target +-{outcome.precision['target']:.1%})"
+            )
     for line in machine_lines(result.manifest.get("environment") or {}):
         stdout.print(line)
     warning = contention_summary([record.as_json() for record in result.executions])

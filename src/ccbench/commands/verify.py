@@ -9,16 +9,28 @@ import click
 
 @click.command()
 @click.argument("bundle", type=click.Path(file_okay=False))
-@click.option("--policy", "policy_file", type=click.Path(dir_okay=False), default=None,
-              help="What the evidence must show (JSON or .toml): allow_debug, measurements, min_tcb "
-                   "{bootloader, tee, snp, microcode}, max_vmpl, rtmrs, tdx_tcb_statuses. Default: debug off, "
-                   "any measurement, TDX status UpToDate.")
-@click.option("--collateral", type=click.Path(file_okay=False), default=None,
-              help="A directory with what the evidence needs from the vendor: vcek.der or vcek.pem (SEV-SNP, when "
-                   "the bundle has no certificate table) and tdx_collateral.json (TDX: DCAP collateral in dcap-qvl's "
-                   "JSON).")
-@click.option("--require-attestation", is_flag=True,
-              help="Fail (exit 5) when the bundle carries no real evidence, even if its digests are intact.")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="What the evidence must show (JSON or .toml): allow_debug, measurements, min_tcb "
+    "{bootloader, tee, snp, microcode}, max_vmpl, rtmrs, tdx_tcb_statuses. Default: debug off, "
+    "any measurement, TDX status UpToDate.",
+)
+@click.option(
+    "--collateral",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A directory with what the evidence needs from the vendor: vcek.der or vcek.pem (SEV-SNP, when "
+    "the bundle has no certificate table) and tdx_collateral.json (TDX: DCAP collateral in dcap-qvl's "
+    "JSON).",
+)
+@click.option(
+    "--require-attestation",
+    is_flag=True,
+    help="Fail (exit 5) when the bundle carries no real evidence, even if its digests are intact.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 def command(bundle, policy_file, collateral, require_attestation, as_json) -> None:
     """Recompute every digest of BUNDLE (a changed, missing or extra file fails, naming it), verify the
@@ -30,8 +42,9 @@ def command(bundle, policy_file, collateral, require_attestation, as_json) -> No
     evidence with --require-attestation; 2 bad input."""
     from ccbench.attestation.verify import load_policy, verify_bundle
 
-    verdict = verify_bundle(bundle, policy=load_policy(policy_file), collateral=collateral,
-                            require_attestation=require_attestation)
+    verdict = verify_bundle(
+        bundle, policy=load_policy(policy_file), collateral=collateral, require_attestation=require_attestation
+    )
     if as_json:
         click.echo(json.dumps(verdict.__dict__, indent=2, default=str))
     else:

@@ -26,10 +26,11 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import ccbench
 from ccbench.errors import CCBenchError
@@ -42,12 +43,24 @@ PLAYBOOK = PACKAGE_DIR / "playbook.yml"
 MODES = ("parallel", "serial", "rounds")
 #: system packages a plan's workload kinds need on the host (installed when the host can reach a mirror)
 SYSTEM_PACKAGES = {"fio": ["fio"], "compression": ["zstd", "lz4"], "ycsb": ["default-jre-headless"]}
-COMPONENT_PACKAGES = {"storage": ["fio", "cryptsetup-bin", "e2fsprogs", "fscrypt", "gocryptfs"], "transport": ["openssl"]}
+COMPONENT_PACKAGES = {
+    "storage": ["fio", "cryptsetup-bin", "e2fsprogs", "fscrypt", "gocryptfs"],
+    "transport": ["openssl"],
+}
 
-PHASES = {"ccbench:connect": "connect", "ccbench:python": "connect", "ccbench:install": "install",
-          "ccbench:install copy": "install", "ccbench:install pip": "install", "ccbench:system packages": "install",
-          "ccbench:start": "run", "ccbench:run": "run", "ccbench:stop": "stop", "ccbench:pack": "fetch",
-          "ccbench:fetch": "fetch"}
+PHASES = {
+    "ccbench:connect": "connect",
+    "ccbench:python": "connect",
+    "ccbench:install": "install",
+    "ccbench:install copy": "install",
+    "ccbench:install pip": "install",
+    "ccbench:system packages": "install",
+    "ccbench:start": "run",
+    "ccbench:run": "run",
+    "ccbench:stop": "stop",
+    "ccbench:pack": "fetch",
+    "ccbench:fetch": "fetch",
+}
 
 
 class ResumeError(CCBenchError):
@@ -57,17 +70,18 @@ class ResumeError(CCBenchError):
 @dataclass
 class HostRun:
     """One host's part in one round."""
+
     round: str
     phase: str = "pending"
-    outcome: str = "pending"      # ok, failed, unreachable, interrupted, pending
+    outcome: str = "pending"  # ok, failed, unreachable, interrupted, pending
     reason: str | None = None
     exit_code: int | None = None
     executions_done: int = 0
     executions_total: int = 0
     remote_bundle: str | None = None
-    bundle: str | None = None     # relative to the fleet directory
+    bundle: str | None = None  # relative to the fleet directory
     started: bool = False
-    stopped: bool = False         # the remote run was sent SIGINT and has ended
+    stopped: bool = False  # the remote run was sent SIGINT and has ended
     timings: dict[str, float] = field(default_factory=dict)
     phase_started: dict[str, float] = field(default_factory=dict)
     first_execution_at: str | None = None
@@ -88,8 +102,8 @@ class FleetRun:
     accept_new_host_keys: bool
     run_id: str
     rounds: list[str]
-    hosts: dict[str, Any]                    # label -> public host record
-    runs: dict[str, dict[str, HostRun]]      # label -> round -> HostRun
+    hosts: dict[str, Any]  # label -> public host record
+    runs: dict[str, dict[str, HostRun]]  # label -> round -> HostRun
     baseline: str
     started_at: str
     command_started: float = field(default_factory=time.time)
@@ -101,18 +115,37 @@ class FleetRun:
 
     def to_json(self) -> dict:
         return {
-            "format": "ccbench-fleet", "format_version": FLEET_FORMAT, "fleet_run": self.run_id,
-            "ccbench_version": ccbench.__version__, "ansible_version": ansible_version(),
-            "plan": self.plan, "plan_file": self.plan_file, "inventory": str(self.inventory), "mode": self.mode,
-            "forks": self.forks, "limit": self.limit, "accept_new_host_keys": self.accept_new_host_keys,
-            "rounds": self.rounds, "baseline": self.baseline, "started_at": self.started_at,
-            "ended_at": _now() if self.status != "running" else None, "status": self.status,
+            "format": "ccbench-fleet",
+            "format_version": FLEET_FORMAT,
+            "fleet_run": self.run_id,
+            "ccbench_version": ccbench.__version__,
+            "ansible_version": ansible_version(),
+            "plan": self.plan,
+            "plan_file": self.plan_file,
+            "inventory": str(self.inventory),
+            "mode": self.mode,
+            "forks": self.forks,
+            "limit": self.limit,
+            "accept_new_host_keys": self.accept_new_host_keys,
+            "rounds": self.rounds,
+            "baseline": self.baseline,
+            "started_at": self.started_at,
+            "ended_at": _now() if self.status != "running" else None,
+            "status": self.status,
             "wheelhouse": self.wheelhouse,
-            "hosts": {label: {**self.hosts[label], "outcome": self.outcome(label), "reason": self.reason(label),
-                              "bundles": [r.bundle for r in self.runs[label].values() if r.bundle],
-                              "rounds": {name: r.record() for name, r in self.runs[label].items()}}
-                      for label in self.hosts},
-            "compare": self.compare, "report": self.report, "analysis_error": self.analysis_error,
+            "hosts": {
+                label: {
+                    **self.hosts[label],
+                    "outcome": self.outcome(label),
+                    "reason": self.reason(label),
+                    "bundles": [r.bundle for r in self.runs[label].values() if r.bundle],
+                    "rounds": {name: r.record() for name, r in self.runs[label].items()},
+                }
+                for label in self.hosts
+            },
+            "compare": self.compare,
+            "report": self.report,
+            "analysis_error": self.analysis_error,
         }
 
     def outcome(self, label: str) -> str:
@@ -140,6 +173,7 @@ def ansible_version() -> str | None:
     if _ansible_version is None:
         try:
             from ansible.release import __version__ as version
+
             _ansible_version = version
         except ImportError:
             _ansible_version = ""
@@ -147,7 +181,7 @@ def ansible_version() -> str | None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _iso_to_epoch(text: str | None) -> float | None:
@@ -196,7 +230,11 @@ class Progress:
 
     def line(self, label: str, current: HostRun) -> str:
         elapsed = time.time() - self.fleet.command_started
-        counter = f" {current.executions_done}/{current.executions_total}" if current.phase == "run" and current.executions_total else ""
+        counter = (
+            f" {current.executions_done}/{current.executions_total}"
+            if current.phase == "run" and current.executions_total
+            else ""
+        )
         state = current.phase if current.outcome == "pending" else current.outcome
         rounds = f" [{current.round}]" if len(self.fleet.rounds) > 1 else ""
         reason = f": {current.reason}" if current.reason and current.outcome != "ok" else ""
@@ -285,17 +323,27 @@ class Controller:
         self.stop_flag.parent.mkdir(exist_ok=True)
         self.stop_flag.unlink(missing_ok=True)
         fleet.save()
-        self.echo(f"fleet run {fleet.run_id}: plan {fleet.plan}, {len(fleet.hosts)} host(s), mode {fleet.mode} -> {fleet.directory}")
+        self.echo(
+            f"fleet run {fleet.run_id}: plan {fleet.plan}, {len(fleet.hosts)} host(s), mode {fleet.mode} -> {fleet.directory}"
+        )
         components = sorted({c for h in fleet.hosts.values() for c in h.get("components", [])})
         wheelhouse = wheelhouse_module.build(components, log=self.echo)
-        fleet.wheelhouse = {"key": wheelhouse.key, "python": wheelhouse.python, "packages": wheelhouse.pins,
-                            "cached": not wheelhouse.built, "bytes": wheelhouse.tar.stat().st_size}
+        fleet.wheelhouse = {
+            "key": wheelhouse.key,
+            "python": wheelhouse.python,
+            "packages": wheelhouse.pins,
+            "cached": not wheelhouse.built,
+            "bytes": wheelhouse.tar.stat().st_size,
+        }
         fleet.save()
         progress = Progress(fleet)
         try:
             for round_name in fleet.rounds:
-                pending = [label for label in fleet.hosts
-                           if fleet.runs[label][round_name].outcome != "ok" and not self._given_up(fleet, label, round_name)]
+                pending = [
+                    label
+                    for label in fleet.hosts
+                    if fleet.runs[label][round_name].outcome != "ok" and not self._given_up(fleet, label, round_name)
+                ]
                 if not pending:
                     continue
                 batches = [[label] for label in pending] if fleet.mode == "serial" else [pending]
@@ -310,8 +358,12 @@ class Controller:
             if self.interrupted:
                 self.stopping = True
                 self.echo("stopping the remote runs (SIGINT: they keep what they measured) and fetching their bundles")
-                started = [(label, name) for label, rounds in fleet.runs.items() for name, r in rounds.items()
-                           if r.started and not r.stopped and r.outcome not in ("ok", "unreachable")]
+                started = [
+                    (label, name)
+                    for label, rounds in fleet.runs.items()
+                    for name, r in rounds.items()
+                    if r.started and not r.stopped and r.outcome not in ("ok", "unreachable")
+                ]
                 for round_name in sorted({name for _, name in started}, key=fleet.rounds.index):
                     labels = [label for label, name in started if name == round_name]
                     self._play(fleet, wheelhouse, round_name, labels, "stop", progress)
@@ -361,7 +413,7 @@ class Controller:
             rounds = [f"round-{k + 1}" for k in range(max(repetitions, 1))]
         else:
             rounds = ["run"]
-        run_id = "fleet-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        run_id = "fleet-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         out = Path(options.out)
         directory = out / run_id
         suffix = 2
@@ -372,13 +424,24 @@ class Controller:
             directory.mkdir(parents=True)
         except OSError as exc:
             raise CCBenchError(f"--out {options.out}: cannot create {directory} ({exc.strerror})") from None
-        hosts = {h.label: {**h.public(), "system_packages": self._packages(plan, h.components)} for h in inventory.hosts}
+        hosts = {
+            h.label: {**h.public(), "system_packages": self._packages(plan, h.components)} for h in inventory.hosts
+        }
         return FleetRun(
-            directory=directory.resolve(), plan=plan_arg if plan_file is None else plan_file, plan_file=plan_file,
-            inventory=inventory.path, mode=options.mode, forks=options.forks, limit=options.limit,
-            accept_new_host_keys=options.accept_new_host_keys, run_id=directory.name, rounds=rounds, hosts=hosts,
+            directory=directory.resolve(),
+            plan=plan_arg if plan_file is None else plan_file,
+            plan_file=plan_file,
+            inventory=inventory.path,
+            mode=options.mode,
+            forks=options.forks,
+            limit=options.limit,
+            accept_new_host_keys=options.accept_new_host_keys,
+            run_id=directory.name,
+            rounds=rounds,
+            hosts=hosts,
             runs={label: {name: HostRun(round=name) for name in rounds} for label in hosts},
-            baseline=inventory.baseline.label, started_at=_now(),
+            baseline=inventory.baseline.label,
+            started_at=_now(),
         )
 
     def _resume(self) -> FleetRun:
@@ -386,20 +449,24 @@ class Controller:
         try:
             document = json.loads((directory / "fleet.json").read_text())
         except (OSError, ValueError):
-            raise ResumeError(f"--resume {directory}: no readable fleet.json there; pass a directory written by "
-                              "'ccbench fleet run'") from None
+            raise ResumeError(
+                f"--resume {directory}: no readable fleet.json there; pass a directory written by 'ccbench fleet run'"
+            ) from None
         inventory = inventory_module.read_inventory(document["inventory"], document.get("limit"))
         known = {h.label for h in inventory.hosts}
         missing = [label for label in document["hosts"] if label not in known]
         if missing:
-            raise ResumeError(f"--resume {directory}: the inventory {document['inventory']} no longer has "
-                              f"{', '.join(missing)}")
+            raise ResumeError(
+                f"--resume {directory}: the inventory {document['inventory']} no longer has {', '.join(missing)}"
+            )
         runs = {}
         for label, host in document["hosts"].items():
             runs[label] = {}
             for name in document["rounds"]:
                 record = dict(host["rounds"].get(name, {"round": name}))
-                run = HostRun(**{k: v for k, v in record.items() if k in HostRun.__dataclass_fields__ and k != "phase_started"})
+                run = HostRun(
+                    **{k: v for k, v in record.items() if k in HostRun.__dataclass_fields__ and k != "phase_started"}
+                )
                 if run.outcome != "ok":
                     run.outcome, run.reason, run.phase, run.exit_code = "pending", None, "pending", None
                 runs[label][name] = run
@@ -409,11 +476,20 @@ class Controller:
         if plan_file and not Path(plan_file).is_file():
             raise ResumeError(f"--resume {directory}: the plan file {plan_file} is gone; put it back to resume")
         fleet = FleetRun(
-            directory=directory.resolve(), plan=document["plan"], plan_file=document.get("plan_file"),
-            inventory=Path(document["inventory"]), mode=document["mode"], forks=self.options.forks or document["forks"],
-            limit=document.get("limit"), accept_new_host_keys=document.get("accept_new_host_keys", False),
-            run_id=document["fleet_run"], rounds=document["rounds"], hosts=document["hosts"], runs=runs,
-            baseline=document["baseline"], started_at=document["started_at"],
+            directory=directory.resolve(),
+            plan=document["plan"],
+            plan_file=document.get("plan_file"),
+            inventory=Path(document["inventory"]),
+            mode=document["mode"],
+            forks=self.options.forks or document["forks"],
+            limit=document.get("limit"),
+            accept_new_host_keys=document.get("accept_new_host_keys", False),
+            run_id=document["fleet_run"],
+            rounds=document["rounds"],
+            hosts=document["hosts"],
+            runs=runs,
+            baseline=document["baseline"],
+            started_at=document["started_at"],
         )
         for label in fleet.hosts:
             for key in ("outcome", "reason", "bundles", "rounds"):
@@ -439,30 +515,55 @@ class Controller:
             args += ["--repeat", "1"]
         return args
 
-    def _play(self, fleet: FleetRun, wheelhouse, round_name: str, labels: list[str], action: str, progress: Progress) -> None:
+    def _play(
+        self, fleet: FleetRun, wheelhouse, round_name: str, labels: list[str], action: str, progress: Progress
+    ) -> None:
         by_name = {fleet.hosts[label]["inventory_hostname"]: label for label in labels}
         hosts_vars = {}
         for name, label in by_name.items():
             run = fleet.runs[label][round_name]
             destination = fleet.directory / ".incoming" / label / round_name / "bundle.tar"
-            hosts_vars[name] = {"label": label, "round": round_name, "dest": str(destination),
-                                "system_packages": fleet.hosts[label].get("system_packages", []),
-                                "ccbench_args": self._ccbench_args(fleet, run)}
+            hosts_vars[name] = {
+                "label": label,
+                "round": round_name,
+                "dest": str(destination),
+                "system_packages": fleet.hosts[label].get("system_packages", []),
+                "ccbench_args": self._ccbench_args(fleet, run),
+            }
             if action == "run":
                 run.phase, run.outcome, run.reason = "connect", "pending", None
-        extra = {"ccbench_fleet": {
-            "action": action, "run_id": fleet.run_id, "hosts": hosts_vars, "python": wheelhouse.python,
-            "wheelhouse_tar": str(wheelhouse.tar), "wheelhouse_key": wheelhouse.key,
-            "plan_content": Path(fleet.plan_file).read_text() if fleet.plan_file and action == "run" else "",
-            "plan_suffix": Path(fleet.plan_file).suffix if fleet.plan_file else "",
-            "stop_flag": str(self.stop_flag), "poll_s": self.options.poll_s, "max_polls": 1_000_000, "stop_grace_s": self.options.stop_grace_s,
-        }}
+        extra = {
+            "ccbench_fleet": {
+                "action": action,
+                "run_id": fleet.run_id,
+                "hosts": hosts_vars,
+                "python": wheelhouse.python,
+                "wheelhouse_tar": str(wheelhouse.tar),
+                "wheelhouse_key": wheelhouse.key,
+                "plan_content": Path(fleet.plan_file).read_text() if fleet.plan_file and action == "run" else "",
+                "plan_suffix": Path(fleet.plan_file).suffix if fleet.plan_file else "",
+                "stop_flag": str(self.stop_flag),
+                "poll_s": self.options.poll_s,
+                "max_polls": 1_000_000,
+                "stop_grace_s": self.options.stop_grace_s,
+            }
+        }
         state = fleet.directory / ".ansible"
         state.mkdir(exist_ok=True)
         extra_file = state / f"extra-vars-{action}-{round_name}.json"
         extra_file.write_text(json.dumps(extra))
-        argv = [inventory_module.ansible_tool("ansible-playbook"), "-i", str(fleet.inventory), "--limit", ",".join(by_name),
-                "--forks", str(max(1, fleet.forks)), "-e", f"@{extra_file}", str(PLAYBOOK)]
+        argv = [
+            inventory_module.ansible_tool("ansible-playbook"),
+            "-i",
+            str(fleet.inventory),
+            "--limit",
+            ",".join(by_name),
+            "--forks",
+            str(max(1, fleet.forks)),
+            "-e",
+            f"@{extra_file}",
+            str(PLAYBOOK),
+        ]
         env = self._environment(fleet)
         failures: dict[str, str] = {}
         stderr_path = state / "ansible-stderr.log"
@@ -470,8 +571,15 @@ class Controller:
             stderr_log.write(f"--- {_now()} {action} {round_name} {','.join(by_name)}\n")
             stderr_log.flush()
             offset = stderr_log.tell()
-            self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr_log, text=True, env=env,
-                                            start_new_session=True, cwd=str(state))
+            self.process = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=stderr_log,
+                text=True,
+                env=env,
+                start_new_session=True,
+                cwd=str(state),
+            )
             try:
                 for line in self.process.stdout:
                     event = _parse(line)
@@ -488,7 +596,9 @@ class Controller:
                 handle.seek(offset)
                 errors = [line for line in handle.read().splitlines() if "ERROR" in line]
             for name in by_name:
-                failures.setdefault(name, f"ansible-playbook exited {returncode}: {_one_line(errors[0] if errors else '')}")
+                failures.setdefault(
+                    name, f"ansible-playbook exited {returncode}: {_one_line(errors[0] if errors else '')}"
+                )
         for name, label in by_name.items():
             run = fleet.runs[label][round_name]
             self._collect(fleet, label, run)
@@ -501,8 +611,9 @@ class Controller:
         fleet.save()
 
     def _environment(self, fleet: FleetRun) -> dict[str, str]:
-        return ansible_environment(mode=fleet.mode, accept_new_host_keys=fleet.accept_new_host_keys,
-                                   control_dir=self._control_dir())
+        return ansible_environment(
+            mode=fleet.mode, accept_new_host_keys=fleet.accept_new_host_keys, control_dir=self._control_dir()
+        )
 
     def _control_dir(self) -> Path:
         if self.control_dir is None:
@@ -514,8 +625,11 @@ class Controller:
         if self.control_dir is None:
             return
         for socket_path in self.control_dir.iterdir():
-            subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "ccbench-fleet"],
-                           capture_output=True, timeout=30)
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "ccbench-fleet"],
+                capture_output=True,
+                timeout=30,
+            )
         shutil.rmtree(self.control_dir, ignore_errors=True)
         self.control_dir = None
 
@@ -606,8 +720,12 @@ class Controller:
         # configuration as the baseline (per workload, so that prime without a storage variant
         # still finds its baseline; a --baseline label would match several configurations)
         order = sorted(fleet.runs, key=lambda label: label != fleet.baseline)
-        bundles = [(label, fleet.directory / r.bundle) for label in order
-                   for r in fleet.runs[label].values() if r.bundle and r.outcome in ("ok", "failed")]
+        bundles = [
+            (label, fleet.directory / r.bundle)
+            for label in order
+            for r in fleet.runs[label].values()
+            if r.bundle and r.outcome in ("ok", "failed")
+        ]
         labels_present = {label for label, _ in bundles}
         if len(labels_present) < 2:
             fleet.analysis_error = "fewer than two hosts brought back a bundle: nothing to compare"
@@ -616,15 +734,30 @@ class Controller:
         for label, path in bundles:
             args += ["--label", f"{path}={label}"]
         env = {**os.environ, "COLUMNS": "200"}
-        compare = subprocess.run([sys.executable, "-m", "ccbench", "compare", *args], capture_output=True, text=True,
-                                 env=env, timeout=1800)
+        compare = subprocess.run(
+            [sys.executable, "-m", "ccbench", "compare", *args], capture_output=True, text=True, env=env, timeout=1800
+        )
         (fleet.directory / "compare.txt").write_text(compare.stdout + compare.stderr)
         fleet.compare = "compare.txt"
         if compare.returncode != 0:
             fleet.analysis_error = f"ccbench compare: {_one_line(compare.stderr)}"
-        report = subprocess.run([sys.executable, "-m", "ccbench", "report", *args, "-o",
-                                 str(fleet.directory / "report.html"), "--title", f"ccbench fleet {fleet.run_id}"],
-                                capture_output=True, text=True, env=env, timeout=1800)
+        report = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ccbench",
+                "report",
+                *args,
+                "-o",
+                str(fleet.directory / "report.html"),
+                "--title",
+                f"ccbench fleet {fleet.run_id}",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=1800,
+        )
         if report.returncode == 0:
             fleet.report = "report.html"
         else:
@@ -635,8 +768,15 @@ class Controller:
             bundles = [r.bundle for r in fleet.runs[label].values() if r.bundle]
             reason = fleet.reason(label)
             base = " (baseline)" if label == fleet.baseline else ""
-            where = f" -> {fleet.directory / bundles[0]}" if len(bundles) == 1 else (f" -> {len(bundles)} bundles" if bundles else "")
-            self.echo(f"{label}{base}: {fleet.outcome(label)}{where}" + (f" ({reason})" if reason and fleet.outcome(label) != "ok" else ""))
+            where = (
+                f" -> {fleet.directory / bundles[0]}"
+                if len(bundles) == 1
+                else (f" -> {len(bundles)} bundles" if bundles else "")
+            )
+            self.echo(
+                f"{label}{base}: {fleet.outcome(label)}{where}"
+                + (f" ({reason})" if reason and fleet.outcome(label) != "ok" else "")
+            )
         self.echo(f"fleet manifest: {fleet.directory / 'fleet.json'}")
         if fleet.compare:
             self.echo(f"comparison: {fleet.directory / fleet.compare}")
@@ -657,24 +797,26 @@ def ansible_environment(*, mode: str, accept_new_host_keys: bool, control_dir: P
     """The environment ansible-playbook runs with (the user's ANSIBLE_SSH_ARGS, ANSIBLE_TIMEOUT,
     ANSIBLE_SSH_TRANSFER_METHOD and interpreter choice win where set)."""
     env = dict(os.environ)
-    env.update({
-        "ANSIBLE_STDOUT_CALLBACK": "ccbench_events",
-        "ANSIBLE_CALLBACK_PLUGINS": str(PACKAGE_DIR / "callback_plugins"),
-        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "False",
-        "ANSIBLE_HOST_KEY_CHECKING": "True",
-        "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_RETRY_FILES_ENABLED": "False",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_INTERPRETER_PYTHON": env.get("ANSIBLE_INTERPRETER_PYTHON", "auto_silent"),
-        "ANSIBLE_DEPRECATION_WARNINGS": "False",
-        "ANSIBLE_SYSTEM_WARNINGS": "False",
-        "ANSIBLE_STRATEGY": "free" if mode != "serial" else "linear",
-        "ANSIBLE_SSH_ARGS": env.get("ANSIBLE_SSH_ARGS", SSH_ARGS),
-        "ANSIBLE_TIMEOUT": env.get("ANSIBLE_TIMEOUT", "20"),
-        # SSH connections are shared within one fleet run only: a master left by another run
-        # would skip host key checking and outlive a stopped sshd
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
-    })
+    env.update(
+        {
+            "ANSIBLE_STDOUT_CALLBACK": "ccbench_events",
+            "ANSIBLE_CALLBACK_PLUGINS": str(PACKAGE_DIR / "callback_plugins"),
+            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "False",
+            "ANSIBLE_HOST_KEY_CHECKING": "True",
+            "ANSIBLE_PIPELINING": "True",
+            "ANSIBLE_RETRY_FILES_ENABLED": "False",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_INTERPRETER_PYTHON": env.get("ANSIBLE_INTERPRETER_PYTHON", "auto_silent"),
+            "ANSIBLE_DEPRECATION_WARNINGS": "False",
+            "ANSIBLE_SYSTEM_WARNINGS": "False",
+            "ANSIBLE_STRATEGY": "free" if mode != "serial" else "linear",
+            "ANSIBLE_SSH_ARGS": env.get("ANSIBLE_SSH_ARGS", SSH_ARGS),
+            "ANSIBLE_TIMEOUT": env.get("ANSIBLE_TIMEOUT", "20"),
+            # SSH connections are shared within one fleet run only: a master left by another run
+            # would skip host key checking and outlive a stopped sshd
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
+        }
+    )
     env.pop("ANSIBLE_LOG_PATH", None)  # a log of module arguments is not wanted next to secrets
     if accept_new_host_keys:
         env["ANSIBLE_SSH_EXTRA_ARGS"] = "-o StrictHostKeyChecking=accept-new"
@@ -690,10 +832,14 @@ def probe_summary(bundle: Path) -> dict | None:
     environment = manifest.get("environment") or {}
     cpu, tee = environment.get("cpu") or {}, environment.get("tee") or {}
     return {
-        "hostname": environment.get("hostname"), "cpu": cpu.get("model"), "threads": cpu.get("threads"),
+        "hostname": environment.get("hostname"),
+        "cpu": cpu.get("model"),
+        "threads": cpu.get("threads"),
         "memory_bytes": (environment.get("memory") or {}).get("total_bytes"),
-        "kernel": (environment.get("kernel") or {}).get("release"), "os": (environment.get("os") or {}).get("pretty_name"),
-        "virtualization": environment.get("virtualization"), "tee": tee.get("technology"),
+        "kernel": (environment.get("kernel") or {}).get("release"),
+        "os": (environment.get("os") or {}).get("pretty_name"),
+        "virtualization": environment.get("virtualization"),
+        "tee": tee.get("technology"),
         "bundle_status": manifest.get("status"),
     }
 

@@ -36,8 +36,8 @@ class InventoryError(CCBenchError):
 
 @dataclass
 class FleetHost:
-    name: str                 # the inventory hostname
-    label: str                # the configuration name in the comparison
+    name: str  # the inventory hostname
+    label: str  # the configuration name in the comparison
     address: str
     baseline: bool = False
     user: str | None = None
@@ -48,9 +48,16 @@ class FleetHost:
 
     def public(self) -> dict:
         """What fleet.json records about the host: no credentials, no key paths."""
-        return {"inventory_hostname": self.name, "label": self.label, "address": self.address,
-                "user": self.user, "port": self.port, "connection": self.connection,
-                "baseline": self.baseline, "components": self.components}
+        return {
+            "inventory_hostname": self.name,
+            "label": self.label,
+            "address": self.address,
+            "user": self.user,
+            "port": self.port,
+            "connection": self.connection,
+            "baseline": self.baseline,
+            "components": self.components,
+        }
 
 
 @dataclass
@@ -125,8 +132,14 @@ def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Invento
     argv = [ansible_tool("ansible-inventory"), "-i", str(path), "--list"]
     if limit:
         argv += ["--limit", limit]
-    env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True", "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True",
-           "ANSIBLE_INVENTORY_ENABLED": "ini,yaml,toml", "ANSIBLE_NOCOLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "False"}
+    env = {
+        **os.environ,
+        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
+        "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True",
+        "ANSIBLE_INVENTORY_ENABLED": "ini,yaml,toml",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_DEPRECATION_WARNINGS": "False",
+    }
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     if done.returncode != 0:
         raise InventoryError(f"inventory {path}: {_first_error(done.stderr, path)}")
@@ -144,13 +157,16 @@ def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Invento
     labels: dict[str, str] = {}
     for host in hosts:
         if host.label in labels:
-            raise InventoryError(f"inventory {path}: hosts {labels[host.label]} and {host.name} have the same "
-                                 f"ccbench_label {host.label!r}; labels name the configurations and must differ")
+            raise InventoryError(
+                f"inventory {path}: hosts {labels[host.label]} and {host.name} have the same "
+                f"ccbench_label {host.label!r}; labels name the configurations and must differ"
+            )
         labels[host.label] = host.name
     baselines = [h.name for h in hosts if h.baseline]
     if len(baselines) > 1:
-        raise InventoryError(f"inventory {path}: hosts {' and '.join(baselines)} both set ccbench_baseline; "
-                             "set it on one host")
+        raise InventoryError(
+            f"inventory {path}: hosts {' and '.join(baselines)} both set ccbench_baseline; set it on one host"
+        )
     return Inventory(path.resolve(), hosts)
 
 
@@ -160,7 +176,11 @@ def _first_error(stderr: str, path: Path) -> str:
     reasons = dict(re.findall(r"Failed to parse inventory with '(\w+)' plugin: (.+)", stderr))
     origin = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Origin:")), "")
     expected = {".ini": "ini", ".cfg": "ini", ".yml": "yaml", ".yaml": "yaml", ".toml": "toml"}.get(path.suffix.lower())
-    reason = reasons.get(expected) or (reasons.get("ini") if expected is None else None) or next(iter(reasons.values()), None)
+    reason = (
+        reasons.get(expected)
+        or (reasons.get("ini") if expected is None else None)
+        or next(iter(reasons.values()), None)
+    )
     if reason:
         where = f" at {origin}" if origin and origin != str(path.resolve()) and origin != str(path) else ""
         return f"{reason}{where} (fix the inventory)"[:500]
@@ -194,7 +214,9 @@ def _host(path: Path, name: str, variables: dict) -> FleetHost:
     where = f"inventory {path}: host {name}"
     label = str(variables.get("ccbench_label", name))
     if not _LABEL.match(label):
-        raise InventoryError(f"{where}: ccbench_label {label!r}: use letters, digits, '.', '_' or '-' (it names a directory)")
+        raise InventoryError(
+            f"{where}: ccbench_label {label!r}: use letters, digits, '.', '_' or '-' (it names a directory)"
+        )
     connection = str(variables.get("ansible_connection", "ssh"))
     address = variables.get("ansible_host")
     if connection == "local":
@@ -205,8 +227,9 @@ def _host(path: Path, name: str, variables: dict) -> FleetHost:
             address = name
         except ValueError:
             if not _resolves(name):
-                raise InventoryError(f"{where} has no address: set ansible_host=<IP or DNS name> "
-                                     f"({name!r} does not resolve)") from None
+                raise InventoryError(
+                    f"{where} has no address: set ansible_host=<IP or DNS name> ({name!r} does not resolve)"
+                ) from None
             address = name
     for key in ("ansible_ssh_private_key_file", "ansible_private_key_file"):
         key_file = variables.get(key)
@@ -219,9 +242,13 @@ def _host(path: Path, name: str, variables: dict) -> FleetHost:
         raise InventoryError(f"{where}: ansible_port={port!r} is not a number") from None
     workdir = variables.get("ccbench_workdir")
     return FleetHost(
-        name=name, label=label, address=str(address),
+        name=name,
+        label=label,
+        address=str(address),
         baseline=_as_bool(variables.get("ccbench_baseline", False), where),
-        user=variables.get("ansible_user") or variables.get("ansible_ssh_user"), port=port, connection=connection,
+        user=variables.get("ansible_user") or variables.get("ansible_ssh_user"),
+        port=port,
+        connection=connection,
         workdir=str(workdir) if workdir else None,
         components=_components(variables.get("ccbench_components"), where),
     )

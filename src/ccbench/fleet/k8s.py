@@ -26,8 +26,9 @@ from them (and the pod lands in the Guaranteed QoS class).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ccbench.errors import CCBenchError
 
@@ -62,8 +63,12 @@ def labels(name: str, **extra: str) -> dict[str, str]:
     return {APP_LABEL: name, "app.kubernetes.io/part-of": "ccbench", **extra}
 
 
-def metadata(name: str, namespace: str | None = None, object_labels: dict[str, str] | None = None,
-             annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def metadata(
+    name: str,
+    namespace: str | None = None,
+    object_labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": k8s_name(name)}
     if namespace:
         meta["namespace"] = k8s_name(namespace)
@@ -84,8 +89,12 @@ def runtime_class(name: str, handler: str | None = None) -> dict[str, Any]:
     handler = handler or name
     if not _DNS_LABEL.match(handler):
         raise ManifestError(f"runtime handler {handler!r} must be a DNS label (lower case, digits, '-')")
-    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-            "metadata": metadata(name, object_labels=labels("ccbench")), "handler": handler}
+    return {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": metadata(name, object_labels=labels("ccbench")),
+        "handler": handler,
+    }
 
 
 def resources(cpu: str, memory: str) -> dict[str, Any]:
@@ -94,10 +103,20 @@ def resources(cpu: str, memory: str) -> dict[str, Any]:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def container(name: str, image: str, *, command: list[str] | None = None, args: list[str] | None = None,
-              cpu: str = "1", memory: str = "1Gi", env: dict[str, str] | None = None,
-              ports: Iterable[int] | None = None, volume_mounts: list[dict[str, Any]] | None = None,
-              working_dir: str | None = None, privileged: bool = False) -> dict[str, Any]:
+def container(
+    name: str,
+    image: str,
+    *,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    env: dict[str, str] | None = None,
+    ports: Iterable[int] | None = None,
+    volume_mounts: list[dict[str, Any]] | None = None,
+    working_dir: str | None = None,
+    privileged: bool = False,
+) -> dict[str, Any]:
     if not _IMAGE.match(image or ""):
         raise ManifestError(f"image {image!r} is not an image reference (registry/name:tag)")
     box: dict[str, Any] = {"name": k8s_name(name), "image": image, "resources": resources(cpu, memory)}
@@ -125,9 +144,14 @@ def volume_mount(name: str, path: str, read_only: bool = False) -> dict[str, Any
     return mount
 
 
-def pod_spec(containers: list[dict[str, Any]], *, runtime_class: str | None = None,
-             volumes: list[dict[str, Any]] | None = None, restart_policy: str | None = None,
-             node_selector: dict[str, str] | None = None) -> dict[str, Any]:
+def pod_spec(
+    containers: list[dict[str, Any]],
+    *,
+    runtime_class: str | None = None,
+    volumes: list[dict[str, Any]] | None = None,
+    restart_policy: str | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": containers}
     if runtime_class:
         spec["runtimeClassName"] = k8s_name(runtime_class)
@@ -140,49 +164,93 @@ def pod_spec(containers: list[dict[str, Any]], *, runtime_class: str | None = No
     return spec
 
 
-def job(name: str, namespace_name: str, spec: dict[str, Any], *, object_labels: dict[str, str] | None = None,
-        backoff_limit: int = 0, active_deadline_s: int | None = None) -> dict[str, Any]:
+def job(
+    name: str,
+    namespace_name: str,
+    spec: dict[str, Any],
+    *,
+    object_labels: dict[str, str] | None = None,
+    backoff_limit: int = 0,
+    active_deadline_s: int | None = None,
+) -> dict[str, Any]:
     """A Job that runs its pod once (a failed benchmark is not silently repeated)."""
     object_labels = object_labels or labels(name)
     pod = dict(spec)
     pod.setdefault("restartPolicy", "Never")
-    body: dict[str, Any] = {"backoffLimit": backoff_limit,
-                            "template": {"metadata": {"labels": dict(object_labels)}, "spec": pod}}
+    body: dict[str, Any] = {
+        "backoffLimit": backoff_limit,
+        "template": {"metadata": {"labels": dict(object_labels)}, "spec": pod},
+    }
     if active_deadline_s:
         body["activeDeadlineSeconds"] = int(active_deadline_s)
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, namespace_name, object_labels), "spec": body}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(name, namespace_name, object_labels),
+        "spec": body,
+    }
 
 
-def deployment(name: str, namespace_name: str, spec: dict[str, Any], *, replicas: int = 1,
-               object_labels: dict[str, str] | None = None) -> dict[str, Any]:
+def deployment(
+    name: str,
+    namespace_name: str,
+    spec: dict[str, Any],
+    *,
+    replicas: int = 1,
+    object_labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     object_labels = object_labels or labels(name)
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata(name, namespace_name, object_labels),
-            "spec": {"replicas": int(replicas), "selector": {"matchLabels": dict(object_labels)},
-                     "template": {"metadata": {"labels": dict(object_labels)}, "spec": spec}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(name, namespace_name, object_labels),
+        "spec": {
+            "replicas": int(replicas),
+            "selector": {"matchLabels": dict(object_labels)},
+            "template": {"metadata": {"labels": dict(object_labels)}, "spec": spec},
+        },
+    }
 
 
-def service(name: str, namespace_name: str, *, selector: dict[str, str], ports: Iterable[int],
-            cluster_ip: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"selector": dict(selector),
-                            "ports": [{"name": f"tcp-{int(p)}", "port": int(p), "targetPort": int(p), "protocol": "TCP"}
-                                      for p in ports]}
+def service(
+    name: str, namespace_name: str, *, selector: dict[str, str], ports: Iterable[int], cluster_ip: str | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "selector": dict(selector),
+        "ports": [{"name": f"tcp-{int(p)}", "port": int(p), "targetPort": int(p), "protocol": "TCP"} for p in ports],
+    }
     if cluster_ip:
         spec["clusterIP"] = cluster_ip
-    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata(name, namespace_name, labels(name)), "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(name, namespace_name, labels(name)),
+        "spec": spec,
+    }
 
 
 def config_map(name: str, namespace_name: str, data: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(name, namespace_name, labels(name)),
-            "data": dict(data)}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(name, namespace_name, labels(name)),
+        "data": dict(data),
+    }
 
 
 def volume_claim(name: str, namespace_name: str, size: str, storage_class: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"],
-                            "resources": {"requests": {"storage": _quantity(size, "storage")}}}
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": _quantity(size, "storage")}},
+    }
     if storage_class:
         spec["storageClassName"] = k8s_name(storage_class)
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata(name, namespace_name, labels(name)),
-            "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(name, namespace_name, labels(name)),
+        "spec": spec,
+    }
 
 
 def write_manifests(objects: list[dict[str, Any]], path: Path) -> Path:
@@ -269,9 +337,20 @@ Notes:
 """
 
 
-def render_plan_jobs(plan: str, *, image: str, runtime_classes: list[str], out: Path, namespace_name: str = "ccbench",
-                     cpu: str = "2", memory: str = "4Gi", storage: str = "5Gi", storage_class: str | None = None,
-                     handlers: dict[str, str] | None = None, bad_handlers: list[str] | None = None) -> list[Path]:
+def render_plan_jobs(
+    plan: str,
+    *,
+    image: str,
+    runtime_classes: list[str],
+    out: Path,
+    namespace_name: str = "ccbench",
+    cpu: str = "2",
+    memory: str = "4Gi",
+    storage: str = "5Gi",
+    storage_class: str | None = None,
+    handlers: dict[str, str] | None = None,
+    bad_handlers: list[str] | None = None,
+) -> list[Path]:
     """Render the Jobs for ``plan`` (a bundled plan name or a plan file) into ``out``; returns the
     files written. Every object is validated (strict, offline) before anything is written."""
     from ccbench.plan import load_plan
@@ -305,24 +384,54 @@ def render_plan_jobs(plan: str, *, image: str, runtime_classes: list[str], out: 
         claim = f"results-{suffix}"
         claims.append(volume_claim(claim, ns, storage, storage_class))
         mounts = [volume_mount("results", "/results"), volume_mount("work", "/work")]
-        volumes: list[dict[str, Any]] = [{"name": "results", "persistentVolumeClaim": {"claimName": claim}},
-                                         {"name": "work", "emptyDir": {}}]
+        volumes: list[dict[str, Any]] = [
+            {"name": "results", "persistentVolumeClaim": {"claimName": claim}},
+            {"name": "work", "emptyDir": {}},
+        ]
         if plan_file:
             mounts.append(volume_mount("plan", "/plan", read_only=True))
             volumes.append({"name": "plan", "configMap": {"name": "ccbench-plan"}})
-        box = container("ccbench", image, command=["ccbench"],
-                        args=["run", plan_argument, "--out", f"/results/{suffix}", "--workdir", "/work"],
-                        cpu=cpu, memory=memory, volume_mounts=mounts)
-        job_labels = labels("ccbench", **{"ccbench.dev/runtime-class": suffix, "ccbench.dev/plan": k8s_name(loaded.name)})
-        jobs.append(job(f"ccbench-{suffix}", ns, pod_spec([box], runtime_class=name, volumes=volumes), object_labels=job_labels))
-        reader = container("reader", "busybox:1.36", command=["sleep", "3600"], cpu="100m", memory="64Mi",
-                           volume_mounts=[volume_mount("results", "/results", read_only=True)])
-        gather.append({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": metadata(f"gather-{suffix}", ns, labels("ccbench-gather")),
-                       "spec": pod_spec([reader], volumes=[{"name": "results", "persistentVolumeClaim": {"claimName": claim}}],
-                                        restart_policy="Never")})
-    files = {"runtimeclasses.yaml": runtime_objects, "namespace.yaml": objects_ns, "jobs.yaml": claims + jobs,
-             "gather.yaml": gather}
+        box = container(
+            "ccbench",
+            image,
+            command=["ccbench"],
+            args=["run", plan_argument, "--out", f"/results/{suffix}", "--workdir", "/work"],
+            cpu=cpu,
+            memory=memory,
+            volume_mounts=mounts,
+        )
+        job_labels = labels(
+            "ccbench", **{"ccbench.dev/runtime-class": suffix, "ccbench.dev/plan": k8s_name(loaded.name)}
+        )
+        jobs.append(
+            job(f"ccbench-{suffix}", ns, pod_spec([box], runtime_class=name, volumes=volumes), object_labels=job_labels)
+        )
+        reader = container(
+            "reader",
+            "busybox:1.36",
+            command=["sleep", "3600"],
+            cpu="100m",
+            memory="64Mi",
+            volume_mounts=[volume_mount("results", "/results", read_only=True)],
+        )
+        gather.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": metadata(f"gather-{suffix}", ns, labels("ccbench-gather")),
+                "spec": pod_spec(
+                    [reader],
+                    volumes=[{"name": "results", "persistentVolumeClaim": {"claimName": claim}}],
+                    restart_policy="Never",
+                ),
+            }
+        )
+    files = {
+        "runtimeclasses.yaml": runtime_objects,
+        "namespace.yaml": objects_ns,
+        "jobs.yaml": claims + jobs,
+        "gather.yaml": gather,
+    }
     problems = validate_objects([o for group in files.values() for o in group])
     if problems:
         raise ManifestError(f"a rendered manifest does not validate: {problems[0]}")
@@ -337,7 +446,18 @@ def render_plan_jobs(plan: str, *, image: str, runtime_classes: list[str], out: 
     others = " ".join(f"bundles/{s}/*" for s in suffixes if s != baseline)
     copy_lines = "\n".join(f"kubectl -n {ns} cp gather-{s}:/results/{s} bundles/{s}" for s in suffixes)
     label_args = " ".join(f"--label bundles/{s}/<bundle>={s}" for s in suffixes)
-    (out / "GATHERING.md").write_text(GATHERING.format(
-        plan=loaded.name, classes=", ".join(f"`{c}`" for c in classes), directory=out, namespace=ns,
-        copy_lines=copy_lines, baseline=baseline, others=others, label_args=label_args, cpu=cpu, memory=memory))
+    (out / "GATHERING.md").write_text(
+        GATHERING.format(
+            plan=loaded.name,
+            classes=", ".join(f"`{c}`" for c in classes),
+            directory=out,
+            namespace=ns,
+            copy_lines=copy_lines,
+            baseline=baseline,
+            others=others,
+            label_args=label_args,
+            cpu=cpu,
+            memory=memory,
+        )
+    )
     return written + [out / "GATHERING.md"]

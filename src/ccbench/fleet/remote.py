@@ -86,9 +86,15 @@ def status(run_dir: Path) -> dict:
     exit_code = _read_int(run_dir / "exit")
     running = exit_code is None and _alive(pid)
     bundle = _bundle(run_dir)
-    document = {"state": "running" if running else ("done" if exit_code is not None else ("lost" if pid else "absent")),
-                "exit_code": exit_code, "bundle": str(bundle) if bundle else None,
-                "executions_done": 0, "executions_total": 0, "first_started_at": None, "bundle_status": None}
+    document = {
+        "state": "running" if running else ("done" if exit_code is not None else ("lost" if pid else "absent")),
+        "exit_code": exit_code,
+        "bundle": str(bundle) if bundle else None,
+        "executions_done": 0,
+        "executions_total": 0,
+        "first_started_at": None,
+        "bundle_status": None,
+    }
     if bundle:
         try:
             manifest = json.loads((bundle / "manifest.json").read_text())
@@ -104,7 +110,9 @@ def status(run_dir: Path) -> dict:
     return document
 
 
-def start(run_dir: Path, ccbench_args: list[str], plan_file: str | None = None, plan_content: str | None = None) -> dict:
+def start(
+    run_dir: Path, ccbench_args: list[str], plan_file: str | None = None, plan_content: str | None = None
+) -> dict:
     """Start `ccbench run ...` detached; idempotent (a live run is left as it is). With a plan
     file's name and content, the file is written into the run directory first."""
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -116,8 +124,14 @@ def start(run_dir: Path, ccbench_args: list[str], plan_file: str | None = None, 
     (run_dir / "exit").unlink(missing_ok=True)
     # the supervisor (this module's `supervise`) waits for ccbench and writes its exit status
     log = open(run_dir / "run.log", "ab")
-    subprocess.Popen([sys.executable, "-m", "ccbench.fleet.remote", "supervise", "--run-dir", str(run_dir), "--", *ccbench_args],
-                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True)
+    subprocess.Popen(
+        [sys.executable, "-m", "ccbench.fleet.remote", "supervise", "--run-dir", str(run_dir), "--", *ccbench_args],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        close_fds=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and _read_int(run_dir / "ccbench.pid") in (None, pid):
         time.sleep(0.05)
@@ -125,8 +139,12 @@ def start(run_dir: Path, ccbench_args: list[str], plan_file: str | None = None, 
 
 
 def supervise(run_dir: Path, ccbench_args: list[str]) -> int:
-    process = subprocess.Popen([sys.executable, "-m", "ccbench", *ccbench_args], stdin=subprocess.DEVNULL,
-                               start_new_session=True, env={**os.environ, "COLUMNS": "120", "TERM": "dumb"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ccbench", *ccbench_args],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "COLUMNS": "120", "TERM": "dumb"},
+    )
     (run_dir / "ccbench.pid").write_text(str(process.pid))
     # a SIGINT/SIGTERM meant for the run reaches it through `stop`; the supervisor must outlive it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -184,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan-content", help="its content (start)")
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after "--" is ccbench's own command line, passed on untouched
-    ccbench_args = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    ccbench_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     args.ccbench_args = ccbench_args
     run_dir = args.run_dir.expanduser()
     if args.action == "supervise":

@@ -27,16 +27,21 @@ def unavailable() -> str | None:
     reason = available()
     if reason:
         return reason
-    for tool, package in ((SSHD, "openssh-server"), ("ssh", "openssh-client"), ("ssh-keygen", "openssh-client"),
-                          ("unshare", "util-linux")):
+    for tool, package in (
+        (SSHD, "openssh-server"),
+        ("ssh", "openssh-client"),
+        ("ssh-keygen", "openssh-client"),
+        ("unshare", "util-linux"),
+    ):
         if not shutil.which(tool):
             return f"{tool} is not installed (apt-get install {package})"
     return None
 
 
 def _keygen(path: Path, comment: str) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True, capture_output=True
+    )
     return path.with_suffix(".pub").read_text().strip() if path.suffix else Path(str(path) + ".pub").read_text().strip()
 
 
@@ -66,7 +71,7 @@ class SSHHosts:
         self.client_key = self.workdir / "client_ed25519"
         self.known_hosts = self.workdir / "known_hosts"
 
-    def __enter__(self) -> "SSHHosts":
+    def __enter__(self) -> SSHHosts:
         reason = unavailable()
         if reason:
             raise EnvironmentProblem(f"SSH test hosts cannot be made here: {reason}")
@@ -98,13 +103,27 @@ class SSHHosts:
             (directory / "authorized_keys").write_text(client_public + "\n")
             if not host.host_key.exists():
                 _keygen(host.host_key, f"ccbench-fleet-test-{name}")
-            host.config.write_text("\n".join([
-                "Port 22", f"ListenAddress {namespace.address}", f"HostKey {host.host_key}",
-                f"PidFile {directory / 'sshd.pid'}", f"AuthorizedKeysFile {directory / 'authorized_keys'}",
-                "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-                "UsePAM no", "StrictModes no", "MaxSessions 50", "MaxStartups 50", "LogLevel ERROR",
-                "Subsystem sftp internal-sftp", "",
-            ]))
+            host.config.write_text(
+                "\n".join(
+                    [
+                        "Port 22",
+                        f"ListenAddress {namespace.address}",
+                        f"HostKey {host.host_key}",
+                        f"PidFile {directory / 'sshd.pid'}",
+                        f"AuthorizedKeysFile {directory / 'authorized_keys'}",
+                        "PermitRootLogin prohibit-password",
+                        "PasswordAuthentication no",
+                        "KbdInteractiveAuthentication no",
+                        "UsePAM no",
+                        "StrictModes no",
+                        "MaxSessions 50",
+                        "MaxStartups 50",
+                        "LogLevel ERROR",
+                        "Subsystem sftp internal-sftp",
+                        "",
+                    ]
+                )
+            )
             public = Path(str(host.host_key) + ".pub").read_text().split()
             known.append(f"{namespace.address} {public[0]} {public[1]}")
             self.hosts[name] = host
@@ -114,14 +133,19 @@ class SSHHosts:
     def start_sshd(self, name: str) -> None:
         host = self.hosts[name]
         log = open(host.directory / "sshd.log", "ab")
-        host.process = host.host.popen([SSHD, "-D", "-e", "-f", str(host.config)],
-                                       binds={"/root": str(host.home)},
-                                       stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        host.process = host.host.popen(
+            [SSHD, "-D", "-e", "-f", str(host.config)],
+            binds={"/root": str(host.home)},
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if host.process.poll() is not None:
-                raise EnvironmentProblem(f"sshd for test host {name} exited: "
-                                         f"{(host.directory / 'sshd.log').read_text()[-300:]}")
+                raise EnvironmentProblem(
+                    f"sshd for test host {name} exited: {(host.directory / 'sshd.log').read_text()[-300:]}"
+                )
             try:
                 with socket.create_connection((host.address, 22), timeout=1) as connection:
                     if connection.recv(4).startswith(b"SSH-"):
@@ -145,8 +169,14 @@ class SSHHosts:
             host.process.wait(timeout=20)
             host.process = None
 
-    def inventory_text(self, *, baseline: str | None = None, labels: dict[str, str] | None = None,
-                       known_hosts: Path | None = None, extra: str = "") -> str:
+    def inventory_text(
+        self,
+        *,
+        baseline: str | None = None,
+        labels: dict[str, str] | None = None,
+        known_hosts: Path | None = None,
+        extra: str = "",
+    ) -> str:
         """An INI inventory for these hosts."""
         labels = labels or {}
         lines = ["[ccbench]"]
@@ -158,7 +188,14 @@ class SSHHosts:
                 parts.append("ccbench_baseline=true")
             lines.append(" ".join(parts))
         known = known_hosts or self.known_hosts
-        lines += ["", "[ccbench:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.client_key}",
-                  f"ansible_ssh_common_args='-o UserKnownHostsFile={known} -o GlobalKnownHostsFile=/dev/null'",
-                  "ansible_python_interpreter=/usr/bin/python3", extra, ""]
+        lines += [
+            "",
+            "[ccbench:vars]",
+            "ansible_user=root",
+            f"ansible_ssh_private_key_file={self.client_key}",
+            f"ansible_ssh_common_args='-o UserKnownHostsFile={known} -o GlobalKnownHostsFile=/dev/null'",
+            "ansible_python_interpreter=/usr/bin/python3",
+            extra,
+            "",
+        ]
         return "\n".join(lines)

@@ -45,7 +45,7 @@ class Wheelhouse:
     tar: Path
     pins: dict[str, str]
     python: str
-    built: bool          # False when it came from the cache
+    built: bool  # False when it came from the cache
 
 
 def cache_root() -> Path:
@@ -69,8 +69,10 @@ def closure(roots: list[str], extras: dict[str, list[str]] | None = None) -> dic
         try:
             distribution = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise EnvironmentProblem(f"{name} (needed on fleet hosts) is not installed on the controller; "
-                                     "install ccbench's dependencies first (bash scripts/setup.sh)") from None
+            raise EnvironmentProblem(
+                f"{name} (needed on fleet hosts) is not installed on the controller; "
+                "install ccbench's dependencies first (bash scripts/setup.sh)"
+            ) from None
         seen[key] = distribution.version
         for text in distribution.requires or []:
             requirement = Requirement(text)
@@ -102,8 +104,10 @@ def checkout_root() -> Path:
     package = Path(ccbench.__file__).resolve().parent
     root = package.parent.parent
     if not (root / "pyproject.toml").is_file() or package.parent.name != "src":
-        raise EnvironmentProblem(f"ccbench at {package} is not a source checkout: run `ccbench fleet` from a "
-                                 "checkout (it builds the wheel it ships from the source)")
+        raise EnvironmentProblem(
+            f"ccbench at {package} is not a source checkout: run `ccbench fleet` from a "
+            "checkout (it builds the wheel it ships from the source)"
+        )
     return root
 
 
@@ -136,32 +140,69 @@ def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
     cache.mkdir(parents=True, exist_ok=True)
     wheels = cache / "wheels"
     wheels.mkdir(exist_ok=True)
-    missing = [f"{name}=={version}" for name, version in sorted(pins.items()) if not _cached_wheel(wheels, name, version)]
+    missing = [
+        f"{name}=={version}" for name, version in sorted(pins.items()) if not _cached_wheel(wheels, name, version)
+    ]
     if missing:
         if log:
             log(f"downloading {len(missing)} wheel(s) for the fleet hosts into {wheels}")
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                               "--only-binary=:all:", "--no-deps", "-d", str(wheels), *missing],
-                              capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--only-binary=:all:",
+                "--no-deps",
+                "-d",
+                str(wheels),
+                *missing,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if done.returncode != 0:
             raise EnvironmentProblem(
                 f"cannot download the wheels fleet hosts install ({', '.join(missing[:4])}...): "
                 f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'pip download failed'}; "
-                "the controller needs PyPI once (the wheels are cached in " + str(wheels) + ")")
+                "the controller needs PyPI once (the wheels are cached in " + str(wheels) + ")"
+            )
     with tempfile.TemporaryDirectory(prefix="ccbench-wheel-") as temporary:
         source = Path(temporary) / "source"
         # build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout
-        shutil.copytree(root / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+        shutil.copytree(
+            root / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+        )
         for name in ("pyproject.toml", "README.md", "LICENSE"):
             if (root / name).is_file():
                 shutil.copy2(root / name, source / name)
         out = Path(temporary) / "dist"
-        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
-                               "--no-build-isolation", "-w", str(out), str(source)],
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(out),
+                str(source),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if done.returncode != 0:
-            raise EnvironmentProblem(f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
-                                     "(needs setuptools and wheel in this environment)")
+            raise EnvironmentProblem(
+                f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
+                "(needs setuptools and wheel in this environment)"
+            )
         partial = tar.with_suffix(".tar.tmp")
         with tarfile.open(partial, "w") as archive:
             for wheel in sorted(out.glob("ccbench-*.whl")):

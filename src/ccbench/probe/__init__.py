@@ -48,7 +48,9 @@ def _kernel_crypto(sources: Sources) -> dict[str, Any]:
     return found
 
 
-def probe(root: str | Path = "/", dmesg: str | Path | None = None, bench_dir: str | Path | None = None) -> dict[str, Any]:
+def probe(
+    root: str | Path = "/", dmesg: str | Path | None = None, bench_dir: str | Path | None = None
+) -> dict[str, Any]:
     root = Path(root)
     live = root.resolve() == Path("/")
     sources = Sources(root=root, dmesg_file=Path(dmesg) if dmesg else None, live=live)

@@ -36,8 +36,16 @@ KERNEL_CIPHER_OF = {
     "adiantum": "adiantum(xchacha12,aes)",
 }
 
-_LABELS = {"xts(aes)": "AES-XTS", "cts(cbc(aes))": "AES-CTS", "gcm(aes)": "AES-GCM", "aes": "AES",
-           "ctr(aes)": "AES-CTR", "cbc(aes)": "AES-CBC", "ecb(aes)": "AES-ECB", "hctr2(aes)": "AES-HCTR2"}
+_LABELS = {
+    "xts(aes)": "AES-XTS",
+    "cts(cbc(aes))": "AES-CTS",
+    "gcm(aes)": "AES-GCM",
+    "aes": "AES",
+    "ctr(aes)": "AES-CTR",
+    "cbc(aes)": "AES-CBC",
+    "ecb(aes)": "AES-ECB",
+    "hctr2(aes)": "AES-HCTR2",
+}
 
 # Implementations that use the CPU's AES instructions or a crypto engine (searched in every part of
 # a driver name, templates included: "gcm_base(ctr-aes-aesni,ghash-clmulni)").
@@ -48,7 +56,10 @@ _HARDWARE = [
     (re.compile(r"s390|paes"), "s390 CPACF instructions"),
     (re.compile(r"p8_aes|p10"), "POWER vector crypto instructions"),
     (re.compile(r"zvkned"), "RISC-V vector crypto instructions"),
-    (re.compile(r"ccp|qat|caam|safexcel|atmel|sun8i|omap|mxs-dcp|talitos|hisi|octeontx|nx-"), "a crypto engine (offload)"),
+    (
+        re.compile(r"ccp|qat|caam|safexcel|atmel|sun8i|omap|mxs-dcp|talitos|hisi|octeontx|nx-"),
+        "a crypto engine (offload)",
+    ),
 ]
 # Software AES: lookup tables (aes-generic), constant-time without tables (aes-fixed-time), scalar
 # assembler (aes-asm on i586, aes-arm, aes-arm64), bit-sliced SIMD without AES instructions (neonbs).
@@ -98,13 +109,18 @@ def implementation(driver: str) -> tuple[bool | None, str]:
 
 def serving_driver(entries: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     """The entry the kernel serves ``name`` with: highest priority among passed self-tests, not internal."""
-    candidates = [e for e in entries if e.get("name") == name and e.get("selftest", "passed") == "passed"
-                  and e.get("internal", "no") != "yes"]
+    candidates = [
+        e
+        for e in entries
+        if e.get("name") == name and e.get("selftest", "passed") == "passed" and e.get("internal", "no") != "yes"
+    ]
     if not candidates:
         return None
     # ties: the first listed (/proc/crypto lists the most recently registered first, as the kernel's list)
-    best = max(candidates, key=lambda e: (e.get("priority", 0) if isinstance(e.get("priority"), int) else 0,
-                                          -candidates.index(e)))
+    best = max(
+        candidates,
+        key=lambda e: (e.get("priority", 0) if isinstance(e.get("priority"), int) else 0, -candidates.index(e)),
+    )
     accelerated, description = implementation(best.get("driver", ""))
     return {
         "name": name,
@@ -128,9 +144,14 @@ def cipher_from_text(text: str, name: str) -> dict[str, Any] | None:
         base = serving_driver(entries, "aes")
         if base is not None:
             base = dict(base)
-            base.update({"name": name, "instantiated": False,
-                         "note": f"{name} not in /proc/crypto yet (instantiated on first use); "
-                                 f"the AES cipher it would be built on is {base['driver']}"})
+            base.update(
+                {
+                    "name": name,
+                    "instantiated": False,
+                    "note": f"{name} not in /proc/crypto yet (instantiated on first use); "
+                    f"the AES cipher it would be built on is {base['driver']}",
+                }
+            )
             return base
     return None
 
@@ -176,8 +197,15 @@ def label(name: str) -> str:
     return _LABELS.get(name, name)
 
 
-def cause_text(layer: str, *, driver: str | None, accelerated: bool | None, cipher: str | None = None,
-               cpu: dict[str, bool] | None = None, library: str | None = None) -> str | None:
+def cause_text(
+    layer: str,
+    *,
+    driver: str | None,
+    accelerated: bool | None,
+    cipher: str | None = None,
+    cpu: dict[str, bool] | None = None,
+    library: str | None = None,
+) -> str | None:
     """The likely cause, in words, when a protection layer's cipher ran without AES instructions.
 
     layer: "storage" or "transport". cipher: the kernel name (``xts(aes)``) or a suite
@@ -187,32 +215,53 @@ def cause_text(layer: str, *, driver: str | None, accelerated: bool | None, ciph
         return None
     cpu_note = ""
     if cpu and cpu.get("aes"):
-        cpu_note = ("; this CPU has AES instructions"
-                    + (" (and VAES)" if cpu.get("vaes") else "")
-                    + (", which a kernel with the aesni_intel driver would use" if layer == "storage" else
-                       ", which the library did not use"))
+        cpu_note = (
+            "; this CPU has AES instructions"
+            + (" (and VAES)" if cpu.get("vaes") else "")
+            + (
+                ", which a kernel with the aesni_intel driver would use"
+                if layer == "storage"
+                else ", which the library did not use"
+            )
+        )
     if layer == "storage":
         kind = label(cipher) if cipher else "the storage cipher"
-        return (f"the kernel served {kind} in software ({driver}): this cost is not intrinsic to "
-                f"encryption at rest{cpu_note}")
+        return (
+            f"the kernel served {kind} in software ({driver}): this cost is not intrinsic to "
+            f"encryption at rest{cpu_note}"
+        )
     kind = cipher or "the transport cipher"
     who = library or "the TLS library"
     how = f" ({driver})" if driver != cipher else ""
-    return f"{who} ran {kind} without AES instructions{how}: this cost is not intrinsic to encryption in transit{cpu_note}"
+    return (
+        f"{who} ran {kind} without AES instructions{how}: this cost is not intrinsic to encryption in transit{cpu_note}"
+    )
 
 
 def cause_from_variant(variant: dict[str, Any], cpu: dict[str, bool] | None = None) -> list[str]:
     """Causes named by a sample's variant info (the shared keys storage_cipher_driver/-accelerated,
     transport_cipher/transport_aes_accelerated); [] when every cipher was accelerated or unknown."""
     causes = []
-    storage = cause_text("storage", driver=variant.get("storage_cipher_driver"),
-                         accelerated=variant.get("storage_cipher_accelerated"),
-                         cipher=kernel_cipher_name(variant.get("storage_cipher")) or "xts(aes)", cpu=cpu)
+    storage = cause_text(
+        "storage",
+        driver=variant.get("storage_cipher_driver"),
+        accelerated=variant.get("storage_cipher_accelerated"),
+        cipher=kernel_cipher_name(variant.get("storage_cipher")) or "xts(aes)",
+        cpu=cpu,
+    )
     if storage:
         causes.append(storage)
     if variant.get("transport_aes_accelerated") is False:
-        causes.append(cause_text("transport", driver=variant.get("transport_cipher") or "software AES",
-                                 accelerated=False, cipher=variant.get("transport_cipher"), cpu=cpu) or "")
+        causes.append(
+            cause_text(
+                "transport",
+                driver=variant.get("transport_cipher") or "software AES",
+                accelerated=False,
+                cipher=variant.get("transport_cipher"),
+                cpu=cpu,
+            )
+            or ""
+        )
     return [c for c in causes if c]
 
 
@@ -255,8 +304,13 @@ def openssl_aes_speed(cipher: str = "aes-256-gcm", seconds: int = 1, block: int 
         else:
             env.pop("OPENSSL_ia32cap", None)
         try:
-            done = subprocess.run(["openssl", "speed", "-evp", cipher, "-seconds", str(seconds), "-bytes", str(block)],
-                                  capture_output=True, text=True, timeout=seconds * 10 + 10, env=env)
+            done = subprocess.run(
+                ["openssl", "speed", "-evp", cipher, "-seconds", str(seconds), "-bytes", str(block)],
+                capture_output=True,
+                text=True,
+                timeout=seconds * 10 + 10,
+                env=env,
+            )
             speeds[label_] = parse_openssl_speed(done.stdout) if done.returncode == 0 else None
         except (OSError, subprocess.TimeoutExpired):
             speeds[label_] = None
@@ -274,12 +328,16 @@ def assess_aes_speed(cipher: str, speeds: dict[str, float | None]) -> dict[str, 
     result["accelerated"] = default >= 2 * software
     result["default_share_of_best"] = round(default / best, 3)
     if no_vaes and no_vaes >= 5 * default:
-        result["verdict"] = (f"OpenSSL's default {cipher.upper()} path (VAES) runs at {default:.0f} MB/s, "
-                             f"{no_vaes / default:.0f}x slower than without VAES ({no_vaes:.0f} MB/s): "
-                             "the VAES instructions are slow on this machine (a VM that emulates or traps them?); "
-                             "TLS costs measured here are distorted")
+        result["verdict"] = (
+            f"OpenSSL's default {cipher.upper()} path (VAES) runs at {default:.0f} MB/s, "
+            f"{no_vaes / default:.0f}x slower than without VAES ({no_vaes:.0f} MB/s): "
+            "the VAES instructions are slow on this machine (a VM that emulates or traps them?); "
+            "TLS costs measured here are distorted"
+        )
     elif not result["accelerated"]:
-        result["verdict"] = f"OpenSSL's {cipher.upper()} does not beat its software path ({default:.0f} vs {software:.0f} MB/s)"
+        result["verdict"] = (
+            f"OpenSSL's {cipher.upper()} does not beat its software path ({default:.0f} vs {software:.0f} MB/s)"
+        )
     else:
         result["verdict"] = f"OpenSSL's {cipher.upper()} uses AES instructions at {default:.0f} MB/s"
     return result

@@ -81,7 +81,7 @@ def parse_dm_crypt_table(line: str) -> dict[str, Any] | None:
         return None
     result: dict[str, Any] = {"cipher": parts[3], "iv_offset": parts[5], "sector_size": 512, "options": []}
     if len(parts) > 8 and parts[8].isdigit():
-        options = parts[9:9 + int(parts[8])]
+        options = parts[9 : 9 + int(parts[8])]
         result["options"] = options
         for option in options:
             if option.startswith("sector_size:"):
@@ -99,7 +99,11 @@ def _dm_crypt_table(name: str) -> dict[str, Any] | None:
         done = subprocess.run(["dmsetup", "table", name], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return parse_dm_crypt_table(done.stdout.strip().splitlines()[0]) if done.returncode == 0 and done.stdout.strip() else None
+    return (
+        parse_dm_crypt_table(done.stdout.strip().splitlines()[0])
+        if done.returncode == 0 and done.stdout.strip()
+        else None
+    )
 
 
 def _dm_cipher(name: str) -> str | None:

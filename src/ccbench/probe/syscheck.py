@@ -54,12 +54,20 @@ def check_governor(root: Path) -> dict[str, Any]:
     if not governors:
         return _check("cpu frequency governor", "no cpufreq (a VM or a fixed-frequency CPU)", None)
     kinds = sorted(set(governors.values()))
-    value = kinds[0] if len(kinds) == 1 else ", ".join(f"{k} ({sum(v == k for v in governors.values())} CPUs)" for k in kinds)
+    value = (
+        kinds[0]
+        if len(kinds) == 1
+        else ", ".join(f"{k} ({sum(v == k for v in governors.values())} CPUs)" for k in kinds)
+    )
     if kinds == ["performance"]:
         return _check("cpu frequency governor", value, True)
-    return _check("cpu frequency governor", value, False,
-                  "set the performance governor for the run: cpupower frequency-set -g performance "
-                  "(or echo performance > /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)")
+    return _check(
+        "cpu frequency governor",
+        value,
+        False,
+        "set the performance governor for the run: cpupower frequency-set -g performance "
+        "(or echo performance > /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)",
+    )
 
 
 def check_boost(root: Path) -> dict[str, Any]:
@@ -77,9 +85,13 @@ def check_boost(root: Path) -> dict[str, Any]:
         off = f"echo 0 > {where}"
     if not enabled:
         return _check("cpu boost (turbo)", "disabled", True)
-    return _check("cpu boost (turbo)", "enabled", False,
-                  f"turbo frequency depends on temperature and on the other cores' load: for stable numbers "
-                  f"turn it off for the run ({off}) and back on after")
+    return _check(
+        "cpu boost (turbo)",
+        "enabled",
+        False,
+        f"turbo frequency depends on temperature and on the other cores' load: for stable numbers "
+        f"turn it off for the run ({off}) and back on after",
+    )
 
 
 def _meminfo(root: Path) -> dict[str, int]:
@@ -104,9 +116,13 @@ def check_swap(root: Path) -> dict[str, Any]:
         return _check("swap in use", value, True)
     available = memory.get("MemAvailable")
     note = f" ({available / 2**30:.1f} GiB available now)" if available is not None else ""
-    return _check("swap in use", value, False,
-                  "pages were swapped out: a workload touching them waits for the disk. Free memory and run "
-                  f"swapoff -a && swapon -a to bring them back in{note}, or make sure the workload fits in RAM")
+    return _check(
+        "swap in use",
+        value,
+        False,
+        "pages were swapped out: a workload touching them waits for the disk. Free memory and run "
+        f"swapoff -a && swapon -a to bring them back in{note}, or make sure the workload fits in RAM",
+    )
 
 
 def check_thp(root: Path) -> dict[str, Any]:
@@ -117,10 +133,14 @@ def check_thp(root: Path) -> dict[str, Any]:
     defrag = _read(root, "/sys/kernel/mm/transparent_hugepage/defrag")
     value = mode + (f" (defrag {_selected(defrag)})" if defrag else "")
     if mode == "always":
-        return _check("transparent huge pages", value, False,
-                      "with THP always, khugepaged collapses pages in the background and allocations may "
-                      "compact memory: a source of run-to-run variance; for stable numbers use madvise "
-                      "(echo madvise > /sys/kernel/mm/transparent_hugepage/enabled), and record it either way")
+        return _check(
+            "transparent huge pages",
+            value,
+            False,
+            "with THP always, khugepaged collapses pages in the background and allocations may "
+            "compact memory: a source of run-to-run variance; for stable numbers use madvise "
+            "(echo madvise > /sys/kernel/mm/transparent_hugepage/enabled), and record it either way",
+        )
     return _check("transparent huge pages", value, True)
 
 
@@ -174,8 +194,9 @@ def sample_processes(sample_s: float, exclude: set[int] | None = None) -> tuple[
     return busy, total
 
 
-def check_busy_processes(root: Path, sample_s: float, processes: list[dict[str, Any]] | None,
-                         live: bool) -> list[dict[str, Any]]:
+def check_busy_processes(
+    root: Path, sample_s: float, processes: list[dict[str, Any]] | None, live: bool
+) -> list[dict[str, Any]]:
     checks = []
     before = _cpu_ticks(root) if live else None
     if processes is None and live:
@@ -190,18 +211,31 @@ def check_busy_processes(root: Path, sample_s: float, processes: list[dict[str, 
     if others <= BUSY_CPUS:
         checks.append(_check("other busy processes", summary, True))
     else:
-        checks.append(_check("other busy processes", summary, False,
-                             "other work on this machine competes with the benchmark: stop it or wait for it "
-                             "(executions during which others use more than "
-                             f"{BUSY_CPUS} CPUs are flagged contended)"))
+        checks.append(
+            _check(
+                "other busy processes",
+                summary,
+                False,
+                "other work on this machine competes with the benchmark: stop it or wait for it "
+                "(executions during which others use more than "
+                f"{BUSY_CPUS} CPUs are flagged contended)",
+            )
+        )
     after = _cpu_ticks(root) if live else None
     if before and after and after[2]:
         hz = os.sysconf("SC_CLK_TCK")
         steal = (after[1] - before[1]) / hz / sample_s
-        checks.append(_check("cpu steal", f"{steal:.1%} of one CPU during the sample", steal <= STEAL_FRACTION,
-                             "" if steal <= STEAL_FRACTION else
-                             "the hypervisor ran other guests on this VM's CPUs: choose dedicated or "
-                             "isolated vCPUs, or expect noisier numbers (executions are flagged)"))
+        checks.append(
+            _check(
+                "cpu steal",
+                f"{steal:.1%} of one CPU during the sample",
+                steal <= STEAL_FRACTION,
+                ""
+                if steal <= STEAL_FRACTION
+                else "the hypervisor ran other guests on this VM's CPUs: choose dedicated or "
+                "isolated vCPUs, or expect noisier numbers (executions are flagged)",
+            )
+        )
     return checks
 
 
@@ -215,8 +249,12 @@ def check_load(root: Path) -> dict[str, Any]:
     value = f"{load:.2f} (1 min) on {cpus} CPUs"
     if load < 0.5 * cpus:
         return _check("load average", value, True)
-    return _check("load average", value, False,
-                  "the run queue was busy in the last minute: wait for other work to finish before measuring")
+    return _check(
+        "load average",
+        value,
+        False,
+        "the run queue was busy in the last minute: wait for other work to finish before measuring",
+    )
 
 
 def check_library_aes(aes: dict[str, Any] | None) -> dict[str, Any]:
@@ -229,14 +267,23 @@ def check_library_aes(aes: dict[str, Any] | None) -> dict[str, Any]:
     speeds = ", ".join(f"{k} {v:.0f} MB/s" for k, v in aes["MBps"].items() if v)
     if aes.get("accelerated") and aes.get("default_share_of_best", 0) >= 0.2:
         return _check(name, speeds, True)
-    return _check(name, speeds, False,
-                  aes.get("verdict", "") + ". Transport (TLS) costs measured now would not be those of a machine "
-                  "whose AES instructions run at full speed; measure again later or elsewhere, or pin OpenSSL's path "
-                  "(OPENSSL_ia32cap, see docs/trust.md) and say so")
+    return _check(
+        name,
+        speeds,
+        False,
+        aes.get("verdict", "") + ". Transport (TLS) costs measured now would not be those of a machine "
+        "whose AES instructions run at full speed; measure again later or elsewhere, or pin OpenSSL's path "
+        "(OPENSSL_ia32cap, see docs/trust.md) and say so",
+    )
 
 
-def system_check(root: str | Path = "/", *, sample_s: float = 0.5,
-                 processes: list[dict[str, Any]] | None = None, aes: dict[str, Any] | None | bool = True) -> list[dict[str, Any]]:
+def system_check(
+    root: str | Path = "/",
+    *,
+    sample_s: float = 0.5,
+    processes: list[dict[str, Any]] | None = None,
+    aes: dict[str, Any] | None | bool = True,
+) -> list[dict[str, Any]]:
     """Every check, in a fixed order. ``processes`` (``{"pid", "name", "cpus"}``) replaces the live sample;
     ``aes``: True measures OpenSSL's AES paths on a live root (about 3 s), False skips it, a dict
     (``probe.crypto.assess_aes_speed``) is used as given."""

@@ -66,7 +66,11 @@ def _os_release(sources: Sources) -> dict[str, Any]:
         key, sep, value = line.partition("=")
         if sep:
             values[key.strip()] = value.strip().strip('"')
-    return {"pretty_name": values.get("PRETTY_NAME", "unknown"), "id": values.get("ID"), "version_id": values.get("VERSION_ID")}
+    return {
+        "pretty_name": values.get("PRETTY_NAME", "unknown"),
+        "id": values.get("ID"),
+        "version_id": values.get("VERSION_ID"),
+    }
 
 
 def _dmi(sources: Sources) -> dict[str, Any]:
@@ -80,7 +84,9 @@ def _dmi(sources: Sources) -> dict[str, Any]:
 
 def _cloud_hint(dmi: dict[str, Any]) -> str | None:
     vendor = (dmi.get("sys_vendor") or "") + " " + (dmi.get("bios_vendor") or "")
-    if dmi.get("chassis_asset_tag") == AZURE_ASSET_TAG or ("Microsoft" in vendor and dmi.get("product_name") == "Virtual Machine"):
+    if dmi.get("chassis_asset_tag") == AZURE_ASSET_TAG or (
+        "Microsoft" in vendor and dmi.get("product_name") == "Virtual Machine"
+    ):
         return "azure"
     if "Amazon" in vendor:
         return "aws"
@@ -94,12 +100,22 @@ def _cloud_hint(dmi: dict[str, Any]) -> str | None:
 
 
 def _virtualization(flags: list[str], dmi: dict[str, Any], sources: Sources) -> str:
-    product = (dmi.get("product_name") or "") + " " + (dmi.get("sys_vendor") or "") + " " + (dmi.get("bios_vendor") or "")
+    product = (
+        (dmi.get("product_name") or "") + " " + (dmi.get("sys_vendor") or "") + " " + (dmi.get("bios_vendor") or "")
+    )
     xen = sources.read_text("/sys/hypervisor/type")
     if xen and xen.strip() == "xen":
         return "xen"
-    for needle, name in (("KVM", "kvm"), ("QEMU", "qemu"), ("VMware", "vmware"), ("VirtualBox", "oracle"),
-                         ("Microsoft", "microsoft"), ("Amazon EC2", "amazon"), ("Google", "google"), ("Xen", "xen")):
+    for needle, name in (
+        ("KVM", "kvm"),
+        ("QEMU", "qemu"),
+        ("VMware", "vmware"),
+        ("VirtualBox", "oracle"),
+        ("Microsoft", "microsoft"),
+        ("Amazon EC2", "amazon"),
+        ("Google", "google"),
+        ("Xen", "xen"),
+    ):
         if needle in product:
             return name
     if "hypervisor" in flags:

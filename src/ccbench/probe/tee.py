@@ -68,6 +68,7 @@ def hyperv_isolation(group_a: int, group_b: int) -> dict[str, Any]:
         "shared_gpa_boundary_bits": group_b >> 6 & 0x3F,
     }
 
+
 SEV_STATUS_MSR = 0xC0010131
 
 
@@ -99,7 +100,9 @@ def _cpuid_signals(evidence: list[dict[str, str]], notes: list[str]) -> None:
             evidence.append(_evidence("cpuid", "leaf 1 ECX[31] clear: no hypervisor (bare metal)", "none"))
             return
         base = cpuid(0x40000000)
-        signature = b"".join(r.to_bytes(4, "little") for r in base[1:4]).decode("ascii", "replace").strip("\0 ") if base else ""
+        signature = (
+            b"".join(r.to_bytes(4, "little") for r in base[1:4]).decode("ascii", "replace").strip("\0 ") if base else ""
+        )
         if signature == "Microsoft Hv" and base and base[0] >= 0x4000000C:
             features = cpuid(0x40000003)
             if features and (features[1] >> 22) & 1:
@@ -110,7 +113,13 @@ def _cpuid_signals(evidence: list[dict[str, str]], notes: list[str]) -> None:
                 elif kind:
                     notes.append(f"Hyper-V isolation type {kind} (not memory encryption)")
         vendor_leaf = cpuid(0)
-        vendor = b"".join(r.to_bytes(4, "little") for r in (vendor_leaf[1], vendor_leaf[3], vendor_leaf[2])).decode("ascii", "replace") if vendor_leaf else ""
+        vendor = (
+            b"".join(r.to_bytes(4, "little") for r in (vendor_leaf[1], vendor_leaf[3], vendor_leaf[2])).decode(
+                "ascii", "replace"
+            )
+            if vendor_leaf
+            else ""
+        )
         if vendor == "GenuineIntel" and vendor_leaf and vendor_leaf[0] >= 0x21:
             tdx = cpuid(0x21, 0)
             if tdx:
@@ -157,7 +166,9 @@ def detect(sources: Sources) -> dict[str, Any]:
                 if guest or flag == "tdx_guest":
                     evidence.append(_evidence("/proc/cpuinfo", f"flag {flag}", tech))
                 else:
-                    notes.append(f"host CPU supports {tech} (flag {flag}, no hypervisor flag): capability, not protection")
+                    notes.append(
+                        f"host CPU supports {tech} (flag {flag}, no hypervisor flag): capability, not protection"
+                    )
         if "sgx" in flags:
             evidence.append(_evidence("/proc/cpuinfo", "flag sgx", "sgx"))
 
@@ -219,15 +230,28 @@ def detect(sources: Sources) -> dict[str, Any]:
         checked.append("cpuid/msr")
         _cpuid_signals(evidence, notes)
 
-    hyperv_kind = hyperv["technology"] if hyperv else next(
-        (e["indicates"] for e in evidence if e["source"] == "cpuid" and e["signal"].startswith("Hyper-V isolation")), None)
+    hyperv_kind = (
+        hyperv["technology"]
+        if hyperv
+        else next(
+            (
+                e["indicates"]
+                for e in evidence
+                if e["source"] == "cpuid" and e["signal"].startswith("Hyper-V isolation")
+            ),
+            None,
+        )
+    )
     if hyperv_kind is not None:
         # the isolation type is the hypervisor's own statement; generic "AMD SEV" lines are what any
         # vTOM guest prints (SEV-SNP and VBS alike), so they neither lower nor contradict it
         generic = [e for e in evidence if e["source"] == "kernel log" and _GENERIC_AMD.search(e["signal"])]
         if generic:
-            notes.append("kernel log line(s) " + "; ".join(repr(e["signal"]) for e in generic)
-                         + f" read as the vTOM guest's generic print; the Hyper-V isolation type ({hyperv_kind}) decides")
+            notes.append(
+                "kernel log line(s) "
+                + "; ".join(repr(e["signal"]) for e in generic)
+                + f" read as the vTOM guest's generic print; the Hyper-V isolation type ({hyperv_kind}) decides"
+            )
             evidence = [e for e in evidence if e not in generic]
     technology = _decide(evidence, checked)
     if technology == "none":
@@ -245,7 +269,9 @@ def detect(sources: Sources) -> dict[str, Any]:
             elif item == "cpuid/msr" and not any(e["source"] in ("cpuid", "msr") for e in evidence):
                 hint = next((n for n in notes if n.startswith("hypervisor signature")), "")
                 if not any(n.startswith("CPUID not consulted") for n in notes):
-                    evidence.append(_evidence("cpuid", f"no TDX leaf, SEV status or Hyper-V isolation; {hint}".rstrip("; "), "none"))
+                    evidence.append(
+                        _evidence("cpuid", f"no TDX leaf, SEV status or Hyper-V isolation; {hint}".rstrip("; "), "none")
+                    )
     result = {
         "technology": technology,
         "evidence": [e for e in evidence if e["indicates"] != "none" or technology == "none"],

@@ -4,9 +4,9 @@ as Markdown, and as PNG + SVG figure files."""
 from __future__ import annotations
 
 import html
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
@@ -35,9 +35,14 @@ nav a{margin-right:1rem}summary{cursor:pointer;color:#2a5db0;font-size:.85rem;ma
 """
 
 
-def build_context(paths: Iterable[str | Path], labels: dict[str, str] | None = None,
-                  baseline: str | None = None, helper: Helper | None = None, exclude_contended: bool = False,
-                  model_by: str = "workload") -> ReportContext:
+def build_context(
+    paths: Iterable[str | Path],
+    labels: dict[str, str] | None = None,
+    baseline: str | None = None,
+    helper: Helper | None = None,
+    exclude_contended: bool = False,
+    model_by: str = "workload",
+) -> ReportContext:
     # samples stay on disk until the frame reads them a chunk at a time: the records are never all in
     # memory beside the frame (sections read ctx.samples)
     bundles = load_bundles(paths, samples=False)
@@ -51,11 +56,19 @@ def build_context(paths: Iterable[str | Path], labels: dict[str, str] | None = N
             comparison = compare(samples, resolved, exclude_contended=exclude_contended)
             summary = summary_by_config(samples[~samples["contended"]] if exclude_contended else samples)
     colours = charts.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
-    return ReportContext(samples=samples, bundles=bundles, baseline=resolved, comparison=comparison, summary=summary,
-                         colours=colours, exclude_contended=exclude_contended, model_by=model_by)
+    return ReportContext(
+        samples=samples,
+        bundles=bundles,
+        baseline=resolved,
+        comparison=comparison,
+        summary=summary,
+        colours=colours,
+        exclude_contended=exclude_contended,
+        model_by=model_by,
+    )
 
 
-def build_sections(ctx: ReportContext, drawer: "FigureDrawer | None" = None) -> list[Section]:
+def build_sections(ctx: ReportContext, drawer: FigureDrawer | None = None) -> list[Section]:
     """Every section with something to show, in order. With a FigureDrawer, each section's figures
     are handed to it as soon as the section is built (a helper draws them while later sections are
     being computed)."""
@@ -73,8 +86,9 @@ def _anchor(title: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
 
 
-def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccbench report",
-                svgs: dict[int, str] | None = None) -> str:
+def render_html(
+    sections: list[Section], ctx: ReportContext, title: str = "ccbench report", svgs: dict[int, str] | None = None
+) -> str:
     """The report as one HTML file; ``svgs`` (from draw_figures) holds each figure's SVG by its
     position in the report, and figures are drawn here when it is not given."""
     if svgs is None:
@@ -84,7 +98,7 @@ def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccben
         f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{html.escape(title)}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p class='meta'>ccbench {__version__}, generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from "
+        f"<p class='meta'>ccbench {__version__}, generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} from "
         f"{len(ctx.bundles)} bundle(s), {len(ctx.samples)} samples; baseline: {html.escape(str(ctx.baseline))}</p>",
         "<nav>" + "".join(f"<a href='#{_anchor(s.title)}'>{html.escape(s.title)}</a>" for s in sections) + "</nav>",
     ]
@@ -104,15 +118,19 @@ def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccben
             if len(table.frame) > FOLD_ROWS:
                 # a long table (the comparison has a row per case, metric and configuration) folds
                 # away so that the charts after it stay in reach; no script needed
-                rendered = (f"<details><summary>{len(table.frame)} rows: show the table</summary>"
-                            f"{rendered}</details>")
+                rendered = f"<details><summary>{len(table.frame)} rows: show the table</summary>{rendered}</details>"
             parts.append(rendered)
             if table.note:
                 parts.append(f"<p class='meta'>{html.escape(table.note)}</p>")
         for figure in section.figures:
-            takeaway = (f"<span class='takeaway'><b>What to take from it:</b> {html.escape(figure.takeaway)}</span>"
-                        if figure.takeaway else "")
-            parts.append(f"<figure>{svgs[position]}<figcaption>{html.escape(figure.caption)}{takeaway}</figcaption></figure>")
+            takeaway = (
+                f"<span class='takeaway'><b>What to take from it:</b> {html.escape(figure.takeaway)}</span>"
+                if figure.takeaway
+                else ""
+            )
+            parts.append(
+                f"<figure>{svgs[position]}<figcaption>{html.escape(figure.caption)}{takeaway}</figcaption></figure>"
+            )
             position += 1
         parts.append("</section>")
     parts.append("</body></html>")
@@ -131,10 +149,18 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join([header, rule, *rows])
 
 
-def render_markdown(sections: list[Section], ctx: ReportContext, title: str = "ccbench report",
-                    figure_links: dict[str, str] | None = None) -> str:
-    lines = [f"# {title}", "", f"ccbench {__version__}: {len(ctx.bundles)} bundle(s), {len(ctx.samples)} samples; "
-             f"baseline: {ctx.baseline}", ""]
+def render_markdown(
+    sections: list[Section],
+    ctx: ReportContext,
+    title: str = "ccbench report",
+    figure_links: dict[str, str] | None = None,
+) -> str:
+    lines = [
+        f"# {title}",
+        "",
+        f"ccbench {__version__}: {len(ctx.bundles)} bundle(s), {len(ctx.samples)} samples; baseline: {ctx.baseline}",
+        "",
+    ]
     for section in sections:
         lines += [f"## {section.title}", ""]
         if section.intro:
@@ -201,9 +227,8 @@ class FigureDrawer:
                 results[index] = _draw_one(*self.jobs[index])
         for index, future in enumerate(self.futures):
             if index not in results:
-                results[index] = outcome(future, lambda: _draw_one(*self.jobs[index]))
+                results[index] = outcome(future, lambda index=index: _draw_one(*self.jobs[index]))
         return results
-
 
     def links(self) -> dict[str, str]:
         """{figure name: absolute path of its PNG file} for the Markdown report; empty without a directory."""
@@ -212,8 +237,9 @@ class FigureDrawer:
         return {name: str((self.directory / f"{job[3]}.png").resolve()) for name, job in zip(self.names, self.jobs)}
 
 
-def draw_figures(sections: list[Section], svg: bool = True, directory: Path | None = None,
-                 helper: Helper | None = None) -> dict[int, str]:
+def draw_figures(
+    sections: list[Section], svg: bool = True, directory: Path | None = None, helper: Helper | None = None
+) -> dict[int, str]:
     """Draw the figures of ``sections``: {position in the report: SVG text} (see FigureDrawer)."""
     drawer = FigureDrawer(svg, directory, helper)
     for section in sections:

@@ -23,8 +23,24 @@ SVG_METADATA = {"Date": None}
 #: inches; the HTML page is about 12 inches wide at 96 dpi
 MAX_WIDTH = 11.5
 #: Paul Tol's colour-blind-safe qualitative palette, then his muted one for larger reports
-PALETTE = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000",
-           "#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255"]
+PALETTE = [
+    "#4477AA",
+    "#EE6677",
+    "#228833",
+    "#CCBB44",
+    "#66CCEE",
+    "#AA3377",
+    "#BBBBBB",
+    "#000000",
+    "#332288",
+    "#88CCEE",
+    "#44AA99",
+    "#117733",
+    "#999933",
+    "#DDCC77",
+    "#CC6677",
+    "#882255",
+]
 #: a chart whose positive values span more than this factor gets a log axis (1536 B beside 1 MiB)
 LOG_SPAN = 30.0
 
@@ -75,8 +91,14 @@ def wants_log(values) -> bool:
     return len(values) > 1 and values.max() / values.min() > LOG_SPAN
 
 
-def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | None,
-                 colours: dict[str, str] | None = None, log: bool | None = None) -> Figure:
+def grouped_bars(
+    summary: pd.DataFrame,
+    title: str,
+    unit: str,
+    better: str | None,
+    colours: dict[str, str] | None = None,
+    log: bool | None = None,
+) -> Figure:
     """Bars = median per configuration for each case; error bars = interquartile range. A log axis
     where the medians span more than LOG_SPAN (or as ``log`` says)."""
     cases = list(dict.fromkeys(summary["case"].fillna("")))
@@ -94,28 +116,39 @@ def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | Non
         medians = rows["median"].to_numpy(dtype=float)
         low = np.clip(medians - rows["q1"].to_numpy(dtype=float), 0, None)
         high = np.clip(rows["q3"].to_numpy(dtype=float) - medians, 0, None)
-        bars = ax.bar(x + index * width - 0.4 + width / 2, medians, width, yerr=[low, high], capsize=3,
-                      label=config, color=_colour(config, index, colours))
+        bars = ax.bar(
+            x + index * width - 0.4 + width / 2,
+            medians,
+            width,
+            yerr=[low, high],
+            capsize=3,
+            label=config,
+            color=_colour(config, index, colours),
+        )
         for number, patch in enumerate(bars.patches):
             patch.set_gid(f"{series_id(config)}:{number}")
     log = wants_log(summary["median"]) if log is None else log
     if log:
         use_log_axis(ax)
     ax.set_xticks(x)
-    ax.set_xticklabels([c or "(all)" for c in cases], rotation=20 if len(cases) > 4 else 0, ha="right" if len(cases) > 4 else "center")
+    ax.set_xticklabels(
+        [c or "(all)" for c in cases], rotation=20 if len(cases) > 4 else 0, ha="right" if len(cases) > 4 else "center"
+    )
     direction = {"lower": " (lower is better)", "higher": " (higher is better)"}.get(better or "", "")
     ax.set_ylabel(f"{unit}{direction}" + (", log scale" if log else ""))
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside, not over, the bars
     ax.grid(axis="y", alpha=0.3)
     # fixed margins instead of tight_layout, which draws every figure an extra time
-    fig.subplots_adjust(left=0.8 / fig_width, right=1 - legend_width / fig_width, top=0.9,
-                        bottom=0.28 if len(cases) > 4 else 0.15)
+    fig.subplots_adjust(
+        left=0.8 / fig_width, right=1 - legend_width / fig_width, top=0.9, bottom=0.28 if len(cases) > 4 else 0.15
+    )
     return fig
 
 
-def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: int = 8,
-                     colours: dict[str, str] | None = None) -> Figure:
+def percentile_lines(
+    summary: pd.DataFrame, title: str, unit: str, max_panels: int = 8, colours: dict[str, str] | None = None
+) -> Figure:
     """Per case a small panel: one line per configuration across the latency percentiles (p50, p95,
     p99 ... in one chart); a log axis in a panel whose values span more than LOG_SPAN."""
     cases = list(dict.fromkeys(summary["case"].fillna("")))[:max_panels]
@@ -126,10 +159,17 @@ def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: i
     configs = list(dict.fromkeys(summary["config"]))
     for number, (panel, case) in enumerate(zip(axes.flat, cases)):
         for index, config in enumerate(configs):
-            rows = summary[(summary["case"].fillna("") == case) & (summary["config"] == config)].sort_values("percentile")
+            rows = summary[(summary["case"].fillna("") == case) & (summary["config"] == config)].sort_values(
+                "percentile"
+            )
             if not rows.empty:
-                lines = panel.plot([f"p{p:g}" for p in rows["percentile"]], rows["median"], marker="o", label=config,
-                                   color=_colour(config, index, colours))
+                lines = panel.plot(
+                    [f"p{p:g}" for p in rows["percentile"]],
+                    rows["median"],
+                    marker="o",
+                    label=config,
+                    color=_colour(config, index, colours),
+                )
                 for line in lines:
                     line.set_gid(f"{series_id(config)}:panel{number}")
         if wants_log(summary[summary["case"].fillna("") == case]["median"]):
@@ -138,13 +178,19 @@ def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: i
         panel.set_ylabel(unit, fontsize=7)
         panel.tick_params(labelsize=7)
         panel.grid(alpha=0.3)
-    for panel in list(axes.flat)[len(cases):]:
+    for panel in list(axes.flat)[len(cases) :]:
         panel.set_visible(False)
     axes.flat[0].legend(fontsize=6)
     fig.suptitle(title, fontsize=10)
     # a fixed left margin in inches, wide enough for "10,000" on the axis
-    fig.subplots_adjust(left=0.7 / (3.0 * columns + 1), right=0.98, top=0.85 if rows_count == 1 else 0.9, bottom=0.12,
-                        wspace=0.35, hspace=0.45)
+    fig.subplots_adjust(
+        left=0.7 / (3.0 * columns + 1),
+        right=0.98,
+        top=0.85 if rows_count == 1 else 0.9,
+        bottom=0.12,
+        wspace=0.35,
+        hspace=0.45,
+    )
     return fig
 
 
@@ -168,8 +214,12 @@ def heatmap(matrix: pd.DataFrame, title: str) -> Figure:
     fig.colorbar(image, ax=ax, label="overhead % (time-equivalent)")
     ax.set_title(title, fontsize=10)
     longest = max((len(str(label)) for label in matrix.index), default=10)
-    fig.subplots_adjust(left=min(0.6, 0.02 + 0.0105 * longest * 6 / max(5.0, 1.6 * len(matrix.columns) + 3)),
-                        right=0.95, top=1 - 0.45 / height, bottom=1.1 / height)
+    fig.subplots_adjust(
+        left=min(0.6, 0.02 + 0.0105 * longest * 6 / max(5.0, 1.6 * len(matrix.columns) + 3)),
+        right=0.95,
+        top=1 - 0.45 / height,
+        bottom=1.1 / height,
+    )
     return fig
 
 
@@ -182,4 +232,4 @@ def svg_document(fig: Figure) -> str:
 
 def inline_svg(document: str) -> str:
     """An SVG document without its XML prolog and doctype, to place inside an HTML page."""
-    return document[document.find("<svg"):]
+    return document[document.find("<svg") :]

@@ -18,11 +18,23 @@ def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline
         return ""
     significant = rows[rows["significant"].astype(bool)]
     if significant.empty:
-        return (f"No configuration differs significantly from the baseline ({baseline}) in these "
-                f"{len(rows)} comparisons: the differences seen are within the noise.")
+        return (
+            f"No configuration differs significantly from the baseline ({baseline}) in these "
+            f"{len(rows)} comparisons: the differences seen are within the noise."
+        )
     top = significant.loc[significant["overhead_percent"].abs().idxmax()]
-    where = " ".join(p for p in (top["workload"] if len(workloads) > 1 else "", top["case"] if isinstance(top["case"], str) else "", top["metric"]) if p)
+    where = " ".join(
+        p
+        for p in (
+            top["workload"] if len(workloads) > 1 else "",
+            top["case"] if isinstance(top["case"], str) else "",
+            top["metric"],
+        )
+        if p
+    )
     direction = "slower" if top["overhead_percent"] > 0 else "faster"
-    return (f"{len(significant)} of {len(rows)} differences from the baseline are significant; the largest: "
-            f"{top['config']} at {where}, {fmt.percent(top['overhead_percent'])} ({direction}; "
-            f"ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}).")
+    return (
+        f"{len(significant)} of {len(rows)} differences from the baseline are significant; the largest: "
+        f"{top['config']} at {where}, {fmt.percent(top['overhead_percent'])} ({direction}; "
+        f"ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])})."
+    )

@@ -49,8 +49,7 @@ class VariantAxis(ABC):
         return None
 
     @abstractmethod
-    def setup(self, value: str, workdir: Path, options: AxisOptions) -> PreparedVariant:
-        ...
+    def setup(self, value: str, workdir: Path, options: AxisOptions) -> PreparedVariant: ...
 
     def teardown(self, prepared: PreparedVariant) -> None:  # noqa: B027 - optional hook
         pass

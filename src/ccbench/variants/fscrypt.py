@@ -42,8 +42,15 @@ def add_key(mount_point: str, raw_key: bytes) -> bytes:
 
 
 def set_policy(directory: str, identifier: bytes) -> None:
-    policy = struct.pack("<BBBB4s16s", FSCRYPT_POLICY_V2, FSCRYPT_MODE_AES_256_XTS, FSCRYPT_MODE_AES_256_CTS,
-                         FSCRYPT_POLICY_FLAGS_PAD_32, b"", identifier)
+    policy = struct.pack(
+        "<BBBB4s16s",
+        FSCRYPT_POLICY_V2,
+        FSCRYPT_MODE_AES_256_XTS,
+        FSCRYPT_MODE_AES_256_CTS,
+        FSCRYPT_POLICY_FLAGS_PAD_32,
+        b"",
+        identifier,
+    )
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.ioctl(fd, FS_IOC_SET_ENCRYPTION_POLICY, policy)

@@ -124,11 +124,15 @@ def luks_header(device: str) -> dict[str, Any]:
     metadata = json.loads(done.stdout)
     segment = next(iter(metadata["segments"].values()))
     keyslot = next(iter(metadata["keyslots"].values()))
-    return {"storage_cipher": segment["encryption"], "key_bits": int(keyslot["key_size"]) * 8,
-            "luks_sector_size": int(segment["sector_size"])}
+    return {
+        "storage_cipher": segment["encryption"],
+        "key_bits": int(keyslot["key_size"]) * 8,
+        "luks_sector_size": int(segment["sector_size"]),
+    }
 
 
 # --- the state file: what is mounted or attached, recorded before it happens ----------------------
+
 
 def _state_path(root: Path) -> Path:
     return root / STATE_FILE
@@ -238,8 +242,10 @@ def userspace_aes_info() -> dict[str, Any]:
     flags = cpu_flags()
     if not flags:
         return {}
-    return {"storage_cipher_driver": "userspace AES-GCM (gocryptfs)",
-            "storage_cipher_accelerated": {"aes", "pclmulqdq"} <= flags}
+    return {
+        "storage_cipher_driver": "userspace AES-GCM (gocryptfs)",
+        "storage_cipher_accelerated": {"aes", "pclmulqdq"} <= flags,
+    }
 
 
 def _key_file(directory: Path, raw: bytes) -> Path:
@@ -252,6 +258,7 @@ def _key_file(directory: Path, raw: bytes) -> Path:
 
 
 # --- the mechanisms ---------------------------------------------------------------------------------
+
 
 class Mechanism(ABC):
     """One way of providing a storage variant in ``directory`` (which the axis made and removes).
@@ -302,8 +309,11 @@ class Disk(Mechanism):
         path = self.directory / "data"
         path.mkdir()
         protection = _describe(path)
-        return path, {"storage": "disk", "storage_protection": protection.get("protection"),
-                      "storage_fstype": protection.get("fstype")}
+        return path, {
+            "storage": "disk",
+            "storage_protection": protection.get("protection"),
+            "storage_fstype": protection.get("fstype"),
+        }
 
 
 class UserPath(Mechanism):
@@ -324,8 +334,13 @@ class UserPath(Mechanism):
         made.mkdir()
         self.user_directory = made
         protection = _describe(made)
-        info = {"storage": self.value, "storage_mechanism": "user-path", "storage_path": str(self.base),
-                "storage_protection": protection.get("protection"), "storage_fstype": protection.get("fstype")}
+        info = {
+            "storage": self.value,
+            "storage_mechanism": "user-path",
+            "storage_path": str(self.base),
+            "storage_protection": protection.get("protection"),
+            "storage_fstype": protection.get("fstype"),
+        }
         if protection.get("cipher"):
             info["storage_cipher"] = protection["cipher"]
         return made, info
@@ -360,8 +375,17 @@ class Tmpfs(Mechanism):
         mount_point.mkdir()
         self.record()
         self.mount_point = mount_point
-        _run(["mount", "-t", "tmpfs", "-o", f"size={self.options.tmpfs_size},mode=0700", "ccbench-tmpfs",
-              str(mount_point)])
+        _run(
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={self.options.tmpfs_size},mode=0700",
+                "ccbench-tmpfs",
+                str(mount_point),
+            ]
+        )
         return mount_point, {"storage": "tmpfs", "storage_mechanism": "tmpfs", "tmpfs_size": self.options.tmpfs_size}
 
     def tear_down(self):
@@ -435,8 +459,12 @@ class Ext4Loop(Mechanism):
     def set_up(self):
         path = self.mount_filesystem() / "data"
         path.mkdir()
-        return path, {"storage": LOOP_CONTROL, "storage_mechanism": "none", "filesystem": "ext4 on a loop file",
-                      **self.loop_info()}
+        return path, {
+            "storage": LOOP_CONTROL,
+            "storage_mechanism": "none",
+            "filesystem": "ext4 on a loop file",
+            **self.loop_info(),
+        }
 
     def tear_down(self):
         if self.mount_point is not None:
@@ -472,9 +500,16 @@ class Fscrypt(Ext4Loop):
         data = mount_point / "data"
         data.mkdir()
         fscrypt.set_policy(str(data), self.identifier)
-        return data, {"storage": "encrypted", "storage_mechanism": "fscrypt", "storage_cipher": fscrypt.CIPHER,
-                      "filenames_cipher": "AES-256-CTS", "fscrypt_policy": 2, "filesystem": "ext4 on a loop file",
-                      **self.loop_info(), **cipher_driver_info(fscrypt.CIPHER, data)}
+        return data, {
+            "storage": "encrypted",
+            "storage_mechanism": "fscrypt",
+            "storage_cipher": fscrypt.CIPHER,
+            "filenames_cipher": "AES-256-CTS",
+            "fscrypt_policy": 2,
+            "filesystem": "ext4 on a loop file",
+            **self.loop_info(),
+            **cipher_driver_info(fscrypt.CIPHER, data),
+        }
 
     def tear_down(self):
         if self.identifier is not None and self.mount_point is not None:
@@ -518,9 +553,13 @@ class Gocryptfs(Mechanism):
             _run(["gocryptfs", "-q", "-passfile", str(key), str(cipher_dir), str(mount_point)])
         finally:
             key.unlink(missing_ok=True)
-        info = {"storage": "encrypted", "storage_mechanism": "gocryptfs",
-                "storage_cipher": gocryptfs_cipher(cipher_dir / "gocryptfs.conf"), "filesystem": "FUSE",
-                **userspace_aes_info()}
+        info = {
+            "storage": "encrypted",
+            "storage_mechanism": "gocryptfs",
+            "storage_cipher": gocryptfs_cipher(cipher_dir / "gocryptfs.conf"),
+            "filesystem": "FUSE",
+            **userspace_aes_info(),
+        }
         version = _run(["gocryptfs", "-version"], check=False).stdout.split(";")[0].strip()
         if version:
             info["gocryptfs_version"] = version
@@ -577,8 +616,24 @@ class Luks(Mechanism):
             raise CCBenchError(f"refusing to format {device}: ccbench only formats loop devices it attached")
         mapper = f"/dev/mapper/{name}"
         return [
-            ["cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--cipher", "aes-xts-plain64",
-             "--key-size", "512", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", str(key), device],
+            [
+                "cryptsetup",
+                "luksFormat",
+                "--batch-mode",
+                "--type",
+                "luks2",
+                "--cipher",
+                "aes-xts-plain64",
+                "--key-size",
+                "512",
+                "--pbkdf",
+                "pbkdf2",
+                "--pbkdf-force-iterations",
+                "1000",
+                "--key-file",
+                str(key),
+                device,
+            ],
             ["cryptsetup", "open", "--type", "luks2", "--key-file", str(key), device, name],
             ["mkfs.ext4", "-q", "-F", mapper],
             ["mount", mapper, str(mount_point)],
@@ -605,11 +660,18 @@ class Luks(Mechanism):
             key.unlink(missing_ok=True)
         data = mount_point / "data"
         data.mkdir()
-        return data, {"storage": "encrypted", "storage_mechanism": "luks2", "storage_cipher": "aes-xts-plain64",
-                      "key_bits": 512, **header, "filesystem": "ext4 on dm-crypt on a loop file",
-                      "loop_direct_io": self.image.direct_io, "image_size": self.options.image_size,
-                      **cipher_driver_info(header.get("storage_cipher", "aes-xts-plain64"), data),
-                      **dm_crypt_info(self.dm_name)}
+        return data, {
+            "storage": "encrypted",
+            "storage_mechanism": "luks2",
+            "storage_cipher": "aes-xts-plain64",
+            "key_bits": 512,
+            **header,
+            "filesystem": "ext4 on dm-crypt on a loop file",
+            "loop_direct_io": self.image.direct_io,
+            "image_size": self.options.image_size,
+            **cipher_driver_info(header.get("storage_cipher", "aes-xts-plain64"), data),
+            **dm_crypt_info(self.dm_name),
+        }
 
     def tear_down(self):
         if self.mount_point is not None:

@@ -20,8 +20,7 @@ REGISTRY: dict[str, str] = {
 }
 
 #: kinds that a plan may name but that this build cannot run yet: kind -> reason
-NOT_BUILT: dict[str, str] = {
-}
+NOT_BUILT: dict[str, str] = {}
 
 
 def known_kinds() -> list[str]:

@@ -18,9 +18,10 @@ import shutil
 import subprocess
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -174,8 +175,7 @@ class Workload(ABC):
         pass
 
     @abstractmethod
-    def run(self, ctx: ExecutionContext) -> list[Measurement]:
-        ...
+    def run(self, ctx: ExecutionContext) -> list[Measurement]: ...
 
     def cleanup(self, ctx: PrepareContext) -> None:  # noqa: B027 - optional hook
         pass

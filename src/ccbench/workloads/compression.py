@@ -18,13 +18,22 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import (ExecutionContext, PrepareContext, Workload, WorkloadFailed, WorkloadParams,
-                                    missing_tools, size_bytes)
+from ccbench.workloads.base import (
+    ExecutionContext,
+    PrepareContext,
+    Workload,
+    WorkloadFailed,
+    WorkloadParams,
+    missing_tools,
+    size_bytes,
+)
 
 DATASET = "ccbench-dataset.bin"
-WORDS = ("confidential computing memory encryption attestation enclave guest host kernel page table "
-         "storage volume cipher block latency throughput benchmark workload notebook dataset model "
-         "training inference tensor vector query record field value key index cache queue").split()
+WORDS = (
+    "confidential computing memory encryption attestation enclave guest host kernel page table "
+    "storage volume cipher block latency throughput benchmark workload notebook dataset model "
+    "training inference tensor vector query record field value key index cache queue"
+).split()
 TOOLS = {"gzip": ("gz", "gzip -{level} -c"), "zstd": ("zst", "zstd -q -{level} -c")}
 
 
@@ -88,8 +97,9 @@ class Compression(Workload):
 
     def prepare(self, ctx: PrepareContext) -> None:
         ctx.workdir.mkdir(parents=True, exist_ok=True)
-        digest = write_dataset(ctx.workdir / DATASET, size_bytes(self.params.size), self.params.random_fraction,
-                               self.params.seed)
+        digest = write_dataset(
+            ctx.workdir / DATASET, size_bytes(self.params.size), self.params.random_fraction, self.params.seed
+        )
         (ctx.workdir / (DATASET + ".sha256")).write_text(digest)
 
     def cleanup(self, ctx: PrepareContext) -> None:
@@ -112,13 +122,17 @@ class Compression(Workload):
             source, target, back = (shlex.quote(str(p)) for p in (dataset, archive, restored))
             compress = ctx.run_command(
                 ["bash", "-c", f"set -o pipefail; {command.format(level=level)} {source} > {target} && sync {target}"],
-                log_name=f"{algorithm}-compress")
+                log_name=f"{algorithm}-compress",
+            )
             decompress = ctx.run_command(
                 ["bash", "-c", f"set -o pipefail; {algorithm} -d -c {target} > {back} && sync {back}"],
-                log_name=f"{algorithm}-decompress")
+                log_name=f"{algorithm}-decompress",
+            )
             archive_size = archive.stat().st_size
             if restored.stat().st_size != size:
-                raise WorkloadFailed(f"{algorithm}: the restored file has {restored.stat().st_size} bytes, expected {size}")
+                raise WorkloadFailed(
+                    f"{algorithm}: the restored file has {restored.stat().st_size} bytes, expected {size}"
+                )
             # the round trip must give the dataset back bit for bit (checked after the timing)
             if expected_digest and file_digest(restored) != expected_digest:
                 raise WorkloadFailed(f"{algorithm}: the restored file differs from the dataset (SHA-256 mismatch)")
@@ -129,8 +143,16 @@ class Compression(Workload):
             measurements += [
                 Measurement(metric="compress_time", unit="s", value=compress.wall_s, case=case),
                 Measurement(metric="decompress_time", unit="s", value=decompress.wall_s, case=case),
-                Measurement(metric="compress_throughput", unit="MB/s", value=mb / compress.wall_s, better="higher", case=case),
-                Measurement(metric="decompress_throughput", unit="MB/s", value=mb / decompress.wall_s, better="higher", case=case),
+                Measurement(
+                    metric="compress_throughput", unit="MB/s", value=mb / compress.wall_s, better="higher", case=case
+                ),
+                Measurement(
+                    metric="decompress_throughput",
+                    unit="MB/s",
+                    value=mb / decompress.wall_s,
+                    better="higher",
+                    case=case,
+                ),
                 Measurement(metric="compression_ratio", unit="x", value=size / archive_size, better=None, case=case),
             ]
         return measurements

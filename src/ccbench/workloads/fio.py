@@ -106,8 +106,13 @@ def parse_fio_json(document: dict) -> list[Measurement]:
             clat = stats.get("clat_ns") or {}
             percentiles = clat.get("percentile") or {}
             measurements += [
-                Measurement(metric="throughput", unit="MB/s", value=stats.get("bw_bytes", stats.get("bw", 0) * 1024) / 1e6,
-                            better="higher", case=case),
+                Measurement(
+                    metric="throughput",
+                    unit="MB/s",
+                    value=stats.get("bw_bytes", stats.get("bw", 0) * 1024) / 1e6,
+                    better="higher",
+                    case=case,
+                ),
                 Measurement(metric="iops", unit="IOPS", value=stats.get("iops", 0.0), better="higher", case=case),
                 Measurement(metric="clat_mean", unit="us", value=clat.get("mean", 0.0) / 1000, case=case),
             ]

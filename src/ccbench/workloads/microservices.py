@@ -136,7 +136,7 @@ class MicroservicesParams(WorkloadParams):
     @classmethod
     def _power_of_ten(cls, value: int) -> int:
         digits = len(str(value)) - 1
-        if value != 10 ** digits:
+        if value != 10**digits:
             raise ValueError(f"users must be a power of ten (10, 100, 1000, ...), not {value}")
         return value
 
@@ -213,10 +213,14 @@ class ChainState:
         os.replace(tmp, self.path)
 
     @classmethod
-    def load(cls, path: Path) -> "ChainState":
+    def load(cls, path: Path) -> ChainState:
         doc = json.loads(path.read_text())
-        return cls(path=path, servers=[Server(**s) for s in doc.get("servers", [])],
-                   extra_dirs=doc.get("extra_dirs", []), info=doc.get("info", {}))
+        return cls(
+            path=path,
+            servers=[Server(**s) for s in doc.get("servers", [])],
+            extra_dirs=doc.get("extra_dirs", []),
+            info=doc.get("info", {}),
+        )
 
     def server(self, name: str) -> Server:
         for s in self.servers:
@@ -338,8 +342,14 @@ class Chain:
     namespace (ccbench.topology) on a back-end segment, nginx also on an edge segment with the load
     generator's host, whose links have the plan's ``edge_delay`` and ``edge_rate``."""
 
-    def __init__(self, directory: Path, params: MicroservicesParams, transport: str, topology_workdir: Path | None = None,
-                 state_path: Path | None = None):
+    def __init__(
+        self,
+        directory: Path,
+        params: MicroservicesParams,
+        transport: str,
+        topology_workdir: Path | None = None,
+        state_path: Path | None = None,
+    ):
         self.dir = directory
         self.params = params
         self.transport = transport
@@ -365,10 +375,18 @@ class Chain:
         with open(server.log, "ab") as log:
             try:
                 if host is not None:
-                    proc = host.popen(server.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen)
+                    proc = host.popen(
+                        server.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen
+                    )
                 else:
-                    proc = subprocess.Popen(server.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True, **popen)
+                    proc = subprocess.Popen(
+                        server.argv,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                        **popen,
+                    )
             except OSError as exc:
                 raise WorkloadFailed(f"{server.name} did not start: {exc}") from None
         server.pid = proc.pid
@@ -380,13 +398,17 @@ class Chain:
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise WorkloadFailed(f"{server.name} exited with {proc.returncode} at start; "
-                                     f"its log ({server.log}) ends: {self._log_tail(server)}")
+                raise WorkloadFailed(
+                    f"{server.name} exited with {proc.returncode} at start; "
+                    f"its log ({server.log}) ends: {self._log_tail(server)}"
+                )
             if _listening(address, server.port):
                 return
             time.sleep(0.05)
-        raise WorkloadFailed(f"{server.name} did not listen on {address}:{server.port} within {ready_timeout:g} s; "
-                             f"its log ({server.log}) ends: {self._log_tail(server)}")
+        raise WorkloadFailed(
+            f"{server.name} did not listen on {address}:{server.port} within {ready_timeout:g} s; "
+            f"its log ({server.log}) ends: {self._log_tail(server)}"
+        )
 
     def _place(self) -> None:
         """Emulated hosts: one namespace per tier plus the edge client's; recorded by ccbench.topology."""
@@ -446,57 +468,183 @@ class Chain:
             pg_prefix = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups"]
         bin_dir = pg_bin()
         assert bin_dir is not None
-        initdb = subprocess.run([str(bin_dir / "initdb"), "-D", str(pgdata), "-U", "ccbench", "--auth=trust",
-                                 "-E", "UTF8", "--no-sync", "--no-instructions"],
-                                capture_output=True, text=True, user=pg_user, cwd="/")
+        initdb = subprocess.run(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(pgdata),
+                "-U",
+                "ccbench",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            ],
+            capture_output=True,
+            text=True,
+            user=pg_user,
+            cwd="/",
+        )
         if initdb.returncode != 0:
             raise WorkloadFailed(f"postgres: initdb failed: {tail(initdb.stderr or initdb.stdout, 5, 800)}")
         if self.hosts:
             # the other tiers reach the database over the emulated hosts' segment
             with open(pgdata / "pg_hba.conf", "a") as hba:
                 hba.write("host all all samenet trust\n")
-        self.start(Server(name="postgres", port=pg_port, log=str(logs / "postgres.log"), user=pg_user,
-                          stop_signal=signal.SIGINT,
-                          argv=[*pg_prefix, str(bin_dir / "postgres"), "-D", str(pgdata), "-p", str(pg_port),
-                                "-c", f"listen_addresses={a['postgres']}", "-c", "unix_socket_directories=",
-                                "-c", "max_connections=200", "-c", "shared_buffers=128MB"]),
-                   address=a["postgres"], cwd="/")
+        self.start(
+            Server(
+                name="postgres",
+                port=pg_port,
+                log=str(logs / "postgres.log"),
+                user=pg_user,
+                stop_signal=signal.SIGINT,
+                argv=[
+                    *pg_prefix,
+                    str(bin_dir / "postgres"),
+                    "-D",
+                    str(pgdata),
+                    "-p",
+                    str(pg_port),
+                    "-c",
+                    f"listen_addresses={a['postgres']}",
+                    "-c",
+                    "unix_socket_directories=",
+                    "-c",
+                    "max_connections=200",
+                    "-c",
+                    "shared_buffers=128MB",
+                ],
+            ),
+            address=a["postgres"],
+            cwd="/",
+        )
         pg_url = f"postgres://ccbench@{a['postgres']}:{pg_port}/postgres?sslmode=disable"
         # listening is not accepting: PostgreSQL refuses connections until its start-up has finished
         deadline = time.monotonic() + 60
         while True:
-            ready = subprocess.run([str(bin_dir / "pg_isready"), "-q", "-h", a["postgres"], "-p", str(pg_port),
-                                    "-U", "ccbench", "-d", "postgres"], capture_output=True)
+            ready = subprocess.run(
+                [
+                    str(bin_dir / "pg_isready"),
+                    "-q",
+                    "-h",
+                    a["postgres"],
+                    "-p",
+                    str(pg_port),
+                    "-U",
+                    "ccbench",
+                    "-d",
+                    "postgres",
+                ],
+                capture_output=True,
+            )
             if ready.returncode == 0:
                 break
             if time.monotonic() > deadline:
-                raise WorkloadFailed(f"postgres did not accept connections within 60 s; its log ends: "
-                                     f"{self._log_tail(self.state.server('postgres'))}")
+                raise WorkloadFailed(
+                    f"postgres did not accept connections within 60 s; its log ends: "
+                    f"{self._log_tail(self.state.server('postgres'))}"
+                )
             time.sleep(0.1)
 
-        self.start(Server(name="redis", port=redis_port, log=str(logs / "redis.log"),
-                          argv=["redis-server", "--port", str(redis_port), "--bind", a["redis"], "--save", "",
-                                "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no",
-                                "--protected-mode", "no"]), address=a["redis"])
-        memcached = ["memcached", "-l", a["memcached"], "-p", str(mc_port), "-U", "0", "-m", "256", "-t", "2",
-                     "-c", "4096"]
+        self.start(
+            Server(
+                name="redis",
+                port=redis_port,
+                log=str(logs / "redis.log"),
+                argv=[
+                    "redis-server",
+                    "--port",
+                    str(redis_port),
+                    "--bind",
+                    a["redis"],
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(self.dir),
+                    "--daemonize",
+                    "no",
+                    "--protected-mode",
+                    "no",
+                ],
+            ),
+            address=a["redis"],
+        )
+        memcached = [
+            "memcached",
+            "-l",
+            a["memcached"],
+            "-p",
+            str(mc_port),
+            "-U",
+            "0",
+            "-m",
+            "256",
+            "-t",
+            "2",
+            "-c",
+            "4096",
+        ]
         if root:
             memcached += ["-u", "nobody"]
-        self.start(Server(name="memcached", port=mc_port, log=str(logs / "memcached.log"), argv=memcached),
-                   address=a["memcached"])
+        self.start(
+            Server(name="memcached", port=mc_port, log=str(logs / "memcached.log"), argv=memcached),
+            address=a["memcached"],
+        )
 
-        seed = subprocess.run([str(socialnet_binary()), "seed", "-pg", pg_url, "-redis", f"{a['redis']}:{redis_port}",
-                               "-users", str(p.users), "-posts", str(p.posts_per_user), "-follows", str(p.mean_follows),
-                               "-zipf", str(p.follow_zipf), "-seed", str(p.seed)],
-                              capture_output=True, text=True, timeout=600)
+        seed = subprocess.run(
+            [
+                str(socialnet_binary()),
+                "seed",
+                "-pg",
+                pg_url,
+                "-redis",
+                f"{a['redis']}:{redis_port}",
+                "-users",
+                str(p.users),
+                "-posts",
+                str(p.posts_per_user),
+                "-follows",
+                str(p.mean_follows),
+                "-zipf",
+                str(p.follow_zipf),
+                "-seed",
+                str(p.seed),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if seed.returncode != 0:
             raise WorkloadFailed(f"loading the dataset failed: {tail(seed.stderr, 5, 800)}")
         dataset = json.loads(seed.stdout.strip().splitlines()[-1])
 
-        self.start(Server(name="app", port=app_port, log=str(logs / "app.log"),
-                          argv=[str(socialnet_binary()), "serve", "-listen", f"{a['app']}:{app_port}", "-pg", pg_url,
-                                "-redis", f"{a['redis']}:{redis_port}", "-memcached", f"{a['memcached']}:{mc_port}",
-                                "-pool", str(p.app_pool), "-timeout", f"{p.request_timeout:g}s"]), address=a["app"])
+        self.start(
+            Server(
+                name="app",
+                port=app_port,
+                log=str(logs / "app.log"),
+                argv=[
+                    str(socialnet_binary()),
+                    "serve",
+                    "-listen",
+                    f"{a['app']}:{app_port}",
+                    "-pg",
+                    pg_url,
+                    "-redis",
+                    f"{a['redis']}:{redis_port}",
+                    "-memcached",
+                    f"{a['memcached']}:{mc_port}",
+                    "-pool",
+                    str(p.app_pool),
+                    "-timeout",
+                    f"{p.request_timeout:g}s",
+                ],
+            ),
+            address=a["app"],
+        )
 
         tls = self.transport == "tls"
         ca = cert = key = None
@@ -505,25 +653,52 @@ class Chain:
             key = cert.with_name("key.pem")
         conf = self.dir / "nginx.conf"
         listen = "0.0.0.0" if self.hosts else "127.0.0.1"
-        conf.write_text(nginx_config(self.dir, listen, nginx_port, f"{a['app']}:{app_port}", p.nginx_workers, cert, key))
+        conf.write_text(
+            nginx_config(self.dir, listen, nginx_port, f"{a['app']}:{app_port}", p.nginx_workers, cert, key)
+        )
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (self.dir / "nginx-temp" / sub).mkdir(parents=True, exist_ok=True)
-        self.start(Server(name="nginx", port=nginx_port, log=str(logs / "nginx-error.log"),
-                          argv=["nginx", "-c", str(conf), "-p", str(self.dir), "-e", str(logs / "nginx-error.log"),
-                                "-g", "daemon off;"]), address=self.front_address)
+        self.start(
+            Server(
+                name="nginx",
+                port=nginx_port,
+                log=str(logs / "nginx-error.log"),
+                argv=[
+                    "nginx",
+                    "-c",
+                    str(conf),
+                    "-p",
+                    str(self.dir),
+                    "-e",
+                    str(logs / "nginx-error.log"),
+                    "-g",
+                    "daemon off;",
+                ],
+            ),
+            address=self.front_address,
+        )
         scheme = "https" if tls else "http"
         front = self.front_address
         info = {
             **self.state.info,
-            "host": front, "port": nginx_port, "scheme": scheme, "base_url": f"{scheme}://{front}:{nginx_port}",
-            "cacert": str(ca) if ca else None, "access_log": str(self.dir / "logs" / "access.log"),
-            "dataset": dataset, "transport": self.transport, "hosts": p.hosts, "pgdata": str(pgdata),
+            "host": front,
+            "port": nginx_port,
+            "scheme": scheme,
+            "base_url": f"{scheme}://{front}:{nginx_port}",
+            "cacert": str(ca) if ca else None,
+            "access_log": str(self.dir / "logs" / "access.log"),
+            "dataset": dataset,
+            "transport": self.transport,
+            "hosts": p.hosts,
+            "pgdata": str(pgdata),
             # False when the postgres user could not reach the work directory (a storage variant's
             # directory under a private parent): the database then is not on the variant's storage
             "pgdata_in_workdir": self.dir in pgdata.parents,
             # the load generator runs in the edge host when there is one
             "client_prefix": ["ip", "netns", "exec", self.hosts["edge"].netns] if self.hosts else [],
-            "placement": {tier: {"host": PLACEMENT[tier], "address": a[tier]} for tier in TIERS} if self.hosts else None,
+            "placement": {tier: {"host": PLACEMENT[tier], "address": a[tier]} for tier in TIERS}
+            if self.hosts
+            else None,
             "edge": {"delay": p.edge_delay, "rate": p.edge_rate} if self.hosts else None,
         }
         if tls:
@@ -555,15 +730,63 @@ def make_certificate(directory: Path, host: str) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     ca_cert, ca_key = directory / "ca.pem", directory / "ca-key.pem"
     cert, key, csr = directory / "cert.pem", directory / "key.pem", directory / "cert.csr"
-    (directory / "server.ext").write_text(f"basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
-                                         f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{host},DNS:localhost\n")
+    (directory / "server.ext").write_text(
+        f"basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+        f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{host},DNS:localhost\n"
+    )
     steps = [
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
-         "-subj", "/CN=ccbench run CA", "-keyout", str(ca_key), "-out", str(ca_cert)],
-        ["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-         "-subj", f"/CN={host}", "-keyout", str(key), "-out", str(csr)],
-        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key), "-CAcreateserial",
-         "-days", "2", "-extfile", str(directory / "server.ext"), "-out", str(cert)],
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=ccbench run CA",
+            "-keyout",
+            str(ca_key),
+            "-out",
+            str(ca_cert),
+        ],
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-subj",
+            f"/CN={host}",
+            "-keyout",
+            str(key),
+            "-out",
+            str(csr),
+        ],
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca_cert),
+            "-CAkey",
+            str(ca_key),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            str(directory / "server.ext"),
+            "-out",
+            str(cert),
+        ],
     ]
     for argv in steps:
         result = subprocess.run(argv, capture_output=True, text=True)
@@ -582,13 +805,16 @@ def negotiated_cipher(host: str, port: int, cert: Path) -> tuple[str, str]:
             return name, version
 
 
-def nginx_config(directory: Path, host: str, port: int, app_address: str, workers: int,
-                 cert: Path | None, key: Path | None) -> str:
+def nginx_config(
+    directory: Path, host: str, port: int, app_address: str, workers: int, cert: Path | None, key: Path | None
+) -> str:
     temp = directory / "nginx-temp"
     tls = ""
     if cert:
-        tls = (f"        ssl_certificate {cert};\n        ssl_certificate_key {key};\n"
-               "        ssl_protocols TLSv1.3;\n        ssl_session_cache shared:ccbench:1m;\n")
+        tls = (
+            f"        ssl_certificate {cert};\n        ssl_certificate_key {key};\n"
+            "        ssl_protocols TLSv1.3;\n        ssl_session_cache shared:ccbench:1m;\n"
+        )
     return f"""# made by ccbench for one run of the microservices workload
 worker_processes {workers};
 pid {directory}/nginx.pid;
@@ -609,7 +835,7 @@ http {{
         keepalive 64;
     }}
     server {{
-        listen {host}:{port}{' ssl' if cert else ''};
+        listen {host}:{port}{" ssl" if cert else ""};
 {tls}        location /wrk2-api/ {{
             proxy_pass http://app;
             proxy_http_version 1.1;
@@ -631,7 +857,7 @@ http {{
 
 
 def user_pattern(users: int) -> str:
-    return "[0-9]{%d}" % (len(str(users)) - 1)
+    return f"[0-9]{{{len(str(users)) - 1}}}"
 
 
 def mix_url_regex(base_url: str, mix: dict[str, int], users: int) -> str:
@@ -694,12 +920,26 @@ end
 # load generators
 
 
-def oha_argv(url_regex: str, *, rate: float | None, duration: float, connections: int, timeout: float,
-             cacert: str | None) -> list[str]:
+def oha_argv(
+    url_regex: str, *, rate: float | None, duration: float, connections: int, timeout: float, cacert: str | None
+) -> list[str]:
     oha = oha_binary() or "oha"
     # -w: requests still in flight at the deadline are waited for, not counted as aborted
-    argv = [oha, "--no-tui", "--output-format", "json", "-z", f"{duration:g}s", "-w", "-c", str(connections),
-            "-t", f"{timeout:g}s", "--rand-regex-url", url_regex]
+    argv = [
+        oha,
+        "--no-tui",
+        "--output-format",
+        "json",
+        "-z",
+        f"{duration:g}s",
+        "-w",
+        "-c",
+        str(connections),
+        "-t",
+        f"{timeout:g}s",
+        "--rand-regex-url",
+        url_regex,
+    ]
     if rate is not None:
         argv[1:1] = ["-q", f"{rate:g}", "--latency-correction"]
     if cacert:
@@ -732,8 +972,11 @@ def parse_oha(text: str) -> dict[str, Any]:
         # oha's requestsPerSec counts failed requests too: achieved throughput is the successful ones
         "throughput": ok / float(summary["total"]) if summary.get("total") else 0.0,
         "attempted_per_s": float(summary.get("requestsPerSec") or 0.0),
-        "p50": ms(percentiles.get("p50")), "p90": ms(percentiles.get("p90")), "p99": ms(percentiles.get("p99")),
-        "p99.9": ms(percentiles.get("p99.9")), "max": ms(summary.get("slowest")),
+        "p50": ms(percentiles.get("p50")),
+        "p90": ms(percentiles.get("p90")),
+        "p99": ms(percentiles.get("p99")),
+        "p99.9": ms(percentiles.get("p99.9")),
+        "max": ms(summary.get("slowest")),
         "mean": ms(summary.get("average")),
     }
 
@@ -742,15 +985,22 @@ def parse_wrk(text: str) -> dict[str, Any]:
     line = next((ln for ln in text.splitlines() if ln.startswith("CCBENCH ")), None)
     if line is None:
         raise WorkloadFailed(f"wrk printed no summary: {tail(text, 3, 400)}")
-    doc = json.loads(line[len("CCBENCH "):])
+    doc = json.loads(line[len("CCBENCH ") :])
     seconds = doc["duration_us"] / 1e6
     errors = doc["connect"] + doc["read"] + doc["write"] + doc["timeout"]
     return {
-        "ok": doc["requests"] - doc["status"], "status_errors": doc["status"], "transport_errors": errors,
+        "ok": doc["requests"] - doc["status"],
+        "status_errors": doc["status"],
+        "transport_errors": errors,
         "error_kinds": {k: doc[k] for k in ("connect", "read", "write", "status", "timeout") if doc[k]},
-        "duration_s": seconds, "throughput": doc["requests"] / seconds if seconds else 0.0,
-        "p50": doc["p50"] / 1000, "p90": doc["p90"] / 1000, "p99": doc["p99"] / 1000, "p99.9": doc["p999"] / 1000,
-        "max": doc["max"] / 1000, "mean": doc["mean"] / 1000,
+        "duration_s": seconds,
+        "throughput": doc["requests"] / seconds if seconds else 0.0,
+        "p50": doc["p50"] / 1000,
+        "p90": doc["p90"] / 1000,
+        "p99": doc["p99"] / 1000,
+        "p99.9": doc["p999"] / 1000,
+        "max": doc["max"] / 1000,
+        "mean": doc["mean"] / 1000,
     }
 
 
@@ -783,7 +1033,9 @@ def tier_cpu_seconds(state: ChainState) -> dict[str, float]:
 TIMING = re.compile(r"(\w+);dur=([0-9.]+)")
 
 
-def read_access_log(path: Path, offset: int) -> tuple[list[tuple[float, int, float, float | None, dict[str, float]]], int]:
+def read_access_log(
+    path: Path, offset: int
+) -> tuple[list[tuple[float, int, float, float | None, dict[str, float]]], int]:
     """Lines of the access log from offset: (end time, status, request s, upstream s, Server-Timing ms)."""
     rows = []
     try:
@@ -803,7 +1055,9 @@ def read_access_log(path: Path, offset: int) -> tuple[list[tuple[float, int, flo
             continue
         upstream = None
         try:
-            upstream = sum(float(x) for x in re.split(r"[ ,:]+", parts[3]) if x and x != "-") if parts[3] != "-" else None
+            upstream = (
+                sum(float(x) for x in re.split(r"[ ,:]+", parts[3]) if x and x != "-") if parts[3] != "-" else None
+            )
         except ValueError:
             pass
         timing = {name: float(value) for name, value in TIMING.findall(parts[4])}
@@ -826,10 +1080,16 @@ def tier_latency_ms(rows, start: float, stop: float, client_mean_ms: float | Non
     request = mean([r[2] * 1000 for r in selected])
     upstream = mean([r[3] * 1000 for r in selected])
     app_total = mean([r[4].get("app", 0.0) for r in selected])
-    stores = {name: mean([r[4].get(key, 0.0) for r in selected])
-              for name, key in (("postgres", "pg"), ("redis", "redis"), ("memcached", "memcached"))}
-    result = {"nginx": max(request - upstream, 0.0), "proxy_hop": max(upstream - app_total, 0.0),
-              "app": max(app_total - sum(stores.values()), 0.0), **stores}
+    stores = {
+        name: mean([r[4].get(key, 0.0) for r in selected])
+        for name, key in (("postgres", "pg"), ("redis", "redis"), ("memcached", "memcached"))
+    }
+    result = {
+        "nginx": max(request - upstream, 0.0),
+        "proxy_hop": max(upstream - app_total, 0.0),
+        "app": max(app_total - sum(stores.values()), 0.0),
+        **stores,
+    }
     if client_mean_ms is not None:
         result["client"] = max(client_mean_ms - request, 0.0)
     return result
@@ -840,8 +1100,10 @@ def tier_latency_ms(rows, start: float, stop: float, client_mean_ms: float | Non
 
 class Microservices(Workload):
     kind = "microservices"
-    description = ("seed 002: a DeathStarBench-like social network (nginx -> Go -> memcached/Redis -> PostgreSQL) "
-                   "under open-loop (oha) and closed-loop (wrk) load: latency percentiles per rate and per tier")
+    description = (
+        "seed 002: a DeathStarBench-like social network (nginx -> Go -> memcached/Redis -> PostgreSQL) "
+        "under open-loop (oha) and closed-loop (wrk) load: latency percentiles per rate and per tier"
+    )
     Params = MicroservicesParams
     variant_axes = frozenset({"transport", "storage"})
     matrix_params = frozenset({"rates", "rate_fractions"})
@@ -868,7 +1130,9 @@ class Microservices(Workload):
             from ccbench.topology import LinkShape, available
 
             p = self.params
-            reason = available(LinkShape(rate=p.edge_rate, delay=p.edge_delay) if (p.edge_rate or p.edge_delay) else None)
+            reason = available(
+                LinkShape(rate=p.edge_rate, delay=p.edge_delay) if (p.edge_rate or p.edge_delay) else None
+            )
             if reason:
                 return f'hosts = "emulated": {reason} (hosts = "local" runs every tier on loopback)'
             if os.geteuid() == 0 and shutil.which("setpriv") is None:
@@ -916,16 +1180,28 @@ class Microservices(Workload):
             capacity = json.loads(shared.read_text())
         else:
             argv = info.get("client_prefix", []) + oha_argv(
-                mix_url_regex(info["base_url"], p.mix, p.users), rate=None, duration=p.capacity_seconds,
-                connections=p.connections, timeout=p.request_timeout, cacert=info.get("cacert"))
+                mix_url_regex(info["base_url"], p.mix, p.users),
+                rate=None,
+                duration=p.capacity_seconds,
+                connections=p.connections,
+                timeout=p.request_timeout,
+                cacert=info.get("cacert"),
+            )
             result = subprocess.run(argv, capture_output=True, text=True, timeout=p.capacity_seconds + 60)
             if result.returncode != 0:
-                raise WorkloadFailed(f"the capacity probe failed: oha exited with {result.returncode}: {tail(result.stderr, 3, 500)}")
+                raise WorkloadFailed(
+                    f"the capacity probe failed: oha exited with {result.returncode}: {tail(result.stderr, 3, 500)}"
+                )
             summary = parse_oha(result.stdout)
             if summary["ok"] == 0:
                 raise WorkloadFailed(f"the capacity probe got no successful response: {summary['error_kinds']}")
-            capacity = {"rps": summary["throughput"], "variant": ctx.variant, "seconds": p.capacity_seconds,
-                        "connections": p.connections, "errors": summary["status_errors"] + summary["transport_errors"]}
+            capacity = {
+                "rps": summary["throughput"],
+                "variant": ctx.variant,
+                "seconds": p.capacity_seconds,
+                "connections": p.connections,
+                "errors": summary["status_errors"] + summary["transport_errors"],
+            }
             shared.parent.mkdir(parents=True, exist_ok=True)
             shared.write_text(json.dumps(capacity, indent=1))
         rates = sorted({max(1.0, round(capacity["rps"] * f)) for f in p.rate_fractions})
@@ -970,14 +1246,25 @@ class Microservices(Workload):
         for rate in info.get("rates", []):
             before = tier_cpu_seconds(state)
             start = time.time()
-            result = ctx.run_command(client + oha_argv(url_regex, rate=rate, duration=p.duration,
-                                                       connections=p.connections, timeout=p.request_timeout,
-                                                       cacert=info.get("cacert")),
-                                     log_name=f"oha-rate-{rate:g}", check=False)
+            result = ctx.run_command(
+                client
+                + oha_argv(
+                    url_regex,
+                    rate=rate,
+                    duration=p.duration,
+                    connections=p.connections,
+                    timeout=p.request_timeout,
+                    cacert=info.get("cacert"),
+                ),
+                log_name=f"oha-rate-{rate:g}",
+                check=False,
+            )
             stop = time.time()
             after = tier_cpu_seconds(state)
             if result.returncode != 0:
-                raise WorkloadFailed(f"oha exited with {result.returncode} at {rate:g} req/s: {tail(result.stderr, 3, 500)}")
+                raise WorkloadFailed(
+                    f"oha exited with {result.returncode} at {rate:g} req/s: {tail(result.stderr, 3, 500)}"
+                )
             summary = parse_oha(result.stdout)
             summary["loadgen_cpu_s"] = result.user_s + result.sys_s
             summary["wall_s"] = result.wall_s
@@ -988,13 +1275,31 @@ class Microservices(Workload):
             script.write_text(wrk_script(p.mix, p.users))
             before = tier_cpu_seconds(state)
             start = time.time()
-            result = ctx.run_command(client + ["wrk", "-t", str(p.wrk_threads), "-c", str(p.wrk_connections),
-                                      "-d", f"{p.wrk_duration:g}s", "--timeout", f"{p.request_timeout:g}s",
-                                      "-s", str(script), info["base_url"]], log_name="wrk", check=False)
+            result = ctx.run_command(
+                client
+                + [
+                    "wrk",
+                    "-t",
+                    str(p.wrk_threads),
+                    "-c",
+                    str(p.wrk_connections),
+                    "-d",
+                    f"{p.wrk_duration:g}s",
+                    "--timeout",
+                    f"{p.request_timeout:g}s",
+                    "-s",
+                    str(script),
+                    info["base_url"],
+                ],
+                log_name="wrk",
+                check=False,
+            )
             stop = time.time()
             after = tier_cpu_seconds(state)
             if result.returncode != 0:
-                raise WorkloadFailed(f"wrk exited with {result.returncode}: {tail(result.stderr or result.stdout, 3, 500)}")
+                raise WorkloadFailed(
+                    f"wrk exited with {result.returncode}: {tail(result.stderr or result.stdout, 3, 500)}"
+                )
             summary = parse_wrk(result.stdout)
             summary["loadgen_cpu_s"] = result.user_s + result.sys_s
             summary["wall_s"] = result.wall_s
@@ -1006,9 +1311,13 @@ class Microservices(Workload):
         measurements: list[Measurement] = []
         for case, summary, start, stop, before, after in runs:
             measurements += self._measurements(case, summary, start, stop, before, after, rows, cores, common)
-        (ctx.raw_dir / "summary.json").write_text(json.dumps([{"case": c, **s} for c, s, *_ in runs], indent=1, default=str))
+        (ctx.raw_dir / "summary.json").write_text(
+            json.dumps([{"case": c, **s} for c, s, *_ in runs], indent=1, default=str)
+        )
         if failures:
-            raise WorkloadFailed("; ".join(failures) + f" (samples of every rate kept in {ctx.raw_dir / 'summary.json'})")
+            raise WorkloadFailed(
+                "; ".join(failures) + f" (samples of every rate kept in {ctx.raw_dir / 'summary.json'})"
+            )
         return measurements
 
     def _check_alive(self, state: ChainState) -> list[str]:
@@ -1038,8 +1347,14 @@ class Microservices(Workload):
         errors = summary["status_errors"] + summary["transport_errors"]
         meta = {**common, "requests_ok": summary["ok"], "error_kinds": summary["error_kinds"]}
         out = [
-            Measurement(metric="throughput", unit="req/s", value=summary["throughput"], better="higher", case=case,
-                        metadata=meta),
+            Measurement(
+                metric="throughput",
+                unit="req/s",
+                value=summary["throughput"],
+                better="higher",
+                case=case,
+                metadata=meta,
+            ),
             Measurement(metric="errors", unit="requests", value=errors, case=case, metadata=meta),
         ]
         for q in ("p50", "p90", "p99", "p99.9", "max"):
@@ -1048,22 +1363,54 @@ class Microservices(Workload):
         loadgen_util = summary["loadgen_cpu_s"] / max(summary["wall_s"], 1e-9)
         tier_util = {t: (after.get(t, 0.0) - before.get(t, 0.0)) / wall for t in after}
         for tier, util in sorted(tier_util.items()):
-            out.append(Measurement(metric="tier_cpu", unit="cores", value=util, better=None,
-                                   case={**case, "tier": tier}, metadata=common))
-        out.append(Measurement(metric="loadgen_cpu", unit="cores", value=loadgen_util, better=None, case=case,
-                               metadata=common))
+            out.append(
+                Measurement(
+                    metric="tier_cpu",
+                    unit="cores",
+                    value=util,
+                    better=None,
+                    case={**case, "tier": tier},
+                    metadata=common,
+                )
+            )
+        out.append(
+            Measurement(metric="loadgen_cpu", unit="cores", value=loadgen_util, better=None, case=case, metadata=common)
+        )
         shortfall = case.get("rate") is not None and summary["throughput"] < 0.95 * case["rate"]
         busiest = max(tier_util.values(), default=0.0)
         saturated = loadgen_util >= 0.9 * cores or (shortfall and loadgen_util > busiest)
-        out.append(Measurement(metric="client_saturated", unit="bool", value=float(saturated), better=None, case=case,
-                               metadata={**common, "loadgen_cores": round(loadgen_util, 3), "cores": cores,
-                                         "busiest_tier_cores": round(busiest, 3), "rate_shortfall": bool(shortfall)}))
+        out.append(
+            Measurement(
+                metric="client_saturated",
+                unit="bool",
+                value=float(saturated),
+                better=None,
+                case=case,
+                metadata={
+                    **common,
+                    "loadgen_cores": round(loadgen_util, 3),
+                    "cores": cores,
+                    "busiest_tier_cores": round(busiest, 3),
+                    "rate_shortfall": bool(shortfall),
+                },
+            )
+        )
         shares = tier_latency_ms(rows, start, stop, summary.get("mean"))
         total = sum(shares.values())
         for tier, value in sorted(shares.items()):
-            out.append(Measurement(metric="tier_latency", unit="ms", value=value, case={**case, "tier": tier},
-                                   metadata={**common, "share": value / total if total else None,
-                                             "basis": "mean per request: nginx access log and Server-Timing"}))
+            out.append(
+                Measurement(
+                    metric="tier_latency",
+                    unit="ms",
+                    value=value,
+                    case={**case, "tier": tier},
+                    metadata={
+                        **common,
+                        "share": value / total if total else None,
+                        "basis": "mean per request: nginx access log and Server-Timing",
+                    },
+                )
+            )
         return out
 
 
@@ -1074,9 +1421,18 @@ K8S_PORTS = {"nginx": 8080, "app": 8080, "memcached": 11211, "redis": 6379, "pos
 K8S_IMAGES = {"nginx": "nginx:1.27", "memcached": "memcached:1.6", "redis": "redis:7", "postgres": "postgres:15"}
 
 
-def k8s_manifests(params: MicroservicesParams, *, app_image: str, loadgen_image: str, runtime_class: str | None,
-                  namespace: str = "ccbench-socialnet", transport: str = "plain", rate: float = 100.0,
-                  tls_secret: str = "socialnet-tls", images: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def k8s_manifests(
+    params: MicroservicesParams,
+    *,
+    app_image: str,
+    loadgen_image: str,
+    runtime_class: str | None,
+    namespace: str = "ccbench-socialnet",
+    transport: str = "plain",
+    rate: float = 100.0,
+    tls_secret: str = "socialnet-tls",
+    images: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """Deployments and Services for every tier (with ``runtimeClassName`` = runtime_class, e.g.
     ``kata-qemu-snp``), nginx's configuration as a ConfigMap, and a load Job (default runtime: the
     client stands for the edge device) that seeds the dataset, then runs oha open-loop at ``rate``
@@ -1097,30 +1453,75 @@ def k8s_manifests(params: MicroservicesParams, *, app_image: str, loadgen_image:
     tls = transport == "tls"
     cert = Path("/etc/ccbench/tls/tls.crt") if tls else None
     key = Path("/etc/ccbench/tls/tls.key") if tls else None
-    conf = nginx_config(Path("/tmp/ccbench"), "0.0.0.0", K8S_PORTS["nginx"], f"app:{K8S_PORTS['app']}",
-                        p.nginx_workers, cert, key)
+    conf = nginx_config(
+        Path("/tmp/ccbench"), "0.0.0.0", K8S_PORTS["nginx"], f"app:{K8S_PORTS['app']}", p.nginx_workers, cert, key
+    )
     objects.append(k8s.config_map("nginx-conf", namespace, {"nginx.conf": conf}))
     pg_url = f"postgres://ccbench@postgres:{K8S_PORTS['postgres']}/postgres?sslmode=disable"
     containers = {
-        "postgres": k8s.container("postgres", images["postgres"], ports=[K8S_PORTS["postgres"]], cpu="1", memory="1Gi",
-                                  env={"POSTGRES_USER": "ccbench", "POSTGRES_DB": "postgres",
-                                       "POSTGRES_HOST_AUTH_METHOD": "trust"}),
-        "redis": k8s.container("redis", images["redis"], args=["--save", "", "--appendonly", "no", "--protected-mode", "no"],
-                               ports=[K8S_PORTS["redis"]], cpu="500m", memory="512Mi"),
-        "memcached": k8s.container("memcached", images["memcached"], args=["-m", "256", "-t", "2", "-c", "4096"],
-                                   ports=[K8S_PORTS["memcached"]], cpu="500m", memory="512Mi"),
-        "app": k8s.container("app", app_image, args=["serve", "-listen", f"0.0.0.0:{K8S_PORTS['app']}", "-pg", pg_url,
-                                                     "-redis", f"redis:{K8S_PORTS['redis']}",
-                                                     "-memcached", f"memcached:{K8S_PORTS['memcached']}",
-                                                     "-pool", str(p.app_pool), "-timeout", f"{p.request_timeout:g}s"],
-                             ports=[K8S_PORTS["app"]], cpu="1", memory="512Mi"),
-        "nginx": k8s.container("nginx", images["nginx"], command=["sh", "-c"],
-                               args=["mkdir -p /tmp/ccbench/logs /tmp/ccbench/nginx-temp && "
-                                     "exec nginx -c /etc/ccbench/nginx/nginx.conf -p /tmp/ccbench -g 'daemon off;'"],
-                               ports=[K8S_PORTS["nginx"]], cpu="1", memory="256Mi",
-                               volume_mounts=[k8s.volume_mount("nginx-conf", "/etc/ccbench/nginx", read_only=True),
-                                              k8s.volume_mount("scratch", "/tmp/ccbench")]
-                               + ([k8s.volume_mount("tls", "/etc/ccbench/tls", read_only=True)] if tls else [])),
+        "postgres": k8s.container(
+            "postgres",
+            images["postgres"],
+            ports=[K8S_PORTS["postgres"]],
+            cpu="1",
+            memory="1Gi",
+            env={"POSTGRES_USER": "ccbench", "POSTGRES_DB": "postgres", "POSTGRES_HOST_AUTH_METHOD": "trust"},
+        ),
+        "redis": k8s.container(
+            "redis",
+            images["redis"],
+            args=["--save", "", "--appendonly", "no", "--protected-mode", "no"],
+            ports=[K8S_PORTS["redis"]],
+            cpu="500m",
+            memory="512Mi",
+        ),
+        "memcached": k8s.container(
+            "memcached",
+            images["memcached"],
+            args=["-m", "256", "-t", "2", "-c", "4096"],
+            ports=[K8S_PORTS["memcached"]],
+            cpu="500m",
+            memory="512Mi",
+        ),
+        "app": k8s.container(
+            "app",
+            app_image,
+            args=[
+                "serve",
+                "-listen",
+                f"0.0.0.0:{K8S_PORTS['app']}",
+                "-pg",
+                pg_url,
+                "-redis",
+                f"redis:{K8S_PORTS['redis']}",
+                "-memcached",
+                f"memcached:{K8S_PORTS['memcached']}",
+                "-pool",
+                str(p.app_pool),
+                "-timeout",
+                f"{p.request_timeout:g}s",
+            ],
+            ports=[K8S_PORTS["app"]],
+            cpu="1",
+            memory="512Mi",
+        ),
+        "nginx": k8s.container(
+            "nginx",
+            images["nginx"],
+            command=["sh", "-c"],
+            args=[
+                "mkdir -p /tmp/ccbench/logs /tmp/ccbench/nginx-temp && "
+                "exec nginx -c /etc/ccbench/nginx/nginx.conf -p /tmp/ccbench -g 'daemon off;'"
+            ],
+            ports=[K8S_PORTS["nginx"]],
+            cpu="1",
+            memory="256Mi",
+            volume_mounts=[
+                k8s.volume_mount("nginx-conf", "/etc/ccbench/nginx", read_only=True),
+                k8s.volume_mount("scratch", "/tmp/ccbench"),
+            ]
+            + ([k8s.volume_mount("tls", "/etc/ccbench/tls", read_only=True)] if tls else []),
+        ),
     }
     for tier in TIERS:
         volumes = None
@@ -1130,19 +1531,56 @@ def k8s_manifests(params: MicroservicesParams, *, app_image: str, loadgen_image:
                 volumes.append({"name": "tls", "secret": {"secretName": tls_secret}})
         spec = k8s.pod_spec([containers[tier]], runtime_class=runtime_class, volumes=volumes)
         objects.append(k8s.deployment(tier if tier != "nginx" else "front", namespace, spec))
-        objects.append(k8s.service(tier if tier != "nginx" else "front", namespace,
-                                   selector={k8s.APP_LABEL: tier if tier != "nginx" else "front"},
-                                   ports=[K8S_PORTS[tier]]))
+        objects.append(
+            k8s.service(
+                tier if tier != "nginx" else "front",
+                namespace,
+                selector={k8s.APP_LABEL: tier if tier != "nginx" else "front"},
+                ports=[K8S_PORTS[tier]],
+            )
+        )
     base = f"{'https' if tls else 'http'}://front:{K8S_PORTS['nginx']}"
-    load = k8s.container("oha", loadgen_image, command=["oha"],
-                         args=[*oha_argv(mix_url_regex(base, p.mix, p.users), rate=rate, duration=p.duration,
-                                         connections=p.connections, timeout=p.request_timeout, cacert=None)[1:],
-                               *(["--insecure"] if tls else [])],
-                         cpu="1", memory="256Mi")
-    seed = k8s.container("seed", app_image, args=["seed", "-pg", pg_url, "-redis", f"redis:{K8S_PORTS['redis']}",
-                                                  "-users", str(p.users), "-posts", str(p.posts_per_user),
-                                                  "-follows", str(p.mean_follows), "-zipf", str(p.follow_zipf),
-                                                  "-seed", str(p.seed)], cpu="500m", memory="256Mi")
+    load = k8s.container(
+        "oha",
+        loadgen_image,
+        command=["oha"],
+        args=[
+            *oha_argv(
+                mix_url_regex(base, p.mix, p.users),
+                rate=rate,
+                duration=p.duration,
+                connections=p.connections,
+                timeout=p.request_timeout,
+                cacert=None,
+            )[1:],
+            *(["--insecure"] if tls else []),
+        ],
+        cpu="1",
+        memory="256Mi",
+    )
+    seed = k8s.container(
+        "seed",
+        app_image,
+        args=[
+            "seed",
+            "-pg",
+            pg_url,
+            "-redis",
+            f"redis:{K8S_PORTS['redis']}",
+            "-users",
+            str(p.users),
+            "-posts",
+            str(p.posts_per_user),
+            "-follows",
+            str(p.mean_follows),
+            "-zipf",
+            str(p.follow_zipf),
+            "-seed",
+            str(p.seed),
+        ],
+        cpu="500m",
+        memory="256Mi",
+    )
     load_spec = k8s.pod_spec([load])
     load_spec["initContainers"] = [seed]
     objects.append(k8s.job("load", namespace, load_spec, active_deadline_s=int(p.duration + 600)))

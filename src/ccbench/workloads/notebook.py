@@ -231,10 +231,18 @@ class Notebook(Workload):
 
         origin = {"notebook_path": str(source_path), "executed": executed_path.name}
         measurements = [
-            Measurement(metric="total_s", unit="s", value=total_s,
-                        metadata={**origin, "note": "all code cells, kernel start excluded"}),
-            Measurement(metric="kernel_start_s", unit="s", value=kernel_start_s,
-                        metadata={"note": "kernel start until the client is ready; not in total_s"}),
+            Measurement(
+                metric="total_s",
+                unit="s",
+                value=total_s,
+                metadata={**origin, "note": "all code cells, kernel start excluded"},
+            ),
+            Measurement(
+                metric="kernel_start_s",
+                unit="s",
+                value=kernel_start_s,
+                metadata={"note": "kernel start until the client is ready; not in total_s"},
+            ),
         ]
         cell_sum = 0.0
         for index, wall in cell_wall.items():
@@ -244,18 +252,30 @@ class Notebook(Workload):
             if seconds is None:
                 seconds, source_of_time = wall, "client"
             cell_sum += seconds
-            measurements.append(Measurement(
-                metric="cell_s", unit="s", value=seconds,
-                case={"cell": index, "first_line": first_line(cell.source)},
-                metadata={"client_wall_s": round(wall, 6), "timed_by": source_of_time},
-            ))
-        measurements.append(Measurement(
-            metric="cell_overhead_s", unit="s", value=max(0.0, total_s - cell_sum),
-            metadata={"note": "total_s minus the sum of cell_s: message round trips, the harness's own cost"},
-        ))
+            measurements.append(
+                Measurement(
+                    metric="cell_s",
+                    unit="s",
+                    value=seconds,
+                    case={"cell": index, "first_line": first_line(cell.source)},
+                    metadata={"client_wall_s": round(wall, 6), "timed_by": source_of_time},
+                )
+            )
+        measurements.append(
+            Measurement(
+                metric="cell_overhead_s",
+                unit="s",
+                value=max(0.0, total_s - cell_sum),
+                metadata={"note": "total_s minus the sum of cell_s: message round trips, the harness's own cost"},
+            )
+        )
         if peak_kib is not None:
-            measurements.append(Measurement(
-                metric="peak_rss_mib", unit="MiB", value=peak_kib / 1024,
-                metadata={"source": "VmHWM of the kernel process", "pid": kernel_pid},
-            ))
+            measurements.append(
+                Measurement(
+                    metric="peak_rss_mib",
+                    unit="MiB",
+                    value=peak_kib / 1024,
+                    metadata={"source": "VmHWM of the kernel process", "pid": kernel_pid},
+                )
+            )
         return measurements

@@ -10,7 +10,7 @@ import time
 from pydantic import Field
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import ExecutionContext, Workload, WorkloadParams, WorkloadFailed
+from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams
 
 
 class PrimeParams(WorkloadParams):

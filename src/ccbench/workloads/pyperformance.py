@@ -31,7 +31,8 @@ UNITS = {"second": "s", "byte": "B", "integer": "count"}
 def cache_dir() -> Path:
     """Where pyperformance's benchmark environment lives between runs (it is large and slow to make)."""
     base = os.environ.get("CCBENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ccbench")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ccbench"
+    )
     return Path(base) / "pyperformance"
 
 
@@ -46,7 +47,7 @@ class PyperformanceParams(WorkloadParams):
     rigorous: bool = False
 
     @model_validator(mode="after")
-    def _one_selection(self) -> "PyperformanceParams":
+    def _one_selection(self) -> PyperformanceParams:
         if self.suite and self.benchmarks:
             raise ValueError("give either suite or benchmarks, not both")
         if self.fast and self.rigorous:
@@ -72,17 +73,21 @@ def parse_results(document: dict[str, Any]) -> list[Measurement]:
             continue
         unit = UNITS.get(meta.get("unit", "second"), meta.get("unit", "second"))
         metric = "time_s" if unit == "s" else f"value_{unit}"
-        measurements.append(Measurement(
-            metric=metric, unit=unit, value=statistics.fmean(values),
-            case={"benchmark": name},
-            metadata={
-                "values": values,
-                "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
-                "median": statistics.median(values),
-                "loops": meta.get("loops"),
-                "description": meta.get("description", ""),
-            },
-        ))
+        measurements.append(
+            Measurement(
+                metric=metric,
+                unit=unit,
+                value=statistics.fmean(values),
+                case={"benchmark": name},
+                metadata={
+                    "values": values,
+                    "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
+                    "median": statistics.median(values),
+                    "loops": meta.get("loops"),
+                    "description": meta.get("description", ""),
+                },
+            )
+        )
     return measurements
 
 
@@ -111,12 +116,18 @@ class Pyperformance(Workload):
         ctx.raw_dir.mkdir(parents=True, exist_ok=True)
         log = ctx.raw_dir / "pyperformance-venv.log"
         with open(log, "wb") as out:
-            proc = subprocess.run(self._command("venv", "create", "-b", self.params.selection()),
-                                  cwd=directory, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.run(
+                self._command("venv", "create", "-b", self.params.selection()),
+                cwd=directory,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         text = log.read_text(errors="replace")
         if proc.returncode != 0 and "already exists" not in text:
-            raise WorkloadFailed(f"pyperformance could not create its benchmark environment in {directory} "
-                                 f"(see {log}): {text.strip().splitlines()[-1:] or ''}")
+            raise WorkloadFailed(
+                f"pyperformance could not create its benchmark environment in {directory} "
+                f"(see {log}): {text.strip().splitlines()[-1:] or ''}"
+            )
 
     def run(self, ctx: ExecutionContext) -> list[Measurement]:
         ctx.raw_dir.mkdir(parents=True, exist_ok=True)
@@ -132,24 +143,31 @@ class Pyperformance(Workload):
         if not output.exists():
             from ccbench.workloads.base import tail
 
-            raise WorkloadFailed(f"pyperformance wrote no results (exit {result.returncode}): "
-                                 f"{tail(result.stderr, 5, 800) or tail(result.stdout, 5, 800)}")
+            raise WorkloadFailed(
+                f"pyperformance wrote no results (exit {result.returncode}): "
+                f"{tail(result.stderr, 5, 800) or tail(result.stdout, 5, 800)}"
+            )
         try:
             document = json.loads(output.read_text())
         except ValueError as exc:
             raise WorkloadFailed(f"{output}: not pyperf JSON ({exc})") from None
         measurements = parse_results(document)
         if not measurements:
-            raise WorkloadFailed(f"pyperformance ran no benchmark of {self.params.selection()!r}: "
-                                 f"see pyperformance.stdout in raw/")
+            raise WorkloadFailed(
+                f"pyperformance ran no benchmark of {self.params.selection()!r}: see pyperformance.stdout in raw/"
+            )
         if result.returncode != 0:
             # some benchmarks failed, others produced values: keep those, say which failed
             ran = {m.case["benchmark"] for m in measurements}
             for m in measurements:
                 m.metadata["partial_run"] = True
             measurements[0].metadata["note"] = f"pyperformance exited {result.returncode}; ran {sorted(ran)}"
-        measurements.append(Measurement(
-            metric="wall_s", unit="s", value=result.wall_s,
-            metadata={"note": "the whole pyperformance run, calibration and process starts included"},
-        ))
+        measurements.append(
+            Measurement(
+                metric="wall_s",
+                unit="s",
+                value=result.wall_s,
+                metadata={"note": "the whole pyperformance run, calibration and process starts included"},
+            )
+        )
         return measurements

@@ -61,14 +61,18 @@ def embedding_time_ms(repeats: int) -> float | None:
 
 class Transport(Workload):
     kind = "transport"
-    description = "seed 004: handshake, round trip and throughput for plaintext, the attested secure channel and TLS 1.3"
+    description = (
+        "seed 004: handshake, round trip and throughput for plaintext, the attested secure channel and TLS 1.3"
+    )
     Params = TransportParams
     variant_axes = frozenset({"transport"})
     matrix_params = frozenset({"sizes", "pipes"})
 
     def requirements(self) -> str | None:
         if not binary_path().exists():
-            return f"the transport benchmark is not built ({binary_path()}): run 'bash scripts/setup.sh --with transport'"
+            return (
+                f"the transport benchmark is not built ({binary_path()}): run 'bash scripts/setup.sh --with transport'"
+            )
         bad = [p for p in self.params.pipes if p not in ("duplex", "tcp")]
         if bad:
             return f"unknown pipe(s) {', '.join(bad)}: use duplex and/or tcp"
@@ -78,8 +82,17 @@ class Transport(Workload):
         transport = ctx.variant.get("transport", "plain")
         p = self.params
         pipe = p.pipes[0] if len(p.pipes) == 1 else "all"
-        argv = [str(binary_path()), "--transport", transport, "--pipe", pipe, "--handshakes", str(p.handshakes),
-                "--sizes", ",".join(map(str, p.sizes))]
+        argv = [
+            str(binary_path()),
+            "--transport",
+            transport,
+            "--pipe",
+            pipe,
+            "--handshakes",
+            str(p.handshakes),
+            "--sizes",
+            ",".join(map(str, p.sizes)),
+        ]
         if p.quick:
             argv.append("--quick")
         result = ctx.run_command(argv, log_name="ccchannel-bench")
@@ -91,48 +104,96 @@ class Transport(Workload):
         for item in document.get("handshake", []):
             case = {"pipe": item["pipe"]}
             for q in ("p50", "p95", "p99"):
-                measurements.append(Measurement(metric=f"handshake_{q}", unit="us", value=item[f"{q}_us"], case=case,
-                                                metadata={"n": item["n"]}))
+                measurements.append(
+                    Measurement(
+                        metric=f"handshake_{q}", unit="us", value=item[f"{q}_us"], case=case, metadata={"n": item["n"]}
+                    )
+                )
         for item in document.get("rtt", []):
             case = {"payload": item["payload"], "pipe": item["pipe"]}
             for q in ("p50", "p95", "p99"):
-                measurements.append(Measurement(metric=f"rtt_{q}", unit="us", value=item[f"{q}_us"], case=case,
-                                                metadata={"n": item["n"]}))
+                measurements.append(
+                    Measurement(
+                        metric=f"rtt_{q}", unit="us", value=item[f"{q}_us"], case=case, metadata={"n": item["n"]}
+                    )
+                )
         for item in document.get("throughput", []):
             case = {"payload": item["payload"], "pipe": item["pipe"]}
-            measurements.append(Measurement(metric="throughput", unit="MB/s", value=item["MBps"], better="higher", case=case))
+            measurements.append(
+                Measurement(metric="throughput", unit="MB/s", value=item["MBps"], better="higher", case=case)
+            )
         if transport == "securechannel":
             aead = document.get("aead", {})
             if "seal_open_MBps" in aead:
-                measurements.append(Measurement(metric="aead_seal_open", unit="MB/s", value=aead["seal_open_MBps"],
-                                                better="higher", metadata={"cipher": aead.get("cipher")}))
+                measurements.append(
+                    Measurement(
+                        metric="aead_seal_open",
+                        unit="MB/s",
+                        value=aead["seal_open_MBps"],
+                        better="higher",
+                        metadata={"cipher": aead.get("cipher")},
+                    )
+                )
             x25519 = document.get("x25519", {})
             floor = x25519.get("nn_handshake_floor_us")
             if floor:
-                measurements.append(Measurement(metric="x25519_handshake_floor", unit="us", value=floor, better=None,
-                                                metadata={k: v for k, v in x25519.items() if k.endswith("_p50_us")}))
+                measurements.append(
+                    Measurement(
+                        metric="x25519_handshake_floor",
+                        unit="us",
+                        value=floor,
+                        better=None,
+                        metadata={k: v for k, v in x25519.items() if k.endswith("_p50_us")},
+                    )
+                )
             snow_nn = document.get("snow_nn_handshake") or {}
             if "p50_us" in snow_nn:
                 # the Noise NN handshake alone (snow, in memory): between the floor and the full handshake
-                measurements.append(Measurement(metric="noise_nn_handshake_p50", unit="us", value=snow_nn["p50_us"],
-                                                metadata={"n": snow_nn["n"]}))
+                measurements.append(
+                    Measurement(
+                        metric="noise_nn_handshake_p50",
+                        unit="us",
+                        value=snow_nn["p50_us"],
+                        metadata={"n": snow_nn["n"]},
+                    )
+                )
             # verifying one real piece of evidence (ccverify; the test vectors): the cost a peer pays for
             # a real SEV-SNP or TDX handshake on top of the mock one measured above
-            for key, metric, what in (("snp_report", "verify_snp_report", "AMD Milan report, VCEK -> ASK -> ARK"),
-                                      ("tdx_quote", "verify_tdx_quote", "TDX quote with DCAP collateral")):
+            for key, metric, what in (
+                ("snp_report", "verify_snp_report", "AMD Milan report, VCEK -> ASK -> ARK"),
+                ("tdx_quote", "verify_tdx_quote", "TDX quote with DCAP collateral"),
+            ):
                 item = (document.get("verify") or {}).get(key)
                 if item:
-                    measurements.append(Measurement(metric=f"{metric}_p50", unit="us", value=item["p50_us"],
-                                                    metadata={"n": item["n"], "evidence": what}))
+                    measurements.append(
+                        Measurement(
+                            metric=f"{metric}_p50",
+                            unit="us",
+                            value=item["p50_us"],
+                            metadata={"n": item["n"], "evidence": what},
+                        )
+                    )
             for name, check in document.get("targets", {}).items():
-                measurements.append(Measurement(metric=f"target_{name}", unit="ratio" if "vs" in name or "share" in name else "",
-                                                value=float(check["value"]), better=None,
-                                                metadata={"target": check["target"], "met": check["met"]}))
+                measurements.append(
+                    Measurement(
+                        metric=f"target_{name}",
+                        unit="ratio" if "vs" in name or "share" in name else "",
+                        value=float(check["value"]),
+                        better=None,
+                        metadata={"target": check["target"], "met": check["met"]},
+                    )
+                )
         if p.inference and transport == "plain":
             embedding = embedding_time_ms(p.embedding_repeats)
             if embedding is not None:
-                measurements.append(Measurement(metric="embedding_time", unit="ms", value=embedding,
-                                                metadata={"model": "all-MiniLM-L6-v2", "text": EMBEDDING_TEXT}))
+                measurements.append(
+                    Measurement(
+                        metric="embedding_time",
+                        unit="ms",
+                        value=embedding,
+                        metadata={"model": "all-MiniLM-L6-v2", "text": EMBEDDING_TEXT},
+                    )
+                )
         for m in measurements:
             m.metadata.setdefault("cipher", document.get("cipher"))
         return measurements

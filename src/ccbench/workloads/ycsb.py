@@ -25,18 +25,51 @@ BINDING_CLASS = "ccbench.ycsb.RocksDbBinding"
 
 #: YCSB's standard core workloads (workloads/workloada ... workloadf in the YCSB distribution)
 CORE_WORKLOADS: dict[str, dict[str, str]] = {
-    "a": {"readproportion": "0.5", "updateproportion": "0.5", "scanproportion": "0", "insertproportion": "0",
-          "requestdistribution": "zipfian"},
-    "b": {"readproportion": "0.95", "updateproportion": "0.05", "scanproportion": "0", "insertproportion": "0",
-          "requestdistribution": "zipfian"},
-    "c": {"readproportion": "1", "updateproportion": "0", "scanproportion": "0", "insertproportion": "0",
-          "requestdistribution": "zipfian"},
-    "d": {"readproportion": "0.95", "updateproportion": "0", "scanproportion": "0", "insertproportion": "0.05",
-          "requestdistribution": "latest"},
-    "e": {"readproportion": "0", "updateproportion": "0", "scanproportion": "0.95", "insertproportion": "0.05",
-          "requestdistribution": "zipfian", "maxscanlength": "100", "scanlengthdistribution": "uniform"},
-    "f": {"readproportion": "0.5", "updateproportion": "0", "scanproportion": "0", "insertproportion": "0",
-          "readmodifywriteproportion": "0.5", "requestdistribution": "zipfian"},
+    "a": {
+        "readproportion": "0.5",
+        "updateproportion": "0.5",
+        "scanproportion": "0",
+        "insertproportion": "0",
+        "requestdistribution": "zipfian",
+    },
+    "b": {
+        "readproportion": "0.95",
+        "updateproportion": "0.05",
+        "scanproportion": "0",
+        "insertproportion": "0",
+        "requestdistribution": "zipfian",
+    },
+    "c": {
+        "readproportion": "1",
+        "updateproportion": "0",
+        "scanproportion": "0",
+        "insertproportion": "0",
+        "requestdistribution": "zipfian",
+    },
+    "d": {
+        "readproportion": "0.95",
+        "updateproportion": "0",
+        "scanproportion": "0",
+        "insertproportion": "0.05",
+        "requestdistribution": "latest",
+    },
+    "e": {
+        "readproportion": "0",
+        "updateproportion": "0",
+        "scanproportion": "0.95",
+        "insertproportion": "0.05",
+        "requestdistribution": "zipfian",
+        "maxscanlength": "100",
+        "scanlengthdistribution": "uniform",
+    },
+    "f": {
+        "readproportion": "0.5",
+        "updateproportion": "0",
+        "scanproportion": "0",
+        "insertproportion": "0",
+        "readmodifywriteproportion": "0.5",
+        "requestdistribution": "zipfian",
+    },
 }
 LINE = re.compile(r"^\[(?P<op>[A-Z-]+)\], (?P<name>[^,]+), (?P<value>[-0-9.eE]+)\s*$")
 
@@ -84,7 +117,9 @@ def measurements_from(report: dict[str, dict[str, float]], phase: str, workload:
     if "Throughput(ops/sec)" not in overall:
         raise WorkloadFailed(f"YCSB {phase} of workload {workload} printed no throughput")
     case = {"workload": workload, "phase": phase}
-    result = [Measurement(metric="throughput", unit="ops/s", value=overall["Throughput(ops/sec)"], better="higher", case=case)]
+    result = [
+        Measurement(metric="throughput", unit="ops/s", value=overall["Throughput(ops/sec)"], better="higher", case=case)
+    ]
     for operation, values in report.items():
         if operation in ("OVERALL", "CLEANUP") or operation.endswith("-FAILED"):
             continue
@@ -92,8 +127,11 @@ def measurements_from(report: dict[str, dict[str, float]], phase: str, workload:
         if failed:
             raise WorkloadFailed(f"YCSB {phase} {workload}: {failed:g} {operation} operations failed")
         op_case = {**case, "operation": operation.lower()}
-        for name, metric in (("AverageLatency(us)", "latency_avg"), ("95thPercentileLatency(us)", "latency_p95"),
-                             ("99thPercentileLatency(us)", "latency_p99")):
+        for name, metric in (
+            ("AverageLatency(us)", "latency_avg"),
+            ("95thPercentileLatency(us)", "latency_p95"),
+            ("99thPercentileLatency(us)", "latency_p99"),
+        ):
             if name in values:
                 result.append(Measurement(metric=metric, unit="us", value=values[name], case=op_case))
     return result
@@ -115,16 +153,33 @@ class Ycsb(Workload):
 
     def _client(self, ctx: ExecutionContext, phase_flag: str, letter: str, database: Path) -> str:
         p = self.params
-        properties = {"workload": "site.ycsb.workloads.CoreWorkload", "recordcount": p.recordcount,
-                      "operationcount": p.operationcount, "fieldcount": p.fieldcount, "fieldlength": p.fieldlength,
-                      "readallfields": "true", "rocksdb.dir": database, "rocksdb.sync": str(p.sync_writes).lower(),
-                      **CORE_WORKLOADS[letter]}
+        properties = {
+            "workload": "site.ycsb.workloads.CoreWorkload",
+            "recordcount": p.recordcount,
+            "operationcount": p.operationcount,
+            "fieldcount": p.fieldcount,
+            "fieldlength": p.fieldlength,
+            "readallfields": "true",
+            "rocksdb.dir": database,
+            "rocksdb.sync": str(p.sync_writes).lower(),
+            **CORE_WORKLOADS[letter],
+        }
         if p.write_buffer_mb:
             properties["rocksdb.write_buffer_mb"] = p.write_buffer_mb
         if p.block_cache_mb:
             properties["rocksdb.block_cache_mb"] = p.block_cache_mb
-        argv = [p.java, *p.jvm_options, "-cp", classpath(), "site.ycsb.Client", phase_flag, "-db", BINDING_CLASS,
-                "-threads", str(p.threads)]
+        argv = [
+            p.java,
+            *p.jvm_options,
+            "-cp",
+            classpath(),
+            "site.ycsb.Client",
+            phase_flag,
+            "-db",
+            BINDING_CLASS,
+            "-threads",
+            str(p.threads),
+        ]
         for key, value in properties.items():
             argv += ["-p", f"{key}={value}"]
         result = ctx.run_command(argv, log_name=f"ycsb-{letter}-{phase_flag.strip('-')}")

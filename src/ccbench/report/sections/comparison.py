@@ -15,10 +15,15 @@ def build(ctx: ReportContext) -> Section | None:
     significant = int(comparison["significant"].sum())
     contended = int(((comparison["contended_baseline"] + comparison["contended"]) > 0).sum())
     excluded = "; contended executions left out" if ctx.exclude_contended else ""
-    intro = (f"Baseline: {ctx.baseline}{excluded}. {len(comparison)} comparisons, {significant} significant at 95%, "
-             f"{contended} with contended executions on either side (column contended). "
-             "Ratio = geometric mean of the configuration over the baseline's; overhead is the time-equivalent cost "
-             "(positive = worse), so a throughput ratio of 0.8 is +25%. Layer = the protection layer that differs "
-             "from the baseline.")
-    return Section(title="Comparison with the baseline", intro=intro,
-                   tables=[Table(title="ratios with 95% intervals", frame=comparison_table(comparison))])
+    intro = (
+        f"Baseline: {ctx.baseline}{excluded}. {len(comparison)} comparisons, {significant} significant at 95%, "
+        f"{contended} with contended executions on either side (column contended). "
+        "Ratio = geometric mean of the configuration over the baseline's; overhead is the time-equivalent cost "
+        "(positive = worse), so a throughput ratio of 0.8 is +25%. Layer = the protection layer that differs "
+        "from the baseline."
+    )
+    return Section(
+        title="Comparison with the baseline",
+        intro=intro,
+        tables=[Table(title="ratios with 95% intervals", frame=comparison_table(comparison))],
+    )

@@ -17,8 +17,11 @@ def merge_columns(configs: list[str]) -> dict[str, str]:
     mapping = {}
     for config in configs:
         parts = set(config.split(" / "))
-        wider = [c for c in configs if c != config and parts < set(c.split(" / "))
-                 and set(c.split(" / ")) - parts <= {"disk", "plain"}]
+        wider = [
+            c
+            for c in configs
+            if c != config and parts < set(c.split(" / ")) and set(c.split(" / ")) - parts <= {"disk", "plain"}
+        ]
         mapping[config] = min(wider, key=len) if wider else config
     return mapping
 
@@ -42,14 +45,25 @@ def build(ctx: ReportContext) -> Section | None:
     else:
         per_config = significant.groupby("config", sort=False)["overhead_percent"].median()
         worst = per_config.idxmax()
-        takeaway = (f"{len(significant)} of {len(data)} cells are significant; {worst} has the highest median significant "
-                    f"overhead ({fmt.percent(per_config[worst])}). Read rows across for what a configuration costs each "
-                    "workload, columns down for which workloads a configuration hurts.")
+        takeaway = (
+            f"{len(significant)} of {len(data)} cells are significant; {worst} has the highest median significant "
+            f"overhead ({fmt.percent(per_config[worst])}). Read rows across for what a configuration costs each "
+            "workload, columns down for which workloads a configuration hurts."
+        )
     text = matrix.map(fmt.percent) if hasattr(matrix, "map") else matrix.applymap(fmt.percent)
     text.index.name = "workload case metric"
-    return Section(title="Overhead heatmap",
-                   intro="Time-equivalent overhead in percent against the baseline (red = slower, green = faster)"
-                         + (f"; the {MAX_ROWS} rows with the largest effects" if len(data['row'].unique()) > MAX_ROWS else "") + ".",
-                   figures=[Figure(name="overhead-heatmap", draw=draw, caption="overhead % by workload and configuration",
-                                   takeaway=takeaway)],
-                   tables=[Table("overhead % (the numbers of the heatmap)", text.reset_index(), formats=("md",))])
+    return Section(
+        title="Overhead heatmap",
+        intro="Time-equivalent overhead in percent against the baseline (red = slower, green = faster)"
+        + (f"; the {MAX_ROWS} rows with the largest effects" if len(data["row"].unique()) > MAX_ROWS else "")
+        + ".",
+        figures=[
+            Figure(
+                name="overhead-heatmap",
+                draw=draw,
+                caption="overhead % by workload and configuration",
+                takeaway=takeaway,
+            )
+        ],
+        tables=[Table("overhead % (the numbers of the heatmap)", text.reset_index(), formats=("md",))],
+    )

@@ -25,7 +25,9 @@ def _attestation(path) -> str:
 def build(ctx: ReportContext) -> Section | None:
     if not ctx.bundles:
         return None
-    machines = ctx.samples.drop_duplicates("bundle").set_index("bundle")["machine"].to_dict() if not ctx.samples.empty else {}
+    machines = (
+        ctx.samples.drop_duplicates("bundle").set_index("bundle")["machine"].to_dict() if not ctx.samples.empty else {}
+    )
     columns = {}
     for bundle in ctx.bundles:
         probe = bundle.probe
@@ -43,7 +45,8 @@ def build(ctx: ReportContext) -> Section | None:
             "memory": f"{memory / 2**30:.1f} GiB" if memory else "unknown",
             "kernel": (probe.get("kernel") or {}).get("release"),
             "OS": (probe.get("os") or {}).get("pretty_name"),
-            "virtualization": f"{probe.get('virtualization') or '-'}" + (f" ({probe['cloud']})" if probe.get("cloud") else ""),
+            "virtualization": f"{probe.get('virtualization') or '-'}"
+            + (f" ({probe['cloud']})" if probe.get("cloud") else ""),
             "TEE": TEE_NAMES.get(tee.get("technology"), tee.get("technology")),
             "TEE evidence": evidence or "-",
             "storage protection (work dir)": f"{storage.get('protection')} ({storage.get('fstype', '?')} on {storage.get('source', '?')})",
@@ -54,5 +57,8 @@ def build(ctx: ReportContext) -> Section | None:
         }
     frame = pd.DataFrame(columns)
     frame.index.name = "fact"
-    return Section(title="Machines", intro="What each bundle ran on, from its environment probe.",
-                   tables=[Table(title="machines side by side", frame=frame.reset_index())])
+    return Section(
+        title="Machines",
+        intro="What each bundle ran on, from its environment probe.",
+        tables=[Table(title="machines side by side", frame=frame.reset_index())],
+    )

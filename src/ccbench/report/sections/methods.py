@@ -26,7 +26,9 @@ def _order(records: list[dict]) -> str:
 
 
 def workload_rows(ctx: ReportContext) -> list[dict]:
-    labels = ctx.samples.drop_duplicates("bundle").set_index("bundle")["machine"].to_dict() if not ctx.samples.empty else {}
+    labels = (
+        ctx.samples.drop_duplicates("bundle").set_index("bundle")["machine"].to_dict() if not ctx.samples.empty else {}
+    )
     rows = []
     for bundle in ctx.bundles:
         plan = bundle.manifest.get("plan") or {}
@@ -40,18 +42,20 @@ def workload_rows(ctx: ReportContext) -> list[dict]:
             combos = 1
             for values in variants.values():
                 combos *= max(1, len(values))
-            rows.append({
-                "machine": labels.get(str(bundle.path), bundle.probe.get("hostname") or bundle.path.name),
-                "plan": plan.get("name"),
-                "workload": spec.get("name"),
-                "variants": str(combos),
-                "repetitions planned": str(spec.get("repetitions", "-")),
-                "executions measured": str(len(measured)) if records else "-",
-                "warmups": str(spec.get("warmup", 0)),
-                "cooldown": fmt.number(float(spec.get("cooldown", 0) or 0), "s"),
-                "order": _order(records) if records else ("interleaved (A B A B)" if combos > 1 else "one variant"),
-                "contended executions": str(sum(1 for r in measured if r.get("contended"))) if records else "-",
-            })
+            rows.append(
+                {
+                    "machine": labels.get(str(bundle.path), bundle.probe.get("hostname") or bundle.path.name),
+                    "plan": plan.get("name"),
+                    "workload": spec.get("name"),
+                    "variants": str(combos),
+                    "repetitions planned": str(spec.get("repetitions", "-")),
+                    "executions measured": str(len(measured)) if records else "-",
+                    "warmups": str(spec.get("warmup", 0)),
+                    "cooldown": fmt.number(float(spec.get("cooldown", 0) or 0), "s"),
+                    "order": _order(records) if records else ("interleaved (A B A B)" if combos > 1 else "one variant"),
+                    "contended executions": str(sum(1 for r in measured if r.get("contended"))) if records else "-",
+                }
+            )
     return rows
 
 
@@ -67,27 +71,42 @@ def build(ctx: ReportContext) -> Section | None:
         interleaved = several["order"].str.startswith("interleaved").sum()
         cooldowns = sorted({r["cooldown"] for r in rows})
         repetitions = sorted({int(r["repetitions planned"]) for r in rows if r["repetitions planned"].isdigit()})
-        facts.append(f"{len(several)} of {len(table)} workload runs had several variants; {interleaved} of those were "
-                     "interleaved (A B A B) so that drift hit every variant alike." if len(several) else
-                     "No workload had several variants in one run: nothing was interleaved within a bundle.")
-        facts.append(f"Cooldown between executions: {', '.join(cooldowns)} (as planned). Repetitions planned: "
-                     f"{', '.join(map(str, repetitions)) or '-'}.")
+        facts.append(
+            f"{len(several)} of {len(table)} workload runs had several variants; {interleaved} of those were "
+            "interleaved (A B A B) so that drift hit every variant alike."
+            if len(several)
+            else "No workload had several variants in one run: nothing was interleaved within a bundle."
+        )
+        facts.append(
+            f"Cooldown between executions: {', '.join(cooldowns)} (as planned). Repetitions planned: "
+            f"{', '.join(map(str, repetitions)) or '-'}."
+        )
     if len(ctx.bundles) > 1:
-        facts.append(f"The {len(ctx.bundles)} bundles were measured in separate runs: configurations from different "
-                     "bundles were not interleaved, so drift between those runs is part of their difference.")
-    facts.append("Each execution ran in its own worker process. Warmup executions are recorded in the bundles and "
-                 "excluded here. Intervals: Welch's t interval on log values (ratio of geometric means), 95%; validated "
-                 "by simulation (A/A false-positive rate at most 5%, a 5% slowdown at 1% CV found in over 90% of trials "
-                 f"at n = 10). Significant = the interval excludes 1. Flags: noisy (CV > {NOISY_CV:.0%}), not enough "
-                 f"samples (n < {MIN_SAMPLES}), contended (other processes' CPU or steal time during the execution). "
-                 "Bar charts show medians with the interquartile range.")
-    counts = samples.groupby("config", sort=False).agg(samples=("value", "size"), warmup=("warmup", "sum"),
-                                                      contended=("contended", "sum")).reset_index()
+        facts.append(
+            f"The {len(ctx.bundles)} bundles were measured in separate runs: configurations from different "
+            "bundles were not interleaved, so drift between those runs is part of their difference."
+        )
+    facts.append(
+        "Each execution ran in its own worker process. Warmup executions are recorded in the bundles and "
+        "excluded here. Intervals: Welch's t interval on log values (ratio of geometric means), 95%; validated "
+        "by simulation (A/A false-positive rate at most 5%, a 5% slowdown at 1% CV found in over 90% of trials "
+        f"at n = 10). Significant = the interval excludes 1. Flags: noisy (CV > {NOISY_CV:.0%}), not enough "
+        f"samples (n < {MIN_SAMPLES}), contended (other processes' CPU or steal time during the execution). "
+        "Bar charts show medians with the interquartile range."
+    )
+    counts = (
+        samples.groupby("config", sort=False)
+        .agg(samples=("value", "size"), warmup=("warmup", "sum"), contended=("contended", "sum"))
+        .reset_index()
+    )
     counts["measured"] = counts["samples"] - counts["warmup"]
-    counts = counts[["config", "samples", "warmup", "measured", "contended"]].astype({"samples": str, "warmup": str,
-                                                                                  "measured": str, "contended": str})
+    counts = counts[["config", "samples", "warmup", "measured", "contended"]].astype(
+        {"samples": str, "warmup": str, "measured": str, "contended": str}
+    )
     tables = []
     if rows:
-        tables.append(Table(title="what each bundle ran (from its plan and execution records)", frame=pd.DataFrame(rows)))
+        tables.append(
+            Table(title="what each bundle ran (from its plan and execution records)", frame=pd.DataFrame(rows))
+        )
     tables.append(Table(title="samples per configuration", frame=counts))
     return Section(title="Methods", intro=" ".join(facts), tables=tables)

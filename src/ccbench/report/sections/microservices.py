@@ -43,7 +43,9 @@ def _frame(ctx: ReportContext) -> pd.DataFrame | None:
         return None
     data["load"] = data.apply(_load_label, axis=1)
     # one execution = (bundle, config, repetition): pairs a rate's latency with its achieved throughput
-    data["execution"] = data["bundle"].astype(str) + "|" + data["config"].astype(str) + "|" + data["repetition"].astype(str)
+    data["execution"] = (
+        data["bundle"].astype(str) + "|" + data["config"].astype(str) + "|" + data["repetition"].astype(str)
+    )
     return data
 
 
@@ -81,8 +83,16 @@ def draw_curves(curves: pd.DataFrame) -> MplFigure:
             rows = curves[curves["config"] == config].sort_values("rate")
             low = np.clip(rows[q] - rows[f"{q}_q1"], 0, None)
             high = np.clip(rows[f"{q}_q3"] - rows[q], 0, None)
-            ax.errorbar(rows["throughput"], rows[q], yerr=[low, high], marker="o", markersize=3, capsize=2,
-                        color=PALETTE[index % len(PALETTE)], label=config)
+            ax.errorbar(
+                rows["throughput"],
+                rows[q],
+                yerr=[low, high],
+                marker="o",
+                markersize=3,
+                capsize=2,
+                color=PALETTE[index % len(PALETTE)],
+                label=config,
+            )
         ax.set_yscale("log")
         ax.set_title(f"latency {q}", fontsize=10)
         ax.set_xlabel("achieved throughput (req/s)")
@@ -102,13 +112,23 @@ def _p99_ratios(data: pd.DataFrame, baseline: str) -> pd.DataFrame | None:
             if config == baseline:
                 continue
             interval = ratio_interval(base, other["value"].to_numpy())
-            row = {"load": load, "configuration": config, "baseline p99 (ms)": np.median(base) if len(base) else np.nan,
-                   "p99 (ms)": other["value"].median(), "n": f"{len(base)}/{len(other)}"}
+            row = {
+                "load": load,
+                "configuration": config,
+                "baseline p99 (ms)": np.median(base) if len(base) else np.nan,
+                "p99 (ms)": other["value"].median(),
+                "n": f"{len(base)}/{len(other)}",
+            }
             if interval is None:
                 row.update({"p99 ratio": np.nan, "95% interval": "(needs >= 2 repetitions each)", "significant": ""})
             else:
-                row.update({"p99 ratio": round(interval.ratio, 3), "95% interval": f"{interval.low:.3f} - {interval.high:.3f}",
-                            "significant": "yes" if interval.significant else "no"})
+                row.update(
+                    {
+                        "p99 ratio": round(interval.ratio, 3),
+                        "95% interval": f"{interval.low:.3f} - {interval.high:.3f}",
+                        "significant": "yes" if interval.significant else "no",
+                    }
+                )
             rows.append(row)
     if not rows:
         return None
@@ -145,30 +165,54 @@ def build(ctx: ReportContext) -> Section | None:
     tables, figures = [], []
     curves = _curves(data)
     if not curves.empty:
-        figures.append(Figure("microservices-latency-throughput", partial(draw_curves, curves),
-                              "latency against achieved throughput per configuration (open loop, latency from "
-                              "each request's scheduled start)"))
+        figures.append(
+            Figure(
+                "microservices-latency-throughput",
+                partial(draw_curves, curves),
+                "latency against achieved throughput per configuration (open loop, latency from "
+                "each request's scheduled start)",
+            )
+        )
         summary = curves[["config", "rate", "throughput", *PERCENTILES]].rename(
-            columns={"rate": "target rate (req/s)", "throughput": "achieved (req/s)",
-                     **{q: f"{q} (ms)" for q in PERCENTILES}})
+            columns={
+                "rate": "target rate (req/s)",
+                "throughput": "achieved (req/s)",
+                **{q: f"{q} (ms)" for q in PERCENTILES},
+            }
+        )
         tables.append(Table("open-loop rate sweep (medians over repetitions)", summary.round(2)))
     closed = data[(data["mode"] == "closed") & data["tier"].isna()]
     if not closed.empty:
         wide = closed.groupby(["config", "load", "metric"])["value"].median().unstack("metric")
-        keep = [c for c in ("throughput", "latency_p50", "latency_p90", "latency_p99", "latency_p99.9", "errors") if c in wide]
-        tables.append(Table("closed loop (wrk, as seed 002 measured; medians over repetitions)",
-                            wide[keep].reset_index().round(2)))
+        keep = [
+            c
+            for c in ("throughput", "latency_p50", "latency_p90", "latency_p99", "latency_p99.9", "errors")
+            if c in wide
+        ]
+        tables.append(
+            Table(
+                "closed loop (wrk, as seed 002 measured; medians over repetitions)", wide[keep].reset_index().round(2)
+            )
+        )
     ratios = _p99_ratios(data, baseline)
     if ratios is not None:
-        tables.append(Table(f"p99 latency relative to {baseline} at each load (ratio of geometric means, Welch 95% interval)",
-                            ratios))
+        tables.append(
+            Table(
+                f"p99 latency relative to {baseline} at each load (ratio of geometric means, Welch 95% interval)",
+                ratios,
+            )
+        )
     breakdown = _tiers(data, "tier_latency")
     if breakdown is not None:
-        tables.append(Table("where a request's time goes: mean ms per request in each tier (median over repetitions)",
-                            breakdown.round(3),
-                            note="client = load generator's mean latency less nginx's request time (the link and the "
-                                 "client's own queue); proxy_hop = nginx-to-application hop; app = the application's "
-                                 "own work; the stores = the application's waits on each (Server-Timing)."))
+        tables.append(
+            Table(
+                "where a request's time goes: mean ms per request in each tier (median over repetitions)",
+                breakdown.round(3),
+                note="client = load generator's mean latency less nginx's request time (the link and the "
+                "client's own queue); proxy_hop = nginx-to-application hop; app = the application's "
+                "own work; the stores = the application's waits on each (Server-Timing).",
+            )
+        )
     cpu = _tiers(data, "tier_cpu")
     if cpu is not None:
         loadgen = data[data["metric"] == "loadgen_cpu"].groupby(["config", "load"])["value"].median()
@@ -182,7 +226,10 @@ def build(ctx: ReportContext) -> Section | None:
     if not saturated.empty:
         loads = ", ".join(sorted(set(saturated["config"] + " at " + saturated["load"])))
         notes.append(f"the load generator, not the service, was saturated in: {loads}")
-    intro = ("A DeathStarBench-like social network (nginx -> Go application tier -> memcached and Redis -> PostgreSQL) "
-             "driven open-loop at fixed rates (oha --latency-correction) and closed-loop (wrk). Baseline: "
-             f"{baseline}. " + ("; ".join(notes) + "." if notes else "No failed requests; the load generator was not saturated."))
+    intro = (
+        "A DeathStarBench-like social network (nginx -> Go application tier -> memcached and Redis -> PostgreSQL) "
+        "driven open-loop at fixed rates (oha --latency-correction) and closed-loop (wrk). Baseline: "
+        f"{baseline}. "
+        + ("; ".join(notes) + "." if notes else "No failed requests; the load generator was not saturated.")
+    )
     return Section(title="Microservices (seed 002)", intro=intro, tables=tables, figures=figures)

@@ -32,8 +32,10 @@ def build(ctx: ReportContext) -> Section | None:
     kinds = ctx.samples.drop_duplicates("workload").set_index("workload")["kind"].to_dict()
     # latency percentiles: metrics whose names carry the percentile (clat_p50, clat_p99, p95_latency ...)
     # are drawn together, p50, p95 and p99 in one chart, not one chart each
-    percentile_rows = summary[summary["metric"].map(lambda m: bool(PERCENTILE.search(m)))
-                              & ~summary["workload"].map(lambda w: kinds.get(w) in OWN_CHARTS)].copy()
+    percentile_rows = summary[
+        summary["metric"].map(lambda m: bool(PERCENTILE.search(m)))
+        & ~summary["workload"].map(lambda w: kinds.get(w) in OWN_CHARTS)
+    ].copy()
     in_percentile_charts: set[tuple[str, str]] = set()
     percentile_figures = []
     if not percentile_rows.empty:
@@ -44,13 +46,22 @@ def build(ctx: ReportContext) -> Section | None:
                 continue
             metrics = list(dict.fromkeys(rows["metric"]))
             in_percentile_charts.update((workload, m) for m in metrics)
-            draw = partial(charts.percentile_lines, rows, f"{workload} {family}: latency percentiles", rows["unit"].iloc[0],
-                           colours=ctx.colours)
-            percentile_figures.append(Figure(
-                name=slug(workload, family, "percentiles"), draw=draw,
-                caption=f"{workload} {family}: {', '.join(f'p{p:g}' for p in sorted(rows['percentile'].unique()))} per case "
-                        "and configuration (medians over runs; up to 8 cases; log axis where values span orders of magnitude)",
-                takeaway=from_comparison(ctx.comparison, workload, metrics, ctx.baseline)))
+            draw = partial(
+                charts.percentile_lines,
+                rows,
+                f"{workload} {family}: latency percentiles",
+                rows["unit"].iloc[0],
+                colours=ctx.colours,
+            )
+            percentile_figures.append(
+                Figure(
+                    name=slug(workload, family, "percentiles"),
+                    draw=draw,
+                    caption=f"{workload} {family}: {', '.join(f'p{p:g}' for p in sorted(rows['percentile'].unique()))} per case "
+                    "and configuration (medians over runs; up to 8 cases; log axis where values span orders of magnitude)",
+                    takeaway=from_comparison(ctx.comparison, workload, metrics, ctx.baseline),
+                )
+            )
     figures, medians = [], []
     for (workload, metric), rows in summary.groupby(["workload", "metric"], sort=False):
         if kinds.get(workload) in OWN_CHARTS or (kinds.get(workload) in OWN_SECTIONS and metric.startswith("cell")):
@@ -66,9 +77,14 @@ def build(ctx: ReportContext) -> Section | None:
             rows = rows[rows["case"].isin(keep)]
         unit = rows["unit"].iloc[0]
         draw = partial(charts.grouped_bars, rows, f"{workload}: {metric}", unit, rows["better"].iloc[0], ctx.colours)
-        figures.append(Figure(name=slug(workload, metric), draw=draw,
-                              caption=f"{workload} {metric}: median per configuration, error bars = interquartile range",
-                              takeaway=from_comparison(ctx.comparison, workload, [metric], ctx.baseline)))
+        figures.append(
+            Figure(
+                name=slug(workload, metric),
+                draw=draw,
+                caption=f"{workload} {metric}: median per configuration, error bars = interquartile range",
+                takeaway=from_comparison(ctx.comparison, workload, [metric], ctx.baseline),
+            )
+        )
     figures += percentile_figures
     if not figures:
         return None
@@ -76,12 +92,17 @@ def build(ctx: ReportContext) -> Section | None:
     if medians:
         # Markdown has no charts without --figures: the numbers behind them
         data = pd.concat(medians)
-        wide = data.pivot_table(index=["workload", "case", "metric", "unit"], columns="config", values="median",
-                                aggfunc="first", sort=False)
+        wide = data.pivot_table(
+            index=["workload", "case", "metric", "unit"], columns="config", values="median", aggfunc="first", sort=False
+        )
         wide = wide.map(fmt.number) if hasattr(wide, "map") else wide.applymap(fmt.number)
-        tables.append(Table("medians per configuration (the numbers behind the charts)", wide.reset_index(),
-                            formats=("md",)))
-    return Section(title="Workloads by configuration",
-                   intro="Each chart: the median over measured executions per configuration; error bars span the "
-                         "interquartile range; one colour per configuration in every chart. Warmups are excluded.",
-                   figures=figures, tables=tables)
+        tables.append(
+            Table("medians per configuration (the numbers behind the charts)", wide.reset_index(), formats=("md",))
+        )
+    return Section(
+        title="Workloads by configuration",
+        intro="Each chart: the median over measured executions per configuration; error bars span the "
+        "interquartile range; one colour per configuration in every chart. Warmups are excluded.",
+        figures=figures,
+        tables=tables,
+    )
