@@ -16,6 +16,7 @@ REGISTRY: dict[str, str] = {
     "transport": "ccbench.workloads.transport:Transport",
     "notebook": "ccbench.workloads.notebook:Notebook",
     "pyperformance": "ccbench.workloads.pyperformance:Pyperformance",
+    "federated": "ccbench.workloads.federated:Federated",
 }
 
 #: kinds that a plan may name but that this build cannot run yet: kind -> reason
