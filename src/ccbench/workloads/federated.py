@@ -109,6 +109,9 @@ class FederatedParams(WorkloadParams):
     #: seconds a collaborator that finished its round waits before asking the aggregator again
     #: (OpenFL's fixed 10; whole seconds). Round times include this wait: lower it on small runs.
     task_poll_s: int = Field(10, ge=1)
+    #: the secure channel's evidence: "mock" (machines without a TEE) or "tsm" (configfs-tsm on a
+    #: confidential VM; the peer must show SEV-SNP or TDX)
+    channel_evidence: Literal["mock", "tsm"] = "mock"
     seed: int = 0
 
     @model_validator(mode="after")
@@ -230,7 +233,9 @@ def summarize(events: list[dict[str, Any]], collaborators: list[str], launched: 
                                        better=None, case=case))
     if rounds:
         logs = agg_round_end[rounds[-1]].get("logs", {})
-        accuracy = [v for k, v in logs.items() if "aggregated_model_validation" in k and "accuracy" in k]
+        # the aggregator's weighted mean over collaborators first, a collaborator's own value otherwise
+        accuracy = [v for k, v in sorted(logs.items(), key=lambda kv: not kv[0].startswith("aggregator"))
+                    if "aggregated_model_validation" in k and "accuracy" in k]
         if accuracy:
             out.append(Measurement(metric="final_accuracy", unit="fraction", value=accuracy[0], better=None,
                                    metadata={"round": rounds[-1], "what": "aggregated model on the collaborators' "
@@ -248,8 +253,19 @@ class Federated(Workload):
         python = openfl_python()
         if not python.exists():
             return f"OpenFL's environment is not installed ({python}): run 'bash scripts/setup.sh --with federated'"
-        transports = set()
-        return None if not transports else None
+        return None
+
+    def variant_requirements(self, transport: str) -> str | None:
+        if transport == "securechannel" and not proxy_binary().exists():
+            return (f"the secure-channel proxy is not built ({proxy_binary()}): "
+                    "run 'bash scripts/setup.sh --with federated'")
+        if self.params.hosts == "namespaces":
+            from ccbench import topology
+
+            reason = topology.available()
+            if reason:
+                return f"hosts = 'namespaces' cannot run here ({reason}); use hosts = 'local'"
+        return None
 
     # -- the execution -------------------------------------------------------------------------
 
@@ -318,6 +334,9 @@ class Federated(Workload):
         if transport not in ("plain", "tls", "securechannel"):
             raise WorkloadFailed(f"unknown transport {transport!r}: use plain, tls or securechannel")
         ctx.raw_dir.mkdir(parents=True, exist_ok=True)
+        problem = self.variant_requirements(transport)
+        if problem:
+            raise WorkloadFailed(problem)
         names = [f"col{i}" for i in range(1, p.collaborators + 1)]
         source = p.source()
         root = ctx.workdir / f"federation-{os.getpid()}"
@@ -346,11 +365,16 @@ class Federated(Workload):
 
     def _federate(self, ctx, transport, names, root, ws, shards, facts, measurements) -> list[Measurement]:
         p = self.params
-        agg_addr = "127.0.0.1"
-        agg_port = _free_port()
+        with _placement(p, ctx, names) as hosts:
+            return self._federate_on(hosts, ctx, transport, names, ws, facts, measurements)
+
+    def _federate_on(self, hosts: "_Hosts", ctx, transport, names, ws, facts, measurements) -> list[Measurement]:
+        p = self.params
+        agg_addr = hosts.address("aggregator")
+        agg_port = _free_port() if hosts.local else 50051
         use_tls = transport == "tls"
         start = time.perf_counter()
-        self._write_workspace(ws, agg_addr, agg_port, use_tls, names, shards)
+        self._write_workspace(ws, agg_addr, agg_port, use_tls, names, ws.parent / "shards")
         self._openfl(ctx, [str(openfl_python().parent / "fx"), "plan", "initialize", "-a", agg_addr],
                      "fx-plan-initialize", cwd=ws)
         measurements.append(Measurement(metric="workspace_time", unit="s", value=time.perf_counter() - start,
@@ -372,19 +396,30 @@ class Federated(Workload):
         env["PYTHONHASHSEED"] = "0"
         party = str(WORKSPACE_FILES / "party.py")
         procs: dict[str, subprocess.Popen] = {}
+        proxies: dict[str, subprocess.Popen] = {}
         logs = {}
-        launched = time.time()
+        failure = None
         try:
+            connect: dict[str, str] = {}
+            if transport == "securechannel":
+                start = time.perf_counter()
+                connect = self._start_proxies(hosts, ctx, names, agg_port, proxies, logs)
+                measurements.append(Measurement(metric="proxy_startup_time", unit="s",
+                                                value=time.perf_counter() - start,
+                                                metadata={"what": "ccbench harness: ccchannel-proxy processes started "
+                                                                  "and listening (one per host)"}))
+            launched = time.time()
             argv_by_name = {"aggregator": [str(openfl_python()), party, "aggregator", "--events", str(events_path),
                                            "--task-poll", str(p.task_poll_s)]}
             for name in names:
                 argv_by_name[name] = [str(openfl_python()), party, "collaborator", "--name", name,
                                       "--events", str(events_path)]
+                if name in connect:
+                    argv_by_name[name] += ["--connect", connect[name]]
             for name, argv in argv_by_name.items():
                 logs[name] = open(ctx.raw_dir / f"{name}.log", "wb")
-                procs[name] = subprocess.Popen(argv, cwd=ws, env=env, stdin=subprocess.DEVNULL, stdout=logs[name],
-                                               stderr=subprocess.STDOUT)
-            failure = None
+                procs[name] = hosts.popen(name, argv, cwd=ws, env=env, stdin=subprocess.DEVNULL, stdout=logs[name],
+                                          stderr=subprocess.STDOUT)
             while True:
                 aggregator_code = procs["aggregator"].poll()
                 for name in names:
@@ -392,6 +427,9 @@ class Federated(Workload):
                     if code not in (None, 0):
                         failure = (name, code)
                         break
+                for name, proxy in proxies.items():
+                    if failure is None and proxy.poll() is not None:
+                        failure = (name, proxy.returncode)
                 if failure or aggregator_code is not None:
                     break
                 time.sleep(0.1)
@@ -411,6 +449,7 @@ class Federated(Workload):
                         break
         finally:
             _stop(procs)
+            _stop(proxies)
             for handle in logs.values():
                 handle.close()
         events = read_events(events_path)
@@ -422,9 +461,130 @@ class Federated(Workload):
             raise WorkloadFailed(f"federation failed: {name} {how} after {len(done_rounds)} of {p.rounds} round(s); "
                                  f"the other parties were stopped (log raw/{name}.log: {log_tail})")
         measurements += summarize(events, names, launched, finished)
+        if proxies:
+            measurements += _proxy_measurements(ctx.raw_dir, proxies)
+            facts["transport_cipher"] = _proxy_cipher(ctx.raw_dir)
         if not any(m.metric == "round_time" for m in measurements):
             raise WorkloadFailed("the federation ended without a completed round (see raw/aggregator.log)")
         for m in measurements:
             m.metadata.update(facts)
             m.metadata.setdefault("transport", transport)
         return measurements
+
+    def _start_proxies(self, hosts: "_Hosts", ctx, names, agg_port, proxies, logs) -> dict[str, str]:
+        """One server proxy beside the aggregator, one client proxy beside each collaborator; returns
+        the address each collaborator dials (its own proxy)."""
+        p = self.params
+        if p.channel_evidence == "mock":
+            evidence, accept = ["--evidence", "mock:mock-tee:ccbench-federated"], ["--accept-technology", "mock-tee"]
+        else:
+            evidence, accept = ["--evidence", "tsm"], ["--accept-technology", "sev-snp", "--accept-technology", "tdx"]
+        listen_any = "127.0.0.1" if hosts.local else "0.0.0.0"
+        server_argv = [str(proxy_binary()), "server", "--listen", f"{listen_any}:0", "--target",
+                       f"127.0.0.1:{agg_port}", *evidence, *accept]
+        server_address = self._proxy(hosts, ctx, "aggregator", "proxy-aggregator", server_argv, proxies, logs)
+        server_port = server_address.rpartition(":")[2]
+        connect = {}
+        for name in names:
+            argv = [str(proxy_binary()), "client", "--listen", "127.0.0.1:0", "--server",
+                    f"{hosts.address('aggregator')}:{server_port}", *evidence, *accept]
+            connect[name] = self._proxy(hosts, ctx, name, f"proxy-{name}", argv, proxies, logs)
+        return connect
+
+    @staticmethod
+    def _proxy(hosts, ctx, host_name, key, argv, proxies, logs) -> str:
+        logs[key] = open(ctx.raw_dir / f"{key}.stderr", "wb")
+        proc = hosts.popen(host_name, argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logs[key])
+        proxies[key] = proc
+        line = proc.stdout.readline().decode(errors="replace")  # {"ready": "<addr>", ...} once listening
+        try:
+            ready = json.loads(line)
+        except ValueError:
+            raise WorkloadFailed(f"ccchannel-proxy for {host_name} did not start: "
+                                 f"{tail((ctx.raw_dir / f'{key}.stderr').read_text(errors='replace'), 3, 400)}") from None
+        (ctx.raw_dir / f"{key}.ready.json").write_text(line)
+        return ready["ready"]
+
+
+def _proxy_cipher(raw_dir: Path) -> str | None:
+    for path in sorted(raw_dir.glob("proxy-*.ready.json")):
+        cipher = json.loads(path.read_text()).get("cipher")
+        if cipher:
+            return cipher
+    return None
+
+
+def _proxy_measurements(raw_dir: Path, proxies: dict[str, subprocess.Popen]) -> list[Measurement]:
+    """The proxies' own counters (printed when they stopped): channels set up and handshake time."""
+    out = []
+    for key, proc in proxies.items():
+        text = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+        (raw_dir / f"{key}.stdout").write_text(text)
+        stats = None
+        for line in text.splitlines():
+            try:
+                document = json.loads(line)
+            except ValueError:
+                continue
+            if "accepted" in document:
+                stats = document
+        if not stats:
+            continue
+        party = key.removeprefix("proxy-")
+        if stats["accepted"]:
+            out.append(Measurement(metric="channel_handshake_time", unit="us", value=stats["handshake_us_mean"],
+                                   case={"collaborator": party} if party != "aggregator" else {"proxy": "aggregator"},
+                                   metadata={"channels": stats["accepted"], "refused": stats["refused"],
+                                             "what": "mean connect-to-channel-ready time per TCP connection "
+                                                     "(handshake and evidence check)"}))
+    return out
+
+
+class _Hosts:
+    """Where the parties run: loopback (local) or one emulated host each (network namespaces)."""
+
+    local = True
+
+    def address(self, name: str) -> str:
+        return "127.0.0.1"
+
+    def popen(self, name: str, argv: list[str], **kwargs) -> subprocess.Popen:
+        return subprocess.Popen(argv, **kwargs)
+
+
+class _placement:
+    """Context manager giving the execution's hosts; namespaces are made and removed by the topology module."""
+
+    def __init__(self, params: FederatedParams, ctx: ExecutionContext, names: list[str]):
+        self.params, self.ctx, self.names = params, ctx, names
+        self.topology = None
+
+    def __enter__(self) -> _Hosts:
+        if self.params.hosts == "local":
+            return _Hosts()
+        from ccbench.topology import LinkShape, Topology
+
+        self.topology = Topology(self.ctx.workdir, name="fl")
+        self.topology.__enter__()
+        parties = {"aggregator": self.topology.add_host("agg")}
+        for name in self.names:
+            parties[name] = self.topology.add_host(name)
+        self.topology.connect(list(parties.values()), shape=LinkShape(rate=self.params.rate, delay=self.params.delay))
+        return _NamespaceHosts(parties)
+
+    def __exit__(self, *exc) -> None:
+        if self.topology is not None:
+            self.topology.__exit__(*exc)
+
+
+class _NamespaceHosts(_Hosts):
+    local = False
+
+    def __init__(self, parties: dict[str, Any]):
+        self.parties = parties
+
+    def address(self, name: str) -> str:
+        return self.parties[name].address
+
+    def popen(self, name: str, argv: list[str], **kwargs) -> subprocess.Popen:
+        return self.parties[name].popen(argv, **kwargs)

@@ -92,6 +92,8 @@ def main() -> int:
     parser.add_argument("role", choices=["aggregator", "collaborator"])
     parser.add_argument("--name", help="the collaborator's certified common name")
     parser.add_argument("--events", required=True, help="file the timestamped events are appended to")
+    parser.add_argument("--connect", help="HOST:PORT a collaborator dials instead of the plan's aggregator "
+                                          "address (its local secure-channel proxy)")
     parser.add_argument("--task-poll", type=int, default=None,
                         help="seconds a collaborator waits before asking again when the aggregator has no task for "
                              "it yet (whole seconds: a protobuf int32; OpenFL's fixed value is 10)")
@@ -149,6 +151,11 @@ def main() -> int:
         aggregator_client.aggregator_pb2_grpc.AggregatorStub = _timed_stub_class(
             aggregator_client.aggregator_pb2_grpc.AggregatorStub)
         plan = Plan.parse(plan_config_path=plan_path, data_config_path=Path("plan/data.yaml").absolute())
+        if args.connect:
+            # after parsing: the federation's identity (the plan's hash) stays the aggregator's
+            host, _, port = args.connect.rpartition(":")
+            plan.config["network"]["settings"]["agg_addr"] = host
+            plan.config["network"]["settings"]["agg_port"] = int(port)
         collaborator = plan.get_collaborator(args.name)
         collaborator.callbacks.callbacks.append(Recorder(args.name))
         emit("collaborator_ready", party=args.name)
