@@ -12,7 +12,8 @@ import click
               help="The work directory of the runs to clean up after.")
 def command(workdir) -> None:
     """Unmount tmpfs, fscrypt, gocryptfs and LUKS variants, detach loop devices and remove key files that
-    a killed run left under WORKDIR/storage. Touches nothing outside the work directory.
+    a killed run left under WORKDIR/storage, and the network namespaces, bridges, veths and processes of
+    emulated hosts under WORKDIR/topology whose owner is gone. Touches nothing outside the work directory.
     (Every `ccbench run` does the same at start.)"""
     from ccbench.runner import WorkdirLock, cleanup_stale
 
@@ -20,8 +21,12 @@ def command(workdir) -> None:
     if not path.exists():
         click.echo(f"nothing to clean: {path} does not exist")
         return
+    from ccbench import topology
+
     with WorkdirLock(path.resolve()):
         removed = cleanup_stale(path.resolve())
+        # emulated hosts (network namespaces, bridges, veths) whose owner was killed
+        removed += topology.cleanup_stale(path.resolve())
     for item in removed:
         click.echo(item)
     click.echo(f"clean: {len(removed)} item(s) removed under {path}")

@@ -1,0 +1,88 @@
+"""ccbench fleet: run a plan on the hosts of an Ansible inventory; render Kubernetes Jobs."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.group()
+def command() -> None:
+    """Run one plan on many machines (through Ansible) and compare them, or render Kubernetes Jobs
+    that run it in confidential containers."""
+
+
+@command.command("run")
+@click.argument("plan", required=False, default=None)
+@click.option("-i", "--inventory", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Ansible inventory (INI or YAML). Host variables: ccbench_label, ccbench_baseline, ccbench_workdir, "
+                   "ccbench_components, and Ansible's connection variables.")
+@click.option("--out", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="Directory that receives the fleet run (<out>/<fleet-run>/<label>/<bundle>, fleet.json, report.html).")
+@click.option("--mode", type=click.Choice(["parallel", "serial", "rounds"]), default="parallel", show_default=True,
+              help="parallel: hosts at once; serial: one host after another (VMs sharing a machine); rounds: "
+                   "repetition k on every host before k+1 (drift hits all alike).")
+@click.option("--limit", metavar="HOSTS", help="Only these hosts (an Ansible host pattern, e.g. 'web*,db1').")
+@click.option("--forks", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Hosts Ansible works on at once (parallel and rounds modes).")
+@click.option("--accept-new-host-keys", is_flag=True,
+              help="Trust and remember the SSH host key of a host seen for the first time (host key checking "
+                   "is on by default; a changed key is always refused).")
+@click.option("--resume", type=click.Path(file_okay=False), metavar="FLEETDIR",
+              help="Continue an interrupted fleet run: each host's bundle resumes where it stopped.")
+@click.option("--no-report", is_flag=True, help="Do not run compare and report at the end.")
+def run(plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, no_report) -> None:
+    """Run PLAN (a bundled plan name or a plan file; default quick) on every host of the inventory.
+
+    For each host: ship ccbench (a wheelhouse built from this checkout, cached; hosts need no
+    internet), install it once into a venv on the host, run the plan, fetch the bundle into
+    <out>/<fleet-run>/<label>/. Then write fleet.json and compare the hosts against the baseline
+    (ccbench_baseline in the inventory) in compare.txt and report.html.
+
+    Exit code: 0 when every host ran the plan, 1 when a host was unreachable or failed (the
+    others go on), 2 for bad input (inventory, plan), 130 when interrupted (the remote runs are
+    stopped with SIGINT, their partial bundles fetched, and the resume command printed).
+    """
+    from ccbench.console import console
+    from ccbench.errors import CCBenchError
+    from ccbench.fleet.engine import FleetOptions, run_fleet
+
+    if resume and (plan or inventory):
+        raise CCBenchError("--resume FLEETDIR continues a fleet run as it was started: give no PLAN or --inventory")
+    if not resume and not inventory:
+        raise CCBenchError("--inventory FILE is required (an Ansible inventory, INI or YAML)")
+    options = FleetOptions(plan=plan, inventory=inventory, out=out, mode=mode, limit=limit, forks=forks,
+                           accept_new_host_keys=accept_new_host_keys, resume=resume, report=not no_report)
+    sys.exit(run_fleet(options, lambda text: console.print(text, markup=False, highlight=False)))
+
+
+@command.command("k8s")
+@click.argument("plan", required=False, default=None)
+@click.option("--image", required=True, metavar="IMAGE", help="Container image with ccbench installed (its entrypoint may be anything).")
+@click.option("--runtime-class", "runtime_classes", multiple=True, required=True, metavar="NAME",
+              help="RuntimeClass to run the plan under, e.g. runc, kata-qemu-snp, kata-qemu-tdx (repeatable: one Job each).")
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Directory that receives the manifests and GATHERING.md.")
+@click.option("--namespace", default="ccbench", show_default=True, help="Kubernetes namespace of the Jobs.")
+@click.option("--cpu", default="2", show_default=True, help="CPU request = limit (Kata sizes the guest from it).")
+@click.option("--memory", default="4Gi", show_default=True, help="Memory request = limit.")
+@click.option("--storage", default="5Gi", show_default=True, help="Size of each Job's results volume claim.")
+@click.option("--storage-class", default=None, help="StorageClass of the results volume claims (default: the cluster's).")
+@click.option("--handler", "handlers", multiple=True, metavar="CLASS=HANDLER",
+              help="CRI handler of a RuntimeClass when it differs from its name (repeatable).")
+def k8s(plan, image, runtime_classes, output, namespace, cpu, memory, storage, storage_class, handlers) -> None:
+    """Render one Kubernetes Job per runtime class that runs PLAN (default quick) in IMAGE and keeps
+    its bundle on a volume, plus the RuntimeClass objects and GATHERING.md (how to copy the bundles
+    out and compare them). Rendered only: apply them to a cluster with kubectl apply -f DIR."""
+    from pathlib import Path
+
+    from ccbench.console import console
+    from ccbench.fleet.k8s import render_plan_jobs
+
+    written = render_plan_jobs(plan or "quick", image=image, runtime_classes=list(runtime_classes), out=Path(output),
+                               namespace_name=namespace, cpu=cpu, memory=memory, storage=storage,
+                               storage_class=storage_class, handlers=dict(h.split("=", 1) for h in handlers if "=" in h),
+                               bad_handlers=[h for h in handlers if "=" not in h])
+    for path in written:
+        console.print(str(path), markup=False, highlight=False)

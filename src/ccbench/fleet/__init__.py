@@ -1,0 +1,8 @@
+"""The fleet: one plan on many machines through Ansible, gathered into one comparison.
+
+Modules: ``inventory`` (reading and checking an Ansible inventory), ``wheelhouse`` (ccbench and
+its run-time dependencies packed and cached on the controller for hosts without internet),
+``engine`` (driving ``ansible-playbook`` with the shipped ``playbook.yml`` and the
+``callback_plugins/ccbench_events.py`` event stream), ``remote`` (the agent the playbook runs on
+each host) and ``k8s`` (Kubernetes manifests for confidential containers, rendered, not run).
+"""

@@ -1,0 +1,185 @@
+"""The wheelhouse shipped to fleet hosts: ccbench built from this checkout plus the Python
+packages a remote ``ccbench run`` needs, pinned to the versions resolved in the controller's
+environment, packed as one tar and cached on the controller.
+
+Remote hosts often have no internet (confidential VMs are locked down; the test hosts have
+none), so they install with ``pip --no-index`` from this tar. It holds only what running a plan
+needs (click, rich, pydantic, psutil, orjson and their dependencies: ~5 MB), not the analysis
+stack (numpy, pandas, scipy, matplotlib: compare and report run on the controller), plus the
+Python packages of the set-up components a host asks for (``ccbench_components``) where the
+package has such an extra.
+
+Cache: ``$CCBENCH_CACHE`` or ``~/.cache/ccbench``, under ``fleet/``: downloaded wheels in
+``wheels/`` (kept across versions), one ``wheelhouse-<key>.tar`` per key, the key covering the
+Python version, the platform, the pins and a digest of ccbench's source (so an edited checkout
+ships again and an unchanged one never rebuilds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+import ccbench
+from ccbench.errors import EnvironmentProblem
+
+#: what `ccbench run` imports on a host (checked by the fleet tests, which run plans with only these)
+RUNNER_REQUIREMENTS = ("click", "rich", "pydantic", "psutil", "orjson", "packaging")
+
+
+@dataclass
+class Wheelhouse:
+    key: str
+    tar: Path
+    pins: dict[str, str]
+    python: str
+    built: bool          # False when it came from the cache
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CCBENCH_CACHE") or Path.home() / ".cache" / "ccbench") / "fleet"
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def closure(roots: list[str], extras: dict[str, list[str]] | None = None) -> dict[str, str]:
+    """{distribution: version} for ``roots`` and everything they require, as installed here."""
+    environment = {"extra": ""}
+    seen: dict[str, str] = {}
+    stack = list(roots)
+    while stack:
+        name = stack.pop()
+        key = _normal(name)
+        if key in seen:
+            continue
+        try:
+            distribution = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise EnvironmentProblem(f"{name} (needed on fleet hosts) is not installed on the controller; "
+                                     "install ccbench's dependencies first (bash scripts/setup.sh)") from None
+        seen[key] = distribution.version
+        for text in distribution.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker and not requirement.marker.evaluate(environment):
+                continue
+            stack.append(requirement.name)
+    return seen
+
+
+def component_requirements(components: list[str]) -> list[str]:
+    """Python requirements of ccbench's extras named like the components (``datascience``, ...)."""
+    try:
+        requires = metadata.distribution("ccbench").requires or []
+    except metadata.PackageNotFoundError:
+        return []
+    found = []
+    for text in requires:
+        requirement = Requirement(text)
+        if requirement.marker is None:
+            continue
+        for component in components:
+            if requirement.marker.evaluate({"extra": component}) and not requirement.marker.evaluate({"extra": ""}):
+                found.append(requirement.name)
+    return found
+
+
+def checkout_root() -> Path:
+    """The source checkout this ccbench runs from (pyproject.toml beside src/ccbench)."""
+    package = Path(ccbench.__file__).resolve().parent
+    root = package.parent.parent
+    if not (root / "pyproject.toml").is_file() or package.parent.name != "src":
+        raise EnvironmentProblem(f"ccbench at {package} is not a source checkout: run `ccbench fleet` from a "
+                                 "checkout (it builds the wheel it ships from the source)")
+    return root
+
+
+def source_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted((root / "src" / "ccbench").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith((".pyc", ".tmp")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for name in ("pyproject.toml",):
+        digest.update(name.encode() + b"\0" + (root / name).read_bytes())
+    return digest.hexdigest()
+
+
+def python_tag() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
+    """The wheelhouse for these components, from the cache when it is there."""
+    components = sorted(set(components or []))
+    root = checkout_root()
+    pins = closure(list(RUNNER_REQUIREMENTS) + component_requirements(components))
+    platform = sysconfig.get_platform()
+    material = "\n".join([python_tag(), platform, *[f"{k}=={v}" for k, v in sorted(pins.items())], source_digest(root)])
+    key = hashlib.sha256(material.encode()).hexdigest()[:16]
+    cache = cache_root()
+    tar = cache / f"wheelhouse-{key}.tar"
+    if tar.is_file():
+        return Wheelhouse(key, tar, pins, python_tag(), built=False)
+    cache.mkdir(parents=True, exist_ok=True)
+    wheels = cache / "wheels"
+    wheels.mkdir(exist_ok=True)
+    missing = [f"{name}=={version}" for name, version in sorted(pins.items()) if not _cached_wheel(wheels, name, version)]
+    if missing:
+        if log:
+            log(f"downloading {len(missing)} wheel(s) for the fleet hosts into {wheels}")
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                               "--only-binary=:all:", "--no-deps", "-d", str(wheels), *missing],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise EnvironmentProblem(
+                f"cannot download the wheels fleet hosts install ({', '.join(missing[:4])}...): "
+                f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'pip download failed'}; "
+                "the controller needs PyPI once (the wheels are cached in " + str(wheels) + ")")
+    with tempfile.TemporaryDirectory(prefix="ccbench-wheel-") as temporary:
+        source = Path(temporary) / "source"
+        # build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout
+        shutil.copytree(root / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            if (root / name).is_file():
+                shutil.copy2(root / name, source / name)
+        out = Path(temporary) / "dist"
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
+                               "--no-build-isolation", "-w", str(out), str(source)],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise EnvironmentProblem(f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
+                                     "(needs setuptools and wheel in this environment)")
+        partial = tar.with_suffix(".tar.tmp")
+        with tarfile.open(partial, "w") as archive:
+            for wheel in sorted(out.glob("ccbench-*.whl")):
+                archive.add(wheel, arcname=wheel.name)
+            for name, version in sorted(pins.items()):
+                wheel = _cached_wheel(wheels, name, version)
+                archive.add(wheel, arcname=wheel.name)
+        os.replace(partial, tar)
+    for stale in cache.glob("wheelhouse-*.tar"):
+        if stale != tar and len(list(cache.glob("wheelhouse-*.tar"))) > 4:
+            stale.unlink(missing_ok=True)
+    return Wheelhouse(key, tar, pins, python_tag(), built=True)
+
+
+def _cached_wheel(wheels: Path, name: str, version: str) -> Path | None:
+    stem = re.sub(r"[-_.]+", "_", name).lower()
+    for candidate in wheels.glob("*.whl"):
+        parts = candidate.name.split("-")
+        if len(parts) >= 2 and re.sub(r"[-_.]+", "_", parts[0]).lower() == stem and parts[1] == version:
+            return candidate
+    return None

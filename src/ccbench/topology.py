@@ -1,0 +1,567 @@
+"""Emulated hosts on this machine: network namespaces joined by a bridge, with shaped links.
+
+Workloads that place parties on separate machines (federated learning, microservices) and the
+fleet tests (SSH servers standing in for remote hosts) build them here::
+
+    from ccbench.topology import Topology, LinkShape
+    with Topology(workdir, name="fl") as topo:      # state under <workdir>/topology/fl-<rid>/
+        agg = topo.add_host("agg")                  # a network namespace with loopback up
+        col = topo.add_host("col1")
+        topo.connect([agg, col], shape=LinkShape(rate="1gbit", delay="0.2ms"))
+        proc = agg.popen(["python3", "-m", "http.server", "8000"])
+        col.run(["curl", f"http://{agg.address}:8000/"])
+
+Every host is a network namespace ``cc<rid>-<i>-<host>``; every ``connect`` call is one segment: a
+bridge ``c<rid>b<s>`` in the root namespace, one veth pair per host (``c<rid>s<s>h<i>`` on the
+bridge, ``ccnet<s>`` inside the host) and a /24 from 10.204.0.0/16 (204 = 0xCC: ccbench's own
+range). The root namespace gets an address on a segment (``.1``) only when asked
+(``root_access=True``), e.g. so that an Ansible controller can reach SSH servers in the hosts.
+
+Shaping (``tc``) is per host link: the host's egress gets the delay (so the one-way delay between
+two hosts is ``delay`` and the RTT twice that), both directions get the rate. Delay, jitter and
+loss need the kernel's ``sch_netem``; a rate alone falls back to ``tbf`` where netem is missing.
+``available(shape)`` says beforehand whether a shape can be applied here.
+
+Safety: each namespace, bridge and veth is written to ``state.json`` before it is made; processes
+started in a host are recorded with their pid, and at teardown everything still running in a
+host's namespace is killed (``ip netns pids``), so a child that escaped its parent goes too.
+``teardown`` runs on ``__exit__``, at interpreter exit, and on SIGTERM (turned into SystemExit
+inside the ``with`` block; SIGINT arrives as KeyboardInterrupt). The owner holds a lock on
+``owner.lock`` while alive; ``cleanup_stale`` removes the topologies whose owner is gone (a
+SIGKILLed run) and never a live one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ccbench.errors import CCBenchError, EnvironmentProblem
+
+#: 10.204.0.0/16 (204 = 0xCC); each segment takes one /24 of it
+ADDRESS_RANGE = ipaddress.ip_network("10.204.0.0/16")
+STATE_FILE = "state.json"
+LOCK_FILE = "owner.lock"
+#: serialises subnet choice across topologies (the root namespace's routes must not overlap)
+GLOBAL_LOCK = Path("/run/lock/ccbench-topology.lock")
+IFNAMSIZ = 15
+_HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$", re.IGNORECASE)
+_TOPO_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,15}$", re.IGNORECASE)
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.IGNORECASE)
+_TIME = re.compile(r"^\d+(?:\.\d+)?(us|usec|ms|msec|s|sec)$", re.IGNORECASE)
+_PERCENT = re.compile(r"^\d+(?:\.\d+)?%$")
+
+
+class TopologyError(EnvironmentProblem):
+    """A namespace, link or shaping step failed, or the machine cannot host emulated hosts."""
+
+
+def _run(argv: Sequence[str], *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise TopologyError(f"`{' '.join(argv)}` failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return done
+
+
+# ----------------------------------------------------------------------------------------- shaping
+
+
+@dataclass(frozen=True)
+class LinkShape:
+    """How a host's link to its segment behaves. Strings in tc's units: rate ``"1gbit"``,
+    ``"100mbit"``, ``"50mbps"``; delay/jitter ``"0.2ms"``, ``"10ms"``, ``"200us"``; loss ``"0.1%"``.
+    None leaves that property as the veth has it (no limit, no added delay)."""
+
+    rate: str | None = None
+    delay: str | None = None
+    jitter: str | None = None
+    loss: str | None = None
+
+    def __post_init__(self):
+        for field_name, pattern in (("rate", _RATE), ("delay", _TIME), ("jitter", _TIME), ("loss", _PERCENT)):
+            value = getattr(self, field_name)
+            if value is not None and not pattern.match(str(value)):
+                raise CCBenchError(
+                    f"link shape {field_name}={value!r} is not in tc's units "
+                    f"(rate like '1gbit' or '50mbps', times like '0.2ms', loss like '0.1%')"
+                )
+        if self.jitter and not self.delay:
+            raise CCBenchError("link shape: jitter needs a delay")
+
+    @property
+    def needs_netem(self) -> bool:
+        return bool(self.delay or self.jitter or self.loss)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.rate or self.needs_netem)
+
+    def rate_bytes_per_s(self) -> float | None:
+        if not self.rate:
+            return None
+        number, unit = _RATE.match(self.rate).groups()
+        unit = unit.lower()
+        scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[unit[0] if unit[0] in "kmgt" else ""]
+        value = float(number) * scale
+        return value / 8 if unit.endswith("bit") else value
+
+
+_qdisc_support: dict[str, str | None] = {}
+
+
+def _qdisc_unavailable(kind: str) -> str | None:
+    """Whether the kernel has qdisc ``kind``: tried on loopback in a throwaway network namespace
+    (`unshare -n`: it vanishes with the process, nothing to record or clean)."""
+    if kind in _qdisc_support:
+        return _qdisc_support[kind]
+    args = {"netem": "netem delay 1ms", "tbf": "tbf rate 1mbit burst 32kb latency 50ms"}[kind]
+    reason = None
+    if not shutil.which("tc"):
+        reason = "tc is not installed (apt-get install iproute2)"
+    elif not shutil.which("unshare"):
+        reason = "unshare is not installed (apt-get install util-linux)"
+    else:
+        done = subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && tc qdisc add dev lo root {args}"],
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            reason = (f"the kernel lacks the {kind} qdisc (sch_{kind}: {done.stderr.strip()[-120:]}); "
+                      f"{'delay, jitter and loss' if kind == 'netem' else 'rate limits'} cannot be emulated here")
+    _qdisc_support[kind] = reason
+    return reason
+
+
+def available(shape: LinkShape | None = None) -> str | None:
+    """None when emulated hosts (and ``shape``, if given) can be made here, else the reason."""
+    if os.geteuid() != 0:
+        return "emulated hosts need root (network namespaces, veths and bridges): run as root"
+    for tool, package in (("ip", "iproute2"),):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (apt-get install {package})"
+    if not Path("/proc/self/ns/net").exists():
+        return "the kernel has no network namespaces"
+    if shape is not None and not shape.empty:
+        if shape.needs_netem:
+            return _qdisc_unavailable("netem")
+        if _qdisc_unavailable("netem") and _qdisc_unavailable("tbf"):
+            return _qdisc_unavailable("tbf")
+    return None
+
+
+def _shape_commands(device: str, shape: LinkShape, *, with_delay: bool) -> list[list[str]]:
+    """tc commands shaping one device's egress: netem (delay and rate together) where it exists,
+    else tbf for a rate alone."""
+    wants_netem = with_delay and shape.needs_netem
+    if not wants_netem and not shape.rate:
+        return []
+    if _qdisc_unavailable("netem") is None:
+        args = ["tc", "qdisc", "replace", "dev", device, "root", "netem"]
+        if wants_netem and shape.delay:
+            args += ["delay", shape.delay] + ([shape.jitter] if shape.jitter else [])
+        if wants_netem and shape.loss:
+            args += ["loss", shape.loss]
+        if shape.rate:
+            args += ["rate", shape.rate]
+        # netem's default queue (1000 packets) drops under a low rate; give it room for ~1 s
+        args += ["limit", str(_netem_limit(shape))]
+        return [args]
+    if wants_netem:
+        raise TopologyError(_qdisc_unavailable("netem"))
+    reason = _qdisc_unavailable("tbf")
+    if reason:
+        raise TopologyError(reason)
+    per_second = shape.rate_bytes_per_s()
+    burst = max(int(per_second / 250), 64 * 1024)  # ≥ rate/HZ for any HZ up to 250
+    return [["tc", "qdisc", "replace", "dev", device, "root", "tbf", "rate", shape.rate,
+             "burst", str(burst), "latency", "100ms"]]
+
+
+def _netem_limit(shape: LinkShape) -> int:
+    per_second = shape.rate_bytes_per_s() or 1.25e9
+    return int(min(max(per_second / 1500, 1000), 100000))
+
+
+# ------------------------------------------------------------------------------------------- state
+
+
+def _write_json(path: Path, data: Any) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data, indent=1))
+    os.replace(temporary, path)
+
+
+def _pids_in_netns(netns: str) -> list[int]:
+    done = _run(["ip", "netns", "pids", netns], check=False)
+    return [int(p) for p in done.stdout.split() if p.isdigit()] if done.returncode == 0 else []
+
+
+def _kill_netns_processes(netns: str, grace_s: float = 3.0) -> list[int]:
+    """SIGTERM everything in the namespace, then SIGKILL what is left after grace_s."""
+    pids = _pids_in_netns(netns)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and _pids_in_netns(netns):
+        time.sleep(0.05)
+    for pid in _pids_in_netns(netns):
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _pids_in_netns(netns):
+        time.sleep(0.05)
+    return pids
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _link_exists(name: str) -> bool:
+    return Path("/sys/class/net", name).exists()
+
+
+def _netns_exists(name: str) -> bool:
+    return Path("/run/netns", name).exists() or Path("/var/run/netns", name).exists()
+
+
+def _undo(entries: list[dict[str, Any]], processes: list[dict[str, Any]]) -> list[str]:
+    """Remove what the state lists, newest first. Missing things are fine (already gone)."""
+    removed = []
+    for proc in processes:
+        pid = proc.get("pid")
+        if pid and _is_same_process(pid, proc.get("start_time")):
+            _signal(pid, signal.SIGTERM)
+    for entry in reversed(entries):
+        if entry["kind"] == "netns" and _netns_exists(entry["name"]):
+            killed = _kill_netns_processes(entry["name"])
+            if killed:
+                removed.append(f"killed {len(killed)} process(es) in network namespace {entry['name']}")
+    for proc in processes:
+        pid = proc.get("pid")
+        if pid and _is_same_process(pid, proc.get("start_time")):
+            _signal(pid, signal.SIGKILL)
+            removed.append(f"killed process {pid} ({proc.get('argv0', '?')})")
+    for entry in reversed(entries):
+        kind, name = entry["kind"], entry["name"]
+        if kind == "netns" and _netns_exists(name):
+            _run(["ip", "netns", "delete", name], check=False)
+            removed.append(f"deleted network namespace {name}")
+        elif kind in ("veth", "bridge") and _link_exists(name):
+            _run(["ip", "link", "delete", name], check=False)
+            removed.append(f"deleted {kind} {name}")
+    return removed
+
+
+def _process_start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]
+
+
+def _is_same_process(pid: int, start_time: str | None) -> bool:
+    current = _process_start_time(pid)
+    return current is not None and (start_time is None or current == start_time)
+
+
+def cleanup_stale(workdir: str | os.PathLike) -> list[str]:
+    """Remove the namespaces, links and processes of topologies under ``<workdir>/topology/``
+    whose owner is gone (killed). A live topology (its owner holds its lock) is left alone."""
+    root = Path(workdir) / "topology"
+    if not root.is_dir():
+        return []
+    removed: list[str] = []
+    for directory in sorted(p for p in root.iterdir() if p.is_dir()):
+        lock_path = directory / LOCK_FILE
+        handle = None
+        if lock_path.exists():
+            handle = open(lock_path, "a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue  # its owner is alive
+        try:
+            try:
+                state = json.loads((directory / STATE_FILE).read_text())
+            except (OSError, ValueError):
+                state = {"entries": [], "processes": []}
+            removed += _undo(state.get("entries", []), state.get("processes", []))
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(f"removed {directory}")
+        finally:
+            if handle:
+                handle.close()
+    return removed
+
+
+# ------------------------------------------------------------------------------------- hosts, links
+
+
+class Host:
+    """One emulated host: a network namespace. ``address`` is its IPv4 address on the first
+    segment it was connected to (None before ``connect``); ``addresses`` maps segment index to address."""
+
+    def __init__(self, topology: "Topology", name: str, index: int, netns: str):
+        self.topology = topology
+        self.name = name
+        self.index = index
+        self.netns = netns
+        self.addresses: dict[int, str] = {}
+        self.interfaces: dict[int, str] = {}
+
+    @property
+    def address(self) -> str | None:
+        return self.addresses[min(self.addresses)] if self.addresses else None
+
+    def address_on(self, segment: "Segment") -> str:
+        return self.addresses[segment.index]
+
+    def command(self, argv: Sequence[str], *, binds: dict[str, str] | None = None) -> list[str]:
+        """The argv that runs ``argv`` inside this host (``ip netns exec``); with ``binds``
+        ({target: source}) also in a private mount namespace where each source directory is
+        bind-mounted over its target (e.g. a host's own /root), seen only by this process tree."""
+        prefix = ["ip", "netns", "exec", self.netns]
+        if not binds:
+            return prefix + list(argv)
+        mounts: list[str] = []
+        for target, source in binds.items():
+            mounts += [str(source), str(target)]
+        script = 'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"'
+        return prefix + ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                         *mounts, "--", *argv]
+
+    def popen(self, argv: Sequence[str], *, binds: dict[str, str] | None = None, **popen_kwargs) -> subprocess.Popen:
+        """Start ``argv`` inside this host; killed at teardown (with anything else left in the
+        namespace). Runs in its own session unless start_new_session=False is passed."""
+        popen_kwargs.setdefault("start_new_session", True)
+        process = subprocess.Popen(self.command(argv, binds=binds), **popen_kwargs)
+        self.topology._record_process(self, process, argv)
+        return process
+
+    def run(self, argv: Sequence[str], *, binds: dict[str, str] | None = None, **run_kwargs) -> subprocess.CompletedProcess:
+        """subprocess.run of ``argv`` inside this host."""
+        return subprocess.run(self.command(argv, binds=binds), **run_kwargs)
+
+    def __repr__(self) -> str:
+        return f"Host({self.name!r}, netns={self.netns!r}, address={self.address!r})"
+
+
+@dataclass
+class Segment:
+    """One bridge and the hosts on it."""
+
+    index: int
+    bridge: str
+    subnet: ipaddress.IPv4Network
+    hosts: list[Host]
+    shape: LinkShape | None
+    root_address: str | None = None
+
+
+class Topology:
+    """A set of emulated hosts owned by this process. Use as a context manager; ``teardown()``
+    may also be called directly (it is idempotent)."""
+
+    def __init__(self, workdir: str | os.PathLike, name: str = "topo"):
+        if not _TOPO_NAME.match(name):
+            raise CCBenchError(f"topology name {name!r}: use up to 16 letters, digits, '-' or '_'")
+        self.name = name
+        self.rid = secrets.token_hex(3)
+        self.directory = Path(workdir).resolve() / "topology" / f"{name}-{self.rid}"
+        self.hosts: list[Host] = []
+        self.segments: list[Segment] = []
+        self._entries: list[dict[str, Any]] = []
+        self._processes: list[dict[str, Any]] = []
+        self._lock_handle = None
+        self._started = False
+        self._closed = False
+        self._previous_sigterm = None
+        self._mutex = threading.RLock()
+
+    # -- lifecycle
+    def start(self) -> "Topology":
+        if self._started:
+            return self
+        reason = available()
+        if reason:
+            raise TopologyError(reason)
+        self.directory.mkdir(parents=True, exist_ok=False)
+        self._lock_handle = open(self.directory / LOCK_FILE, "w")
+        fcntl.flock(self._lock_handle, fcntl.LOCK_EX)
+        self._lock_handle.write(str(os.getpid()))
+        self._lock_handle.flush()
+        self._save()
+        self._started = True
+        atexit.register(self.teardown)
+        return self
+
+    def __enter__(self) -> "Topology":
+        self.start()
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def _on_sigterm(self, signum, frame):
+        previous = self._previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+        raise SystemExit(128 + signum)
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.teardown()
+        finally:
+            if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+                self._previous_sigterm = None
+
+    def teardown(self) -> list[str]:
+        """Kill the hosts' processes and remove namespaces, veths and bridges; returns what was done."""
+        with self._mutex:
+            if not self._started or self._closed:
+                return []
+            self._closed = True
+            removed = _undo(self._entries, self._processes)
+            shutil.rmtree(self.directory, ignore_errors=True)
+            if self._lock_handle:
+                self._lock_handle.close()
+            atexit.unregister(self.teardown)
+            return removed
+
+    # -- building
+    def add_host(self, name: str) -> Host:
+        """A new network namespace with loopback up."""
+        self._ensure_open()
+        if not _HOST_NAME.match(name):
+            raise CCBenchError(f"host name {name!r}: use up to 32 letters, digits, '-' or '_'")
+        if any(h.name == name for h in self.hosts):
+            raise CCBenchError(f"topology {self.name}: host {name!r} exists already")
+        index = len(self.hosts)
+        netns = f"cc{self.rid}-{index}-{name}"[:IFNAMSIZ]
+        self._record("netns", netns, host=name)
+        _run(["ip", "netns", "add", netns])
+        host = Host(self, name, index, netns)
+        self.hosts.append(host)
+        _run(host.command(["ip", "link", "set", "lo", "up"]))
+        return host
+
+    def connect(self, hosts: Sequence[Host], shape: LinkShape | None = None, *, root_access: bool = False) -> Segment:
+        """Join ``hosts`` on a new bridge (one /24 from 10.204.0.0/16), each through its own veth,
+        its link shaped by ``shape``. ``root_access=True`` gives the root namespace the segment's
+        ``.1`` address (for a controller in the root namespace, e.g. Ansible)."""
+        self._ensure_open()
+        hosts = list(hosts)
+        if not hosts:
+            raise CCBenchError("connect needs at least one host")
+        if len(hosts) > 250:
+            raise CCBenchError("a segment holds at most 250 hosts")
+        if shape is not None and not shape.empty:
+            reason = available(shape)
+            if reason:
+                raise TopologyError(f"cannot shape links as {shape}: {reason}")
+        index = len(self.segments)
+        bridge = f"c{self.rid}b{index}"
+        with _global_lock():
+            subnet = self._free_subnet()
+            self._record("bridge", bridge, subnet=str(subnet))
+            _run(["ip", "link", "add", "name", bridge, "type", "bridge", "stp_state", "0", "forward_delay", "0"])
+            # keep the host's firewall (br_netfilter) out of ccbench's own bridge
+            _run(["ip", "link", "set", bridge, "type", "bridge", "nf_call_iptables", "0",
+                  "nf_call_ip6tables", "0", "nf_call_arptables", "0"], check=False)
+            segment = Segment(index, bridge, subnet, hosts, shape)
+            addresses = list(subnet.hosts())
+            if root_access:
+                segment.root_address = str(addresses[0])
+                _run(["ip", "addr", "add", f"{addresses[0]}/{subnet.prefixlen}", "dev", bridge])
+            _run(["ip", "link", "set", bridge, "up"])
+        inside = f"ccnet{index}"
+        for position, host in enumerate(hosts):
+            outer = f"c{self.rid}s{index}h{host.index}"
+            peer = f"c{self.rid}s{index}p{host.index}"
+            if len(outer) > IFNAMSIZ:
+                raise TopologyError(f"interface name {outer} longer than {IFNAMSIZ} characters")
+            self._record("veth", outer, host=host.name, segment=index)
+            _run(["ip", "link", "add", outer, "type", "veth", "peer", "name", peer])
+            _run(["ip", "link", "set", peer, "netns", host.netns])
+            _run(host.command(["ip", "link", "set", peer, "name", inside]))
+            address = addresses[position + 1]
+            _run(host.command(["ip", "addr", "add", f"{address}/{subnet.prefixlen}", "dev", inside]))
+            _run(["ip", "link", "set", outer, "master", bridge])
+            _run(["ip", "link", "set", outer, "up"])
+            _run(host.command(["ip", "link", "set", inside, "up"]))
+            if shape is not None:
+                for argv in _shape_commands(inside, shape, with_delay=True):
+                    _run(host.command(argv))
+                for argv in _shape_commands(outer, shape, with_delay=False):
+                    _run(argv)
+            host.addresses[index] = str(address)
+            host.interfaces[index] = inside
+        self.segments.append(segment)
+        self._save()
+        return segment
+
+    # -- internals
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise TopologyError(f"topology {self.name}-{self.rid} was torn down")
+        if not self._started:
+            self.start()
+
+    def _free_subnet(self) -> ipaddress.IPv4Network:
+        routes = _run(["ip", "-4", "route", "show"], check=False).stdout
+        used = {ipaddress.ip_network(w, strict=False) for w in re.findall(r"\b\d+\.\d+\.\d+\.\d+/\d+\b", routes)}
+        used |= {s.subnet for s in self.segments}
+        candidates = list(ADDRESS_RANGE.subnets(new_prefix=24))
+        start = secrets.randbelow(len(candidates))
+        for offset in range(len(candidates)):
+            subnet = candidates[(start + offset) % len(candidates)]
+            if not any(subnet.overlaps(u) for u in used):
+                return subnet
+        raise TopologyError("no free /24 left in 10.204.0.0/16 (tear down other topologies)")
+
+    def _record(self, kind: str, name: str, **extra) -> None:
+        with self._mutex:
+            self._entries.append({"kind": kind, "name": name, **extra})
+            self._save()
+
+    def _record_process(self, host: Host, process: subprocess.Popen, argv: Sequence[str]) -> None:
+        with self._mutex:
+            self._processes.append({"pid": process.pid, "host": host.name, "argv0": str(argv[0]) if argv else "",
+                                    "start_time": _process_start_time(process.pid)})
+            self._save()
+
+    def _save(self) -> None:
+        _write_json(self.directory / STATE_FILE, {
+            "name": self.name, "rid": self.rid, "owner_pid": os.getpid(),
+            "entries": self._entries, "processes": self._processes,
+            "hosts": {h.name: {"netns": h.netns, "addresses": h.addresses} for h in self.hosts},
+        })
+
+
+class _global_lock:
+    def __enter__(self):
+        GLOBAL_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        self.handle = open(GLOBAL_LOCK, "a")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()

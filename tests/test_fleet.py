@@ -1,0 +1,272 @@
+"""ccbench fleet run against real SSH hosts: network namespaces running Debian's OpenSSH server,
+driven by real Ansible (ansible-core from the project's venv), with a wheelhouse for hosts that
+have no internet. One set of hosts serves the whole module (started once, torn down at the end)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ccbench import topology
+from ccbench.fleet import testhosts
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(testhosts.unavailable() is not None, reason=f"SSH test hosts unavailable: {testhosts.unavailable()}"),
+]
+
+SECRET = "ccbench-sentinel-s3cr3t"
+
+TINY_PLAN = """
+name = "tiny"
+description = "systeminfo and a short prime: the fleet tests' plan"
+[defaults]
+repetitions = 3
+warmup = 0
+cooldown = 0.0
+timeout = 120
+[[workloads]]
+kind = "systeminfo"
+repetitions = 1
+[[workloads]]
+kind = "prime"
+n = 20000
+"""
+
+SLOW_PLAN = """
+name = "slow"
+description = "eight two-second commands: long enough to be interrupted"
+[defaults]
+repetitions = 8
+warmup = 0
+cooldown = 0.0
+timeout = 60
+[[workloads]]
+kind = "command"
+command = "sleep 2"
+"""
+
+
+def fleet(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "ccbench", "fleet", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    base = tmp_path_factory.mktemp("fleet-hosts")
+    with testhosts.SSHHosts(base, ["h1", "h2"]) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    base = tmp_path_factory.mktemp("fleet-plans")
+    (base / "tiny.toml").write_text(TINY_PLAN)
+    (base / "slow.toml").write_text(SLOW_PLAN)
+    return base
+
+
+@pytest.fixture
+def inventory(hosts, tmp_path):
+    def write(known_hosts=None, **kwargs):
+        path = tmp_path / "hosts.ini"
+        path.write_text(hosts.inventory_text(baseline="h1", labels={"h1": "plain", "h2": "confidential"},
+                                             known_hosts=known_hosts, extra=f"ansible_become_password={SECRET}", **kwargs))
+        return path
+    return write
+
+
+def _fleet_dir(out: Path) -> Path:
+    runs = sorted(out.glob("fleet-*"))
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def _remote_ccbench_processes(hosts) -> list[str]:
+    found = []
+    for host in hosts.hosts.values():
+        for pid in topology._pids_in_netns(host.host.netns):
+            try:
+                command_line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "ccbench" in command_line and "sshd" not in command_line:
+                found.append(f"{host.name}: {command_line}")
+    return found
+
+
+def test_two_hosts_bring_back_two_bundles_and_one_report(hosts, inventory, plans, tmp_path):
+    out = tmp_path / "out"
+    done = fleet("run", plans / "tiny.toml", "--inventory", inventory(), "--out", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    directory = _fleet_dir(out)
+    manifest = json.loads((directory / "fleet.json").read_text())
+    assert manifest["status"] == "complete" and manifest["baseline"] == "plain"
+    assert manifest["ansible_version"].startswith("2.19.")
+    assert set(manifest["hosts"]) == {"plain", "confidential"}
+    for label, host in manifest["hosts"].items():
+        assert host["outcome"] == "ok", host
+        bundle = directory / host["bundles"][0]
+        assert bundle.parent == directory / label
+        executions = (bundle / "executions.jsonl").read_text().splitlines()
+        assert len(executions) == 4  # systeminfo once, prime three times
+        assert host["probe"]["os"] and host["probe"]["bundle_status"] == "complete"
+        # the remote ran from the venv the fleet installed in that host's own home
+        remote = json.loads((bundle / "manifest.json").read_text())
+        assert remote["environment"]["python"]["executable"] == "/root/.ccbench-fleet/venv/bin/python"
+        assert "first_execution_s" in host["rounds"]["run"]["timings"]
+    # each host has its own tree: the install happened in two different homes
+    for host in hosts.hosts.values():
+        assert (host.home / ".ccbench-fleet" / "venv" / "bin" / "ccbench").exists()
+    report = (directory / "report.html").read_text()
+    assert "plain" in report and "confidential" in report
+    comparison = (directory / "compare.txt").read_text()
+    assert "confidential" in comparison and "baseline: plain" in comparison
+    # progress: one line per host and phase, executions counted from the event stream
+    assert "plain: run 1/4" in done.stderr or "plain: run 2/4" in done.stderr, done.stderr
+    # no secret from the inventory, no private key, anywhere in the output or the fleet directory
+    private_key = hosts.client_key.read_text().splitlines()[1]
+    for path in directory.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes()
+            assert SECRET.encode() not in text, path
+            assert private_key.encode() not in text, path
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_host_key_checking_is_on_unless_new_keys_are_accepted(hosts, inventory, plans, tmp_path):
+    known_hosts = tmp_path / "empty_known_hosts"
+    known_hosts.write_text("")
+    path = inventory(known_hosts=known_hosts)
+    refused = fleet("run", plans / "tiny.toml", "--inventory", path, "--out", tmp_path / "refused", "--limit", "h1",
+                    "--no-report")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    host = json.loads((_fleet_dir(tmp_path / "refused") / "fleet.json").read_text())["hosts"]["plain"]
+    assert host["outcome"] == "unreachable" and "host key" in host["reason"].lower(), host
+    accepted = fleet("run", plans / "tiny.toml", "--inventory", path, "--out", tmp_path / "accepted", "--limit", "h1",
+                     "--no-report", "--accept-new-host-keys")
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    # the new key was remembered (OpenSSH may hash the address; the key itself is there)
+    host_key = Path(str(hosts.hosts["h1"].host_key) + ".pub").read_text().split()[1]
+    assert host_key in known_hosts.read_text()
+
+
+def test_unreachable_host_is_recorded_and_the_other_completes(hosts, inventory, plans, tmp_path):
+    hosts.stop_sshd("h2")
+    try:
+        done = fleet("run", plans / "tiny.toml", "--inventory", inventory(), "--out", tmp_path / "out", "--mode", "serial")
+    finally:
+        hosts.start_sshd("h2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    manifest = json.loads((_fleet_dir(tmp_path / "out") / "fleet.json").read_text())
+    assert manifest["hosts"]["plain"]["outcome"] == "ok"
+    assert manifest["hosts"]["confidential"]["outcome"] == "unreachable"
+    assert manifest["hosts"]["confidential"]["reason"]
+    assert "confidential: unreachable" in done.stdout + done.stderr
+
+
+def test_interrupted_fleet_stops_remote_runs_and_resumes(hosts, inventory, plans, tmp_path):
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "ccbench", "fleet", "run", str(plans / "slow.toml"), "--inventory",
+                                str(inventory()), "--out", str(out), "--no-report"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen, lines = set(), []
+    deadline = time.monotonic() + 240
+    for line in process.stdout:
+        lines.append(line)
+        for label in ("plain", "confidential"):
+            if line.startswith(f"{label}: run ") and "/8" in line:
+                seen.add(label)
+        # both remote runs have measured something
+        if seen == {"plain", "confidential"} or time.monotonic() > deadline:
+            break
+    assert seen == {"plain", "confidential"}, "".join(lines)
+    process.send_signal(signal.SIGINT)
+    rest, _ = process.communicate(timeout=300)
+    output = "".join(lines) + rest
+    assert process.returncode == 130, output
+    directory = _fleet_dir(out)
+    assert f"ccbench fleet run --resume {directory}" in output
+    assert _remote_ccbench_processes(hosts) == []
+    manifest = json.loads((directory / "fleet.json").read_text())
+    assert manifest["status"] == "interrupted"
+    for host in manifest["hosts"].values():
+        assert host["outcome"] == "interrupted", (host, output)
+        bundle = directory / host["bundles"][0]
+        partial = [json.loads(e) for e in (bundle / "executions.jsonl").read_text().splitlines()]
+        # what was measured before the stop came back; the run did not finish
+        assert 1 <= len([e for e in partial if e["status"] == "ok"]) < 8, (partial, output)
+
+    resumed = fleet("run", "--resume", directory, "--no-report")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    manifest = json.loads((directory / "fleet.json").read_text())
+    assert manifest["status"] == "complete"
+    for host in manifest["hosts"].values():
+        assert host["outcome"] == "ok"
+        bundle = directory / host["bundles"][0]
+        executions = [json.loads(e) for e in (bundle / "executions.jsonl").read_text().splitlines()]
+        done_keys = {e["key"] for e in executions if e["status"] == "ok"}
+        assert len(done_keys) == 8
+    assert _remote_ccbench_processes(hosts) == []
+
+
+def test_rounds_mode_runs_each_repetition_on_every_host_before_the_next(hosts, inventory, plans, tmp_path):
+    plan = tmp_path / "two.toml"
+    plan.write_text(TINY_PLAN.replace("repetitions = 3", "repetitions = 2"))
+    done = fleet("run", plan, "--inventory", inventory(), "--out", tmp_path / "out", "--mode", "rounds")
+    assert done.returncode == 0, done.stdout + done.stderr
+    directory = _fleet_dir(tmp_path / "out")
+    manifest = json.loads((directory / "fleet.json").read_text())
+    assert manifest["rounds"] == ["round-1", "round-2"]
+    ends, starts = {}, {}
+    for label, host in manifest["hosts"].items():
+        assert [Path(b).parts[:2] for b in host["bundles"]] == [(label, "round-1"), (label, "round-2")]
+        for round_name in ("round-1", "round-2"):
+            bundle = directory / host["rounds"][round_name]["bundle"]
+            executions = [json.loads(e) for e in (bundle / "executions.jsonl").read_text().splitlines()]
+            starts.setdefault(round_name, []).append(min(e["started_at"] for e in executions))
+            ends.setdefault(round_name, []).append(max(e["started_at"] for e in executions))
+    # every host's round 1 began before any host's round 2
+    assert max(starts["round-1"]) < min(starts["round-2"])
+    assert (directory / "report.html").exists()
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize("case,text,expected", [
+    ("syntax", "[hosts\nh1 ansible_host=10.204.0.9\n", "hosts.ini"),
+    ("no address", "[hosts]\nccbench-no-such-host.invalid\n", "ccbench-no-such-host.invalid"),
+    ("missing key", "[hosts]\nh1 ansible_host=10.204.0.9 ansible_ssh_private_key_file=/nonexistent/key\n", "/nonexistent/key"),
+    ("two baselines", "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_baseline=true\nh2 ansible_host=10.204.0.8 ccbench_baseline=true\n", "h1 and h2"),
+    ("same label", "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_label=a\nh2 ansible_host=10.204.0.8 ccbench_label=a\n", "h2"),
+])
+def test_bad_inventory_is_exit_2_before_anything_starts(tmp_path, plans, case, text, expected):
+    path = _write(tmp_path, "hosts.ini", text)
+    done = fleet("run", plans / "tiny.toml", "--inventory", path, "--out", tmp_path / "out", timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = done.stderr.strip()
+    assert len(message.splitlines()) == 1 and "Traceback" not in message, message
+    assert str(path) in message and expected in message, message
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_plan_and_missing_inventory_are_exit_2(tmp_path):
+    inventory = _write(tmp_path, "hosts.ini", "[hosts]\nh1 ansible_host=10.204.0.9\n")
+    done = fleet("run", "no-such-plan", "--inventory", inventory, "--out", tmp_path / "out", timeout=120)
+    assert done.returncode == 2 and "no-such-plan" in done.stderr and "Traceback" not in done.stderr
+    done = fleet("run", "quick", timeout=120)
+    assert done.returncode == 2 and "--inventory" in done.stderr
+    done = fleet("run", "--resume", tmp_path, timeout=120)
+    assert done.returncode == 2 and "fleet.json" in done.stderr

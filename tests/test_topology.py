@@ -1,0 +1,254 @@
+"""Emulated hosts: real network namespaces, bridges, veths and tc on this machine (root)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ccbench import topology
+from ccbench.errors import CCBenchError
+from ccbench.topology import LinkShape, Topology
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(topology.available() is not None, reason=f"emulated hosts unavailable: {topology.available()}"),
+]
+
+PYTHON = sys.executable
+
+# a TCP server that answers each connection with `size` bytes (0 = accept and close)
+SERVER = textwrap.dedent("""
+    import socket, sys
+    size = int(sys.argv[2])
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(16)
+    print("listening", flush=True)
+    payload = b"x" * size
+    while True:
+        c, _ = s.accept()
+        if size:
+            c.sendall(payload)
+        c.close()
+""")
+
+# connects `count` times and prints the median connect time, or reads everything and prints seconds
+CLIENT = textwrap.dedent("""
+    import socket, statistics, sys, time
+    host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if mode == "rtt":
+        times = []
+        for _ in range(7):
+            t = time.perf_counter(); s = socket.create_connection((host, port), timeout=10)
+            times.append(time.perf_counter() - t); s.close()
+        print(statistics.median(times))
+    else:
+        t = time.perf_counter(); s = socket.create_connection((host, port), timeout=10); n = 0
+        while chunk := s.recv(1 << 16):
+            n += len(chunk)
+        print(time.perf_counter() - t, n)
+""")
+
+
+def _start_server(host, port, size=0):
+    process = host.popen([PYTHON, "-c", SERVER, str(port), str(size)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "listening"
+    return process
+
+
+def _client(host, address, port, mode):
+    done = host.run([PYTHON, "-c", CLIENT, address, str(port), mode], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [float(x) for x in done.stdout.split()]
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (a killed orphan waits for whoever reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _leftovers(rid: str) -> dict:
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = os.listdir("/sys/class/net")
+    return {
+        "netns": [line.split()[0] for line in netns.splitlines() if rid in line],
+        "links": [name for name in links if rid in name],
+    }
+
+
+def test_two_hosts_reach_each_other_and_the_root_only_when_asked(workdir):
+    with Topology(workdir, name="t") as topo:
+        a, b = topo.add_host("a"), topo.add_host("b")
+        segment = topo.connect([a, b], root_access=True)
+        assert a.address != b.address and a.address.startswith("10.204.")
+        assert all(len(name) <= 15 for name in (a.netns, b.netns, segment.bridge, *a.interfaces.values()))
+        _start_server(b, 7001)
+        _start_server(a, 7002)
+        assert _client(a, b.address, 7001, "rtt")[0] > 0
+        assert _client(b, a.address, 7002, "rtt")[0] > 0
+        # the root namespace reaches the hosts through the bridge's .1 address
+        assert segment.root_address.endswith(".1")
+        reply = subprocess.run([PYTHON, "-c", CLIENT, a.address, "7002", "rtt"], capture_output=True, text=True, timeout=60)
+        assert reply.returncode == 0, reply.stderr
+        # a second segment without root access: no address of the root namespace on its bridge
+        c = topo.add_host("c")
+        isolated = topo.connect([c])
+        assert isolated.root_address is None and isolated.subnet != segment.subnet
+        bridge_addresses = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", isolated.bridge],
+                                          capture_output=True, text=True).stdout
+        assert "inet " not in bridge_addresses
+        _start_server(c, 7003)
+        # c is on its own segment: a cannot reach it either
+        assert a.run([PYTHON, "-c", CLIENT, c.address, "7003", "rtt"], capture_output=True, timeout=60).returncode != 0
+        rid = topo.rid
+        assert _leftovers(rid)["netns"]
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert not (workdir / "topology" / f"t-{rid}").exists()
+
+
+def test_rate_shaping_slows_a_transfer(workdir):
+    size = 3_000_000  # 24 Mbit: ~1.2 s at 20 Mbit/s, far less on an unshaped veth
+    with Topology(workdir, name="rate") as topo:
+        server, fast, slow = topo.add_host("srv"), topo.add_host("fast"), topo.add_host("slow")
+        topo.connect([server, fast])
+        topo.connect([server, slow], shape=LinkShape(rate="20mbit"))
+        _start_server(server, 7010, size)
+        seconds_fast, received_fast = _client(fast, server.addresses[0], 7010, "bytes")
+        seconds_slow, received_slow = _client(slow, server.addresses[1], 7010, "bytes")
+    assert received_fast == received_slow == size
+    # behaviour, not a timing bound: the shaped link is several times slower and near its rate
+    assert seconds_slow > 3 * seconds_fast
+    assert size * 8 / seconds_slow < 2 * 20e6
+
+
+@pytest.mark.skipif(topology.available(LinkShape(delay="1ms")) is not None,
+                    reason=f"link delay unavailable here: {topology.available(LinkShape(delay='1ms'))}")
+def test_delay_shows_as_a_larger_round_trip(workdir):
+    with Topology(workdir, name="delay") as topo:
+        server, near, far = topo.add_host("srv"), topo.add_host("near"), topo.add_host("far")
+        topo.connect([server, near])
+        topo.connect([server, far], shape=LinkShape(delay="40ms"))
+        _start_server(server, 7020)
+        near_rtt = _client(near, server.addresses[0], 7020, "rtt")[0]
+        far_rtt = _client(far, server.addresses[1], 7020, "rtt")[0]
+    # the far host's egress adds 40 ms to each SYN: the connect time grows by about that
+    assert far_rtt > near_rtt + 0.02
+
+
+def test_unavailable_delay_is_refused_with_the_reason(workdir):
+    reason = topology.available(LinkShape(delay="1ms"))
+    if reason is None:
+        pytest.skip("this kernel has netem: the refusal path cannot be exercised")
+    with Topology(workdir, name="nodelay") as topo:
+        host = topo.add_host("a")
+        with pytest.raises(topology.TopologyError, match="netem"):
+            topo.connect([host], shape=LinkShape(delay="1ms"))
+
+
+def test_teardown_kills_every_process_in_the_namespace(workdir):
+    with Topology(workdir, name="procs") as topo:
+        host = topo.add_host("a")
+        topo.connect([host])
+        direct = host.popen(["sleep", "300"])
+        # a daemon that leaves its parent: recorded by nobody, still in the namespace
+        host.run(["sh", "-c", "setsid sleep 301 >/dev/null 2>&1 < /dev/null &"], check=True)
+        time.sleep(0.2)
+        escaped = [p for p in topology._pids_in_netns(host.netns) if p != direct.pid]
+        assert escaped
+        rid = topo.rid
+    assert direct.wait(timeout=10) is not None
+    for pid in escaped:
+        assert not _alive(pid)
+    assert _leftovers(rid) == {"netns": [], "links": []}
+
+
+def test_failure_inside_the_block_still_tears_down(workdir):
+    with pytest.raises(RuntimeError):
+        with Topology(workdir, name="fail") as topo:
+            topo.connect([topo.add_host("a"), topo.add_host("b")])
+            rid = topo.rid
+            raise RuntimeError("boom")
+    assert _leftovers(rid) == {"netns": [], "links": []}
+
+
+OWNER = textwrap.dedent("""
+    import sys, time
+    from ccbench.topology import Topology
+    topo = Topology(sys.argv[1], name="own")
+    topo.__enter__()
+    a, b = topo.add_host("a"), topo.add_host("b")
+    topo.connect([a, b], root_access=True)
+    proc = a.popen(["sleep", "300"])
+    print(topo.rid, proc.pid, flush=True)
+    time.sleep(300)
+""")
+
+
+def _start_owner(workdir):
+    owner = subprocess.Popen([PYTHON, "-c", OWNER, str(workdir)], stdout=subprocess.PIPE, text=True)
+    rid, pid = owner.stdout.readline().split()
+    return owner, rid, int(pid)
+
+
+def test_cleanup_stale_removes_what_a_killed_owner_left_and_spares_a_live_one(workdir):
+    live, live_rid, _ = _start_owner(workdir)
+    dead, dead_rid, dead_sleep = _start_owner(workdir)
+    try:
+        dead.send_signal(signal.SIGKILL)
+        dead.wait(timeout=10)
+        assert _leftovers(dead_rid)["netns"] and _alive(dead_sleep)
+        removed = topology.cleanup_stale(workdir)
+        assert any(dead_rid in line for line in removed)
+        assert _leftovers(dead_rid) == {"netns": [], "links": []}
+        assert not _alive(dead_sleep)
+        # the live owner's topology is untouched
+        assert len(_leftovers(live_rid)["netns"]) == 2
+        assert not any(live_rid in line for line in removed)
+    finally:
+        live.send_signal(signal.SIGTERM)
+        live.wait(timeout=30)
+    # SIGTERM made the live owner tear down its own topology
+    assert _leftovers(live_rid) == {"netns": [], "links": []}
+    assert list((workdir / "topology").iterdir()) == []
+
+
+def test_ccbench_cleanup_command_removes_a_killed_owners_topology(workdir, ccbench):
+    owner, rid, _ = _start_owner(workdir)
+    owner.send_signal(signal.SIGKILL)
+    owner.wait(timeout=10)
+    done = ccbench("cleanup", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    assert rid in done.stdout
+    assert _leftovers(rid) == {"netns": [], "links": []}
+
+
+def test_state_is_written_before_things_are_made(workdir):
+    with Topology(workdir, name="state") as topo:
+        host = topo.add_host("a")
+        topo.connect([host])
+        state = json.loads((topo.directory / "state.json").read_text())
+        kinds = [entry["kind"] for entry in state["entries"]]
+        assert kinds == ["netns", "bridge", "veth"]
+        assert state["owner_pid"] == os.getpid()
+
+
+def test_bad_shapes_and_names_are_one_line_errors(workdir):
+    for bad in (dict(rate="fast"), dict(delay="10"), dict(loss="5"), dict(jitter="1ms")):
+        with pytest.raises(CCBenchError):
+            LinkShape(**bad)
+    with pytest.raises(CCBenchError):
+        Topology(workdir, name="a name with spaces")
+    with Topology(workdir, name="names") as topo:
+        topo.add_host("a")
+        with pytest.raises(CCBenchError):
+            topo.add_host("a")
+        with pytest.raises(CCBenchError):
+            topo.add_host("bad/name")
