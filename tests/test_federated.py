@@ -99,9 +99,19 @@ def test_federation_runs_over_plain_tls_and_the_secure_channel(tmp_path, ccbench
     assert party_processes(str(tmp_path / "out")) == []
 
 
+def _namespaces_unavailable() -> str | None:
+    from ccbench import topology
+
+    return topology.available(topology.LinkShape(rate="1gbit"))
+
+
 @needs_openfl
-def test_a_killed_collaborator_fails_the_execution_and_leaves_no_process(tmp_path):
-    plan = write_plan(tmp_path / "plan.toml", ["plain"], rounds=4)
+@pytest.mark.parametrize("hosts", ["local", "namespaces"])
+def test_a_killed_collaborator_fails_the_execution_and_leaves_no_process(tmp_path, hosts):
+    if hosts == "namespaces" and _namespaces_unavailable():
+        pytest.skip(f"emulated hosts cannot be made here: {_namespaces_unavailable()}")
+    extra = 'hosts = "namespaces"\nrate = "1gbit"\ndelay = ""\n' if hosts == "namespaces" else ""
+    plan = write_plan(tmp_path / "plan.toml", ["plain"], rounds=4, extra=extra)
     out = tmp_path / "out"
     env = dict(os.environ)
     run = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(out), "--workdir",
@@ -131,6 +141,14 @@ def test_a_killed_collaborator_fails_the_execution_and_leaves_no_process(tmp_pat
     assert "round" in execution["error"]
     time.sleep(1)
     assert party_processes(str(out)) == [], "a party or proxy outlived the failed execution"
+    if hosts == "namespaces":
+        made = json.loads(next(out.glob("*/raw/federated/*/*/hosts.json")).read_text())
+        namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        for host in made.values():
+            assert host["netns"] not in namespaces, f"namespace {host['netns']} outlived the execution"
+            rid = host["netns"].split("-")[0][2:]  # namespaces cc<rid>-..., bridges and veths c<rid>...
+            assert f" c{rid}" not in links, "a veth or bridge of the execution is left"
 
 
 @pytest.mark.parametrize("param, expected", [
