@@ -6,7 +6,11 @@ a user would, interleaved with loading the same bundles in Python and with the c
 to one process (-j 1), and prints the median times, peak memory (of the main process) and ratios.
 Target (issue 3): each command under 5 s on the 2-core development machine.
 
-    .venv/bin/python benchmarks/bench_analysis.py [--samples 100000] [--rounds 3]
+With ``--against SRC`` (a ``src`` directory of another ccbench checkout, e.g. made with
+``git archive <commit> src | tar -x -C /tmp/old``) every command also runs from that code, interleaved
+with this checkout's, and the ratios this/that are printed: a before/after measured side by side.
+
+    .venv/bin/python benchmarks/bench_analysis.py [--samples 100000] [--rounds 3] [--against /tmp/old/src]
 """
 
 from __future__ import annotations
@@ -69,12 +73,13 @@ def write_bundles(root: Path, total: int) -> list[Path]:
     return paths
 
 
-def timed(argv: list[str]) -> tuple[float, float]:
+def timed(argv: list[str], src: str | None = None) -> tuple[float, float]:
     """Wall seconds and peak resident memory (MiB) of the command's own process (os.wait4's rusage:
-    a helper process it forks is not included)."""
+    a helper process it forks is not included); with ``src``, ccbench is imported from there."""
+    env = dict(os.environ, PYTHONPATH=src) if src else None
     with tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
         _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -88,7 +93,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3, help="runs of each command, interleaved; the median is printed")
+    parser.add_argument("--against", metavar="SRC", help="also run every command from this src directory, interleaved, "
+                                                         "and print the ratios (this checkout / that one)")
     args = parser.parse_args()
+    this_src = str(Path(__file__).resolve().parents[1] / "src")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         paths = write_bundles(root, args.samples)
@@ -101,19 +109,31 @@ def main() -> None:
             "ccbench report -o report.html": cli + ["report", *map(str, paths), "-o", str(root / "report.html")],
             "ccbench report -o report.html -j 1": cli + ["report", *map(str, paths), "-o", str(root / "report.html"), "-j", "1"],
         }
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        peaks: dict[str, list[float]] = {name: [] for name in commands}
+        sources = {"": this_src}
+        if args.against:
+            sources["against: "] = args.against
+        times: dict[str, list[float]] = {}
+        peaks: dict[str, list[float]] = {}
         for _ in range(args.rounds):  # interleaved, so that drift on a shared machine hits all alike
             for name, argv in commands.items():
-                elapsed, peak = timed(argv)
-                times[name].append(elapsed)
-                peaks[name].append(peak)
+                for prefix, src in sources.items():
+                    elapsed, peak = timed(argv, src)
+                    times.setdefault(prefix + name, []).append(elapsed)
+                    peaks.setdefault(prefix + name, []).append(peak)
     median = {name: statistics.median(values) for name, values in times.items()}
     load = median["load only (python -c ccbench.load)"]
     print(f"samples: {count:,} in {len(paths)} bundles, 6 configurations; median of {args.rounds} interleaved runs")
     for name, value in median.items():
+        if name.startswith("against: "):
+            continue
         extra = "" if name.startswith("load") else f"  ({value / load:.1f}x load; {value / 5:.2f} of the 5 s target)"
         print(f"{name:36s} {value:6.2f} s  peak {statistics.median(peaks[name]):5.0f} MiB{extra}")
+    if args.against:
+        print(f"against {args.against} (same bundles, interleaved): this checkout / that one")
+        for name in commands:
+            other = median["against: " + name]
+            print(f"{name:36s} {median[name]:6.2f} s vs {other:6.2f} s  ratio {median[name] / other:.2f}  "
+                  f"peak memory ratio {statistics.median(peaks[name]) / statistics.median(peaks['against: ' + name]):.2f}")
     print(f"helper process (default) vs -j 1: compare {median['ccbench compare --json'] / median['ccbench compare --json -j 1']:.2f}x, "
           f"report {median['ccbench report -o report.html'] / median['ccbench report -o report.html -j 1']:.2f}x")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 from ccbench.fleet import testhosts, wheelhouse
-from ccbench.fleet.engine import PACKAGE_DIR, PLAYBOOK
+from ccbench.fleet.engine import PLAYBOOK, ansible_environment
 from ccbench.fleet.inventory import ansible_tool
 
 PLAN = """
@@ -69,20 +70,25 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
     with open(bundle / "raw" / "payload.bin", "wb") as handle:
         for _ in range(size_mb):
             handle.write(os.urandom(1 << 20))
-    destination = work / "gathered" / "bundle.tar"
+    destination = work / "gathered" / run_id / "bundle.tar"
     extra = {"ccbench_fleet": {
         "action": "stop", "run_id": run_id, "python": wheelhouse.python_tag(), "wheelhouse_tar": "", "wheelhouse_key": key,
-        "plan_file": "", "plan_suffix": "", "poll_s": 1, "max_polls": 1, "stop_grace_s": 5,
+        "plan_content": "", "plan_suffix": "", "poll_s": 1, "max_polls": 1, "stop_grace_s": 5,
         "stop_flag": str(work / "no-stop-flag"),
         "hosts": {"h1": {"label": "h1", "round": "run", "dest": str(destination), "system_packages": [], "ccbench_args": []}},
     }}
     extra_file = work / "gather-vars.json"
     extra_file.write_text(json.dumps(extra))
-    env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ccbench_events", "ANSIBLE_CALLBACK_PLUGINS": str(PACKAGE_DIR / "callback_plugins"),
-           "ANSIBLE_PIPELINING": "True", "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s",
-           "ANSIBLE_SSH_CONTROL_PATH_DIR": tempfile.mkdtemp(prefix="ccbench-ssh-")}
-    done = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(inventory), "--limit", "h1", "-e", f"@{extra_file}",
-                           str(PLAYBOOK)], capture_output=True, text=True, env=env, timeout=600)
+    # the environment `ccbench fleet run` gives Ansible (ANSIBLE_SSH_TRANSFER_METHOD etc. from ours)
+    control_dir = Path(tempfile.mkdtemp(prefix="ccbench-ssh-"))
+    env = ansible_environment(mode="parallel", accept_new_host_keys=False, control_dir=control_dir)
+    try:
+        done = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(inventory), "--limit", "h1", "-e",
+                               f"@{extra_file}", str(PLAYBOOK)], capture_output=True, text=True, env=env, timeout=600)
+    finally:
+        for socket_path in control_dir.iterdir():
+            subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "x"], capture_output=True, timeout=30)
+        shutil.rmtree(control_dir, ignore_errors=True)
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     starts = {e["task"]: e["time"] for e in events if e["event"] == "host_task_start"}
     ends = {e["task"]: e["time"] for e in events if e["event"] == "ok"}
@@ -93,7 +99,8 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
     fetch_s = ends["ccbench:fetch"] - starts["ccbench:fetch"]
     # the same bytes through one plain ssh stream, for scale
     started = time.perf_counter()
-    subprocess.run(["ssh", "-i", str(hosts.client_key), "-o", f"UserKnownHostsFile={hosts.known_hosts}",
+    subprocess.run(["ssh", *env["ANSIBLE_SSH_ARGS"].split(), "-o", "ControlMaster=no", "-i", str(hosts.client_key),
+                    "-o", f"UserKnownHostsFile={hosts.known_hosts}",
                     f"root@{host.address}", f"cat {bundle}/raw/payload.bin"], stdout=subprocess.DEVNULL, check=True,
                    timeout=600)
     ssh_s = time.perf_counter() - started
@@ -108,6 +115,7 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--warm-runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--gather-only", action="store_true", help="only the gathering measurement")
     args = parser.parse_args()
     reason = testhosts.unavailable()
     if reason:
@@ -124,6 +132,11 @@ def main() -> None:
         with testhosts.SSHHosts(work / "hosts", ["h1", "h2"]) as hosts:
             inventory = work / "hosts.ini"
             inventory.write_text(hosts.inventory_text(baseline="h1"))
+            if args.gather_only:
+                fleet_run(plan, inventory, work / "cold", "--limit", "h1")  # installs the agent that packs
+                for _ in range(3):
+                    print(json.dumps(gather(hosts, inventory, built.key, args.size_mb, work)))
+                return
             cold, cold_wall = fleet_run(plan, inventory, work / "cold", "--limit", "h1")
             cold_t = timings(cold)["h1"]
             print(f"cold host: first remote execution {cold_t['first_execution_s']:.1f} s after the command "

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer run of the secure channel's record and frame decoding (crates/fuzz, target
-# `records`). Needs a nightly toolchain and cargo-fuzz; installs cargo-fuzz from crates.io if missing.
-#   bash scripts/fuzz-transport.sh [SECONDS]     (default 60)
-# Exit status: 0 when the run found nothing; non-zero with the crashing input under
-# crates/fuzz/artifacts/records/ otherwise.
+# Bounded libFuzzer runs (crates/fuzz): the secure channel's record and frame decoding (target
+# `records`), then SEV-SNP report, certificate table and TDX quote parsing and SNP verification
+# (target `evidence`, seeded with the real vectors in tests/data/attestation). Needs a nightly
+# toolchain and cargo-fuzz; installs cargo-fuzz from crates.io if missing.
+#   bash scripts/fuzz-transport.sh [SECONDS]     (default 60 per target)
+# Exit status: 0 when the runs found nothing; non-zero with the crashing input under
+# crates/fuzz/artifacts/<target>/ otherwise.
 set -euo pipefail
 seconds="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,4 +20,11 @@ mkdir -p fuzz/corpus/records
 printf '\x00' > fuzz/corpus/records/seed-stream
 printf '\x01\x02\x01\x02' > fuzz/corpus/records/seed-frame
 printf '\x02\x00\x05\x01' > fuzz/corpus/records/seed-mutate
-exec cargo +nightly fuzz run records -- -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048
+cargo +nightly fuzz run records -- -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048
+mkdir -p fuzz/corpus/evidence
+# seeds: the real Milan report (mode 0) and TDX quote (mode 2), a certificate table header (mode 1)
+{ printf '\x00'; python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex(open(sys.argv[1]).read().strip()))' \
+    "$root/tests/data/attestation/report_milan.hex"; } > fuzz/corpus/evidence/seed-snp
+{ printf '\x02'; cat "$root/tests/data/attestation/tdx_quote.bin"; } > fuzz/corpus/evidence/seed-tdx
+printf '\x01\x00' > fuzz/corpus/evidence/seed-table
+exec cargo +nightly fuzz run evidence -- -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048

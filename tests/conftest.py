@@ -1,11 +1,19 @@
+"""Shared test scaffolding: the real CLI in a subprocess, inline plan files, and the pieces of the
+interruption tests (start a run in the background, wait until it has done something, find its bundle)."""
+
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+#: [defaults] of the inline plans: fast, no warmup, no cooldown
+FAST_DEFAULTS = "repetitions = 2\nwarmup = 0\ncooldown = 0\ntimeout = 60\n"
 
 
 def run_ccbench(*args, cwd=None, timeout=600, env=None):
@@ -14,6 +22,45 @@ def run_ccbench(*args, cwd=None, timeout=600, env=None):
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "ccbench", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout, env=full_env)
+
+
+def start_run(plan, out, workdir, *extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.Popen:
+    """``ccbench run PLAN`` in the background (to be interrupted by the test)."""
+    return subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(out),
+                             "--workdir", str(workdir), *map(str, extra)], stdout=stdout, stderr=stderr, text=True)
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 60, what: str = "the condition") -> object:
+    """Poll ``condition`` until it returns something true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not happen within {timeout:g} s")
+
+
+def wait_for_samples(bundle_parent: Path, count: int, timeout: float = 60) -> Path:
+    """The bundle under ``bundle_parent`` once it holds ``count`` sample lines."""
+    def ready():
+        for samples in bundle_parent.glob("*/samples.jsonl"):
+            if len(samples.read_text().splitlines()) >= count:
+                return samples.parent
+        return None
+
+    return wait_until(ready, timeout, f"{count} samples in a bundle under {bundle_parent}")
+
+
+def only_bundle(out: Path) -> Path:
+    bundles = [p for p in Path(out).iterdir() if (p / "manifest.json").exists()]
+    assert len(bundles) == 1, bundles
+    return bundles[0]
+
+
+def mounts_under(path: Path) -> list[str]:
+    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if line.split()[4].startswith(str(path))]
 
 
 @pytest.fixture
@@ -26,3 +73,61 @@ def workdir(tmp_path):
     path = tmp_path / "work"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def write_plan(tmp_path):
+    """write_plan(body, defaults=FAST_DEFAULTS, name="t", top="") -> the path of an inline TOML plan:
+    ``top`` goes before [defaults] is closed (e.g. a [storage] table after it), ``body`` holds the
+    [[workloads]] tables."""
+    def write(body: str, defaults: str = FAST_DEFAULTS, name: str = "t", top: str = "",
+              filename: str = "plan.toml") -> Path:
+        path = tmp_path / filename
+        path.write_text(f'name = "{name}"\n[defaults]\n{defaults}\n{top}\n{body}')
+        return path
+
+    return write
+
+
+def others_can_read(path: Path) -> bool:
+    """Whether a user who is neither the owner nor in the group can reach and read ``path``
+    (execute permission on every directory above it; read, and execute for a directory, on it)."""
+    path = Path(path).resolve()
+    try:
+        if any(not os.stat(parent).st_mode & 0o001 for parent in path.parents):
+            return False
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return bool(mode & 0o004) and (not path.is_dir() or bool(mode & 0o001))
+
+
+def python_path_for_other_users(modules: list[str], destination: Path) -> str:
+    """A PYTHONPATH from which another user (e.g. nobody) can import ``modules`` and all they import.
+
+    A checkout (and its .venv) in a directory other users cannot enter, such as /root or a
+    ``mktemp -d`` directory, is invisible to them; each third-party package the imports load from
+    such a place is copied into ``destination`` (made readable to all), which is the path returned.
+    The standard library is the interpreter's own and is never copied.
+    """
+    listing = subprocess.run(
+        [sys.executable, "-c", "import importlib, json, sys\n"
+         f"for name in {modules!r}: importlib.import_module(name)\n"
+         "print(json.dumps({n: getattr(m, '__file__', None) for n, m in sys.modules.items() if '.' not in n}))"],
+        capture_output=True, text=True, check=True)
+    import json
+    import shutil
+
+    destination.mkdir(parents=True, exist_ok=True)
+    for name, file in json.loads(listing.stdout).items():
+        if not file or name in sys.stdlib_module_names or others_can_read(Path(file)):
+            continue
+        source = Path(file)
+        if source.name == "__init__.py":
+            shutil.copytree(source.parent, destination / name, ignore=shutil.ignore_patterns("__pycache__"),
+                            dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, destination / source.name)
+    for path in [destination, *destination.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return str(destination)

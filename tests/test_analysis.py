@@ -220,3 +220,120 @@ def test_compare_cli_json_and_errors(tmp_path, ccbench):
         handle.write("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
     done = ccbench("compare", base, other)
     assert done.returncode == 2 and "samples.jsonl:2" in done.stderr and "Traceback" not in done.stderr
+
+
+def write_samples(out, host, tee, samples):
+    """A bundle with the given sample dicts (extra keys such as ``contended`` kept, as bundle format 2 has them)."""
+    probe = {"hostname": host, "tee": {"technology": tee, "evidence": []}, "cpu": {"model": "x"}, "memory": {},
+             "kernel": {"release": "6"}, "storage": {"protection": "plain"}}
+    writer = BundleWriter.create(out / host, {"plan": {"name": "t"}, "environment": probe})
+    writer.append_samples([Sample(**{"kind": "command", "params": {}, "unit": "s", "better": "lower", "warmup": False,
+                                     "timestamp": "2026-01-01T00:00:00Z", **s}) for s in samples])
+    writer.close()
+    return writer.path
+
+
+def test_a_machine_label_selects_that_machines_configurations_per_workload(tmp_path, ccbench):
+    """--baseline first: "first / no TEE / disk" for fio and "first / no TEE" for prime (no storage variant)."""
+    bundles = []
+    for host, tee, factor in (("first", "none", 1.0), ("second", "sev-snp", 1.2)):
+        samples = [{"workload": "prime", "variant": {}, "metric": "time", "value": factor * v, "repetition": i}
+                   for i, v in enumerate([1.0, 1.01, 0.99])]
+        samples += [{"workload": "fio", "variant": {"storage": "disk"}, "metric": "time", "value": factor * v, "repetition": i}
+                    for i, v in enumerate([2.0, 2.02, 1.98])]
+        bundles.append(write_samples(tmp_path, host, tee, samples))
+    done = ccbench("compare", *bundles, "--baseline", "first", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {r["workload"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert rows["prime"]["baseline"] == "first / no TEE" and rows["prime"]["config"] == "second / SEV-SNP"
+    assert rows["fio"]["baseline"] == "first / no TEE / disk" and rows["fio"]["config"] == "second / SEV-SNP / disk"
+    assert rows["fio"]["layer"] == "TEE: SEV-SNP"
+    # a part of a label that still names several different configurations stays an error
+    done = ccbench("compare", *bundles, "--baseline", "disk")
+    assert done.returncode == 2 and "matches several configurations" in done.stderr
+
+
+def test_contended_executions_flagged_counted_and_excluded(tmp_path, ccbench):
+    base = write_samples(tmp_path, "a", "none", [{"workload": "w", "variant": {}, "metric": "time", "value": v, "repetition": i}
+                                                 for i, v in enumerate([1.0, 1.01, 0.99, 1.0])])
+    # the fourth execution of b ran beside other work: slower and flagged
+    other = write_samples(tmp_path, "b", "none", [{"workload": "w", "variant": {}, "metric": "time", "value": v, "repetition": i,
+                                                   "contended": i == 3, "execution": f"w||rep|{i}", "raw": f"raw/w/rep-{i}"}
+                                                  for i, v in enumerate([1.0, 1.02, 0.98, 1.6])])
+    frame = ccbench_load([base, other])
+    assert frame["contended"].sum() == 1 and set(frame[frame["bundle"] == str(base)]["execution"]) == {""}
+    row = compare(frame).iloc[0]
+    assert (row["contended_baseline"], row["contended"]) == (0, 1) and "contended" in row["flags"]
+    excluded = compare(frame, exclude_contended=True).iloc[0]
+    assert excluded["n"] == 3 and excluded["contended"] == 0 and "contended" not in excluded["flags"]
+    done = ccbench("compare", base, other, "--json")
+    record = json.loads(done.stdout.splitlines()[0])
+    assert record["contended"] == 1 and record["raw"] == [f"raw/w/rep-{i}" for i in range(4)] and record["raw_baseline"] == []
+    done = ccbench("compare", base, other, "--exclude-contended", "--json")
+    assert json.loads(done.stdout.splitlines()[0])["n"] == 3
+    summary = ccbench("compare", base, other, "--summary")
+    assert summary.returncode == 0 and "1 of 8 executions contended" in summary.stdout
+
+
+def ccbench_load(paths):
+    return ccbench.load(paths)
+
+
+def test_a_software_cipher_is_named_as_the_likely_cause(tmp_path):
+    from ccbench.analysis.causes import driver_accelerated, storage_cause
+    from ccbench.analysis.verdict import verdicts
+
+    assert driver_accelerated("xts(ecb(aes-fixed-time))", None) is False
+    assert driver_accelerated("xts-aes-aesni", None) is True
+    assert driver_accelerated("xts-aes-vaes-avx2", None) is True
+    assert "in software" in storage_cause("xts(ecb(aes-generic))", False)
+    samples = [{"workload": "fio", "variant": {"storage": "disk"}, "metric": "time", "value": v, "repetition": i}
+               for i, v in enumerate([1.0, 1.01, 0.99])]
+    samples += [{"workload": "fio", "variant": {"storage": "encrypted", "storage_mechanism": "fscrypt",
+                                                "storage_cipher_driver": "xts(ecb(aes-fixed-time))",
+                                                "storage_cipher_accelerated": False},
+                 "metric": "time", "value": v, "repetition": i} for i, v in enumerate([3.0, 3.1, 2.9])]
+    samples += [{"workload": "echo", "variant": {"transport": t, "transport_cipher": "TLS13_AES_256_GCM_SHA384",
+                                                 "transport_aes_accelerated": True} if t == "tls" else {"transport": t},
+                 "metric": "time", "value": v * (1.1 if t == "tls" else 1), "repetition": i}
+                for t in ("plain", "tls") for i, v in enumerate([1.0, 1.01, 0.99])]
+    frame = ccbench.load(write_samples(tmp_path, "vm", "none", samples))
+    assert set(frame["storage_cipher_driver"].dropna()) == {"xts(ecb(aes-fixed-time))"}
+    items = {v.layer: v for v in verdicts(compare(frame), frame)}
+    storage = items["storage encryption: fscrypt"]
+    assert any("the kernel served AES-XTS in software" in c and "not intrinsic to encryption at rest" in c
+               for c in storage.causes)
+    assert storage.overhead == pytest.approx(200, rel=0.02) and storage.distinguishable
+    assert "the kernel served AES-XTS in software" in storage.sentence()  # the verdict's own words name the cause
+    assert any("TLS13_AES_256_GCM_SHA384 with the CPU's AES instructions" in c for c in items["TLS"].causes)
+
+
+def test_one_coefficient_of_variation_everywhere():
+    from ccbench.analysis.compare import summary_by_config
+    from ccbench.analysis.stats import coefficient_of_variation, coefficients_of_variation
+
+    values = np.array([1.0, 1.2, 0.9, 1.1])
+    assert coefficients_of_variation([values.std(ddof=1)], [values.mean()], [4])[0] == pytest.approx(
+        coefficient_of_variation(values))
+    assert np.isnan(coefficients_of_variation([0.0], [1.0], [1])[0]) and coefficient_of_variation([1.0]) is None
+    frame = pd.DataFrame({"workload": "w", "params": "{}", "case": "", "metric": "t", "config": "c", "unit": "s",
+                          "better": "lower", "value": values, "warmup": False})
+    assert summary_by_config(frame)["cv"].iloc[0] == pytest.approx(coefficient_of_variation(values))
+
+
+def test_seed_001_table_ii_pools_per_workload_and_gives_the_papers_coefficients(tmp_path):
+    from seed001_table2 import PAPER, write_table2_bundles
+
+    frame = ccbench.load(write_table2_bundles(tmp_path))
+    model = overhead_model(frame)
+    pooled = model[model["scope"] == "pooled"].set_index("workload")
+    assert set(pooled.index) == {"resnet18", "mobilenetv3-small"}  # one pooled row per workload, none across them
+    for workload, want in PAPER.items():
+        # within the table's rounding (its times are whole minutes)
+        assert pooled.loc[workload, "C[tee]"] == pytest.approx(want["tee"], abs=0.03 if workload != "resnet18" else 0.005)
+        assert pooled.loc[workload, "C[transport:tls]"] == pytest.approx(want["tls"], abs=0.015 if workload != "resnet18" else 0.005)
+        assert "machine" in pooled.loc[workload, "confounded"]
+    cases = model[model["scope"] == "case"]
+    assert len(cases) == 6 and set(cases["t_base_unit"]) == {"s"}
+    everything = overhead_model(frame, pool_by="all")
+    assert list(everything[everything["scope"] == "pooled"]["workload"]) == ["all workloads"]

@@ -1,7 +1,10 @@
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
+from ccbench import BUNDLE_FORMAT_VERSION
 from ccbench.bundle import BundleWriter, find_bundles, read_bundle
 from ccbench.errors import BundleError
 from ccbench.model import Sample
@@ -20,7 +23,7 @@ def test_write_and_read_round_trip(tmp_path):
     writer.close()
     bundle = read_bundle(writer.path)
     assert [s["value"] for s in bundle.samples] == [1.5, 2.5]
-    assert bundle.manifest["format_version"] == 1 and bundle.manifest["tool"]["name"] == "ccbench"
+    assert bundle.manifest["format_version"] == BUNDLE_FORMAT_VERSION == 2 and bundle.manifest["tool"]["name"] == "ccbench"
     assert find_bundles([tmp_path]) == [writer.path]
 
 
@@ -53,3 +56,64 @@ def test_unknown_format_version_and_missing_manifest(tmp_path):
     (writer.path / "manifest.json").unlink()
     with pytest.raises(BundleError, match="missing manifest"):
         read_bundle(writer.path)
+
+
+V1 = Path(__file__).parent / "data" / "bundle-v1"
+
+
+def test_every_sample_names_its_execution_and_raw_directory(tmp_path, ccbench):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('name = "v2"\n[defaults]\nrepetitions = 2\nwarmup = 1\ncooldown = 0\n'
+                    '[[workloads]]\nkind = "command"\ncommand = "echo hi"\n')
+    done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", tmp_path / "work")
+    assert done.returncode == 0, done.stderr
+    bundle = read_bundle(next((tmp_path / "out").iterdir()))
+    assert bundle.manifest["format_version"] == 2
+    keys = {r["key"]: r for r in bundle.executions}
+    for sample in bundle.samples:
+        record = keys[sample["execution"]]
+        assert (record["repetition"], record["warmup"]) == (sample["repetition"], sample["warmup"])
+        assert sample["raw"] == f"raw/{record['raw']}" and (bundle.path / sample["raw"] / "command.stdout").exists()
+        assert sample["contended"] in (True, False)
+
+
+def test_a_format_1_bundle_is_upgraded_on_load():
+    """tests/data/bundle-v1 was written by ccbench 0.1.0 (format 1): two storage variants with a
+    warmup and two repetitions, and a workload without variants."""
+    assert json.loads((V1 / "manifest.json").read_text())["format_version"] == 1
+    bundle = read_bundle(V1)
+    assert bundle.manifest["format_version"] == 2 and bundle.format_version == 1
+    chunked = [s for chunk in read_bundle(V1, samples=False).sample_chunks(7) for s in chunk]
+    assert chunked == bundle.samples
+    assert len(bundle.samples) == 30
+    keys = {r["key"]: r for r in bundle.executions}
+    for sample in bundle.samples:
+        record = keys[sample["execution"]]
+        assert record["workload"] == sample["workload"] and record["repetition"] == sample["repetition"]
+        assert record["warmup"] == sample["warmup"] and record["variant"].get("storage") == sample["variant"].get("storage")
+        assert sample["raw"] == f"raw/{record['raw']}" and sample["contended"] is False
+    assert (V1 / bundle.samples[0]["raw"] / "result.json").exists()
+    # every execution's samples point at it, and only at it
+    for key, record in keys.items():
+        assert sum(1 for s in bundle.samples if s["execution"] == key) == record["samples"]
+
+
+def test_format_1_samples_left_by_a_killed_execution_get_the_key_of_its_rerun(tmp_path):
+    """A kill between an execution's samples and its record, then --resume: the execution's samples
+    appear twice, once without a record. Both copies name the rerun (same key, same raw directory)."""
+    copy = tmp_path / "v1"
+    shutil.copytree(V1, copy)
+    lines = (copy / "samples.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in (copy / "executions.jsonl").read_text().splitlines()]
+    first = records[0]["samples"]
+    orphan = lines[:first]  # as if the first execution was killed after appending its samples
+    (copy / "samples.jsonl").write_text("\n".join(orphan + lines) + "\n")
+    bundle = read_bundle(copy)
+    assert [s["execution"] for s in bundle.samples[:2 * first]] == [records[0]["key"]] * (2 * first)
+    assert bundle.samples[2 * first]["execution"] == records[1]["key"]
+    # a sample no record matches keeps null fields instead of a wrong key
+    stray = dict(json.loads(lines[0]), workload="gone")
+    (copy / "samples.jsonl").write_text(json.dumps(stray) + "\n" + "\n".join(lines) + "\n")
+    bundle = read_bundle(copy)
+    assert bundle.samples[0]["execution"] is None and bundle.samples[0]["raw"] is None
+    assert bundle.samples[1]["execution"] == records[0]["key"]

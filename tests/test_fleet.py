@@ -3,7 +3,6 @@ driven by real Ansible (ansible-core from the project's venv), with a wheelhouse
 have no internet. One set of hosts serves the whole module (started once, torn down at the end)."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -270,3 +269,24 @@ def test_bad_plan_and_missing_inventory_are_exit_2(tmp_path):
     assert done.returncode == 2 and "--inventory" in done.stderr
     done = fleet("run", "--resume", tmp_path, timeout=120)
     assert done.returncode == 2 and "fleet.json" in done.stderr
+
+
+def test_a_yaml_inventory_with_group_variables_is_read_like_ini(tmp_path):
+    from ccbench.fleet.inventory import read_inventory
+
+    path = _write(tmp_path, "hosts.yml", """
+        all:
+          children:
+            study:
+              hosts:
+                plain: {ansible_host: 10.204.0.9, ccbench_baseline: true}
+                snp: {ansible_host: 10.204.0.8, ccbench_label: sev-snp, ccbench_components: [storage]}
+              vars:
+                ansible_user: azureuser
+                ansible_password: not-kept
+        """)
+    inventory = read_inventory(path)
+    assert [(h.name, h.label, h.user) for h in inventory.hosts] == [("plain", "plain", "azureuser"), ("snp", "sev-snp", "azureuser")]
+    assert inventory.baseline.label == "plain" and inventory.by_name("snp").components == ["storage"]
+    assert "not-kept" not in str([h.public() for h in inventory.hosts])
+    assert [h.name for h in read_inventory(path, limit="snp").hosts] == ["snp"]

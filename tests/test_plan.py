@@ -116,3 +116,57 @@ def test_select_and_repeat():
     assert [(w.name, w.repetitions) for w in plan.workloads] == [("prime", 7)]
     with pytest.raises(PlanError, match="no such workload"):
         load_plan("quick").select(["nothing"])
+
+
+def test_precision_keys_in_defaults_and_per_workload(tmp_path):
+    path = write(tmp_path, "p.toml", """
+[defaults]
+repetitions = 3
+precision = "2%"
+max_time = "1h30m"
+[contention]
+others_cpus = 0.5
+steal_fraction = 0.1
+[[workloads]]
+kind = "prime"
+max_repetitions = 12
+[[workloads]]
+kind = "command"
+command = "true"
+precision = 0.05
+max_time = 90
+""")
+    plan = load_plan(str(path))
+    prime, command = plan.workloads
+    assert (prime.precision, prime.max_repetitions, prime.max_time) == (0.02, 12, 5400.0)
+    assert (command.precision, command.max_repetitions, command.max_time) == (0.05, None, 90.0)
+    assert plan.contention == {"others_cpus": 0.5, "steal_fraction": 0.1}
+    assert plan.with_precision("3%").workloads[1].precision == 0.03
+    # without the keys: a fixed count, as before
+    plain = load_plan("quick")
+    assert all(w.precision is None and w.max_repetitions is None for w in plain.workloads)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[defaults]\nprecision = \"tight\"\n", "[defaults]: 'precision': Value error, precision 'tight'"),
+    ("[defaults]\nprecision = \"100%\"\n", "must be above 0% and below 100%"),
+    ("[defaults]\nprecision = -1\n", "precision"),
+    ("[defaults]\nmax_time = \"soon\"\n", "'max_time'"),
+    ("[defaults]\nmax_time = 0\n", "must be positive"),
+    ("[defaults]\nmax_repetitions = 0\n", "'max_repetitions'"),
+    ("[defaults]\nrepetitions = 5\nmax_repetitions = 3\n", "max_repetitions (3) is below repetitions (5)"),
+    ("[contention]\nothers_cpu = 1\n", "[contention]: unknown contention threshold(s) others_cpu"),
+    ("[contention]\nsteal_fraction = -1\n", "must be a non-negative number"),
+    ("contention = 3\n", "[contention] must be a table"),
+])
+def test_precision_and_contention_errors_name_the_key(tmp_path, text, message):
+    path = write(tmp_path, "bad.toml", text + "[[workloads]]\nkind = \"prime\"\n")
+    with pytest.raises(PlanError) as info:
+        load_plan(str(path))
+    assert message in str(info.value) and "bad.toml" in str(info.value)
+
+
+def test_precision_errors_per_workload_name_the_workload(tmp_path):
+    path = write(tmp_path, "bad.toml", "[[workloads]]\nkind = \"prime\"\nprecision = \"2 percent\"\n")
+    with pytest.raises(PlanError, match=r"workloads\[1\] \(prime\): 'precision'"):
+        load_plan(str(path))

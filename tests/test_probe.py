@@ -163,3 +163,210 @@ def test_env_bad_root_is_one_line_error(ccbench, tmp_path):
     done = ccbench("env", "--root", tmp_path / "missing")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "no such directory" in done.stderr
+
+
+# ---- the kernel cipher driver and the CPU's crypto features ------------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+from ccbench.probe import crypto  # noqa: E402
+
+CRYPTO_FIXTURES = Path(__file__).parent / "data" / "probe" / "crypto"
+
+
+def test_this_kernels_software_xts_is_named_from_a_captured_proc_crypto():
+    text = (CRYPTO_FIXTURES / "devvm-6.18-after-fscrypt.txt").read_text()
+    xts = crypto.cipher_from_text(text, "xts(aes)")
+    assert xts["driver"] == "xts(ecb(aes-fixed-time))" and xts["accelerated"] is False
+    assert "constant-time" in xts["implementation"] and xts["instantiated"]
+    assert crypto.cipher_from_text(text, "cts(cbc(aes))")["driver"] == "cts(cbc(ecb(aes-fixed-time)))"
+    # aes-fixed-time (101) outranks aes-generic (100)
+    assert crypto.cipher_from_text(text, "aes")["driver"] == "aes-fixed-time"
+    # not used yet: gcm(aes) is not instantiated; say what it would be built on
+    gcm = crypto.cipher_from_text(text, "gcm(aes)")
+    assert gcm["instantiated"] is False and gcm["driver"] == "aes-fixed-time" and "first use" in gcm["note"]
+
+
+def test_a_cloud_kernels_vaes_driver_wins_by_priority_and_internal_entries_are_skipped():
+    text = (CRYPTO_FIXTURES / "cloud-6.11-vaes-handmade.txt").read_text()
+    xts = crypto.cipher_from_text(text, "xts(aes)")
+    assert xts["driver"] == "xts-aes-vaes-avx10_512" and xts["priority"] == 800
+    assert xts["accelerated"] is True and "VAES" in xts["implementation"]
+    assert crypto.cipher_from_text(text, "cts(cbc(aes))")["driver"] == "cts-cbc-aes-aesni"
+    assert crypto.cipher_from_text(text, "aes")["driver"] == "aes-aesni"
+    assert crypto.cipher_from_text(text, "gcm(aes)")["accelerated"] is True
+    entries = crypto.parse_proc_crypto(text)
+    assert crypto.serving_driver(entries, "__xts(aes)") is None  # internal: not what users get
+    # a driver whose self-test did not pass is never chosen
+    for entry in entries:
+        if entry["driver"] == "xts-aes-vaes-avx10_512":
+            entry["selftest"] = "unknown"
+    assert crypto.serving_driver(entries, "xts(aes)")["driver"] == "xts-aes-vaes-avx10_256"
+
+
+@pytest.mark.parametrize("driver, accelerated", [
+    ("xts-aes-aesni", True), ("__xts-aes-aesni", True), ("xts-aes-vaes-avx2", True), ("xts-aes-ce", True),
+    ("gcm_base(ctr-aes-aesni,ghash-clmulni)", True), ("xts-aes-ccp", True),
+    ("xts(ecb(aes-generic))", False), ("xts(ecb(aes-fixed-time))", False), ("aes-generic", False),
+    ("xts-aes-neonbs", False), ("gcm_base(ctr(aes-generic),ghash-generic)", False), ("mystery-xts", None),
+])
+def test_driver_names_are_classified(driver, accelerated):
+    assert crypto.implementation(driver)[0] is accelerated
+
+
+def test_cause_text_names_software_aes_and_stays_silent_when_accelerated():
+    cpu = crypto.cpu_crypto("aes vaes avx2".split())
+    text = crypto.cause_text("storage", driver="xts(ecb(aes-fixed-time))", accelerated=False, cipher="xts(aes)", cpu=cpu)
+    assert text.startswith("the kernel served AES-XTS in software (xts(ecb(aes-fixed-time))): "
+                           "this cost is not intrinsic to encryption at rest")
+    assert "aesni_intel" in text
+    assert crypto.cause_text("storage", driver="xts-aes-aesni", accelerated=True, cipher="xts(aes)") is None
+    assert crypto.cause_text("storage", driver=None, accelerated=None) is None
+    transport = crypto.cause_text("transport", driver="TLS13_AES_256_GCM_SHA384", accelerated=False,
+                                  cipher="TLS13_AES_256_GCM_SHA384", library="OpenSSL")
+    assert transport.startswith("OpenSSL ran TLS13_AES_256_GCM_SHA384 without AES instructions: ")
+    variant = {"storage": "encrypted", "storage_cipher": "AES-256-XTS",
+               "storage_cipher_driver": "xts(ecb(aes-fixed-time))", "storage_cipher_accelerated": False}
+    assert crypto.cause_from_variant(variant)[0].startswith("the kernel served AES-XTS in software")
+    assert crypto.cause_from_variant({"storage_cipher_driver": "xts-aes-aesni", "storage_cipher_accelerated": True}) == []
+
+
+def test_storage_variant_info_and_cpu_crypto_in_the_probe(tmp_path):
+    root = make_root(tmp_path, GUEST_FLAGS + " vaes sha_ni", files={
+        "/proc/crypto": (CRYPTO_FIXTURES / "devvm-6.18-after-fscrypt.txt").read_text()})
+    info = crypto.storage_variant_info("AES-256-XTS", root=root)
+    assert info == {"storage_cipher_driver": "xts(ecb(aes-fixed-time))", "storage_cipher_accelerated": False}
+    assert crypto.storage_variant_info("aes-xts-plain64", root=root)["storage_cipher_driver"] == "xts(ecb(aes-fixed-time))"
+    assert crypto.storage_variant_info("AES-256-GCM via gocryptfs", root=root) == {}
+    document = probe(root=root, dmesg=dmesg(tmp_path, ""))
+    assert document["cpu_crypto"] == {"aes": True, "vaes": True, "pclmulqdq": False, "vpclmulqdq": False,
+                                      "sha_ni": True, "avx2": False, "avx512f": False}
+    assert document["kernel_crypto"]["xts(aes)"]["accelerated"] is False
+    assert "unreadable" in probe(root=make_root(tmp_path / "b", GUEST_FLAGS), dmesg=dmesg(tmp_path, ""))["kernel_crypto"]["reason"]
+
+
+def test_live_proc_crypto_answers_for_aes():
+    found = crypto.kernel_cipher("aes")
+    if found is None:
+        pytest.skip("/proc/crypto unreadable here")
+    # every kernel registers at least one AES cipher; its class must be known
+    assert found["driver"] and found["accelerated"] in (True, False)
+
+
+@pytest.mark.root
+def test_a_live_fscrypt_directory_names_the_driver_that_served_it(tmp_path):
+    from ccbench.variants.storage import StorageAxis, StorageOptions, mechanism_reason
+
+    reason = mechanism_reason("fscrypt")
+    if reason:
+        pytest.skip(reason)
+    axis = StorageAxis()
+    prepared = axis.setup("encrypted:fscrypt", tmp_path / "work", StorageOptions(image_size="64M"))
+    try:
+        (prepared.path / "data.bin").write_bytes(b"x" * 65536)  # the policy is used: xts(aes) is instantiated
+        info = crypto.storage_variant_info(prepared.info["storage_cipher"])
+        entries = crypto.parse_proc_crypto(Path("/proc/crypto").read_text())
+    finally:
+        axis.teardown(prepared)
+    assert "storage_cipher_driver_note" not in info  # read after the policy was live: instantiated
+    has_aesni = any("aesni" in e.get("driver", "") or "vaes" in e.get("driver", "") for e in entries
+                    if e.get("name") == "xts(aes)")
+    assert info["storage_cipher_accelerated"] is has_aesni
+    if not has_aesni:  # the development and CI kernels: constant-time or table-based software AES
+        assert info["storage_cipher_driver"] in ("xts(ecb(aes-fixed-time))", "xts(ecb(aes-generic))")
+
+
+# ---- the TEE of the seeds' own clouds, from their kernel logs -------------------------------------------
+
+DMESG_FIXTURES = Path(__file__).parent / "data" / "probe" / "dmesg"
+AZURE_DMI = {"/sys/class/dmi/id/sys_vendor": "Microsoft Corporation\n", "/sys/class/dmi/id/product_name": "Virtual Machine\n",
+             "/sys/class/dmi/id/chassis_asset_tag": "7783-7084-3265-9085-8269-3286-77\n"}
+
+
+@pytest.mark.parametrize("log, vendor, technology", [
+    ("azure-snp-cvm.txt", "AuthenticAMD", "sev-snp"),
+    ("azure-tdx-cvm.txt", "GenuineIntel", "tdx"),
+    ("gcp-snp.txt", "AuthenticAMD", "sev-snp"),
+    ("gcp-tdx.txt", "GenuineIntel", "tdx"),
+    ("aws-snp.txt", "AuthenticAMD", "sev-snp"),
+])
+def test_cloud_confidential_vms_are_named_from_their_kernel_logs(tmp_path, log, vendor, technology):
+    # the guests' cpuinfo shows no SEV or TDX flag (Azure's paravisor hides them): the log decides
+    root = make_root(tmp_path, GUEST_FLAGS, vendor=vendor, files=AZURE_DMI if log.startswith("azure") else None)
+    document = probe(root=root, dmesg=DMESG_FIXTURES / log)
+    tee = document["tee"]
+    assert tee["technology"] == technology, tee
+    assert all(e["source"] == "kernel log" for e in tee["evidence"])
+
+
+def test_azure_snp_is_sev_snp_because_of_the_isolation_config_not_the_generic_amd_sev_line(tmp_path):
+    root = make_root(tmp_path, GUEST_FLAGS, files=AZURE_DMI)
+    tee = probe(root=root, dmesg=DMESG_FIXTURES / "azure-snp-cvm.txt")["tee"]
+    assert tee["technology"] == "sev-snp"
+    assert tee["hyperv_isolation"] == {"group_a": "0x1", "group_b": "0xba2", "isolation_type": 2, "technology": "sev-snp",
+                                       "paravisor_present": True, "shared_gpa_boundary_active": True,
+                                       "shared_gpa_boundary_bits": 46}
+    assert any("Isolation Config" in e["signal"] for e in tee["evidence"])
+    assert any("vTOM guest's generic print" in n for n in tee["notes"])
+    # without the isolation line (what ccbench used to rely on) the same log can only say "sev"
+    without = tmp_path / "no-isolation.txt"
+    without.write_text("".join(line for line in (DMESG_FIXTURES / "azure-snp-cvm.txt").read_text().splitlines(True)
+                               if "Isolation Config" not in line))
+    assert probe(root=root, dmesg=without)["tee"]["technology"] == "sev"
+
+
+def test_hyperv_vbs_isolation_is_not_memory_encryption_and_contradictions_are_unknown(tmp_path):
+    root = make_root(tmp_path, GUEST_FLAGS, files=AZURE_DMI)
+    vbs = dmesg(tmp_path, "[0.0] Hyper-V: Isolation Config: Group A 0x1, Group B 0xba1\n"
+                          "[0.1] Memory Encryption Features active: AMD SEV\n")
+    tee = probe(root=root, dmesg=vbs)["tee"]
+    assert tee["technology"] == "none" and any("(vbs), not hardware memory encryption" in n for n in tee["notes"])
+    clash = dmesg(tmp_path, "[0.0] Hyper-V: Isolation Config: Group A 0x1, Group B 0xbe3\n"
+                            "[0.1] Memory Encryption Features active: AMD SEV SEV-ES SEV-SNP\n")
+    assert probe(root=root, dmesg=clash)["tee"]["technology"] == "unknown"
+
+
+def test_openssl_speed_output_and_the_aes_verdict():
+    output = ("Doing AES-256-GCM ops for 1s on 16384 size blocks: 183245 AES-256-GCM ops in 0.99s\n"
+              "version: 3.0.19\nbuilt on: ...\nThe 'numbers' are in 1000s of bytes per second processed.\n"
+              "type      16384 bytes\nAES-256-GCM    2951413.76k\n")
+    assert crypto.parse_openssl_speed(output) == pytest.approx(2951.41376)
+    assert crypto.parse_openssl_speed("nothing here") is None
+    slow = crypto.assess_aes_speed("aes-256-gcm", {"default": 61.0, "without VAES": 2951.0, "software (no AES-NI)": 300.0})
+    assert slow["accelerated"] is False and "48x slower than without VAES" in slow["verdict"]
+    fast = crypto.assess_aes_speed("aes-256-gcm", {"default": 3000.0, "without VAES": 2900.0, "software (no AES-NI)": 300.0})
+    assert fast["accelerated"] is True and "uses AES instructions" in fast["verdict"]
+    assert "reason" in crypto.assess_aes_speed("aes-256-gcm", {"default": None, "without VAES": None,
+                                                               "software (no AES-NI)": None})
+
+
+def test_openssl_aes_speed_live():
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    result = crypto.openssl_aes_speed(seconds=1)
+    assert set(result["MBps"]) == set(crypto.OPENSSL_PATHS)
+    assert all(v and v > 0 for v in result["MBps"].values()), result
+    assert result["verdict"]
+
+
+def test_dm_crypt_table_options_and_inline_encryption():
+    from ccbench.probe.storage import mount_of, parse_dm_crypt_table
+    from ccbench.probe.sources import Sources
+
+    line = ("0 4194304 crypt aes-xts-plain64 :64:logon:cryptsetup:0a1b-d0 0 7:0 32768 "
+            "4 allow_discards no_read_workqueue no_write_workqueue sector_size:4096")
+    table = parse_dm_crypt_table(line)
+    assert table["cipher"] == "aes-xts-plain64" and table["sector_size"] == 4096
+    assert table["no_read_workqueue"] and table["no_write_workqueue"]
+    assert "logon" not in str(table)  # the key field is not kept
+    plain = parse_dm_crypt_table("0 2048 crypt aes-xts-plain64 0000000000000000000000000000000000000000000000000000000000000000 0 8:16 4096")
+    assert plain["sector_size"] == 512 and plain["options"] == [] and not plain["no_read_workqueue"]
+    assert parse_dm_crypt_table("0 2048 linear 8:16 0") is None
+    import tempfile
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        (root / "proc/self").mkdir(parents=True)
+        (root / "proc/self/mountinfo").write_text("40 1 7:0 / /mnt/enc rw,relatime - ext4 /dev/loop0 rw,inlinecrypt\n")
+        assert "inlinecrypt" in mount_of(Path("/mnt/enc/x"), Sources(root=root, live=False))["super_options"]

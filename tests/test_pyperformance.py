@@ -55,3 +55,19 @@ def test_real_pyperformance_run_of_one_benchmark(tmp_path):
     # pyperf hoists metadata shared by all benchmarks (with one benchmark: its name) to the top
     assert {**document["metadata"], **document["benchmarks"][0].get("metadata", {})}["name"] == "nbody"
     assert any(m.metric == "wall_s" for m in measurements)
+
+
+def test_parse_results_on_captured_pyperf_output():
+    """tests/data/pyperf/timeit-sum-range.json: written by pyperf 2.10 (``pyperf timeit --fast -p 2``),
+    a calibration run and two worker runs with warmups; the benchmark's name is in the suite's
+    metadata, as pyperf writes a file with one benchmark."""
+    from pathlib import Path
+
+    document = json.loads((Path(__file__).parent / "data" / "pyperf" / "timeit-sum-range.json").read_text())
+    [measurement] = parse_results(document)
+    runs = document["benchmarks"][0]["runs"]
+    values = [v for run in runs for v in run.get("values", [])]
+    assert len(values) == 2 * (len(runs) - 1)  # the calibration run has warmups only
+    assert measurement.case == {"benchmark": "sum_range"} and measurement.unit == "s"
+    assert measurement.value == pytest.approx(sum(values) / len(values))
+    assert measurement.metadata["values"] == values and measurement.metadata["loops"] == 4096

@@ -13,18 +13,7 @@ import pytest
 from ccbench.bundle import read_bundle
 from ccbench.plan import WorkloadSpec
 from ccbench.runner import schedule
-
-
-def plan_file(tmp_path, body, defaults="repetitions = 2\nwarmup = 0\ncooldown = 0\ntimeout = 60\n"):
-    path = tmp_path / "plan.toml"
-    path.write_text(f'name = "t"\n[defaults]\n{defaults}\n{body}')
-    return path
-
-
-def only_bundle(out: Path) -> Path:
-    bundles = [p for p in out.iterdir() if (p / "manifest.json").exists()]
-    assert len(bundles) == 1, bundles
-    return bundles[0]
+from conftest import only_bundle, start_run, wait_for_samples
 
 
 def test_schedule_interleaves_variants_after_warmups():
@@ -38,8 +27,10 @@ def test_schedule_interleaves_variants_after_warmups():
     ]
 
 
-def test_failures_and_timeouts_are_recorded_and_the_run_goes_on(tmp_path, ccbench, workdir):
-    path = plan_file(tmp_path, """
+def test_failures_and_timeouts_are_recorded_and_the_run_goes_on(tmp_path, ccbench, workdir, write_plan):
+    # a duration no other process on the machine uses, so that the check below sees only ours
+    sleep = f"sleep 60.{os.getpid()}"
+    path = write_plan(f"""
 [[workloads]]
 kind = "command"
 name = "fails"
@@ -49,7 +40,7 @@ kind = "command"
 name = "hangs"
 timeout = 1
 repetitions = 1
-command = "sleep 60 & sleep 60"
+command = "{sleep} & {sleep}"
 [[workloads]]
 kind = "command"
 name = "works"
@@ -78,12 +69,12 @@ command = "echo fine"
     assert bundle.manifest["status"] == "failed"
     assert bundle.manifest["environment"]["tee"]["technology"] in ("none", "unknown", "sev", "sev-es", "sev-snp", "tdx", "sgx")
     # no sleep survived the timeout
-    left = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", sleep], capture_output=True, text=True)
     assert left.stdout.strip() == ""
 
 
-def test_warmups_are_marked(tmp_path, ccbench):
-    path = plan_file(tmp_path, '[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 2\nrepetitions = 3\n')
+def test_warmups_are_marked(tmp_path, ccbench, write_plan):
+    write_plan('[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 2\nrepetitions = 3\n')
     out = tmp_path / "out"
     # relative paths, as a user types them
     done = ccbench("run", "plan.toml", "--out", "out", "--workdir", "work", cwd=tmp_path)
@@ -93,27 +84,12 @@ def test_warmups_are_marked(tmp_path, ccbench):
     assert "summary" in done.stdout and "bundle:" in done.stdout
 
 
-def wait_for_samples(bundle_parent: Path, count: int, timeout: float = 60) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for bundle in bundle_parent.glob("*/samples.jsonl"):
-            if len(bundle.read_text().splitlines()) >= count:
-                return bundle.parent
-        time.sleep(0.1)
-    raise AssertionError("the run produced no samples in time")
-
-
-def start_run(path, out, workdir, *extra):
-    return subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(path), "--out", str(out), "--workdir", str(workdir), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 SLOW_PLAN = '[[workloads]]\nkind = "command"\nname = "tick"\nrepetitions = 30\ncommand = "sleep 0.2"\n'
 
 
-def test_sigkill_mid_plan_leaves_a_readable_bundle(tmp_path, ccbench, workdir):
+def test_sigkill_mid_plan_leaves_a_readable_bundle(tmp_path, ccbench, workdir, write_plan):
     out = tmp_path / "out"
-    process = start_run(plan_file(tmp_path, SLOW_PLAN), out, workdir)
+    process = start_run(write_plan(SLOW_PLAN), out, workdir)
     bundle = wait_for_samples(out, 8)
     process.kill()
     process.wait()
@@ -128,9 +104,9 @@ def test_sigkill_mid_plan_leaves_a_readable_bundle(tmp_path, ccbench, workdir):
     assert "tick" in shown.stdout and "wall_time" in shown.stdout
 
 
-def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path, ccbench, workdir):
+def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path, ccbench, workdir, write_plan):
     out = tmp_path / "out"
-    path = plan_file(tmp_path, SLOW_PLAN.replace("repetitions = 30", "repetitions = 12"))
+    path = write_plan(SLOW_PLAN.replace("repetitions = 30", "repetitions = 12"))
     process = start_run(path, out, workdir)
     bundle = wait_for_samples(out, 8)
     process.send_signal(signal.SIGTERM)
@@ -149,8 +125,8 @@ def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path, ccbench, workdir):
     assert data.manifest["status"] == "complete"
 
 
-def test_pinning_applies_to_the_measured_process(tmp_path, ccbench, workdir):
-    path = plan_file(tmp_path, '[[workloads]]\nkind = "command"\nrepetitions = 1\ncommand = "grep Cpus_allowed_list /proc/self/status"\n')
+def test_pinning_applies_to_the_measured_process(tmp_path, ccbench, workdir, write_plan):
+    path = write_plan('[[workloads]]\nkind = "command"\nrepetitions = 1\ncommand = "grep Cpus_allowed_list /proc/self/status"\n')
     out = tmp_path / "out"
     done = ccbench("run", path, "--out", out, "--workdir", workdir, "--pin", "0")
     assert done.returncode == 0, done.stderr
@@ -182,9 +158,9 @@ def test_only_and_bad_inputs(tmp_path, ccbench, workdir):
     assert done.returncode == 2 and "no such bundle" in done.stderr
 
 
-def test_ctrl_c_keeps_samples_and_says_how_to_resume(tmp_path, workdir):
+def test_ctrl_c_keeps_samples_and_says_how_to_resume(tmp_path, workdir, write_plan):
     out = tmp_path / "out"
-    process = start_run(plan_file(tmp_path, SLOW_PLAN), out, workdir)
+    process = start_run(write_plan(SLOW_PLAN), out, workdir)
     bundle = wait_for_samples(out, 4)
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
@@ -194,3 +170,101 @@ def test_ctrl_c_keeps_samples_and_says_how_to_resume(tmp_path, workdir):
     assert data.manifest["status"] == "interrupted" and data.manifest["ended_at"]
     assert len(data.samples) >= 4
     assert any(r["status"] == "interrupted" for r in data.executions) or len(data.executions) * 4 == len(data.samples)
+
+
+A_A_PLAN = '[[workloads]]\nkind = "command"\nrepetitions = 3\ncommand = "sleep 0.6"\n'
+
+
+def test_a_run_beside_a_cpu_hog_is_flagged_contended(tmp_path, ccbench, write_plan):
+    """The loaded half of an A/A pair: the plan run while a CPU hog (one busy process per CPU)
+    started by the test runs beside it. Every execution is flagged contended, on its record and
+    its samples, the CPU is counted as others' (not the measured tree's), and the run says so."""
+    plan = write_plan(A_A_PLAN)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.5)
+        loaded = ccbench("run", plan, "--out", tmp_path / "loaded", "--workdir", tmp_path / "work")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert loaded.returncode == 0, loaded.stderr
+    bundle = read_bundle(only_bundle(tmp_path / "loaded"))
+    assert len(bundle.executions) == 3
+    for record in bundle.executions:
+        assert record["contended"] is True, record
+        assert record["interference"]["others_cpus"] > 0.25
+        assert any("other processes used" in reason for reason in record["contended_reasons"])
+        # the measured tree (a sleeping shell) is not where the CPU went
+        assert record["interference"]["tree_cpus"] < record["interference"]["others_cpus"]
+    assert bundle.samples and all(s["contended"] for s in bundle.samples)
+    assert "3 of 3 executions ran on a busy machine" in loaded.stdout
+    assert "other busy processes" in loaded.stderr  # the system check saw the hog before the run
+
+
+def test_a_quiet_run_is_not_flagged(tmp_path, ccbench, write_plan):
+    """The quiet half of the A/A pair: nothing else runs, nothing is flagged. On a machine shared
+    with other work (the development VM usually is) the run is skipped, naming what was busy."""
+    done = ccbench("run", write_plan(A_A_PLAN), "--out", tmp_path / "quiet", "--workdir", tmp_path / "work")
+    assert done.returncode == 0, done.stderr
+    bundle = read_bundle(only_bundle(tmp_path / "quiet"))
+    if any(r["contended"] for r in bundle.executions):
+        reasons = sorted({reason for r in bundle.executions for reason in r["contended_reasons"]})
+        pytest.skip("the machine was busy with other work during the quiet run: " + "; ".join(reasons)[:400])
+    assert all(r["interference"]["others_cpus"] <= 0.25 for r in bundle.executions)
+    assert all(not s["contended"] for s in bundle.samples)
+    assert "busy machine" not in done.stdout
+
+
+def test_precision_runs_interleaved_rounds_until_the_interval_is_narrow(tmp_path, ccbench, workdir, write_plan):
+    plan = write_plan('[[workloads]]\nkind = "command"\nname = "steady"\ncommand = "sleep 0.05"\n'
+                      'repetitions = 2\nmax_repetitions = 8\n'
+                      '[[workloads]]\nkind = "command"\nname = "capped"\ncommand = "sleep 0.0$((RANDOM % 9 + 1))"\n'
+                      'repetitions = 2\nmax_repetitions = 4\n')
+    done = ccbench("run", plan, "--precision", "25%", "--out", tmp_path / "out", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    bundle = read_bundle(only_bundle(tmp_path / "out"))
+    outcomes = bundle.manifest["outcomes"]
+    steady, capped = outcomes["steady"]["precision"], outcomes["capped"]["precision"]
+    assert steady["target"] == 0.25 and capped["target"] == 0.25
+    # the rule never stops before 5 repetitions (a narrow interval must hold three checks)
+    assert steady["stopped_by"] in ("precision reached", "max repetitions") and 5 <= steady["repetitions"] <= 8
+    assert capped["stopped_by"] == "max repetitions" and capped["repetitions"] == 4
+    reps = {name: sorted(r["repetition"] for r in bundle.executions if r["workload"] == name) for name in outcomes}
+    assert reps["capped"] == [0, 1, 2, 3] and reps["steady"] == list(range(steady["repetitions"]))
+    assert "steady: " in done.stdout and "(target +-25.0%)" in done.stdout
+    bad = ccbench("run", plan, "--precision", "lots", "--out", tmp_path / "out", "--workdir", workdir)
+    assert bad.returncode == 2 and "--precision lots" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the tmpfs variant needs root")
+def test_precision_rounds_interleave_the_variants(tmp_path, ccbench, workdir, write_plan):
+    plan = write_plan('[[workloads]]\nkind = "command"\ncommand = "sleep 0.0$((RANDOM % 9 + 1))"\n'
+                      'repetitions = 2\nprecision = "1%"\nmax_repetitions = 4\nvariants = { storage = ["disk", "tmpfs"] }\n'
+                      '[storage]\ntmpfs_size = "16M"\n')
+    done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    bundle = read_bundle(only_bundle(tmp_path / "out"))
+    order = [(r["repetition"], r["variant"]["storage"]) for r in bundle.executions]
+    assert order == [(n, v) for n in range(4) for v in ("disk", "tmpfs")]
+    assert bundle.manifest["outcomes"]["command"]["precision"]["stopped_by"] == "max repetitions"
+
+
+def test_run_summary_is_short_and_ends_with_the_machine_protection(tmp_path, ccbench, workdir, write_plan):
+    plan = write_plan('[[workloads]]\nkind = "systeminfo"\n'
+                      '[[workloads]]\nkind = "compression"\nsize = "1M"\nrepetitions = 1\n')
+    done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1].startswith("bundle: ")
+    machine = [line for line in lines if line.startswith(("TEE: ", "storage at "))]
+    assert len(machine) == 2 and machine[0].split()[1] in ("none", "unknown", "sev", "sev-es", "sev-snp", "tdx", "sgx")
+    assert f"storage at {workdir}" in machine[1]
+    # one row per workload and variant: the headline case, the others counted, the facts left out
+    assert "probe_time" not in done.stdout
+    rows = [line for line in lines if "compress" in line and "storage=disk" in line]
+    assert len(rows) == 1 and "(+1 more)" in rows[0]
+    # the system check was printed before the run and kept in the manifest
+    assert "system check" in done.stderr
+    names = [check["name"] for check in read_bundle(only_bundle(tmp_path / "out")).manifest["system_check"]]
+    assert "transparent huge pages" in names and "other busy processes" in names

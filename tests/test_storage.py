@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,15 +16,11 @@ from ccbench.bundle import read_bundle
 from ccbench.errors import CCBenchError
 from ccbench.variants import AXES
 from ccbench.variants import storage as storage_module
+from conftest import mounts_under, others_can_read, python_path_for_other_users, start_run, wait_until
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI runs as root)")
 AXIS = AXES["storage"]
 OPTIONS = AXIS.Options(tmpfs_size="64M", image_size="64M")
-
-
-def mounts_under(path: Path) -> list[str]:
-    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
-            if line.split()[4].startswith(str(path))]
 
 
 def loops_for(path: Path) -> str:
@@ -50,7 +47,7 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
             assert prepared.info["storage"] == "encrypted" and prepared.info["storage_cipher"]
         if expected in ("fscrypt", "none"):
             assert prepared.info["loop_direct_io"] is True  # no second page cache in front of the disk
-            assert prepared.state["loop_device"] in loops_for(tmp_path)
+            assert prepared.handle.image.device in loops_for(tmp_path)
         if expected == "gocryptfs":
             assert prepared.info["storage_cipher"] == "AES-256-GCM"
         mounted = mounts_under(tmp_path)
@@ -60,7 +57,7 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
         protection = describe_path(prepared.path)["protection"]
         assert protection == {"tmpfs": "tmpfs", "fscrypt": "fscrypt", "gocryptfs": "fuse", "none": "plain"}[expected]
         if expected == "gocryptfs":
-            cipher_files = list((Path(prepared.state["directory"]) / "cipher").iterdir())
+            cipher_files = list((prepared.handle.directory / "cipher").iterdir())
             assert not any(b"secret" in f.read_bytes() for f in cipher_files if f.is_file()), "plaintext at rest"
     finally:
         AXIS.teardown(prepared)
@@ -71,7 +68,7 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
 
 
 def test_luks_commands_and_skip_reason(tmp_path):
-    commands = AXIS.luks_commands("/dev/loop7", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
+    commands = storage_module.Luks.commands("/dev/loop7", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     format_command = commands[0]
     assert format_command[:2] == ["cryptsetup", "luksFormat"]
     assert format_command[format_command.index("--type") + 1] == "luks2"
@@ -83,7 +80,7 @@ def test_luks_commands_and_skip_reason(tmp_path):
     assert commands[2] == ["mkfs.ext4", "-q", "-F", "/dev/mapper/ccbench-x"]
     for not_ours in ("/dev/sda", "/dev/vda1", "/dev/mapper/root", "/dev/loop7p1", str(tmp_path / "image.img")):
         with pytest.raises(CCBenchError, match="only formats loop devices"):
-            AXIS.luks_commands(not_ours, tmp_path / "key", "ccbench-x", tmp_path / "mnt")
+            storage_module.Luks.commands(not_ours, tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     assert commands[3] == ["mount", "/dev/mapper/ccbench-x", str(tmp_path / "mnt")]
     if not storage_module.kernel_has_device_mapper():
         assert "device-mapper" in AXIS.skip_reason("encrypted:luks", OPTIONS)
@@ -176,13 +173,9 @@ def test_killed_run_leaves_nothing_after_cleanup(tmp_path, ccbench):
                     '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
                     '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n')
     work = tmp_path / "work"
-    process = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(tmp_path / "out"),
-                                "--workdir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(mounts_under(work)) < 3:
-        time.sleep(0.2)
+    process = start_run(plan, tmp_path / "out", work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: len(mounts_under(work)) >= 3, what="three mounts")
     time.sleep(0.5)
-    assert len(mounts_under(work)) >= 3
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert mounts_under(work), "SIGKILL gives no chance to clean up"
@@ -197,6 +190,22 @@ def test_killed_run_leaves_nothing_after_cleanup(tmp_path, ccbench):
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to switch to nobody")
 def test_a_real_non_root_process_skips_root_only_variants_with_the_reason():
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    started = subprocess.run([*as_nobody, sys.executable, "-c", "pass"], capture_output=True, text=True, cwd="/")
+    if started.returncode != 0:
+        pytest.skip(f"the user nobody cannot start this Python ({sys.executable}): {started.stderr.strip()[-200:]}")
+    # the checkout may live where nobody cannot read it (/root, mktemp -d): give nobody a readable
+    # copy of what it imports (pytest's tmp_path is private to root too, so a directory in /tmp)
+    with tempfile.TemporaryDirectory(prefix="ccbench-for-nobody-") as readable:
+        os.chmod(readable, 0o755)
+        if not others_can_read(Path(readable)):
+            pytest.skip(f"no directory readable by nobody could be made for a copy of ccbench ({readable})")
+        python_path = python_path_for_other_users(["ccbench.plan", "ccbench.variants"], Path(readable) / "lib")
+        done = run_as_nobody(as_nobody, python_path)
+    _check_non_root_reasons(done)
+
+
+def run_as_nobody(as_nobody: list[str], python_path: str) -> subprocess.CompletedProcess:
     script = (
         "from ccbench.plan import load_plan\n"
         "from ccbench.variants import AXES\n"
@@ -206,9 +215,14 @@ def test_a_real_non_root_process_skips_root_only_variants_with_the_reason():
         "for value in sys.argv[1:]:\n"
         "    print(value, '=>', axis.skip_reason(value, options))\n"
     )
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script,
+    done = subprocess.run([*as_nobody, sys.executable, "-c", script,
                            "disk", "tmpfs", "encrypted:fscrypt", "encrypted:luks", "ext4-loop", "encrypted:gocryptfs"],
-                          capture_output=True, text=True, timeout=60, cwd="/")
+                          capture_output=True, text=True, timeout=60, cwd="/",
+                          env={**os.environ, "PYTHONPATH": f"{python_path}:{os.environ.get('PYTHONPATH', '')}"})
+    return done
+
+
+def _check_non_root_reasons(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, done.stderr
     lines = dict(line.split(" => ", 1) for line in done.stdout.splitlines())
     assert lines["disk"] == "None"
@@ -231,7 +245,7 @@ def test_fscrypt_keeps_no_plaintext_in_the_loop_file(tmp_path):
         (prepared.path / "secret-name.bin").write_bytes(secret)
         (prepared.path.parent / "control-name.bin").write_bytes(control)  # the mount's root is not encrypted
         os.sync()
-        image = Path(prepared.state["image"]).read_bytes()
+        image = prepared.handle.image.path.read_bytes()
         assert control[:4096] in image and b"control-name.bin" in image, "control: plaintext outside the policy is visible"
         assert secret[:4096] not in image and secret[-4096:] not in image, "plaintext at rest in the image"
         assert b"secret-name.bin" not in image, "file names are encrypted too"
@@ -252,7 +266,7 @@ def test_the_next_run_cleans_up_after_a_killed_one(tmp_path, ccbench):
     assert done.returncode == 0, done.stdout + done.stderr
     assert mounts_under(work) == []
     assert str(work) not in loops_for(work)
-    assert not any(Path(p.state["directory"]).exists() for p in left)
+    assert not any(p.handle.directory.exists() for p in left)
 
 
 @root_only
@@ -264,13 +278,9 @@ def test_interrupted_run_tears_its_variants_down(tmp_path, sig):
                     '[storage]\ntmpfs_size = "16M"\nimage_size = "32M"\n'
                     '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n')
     work = tmp_path / "work"
-    process = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(tmp_path / "out"),
-                                "--workdir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(mounts_under(work)) < 4:
-        time.sleep(0.2)
+    process = start_run(plan, tmp_path / "out", work, stdout=subprocess.DEVNULL)
+    wait_until(lambda: len(mounts_under(work)) >= 4, what="four mounts")
     time.sleep(0.5)
-    assert len(mounts_under(work)) >= 4
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode != 0
@@ -286,20 +296,21 @@ def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
     back. Opening needs dm-crypt; where it is missing setup refuses before running anything, and a
     LUKS setup that fails after the format leaves nothing behind."""
     control_node_before = os.path.exists("/dev/mapper/control")
-    prepared = storage_module.PreparedVariant(axis="storage", value="encrypted:luks",
-                                              state={"root": str(tmp_path), "directory": str(tmp_path / "v")})
     (tmp_path / "v").mkdir()
-    image = AXIS._image(tmp_path / "v", OPTIONS)
-    key = AXIS._key_file(tmp_path / "v", os.urandom(64))
+    loop = storage_module.LoopImage(tmp_path / "v" / "image.img", OPTIONS.image_size)
+    loop.create()
+    image = loop.path
+    key = storage_module._key_file(tmp_path / "v", os.urandom(64))
     try:
-        device = AXIS._attach_loop(prepared, image)
-        subprocess.run(AXIS.luks_commands(device, key, "unused", tmp_path / "mnt")[0], check=True, capture_output=True)
+        device = loop.attach()
+        subprocess.run(storage_module.Luks.commands(device, key, "unused", tmp_path / "mnt")[0], check=True,
+                       capture_output=True)
         header = storage_module.luks_header(device)
         assert header.pop("luks_sector_size") in (512, 4096)  # cryptsetup follows the device's block size
         assert header == {"storage_cipher": "aes-xts-plain64", "key_bits": 512}
         assert image.read_bytes()[:6] == b"LUKS\xba\xbe"
     finally:
-        subprocess.run(["losetup", "-d", prepared.state.get("loop_device", "/dev/null")], capture_output=True)
+        subprocess.run(["losetup", "-d", loop.device or "/dev/null"], capture_output=True)
     work = tmp_path / "work"
     if not storage_module.kernel_has_device_mapper():
         with pytest.raises(CCBenchError, match="device-mapper"):
@@ -307,8 +318,8 @@ def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
         assert [p.name for p in (work / "storage").iterdir()] == ["state.json"]
     # the real format and header read, then an opening step that fails: everything is undone
     monkeypatch.setattr(storage_module, "mechanism_reason", lambda mechanism: None)
-    real_commands = AXIS.luks_commands
-    monkeypatch.setattr(AXIS, "luks_commands", lambda *a: [real_commands(*a)[0], ["false"]])
+    real_commands = storage_module.Luks.commands
+    monkeypatch.setattr(storage_module.Luks, "commands", staticmethod(lambda *a: [real_commands(*a)[0], ["false"]]))
     with pytest.raises(CCBenchError, match="false failed"):
         AXIS.setup("encrypted:luks", work, OPTIONS)
     assert mounts_under(work) == [] and str(work) not in loops_for(work)
@@ -317,3 +328,34 @@ def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
     # without dm-crypt ccbench never calls cryptsetup open/close, which would create /dev/mapper/control
     if not storage_module.kernel_has_device_mapper():
         assert os.path.exists("/dev/mapper/control") == control_node_before
+
+
+@root_only
+def test_fscrypt_records_the_kernel_driver_that_served_its_cipher(tmp_path):
+    """Read from /proc/crypto once the policy is live. This machine's kernel has no AES-NI driver,
+    so fscrypt's XTS is built on a software AES (aes-fixed-time, or aes-generic)."""
+    if AXIS.skip_reason("encrypted:fscrypt", OPTIONS):
+        pytest.skip(AXIS.skip_reason("encrypted:fscrypt", OPTIONS))
+    prepared = AXIS.setup("encrypted:fscrypt", tmp_path, OPTIONS)
+    try:
+        driver, accelerated = prepared.info["storage_cipher_driver"], prepared.info["storage_cipher_accelerated"]
+    finally:
+        AXIS.teardown(prepared)
+    crypto = Path("/proc/crypto").read_text()
+    assert "xts" in driver and "aes" in driver and f"driver       : {driver}" in crypto
+    assert "storage_cipher_driver_note" not in prepared.info, "the template was instantiated before it was read"
+    if "aesni" not in crypto and "vaes" not in crypto:
+        assert driver in ("xts(ecb(aes-fixed-time))", "xts(ecb(aes-generic))") and accelerated is False
+    assert not list(tmp_path.rglob(".ccbench-cipher-probe"))
+
+
+def test_transport_variants_say_what_their_aead_runs_on():
+    from ccbench.variants.transport import transport_info
+
+    assert transport_info("plain", {"aes", "pclmulqdq"}) == {"transport": "plain"}
+    assert transport_info("securechannel", {"aes", "pclmulqdq", "avx2"}) == {
+        "transport": "securechannel", "transport_aes_accelerated": True, "transport_cipher": "AES-256-GCM"}
+    assert transport_info("securechannel", {"avx2"})["transport_cipher"] == "ChaCha20-Poly1305"
+    assert transport_info("tls", {"aes"}) == {"transport": "tls", "transport_aes_accelerated": False}
+    live = AXES["transport"].setup("tls", Path("/nonexistent"), AXES["transport"].Options())
+    assert live.info["transport"] == "tls" and isinstance(live.info.get("transport_aes_accelerated", False), bool)

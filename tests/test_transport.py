@@ -61,7 +61,11 @@ quick = true
         by_transport.setdefault(sample["variant"]["transport"], set()).add(sample["metric"])
     assert {"rtt_p50", "throughput"} <= by_transport["plain"]
     assert {"handshake_p50", "rtt_p99", "throughput"} <= by_transport["tls"]
-    assert {"handshake_p50", "aead_seal_open", "x25519_handshake_floor"} <= by_transport["securechannel"]
+    assert {"handshake_p50", "aead_seal_open", "x25519_handshake_floor", "noise_nn_handshake_p50",
+            "target_handshake_vs_x25519_floor", "verify_snp_report_p50", "verify_tdx_quote_p50"} <= by_transport["securechannel"]
+    # the cost of verifying one real report is its own metric, not folded into the handshake
+    verify = [s for s in bundle.samples if s["metric"] == "verify_snp_report_p50"]
+    assert verify and all(s["value"] > 0 for s in verify)
     compared = ccbench("compare", bundle.path, "--baseline", "plain", "--json")
     assert compared.returncode == 0, compared.stderr
     rows = [json.loads(line) for line in compared.stdout.splitlines()]
@@ -69,3 +73,11 @@ quick = true
     report = ccbench("report", bundle.path, "--baseline", "plain", "-o", tmp_path / "r.html")
     assert report.returncode == 0, report.stderr
     assert ">Transport</h2>" in (tmp_path / "r.html").read_text()
+
+
+@needs_binary
+def test_the_benchmark_refuses_unknown_transport_and_pipe_names():
+    for args in (["--transport", "securechanel"], ["--pipe", "udp"]):
+        done = subprocess.run([str(binary_path()), *args, "--quick"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, (args, done.stdout[-300:])
+        assert "unknown" in done.stderr and done.stdout == ""

@@ -1,6 +1,7 @@
 """The real YCSB core with ccbench's RocksDB binding, on storage variants."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,28 @@ def test_binding_properties_follow_the_params(tmp_path):
     assert properties["requestdistribution"] == "latest" and properties["insertproportion"] == "0.05"
     assert properties["recordcount"] == "7" and properties["rocksdb.dir"].startswith(str(tmp_path))
     assert not (tmp_path / "ycsb-rocksdb-d").exists(), "the database is removed even when a phase fails"
+
+
+YCSB_DATA = Path(__file__).parent / "data" / "ycsb"
+
+
+@pytest.mark.parametrize("name, operations", [
+    # captured from the real YCSB core with ccbench's RocksDB binding (2000 records and operations)
+    ("workload-a-run", {"read", "update"}),
+    ("workload-e-run", {"insert", "scan"}),
+    ("workload-a-load", {"insert"}),
+])
+def test_parser_on_captured_ycsb_output(name, operations):
+    text = (YCSB_DATA / f"{name}.txt").read_text()
+    report = parse_report(text)
+    # YCSB's garbage-collector lines are no operations
+    assert "[TOTAL_GCs]" in text and not any("GC" in operation for operation in report)
+    measurements = measurements_from(report, "run", name[9])
+    [throughput] = [m for m in measurements if m.metric == "throughput"]
+    line = next(line for line in text.splitlines() if line.startswith("[OVERALL], Throughput(ops/sec)"))
+    assert throughput.value == pytest.approx(float(line.rsplit(",", 1)[1]))
+    assert {m.case["operation"] for m in measurements if "operation" in m.case} == operations
+    for m in measurements:
+        if m.metric == "latency_p99":
+            source = f"[{m.case['operation'].upper()}], 99thPercentileLatency(us), "
+            assert f"{source}{m.value:g}" in text

@@ -2,8 +2,9 @@
 
 __version__ = "0.1.0"
 
-#: Version of the result-bundle format written by this release (see docs/bundle-format.md).
-BUNDLE_FORMAT_VERSION = 1
+#: Version of the result-bundle format written by this release (history: ccbench.bundle.FORMAT_HISTORY
+#: and docs/bundle-format.md). Older versions are upgraded when read.
+BUNDLE_FORMAT_VERSION = 2
 
 
 def load(paths, labels=None):

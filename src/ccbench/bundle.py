@@ -10,20 +10,23 @@ Layout (documented in docs/bundle-format.md)::
 
 Nothing here is ever rewritten in place except manifest.json, which is replaced atomically
 (write to a temporary file, fsync, rename), so a SIGKILL at any moment leaves a readable bundle.
+
+Older format versions are upgraded as they are read (FORMAT_HISTORY says what changed), so a
+reader always sees the current shape; the files on disk are left as they are.
 """
 
 from __future__ import annotations
 
 import json
 import os
-
-import orjson
 import socket
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+import orjson
 
 from ccbench import BUNDLE_FORMAT_VERSION, __version__
 from ccbench.errors import BundleError, CCBenchError
@@ -36,6 +39,14 @@ EXECUTIONS = "executions.jsonl"
 #: records parsed at once when a bundle's samples are read in chunks
 CHUNK = 16384
 RAW = "raw"
+
+#: what each bundle format version changed (also in docs/bundle-format.md)
+FORMAT_HISTORY = {
+    1: "first format: manifest.json, samples.jsonl, executions.jsonl, raw/",
+    2: "every sample names its execution ('execution': the execution key) and that execution's raw "
+       "directory relative to the bundle ('raw'), and says whether it was measured on a busy machine "
+       "('contended'); execution records may carry 'interference', 'contended', 'contended_reasons'",
+}
 
 
 def _fsync_dir(path: Path) -> None:
@@ -110,8 +121,12 @@ class BundleWriter:
     @classmethod
     def reopen(cls, path: Path) -> "BundleWriter":
         """Open an existing bundle to append to it (resume)."""
-        bundle = read_bundle(path)
-        writer = cls(Path(path), bundle.manifest)
+        bundle = read_bundle(path, samples=False)
+        manifest = bundle.manifest
+        if manifest.get("read_from_format_version") == 1:
+            # stays a format-1 bundle on disk: the reader upgrades its old and new lines alike
+            manifest["format_version"] = manifest.pop("read_from_format_version")
+        writer = cls(Path(path), manifest)
         # A line cut by a kill has no newline at the end: finish it so the next append starts clean.
         for name in (SAMPLES, EXECUTIONS):
             file = Path(path) / name
@@ -168,7 +183,15 @@ class Bundle:
         if self.samples is not None:
             yield self.samples
             return
-        yield from _iter_jsonl(self.path / SAMPLES, SAMPLE_FIELDS, size)
+        chunks = _iter_jsonl(self.path / SAMPLES, SAMPLE_FIELDS, size)
+        if self.format_version == 1:
+            chunks = _upgrade_v1_chunks(chunks, self.executions)
+        yield from chunks
+
+    @property
+    def format_version(self) -> int:
+        """The version the bundle was written in (the records read are always the current shape)."""
+        return self.manifest.get("read_from_format_version", self.manifest.get("format_version"))
 
 
 def _read_jsonl(file: Path, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -257,14 +280,63 @@ def read_bundle(path: str | Path, samples: bool = True) -> Bundle:
     if not isinstance(manifest, dict):
         raise BundleError(f"{manifest_file}: manifest is not a JSON object")
     version = manifest.get("format_version")
-    if version != BUNDLE_FORMAT_VERSION:
+    if version not in FORMAT_HISTORY:
         raise BundleError(
             f"{manifest_file}: unknown bundle format version {version!r} "
-            f"(this ccbench reads version {BUNDLE_FORMAT_VERSION}); use a matching ccbench release"
+            f"(this ccbench reads versions {', '.join(map(str, FORMAT_HISTORY))}); use a matching ccbench release"
         )
-    records = _read_jsonl(path / SAMPLES, SAMPLE_FIELDS) if samples else None
     executions = _read_jsonl(path / EXECUTIONS)
+    records = _read_jsonl(path / SAMPLES, SAMPLE_FIELDS) if samples else None
+    if version == 1:
+        # upgraded in memory: the reader sees format 2, the manifest says what was on disk
+        manifest["read_from_format_version"] = 1
+        manifest["format_version"] = BUNDLE_FORMAT_VERSION
+        if records is not None:
+            records = next(_upgrade_v1_chunks(iter([records]), executions), [])
     return Bundle(path=path, manifest=manifest, samples=records, executions=executions)
+
+
+def _same_execution(record: dict[str, Any], sample: dict[str, Any]) -> bool:
+    """Whether a format-1 sample can belong to this execution record. The record's variant holds the
+    plan's values (``encrypted:fscrypt``), the sample's the variant info (``encrypted`` with its
+    mechanism), so a value matches its own name or the part before the colon."""
+    if (record.get("workload") != sample.get("workload") or record.get("repetition") != sample.get("repetition")
+            or bool(record.get("warmup")) != bool(sample.get("warmup"))):
+        return False
+    variant = sample.get("variant") or {}
+    for axis, value in (record.get("variant") or {}).items():
+        if variant.get(axis) not in (value, str(value).split(":", 1)[0]):
+            return False
+    return True
+
+
+def _upgrade_v1_chunks(chunks: Iterator[list[dict[str, Any]]],
+                       executions: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Format 1 -> 2: give each sample the key and raw directory of the execution that measured it.
+
+    Format 1 wrote each execution's samples, then its record (with its sample count), so walking
+    both files in order pairs them. Samples a killed execution left without a record are given the
+    key of the next record that matches them (a resumed run repeats that execution under the same
+    key and raw directory); a sample that matches no record keeps execution and raw null.
+    """
+    pending = [r for r in executions if r.get("samples") and r.get("status") == "ok" and "key" in r]
+    position, left, current = 0, 0, None
+    for chunk in chunks:
+        for sample in chunk:
+            sample.setdefault("contended", False)
+            if left and current is not None and _same_execution(current, sample):
+                left -= 1
+            elif position < len(pending) and _same_execution(pending[position], sample):
+                current, left = pending[position], pending[position]["samples"] - 1
+                position += 1
+            elif current is None or not _same_execution(current, sample):
+                sample.setdefault("execution", None)
+                sample.setdefault("raw", None)
+                continue
+            sample["execution"] = current["key"]
+            raw = current.get("raw")
+            sample["raw"] = f"{RAW}/{raw}" if raw else None
+        yield chunk
 
 
 def find_bundles(paths: Iterable[str | Path]) -> list[Path]:

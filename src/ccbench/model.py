@@ -1,8 +1,10 @@
-"""The Sample: one measured number with everything needed to interpret it on its own."""
+"""The data contracts: a Sample (one measured number), and what the runner and its worker
+process hand each other (the job, the result, the execution record), with their statuses."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -12,6 +14,33 @@ Better = Literal["lower", "higher"]
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class ExecutionStatus(str, Enum):
+    """How one execution ended (executions.jsonl ``status``); str-valued, so JSON reads the same."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class OutcomeStatus(str, Enum):
+    """How one workload ended (manifest ``outcomes.<name>.status``)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    OK = "ok"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class Measurement(BaseModel):
@@ -33,7 +62,7 @@ class Measurement(BaseModel):
 class Sample(BaseModel):
     """One line of samples.jsonl (format documented in docs/bundle-format.md)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     workload: str
     kind: str
@@ -47,3 +76,94 @@ class Sample(BaseModel):
     warmup: bool
     timestamp: str
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: the key of the execution that measured it (``<workload>|<variant>|<rep|warmup>|<n>``); format 2
+    execution: str | None = None
+    #: that execution's raw directory relative to the bundle, e.g. ``raw/fio/storage-disk/rep-0``; format 2
+    raw: str | None = None
+    #: whether the machine was busy with other work while it was measured (see ccbench.interference)
+    contended: bool = False
+
+
+class WorkerJob(BaseModel):
+    """What the runner asks of one worker process (raw/<...>/job.json); read by ccbench.worker."""
+
+    # schemas are built on first use: a worker process builds only the two models it uses
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    #: the workload's kind (a key of ccbench.workloads.REGISTRY)
+    kind: str
+    #: the workload's name in the plan
+    name: str
+    #: its validated parameters, as JSON values
+    params: dict[str, Any]
+    #: the directory it works in (the storage variant's directory, or a scratch directory)
+    workdir: str
+    #: where the tools' own output of this execution goes (inside the bundle)
+    raw_dir: str
+    #: 0-based repetition (warmups count separately)
+    repetition: int
+    #: whether this is a warmup execution
+    warmup: bool
+    #: the variant info recorded on every sample (e.g. storage mechanism and cipher)
+    variant: dict[str, Any]
+    #: seconds before the runner ends the worker's process tree; None for none
+    timeout: float | None = None
+    #: the environment probe document
+    environment: dict[str, Any] = Field(default_factory=dict)
+    #: CPUs the worker pins itself to, or None
+    pin: list[int] | None = None
+
+
+class WorkerResult(BaseModel):
+    """What a worker process hands back (raw/<...>/result.json, written atomically)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    #: ``ok`` or ``failed`` (timeouts and deaths are decided by the runner, which sees no result)
+    status: ExecutionStatus
+    #: the measurements of an ok execution
+    measurements: list[Measurement] = Field(default_factory=list)
+    #: why it failed, one line
+    error: str | None = None
+    #: the Python traceback of an unexpected failure (a bug or an environment problem)
+    traceback: str | None = None
+
+
+class ExecutionRecord(BaseModel):
+    """One line of executions.jsonl: one execution attempt and how it ended."""
+
+    model_config = ConfigDict(extra="allow", defer_build=True)
+
+    #: ``<workload>|<variant>|<rep|warmup>|<n>``; ``ccbench run --resume`` skips keys already done
+    key: str
+    #: the workload's name in the plan
+    workload: str
+    #: the variant values of this execution, axis -> value as the plan wrote it (e.g. storage -> "encrypted:fscrypt")
+    variant: dict[str, str]
+    #: 0-based repetition (warmups count separately)
+    repetition: int
+    #: whether this was a warmup execution
+    warmup: bool
+    #: how it ended
+    status: ExecutionStatus
+    #: UTC ISO-8601 time it started
+    started_at: str
+    #: wall seconds from starting the worker to its end
+    elapsed_s: float
+    #: how many samples it appended
+    samples: int = 0
+    #: its raw directory under raw/ (relative to raw/, as in format 1)
+    raw: str
+    #: why it did not end ok
+    error: str | None = None
+    #: the last lines of the worker's log when it did not end ok
+    stderr_tail: str | None = None
+    #: what else ran on the machine during the measured interval (ccbench.interference); absent when not monitored
+    interference: dict[str, Any] | None = None
+    #: whether that interference exceeded the thresholds
+    contended: bool = False
+    #: which thresholds were exceeded, one line each
+    contended_reasons: list[str] = Field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -10,16 +10,47 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ccbench.errors import EnvironmentProblem, PlanError
 from ccbench.variants import AXES
 from ccbench.workloads import NOT_BUILT, REGISTRY, known_kinds, workload_class
 
-PER_WORKLOAD_SETTINGS = ("repetitions", "warmup", "cooldown", "timeout", "variants")
+PER_WORKLOAD_SETTINGS = ("repetitions", "warmup", "cooldown", "timeout", "variants", "precision", "max_repetitions",
+                         "max_time")
 
 
-class Defaults(BaseModel):
+class PrecisionSettings(BaseModel):
+    """Precision on demand (docs/plan-format.md): after ``repetitions``, more interleaved rounds until
+    the primary metric's 95% interval is within ``precision`` or a limit is reached."""
+
+    #: target relative half-width of the 95% interval (0.02 = +-2%; the plan may write "2%"); None: a fixed count
+    precision: float | None = None
+    #: the most repetitions per variant when precision is set (default: ccbench.analysis.precision's, 30)
+    max_repetitions: int | None = Field(None, ge=1)
+    #: the most seconds a workload's executions may take when precision is set ("30m", "2h", 90)
+    max_time: float | None = None
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision(cls, value):
+        if value is None:
+            return None
+        from ccbench.analysis.precision import parse_precision
+
+        return parse_precision(value)
+
+    @field_validator("max_time", mode="before")
+    @classmethod
+    def _max_time(cls, value):
+        if value is None:
+            return None
+        from ccbench.analysis.precision import parse_duration
+
+        return parse_duration(value)
+
+
+class Defaults(PrecisionSettings):
     model_config = ConfigDict(extra="forbid")
 
     repetitions: int = Field(3, ge=1)
@@ -28,8 +59,14 @@ class Defaults(BaseModel):
     timeout: float = Field(1800.0, gt=0)
     variants: dict[str, list[str]] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _limits(self):
+        if self.max_repetitions is not None and self.max_repetitions < self.repetitions:
+            raise ValueError(f"max_repetitions ({self.max_repetitions}) is below repetitions ({self.repetitions})")
+        return self
 
-class WorkloadSpec(BaseModel):
+
+class WorkloadSpec(PrecisionSettings):
     model_config = ConfigDict(extra="forbid")
 
     kind: str
@@ -54,6 +91,8 @@ class Plan(BaseModel):
     source: str = ""
     defaults: Defaults = Field(default_factory=Defaults)
     axis_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: thresholds above which an execution counts as contended (ccbench.interference.Thresholds); {} = defaults
+    contention: dict[str, float | None] = Field(default_factory=dict)
     workloads: list[WorkloadSpec] = Field(default_factory=list)
 
     def select(self, names: list[str]) -> "Plan":
@@ -65,6 +104,14 @@ class Plan(BaseModel):
 
     def with_repetitions(self, repetitions: int) -> "Plan":
         return self.model_copy(update={"workloads": [w.model_copy(update={"repetitions": repetitions}) for w in self.workloads]})
+
+    def with_precision(self, precision: str | float) -> "Plan":
+        """Every workload with this precision target (``--precision``)."""
+        try:
+            target = PrecisionSettings(precision=precision).precision
+        except ValidationError as exc:
+            raise PlanError(f"--precision {precision}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        return self.model_copy(update={"workloads": [w.model_copy(update={"precision": target}) for w in self.workloads]})
 
 
 def _format_validation(exc: ValidationError) -> str:
@@ -156,7 +203,7 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
 
 
 def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "plan") -> Plan:
-    allowed = {"name", "description", "defaults", "workloads", *AXES}
+    allowed = {"name", "description", "defaults", "workloads", "contention", *AXES}
     unknown = [key for key in document if key not in allowed]
     if unknown:
         raise PlanError(f"{source}: unknown top-level key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
@@ -179,6 +226,15 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
             except (ValidationError, TypeError) as exc:
                 detail = _format_validation(exc) if isinstance(exc, ValidationError) else str(exc)
                 raise PlanError(f"{source}: [{axis}]: {detail}") from None
+    contention = document.get("contention", {})
+    if not isinstance(contention, dict):
+        raise PlanError(f"{source}: [contention] must be a table like {{ others_cpus = 0.25 }}")
+    try:
+        from ccbench.interference import Thresholds
+
+        Thresholds.from_mapping(contention)
+    except ValueError as exc:
+        raise PlanError(f"{source}: [contention]: {exc}") from None
     raw_workloads = document.get("workloads", [])
     if not isinstance(raw_workloads, list) or not raw_workloads:
         raise PlanError(f"{source}: the plan lists no workloads; add [[workloads]] tables with a 'kind'")
@@ -196,7 +252,7 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
     if not isinstance(name, str) or not isinstance(description, str):
         raise PlanError(f"{source}: 'name' and 'description' must be strings")
     return Plan(name=name, description=description, source=source, defaults=defaults,
-                axis_options=axis_options, workloads=workloads)
+                axis_options=axis_options, contention=contention, workloads=workloads)
 
 
 def load_toml(path: Path) -> Plan:

@@ -40,6 +40,12 @@ class RichReporter(Reporter):
         if status != "ok":
             console.print(f"  [red]{escape(execution.spec.name)}: {status}[/red]: {escape(detail[:300])}")
 
+    def extend(self, more: int) -> None:
+        """More executions than planned (precision rounds)."""
+        self.total += more
+        if self.progress is not None:
+            self.progress.update(self.task, total=self.total)
+
     def cooldown(self, seconds: float) -> None:
         if self.progress is not None:
             self.progress.update(self.task, description=f"cooling down {seconds:g} s")

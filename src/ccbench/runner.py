@@ -1,5 +1,18 @@
 """Scheduling: repetitions, warmups, interleaved variants, cooldowns, timeouts, signals, resume.
 
+A run takes each workload of the plan through the same phases, one method each in Runner:
+
+1. admit      skip it, with the reason, when the plan or the machine cannot run it
+2. set up     each variant value once (a mount serves all its repetitions)
+3. prepare    the workload once per variant combination (not timed)
+4. execute    the schedule: warmups, then repetitions with the variants interleaved; with a
+              precision target, more interleaved rounds until the interval is narrow enough
+5. clean up   the workload's preparations, then tear the variants down, whatever happened before
+
+Before the first workload, a system check (governor, boost, swap, THP, busy processes) is printed
+and kept in the manifest. Each execution is watched by ccbench.interference over exactly its
+worker's lifetime; one run on a busy machine is flagged ``contended`` on its record and samples.
+
 Every execution runs in a worker process (ccbench.worker) in its own session; a timeout ends its
 whole process tree. Each execution's samples are appended and fsynced to the bundle before the
 next execution starts, so nothing measured is lost to a crash, a kill or Ctrl-C.
@@ -9,23 +22,21 @@ from __future__ import annotations
 
 import fcntl
 import itertools
-import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 
-from ccbench.bundle import BundleWriter, read_bundle
-from ccbench.cases import case_text
+from ccbench.bundle import RAW, BundleWriter, read_bundle
 from ccbench.errors import CCBenchError
-from ccbench.model import Measurement, Sample, utc_now_iso
+from ccbench.model import (ExecutionRecord, ExecutionStatus, Measurement, OutcomeStatus, Sample, WorkerJob,
+                           WorkerResult, utc_now_iso)
 from ccbench.plan import Plan, WorkloadSpec
 from ccbench.variants import AXES
 from ccbench.variants.base import PreparedVariant
@@ -34,6 +45,8 @@ from ccbench.workloads.base import PrepareContext, Workload, tail
 
 #: grace period between SIGTERM and SIGKILL when ending a timed-out execution
 KILL_GRACE_S = 3.0
+#: execution statuses that count as done when a run is resumed
+DONE_STATUSES = (ExecutionStatus.OK, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT)
 
 
 class Interrupted(Exception):
@@ -42,6 +55,10 @@ class Interrupted(Exception):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def _path_part(text: str) -> str:
+    return text.replace("=", "-").replace(",", "_").replace(":", "-")
 
 
 @dataclass
@@ -61,14 +78,23 @@ class Execution:
 
     @property
     def raw_subdir(self) -> str:
-        variant = self.variant_key.replace("=", "-").replace(",", "_").replace(":", "-")
-        return f"{self.spec.name}/{variant}/{'warmup' if self.warmup else 'rep'}-{self.repetition}"
+        """Its raw directory relative to the bundle's raw/."""
+        return f"{self.spec.name}/{_path_part(self.variant_key)}/{'warmup' if self.warmup else 'rep'}-{self.repetition}"
+
+    @property
+    def raw_path(self) -> str:
+        """Its raw directory relative to the bundle (what samples record)."""
+        return f"{RAW}/{self.raw_subdir}"
+
+
+def variant_combinations(spec: WorkloadSpec) -> list[dict[str, str]]:
+    axes = sorted(spec.variants)
+    return [dict(zip(axes, values)) for values in itertools.product(*(spec.variants[a] for a in axes))] or [{}]
 
 
 def schedule(spec: WorkloadSpec) -> list[Execution]:
     """Warmups first (one round per variant), then repetitions, variants interleaved A B C A B C."""
-    axes = sorted(spec.variants)
-    combos = [dict(zip(axes, values)) for values in itertools.product(*(spec.variants[a] for a in axes))] or [{}]
+    combos = variant_combinations(spec)
     plan = []
     for index in range(spec.warmup):
         plan.extend(Execution(spec, combo, index, True) for combo in combos)
@@ -79,19 +105,48 @@ def schedule(spec: WorkloadSpec) -> list[Execution]:
 
 @dataclass
 class Outcome:
-    status: str = "pending"  # ok, failed, partial, skipped, interrupted
+    status: OutcomeStatus = OutcomeStatus.PENDING
     reason: str | None = None
     executions_ok: int = 0
     executions_failed: int = 0
     skipped_variants: dict[str, str] = field(default_factory=dict)
+    #: with a precision target: why the workload stopped repeating (ccbench.analysis.precision.Decision)
+    precision: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> "Outcome":
+        known = {k: v for k, v in document.items() if k in cls.__dataclass_fields__}
+        known["status"] = OutcomeStatus(known.get("status", "pending"))
+        return cls(**known)
 
     def as_dict(self) -> dict[str, Any]:
-        document = {"status": self.status, "executions_ok": self.executions_ok, "executions_failed": self.executions_failed}
+        document = {"status": self.status.value, "executions_ok": self.executions_ok,
+                    "executions_failed": self.executions_failed}
         if self.reason:
             document["reason"] = self.reason
         if self.skipped_variants:
             document["skipped_variants"] = self.skipped_variants
+        if self.precision:
+            document["precision"] = self.precision
         return document
+
+    def skip(self, reason: str) -> None:
+        self.status, self.reason = OutcomeStatus.SKIPPED, reason
+
+    def count(self, status: ExecutionStatus) -> None:
+        if status == ExecutionStatus.OK:
+            self.executions_ok += 1
+        else:
+            self.executions_failed += 1
+
+    def settle(self) -> None:
+        """The workload's status once its executions are done."""
+        if self.executions_failed and self.executions_ok:
+            self.status = OutcomeStatus.PARTIAL
+        elif self.executions_failed:
+            self.status = OutcomeStatus.FAILED
+        else:
+            self.status = OutcomeStatus.OK
 
 
 class Reporter:
@@ -100,6 +155,7 @@ class Reporter:
     def start(self, total: int) -> None: ...
     def execution_started(self, execution: Execution, index: int) -> None: ...
     def execution_finished(self, execution: Execution, status: str, detail: str = "") -> None: ...
+    def extend(self, more: int) -> None: ...
     def message(self, text: str) -> None: ...
     def cooldown(self, seconds: float) -> None: ...
     def stop(self) -> None: ...
@@ -111,10 +167,14 @@ class RunResult:
     outcomes: dict[str, Outcome]
     interrupted: bool
     samples: list[Sample]
+    #: the execution records written by this invocation
+    executions: list[ExecutionRecord] = field(default_factory=list)
+    #: the manifest as written at the end
+    manifest: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
-        return any(o.executions_failed or o.status == "failed" for o in self.outcomes.values())
+        return any(o.executions_failed or o.status == OutcomeStatus.FAILED for o in self.outcomes.values())
 
 
 class WorkdirLock:
@@ -158,8 +218,7 @@ def cleanup_stale(workdir: Path) -> list[str]:
     """Undo what a killed earlier run left behind (mounts, loop devices, keys) under workdir."""
     from ccbench.variants import storage
 
-    cleaner: Callable[[Path], list[str]] | None = getattr(storage, "cleanup_stale", None)
-    return cleaner(workdir) if cleaner else []
+    return storage.cleanup_stale(workdir)
 
 
 def _kill_tree(process: subprocess.Popen) -> None:
@@ -189,6 +248,33 @@ def _kill_tree(process: subprocess.Popen) -> None:
             return
 
 
+@dataclass
+class WorkloadRun:
+    """One workload on its way through the phases: what was set up for it, and what it holds."""
+
+    spec: WorkloadSpec
+    outcome: Outcome
+    executions: list[Execution]
+    workload: Workload | None = None
+    #: (axis, value) -> the variant set up for it
+    variants: dict[tuple[str, str], PreparedVariant] = field(default_factory=dict)
+    #: variant key -> the context the workload was prepared in
+    contexts: dict[str, PrepareContext] = field(default_factory=dict)
+    #: the contexts whose prepare ran (each is cleaned up)
+    prepared: list[PrepareContext] = field(default_factory=list)
+
+    def combinations(self) -> list[dict[str, str]]:
+        """The variant combinations left to run, in schedule order."""
+        seen: dict[str, dict[str, str]] = {}
+        for execution in self.executions:
+            seen.setdefault(execution.variant_key, execution.combo)
+        return list(seen.values())
+
+    def runnable(self) -> list[Execution]:
+        """The executions whose every variant value was set up."""
+        return [e for e in self.executions if all((a, v) in self.variants for a, v in e.combo.items())]
+
+
 class Runner:
     def __init__(
         self,
@@ -214,7 +300,14 @@ class Runner:
         self.command_line = command_line or sys.argv
         self.resume = resume
         self.samples: list[Sample] = []
-        self._current_process: subprocess.Popen | None = None
+        self.records: list[ExecutionRecord] = []
+        # set for the duration of run()
+        self._writer: BundleWriter | None = None
+        self._done: set[str] = set()
+        #: samples a resumed bundle already holds (the precision rule counts them)
+        self._earlier: list[Sample] = []
+        self._positions = itertools.count(1)
+        self._thresholds = None
 
     # --- signals -------------------------------------------------------------------------------
     def _install_signals(self):
@@ -239,67 +332,85 @@ class Runner:
     # --- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
         workdir = prepare_workdir(self.workdir)
+        self.workdir = workdir
         with WorkdirLock(workdir):
             for removed in cleanup_stale(workdir):
                 self.reporter.message(f"cleaned up after an earlier run: {removed}")
-            return self._run_locked(workdir)
+            return self._run_locked()
 
-    def _open_bundle(self, workdir: Path) -> tuple[BundleWriter, set[str]]:
+    def _open_bundle(self) -> BundleWriter:
         if self.resume:
             writer = BundleWriter.reopen(self.resume)
-            done = {
+            self._done = {
                 record["key"]
-                for record in read_bundle(self.resume).executions
-                if record.get("status") in ("ok", "failed", "timeout") and "key" in record
+                for record in read_bundle(self.resume, samples=False).executions
+                if record.get("status") in DONE_STATUSES and "key" in record
             }
             writer.manifest.setdefault("resumed_at", []).append(utc_now_iso())
             writer.manifest["status"] = "running"
-            return writer, done
+            if any(spec.precision for spec in self.plan.workloads):
+                self._earlier = [Sample(**record) for record in read_bundle(self.resume).samples]
+            return writer
         if self.environment is None:
             from ccbench.probe import probe
 
-            self.environment = probe(bench_dir=workdir)
+            self.environment = probe(bench_dir=self.workdir)
         manifest = {
+            "system_check": self._system_check(),
             "plan": self.plan.model_dump(mode="json"),
             "environment": self.environment,
             "command_line": self.command_line,
-            "workdir": str(workdir),
+            "workdir": str(self.workdir),
             "pin": self.pin,
             "started_at": utc_now_iso(),
             "ended_at": None,
             "status": "running",
             "outcomes": {},
         }
-        return BundleWriter.create(self.out, manifest), set()
+        return BundleWriter.create(self.out, manifest)
 
-    def _run_locked(self, workdir: Path) -> RunResult:
-        writer, done = self._open_bundle(workdir)
-        environment = writer.manifest.get("environment", {})
+    def _system_check(self) -> list[dict[str, Any]]:
+        """The before-run check, printed and kept in the manifest; nothing is changed. The TLS
+        library's AES check (3 s) runs only for plans that measure a transport."""
+        from ccbench.probe.syscheck import format_checks, system_check
+
+        transport = any("transport" in spec.variants or spec.kind == "transport" for spec in self.plan.workloads)
+        try:
+            checks = system_check(aes=transport)
+        except Exception as exc:  # a check that cannot run must not stop the benchmark
+            return [{"name": "system check", "value": f"failed: {type(exc).__name__}: {exc}", "ok": None, "advice": ""}]
+        self.reporter.message("system check (nothing is changed; see the advice):\n" + format_checks(checks))
+        return checks
+
+    def _run_locked(self) -> RunResult:
+        from ccbench.interference import Thresholds
+
+        self._thresholds = Thresholds.from_mapping(self.plan.contention)
+        writer = self._writer = self._open_bundle()
+        self.environment = writer.manifest.get("environment", {})
         outcomes = {spec.name: Outcome() for spec in self.plan.workloads}
         for name, previous in writer.manifest.get("outcomes", {}).items():
             if name in outcomes and previous.get("status") in ("ok", "skipped"):
-                outcomes[name] = Outcome(**{k: v for k, v in previous.items() if k in Outcome.__dataclass_fields__})
+                outcomes[name] = Outcome.from_dict(previous)
         total = sum(len(schedule(spec)) for spec in self.plan.workloads if not spec.skip_reason)
         previous_handlers = self._install_signals()
         interrupted = False
         self.reporter.start(total)
-        counter = itertools.count(1)
         try:
             for spec in self.plan.workloads:
                 outcome = outcomes[spec.name]
-                if outcome.status in ("ok", "skipped") and self.resume:
-                    for _ in schedule(spec):
-                        next(counter)
+                if self.resume and outcome.status in (OutcomeStatus.OK, OutcomeStatus.SKIPPED):
+                    self._pass_over(len(schedule(spec)))
                     continue
-                self._run_workload(spec, outcome, writer, workdir, environment, done, counter)
+                self._run_workload(spec, outcome)
                 writer.manifest["outcomes"][spec.name] = outcome.as_dict()
                 writer.write_manifest()
         except Interrupted as exc:
             interrupted = True
             self.reporter.message(f"{exc}: stopped; everything measured so far is in {writer.path}")
             for spec in self.plan.workloads:
-                if outcomes[spec.name].status in ("pending", "running"):
-                    outcomes[spec.name].status = "interrupted"
+                if outcomes[spec.name].status in (OutcomeStatus.PENDING, OutcomeStatus.RUNNING):
+                    outcomes[spec.name].status = OutcomeStatus.INTERRUPTED
                 writer.manifest["outcomes"][spec.name] = outcomes[spec.name].as_dict()
         finally:
             self.reporter.stop()
@@ -308,153 +419,244 @@ class Runner:
             if interrupted:
                 writer.manifest["status"] = "interrupted"
             else:
-                failed = any(o.executions_failed or o.status == "failed" for o in outcomes.values())
+                failed = any(o.executions_failed or o.status == OutcomeStatus.FAILED for o in outcomes.values())
                 writer.manifest["status"] = "failed" if failed else "complete"
             writer.write_manifest()
             writer.close()
-        return RunResult(bundle=writer.path, outcomes=outcomes, interrupted=interrupted, samples=self.samples)
+            self._attest(writer.path)
+        return RunResult(bundle=writer.path, outcomes=outcomes, interrupted=interrupted, samples=self.samples,
+                         executions=self.records, manifest=writer.manifest)
 
-    def _run_workload(self, spec, outcome, writer, workdir, environment, done, counter) -> None:
-        executions = schedule(spec)
-        if spec.skip_reason:
-            outcome.status, outcome.reason = "skipped", spec.skip_reason
-            self.reporter.message(f"{spec.name}: skipped: {spec.skip_reason}")
-            return
-        cls = workload_class(spec.kind)
-        workload: Workload = cls(spec.name, cls.Params(**spec.params))
-        reason = workload.requirements()
-        if reason:
-            outcome.status, outcome.reason = "skipped", reason
-            self.reporter.message(f"{spec.name}: skipped: {reason}")
-            for _ in executions:
-                next(counter)
-            return
-        outcome.status = "running"
-        prepared: dict[tuple[str, str], PreparedVariant] = {}
-        prepared_workloads: list[PrepareContext] = []
-        scratch = workdir / "scratch" / spec.name
+    def _attest(self, bundle: Path) -> None:
+        """Every bundle ends with its digest list (attestation.json) and, where the machine has
+        configfs-tsm, TEE evidence over it; otherwise it says `unattested` and why. A failure here
+        is reported and never costs the run its measurements."""
+        from ccbench.attestation import finish_bundle
+
         try:
-            # set up each variant value once per workload (a mount serves all its repetitions)
-            for axis, values in sorted(spec.variants.items()):
-                axis_impl = AXES[axis]
-                options_doc = dict(self.plan.axis_options.get(axis, {}))
-                if axis == "storage" and self.storage_paths and "paths" in axis_impl.Options.model_fields:
-                    options_doc["paths"] = {**options_doc.get("paths", {}), **self.storage_paths}
-                options = axis_impl.Options(**options_doc)
-                for value in values:
-                    skip = axis_impl.skip_reason(value, options)
-                    if skip:
-                        outcome.skipped_variants[f"{axis}={value}"] = skip
-                        self.reporter.message(f"{spec.name}: variant {axis}={value} skipped: {skip}")
-                        continue
-                    self._check_interrupt_free()
-                    try:
-                        prepared[(axis, value)] = axis_impl.setup(value, workdir, options)
-                    except CCBenchError as exc:
-                        outcome.skipped_variants[f"{axis}={value}"] = str(exc)
-                        self.reporter.message(f"{spec.name}: variant {axis}={value} could not be set up: {exc}")
-            runnable = [e for e in executions if all((a, v) in prepared for a, v in e.combo.items())]
-            for execution in executions:
-                if execution not in runnable:
-                    next(counter)
-            if not runnable:
-                outcome.status = "skipped"
-                outcome.reason = "no variant could be set up: " + "; ".join(f"{k}: {v}" for k, v in outcome.skipped_variants.items())
-                return
-            contexts: dict[str, PrepareContext] = {}
-            for execution in runnable:
-                if execution.variant_key in contexts:
-                    continue
-                ctx = self._prepare_context(spec, execution, prepared, scratch, writer, environment)
-                contexts[execution.variant_key] = ctx
-                self.reporter.message(f"{spec.name}: preparing {execution.variant_key}")
-                try:
-                    workload.prepare(ctx)
-                    prepared_workloads.append(ctx)
-                except Exception as exc:  # a broken prepare fails this workload, not the run
-                    outcome.status, outcome.reason = "failed", f"prepare failed: {type(exc).__name__}: {exc}"
-                    outcome.executions_failed += 1
-                    self.reporter.message(f"{spec.name}: {outcome.reason}")
-                    return
-            first = True
-            for execution in runnable:
-                index = next(counter)
-                if execution.key in done:
-                    continue
-                if not first and spec.cooldown > 0:
-                    self.reporter.cooldown(spec.cooldown)
-                    time.sleep(spec.cooldown)
-                first = False
-                ctx = contexts[execution.variant_key]
-                self.reporter.execution_started(execution, index)
-                status = self._execute(workload, spec, execution, ctx, writer, environment)
-                if status == "ok":
-                    outcome.executions_ok += 1
-                else:
-                    outcome.executions_failed += 1
-            if outcome.executions_failed and outcome.executions_ok:
-                outcome.status = "partial"
-            elif outcome.executions_failed:
-                outcome.status = "failed"
-            else:
-                outcome.status = "ok"
+            document = finish_bundle(bundle)
+        except (OSError, CCBenchError) as exc:
+            self.reporter.message(f"attestation: the digest list could not be written: {exc}")
+            return
+        if document["status"] == "attested":
+            self.reporter.message(f"attested: {document['evidence']['technology']} evidence over "
+                                  f"{len(document['files'])} files ('ccbench verify {bundle}')")
+
+    def _pass_over(self, count: int) -> None:
+        """Advance the progress position past executions that will not run."""
+        for _ in range(count):
+            next(self._positions)
+
+    # --- one workload, phase by phase ------------------------------------------------------------
+    def _run_workload(self, spec: WorkloadSpec, outcome: Outcome) -> None:
+        """Admit the workload, set up its variants, prepare it on each, execute its schedule; then
+        clean up and tear down, on success, failure and interruption alike."""
+        job = WorkloadRun(spec, outcome, schedule(spec))
+        if not self._admit(job):
+            return
+        outcome.status = OutcomeStatus.RUNNING
+        try:
+            if self._set_up_variants(job) and self._prepare(job):
+                started = time.monotonic()
+                self._execute_schedule(job)
+                if spec.precision is not None:
+                    self._repeat_for_precision(job, started)
+                outcome.settle()
         finally:
-            mask = self._shield()
+            self._clean_up(job)
+
+    def _admit(self, job: WorkloadRun) -> bool:
+        """Phase 1: whether the workload can run here; a skip is recorded with its reason."""
+        spec = job.spec
+        reason = spec.skip_reason
+        if reason is None:
+            cls = workload_class(spec.kind)
+            job.workload = cls(spec.name, cls.Params(**spec.params))
+            reason = job.workload.requirements()
+            if reason:
+                self._pass_over(len(job.executions))
+        if reason:
+            job.outcome.skip(reason)
+            self.reporter.message(f"{spec.name}: skipped: {reason}")
+            return False
+        return True
+
+    def _axis_options(self, axis: str):
+        axis_impl = AXES[axis]
+        options_doc = dict(self.plan.axis_options.get(axis, {}))
+        if axis == "storage" and self.storage_paths and "paths" in axis_impl.Options.model_fields:
+            options_doc["paths"] = {**options_doc.get("paths", {}), **self.storage_paths}
+        return axis_impl.Options(**options_doc)
+
+    def _set_up_variants(self, job: WorkloadRun) -> bool:
+        """Phase 2: set up each variant value once; a value that cannot be set up is skipped with
+        the reason. False when no execution is left to run."""
+        spec, outcome = job.spec, job.outcome
+        for axis, values in sorted(spec.variants.items()):
+            axis_impl, options = AXES[axis], self._axis_options(axis)
+            for value in values:
+                reason = axis_impl.skip_reason(value, options)
+                if reason is None:
+                    try:
+                        job.variants[(axis, value)] = axis_impl.setup(value, self.workdir, options)
+                        continue
+                    except CCBenchError as exc:
+                        reason = f"could not be set up: {exc}"
+                else:
+                    reason = f"skipped: {reason}"
+                outcome.skipped_variants[f"{axis}={value}"] = reason.split(": ", 1)[1]
+                self.reporter.message(f"{spec.name}: variant {axis}={value} {reason}")
+        runnable = job.runnable()
+        self._pass_over(len(job.executions) - len(runnable))
+        job.executions = runnable
+        if not runnable:
+            outcome.skip("no variant could be set up: "
+                         + "; ".join(f"{k}: {v}" for k, v in outcome.skipped_variants.items()))
+            return False
+        return True
+
+    def _prepare(self, job: WorkloadRun) -> bool:
+        """Phase 3: prepare the workload once per variant combination. A failing prepare fails
+        this workload (not the run)."""
+        spec, outcome = job.spec, job.outcome
+        for execution in job.executions:
+            if execution.variant_key in job.contexts:
+                continue
+            ctx = self._prepare_context(job, execution)
+            job.contexts[execution.variant_key] = ctx
+            self.reporter.message(f"{spec.name}: preparing {execution.variant_key}")
             try:
-                for ctx in prepared_workloads:
-                    try:
-                        workload.cleanup(ctx)
-                    except Exception as exc:
-                        self.reporter.message(f"{spec.name}: cleanup failed: {exc}")
-                for (axis, value), item in reversed(list(prepared.items())):
-                    try:
-                        AXES[axis].teardown(item)
-                    except Exception as exc:
-                        self.reporter.message(f"{spec.name}: teardown of {axis}={value} failed: {exc}; run 'ccbench cleanup'")
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                job.workload.prepare(ctx)
+                job.prepared.append(ctx)
+            except Exception as exc:  # a broken prepare fails this workload, not the run
+                outcome.status, outcome.reason = OutcomeStatus.FAILED, f"prepare failed: {type(exc).__name__}: {exc}"
+                outcome.executions_failed += 1
+                self.reporter.message(f"{spec.name}: {outcome.reason}")
+                return False
+        return True
 
-    def _check_interrupt_free(self) -> None:
-        """A hook point: signals arrive as Interrupted exceptions between steps."""
+    def _execute_schedule(self, job: WorkloadRun) -> None:
+        """Phase 4: run the executions in order (cooldown between them), skipping those a resumed
+        run already recorded."""
+        first = True
+        for execution in job.executions:
+            index = next(self._positions)
+            if execution.key in self._done:
+                continue
+            if not first:
+                self._cool_down(job)
+            first = False
+            self.reporter.execution_started(execution, index)
+            job.outcome.count(self._execute(job, execution))
 
-    def _prepare_context(self, spec, execution, prepared, scratch, writer, environment) -> PrepareContext:
+    def _cool_down(self, job: WorkloadRun) -> None:
+        if job.spec.cooldown > 0:
+            self.reporter.cooldown(job.spec.cooldown)
+            time.sleep(job.spec.cooldown)
+
+    def _repeat_for_precision(self, job: WorkloadRun, started: float) -> None:
+        """Phase 4, with a precision target: after the repetitions, more interleaved rounds (every
+        variant once) until the primary metric's 95% interval is within the target, or
+        max_repetitions or max_time is reached (ccbench.analysis.precision); why it stopped goes
+        into the outcome."""
+        from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS, PrecisionRule, decide
+
+        spec = job.spec
+        rule = PrecisionRule(spec.precision, min_repetitions=spec.repetitions,
+                             max_repetitions=spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions),
+                             max_time_s=spec.max_time)
+        combos = job.combinations()
+        repetition, round_s = spec.repetitions, None
+        decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started)
+        # the bound on rounds holds even when failed executions leave the rule short of values
+        while decision.more and repetition < rule.max_repetitions:
+            round_started = time.monotonic()
+            self.reporter.extend(len(combos))
+            for combo in combos:
+                execution = Execution(spec, combo, repetition, False)
+                index = next(self._positions)
+                if execution.key in self._done:
+                    continue
+                self._cool_down(job)
+                self.reporter.execution_started(execution, index)
+                job.outcome.count(self._execute(job, execution))
+            repetition += 1
+            round_s = time.monotonic() - round_started
+            decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started,
+                              round_s=round_s, previous=decision)
+        if decision.more:
+            decision.more, decision.stopped_by = False, "max repetitions"
+            decision.reason = f"{repetition} rounds run; {decision.reason}"
+        job.outcome.precision = {"target": spec.precision, **decision.as_dict()}
+        self.reporter.message(f"{spec.name}: {decision.stopped_by}: {decision.reason}")
+
+    def _primary_values(self, job: WorkloadRun, combos: list[dict[str, str]]) -> dict[str, list[float]]:
+        """Per variant (in schedule order), the values of the workload's primary metric: the first
+        metric and case it reported, repetitions only, in execution order."""
+        import json
+
+        mine = [s for s in (*self._earlier, *self.samples) if s.workload == job.spec.name and not s.warmup]
+        values: dict[str, list[float]] = {Execution(job.spec, combo, 0, False).variant_key: [] for combo in combos}
+        if not mine:
+            return values
+        primary = (mine[0].metric, json.dumps(mine[0].params, sort_keys=True))
+        for sample in mine:
+            variant_key = (sample.execution or "").split("|")[1] if sample.execution else None
+            if variant_key in values and (sample.metric, json.dumps(sample.params, sort_keys=True)) == primary:
+                values[variant_key].append(sample.value)
+        return values
+
+    def _clean_up(self, job: WorkloadRun) -> None:
+        """Phase 5: the workload's cleanup per prepared context, then the variants' teardown in
+        reverse order, with SIGINT/SIGTERM held back until done."""
+        mask = self._shield()
+        try:
+            for ctx in job.prepared:
+                try:
+                    job.workload.cleanup(ctx)
+                except Exception as exc:
+                    self.reporter.message(f"{job.spec.name}: cleanup failed: {exc}")
+            for (axis, value), item in reversed(list(job.variants.items())):
+                try:
+                    AXES[axis].teardown(item)
+                except Exception as exc:
+                    self.reporter.message(
+                        f"{job.spec.name}: teardown of {axis}={value} failed: {exc}; run 'ccbench cleanup'")
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def _prepare_context(self, job: WorkloadRun, execution: Execution) -> PrepareContext:
         variant: dict[str, Any] = {}
-        workdir_for_execution = None
+        directory = None
         for axis, value in sorted(execution.combo.items()):
-            item = prepared[(axis, value)]
+            item = job.variants[(axis, value)]
             variant.update(item.info or {axis: value})
             if item.path is not None:
-                workdir_for_execution = item.path
-        if workdir_for_execution is None:
-            workdir_for_execution = scratch / execution.variant_key.replace("=", "-").replace(",", "_")
-            workdir_for_execution.mkdir(parents=True, exist_ok=True)
-        raw_dir = writer.raw / spec.name / "prepare" / execution.variant_key.replace("=", "-").replace(",", "_")
-        return PrepareContext(workload_name=spec.name, workdir=Path(workdir_for_execution), raw_dir=raw_dir,
-                              variant=variant, environment=environment)
+                directory = item.path
+        if directory is None:
+            directory = self.workdir / "scratch" / job.spec.name / _path_part(execution.variant_key)
+            directory.mkdir(parents=True, exist_ok=True)
+        raw_dir = self._writer.raw / job.spec.name / "prepare" / _path_part(execution.variant_key)
+        return PrepareContext(workload_name=job.spec.name, workdir=Path(directory), raw_dir=raw_dir,
+                              variant=variant, environment=self.environment)
 
-    def _execute(self, workload, spec, execution, ctx, writer, environment) -> str:
-        raw_dir = writer.raw / execution.raw_subdir
+    # --- one execution ---------------------------------------------------------------------------
+    def _execute(self, job: WorkloadRun, execution: Execution) -> ExecutionStatus:
+        """Run one execution in a worker process, append its samples, record how it ended."""
+        spec, ctx = job.spec, job.contexts[execution.variant_key]
+        raw_dir = self._writer.raw / execution.raw_subdir
         raw_dir.mkdir(parents=True, exist_ok=True)
-        job = {
-            "kind": spec.kind,
-            "name": spec.name,
-            "params": spec.params,
-            "workdir": str(ctx.workdir),
-            "raw_dir": str(raw_dir),
-            "repetition": execution.repetition,
-            "warmup": execution.warmup,
-            "variant": ctx.variant,
-            "timeout": spec.timeout,
-            "environment": environment,
-            "pin": self.pin,
-        }
-        job_file = raw_dir / "job.json"
-        result_file = raw_dir / "result.json"
-        job_file.write_text(json.dumps(job, default=str))
-        log_file = raw_dir / "worker.log"
-        started = utc_now_iso()
+        worker_job = WorkerJob(kind=spec.kind, name=spec.name, params=spec.params, workdir=str(ctx.workdir),
+                               raw_dir=str(raw_dir), repetition=execution.repetition, warmup=execution.warmup,
+                               variant=ctx.variant, timeout=spec.timeout, environment=self.environment or {},
+                               pin=self.pin)
+        job_file, result_file, log_file = raw_dir / "job.json", raw_dir / "result.json", raw_dir / "worker.log"
+        job_file.write_text(worker_job.model_dump_json())
+        record = ExecutionRecord(key=execution.key, workload=spec.name, variant=execution.combo,
+                                 repetition=execution.repetition, warmup=execution.warmup,
+                                 status=ExecutionStatus.OK, started_at=utc_now_iso(), elapsed_s=0.0,
+                                 raw=execution.raw_subdir)
         start = time.perf_counter()
-        status, error = "ok", None
         with open(log_file, "wb") as log:
             try:
                 process = subprocess.Popen(
@@ -463,93 +665,94 @@ class Runner:
                     cwd=str(ctx.workdir),
                 )
             except OSError as exc:
-                error = f"could not start the worker process: {exc}"
-                self._record(writer, execution, "failed", started, time.perf_counter() - start, error, log_file)
-                self.reporter.execution_finished(execution, "failed", error)
-                return "failed"
+                return self._finish(execution, record, start, ExecutionStatus.FAILED,
+                                    f"could not start the worker process: {exc}", log_file)
+            monitor = self._watch(process.pid)
             try:
                 process.wait(timeout=spec.timeout)
             except subprocess.TimeoutExpired:
+                self._observe(record, monitor)
                 _kill_tree(process)
-                status, error = "timeout", f"timed out after {spec.timeout:g} s; the whole process tree was ended"
+                return self._finish(execution, record, start, ExecutionStatus.TIMEOUT,
+                                    f"timed out after {spec.timeout:g} s; the whole process tree was ended", log_file)
             except BaseException:
+                self._observe(record, monitor)
                 _kill_tree(process)
-                self._record(writer, execution, "interrupted", started, time.perf_counter() - start,
-                             "interrupted by a signal", log_file)
+                self._finish(execution, record, start, ExecutionStatus.INTERRUPTED, "interrupted by a signal", log_file)
                 raise
+            self._observe(record, monitor)
         elapsed = time.perf_counter() - start
-        measurements: list[Measurement] = []
-        if status == "ok":
-            if result_file.exists():
-                result = json.loads(result_file.read_text())
-                if result["status"] == "ok":
-                    measurements = [Measurement(**m) for m in result["measurements"]]
-                else:
-                    status, error = "failed", result.get("error", "failed")
-                    if result.get("traceback"):
-                        (raw_dir / "traceback.txt").write_text(result["traceback"])
-            else:
-                last = tail(log_file.read_text(errors="replace"), 1, 300) if log_file.exists() else ""
-                status, error = "failed", f"the worker died (exit code {process.returncode}) without a result: {last}"
-        samples = [
-            Sample(
-                workload=spec.name, kind=spec.kind, params=workload.sample_params(m), variant=ctx.variant,
-                metric=m.metric, unit=m.unit, value=m.value, better=m.better, repetition=execution.repetition,
-                warmup=execution.warmup, timestamp=utc_now_iso(),
-                metadata={**m.metadata, **({"case": m.case} if m.case else {})},
-            )
-            for m in measurements
-        ]
+        result = self._read_result(result_file, log_file, raw_dir, process.returncode)
+        if result.status != ExecutionStatus.OK:
+            return self._finish(execution, record, start, result.status, result.error, log_file, elapsed)
+        samples = [self._sample(job, execution, ctx, m, record.contended) for m in result.measurements]
         if samples:
-            writer.append_samples(samples)
+            self._writer.append_samples(samples)
             self.samples.extend(samples)
-        self._record(writer, execution, status, started, elapsed, error, log_file, len(samples))
-        self.reporter.execution_finished(execution, status, error or "")
-        return status
+        record.samples = len(samples)
+        return self._finish(execution, record, start, ExecutionStatus.OK, None, log_file, elapsed)
+
+    def _watch(self, pid: int):
+        """Start watching the machine around the worker (ccbench.interference); None if it cannot."""
+        from ccbench.interference import InterferenceMonitor
+
+        try:
+            return InterferenceMonitor(pid).start()
+        except Exception as exc:  # the watch is evidence about the run, never a reason to fail it
+            self.reporter.message(f"interference monitor could not start: {type(exc).__name__}: {exc}")
+            return None
+
+    def _observe(self, record: ExecutionRecord, monitor) -> None:
+        """Stop the watch and put what it saw on the record: interference, contended, contended_reasons."""
+        from ccbench.interference import execution_fields
+
+        if monitor is None:
+            return
+        try:
+            fields = execution_fields(monitor.stop(), self._thresholds)
+        except Exception as exc:
+            self.reporter.message(f"interference monitor failed: {type(exc).__name__}: {exc}")
+            return
+        record.interference = fields["interference"]
+        record.contended = fields["contended"]
+        record.contended_reasons = fields["contended_reasons"]
 
     @staticmethod
-    def _record(writer, execution, status, started, elapsed, error, log_file, count=0) -> None:
-        record = {
-            "key": execution.key,
-            "workload": execution.spec.name,
-            "variant": execution.combo,
-            "repetition": execution.repetition,
-            "warmup": execution.warmup,
-            "status": status,
-            "started_at": started,
-            "elapsed_s": round(elapsed, 6),
-            "samples": count,
-            "raw": execution.raw_subdir,
-        }
+    def _read_result(result_file: Path, log_file: Path, raw_dir: Path, returncode: int) -> WorkerResult:
+        if not result_file.exists():
+            last = tail(log_file.read_text(errors="replace"), 1, 300) if log_file.exists() else ""
+            return WorkerResult(status=ExecutionStatus.FAILED,
+                                error=f"the worker died (exit code {returncode}) without a result: {last}")
+        result = WorkerResult.model_validate_json(result_file.read_text())
+        if result.status != ExecutionStatus.OK:
+            result.error = result.error or "failed"
+            if result.traceback:
+                (raw_dir / "traceback.txt").write_text(result.traceback)
+        return result
+
+    @staticmethod
+    def _sample(job: WorkloadRun, execution: Execution, ctx: PrepareContext, m: Measurement, contended: bool) -> Sample:
+        return Sample(
+            workload=job.spec.name, kind=job.spec.kind, params=job.workload.sample_params(m), variant=ctx.variant,
+            metric=m.metric, unit=m.unit, value=m.value, better=m.better, repetition=execution.repetition,
+            warmup=execution.warmup, timestamp=utc_now_iso(),
+            metadata={**m.metadata, **({"case": m.case} if m.case else {})},
+            execution=execution.key, raw=execution.raw_path, contended=contended,
+        )
+
+    def _finish(self, execution: Execution, record: ExecutionRecord, start: float, status: ExecutionStatus,
+                error: str | None, log_file: Path, elapsed: float | None = None) -> ExecutionStatus:
+        """Append the execution's record and tell the reporter."""
+        record.status = status
+        record.elapsed_s = round(elapsed if elapsed is not None else time.perf_counter() - start, 6)
         if error:
-            record["error"] = error
+            record.error = error
             try:
-                record["stderr_tail"] = tail(log_file.read_text(errors="replace"), 20, 3000)
+                record.stderr_tail = tail(log_file.read_text(errors="replace"), 20, 3000)
             except OSError:
                 pass
-        writer.append_execution(record)
+        self._writer.append_execution(record.as_json())
+        self.records.append(record)
+        self.reporter.execution_finished(execution, status.value, error or "")
+        return status
 
-
-def summarize(samples: list[Sample]) -> list[dict[str, Any]]:
-    """Per workload and variant: the first metric's median, its spread, and the counts."""
-    groups: dict[tuple[str, str, str], list[Sample]] = {}
-    for sample in samples:
-        if sample.warmup:
-            continue
-        variant = ",".join(f"{k}={v}" for k, v in sorted(sample.variant.items()) if k in AXES) or "-"
-        case = sample.metadata.get("case") or {}
-        case_label = case_text(case)
-        groups.setdefault((sample.workload, variant, case_label), []).append(sample)
-    rows = []
-    for (workload, variant, case_label), items in groups.items():
-        headline = items[0]
-        key = (headline.metric, json.dumps(headline.params, sort_keys=True))
-        values = [s.value for s in items if (s.metric, json.dumps(s.params, sort_keys=True)) == key]
-        median = statistics.median(values)
-        cv = (statistics.stdev(values) / statistics.mean(values) * 100) if len(values) > 1 and statistics.mean(values) else None
-        rows.append({
-            "workload": workload, "variant": variant, "unit": headline.unit, "case": case_label,
-            "metric": headline.metric,
-            "median": median, "cv_percent": cv, "n": len(values), "samples": len(items),
-        })
-    return rows

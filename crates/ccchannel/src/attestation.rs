@@ -4,11 +4,15 @@
 //! hash (which covers both ephemeral keys) and, for XX, the sender's static public key. Evidence
 //! taken for one session cannot be replayed into another, nor lifted onto another static key.
 //!
-//! NOTE (not done here): for real SEV-SNP and TDX evidence the verifier checks the binding and the
-//! policy fields it parses from the report/quote, but not the vendor signature chain (VCEK / PCK
-//! certificates); that needs the vendor's collateral and is left to a verifier service.
+//! Real SEV-SNP and TDX evidence is verified by `ccverify` (the verifier ccbench's bundles use too):
+//! the SEV-SNP report's VCEK signature and the VCEK -> ASK -> ARK chain to AMD's pinned roots (the
+//! VCEK from the evidence's certificate table, `aux`, or from [`VendorCheck::vcek`]); the TDX quote
+//! with DCAP collateral ([`VendorCheck::tdx_collateral`]; without it TDX evidence is rejected), then
+//! the vendor policy (debug off, TCB, VMPL) and the binding. Mock evidence is checked for its
+//! binding only: it proves nothing and exists for tests and the benchmark's handshake figures.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +48,9 @@ pub struct Evidence {
     pub raw: String,
     /// when it was produced (seconds since the epoch, the producer's clock)
     pub issued_at_unix: u64,
+    /// hex of configfs-tsm's auxblob (SEV-SNP: the certificate table with the VCEK), empty if none
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub aux: String,
 }
 
 /// The fields the verifier checks, parsed from `raw`.
@@ -77,7 +84,10 @@ impl Evidence {
                 if raw.len() < 8 || &raw[..8] != MOCK_MAGIC {
                     return Err(RejectReason::Malformed("not a mock report".into()));
                 }
-                let tech_len = *raw.get(8).ok_or_else(|| RejectReason::Malformed("mock report too short".into()))? as usize;
+                let tech_len = *raw
+                    .get(8)
+                    .ok_or_else(|| RejectReason::Malformed("mock report too short".into()))?
+                    as usize;
                 let technology = String::from_utf8(take(9, tech_len)?)
                     .map_err(|_| RejectReason::Malformed("technology is not UTF-8".into()))?;
                 let measurement = take(9 + tech_len, 48)?;
@@ -88,14 +98,26 @@ impl Evidence {
                 if raw.len() < SNP_MIN_LEN {
                     return Err(RejectReason::Malformed("SEV-SNP report is too short".into()));
                 }
-                ("sev-snp".to_string(), take(SNP_MEASUREMENT, 48)?, take(SNP_REPORT_DATA, REPORT_DATA_LEN)?)
+                (
+                    "sev-snp".to_string(),
+                    take(SNP_MEASUREMENT, 48)?,
+                    take(SNP_REPORT_DATA, REPORT_DATA_LEN)?,
+                )
             }
-            "tdx" => ("tdx".to_string(), take(TDX_MRTD, 48)?, take(TDX_REPORT_DATA, REPORT_DATA_LEN)?),
+            "tdx" => (
+                "tdx".to_string(),
+                take(TDX_MRTD, 48)?,
+                take(TDX_REPORT_DATA, REPORT_DATA_LEN)?,
+            ),
             other => return Err(RejectReason::Malformed(format!("unknown evidence format {other}"))),
         };
         let mut data = [0u8; REPORT_DATA_LEN];
         data.copy_from_slice(&report_data);
-        Ok(Claims { technology, measurement, report_data: data })
+        Ok(Claims {
+            technology,
+            measurement,
+            report_data: data,
+        })
     }
 }
 
@@ -105,7 +127,10 @@ pub trait AttestationProvider: Send + Sync {
 }
 
 fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Deterministic evidence for tests and benchmarks: a fixed technology and measurement.
@@ -120,7 +145,10 @@ impl MockProvider {
         let digest = Sha512::digest(measurement_label.as_bytes());
         let mut measurement = [0u8; 48];
         measurement.copy_from_slice(&digest[..48]);
-        MockProvider { technology: technology.to_string(), measurement }
+        MockProvider {
+            technology: technology.to_string(),
+            measurement,
+        }
     }
 
     pub fn measurement_hex(&self) -> String {
@@ -136,7 +164,13 @@ impl AttestationProvider for MockProvider {
         raw.extend_from_slice(self.technology.as_bytes());
         raw.extend_from_slice(&self.measurement);
         raw.extend_from_slice(report_data);
-        Ok(Evidence { format: "mock".into(), provider: "mock".into(), raw: hex::encode(raw), issued_at_unix: now_unix() })
+        Ok(Evidence {
+            format: "mock".into(),
+            provider: "mock".into(),
+            raw: hex::encode(raw),
+            issued_at_unix: now_unix(),
+            aux: String::new(),
+        })
     }
 }
 
@@ -148,30 +182,89 @@ pub struct TsmProvider {
 
 impl Default for TsmProvider {
     fn default() -> Self {
-        TsmProvider { root: PathBuf::from("/sys/kernel/config/tsm/report") }
+        TsmProvider {
+            root: PathBuf::from("/sys/kernel/config/tsm/report"),
+        }
     }
 }
 
 impl AttestationProvider for TsmProvider {
     fn attest(&self, report_data: &[u8; REPORT_DATA_LEN]) -> Result<Evidence, ChannelError> {
         let io = |what: &str, e: std::io::Error| ChannelError::Io(format!("configfs-tsm {what}: {e}"));
-        let entry = self.root.join(format!("ccchannel-{}-{}", std::process::id(), now_unix()));
+        let entry = self
+            .root
+            .join(format!("ccchannel-{}-{}", std::process::id(), now_unix()));
         std::fs::create_dir(&entry).map_err(|e| io("create report entry", e))?;
+        let generation = |entry: &std::path::Path| -> Result<String, ChannelError> {
+            std::fs::read_to_string(entry.join("generation")).map_err(|e| io("read generation", e))
+        };
         let result = (|| {
-            std::fs::write(entry.join("inblob"), report_data).map_err(|e| io("write inblob", e))?;
-            let raw = std::fs::read(entry.join("outblob")).map_err(|e| io("read outblob", e))?;
-            let provider = std::fs::read_to_string(entry.join("provider")).map_err(|e| io("read provider", e))?;
-            let provider = provider.trim().to_string();
-            let format = match provider.as_str() {
-                "sev_guest" => "sev-snp",
-                "tdx_guest" => "tdx",
-                other => return Err(ChannelError::Io(format!("configfs-tsm provider {other} is not supported"))),
-            };
-            Ok(Evidence { format: format.into(), provider, raw: hex::encode(raw), issued_at_unix: now_unix() })
+            // another writer to this entry between our write and our reads would hand us evidence for
+            // its report data: generation before and after must agree, else try again
+            for _attempt in 0..3 {
+                std::fs::write(entry.join("inblob"), report_data).map_err(|e| io("write inblob", e))?;
+                let before = generation(&entry)?;
+                let raw = std::fs::read(entry.join("outblob")).map_err(|e| io("read outblob", e))?;
+                // no auxblob (or an empty one) when the host supplies no certificates
+                let aux = std::fs::read(entry.join("auxblob")).unwrap_or_default();
+                let provider = std::fs::read_to_string(entry.join("provider")).map_err(|e| io("read provider", e))?;
+                if generation(&entry)? != before {
+                    continue;
+                }
+                let provider = provider.trim().to_string();
+                let format = match provider.as_str() {
+                    "sev_guest" => "sev-snp",
+                    "tdx_guest" => "tdx",
+                    other => {
+                        return Err(ChannelError::Io(format!(
+                            "configfs-tsm provider {other} is not supported"
+                        )))
+                    }
+                };
+                return Ok(Evidence {
+                    format: format.into(),
+                    provider,
+                    raw: hex::encode(raw),
+                    issued_at_unix: now_unix(),
+                    aux: hex::encode(aux),
+                });
+            }
+            Err(ChannelError::Io(
+                "configfs-tsm: the report entry kept changing (another writer)".into(),
+            ))
         })();
         let _ = std::fs::remove_dir(&entry);
         result
     }
+}
+
+/// The vendor side of verification: trust anchors, the vendor policy and the collateral real
+/// evidence needs. [`VendorCheck::default`] pins AMD's roots (and dcap-qvl pins Intel's), requires
+/// debug off and TDX status UpToDate, and has no TDX collateral.
+pub struct VendorCheck {
+    pub snp_roots: ccverify::SnpRoots,
+    pub policy: ccverify::Policy,
+    /// TDX: DCAP collateral for the peer's platform (TDX evidence is rejected without it)
+    pub tdx_collateral: Option<ccverify::tdx::Collateral>,
+    /// SEV-SNP: the peer's VCEK, when its evidence carries no certificate table
+    pub vcek: Option<Vec<u8>>,
+}
+
+impl Default for VendorCheck {
+    fn default() -> Self {
+        VendorCheck {
+            snp_roots: ccverify::SnpRoots::amd(),
+            policy: ccverify::Policy::default(),
+            tdx_collateral: None,
+            vcek: None,
+        }
+    }
+}
+
+/// The default vendor check, built once (parsing AMD's roots is not free).
+pub fn default_vendor_check() -> &'static VendorCheck {
+    static DEFAULT: OnceLock<VendorCheck> = OnceLock::new();
+    DEFAULT.get_or_init(VendorCheck::default)
 }
 
 /// What a verifier accepts.
@@ -185,12 +278,30 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Verify with the default vendor check (AMD's and Intel's pinned roots, no TDX collateral).
     pub fn verify(&self, evidence: &Evidence, expected: &[u8; REPORT_DATA_LEN]) -> Result<Claims, RejectReason> {
-        let claims = evidence.claims()?;
-        // constant-time comparison of the binding
-        if !bool::from(subtle::ConstantTimeEq::ct_eq(&claims.report_data[..], &expected[..])) {
-            return Err(RejectReason::WrongBinding);
-        }
+        self.verify_with(evidence, expected, default_vendor_check())
+    }
+
+    /// Verify real evidence against the vendor's chain (`ccverify`) and mock evidence for its binding,
+    /// then this policy (technology, measurement, age).
+    pub fn verify_with(
+        &self,
+        evidence: &Evidence,
+        expected: &[u8; REPORT_DATA_LEN],
+        vendor: &VendorCheck,
+    ) -> Result<Claims, RejectReason> {
+        let claims = match evidence.format.as_str() {
+            "sev-snp" | "tdx" => vendor_verify(evidence, expected, vendor)?,
+            _ => {
+                let claims = evidence.claims()?;
+                // constant-time comparison of the binding
+                if !bool::from(subtle::ConstantTimeEq::ct_eq(&claims.report_data[..], &expected[..])) {
+                    return Err(RejectReason::WrongBinding);
+                }
+                claims
+            }
+        };
         if !self.technologies.iter().any(|t| t == &claims.technology) {
             return Err(RejectReason::WrongTechnology { got: claims.technology });
         }
@@ -206,4 +317,41 @@ impl Policy {
         }
         Ok(claims)
     }
+}
+
+fn vendor_verify(
+    evidence: &Evidence,
+    expected: &[u8; REPORT_DATA_LEN],
+    vendor: &VendorCheck,
+) -> Result<Claims, RejectReason> {
+    let raw = hex::decode(&evidence.raw).map_err(|e| RejectReason::Malformed(format!("raw is not hex: {e}")))?;
+    let aux = hex::decode(&evidence.aux).map_err(|e| RejectReason::Malformed(format!("aux is not hex: {e}")))?;
+    let verified = if evidence.format == "sev-snp" {
+        let table = if aux.is_empty() { None } else { Some(aux.as_slice()) };
+        ccverify::snp::verify(
+            &raw,
+            vendor.vcek.as_deref(),
+            table,
+            &vendor.snp_roots,
+            &vendor.policy,
+            Some(expected),
+        )
+    } else {
+        ccverify::tdx::verify(
+            &raw,
+            vendor.tdx_collateral.as_ref(),
+            now_unix(),
+            &vendor.policy,
+            Some(expected),
+        )
+    };
+    let verified = verified.map_err(|rejection| match rejection {
+        ccverify::Rejection::ReportDataMismatch { .. } => RejectReason::WrongBinding,
+        other => RejectReason::Vendor(other),
+    })?;
+    Ok(Claims {
+        technology: verified.technology,
+        measurement: hex::decode(&verified.measurement).unwrap_or_default(),
+        report_data: *expected,
+    })
 }

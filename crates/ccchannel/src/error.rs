@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::record::RecordType;
+
 /// Why a peer's attestation evidence was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RejectReason {
@@ -17,6 +19,9 @@ pub enum RejectReason {
     WrongMeasurement { got: String },
     /// The evidence is older than the policy allows.
     Expired { age_secs: u64 },
+    /// The vendor verifier (`ccverify`) refused real SEV-SNP or TDX evidence: bad signature, unknown
+    /// root, revoked, TCB too old, debug enabled, missing certificate or collateral, ...
+    Vendor(ccverify::Rejection),
 }
 
 impl fmt::Display for RejectReason {
@@ -28,6 +33,76 @@ impl fmt::Display for RejectReason {
             RejectReason::WrongTechnology { got } => write!(f, "technology {got} is not accepted"),
             RejectReason::WrongMeasurement { got } => write!(f, "measurement {got} is not the expected one"),
             RejectReason::Expired { age_secs } => write!(f, "evidence is {age_secs} s old"),
+            RejectReason::Vendor(rejection) => write!(f, "{rejection}"),
+        }
+    }
+}
+
+/// How a peer (or this side's own input) broke the protocol's rules, as rustls' `PeerMisbehaved`
+/// names each misbehaviour: tests assert the exact variant, and callers can tell them apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProtocolViolation {
+    /// 2^64 - 1 records in one direction without a rekey (the last nonce is reserved for REKEY).
+    NonceExhausted,
+    /// The AEAD refused to seal (a chunk beyond what the algorithm allows).
+    SealFailed,
+    /// This side's own evidence does not fit in one record.
+    EvidenceTooLarge { len: usize, max: usize },
+    /// This side's own evidence could not be encoded.
+    EvidenceEncoding,
+    /// An ATTEST record arrived after the handshake finished.
+    AttestationAfterHandshake,
+    /// A REKEY or CLOSE record carried a body.
+    ControlRecordWithBody { record: RecordType },
+    /// A record other than CONTINUE or REKEY arrived in the middle of a message.
+    UnexpectedRecordInMessage { record: RecordType },
+    /// A CONTINUE record arrived outside a message.
+    ContinuationWithoutStart,
+    /// The chunks of a message add up to more than its announced length.
+    MessageLongerThanAnnounced { announced: u64, received: u64 },
+    /// A message's frame kind is neither bytes nor tensor.
+    UnknownFrameKind(u8),
+    /// A tensor's dtype code is not one of [`crate::DType`].
+    UnknownDType(u8),
+    /// A tensor has more dimensions than [`crate::frame::MAX_DIMS`].
+    TooManyDimensions(usize),
+    /// A tensor header is shorter than its dimension count says, or has bytes left over.
+    MalformedTensorHeader,
+    /// A tensor's data length does not match its shape and dtype.
+    TensorSizeMismatch { len: usize, shape: Vec<u64> },
+}
+
+impl fmt::Display for ProtocolViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolViolation::NonceExhausted => write!(f, "nonce space exhausted"),
+            ProtocolViolation::SealFailed => write!(f, "the AEAD refused to seal a record"),
+            ProtocolViolation::EvidenceTooLarge { len, max } => {
+                write!(f, "evidence of {len} bytes is larger than one record ({max})")
+            }
+            ProtocolViolation::EvidenceEncoding => write!(f, "evidence could not be encoded"),
+            ProtocolViolation::AttestationAfterHandshake => write!(f, "attestation after the handshake"),
+            ProtocolViolation::ControlRecordWithBody { record } => write!(f, "{record:?} record with a body"),
+            ProtocolViolation::UnexpectedRecordInMessage { record } => {
+                write!(f, "{record:?} record inside a message")
+            }
+            ProtocolViolation::ContinuationWithoutStart => write!(f, "continuation without a start"),
+            ProtocolViolation::MessageLongerThanAnnounced { announced, received } => {
+                write!(
+                    f,
+                    "message of {received} bytes is longer than the announced {announced}"
+                )
+            }
+            ProtocolViolation::UnknownFrameKind(kind) => write!(f, "unknown frame kind {kind}"),
+            ProtocolViolation::UnknownDType(code) => write!(f, "unknown dtype {code}"),
+            ProtocolViolation::TooManyDimensions(n) => {
+                write!(f, "{n} dimensions (at most {})", crate::frame::MAX_DIMS)
+            }
+            ProtocolViolation::MalformedTensorHeader => write!(f, "malformed tensor header"),
+            ProtocolViolation::TensorSizeMismatch { len, shape } => {
+                write!(f, "tensor data of {len} bytes does not match shape {shape:?}")
+            }
         }
     }
 }
@@ -48,8 +123,8 @@ pub enum ChannelError {
     MessageTooLarge { len: u64, max: u64 },
     /// The stream ended without a close record.
     Truncated,
-    /// A well-authenticated record that breaks the framing rules.
-    Protocol(String),
+    /// A well-authenticated record or message that breaks the protocol's rules.
+    Protocol(ProtocolViolation),
     /// The channel was closed (explicitly, or after an earlier error).
     Closed,
 }
@@ -64,7 +139,7 @@ impl fmt::Display for ChannelError {
             ChannelError::RecordTooLarge { len, max } => write!(f, "record of {len} bytes exceeds {max}"),
             ChannelError::MessageTooLarge { len, max } => write!(f, "message of {len} bytes exceeds {max}"),
             ChannelError::Truncated => write!(f, "the stream ended without a close record"),
-            ChannelError::Protocol(why) => write!(f, "protocol error: {why}"),
+            ChannelError::Protocol(violation) => write!(f, "protocol error: {violation}"),
             ChannelError::Closed => write!(f, "the channel is closed"),
         }
     }

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use crate::error::ChannelError;
+use crate::error::{ChannelError, ProtocolViolation};
 
 pub const KIND_BYTES: u8 = 0;
 pub const KIND_TENSOR: u8 = 1;
@@ -47,7 +47,11 @@ impl DType {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
     Bytes(Cow<'a, [u8]>),
-    Tensor { dtype: DType, shape: Vec<u64>, data: Cow<'a, [u8]> },
+    Tensor {
+        dtype: DType,
+        shape: Vec<u64>,
+        data: Cow<'a, [u8]>,
+    },
 }
 
 impl<'a> Frame<'a> {
@@ -58,7 +62,11 @@ impl<'a> Frame<'a> {
     /// A tensor frame; the data length must match the shape and dtype.
     pub fn tensor(dtype: DType, shape: &[u64], data: &'a [u8]) -> Result<Frame<'a>, ChannelError> {
         check_tensor(dtype, shape, data.len())?;
-        Ok(Frame::Tensor { dtype, shape: shape.to_vec(), data: Cow::Borrowed(data) })
+        Ok(Frame::Tensor {
+            dtype,
+            shape: shape.to_vec(),
+            data: Cow::Borrowed(data),
+        })
     }
 
     pub fn payload(&self) -> &[u8] {
@@ -99,9 +107,13 @@ impl<'a> Frame<'a> {
             KIND_TENSOR => {
                 let (dtype, shape) = parse_tensor_header(&tensor_header)?;
                 check_tensor(dtype, &shape, data.len())?;
-                Ok(Frame::Tensor { dtype, shape, data: Cow::Owned(data) })
+                Ok(Frame::Tensor {
+                    dtype,
+                    shape,
+                    data: Cow::Owned(data),
+                })
             }
-            other => Err(ChannelError::Protocol(format!("unknown frame kind {other}"))),
+            other => Err(ChannelError::Protocol(ProtocolViolation::UnknownFrameKind(other))),
         }
     }
 
@@ -111,51 +123,66 @@ impl<'a> Frame<'a> {
             KIND_BYTES => Ok(Frame::Bytes(Cow::Owned(message))),
             KIND_TENSOR => {
                 if message.len() < 2 {
-                    return Err(ChannelError::Protocol("tensor header too short".into()));
+                    return Err(ChannelError::Protocol(ProtocolViolation::MalformedTensorHeader));
                 }
                 let dtype = DType::from_code(message[0])
-                    .ok_or_else(|| ChannelError::Protocol(format!("unknown dtype {}", message[0])))?;
+                    .ok_or(ChannelError::Protocol(ProtocolViolation::UnknownDType(message[0])))?;
                 let ndim = message[1] as usize;
                 if ndim > MAX_DIMS {
-                    return Err(ChannelError::Protocol(format!("{ndim} dimensions (at most {MAX_DIMS})")));
+                    return Err(ChannelError::Protocol(ProtocolViolation::TooManyDimensions(ndim)));
                 }
                 let header = 2 + 8 * ndim;
                 if message.len() < header {
-                    return Err(ChannelError::Protocol("tensor header too short".into()));
+                    return Err(ChannelError::Protocol(ProtocolViolation::MalformedTensorHeader));
                 }
                 let shape: Vec<u64> = (0..ndim)
                     .map(|i| u64::from_be_bytes(message[2 + 8 * i..10 + 8 * i].try_into().expect("8 bytes")))
                     .collect();
                 check_tensor(dtype, &shape, message.len() - header)?;
                 let data = message[header..].to_vec();
-                Ok(Frame::Tensor { dtype, shape, data: Cow::Owned(data) })
+                Ok(Frame::Tensor {
+                    dtype,
+                    shape,
+                    data: Cow::Owned(data),
+                })
             }
-            other => Err(ChannelError::Protocol(format!("unknown frame kind {other}"))),
+            other => Err(ChannelError::Protocol(ProtocolViolation::UnknownFrameKind(other))),
         }
     }
 }
 
 fn parse_tensor_header(header: &[u8]) -> Result<(DType, Vec<u64>), ChannelError> {
     if header.len() < 2 {
-        return Err(ChannelError::Protocol("tensor header too short".into()));
+        return Err(ChannelError::Protocol(ProtocolViolation::MalformedTensorHeader));
     }
-    let dtype = DType::from_code(header[0]).ok_or_else(|| ChannelError::Protocol(format!("unknown dtype {}", header[0])))?;
+    let dtype =
+        DType::from_code(header[0]).ok_or(ChannelError::Protocol(ProtocolViolation::UnknownDType(header[0])))?;
     let ndim = header[1] as usize;
-    if ndim > MAX_DIMS || header.len() != 2 + 8 * ndim {
-        return Err(ChannelError::Protocol("malformed tensor header".into()));
+    if ndim > MAX_DIMS {
+        return Err(ChannelError::Protocol(ProtocolViolation::TooManyDimensions(ndim)));
     }
-    let shape = (0..ndim).map(|i| u64::from_be_bytes(header[2 + 8 * i..10 + 8 * i].try_into().expect("8 bytes"))).collect();
+    if header.len() != 2 + 8 * ndim {
+        return Err(ChannelError::Protocol(ProtocolViolation::MalformedTensorHeader));
+    }
+    let shape = (0..ndim)
+        .map(|i| u64::from_be_bytes(header[2 + 8 * i..10 + 8 * i].try_into().expect("8 bytes")))
+        .collect();
     Ok((dtype, shape))
 }
 
 fn check_tensor(dtype: DType, shape: &[u64], len: usize) -> Result<(), ChannelError> {
     if shape.len() > MAX_DIMS {
-        return Err(ChannelError::Protocol(format!("{} dimensions (at most {MAX_DIMS})", shape.len())));
+        return Err(ChannelError::Protocol(ProtocolViolation::TooManyDimensions(
+            shape.len(),
+        )));
     }
     let elements = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
     let expected = elements.and_then(|e| e.checked_mul(dtype.size() as u64));
     match expected {
         Some(bytes) if bytes == len as u64 => Ok(()),
-        _ => Err(ChannelError::Protocol(format!("tensor data of {len} bytes does not match shape {shape:?} of {dtype:?}"))),
+        _ => Err(ChannelError::Protocol(ProtocolViolation::TensorSizeMismatch {
+            len,
+            shape: shape.to_vec(),
+        })),
     }
 }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
-use crate::attestation::{binding, AttestationProvider, Evidence, Policy};
-use crate::error::{ChannelError, RejectReason};
+use crate::attestation::{binding, default_vendor_check, AttestationProvider, Evidence, Policy, VendorCheck};
+use crate::error::{ChannelError, ProtocolViolation, RejectReason};
 use crate::record::{Channel, Cipher, Direction};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,10 @@ impl StaticKey {
     pub fn generate(cipher: Cipher) -> Result<StaticKey, ChannelError> {
         let params = noise_params(Pattern::XX, cipher)?;
         let pair = snow::Builder::new(params).generate_keypair()?;
-        Ok(StaticKey { private: Zeroizing::new(pair.private), public: pair.public })
+        Ok(StaticKey {
+            private: Zeroizing::new(pair.private),
+            public: pair.public,
+        })
     }
 }
 
@@ -60,6 +63,9 @@ pub struct Config {
     pub provider: Option<Arc<dyn AttestationProvider>>,
     /// require and verify the peer's evidence with this policy
     pub verify_peer: Option<Policy>,
+    /// roots, vendor policy and collateral for the peer's real (SEV-SNP, TDX) evidence; None: the default
+    /// (AMD's and Intel's pinned roots, debug off, no TDX collateral)
+    pub vendor: Option<Arc<VendorCheck>>,
     /// hard maximum message size, checked before any allocation
     pub max_message: usize,
     /// switch to the next key after this many bytes in one direction
@@ -74,6 +80,7 @@ impl Config {
             static_key: None,
             provider: None,
             verify_peer: None,
+            vendor: None,
             max_message: 64 * 1024 * 1024,
             rekey_after: 1 << 30,
         }
@@ -81,9 +88,26 @@ impl Config {
 }
 
 fn noise_params(pattern: Pattern, cipher: Cipher) -> Result<snow::params::NoiseParams, ChannelError> {
-    format!("Noise_{}_25519_{}_SHA256", pattern.name(), cipher.noise_name())
-        .parse()
-        .map_err(|e: snow::Error| ChannelError::Handshake(e.to_string()))
+    // four combinations, parsed once each rather than formatted and parsed per handshake
+    static PARSED: std::sync::OnceLock<Vec<((Pattern, Cipher), snow::params::NoiseParams)>> =
+        std::sync::OnceLock::new();
+    let parsed = PARSED.get_or_init(|| {
+        let mut all = Vec::new();
+        for pattern in [Pattern::NN, Pattern::XX] {
+            for cipher in [Cipher::AesGcm, Cipher::ChaChaPoly] {
+                let name = format!("Noise_{}_25519_{}_SHA256", pattern.name(), cipher.noise_name());
+                if let Ok(params) = name.parse() {
+                    all.push(((pattern, cipher), params));
+                }
+            }
+        }
+        all
+    });
+    parsed
+        .iter()
+        .find(|(key, _)| *key == (pattern, cipher))
+        .map(|(_, params)| params.clone())
+        .ok_or_else(|| ChannelError::Handshake(format!("no Noise parameters for {pattern:?} with {cipher:?}")))
 }
 
 async fn write_handshake<S: AsyncWrite + Unpin>(stream: &mut S, message: &[u8]) -> Result<(), ChannelError> {
@@ -100,14 +124,22 @@ async fn read_handshake<S: AsyncRead + Unpin>(stream: &mut S, buffer: &mut [u8])
     stream.read_exact(&mut length).await?;
     let length = u16::from_be_bytes(length) as usize;
     if length > buffer.len() {
-        return Err(ChannelError::Handshake(format!("handshake message of {length} bytes is too long")));
+        return Err(ChannelError::Handshake(format!(
+            "handshake message of {length} bytes is too long"
+        )));
     }
     stream.read_exact(&mut buffer[..length]).await?;
     Ok(length)
 }
 
 fn builder(config: &Config) -> Result<snow::Builder<'_>, ChannelError> {
-    let mut builder = snow::Builder::new(noise_params(config.pattern, config.cipher)?);
+    let params = noise_params(config.pattern, config.cipher)?;
+    let mut builder = if config.pattern == Pattern::NN {
+        // NN uses each ephemeral key once: ring's X25519 (see ring_x25519.rs)
+        snow::Builder::with_resolver(params, Box::new(crate::ring_x25519::RingEphemeralResolver))
+    } else {
+        snow::Builder::new(params)
+    };
     if config.pattern == Pattern::XX {
         let key = config
             .static_key
@@ -119,7 +151,10 @@ fn builder(config: &Config) -> Result<snow::Builder<'_>, ChannelError> {
 }
 
 /// Run the handshake as the initiator (client).
-pub async fn connect<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, config: &Config) -> Result<Channel<S>, ChannelError> {
+pub async fn connect<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    config: &Config,
+) -> Result<Channel<S>, ChannelError> {
     let mut handshake = builder(config)?.build_initiator()?;
     let mut message = [0u8; 1024];
     let mut payload = [0u8; 1024];
@@ -135,7 +170,10 @@ pub async fn connect<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, config: &
 }
 
 /// Run the handshake as the responder (server).
-pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, config: &Config) -> Result<Channel<S>, ChannelError> {
+pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    config: &Config,
+) -> Result<Channel<S>, ChannelError> {
     let mut handshake = builder(config)?.build_responder()?;
     let mut message = [0u8; 1024];
     let mut payload = [0u8; 1024];
@@ -162,8 +200,10 @@ async fn finish<S: AsyncRead + AsyncWrite + Unpin>(
     let hash = handshake.get_handshake_hash().to_vec();
     let remote_static = handshake.get_remote_static().map(|k| k.to_vec());
     let (initiator_to_responder, responder_to_initiator) = handshake.dangerously_get_raw_split();
-    let (initiator_to_responder, responder_to_initiator) =
-        (Zeroizing::new(initiator_to_responder), Zeroizing::new(responder_to_initiator));
+    let (initiator_to_responder, responder_to_initiator) = (
+        Zeroizing::new(initiator_to_responder),
+        Zeroizing::new(responder_to_initiator),
+    );
     let (send, recv) = if initiator {
         (initiator_to_responder, responder_to_initiator)
     } else {
@@ -189,24 +229,37 @@ async fn finish<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(channel)
 }
 
-async fn attest_self<S: AsyncRead + AsyncWrite + Unpin>(channel: &mut Channel<S>, config: &Config,
-                                                      own_static: Option<&[u8]>) -> Result<(), ChannelError> {
+async fn attest_self<S: AsyncRead + AsyncWrite + Unpin>(
+    channel: &mut Channel<S>,
+    config: &Config,
+    own_static: Option<&[u8]>,
+) -> Result<(), ChannelError> {
     if let Some(provider) = &config.provider {
         let evidence = provider.attest(&binding(channel.handshake_hash(), own_static))?;
-        let json = serde_json::to_vec(&evidence).map_err(|e| ChannelError::Protocol(e.to_string()))?;
+        let json =
+            serde_json::to_vec(&evidence).map_err(|_| ChannelError::Protocol(ProtocolViolation::EvidenceEncoding))?;
         channel.send_attestation(&json).await?;
     }
     Ok(())
 }
 
-async fn verify_peer<S: AsyncRead + AsyncWrite + Unpin>(channel: &mut Channel<S>, config: &Config,
-                                                      peer_static: Option<&[u8]>) -> Result<(), ChannelError> {
+async fn verify_peer<S: AsyncRead + AsyncWrite + Unpin>(
+    channel: &mut Channel<S>,
+    config: &Config,
+    peer_static: Option<&[u8]>,
+) -> Result<(), ChannelError> {
     if let Some(policy) = &config.verify_peer {
         let json = channel.recv_attestation().await?;
         let evidence: Evidence = serde_json::from_slice(&json)
             .map_err(|e| ChannelError::Attestation(RejectReason::Malformed(e.to_string())))?;
         let expected = binding(channel.handshake_hash(), peer_static);
-        let claims = policy.verify(&evidence, &expected).map_err(ChannelError::Attestation)?;
+        let vendor: &VendorCheck = match config.vendor.as_deref() {
+            Some(vendor) => vendor,
+            None => default_vendor_check(),
+        };
+        let claims = policy
+            .verify_with(&evidence, &expected, vendor)
+            .map_err(ChannelError::Attestation)?;
         channel.peer_evidence = Some(claims);
     }
     Ok(())

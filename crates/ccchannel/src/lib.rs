@@ -14,12 +14,13 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod record;
+mod ring_x25519;
 
-pub use attestation::{AttestationProvider, Evidence, MockProvider, Policy, TsmProvider};
-pub use error::{ChannelError, RejectReason};
+pub use attestation::{AttestationProvider, Evidence, MockProvider, Policy, TsmProvider, VendorCheck};
+pub use error::{ChannelError, ProtocolViolation, RejectReason};
 pub use frame::{DType, Frame};
 pub use handshake::{accept, connect, Config, Pattern, StaticKey};
-pub use record::{Channel, Cipher};
+pub use record::{Channel, Cipher, RecordType};
 
 /// Entry points for fuzzing and property tests: a receiving channel keyed directly, without a
 /// handshake. Not for production use.
@@ -29,9 +30,20 @@ pub mod testing {
 
     use crate::record::{Channel, Cipher, Direction};
 
-    pub fn channel_with_keys<S: AsyncRead + AsyncWrite + Unpin>(stream: S, send: [u8; 32], recv: [u8; 32],
-                                                               max_message: usize) -> Channel<S> {
+    pub fn channel_with_keys<S: AsyncRead + AsyncWrite + Unpin>(
+        stream: S,
+        send: [u8; 32],
+        recv: [u8; 32],
+        max_message: usize,
+    ) -> Channel<S> {
         let cipher = Cipher::AesGcm;
-        Channel::new(stream, Direction::new(cipher, send), Direction::new(cipher, recv), max_message, 1 << 30, vec![0; 32])
+        Channel::new(
+            stream,
+            Direction::new(cipher, send),
+            Direction::new(cipher, recv),
+            max_message,
+            1 << 30,
+            vec![0; 32],
+        )
     }
 }

@@ -7,14 +7,18 @@ use std::time::Duration;
 use ccchannel::attestation::{binding, Evidence, REPORT_DATA_LEN};
 use ccchannel::{
     accept, connect, AttestationProvider, Channel, ChannelError, Config, DType, Frame, MockProvider, Pattern, Policy,
-    RejectReason, StaticKey,
+    ProtocolViolation, RecordType, RejectReason, StaticKey,
 };
 use tokio::io::{duplex, AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 const MEASUREMENT: &str = "ccbench-test-image";
 
 fn policy(provider: &MockProvider) -> Policy {
-    Policy { technologies: vec!["mock-snp".into()], measurement: Some(provider.measurement_hex()), max_age: Duration::from_secs(60) }
+    Policy {
+        technologies: vec!["mock-snp".into()],
+        measurement: Some(provider.measurement_hex()),
+        max_age: Duration::from_secs(60),
+    }
 }
 
 fn configs(pattern: Pattern) -> (Config, Config) {
@@ -30,7 +34,10 @@ fn configs(pattern: Pattern) -> (Config, Config) {
     (client, server)
 }
 
-async fn pair(client: &Config, server: &Config) -> Result<(Channel<DuplexStream>, Channel<DuplexStream>), ChannelError> {
+async fn pair(
+    client: &Config,
+    server: &Config,
+) -> Result<(Channel<DuplexStream>, Channel<DuplexStream>), ChannelError> {
     let (a, b) = duplex(1 << 20);
     let (c, s) = tokio::join!(connect(a, client), accept(b, server));
     Ok((c?, s?))
@@ -47,7 +54,9 @@ async fn round_trip_bytes_tensor_and_large_messages() {
         let embedding: Vec<u8> = (0..384 * 4).map(|i| i as u8).collect();
         let sender = async {
             c.send(&Frame::bytes(b"hello")).await.unwrap();
-            c.send(&Frame::tensor(DType::F32, &[1, 384], &embedding).unwrap()).await.unwrap();
+            c.send(&Frame::tensor(DType::F32, &[1, 384], &embedding).unwrap())
+                .await
+                .unwrap();
             c.send(&Frame::bytes(&big)).await.unwrap();
             c.close().await.unwrap();
         };
@@ -62,7 +71,10 @@ async fn round_trip_bytes_tensor_and_large_messages() {
         assert_eq!(got[0], Frame::bytes(b"hello").clone());
         match &got[1] {
             Frame::Tensor { dtype, shape, data } => {
-                assert_eq!((*dtype, shape.as_slice(), data.len()), (DType::F32, &[1u64, 384][..], 384 * 4))
+                assert_eq!(
+                    (*dtype, shape.as_slice(), data.len()),
+                    (DType::F32, &[1u64, 384][..], 384 * 4)
+                )
             }
             other => panic!("expected a tensor, got {other:?}"),
         }
@@ -150,14 +162,27 @@ async fn a_flipped_bit_anywhere_is_rejected_with_no_plaintext() {
             let mut tampered = record.clone();
             tampered[position] ^= 1 << bit;
             let (released, error) = deliver(receiver, tampered, true).await;
-            assert!(released.is_empty(), "plaintext released after tampering at byte {position} bit {bit}");
+            assert!(
+                released.is_empty(),
+                "plaintext released after tampering at byte {position} bit {bit}"
+            );
             // the body and the authenticated header fail authentication; a changed length either
             // fails authentication, runs out of data, or exceeds the maximum before any allocation
-            assert!(matches!(error, ChannelError::Decrypt | ChannelError::Truncated | ChannelError::RecordTooLarge { .. }
-                                    | ChannelError::MessageTooLarge { .. }),
-                    "byte {position} bit {bit}: {error:?}");
+            assert!(
+                matches!(
+                    error,
+                    ChannelError::Decrypt
+                        | ChannelError::Truncated
+                        | ChannelError::RecordTooLarge { .. }
+                        | ChannelError::MessageTooLarge { .. }
+                ),
+                "byte {position} bit {bit}: {error:?}"
+            );
             if position >= 5 {
-                assert!(matches!(error, ChannelError::Decrypt | ChannelError::MessageTooLarge { .. }), "byte {position}: {error:?}");
+                assert!(
+                    matches!(error, ChannelError::Decrypt | ChannelError::MessageTooLarge { .. }),
+                    "byte {position}: {error:?}"
+                );
             }
         }
     }
@@ -216,7 +241,10 @@ async fn oversized_lengths_are_refused_before_allocation() {
     assert_eq!(error, ChannelError::MessageTooLarge { len: 4096, max: 1024 });
     // and the sender refuses to send one past its own maximum
     let error = s.send(&Frame::bytes(&[0u8; 4096])).await.unwrap_err();
-    assert!(matches!(error, ChannelError::Closed | ChannelError::MessageTooLarge { .. }));
+    assert!(matches!(
+        error,
+        ChannelError::Closed | ChannelError::MessageTooLarge { .. }
+    ));
 }
 
 /// A provider that returns evidence made for something else.
@@ -258,7 +286,10 @@ async fn evidence_for_another_static_key_is_rejected() {
     let provider = MockProvider::new("mock-snp", MEASUREMENT);
     // evidence for this very handshake, but bound to another static key
     let lifted = provider.attest(&binding(&hash, Some(&other))).unwrap();
-    assert_eq!(policy(&provider).verify(&lifted, &binding(&hash, Some(&real))), Err(RejectReason::WrongBinding));
+    assert_eq!(
+        policy(&provider).verify(&lifted, &binding(&hash, Some(&real))),
+        Err(RejectReason::WrongBinding)
+    );
     let honest = provider.attest(&binding(&hash, Some(&real))).unwrap();
     assert!(policy(&provider).verify(&honest, &binding(&hash, Some(&real))).is_ok());
     // and through a handshake: a server that presents evidence bound to another key is refused
@@ -273,12 +304,16 @@ async fn wrong_technology_measurement_age_or_missing_evidence() {
     let (client, server) = configs(Pattern::NN);
     let mut tdx = server.clone();
     tdx.provider = Some(Arc::new(MockProvider::new("mock-tdx", MEASUREMENT)));
-    assert!(matches!(handshake_error(&client, &tdx).await,
-                     ChannelError::Attestation(RejectReason::WrongTechnology { .. })));
+    assert!(matches!(
+        handshake_error(&client, &tdx).await,
+        ChannelError::Attestation(RejectReason::WrongTechnology { .. })
+    ));
     let mut other_image = server.clone();
     other_image.provider = Some(Arc::new(MockProvider::new("mock-snp", "another image")));
-    assert!(matches!(handshake_error(&client, &other_image).await,
-                     ChannelError::Attestation(RejectReason::WrongMeasurement { .. })));
+    assert!(matches!(
+        handshake_error(&client, &other_image).await,
+        ChannelError::Attestation(RejectReason::WrongMeasurement { .. })
+    ));
     let mut silent = server.clone();
     silent.provider = None;
     let (a, b) = duplex(1 << 16);
@@ -288,16 +323,25 @@ async fn wrong_technology_measurement_age_or_missing_evidence() {
         s
     });
     drop(s);
-    assert_eq!(c.err().unwrap(), ChannelError::Attestation(RejectReason::MissingEvidence));
+    assert_eq!(
+        c.err().unwrap(),
+        ChannelError::Attestation(RejectReason::MissingEvidence)
+    );
     // evidence older than the policy allows
     let provider = MockProvider::new("mock-snp", MEASUREMENT);
     let mut evidence = provider.attest(&[0u8; 64]).unwrap();
     evidence.issued_at_unix -= 3600;
     let expected = [0u8; 64];
-    assert!(matches!(policy(&provider).verify(&evidence, &expected), Err(RejectReason::Expired { .. })));
+    assert!(matches!(
+        policy(&provider).verify(&evidence, &expected),
+        Err(RejectReason::Expired { .. })
+    ));
     // garbage instead of a report
     evidence.raw = "00".into();
-    assert!(matches!(policy(&provider).verify(&evidence, &expected), Err(RejectReason::Malformed(_))));
+    assert!(matches!(
+        policy(&provider).verify(&evidence, &expected),
+        Err(RejectReason::Malformed(_))
+    ));
 }
 
 #[tokio::test]
@@ -309,10 +353,17 @@ async fn mutual_attestation() {
     let (c, s) = pair(&client, &server).await.unwrap();
     assert!(c.peer_claims().is_some() && s.peer_claims().is_some());
     let mut strict_server = server.clone();
-    strict_server.verify_peer = Some(Policy { technologies: vec!["tdx".into()], measurement: None, max_age: Duration::from_secs(60) });
+    strict_server.verify_peer = Some(Policy {
+        technologies: vec!["tdx".into()],
+        measurement: None,
+        max_age: Duration::from_secs(60),
+    });
     let (a, b) = duplex(1 << 16);
     let (_c, s) = tokio::join!(connect(a, &client), accept(b, &strict_server));
-    assert!(matches!(s.err().unwrap(), ChannelError::Attestation(RejectReason::WrongTechnology { .. })));
+    assert!(matches!(
+        s.err().unwrap(),
+        ChannelError::Attestation(RejectReason::WrongTechnology { .. })
+    ));
 }
 
 /// A deterministic fuzz smoke test on stable Rust: random and mutated record streams must give
@@ -331,7 +382,10 @@ async fn random_and_mutated_record_streams_never_panic() {
     let (writer, mut tap) = duplex(1 << 20);
     let mut sender = channel_with_keys(writer, [1; 32], [2; 32], 1 << 20);
     sender.send(&Frame::bytes(&[9u8; 3000])).await.unwrap();
-    sender.send(&Frame::tensor(DType::F32, &[2, 3], &[0u8; 24]).unwrap()).await.unwrap();
+    sender
+        .send(&Frame::tensor(DType::F32, &[2, 3], &[0u8; 24]).unwrap())
+        .await
+        .unwrap();
     sender.close().await.unwrap();
     drop(sender);
     let mut valid = Vec::new();
@@ -366,4 +420,157 @@ async fn random_and_mutated_record_streams_never_panic() {
             assert!(frames <= 2, "more messages than were sent");
         }
     }
+}
+
+/// A record to seal as it is: type, START's extra header (or nothing), body.
+type RawRecord = (RecordType, Vec<u8>, Vec<u8>);
+
+/// What a receiver says about well-authenticated records that break the protocol's rules.
+async fn violation(records: &[RawRecord]) -> ChannelError {
+    use ccchannel::testing::channel_with_keys;
+    let (a, b) = duplex(1 << 20);
+    let mut sender = channel_with_keys(a, [1; 32], [2; 32], 1 << 20);
+    let mut receiver = channel_with_keys(b, [2; 32], [1; 32], 1 << 20);
+    for (kind, extra, body) in records {
+        sender.send_raw_record_for_tests(*kind, extra, body).await.unwrap();
+    }
+    // no close record and the stream ends: a receiver waiting for more sees truncation, never hangs
+    drop(sender);
+    let error = receiver.recv().await.expect_err("the receiver must refuse");
+    assert_eq!(receiver.recv().await.unwrap_err(), ChannelError::Closed);
+    error
+}
+
+/// START's extra header: frame kind, then the announced total length.
+fn start(kind: u8, total: u64) -> Vec<u8> {
+    let mut extra = vec![kind];
+    extra.extend_from_slice(&total.to_be_bytes());
+    extra
+}
+
+#[tokio::test]
+async fn protocol_violations_are_typed() {
+    use ProtocolViolation as V;
+    use RecordType as R;
+    let none = Vec::new;
+    let cases: Vec<(Vec<RawRecord>, ProtocolViolation)> = vec![
+        (vec![(R::Attest, none(), b"{}".to_vec())], V::AttestationAfterHandshake),
+        (
+            vec![(R::Continue, none(), b"chunk".to_vec())],
+            V::ContinuationWithoutStart,
+        ),
+        (
+            vec![(R::Close, none(), b"body".to_vec())],
+            V::ControlRecordWithBody { record: R::Close },
+        ),
+        (
+            vec![(R::Rekey, none(), b"body".to_vec())],
+            V::ControlRecordWithBody { record: R::Rekey },
+        ),
+        (
+            vec![
+                (R::Start, start(0, 10), b"abc".to_vec()),
+                (R::Rekey, none(), b"body".to_vec()),
+            ],
+            V::ControlRecordWithBody { record: R::Rekey },
+        ),
+        (
+            vec![
+                (R::Start, start(0, 10), b"abc".to_vec()),
+                (R::Attest, none(), b"{}".to_vec()),
+            ],
+            V::UnexpectedRecordInMessage { record: R::Attest },
+        ),
+        (
+            vec![
+                (R::Start, start(0, 10), b"abc".to_vec()),
+                (R::Start, start(0, 3), b"abc".to_vec()),
+            ],
+            V::UnexpectedRecordInMessage { record: R::Start },
+        ),
+        (
+            vec![(R::Start, start(0, 3), b"abcde".to_vec())],
+            V::MessageLongerThanAnnounced {
+                announced: 3,
+                received: 5,
+            },
+        ),
+        (vec![(R::Start, start(7, 3), b"abc".to_vec())], V::UnknownFrameKind(7)),
+        (vec![(R::Start, start(1, 2), vec![99, 0])], V::UnknownDType(99)),
+        (
+            vec![(R::Start, start(1, 2 + 9 * 8), [vec![0, 9], vec![0; 72]].concat())],
+            V::TooManyDimensions(9),
+        ),
+        (vec![(R::Start, start(1, 3), vec![0, 1, 0])], V::MalformedTensorHeader),
+        (
+            // an f32 tensor of shape [2] needs 8 bytes of data; 4 arrive
+            vec![
+                (
+                    R::Start,
+                    start(1, 14),
+                    [vec![0, 1], 2u64.to_be_bytes().to_vec()].concat(),
+                ),
+                (R::Continue, none(), vec![0; 4]),
+            ],
+            V::TensorSizeMismatch { len: 4, shape: vec![2] },
+        ),
+    ];
+    for (records, expected) in cases {
+        assert_eq!(
+            violation(&records).await,
+            ChannelError::Protocol(expected.clone()),
+            "{expected:?}"
+        );
+    }
+    // a type byte that names no record type is a corrupted (authenticated) header
+    assert_eq!(RecordType::try_from(9), Err(ccchannel::record::UnknownRecordType(9)));
+    assert_eq!(RecordType::try_from(3), Ok(RecordType::Attest));
+}
+
+/// Real SEV-SNP evidence (AMD Milan report and VCEK from the `sev` crate's test data, see
+/// tests/data/attestation/README.md) goes through ccverify: its own report data verifies, any other
+/// binding is refused, a flipped bit breaks AMD's signature, and a report without its VCEK is refused.
+#[test]
+fn real_snp_evidence_is_checked_against_amds_chain() {
+    use ccchannel::VendorCheck;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/attestation");
+    let report = hex::decode(std::fs::read_to_string(dir.join("report_milan.hex")).unwrap().trim()).unwrap();
+    let vcek = std::fs::read(dir.join("vcek_milan.der")).unwrap();
+    let mut bound = [0u8; REPORT_DATA_LEN];
+    bound.copy_from_slice(&report[0x50..0x90]);
+    let evidence = |raw: &[u8]| Evidence {
+        format: "sev-snp".into(),
+        provider: "sev_guest".into(),
+        raw: hex::encode(raw),
+        issued_at_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        aux: String::new(),
+    };
+    let policy = Policy {
+        technologies: vec!["sev-snp".into()],
+        measurement: None,
+        max_age: Duration::from_secs(60),
+    };
+    let vendor = VendorCheck {
+        vcek: Some(vcek),
+        ..VendorCheck::default()
+    };
+    let claims = policy.verify_with(&evidence(&report), &bound, &vendor).unwrap();
+    assert_eq!(claims.technology, "sev-snp");
+    assert_eq!(
+        policy.verify_with(&evidence(&report), &[0u8; REPORT_DATA_LEN], &vendor),
+        Err(RejectReason::WrongBinding)
+    );
+    let mut tampered = report.clone();
+    tampered[0x90] ^= 1;
+    assert!(matches!(
+        policy.verify_with(&evidence(&tampered), &bound, &vendor),
+        Err(RejectReason::Vendor(ccverify::Rejection::BadSignature { .. }))
+    ));
+    assert_eq!(
+        policy.verify(&evidence(&report), &bound),
+        Err(RejectReason::Vendor(ccverify::Rejection::MissingCertificate))
+    );
 }

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
-
 from scipy import special
 
-from ccbench.analysis.stats import CONFIDENCE, MIN_SAMPLES, NOISY_CV
+from ccbench.analysis.stats import CONFIDENCE, MIN_SAMPLES, NOISY_CV, coefficients_of_variation
 from ccbench.errors import CCBenchError
 
 GROUP = ["workload", "params", "case", "metric"]
 
 COMPARE_COLUMNS = ["workload", "case", "params", "metric", "unit", "better", "baseline", "config",
                    "baseline_median", "median", "ratio", "ci_low", "ci_high", "p_value", "overhead_percent",
-                   "significant", "verdict", "cv_baseline", "cv", "n_baseline", "n", "flags"]
+                   "significant", "verdict", "cv_baseline", "cv", "n_baseline", "n", "contended_baseline", "contended",
+                   "layer", "flags"]
+
+#: storage and transport values that protect nothing (the unprotected side of a layer)
+UNPROTECTED = {"disk", "plain"}
 
 
 def measured(frame: pd.DataFrame) -> pd.DataFrame:
@@ -31,7 +33,7 @@ def protection_count(row: pd.Series) -> int:
 
 def configurations(frame: pd.DataFrame) -> list[str]:
     """Configurations in load order (first bundle first)."""
-    return list(dict.fromkeys(frame["config"]))
+    return list(pd.unique(frame["config"]))  # order of appearance, without a Python loop over every sample
 
 
 def default_baseline(frame: pd.DataFrame) -> str:
@@ -41,15 +43,36 @@ def default_baseline(frame: pd.DataFrame) -> str:
     return ranked[0].config
 
 
+def least_protected(frame: pd.DataFrame, configs: list[str]) -> str:
+    """Of ``configs``, the one with the fewest active protection layers; on a tie the one naming the
+    most layers ("vm / no TEE / disk" before "vm / no TEE": baseline_for_group maps it back for a
+    workload without storage variants), then load order."""
+    rows = frame[frame["config"].isin(configs)].drop_duplicates("config")
+    ranked = sorted(rows.itertuples(index=False), key=lambda r: (protection_count(pd.Series(r._asdict())),
+                                                                 -len(r.config.split(" / ")), configs.index(r.config)))
+    return ranked[0].config
+
+
 def resolve_baseline(frame: pd.DataFrame, baseline: str | None) -> str:
     configs = configurations(frame)
     if baseline is None:
         return default_baseline(frame)
     if baseline in configs:
         return baseline
+    # a machine's label (or hostname) selects that machine: its least protected configuration, which
+    # each workload then maps to its own ("first / no TEE" for prime, "first / no TEE / disk" for fio)
+    machine = [m for m in pd.unique(frame["machine"]) if str(m).lower() == baseline.lower()]
+    if len(machine) == 1:
+        return least_protected(frame, list(pd.unique(frame.loc[frame["machine"] == machine[0], "config"])))
     matches = [c for c in configs if baseline.lower() in c.lower()]
     if len(matches) == 1:
         return matches[0]
+    # "vm / no TEE" and "vm / no TEE / disk": one configuration seen by workloads with and without a
+    # storage variant; the widest stands for both
+    widest = max(matches, key=lambda c: len(c.split(" / ")), default=None)
+    if widest and all(set(c.split(" / ")) <= set(widest.split(" / "))
+                      and set(widest.split(" / ")) - set(c.split(" / ")) <= UNPROTECTED for c in matches):
+        return widest
     hint = "; ".join(configs)
     if not matches:
         raise CCBenchError(f"--baseline {baseline!r}: no such configuration; the configurations are: {hint}")
@@ -66,9 +89,14 @@ def baseline_for_group(baseline: str, configs) -> str | None:
     if candidates:
         return max(candidates, key=lambda c: len(c.split(" / ")))
     # or the other way round: the baseline names fewer layers, the group adds only unprotected ones
-    unprotected = {"disk", "plain"}
-    extended = [c for c in configs if parts <= set(c.split(" / ")) and set(c.split(" / ")) - parts <= unprotected]
-    return min(extended, key=lambda c: len(c.split(" / "))) if extended else None
+    extended = [c for c in configs if parts <= set(c.split(" / ")) and set(c.split(" / ")) - parts <= UNPROTECTED]
+    if extended:
+        return min(extended, key=lambda c: len(c.split(" / ")))
+    # or both name other unprotected layers: "vm / no TEE / plain" (a transport workload) stands in for
+    # "vm / no TEE / disk" (a storage workload's baseline): the same protections
+    core = parts - UNPROTECTED
+    same = [c for c in configs if set(c.split(" / ")) - UNPROTECTED == core]
+    return same[0] if same else None
 
 
 def verdict(ratio: float, better: str | None, significant: bool) -> str:
@@ -87,8 +115,55 @@ def overhead_percent(ratio: float, better: str | None) -> float:
     return (ratio - 1) * 100
 
 
-def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = NOISY_CV) -> pd.DataFrame:
+def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
+    """{(baseline, config): the protection layer that differs}, e.g. "TEE: SEV-SNP", "storage encryption:
+    fscrypt", "in-memory storage: tmpfs", "TLS", "secure channel"; "combined: ..." when more than one
+    differs and "none" when only the machine or run does (an A/A comparison)."""
+    from ccbench.analysis.load import TEE_NAMES
+
+    facts = frame.drop_duplicates("config").set_index("config")[["machine", "tee", "storage", "transport"]]
+    facts = facts.astype(object).where(facts.notna(), None)
+    labels = {}
+    for base, config in set(pairs):
+        a, b = facts.loc[base], facts.loc[config]
+        parts = []
+        if a["tee"] != b["tee"]:
+            parts.append(f"TEE: {TEE_NAMES.get(b['tee'], b['tee'])}" if b["tee"] not in ("none", None)
+                         else f"TEE removed: {TEE_NAMES.get(a['tee'], a['tee'])}")
+        storage_a, storage_b = a["storage"] or "disk", b["storage"] or "disk"
+        if storage_a != storage_b and a["storage"] is not None and b["storage"] is not None:
+            parts.append(storage_layer(storage_b) if storage_b not in UNPROTECTED
+                         else f"storage removed: {storage_a}")
+        transport_a, transport_b = a["transport"] or "plain", b["transport"] or "plain"
+        if transport_a != transport_b and a["transport"] is not None and b["transport"] is not None:
+            parts.append(transport_layer(transport_b) if transport_b not in UNPROTECTED
+                         else f"transport removed: {transport_a}")
+        if not parts:
+            labels[(base, config)] = "none"
+        elif len(parts) == 1:
+            labels[(base, config)] = parts[0]
+        else:
+            labels[(base, config)] = "combined: " + " + ".join(parts)
+    return labels
+
+
+def storage_layer(storage: str) -> str:
+    if storage.startswith("tmpfs"):
+        return f"in-memory storage: {storage}"
+    return f"storage encryption: {storage}"
+
+
+def transport_layer(transport: str) -> str:
+    return {"tls": "TLS", "securechannel": "secure channel"}.get(transport, f"transport: {transport}")
+
+
+def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = NOISY_CV,
+            exclude_contended: bool = False) -> pd.DataFrame:
     """One row per (workload, params, case, metric) and configuration other than that group's baseline.
+
+    ``exclude_contended`` leaves out samples of executions flagged contended (others' CPU or steal
+    time during the measured interval). Otherwise they stay in, counted per side in
+    ``contended_baseline``/``contended`` and flagged "contended".
 
     The statistics of ccbench.analysis.stats.ratio_interval (Welch's t interval on log values),
     computed for all rows at once: per group and configuration the count, median, mean, standard
@@ -98,6 +173,10 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
     data = measured(frame)
     # facts (better = None: memory size, thread count) describe a machine; they are not compared
     data = data[data["better"].isin(["lower", "higher"])]
+    if "contended" not in data:
+        data = data.assign(contended=False)
+    if exclude_contended:
+        data = data[~data["contended"].astype(bool)]
     if data.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
     baseline = resolve_baseline(data, baseline)
@@ -106,13 +185,14 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
     positive = values > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
-    work = data[GROUP + ["config", "unit", "better"]].assign(value=values, log=logs, nonpositive=~positive)
+    work = data[GROUP + ["config", "unit", "better"]].assign(value=values, log=logs, nonpositive=~positive,
+                                                             contended=data["contended"].to_numpy(dtype=bool))
     # group numbers in order of first appearance; sort=False keeps that order in the aggregate
     work["group"] = work.groupby(GROUP, sort=False, dropna=False).ngroup()
     grouped = work.groupby(["group", "config"], sort=False)
     stats = grouped.agg(n=("value", "size"), median=("value", "median"), mean=("value", "mean"),
                         std=("value", "std"), log_mean=("log", "mean"), log_var=("log", "var"),
-                        nonpositive=("nonpositive", "any")).reset_index()
+                        nonpositive=("nonpositive", "any"), contended=("contended", "sum")).reset_index()
     # the group's label, unit and direction come from its first sample
     first = work.drop_duplicates("group").set_index("group")
     for column in ("workload", "params", "case", "metric", "unit", "better"):
@@ -132,8 +212,9 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
     rows = rows.sort_values(["group", "order"], kind="stable")
     b = base.loc[rows["group"]]
     n_a, n_b = b["n"].to_numpy(dtype=float), rows["n"].to_numpy(dtype=float)
-    cv_a = _cv(b["std"].to_numpy(), b["mean"].to_numpy(), n_a)
-    cv_b = _cv(rows["std"].to_numpy(), rows["mean"].to_numpy(), n_b)
+    cv_a = coefficients_of_variation(b["std"].to_numpy(), b["mean"].to_numpy(), n_a)
+    cv_b = coefficients_of_variation(rows["std"].to_numpy(), rows["mean"].to_numpy(), n_b)
+    contended_a, contended_b = b["contended"].to_numpy(dtype=int), rows["contended"].to_numpy(dtype=int)
     median_a, median_b = b["median"].to_numpy(dtype=float), rows["median"].to_numpy(dtype=float)
 
     computable = (n_a >= 2) & (n_b >= 2) & ~b["nonpositive"].to_numpy(dtype=bool) & ~rows["nonpositive"].to_numpy(dtype=bool)
@@ -154,13 +235,16 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
     significant = computable & ((low > 1.0) | (high < 1.0)) & ~few
     better = [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in rows["better"]]
     flags = []
-    for is_few, is_noisy, is_significant in zip(few, noisy, significant):
+    for is_few, is_noisy, is_significant, is_contended in zip(few, noisy, significant, (contended_a + contended_b) > 0):
         row_flags = ["not enough samples"] if is_few else []
         if is_noisy:
             row_flags.append("noisy")
         if not is_significant and not is_few:
             row_flags.append("not significant")
+        if is_contended:
+            row_flags.append("contended")
         flags.append(row_flags)
+    layers = layer_labels(data, zip(rows["baseline"], rows["config"]))
     out = pd.DataFrame({
         "workload": rows["workload"].to_numpy(), "case": rows["case"].to_numpy(), "params": rows["params"].to_numpy(),
         "metric": rows["metric"].to_numpy(), "unit": rows["unit"].to_numpy(), "better": better,
@@ -171,15 +255,11 @@ def compare(frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = 
         "significant": significant.astype(bool),
         "verdict": [verdict(r, d, s) for r, d, s in zip(ratio, better, significant)],
         "cv_baseline": _optional(cv_a), "cv": _optional(cv_b),
-        "n_baseline": n_a.astype(int), "n": n_b.astype(int), "flags": flags,
+        "n_baseline": n_a.astype(int), "n": n_b.astype(int),
+        "contended_baseline": contended_a, "contended": contended_b,
+        "layer": [layers[pair] for pair in zip(rows["baseline"], rows["config"])], "flags": flags,
     })
     return out[COMPARE_COLUMNS].reset_index(drop=True)
-
-
-def _cv(std: np.ndarray, mean: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Coefficient of variation (sample standard deviation over mean); NaN below 2 samples or at mean 0."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where((n >= 2) & (mean != 0), std / mean, np.nan)
 
 
 def _optional(values: np.ndarray) -> list[float | None]:
@@ -194,5 +274,5 @@ def summary_by_config(frame: pd.DataFrame) -> pd.DataFrame:
     table["q1"] = grouped.quantile(0.25)
     table["q3"] = grouped.quantile(0.75)
     table = table.reset_index()
-    table["cv"] = table["std"] / table["mean"]
+    table["cv"] = coefficients_of_variation(table["std"], table["mean"], table["n"])
     return table

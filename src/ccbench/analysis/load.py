@@ -2,7 +2,11 @@
 
 Columns: bundle, machine, tee, storage, transport, config, workload, kind, params (canonical JSON),
 case (short label of the sub-case, e.g. "4k randread"), metric, unit, value, better, repetition,
-warmup, timestamp. ``config`` is "machine / TEE / storage / transport" with absent parts left out.
+warmup, timestamp, contended (bool; False where the bundle does not say), execution and raw (the
+execution key and its raw directory inside the bundle, bundle format 2; empty before), and what
+served each protection layer, from the variant: storage_cipher_driver, storage_cipher_accelerated,
+transport_cipher, transport_aes_accelerated (None where not recorded). ``config`` is
+"machine / TEE / storage / transport" with absent parts left out.
 """
 
 from __future__ import annotations
@@ -21,8 +25,12 @@ from ccbench.cases import case_text
 from ccbench.errors import BundleError
 from ccbench.helper import Helper, outcome
 
+#: optional variant keys naming the implementation behind a protection layer (see COMMON contract)
+CAUSE_KEYS = ["storage_cipher_driver", "storage_cipher_accelerated", "transport_cipher", "transport_aes_accelerated"]
+
 COLUMNS = ["bundle", "machine", "tee", "storage", "transport", "config", "workload", "kind", "params", "case",
-           "metric", "unit", "value", "better", "repetition", "warmup", "timestamp"]
+           "metric", "unit", "value", "better", "repetition", "warmup", "timestamp", "contended", "execution", "raw",
+           *CAUSE_KEYS]
 
 TEE_NAMES = {"none": "no TEE", "sev": "SEV", "sev-es": "SEV-ES", "sev-snp": "SEV-SNP", "tdx": "TDX", "sgx": "SGX",
              "unknown": "TEE unknown"}
@@ -146,21 +154,23 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
     machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
     tee = (probe.get("tee") or {}).get("technology") or "unknown"
     dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
-    variants: dict[bytes, tuple[str | None, str | None, str]] = {}
+    variants: dict[bytes, tuple] = {}
     params_of: dict[bytes, str] = {}
     cases_of: dict[bytes, str] = {}
     shared: dict[Any, Any] = {}
 
-    def describe_variant(key: bytes) -> tuple[str | None, str | None, str]:
+    def describe_variant(key: bytes) -> tuple:
         variant = orjson.loads(key)
         storage, transport = storage_label(variant), variant.get("transport")
-        return variants.setdefault(key, (storage, transport, config_label(machine, tee, storage, transport)))
+        causes = tuple(variant.get(name) for name in CAUSE_KEYS)
+        return variants.setdefault(key, (storage, transport, config_label(machine, tee, storage, transport), *causes))
 
     def describe_case(key: bytes) -> str:
         return cases_of.setdefault(key, case_text(orjson.loads(key)) or "")
 
     columns: dict[str, list] = {name: [] for name in ("variant", "params", "case", "workload", "kind", "metric", "unit",
-                                                       "value", "better", "repetition", "warmup", "timestamp")}
+                                                       "value", "better", "repetition", "warmup", "timestamp",
+                                                       "contended", "execution", "raw")}
     # every key is looked up as soon as it is made and then dropped: only the distinct ones are kept
     # (orjson's output buffers are large for their size; a hundred thousand of them would cost
     # hundreds of megabytes)
@@ -182,6 +192,16 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
         columns["repetition"] += [s["repetition"] for s in chunk]
         columns["warmup"] += [s["warmup"] for s in chunk]
         columns["timestamp"] += [s["timestamp"] for s in chunk]
+        # bundle format 2 (absent in format 1: not contended, no execution key or raw path); a chunk's
+        # first record tells which (a format-1 bundle pays nothing for these columns)
+        if chunk and ("execution" in chunk[0] or "contended" in chunk[0]):
+            columns["contended"] += [s.get("contended") is True for s in chunk]
+            columns["execution"] += [share(e, e) for e in (s.get("execution") or "" for s in chunk)]
+            columns["raw"] += [share(r, r) for r in (s.get("raw") or "" for s in chunk)]
+        else:
+            columns["contended"] += [False] * len(chunk)
+            columns["execution"] += [""] * len(chunk)
+            columns["raw"] += [""] * len(chunk)
         del chunk
     if not columns["value"]:
         return None
@@ -193,10 +213,12 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
         "storage": [d[0] for d in described],
         "transport": [d[1] for d in described],
         "config": [d[2] for d in described],
-        **{name: values for name, values in columns.items() if name not in ("value", "repetition", "warmup")},
+        **{name: values for name, values in columns.items() if name not in ("value", "repetition", "warmup", "contended")},
         "value": np.array(columns["value"], dtype=float),
         "repetition": np.array(columns["repetition"], dtype=int),
         "warmup": np.array(columns["warmup"], dtype=bool),
+        "contended": np.array(columns["contended"], dtype=bool),
+        **{name: [d[3 + i] for d in described] for i, name in enumerate(CAUSE_KEYS)},
     })
 
 

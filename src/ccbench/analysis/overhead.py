@@ -126,8 +126,22 @@ def fit_pooled(y: np.ndarray, layers: np.ndarray, rng: np.random.Generator, boot
     return float(base), c, low, high
 
 
-def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 0) -> pd.DataFrame:
-    """One row per workload group (and a pooled row) with C per layer and bootstrap intervals."""
+#: how per-case fits are pooled: by workload (its cases and metrics), by workload kind, or all together
+POOL_BY = ("workload", "kind", "all")
+
+
+def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 0, pool_by: str = "workload") -> pd.DataFrame:
+    """One row per (workload, case, metric) fit (``scope`` "case") and one pooled row per ``pool_by``
+    group with two fits or more (``scope`` "pooled"), with C per layer and bootstrap intervals.
+
+    Per-case rows: T_base in the metric's unit (``t_base_unit``; the reciprocal unit for
+    higher-is-better metrics) and intervals from resampling samples within each configuration
+    (measurement noise). Pooled rows: each case's per-configuration medians normalised by that
+    case's T_base (so T_base is 1 by construction and not shown), intervals from resampling those
+    observations (the spread between cases); their note carries every note of the cases pooled.
+    """
+    if pool_by not in POOL_BY:
+        raise ValueError(f"pool_by must be one of {POOL_BY}, not {pool_by!r}")
     data = measured(frame)
     if data.empty:
         return pd.DataFrame()
@@ -145,9 +159,11 @@ def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 
     # integer codes: the per-group unique/compare work below runs on ints, not on label strings
     configs, config_names = pd.factorize(data["config"], sort=False)
     machines = pd.factorize(data["machine"], sort=False)[0]
+    kinds = data["kind"].to_numpy() if "kind" in data else np.array([""] * len(data))
+    units, betters = data["unit"].to_numpy(), data["better"].to_numpy()
     rng = np.random.default_rng(seed)
     rows = []
-    pooled_y, pooled_x, pooled_configs = [], [], []
+    pools: dict[str, list] = {}
     for key, index in data.groupby(["workload", "params", "case", "metric"], sort=False).indices.items():
         group_layers = layer_matrix[index]
         varying = [i for i in range(len(layer_names)) if (group_layers[:, i] != group_layers[0, i]).any()]
@@ -157,37 +173,44 @@ def overhead_model(frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 
         x = group_layers[:, varying]
         base, c, low, high = fit_group(time_like[index], x, group_configs, rng, bootstrap)
         names = [layer_names[i] for i in varying]
-        row = {"workload": key[0], "case": key[2], "metric": key[3], "t_base": base, "n": len(index),
-               "configs": np.unique(group_configs).size,
-               "confounded": _confounded(machines[index], x, names)}
+        unit = str(units[index[0]])
+        note = _confounded(machines[index], x, names)
+        row = {"scope": "case", "workload": key[0], "case": key[2], "metric": key[3], "t_base": base,
+               "t_base_unit": f"1/({unit})" if betters[index[0]] == "higher" else unit, "n": len(index),
+               "configs": np.unique(group_configs).size, "confounded": note}
         for name, value, lo, hi in zip(names, c, low, high):
             row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
         rows.append(row)
         if base > 0:
-            pooled_y.append(time_like[index] / base)
-            pooled_x.append(group_layers)
-            pooled_configs.append(group_configs)
+            pool = {"workload": key[0], "kind": str(kinds[index[0]]), "all": "all workloads"}[pool_by]
+            pools.setdefault(pool, []).append((time_like[index] / base, group_layers, group_configs, note,
+                                               f"{key[0]} {key[2]} {key[3]}".strip()))
     if not rows:
         return pd.DataFrame()
-    if len(rows) > 1 and pooled_y:
-        # pooled: each workload group's per-configuration medians, normalised by the group's T_base,
-        # are the observations (so a workload with many samples does not outweigh the others)
+    for pool, members in pools.items():
+        if len(members) < 2:
+            continue  # one case: its own row says it all
+        # each case's per-configuration medians, normalised by its T_base, are the observations (so
+        # a case with many samples does not outweigh the others)
         observations, designs = [], []
-        for y, x, group_configs in zip(pooled_y, pooled_x, pooled_configs):
+        for y, x, group_configs, _, _ in members:
             for config in np.unique(group_configs):
                 mask = group_configs == config
                 observations.append(float(np.median(y[mask])))
                 designs.append(x[mask][0])
         design = np.array(designs)
         varying = [i for i in range(len(layer_names)) if np.unique(design[:, i]).size > 1]
-        if varying:
-            y = np.array(observations)
-            base, c, low, high = fit_pooled(y, design[:, varying], rng, bootstrap)
-            row = {"workload": "(pooled)", "case": "", "metric": "all", "t_base": base, "n": len(y),
-                   "configs": len(config_names), "confounded": ""}
-            for name, value, lo, hi in zip([layer_names[i] for i in varying], c, low, high):
-                row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
-            rows.append(row)
+        if not varying:
+            continue
+        y = np.array(observations)
+        base, c, low, high = fit_pooled(y, design[:, varying], rng, bootstrap)
+        notes = list(dict.fromkeys(note for *_, note, _ in members if note))
+        row = {"scope": "pooled", "workload": pool, "case": f"{len(members)} cases pooled", "metric": "",
+               "t_base": base, "t_base_unit": "", "n": len(y), "configs": len(set(c for *_, gc, _, _ in members for c in gc)),
+               "confounded": "; ".join(notes), "members": ", ".join(label for *_, label in members)}
+        for name, value, lo, hi in zip([layer_names[i] for i in varying], c, low, high):
+            row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -204,19 +227,31 @@ def _confounded(machines: np.ndarray, layers: np.ndarray, names: list[str]) -> s
     return "; ".join(notes)
 
 
-def model_table(model: pd.DataFrame) -> pd.DataFrame:
-    """The seed-001 style table: one C column per layer as 'value [low, high]'."""
+def model_table(model: pd.DataFrame, scope: str | None = None) -> pd.DataFrame:
+    """The seed-001 style table as text cells: one C column per layer as 'value [low, high]'; per-case
+    rows carry T_base with its unit, pooled rows (normalised: T_base = 1) do not. ``scope`` "case" or
+    "pooled" keeps only those rows."""
     if model.empty:
         return model
+    from ccbench.analysis import format as fmt
+
+    if scope is not None and "scope" in model:
+        model = model[model["scope"] == scope]
+        if model.empty:
+            return model
     layers = sorted({c[2:-1] for c in model.columns if c.startswith("C[") and c.endswith("]")})
     rows = []
     for _, row in model.iterrows():
-        out = {"workload": row["workload"], "case": row["case"], "metric": row["metric"], "T_base": row["t_base"]}
+        pooled = row.get("scope") == "pooled"
+        out = {"workload": row["workload"], "case": row["case"]}
+        if not pooled:
+            out["metric"] = row["metric"]
+            out["T_base"] = fmt.number(row["t_base"], row.get("t_base_unit") or None)
         for layer in layers:
             value = row.get(f"C[{layer}]")
             out[f"C_{layer}"] = "" if value is None or pd.isna(value) else (
-                f"{value:.3f} [{row[f'C[{layer}] low']:.3f}, {row[f'C[{layer}] high']:.3f}]")
-        out["note"] = row.get("confounded", "")
+                f"{value:.3f} [{fmt.ratio(row[f'C[{layer}] low'])}, {fmt.ratio(row[f'C[{layer}] high'])}]")
+        out["note"] = row.get("confounded", "") or ""
         rows.append(out)
     return pd.DataFrame(rows)
 

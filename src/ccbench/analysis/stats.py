@@ -57,8 +57,19 @@ def ratio_interval(baseline: np.ndarray, other: np.ndarray, confidence: float = 
 
 
 def coefficient_of_variation(values: np.ndarray) -> float | None:
+    """The one coefficient of variation of ccbench: sample standard deviation (n - 1) over the mean,
+    as a fraction (0.05 = 5%); None below 2 values or at mean 0. Everything that shows a CV (run
+    summary, ``show``, ``compare``, the report) uses this or its array form below."""
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
         return None
     mean = values.mean()
     return float(values.std(ddof=1) / mean) if mean else None
+
+
+def coefficients_of_variation(std: np.ndarray, mean: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """coefficient_of_variation for many groups at once from their moments (std with ddof=1, mean,
+    count): a fraction per group, NaN where the scalar form gives None."""
+    std, mean, n = (np.asarray(a, dtype=float) for a in (std, mean, n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((n >= 2) & (mean != 0), std / mean, np.nan)

@@ -12,10 +12,12 @@ import click
               help="The work directory of the runs to clean up after.")
 def command(workdir) -> None:
     """Unmount tmpfs, fscrypt, gocryptfs and LUKS variants, detach loop devices and remove key files that
-    a killed run left under WORKDIR/storage, and the network namespaces, bridges, veths and processes of
-    emulated hosts under WORKDIR/topology whose owner is gone. Touches nothing outside the work directory.
+    a killed run left under WORKDIR/storage, the network namespaces, bridges, veths and processes of
+    emulated hosts under WORKDIR/topology whose owner is gone, and the microservices workload's servers.
+    Touches nothing outside the work directory.
     (Every `ccbench run` does the same at start.)"""
     from ccbench.runner import WorkdirLock, cleanup_stale
+    from ccbench.workloads.microservices import cleanup_stale as stop_microservice_chains
 
     path = Path(workdir)
     if not path.exists():
@@ -24,7 +26,9 @@ def command(workdir) -> None:
     from ccbench import topology
 
     with WorkdirLock(path.resolve()):
-        removed = cleanup_stale(path.resolve())
+        # the microservices workload's servers first: their data may sit in a storage variant's directory
+        removed = stop_microservice_chains(path.resolve())
+        removed += cleanup_stale(path.resolve())
         # emulated hosts (network namespaces, bridges, veths) whose owner was killed
         removed += topology.cleanup_stale(path.resolve())
     for item in removed:

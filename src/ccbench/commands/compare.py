@@ -1,4 +1,4 @@
-"""ccbench compare: ratios with 95% intervals between configurations."""
+"""ccbench compare: ratios with 95% intervals between configurations, and the verdict per layer."""
 
 from __future__ import annotations
 
@@ -9,35 +9,37 @@ import warnings
 import click
 
 
-def _fmt(value, digits=3):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.{digits}f}"
-
-
 @click.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path())
-@click.option("--baseline", metavar="LABEL", help="Configuration to compare against (a full label or a unique part of one).")
+@click.option("--baseline", metavar="LABEL", help="Configuration to compare against: a full label, a unique part of "
+              "one, or a machine's label (that machine's least protected configuration, per workload).")
 @click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable).")
 @click.option("--noisy-cv", type=float, default=5.0, show_default=True, help="Flag configurations whose CV exceeds this (percent).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per row.")
+@click.option("--exclude-contended", is_flag=True,
+              help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).")
+@click.option("--summary", is_flag=True, help="Print only the verdict per protection layer (the report's first table).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes to use for reading bundles (default: 2 on a machine with 2 or more CPUs; "
                    "1 = this process only).")
-def command(bundles, baseline, labels, noisy_cv, as_json, jobs) -> None:
+def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, jobs) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
     (geometric means) with its 95% interval (Welch on log values), the overhead in percent,
-    whether it is significant, the CV of each side and the sample counts. Warmups are excluded.
-    Flags: "not enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant".
+    whether it is significant, the protection layer that differs, the CV of each side, the sample
+    counts and how many of them came from contended executions. Warmups are excluded. Flags: "not
+    enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended".
+    The table opens with the verdict per protection layer (--summary prints only that).
     """
     from rich.table import Table
 
+    from ccbench.analysis import format as fmt
     from ccbench.analysis.compare import compare
     from ccbench.analysis.load import frame_from_bundles, load_bundles, parse_labels
+    from ccbench.analysis.verdict import contended_executions, verdict_table, verdicts
     from ccbench.cli import skip_teardown
-    from ccbench.console import console, fmt_number, stdout
+    from ccbench.console import console, stdout
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
 
@@ -48,7 +50,13 @@ def command(bundles, baseline, labels, noisy_cv, as_json, jobs) -> None:
         console.print(f"warning: {warning.message}")
     if frame.empty:
         raise CCBenchError("the bundles hold no samples to compare")
-    table = compare(frame, baseline, noisy_cv=noisy_cv / 100)
+    table = compare(frame, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended)
+    if table.empty and exclude_contended and frame["contended"].any():
+        raise CCBenchError(
+            f"--exclude-contended: {int(frame['contended'].sum())} of {len(frame)} samples came from contended executions "
+            "and what is left holds nothing to compare; run again on a quiet machine, or compare without the option "
+            "(the contended rows are then flagged)"
+        )
     if table.empty:
         configs = sorted(set(frame["config"]))
         raise CCBenchError(
@@ -56,21 +64,55 @@ def command(bundles, baseline, labels, noisy_cv, as_json, jobs) -> None:
             "give bundles from other machines or runs with several variants"
         )
     skip_teardown()  # nothing left to clean up: output only
+    layers = verdicts(table, frame) if summary or not as_json else []
     if as_json:
+        if summary:
+            for item in layers:
+                record = {k: v for k, v in item.__dict__.items()}
+                record["overhead_percent"] = item.overhead
+                click.echo(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}))
+            return
+        sources = _sources(frame)
         for row in table.to_dict(orient="records"):
+            key = (row["workload"], row["params"], row["metric"])
             row["params"] = json.loads(row["params"])
+            if sources:
+                row["raw_baseline"] = sources.get(key + (row["baseline"],), [])
+                row["raw"] = sources.get(key + (row["config"],), [])
             click.echo(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}))
         return
-    out = Table(title=f"baseline: {table['baseline'].iloc[0]}", title_justify="left")
-    for column in ("workload", "case", "metric", "config", "median base -> config", "ratio [95% CI]", "overhead",
-                   "verdict", "CV %", "n", "flags"):
+    contended, executions = contended_executions(frame)
+    excluded = " (contended executions excluded)" if exclude_contended else ""
+    verdict = Table(title=f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
+                          f"{contended} of {executions} executions contended", title_justify="left")
+    frame_text = verdict_table(layers)
+    for column in frame_text.columns:
+        verdict.add_column(column, overflow="fold")
+    for row in frame_text.itertuples(index=False):
+        verdict.add_row(*row)
+    stdout.print(verdict)
+    for item in layers:
+        stdout.print(f"- {item.sentence()}")
+    if summary:
+        return
+    out = Table(title=f"baseline: {table['baseline'].iloc[0]}{excluded}", title_justify="left")
+    cells = fmt.comparison_table(table)
+    for column in cells.columns:
         out.add_column(column, overflow="fold")
-    for row in table.itertuples(index=False):
-        interval = f"{_fmt(row.ratio)} [{_fmt(row.ci_low)}, {_fmt(row.ci_high)}]"
-        cv = f"{_fmt((row.cv_baseline or 0) * 100, 1)}/{_fmt((row.cv or 0) * 100, 1)}"
-        colour = "red" if row.verdict == "slower" else "green" if row.verdict == "faster" else ""
-        verdict = f"[{colour}]{row.verdict}[/{colour}]" if colour else ("~" if row.verdict == "not significant" else row.verdict)
-        out.add_row(row.workload, row.case, f"{row.metric} ({row.unit})", row.config,
-                    f"{fmt_number(row.baseline_median)} -> {fmt_number(row.median)}", interval,
-                    f"{row.overhead_percent:+.1f}%", verdict, cv, f"{row.n_baseline}/{row.n}", ", ".join(row.flags))
+    for row, verdict_word in zip(cells.itertuples(index=False), table["verdict"]):
+        values = list(row)
+        colour = "red" if verdict_word == "slower" else "green" if verdict_word == "faster" else ""
+        index = list(cells.columns).index("verdict")
+        values[index] = f"[{colour}]{verdict_word}[/{colour}]" if colour else ("~" if verdict_word == "not significant" else verdict_word)
+        out.add_row(*values)
     stdout.print(out)
+
+
+def _sources(frame) -> dict:
+    """{(workload, params, metric, config): the raw directories (bundle-relative) of its samples} for
+    bundles of format 2, so that a number in --json leads to the tool's own output in one hop."""
+    if "raw" not in frame or not (frame["raw"] != "").any():
+        return {}
+    data = frame[(~frame["warmup"]) & (frame["raw"] != "")]
+    grouped = data.groupby(["workload", "params", "metric", "config"], sort=False)["raw"].unique()
+    return {key: sorted(values) for key, values in grouped.items()}

@@ -15,16 +15,24 @@ import click
 @click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
               help="html (default; one self-contained file, charts inlined as SVG, works offline) or md (Markdown tables).")
 @click.option("--figures", type=click.Path(file_okay=False), help="Also write every chart as PNG and SVG into this directory.")
-@click.option("--baseline", metavar="LABEL", help="Configuration to compare against (a full label or a unique part).")
+@click.option("--baseline", metavar="LABEL", help="Configuration to compare against: a full label, a unique part of "
+              "one, or a machine's label.")
+@click.option("--exclude-contended", is_flag=True,
+              help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).")
+@click.option("--model-by", type=click.Choice(["workload", "kind", "all"]), default="workload", show_default=True,
+              help="How the overhead model pools its per-case fits: per workload (over its cases), per workload kind, "
+                   "or all together.")
 @click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable).")
 @click.option("--title", default="ccbench report", show_default=True)
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes to use for reading bundles and drawing charts (default: 2 on a machine with 2 or "
                    "more CPUs; 1 = this process only, e.g. beside a running benchmark).")
-def command(bundles, output, fmt, figures, baseline, labels, title, jobs) -> None:
-    """Write a report over BUNDLE... (bundles or directories of bundles): the machines side by side,
-    the comparison with 95% intervals, charts per workload, latency percentiles, the overhead heatmap,
-    the overhead model, flagged noisy results and the methods."""
+def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by, labels, title, jobs) -> None:
+    """Write a report over BUNDLE... (bundles or directories of bundles). It opens with the verdict
+    per protection layer (what each costs, where it hurts most, the causes recorded), then the
+    machines side by side, the comparison with 95% intervals, charts per workload (one colour per
+    configuration throughout), latency percentiles, the overhead heatmap, the overhead model,
+    flagged noisy results and the methods as the bundles recorded them."""
     from ccbench.analysis.load import parse_labels
     from ccbench.cli import skip_teardown
     from ccbench.console import console
@@ -46,11 +54,16 @@ def command(bundles, output, fmt, figures, baseline, labels, title, jobs) -> Non
     with Helper(jobs) as helper:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            ctx = build_context(bundles, parse_labels(labels), baseline, helper)
+            ctx = build_context(bundles, parse_labels(labels), baseline, helper, exclude_contended=exclude_contended,
+                                model_by=model_by)
         for warning in caught:
             console.print(f"warning: {warning.message}")
         if ctx.samples.empty:
             raise CCBenchError("the bundles hold no samples to report")
+        if exclude_contended and (ctx.comparison is None or ctx.comparison.empty) and ctx.samples["contended"].any():
+            console.print(f"warning: --exclude-contended: {int(ctx.samples['contended'].sum())} of {len(ctx.samples)} "
+                          "samples came from contended executions and nothing is left to compare; the report has no "
+                          "verdict or comparison (run again on a quiet machine, or report without the option)")
         # charts are drawn only where they go: into the page (html) or into --figures
         drawer = FigureDrawer(svg=fmt == "html", directory=figure_dir, helper=helper) if fmt == "html" or figure_dir else None
         sections = build_sections(ctx, drawer)

@@ -315,11 +315,12 @@ class Controller:
                 for round_name in sorted({name for _, name in started}, key=fleet.rounds.index):
                     labels = [label for label, name in started if name == round_name]
                     self._play(fleet, wheelhouse, round_name, labels, "stop", progress)
-                for label, name in [(label, name) for label, rounds in fleet.runs.items() for name, r in rounds.items() if r.started]:
-                    run = fleet.runs[label][name]
-                    if run.outcome != "ok":
-                        run.outcome, run.reason = "interrupted", run.reason or "interrupted by the controller"
-                for label, rounds in fleet.runs.items():
+                for rounds in fleet.runs.values():
+                    for run in rounds.values():
+                        # a definite outcome (ok, failed, unreachable) stays; what was cut short is interrupted
+                        if run.started and run.outcome in ("pending", "interrupted"):
+                            run.outcome, run.reason = "interrupted", run.reason or "interrupted by the controller"
+                for rounds in fleet.runs.values():
                     for run in rounds.values():
                         if run.outcome == "pending" and run.phase != "pending":
                             run.outcome, run.reason = "interrupted", "interrupted by the controller"
@@ -404,6 +405,9 @@ class Controller:
                 runs[label][name] = run
         if self.options.accept_new_host_keys:
             document["accept_new_host_keys"] = True
+        plan_file = document.get("plan_file")
+        if plan_file and not Path(plan_file).is_file():
+            raise ResumeError(f"--resume {directory}: the plan file {plan_file} is gone; put it back to resume")
         fleet = FleetRun(
             directory=directory.resolve(), plan=document["plan"], plan_file=document.get("plan_file"),
             inventory=Path(document["inventory"]), mode=document["mode"], forks=self.options.forks or document["forks"],
@@ -449,7 +453,8 @@ class Controller:
         extra = {"ccbench_fleet": {
             "action": action, "run_id": fleet.run_id, "hosts": hosts_vars, "python": wheelhouse.python,
             "wheelhouse_tar": str(wheelhouse.tar), "wheelhouse_key": wheelhouse.key,
-            "plan_file": fleet.plan_file or "", "plan_suffix": Path(fleet.plan_file).suffix if fleet.plan_file else "",
+            "plan_content": Path(fleet.plan_file).read_text() if fleet.plan_file and action == "run" else "",
+            "plan_suffix": Path(fleet.plan_file).suffix if fleet.plan_file else "",
             "stop_flag": str(self.stop_flag), "poll_s": self.options.poll_s, "max_polls": 1_000_000, "stop_grace_s": self.options.stop_grace_s,
         }}
         state = fleet.directory / ".ansible"
@@ -496,30 +501,8 @@ class Controller:
         fleet.save()
 
     def _environment(self, fleet: FleetRun) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update({
-            "ANSIBLE_STDOUT_CALLBACK": "ccbench_events",
-            "ANSIBLE_CALLBACK_PLUGINS": str(PACKAGE_DIR / "callback_plugins"),
-            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "False",
-            "ANSIBLE_HOST_KEY_CHECKING": "True",
-            "ANSIBLE_PIPELINING": "True",
-            "ANSIBLE_RETRY_FILES_ENABLED": "False",
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_INTERPRETER_PYTHON": env.get("ANSIBLE_INTERPRETER_PYTHON", "auto_silent"),
-            "ANSIBLE_DEPRECATION_WARNINGS": "False",
-            "ANSIBLE_SYSTEM_WARNINGS": "False",
-            "ANSIBLE_STRATEGY": "free" if fleet.mode != "serial" else "linear",
-            # no -C: compression costs more CPU than it saves on the links fleets use (and for bundles)
-            "ANSIBLE_SSH_ARGS": env.get("ANSIBLE_SSH_ARGS", "-o ControlMaster=auto -o ControlPersist=60s"),
-            "ANSIBLE_TIMEOUT": env.get("ANSIBLE_TIMEOUT", "20"),
-        })
-        env.pop("ANSIBLE_LOG_PATH", None)  # a log of module arguments is not wanted next to secrets
-        if fleet.accept_new_host_keys:
-            env["ANSIBLE_SSH_EXTRA_ARGS"] = "-o StrictHostKeyChecking=accept-new"
-        # SSH connections are shared within this fleet run only: a master left by another run
-        # would skip host key checking and outlive a stopped sshd
-        env["ANSIBLE_SSH_CONTROL_PATH_DIR"] = str(self._control_dir())
-        return env
+        return ansible_environment(mode=fleet.mode, accept_new_host_keys=fleet.accept_new_host_keys,
+                                   control_dir=self._control_dir())
 
     def _control_dir(self) -> Path:
         if self.control_dir is None:
@@ -661,6 +644,41 @@ class Controller:
             self.echo(f"report: {fleet.directory / fleet.report}")
         if fleet.analysis_error:
             self.echo(f"analysis: {fleet.analysis_error}")
+
+
+#: SSH client options for the fleet: connections shared within a run (ControlPersist), no -C
+#: (compression costs more CPU than it saves on the links fleets use, and bundles are fetched
+#: as one tar), AES-GCM first where both sides have it (the CPU's AES instructions: about 1.5x
+#: chacha20's throughput on a fetch here), the rest of OpenSSH's default list after it
+SSH_ARGS = "-o ControlMaster=auto -o ControlPersist=60s -o Ciphers=^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
+
+
+def ansible_environment(*, mode: str, accept_new_host_keys: bool, control_dir: Path) -> dict[str, str]:
+    """The environment ansible-playbook runs with (the user's ANSIBLE_SSH_ARGS, ANSIBLE_TIMEOUT,
+    ANSIBLE_SSH_TRANSFER_METHOD and interpreter choice win where set)."""
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_STDOUT_CALLBACK": "ccbench_events",
+        "ANSIBLE_CALLBACK_PLUGINS": str(PACKAGE_DIR / "callback_plugins"),
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "False",
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_INTERPRETER_PYTHON": env.get("ANSIBLE_INTERPRETER_PYTHON", "auto_silent"),
+        "ANSIBLE_DEPRECATION_WARNINGS": "False",
+        "ANSIBLE_SYSTEM_WARNINGS": "False",
+        "ANSIBLE_STRATEGY": "free" if mode != "serial" else "linear",
+        "ANSIBLE_SSH_ARGS": env.get("ANSIBLE_SSH_ARGS", SSH_ARGS),
+        "ANSIBLE_TIMEOUT": env.get("ANSIBLE_TIMEOUT", "20"),
+        # SSH connections are shared within one fleet run only: a master left by another run
+        # would skip host key checking and outlive a stopped sshd
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
+    })
+    env.pop("ANSIBLE_LOG_PATH", None)  # a log of module arguments is not wanted next to secrets
+    if accept_new_host_keys:
+        env["ANSIBLE_SSH_EXTRA_ARGS"] = "-o StrictHostKeyChecking=accept-new"
+    return env
 
 
 def probe_summary(bundle: Path) -> dict | None:

@@ -104,9 +104,12 @@ def status(run_dir: Path) -> dict:
     return document
 
 
-def start(run_dir: Path, ccbench_args: list[str]) -> dict:
-    """Start `ccbench run ...` detached; idempotent (a live run is left as it is)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+def start(run_dir: Path, ccbench_args: list[str], plan_file: str | None = None, plan_content: str | None = None) -> dict:
+    """Start `ccbench run ...` detached; idempotent (a live run is left as it is). With a plan
+    file's name and content, the file is written into the run directory first."""
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if plan_file and plan_content is not None:
+        (run_dir / Path(plan_file).name).write_text(plan_content)
     pid = _read_int(run_dir / "ccbench.pid")
     if _read_int(run_dir / "exit") is None and _alive(pid):
         return {"started": False, **status(run_dir)}
@@ -177,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["start", "supervise", "status", "stop", "pack"])
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--grace", type=float, default=120.0, help="seconds a SIGINTed run may take to stop")
+    parser.add_argument("--plan-file", help="name of the plan file to write into the run directory (start)")
+    parser.add_argument("--plan-content", help="its content (start)")
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after "--" is ccbench's own command line, passed on untouched
     ccbench_args = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "supervise":
         return supervise(run_dir, args.ccbench_args)
     if args.action == "start":
-        result = start(run_dir, args.ccbench_args)
+        result = start(run_dir, args.ccbench_args, args.plan_file, args.plan_content)
     elif args.action == "status":
         result = status(run_dir)
     elif args.action == "stop":

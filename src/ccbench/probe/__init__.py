@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ccbench.probe.crypto import cipher_from_text, cpu_crypto
 from ccbench.probe.sources import Sources
 from ccbench.probe.storage import describe_path, probe_storage
 from ccbench.probe.system import probe_system
@@ -30,6 +31,23 @@ _HYPERVISOR_SIGNATURES = {
 }
 
 
+#: kernel ciphers worth naming in the environment (storage: xts, cts; transport in the kernel: gcm)
+KERNEL_CIPHERS = ("aes", "xts(aes)", "cts(cbc(aes))", "gcm(aes)")
+
+
+def _kernel_crypto(sources: Sources) -> dict[str, Any]:
+    """The driver that serves each AES mode now (a template not used yet says what it would be built on)."""
+    text = sources.read_text("/proc/crypto")
+    if text is None:
+        return {"reason": f"{sources.path('/proc/crypto')} unreadable"}
+    found = {}
+    for name in KERNEL_CIPHERS:
+        entry = cipher_from_text(text, name)
+        if entry is not None:
+            found[name] = {key: entry[key] for key in ("driver", "accelerated", "implementation", "instantiated")}
+    return found
+
+
 def probe(root: str | Path = "/", dmesg: str | Path | None = None, bench_dir: str | Path | None = None) -> dict[str, Any]:
     root = Path(root)
     live = root.resolve() == Path("/")
@@ -37,6 +55,8 @@ def probe(root: str | Path = "/", dmesg: str | Path | None = None, bench_dir: st
     document = probe_system(sources)
     document["probe_version"] = PROBE_VERSION
     document["root"] = str(root)
+    document["cpu_crypto"] = cpu_crypto(document["cpu"].get("flags"))
+    document["kernel_crypto"] = _kernel_crypto(sources)
     document["tee"] = detect_tee(sources)
     if document["virtualization"].startswith("vm ("):
         for note in document["tee"]["notes"]:

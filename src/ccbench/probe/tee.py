@@ -21,6 +21,13 @@ TECHNOLOGIES = ("none", "sev", "sev-es", "sev-snp", "tdx", "sgx", "unknown")
 _AMD_RANK = {"sev": 1, "sev-es": 2, "sev-snp": 3}
 
 _KERNEL_LOG_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    # sev_show_status() (6.8+) prints SEV_STATUS bit names; an Azure vTOM guest (paravisor) shows only "vTom"
+    (re.compile(r"SEV: Status:.*SEV-SNP"), "sev-snp"),
+    (re.compile(r"SEV: Status:.*SEV-ES"), "sev-es"),
+    (re.compile(r"SEV: Status:.*\bSEV\b"), "sev"),
+    (re.compile(r"SEV: Status:.*\bvTom\b"), "sev"),
+    (re.compile(r"SEV: Using SNP CPUID table"), "sev-snp"),
+    (re.compile(r"SEV: SNP running at VMPL"), "sev-snp"),
     (re.compile(r"Memory Encryption Features active:.*SEV-SNP"), "sev-snp"),
     (re.compile(r"Memory Encryption Features active:.*SEV-ES"), "sev-es"),
     (re.compile(r"Memory Encryption Features active:.*\bSEV\b"), "sev"),
@@ -40,7 +47,26 @@ _DEVICE_NODES = {
 _TSM_PROVIDERS = {"sev_guest": "sev-snp", "tdx_guest": "tdx"}
 
 # Hyper-V isolation types (CPUID 0x4000000C EBX[3:0]): what Azure confidential VMs expose
-_HYPERV_ISOLATION = {1: "vbs", 2: "sev-snp", 3: "tdx"}
+_HYPERV_ISOLATION = {0: "none", 1: "vbs", 2: "sev-snp", 3: "tdx"}
+#: the kernel's print of that leaf (arch/x86/kernel/cpu/mshyperv.c): EAX is group A, EBX group B
+_HYPERV_ISOLATION_LINE = re.compile(r"Hyper-V: Isolation Config: Group A (0x[0-9a-fA-F]+), Group B (0x[0-9a-fA-F]+)")
+#: kernel-log lines that say only "an AMD memory-encrypted guest": under Hyper-V's vTOM (a paravisor),
+#: the kernel prints "AMD SEV" for SEV-SNP and VBS isolation alike, so the isolation type decides
+_GENERIC_AMD = re.compile(r"Memory Encryption Features active: AMD( SEV)?\s*$|SEV: Status:\s*vTom\s*$")
+
+
+def hyperv_isolation(group_a: int, group_b: int) -> dict[str, Any]:
+    """Decode the Hyper-V isolation configuration (CPUID 0x4000000C EAX/EBX, or the kernel's print of it)."""
+    kind = group_b & 0xF
+    return {
+        "group_a": f"{group_a:#x}",
+        "group_b": f"{group_b:#x}",
+        "isolation_type": kind,
+        "technology": _HYPERV_ISOLATION.get(kind, "unknown"),
+        "paravisor_present": bool(group_a & 0x1),
+        "shared_gpa_boundary_active": bool(group_b >> 5 & 1),
+        "shared_gpa_boundary_bits": group_b >> 6 & 0x3F,
+    }
 
 SEV_STATUS_MSR = 0xC0010131
 
@@ -118,6 +144,7 @@ def detect(sources: Sources) -> dict[str, Any]:
     evidence: list[dict[str, str]] = []
     notes: list[str] = []
     checked: list[str] = []
+    hyperv: dict[str, Any] | None = None
 
     flags = cpu_flags(sources)
     if flags is None:
@@ -167,6 +194,19 @@ def detect(sources: Sources) -> dict[str, Any]:
         checked.append(f"kernel log ({origin})")
         seen: set[str] = set()
         for line in log.splitlines():
+            match = _HYPERV_ISOLATION_LINE.search(line)
+            if match:
+                config = hyperv_isolation(int(match.group(1), 16), int(match.group(2), 16))
+                hyperv = config
+                text = match.group(0)
+                if (text, "hyperv") not in seen:
+                    seen.add((text, "hyperv"))
+                    meaning = f"isolation type {config['isolation_type']} ({config['technology']})"
+                    if config["technology"] in ("sev-snp", "tdx"):
+                        evidence.append(_evidence("kernel log", f"{text}: {meaning}", config["technology"]))
+                    else:
+                        notes.append(f"{text}: {meaning}, not hardware memory encryption")
+                continue
             for pattern, tech in _KERNEL_LOG_PATTERNS:
                 if pattern.search(line):
                     text = re.sub(r"^\[\s*[\d.]+\]\s*", "", line.strip())
@@ -179,6 +219,16 @@ def detect(sources: Sources) -> dict[str, Any]:
         checked.append("cpuid/msr")
         _cpuid_signals(evidence, notes)
 
+    hyperv_kind = hyperv["technology"] if hyperv else next(
+        (e["indicates"] for e in evidence if e["source"] == "cpuid" and e["signal"].startswith("Hyper-V isolation")), None)
+    if hyperv_kind is not None:
+        # the isolation type is the hypervisor's own statement; generic "AMD SEV" lines are what any
+        # vTOM guest prints (SEV-SNP and VBS alike), so they neither lower nor contradict it
+        generic = [e for e in evidence if e["source"] == "kernel log" and _GENERIC_AMD.search(e["signal"])]
+        if generic:
+            notes.append("kernel log line(s) " + "; ".join(repr(e["signal"]) for e in generic)
+                         + f" read as the vTOM guest's generic print; the Hyper-V isolation type ({hyperv_kind}) decides")
+            evidence = [e for e in evidence if e not in generic]
     technology = _decide(evidence, checked)
     if technology == "none":
         # "none" is decided by absences: say which sources were looked at and found nothing
@@ -196,12 +246,15 @@ def detect(sources: Sources) -> dict[str, Any]:
                 hint = next((n for n in notes if n.startswith("hypervisor signature")), "")
                 if not any(n.startswith("CPUID not consulted") for n in notes):
                     evidence.append(_evidence("cpuid", f"no TDX leaf, SEV status or Hyper-V isolation; {hint}".rstrip("; "), "none"))
-    return {
+    result = {
         "technology": technology,
         "evidence": [e for e in evidence if e["indicates"] != "none" or technology == "none"],
         "checked": checked,
         "notes": notes,
     }
+    if hyperv is not None:
+        result["hyperv_isolation"] = hyperv
+    return result
 
 
 def _decide(evidence: list[dict[str, str]], checked: list[str]) -> str:

@@ -11,6 +11,7 @@ from typing import Iterable
 import pandas as pd
 
 from ccbench import __version__
+from ccbench.analysis import format as fmt
 from ccbench.analysis.compare import compare, resolve_baseline, summary_by_config
 from ccbench.analysis.load import frame_from_bundles, load_bundles
 from ccbench.helper import Helper, outcome
@@ -28,11 +29,15 @@ th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:
 tr:nth-child(even) td{background:#fafafa}figure{margin:1rem .5rem 1rem 0;display:inline-block;vertical-align:top;max-width:100%}
 figure svg{max-width:100%;height:auto}figcaption{font-size:.8rem;color:#555;display:block}.meta{color:#666;font-size:.85rem}
 nav a{margin-right:1rem}summary{cursor:pointer;color:#2a5db0;font-size:.85rem;margin:.3rem 0}
+.verdict{background:#fff7e0;border:1px solid #e8d9a8;border-radius:6px;padding:.2rem 1rem 1rem}
+.verdict h2{border-bottom-color:#e8d9a8}.verdict th{background:#fbeec4}.verdict td{background:#fffdf5}
+.takeaway{font-size:.85rem;color:#222;display:block;margin-top:.2rem}
 """
 
 
 def build_context(paths: Iterable[str | Path], labels: dict[str, str] | None = None,
-                  baseline: str | None = None, helper: Helper | None = None) -> ReportContext:
+                  baseline: str | None = None, helper: Helper | None = None, exclude_contended: bool = False,
+                  model_by: str = "workload") -> ReportContext:
     # samples stay on disk until the frame reads them a chunk at a time: the records are never all in
     # memory beside the frame (sections read ctx.samples)
     bundles = load_bundles(paths, samples=False)
@@ -43,9 +48,11 @@ def build_context(paths: Iterable[str | Path], labels: dict[str, str] | None = N
         measured = samples[~samples["warmup"]]
         if not measured.empty:
             resolved = resolve_baseline(measured, baseline)
-            comparison = compare(samples, resolved)
-            summary = summary_by_config(samples)
-    return ReportContext(samples=samples, bundles=bundles, baseline=resolved, comparison=comparison, summary=summary)
+            comparison = compare(samples, resolved, exclude_contended=exclude_contended)
+            summary = summary_by_config(samples[~samples["contended"]] if exclude_contended else samples)
+    colours = charts.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
+    return ReportContext(samples=samples, bundles=bundles, baseline=resolved, comparison=comparison, summary=summary,
+                         colours=colours, exclude_contended=exclude_contended, model_by=model_by)
 
 
 def build_sections(ctx: ReportContext, drawer: "FigureDrawer | None" = None) -> list[Section]:
@@ -83,12 +90,17 @@ def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccben
     ]
     position = 0
     for section in sections:
-        parts.append(f"<section id='{_anchor(section.title)}'><h2>{html.escape(section.title)}</h2>")
+        css = f" class='{html.escape(section.css_class)}'" if section.css_class else ""
+        parts.append(f"<section id='{_anchor(section.title)}'{css}><h2>{html.escape(section.title)}</h2>")
         if section.intro:
             parts.append(f"<p>{html.escape(section.intro)}</p>")
+        if section.points:
+            parts.append("<ul>" + "".join(f"<li>{html.escape(point)}</li>" for point in section.points) + "</ul>")
         for table in section.tables:
+            if "html" not in table.formats:
+                continue
             parts.append(f"<h3>{html.escape(table.title)}</h3>")
-            rendered = table.frame.to_html(index=False, escape=True, border=0, na_rep="-")
+            rendered = table.frame.to_html(index=False, escape=True, border=0, na_rep="-", float_format=fmt.number)
             if len(table.frame) > FOLD_ROWS:
                 # a long table (the comparison has a row per case, metric and configuration) folds
                 # away so that the charts after it stay in reach; no script needed
@@ -98,7 +110,9 @@ def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccben
             if table.note:
                 parts.append(f"<p class='meta'>{html.escape(table.note)}</p>")
         for figure in section.figures:
-            parts.append(f"<figure>{svgs[position]}<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
+            takeaway = (f"<span class='takeaway'><b>What to take from it:</b> {html.escape(figure.takeaway)}</span>"
+                        if figure.takeaway else "")
+            parts.append(f"<figure>{svgs[position]}<figcaption>{html.escape(figure.caption)}{takeaway}</figcaption></figure>")
             position += 1
         parts.append("</section>")
     parts.append("</body></html>")
@@ -107,7 +121,8 @@ def render_html(sections: list[Section], ctx: ReportContext, title: str = "ccben
 
 def markdown_table(frame: pd.DataFrame) -> str:
     def cell(value) -> str:
-        text = "-" if value is None or (isinstance(value, float) and value != value) else str(value)
+        # one number format in every table (no 3615.000000000001, no 6.657e+04 beside 66,573)
+        text = fmt.number(value) if isinstance(value, float) or value is None else str(value)
         return text.replace("|", "\\|").replace("\n", " ")
 
     header = "| " + " | ".join(cell(c) for c in frame.columns) + " |"
@@ -124,11 +139,22 @@ def render_markdown(sections: list[Section], ctx: ReportContext, title: str = "c
         lines += [f"## {section.title}", ""]
         if section.intro:
             lines += [section.intro, ""]
+        if section.points:
+            lines += [f"- {point}" for point in section.points] + [""]
         for table in section.tables:
+            if "md" not in table.formats:
+                continue
             lines += [f"### {table.title}", "", markdown_table(table.frame), ""]
+            if table.note:
+                lines += [f"_{table.note}_", ""]
         for figure in section.figures:
             if figure_links and figure.name in figure_links:
                 lines += [f"![{figure.caption}]({figure_links[figure.name]})", ""]
+            if figure.caption or figure.takeaway:
+                text = f"**{figure.caption}**" if figure.caption else ""
+                if figure.takeaway:
+                    text += f" {figure.takeaway}"
+                lines += [text.strip(), ""]
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ registry to close, no GUI backend, and a lighter import (matplotlib's advice for
 from __future__ import annotations
 
 import io
+import math
 
 import matplotlib
 import numpy as np
@@ -21,11 +22,63 @@ SVG_METADATA = {"Date": None}
 
 #: inches; the HTML page is about 12 inches wide at 96 dpi
 MAX_WIDTH = 11.5
-PALETTE = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
+#: Paul Tol's colour-blind-safe qualitative palette, then his muted one for larger reports
+PALETTE = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000",
+           "#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255"]
+#: a chart whose positive values span more than this factor gets a log axis (1536 B beside 1 MiB)
+LOG_SPAN = 30.0
 
 
-def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | None) -> Figure:
-    """Bars = median per configuration for each case; error bars = interquartile range."""
+def colour_map(configs) -> dict[str, str]:
+    """One colour per configuration for every chart of a report, in load order."""
+    return {config: PALETTE[index % len(PALETTE)] for index, config in enumerate(dict.fromkeys(configs))}
+
+
+def _colour(config: str, index: int, colours: dict[str, str] | None) -> str:
+    if colours and config in colours:
+        return colours[config]
+    return PALETTE[index % len(PALETTE)]
+
+
+def series_id(config: str) -> str:
+    """An SVG group id naming a configuration's series (tests read the colours back from the SVG)."""
+    return "series:" + "".join(c if c.isalnum() else "_" for c in config)
+
+
+def _tick(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+
+def _minor_tick(value: float, _position=None) -> str:
+    """Minor ticks labelled at 2x and 5x a power of ten (a panel spanning less than a decade still
+    gets numbers), the others left blank."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return _tick(value) if round(mantissa, 6) in (2.0, 5.0) else ""
+
+
+def use_log_axis(ax) -> None:
+    """A log y axis labelled in plain numbers (1, 10, 100, 1,000; 200 and 500 between them), not the
+    repeated powers of ten matplotlib prints on minor ticks when the span is small."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: _tick(value)))
+    ax.yaxis.set_minor_formatter(FuncFormatter(_minor_tick))
+    ax.tick_params(axis="y", which="minor", labelsize=6)
+
+
+def wants_log(values) -> bool:
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    return len(values) > 1 and values.max() / values.min() > LOG_SPAN
+
+
+def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | None,
+                 colours: dict[str, str] | None = None, log: bool | None = None) -> Figure:
+    """Bars = median per configuration for each case; error bars = interquartile range. A log axis
+    where the medians span more than LOG_SPAN (or as ``log`` says)."""
     cases = list(dict.fromkeys(summary["case"].fillna("")))
     configs = list(dict.fromkeys(summary["config"]))
     width = 0.8 / max(len(configs), 1)
@@ -41,12 +94,17 @@ def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | Non
         medians = rows["median"].to_numpy(dtype=float)
         low = np.clip(medians - rows["q1"].to_numpy(dtype=float), 0, None)
         high = np.clip(rows["q3"].to_numpy(dtype=float) - medians, 0, None)
-        ax.bar(x + index * width - 0.4 + width / 2, medians, width, yerr=[low, high], capsize=3,
-               label=config, color=PALETTE[index % len(PALETTE)])
+        bars = ax.bar(x + index * width - 0.4 + width / 2, medians, width, yerr=[low, high], capsize=3,
+                      label=config, color=_colour(config, index, colours))
+        for number, patch in enumerate(bars.patches):
+            patch.set_gid(f"{series_id(config)}:{number}")
+    log = wants_log(summary["median"]) if log is None else log
+    if log:
+        use_log_axis(ax)
     ax.set_xticks(x)
     ax.set_xticklabels([c or "(all)" for c in cases], rotation=20 if len(cases) > 4 else 0, ha="right" if len(cases) > 4 else "center")
     direction = {"lower": " (lower is better)", "higher": " (higher is better)"}.get(better or "", "")
-    ax.set_ylabel(f"{unit}{direction}")
+    ax.set_ylabel(f"{unit}{direction}" + (", log scale" if log else ""))
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside, not over, the bars
     ax.grid(axis="y", alpha=0.3)
@@ -56,20 +114,26 @@ def grouped_bars(summary: pd.DataFrame, title: str, unit: str, better: str | Non
     return fig
 
 
-def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: int = 8) -> Figure:
-    """Per case a small panel: one line per configuration across the latency percentiles."""
+def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: int = 8,
+                     colours: dict[str, str] | None = None) -> Figure:
+    """Per case a small panel: one line per configuration across the latency percentiles (p50, p95,
+    p99 ... in one chart); a log axis in a panel whose values span more than LOG_SPAN."""
     cases = list(dict.fromkeys(summary["case"].fillna("")))[:max_panels]
     columns = min(4, len(cases))
     rows_count = (len(cases) + columns - 1) // columns
     fig = Figure(figsize=(3.0 * columns + 1, 2.6 * rows_count))
     axes = fig.subplots(rows_count, columns, squeeze=False)
     configs = list(dict.fromkeys(summary["config"]))
-    for panel, case in zip(axes.flat, cases):
+    for number, (panel, case) in enumerate(zip(axes.flat, cases)):
         for index, config in enumerate(configs):
             rows = summary[(summary["case"].fillna("") == case) & (summary["config"] == config)].sort_values("percentile")
             if not rows.empty:
-                panel.plot([f"p{p:g}" for p in rows["percentile"]], rows["median"], marker="o", label=config,
-                           color=PALETTE[index % len(PALETTE)])
+                lines = panel.plot([f"p{p:g}" for p in rows["percentile"]], rows["median"], marker="o", label=config,
+                                   color=_colour(config, index, colours))
+                for line in lines:
+                    line.set_gid(f"{series_id(config)}:panel{number}")
+        if wants_log(summary[summary["case"].fillna("") == case]["median"]):
+            use_log_axis(panel)
         panel.set_title(case or "(all)", fontsize=8)
         panel.set_ylabel(unit, fontsize=7)
         panel.tick_params(labelsize=7)
@@ -78,7 +142,9 @@ def percentile_lines(summary: pd.DataFrame, title: str, unit: str, max_panels: i
         panel.set_visible(False)
     axes.flat[0].legend(fontsize=6)
     fig.suptitle(title, fontsize=10)
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.85 if rows_count == 1 else 0.9, bottom=0.12, wspace=0.35, hspace=0.45)
+    # a fixed left margin in inches, wide enough for "10,000" on the axis
+    fig.subplots_adjust(left=0.7 / (3.0 * columns + 1), right=0.98, top=0.85 if rows_count == 1 else 0.9, bottom=0.12,
+                        wspace=0.35, hspace=0.45)
     return fig
 
 

@@ -31,8 +31,8 @@ class PreparedVariant:
     info: dict[str, Any] = field(default_factory=dict)
     #: the directory a storage-bound workload works in
     path: Path | None = None
-    #: axis-private state needed for teardown
-    state: dict[str, Any] = field(default_factory=dict)
+    #: what the axis made for it and undoes in teardown (for storage, a storage.Mechanism)
+    handle: Any = None
 
 
 class VariantAxis(ABC):

@@ -16,6 +16,7 @@ REGISTRY: dict[str, str] = {
     "transport": "ccbench.workloads.transport:Transport",
     "notebook": "ccbench.workloads.notebook:Notebook",
     "pyperformance": "ccbench.workloads.pyperformance:Pyperformance",
+    "microservices": "ccbench.workloads.microservices:Microservices",
     "federated": "ccbench.workloads.federated:Federated",
 }
 

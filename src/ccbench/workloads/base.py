@@ -12,6 +12,7 @@ Life cycle, driven by the runner (see runner.py):
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -138,7 +139,14 @@ class ExecutionContext:
 
 
 def missing_tools(*names: str) -> list[str]:
+    """The commands among ``names`` that are not on PATH."""
     return [name for name in names if shutil.which(name) is None]
+
+
+def size_bytes(size: str) -> int:
+    """Bytes in a size like 64M, 2G, 512k or 4096 (powers of 1024)."""
+    number, unit = re.fullmatch(r"(\d+)([KkMmGg]?)", size).groups()
+    return int(number) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()]
 
 
 class Workload(ABC):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-import shutil
 from pathlib import Path
 from typing import Literal
 
@@ -19,7 +18,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import ExecutionContext, PrepareContext, Workload, WorkloadFailed, WorkloadParams
+from ccbench.workloads.base import (ExecutionContext, PrepareContext, Workload, WorkloadFailed, WorkloadParams,
+                                    missing_tools, size_bytes)
 
 DATASET = "ccbench-dataset.bin"
 WORDS = ("confidential computing memory encryption attestation enclave guest host kernel page table "
@@ -43,11 +43,6 @@ class CompressionParams(WorkloadParams):
         if not re.fullmatch(r"\d+[KkMmGg]?", value):
             raise ValueError(f"size {value!r} is not like 64M or 1G")
         return value
-
-
-def size_bytes(size: str) -> int:
-    number, unit = re.fullmatch(r"(\d+)([KkMmGg]?)", size).groups()
-    return int(number) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()]
 
 
 def write_dataset(path: Path, total: int, random_fraction: float, seed: int) -> str:
@@ -86,7 +81,7 @@ class Compression(Workload):
     matrix_params = frozenset({"algorithms"})
 
     def requirements(self) -> str | None:
-        missing = [tool for tool in [*self.params.algorithms, "sync", "bash"] if shutil.which(tool) is None]
+        missing = missing_tools(*self.params.algorithms, "sync", "bash")
         if missing:
             return f"{', '.join(missing)} not installed: run 'bash scripts/setup.sh --with storage'"
         return None

@@ -23,6 +23,9 @@ class Table:
     title: str
     frame: pd.DataFrame
     note: str = ""
+    #: where the table is shown: ("html", "md") by default; ("md",) for a table that stands in for a
+    #: chart in Markdown (the heatmap's numbers, the workloads' medians)
+    formats: tuple[str, ...] = ("html", "md")
 
 
 @dataclass
@@ -34,6 +37,8 @@ class Figure:
     #: can be drawn by a helper process; any other is drawn in the main process.
     draw: Callable[[], Any]
     caption: str = ""
+    #: what a reader should take from the chart, in a sentence (shown under it, and in Markdown)
+    takeaway: str = ""
 
 
 @dataclass
@@ -43,6 +48,10 @@ class Section:
     intro: str = ""
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
+    #: sentences shown as a list after the intro (the verdict's conclusions)
+    points: list[str] = field(default_factory=list)
+    #: an HTML class for the section (the verdict is set apart with "verdict")
+    css_class: str = ""
 
 
 @dataclass
@@ -58,6 +67,13 @@ class ReportContext:
     comparison: pd.DataFrame | None = None
     #: median, quartiles, CV and n per group and configuration (ccbench.analysis.compare.summary_by_config)
     summary: pd.DataFrame | None = None
+    #: one colour per configuration for every chart (ccbench.report.charts.colour_map); pass it to the
+    #: chart functions so that a configuration has the same colour everywhere
+    colours: dict[str, str] = field(default_factory=dict)
+    #: whether executions flagged contended were left out of ``comparison``
+    exclude_contended: bool = False
+    #: how the overhead model pools its per-case fits: "workload" (default), "kind" or "all"
+    model_by: str = "workload"
 
 
 def discover() -> list[Any]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from functools import partial
 
+from ccbench.analysis import format as fmt
 from ccbench.report import charts
-from ccbench.report.sections import Figure, ReportContext, Section
+from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 40
 MAX_ROWS = 60
@@ -35,7 +36,20 @@ def build(ctx: ReportContext) -> Section | None:
         order = matrix.abs().max(axis=1).sort_values(ascending=False).index[:MAX_ROWS]
         matrix = matrix.loc[order]
     draw = partial(charts.heatmap, matrix, f"overhead against {ctx.baseline}")
+    significant = data[data["significant"].astype(bool)]
+    if significant.empty:
+        takeaway = "No cell is significant: every difference from the baseline is within the noise."
+    else:
+        per_config = significant.groupby("config", sort=False)["overhead_percent"].median()
+        worst = per_config.idxmax()
+        takeaway = (f"{len(significant)} of {len(data)} cells are significant; {worst} has the highest median significant "
+                    f"overhead ({fmt.percent(per_config[worst])}). Read rows across for what a configuration costs each "
+                    "workload, columns down for which workloads a configuration hurts.")
+    text = matrix.map(fmt.percent) if hasattr(matrix, "map") else matrix.applymap(fmt.percent)
+    text.index.name = "workload case metric"
     return Section(title="Overhead heatmap",
                    intro="Time-equivalent overhead in percent against the baseline (red = slower, green = faster)"
                          + (f"; the {MAX_ROWS} rows with the largest effects" if len(data['row'].unique()) > MAX_ROWS else "") + ".",
-                   figures=[Figure(name="overhead-heatmap", draw=draw, caption="overhead % by workload and configuration")])
+                   figures=[Figure(name="overhead-heatmap", draw=draw, caption="overhead % by workload and configuration",
+                                   takeaway=takeaway)],
+                   tables=[Table("overhead % (the numbers of the heatmap)", text.reset_index(), formats=("md",))])

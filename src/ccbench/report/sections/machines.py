@@ -10,6 +10,18 @@ from ccbench.report.sections import ReportContext, Section, Table
 ORDER = 10
 
 
+def _attestation(path) -> str:
+    """attested+verified / attested-unverified (and why) / unattested (and why), from the bundle's
+    digest list and evidence as `ccbench verify` checks them (default policy, no collateral)."""
+    from ccbench.attestation.verify import verify_bundle
+    from ccbench.errors import CCBenchError
+
+    try:
+        return verify_bundle(path).summary()
+    except (CCBenchError, OSError) as exc:
+        return f"not checked: {exc}"
+
+
 def build(ctx: ReportContext) -> Section | None:
     if not ctx.bundles:
         return None
@@ -27,17 +39,18 @@ def build(ctx: ReportContext) -> Section | None:
         columns[key] = {
             "host": probe.get("hostname"),
             "CPU": cpu.get("model"),
-            "cores / threads": f"{cpu.get('cores')} / {cpu.get('threads')}",
+            "cores / threads": f"{cpu.get('cores') or '-'} / {cpu.get('threads') or '-'}",
             "memory": f"{memory / 2**30:.1f} GiB" if memory else "unknown",
             "kernel": (probe.get("kernel") or {}).get("release"),
             "OS": (probe.get("os") or {}).get("pretty_name"),
-            "virtualization": f"{probe.get('virtualization')}" + (f" ({probe['cloud']})" if probe.get("cloud") else ""),
+            "virtualization": f"{probe.get('virtualization') or '-'}" + (f" ({probe['cloud']})" if probe.get("cloud") else ""),
             "TEE": TEE_NAMES.get(tee.get("technology"), tee.get("technology")),
             "TEE evidence": evidence or "-",
             "storage protection (work dir)": f"{storage.get('protection')} ({storage.get('fstype', '?')} on {storage.get('source', '?')})",
             "plan": (bundle.manifest.get("plan") or {}).get("name"),
             "started": bundle.manifest.get("started_at"),
             "status": bundle.manifest.get("status"),
+            "attestation": _attestation(bundle.path),
         }
     frame = pd.DataFrame(columns)
     frame.index.name = "fact"

@@ -7,9 +7,11 @@ from functools import partial
 
 import pandas as pd
 
-from ccbench.analysis.stats import NOISY_CV
+from ccbench.analysis import format as fmt
+from ccbench.analysis.stats import NOISY_CV, coefficients_of_variation
 from ccbench.report import charts
 from ccbench.report.sections import Figure, ReportContext, Section, Table
+from ccbench.report.takeaways import from_comparison
 
 ORDER = 55
 TOP_CELLS = 8
@@ -29,7 +31,7 @@ def build(ctx: ReportContext) -> Section | None:
         return None
     tables, figures = [], []
     stats = totals.groupby(["workload", "config"], sort=False)["value"].agg(["median", "mean", "std", "count"])
-    stats["cv"] = stats["std"] / stats["mean"]
+    stats["cv"] = coefficients_of_variation(stats["std"], stats["mean"], stats["count"])
     side = stats["median"].unstack("config").round(2)
     side.columns = [f"{c} (s)" for c in side.columns]
     kernel = data[data["metric"] == "kernel_start_s"].groupby("workload")["value"].median().round(2)
@@ -43,9 +45,11 @@ def build(ctx: ReportContext) -> Section | None:
             if rows.empty:
                 continue
             rows["case"] = rows["workload"]
-            draw = partial(charts.grouped_bars, rows, f"notebooks: {title}", rows["unit"].iloc[0], rows["better"].iloc[0])
+            draw = partial(charts.grouped_bars, rows, f"notebooks: {title}", rows["unit"].iloc[0], rows["better"].iloc[0],
+                           ctx.colours)
             figures.append(Figure(f"notebooks-{metric.replace('_', '-')}", draw,
-                                  f"median {caption} per notebook and configuration (error bars: interquartile range)"))
+                                  f"median {caption} per notebook and configuration (error bars: interquartile range)",
+                                  takeaway=from_comparison(ctx.comparison, set(totals["workload"]), [metric], ctx.baseline)))
     comparison = ctx.comparison
     if comparison is not None and not comparison.empty:
         cells = comparison[(comparison["metric"] == "cell_s") & comparison["workload"].isin(set(totals["workload"]))].copy()
@@ -62,8 +66,7 @@ def build(ctx: ReportContext) -> Section | None:
                 "notebook": top["workload"], "cell": top["params"].map(cell_label), "config": top["config"],
                 "baseline (s)": top["baseline_median"].round(3), "config (s)": top["median"].round(3),
                 "change (s)": top["change_s"].round(3),
-                "ratio [95% CI]": [f"{r:.3f} [{lo:.3f}, {hi:.3f}]" if lo == lo else f"{r:.3f} [-]"
-                                   for r, lo, hi in zip(top["ratio"], top["ci_low"], top["ci_high"])],
+                "ratio [95% CI]": [fmt.ratio_interval(r, lo, hi) for r, lo, hi in zip(top["ratio"], top["ci_low"], top["ci_high"])],
                 "verdict": top["verdict"], "flags": top["flags"].map(", ".join),
             })
             tables.append(Table(f"the cells that changed most against {ctx.baseline} (up to {TOP_CELLS} per notebook, "

@@ -1,0 +1,156 @@
+//! ccverify: verify one piece of SEV-SNP or TDX evidence and print the verdict as JSON.
+//!
+//! usage: ccverify --technology sev-snp|tdx --evidence FILE [--report-data HEX]
+//!                 [--vcek FILE] [--cert-table FILE] [--collateral FILE] [--policy FILE] [--at UNIX]
+//!                 [--trust-ark FILE --trust-ask FILE]
+//!
+//! Exit 0: verified (JSON claims); 1: rejected (JSON with the reason's code and detail);
+//! 2: bad input (a one-line message on stderr).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ccverify::{snp, tdx, Policy, Rejection, SnpRoots, REPORT_DATA_LEN};
+use serde_json::json;
+
+const USAGE: &str = "usage: ccverify --technology sev-snp|tdx --evidence FILE [--report-data HEX] [--vcek FILE] \
+[--cert-table FILE] [--collateral FILE] [--policy FILE] [--at UNIX] [--trust-ark FILE --trust-ask FILE]
+
+Verifies an SEV-SNP attestation report (VCEK signature, VCEK -> ASK -> ARK with AMD's pinned Milan,
+Genoa and Turin roots) or a TDX quote (Intel DCAP collateral as dcap-qvl's JSON), then the policy
+(JSON: allow_debug, measurements, min_tcb, max_vmpl, rtmrs, tdx_tcb_statuses) and the expected
+report data. --trust-ark/--trust-ask replace AMD's roots with the given ones (test chains only).
+Prints JSON; exit 0 verified, 1 rejected, 2 bad input.";
+
+#[derive(Default)]
+struct Args {
+    technology: Option<String>,
+    evidence: Option<String>,
+    report_data: Option<String>,
+    vcek: Option<String>,
+    cert_table: Option<String>,
+    collateral: Option<String>,
+    policy: Option<String>,
+    at: Option<u64>,
+    trust_ark: Option<String>,
+    trust_ask: Option<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args::default();
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        if arg == "-h" || arg == "--help" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        let value = it.next().ok_or_else(|| format!("{arg} needs a value (see --help)"))?;
+        match arg.as_str() {
+            "--technology" => args.technology = Some(value),
+            "--evidence" => args.evidence = Some(value),
+            "--report-data" => args.report_data = Some(value),
+            "--vcek" => args.vcek = Some(value),
+            "--cert-table" => args.cert_table = Some(value),
+            "--collateral" => args.collateral = Some(value),
+            "--policy" => args.policy = Some(value),
+            "--at" => {
+                args.at = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("--at needs seconds since the epoch, not {value}"))?,
+                )
+            }
+            "--trust-ark" => args.trust_ark = Some(value),
+            "--trust-ask" => args.trust_ask = Some(value),
+            other => return Err(format!("unknown argument {other} (see --help)")),
+        }
+    }
+    Ok(args)
+}
+
+fn read(path: &str, what: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read the {what} {path}: {e}"))
+}
+
+fn run() -> Result<Result<ccverify::Claims, Rejection>, String> {
+    let args = parse_args()?;
+    let technology = args.technology.ok_or("--technology is required (sev-snp or tdx)")?;
+    let evidence = read(&args.evidence.ok_or("--evidence is required")?, "evidence")?;
+    let policy: Policy = match &args.policy {
+        Some(path) => serde_json::from_slice(&read(path, "policy")?).map_err(|e| format!("policy {path}: {e}"))?,
+        None => Policy::default(),
+    };
+    let expected = match &args.report_data {
+        Some(text) => {
+            let bytes = hex::decode(text.trim()).map_err(|e| format!("--report-data is not hex: {e}"))?;
+            let array: [u8; REPORT_DATA_LEN] = bytes
+                .try_into()
+                .map_err(|_| format!("--report-data must be {REPORT_DATA_LEN} bytes"))?;
+            Some(array)
+        }
+        None => None,
+    };
+    match technology.as_str() {
+        "sev-snp" => {
+            let roots = match (&args.trust_ark, &args.trust_ask) {
+                (Some(ark), Some(ask)) => {
+                    SnpRoots::only("given root", &read(ark, "ARK")?, &read(ask, "ASK")?).map_err(|e| e.to_string())?
+                }
+                (None, None) => SnpRoots::amd(),
+                _ => return Err("--trust-ark and --trust-ask go together".into()),
+            };
+            let vcek = args.vcek.as_deref().map(|p| read(p, "VCEK")).transpose()?;
+            let table = args
+                .cert_table
+                .as_deref()
+                .map(|p| read(p, "certificate table"))
+                .transpose()?;
+            Ok(snp::verify(
+                &evidence,
+                vcek.as_deref(),
+                table.as_deref(),
+                &roots,
+                &policy,
+                expected.as_ref(),
+            ))
+        }
+        "tdx" => {
+            let collateral = match &args.collateral {
+                Some(path) => Some(tdx::collateral_from_json(&read(path, "collateral")?).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            let now = args.at.unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+            });
+            Ok(tdx::verify(
+                &evidence,
+                collateral.as_ref(),
+                now,
+                &policy,
+                expected.as_ref(),
+            ))
+        }
+        other => Err(format!("unknown technology {other}: sev-snp or tdx")),
+    }
+}
+
+fn main() {
+    match run() {
+        Ok(Ok(claims)) => {
+            println!("{}", json!({"verified": true, "claims": claims}));
+        }
+        Ok(Err(rejection)) => {
+            println!(
+                "{}",
+                json!({"verified": false, "reason": rejection, "message": rejection.to_string()})
+            );
+            std::process::exit(1);
+        }
+        Err(message) => {
+            eprintln!("ccverify: {message}");
+            std::process::exit(2);
+        }
+    }
+}

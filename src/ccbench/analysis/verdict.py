@@ -1,0 +1,233 @@
+"""The verdict per protection layer: what each layer costs, where it hurts most, and why.
+
+Built from the comparison table (ccbench.analysis.compare), never from numbers of its own, so the
+report's verdict, ``ccbench compare --summary`` and the comparison rows always agree. Each
+comparison row is attributed to the layer that differs between its configuration and its baseline
+(``layer`` column); rows where several layers differ are summarised as "combined", rows where none
+does (another machine or run with the same protections) as "no layer".
+
+Cost is time-equivalent (a throughput ratio of 0.8 is +25%). The typical cost of a layer is the
+geometric mean over workloads of each workload's geometric mean over its rows (cases, metrics); its
+95% interval is a t interval on the logs between workloads (three or more workloads), or between a
+single workload's rows, or, for one row, that row's own interval (noise within configurations).
+With two workloads no interval is given (a t interval on two values spans nearly everything): the
+range between them is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from ccbench.analysis import format as fmt
+from ccbench.analysis.causes import causes_of
+from ccbench.analysis.stats import CONFIDENCE
+
+#: order of the layers in the verdict (by the start of the layer label)
+LAYER_ORDER = ["TEE", "storage encryption", "in-memory storage", "TLS", "secure channel", "transport", "storage removed",
+               "transport removed", "TEE removed", "combined", "none"]
+
+
+@dataclass
+class LayerVerdict:
+    layer: str
+    #: time-equivalent ratio (> 1 = costs time) and its interval
+    typical: float
+    low: float
+    high: float
+    #: what the interval spans: "between workloads (3)", "between cases (4)", "within configurations"
+    interval_over: str
+    #: the smallest and largest per-workload cost (time-equivalent ratios)
+    range_low: float
+    range_high: float
+    workloads: int
+    comparisons: int
+    significant: int
+    contended: int
+    noisy: int
+    not_significant: int
+    #: the worst row: "fio 4k randread throughput (MB/s) on cvm / SEV-SNP / disk: +9.1%, ratio 0.917 [0.90, 0.93]"
+    worst: str
+    worst_overhead: float
+    causes: list[str] = field(default_factory=list)
+
+    @property
+    def overhead(self) -> float:
+        return (self.typical - 1) * 100
+
+    @property
+    def distinguishable(self) -> bool:
+        """Some comparison is significant and the typical cost's interval, where there is one, excludes no cost."""
+        if not self.significant:
+            return False
+        return math.isnan(self.low) or not (self.low <= 1.0 <= self.high)
+
+    def sentence(self) -> str:
+        """What to take from this layer, in one sentence."""
+        name = "No protection layer differs (another machine or run)" if self.layer == "none" else self.layer
+        where = f"{self.workloads} workload{'s' if self.workloads != 1 else ''}"
+        spread = (f"; between workloads {fmt.percent((self.range_low - 1) * 100)} to "
+                  f"{fmt.percent((self.range_high - 1) * 100)}" if self.workloads > 1 else "")
+        interval = f"95% interval {self.interval_text()}, {self.interval_over}" if not math.isnan(self.low) else ""
+        detail = "; ".join(p for p in (interval, spread.lstrip("; ")) if p)
+        if self.layer == "none":
+            # an A/A comparison: any difference is the machines' or the runs', not a protection's
+            word = "differ by" if self.distinguishable else "do not differ beyond the noise:"
+            head = (f"Configurations with the same protections (another machine or run) {word} "
+                    f"{fmt.percent(self.overhead)} typically across {where} ({self.significant} of {self.comparisons} "
+                    f"comparisons significant{'; ' + detail if detail else ''})")
+            if self.distinguishable:
+                head += ": that much difference is not caused by any protection layer"
+        elif not self.distinguishable:
+            head = (f"{name}: no cost distinguishable from noise across {where} "
+                    f"(typical {fmt.percent(self.overhead)}; {self.significant} of {self.comparisons} comparisons "
+                    f"significant{'; ' + detail if detail else ''})")
+        else:
+            word = "costs" if self.typical > 1 else "saves"
+            head = (f"{name} {word} about {fmt.percent(abs(self.overhead), signed=False)} of time typically across "
+                    f"{where} ({self.significant} of {self.comparisons} comparisons significant"
+                    f"{'; ' + detail if detail else ''})")
+        tail = f"; it hurts most on {self.worst}" if self.worst and self.worst_overhead > 0 and self.layer != "none" else ""
+        # what served the layer (a software-only cipher is the likely cause of a storage or transport cost)
+        served = [c for c in self.causes if "contended" not in c and not c.startswith("measured across machines")]
+        if served:
+            tail += "; " + "; ".join(served)
+        elif any(c.startswith("measured across machines") for c in self.causes):
+            tail += "; measured across machines, so it includes their other differences"
+        if self.contended:
+            tail += f"; {self.contended} of {self.comparisons} comparisons include contended executions"
+        return head + tail + "."
+
+    def interval_text(self) -> str:
+        if math.isnan(self.low):
+            return "-"
+        return f"{fmt.percent((self.low - 1) * 100)} to {fmt.percent((self.high - 1) * 100)}"
+
+
+def _time_equivalent(comparison: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    higher = (comparison["better"] == "higher").to_numpy()
+    ratio = comparison["ratio"].to_numpy(dtype=float)
+    low, high = comparison["ci_low"].to_numpy(dtype=float), comparison["ci_high"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (np.where(higher, 1 / ratio, ratio), np.where(higher, 1 / high, low), np.where(higher, 1 / low, high))
+
+
+def _t_interval(logs: np.ndarray) -> tuple[float, float, float]:
+    mean = float(logs.mean())
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    se = float(logs.std(ddof=1)) / math.sqrt(len(logs))
+    t = float(special.stdtrit(len(logs) - 1, 0.5 + CONFIDENCE / 2))
+    return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
+
+
+def _order(layer: str) -> tuple[int, str]:
+    for index, prefix in enumerate(LAYER_ORDER):
+        if layer.startswith(prefix):
+            return index, layer
+    return len(LAYER_ORDER), layer
+
+
+def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = None) -> list[LayerVerdict]:
+    """One LayerVerdict per layer found in the comparison, in LAYER_ORDER."""
+    if comparison is None or comparison.empty or "layer" not in comparison:
+        return []
+    data = comparison.copy()
+    data["te"], data["te_low"], data["te_high"] = _time_equivalent(data)
+    # the few distinct (configuration, machine, cipher) facts, found once instead of once per layer
+    facts = None
+    if samples is not None and not samples.empty:
+        from ccbench.analysis.load import CAUSE_KEYS
+
+        columns = ["config", "machine"] + [c for c in CAUSE_KEYS if c in samples]
+        facts = samples[columns].drop_duplicates()
+    out = []
+    for layer in sorted(set(data["layer"]), key=_order):
+        rows = data[data["layer"] == layer]
+        usable = rows[np.isfinite(rows["te"]) & (rows["te"] > 0)]
+        if usable.empty:
+            continue
+        per_workload = usable.groupby("workload", sort=False)["te"].agg(lambda v: float(np.exp(np.log(v).mean())))
+        if len(per_workload) >= 3:
+            typical, low, high = _t_interval(np.log(per_workload.to_numpy()))
+            over = f"spread between {len(per_workload)} workloads"
+        elif len(per_workload) == 2:
+            typical, low, high = _t_interval(np.log(per_workload.to_numpy()))
+            low = high = math.nan
+            over = "two workloads: see the range between them"
+        elif len(usable) >= 2:
+            typical, low, high = _t_interval(np.log(usable["te"].to_numpy()))
+            over = f"spread between {len(usable)} cases and metrics of one workload"
+        else:
+            row = usable.iloc[0]
+            typical, low, high = float(row["te"]), float(row["te_low"]), float(row["te_high"])
+            over = "noise within the configurations (one comparison)"
+        ranked = usable.sort_values("te", ascending=False, kind="stable")
+        significant = ranked[ranked["significant"]]
+        top = (significant if not significant.empty else ranked).iloc[0]
+        worst = (f"{' '.join(p for p in (top['workload'], top['case'] if isinstance(top['case'], str) else '', top['metric']) if p)} on {top['config']}: "
+                 f"{fmt.percent(top['overhead_percent'])}, ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}"
+                 f"{'' if top['significant'] else ' (not significant)'}")
+        flags = rows["flags"]
+        causes = []
+        if layer.startswith("TEE") or layer.startswith("combined"):
+            pairs = rows[["baseline", "config"]].drop_duplicates()
+            if facts is not None:
+                machine = facts.drop_duplicates("config").set_index("config")["machine"]
+                if any(machine.get(b) != machine.get(c) for b, c in pairs.itertuples(index=False)):
+                    causes.append("measured across machines: the cost includes any other difference between them")
+        causes += causes_of(facts, set(rows["config"]), layer)
+        contended = int(flags.map(lambda f: "contended" in f).sum())
+        if contended:
+            causes.append(f"{contended} of {len(rows)} comparisons include contended executions (others' CPU or steal "
+                          "time): compare again with --exclude-contended")
+        out.append(LayerVerdict(
+            layer=layer, typical=typical, low=low, high=high, interval_over=over,
+            range_low=float(per_workload.min()), range_high=float(per_workload.max()), workloads=len(per_workload),
+            comparisons=len(rows), significant=int(rows["significant"].sum()), contended=contended,
+            noisy=int(flags.map(lambda f: "noisy" in f).sum()),
+            not_significant=int((~rows["significant"].astype(bool)).sum()),
+            worst=worst, worst_overhead=float(top["overhead_percent"]), causes=causes))
+    return out
+
+
+VERDICT_HEADERS = ["layer", "typical cost", "95% interval", "interval from", "range between workloads", "hurts most",
+                   "causes recorded",
+                   "comparisons", "significant", "contended", "noisy", "not significant"]
+
+
+def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
+    """The verdict as text cells (the report's table and ``compare --summary``)."""
+    return pd.DataFrame([{
+        "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
+        "typical cost": fmt.percent(v.overhead),
+        "95% interval": v.interval_text(),
+        "interval from": v.interval_over,
+        "range between workloads": (f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"
+                                    if v.workloads > 1 else "-"),
+        "hurts most": v.worst,
+        "causes recorded": "; ".join(v.causes) or "-",
+        "comparisons": str(v.comparisons),
+        "significant": str(v.significant),
+        "contended": str(v.contended),
+        "noisy": str(v.noisy),
+        "not significant": str(v.not_significant),
+    } for v in items], columns=VERDICT_HEADERS)
+
+
+def contended_executions(samples: pd.DataFrame | None) -> tuple[int, int]:
+    """(contended, all) measured executions in the samples: by execution key where the bundle has one
+    (format 2), else by bundle, workload, variant and repetition."""
+    if samples is None or samples.empty:
+        return 0, 0
+    data = samples[~samples["warmup"]]
+    if "contended" not in data:
+        return 0, 0
+    keys = ["bundle", "execution"] if "execution" in data and (data["execution"] != "").all() else \
+        ["bundle", "workload", "config", "repetition"]
+    executions = data.drop_duplicates(keys)
+    return int(executions["contended"].sum()), len(executions)

@@ -1,0 +1,229 @@
+"""Verify a bundle: recompute every digest, then the evidence (through the Rust verifier `ccverify`,
+the same code the secure channel uses) and the policy.
+
+Exit codes of `ccbench verify`: 0 all that is present holds; 2 bad input; 3 tampering (a changed,
+missing or extra file, or an edited digest list); 4 evidence that fails or cannot be verified;
+5 no evidence although --require-attestation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ccbench.attestation.digests import ATTESTATION_FILE, compare, digest_list, list_digest, report_data
+from ccbench.attestation.evidence import MOCK_TECHNOLOGY, parse_mock
+from ccbench.errors import CCBenchError
+
+EXIT_OK, EXIT_TAMPERED, EXIT_EVIDENCE, EXIT_UNATTESTED = 0, 3, 4, 5
+VERIFIER = Path(__file__).resolve().parents[3] / "crates" / "target" / "release" / "ccverify"
+#: collateral file names looked for in --collateral DIR (dcap-qvl's JSON for TDX; a VCEK for SEV-SNP)
+TDX_COLLATERAL_NAMES = ("tdx_collateral.json", "collateral.json")
+VCEK_NAMES = ("vcek.der", "vcek.pem")
+
+
+def verifier_path() -> Path:
+    return Path(os.environ.get("CCBENCH_VERIFIER", VERIFIER))
+
+
+@dataclass
+class Verdict:
+    bundle: str
+    integrity: str = "intact"              # intact | tampered | no-digests
+    changes: dict[str, list[str]] = field(default_factory=dict)
+    attestation: str = "unattested"        # verified | mock | unverified | failed | unattested
+    reason: str | None = None
+    technology: str | None = None
+    measurement: str | None = None
+    tcb: Any = None
+    root: str | None = None
+    files: int = 0
+    exit_code: int = EXIT_OK
+
+    def summary(self) -> str:
+        """One line for the machines table: attested and verified / attested-unverified (why) / unattested."""
+        if self.integrity == "no-digests":
+            return "no digest list (made before ccbench recorded one, or removed): integrity unknown"
+        if self.integrity != "intact":
+            return f"TAMPERED: {self.reason}"
+        if self.attestation == "verified":
+            return f"attested+verified ({self.technology}, root {self.root})"
+        if self.attestation == "mock":
+            return "attested with MOCK evidence (tests only)"
+        if self.attestation in ("unverified", "failed"):
+            return f"attested-unverified: {self.reason}"
+        return f"unattested: {self.reason}"
+
+
+def _load(bundle: Path) -> dict[str, Any]:
+    path = bundle / ATTESTATION_FILE
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise CCBenchError(f"{path}: not readable JSON ({exc}); the bundle's digest list is damaged") from None
+    if not isinstance(document, dict) or not isinstance(document.get("files"), list):
+        raise CCBenchError(f"{path}: no digest list (`files`) in it")
+    return document
+
+
+def load_policy(path: str | Path | None) -> dict[str, Any] | None:
+    """A policy file: JSON, or TOML (.toml); the keys are ccverify's (see docs/attestation.md)."""
+    if path is None:
+        return None
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CCBenchError(f"--policy {path}: cannot read ({exc.strerror})") from None
+    try:
+        if path.suffix == ".toml":
+            import tomllib
+            policy = tomllib.loads(text)
+        else:
+            policy = json.loads(text)
+    except ValueError as exc:
+        raise CCBenchError(f"--policy {path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from None
+    if not isinstance(policy, dict):
+        raise CCBenchError(f"--policy {path}: expected a table of settings")
+    return policy
+
+
+def run_verifier(technology: str, evidence: Path, expected: bytes | None, *, aux: Path | None = None,
+                 vcek: Path | None = None, collateral: Path | None = None, policy: dict | None = None,
+                 at: int | None = None) -> dict[str, Any]:
+    """Run ccverify; its JSON verdict, or {"verified": False, "unverifiable": why} when it cannot run."""
+    binary = verifier_path()
+    if not binary.exists():
+        return {"verified": False, "unverifiable": f"the verifier is not built ({binary}): run "
+                                                   "'bash scripts/setup.sh --with transport'"}
+    argv = [str(binary), "--technology", technology, "--evidence", str(evidence)]
+    if expected is not None:
+        argv += ["--report-data", expected.hex()]
+    for flag, value in (("--cert-table", aux), ("--vcek", vcek), ("--collateral", collateral)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if at is not None:
+        argv += ["--at", str(at)]
+    with tempfile.TemporaryDirectory() as tmp:
+        if policy is not None:
+            policy_file = Path(tmp) / "policy.json"
+            policy_file.write_text(json.dumps(policy))
+            argv += ["--policy", str(policy_file)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if done.returncode == 2:
+        raise CCBenchError(done.stderr.strip() or "ccverify: bad input")
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        return {"verified": False, "unverifiable": f"ccverify gave no verdict (exit {done.returncode}): "
+                                                   f"{done.stderr.strip()[-300:]}"}
+
+
+def _find(directory: Path | None, names: tuple[str, ...]) -> Path | None:
+    if directory is None:
+        return None
+    for name in names:
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def verify_bundle(bundle_path: str | Path, policy: dict | None = None, collateral: str | Path | None = None,
+                  require_attestation: bool = False) -> Verdict:
+    bundle = Path(bundle_path)
+    if not bundle.is_dir():
+        raise CCBenchError(f"{bundle}: not a bundle directory")
+    collateral_dir = Path(collateral) if collateral else None
+    if collateral_dir is not None and not collateral_dir.is_dir():
+        raise CCBenchError(f"--collateral {collateral}: not a directory")
+    verdict = Verdict(bundle=str(bundle))
+    document = _load(bundle)
+    if not document:
+        verdict.integrity = "no-digests"
+        verdict.reason = (f"no {ATTESTATION_FILE}: the bundle was made before ccbench recorded digests, or it "
+                          "was removed; nothing can be checked (run 'ccbench attest' on a copy you trust)")
+        verdict.exit_code = EXIT_TAMPERED
+        return verdict
+    recorded = document["files"]
+    current = digest_list(bundle)
+    verdict.files = len(current)
+    changes = compare(recorded, current)
+    verdict.changes = {k: v for k, v in changes.items() if v}
+    if verdict.changes:
+        verdict.integrity = "tampered"
+        verdict.reason = "; ".join(f"{kind}: {', '.join(paths)}" for kind, paths in verdict.changes.items())
+        verdict.exit_code = EXIT_TAMPERED
+        return verdict
+    digest = list_digest(recorded)
+    if digest != document.get("digest"):
+        verdict.integrity = "tampered"
+        verdict.reason = f"the digest list in {ATTESTATION_FILE} does not match its recorded digest (edited)"
+        verdict.exit_code = EXIT_TAMPERED
+        return verdict
+    if document.get("status") != "attested":
+        verdict.attestation = "unattested"
+        verdict.reason = document.get("reason") or "no evidence"
+        if require_attestation:
+            verdict.exit_code = EXIT_UNATTESTED
+        return verdict
+    _verify_evidence(bundle, document, digest, policy, collateral_dir, verdict)
+    if verdict.attestation == "mock" and require_attestation:
+        verdict.exit_code = EXIT_UNATTESTED
+        verdict.reason = "MOCK evidence (tests only) is not attestation"
+    return verdict
+
+
+def _verify_evidence(bundle: Path, document: dict, digest: str, policy: dict | None, collateral_dir: Path | None,
+                     verdict: Verdict) -> None:
+    info = document.get("evidence") or {}
+    technology = info.get("technology")
+    verdict.technology = technology
+    nonce = bytes.fromhex(info["nonce"]) if info.get("nonce") else None
+    expected = report_data(digest, nonce)
+    evidence_file = bundle / str(info.get("file", ""))
+    if not evidence_file.is_file():
+        verdict.attestation, verdict.reason, verdict.exit_code = "failed", f"the evidence file {info.get('file')} is missing", EXIT_EVIDENCE
+        return
+    raw = evidence_file.read_bytes()
+    if technology == MOCK_TECHNOLOGY:
+        try:
+            measurement, bound = parse_mock(raw)
+        except ValueError as exc:
+            verdict.attestation, verdict.reason, verdict.exit_code = "failed", f"mock evidence: {exc}", EXIT_EVIDENCE
+            return
+        verdict.measurement = measurement.hex()
+        if bound != expected:
+            verdict.attestation, verdict.reason, verdict.exit_code = (
+                "failed", "report-data-mismatch: the evidence binds another digest or nonce", EXIT_EVIDENCE)
+            return
+        verdict.attestation = "mock"
+        verdict.reason = "MOCK evidence (tests only; proves nothing about the machine)"
+        return
+    if technology not in ("sev-snp", "tdx"):
+        verdict.attestation, verdict.reason, verdict.exit_code = "failed", f"unknown evidence technology {technology!r}", EXIT_EVIDENCE
+        return
+    aux = bundle / info["aux_file"] if info.get("aux_file") else None
+    vcek = _find(collateral_dir, VCEK_NAMES) if technology == "sev-snp" else None
+    tdx_collateral = _find(collateral_dir, TDX_COLLATERAL_NAMES) if technology == "tdx" else None
+    result = run_verifier(technology, evidence_file, expected, aux=aux if aux and aux.is_file() else None,
+                          vcek=vcek, collateral=tdx_collateral, policy=policy)
+    if result.get("verified"):
+        claims = result["claims"]
+        verdict.attestation = "verified"
+        verdict.measurement, verdict.tcb, verdict.root = claims["measurement"], claims["tcb"], claims["root"]
+        return
+    verdict.exit_code = EXIT_EVIDENCE
+    if "unverifiable" in result:
+        verdict.attestation, verdict.reason = "unverified", result["unverifiable"]
+    else:
+        reason = result.get("reason", {})
+        code = reason.get("code", "rejected")
+        verdict.attestation = "unverified" if code in ("missing-certificate", "missing-collateral") else "failed"
+        verdict.reason = f"{code}: {result.get('message', '')}"

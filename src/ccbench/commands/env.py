@@ -1,0 +1,65 @@
+"""ccbench env: what this machine is, and which TEE and storage protection it has."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ccbench.errors import CCBenchError
+
+
+@click.command()
+@click.option("--root", type=click.Path(file_okay=False), default="/", show_default=True,
+              help="Read every file (proc, sys, dev, etc) under this directory: a snapshot or fixture.")
+@click.option("--dmesg", type=click.Path(dir_okay=False), help="Read the kernel log from this file instead of dmesg.")
+@click.option("--bench-dir", type=click.Path(), default=".", show_default=True,
+              help="Directory whose storage protection is reported.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full probe document as JSON.")
+def command(root, dmesg, bench_dir, as_json) -> None:
+    """Probe this machine: CPU, memory, kernel, virtualization, TEE technology with evidence, storage protection.
+
+    With --root (and optionally --dmesg) the probe reads a captured snapshot instead, and CPUID
+    and MSRs are not consulted.
+    """
+    import json
+    from pathlib import Path
+
+    from ccbench.probe import probe
+
+    if not Path(root).is_dir():
+        raise CCBenchError(f"--root {root}: no such directory")
+    if dmesg and not Path(dmesg).is_file():
+        raise CCBenchError(f"--dmesg {dmesg}: no such file")
+    document = probe(root=root, dmesg=dmesg, bench_dir=bench_dir if root == "/" else None)
+    if as_json:
+        click.echo(json.dumps(document, indent=2, default=str))
+        return
+    print_environment(document)
+
+
+def print_environment(document: dict[str, Any]) -> None:
+    """The probe document as aligned lines (also used by ``ccbench show``)."""
+    from ccbench.console import stdout
+
+    cpu = document.get("cpu", {})
+    memory = document.get("memory", {}).get("total_bytes")
+    tee = document.get("tee", {})
+    storage = document.get("storage", {})
+    lines = [
+        ("host", document.get("hostname")),
+        ("cpu", f"{cpu.get('model')} ({cpu.get('cores')} cores, {cpu.get('threads')} threads)"),
+        ("memory", f"{memory / 2**30:.1f} GiB" if memory else "unknown"),
+        ("kernel", document.get("kernel", {}).get("release")),
+        ("os", document.get("os", {}).get("pretty_name")),
+        ("virtualization", document.get("virtualization") + (f" ({document['cloud']})" if document.get("cloud") else "")),
+        ("tee", tee.get("technology")),
+    ]
+    for key, value in lines:
+        stdout.print(f"[bold]{key:<15}[/bold] {value}")
+    for item in tee.get("evidence", []):
+        stdout.print(f"{'':<15}   evidence: {item['source']}: {item['signal']} -> {item['indicates']}")
+    for note in tee.get("notes", []):
+        stdout.print(f"{'':<15}   note: {note}")
+    detail = ", ".join(f"{k}={v}" for k, v in storage.items() if k not in ("path", "protection"))
+    stdout.print(f"[bold]{'storage':<15}[/bold] {storage.get('protection')} at {storage.get('path')} ({detail})")

@@ -1,0 +1,165 @@
+"""ccbench run: run a plan into a result bundle, then a short summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ccbench.errors import CCBenchError
+
+
+def parse_pin(value: str | None) -> list[int] | None:
+    """``--pin``: CPU numbers like 0 or 0,2 or 0-3, each available to this process."""
+    if not value:
+        return None
+    cpus: set[int] = set()
+    try:
+        for part in value.split(","):
+            if "-" in part:
+                low, high = part.split("-", 1)
+                cpus.update(range(int(low), int(high) + 1))
+            else:
+                cpus.add(int(part))
+    except ValueError:
+        raise CCBenchError(f"--pin {value!r}: expected CPU numbers like 0 or 0,2 or 0-3") from None
+    available = os.sched_getaffinity(0)
+    missing = sorted(cpus - available)
+    if missing:
+        raise CCBenchError(f"--pin {value!r}: CPU(s) {missing} are not available here (available: {sorted(available)})")
+    return sorted(cpus)
+
+
+def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    result = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CCBenchError(f"{option} {item!r}: expected NAME=VALUE")
+        result[key] = value
+    return result
+
+
+def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
+    """An ad-hoc plan running one notebook (``--notebook``)."""
+    import json
+
+    from ccbench.errors import PlanError
+    from ccbench.plan import plan_from_dict
+    from ccbench.workloads import REGISTRY
+
+    if "notebook" not in REGISTRY:
+        raise PlanError("the notebook workload is not built in this version; install the datascience component")
+    if not Path(notebook).exists():
+        raise PlanError(f"--notebook {notebook}: no such file")
+
+    def typed(value: str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(notebook).stem) or "notebook"
+    document = {
+        "name": f"notebook-{name}",
+        "description": f"ad-hoc plan for {notebook}",
+        "defaults": {"repetitions": repeat or 3, "warmup": 0},
+        "workloads": [{"kind": "notebook", "name": name, "notebook": str(Path(notebook).resolve()),
+                       "parameters": {k: typed(v) for k, v in params.items()}}],
+    }
+    return plan_from_dict(document, f"--notebook {notebook}")
+
+
+@click.command()
+@click.argument("plan", required=False, default=None)
+@click.option("--out", "out", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Directory that receives the result bundle (<out>/<host>-<UTC time>/).")
+@click.option("--repeat", type=click.IntRange(min=1), help="Override every workload's number of repetitions.")
+@click.option("--only", "only", multiple=True, metavar="NAME[,NAME...]",
+              help="Run only these workloads (by name; a name defaults to the kind). Repeatable, or comma-separated.")
+@click.option("--pin", metavar="CPUS", help="Pin each measured process to these CPUs, e.g. 1 or 0,2 or 0-3.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=".ccbench/work", show_default=True,
+              help="ccbench's own work directory (the 'disk' storage variant lives here; loop files and mounts too).")
+@click.option("--storage-path", "storage_paths", multiple=True, metavar="VARIANT=DIR",
+              help="Use your own prepared directory for a storage variant, e.g. encrypted=/mnt/secure.")
+@click.option("--notebook", type=click.Path(dir_okay=False), help="Run this one notebook instead of a plan.")
+@click.option("--param", "params", multiple=True, metavar="K=V", help="Parameter injected into --notebook (repeatable).")
+@click.option("--resume", type=click.Path(file_okay=False), metavar="BUNDLE",
+              help="Continue an interrupted run in its bundle, skipping executions already recorded.")
+@click.option("--precision", metavar="PERCENT",
+              help="After the repetitions, keep running interleaved rounds of all variants until each workload's "
+                   "primary metric has a 95%% interval within this, e.g. 2%% (limits: the plan's max_repetitions, "
+                   "default 30, and max_time).")
+def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision) -> None:
+    """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
+
+    Each execution runs in its own process; samples are on disk before the next one starts. A
+    system check is printed first; each execution is watched for other work on the machine and
+    flagged contended when there was too much. Ctrl-C stops after cleaning up and prints how to
+    resume. Exit code: 0 when everything ran, 1 when an execution failed or timed out, 2 for bad
+    input, 130 when interrupted.
+    """
+    from ccbench.bundle import read_bundle
+    from ccbench.console import console
+    from ccbench.plan import Plan, load_plan
+    from ccbench.progress import RichReporter
+    from ccbench.runner import Runner
+
+    if params and not notebook:
+        raise CCBenchError("--param only applies to --notebook")
+    if notebook and plan:
+        raise CCBenchError("give either a PLAN or --notebook, not both")
+    if resume:
+        bundle = read_bundle(resume, samples=False)
+        the_plan = Plan(**bundle.manifest["plan"])
+        out = str(Path(resume).parent)
+    elif notebook:
+        the_plan = notebook_plan(notebook, parse_pairs(params, "--param"), repeat)
+    else:
+        the_plan = load_plan(plan or "quick")
+        if only:
+            the_plan = the_plan.select([name.strip() for item in only for name in item.split(",") if name.strip()])
+        if repeat:
+            the_plan = the_plan.with_repetitions(repeat)
+        if precision:
+            the_plan = the_plan.with_precision(precision)
+    if resume and precision:
+        raise CCBenchError("--precision cannot change a resumed run (it keeps its plan)")
+    runner = Runner(
+        the_plan, out=Path(out), workdir=Path(workdir), pin=parse_pin(pin),
+        storage_paths=parse_pairs(storage_paths, "--storage-path"), reporter=RichReporter(),
+        command_line=["ccbench", *sys.argv[1:]], resume=Path(resume) if resume else None,
+    )
+    console.print(f"plan [bold]{the_plan.name}[/bold]: {len(the_plan.workloads)} workload(s)")
+    result = runner.run()
+    print_run_summary(result)
+    if result.interrupted:
+        console.print(f"interrupted. Resume with:  ccbench run --resume {result.bundle}")
+        sys.exit(130)
+    sys.exit(1 if result.failed else 0)
+
+
+def print_run_summary(result) -> None:
+    """Short: one row per workload and variant (its headline metric; per-case detail is in
+    ``ccbench show``), skipped variants, then what protects this machine and where the bundle is."""
+    from ccbench.console import stdout
+    from ccbench.interference import contention_summary
+    from ccbench.summary import FACT_KINDS, machine_lines, summarize, summary_table
+
+    rows = [r for r in summarize(result.samples, per_case=False) if r["kind"] not in FACT_KINDS]
+    stdout.print(summary_table(rows, "summary (measured executions; warmups excluded; per case: ccbench show)",
+                               result.outcomes))
+    for name, outcome in result.outcomes.items():
+        for variant, reason in outcome.skipped_variants.items():
+            stdout.print(f"{name}: {variant} skipped: {reason}")
+        if outcome.precision:
+            stdout.print(f"{name}: {outcome.precision['stopped_by']} after {outcome.precision['repetitions']} "
+                         f"repetitions (target +-{outcome.precision['target']:.1%})")
+    for line in machine_lines(result.manifest.get("environment") or {}):
+        stdout.print(line)
+    warning = contention_summary([record.as_json() for record in result.executions])
+    if warning:
+        stdout.print(f"[yellow]warning:[/yellow] {warning}")
+    stdout.print(f"bundle: {result.bundle}")

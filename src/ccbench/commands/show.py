@@ -1,0 +1,46 @@
+"""ccbench show: a bundle's machine facts, outcomes and a summary of its samples."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.argument("bundle", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the summary rows as JSON.")
+def command(bundle, as_json) -> None:
+    """Show a bundle: the machine facts, the outcome per workload and a summary table of its samples
+    (one row per workload, variant and case)."""
+    import json
+
+    from ccbench.bundle import read_bundle
+    from ccbench.commands.env import print_environment
+    from ccbench.console import stdout
+    from ccbench.model import Sample
+    from ccbench.summary import summarize, summary_table
+
+    data = read_bundle(bundle)
+    samples = [Sample(**s) for s in data.samples]
+    rows = summarize(samples)
+    if as_json:
+        click.echo(json.dumps({"bundle": str(data.path), "status": data.manifest.get("status"),
+                               "outcomes": data.manifest.get("outcomes", {}), "summary": rows}, indent=2, default=str))
+        return
+    manifest = data.manifest
+    stdout.print(f"[bold]bundle[/bold] {data.path}  (ccbench {manifest.get('tool', {}).get('version')}, "
+                 f"plan {manifest.get('plan', {}).get('name')}, status {manifest.get('status')})")
+    stdout.print(f"started {manifest.get('started_at')}, ended {manifest.get('ended_at') or '- (interrupted or still running)'}")
+    print_environment(data.probe)
+    warmups = sum(1 for s in samples if s.warmup)
+    stdout.print(summary_table(rows, f"{len(samples)} samples ({warmups} warmup)"))
+    for name, outcome in manifest.get("outcomes", {}).items():
+        if outcome.get("status") != "ok":
+            stdout.print(f"{name}: {outcome.get('status')}" + (f": {outcome['reason']}" if outcome.get("reason") else ""))
+    contended = [e for e in data.executions if e.get("contended")]
+    if contended:
+        stdout.print(f"{len(contended)} of {len(data.executions)} executions ran while other work used the machine "
+                     "(contended): " + "; ".join(sorted({r for e in contended for r in e.get("contended_reasons", [])}))[:300])
+    failures = [e for e in data.executions if e.get("status") not in ("ok",)]
+    for record in failures[:10]:
+        stdout.print(f"{record['workload']} [{record.get('variant')}] rep {record.get('repetition')}: "
+                     f"{record['status']}: {record.get('error', '')[:200]}")

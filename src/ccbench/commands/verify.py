@@ -1,0 +1,53 @@
+"""ccbench verify: check a bundle's digests and attestation evidence."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command()
+@click.argument("bundle", type=click.Path(file_okay=False))
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False), default=None,
+              help="What the evidence must show (JSON or .toml): allow_debug, measurements, min_tcb "
+                   "{bootloader, tee, snp, microcode}, max_vmpl, rtmrs, tdx_tcb_statuses. Default: debug off, "
+                   "any measurement, TDX status UpToDate.")
+@click.option("--collateral", type=click.Path(file_okay=False), default=None,
+              help="A directory with what the evidence needs from the vendor: vcek.der or vcek.pem (SEV-SNP, when "
+                   "the bundle has no certificate table) and tdx_collateral.json (TDX: DCAP collateral in dcap-qvl's "
+                   "JSON).")
+@click.option("--require-attestation", is_flag=True,
+              help="Fail (exit 5) when the bundle carries no real evidence, even if its digests are intact.")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+def command(bundle, policy_file, collateral, require_attestation, as_json) -> None:
+    """Recompute every digest of BUNDLE (a changed, missing or extra file fails, naming it), verify the
+    evidence when there is any (SEV-SNP: VCEK signature and AMD's chain; TDX: DCAP), apply the policy,
+    and print the verdict with the technology, measurement and TCB.
+
+    Exit 0 when all that is present holds (an unattested bundle with intact digests passes unless
+    --require-attestation); 3 tampering; 4 evidence that fails or cannot be verified; 5 no real
+    evidence with --require-attestation; 2 bad input."""
+    from ccbench.attestation.verify import load_policy, verify_bundle
+
+    verdict = verify_bundle(bundle, policy=load_policy(policy_file), collateral=collateral,
+                            require_attestation=require_attestation)
+    if as_json:
+        click.echo(json.dumps(verdict.__dict__, indent=2, default=str))
+    else:
+        if verdict.integrity == "intact":
+            click.echo(f"integrity: intact ({verdict.files} files)")
+        else:
+            click.echo(f"integrity: {verdict.integrity.upper()}: {verdict.reason}")
+        if verdict.integrity == "intact":
+            line = f"attestation: {verdict.attestation}"
+            if verdict.technology:
+                line += f" ({verdict.technology})"
+            if verdict.attestation == "verified":
+                line += f"; root {verdict.root}; measurement {verdict.measurement}; TCB {json.dumps(verdict.tcb)}"
+            elif verdict.reason:
+                line += f": {verdict.reason}"
+            click.echo(line)
+        click.echo(f"verdict: {'OK' if verdict.exit_code == 0 else 'FAILED'} (exit {verdict.exit_code})")
+    if verdict.exit_code:
+        raise SystemExit(verdict.exit_code)

@@ -1,0 +1,274 @@
+"""Attested bundles: digest lists, evidence (mock provider for tests, configfs-tsm against a fake
+configfs tree), `ccbench attest` and `ccbench verify` with their exit codes, and real SEV-SNP / TDX
+vectors through the Rust verifier (`ccverify`, the code the secure channel uses)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ccbench.attestation import MockProvider, TsmProvider, finish_bundle
+from ccbench.attestation.digests import report_data
+from ccbench.attestation.evidence import AttestationError, parse_mock
+from ccbench.attestation.verify import (EXIT_EVIDENCE, EXIT_TAMPERED, EXIT_UNATTESTED, run_verifier, verifier_path,
+                                        verify_bundle)
+
+DATA = Path(__file__).parent / "data" / "attestation"
+needs_verifier = pytest.mark.skipif(not verifier_path().exists(),
+                                    reason="ccverify is not built: run 'bash scripts/setup.sh --with transport'")
+
+
+def make_bundle(root: Path) -> Path:
+    bundle = root / "host-20260101T000000Z"
+    (bundle / "raw" / "fio" / "storage-disk" / "rep-0").mkdir(parents=True)
+    (bundle / "manifest.json").write_text(json.dumps({"format_version": 2, "plan": {"name": "t"}}))
+    (bundle / "samples.jsonl").write_text('{"metric": "read_iops", "value": 1234.5}\n{"metric": "x", "value": 1}\n')
+    (bundle / "executions.jsonl").write_text('{"execution": "fio|disk|rep|0", "status": "ok"}\n')
+    (bundle / "raw" / "fio" / "storage-disk" / "rep-0" / "fio.json").write_text('{"jobs": []}')
+    (bundle / "raw" / "fio" / "storage-disk" / "rep-0" / "stderr.log").write_bytes(b"\x00\x01 binary bits")
+    return bundle
+
+
+def test_an_unattested_bundle_gets_its_digest_list_and_verifies(tmp_path):
+    bundle = make_bundle(tmp_path)
+    document = finish_bundle(bundle, provider=None)
+    assert document["status"] == "unattested" and document["reason"]
+    paths = [entry["path"] for entry in document["files"]]
+    assert paths == sorted(paths)
+    assert "raw/fio/storage-disk/rep-0/fio.json" in paths and "manifest.json" in paths
+    verdict = verify_bundle(bundle)
+    assert (verdict.integrity, verdict.attestation, verdict.exit_code) == ("intact", "unattested", 0)
+    assert verify_bundle(bundle, require_attestation=True).exit_code == EXIT_UNATTESTED
+
+
+def test_auto_detection_on_this_machine_says_why_there_is_no_evidence(tmp_path, monkeypatch):
+    monkeypatch.delenv("CCBENCH_TEST_ATTESTATION_PROVIDER", raising=False)
+    bundle = make_bundle(tmp_path)
+    document = finish_bundle(bundle)
+    if document["status"] == "unattested":
+        assert "configfs-tsm" in document["reason"] or "tsm" in document["reason"]
+    else:  # a real confidential VM
+        assert document["evidence"]["technology"] in ("sev-snp", "tdx")
+
+
+def test_one_changed_byte_in_any_file_is_caught_and_named(tmp_path):
+    bundle = make_bundle(tmp_path)
+    finish_bundle(bundle, provider=MockProvider())
+    assert verify_bundle(bundle).attestation == "mock"
+    files = [p for p in bundle.rglob("*") if p.is_file() and p.name != "attestation.json" and "attestation" not in p.parts]
+    assert len(files) == 5
+    for path in files:
+        original = path.read_bytes()
+        changed = bytearray(original)
+        changed[len(changed) // 2] ^= 0x01
+        path.write_bytes(bytes(changed))
+        verdict = verify_bundle(bundle)
+        relative = path.relative_to(bundle).as_posix()
+        assert verdict.exit_code == EXIT_TAMPERED, relative
+        assert verdict.changes == {"changed": [relative]}
+        assert relative in verdict.summary()
+        path.write_bytes(original)
+    assert verify_bundle(bundle).exit_code == 0
+
+
+def test_missing_extra_and_relisted_files_are_caught(tmp_path):
+    bundle = make_bundle(tmp_path)
+    finish_bundle(bundle, provider=MockProvider())
+    log = bundle / "raw" / "fio" / "storage-disk" / "rep-0" / "stderr.log"
+    saved = log.read_bytes()
+    log.unlink()
+    assert verify_bundle(bundle).changes == {"missing": ["raw/fio/storage-disk/rep-0/stderr.log"]}
+    log.write_bytes(saved)
+    (bundle / "raw" / "planted.txt").write_text("x")
+    assert verify_bundle(bundle).changes == {"extra": ["raw/planted.txt"]}
+    (bundle / "raw" / "planted.txt").unlink()
+    # someone edits a sample and the digest list to match: the list's own digest no longer holds
+    document = json.loads((bundle / "attestation.json").read_text())
+    (bundle / "samples.jsonl").write_text('{"metric": "read_iops", "value": 9999.9}\n')
+    import hashlib
+    for entry in document["files"]:
+        if entry["path"] == "samples.jsonl":
+            entry["sha256"] = hashlib.sha256((bundle / "samples.jsonl").read_bytes()).hexdigest()
+            entry["size"] = (bundle / "samples.jsonl").stat().st_size
+    (bundle / "attestation.json").write_text(json.dumps(document))
+    verdict = verify_bundle(bundle)
+    assert verdict.exit_code == EXIT_TAMPERED and "edited" in verdict.reason
+    # and if the recorded digest is recomputed too, the evidence binds the old one
+    from ccbench.attestation.digests import list_digest
+    document["digest"] = list_digest(document["files"])
+    (bundle / "attestation.json").write_text(json.dumps(document))
+    verdict = verify_bundle(bundle)
+    assert verdict.exit_code == EXIT_EVIDENCE and "report-data-mismatch" in verdict.reason
+
+
+def test_mock_evidence_says_it_is_mock_everywhere(tmp_path):
+    bundle = make_bundle(tmp_path)
+    document = finish_bundle(bundle, provider=MockProvider(), nonce=b"\x01\x02")
+    assert document["evidence"]["mock"] is True and "MOCK" in document["warning"]
+    raw = (bundle / "attestation" / "evidence.bin").read_bytes()
+    assert b"mock-tests-only" in raw
+    _, bound = parse_mock(raw)
+    assert bound == report_data(document["digest"], b"\x01\x02")
+    verdict = verify_bundle(bundle)
+    assert verdict.attestation == "mock" and "MOCK" in verdict.summary() and verdict.exit_code == 0
+    # mock evidence is never attestation
+    assert verify_bundle(bundle, require_attestation=True).exit_code == EXIT_UNATTESTED
+
+
+def test_no_digest_list_is_not_a_pass(tmp_path):
+    bundle = make_bundle(tmp_path)
+    verdict = verify_bundle(bundle)
+    assert verdict.exit_code == EXIT_TAMPERED and "attestation.json" in verdict.reason
+
+
+def test_attest_and_verify_commands(tmp_path, ccbench):
+    bundle = make_bundle(tmp_path)
+    env = {"CCBENCH_TEST_ATTESTATION_PROVIDER": "mock"}
+    done = ccbench("attest", bundle, "--nonce", "00ff10", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "MOCK" in done.stdout
+    assert json.loads((bundle / "attestation.json").read_text())["evidence"]["nonce"] == "00ff10"
+    done = ccbench("verify", bundle)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "integrity: intact" in done.stdout and "mock" in done.stdout
+    (bundle / "executions.jsonl").write_text('{"execution": "fio|disk|rep|0", "status": "failed"}\n')
+    done = ccbench("verify", bundle)
+    assert done.returncode == EXIT_TAMPERED and "executions.jsonl" in done.stdout
+    # bad input: one line, exit 2
+    for args in (["attest", bundle, "--nonce", "zz"], ["verify", tmp_path / "nope"],
+                 ["verify", bundle, "--policy", tmp_path / "missing.json"]):
+        done = ccbench(*args, env=env)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_attest_without_a_tee_marks_the_bundle_unattested(tmp_path, ccbench):
+    if TsmProvider().available() is None:
+        pytest.skip("this machine has configfs-tsm")
+    bundle = make_bundle(tmp_path)
+    done = ccbench("attest", bundle, env={"CCBENCH_TEST_ATTESTATION_PROVIDER": ""})
+    assert done.returncode == 4 and "unattested" in done.stderr
+    assert json.loads((bundle / "attestation.json").read_text())["status"] == "unattested"
+    assert ccbench("verify", bundle).returncode == 0
+    assert ccbench("verify", bundle, "--require-attestation").returncode == EXIT_UNATTESTED
+
+
+class FakeTsm(TsmProvider):
+    """configfs-tsm as files: the kernel's entry is a directory whose files a test fills in."""
+
+    def __init__(self, root, races=0, provider="sev_guest"):
+        super().__init__(root)
+        self.races, self.provider, self.reads = races, provider, 0
+
+    def _make_entry(self):
+        entry = super()._make_entry()
+        for name, value in (("generation", b"0"), ("provider", self.provider.encode() + b"\n"),
+                            ("outblob", b"R" * 1184), ("auxblob", b"certificate table")):
+            (entry / name).write_bytes(value)
+        return entry
+
+    def _generation(self, entry):
+        self.reads += 1
+        # the first `races` attempts see another writer bump the generation between our reads
+        return self.reads if self.reads <= 2 * self.races else 100
+
+    def attest(self, report_data):
+        try:
+            return super().attest(report_data)
+        finally:
+            for entry in self.root.iterdir():  # what a real configfs removes with rmdir
+                shutil.rmtree(entry)
+
+
+def test_configfs_tsm_reads_outblob_and_auxblob_and_retries_a_race(tmp_path):
+    evidence = FakeTsm(tmp_path, races=1).attest(b"\x07" * 64)
+    assert (evidence.technology, evidence.provider, evidence.aux) == ("sev-snp", "sev_guest", b"certificate table")
+    assert len(evidence.raw) == 1184
+    assert (tmp_path / "x").exists() is False and list(tmp_path.iterdir()) == []
+    with pytest.raises(AttestationError, match="kept changing"):
+        FakeTsm(tmp_path, races=5).attest(b"\x07" * 64)
+    with pytest.raises(AttestationError, match="not supported"):
+        FakeTsm(tmp_path, provider="arm_cca_guest").attest(b"\x07" * 64)
+    assert "no configfs-tsm" in TsmProvider(tmp_path / "absent").available()
+
+
+@needs_verifier
+def test_real_vectors_verify_through_ccverify(tmp_path):
+    report = tmp_path / "report.bin"
+    report.write_bytes(bytes.fromhex((DATA / "report_milan.hex").read_text().strip()))
+    result = run_verifier("sev-snp", report, None, vcek=DATA / "vcek_milan.der")
+    assert result["verified"], result
+    assert result["claims"]["root"] == "AMD Milan"
+    from datetime import datetime
+    collateral = json.loads((DATA / "tdx_quote_collateral.json").read_text())
+    # inside the collateral's validity window: after both the TCB info and the QE identity were issued
+    issued = max(int(datetime.fromisoformat(json.loads(collateral[part])["issueDate"].replace("Z", "+00:00")).timestamp())
+                 for part in ("tcb_info", "qe_identity"))
+    result = run_verifier("tdx", DATA / "tdx_quote.bin", None, collateral=DATA / "tdx_quote_collateral.json",
+                          at=issued + 1)
+    assert result["verified"], result
+    # today the sample collateral is past its next update
+    result = run_verifier("tdx", DATA / "tdx_quote.bin", None, collateral=DATA / "tdx_quote_collateral.json")
+    assert result["reason"]["code"] == "stale", result
+
+
+@needs_verifier
+def test_real_evidence_binding_another_digest_is_rejected(tmp_path, ccbench):
+    """A real SEV-SNP report (signed by AMD's chain) placed into a bundle: it verifies as a report,
+    but its report data does not bind this bundle's digest, so the bundle fails with exit 4."""
+    bundle = make_bundle(tmp_path)
+    document = finish_bundle(bundle, provider=None)
+    (bundle / "attestation").mkdir()
+    (bundle / "attestation" / "evidence.bin").write_bytes(bytes.fromhex((DATA / "report_milan.hex").read_text().strip()))
+    document.update(status="attested", evidence={"technology": "sev-snp", "provider": "sev_guest", "mock": False,
+                                                 "file": "attestation/evidence.bin", "aux_file": None, "nonce": None})
+    (bundle / "attestation.json").write_text(json.dumps(document))
+    collateral = tmp_path / "collateral"
+    collateral.mkdir()
+    shutil.copy(DATA / "vcek_milan.der", collateral / "vcek.der")
+    done = ccbench("verify", bundle, "--collateral", collateral)
+    assert done.returncode == EXIT_EVIDENCE, done.stdout + done.stderr
+    assert "report-data-mismatch" in done.stdout
+    # without the VCEK the evidence cannot be checked: attested but unverified, also exit 4
+    verdict = verify_bundle(bundle)
+    assert verdict.exit_code == EXIT_EVIDENCE and verdict.attestation == "unverified"
+    assert "missing-certificate" in verdict.reason and "attested-unverified" in verdict.summary()
+    # a policy file with a misspelt key is bad input, not a pass
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"measurment": []}')
+    done = ccbench("verify", bundle, "--collateral", collateral, "--policy", policy)
+    assert done.returncode == 2 and "measurment" in done.stderr
+
+
+def test_every_run_ends_with_its_digest_list(tmp_path, ccbench, write_plan):
+    """A real `ccbench run`: the bundle ends with attestation.json (the mock provider, chosen by the
+    test-only environment variable, stands in for a TEE), and `ccbench verify` passes, then catches a
+    changed sample."""
+    write_plan('[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 0\nrepetitions = 2\n')
+    done = ccbench("run", "plan.toml", "--out", "out", "--workdir", "work", cwd=tmp_path,
+                   env={"CCBENCH_TEST_ATTESTATION_PROVIDER": "mock"})
+    assert done.returncode == 0, done.stderr
+    bundle = next(p for p in (tmp_path / "out").iterdir() if p.is_dir())
+    document = json.loads((bundle / "attestation.json").read_text())
+    assert document["status"] == "attested" and document["evidence"]["mock"] is True
+    paths = {entry["path"] for entry in document["files"]}
+    assert {"manifest.json", "samples.jsonl", "executions.jsonl"} <= paths
+    assert any(path.startswith("raw/") for path in paths)
+    assert ccbench("verify", bundle).returncode == 0
+    samples = bundle / "samples.jsonl"
+    samples.write_text(samples.read_text().replace('"value":', '"value": ', 1))
+    done = ccbench("verify", bundle)
+    assert done.returncode == EXIT_TAMPERED and "samples.jsonl" in done.stdout
+
+
+def test_the_report_machines_table_shows_each_bundles_attestation(tmp_path):
+    from ccbench.report.sections.machines import _attestation
+    bundle = make_bundle(tmp_path)
+    assert _attestation(bundle).startswith("no digest list")
+    finish_bundle(bundle, provider=None)
+    assert _attestation(bundle).startswith("unattested: attestation was not requested")
+    finish_bundle(bundle, provider=MockProvider())
+    assert "MOCK" in _attestation(bundle)
+    (bundle / "samples.jsonl").write_text("{}\n")
+    assert _attestation(bundle).startswith("TAMPERED") and "samples.jsonl" in _attestation(bundle)
