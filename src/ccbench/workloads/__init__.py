@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "notebook": "ccbench.workloads.notebook:Notebook",
     "pyperformance": "ccbench.workloads.pyperformance:Pyperformance",
     "microservices": "ccbench.workloads.microservices:Microservices",
+    "federated": "ccbench.workloads.federated:Federated",
 }
 
 #: kinds that a plan may name but that this build cannot run yet: kind -> reason
