@@ -26,7 +26,10 @@ pub const RELAY_CHUNK: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub enum EvidenceSource {
     /// deterministic mock evidence (machines without a TEE): technology, measurement label
-    Mock { technology: String, measurement_label: String },
+    Mock {
+        technology: String,
+        measurement_label: String,
+    },
     /// configfs-tsm on a confidential VM (SEV-SNP or TDX)
     Tsm,
 }
@@ -43,15 +46,18 @@ impl EvidenceSource {
                 technology: technology.to_string(),
                 measurement_label: label.to_string(),
             }),
-            _ => Err(format!("evidence '{text}': use 'mock:<technology>:<measurement-label>' or 'tsm'")),
+            _ => Err(format!(
+                "evidence '{text}': use 'mock:<technology>:<measurement-label>' or 'tsm'"
+            )),
         }
     }
 
     pub fn provider(&self) -> Arc<dyn AttestationProvider> {
         match self {
-            EvidenceSource::Mock { technology, measurement_label } => {
-                Arc::new(MockProvider::new(technology, measurement_label))
-            }
+            EvidenceSource::Mock {
+                technology,
+                measurement_label,
+            } => Arc::new(MockProvider::new(technology, measurement_label)),
             EvidenceSource::Tsm => Arc::new(TsmProvider::default()),
         }
     }
@@ -93,7 +99,7 @@ impl Stats {
             accepted,
             self.refused.load(Ordering::Relaxed),
             self.failed.load(Ordering::Relaxed),
-            if accepted > 0 { handshake / accepted } else { 0 },
+            handshake.checked_div(accepted).unwrap_or(0),
             self.bytes_to_peer.load(Ordering::Relaxed),
             self.bytes_from_peer.load(Ordering::Relaxed),
         )
@@ -125,7 +131,11 @@ const TAG_LEN: usize = 16;
 
 impl Inbound {
     pub fn new(tcp: TcpStream) -> Inbound {
-        Inbound { tcp, buffer: Vec::new(), start: 0 }
+        Inbound {
+            tcp,
+            buffer: Vec::new(),
+            start: 0,
+        }
     }
 
     fn pending(&self) -> &[u8] {
@@ -193,8 +203,11 @@ impl Inbound {
 }
 
 impl tokio::io::AsyncRead for Inbound {
-    fn poll_read(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>,
-                 out: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        out: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         let this = &mut *self;
         if this.start < this.buffer.len() {
             let n = out.remaining().min(this.buffer.len() - this.start);
@@ -207,18 +220,25 @@ impl tokio::io::AsyncRead for Inbound {
 }
 
 impl tokio::io::AsyncWrite for Inbound {
-    fn poll_write(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, data: &[u8])
-        -> std::task::Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
         std::pin::Pin::new(&mut self.tcp).poll_write(cx, data)
     }
 
-    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>)
-        -> std::task::Poll<std::io::Result<()>> {
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.tcp).poll_flush(cx)
     }
 
-    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>)
-        -> std::task::Poll<std::io::Result<()>> {
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.tcp).poll_shutdown(cx)
     }
 }
@@ -230,14 +250,21 @@ impl tokio::io::AsyncWrite for Inbound {
 /// buffered until a whole message is there, then opened and written to the local side. A local
 /// end-of-stream travels as an empty message (the channel has no half-close of its own), so a
 /// client that shuts down its writing side still gets the rest of the answer.
-pub async fn relay(mut plain: TcpStream, mut channel: ccchannel::Channel<Inbound>, stats: &Stats)
-    -> Result<(), String> {
+pub async fn relay(
+    mut plain: TcpStream,
+    mut channel: ccchannel::Channel<Inbound>,
+    stats: &Stats,
+) -> Result<(), String> {
     let mut chunk = vec![0u8; RELAY_CHUNK];
     let mut message = Vec::new();
     let (mut sent_eof, mut got_eof) = (false, false);
     loop {
         while channel.stream_mut().message_ready() {
-            match channel.recv_into(&mut message).await.map_err(|e| format!("channel receive: {e}"))? {
+            match channel
+                .recv_into(&mut message)
+                .await
+                .map_err(|e| format!("channel receive: {e}"))?
+            {
                 Some(_) if message.is_empty() => {
                     // the peer's application finished writing
                     let _ = plain.shutdown().await;
@@ -248,7 +275,10 @@ pub async fn relay(mut plain: TcpStream, mut channel: ccchannel::Channel<Inbound
                     }
                 }
                 Some(_) => {
-                    plain.write_all(&message).await.map_err(|e| format!("local connection: {e}"))?;
+                    plain
+                        .write_all(&message)
+                        .await
+                        .map_err(|e| format!("local connection: {e}"))?;
                     stats.bytes_from_peer.fetch_add(message.len() as u64, Ordering::Relaxed);
                 }
                 None => {
@@ -324,7 +354,10 @@ pub async fn client(listener: TcpListener, server: SocketAddr, settings: ProxySe
                 Ok(tcp) => tcp,
                 Err(e) => {
                     stats.failed.fetch_add(1, Ordering::Relaxed);
-                    log("client", &format!("{from}: cannot reach the server proxy {server}: {e}; connection closed"));
+                    log(
+                        "client",
+                        &format!("{from}: cannot reach the server proxy {server}: {e}; connection closed"),
+                    );
                     return;
                 }
             };
@@ -333,11 +366,16 @@ pub async fn client(listener: TcpListener, server: SocketAddr, settings: ProxySe
                 Ok(channel) => channel,
                 Err(e) => {
                     stats.refused.fetch_add(1, Ordering::Relaxed);
-                    log("client", &format!("{from}: channel to {server} refused: {e}; connection closed"));
+                    log(
+                        "client",
+                        &format!("{from}: channel to {server} refused: {e}; connection closed"),
+                    );
                     return;
                 }
             };
-            stats.handshake_us_total.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            stats
+                .handshake_us_total
+                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
             stats.accepted.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = relay(plain, channel, &stats).await {
                 stats.failed.fetch_add(1, Ordering::Relaxed);
@@ -372,12 +410,17 @@ pub async fn server(listener: TcpListener, target: SocketAddr, settings: ProxySe
                     return;
                 }
             };
-            stats.handshake_us_total.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            stats
+                .handshake_us_total
+                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
             let plain = match TcpStream::connect(target).await {
                 Ok(plain) => plain,
                 Err(e) => {
                     stats.failed.fetch_add(1, Ordering::Relaxed);
-                    log("server", &format!("{from}: cannot reach the service {target}: {e}; connection closed"));
+                    log(
+                        "server",
+                        &format!("{from}: cannot reach the service {target}: {e}; connection closed"),
+                    );
                     return;
                 }
             };

@@ -40,7 +40,13 @@ fn parse(argv: &[String]) -> Result<Args, String> {
     while let Some(flag) = rest.next() {
         let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
-            "--listen" => listen = Some(value.parse::<SocketAddr>().map_err(|e| format!("--listen {value}: {e}"))?),
+            "--listen" => {
+                listen = Some(
+                    value
+                        .parse::<SocketAddr>()
+                        .map_err(|e| format!("--listen {value}: {e}"))?,
+                )
+            }
             f if f == peer_flag => peer = Some(value.parse::<SocketAddr>().map_err(|e| format!("{f} {value}: {e}"))?),
             "--evidence" => evidence = Some(EvidenceSource::parse(value)?),
             "--accept-technology" => technologies.push(value.clone()),
@@ -58,7 +64,11 @@ fn parse(argv: &[String]) -> Result<Args, String> {
         peer: peer.ok_or_else(|| format!("{peer_flag} is required"))?,
         settings: ProxySettings {
             evidence: evidence.ok_or("--evidence is required")?,
-            policy: Policy { technologies, measurement, max_age: Duration::from_secs(max_age) },
+            policy: Policy {
+                technologies,
+                measurement,
+                max_age: Duration::from_secs(max_age),
+            },
         },
     })
 }
@@ -76,7 +86,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("ccchannel-proxy: cannot start the runtime: {e}");
@@ -93,7 +107,10 @@ fn main() -> ExitCode {
         };
         let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         let cipher = args.settings.channel_config().cipher.noise_name();
-        println!("{{\"ready\":\"{local}\",\"role\":\"{}\",\"cipher\":\"{cipher}\"}}", args.role);
+        println!(
+            "{{\"ready\":\"{local}\",\"role\":\"{}\",\"cipher\":\"{cipher}\"}}",
+            args.role
+        );
         let stats = Arc::new(Stats::default());
         let work = {
             let stats = stats.clone();

@@ -14,8 +14,15 @@ use tokio::task::JoinHandle;
 
 fn settings(own: &str, accept: &str) -> ProxySettings {
     ProxySettings {
-        evidence: EvidenceSource::Mock { technology: own.into(), measurement_label: "ccbench-test-image".into() },
-        policy: Policy { technologies: vec![accept.into()], measurement: None, max_age: Duration::from_secs(60) },
+        evidence: EvidenceSource::Mock {
+            technology: own.into(),
+            measurement_label: "ccbench-test-image".into(),
+        },
+        policy: Policy {
+            technologies: vec![accept.into()],
+            measurement: None,
+            max_age: Duration::from_secs(60),
+        },
     }
 }
 
@@ -54,8 +61,19 @@ async fn proxies(target: SocketAddr, client_settings: ProxySettings, server_sett
     let client_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let client_address = client_listener.local_addr().unwrap();
     let client_stats = Arc::new(Stats::default());
-    let client_task = tokio::spawn(client(client_listener, server_address, client_settings, client_stats.clone()));
-    Pair { client_address, client_stats, server_stats, server_task, _client_task: client_task }
+    let client_task = tokio::spawn(client(
+        client_listener,
+        server_address,
+        client_settings,
+        client_stats.clone(),
+    ));
+    Pair {
+        client_address,
+        client_stats,
+        server_stats,
+        server_task,
+        _client_task: client_task,
+    }
 }
 
 fn pattern(seed: usize, len: usize) -> Vec<u8> {
@@ -65,7 +83,12 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_connections_each_get_their_own_bytes_back() {
     let (target, seen, _service) = echo_service().await;
-    let pair = proxies(target, settings("mock-tdx", "mock-tdx"), settings("mock-tdx", "mock-tdx")).await;
+    let pair = proxies(
+        target,
+        settings("mock-tdx", "mock-tdx"),
+        settings("mock-tdx", "mock-tdx"),
+    )
+    .await;
     let mut clients = Vec::new();
     for n in 0..40usize {
         let address = pair.client_address;
@@ -90,9 +113,16 @@ async fn many_connections_each_get_their_own_bytes_back() {
         }));
     }
     for c in clients {
-        tokio::time::timeout(Duration::from_secs(120), c).await.expect("a connection hung").unwrap();
+        tokio::time::timeout(Duration::from_secs(120), c)
+            .await
+            .expect("a connection hung")
+            .unwrap();
     }
-    assert_eq!(seen.load(Ordering::SeqCst), 40, "one service connection per application connection");
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        40,
+        "one service connection per application connection"
+    );
     assert_eq!(pair.client_stats.accepted.load(Ordering::SeqCst), 40);
     assert_eq!(pair.server_stats.accepted.load(Ordering::SeqCst), 40);
     assert_eq!(pair.server_stats.refused.load(Ordering::SeqCst), 0);
@@ -102,26 +132,47 @@ async fn many_connections_each_get_their_own_bytes_back() {
 async fn a_peer_failing_the_policy_is_refused_before_any_byte_passes() {
     let (target, seen, _service) = echo_service().await;
     // the client presents mock SEV-SNP evidence; the server accepts only (mock) TDX
-    let pair = proxies(target, settings("mock-snp", "mock-tdx"), settings("mock-tdx", "mock-tdx")).await;
+    let pair = proxies(
+        target,
+        settings("mock-snp", "mock-tdx"),
+        settings("mock-tdx", "mock-tdx"),
+    )
+    .await;
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     let _ = socket.write_all(b"model tensors").await;
     let mut back = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), socket.read_to_end(&mut back)).await.expect("not closed");
-    assert!(read.is_err() || back.is_empty(), "a refused connection must not carry data, got {back:?}");
+    let read = tokio::time::timeout(Duration::from_secs(30), socket.read_to_end(&mut back))
+        .await
+        .expect("not closed");
+    assert!(
+        read.is_err() || back.is_empty(),
+        "a refused connection must not carry data, got {back:?}"
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(pair.server_stats.refused.load(Ordering::SeqCst), 1);
     assert_eq!(pair.server_stats.accepted.load(Ordering::SeqCst), 0);
-    assert_eq!(seen.load(Ordering::SeqCst), 0, "the service must never see a refused connection");
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "the service must never see a refused connection"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_rejecting_the_server_evidence_closes_the_connection() {
     let (target, seen, _service) = echo_service().await;
     // the server presents mock SNP evidence; the client accepts only mock TDX
-    let pair = proxies(target, settings("mock-tdx", "mock-tdx"), settings("mock-snp", "mock-tdx")).await;
+    let pair = proxies(
+        target,
+        settings("mock-tdx", "mock-tdx"),
+        settings("mock-snp", "mock-tdx"),
+    )
+    .await;
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     let mut back = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), socket.read_to_end(&mut back)).await.expect("not closed");
+    let read = tokio::time::timeout(Duration::from_secs(30), socket.read_to_end(&mut back))
+        .await
+        .expect("not closed");
     assert!(read.is_err() || back.is_empty());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(pair.client_stats.refused.load(Ordering::SeqCst), 1);
@@ -131,7 +182,12 @@ async fn a_client_rejecting_the_server_evidence_closes_the_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_proxy_that_dies_ends_the_application_connection_and_later_ones_are_closed() {
     let (target, _seen, _service) = echo_service().await;
-    let pair = proxies(target, settings("mock-tdx", "mock-tdx"), settings("mock-tdx", "mock-tdx")).await;
+    let pair = proxies(
+        target,
+        settings("mock-tdx", "mock-tdx"),
+        settings("mock-tdx", "mock-tdx"),
+    )
+    .await;
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     socket.write_all(b"round 1").await.unwrap();
     let mut buffer = [0u8; 7];
@@ -144,7 +200,9 @@ async fn a_server_proxy_that_dies_ends_the_application_connection_and_later_ones
     // a new connection cannot reach a server proxy that is gone: it is closed, not left hanging
     let mut late = TcpStream::connect(pair.client_address).await.unwrap();
     let mut back = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), late.read_to_end(&mut back)).await.expect("late hung");
+    let read = tokio::time::timeout(Duration::from_secs(30), late.read_to_end(&mut back))
+        .await
+        .expect("late hung");
     assert!(read.is_err() || back.is_empty());
     assert!(pair.client_stats.failed.load(Ordering::SeqCst) + pair.client_stats.refused.load(Ordering::SeqCst) >= 1);
 }
@@ -161,10 +219,18 @@ async fn a_service_that_dies_mid_connection_closes_the_application_side() {
         socket.write_all(b"bye").await.unwrap();
         drop(socket);
     });
-    let pair = proxies(target, settings("mock-tdx", "mock-tdx"), settings("mock-tdx", "mock-tdx")).await;
+    let pair = proxies(
+        target,
+        settings("mock-tdx", "mock-tdx"),
+        settings("mock-tdx", "mock-tdx"),
+    )
+    .await;
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     socket.write_all(b"hello").await.unwrap();
     let mut back = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), socket.read_to_end(&mut back)).await.expect("hung").ok();
+    tokio::time::timeout(Duration::from_secs(30), socket.read_to_end(&mut back))
+        .await
+        .expect("hung")
+        .ok();
     assert_eq!(back, b"bye");
 }
