@@ -4,8 +4,9 @@ environment, packed as one tar and cached on the controller.
 
 Remote hosts often have no internet (confidential VMs are locked down; the test hosts have
 none), so they install with ``pip --no-index`` from this tar. It holds only what running a plan
-needs (click, rich, pydantic, psutil, orjson and their dependencies: ~5 MB), not the analysis
-stack (numpy, pandas, scipy, matplotlib: compare and report run on the controller), plus the
+needs (click, rich, pydantic, psutil, orjson, and numpy and scipy for the run summary's
+coefficient of variation and the --precision intervals), not the rest of the analysis stack
+(pandas, matplotlib: compare and report run on the controller), plus the
 Python packages of the set-up components a host asks for (``ccbench_components``) where the
 package has such an extra.
 
@@ -36,7 +37,7 @@ import ccbench
 from ccbench.errors import EnvironmentProblem
 
 #: what `ccbench run` imports on a host (checked by the fleet tests, which run plans with only these)
-RUNNER_REQUIREMENTS = ("click", "rich", "pydantic", "psutil", "orjson", "packaging")
+RUNNER_REQUIREMENTS = ("click", "rich", "pydantic", "psutil", "orjson", "packaging", "numpy", "scipy")
 
 
 @dataclass
