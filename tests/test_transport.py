@@ -74,6 +74,11 @@ quick = true
         "verify_snp_report_p50",
         "verify_tdx_quote_p50",
     } <= by_transport["securechannel"]
+    # every TLS sample names the version and suite rustls negotiated in that run
+    tls_samples = [s for s in bundle.samples if s["variant"]["transport"] == "tls"]
+    suites = {s["metadata"].get("transport_cipher") for s in tls_samples}
+    assert len(suites) == 1 and suites.pop().startswith("TLS13_"), suites
+    assert {s["metadata"].get("tls_version") for s in tls_samples} == {"TLSv1_3"}
     # the cost of verifying one real report is its own metric, not folded into the handshake
     verify = [s for s in bundle.samples if s["metric"] == "verify_snp_report_p50"]
     assert verify and all(s["value"] > 0 for s in verify)

@@ -298,6 +298,25 @@ impl Endpoint {
     }
 }
 
+/// The protocol version and cipher suite rustls negotiates between this benchmark's two TLS
+/// configurations, so a TLS cost can be attributed to the suite that produced it.
+async fn tls_negotiated(tls: &Tls) -> Value {
+    let (a, b) = raw_pair(Pipe::Duplex).await;
+    let connector = tokio_rustls::TlsConnector::from(tls.client.clone());
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.clone());
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let (client, server) = tokio::join!(connector.connect(name, a), acceptor.accept(b));
+    let (client, _server) = (
+        client.expect("TLS client handshake"),
+        server.expect("TLS server handshake"),
+    );
+    let connection = client.get_ref().1;
+    json!({
+        "version": connection.protocol_version().map(|version| format!("{version:?}")),
+        "suite": connection.negotiated_cipher_suite().map(|suite| format!("{:?}", suite.suite())),
+    })
+}
+
 /// Connect a client and a server endpoint of `transport` over `pipe`; returns them and the handshake time.
 async fn connect_pair(
     transport: Transport,
@@ -776,6 +795,11 @@ fn main() {
         let x25519 = bench_x25519(options.quick);
         let checks = targets(&handshakes, &rtts, &throughputs, &aead, &x25519);
         let snow_nn = bench_snow_nn(options.quick);
+        let negotiated = if options.transports.contains(&Transport::Tls) {
+            tls_negotiated(&tls).await
+        } else {
+            Value::Null
+        };
         let verify = if options.transports.contains(&Transport::SecureChannel) {
             bench_verify(options.quick)
         } else {
@@ -785,7 +809,7 @@ fn main() {
             "tool": "ccchannel-bench", "version": env!("CARGO_PKG_VERSION"),
             "cipher": format!("{:?}", Cipher::for_this_cpu()),
             "handshake": handshakes, "rtt": rtts, "throughput": throughputs, "aead": aead, "x25519": x25519, "targets": checks,
-            "snow_nn_handshake": snow_nn, "verify": verify,
+            "snow_nn_handshake": snow_nn, "verify": verify, "tls": negotiated,
         })
     });
     println!("{}", serde_json::to_string(&document).expect("JSON"));

@@ -194,6 +194,12 @@ class Transport(Workload):
                         metadata={"model": "all-MiniLM-L6-v2", "text": EMBEDDING_TEXT},
                     )
                 )
+        negotiated = document.get("tls") or {}
         for m in measurements:
-            m.metadata.setdefault("cipher", document.get("cipher"))
+            if transport == "tls" and negotiated.get("suite"):
+                # what rustls negotiated in this run (the variant info is fixed before the run)
+                m.metadata.setdefault("transport_cipher", negotiated["suite"])
+                m.metadata.setdefault("tls_version", negotiated.get("version"))
+            else:
+                m.metadata.setdefault("cipher", document.get("cipher"))
         return measurements
