@@ -388,3 +388,31 @@ def test_kubernetes_manifests_validate_offline(tmp_path, transport):
     assert ("ssl_protocols TLSv1.3" in conf) == (transport == "tls")
     k8s.write_manifests(objects, tmp_path / "socialnet.yaml")
     assert k8s.validate_files([tmp_path / "socialnet.yaml"]) == []
+
+
+def test_the_next_run_stops_servers_a_killed_run_left(tmp_path, ccbench):
+    """`ccbench run` cleans up at start what `ccbench cleanup` would: a chain state left by a killed
+    run (here a real process recorded as its only server) is stopped before the new run starts."""
+    work = tmp_path / "work"
+    (work / "microservices").mkdir(parents=True)
+    leftover = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        server = Server(
+            name="leftover",
+            argv=["sleep", "600"],
+            log=str(tmp_path / "leftover.log"),
+            port=1,
+            pid=leftover.pid,
+            create_time=psutil.Process(leftover.pid).create_time(),
+        )
+        ChainState(path=work / "microservices" / "chain-killed.json", servers=[server]).save()
+        (tmp_path / "plan.toml").write_text(
+            'name = "after-a-kill"\n[[workloads]]\nkind = "systeminfo"\nname = "systeminfo"\n'
+        )
+        done = ccbench("run", tmp_path / "plan.toml", "--out", tmp_path / "out", "--workdir", work)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert leftover.wait(30) is not None
+        assert not (work / "microservices" / "chain-killed.json").exists()
+    finally:
+        if leftover.poll() is None:
+            leftover.kill()

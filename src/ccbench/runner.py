@@ -229,10 +229,21 @@ def prepare_workdir(workdir: Path) -> Path:
 
 
 def cleanup_stale(workdir: Path) -> list[str]:
-    """Undo what a killed earlier run left behind (mounts, loop devices, keys) under workdir."""
+    """Undo what a killed earlier run left behind under workdir: the microservices workload's servers
+    (first: their data may sit in a storage variant's directory), mounts, loop devices and keys, and
+    emulated hosts (network namespaces, bridges, veths) whose owner is gone. Callers hold the
+    workdir lock, so nothing here belongs to a live run."""
+    from ccbench import topology
     from ccbench.variants import storage
 
-    return storage.cleanup_stale(workdir)
+    removed: list[str] = []
+    if (Path(workdir) / "microservices").is_dir():
+        from ccbench.workloads.microservices import cleanup_stale as stop_microservice_chains
+
+        removed += stop_microservice_chains(workdir)
+    removed += storage.cleanup_stale(workdir)
+    removed += topology.cleanup_stale(workdir)
+    return removed
 
 
 def _wait(process: subprocess.Popen, timeout: float | None) -> int:

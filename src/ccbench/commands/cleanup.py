@@ -22,20 +22,13 @@ def command(workdir) -> None:
     Touches nothing outside the work directory.
     (Every `ccbench run` does the same at start.)"""
     from ccbench.runner import WorkdirLock, cleanup_stale
-    from ccbench.workloads.microservices import cleanup_stale as stop_microservice_chains
 
     path = Path(workdir)
     if not path.exists():
         click.echo(f"nothing to clean: {path} does not exist")
         return
-    from ccbench import topology
-
     with WorkdirLock(path.resolve()):
-        # the microservices workload's servers first: their data may sit in a storage variant's directory
-        removed = stop_microservice_chains(path.resolve())
-        removed += cleanup_stale(path.resolve())
-        # emulated hosts (network namespaces, bridges, veths) whose owner was killed
-        removed += topology.cleanup_stale(path.resolve())
+        removed = cleanup_stale(path.resolve())
     for item in removed:
         click.echo(item)
     click.echo(f"clean: {len(removed)} item(s) removed under {path}")
