@@ -83,6 +83,7 @@ def test_federation_runs_over_plain_tls_and_the_secure_channel(tmp_path, ccbench
     for transport in transports:
         samples = [s for s in bundle.samples if s["variant"].get("transport") == transport]
         metrics = {s["metric"] for s in samples}
+        assert samples[0]["metric"] == "wall_clock", "the run summary shows a workload's first metric"
         assert {
             "wall_clock",
             "startup_time",
