@@ -1243,41 +1243,40 @@ class Microservices(Workload):
         failures: list[str] = []
         url_regex = mix_url_regex(info["base_url"], p.mix, p.users)
         client = info.get("client_prefix") or []
-        for rate in info.get("rates", []):
+
+        def load(argv: list[str], log_name: str, parse, case: dict[str, Any], where: str) -> list[str]:
+            """Run one load generator, timed and with the tiers' CPU read around it; its failures."""
             before = tier_cpu_seconds(state)
             start = time.time()
-            result = ctx.run_command(
-                client
-                + oha_argv(
-                    url_regex,
-                    rate=rate,
-                    duration=p.duration,
-                    connections=p.connections,
-                    timeout=p.request_timeout,
-                    cacert=info.get("cacert"),
-                ),
-                log_name=f"oha-rate-{rate:g}",
-                check=False,
-            )
+            result = ctx.run_command(client + argv, log_name=log_name, check=False)
             stop = time.time()
             after = tier_cpu_seconds(state)
             if result.returncode != 0:
                 raise WorkloadFailed(
-                    f"oha exited with {result.returncode} at {rate:g} req/s: {tail(result.stderr, 3, 500)}"
+                    f"{Path(argv[0]).name} exited with {result.returncode} at {where}: "
+                    f"{tail(result.stderr or result.stdout, 3, 500)}"
                 )
-            summary = parse_oha(result.stdout)
+            summary = parse(result.stdout)
             summary["loadgen_cpu_s"] = result.user_s + result.sys_s
             summary["wall_s"] = result.wall_s
-            runs.append(({"mode": "open", "rate": rate}, summary, start, stop, before, after))
-            failures += self._error_check(summary, f"{rate:g} req/s", state)
+            runs.append((case, summary, start, stop, before, after))
+            return self._error_check(summary, where, state)
+
+        for rate in info.get("rates", []):
+            argv = oha_argv(
+                url_regex,
+                rate=rate,
+                duration=p.duration,
+                connections=p.connections,
+                timeout=p.request_timeout,
+                cacert=info.get("cacert"),
+            )
+            failures += load(argv, f"oha-rate-{rate:g}", parse_oha, {"mode": "open", "rate": rate}, f"{rate:g} req/s")
         if p.closed_loop:
             script = ctx.raw_dir / "mix.lua"
             script.write_text(wrk_script(p.mix, p.users))
-            before = tier_cpu_seconds(state)
-            start = time.time()
-            result = ctx.run_command(
-                client
-                + [
+            failures += load(
+                [
                     "wrk",
                     "-t",
                     str(p.wrk_threads),
@@ -1291,20 +1290,11 @@ class Microservices(Workload):
                     str(script),
                     info["base_url"],
                 ],
-                log_name="wrk",
-                check=False,
+                "wrk",
+                parse_wrk,
+                {"mode": "closed", "connections": p.wrk_connections},
+                "the closed-loop run",
             )
-            stop = time.time()
-            after = tier_cpu_seconds(state)
-            if result.returncode != 0:
-                raise WorkloadFailed(
-                    f"wrk exited with {result.returncode}: {tail(result.stderr or result.stdout, 3, 500)}"
-                )
-            summary = parse_wrk(result.stdout)
-            summary["loadgen_cpu_s"] = result.user_s + result.sys_s
-            summary["wall_s"] = result.wall_s
-            runs.append(({"mode": "closed", "connections": p.wrk_connections}, summary, start, stop, before, after))
-            failures += self._error_check(summary, "the closed-loop run", state)
         # nginx flushes its access log every 500 ms
         time.sleep(0.7)
         rows, _ = read_access_log(access_log, offset)
