@@ -281,6 +281,28 @@ def stop_chain(state: ChainState) -> list[str]:
     return stopped
 
 
+def seed_args(p: MicroservicesParams, pg_url: str, redis_address: str) -> list[str]:
+    """The Go tier's `seed` subcommand with the plan's dataset: the same on loopback, on emulated hosts
+    and in the rendered Kubernetes load Job."""
+    return [
+        "seed",
+        "-pg",
+        pg_url,
+        "-redis",
+        redis_address,
+        "-users",
+        str(p.users),
+        "-posts",
+        str(p.posts_per_user),
+        "-follows",
+        str(p.mean_follows),
+        "-zipf",
+        str(p.follow_zipf),
+        "-seed",
+        str(p.seed),
+    ]
+
+
 def state_file(workdir: Path) -> Path:
     """Where the state of the chain serving work directory ``workdir`` is recorded."""
     key = hashlib.sha1(str(Path(workdir).resolve()).encode()).hexdigest()[:12]
@@ -595,24 +617,7 @@ class Chain:
         )
 
         seed = subprocess.run(
-            [
-                str(socialnet_binary()),
-                "seed",
-                "-pg",
-                pg_url,
-                "-redis",
-                f"{a['redis']}:{redis_port}",
-                "-users",
-                str(p.users),
-                "-posts",
-                str(p.posts_per_user),
-                "-follows",
-                str(p.mean_follows),
-                "-zipf",
-                str(p.follow_zipf),
-                "-seed",
-                str(p.seed),
-            ],
+            [str(socialnet_binary()), *seed_args(p, pg_url, f"{a['redis']}:{redis_port}")],
             capture_output=True,
             text=True,
             timeout=600,
@@ -1551,23 +1556,7 @@ def k8s_manifests(
     seed = k8s.container(
         "seed",
         app_image,
-        args=[
-            "seed",
-            "-pg",
-            pg_url,
-            "-redis",
-            f"redis:{K8S_PORTS['redis']}",
-            "-users",
-            str(p.users),
-            "-posts",
-            str(p.posts_per_user),
-            "-follows",
-            str(p.mean_follows),
-            "-zipf",
-            str(p.follow_zipf),
-            "-seed",
-            str(p.seed),
-        ],
+        args=seed_args(p, pg_url, f"redis:{K8S_PORTS['redis']}"),
         cpu="500m",
         memory="256Mi",
     )
