@@ -14,18 +14,5 @@ if not stdout.is_terminal:
     stdout.width = max(stdout.width, 200)
 
 
-def fmt_number(value: float | None) -> str:
-    if value is None:
-        return "-"
-    magnitude = abs(value)
-    if magnitude >= 1e9 or (magnitude and magnitude < 1e-3):
-        return f"{value:.3g}"
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    if magnitude >= 1:
-        return f"{value:.3g}" if magnitude < 10 else f"{value:.1f}"
-    return f"{value:.4f}"
-
-
 def is_interactive() -> bool:
     return sys.stderr.isatty()

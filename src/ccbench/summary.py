@@ -72,7 +72,7 @@ def summary_table(rows: list[dict[str, Any]], title: str, outcomes: dict[str, An
     each workload that has no samples, with its reason."""
     from rich.table import Table
 
-    from ccbench.console import fmt_number
+    from ccbench.analysis.format import number
 
     columns = [
         "workload",
@@ -94,7 +94,7 @@ def summary_table(rows: list[dict[str, Any]], title: str, outcomes: dict[str, An
         )
         cv = f"{row['cv_percent']:.1f}" if row["cv_percent"] is not None else "-"
         n = str(row["n"]) + (f" ({row['contended']} contended)" if row.get("contended") else "")
-        return [row["variant"], case, row["metric"], f"{fmt_number(row['median'])} {row['unit']}", cv, n]
+        return [row["variant"], case, row["metric"], number(row["median"], row["unit"]), cv, n]
 
     if outcomes is None:
         for row in rows:

@@ -7,8 +7,10 @@ Numbers: thousands separators from 1,000 up, three significant figures below, no
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas only for the comparison table: the run summary formats numbers without it
+    import pandas as pd
 
 
 def missing(value) -> bool:
@@ -82,6 +84,8 @@ COMPARISON_HEADERS = [
 
 def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
     """The comparison as text cells, the same for ``ccbench compare`` and the report."""
+    import pandas as pd
+
     if comparison.empty:
         return pd.DataFrame(columns=COMPARISON_HEADERS)
     return pd.DataFrame(
