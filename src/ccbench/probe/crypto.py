@@ -22,6 +22,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ccbench.probe.sources import Sources
+
 #: CPU flags (x86 /proc/cpuinfo names) that decide how fast AES, GHASH and SHA run
 CPU_CRYPTO_FLAGS = ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "sha_ni", "avx2", "avx512f")
 
@@ -158,11 +160,8 @@ def cipher_from_text(text: str, name: str) -> dict[str, Any] | None:
 
 def kernel_cipher(name: str, root: str | Path = "/") -> dict[str, Any] | None:
     """The driver serving ``name`` now (read <root>/proc/crypto: call after the mapping or policy is live)."""
-    try:
-        text = (Path(root) / "proc/crypto").read_text(errors="replace")
-    except OSError:
-        return None
-    return cipher_from_text(text, name)
+    text = Sources(root=Path(root)).read_text("/proc/crypto")
+    return None if text is None else cipher_from_text(text, name)
 
 
 def kernel_cipher_name(storage_cipher: str | None) -> str | None:
