@@ -524,3 +524,30 @@ def test_seed_001_table_ii_pools_per_workload_and_gives_the_papers_coefficients(
     assert len(cases) == 6 and set(cases["t_base_unit"]) == {"s"}
     everything = overhead_model(frame, pool_by="all")
     assert list(everything[everything["scope"] == "pooled"]["workload"]) == ["all workloads"]
+
+
+def test_the_suite_a_workload_negotiated_names_the_transport_cause(tmp_path):
+    """The variant's cipher is fixed before the run; a TLS sample records the suite it negotiated,
+    and that is what the verdict names."""
+    from ccbench.analysis.verdict import verdicts
+
+    samples = [
+        {
+            "workload": "echo",
+            "variant": {"transport": t, "transport_cipher": "AES-256-GCM", "transport_aes_accelerated": False}
+            if t == "tls"
+            else {"transport": t},
+            "metric": "time",
+            "value": v * (1.5 if t == "tls" else 1),
+            "repetition": i,
+            "metadata": {"transport_cipher": "TLS13_CHACHA20_POLY1305_SHA256", "tls_version": "TLSv1_3"}
+            if t == "tls"
+            else {},
+        }
+        for t in ("plain", "tls")
+        for i, v in enumerate([1.0, 1.01, 0.99])
+    ]
+    frame = ccbench.load(write_samples(tmp_path, "vm", "none", samples))
+    assert set(frame["transport_cipher"].dropna()) == {"TLS13_CHACHA20_POLY1305_SHA256"}
+    causes = {v.layer: v for v in verdicts(compare(frame), frame)}["TLS"].causes
+    assert any("TLS13_CHACHA20_POLY1305_SHA256" in c for c in causes) and not any("AES-256-GCM" in c for c in causes)

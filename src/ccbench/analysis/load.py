@@ -5,7 +5,8 @@ case (short label of the sub-case, e.g. "4k randread"), metric, unit, value, bet
 warmup, timestamp, contended (bool; False where the bundle does not say), execution and raw (the
 execution key and its raw directory inside the bundle, bundle format 2; empty before), and what
 served each protection layer, from the variant: storage_cipher_driver, storage_cipher_accelerated,
-transport_cipher, transport_aes_accelerated (None where not recorded). ``config`` is
+transport_cipher (the sample's own ``transport_cipher`` metadata where the workload negotiated one,
+e.g. the TLS suite), transport_aes_accelerated (None where not recorded). ``config`` is
 "machine / TEE / storage / transport" with absent parts left out.
 """
 
@@ -215,6 +216,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
             "contended",
             "execution",
             "raw",
+            "sample_cipher",
         )
     }
     # every key is looked up as soon as it is made and then dropped: only the distinct ones are kept
@@ -243,6 +245,11 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
         columns["repetition"] += [s["repetition"] for s in chunk]
         columns["warmup"] += [s["warmup"] for s in chunk]
         columns["timestamp"] += [s["timestamp"] for s in chunk]
+        # a workload that negotiates its own cipher (TLS) records it on the sample; it wins over the
+        # variant's, which was fixed before the run
+        columns["sample_cipher"] += [
+            share(c, c) if c else None for c in ((s.get("metadata") or {}).get("transport_cipher") for s in chunk)
+        ]
         # bundle format 2 (absent in format 1: not contended, no execution key or raw path); a chunk's
         # first record tells which (a format-1 bundle pays nothing for these columns)
         if chunk and ("execution" in chunk[0] or "contended" in chunk[0]):
@@ -257,6 +264,12 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
     if not columns["value"]:
         return None
     described = columns.pop("variant")
+    sample_cipher = columns.pop("sample_cipher")
+    causes = {name: [d[3 + i] for d in described] for i, name in enumerate(CAUSE_KEYS)}
+    if any(sample_cipher):
+        causes["transport_cipher"] = [
+            own or variant for own, variant in zip(sample_cipher, causes["transport_cipher"], strict=True)
+        ]
     return pd.DataFrame(
         {
             "bundle": str(bundle.path),
@@ -274,7 +287,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
             "repetition": np.array(columns["repetition"], dtype=int),
             "warmup": np.array(columns["warmup"], dtype=bool),
             "contended": np.array(columns["contended"], dtype=bool),
-            **{name: [d[3 + i] for d in described] for i, name in enumerate(CAUSE_KEYS)},
+            **causes,
         }
     )
 
