@@ -5,7 +5,7 @@ use dcap_qvl::quote::Report;
 pub use dcap_qvl::QuoteCollateralV3 as Collateral;
 use serde_json::json;
 
-use crate::{check_measurement, check_report_data, Claims, Policy, Rejection, REPORT_DATA_LEN};
+use crate::{check_measurement, check_report_data, Claims, Policy, Rejection, Revocation, REPORT_DATA_LEN};
 
 /// Collateral as `dcap-qvl` serialises it (JSON: TCB info, QE identity, CRLs, issuer chains).
 pub fn collateral_from_json(bytes: &[u8]) -> Result<Collateral, Rejection> {
@@ -109,6 +109,11 @@ pub fn verify(
         root: "Intel SGX Root CA".into(),
         details: json!({"rtmrs": rtmrs.iter().map(hex::encode).collect::<Vec<_>>(),
                         "mr_seam": hex::encode(td.mr_seam), "td_attributes": hex::encode(td.td_attributes)}),
+        // dcap-qvl refuses a quote whose collateral lacks either CRL, so a verified quote was checked
+        revocation: Revocation {
+            checked: true,
+            detail: "Intel's root CA CRL and PCK CRL from the DCAP collateral (checked by dcap-qvl)".into(),
+        },
     })
 }
 
