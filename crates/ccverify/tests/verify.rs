@@ -872,6 +872,161 @@ fn an_out_of_date_tdx_platform_or_an_unlisted_status_is_rejected() {
     assert!(detail.contains("UpToDate"), "{detail}");
 }
 
+/// A root CA of our own (P-256, as Intel's) with a TCB-info signing certificate under it, both valid
+/// 2020..2040 (`openssl ca -startdate`, so they cover the real collateral's window), and the root's
+/// CRL listing that signing certificate (or nothing). DER root, PEM chain (signer, root), DER CRL.
+fn tdx_test_pki(name: &str, revoke_signer: bool) -> (Vec<u8>, String, Vec<u8>) {
+    let dir = std::env::temp_dir().join(format!("ccverify-tdx-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("ca.cnf"),
+        "[ ca ]\ndefault_ca = c\n[ c ]\ndatabase = index.txt\ncrlnumber = crlnumber\nserial = serial\n\
+         new_certs_dir = .\ndefault_md = sha256\npolicy = any\nunique_subject = no\n[ any ]\ncommonName = supplied\n\
+         [ root ]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n\
+         subjectKeyIdentifier = hash\n[ leaf ]\nbasicConstraints = critical,CA:FALSE\n\
+         keyUsage = critical,digitalSignature,nonRepudiation\nsubjectKeyIdentifier = hash\n\
+         authorityKeyIdentifier = keyid\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("index.txt"), "").unwrap();
+    std::fs::write(dir.join("crlnumber"), "01\n").unwrap();
+    std::fs::write(dir.join("serial"), "1000\n").unwrap();
+    let dates = ["-startdate", "20200101000000Z", "-enddate", "20400101000000Z"];
+    for key in ["root", "tcb"] {
+        let out = format!("{key}.key");
+        openssl(
+            &dir,
+            &[
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-out",
+                &out,
+            ],
+        );
+    }
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            "root.key",
+            "-subj",
+            "/CN=Test SGX Root CA",
+            "-out",
+            "root.csr",
+        ],
+    );
+    let mut args = vec![
+        "ca",
+        "-batch",
+        "-notext",
+        "-config",
+        "ca.cnf",
+        "-selfsign",
+        "-keyfile",
+        "root.key",
+        "-in",
+        "root.csr",
+        "-extensions",
+        "root",
+        "-out",
+        "root.pem",
+    ];
+    args.extend_from_slice(&dates);
+    openssl(&dir, &args);
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            "tcb.key",
+            "-subj",
+            "/CN=Test TCB Signing",
+            "-out",
+            "tcb.csr",
+        ],
+    );
+    let mut args = vec![
+        "ca",
+        "-batch",
+        "-notext",
+        "-config",
+        "ca.cnf",
+        "-cert",
+        "root.pem",
+        "-keyfile",
+        "root.key",
+        "-in",
+        "tcb.csr",
+        "-extensions",
+        "leaf",
+        "-out",
+        "tcb.pem",
+    ];
+    args.extend_from_slice(&dates);
+    openssl(&dir, &args);
+    let signer = ["-config", "ca.cnf", "-cert", "root.pem", "-keyfile", "root.key"];
+    if revoke_signer {
+        let mut args = vec!["ca"];
+        args.extend_from_slice(&signer);
+        args.extend_from_slice(&["-revoke", "tcb.pem"]);
+        openssl(&dir, &args);
+    }
+    let mut args = vec!["ca"];
+    args.extend_from_slice(&signer);
+    args.extend_from_slice(&["-gencrl", "-crldays", "3650", "-out", "crl.pem"]);
+    openssl(&dir, &args);
+    openssl(&dir, &["crl", "-in", "crl.pem", "-outform", "DER", "-out", "crl.der"]);
+    openssl(
+        &dir,
+        &["x509", "-in", "root.pem", "-outform", "DER", "-out", "root.der"],
+    );
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let chain = String::from_utf8(read("tcb.pem")).unwrap() + &String::from_utf8(read("root.pem")).unwrap();
+    let pki = (read("root.der"), chain, read("crl.der"));
+    let _ = std::fs::remove_dir_all(&dir);
+    pki
+}
+
+#[test]
+fn a_revoked_tdx_signing_certificate_is_rejected_as_revoked() {
+    // dcap-qvl with a root of our own: the real quote and collateral, whose TCB info is now claimed
+    // by a signing certificate under that root, and the root CA CRL lists that certificate. dcap-qvl
+    // checks the TCB info's chain (with the CRLs) before its signature, so the revocation is what it
+    // finds, and ccverify reports it as `revoked`.
+    let (quote, real, at) = tdx_vector("tdx_quote");
+    let with_pki = |revoke: bool| {
+        let (root, chain, crl) = tdx_test_pki(if revoke { "revoked" } else { "clean" }, revoke);
+        let mut collateral = real.clone();
+        collateral.tcb_info_issuer_chain = chain;
+        collateral.root_ca_crl = crl;
+        tdx::verify_with_root(&quote, Some(&collateral), Some(&root), at, &Policy::default(), None)
+    };
+    let revoked = with_pki(true);
+    let Err(Rejection::Revoked { detail }) = &revoked else {
+        panic!("{revoked:?}")
+    };
+    assert!(detail.contains("CertRevoked"), "{detail}");
+    // the same PKI without the revocation gets past the chain and fails on the TCB info's signature
+    // (Intel signed it, not our certificate): the revocation alone made the difference
+    let clean = with_pki(false);
+    assert!(matches!(clean, Err(Rejection::BadSignature { .. })), "{clean:?}");
+    // and Intel's pinned root never accepts our PKI
+    let (_, chain, crl) = tdx_test_pki("intel", true);
+    let mut collateral = real.clone();
+    collateral.tcb_info_issuer_chain = chain;
+    collateral.root_ca_crl = crl;
+    let intel = tdx::verify(&quote, Some(&collateral), at, &Policy::default(), None);
+    // (its root CA CRL is not signed by Intel's root)
+    assert!(matches!(intel, Err(Rejection::BadSignature { .. })), "{intel:?}");
+}
+
 /// A deterministic fuzz smoke test on stable Rust: mutated real reports, quotes and certificate
 /// tables give errors, never panics, and a mutated SNP report never verifies with a different
 /// signed body. (`scripts/fuzz-transport.sh` runs the libFuzzer target `evidence`.)
