@@ -28,11 +28,13 @@ mkdir -p fuzz/corpus/evidence
     "$root/tests/data/attestation/report_milan.hex"; } > fuzz/corpus/evidence/seed-snp
 { printf '\x02'; cat "$root/tests/data/attestation/tdx_quote.bin"; } > fuzz/corpus/evidence/seed-tdx
 printf '\x01\x00' > fuzz/corpus/evidence/seed-table
-# a CRL (mode 3) in AMD's shape: RSA-PSS/SHA-384 by a throwaway root named like AMD's, listing one serial
+# a CRL (mode 3) in AMD's shape: RSA-PSS/SHA-384 by a throwaway root under AMD's Milan ARK name (so the
+# issuer check passes and the signature check is reached), listing one serial
 crl_dir="$(mktemp -d)"
 (
     cd "$crl_dir"
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ark.key -subj "/CN=ARK-Milan" -days 30 -out ark.pem \
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ark.key \
+        -subj "/OU=Engineering/C=US/L=Santa Clara/ST=CA/O=Advanced Micro Devices/CN=ARK-Milan" -days 30 -out ark.pem \
         -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:48 -sha384 2>/dev/null
     printf '[ ca ]\ndefault_ca = c\n[ c ]\ndatabase = index.txt\ncrlnumber = crlnumber\ndefault_md = sha384\n' > ca.cnf
     : > index.txt
