@@ -314,3 +314,124 @@ def test_the_report_machines_table_shows_each_bundles_attestation(tmp_path):
     assert "MOCK" in _attestation(bundle)
     (bundle / "samples.jsonl").write_text("{}\n")
     assert _attestation(bundle).startswith("TAMPERED") and "samples.jsonl" in _attestation(bundle)
+
+
+def _openssl(directory: Path, *args: str) -> None:
+    import subprocess
+
+    done = subprocess.run(["openssl", *args], cwd=directory, capture_output=True, text=True)
+    assert done.returncode == 0, f"openssl {args}: {done.stderr}"
+
+
+PSS = ("-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:48")
+
+
+def make_test_chain(directory: Path) -> Path:
+    """ARK (RSA-PSS, self-signed) -> ASK -> VCEK (P-384), as AMD's, made with the openssl command line."""
+    directory.mkdir(parents=True)
+    for name in ("ark", "ask"):
+        _openssl(directory, "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", f"{name}.key")
+    _openssl(directory, "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", "vcek.key")
+    _openssl(
+        directory, "req", "-x509", "-new", "-key", "ark.key", "-subj", "/CN=ARK-Test", "-days", "30",
+        "-out", "ark.pem", "-sha384", *PSS,
+    )  # fmt: skip
+    for name, issuer, subject in (("ask", "ark", "/CN=SEV-Test"), ("vcek", "ask", "/CN=SEV-VCEK-Test")):
+        _openssl(directory, "req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr")
+        _openssl(
+            directory, "x509", "-req", "-in", f"{name}.csr", "-CA", f"{issuer}.pem", "-CAkey", f"{issuer}.key",
+            "-CAcreateserial", "-days", "30", "-out", f"{name}.pem", "-sha384", *PSS,
+        )  # fmt: skip
+    return directory
+
+
+def make_test_crl(chain: Path, name: str, revoke: tuple[str, ...] = ()) -> Path:
+    """A CRL of the test ARK (RSA-PSS/SHA-384, valid a day) listing the named certificates, DER as the KDS serves."""
+    ca = chain / f"ca-{name}"
+    ca.mkdir()
+    (ca / "index.txt").write_text("")
+    (ca / "crlnumber").write_text("01\n")
+    (ca / "ca.cnf").write_text(
+        "[ ca ]\ndefault_ca = c\n[ c ]\ndatabase = index.txt\ncrlnumber = crlnumber\ndefault_md = sha384\n"
+    )
+    signer = ("-keyfile", str(chain / "ark.key"), "-cert", str(chain / "ark.pem"))
+    for cert in revoke:
+        _openssl(ca, "ca", "-config", "ca.cnf", *signer, "-revoke", str(chain / cert))
+    _openssl(ca, "ca", "-config", "ca.cnf", *signer, "-gencrl", "-crlhours", "24", *PSS, "-out", "crl.pem")
+    _openssl(ca, "crl", "-in", "crl.pem", "-outform", "DER", "-out", "crl.der")
+    return ca / "crl.der"
+
+
+def sign_test_report(chain: Path, bound: bytes) -> bytes:
+    """The real Milan report's layout with `bound` as its report data, signed by the test VCEK."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    report = bytearray(bytes.fromhex((DATA / "report_milan.hex").read_text().strip()))
+    report[0x50:0x90] = bound
+    key = serialization.load_pem_private_key((chain / "vcek.key").read_bytes(), password=None)
+    r, s = decode_dss_signature(key.sign(bytes(report[:0x2A0]), ec.ECDSA(hashes.SHA384())))
+    # r and s little-endian in 72-byte fields
+    report[0x2A0:0x2E8] = r.to_bytes(72, "little")
+    report[0x2E8:0x330] = s.to_bytes(72, "little")
+    return bytes(report)
+
+
+@needs_verifier
+def test_verify_checks_amds_crl_from_the_collateral_directory(tmp_path, ccbench, monkeypatch):
+    """A bundle attested by a generated SEV-SNP chain (trusted through the test-only roots variable):
+    without a CRL it verifies and says "revocation not checked"; a policy can require the check;
+    crl.der in --collateral is checked, and one listing the VCEK fails the evidence (exit 4)."""
+    pytest.importorskip("cryptography")
+    chain = make_test_chain(tmp_path / "chain")
+    bundle = make_bundle(tmp_path)
+    document = finish_bundle(bundle, provider=None)
+    (bundle / "attestation").mkdir()
+    (bundle / "attestation" / "evidence.bin").write_bytes(sign_test_report(chain, report_data(document["digest"])))
+    document.update(
+        status="attested",
+        evidence={"technology": "sev-snp", "provider": "sev_guest", "mock": False, "file": "attestation/evidence.bin"},
+    )
+    (bundle / "attestation.json").write_text(json.dumps(document))
+    collateral = tmp_path / "collateral"
+    collateral.mkdir()
+    shutil.copy(chain / "vcek.pem", collateral / "vcek.pem")
+    env = {"CCBENCH_TEST_SNP_ROOTS": str(chain)}
+
+    done = ccbench("verify", bundle, "--collateral", collateral, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "attestation: verified" in done.stdout and "TEST ROOT" in done.stdout
+    assert "revocation: not checked" in done.stdout
+    # never trusted without the test roots: AMD's pinned roots do not know this chain
+    done = ccbench("verify", bundle, "--collateral", collateral)
+    assert done.returncode == EXIT_EVIDENCE and "unknown-root" in done.stdout, done.stdout
+    # the machines table's line says it too
+    with monkeypatch.context() as patch:
+        patch.setenv("CCBENCH_TEST_SNP_ROOTS", str(chain))
+        verdict = verify_bundle(bundle, collateral=collateral)
+    assert verdict.attestation == "verified" and "revocation not checked" in verdict.summary()
+    # a policy that requires the revocation check
+    policy = tmp_path / "policy.toml"
+    policy.write_text("require_revocation_check = true\n")
+    done = ccbench("verify", bundle, "--collateral", collateral, "--policy", policy, env=env)
+    assert done.returncode == EXIT_EVIDENCE and "revocation-not-checked" in done.stdout, done.stdout
+
+    # a current CRL that lists nothing of this chain: checked, passes, also under that policy
+    shutil.copy(make_test_crl(chain, "clean"), collateral / "crl.der")
+    done = ccbench("verify", bundle, "--collateral", collateral, "--policy", policy, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "revocation: checked" in done.stdout
+
+    # the VCEK listed: failed evidence, exit 4, reason revoked
+    shutil.copy(make_test_crl(chain, "revoked", ("vcek.pem",)), collateral / "crl.der")
+    done = ccbench("verify", bundle, "--collateral", collateral, env=env)
+    assert done.returncode == EXIT_EVIDENCE, done.stdout + done.stderr
+    assert "attestation: failed" in done.stdout and "revoked" in done.stdout
+    verdict = json.loads(ccbench("verify", bundle, "--collateral", collateral, "--json", env=env).stdout)
+    assert verdict["attestation"] == "failed" and verdict["reason"].startswith("revoked:")
+
+    # a CRL that is not one: failed evidence with the verifier's reason, not a traceback
+    (collateral / "crl.der").write_bytes(b"not a CRL")
+    done = ccbench("verify", bundle, "--collateral", collateral, env=env)
+    assert done.returncode == EXIT_EVIDENCE and "malformed" in done.stdout and "Traceback" not in done.stderr

@@ -248,6 +248,10 @@ pub struct VendorCheck {
     pub tdx_collateral: Option<ccverify::tdx::Collateral>,
     /// SEV-SNP: the peer's VCEK, when its evidence carries no certificate table
     pub vcek: Option<Vec<u8>>,
+    /// SEV-SNP: AMD's CRL for the peer's product (KDS `/vcek/v1/{product}/crl`), when the peer's
+    /// certificate table has none; without one revocation is not checked (the policy's
+    /// `require_revocation_check` makes that a rejection)
+    pub amd_crl: Option<Vec<u8>>,
 }
 
 impl Default for VendorCheck {
@@ -257,6 +261,7 @@ impl Default for VendorCheck {
             policy: ccverify::Policy::default(),
             tdx_collateral: None,
             vcek: None,
+            amd_crl: None,
         }
     }
 }
@@ -328,13 +333,18 @@ fn vendor_verify(
     let aux = hex::decode(&evidence.aux).map_err(|e| RejectReason::Malformed(format!("aux is not hex: {e}")))?;
     let verified = if evidence.format == "sev-snp" {
         let table = if aux.is_empty() { None } else { Some(aux.as_slice()) };
+        let collateral = ccverify::SnpCollateral {
+            vcek: vendor.vcek.as_deref(),
+            cert_table: table,
+            crl: vendor.amd_crl.as_deref(),
+        };
         ccverify::snp::verify(
             &raw,
-            vendor.vcek.as_deref(),
-            table,
+            &collateral,
             &vendor.snp_roots,
             &vendor.policy,
             Some(expected),
+            now_unix(),
         )
     } else {
         ccverify::tdx::verify(

@@ -4,7 +4,9 @@
 //! * SEV-SNP: the attestation report's ECDSA P-384 signature is checked against the VCEK (from the
 //!   configfs-tsm `auxblob` certificate table, or a file the user supplies), the VCEK against AMD's
 //!   ASK and ARK for Milan, Genoa or Turin (pinned: the `sev` crate ships them), then the policy:
-//!   debug disabled, launch measurement, minimum TCB, VMPL, report data. See [`snp`].
+//!   debug disabled, launch measurement, minimum TCB, VMPL, report data. Every certificate's validity
+//!   period is checked at the verification time; AMD's CRL, when supplied, is verified against the same
+//!   pinned ARK and revokes a listed ASK or VCEK. See [`snp`].
 //! * TDX: the quote is checked with Intel DCAP collateral (TCB info, QE identity, CRLs) supplied as
 //!   a file, through the `dcap-qvl` crate (Intel's SGX root pinned there), then the policy: MRTD,
 //!   RTMRs, TCB status, debug off, report data. See [`tdx`].
@@ -21,7 +23,7 @@ use std::fmt;
 use serde::Serialize;
 
 pub use policy::{Policy, SnpTcb};
-pub use snp::SnpRoots;
+pub use snp::{SnpCollateral, SnpRoots};
 
 /// Length of the report data that evidence binds (SEV-SNP REPORT_DATA, TDX REPORTDATA).
 pub const REPORT_DATA_LEN: usize = 64;
@@ -43,6 +45,11 @@ pub enum Rejection {
     BadSignature { detail: String },
     /// A certificate or the platform's TCB is revoked.
     Revoked { detail: String },
+    /// No revocation list was supplied, and the policy requires a revocation check.
+    RevocationNotChecked,
+    /// A certificate of the chain is outside its validity period (expired, or not yet valid) at the
+    /// verification time.
+    CertificateExpired { detail: String },
     /// The platform's TCB is below the policy's minimum or its status is not accepted.
     TcbTooOld { detail: String },
     /// The guest or TD allows debugging: its memory is readable by the host.
@@ -68,6 +75,8 @@ impl Rejection {
             Rejection::UnknownRoot { .. } => "unknown-root",
             Rejection::BadSignature { .. } => "bad-signature",
             Rejection::Revoked { .. } => "revoked",
+            Rejection::RevocationNotChecked => "revocation-not-checked",
+            Rejection::CertificateExpired { .. } => "certificate-expired",
             Rejection::TcbTooOld { .. } => "tcb-too-old",
             Rejection::DebugEnabled => "debug-enabled",
             Rejection::MeasurementMismatch { .. } => "measurement-mismatch",
@@ -90,6 +99,12 @@ impl fmt::Display for Rejection {
             Rejection::UnknownRoot { detail } => write!(f, "the chain does not end in a pinned vendor root: {detail}"),
             Rejection::BadSignature { detail } => write!(f, "bad signature: {detail}"),
             Rejection::Revoked { detail } => write!(f, "revoked: {detail}"),
+            Rejection::RevocationNotChecked => write!(
+                f,
+                "revocation not checked: no CRL was supplied and the policy requires a revocation check \
+                 (give AMD's CRL, e.g. crl.der from the KDS, beside the VCEK)"
+            ),
+            Rejection::CertificateExpired { detail } => write!(f, "certificate outside its validity period: {detail}"),
             Rejection::TcbTooOld { detail } => write!(f, "TCB too old: {detail}"),
             Rejection::DebugEnabled => write!(f, "debugging is enabled"),
             Rejection::MeasurementMismatch { got } => write!(f, "measurement {got} is not an expected one"),
@@ -119,6 +134,17 @@ pub struct Claims {
     pub root: String,
     /// technology-specific fields (SNP: vmpl, chip id; TDX: RTMRs, advisories)
     pub details: serde_json::Value,
+    /// whether the chain was checked against the vendor's revocation list, and which
+    pub revocation: Revocation,
+}
+
+/// Whether a revocation list was consulted. `checked: false` is said out loud in every verdict
+/// ("revocation not checked"), never implied by silence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Revocation {
+    pub checked: bool,
+    /// what was checked (the CRL's issuer and its thisUpdate/nextUpdate), or why nothing was
+    pub detail: String,
 }
 
 /// Constant-time comparison of the report data with the expected value, when one is expected.

@@ -38,6 +38,10 @@ pub struct Policy {
     /// TDX: accepted TCB statuses (Intel's names); "Revoked" is never accepted
     #[serde(default = "default_tdx_statuses")]
     pub tdx_tcb_statuses: Vec<String>,
+    /// SEV-SNP: reject evidence whose chain was not checked against AMD's CRL (no CRL supplied).
+    /// TDX always checks the CRLs in its DCAP collateral.
+    #[serde(default)]
+    pub require_revocation_check: bool,
 }
 
 fn default_tdx_statuses() -> Vec<String> {
@@ -53,6 +57,7 @@ impl Default for Policy {
             max_vmpl: None,
             rtmrs: Vec::new(),
             tdx_tcb_statuses: default_tdx_statuses(),
+            require_revocation_check: false,
         }
     }
 }

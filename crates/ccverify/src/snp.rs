@@ -3,6 +3,13 @@
 //! The `sev` crate parses the report and checks ARK (self-signed) -> ASK -> VCEK with AMD's roots
 //! for Milan, Genoa and Turin built in; `p384` checks the VCEK's ECDSA P-384 / SHA-384 signature over
 //! the report's own first 0x2A0 bytes (not a re-serialisation of the parsed report).
+//!
+//! Beyond what `sev` checks: every certificate of the chain (ARK, ASK, VCEK) must be inside its
+//! validity period at the verification time, and AMD's CRL (served by the KDS at
+//! `/vcek/v1/{Milan,Genoa,Turin}/crl`, issued and signed by the ARK with RSA-PSS / SHA-384), when given,
+//! is verified against the same pinned ARK that anchors the chain (`x509-cert` parses it, `rsa` checks
+//! the signature), must be current (thisUpdate <= now <= nextUpdate), and revokes the chain when it
+//! lists the ASK's or the VCEK's serial number.
 
 use p384::ecdsa::signature::DigestVerifier;
 use serde_json::json;
@@ -11,12 +18,32 @@ use sev::firmware::guest::AttestationReport;
 use sev::firmware::host::{CertTableEntry, CertType};
 use sev::parser::ByteParser;
 use sha2::{Digest, Sha384};
+use x509_cert::crl::CertificateList;
+use x509_cert::der::referenced::OwnedToRef;
+use x509_cert::der::{Decode, Encode};
 
-use crate::{check_measurement, check_report_data, Claims, Policy, Rejection, REPORT_DATA_LEN};
+use crate::{check_measurement, check_report_data, Claims, Policy, Rejection, Revocation, REPORT_DATA_LEN};
 
 /// Size of an SEV-SNP ATTESTATION_REPORT; the signature covers bytes 0..0x2A0.
 pub const REPORT_LEN: usize = 0x4A0;
 const SIGNED_LEN: usize = 0x2A0;
+/// RSASSA-PSS (RFC 4055), the algorithm of AMD's ARK and ASK signatures and of its CRL
+const RSA_PSS_OID: x509_cert::der::oid::ObjectIdentifier =
+    x509_cert::der::oid::ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.10");
+/// PSS salt length of AMD's signatures (the SHA-384 digest length)
+const PSS_SALT_LEN: usize = 48;
+
+/// What the SEV-SNP verifier is given beside the report; every field optional.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SnpCollateral<'a> {
+    /// the VCEK (PEM or DER) as a file supplies it; otherwise it is taken from `cert_table`
+    pub vcek: Option<&'a [u8]>,
+    /// the configfs-tsm `auxblob` / extended-report certificate table
+    pub cert_table: Option<&'a [u8]>,
+    /// AMD's CRL for the product (DER as the KDS serves it, or PEM); otherwise the certificate
+    /// table's CRL entry when it has one. Without either the verdict says "revocation not checked".
+    pub crl: Option<&'a [u8]>,
+}
 
 /// Trust anchors: named ARK/ASK pairs. [`SnpRoots::amd`] pins AMD's; tests add their own explicitly.
 pub struct SnpRoots {
@@ -73,14 +100,24 @@ pub fn certificate(bytes: &[u8]) -> Result<Certificate, Rejection> {
 /// entries of GUID (16 bytes), offset and length (u32 little-endian each), ended by an all-zero
 /// entry; offsets are from the table's start. Every bound is checked: the table comes from the peer.
 pub fn vcek_from_cert_table(table: &[u8]) -> Result<Option<Vec<u8>>, Rejection> {
+    cert_table_entry(table, |kind| matches!(kind, CertType::VCEK | CertType::VLEK))
+}
+
+/// The CRL entry of a certificate table (GUID 92f81bc3-5811-4d3d-97ff-d19f88dc67ea), if the host put one there.
+pub fn crl_from_cert_table(table: &[u8]) -> Result<Option<Vec<u8>>, Rejection> {
+    cert_table_entry(table, |kind| matches!(kind, CertType::CRL))
+}
+
+fn cert_table_entry(table: &[u8], wanted: impl Fn(&CertType) -> bool) -> Result<Option<Vec<u8>>, Rejection> {
     const ENTRY: usize = 24;
     let malformed = |detail: &str| Rejection::Malformed {
         detail: format!("certificate table: {detail}"),
     };
-    let mut at = 0;
+    let mut at: usize = 0;
     loop {
-        let entry = table
-            .get(at..at + ENTRY)
+        let entry = at
+            .checked_add(ENTRY)
+            .and_then(|end| table.get(at..end))
             .ok_or_else(|| malformed("no terminating entry"))?;
         if entry.iter().all(|&b| b == 0) {
             return Ok(None);
@@ -93,7 +130,7 @@ pub fn vcek_from_cert_table(table: &[u8]) -> Result<Option<Vec<u8>>, Rejection> 
             .and_then(|end| table.get(offset..end))
             .ok_or_else(|| malformed("an entry points outside the table"))?;
         if let Ok(entry) = CertTableEntry::from_guid(&guid, data.to_vec()) {
-            if matches!(entry.cert_type, CertType::VCEK | CertType::VLEK) {
+            if wanted(&entry.cert_type) {
                 return Ok(Some(entry.data().to_vec()));
             }
         }
@@ -101,25 +138,42 @@ pub fn vcek_from_cert_table(table: &[u8]) -> Result<Option<Vec<u8>>, Rejection> 
     }
 }
 
-/// Verify an SEV-SNP report: parse, chain, signature, report data, policy.
-///
-/// `vcek`: the VCEK as a file supplies it (PEM or DER); otherwise it is taken from `cert_table`.
+/// Verify an SEV-SNP report at `now_unix` (seconds since the epoch): parse, chain, certificate
+/// validity, revocation, signature, report data, policy.
 pub fn verify(
     report: &[u8],
-    vcek: Option<&[u8]>,
-    cert_table: Option<&[u8]>,
+    collateral: &SnpCollateral,
     roots: &SnpRoots,
     policy: &Policy,
     expected_report_data: Option<&[u8; REPORT_DATA_LEN]>,
+    now_unix: u64,
 ) -> Result<Claims, Rejection> {
     let parsed = parse(report)?;
-    let vcek_bytes = match (vcek, cert_table) {
+    let vcek_bytes = match (collateral.vcek, collateral.cert_table) {
         (Some(vcek), _) => vcek.to_vec(),
         (None, Some(table)) => vcek_from_cert_table(table)?.ok_or(Rejection::MissingCertificate)?,
         (None, None) => return Err(Rejection::MissingCertificate),
     };
     let vcek = certificate(&vcek_bytes)?;
-    let root = chain_root(&vcek, roots)?;
+    let (root, anchors) = chain_root(&vcek, roots)?;
+    let ark = x509_cert::Certificate::from(anchors.ark.clone());
+    let ask = x509_cert::Certificate::from(anchors.ask.clone());
+    let vcek_x509 = x509_cert::Certificate::from(vcek.clone());
+    for (name, cert) in [("ARK", &ark), ("ASK", &ask), ("VCEK", &vcek_x509)] {
+        check_validity(name, cert, now_unix)?;
+    }
+    let table_crl = match (collateral.crl, collateral.cert_table) {
+        (None, Some(table)) => crl_from_cert_table(table)?,
+        _ => None,
+    };
+    let revocation = match collateral.crl.or(table_crl.as_deref()) {
+        Some(crl) => check_crl(crl, &ark, &ask, &vcek_x509, now_unix)?,
+        None if policy.require_revocation_check => return Err(Rejection::RevocationNotChecked),
+        None => Revocation {
+            checked: false,
+            detail: "revocation not checked: no AMD CRL was supplied".into(),
+        },
+    };
     check_signature(report, &parsed, &vcek)?;
     check_report_data(&parsed.report_data, expected_report_data)?;
     let debug = parsed.policy.debug_allowed();
@@ -158,6 +212,7 @@ pub fn verify(
         root,
         details: json!({"version": parsed.version, "vmpl": parsed.vmpl, "guest_svn": parsed.guest_svn,
                         "policy": format!("{:#x}", u64::from(parsed.policy)), "chip_id": hex::encode(parsed.chip_id)}),
+        revocation,
     })
 }
 
@@ -173,8 +228,8 @@ pub fn parse(report: &[u8]) -> Result<AttestationReport, Rejection> {
     })
 }
 
-/// The name of the pinned root whose ASK signed the VCEK (the ARK self-signed and signing the ASK).
-fn chain_root(vcek: &Certificate, roots: &SnpRoots) -> Result<String, Rejection> {
+/// The pinned root whose ASK signed the VCEK (the ARK self-signed and signing the ASK), by name.
+fn chain_root<'r>(vcek: &Certificate, roots: &'r SnpRoots) -> Result<(String, &'r ca::Chain), Rejection> {
     let mut failures = Vec::new();
     for (name, ca) in &roots.roots {
         let chain = sev::certs::snp::Chain {
@@ -182,12 +237,149 @@ fn chain_root(vcek: &Certificate, roots: &SnpRoots) -> Result<String, Rejection>
             vek: vcek.clone(),
         };
         match (&chain).verify() {
-            Ok(_) => return Ok(name.clone()),
+            Ok(_) => return Ok((name.clone(), ca)),
             Err(e) => failures.push(format!("{name}: {e}")),
         }
     }
     Err(Rejection::UnknownRoot {
         detail: failures.join("; "),
+    })
+}
+
+/// notBefore <= now <= notAfter (the `sev` crate checks signatures only).
+fn check_validity(name: &str, cert: &x509_cert::Certificate, now_unix: u64) -> Result<(), Rejection> {
+    let validity = &cert.tbs_certificate.validity;
+    let not_before = validity.not_before.to_unix_duration().as_secs();
+    let not_after = validity.not_after.to_unix_duration().as_secs();
+    let subject = &cert.tbs_certificate.subject;
+    if now_unix < not_before {
+        return Err(Rejection::CertificateExpired {
+            detail: format!(
+                "the {name} ({subject}) is not valid before {} (verification time {})",
+                validity.not_before,
+                unix_text(now_unix)
+            ),
+        });
+    }
+    if now_unix > not_after {
+        return Err(Rejection::CertificateExpired {
+            detail: format!(
+                "the {name} ({subject}) expired at {} (verification time {})",
+                validity.not_after,
+                unix_text(now_unix)
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn unix_text(unix: u64) -> String {
+    x509_cert::der::DateTime::from_unix_duration(std::time::Duration::from_secs(unix))
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| format!("{unix} s since the epoch"))
+}
+
+/// A CRL in DER, or in PEM ("X509 CRL").
+pub fn parse_crl(bytes: &[u8]) -> Result<CertificateList, Rejection> {
+    let malformed = |detail: String| Rejection::Malformed {
+        detail: format!("CRL: {detail}"),
+    };
+    let der = if bytes.starts_with(b"-----BEGIN") {
+        let (label, der) = x509_cert::der::pem::decode_vec(bytes).map_err(|e| malformed(format!("PEM: {e}")))?;
+        if label != "X509 CRL" {
+            return Err(malformed(format!("a PEM {label}, not an X509 CRL")));
+        }
+        der
+    } else {
+        bytes.to_vec()
+    };
+    let crl = CertificateList::from_der(&der).map_err(|e| malformed(e.to_string()))?;
+    // the signature is checked over the re-encoded TBSCertList: only sound when that is the input's own bytes
+    if crl.to_der().ok().as_deref() != Some(der.as_slice()) {
+        return Err(malformed("not in canonical DER".into()));
+    }
+    Ok(crl)
+}
+
+/// AMD's CRL: issued and signed (RSA-PSS, SHA-384) by the pinned ARK, current at `now_unix`, and
+/// listing neither the ASK's nor the VCEK's serial number.
+fn check_crl(
+    bytes: &[u8],
+    ark: &x509_cert::Certificate,
+    ask: &x509_cert::Certificate,
+    vcek: &x509_cert::Certificate,
+    now_unix: u64,
+) -> Result<Revocation, Rejection> {
+    use rsa::signature::Verifier;
+    let crl = parse_crl(bytes)?;
+    let tbs = &crl.tbs_cert_list;
+    let ark_name = &ark.tbs_certificate.subject;
+    if &tbs.issuer != ark_name {
+        return Err(Rejection::UnknownRoot {
+            detail: format!("the CRL is issued by {}, not by the ARK ({ark_name})", tbs.issuer),
+        });
+    }
+    let bad = |detail: String| Rejection::BadSignature {
+        detail: format!("the CRL: {detail}"),
+    };
+    if crl.signature_algorithm.oid != RSA_PSS_OID || tbs.signature != crl.signature_algorithm {
+        return Err(bad(format!(
+            "signed with {} (AMD signs with RSASSA-PSS, SHA-384)",
+            crl.signature_algorithm.oid
+        )));
+    }
+    let key = rsa::RsaPublicKey::try_from(ark.tbs_certificate.subject_public_key_info.owned_to_ref())
+        .map_err(|e| bad(format!("the ARK's key is not an RSA key: {e}")))?;
+    let verifier = rsa::pss::VerifyingKey::<Sha384>::new_with_salt_len(key, PSS_SALT_LEN);
+    let signature = crl
+        .signature
+        .as_bytes()
+        .and_then(|raw| rsa::pss::Signature::try_from(raw).ok())
+        .ok_or_else(|| bad("unreadable signature".into()))?;
+    let message = tbs.to_der().map_err(|e| bad(format!("TBSCertList: {e}")))?;
+    verifier
+        .verify(&message, &signature)
+        .map_err(|_| bad(format!("not signed by the pinned ARK ({ark_name})")))?;
+    let this_update = tbs.this_update.to_unix_duration().as_secs();
+    if now_unix < this_update {
+        return Err(Rejection::Stale {
+            detail: format!(
+                "the CRL's thisUpdate {} is after the verification time {}",
+                tbs.this_update,
+                unix_text(now_unix)
+            ),
+        });
+    }
+    let next_update = tbs.next_update.ok_or_else(|| Rejection::Stale {
+        detail: "the CRL has no nextUpdate, so its freshness cannot be judged".into(),
+    })?;
+    if now_unix > next_update.to_unix_duration().as_secs() {
+        return Err(Rejection::Stale {
+            detail: format!(
+                "the CRL's nextUpdate {next_update} is before the verification time {}: fetch a current one",
+                unix_text(now_unix)
+            ),
+        });
+    }
+    for revoked in tbs.revoked_certificates.iter().flatten() {
+        for (name, cert) in [("ASK", ask), ("VCEK", vcek)] {
+            if revoked.serial_number == cert.tbs_certificate.serial_number {
+                return Err(Rejection::Revoked {
+                    detail: format!(
+                        "the {name} (serial {}) is listed in the CRL of {ark_name} since {}",
+                        cert.tbs_certificate.serial_number, revoked.revocation_date
+                    ),
+                });
+            }
+        }
+    }
+    Ok(Revocation {
+        checked: true,
+        detail: format!(
+            "CRL of {ark_name} (thisUpdate {}, nextUpdate {next_update}, {} entries): ASK and VCEK not listed",
+            tbs.this_update,
+            tbs.revoked_certificates.as_ref().map_or(0, Vec::len)
+        ),
     })
 }
 

@@ -1,12 +1,29 @@
 //! Real vectors (a Milan SEV-SNP report with its VCEK; TDX quotes with their DCAP collateral, from
 //! the `sev` and `dcap-qvl` crates: see tests/data/attestation/README.md) verify; mutated vectors and
 //! a chain generated here with the openssl command line (RSA-PSS ARK -> ASK, ECDSA P-384 VCEK, as
-//! AMD's) reach every rejection reason.
+//! AMD's, and CRLs made with `openssl ca`) reach every rejection reason.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ccverify::{snp, tdx, Policy, Rejection, SnpRoots, SnpTcb};
+use ccverify::{snp, tdx, Policy, Rejection, SnpCollateral, SnpRoots, SnpTcb};
+
+/// A moment inside the real Milan VCEK's validity period (2023-04-03 .. 2030-04-03): 2026-01-01.
+const MILAN_AT: u64 = 1_767_225_600;
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn with_vcek(vcek: &[u8]) -> SnpCollateral<'_> {
+    SnpCollateral {
+        vcek: Some(vcek),
+        ..Default::default()
+    }
+}
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -23,7 +40,14 @@ fn milan_vcek() -> Vec<u8> {
 }
 
 fn verify_milan(report: &[u8], policy: &Policy, expected: Option<&[u8; 64]>) -> Result<ccverify::Claims, Rejection> {
-    snp::verify(report, Some(&milan_vcek()), None, &SnpRoots::amd(), policy, expected)
+    snp::verify(
+        report,
+        &with_vcek(&milan_vcek()),
+        &SnpRoots::amd(),
+        policy,
+        expected,
+        MILAN_AT,
+    )
 }
 
 #[test]
@@ -99,7 +123,14 @@ fn mutated_milan_reports_are_rejected() {
         Err(Rejection::TcbTooOld { .. })
     ));
     // no VCEK at all; a truncated report
-    let none = snp::verify(&report, None, None, &SnpRoots::amd(), &Policy::default(), None);
+    let none = snp::verify(
+        &report,
+        &SnpCollateral::default(),
+        &SnpRoots::amd(),
+        &Policy::default(),
+        None,
+        MILAN_AT,
+    );
     assert_eq!(none, Err(Rejection::MissingCertificate));
     assert!(matches!(
         verify_milan(&report[..100], &Policy::default(), None),
@@ -129,31 +160,40 @@ fn uuid_bytes(guid: &str) -> Vec<u8> {
 
 const VCEK_GUID: &str = "63da758d-e664-4564-adc5-f4b93be8accd";
 const ASK_GUID: &str = "4ab7b379-bbac-4fe4-a02f-05aef327c782";
+const CRL_GUID: &str = "92f81bc3-5811-4d3d-97ff-d19f88dc67ea";
 
 #[test]
 fn the_vcek_is_found_in_a_certificate_table() {
     let vcek = milan_vcek();
     let table = cert_table(&[(ASK_GUID, b"not used"), (VCEK_GUID, &vcek)]);
     assert_eq!(snp::vcek_from_cert_table(&table).unwrap(), Some(vcek.clone()));
+    let in_table = SnpCollateral {
+        cert_table: Some(&table),
+        ..Default::default()
+    };
     let claims = snp::verify(
         &milan_report(),
-        None,
-        Some(&table),
+        &in_table,
         &SnpRoots::amd(),
         &Policy::default(),
         None,
+        MILAN_AT,
     )
     .unwrap();
     assert_eq!(claims.root, "AMD Milan");
     // a table without a VCEK, one pointing outside itself, one without a terminator
     let no_vcek = cert_table(&[(ASK_GUID, b"x")]);
+    let no_vcek = SnpCollateral {
+        cert_table: Some(&no_vcek),
+        ..Default::default()
+    };
     let result = snp::verify(
         &milan_report(),
-        None,
-        Some(&no_vcek),
+        &no_vcek,
         &SnpRoots::amd(),
         &Policy::default(),
         None,
+        MILAN_AT,
     );
     assert_eq!(result, Err(Rejection::MissingCertificate));
     let mut outside = cert_table(&[(VCEK_GUID, &vcek)]);
@@ -310,7 +350,122 @@ impl TestChain {
         ];
         args.extend_from_slice(&pss);
         openssl(&dir, &args);
+        // the same VCEK key certified for one day only: expired the day after tomorrow
+        let mut args = vec![
+            "x509",
+            "-req",
+            "-in",
+            "vcek.csr",
+            "-CA",
+            "ask.pem",
+            "-CAkey",
+            "ask.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-out",
+            "vcek_short.pem",
+        ];
+        args.extend_from_slice(&pss);
+        openssl(&dir, &args);
         TestChain { dir }
+    }
+
+    /// An impostor root: its own key, self-signed under the test ARK's very name (`/CN=ARK-Test`),
+    /// or under another name.
+    fn impostor(&self, name: &str, subject: &str) {
+        let key = format!("{name}.key");
+        let cert = format!("{name}.pem");
+        openssl(
+            &self.dir,
+            &[
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+                "-out",
+                &key,
+            ],
+        );
+        openssl(
+            &self.dir,
+            &[
+                "req",
+                "-x509",
+                "-new",
+                "-key",
+                &key,
+                "-subj",
+                subject,
+                "-days",
+                "3650",
+                "-out",
+                &cert,
+                "-sigopt",
+                "rsa_padding_mode:pss",
+                "-sigopt",
+                "rsa_pss_saltlen:48",
+                "-sha384",
+            ],
+        );
+    }
+
+    /// A CRL made by `openssl ca` with `signer` (its key and certificate, e.g. "ark"), listing the
+    /// certificates named in `revoke`, valid for `hours` from now; RSA-PSS/SHA-384 as AMD signs
+    /// unless `pss` is false (PKCS#1 v1.5). DER, as the KDS serves it.
+    fn crl(&self, name: &str, signer: &str, revoke: &[&str], hours: u32, pss: bool) -> Vec<u8> {
+        let db = self.dir.join(format!("ca-{name}"));
+        std::fs::create_dir_all(&db).unwrap();
+        std::fs::write(db.join("index.txt"), "").unwrap();
+        std::fs::write(db.join("crlnumber"), "01\n").unwrap();
+        std::fs::write(
+            db.join("ca.cnf"),
+            "[ ca ]\ndefault_ca = test_ca\n[ test_ca ]\ndatabase = index.txt\ncrlnumber = crlnumber\n\
+             default_md = sha384\ndefault_crl_days = 30\n",
+        )
+        .unwrap();
+        let key = self.dir.join(format!("{signer}.key"));
+        let cert = self.dir.join(format!("{signer}.pem"));
+        let (key, cert) = (key.to_str().unwrap(), cert.to_str().unwrap());
+        for revoked in revoke {
+            let path = self.dir.join(revoked);
+            openssl(
+                &db,
+                &[
+                    "ca",
+                    "-config",
+                    "ca.cnf",
+                    "-keyfile",
+                    key,
+                    "-cert",
+                    cert,
+                    "-revoke",
+                    path.to_str().unwrap(),
+                ],
+            );
+        }
+        let hours = hours.to_string();
+        let mut args = vec![
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-keyfile",
+            key,
+            "-cert",
+            cert,
+            "-gencrl",
+            "-crlhours",
+            &hours,
+            "-out",
+            "crl.pem",
+        ];
+        if pss {
+            args.extend_from_slice(&["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:48"]);
+        }
+        openssl(&db, &args);
+        openssl(&db, &["crl", "-in", "crl.pem", "-outform", "DER", "-out", "crl.der"]);
+        std::fs::read(db.join("crl.der")).unwrap()
     }
 
     fn file(&self, name: &str) -> Vec<u8> {
@@ -358,7 +513,8 @@ fn a_generated_chain_reaches_every_snp_rejection() {
     let vcek = chain.file("vcek.pem");
     let roots = chain.roots();
     let data = [0x42u8; 64];
-    let verify = |report: &[u8], policy: &Policy| snp::verify(report, Some(&vcek), None, &roots, policy, Some(&data));
+    let verify =
+        |report: &[u8], policy: &Policy| snp::verify(report, &with_vcek(&vcek), &roots, policy, Some(&data), now());
     // a clean report verifies with the test root it names...
     let clean = chain.sign(false, 0, data);
     let claims = verify(&clean, &Policy::default()).unwrap();
@@ -366,21 +522,21 @@ fn a_generated_chain_reaches_every_snp_rejection() {
     // ...and never with AMD's roots
     let amd = snp::verify(
         &clean,
-        Some(&vcek),
-        None,
+        &with_vcek(&vcek),
         &SnpRoots::amd(),
         &Policy::default(),
         Some(&data),
+        now(),
     );
     assert!(matches!(amd, Err(Rejection::UnknownRoot { .. })), "{amd:?}");
     // nor does AMD's real VCEK chain to the test root
     let real = snp::verify(
         &milan_report(),
-        Some(&milan_vcek()),
-        None,
+        &with_vcek(&milan_vcek()),
         &roots,
         &Policy::default(),
         None,
+        MILAN_AT,
     );
     assert!(matches!(real, Err(Rejection::UnknownRoot { .. })), "{real:?}");
     // debug enabled
@@ -413,6 +569,187 @@ fn a_generated_chain_reaches_every_snp_rejection() {
     assert!(matches!(
         verify(&altered, &Policy::default()),
         Err(Rejection::BadSignature { .. })
+    ));
+}
+
+// ---- certificate validity and AMD's CRL ------------------------------------------------------------
+
+#[test]
+fn certificates_are_checked_against_their_validity_period() {
+    // the real Milan VCEK is valid 2023-04-03 .. 2030-04-03 (AMD's ARK and ASK until 2045)
+    let report = milan_report();
+    let at = |time: u64| {
+        snp::verify(
+            &report,
+            &with_vcek(&milan_vcek()),
+            &SnpRoots::amd(),
+            &Policy::default(),
+            None,
+            time,
+        )
+    };
+    assert!(at(MILAN_AT).is_ok());
+    let Err(Rejection::CertificateExpired { detail }) = at(1_930_000_000) else {
+        panic!("2031-02-28: {:?}", at(1_930_000_000))
+    };
+    assert!(detail.contains("VCEK") && detail.contains("expired"), "{detail}");
+    let Err(Rejection::CertificateExpired { detail }) = at(1_600_000_000) else {
+        panic!("2020-09-13: {:?}", at(1_600_000_000))
+    };
+    assert!(detail.contains("not valid before"), "{detail}");
+    // a generated VCEK certified for one day: fine today, expired in three days; the ARK and ASK
+    // (ten years) are still valid then, so it is the VCEK that is named
+    let chain = TestChain::generate("validity");
+    let short = chain.file("vcek_short.pem");
+    let report = chain.sign(false, 0, [0x42; 64]);
+    let verify = |time: u64| {
+        snp::verify(
+            &report,
+            &with_vcek(&short),
+            &chain.roots(),
+            &Policy::default(),
+            None,
+            time,
+        )
+    };
+    assert!(verify(now()).is_ok(), "{:?}", verify(now()));
+    let Err(Rejection::CertificateExpired { detail }) = verify(now() + 3 * 86_400) else {
+        panic!("{:?}", verify(now() + 3 * 86_400))
+    };
+    assert!(detail.contains("the VCEK"), "{detail}");
+    // eleven years on, the test ARK itself has expired
+    let Err(Rejection::CertificateExpired { detail }) = verify(now() + 11 * 365 * 86_400) else {
+        panic!("the ARK outlived its ten years")
+    };
+    assert!(detail.contains("the ARK"), "{detail}");
+}
+
+#[test]
+fn amds_crl_reaches_revoked_stale_and_bad_signature() {
+    let chain = TestChain::generate("crl");
+    // every certificate of the chain is valid from this moment on (they were made before it)
+    let generated = now();
+    let vcek = chain.file("vcek.pem");
+    let roots = chain.roots();
+    let report = chain.sign(false, 0, [0x42; 64]);
+    let verify_at = |crl: Option<&[u8]>, policy: &Policy, time: u64| {
+        let collateral = SnpCollateral {
+            vcek: Some(&vcek),
+            crl,
+            ..Default::default()
+        };
+        snp::verify(&report, &collateral, &roots, policy, None, time)
+    };
+    let verify = |crl: Option<&[u8]>| verify_at(crl, &Policy::default(), now());
+
+    // no CRL: verified, and the verdict says out loud that revocation was not checked...
+    let claims = verify(None).unwrap();
+    assert!(!claims.revocation.checked);
+    assert!(
+        claims.revocation.detail.contains("not checked"),
+        "{:?}",
+        claims.revocation
+    );
+    // ...which a policy can refuse
+    let strict = Policy {
+        require_revocation_check: true,
+        ..Policy::default()
+    };
+    assert_eq!(verify_at(None, &strict, now()), Err(Rejection::RevocationNotChecked));
+
+    // a current CRL of the ARK listing nothing of this chain: checked and verified, also under the strict policy
+    let clean = chain.crl("clean", "ark", &[], 24, true);
+    let claims = verify(Some(&clean)).unwrap();
+    assert!(claims.revocation.checked, "{:?}", claims.revocation);
+    assert!(verify_at(Some(&clean), &strict, now()).is_ok());
+    // and as PEM
+    let pem = std::fs::read(chain.dir.join("ca-clean/crl.pem")).unwrap();
+    assert!(verify(Some(&pem)).unwrap().revocation.checked);
+
+    // the VCEK listed; the ASK listed
+    let vcek_revoked = chain.crl("vcek-revoked", "ark", &["vcek.pem"], 24, true);
+    let Err(Rejection::Revoked { detail }) = verify(Some(&vcek_revoked)) else {
+        panic!("{:?}", verify(Some(&vcek_revoked)))
+    };
+    assert!(detail.contains("VCEK"), "{detail}");
+    let ask_revoked = chain.crl("ask-revoked", "ark", &["ask.pem"], 24, true);
+    let Err(Rejection::Revoked { detail }) = verify(Some(&ask_revoked)) else {
+        panic!("{:?}", verify(Some(&ask_revoked)))
+    };
+    assert!(detail.contains("ASK"), "{detail}");
+    // the revoked CRL carried in the certificate table instead of a file
+    let table = cert_table(&[(VCEK_GUID, &vcek), (CRL_GUID, &ask_revoked)]);
+    assert_eq!(snp::crl_from_cert_table(&table).unwrap(), Some(ask_revoked.clone()));
+    let in_table = SnpCollateral {
+        cert_table: Some(&table),
+        ..Default::default()
+    };
+    assert!(matches!(
+        snp::verify(&report, &in_table, &roots, &Policy::default(), None, now()),
+        Err(Rejection::Revoked { .. })
+    ));
+
+    // stale: verified after its nextUpdate (one hour), or before its thisUpdate
+    // (a second later than the chain, so that a moment exists where the chain is valid and the CRL not yet)
+    while now() <= generated + 1 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let hourly = chain.crl("hourly", "ark", &[], 1, true);
+    assert!(verify(Some(&hourly)).is_ok());
+    let Err(Rejection::Stale { detail }) = verify_at(Some(&hourly), &Policy::default(), now() + 2 * 3600) else {
+        panic!("a CRL past its nextUpdate was accepted")
+    };
+    assert!(detail.contains("nextUpdate"), "{detail}");
+    assert!(matches!(
+        verify_at(Some(&hourly), &Policy::default(), generated),
+        Err(Rejection::Stale { .. })
+    ));
+
+    // signed by another key under the ARK's very name: bad signature, whatever it lists
+    chain.impostor("impostor", "/CN=ARK-Test");
+    let forged = chain.crl("forged", "impostor", &[], 24, true);
+    let Err(Rejection::BadSignature { detail }) = verify(Some(&forged)) else {
+        panic!("{:?}", verify(Some(&forged)))
+    };
+    assert!(detail.contains("not signed by the pinned ARK"), "{detail}");
+    // issued by some other authority altogether
+    chain.impostor("other", "/CN=Some-Other-CA");
+    let other = chain.crl("other", "other", &[], 24, true);
+    assert!(matches!(verify(Some(&other)), Err(Rejection::UnknownRoot { .. })));
+    // the ARK's own key, but PKCS#1 v1.5 instead of AMD's RSA-PSS
+    let pkcs1 = chain.crl("pkcs1", "ark", &[], 24, false);
+    assert!(matches!(verify(Some(&pkcs1)), Err(Rejection::BadSignature { .. })));
+    // a flipped bit in the signed part (the revocation list itself) breaks the signature
+    let mut tampered = vcek_revoked.clone();
+    let at = tampered.len() / 3;
+    tampered[at] ^= 0x01;
+    assert!(
+        matches!(
+            verify(Some(&tampered)),
+            Err(Rejection::BadSignature { .. }) | Err(Rejection::Malformed { .. })
+        ),
+        "{:?}",
+        verify(Some(&tampered))
+    );
+    // not a CRL at all
+    assert!(matches!(verify(Some(b"not a CRL")), Err(Rejection::Malformed { .. })));
+    // AMD's real chain with the test ARK's CRL: the CRL is not AMD's
+    let milan_vcek = milan_vcek();
+    let real = SnpCollateral {
+        vcek: Some(&milan_vcek),
+        crl: Some(&clean),
+        ..Default::default()
+    };
+    assert!(matches!(
+        snp::verify(
+            &milan_report(),
+            &real,
+            &SnpRoots::amd(),
+            &Policy::default(),
+            None,
+            MILAN_AT
+        ),
+        Err(Rejection::UnknownRoot { .. })
     ));
 }
 
@@ -535,6 +872,161 @@ fn an_out_of_date_tdx_platform_or_an_unlisted_status_is_rejected() {
     assert!(detail.contains("UpToDate"), "{detail}");
 }
 
+/// A root CA of our own (P-256, as Intel's) with a TCB-info signing certificate under it, both valid
+/// 2020..2040 (`openssl ca -startdate`, so they cover the real collateral's window), and the root's
+/// CRL listing that signing certificate (or nothing). DER root, PEM chain (signer, root), DER CRL.
+fn tdx_test_pki(name: &str, revoke_signer: bool) -> (Vec<u8>, String, Vec<u8>) {
+    let dir = std::env::temp_dir().join(format!("ccverify-tdx-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("ca.cnf"),
+        "[ ca ]\ndefault_ca = c\n[ c ]\ndatabase = index.txt\ncrlnumber = crlnumber\nserial = serial\n\
+         new_certs_dir = .\ndefault_md = sha256\npolicy = any\nunique_subject = no\n[ any ]\ncommonName = supplied\n\
+         [ root ]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n\
+         subjectKeyIdentifier = hash\n[ leaf ]\nbasicConstraints = critical,CA:FALSE\n\
+         keyUsage = critical,digitalSignature,nonRepudiation\nsubjectKeyIdentifier = hash\n\
+         authorityKeyIdentifier = keyid\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("index.txt"), "").unwrap();
+    std::fs::write(dir.join("crlnumber"), "01\n").unwrap();
+    std::fs::write(dir.join("serial"), "1000\n").unwrap();
+    let dates = ["-startdate", "20200101000000Z", "-enddate", "20400101000000Z"];
+    for key in ["root", "tcb"] {
+        let out = format!("{key}.key");
+        openssl(
+            &dir,
+            &[
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-out",
+                &out,
+            ],
+        );
+    }
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            "root.key",
+            "-subj",
+            "/CN=Test SGX Root CA",
+            "-out",
+            "root.csr",
+        ],
+    );
+    let mut args = vec![
+        "ca",
+        "-batch",
+        "-notext",
+        "-config",
+        "ca.cnf",
+        "-selfsign",
+        "-keyfile",
+        "root.key",
+        "-in",
+        "root.csr",
+        "-extensions",
+        "root",
+        "-out",
+        "root.pem",
+    ];
+    args.extend_from_slice(&dates);
+    openssl(&dir, &args);
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            "tcb.key",
+            "-subj",
+            "/CN=Test TCB Signing",
+            "-out",
+            "tcb.csr",
+        ],
+    );
+    let mut args = vec![
+        "ca",
+        "-batch",
+        "-notext",
+        "-config",
+        "ca.cnf",
+        "-cert",
+        "root.pem",
+        "-keyfile",
+        "root.key",
+        "-in",
+        "tcb.csr",
+        "-extensions",
+        "leaf",
+        "-out",
+        "tcb.pem",
+    ];
+    args.extend_from_slice(&dates);
+    openssl(&dir, &args);
+    let signer = ["-config", "ca.cnf", "-cert", "root.pem", "-keyfile", "root.key"];
+    if revoke_signer {
+        let mut args = vec!["ca"];
+        args.extend_from_slice(&signer);
+        args.extend_from_slice(&["-revoke", "tcb.pem"]);
+        openssl(&dir, &args);
+    }
+    let mut args = vec!["ca"];
+    args.extend_from_slice(&signer);
+    args.extend_from_slice(&["-gencrl", "-crldays", "3650", "-out", "crl.pem"]);
+    openssl(&dir, &args);
+    openssl(&dir, &["crl", "-in", "crl.pem", "-outform", "DER", "-out", "crl.der"]);
+    openssl(
+        &dir,
+        &["x509", "-in", "root.pem", "-outform", "DER", "-out", "root.der"],
+    );
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let chain = String::from_utf8(read("tcb.pem")).unwrap() + &String::from_utf8(read("root.pem")).unwrap();
+    let pki = (read("root.der"), chain, read("crl.der"));
+    let _ = std::fs::remove_dir_all(&dir);
+    pki
+}
+
+#[test]
+fn a_revoked_tdx_signing_certificate_is_rejected_as_revoked() {
+    // dcap-qvl with a root of our own: the real quote and collateral, whose TCB info is now claimed
+    // by a signing certificate under that root, and the root CA CRL lists that certificate. dcap-qvl
+    // checks the TCB info's chain (with the CRLs) before its signature, so the revocation is what it
+    // finds, and ccverify reports it as `revoked`.
+    let (quote, real, at) = tdx_vector("tdx_quote");
+    let with_pki = |revoke: bool| {
+        let (root, chain, crl) = tdx_test_pki(if revoke { "revoked" } else { "clean" }, revoke);
+        let mut collateral = real.clone();
+        collateral.tcb_info_issuer_chain = chain;
+        collateral.root_ca_crl = crl;
+        tdx::verify_with_root(&quote, Some(&collateral), Some(&root), at, &Policy::default(), None)
+    };
+    let revoked = with_pki(true);
+    let Err(Rejection::Revoked { detail }) = &revoked else {
+        panic!("{revoked:?}")
+    };
+    assert!(detail.contains("CertRevoked"), "{detail}");
+    // the same PKI without the revocation gets past the chain and fails on the TCB info's signature
+    // (Intel signed it, not our certificate): the revocation alone made the difference
+    let clean = with_pki(false);
+    assert!(matches!(clean, Err(Rejection::BadSignature { .. })), "{clean:?}");
+    // and Intel's pinned root never accepts our PKI
+    let (_, chain, crl) = tdx_test_pki("intel", true);
+    let mut collateral = real.clone();
+    collateral.tcb_info_issuer_chain = chain;
+    collateral.root_ca_crl = crl;
+    let intel = tdx::verify(&quote, Some(&collateral), at, &Policy::default(), None);
+    // (its root CA CRL is not signed by Intel's root)
+    assert!(matches!(intel, Err(Rejection::BadSignature { .. })), "{intel:?}");
+}
+
 /// A deterministic fuzz smoke test on stable Rust: mutated real reports, quotes and certificate
 /// tables give errors, never panics, and a mutated SNP report never verifies with a different
 /// signed body. (`scripts/fuzz-transport.sh` runs the libFuzzer target `evidence`.)
@@ -568,7 +1060,7 @@ fn mutated_and_random_evidence_never_panics() {
         }
         match round % 3 {
             0 => {
-                let result = snp::verify(&input, Some(&vcek), None, &roots, &Policy::default(), None);
+                let result = snp::verify(&input, &with_vcek(&vcek), &roots, &Policy::default(), None, MILAN_AT);
                 if result.is_ok() {
                     // only bytes outside the signed part and the signature may have changed
                     assert_eq!(input[..0x2A0], report[..0x2A0]);

@@ -22,9 +22,14 @@ from ccbench.errors import CCBenchError
 
 EXIT_OK, EXIT_TAMPERED, EXIT_EVIDENCE, EXIT_UNATTESTED = 0, 3, 4, 5
 VERIFIER = Path(__file__).resolve().parents[3] / "crates" / "target" / "release" / "ccverify"
-#: collateral file names looked for in --collateral DIR (dcap-qvl's JSON for TDX; a VCEK for SEV-SNP)
+#: collateral file names looked for in --collateral DIR (dcap-qvl's JSON for TDX; a VCEK and AMD's CRL
+#: for SEV-SNP, under the names `snpguest fetch vcek|crl` writes)
 TDX_COLLATERAL_NAMES = ("tdx_collateral.json", "collateral.json")
 VCEK_NAMES = ("vcek.der", "vcek.pem")
+CRL_NAMES = ("crl.der", "crl.pem")
+#: tests only: a directory with ark.pem and ask.pem that replace AMD's pinned roots (a generated test
+#: chain); the verdict then names the root "given root" and says TEST ROOT
+TEST_ROOTS_VARIABLE = "CCBENCH_TEST_SNP_ROOTS"
 
 
 def verifier_path() -> Path:
@@ -42,6 +47,9 @@ class Verdict:
     measurement: str | None = None
     tcb: Any = None
     root: str | None = None
+    #: whether the vendor's revocation list was checked, and what it said ("checked: ..." /
+    #: "not checked: ..."); None when no evidence was verified
+    revocation: str | None = None
     files: int = 0
     exit_code: int = EXIT_OK
 
@@ -52,12 +60,16 @@ class Verdict:
         if self.integrity != "intact":
             return f"TAMPERED: {self.reason}"
         if self.attestation == "verified":
-            return f"attested+verified ({self.technology}, root {self.root})"
+            revocation = "" if self.revocation_checked() else "; revocation not checked"
+            return f"attested+verified ({self.technology}, root {self.root}{revocation})"
         if self.attestation == "mock":
             return "attested with MOCK evidence (tests only)"
         if self.attestation in ("unverified", "failed"):
             return f"attested-unverified: {self.reason}"
         return f"unattested: {self.reason}"
+
+    def revocation_checked(self) -> bool:
+        return bool(self.revocation) and self.revocation.startswith("checked")
 
 
 def _load(bundle: Path) -> dict[str, Any]:
@@ -105,9 +117,11 @@ def run_verifier(
     *,
     aux: Path | None = None,
     vcek: Path | None = None,
+    crl: Path | None = None,
     collateral: Path | None = None,
     policy: dict | None = None,
     at: int | None = None,
+    trust_roots: Path | None = None,
 ) -> dict[str, Any]:
     """Run ccverify; its JSON verdict, or {"verified": False, "unverifiable": why} when it cannot run."""
     binary = verifier_path()
@@ -119,9 +133,11 @@ def run_verifier(
     argv = [str(binary), "--technology", technology, "--evidence", str(evidence)]
     if expected is not None:
         argv += ["--report-data", expected.hex()]
-    for flag, value in (("--cert-table", aux), ("--vcek", vcek), ("--collateral", collateral)):
+    for flag, value in (("--cert-table", aux), ("--vcek", vcek), ("--crl", crl), ("--collateral", collateral)):
         if value is not None:
             argv += [flag, str(value)]
+    if trust_roots is not None:
+        argv += ["--trust-ark", str(trust_roots / "ark.pem"), "--trust-ask", str(trust_roots / "ask.pem")]
     if at is not None:
         argv += ["--at", str(at)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -244,20 +260,29 @@ def _verify_evidence(
         return
     aux = bundle / info["aux_file"] if info.get("aux_file") else None
     vcek = _find(collateral_dir, VCEK_NAMES) if technology == "sev-snp" else None
+    crl = _find(collateral_dir, CRL_NAMES) if technology == "sev-snp" else None
     tdx_collateral = _find(collateral_dir, TDX_COLLATERAL_NAMES) if technology == "tdx" else None
+    test_roots = os.environ.get(TEST_ROOTS_VARIABLE) if technology == "sev-snp" else None
     result = run_verifier(
         technology,
         evidence_file,
         expected,
         aux=aux if aux and aux.is_file() else None,
         vcek=vcek,
+        crl=crl,
         collateral=tdx_collateral,
         policy=policy,
+        trust_roots=Path(test_roots) if test_roots else None,
     )
     if result.get("verified"):
         claims = result["claims"]
         verdict.attestation = "verified"
         verdict.measurement, verdict.tcb, verdict.root = claims["measurement"], claims["tcb"], claims["root"]
+        if test_roots:
+            verdict.root = f"{claims['root']} (TEST ROOT from {TEST_ROOTS_VARIABLE}, not a vendor's)"
+        revocation = claims.get("revocation") or {}
+        state = "checked" if revocation.get("checked") else "not checked"
+        verdict.revocation = f"{state}: {revocation.get('detail', 'the verifier did not say')}"
         return
     verdict.exit_code = EXIT_EVIDENCE
     if "unverifiable" in result:
@@ -265,5 +290,6 @@ def _verify_evidence(
     else:
         reason = result.get("reason", {})
         code = reason.get("code", "rejected")
-        verdict.attestation = "unverified" if code in ("missing-certificate", "missing-collateral") else "failed"
+        missing = ("missing-certificate", "missing-collateral", "revocation-not-checked")
+        verdict.attestation = "unverified" if code in missing else "failed"
         verdict.reason = f"{code}: {result.get('message', '')}"

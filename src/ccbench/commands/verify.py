@@ -15,16 +15,18 @@ import click
     type=click.Path(dir_okay=False),
     default=None,
     help="What the evidence must show (JSON or .toml): allow_debug, measurements, min_tcb "
-    "{bootloader, tee, snp, microcode}, max_vmpl, rtmrs, tdx_tcb_statuses. Default: debug off, "
-    "any measurement, TDX status UpToDate.",
+    "{bootloader, tee, snp, microcode}, max_vmpl, rtmrs, tdx_tcb_statuses, require_revocation_check. "
+    "Default: debug off, any measurement, TDX status UpToDate, SEV-SNP without a CRL accepted (and "
+    "said: 'revocation not checked').",
 )
 @click.option(
     "--collateral",
     type=click.Path(file_okay=False),
     default=None,
     help="A directory with what the evidence needs from the vendor: vcek.der or vcek.pem (SEV-SNP, when "
-    "the bundle has no certificate table) and tdx_collateral.json (TDX: DCAP collateral in dcap-qvl's "
-    "JSON).",
+    "the bundle has no certificate table), crl.der or crl.pem (SEV-SNP: AMD's CRL from the KDS, "
+    "/vcek/v1/{Milan,Genoa,Turin}/crl, or 'snpguest fetch crl') and tdx_collateral.json (TDX: DCAP "
+    "collateral in dcap-qvl's JSON).",
 )
 @click.option(
     "--require-attestation",
@@ -34,7 +36,8 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 def command(bundle, policy_file, collateral, require_attestation, as_json) -> None:
     """Recompute every digest of BUNDLE (a changed, missing or extra file fails, naming it), verify the
-    evidence when there is any (SEV-SNP: VCEK signature and AMD's chain; TDX: DCAP), apply the policy,
+    evidence when there is any (SEV-SNP: VCEK signature, AMD's chain, certificate validity, AMD's CRL
+    when the collateral has it; TDX: DCAP), apply the policy,
     and print the verdict with the technology, measurement and TCB.
 
     Exit 0 when all that is present holds (an unattested bundle with intact digests passes unless
@@ -61,6 +64,8 @@ def command(bundle, policy_file, collateral, require_attestation, as_json) -> No
             elif verdict.reason:
                 line += f": {verdict.reason}"
             click.echo(line)
+            if verdict.revocation:
+                click.echo(f"revocation: {verdict.revocation}")
         click.echo(f"verdict: {'OK' if verdict.exit_code == 0 else 'FAILED'} (exit {verdict.exit_code})")
     if verdict.exit_code:
         raise SystemExit(verdict.exit_code)

@@ -1,7 +1,7 @@
 //! ccverify: verify one piece of SEV-SNP or TDX evidence and print the verdict as JSON.
 //!
 //! usage: ccverify --technology sev-snp|tdx --evidence FILE [--report-data HEX]
-//!                 [--vcek FILE] [--cert-table FILE] [--collateral FILE] [--policy FILE] [--at UNIX]
+//!                 [--vcek FILE] [--cert-table FILE] [--crl FILE] [--collateral FILE] [--policy FILE] [--at UNIX]
 //!                 [--trust-ark FILE --trust-ask FILE]
 //!
 //! Exit 0: verified (JSON claims); 1: rejected (JSON with the reason's code and detail);
@@ -13,13 +13,15 @@ use ccverify::{snp, tdx, Policy, Rejection, SnpRoots, REPORT_DATA_LEN};
 use serde_json::json;
 
 const USAGE: &str = "usage: ccverify --technology sev-snp|tdx --evidence FILE [--report-data HEX] [--vcek FILE] \
-[--cert-table FILE] [--collateral FILE] [--policy FILE] [--at UNIX] [--trust-ark FILE --trust-ask FILE]
+[--cert-table FILE] [--crl FILE] [--collateral FILE] [--policy FILE] [--at UNIX] [--trust-ark FILE --trust-ask FILE]
 
 Verifies an SEV-SNP attestation report (VCEK signature, VCEK -> ASK -> ARK with AMD's pinned Milan,
-Genoa and Turin roots) or a TDX quote (Intel DCAP collateral as dcap-qvl's JSON), then the policy
-(JSON: allow_debug, measurements, min_tcb, max_vmpl, rtmrs, tdx_tcb_statuses) and the expected
-report data. --trust-ark/--trust-ask replace AMD's roots with the given ones (test chains only).
-Prints JSON; exit 0 verified, 1 rejected, 2 bad input.";
+Genoa and Turin roots, every certificate's validity period, AMD's CRL when --crl gives it: DER or
+PEM, as the KDS serves it at /vcek/v1/{Milan,Genoa,Turin}/crl) or a TDX quote (Intel DCAP collateral
+as dcap-qvl's JSON), then the policy (JSON: allow_debug, measurements, min_tcb, max_vmpl, rtmrs,
+tdx_tcb_statuses, require_revocation_check) and the expected report data. --at verifies at that time
+(seconds since the epoch; default now). --trust-ark/--trust-ask replace AMD's roots with the given
+ones (test chains only). Prints JSON; exit 0 verified, 1 rejected, 2 bad input.";
 
 #[derive(Default)]
 struct Args {
@@ -28,6 +30,7 @@ struct Args {
     report_data: Option<String>,
     vcek: Option<String>,
     cert_table: Option<String>,
+    crl: Option<String>,
     collateral: Option<String>,
     policy: Option<String>,
     at: Option<u64>,
@@ -50,6 +53,7 @@ fn parse_args() -> Result<Args, String> {
             "--report-data" => args.report_data = Some(value),
             "--vcek" => args.vcek = Some(value),
             "--cert-table" => args.cert_table = Some(value),
+            "--crl" => args.crl = Some(value),
             "--collateral" => args.collateral = Some(value),
             "--policy" => args.policy = Some(value),
             "--at" => {
@@ -89,6 +93,12 @@ fn run() -> Result<Result<ccverify::Claims, Rejection>, String> {
         }
         None => None,
     };
+    let now = args.at.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    });
     match technology.as_str() {
         "sev-snp" => {
             let roots = match (&args.trust_ark, &args.trust_ask) {
@@ -104,13 +114,19 @@ fn run() -> Result<Result<ccverify::Claims, Rejection>, String> {
                 .as_deref()
                 .map(|p| read(p, "certificate table"))
                 .transpose()?;
+            let crl = args.crl.as_deref().map(|p| read(p, "CRL")).transpose()?;
+            let collateral = snp::SnpCollateral {
+                vcek: vcek.as_deref(),
+                cert_table: table.as_deref(),
+                crl: crl.as_deref(),
+            };
             Ok(snp::verify(
                 &evidence,
-                vcek.as_deref(),
-                table.as_deref(),
+                &collateral,
                 &roots,
                 &policy,
                 expected.as_ref(),
+                now,
             ))
         }
         "tdx" => {
@@ -118,12 +134,6 @@ fn run() -> Result<Result<ccverify::Claims, Rejection>, String> {
                 Some(path) => Some(tdx::collateral_from_json(&read(path, "collateral")?).map_err(|e| e.to_string())?),
                 None => None,
             };
-            let now = args.at.unwrap_or_else(|| {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0)
-            });
             Ok(tdx::verify(
                 &evidence,
                 collateral.as_ref(),
