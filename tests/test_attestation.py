@@ -435,3 +435,37 @@ def test_verify_checks_amds_crl_from_the_collateral_directory(tmp_path, ccbench,
     (collateral / "crl.der").write_bytes(b"not a CRL")
     done = ccbench("verify", bundle, "--collateral", collateral, env=env)
     assert done.returncode == EXIT_EVIDENCE and "malformed" in done.stdout and "Traceback" not in done.stderr
+
+
+@needs_verifier
+def test_verify_at_a_given_time_checks_certificate_validity_then(tmp_path, ccbench):
+    """--at moves the verification time: the generated chain (valid 30 days) verifies now and on its
+    first day, and fails as certificate-expired a year later; a bad --at is a one-line error."""
+    pytest.importorskip("cryptography")
+    import datetime as dt
+
+    chain = make_test_chain(tmp_path / "chain")
+    bundle = make_bundle(tmp_path)
+    document = finish_bundle(bundle, provider=None)
+    (bundle / "attestation").mkdir()
+    (bundle / "attestation" / "evidence.bin").write_bytes(sign_test_report(chain, report_data(document["digest"])))
+    document.update(
+        status="attested",
+        evidence={"technology": "sev-snp", "provider": "sev_guest", "mock": False, "file": "attestation/evidence.bin"},
+    )
+    (bundle / "attestation.json").write_text(json.dumps(document))
+    collateral = tmp_path / "collateral"
+    collateral.mkdir()
+    shutil.copy(chain / "vcek.pem", collateral / "vcek.pem")
+    env = {"CCBENCH_TEST_SNP_ROOTS": str(chain)}
+    tomorrow = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).isoformat(timespec="seconds")
+    done = ccbench("verify", bundle, "--collateral", collateral, "--at", tomorrow, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "checked as of:" in done.stdout
+    next_year = str(int(dt.datetime.now(dt.UTC).timestamp()) + 365 * 86400)
+    done = ccbench("verify", bundle, "--collateral", collateral, "--at", next_year, "--json", env=env)
+    verdict = json.loads(done.stdout)
+    assert done.returncode == EXIT_EVIDENCE and verdict["reason"].startswith("certificate-expired:"), done.stdout
+    assert verdict["checked_at"] == int(next_year)
+    done = ccbench("verify", bundle, "--at", "next tuesday", env=env)
+    assert done.returncode == 2 and "--at" in done.stderr and "Traceback" not in done.stderr

@@ -51,6 +51,8 @@ class Verdict:
     #: "not checked: ..."); None when no evidence was verified
     revocation: str | None = None
     files: int = 0
+    #: the verification time given with --at (Unix seconds); None: now
+    checked_at: int | None = None
     exit_code: int = EXIT_OK
 
     def summary(self) -> str:
@@ -171,14 +173,17 @@ def verify_bundle(
     policy: dict | None = None,
     collateral: str | Path | None = None,
     require_attestation: bool = False,
+    at: int | None = None,
 ) -> Verdict:
+    """``at``: the verification time (Unix seconds) for certificate validity and the CRL's freshness;
+    None is now."""
     bundle = Path(bundle_path)
     if not bundle.is_dir():
         raise CCBenchError(f"{bundle}: not a bundle directory")
     collateral_dir = Path(collateral) if collateral else None
     if collateral_dir is not None and not collateral_dir.is_dir():
         raise CCBenchError(f"--collateral {collateral}: not a directory")
-    verdict = Verdict(bundle=str(bundle))
+    verdict = Verdict(bundle=str(bundle), checked_at=at)
     document = _load(bundle)
     if not document:
         verdict.integrity = "no-digests"
@@ -210,7 +215,7 @@ def verify_bundle(
         if require_attestation:
             verdict.exit_code = EXIT_UNATTESTED
         return verdict
-    _verify_evidence(bundle, document, digest, policy, collateral_dir, verdict)
+    _verify_evidence(bundle, document, digest, policy, collateral_dir, verdict, at)
     if verdict.attestation == "mock" and require_attestation:
         verdict.exit_code = EXIT_UNATTESTED
         verdict.reason = "MOCK evidence (tests only) is not attestation"
@@ -218,7 +223,13 @@ def verify_bundle(
 
 
 def _verify_evidence(
-    bundle: Path, document: dict, digest: str, policy: dict | None, collateral_dir: Path | None, verdict: Verdict
+    bundle: Path,
+    document: dict,
+    digest: str,
+    policy: dict | None,
+    collateral_dir: Path | None,
+    verdict: Verdict,
+    at: int | None = None,
 ) -> None:
     info = document.get("evidence") or {}
     technology = info.get("technology")
@@ -273,6 +284,7 @@ def _verify_evidence(
         collateral=tdx_collateral,
         policy=policy,
         trust_roots=Path(test_roots) if test_roots else None,
+        at=at,
     )
     if result.get("verified"):
         claims = result["claims"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import click
 
@@ -33,8 +34,17 @@ import click
     is_flag=True,
     help="Fail (exit 5) when the bundle carries no real evidence, even if its digests are intact.",
 )
+@click.option(
+    "--at",
+    "at_text",
+    default=None,
+    metavar="TIME",
+    help="Check certificate validity and the CRL's freshness at TIME (ISO 8601, e.g. 2026-11-23 or "
+    "2026-11-23T10:00:00+00:00, or Unix seconds) instead of now: for a bundle verified after its VCEK "
+    "expired. The verdict names the time.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
-def command(bundle, policy_file, collateral, require_attestation, as_json) -> None:
+def command(bundle, policy_file, collateral, require_attestation, at_text, as_json) -> None:
     """Recompute every digest of BUNDLE (a changed, missing or extra file fails, naming it), verify the
     evidence when there is any (SEV-SNP: VCEK signature, AMD's chain, certificate validity, AMD's CRL
     when the collateral has it; TDX: DCAP), apply the policy,
@@ -45,8 +55,13 @@ def command(bundle, policy_file, collateral, require_attestation, as_json) -> No
     evidence with --require-attestation; 2 bad input."""
     from ccbench.attestation.verify import load_policy, verify_bundle
 
+    at = _unix_time(at_text) if at_text is not None else None
     verdict = verify_bundle(
-        bundle, policy=load_policy(policy_file), collateral=collateral, require_attestation=require_attestation
+        bundle,
+        policy=load_policy(policy_file),
+        collateral=collateral,
+        require_attestation=require_attestation,
+        at=at,
     )
     if as_json:
         click.echo(json.dumps(verdict.__dict__, indent=2, default=str))
@@ -66,6 +81,23 @@ def command(bundle, policy_file, collateral, require_attestation, as_json) -> No
             click.echo(line)
             if verdict.revocation:
                 click.echo(f"revocation: {verdict.revocation}")
+            if at is not None and verdict.technology not in (None, "mock"):
+                click.echo(f"checked as of: {datetime.fromtimestamp(at, UTC).isoformat()} (--at), not now")
         click.echo(f"verdict: {'OK' if verdict.exit_code == 0 else 'FAILED'} (exit {verdict.exit_code})")
     if verdict.exit_code:
         raise SystemExit(verdict.exit_code)
+
+
+def _unix_time(text: str) -> int:
+    """--at: Unix seconds or an ISO 8601 date/time (UTC when no zone is given)."""
+    if text.strip().isdigit():
+        return int(text.strip())
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither an ISO 8601 time (2026-11-23T10:00:00+00:00) nor Unix seconds", param_hint="--at"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp())
