@@ -67,7 +67,7 @@ PHASES = {
     "ccbench:start": "run",
     "ccbench:run": "run",
     "ccbench:stop": "stop",
-    "ccbench:login user": "fetch",
+    "ccbench:login user": "connect",
     "ccbench:pack": "fetch",
     "ccbench:fetch": "fetch",
 }

@@ -378,9 +378,13 @@ def setup(scripts: Path, venv: Path, components: list[str], run_dir: Path) -> di
         output = output.replace("\033[1m", "").replace("\033[0m", "")
         (logs / f"{name}.log").write_text(output)
         errors = [line.split("error: ", 1)[1] for line in output.splitlines() if line.startswith("[setup] error: ")]
+        # a command that failed under `set -e` (sudo asking for a password, ...) leaves no error line
+        last = [line.strip() for line in output.splitlines() if line.strip()][-1:]
         results[name] = {
             "status": "ok" if code == 0 else "unavailable",
-            "reason": None if code == 0 else (errors[-1] if errors else f"setup.sh exited {code}"),
+            "reason": None
+            if code == 0
+            else (errors[-1] if errors else f"setup.sh exited {code}" + (f": {last[0][:300]}" if last else "")),
             # apt_install logs each apt-get call before making it
             "apt_called": any(line.startswith("[setup] apt-get") for line in output.splitlines()),
             "seconds": round(time.monotonic() - started, 2),
