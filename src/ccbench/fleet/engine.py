@@ -661,6 +661,9 @@ class Controller:
         result = event.get("result") or {}
         phase = PHASES.get(task)
         now = event.get("time") or time.time()
+        if kind == "host_task_start" and task == "ccbench:connect":
+            # the host is in this phase already (set before the playbook starts): its clock starts here
+            run.phase_started["connect"] = now
         if kind == "host_task_start" and phase and not (action == "stop" and phase in ("install", "run")):
             if run.phase != phase:
                 previous = run.phase
