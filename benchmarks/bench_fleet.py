@@ -5,10 +5,11 @@ Measures, in one run:
     the wheelhouse is copied and installed first; the install time is reported) and on a warm host
     (installed by an earlier run); target for warm: at most 10 s per host;
   * the same with two warm hosts at once (parallel mode);
-  * gathering speed of a 100 MB bundle over the veth link: the pack (tar on the host) and the
-    Ansible fetch, beside a plain `ssh cat` of the same bytes for scale; target at least 100 MB/s.
+  * gathering speed of a 100 MB bundle over the veth link: pack (tar on the host), fetch (one
+    Ansible task) and unpack with its checks (controller), each time beside a plain `ssh cat` of
+    the same bytes (the floor) and their ratio; target at least 100 MB/s.
 
-Usage: python benchmarks/bench_fleet.py [--size-mb 100] [--out DIR]
+Usage: python benchmarks/bench_fleet.py [--size-mb 100] [--gather-runs 5] [--gather-only] [--out DIR]
 The wheelhouse is built (or taken from the cache) before the timed runs, as a user's second
 `fleet run` would find it; the first-ever build (a few MB from PyPI) is reported separately.
 """
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 
 from ccbench.fleet import testhosts, wheelhouse
-from ccbench.fleet.engine import PLAYBOOK, ansible_environment
+from ccbench.fleet.engine import PLAYBOOK, ansible_environment, unpack_bundle
 from ccbench.fleet.inventory import ansible_tool
 
 PLAN = """
@@ -77,10 +78,14 @@ def timings(manifest: dict) -> dict[str, dict]:
 
 
 def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, work: Path) -> dict:
-    """Pack and fetch a bundle of size_mb through the shipped playbook's stop action (nothing
-    running: it packs and fetches), timed from Ansible's own event stream."""
+    """Gather a bundle of size_mb through the shipped playbook's stop action (nothing running: it
+    packs and fetches), then unpack and check it as `fleet run` does; beside it, a plain `ssh cat`
+    of the same payload (a fresh SSH connection, the cipher list the fleet uses) as the floor.
+
+    gathering = pack on the host + fetch (both from Ansible's own event stream) + unpack and checks
+    on the controller (timed here, the same function the controller calls)."""
     host = hosts.hosts["h1"]
-    run_id = f"bench-gather-{int(time.time())}"
+    run_id = f"bench-gather-{time.time_ns()}"
     bundle = host.home / ".ccbench-fleet" / "runs" / run_id / "run" / "out" / "bench-bundle"
     (bundle / "raw").mkdir(parents=True)
     (bundle / "manifest.json").write_text(json.dumps({"format_version": 1, "status": "complete"}))
@@ -106,7 +111,7 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
                     "label": "h1",
                     "round": "run",
                     "dest": str(destination),
-                    "system_packages": [],
+                    "components": [],
                     "ccbench_args": [],
                 }
             },
@@ -142,13 +147,22 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
         shutil.rmtree(control_dir, ignore_errors=True)
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     starts = {e["task"]: e["time"] for e in events if e["event"] == "host_task_start"}
-    ends = {e["task"]: e["time"] for e in events if e["event"] == "ok"}
+    ends = {e["task"]: e for e in events if e["event"] == "ok"}
     if "ccbench:fetch" not in ends or not destination.exists():
         raise SystemExit(f"gathering failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    # the stop task packs (nothing is running here: the stop itself is a no-op)
+    packed = json.loads(ends["ccbench:stop"]["result"]["stdout"])
+    fetched = json.loads(ends["ccbench:fetch"]["result"]["stdout"])
     size = destination.stat().st_size
-    pack_s = ends["ccbench:pack"] - starts["ccbench:pack"]
-    fetch_s = ends["ccbench:fetch"] - starts["ccbench:fetch"]
-    # the same bytes through one plain ssh stream, for scale
+    pack_s = ends["ccbench:stop"]["time"] - starts["ccbench:stop"]
+    fetch_s = ends["ccbench:fetch"]["time"] - starts["ccbench:fetch"]
+    started = time.perf_counter()
+    unpacked, checks = unpack_bundle(destination, work / "gathered" / run_id / "h1", packed)
+    unpack_s = time.perf_counter() - started
+    leftover = Path(packed["packed"]).relative_to("/root")
+    if (host.home / leftover).exists():
+        raise SystemExit(f"the remote archive {packed['packed']} was not removed after the fetch")
+    # the same bytes through one plain ssh stream: the floor
     started = time.perf_counter()
     subprocess.run(
         [
@@ -168,16 +182,54 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
         timeout=600,
     )
     ssh_s = time.perf_counter() - started
+    shutil.rmtree(host.home / ".ccbench-fleet" / "runs" / run_id)
+    shutil.rmtree(work / "gathered" / run_id)
     mb = size / 1e6
+    # what gathering adds to a run: the pack inside the run's last status poll (timed by the agent),
+    # from the end of that task to the end of the fetch (the tasks between included), the unpacking
+    gather_s = packed["pack_s"] + ends["ccbench:fetch"]["time"] - ends["ccbench:stop"]["time"] + unpack_s
+    # the interrupted path pays a task of its own for the stop that packs
+    stop_path_s = ends["ccbench:fetch"]["time"] - starts["ccbench:stop"] + unpack_s
     return {
         "bytes": size,
-        "pack_s": round(pack_s, 2),
-        "fetch_s": round(fetch_s, 2),
+        "files_checked": checks["files"],
+        "pack_task_s": round(pack_s, 3),
+        "pack_s": packed["pack_s"],
+        "fetch_s": round(fetch_s, 3),
+        "transfer_s": fetched["transfer_s"],
+        "unpack_s": round(unpack_s, 3),
+        "gather_s": round(gather_s, 3),
+        "gather_MB_per_s": round(mb / gather_s, 1),
+        "stop_path_MB_per_s": round(mb / stop_path_s, 1),
         "fetch_MB_per_s": round(mb / fetch_s, 1),
-        "pack_and_fetch_MB_per_s": round(mb / (pack_s + fetch_s), 1),
-        "ssh_cat_MB_per_s": round(size / 1e6 / ssh_s, 1),
-        "fetch_vs_ssh_cat": round(ssh_s / fetch_s, 2),
+        "ssh_cat_MB_per_s": round(mb / ssh_s, 1),
+        "gather_vs_ssh_cat": round(ssh_s / gather_s, 2),
     }
+
+
+def gather_series(hosts, inventory: Path, key: str, size_mb: int, work: Path, repetitions: int) -> list[dict]:
+    """Gatherings and their ssh-cat floors, each pair measured back to back (the machine is noisy)."""
+    results = []
+    for index in range(repetitions):
+        result = gather(hosts, inventory, key, size_mb, work)
+        results.append(result)
+        print(
+            f"gather {index + 1}/{repetitions}: {result['bytes'] / 1e6:.0f} MB, pack {result['pack_s']:.2f} s + fetch "
+            f"{result['fetch_s']:.2f} s (transfer {result['transfer_s']:.2f} s) + unpack {result['unpack_s']:.2f} s: "
+            f"{result['gather_MB_per_s']} MB/s | ssh cat {result['ssh_cat_MB_per_s']} MB/s | ratio "
+            f"{result['gather_vs_ssh_cat']} | stop path (a task of its own for the pack) {result['stop_path_MB_per_s']} MB/s",
+            flush=True,
+        )
+    rates = [r["gather_MB_per_s"] for r in results]
+    floors = [r["ssh_cat_MB_per_s"] for r in results]
+    ratios = [r["gather_vs_ssh_cat"] for r in results]
+    stop_path = [r["stop_path_MB_per_s"] for r in results]
+    print(
+        f"gathering (median of {repetitions}): {statistics.median(rates)} MB/s | ssh cat floor "
+        f"{statistics.median(floors)} MB/s | ratio {statistics.median(ratios)} (target >= 100 MB/s); "
+        f"stop path {statistics.median(stop_path)} MB/s"
+    )
+    return results
 
 
 def main() -> None:
@@ -186,6 +238,7 @@ def main() -> None:
     parser.add_argument("--warm-runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--gather-only", action="store_true", help="only the gathering measurement")
+    parser.add_argument("--gather-runs", type=int, default=5, help="gatherings (each beside its ssh cat)")
     args = parser.parse_args()
     reason = testhosts.unavailable()
     if reason:
@@ -206,8 +259,8 @@ def main() -> None:
             inventory.write_text(hosts.inventory_text(baseline="h1"))
             if args.gather_only:
                 fleet_run(plan, inventory, work / "cold", "--limit", "h1")  # installs the agent that packs
-                for _ in range(3):
-                    print(json.dumps(gather(hosts, inventory, built.key, args.size_mb, work)))
+                results = gather_series(hosts, inventory, built.key, args.size_mb, work, args.gather_runs)
+                print(json.dumps({"gather": results}, indent=1))
                 return
             cold, cold_wall = fleet_run(plan, inventory, work / "cold", "--limit", "h1")
             cold_t = timings(cold)["h1"]
@@ -230,12 +283,7 @@ def main() -> None:
             print(
                 f"two warm hosts in parallel: first remote execution {', '.join(f'{k} {v:.1f} s' for k, v in both_t.items())}"
             )
-            result = gather(hosts, inventory, built.key, args.size_mb, work)
-            print(
-                f"gathering a {result['bytes'] / 1e6:.0f} MB bundle: pack {result['pack_s']} s, fetch {result['fetch_s']} s "
-                f"= {result['fetch_MB_per_s']} MB/s fetch, {result['pack_and_fetch_MB_per_s']} MB/s pack+fetch "
-                f"(plain ssh cat: {result['ssh_cat_MB_per_s']} MB/s; target >= 100 MB/s)"
-            )
+            gathered = gather_series(hosts, inventory, built.key, args.size_mb, work, args.gather_runs)
             print(
                 json.dumps(
                     {
@@ -243,7 +291,7 @@ def main() -> None:
                         "cold_wall_s": round(cold_wall, 1),
                         "warm_first_execution_s": warm,
                         "parallel_first_execution_s": both_t,
-                        "gather": result,
+                        "gather": gathered,
                     },
                     indent=1,
                 )

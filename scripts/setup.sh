@@ -5,14 +5,21 @@
 #   bash scripts/setup.sh --with NAME ...  add components (see scripts/setup.d/*.sh)
 #   bash scripts/setup.sh --all            every component except "ml" and "test"
 #   bash scripts/setup.sh --list           list the components
+#   bash scripts/setup.sh --host --with NAME   on a fleet host (ccbench fleet run does this): only the
+#                                          system side; Python packages come from the fleet's wheelhouse
+#                                          in $CCBENCH_VENV; no implied core; before any apt call the
+#                                          host's package mirror is checked, and a component whose
+#                                          packages are missing where none answers stops with the reason
 #
 # Re-running is cheap: each step checks what is already there.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CCBENCH_SETUP_HOST="${CCBENCH_SETUP_HOST:-}"
+[ "${1:-}" = "--host" ] && { CCBENCH_SETUP_HOST=1; shift; }
 VENV="${CCBENCH_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
-export ROOT VENV PY
+export ROOT VENV PY CCBENCH_SETUP_HOST
 cd "$ROOT"
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
@@ -26,9 +33,17 @@ apt_install() {
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
+  if [ -n "$CCBENCH_SETUP_HOST" ]; then
+    # a fleet host: no apt call at all unless a package mirror answers (hosts are often offline)
+    command -v apt-get >/dev/null || die "${missing[*]} missing and this host has no apt-get (the set-up scripts are for Debian/Ubuntu): install them by hand"
+    local mirror
+    mirror=$("$PY" -m ccbench.fleet.remote mirror) || die "${missing[*]} missing: could not check the package mirror"
+    [ "$mirror" = "reachable" ] || die "${missing[*]} missing and no package mirror answers ($mirror): install them on the host or give it a mirror"
+  fi
   if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null || die "need root to install ${missing[*]} (run as root, or install them yourself)"
     SUDO=sudo
+    [ -z "$CCBENCH_SETUP_HOST" ] || SUDO="sudo -n"  # never a password prompt on a fleet host
   else
     SUDO=
   fi
@@ -43,12 +58,22 @@ apt_install() {
 
 # pip_install ARGS...: pip into the project's virtual environment.
 pip_install() {
+  if [ -n "$CCBENCH_SETUP_HOST" ]; then
+    log "fleet host: Python packages come from the fleet's wheelhouse (ccbench_components), not pip"
+    return 0
+  fi
   "$PY" -m pip install -q --disable-pip-version-check "$@"
 }
-export -f log die apt_install pip_install
+# need_checkout DIR WHAT: a step that builds from the source checkout stops on a fleet host (only
+# the wheel and these scripts are shipped there) with the reason
+need_checkout() {
+  [ -e "$ROOT/$1" ] || die "$2 is built from the source checkout ($1), which fleet hosts do not get: build it on the host from a checkout"
+}
+export -f log die apt_install pip_install need_checkout
 
 ALL_DEFAULT=()
 COMPONENTS=(core)
+[ -z "$CCBENCH_SETUP_HOST" ] || COMPONENTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --with) shift; [ $# -gt 0 ] || die "--with needs a component name (see --list)"; COMPONENTS+=("$1") ;;
@@ -75,4 +100,4 @@ done
 for want in "${COMPONENTS[@]}"; do
   ls scripts/setup.d/*-"$want".sh >/dev/null 2>&1 || die "unknown component '$want' (see --list)"
 done
-log "done: ${COMPONENTS[*]}"
+log "done: ${COMPONENTS[*]:-}"

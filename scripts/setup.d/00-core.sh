@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # fio, a virtual environment with ccbench and its core dependencies (the quick plan)
 apt_install fio python3-venv util-linux procps
+# on a fleet host the venv and ccbench come from the fleet's wheelhouse
+[ -z "$CCBENCH_SETUP_HOST" ] || return 0
 if [ ! -x "$PY" ]; then
   log "creating the virtual environment $VENV"
   python3 -m venv "$VENV" || die "python3 -m venv failed: install python3-venv (Debian) or use Python >= 3.11"

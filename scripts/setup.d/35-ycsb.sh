@@ -2,6 +2,7 @@
 # the real YCSB (site.ycsb:core 0.17.0) with ccbench's RocksDB binding, built with Maven
 command -v java >/dev/null || apt_install default-jdk-headless
 command -v mvn >/dev/null || apt_install maven
+need_checkout java/ycsb-rocksdb "the YCSB RocksDB binding"
 YCSB_DIR="$ROOT/java/ycsb-rocksdb"
 YCSB_JAR="$YCSB_DIR/target/ycsb-rocksdb-0.1.0.jar"
 if [ ! -f "$YCSB_JAR" ] || [ ! -d "$YCSB_DIR/target/lib" ] \

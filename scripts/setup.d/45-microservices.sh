@@ -15,6 +15,7 @@ fi
 # the machine's Go (any release >= 1.19); Debian 12's golang-go when there is none
 [ -x /usr/local/go/bin/go ] && case ":$PATH:" in *":/usr/local/go/bin:"*) ;; *) export PATH="/usr/local/go/bin:$PATH" ;; esac
 command -v go >/dev/null || apt_install golang-go
+need_checkout services/socialnet "the microservices application tier"
 socialnet="$ROOT/services/socialnet"
 if [ ! -x "$socialnet/bin/socialnet" ] || [ -n "$(find "$socialnet" -name '*.go' -newer "$socialnet/bin/socialnet" -o -name go.sum -newer "$socialnet/bin/socialnet")" ]; then
   log "building the microservices application tier (go build; modules from the Go module proxy)"

@@ -4,6 +4,7 @@
 # gets its own small environment (about 180 MB, under a minute). It sees the project's packages
 # through a .pth file placed after its own site-packages: its numpy < 2.4 wins, and PyTorch (a
 # multi-GB CUDA build) is reused from the project's environment instead of installed twice.
+[ -z "$CCBENCH_SETUP_HOST" ] || die "OpenFL's own environment is made from PyPI (pip), which fleet hosts are not given: set it up on the host with scripts/setup.sh --with federated"
 FED_VENV="$VENV/federated"
 FED_PY="$FED_VENV/bin/python"
 if ! "$PY" -c 'import torch' >/dev/null 2>&1; then

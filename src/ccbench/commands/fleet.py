@@ -63,7 +63,10 @@ def run(plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, 
     """Run PLAN (a bundled plan name or a plan file; default quick) on every host of the inventory.
 
     For each host: ship ccbench (a wheelhouse built from this checkout, cached; hosts need no
-    internet), install it once into a venv on the host, run the plan, fetch the bundle into
+    internet), install it once into a venv on the host, set up the components the plan needs
+    (and ccbench_components) with the shipped set-up scripts where the host reaches a package
+    mirror (otherwise the reason goes into fleet.json and the workloads lacking a tool are
+    skipped), run the plan, fetch the bundle as one tar and unpack it, checked, into
     <out>/<fleet-run>/<label>/. Then write fleet.json and compare the hosts against the baseline
     (ccbench_baseline in the inventory) in compare.txt and report.html.
 

@@ -3,7 +3,8 @@
 The controller (this module) prepares the wheelhouse, then drives ``ansible-playbook`` with the
 shipped playbook and reads its event stream (the ``ccbench_events`` callback: JSON lines) to keep
 one progress line per host and each host's outcome. Afterwards it unpacks the fetched bundles
-into ``<out>/<fleet-run>/<label>/``, writes ``fleet.json`` and runs ``ccbench compare`` and
+into ``<out>/<fleet-run>/<label>/`` (``unpack_bundle``: safe extraction, sizes and the bundle's
+SHA-256 list checked), writes ``fleet.json`` and runs ``ccbench compare`` and
 ``ccbench report`` over them with the inventory's baseline.
 
 Modes: ``parallel`` (one playbook run over all hosts, ``--forks`` at once, strategy ``free`` so
@@ -41,12 +42,20 @@ FLEET_FORMAT = 1
 PACKAGE_DIR = Path(__file__).resolve().parent
 PLAYBOOK = PACKAGE_DIR / "playbook.yml"
 MODES = ("parallel", "serial", "rounds")
-#: system packages a plan's workload kinds need on the host (installed when the host can reach a mirror)
-SYSTEM_PACKAGES = {"fio": ["fio"], "compression": ["zstd", "lz4"], "ycsb": ["default-jre-headless"]}
-COMPONENT_PACKAGES = {
-    "storage": ["fio", "cryptsetup-bin", "e2fsprogs", "fscrypt", "gocryptfs"],
-    "transport": ["openssl"],
+#: the set-up component (scripts/setup.d/NN-NAME.sh) each workload kind needs on a host; the
+#: scripts run there in fleet-host mode (see the playbook's "ccbench:components")
+KIND_COMPONENTS = {
+    "fio": "core",
+    "compression": "storage",
+    "ycsb": "ycsb",
+    "transport": "transport",
+    "microservices": "microservices",
+    "notebook": "datascience",
+    "pyperformance": "datascience",
+    "federated": "federated",
 }
+#: ... and each variant axis
+AXIS_COMPONENTS = {"storage": "storage"}
 
 PHASES = {
     "ccbench:connect": "connect",
@@ -54,10 +63,11 @@ PHASES = {
     "ccbench:install": "install",
     "ccbench:install copy": "install",
     "ccbench:install pip": "install",
-    "ccbench:system packages": "install",
+    "ccbench:components": "install",
     "ccbench:start": "run",
     "ccbench:run": "run",
     "ccbench:stop": "stop",
+    "ccbench:login user": "connect",
     "ccbench:pack": "fetch",
     "ccbench:fetch": "fetch",
 }
@@ -85,6 +95,9 @@ class HostRun:
     timings: dict[str, float] = field(default_factory=dict)
     phase_started: dict[str, float] = field(default_factory=dict)
     first_execution_at: str | None = None
+    packed: dict | None = None  # what the host's pack reported: archive bytes, files, their bytes
+    gathered: dict | None = None  # the checks made while unpacking (see unpack_bundle)
+    components: dict | None = None  # per set-up component: status, reason, whether apt was called
 
     def record(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "phase_started"}
@@ -108,6 +121,7 @@ class FleetRun:
     started_at: str
     command_started: float = field(default_factory=time.time)
     wheelhouse: dict[str, Any] = field(default_factory=dict)
+    gathering: dict[str, Any] = field(default_factory=dict)
     status: str = "running"
     compare: str | None = None
     report: str | None = None
@@ -133,12 +147,17 @@ class FleetRun:
             "ended_at": _now() if self.status != "running" else None,
             "status": self.status,
             "wheelhouse": self.wheelhouse,
+            "gathering": self.gathering,
             "hosts": {
                 label: {
                     **self.hosts[label],
                     "outcome": self.outcome(label),
                     "reason": self.reason(label),
                     "bundles": [r.bundle for r in self.runs[label].values() if r.bundle],
+                    # the latest set-up result per component (each round checks again)
+                    "component_setup": next(
+                        (r.components for r in reversed(self.runs[label].values()) if r.components), None
+                    ),
                     "rounds": {name: r.record() for name, r in self.runs[label].items()},
                 }
                 for label in self.hosts
@@ -425,7 +444,7 @@ class Controller:
         except OSError as exc:
             raise CCBenchError(f"--out {options.out}: cannot create {directory} ({exc.strerror})") from None
         hosts = {
-            h.label: {**h.public(), "system_packages": self._packages(plan, h.components)} for h in inventory.hosts
+            h.label: {**h.public(), "setup_components": self._components(plan, h.components)} for h in inventory.hosts
         }
         return FleetRun(
             directory=directory.resolve(),
@@ -492,18 +511,20 @@ class Controller:
             started_at=document["started_at"],
         )
         for label in fleet.hosts:
-            for key in ("outcome", "reason", "bundles", "rounds"):
+            for key in ("outcome", "reason", "bundles", "rounds", "component_setup"):
                 fleet.hosts[label].pop(key, None)
         return fleet
 
     @staticmethod
-    def _packages(plan, components: list[str]) -> list[str]:
-        packages = []
+    def _components(plan, components: list[str]) -> list[str]:
+        """The set-up components a host gets: those its plan's workloads and variant axes need, and
+        its own ccbench_components."""
+        needed = set(components)
         for workload in plan.workloads:
-            packages += SYSTEM_PACKAGES.get(workload.kind, [])
-        for component in components:
-            packages += COMPONENT_PACKAGES.get(component, [])
-        return sorted(set(packages))
+            if workload.kind in KIND_COMPONENTS:
+                needed.add(KIND_COMPONENTS[workload.kind])
+            needed.update(AXIS_COMPONENTS[axis] for axis in (workload.variants or {}) if axis in AXIS_COMPONENTS)
+        return sorted(needed)
 
     # -- one ansible-playbook run
     def _ccbench_args(self, fleet: FleetRun, run: HostRun) -> list[str]:
@@ -527,7 +548,7 @@ class Controller:
                 "label": label,
                 "round": round_name,
                 "dest": str(destination),
-                "system_packages": fleet.hosts[label].get("system_packages", []),
+                "components": fleet.hosts[label].get("setup_components", []),
                 "ccbench_args": self._ccbench_args(fleet, run),
             }
             if action == "run":
@@ -611,9 +632,11 @@ class Controller:
         fleet.save()
 
     def _environment(self, fleet: FleetRun) -> dict[str, str]:
-        return ansible_environment(
+        env = ansible_environment(
             mode=fleet.mode, accept_new_host_keys=fleet.accept_new_host_keys, control_dir=self._control_dir()
         )
+        fleet.gathering = gathering_settings(env)
+        return env
 
     def _control_dir(self) -> Path:
         if self.control_dir is None:
@@ -638,6 +661,9 @@ class Controller:
         result = event.get("result") or {}
         phase = PHASES.get(task)
         now = event.get("time") or time.time()
+        if kind == "host_task_start" and task == "ccbench:connect":
+            # the host is in this phase already (set before the playbook starts): its clock starts here
+            run.phase_started["connect"] = now
         if kind == "host_task_start" and phase and not (action == "stop" and phase in ("install", "run")):
             if run.phase != phase:
                 previous = run.phase
@@ -663,6 +689,8 @@ class Controller:
         document = _parse(stdout) if isinstance(stdout, str) else None
         if task == "ccbench:start" and document is not None:
             run.started = True
+        if task == "ccbench:components" and kind == "ok" and document is not None:
+            run.components = document.get("components")
         if task == "ccbench:stop" and kind == "ok" and document is not None:
             run.stopped = document.get("state") != "running"
             if document.get("exit_code") == 0 and run.outcome == "pending":
@@ -687,29 +715,39 @@ class Controller:
                 run.outcome = "failed"
                 tail = _one_line(document.get("log_tail") or "")
                 run.reason = f"ccbench run exited {code}" + (f": {tail}" if tail else "")
+        if kind == "ok" and document is not None and document.get("packed"):
+            # packed by the run's last status poll, by the stop, or by the fallback pack task
+            run.packed = {k: document.get(k) for k in ("bytes", "files", "file_bytes", "packer")}
+            run.timings["pack_s"] = document.get("pack_s")
         if task == "ccbench:fetch" and kind == "ok":
             run.timings["fetch_s"] = round(now - run.phase_started.get("fetch", now), 3)
+            if document is not None:
+                run.timings["transfer_s"] = document.get("seconds")
         if run.first_execution_at and "first_execution_s" not in run.timings and round_is_first(fleet, run):
             first = _iso_to_epoch(run.first_execution_at)
             if first:
                 run.timings["first_execution_s"] = round(first - fleet.command_started, 3)
 
     def _collect(self, fleet: FleetRun, label: str, run: HostRun) -> None:
-        """Unpack a fetched bundle into <fleet>/<label>/[<round>/]."""
+        """Unpack a fetched bundle into <fleet>/<label>/[<round>/], checking it on the way."""
         incoming = fleet.directory / ".incoming" / label / run.round / "bundle.tar"
         if not incoming.is_file():
             return
         target = fleet.directory / label / (run.round if len(fleet.rounds) > 1 else "")
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(incoming) as archive:
-            names = {member.name.split("/")[0] for member in archive.getmembers()}
-            for name in names:
-                if (target / name).exists():
-                    shutil.rmtree(target / name)
-            archive.extractall(target, filter="data")
+        started = time.monotonic()
+        try:
+            bundle, checks = unpack_bundle(incoming, target, run.packed)
+        except GatherError as exc:
+            # the archive stays in .incoming/ (nothing measured is thrown away); the host's run failed
+            run.outcome, run.reason = "failed", str(exc)
+            return
+        run.timings["unpack_s"] = round(time.monotonic() - started, 3)
         incoming.unlink()
-        bundle = target / sorted(names)[0]
+        run.gathered = checks
         run.bundle = str(bundle.relative_to(fleet.directory))
+        if checks.get("attestation") == "mismatch" and run.outcome == "ok":
+            run.outcome = "failed"
+            run.reason = f"the fetched bundle does not match its attestation.json: {checks['attestation_detail']}"
         summary = probe_summary(bundle)
         if summary:
             fleet.hosts[label]["probe"] = summary
@@ -821,6 +859,117 @@ def ansible_environment(*, mode: str, accept_new_host_keys: bool, control_dir: P
     if accept_new_host_keys:
         env["ANSIBLE_SSH_EXTRA_ARGS"] = "-o StrictHostKeyChecking=accept-new"
     return env
+
+
+class GatherError(CCBenchError):
+    """A fetched bundle archive that cannot be unpacked safely or does not match what the host packed."""
+
+
+def unpack_bundle(archive: Path, target: Path, packed: dict | None = None) -> tuple[Path, dict]:
+    """Unpack a fetched bundle archive into ``target/<bundle>/`` and check it; return that directory
+    and what was checked.
+
+    Refused (GatherError, nothing replaced): members outside one top-level directory, absolute
+    paths, ``..``, links, devices; a member whose size on disk differs from its header; a file count
+    or byte total other than what the host's ``pack`` reported. Extraction uses tarfile's ``data``
+    filter into a staging directory beside the target, which then replaces an earlier copy of the
+    same bundle (a resumed host's bundle is a superset of what was fetched before). When the bundle
+    has ``attestation.json``, every listed file's size and SHA-256 is compared with it: the result
+    is returned (``attestation``: match, mismatch, absent), never raised, so that a stale list
+    (a run killed before it could rewrite it) loses no measurement."""
+    where = f"the bundle archive {archive}"
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+            tops = set()
+            for member in members:
+                parts = Path(member.name).parts
+                if member.name.startswith("/") or not parts or ".." in parts:
+                    raise GatherError(f"{where}: refused member {member.name!r} (absolute or leaving the bundle)")
+                if not (member.isfile() or member.isdir()):
+                    raise GatherError(f"{where}: refused member {member.name!r} (a link or special file)")
+                tops.add(parts[0])
+            if len(tops) != 1:
+                raise GatherError(f"{where}: expected one bundle directory, found {sorted(tops) or 'none'}")
+            name = tops.pop()
+            if name in (".", "") or name.startswith("."):
+                raise GatherError(f"{where}: refused bundle directory name {name!r}")
+            target.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{name}.unpacking-", dir=target))
+            try:
+                tar.extractall(staging, filter="data")
+                files = [m for m in members if m.isfile()]
+                for member in files:
+                    size = (staging / member.name).stat().st_size
+                    if size != member.size:
+                        raise GatherError(
+                            f"{where}: {member.name} unpacked to {size} bytes, its header says {member.size}"
+                        )
+                total = sum(m.size for m in files)
+                if packed and packed.get("files") is not None:
+                    if (len(files), total) != (packed["files"], packed["file_bytes"]):
+                        raise GatherError(
+                            f"{where}: {len(files)} files, {total} bytes; the host packed {packed['files']} files, "
+                            f"{packed['file_bytes']} bytes: fetch again (ccbench fleet run --resume)"
+                        )
+                checks = {"files": len(files), "bytes": total, **_check_attestation(staging / name)}
+                bundle = target / name
+                if bundle.exists():
+                    shutil.rmtree(bundle)
+                os.replace(staging / name, bundle)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except (tarfile.TarError, EOFError) as exc:
+        raise GatherError(f"{where} is damaged ({exc}): fetch again (ccbench fleet run --resume)") from None
+    return bundle, checks
+
+
+def _check_attestation(bundle: Path) -> dict:
+    """Sizes and SHA-256s of the files listed in the bundle's attestation.json, against the files."""
+    import hashlib
+
+    path = bundle / "attestation.json"
+    if not path.is_file():
+        return {"attestation": "absent"}
+    try:
+        entries = json.loads(path.read_text()).get("files") or []
+    except (OSError, ValueError, AttributeError):
+        return {"attestation": "mismatch", "attestation_detail": "attestation.json is not readable JSON"}
+    changed, missing = [], []
+    for entry in entries:
+        file = bundle / str(entry.get("path", ""))
+        if not file.is_file() or file.is_symlink():
+            missing.append(entry.get("path"))
+            continue
+        if file.stat().st_size != entry.get("size"):
+            changed.append(entry["path"])
+            continue
+        digest = hashlib.sha256()
+        with open(file, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        if digest.hexdigest() != entry.get("sha256"):
+            changed.append(entry["path"])
+    if changed or missing:
+        detail = "; ".join(
+            f"{what}: {', '.join(map(str, names[:5]))}{' ...' if len(names) > 5 else ''}"
+            for what, names in (("changed", changed), ("missing", missing))
+            if names
+        )
+        return {"attestation": "mismatch", "attestation_detail": detail, "attestation_files": len(entries)}
+    return {"attestation": "match", "attestation_files": len(entries)}
+
+
+def gathering_settings(env: dict[str, str]) -> dict:
+    """How bundles travel, as fleet.json records it (the effective values, a user's override included)."""
+    return {
+        "archive": "one uncompressed tar per bundle, packed on the host (GNU tar), removed after the fetch",
+        "fetch": "ccbench_fetch action: the ssh connection's fetch_file, as the login user",
+        "transfer_method": env.get("ANSIBLE_SSH_TRANSFER_METHOD") or "smart (sftp, then scp)",
+        "ssh_args": env.get("ANSIBLE_SSH_ARGS"),
+        "pipelining": env.get("ANSIBLE_PIPELINING"),
+        "checks": "archive size, member sizes, file count and bytes as packed, attestation.json SHA-256 list",
+    }
 
 
 def probe_summary(bundle: Path) -> dict | None:

@@ -8,7 +8,9 @@ progress line is built from it). A run directory holds::
     exit            its exit status, written when it ends
     run.log         its stdout and stderr
     out/            the --out directory: one bundle inside
-    bundle.tar      the bundle packed for fetching (``pack``)
+    setup/NAME.log  the set-up script's output per component (``setup``)
+    bundle.tar      the bundle packed for fetching (``pack``; removed by the fetch)
+    fetch-dir       under become: where ``pack`` put the archive for the login user (recorded first)
 
 The run outlives the SSH session (own session, stdio on files): a dropped connection does not
 stop a measurement; ``stop`` sends SIGINT, which ccbench turns into a clean stop that keeps what
@@ -20,10 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -179,43 +184,253 @@ def stop(run_dir: Path, grace_s: float) -> dict:
     return {"signals": signals_sent, **status(run_dir)}
 
 
-def pack(run_dir: Path) -> dict:
-    """The bundle as one uncompressed tar (fetching one file is far faster than a tree of them;
-    compression would cost more CPU than it saves on a fast link)."""
+def _listing(bundle: Path) -> tuple[int, int]:
+    """(regular files, their bytes) under the bundle: what the controller checks after unpacking."""
+    files = size = 0
+    for path in bundle.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            files += 1
+            size += path.stat().st_size
+    return files, size
+
+
+def pack(run_dir: Path, readable_by: str | None = None) -> dict:
+    """The bundle as one uncompressed tar, for one fetch (one file moves far faster than a tree of
+    them; compression costs more CPU than it saves on the links measured: results are mostly raw
+    tool output and random-looking payloads). Packed by GNU tar where present (several times faster
+    than Python's tarfile), tarfile otherwise.
+
+    The archive goes to ``run_dir/bundle.tar``. With ``readable_by`` (the SSH login user, when the
+    play runs with become and the run directory is someone else's), it goes to a directory of its
+    own in the system's temporary directory instead, owned by that user, so that the fetch can run
+    as the login user over sftp/scp; that directory's path is written to ``run_dir/fetch-dir``
+    before it is made. The fetch removes the archive (and that directory) when done."""
+    started = time.monotonic()
     bundle = _bundle(run_dir)
     if bundle is None:
         return {"packed": None, **status(run_dir)}
-    target = run_dir / "bundle.tar"
-    temporary = run_dir / "bundle.tar.tmp"
-    with tarfile.open(temporary, "w", format=tarfile.PAX_FORMAT) as archive:
-        archive.add(bundle, arcname=bundle.name)
+    owner = None
+    if readable_by:
+        entry = pwd.getpwnam(readable_by)
+        owner = (entry.pw_uid, entry.pw_gid)
+    if owner and owner[0] != os.geteuid():
+        # the name is recorded before the directory is made; a leftover one is replaced
+        name = f"ccbench-fetch-{run_dir.parent.name}-{run_dir.name}-{owner[0]}"
+        where = Path(tempfile.gettempdir()) / name
+        (run_dir / "fetch-dir").write_text(str(where) + "\n")
+        if where.is_dir() and not where.is_symlink():
+            _remove_tree(where)
+        where.mkdir(mode=0o700)
+        os.chown(where, *owner)
+        target = where / "bundle.tar"
+        remove = where
+    else:
+        target = run_dir / "bundle.tar"
+        remove = target
+    temporary = target.with_name("bundle.tar.tmp")
+    files, size = _listing(bundle)
+    tar = shutil.which("tar")
+    if tar:
+        done = subprocess.run(
+            [tar, "-c", "-f", str(temporary), "--format=pax", "-C", str(bundle.parent), "--", bundle.name],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            temporary.unlink(missing_ok=True)
+            raise SystemExit(f"tar of {bundle} failed: {done.stderr.strip()[-300:]}")
+    else:
+        with tarfile.open(temporary, "w", format=tarfile.PAX_FORMAT) as archive:
+            archive.add(bundle, arcname=bundle.name)
+    if owner:
+        os.chown(temporary, *owner)
     os.replace(temporary, target)
-    return {"packed": str(target), "bytes": target.stat().st_size, **status(run_dir)}
+    return {
+        "packed": str(target),
+        "remove": str(remove),
+        "bytes": target.stat().st_size,
+        "files": files,
+        "file_bytes": size,
+        "packer": "tar" if tar else "tarfile",
+        "pack_s": round(time.monotonic() - started, 3),
+        **status(run_dir),
+    }
+
+
+def _remove_tree(path: Path) -> None:
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            _remove_tree(child)
+        else:
+            child.unlink()
+    path.rmdir()
+
+
+def _apt_endpoints() -> list[str]:
+    """The places apt would download from: its proxy when one is set, else every source's URI."""
+    try:
+        dump = subprocess.run(["apt-config", "dump"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        dump = ""
+    proxies = [
+        line.split('"')[1]
+        for line in dump.splitlines()
+        if line.startswith(("Acquire::http::Proxy ", "Acquire::https::Proxy ")) and line.count('"') >= 2
+    ]
+    proxies = [p for p in proxies if p.lower() not in ("", "false", "direct")]
+    if proxies:
+        return proxies
+    uris = []
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]
+    for path in sources:
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            words = line.split("#", 1)[0].split()
+            if words and words[0] in ("deb", "deb-src"):
+                words = [w for w in words[1:] if not (w.startswith("[") or w.endswith("]") or "=" in w)]
+                uris += words[:1]
+    for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.lower().startswith("uris:"):
+                uris += line.split(":", 1)[1].split()
+    return uris
+
+
+def mirror(timeout_s: float = 4.0) -> str:
+    """'reachable' when apt's proxy or one of its sources accepts a connection within timeout_s
+    (a ``file:`` source: when its directory exists), else why not. Nothing is downloaded, nothing
+    on the host changes: a fleet host checks this before it would call apt at all."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    endpoints = _apt_endpoints()
+    if not endpoints:
+        return "no apt sources configured"
+    reasons = []
+    tried = set()
+    for uri in dict.fromkeys(endpoints):
+        parts = urlsplit(uri)
+        where = (parts.scheme, parts.hostname, parts.port, parts.path if parts.scheme == "file" else "")
+        if where in tried:
+            continue  # one answer per mirror (debian and debian-security usually share one)
+        tried.add(where)
+        if parts.scheme == "file":
+            if Path(parts.path).is_dir():
+                return "reachable"
+            reasons.append(f"{uri}: no such directory")
+            continue
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            reasons.append(f"{uri}: not checked")
+            continue
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        outcome: list[str] = []
+
+        def connect(host=parts.hostname, port=port, outcome=outcome):
+            try:
+                with socket.create_connection((host, port), timeout=timeout_s):
+                    outcome.append("reachable")
+            except OSError as exc:
+                outcome.append(exc.strerror or str(exc))
+
+        # a host without DNS can take long to fail a lookup: the thread is not waited for beyond timeout_s
+        worker = threading.Thread(target=connect, daemon=True)
+        worker.start()
+        worker.join(timeout_s + 0.5)
+        if outcome and outcome[0] == "reachable":
+            return "reachable"
+        reasons.append(f"{parts.hostname}:{port}: {outcome[0] if outcome else 'timed out'}")
+    return "; ".join(reasons)
+
+
+def setup(scripts: Path, venv: Path, components: list[str], run_dir: Path) -> dict:
+    """Run the shipped set-up scripts for each component in fleet-host mode (``setup.sh --host
+    --with NAME``: system packages only, no apt call when they are all there, none either when no
+    mirror answers). One component's failure does not stop the others; each one's log is kept in
+    ``run_dir/setup/NAME.log``."""
+    results = {}
+    logs = run_dir / "setup"
+    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for name in components:
+        if not list((scripts / "setup.d").glob(f"[0-9]*-{name}.sh")):
+            results[name] = {"status": "unavailable", "reason": f"no set-up component '{name}' in the shipped scripts"}
+            continue
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                ["bash", str(scripts / "setup.sh"), "--host", "--with", name],
+                env={**os.environ, "CCBENCH_VENV": str(venv), "DEBIAN_FRONTEND": "noninteractive"},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=3600,
+            )
+            code, output = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired as exc:
+            code, output = 124, f"{exc.stdout or ''}{exc.stderr or ''}\n[setup] error: timed out after 3600 s"
+        output = output.replace("\033[1m", "").replace("\033[0m", "")
+        (logs / f"{name}.log").write_text(output)
+        errors = [line.split("error: ", 1)[1] for line in output.splitlines() if line.startswith("[setup] error: ")]
+        # a command that failed under `set -e` (sudo asking for a password, ...) leaves no error line
+        last = [line.strip() for line in output.splitlines() if line.strip()][-1:]
+        results[name] = {
+            "status": "ok" if code == 0 else "unavailable",
+            "reason": None
+            if code == 0
+            else (errors[-1] if errors else f"setup.sh exited {code}" + (f": {last[0][:300]}" if last else "")),
+            # apt_install logs each apt-get call before making it
+            "apt_called": any(line.startswith("[setup] apt-get") for line in output.splitlines()),
+            "seconds": round(time.monotonic() - started, 2),
+        }
+    return {"components": results}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ccbench.fleet.remote", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["start", "supervise", "status", "stop", "pack"])
-    parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("action", choices=["start", "supervise", "status", "stop", "pack", "setup", "mirror"])
+    parser.add_argument("--run-dir", type=Path)
+    parser.add_argument("--scripts", type=Path, help="the shipped scripts/ directory (setup)")
+    parser.add_argument("--venv", type=Path, help="the host's ccbench venv (setup)")
     parser.add_argument("--grace", type=float, default=120.0, help="seconds a SIGINTed run may take to stop")
     parser.add_argument("--plan-file", help="name of the plan file to write into the run directory (start)")
     parser.add_argument("--plan-content", help="its content (start)")
+    parser.add_argument(
+        "--pack", action="store_true", help="status, stop: pack the bundle as well once the run has ended"
+    )
+    parser.add_argument("--readable-by", help="user the packed archive is given to (pack, under become)")
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after "--" is ccbench's own command line, passed on untouched
     ccbench_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     args.ccbench_args = ccbench_args
+    if args.action == "mirror":
+        print(mirror())
+        return 0
+    if args.run_dir is None:
+        parser.error("--run-dir is required")
     run_dir = args.run_dir.expanduser()
+    if args.action == "setup":
+        print(json.dumps(setup(args.scripts, args.venv, ccbench_args, run_dir)))
+        return 0
     if args.action == "supervise":
         return supervise(run_dir, args.ccbench_args)
     if args.action == "start":
         result = start(run_dir, args.ccbench_args, args.plan_file, args.plan_content)
-    elif args.action == "status":
-        result = status(run_dir)
-    elif args.action == "stop":
-        result = stop(run_dir, args.grace)
+    elif args.action == "pack":
+        result = pack(run_dir, args.readable_by or None)
     else:
-        result = pack(run_dir)
+        result = status(run_dir) if args.action == "status" else stop(run_dir, args.grace)
+        # the last status poll (or the stop) packs in the same call: one Ansible task less per gathering
+        if args.pack and result["state"] != "running":
+            signals = {"signals": result["signals"]} if "signals" in result else {}
+            result = {**pack(run_dir, args.readable_by or None), **signals}
     print(json.dumps(result))
     return 0
 

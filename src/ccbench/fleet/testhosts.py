@@ -6,6 +6,12 @@ host's own directory is bind-mounted over ``/root``: a remote ccbench installs i
 under that host's home and nobody else's (``/tmp`` stays shared: the test's own files live there). The client key is generated here; the
 root namespace reaches the hosts through an address on the topology's bridge. The hosts have no
 route to anything but each other and the controller (no internet).
+
+``without_packages`` makes a host that lacks some Debian packages although this machine has them
+(the hosts share this machine's /usr): in the host's private mount namespace a copy of dpkg's
+status file without those packages is bind-mounted over ``/var/lib/dpkg/status``, and an empty,
+non-executable file over each program they ship in a bin directory. Nothing changes outside that
+namespace.
 """
 
 from __future__ import annotations
@@ -45,6 +51,34 @@ def _keygen(path: Path, comment: str) -> str:
     return path.with_suffix(".pub").read_text().strip() if path.suffix else Path(str(path) + ".pub").read_text().strip()
 
 
+DPKG_STATUS = Path("/var/lib/dpkg/status")
+BIN_DIRS = ("/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/", "/usr/local/bin/")
+
+
+def _hide_packages(packages: list[str], directory: Path) -> dict[str, str]:
+    """Binds ({target: source}) that make ``packages`` absent inside a host's mount namespace."""
+    stanzas = DPKG_STATUS.read_text().split("\n\n")
+    kept = [s for s in stanzas if not any(s.startswith(f"Package: {p}\n") for p in packages)]
+    if len(stanzas) - len(kept) < len(packages):
+        raise EnvironmentProblem(f"cannot hide {', '.join(packages)}: not all of them are installed here")
+    status = directory / "dpkg-status"
+    status.write_text("\n\n".join(kept))
+    empty = directory / "hidden-program"
+    empty.write_bytes(b"")
+    empty.chmod(0o644)
+    binds = {str(DPKG_STATUS): str(status)}
+    for package in packages:
+        lists = sorted(Path("/var/lib/dpkg/info").glob(f"{package}.list")) + sorted(
+            Path("/var/lib/dpkg/info").glob(f"{package}:*.list")
+        )
+        for listing in lists:
+            for line in listing.read_text().splitlines():
+                path = Path(line)
+                if line.startswith(BIN_DIRS) and path.is_file():
+                    binds[str(path.resolve())] = str(empty)
+    return binds
+
+
 class SSHHost:
     def __init__(self, name: str, host: Host, directory: Path):
         self.name = name
@@ -54,6 +88,7 @@ class SSHHost:
         self.config = directory / "sshd_config"
         self.host_key = directory / "ssh_host_ed25519_key"
         self.process: subprocess.Popen | None = None
+        self.binds: dict[str, str] = {"/root": str(self.home)}
 
     @property
     def address(self) -> str:
@@ -63,9 +98,17 @@ class SSHHost:
 class SSHHosts:
     """``with SSHHosts(workdir, ["h1", "h2"]) as hosts: hosts.write_inventory(path)``."""
 
-    def __init__(self, workdir: str | Path, names: list[str], *, name: str = "fleet"):
+    def __init__(
+        self,
+        workdir: str | Path,
+        names: list[str],
+        *,
+        name: str = "fleet",
+        without_packages: dict[str, list[str]] | None = None,
+    ):
         self.workdir = Path(workdir).resolve()
         self.names = names
+        self.without_packages = without_packages or {}
         self.topology = Topology(self.workdir, name=name)
         self.hosts: dict[str, SSHHost] = {}
         self.client_key = self.workdir / "client_ed25519"
@@ -124,6 +167,8 @@ class SSHHosts:
                     ]
                 )
             )
+            if name in self.without_packages:
+                host.binds.update(_hide_packages(self.without_packages[name], directory))
             public = Path(str(host.host_key) + ".pub").read_text().split()
             known.append(f"{namespace.address} {public[0]} {public[1]}")
             self.hosts[name] = host
@@ -135,7 +180,7 @@ class SSHHosts:
         log = open(host.directory / "sshd.log", "ab")
         host.process = host.host.popen(
             [SSHD, "-D", "-e", "-f", str(host.config)],
-            binds={"/root": str(host.home)},
+            binds=host.binds,
             stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,

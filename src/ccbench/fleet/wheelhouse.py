@@ -8,11 +8,12 @@ needs (click, rich, pydantic, psutil, orjson, and numpy and scipy for the run su
 coefficient of variation and the --precision intervals), not the rest of the analysis stack
 (pandas, matplotlib: compare and report run on the controller), plus the
 Python packages of the set-up components a host asks for (``ccbench_components``) where the
-package has such an extra.
+package has such an extra, and the set-up scripts (``scripts/setup.sh``, ``scripts/setup.d/``)
+that hosts run in fleet-host mode for their components.
 
 Cache: ``$CCBENCH_CACHE`` or ``~/.cache/ccbench``, under ``fleet/``: downloaded wheels in
 ``wheels/`` (kept across versions), one ``wheelhouse-<key>.tar`` per key, the key covering the
-Python version, the platform, the pins and a digest of ccbench's source (so an edited checkout
+Python version, the platform, the pins and a digest of ccbench's source and those scripts (so an edited checkout
 ships again and an unchanged one never rebuilds).
 """
 
@@ -119,7 +120,14 @@ def source_digest(root: Path) -> str:
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     for name in ("pyproject.toml",):
         digest.update(name.encode() + b"\0" + (root / name).read_bytes())
+    for path in setup_scripts(root):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def setup_scripts(root: Path) -> list[Path]:
+    """The set-up scripts shipped to hosts beside the wheels (scripts/setup.sh, scripts/setup.d/*.sh)."""
+    return [root / "scripts" / "setup.sh", *sorted((root / "scripts" / "setup.d").glob("*.sh"))]
 
 
 def python_tag() -> str:
@@ -211,6 +219,9 @@ def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
             for name, version in sorted(pins.items()):
                 wheel = _cached_wheel(wheels, name, version)
                 archive.add(wheel, arcname=wheel.name)
+            # the hosts run these in fleet-host mode for the set-up components (scripts/ inside the tar)
+            for script in setup_scripts(root):
+                archive.add(script, arcname=str(script.relative_to(root)))
         os.replace(partial, tar)
     for stale in cache.glob("wheelhouse-*.tar"):
         if stale != tar and len(list(cache.glob("wheelhouse-*.tar"))) > 4:
