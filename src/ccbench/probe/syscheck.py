@@ -191,7 +191,7 @@ def sample_processes(sample_s: float, exclude: set[int] | None = None) -> tuple[
         if used >= BUSY_PROCESS_CPUS:
             busy.append({"pid": pid, "name": name, "cpus": round(used, 3)})
     busy.sort(key=lambda p: -p["cpus"])
-    return busy, total
+    return busy, round(total, 3)  # rounded as each process is, so the total is never below one of its parts
 
 
 def check_busy_processes(
