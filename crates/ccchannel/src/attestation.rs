@@ -59,6 +59,9 @@ pub struct Claims {
     pub technology: String,
     pub measurement: Vec<u8>,
     pub report_data: [u8; REPORT_DATA_LEN],
+    /// whether the vendor's revocation list was consulted for this peer (`checked: false` when no
+    /// AMD CRL was given: "revocation not checked"); None for mock evidence, which has no vendor chain
+    pub revocation: Option<ccverify::Revocation>,
 }
 
 // SEV-SNP ATTESTATION_REPORT (AMD SEV-SNP ABI): REPORT_DATA at 0x50, MEASUREMENT at 0x90
@@ -117,6 +120,7 @@ impl Evidence {
             technology,
             measurement,
             report_data: data,
+            revocation: None,
         })
     }
 }
@@ -363,5 +367,6 @@ fn vendor_verify(
         technology: verified.technology,
         measurement: hex::decode(&verified.measurement).unwrap_or_default(),
         report_data: *expected,
+        revocation: Some(verified.revocation),
     })
 }

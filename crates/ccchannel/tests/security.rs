@@ -50,6 +50,11 @@ async fn round_trip_bytes_tensor_and_large_messages() {
         let (mut c, mut s) = pair(&client, &server).await.unwrap();
         assert_eq!(c.handshake_hash(), s.handshake_hash());
         assert_eq!(c.peer_claims().unwrap().technology, "mock-snp");
+        assert_eq!(
+            c.peer_claims().unwrap().revocation,
+            None,
+            "mock evidence has no vendor chain"
+        );
         let big: Vec<u8> = (0..(3 << 20) + 17).map(|i| (i % 251) as u8).collect();
         let embedding: Vec<u8> = (0..384 * 4).map(|i| i as u8).collect();
         let sender = async {
@@ -559,6 +564,14 @@ fn real_snp_evidence_is_checked_against_amds_chain() {
     };
     let claims = policy.verify_with(&evidence(&report), &bound, &vendor).unwrap();
     assert_eq!(claims.technology, "sev-snp");
+    // no AMD CRL was given: the peer's claims say so rather than imply a check
+    let revocation = claims
+        .revocation
+        .expect("vendor-verified evidence says whether revocation was checked");
+    assert!(
+        !revocation.checked && revocation.detail.contains("not checked"),
+        "{revocation:?}"
+    );
     assert_eq!(
         policy.verify_with(&evidence(&report), &[0u8; REPORT_DATA_LEN], &vendor),
         Err(RejectReason::WrongBinding)
