@@ -345,7 +345,12 @@ class Controller:
         self.echo(
             f"fleet run {fleet.run_id}: plan {fleet.plan}, {len(fleet.hosts)} host(s), mode {fleet.mode} -> {fleet.directory}"
         )
-        components = sorted({c for h in fleet.hosts.values() for c in h.get("components", [])})
+        components, left_out = wheelhouse_module.wheelhouse_components(
+            sorted({c for h in fleet.hosts.values() for c in h.get("components", [])}),
+            sorted({c for h in fleet.hosts.values() for c in h.get("setup_components", [])}),
+        )
+        for component, reason in left_out.items():
+            self.echo(f"{component}: {reason}")
         wheelhouse = wheelhouse_module.build(components, log=self.echo)
         fleet.wheelhouse = {
             "key": wheelhouse.key,
@@ -353,6 +358,8 @@ class Controller:
             "packages": wheelhouse.pins,
             "cached": not wheelhouse.built,
             "bytes": wheelhouse.tar.stat().st_size,
+            "components": components,
+            "left_out": left_out,
         }
         fleet.save()
         progress = Progress(fleet)

@@ -101,6 +101,32 @@ def component_requirements(components: list[str]) -> list[str]:
     return found
 
 
+#: set-up components whose Python extra joins the wheelhouse whenever a host's plan needs one of
+#: their workloads; torch ("ml") is gigabytes and OpenFL ("federated") builds its own environment on
+#: the host, so those go in only when named in ccbench_components
+PLAN_EXTRAS = ("datascience",)
+
+
+def wheelhouse_components(requested: list[str], planned: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The components whose Python packages go into the wheelhouse: every requested one (a host's
+    ccbench_components), and each planned one of PLAN_EXTRAS whose packages the controller has; the
+    planned ones it lacks, with the reason (their workloads are then skipped on the hosts)."""
+    chosen = set(requested)
+    left_out = {}
+    for component in sorted(set(planned) & set(PLAN_EXTRAS) - chosen):
+        try:
+            closure(component_requirements([component]))
+        except EnvironmentProblem as exc:
+            left_out[component] = (
+                f"its Python packages are not in the wheelhouse: {exc.args[0].split(' (')[0]} is not installed on "
+                f"the controller (bash scripts/setup.sh --with {component} there, then run again); the "
+                "hosts skip the workloads that need them"
+            )
+        else:
+            chosen.add(component)
+    return sorted(chosen), left_out
+
+
 def checkout_root() -> Path:
     """The source checkout this ccbench runs from (pyproject.toml beside src/ccbench)."""
     package = Path(ccbench.__file__).resolve().parent

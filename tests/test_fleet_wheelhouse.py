@@ -1,0 +1,30 @@
+"""What goes into the fleet's wheelhouse: the Python packages of the components hosts need, read
+from the controller's installed distributions (no SSH needed)."""
+
+from ccbench.fleet import wheelhouse
+
+
+def test_a_plans_datascience_workloads_bring_their_python_packages():
+    """A notebook in the plan puts the datascience extra's packages in the wheelhouse without the
+    inventory naming it; torch (ml) and OpenFL (federated) only when a host asks for them."""
+    chosen, left_out = wheelhouse.wheelhouse_components([], ["core", "datascience", "federated", "ml"])
+    assert chosen == ["datascience"] and left_out == {}
+    pins = wheelhouse.closure(wheelhouse.component_requirements(chosen))
+    assert {"nbclient", "nbformat", "ipykernel", "pyperformance"} <= set(pins)
+    chosen, _ = wheelhouse.wheelhouse_components(["ml"], ["core"])
+    assert chosen == ["ml"]
+
+
+def test_a_planned_extra_the_controller_lacks_is_left_out_with_the_reason(monkeypatch):
+    real = wheelhouse.component_requirements
+
+    def requirements(components):
+        # the controller as if datascience's set-up had never run here: one of its packages absent
+        return ["ccbench-absent-package"] if components == ["datascience"] else real(components)
+
+    monkeypatch.setattr(wheelhouse, "component_requirements", requirements)
+    chosen, left_out = wheelhouse.wheelhouse_components(["storage"], ["datascience", "storage"])
+    assert chosen == ["storage"]
+    reason = left_out["datascience"]
+    assert "ccbench-absent-package is not installed on the controller" in reason
+    assert "bash scripts/setup.sh --with datascience" in reason and "skip" in reason
