@@ -153,11 +153,7 @@ pub(crate) fn check_report_data(
     expected: Option<&[u8; REPORT_DATA_LEN]>,
 ) -> Result<(), Rejection> {
     if let Some(expected) = expected {
-        let mut difference = 0u8;
-        for (a, b) in got.iter().zip(expected.iter()) {
-            difference |= a ^ b;
-        }
-        if difference != 0 {
+        if !bool::from(subtle::ConstantTimeEq::ct_eq(&got[..], &expected[..])) {
             return Err(Rejection::ReportDataMismatch { got: hex::encode(got) });
         }
     }
