@@ -227,147 +227,74 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// RSA-PSS / SHA-384 with a 48-byte salt: how AMD signs its certificates and CRLs
+const PSS: [&str; 5] = [
+    "-sigopt",
+    "rsa_padding_mode:pss",
+    "-sigopt",
+    "rsa_pss_saltlen:48",
+    "-sha384",
+];
+
+/// openssl with `args` followed by `extra`
+fn openssl_with(dir: &Path, args: &[&str], extra: &[&str]) {
+    openssl(dir, &[args, extra].concat());
+}
+
+/// A new private key: `pkeyopt` is `rsa_keygen_bits:N` for RSA, `ec_paramgen_curve:NAME` for EC.
+fn new_key(dir: &Path, out: &str, pkeyopt: &str) {
+    let algorithm = if pkeyopt.starts_with("rsa") { "RSA" } else { "EC" };
+    openssl(
+        dir,
+        &["genpkey", "-algorithm", algorithm, "-pkeyopt", pkeyopt, "-out", out],
+    );
+}
+
+/// A certificate request for `key` with `subject`.
+fn new_csr(dir: &Path, key: &str, subject: &str, out: &str) {
+    openssl(dir, &["req", "-new", "-key", key, "-subj", subject, "-out", out]);
+}
+
+/// `csr` certified by `ca` (`ca.pem` and `ca.key`) for `days`, signed with RSA-PSS as AMD signs.
+fn issue_pss(dir: &Path, csr: &str, ca: &str, days: &str, out: &str) {
+    let (cert, key) = (format!("{ca}.pem"), format!("{ca}.key"));
+    let args = [
+        "x509",
+        "-req",
+        "-in",
+        csr,
+        "-CA",
+        &cert,
+        "-CAkey",
+        &key,
+        "-CAcreateserial",
+    ];
+    openssl_with(dir, &args, &[&["-days", days, "-out", out][..], &PSS[..]].concat());
+}
+
+/// A self-signed RSA-PSS root for `key` with `subject`, valid ten years.
+fn self_signed_pss(dir: &Path, key: &str, subject: &str, out: &str) {
+    let args = [
+        "req", "-x509", "-new", "-key", key, "-subj", subject, "-days", "3650", "-out", out,
+    ];
+    openssl_with(dir, &args, &PSS);
+}
+
 impl TestChain {
     fn generate(name: &str) -> TestChain {
         let dir = std::env::temp_dir().join(format!("ccverify-chain-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let pss = [
-            "-sigopt",
-            "rsa_padding_mode:pss",
-            "-sigopt",
-            "rsa_pss_saltlen:48",
-            "-sha384",
-        ];
-        openssl(
-            &dir,
-            &[
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-                "-out",
-                "ark.key",
-            ],
-        );
-        let mut args = vec![
-            "req",
-            "-x509",
-            "-new",
-            "-key",
-            "ark.key",
-            "-subj",
-            "/CN=ARK-Test",
-            "-days",
-            "3650",
-            "-out",
-            "ark.pem",
-        ];
-        args.extend_from_slice(&pss);
-        openssl(&dir, &args);
-        openssl(
-            &dir,
-            &[
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-                "-out",
-                "ask.key",
-            ],
-        );
-        openssl(
-            &dir,
-            &[
-                "req",
-                "-new",
-                "-key",
-                "ask.key",
-                "-subj",
-                "/CN=SEV-Test",
-                "-out",
-                "ask.csr",
-            ],
-        );
-        let mut args = vec![
-            "x509",
-            "-req",
-            "-in",
-            "ask.csr",
-            "-CA",
-            "ark.pem",
-            "-CAkey",
-            "ark.key",
-            "-CAcreateserial",
-            "-days",
-            "3650",
-            "-out",
-            "ask.pem",
-        ];
-        args.extend_from_slice(&pss);
-        openssl(&dir, &args);
-        openssl(
-            &dir,
-            &[
-                "genpkey",
-                "-algorithm",
-                "EC",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-384",
-                "-out",
-                "vcek.key",
-            ],
-        );
-        openssl(
-            &dir,
-            &[
-                "req",
-                "-new",
-                "-key",
-                "vcek.key",
-                "-subj",
-                "/CN=SEV-VCEK-Test",
-                "-out",
-                "vcek.csr",
-            ],
-        );
-        let mut args = vec![
-            "x509",
-            "-req",
-            "-in",
-            "vcek.csr",
-            "-CA",
-            "ask.pem",
-            "-CAkey",
-            "ask.key",
-            "-CAcreateserial",
-            "-days",
-            "3650",
-            "-out",
-            "vcek.pem",
-        ];
-        args.extend_from_slice(&pss);
-        openssl(&dir, &args);
+        new_key(&dir, "ark.key", "rsa_keygen_bits:2048");
+        self_signed_pss(&dir, "ark.key", "/CN=ARK-Test", "ark.pem");
+        new_key(&dir, "ask.key", "rsa_keygen_bits:2048");
+        new_csr(&dir, "ask.key", "/CN=SEV-Test", "ask.csr");
+        issue_pss(&dir, "ask.csr", "ark", "3650", "ask.pem");
+        new_key(&dir, "vcek.key", "ec_paramgen_curve:P-384");
+        new_csr(&dir, "vcek.key", "/CN=SEV-VCEK-Test", "vcek.csr");
+        issue_pss(&dir, "vcek.csr", "ask", "3650", "vcek.pem");
         // the same VCEK key certified for one day only: expired the day after tomorrow
-        let mut args = vec![
-            "x509",
-            "-req",
-            "-in",
-            "vcek.csr",
-            "-CA",
-            "ask.pem",
-            "-CAkey",
-            "ask.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-out",
-            "vcek_short.pem",
-        ];
-        args.extend_from_slice(&pss);
-        openssl(&dir, &args);
+        issue_pss(&dir, "vcek.csr", "ask", "1", "vcek_short.pem");
         TestChain { dir }
     }
 
@@ -375,40 +302,8 @@ impl TestChain {
     /// or under another name.
     fn impostor(&self, name: &str, subject: &str) {
         let key = format!("{name}.key");
-        let cert = format!("{name}.pem");
-        openssl(
-            &self.dir,
-            &[
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-                "-out",
-                &key,
-            ],
-        );
-        openssl(
-            &self.dir,
-            &[
-                "req",
-                "-x509",
-                "-new",
-                "-key",
-                &key,
-                "-subj",
-                subject,
-                "-days",
-                "3650",
-                "-out",
-                &cert,
-                "-sigopt",
-                "rsa_padding_mode:pss",
-                "-sigopt",
-                "rsa_pss_saltlen:48",
-                "-sha384",
-            ],
-        );
+        new_key(&self.dir, &key, "rsa_keygen_bits:2048");
+        self_signed_pss(&self.dir, &key, subject, &format!("{name}.pem"));
     }
 
     /// A CRL made by `openssl ca` with `signer` (its key and certificate, e.g. "ark"), listing the
@@ -428,42 +323,14 @@ impl TestChain {
         let key = self.dir.join(format!("{signer}.key"));
         let cert = self.dir.join(format!("{signer}.pem"));
         let (key, cert) = (key.to_str().unwrap(), cert.to_str().unwrap());
+        let signer = ["ca", "-config", "ca.cnf", "-keyfile", key, "-cert", cert];
         for revoked in revoke {
             let path = self.dir.join(revoked);
-            openssl(
-                &db,
-                &[
-                    "ca",
-                    "-config",
-                    "ca.cnf",
-                    "-keyfile",
-                    key,
-                    "-cert",
-                    cert,
-                    "-revoke",
-                    path.to_str().unwrap(),
-                ],
-            );
+            openssl_with(&db, &signer, &["-revoke", path.to_str().unwrap()]);
         }
         let hours = hours.to_string();
-        let mut args = vec![
-            "ca",
-            "-config",
-            "ca.cnf",
-            "-keyfile",
-            key,
-            "-cert",
-            cert,
-            "-gencrl",
-            "-crlhours",
-            &hours,
-            "-out",
-            "crl.pem",
-        ];
-        if pss {
-            args.extend_from_slice(&["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:48"]);
-        }
-        openssl(&db, &args);
+        let gencrl = ["-gencrl", "-crlhours", &hours, "-out", "crl.pem"];
+        openssl_with(&db, &signer, &[&gencrl[..], if pss { &PSS[..4] } else { &[] }].concat());
         openssl(&db, &["crl", "-in", "crl.pem", "-outform", "DER", "-out", "crl.der"]);
         std::fs::read(db.join("crl.der")).unwrap()
     }
@@ -893,40 +760,11 @@ fn tdx_test_pki(name: &str, revoke_signer: bool) -> (Vec<u8>, String, Vec<u8>) {
     std::fs::write(dir.join("crlnumber"), "01\n").unwrap();
     std::fs::write(dir.join("serial"), "1000\n").unwrap();
     let dates = ["-startdate", "20200101000000Z", "-enddate", "20400101000000Z"];
-    for key in ["root", "tcb"] {
-        let out = format!("{key}.key");
-        openssl(
-            &dir,
-            &[
-                "genpkey",
-                "-algorithm",
-                "EC",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-out",
-                &out,
-            ],
-        );
-    }
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-new",
-            "-key",
-            "root.key",
-            "-subj",
-            "/CN=Test SGX Root CA",
-            "-out",
-            "root.csr",
-        ],
-    );
-    let mut args = vec![
-        "ca",
-        "-batch",
-        "-notext",
-        "-config",
-        "ca.cnf",
+    let ca = ["ca", "-batch", "-notext", "-config", "ca.cnf"];
+    new_key(&dir, "root.key", "ec_paramgen_curve:P-256");
+    new_key(&dir, "tcb.key", "ec_paramgen_curve:P-256");
+    new_csr(&dir, "root.key", "/CN=Test SGX Root CA", "root.csr");
+    let root = [
         "-selfsign",
         "-keyfile",
         "root.key",
@@ -937,51 +775,16 @@ fn tdx_test_pki(name: &str, revoke_signer: bool) -> (Vec<u8>, String, Vec<u8>) {
         "-out",
         "root.pem",
     ];
-    args.extend_from_slice(&dates);
-    openssl(&dir, &args);
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-new",
-            "-key",
-            "tcb.key",
-            "-subj",
-            "/CN=Test TCB Signing",
-            "-out",
-            "tcb.csr",
-        ],
-    );
-    let mut args = vec![
-        "ca",
-        "-batch",
-        "-notext",
-        "-config",
-        "ca.cnf",
-        "-cert",
-        "root.pem",
-        "-keyfile",
-        "root.key",
-        "-in",
-        "tcb.csr",
-        "-extensions",
-        "leaf",
-        "-out",
-        "tcb.pem",
-    ];
-    args.extend_from_slice(&dates);
-    openssl(&dir, &args);
-    let signer = ["-config", "ca.cnf", "-cert", "root.pem", "-keyfile", "root.key"];
+    openssl_with(&dir, &ca, &[&root[..], &dates[..]].concat());
+    new_csr(&dir, "tcb.key", "/CN=Test TCB Signing", "tcb.csr");
+    let signer = ["-cert", "root.pem", "-keyfile", "root.key"];
+    let leaf = ["-in", "tcb.csr", "-extensions", "leaf", "-out", "tcb.pem"];
+    openssl_with(&dir, &ca, &[&signer[..], &leaf[..], &dates[..]].concat());
     if revoke_signer {
-        let mut args = vec!["ca"];
-        args.extend_from_slice(&signer);
-        args.extend_from_slice(&["-revoke", "tcb.pem"]);
-        openssl(&dir, &args);
+        openssl_with(&dir, &ca, &[&signer[..], &["-revoke", "tcb.pem"][..]].concat());
     }
-    let mut args = vec!["ca"];
-    args.extend_from_slice(&signer);
-    args.extend_from_slice(&["-gencrl", "-crldays", "3650", "-out", "crl.pem"]);
-    openssl(&dir, &args);
+    let gencrl = ["-gencrl", "-crldays", "3650", "-out", "crl.pem"];
+    openssl_with(&dir, &ca, &[&signer[..], &gencrl[..]].concat());
     openssl(&dir, &["crl", "-in", "crl.pem", "-outform", "DER", "-out", "crl.der"]);
     openssl(
         &dir,
