@@ -378,13 +378,9 @@ def sign_test_report(chain: Path, bound: bytes) -> bytes:
     return bytes(report)
 
 
-@needs_verifier
-def test_verify_checks_amds_crl_from_the_collateral_directory(tmp_path, ccbench, monkeypatch):
-    """A bundle attested by a generated SEV-SNP chain (trusted through the test-only roots variable):
-    without a CRL it verifies and says "revocation not checked"; a policy can require the check;
-    crl.der in --collateral is checked, and one listing the VCEK fails the evidence (exit 4)."""
-    pytest.importorskip("cryptography")
-    chain = make_test_chain(tmp_path / "chain")
+def attested_by_test_chain(tmp_path: Path, chain: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A bundle whose SEV-SNP evidence the test VCEK signed over its digest, a collateral directory
+    with that VCEK, and the environment that makes `ccbench verify` trust the test roots."""
     bundle = make_bundle(tmp_path)
     document = finish_bundle(bundle, provider=None)
     (bundle / "attestation").mkdir()
@@ -397,7 +393,17 @@ def test_verify_checks_amds_crl_from_the_collateral_directory(tmp_path, ccbench,
     collateral = tmp_path / "collateral"
     collateral.mkdir()
     shutil.copy(chain / "vcek.pem", collateral / "vcek.pem")
-    env = {"CCBENCH_TEST_SNP_ROOTS": str(chain)}
+    return bundle, collateral, {"CCBENCH_TEST_SNP_ROOTS": str(chain)}
+
+
+@needs_verifier
+def test_verify_checks_amds_crl_from_the_collateral_directory(tmp_path, ccbench, monkeypatch):
+    """A bundle attested by a generated SEV-SNP chain (trusted through the test-only roots variable):
+    without a CRL it verifies and says "revocation not checked"; a policy can require the check;
+    crl.der in --collateral is checked, and one listing the VCEK fails the evidence (exit 4)."""
+    pytest.importorskip("cryptography")
+    chain = make_test_chain(tmp_path / "chain")
+    bundle, collateral, env = attested_by_test_chain(tmp_path, chain)
 
     done = ccbench("verify", bundle, "--collateral", collateral, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -445,19 +451,7 @@ def test_verify_at_a_given_time_checks_certificate_validity_then(tmp_path, ccben
     import datetime as dt
 
     chain = make_test_chain(tmp_path / "chain")
-    bundle = make_bundle(tmp_path)
-    document = finish_bundle(bundle, provider=None)
-    (bundle / "attestation").mkdir()
-    (bundle / "attestation" / "evidence.bin").write_bytes(sign_test_report(chain, report_data(document["digest"])))
-    document.update(
-        status="attested",
-        evidence={"technology": "sev-snp", "provider": "sev_guest", "mock": False, "file": "attestation/evidence.bin"},
-    )
-    (bundle / "attestation.json").write_text(json.dumps(document))
-    collateral = tmp_path / "collateral"
-    collateral.mkdir()
-    shutil.copy(chain / "vcek.pem", collateral / "vcek.pem")
-    env = {"CCBENCH_TEST_SNP_ROOTS": str(chain)}
+    bundle, collateral, env = attested_by_test_chain(tmp_path, chain)
     tomorrow = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).isoformat(timespec="seconds")
     done = ccbench("verify", bundle, "--collateral", collateral, "--at", tomorrow, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
