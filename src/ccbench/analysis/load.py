@@ -30,13 +30,10 @@ from ccbench.helper import Helper, outcome
 #: optional variant keys naming the implementation behind a protection layer (see COMMON contract)
 CAUSE_KEYS = ["storage_cipher_driver", "storage_cipher_accelerated", "transport_cipher", "transport_aes_accelerated"]
 
-COLUMNS = [
-    "bundle",
-    "machine",
-    "tee",
-    "storage",
-    "transport",
-    "config",
+#: columns that hold one value per bundle (or per variant, for storage, transport and config)
+BUNDLE_COLUMNS = ["bundle", "machine", "tee", "storage", "transport", "config"]
+#: columns read from each sample
+SAMPLE_COLUMNS = [
     "workload",
     "kind",
     "params",
@@ -51,8 +48,8 @@ COLUMNS = [
     "contended",
     "execution",
     "raw",
-    *CAUSE_KEYS,
 ]
+COLUMNS = [*BUNDLE_COLUMNS, *SAMPLE_COLUMNS, *CAUSE_KEYS]
 
 TEE_NAMES = {
     "none": "no TEE",
@@ -198,27 +195,9 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
     def describe_case(key: bytes) -> str:
         return cases_of.setdefault(key, case_text(orjson.loads(key)) or "")
 
-    columns: dict[str, list] = {
-        name: []
-        for name in (
-            "variant",
-            "params",
-            "case",
-            "workload",
-            "kind",
-            "metric",
-            "unit",
-            "value",
-            "better",
-            "repetition",
-            "warmup",
-            "timestamp",
-            "contended",
-            "execution",
-            "raw",
-            "sample_cipher",
-        )
-    }
+    # per sample: its variant (described once per distinct variant), the sample columns, and the
+    # transport cipher a workload negotiated (it wins over the variant's)
+    columns: dict[str, list] = {name: [] for name in ("variant", *SAMPLE_COLUMNS, "sample_cipher")}
     # every key is looked up as soon as it is made and then dropped: only the distinct ones are kept
     # (orjson's output buffers are large for their size; a hundred thousand of them would cost
     # hundreds of megabytes)
