@@ -181,24 +181,7 @@ def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
     if missing:
         if log:
             log(f"downloading {len(missing)} wheel(s) for the fleet hosts into {wheels}")
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--only-binary=:all:",
-                "--no-deps",
-                "-d",
-                str(wheels),
-                *missing,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
+        done = _pip(["download", "--only-binary=:all:", "--no-deps", "-d", str(wheels), *missing], timeout=900)
         if done.returncode != 0:
             raise EnvironmentProblem(
                 f"cannot download the wheels fleet hosts install ({', '.join(missing[:4])}...): "
@@ -215,24 +198,7 @@ def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
             if (root / name).is_file():
                 shutil.copy2(root / name, source / name)
         out = Path(temporary) / "dist"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--no-build-isolation",
-                "-w",
-                str(out),
-                str(source),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = _pip(["wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)], timeout=600)
         if done.returncode != 0:
             raise EnvironmentProblem(
                 f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
@@ -253,6 +219,12 @@ def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
         if stale != tar and len(list(cache.glob("wheelhouse-*.tar"))) > 4:
             stale.unlink(missing_ok=True)
     return Wheelhouse(key, tar, pins, python_tag(), built=True)
+
+
+def _pip(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """This environment's pip, quiet, its output captured."""
+    command = [sys.executable, "-m", "pip", args[0], "--quiet", "--disable-pip-version-check", *args[1:]]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 
 def _cached_wheel(wheels: Path, name: str, version: str) -> Path | None:
