@@ -179,10 +179,15 @@ def verify_bundle(
     None is now."""
     bundle = Path(bundle_path)
     if not bundle.is_dir():
-        raise CCBenchError(f"{bundle}: not a bundle directory")
+        raise CCBenchError(
+            f"{bundle}: not a bundle directory (give the directory a run printed after 'bundle:', e.g. results/<name>)"
+        )
     collateral_dir = Path(collateral) if collateral else None
     if collateral_dir is not None and not collateral_dir.is_dir():
-        raise CCBenchError(f"--collateral {collateral}: not a directory")
+        raise CCBenchError(
+            f"--collateral {collateral}: not a directory (give the directory holding vcek.der, crl.der or "
+            "tdx_collateral.json)"
+        )
     verdict = Verdict(bundle=str(bundle), checked_at=at)
     document = _load(bundle)
     if not document:
