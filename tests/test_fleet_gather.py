@@ -3,6 +3,7 @@ needed: the archives are made here with tarfile and GNU tar, as a host's pack ma
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -133,4 +134,4 @@ def test_pack_for_another_login_user_writes_a_recorded_directory_of_its_own(tmp_
         assert oct(where.stat().st_mode & 0o777) == "0o700"
         assert not (run_dir / "bundle.tar").exists()
     finally:
-        remote._remove_tree(where)
+        shutil.rmtree(where)

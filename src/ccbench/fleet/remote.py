@@ -219,7 +219,7 @@ def pack(run_dir: Path, readable_by: str | None = None) -> dict:
         where = Path(tempfile.gettempdir()) / name
         (run_dir / "fetch-dir").write_text(str(where) + "\n")
         if where.is_dir() and not where.is_symlink():
-            _remove_tree(where)
+            shutil.rmtree(where)  # never follows a link inside it
         where.mkdir(mode=0o700)
         os.chown(where, *owner)
         target = where / "bundle.tar"
@@ -255,15 +255,6 @@ def pack(run_dir: Path, readable_by: str | None = None) -> dict:
         "pack_s": round(time.monotonic() - started, 3),
         **status(run_dir),
     }
-
-
-def _remove_tree(path: Path) -> None:
-    for child in path.iterdir():
-        if child.is_dir() and not child.is_symlink():
-            _remove_tree(child)
-        else:
-            child.unlink()
-    path.rmdir()
 
 
 def _apt_endpoints() -> list[str]:
