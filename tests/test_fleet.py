@@ -3,6 +3,7 @@ driven by real Ansible (ansible-core from the project's venv), with a wheelhouse
 have no internet. One set of hosts serves the whole module (started once, torn down at the end)."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -169,8 +170,9 @@ def test_two_hosts_bring_back_two_bundles_and_one_report(hosts, inventory, plans
     assert "plain" in report and "confidential" in report
     comparison = (directory / "compare.txt").read_text()
     assert "confidential" in comparison and "baseline: plain" in comparison
-    # progress: one line per host and phase, executions counted from the event stream
-    assert "plain: run 1/4" in done.stderr or "plain: run 2/4" in done.stderr, done.stderr
+    # progress: one line per host and phase, executions counted from the event stream (how many
+    # intermediate counts show depends on how fast the host ran: any count out of 4 is the behaviour)
+    assert re.search(r"^plain: run [0-4]/4 ", done.stderr, re.MULTILINE), done.stderr
     # no secret from the inventory, no private key, anywhere in the output or the fleet directory
     private_key = hosts.client_key.read_text().splitlines()[1]
     for path in directory.rglob("*"):
