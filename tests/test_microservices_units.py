@@ -19,6 +19,7 @@ from ccbench.workloads.base import WorkloadFailed
 from ccbench.workloads.microservices import (
     DEFAULT_MIX,
     ChainState,
+    Microservices,
     Server,
     cleanup_stale,
     make_certificate,
@@ -276,3 +277,15 @@ def test_chain_state_round_trips_and_stale_cleanup_skips_what_it_cannot_read(tmp
     done = cleanup_stale(tmp_path)
     assert done == [f"removed {tmp_path / 'pg'}", f"removed {state.path}"]
     assert not state.path.exists() and (registry / "chain-broken.json").exists()
+
+
+def test_workload_declares_its_set_up_component_and_stops_what_a_killed_run_left(tmp_path):
+    assert Microservices.setup_component == "microservices"
+    (tmp_path / "microservices").mkdir()
+    (tmp_path / "pg").mkdir()
+    ChainState(path=tmp_path / "microservices" / "chain-b.json", extra_dirs=[str(tmp_path / "pg")]).save()
+    assert Microservices.cleanup_stale(tmp_path) == [
+        f"removed {tmp_path / 'pg'}",
+        f"removed {tmp_path / 'microservices' / 'chain-b.json'}",
+    ]
+    assert Microservices.cleanup_stale(tmp_path) == []

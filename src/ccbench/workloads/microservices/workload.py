@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ccbench.fsutil import write_json_atomic
 from ccbench.model import Measurement
 from ccbench.workloads.base import (
     ExecutionContext,
@@ -167,7 +168,8 @@ class Microservices(Workload):
                 "errors": summary["status_errors"] + summary["transport_errors"],
             }
             shared.parent.mkdir(parents=True, exist_ok=True)
-            shared.write_text(json.dumps(capacity, indent=1))
+            # read by every later variant's prepare, also after a resumed run: never half written
+            write_json_atomic(shared, capacity, indent=1)
         rates = sorted({max(1.0, round(capacity["rps"] * f)) for f in p.rate_fractions})
         return rates, capacity
 
