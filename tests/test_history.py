@@ -101,7 +101,7 @@ def nightly(tmp_path) -> Path:
 @needs_otava
 @pytest.mark.parametrize("store_name", ["history.duckdb", "parts/"])
 def test_add_show_and_report_name_the_change_and_what_changed(nightly, tmp_path, store_name):
-    store = str(tmp_path / store_name)
+    store = f"{tmp_path}/{store_name}"  # a trailing "/" asks for Parquet partitions
     done = run_ccbench("history", "add", nightly, "--store", store)
     assert done.returncode == 0 and "24 bundle(s) added, 0 already there" in done.stdout, done.stdout + done.stderr
     again = run_ccbench("history", "add", nightly, "--store", store)
