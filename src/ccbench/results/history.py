@@ -303,7 +303,17 @@ def find_change_points(series: list[Series], p_value: float = P_VALUE) -> str | 
             ]
         (Path(scratch) / "otava.yaml").write_text("\n".join(config) + "\n")
         done = subprocess.run(
-            [str(otava), "analyze", *[f"s{i}" for i in range(len(work))], "--output", "json", "-P", str(p_value), "--window", str(WINDOW)],
+            [
+                str(otava),
+                "analyze",
+                *[f"s{i}" for i in range(len(work))],
+                "--output",
+                "json",
+                "-P",
+                str(p_value),
+                "--window",
+                str(WINDOW),
+            ],
             capture_output=True,
             text=True,
             env={**os.environ, "OTAVA_CONFIG": str(Path(scratch) / "otava.yaml")},
