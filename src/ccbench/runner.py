@@ -237,18 +237,15 @@ def prepare_workdir(workdir: Path) -> Path:
 
 
 def cleanup_stale(workdir: Path) -> list[str]:
-    """Undo what a killed earlier run left behind under workdir: the microservices workload's servers
-    (first: their data may sit in a storage variant's directory), mounts, loop devices and keys, and
+    """Undo what a killed earlier run left behind under workdir: what workloads left (servers,
+    first: their data may sit in a storage variant's directory), mounts, loop devices and keys, and
     emulated hosts (network namespaces, bridges, veths) whose owner is gone. Callers hold the
     workdir lock, so nothing here belongs to a live run."""
     from ccbench import topology
     from ccbench.variants import storage
+    from ccbench.workloads import cleanup_stale as workloads_cleanup_stale
 
-    removed: list[str] = []
-    if (Path(workdir) / "microservices").is_dir():
-        from ccbench.workloads.microservices import cleanup_stale as stop_microservice_chains
-
-        removed += stop_microservice_chains(workdir)
+    removed = workloads_cleanup_stale(workdir)
     removed += storage.cleanup_stale(workdir)
     removed += topology.cleanup_stale(workdir)
     return removed
@@ -428,12 +425,14 @@ class Runner:
 
     def _system_check(self) -> list[dict[str, Any]]:
         """The before-run check, printed and kept in the manifest; nothing is changed. The TLS
-        library's AES check (3 s) runs only for plans that measure a transport."""
+        library's AES check (3 s) runs only when a workload of the plan asks for it."""
         from ccbench.probe.syscheck import format_checks, system_check
+        from ccbench.workloads import system_checks
+        from ccbench.workloads.base import TLS_AES_CHECK
 
-        transport = any("transport" in spec.variants or spec.kind == "transport" for spec in self.plan.workloads)
+        asked = system_checks((spec.kind, spec.variants) for spec in self.plan.workloads)
         try:
-            checks = system_check(aes=transport)
+            checks = system_check(aes=TLS_AES_CHECK in asked)
         except Exception as exc:  # a check that cannot run must not stop the benchmark
             return [{"name": "system check", "value": f"failed: {type(exc).__name__}: {exc}", "ok": None, "advice": ""}]
         self.reporter.message("system check (nothing is changed; see the advice):\n" + format_checks(checks))
