@@ -31,6 +31,7 @@ import orjson
 
 from ccbench import BUNDLE_FORMAT_VERSION, __version__
 from ccbench.errors import BundleError, CCBenchError
+from ccbench.fsutil import write_json_atomic
 
 if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pydantic
     from ccbench.model import Sample
@@ -49,30 +50,6 @@ FORMAT_HISTORY = {
     "directory relative to the bundle ('raw'), and says whether it was measured on a busy machine "
     "('contended'); execution records may carry 'interference', 'contended', 'contended_reasons'",
 }
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_json_atomic(path: Path, document: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, sort_keys=False, default=str)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def bundle_dir_name(hostname: str | None = None, when: datetime | None = None) -> str:
