@@ -43,13 +43,12 @@ from ccbench.model import (
     utc_now_iso,
 )
 from ccbench.plan import Plan, WorkloadSpec
-from ccbench.schedule import Execution, ExecutionKey, Outcome, path_part, schedule, variant_combinations
+from ccbench.schedule import Execution, ExecutionKey, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
-from ccbench.variants.base import PreparedVariant
 from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
 from ccbench.workloads import workload_class
-from ccbench.workloads.base import PrepareContext, Workload
+from ccbench.workloads.base import PrepareContext
 
 # re-exported: the progress display, ccbench cleanup and the tests import them from here
 __all__ = [
@@ -104,40 +103,6 @@ class RunResult:
     @property
     def failed(self) -> bool:
         return any(o.executions_failed or o.status == OutcomeStatus.FAILED for o in self.outcomes.values())
-
-
-@dataclass
-class WorkloadRun:
-    """One workload on its way through the phases: what was set up for it, and what it holds."""
-
-    spec: WorkloadSpec
-    outcome: Outcome
-    executions: list[Execution]
-    workload: Workload | None = None
-    #: (axis, value) -> the variant set up for it
-    variants: dict[tuple[str, str], PreparedVariant] = field(default_factory=dict)
-    #: variant key -> the context the workload was prepared in
-    contexts: dict[str, PrepareContext] = field(default_factory=dict)
-    #: the contexts whose prepare ran (each is cleaned up)
-    prepared: list[PrepareContext] = field(default_factory=list)
-
-    def stopped(self, execution: Execution) -> bool:
-        """Whether an earlier execution of its variant combination failed in a way that repeats."""
-        return execution.variant_key in self.outcome.repeating_failures
-
-    def all_stopped(self) -> bool:
-        return all(e.variant_key in self.outcome.repeating_failures for e in self.executions)
-
-    def combinations(self) -> list[dict[str, str]]:
-        """The variant combinations left to run, in schedule order."""
-        seen: dict[str, dict[str, str]] = {}
-        for execution in self.executions:
-            seen.setdefault(execution.variant_key, execution.combo)
-        return list(seen.values())
-
-    def runnable(self) -> list[Execution]:
-        """The executions whose every variant value was set up."""
-        return [e for e in self.executions if all((a, v) in self.variants for a, v in e.combo.items())]
 
 
 class Runner:

@@ -1,4 +1,5 @@
-"""The schedule of a workload: its executions in order, each named by a typed key, and its outcome.
+"""The schedule of a workload: its executions in order, each named by a typed key, its outcome, and
+what the runner holds for it on its way through the phases (WorkloadRun).
 
 Warmups come first (one round per variant combination), then the repetitions with the variants
 interleaved A B C A B C, so that a drift of the machine over time touches every variant alike.
@@ -13,6 +14,8 @@ from typing import Any, NamedTuple
 from ccbench.bundle import RAW
 from ccbench.model import ExecutionStatus, OutcomeStatus
 from ccbench.plan import WorkloadSpec
+from ccbench.variants.base import PreparedVariant
+from ccbench.workloads.base import PrepareContext, Workload
 
 
 class ExecutionKey(NamedTuple):
@@ -135,3 +138,37 @@ class Outcome:
             self.status = OutcomeStatus.FAILED
         else:
             self.status = OutcomeStatus.OK
+
+
+@dataclass
+class WorkloadRun:
+    """One workload on its way through the phases: what was set up for it, and what it holds."""
+
+    spec: WorkloadSpec
+    outcome: Outcome
+    executions: list[Execution]
+    workload: Workload | None = None
+    #: (axis, value) -> the variant set up for it
+    variants: dict[tuple[str, str], PreparedVariant] = field(default_factory=dict)
+    #: variant key -> the context the workload was prepared in
+    contexts: dict[str, PrepareContext] = field(default_factory=dict)
+    #: the contexts whose prepare ran (each is cleaned up)
+    prepared: list[PrepareContext] = field(default_factory=list)
+
+    def stopped(self, execution: Execution) -> bool:
+        """Whether an earlier execution of its variant combination failed in a way that repeats."""
+        return execution.variant_key in self.outcome.repeating_failures
+
+    def all_stopped(self) -> bool:
+        return all(e.variant_key in self.outcome.repeating_failures for e in self.executions)
+
+    def combinations(self) -> list[dict[str, str]]:
+        """The variant combinations left to run, in schedule order."""
+        seen: dict[str, dict[str, str]] = {}
+        for execution in self.executions:
+            seen.setdefault(execution.variant_key, execution.combo)
+        return list(seen.values())
+
+    def runnable(self) -> list[Execution]:
+        """The executions whose every variant value was set up."""
+        return [e for e in self.executions if all((a, v) in self.variants for a, v in e.combo.items())]
