@@ -186,6 +186,23 @@ def test_an_interrupted_execution_is_recorded_and_resume_runs_only_what_is_missi
     assert data.manifest["status"] == "complete" and not resumed.interrupted
 
 
+def test_a_resumed_run_does_not_try_again_what_failed_for_good(run_plan):
+    def answer(job):
+        if job.variant["storage"] == "disk":
+            return Attempt(ExecutionStatus.FAILED, "no such tool", repeats=True)
+        if len(first.jobs) == 4:
+            return Attempt(ExecutionStatus.INTERRUPTED, "interrupted by a signal", interruption=Interrupted(15))
+        return measured()
+
+    first = ScriptedExecutor(answer)
+    result, _ = run_plan(first, repetitions=3)
+    assert result.interrupted
+    second = ScriptedExecutor()
+    resumed, _ = run_plan(second, resume=result.bundle, repetitions=3)
+    assert second.order() == [(False, 2, "tmpfs")]
+    assert resumed.outcomes["c"].repeating_failures == {"storage=disk": "no such tool"}
+
+
 def test_the_execution_key_is_typed():
     key = ExecutionKey("c", "storage=disk,transport=tls", True, 4)
     assert str(key) == "c|storage=disk,transport=tls|warmup|4"

@@ -254,6 +254,9 @@ class Runner:
         for name, previous in writer.manifest.get("outcomes", {}).items():
             if name in outcomes and previous.get("status") in ("ok", "skipped"):
                 outcomes[name] = Outcome.from_dict(previous)
+            elif name in outcomes:
+                # a failure known to repeat is not tried again by a resumed run
+                outcomes[name].repeating_failures = dict(previous.get("repeating_failures", {}))
         total = sum(len(schedule(spec)) for spec in self.plan.workloads if not spec.skip_reason)
         previous_handlers = self._install_signals()
         interrupted = False
