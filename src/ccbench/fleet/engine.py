@@ -42,19 +42,9 @@ FLEET_FORMAT = 1
 PACKAGE_DIR = Path(__file__).resolve().parent
 PLAYBOOK = PACKAGE_DIR / "playbook.yml"
 MODES = ("parallel", "serial", "rounds")
-#: the set-up component (scripts/setup.d/NN-NAME.sh) each workload kind needs on a host; the
-#: scripts run there in fleet-host mode (see the playbook's "ccbench:components")
-KIND_COMPONENTS = {
-    "fio": "core",
-    "compression": "storage",
-    "ycsb": "ycsb",
-    "transport": "transport",
-    "microservices": "microservices",
-    "notebook": "datascience",
-    "pyperformance": "datascience",
-    "federated": "federated",
-}
-#: ... and each variant axis
+#: the set-up component (scripts/setup.d/NN-NAME.sh) each variant axis needs on a host (a workload
+#: kind declares its own: Workload.setup_component); the scripts run there in fleet-host mode (see
+#: the playbook's "ccbench:components")
 AXIS_COMPONENTS = {"storage": "storage"}
 
 PHASES = {
@@ -526,10 +516,10 @@ class Controller:
     def _components(plan, components: list[str]) -> list[str]:
         """The set-up components a host gets: those its plan's workloads and variant axes need, and
         its own ccbench_components."""
-        needed = set(components)
+        from ccbench.workloads import setup_components
+
+        needed = set(components) | setup_components(workload.kind for workload in plan.workloads)
         for workload in plan.workloads:
-            if workload.kind in KIND_COMPONENTS:
-                needed.add(KIND_COMPONENTS[workload.kind])
             needed.update(AXIS_COMPONENTS[axis] for axis in (workload.variants or {}) if axis in AXIS_COMPONENTS)
         return sorted(needed)
 
