@@ -8,7 +8,6 @@ imported here answers nothing instead of breaking a command that does not need i
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -83,18 +82,10 @@ def system_checks(workloads: Iterable[tuple[str, Iterable[str]]]) -> set[str]:
     return checks
 
 
-def _stale_cleanup(cls: type[Workload]):
-    """The class's cleanup_stale; for a class that declares none, its module's ``cleanup_stale(workdir)``
-    function, the older form, which microservices keeps until it declares the classmethod."""
-    if cls.cleanup_stale.__func__ is not Workload.cleanup_stale.__func__:
-        return cls.cleanup_stale
-    return getattr(sys.modules[cls.__module__], "cleanup_stale", cls.cleanup_stale)
-
-
 def cleanup_stale(workdir: Path) -> list[str]:
     """Undo what killed runs left under workdir, kind by kind. Only the kinds that have their own
     directory there (workdir/<kind>) are imported and asked (Workload.cleanup_stale)."""
     removed: list[str] = []
     for cls in _loadable(kind for kind in REGISTRY if (Path(workdir) / kind).is_dir()):
-        removed += _stale_cleanup(cls)(Path(workdir))
+        removed += cls.cleanup_stale(Path(workdir))
     return removed
