@@ -595,7 +595,10 @@ class Controller:
         env = self._environment(fleet)
         failures: dict[str, str] = {}
         stderr_path = state / "ansible-stderr.log"
-        with open(stderr_path, "a") as stderr_log:
+        # the event stream as it came (the callback keeps no variable or secret): a record to read
+        # back when a host's outcome puzzles, and the tests' recorded input for the event reducer
+        events_path = state / f"events-{action}-{round_name}.jsonl"
+        with open(stderr_path, "a") as stderr_log, open(events_path, "a") as events_log:
             stderr_log.write(f"--- {_now()} {action} {round_name} {','.join(by_name)}\n")
             stderr_log.flush()
             offset = stderr_log.tell()
@@ -611,6 +614,9 @@ class Controller:
             try:
                 for line in self.process.stdout:
                     event = _parse(line)
+                    if event:
+                        events_log.write(line if line.endswith("\n") else line + "\n")
+                        events_log.flush()
                     if event and event.get("host") in by_name:
                         label = by_name[event["host"]]
                         self._on_event(fleet, fleet.runs[label][round_name], event, action, failures)
