@@ -27,9 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from ccbench.fleet import testhosts, wheelhouse
-from ccbench.fleet.engine import PLAYBOOK, ansible_environment, unpack_bundle
+from ccbench.fleet import wheelhouse
+from ccbench.fleet.engine import PLAYBOOK, ansible_environment
+from ccbench.fleet.gather import unpack_bundle
 from ccbench.fleet.inventory import ansible_tool
+
+# the emulated SSH hosts are test support (tests/fleet_testhosts.py), not part of the package: this
+# benchmark runs from a checkout and takes them from its tests directory
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import fleet_testhosts as testhosts  # noqa: E402
 
 PLAN = """
 name = "bench-fleet"

@@ -11,10 +11,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import fleet_testhosts as testhosts
 import pytest
 
 from ccbench import topology
-from ccbench.fleet import testhosts
 
 pytestmark = [
     pytest.mark.root,
