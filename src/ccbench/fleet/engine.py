@@ -480,7 +480,9 @@ class Controller:
         if returncode not in (0, 2, 4) and not self.interrupted:
             with open(stderr_path, errors="replace") as handle:
                 handle.seek(offset)
-                errors = [line for line in handle.read().splitlines() if "ERROR" in line]
+                errors = [
+                    inventory_module.redact_secrets(line) for line in handle.read().splitlines() if "ERROR" in line
+                ]
             for name in by_name:
                 failures.setdefault(
                     name, f"ansible-playbook exited {returncode}: {one_line(errors[0] if errors else '')}"
