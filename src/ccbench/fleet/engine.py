@@ -1,11 +1,11 @@
 """`ccbench fleet run`: one plan on every host of an Ansible inventory, gathered into one comparison.
 
-The controller (this module) prepares the wheelhouse, then drives ``ansible-playbook`` with the
-shipped playbook and reads its event stream (the ``ccbench_events`` callback: JSON lines) to keep
-one progress line per host and each host's outcome. Afterwards it unpacks the fetched bundles
-into ``<out>/<fleet-run>/<label>/`` (``unpack_bundle``: safe extraction, sizes and the bundle's
-SHA-256 list checked), writes ``fleet.json`` and runs ``ccbench compare`` and
-``ccbench report`` over them with the inventory's baseline.
+The controller's life cycle (this module): a new run or a resumed one, the wheelhouse, one
+``ansible-playbook`` run per round and batch with the shipped playbook, whose event stream (the
+``ccbench_events`` callback: JSON lines) ``events.advance`` turns into each host's state and one
+progress line per host; then each fetched bundle unpacked into ``<out>/<fleet-run>/<label>/`` and
+checked (``gather.unpack_bundle``), ``fleet.json`` written (``records``), and ``ccbench compare``
+and ``ccbench report`` run over the bundles with the inventory's baseline.
 
 Modes: ``parallel`` (one playbook run over all hosts, ``--forks`` at once, strategy ``free`` so
 a slow host holds no one up), ``serial`` (one host after the other), ``rounds`` (repetition k
