@@ -18,9 +18,10 @@ def command() -> None:
 @click.option(
     "-i",
     "--inventory",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Ansible inventory (INI or YAML). Host variables: ccbench_label, ccbench_baseline, ccbench_workdir, "
+    type=click.Path(),
+    metavar="PATH",
+    help="Ansible inventory: an INI or YAML file, or a directory of them beside group_vars/ and host_vars/. "
+    "The baseline is the host with ccbench_baseline, else the first host the inventory lists. Host variables: ccbench_label, ccbench_baseline, ccbench_workdir, "
     "ccbench_components, and Ansible's connection variables.",
 )
 @click.option(
