@@ -145,7 +145,8 @@ def _remote_ccbench_processes(hosts) -> list[str]:
 
 def test_two_hosts_bring_back_two_bundles_and_one_report(hosts, inventory, plans, tmp_path):
     out = tmp_path / "out"
-    done = fleet("run", plans / "tiny.toml", "--inventory", inventory(), "--out", out)
+    store = tmp_path / "history.duckdb"
+    done = fleet("run", plans / "tiny.toml", "--inventory", inventory(), "--out", out, "--history", store)
     assert done.returncode == 0, done.stdout + done.stderr
     directory = _fleet_dir(out)
     manifest = json.loads((directory / "fleet.json").read_text())
@@ -181,6 +182,13 @@ def test_two_hosts_bring_back_two_bundles_and_one_report(hosts, inventory, plans
             assert SECRET.encode() not in text, path
             assert private_key.encode() not in text, path
     assert SECRET not in done.stdout + done.stderr
+    # --history: both hosts' bundles went into the store under their labels
+    assert "history" in done.stdout + done.stderr and "2 bundle(s) added" in done.stdout + done.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "ccbench", "history", "show", "--store", str(store), "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert {json.loads(line)["label"] for line in shown.stdout.splitlines()} == {"plain", "confidential"}, shown
 
 
 def test_host_key_checking_is_on_unless_new_keys_are_accepted(hosts, inventory, plans, tmp_path):

@@ -59,6 +59,8 @@ class FleetOptions:
     accept_new_host_keys: bool = False
     resume: str | None = None
     report: bool = True
+    #: a results store (ccbench history) to add the gathered bundles to
+    history: str | None = None
     poll_s: float = 1.0
     stop_grace_s: float = 120.0
 
@@ -252,6 +254,8 @@ class Controller:
         if not self.interrupted and self.options.report:
             gather.compare_and_report(fleet)
             fleet.save()
+        if not self.interrupted and self.options.history:
+            self.echo(gather.add_to_history(fleet, self.options.history))
         self._summary(fleet)
         if self.interrupted:
             self.echo(f"interrupted. Resume with:  ccbench fleet run --resume {fleet.directory}")

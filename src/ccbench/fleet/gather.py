@@ -142,6 +142,27 @@ def probe_summary(bundle: Path) -> dict | None:
     }
 
 
+def add_to_history(fleet: FleetRun, store_path: str) -> str:
+    """Put the gathered bundles into a results store (``ccbench history``), each under its host's
+    label; a line saying what was added (or why nothing could be)."""
+    from ccbench.errors import CCBenchError
+    from ccbench.results.history import Store, add_bundles
+
+    bundles = {
+        str((fleet.directory / r.bundle).resolve()): label
+        for label, rounds in fleet.runs.items()
+        for r in rounds.values()
+        if r.bundle and r.outcome in ("ok", "failed")
+    }
+    if not bundles:
+        return f"history {store_path}: no bundle was gathered, nothing added"
+    try:
+        added, known = add_bundles(list(bundles), Store(store_path), bundles)
+    except CCBenchError as exc:
+        return f"history {store_path}: not added: {exc}"
+    return f"history {store_path}: {added} bundle(s) added, {known} already there"
+
+
 def compare_and_report(fleet: FleetRun) -> None:
     """``ccbench compare`` and ``ccbench report`` over the gathered bundles, the baseline's first
     (their outputs and any failure recorded in ``fleet``)."""
