@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import pandas as pd
+import pyarrow as pa
 
 from ccbench.bundle import SAMPLES, Bundle, find_bundles, read_bundle
 from ccbench.cases import case_text
 from ccbench.errors import BundleError
 from ccbench.helper import Helper, outcome
+from ccbench.results.columnar import read_samples
 
 #: optional variant keys naming the implementation behind a protection layer (see COMMON contract)
 CAUSE_KEYS = ["storage_cipher_driver", "storage_cipher_accelerated", "transport_cipher", "transport_aes_accelerated"]
@@ -52,6 +54,24 @@ SAMPLE_COLUMNS = [
 #: whether a sample is a summary statistic (an imported console log's mean) rather than one measured value
 SUMMARY_COLUMN = "summary_statistic"
 COLUMNS = [*BUNDLE_COLUMNS, *SAMPLE_COLUMNS, *CAUSE_KEYS, SUMMARY_COLUMN]
+#: what the frame needs of a bundle's Parquet file (the flattened params and variant columns are not read)
+READ_COLUMNS = [
+    "workload",
+    "kind",
+    "metric",
+    "unit",
+    "value",
+    "better",
+    "repetition",
+    "warmup",
+    "timestamp",
+    "contended",
+    "execution",
+    "raw",
+    "params",
+    "variant",
+    "metadata",
+]
 
 TEE_NAMES = {
     "none": "no TEE",
@@ -173,106 +193,98 @@ def _frame_in_helper(bundle: Bundle, labels: dict[str, str]) -> tuple[pd.DataFra
 
 
 def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None:
-    """One bundle's samples as columns, read a chunk of records at a time.
+    """One bundle's samples as columns, read from its Parquet file (or the cache's; see
+    ccbench.results.columnar) with Arrow.
 
-    Variants, params and cases repeat across thousands of samples: each is serialised to a key and
-    each distinct key is described once (labels, case text); repeated strings share one object.
-    Only the columns outlive a chunk, so the records of a large bundle are never all in memory.
+    The string columns come dictionary-encoded: each distinct variant, params, metadata and string
+    is described once (labels, case text) and spread to the rows by the dictionary's indices, so the
+    per-sample work is array indexing, never a Python loop over records.
     """
+    table = read_samples(bundle, READ_COLUMNS)
+    if not table.num_rows:
+        return None
     probe = bundle.probe
     machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
     tee = (probe.get("tee") or {}).get("technology") or "unknown"
-    dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
-    variants: dict[bytes, tuple] = {}
-    params_of: dict[bytes, str] = {}
-    cases_of: dict[bytes, str] = {}
-    shared: dict[Any, Any] = {}
 
-    def describe_variant(key: bytes) -> tuple:
-        variant = orjson.loads(key)
+    def describe_variant(text: str | None) -> tuple:
+        variant = orjson.loads(text or "null") or {}
         storage, transport = storage_label(variant), variant.get("transport")
         causes = tuple(variant.get(name) for name in CAUSE_KEYS)
-        return variants.setdefault(key, (storage, transport, config_label(machine, tee, storage, transport), *causes))
+        return (storage, transport, config_label(machine, tee, storage, transport), *causes)
 
-    def describe_case(key: bytes) -> str:
-        return cases_of.setdefault(key, case_text(orjson.loads(key)) or "")
+    def describe_metadata(text: str | None) -> tuple:
+        metadata = orjson.loads(text or "null")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        return (
+            case_text(_case_dict(metadata)) or "",
+            metadata.get("statistic") == "mean",
+            metadata.get("transport_cipher") or None,
+        )
 
-    # per sample: its variant (described once per distinct variant), the sample columns, and the
-    # transport cipher a workload negotiated (it wins over the variant's)
-    columns: dict[str, list] = {name: [] for name in ("variant", *SAMPLE_COLUMNS, "sample_cipher", SUMMARY_COLUMN)}
-    # every key is looked up as soon as it is made and then dropped: only the distinct ones are kept
-    # (orjson's output buffers are large for their size; a hundred thousand of them would cost
-    # hundreds of megabytes)
-    for chunk in bundle.sample_chunks():
-        columns["variant"] += [
-            variants.get(k) or describe_variant(k) for k in (dumps(s["variant"] or {}, option=sort) for s in chunk)
-        ]
-        columns["params"] += [
-            params_of.get(k) or params_of.setdefault(k, k.decode())
-            for k in (dumps(s["params"] or {}, option=sort) for s in chunk)
-        ]
-        # the case label keeps the case's own key order ("4k randread"), so its key is not sorted
-        columns["case"] += [
-            cases_of.get(k) if k in cases_of else describe_case(k)
-            for k in (dumps(_case_dict(s.get("metadata"))) for s in chunk)
-        ]
-        share = shared.setdefault
-        columns["workload"] += [share(s["workload"], s["workload"]) for s in chunk]
-        columns["kind"] += [share(k, k) for k in (s.get("kind", "") for s in chunk)]
-        columns["metric"] += [share(s["metric"], s["metric"]) for s in chunk]
-        columns["unit"] += [share(s["unit"], s["unit"]) for s in chunk]
-        columns["better"] += [share(b, b) for b in (s.get("better") for s in chunk)]
-        columns["value"] += [s["value"] for s in chunk]
-        columns["repetition"] += [s["repetition"] for s in chunk]
-        columns["warmup"] += [s["warmup"] for s in chunk]
-        columns["timestamp"] += [s["timestamp"] for s in chunk]
-        # a workload that negotiates its own cipher (TLS) records it on the sample; it wins over the
-        # variant's, which was fixed before the run
-        columns[SUMMARY_COLUMN] += [(s.get("metadata") or {}).get("statistic") == "mean" for s in chunk]
-        columns["sample_cipher"] += [
-            share(c, c) if c else None for c in ((s.get("metadata") or {}).get("transport_cipher") for s in chunk)
-        ]
-        # bundle format 2 (absent in format 1: not contended, no execution key or raw path); a chunk's
-        # first record tells which (a format-1 bundle pays nothing for these columns)
-        if chunk and ("execution" in chunk[0] or "contended" in chunk[0]):
-            columns["contended"] += [s.get("contended") is True for s in chunk]
-            columns["execution"] += [share(e, e) for e in (s.get("execution") or "" for s in chunk)]
-            columns["raw"] += [share(r, r) for r in (s.get("raw") or "" for s in chunk)]
-        else:
-            columns["contended"] += [False] * len(chunk)
-            columns["execution"] += [""] * len(chunk)
-            columns["raw"] += [""] * len(chunk)
-        del chunk
-    if not columns["value"]:
-        return None
-    described = columns.pop("variant")
-    sample_cipher = columns.pop("sample_cipher")
-    causes = {name: [d[3 + i] for d in described] for i, name in enumerate(CAUSE_KEYS)}
+    variants = _Described(table.column("variant"), describe_variant)
+    metadata = _Described(table.column("metadata"), describe_metadata)
+    sample_cipher = metadata.part(2)
+    causes = {name: variants.part(3 + i) for i, name in enumerate(CAUSE_KEYS)}
+    # a workload that negotiates its own cipher (TLS) records it on the sample; it wins over the
+    # variant's, which was fixed before the run
     if any(sample_cipher):
         causes["transport_cipher"] = [
             own or variant for own, variant in zip(sample_cipher, causes["transport_cipher"], strict=True)
         ]
+
+    def strings(name: str, missing: str | None = None) -> np.ndarray:
+        return _Described(table.column(name), lambda value: missing if value is None else value).part()
+
     return pd.DataFrame(
         {
             "bundle": str(bundle.path),
             "machine": machine,
             "tee": tee,
-            "storage": [d[0] for d in described],
-            "transport": [d[1] for d in described],
-            "config": [d[2] for d in described],
-            **{
-                name: values
-                for name, values in columns.items()
-                if name not in ("value", "repetition", "warmup", "contended", SUMMARY_COLUMN)
-            },
-            "value": np.array(columns["value"], dtype=float),
-            "repetition": np.array(columns["repetition"], dtype=int),
-            "warmup": np.array(columns["warmup"], dtype=bool),
-            "contended": np.array(columns["contended"], dtype=bool),
+            "storage": variants.part(0),
+            "transport": variants.part(1),
+            "config": variants.part(2),
+            "workload": strings("workload"),
+            "kind": strings("kind", ""),
+            "params": _Described(
+                table.column("params"),
+                lambda text: orjson.dumps(orjson.loads(text or "null") or {}, option=orjson.OPT_SORT_KEYS).decode(),
+            ).part(),
+            "case": metadata.part(0),
+            "metric": strings("metric"),
+            "unit": strings("unit"),
+            "better": strings("better"),
+            "timestamp": table.column("timestamp").to_numpy(zero_copy_only=False),
+            "execution": strings("execution", ""),
+            "raw": strings("raw", ""),
+            "value": table.column("value").to_numpy(zero_copy_only=False).astype(float),
+            "repetition": table.column("repetition").to_numpy(zero_copy_only=False).astype(int),
+            "warmup": table.column("warmup").to_numpy(zero_copy_only=False).astype(bool),
+            "contended": table.column("contended").fill_null(False).to_numpy(zero_copy_only=False).astype(bool),
             **causes,
-            SUMMARY_COLUMN: np.array(columns[SUMMARY_COLUMN], dtype=bool),
+            SUMMARY_COLUMN: metadata.part(1).astype(bool),
         }
     )
+
+
+class _Described:
+    """``describe`` of each row's value of a column, called once per distinct value (the column
+    dictionary-encoded, as read_samples reads strings) and spread to the rows by the indices."""
+
+    def __init__(self, column: pa.ChunkedArray, describe: Callable[[Any], Any]):
+        encoded = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        if not pa.types.is_dictionary(encoded.type):
+            encoded = encoded.dictionary_encode()
+        self.distinct = [describe(value) for value in encoded.dictionary.to_pylist()]
+        self.distinct.append(describe(None))  # for the rows whose value is null
+        self.indices = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy(zero_copy_only=False)
+
+    def part(self, position: int | None = None) -> np.ndarray:
+        """Per row: the description, or the element ``position`` of it (a tuple)."""
+        values = np.empty(len(self.distinct), dtype=object)
+        for index, described in enumerate(self.distinct):
+            values[index] = described if position is None else described[position]
+        return values[self.indices]
 
 
 def _case_dict(metadata) -> dict:

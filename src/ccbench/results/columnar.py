@@ -1,0 +1,312 @@
+"""samples.parquet: a bundle's samples as typed columns, written when a run ends, cached for older bundles.
+
+``samples.jsonl`` stays the journal (appended and fsynced per execution). When a run ends, however it
+ends, ``finish_run_samples`` writes the same samples to ``samples.parquet`` beside it, before the
+digest list, so ``attestation.json`` covers it and ``ccbench verify`` checks it (``check_bundle``).
+
+Layout (docs/bundle-format.md): one row per sample; the sample's scalar fields as typed columns; its
+``params``, ``variant`` and ``metadata`` as JSON text (exact: the analysis and ``verify`` read them
+back) and, for querying, ``params`` and ``variant`` flattened into one typed column per key
+(``params.bs``, ``variant.storage``). Flattened rather than structs: a struct's type is the union of
+one bundle's keys, so two bundles of different workloads have different, incompatible struct types,
+while flattened columns that one file lacks read as NULL with DuckDB's ``union_by_name`` (and the
+JSON columns are the same in every file).
+
+A bundle without the file (written before it existed, or killed before the run could end) is
+converted on first load into a cache keyed by the journal's SHA-256 under
+``$XDG_CACHE_HOME/ccbench/columnar/``; nothing is ever written into the bundle then, as that would
+break its digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ccbench.bundle import SAMPLES, Bundle, read_bundle
+from ccbench.errors import BundleError
+from ccbench.fsutil import fsync_dir
+
+PARQUET = "samples.parquet"
+#: changes when the layout does, so that a cache written by an older ccbench is not read as current
+LAYOUT = "1"
+#: the sample fields kept as typed columns, in this order
+SCALARS: list[tuple[str, pa.DataType]] = [
+    ("workload", pa.string()),
+    ("kind", pa.string()),
+    ("metric", pa.string()),
+    ("unit", pa.string()),
+    ("value", pa.float64()),
+    ("better", pa.string()),
+    ("repetition", pa.int64()),
+    ("warmup", pa.bool_()),
+    ("timestamp", pa.string()),
+    ("contended", pa.bool_()),
+    ("execution", pa.string()),
+    ("raw", pa.string()),
+]
+#: the sample fields kept as JSON text; params and variant with sorted keys (their canonical form),
+#: metadata as written (the case label follows the order of its keys)
+JSON_FIELDS = ("params", "variant", "metadata")
+#: any other field a sample carries (Sample allows extra ones), as one JSON object; null when none
+EXTRA = "extra"
+FLATTENED = ("params", "variant")
+_KNOWN = {name for name, _ in SCALARS} | set(JSON_FIELDS)
+_SORT = orjson.OPT_SORT_KEYS
+
+META_LAYOUT = b"ccbench.columnar"
+META_JOURNAL_BYTES = b"ccbench.journal_bytes"
+META_JOURNAL_SHA256 = b"ccbench.journal_sha256"
+META_WARNINGS = b"ccbench.warnings"
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+def table_from_records(chunks: Iterable[list[dict[str, Any]]]) -> pa.Table:
+    """The samples (lists of records as read from a journal) as one Arrow table in the layout above."""
+    parts: dict[str, list[pa.Array]] = {name: [] for name in [n for n, _ in SCALARS] + [*JSON_FIELDS, EXTRA]}
+    types = dict(SCALARS)
+    for chunk in chunks:
+        if not chunk:
+            continue
+        for name, kind in SCALARS:
+            parts[name].append(pa.array([record.get(name) for record in chunk], type=kind))
+        for name in JSON_FIELDS:
+            option = 0 if name == "metadata" else _SORT
+            parts[name].append(pa.array([orjson.dumps(r.get(name), option=option).decode() for r in chunk]))
+        parts[EXTRA].append(pa.array([_extra(r) for r in chunk], type=pa.string()))
+    columns = {
+        name: pa.chunked_array(arrays, type=types.get(name, pa.string())).combine_chunks()
+        for name, arrays in parts.items()
+    }
+    for name in (*JSON_FIELDS, "workload", "kind", "metric", "unit", "better", "execution", "raw"):
+        columns[name] = columns[name].dictionary_encode()
+    for name in FLATTENED:
+        columns.update(_flatten(name, columns[name]))
+    return pa.table(columns)
+
+
+def _extra(record: dict[str, Any]) -> str | None:
+    other = {key: value for key, value in record.items() if key not in _KNOWN}
+    return orjson.dumps(other, option=_SORT).decode() if other else None
+
+
+def _flatten(prefix: str, encoded: pa.DictionaryArray) -> dict[str, pa.Array]:
+    """One typed column per key of the JSON objects in ``encoded``: each distinct object is parsed
+    once, its values laid out per distinct object, then spread to the rows by the dictionary's indices."""
+    objects = [orjson.loads(text) or {} for text in encoded.dictionary.to_pylist()]
+    keys = sorted({key for obj in objects if isinstance(obj, dict) for key in obj})
+    indices = encoded.indices
+    flat = {}
+    for key in keys:
+        values = [obj.get(key) if isinstance(obj, dict) else None for obj in objects]
+        flat[f"{prefix}.{key}"] = _typed(values).take(indices)
+    return flat
+
+
+def _typed(values: list[Any]) -> pa.Array:
+    """The values as one Arrow type: bool, int64, float64 or string as they are; a key whose values
+    are of mixed or nested types becomes JSON text, so that every file has one type per column."""
+    kinds = {type(v) for v in values if v is not None}
+    if kinds and kinds <= {bool}:
+        return pa.array(values, type=pa.bool_())
+    if kinds and kinds <= {int}:
+        return pa.array(values, type=pa.int64())
+    if kinds and kinds <= {int, float}:
+        return pa.array([None if v is None else float(v) for v in values], type=pa.float64())
+    if kinds <= {str}:
+        return pa.array(values, type=pa.string())
+    return pa.array([None if v is None else orjson.dumps(v, option=_SORT).decode() for v in values], type=pa.string())
+
+
+def journal_digest(journal: Path) -> tuple[int, str]:
+    """The journal's size in bytes and SHA-256 (hex)."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(journal, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
+def convert(bundle: Bundle | Path, target: Path, durable: bool = True) -> pa.Table:
+    """Read the bundle's journal and write its samples to ``target`` (through a temporary file and a
+    rename, so that a reader never sees half a file). Returns the table as written."""
+    if not isinstance(bundle, Bundle):
+        bundle = read_bundle(bundle, samples=False)
+    journal = Path(bundle.path) / SAMPLES
+    size, sha = journal_digest(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = table_from_records(bundle.sample_chunks())
+    messages = [str(w.message) for w in caught]
+    for message in messages:  # said now, and again by every load of the cached file
+        warnings.warn(message, stacklevel=2)
+    table = table.replace_schema_metadata(
+        {
+            META_LAYOUT: LAYOUT,
+            META_JOURNAL_BYTES: str(size),
+            META_JOURNAL_SHA256: sha,
+            META_WARNINGS: orjson.dumps(messages),
+        }
+    )
+    _write_atomic(table, Path(target), durable)
+    return table
+
+
+def _write_atomic(table: pa.Table, target: Path, durable: bool) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(handle)
+    try:
+        pq.write_table(table, temporary, compression="zstd")
+        if durable:
+            with open(temporary, "rb+") as written:
+                os.fsync(written.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(target.parent)
+
+
+def write_bundle_parquet(bundle: Path) -> Path:
+    """Write ``samples.parquet`` into the bundle from its journal (replacing an earlier one)."""
+    target = Path(bundle) / PARQUET
+    convert(Path(bundle), target)
+    return target
+
+
+def finish_run_samples(bundle: Path, report: Callable[[str], None] = print) -> None:
+    """Called by the runner when a run ends (complete, failed, interrupted; a resumed run too), just
+    before the digest list: the Parquet copy of the journal. A failure is reported, never raised: the
+    journal still holds every sample and a later load converts it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a truncated last line was already said by the run
+            write_bundle_parquet(Path(bundle))
+    except (OSError, BundleError, pa.ArrowException) as exc:
+        report(f"samples.parquet could not be written ({exc}); the analysis will convert samples.jsonl itself")
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ccbench" / "columnar"
+
+
+def cache_path(sha256: str) -> Path:
+    return cache_dir() / f"{sha256}-layout{LAYOUT}.parquet"
+
+
+def _fresh_in_bundle(path: Path) -> Path | None:
+    """The bundle's own samples.parquet when it was made from the journal as it is now (a resumed run
+    that was killed leaves a longer journal beside an older file: that file is then not used)."""
+    parquet = path / PARQUET
+    journal = path / SAMPLES
+    try:
+        metadata = pq.read_schema(parquet).metadata or {}
+        size = journal.stat().st_size if journal.exists() else 0
+    except (OSError, pa.ArrowException):
+        return None
+    if metadata.get(META_LAYOUT) != LAYOUT.encode() or metadata.get(META_JOURNAL_BYTES) != str(size).encode():
+        return None
+    return parquet
+
+
+def columnar_file(bundle: Bundle) -> Path:
+    """The Parquet file holding the bundle's samples: its own, or the cache's (converted now if
+    missing). A cache that cannot be written (read-only home) is converted into a temporary one."""
+    path = Path(bundle.path)
+    own = _fresh_in_bundle(path)
+    if own is not None:
+        return own
+    journal = path / SAMPLES
+    sha = journal_digest(journal)[1] if journal.exists() else hashlib.sha256().hexdigest()
+    cached = cache_path(sha)
+    if cached.exists():
+        return cached
+    try:
+        convert(bundle, cached, durable=False)
+    except OSError:
+        cached = Path(tempfile.mkdtemp(prefix="ccbench-columnar-")) / f"{sha}.parquet"
+        convert(bundle, cached, durable=False)
+    return cached
+
+
+def read_samples(bundle: Bundle, columns: list[str] | None = None) -> pa.Table:
+    """The bundle's samples as an Arrow table (string and JSON columns dictionary-encoded, so that a
+    value repeated over thousands of rows is one object). Bundles whose samples are in memory are
+    converted from there; warnings the conversion gave are given again."""
+    if bundle.samples is not None:
+        return table_from_records([bundle.samples]) if bundle.samples else pa.table({})
+    file = columnar_file(bundle)
+    parquet = pq.ParquetFile(file)
+    metadata = parquet.schema_arrow.metadata or {}
+    for message in orjson.loads(metadata.get(META_WARNINGS, b"[]")):
+        warnings.warn(message, stacklevel=2)
+    names = [n for n in (columns or parquet.schema_arrow.names) if n in parquet.schema_arrow.names]
+    strings = {n for n in names if pa.types.is_dictionary(parquet.schema_arrow.field(n).type) or n in JSON_FIELDS}
+    table = pq.read_table(file, columns=names, read_dictionary=sorted(strings))
+    return table
+
+
+def records_from_table(table: pa.Table) -> Iterator[dict[str, Any]]:
+    """The samples of a table in this layout as records, normalised: every known field present."""
+    names = [n for n, _ in SCALARS]
+    columns = {name: table.column(name).to_pylist() for name in [*names, *JSON_FIELDS, EXTRA]}
+    for row in range(table.num_rows):
+        record = {name: columns[name][row] for name in names}
+        for name in JSON_FIELDS:
+            record[name] = orjson.loads(columns[name][row])
+        if columns[EXTRA][row]:
+            record.update(orjson.loads(columns[EXTRA][row]))
+        yield record
+
+
+def _normalised(record: dict[str, Any]) -> bytes:
+    full = {name: record.get(name) for name, _ in SCALARS} | {n: record.get(n) for n in JSON_FIELDS}
+    full |= {k: v for k, v in record.items() if k not in _KNOWN}
+    if full["value"] is not None:
+        full["value"] = float(full["value"])
+    return orjson.dumps(full, option=_SORT)
+
+
+def check_bundle(bundle: Path) -> str | None:
+    """Whether the bundle's samples.parquet holds the journal's samples, row for row: None when it
+    does (or when there is no such file), else what differs, in one sentence."""
+    bundle = Path(bundle)
+    parquet = bundle / PARQUET
+    if not parquet.exists():
+        return None
+    try:
+        table = pq.read_table(parquet)
+    except (OSError, pa.ArrowException) as exc:
+        return f"{PARQUET} is unreadable ({exc})"
+    missing = [n for n in [*(n for n, _ in SCALARS), *JSON_FIELDS, EXTRA] if n not in table.column_names]
+    if missing:
+        return f"{PARQUET} lacks the column(s) {', '.join(missing)}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        journal = [_normalised(r) for chunk in read_bundle(bundle, samples=False).sample_chunks() for r in chunk]
+    columnar = [_normalised(r) for r in records_from_table(table)]
+    if len(journal) != len(columnar):
+        return f"{PARQUET} has {len(columnar)} samples, {SAMPLES} {len(journal)}"
+    for number, (ours, theirs) in enumerate(zip(columnar, journal, strict=True), start=1):
+        if ours != theirs:
+            return f"{PARQUET} row {number} differs from line {number} of {SAMPLES}"
+    return None
