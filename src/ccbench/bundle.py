@@ -4,7 +4,8 @@ Layout (documented in docs/bundle-format.md)::
 
     <out>/<hostname>-<UTC timestamp>/
         manifest.json      format version, tool version, plan as run, probe, times, outcomes
-        samples.jsonl      one Sample per line, appended and fsynced as measured
+        samples.jsonl      one Sample per line, appended and fsynced as measured (the journal)
+        samples.parquet    the same samples as typed columns, written when the run ends
         executions.jsonl   one line per execution (ok / failed / timeout), used to resume
         raw/               each tool's own output and logs
 
@@ -39,6 +40,8 @@ if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pyda
 MANIFEST = "manifest.json"
 SAMPLES = "samples.jsonl"
 EXECUTIONS = "executions.jsonl"
+#: the samples as Parquet, written when a run ends (ccbench.results.columnar)
+SAMPLES_PARQUET = "samples.parquet"
 #: records parsed at once when a bundle's samples are read in chunks
 CHUNK = 16384
 RAW = "raw"
@@ -107,6 +110,9 @@ class BundleWriter:
             # stays a format-1 bundle on disk: the reader upgrades its old and new lines alike
             manifest["format_version"] = manifest.pop("read_from_format_version")
         writer = cls(Path(path), manifest)
+        # the Parquet copy of the journal is written again when the resumed run ends; until then an
+        # older one would no longer hold every sample
+        (Path(path) / SAMPLES_PARQUET).unlink(missing_ok=True)
         # A line cut by a kill has no newline at the end: finish it so the next append starts clean.
         for name in (SAMPLES, EXECUTIONS):
             file = Path(path) / name

@@ -288,6 +288,9 @@ class Runner:
                 writer.manifest["status"] = "failed" if failed else "complete"
             writer.write_manifest()
             writer.close()
+            from ccbench.results.columnar import finish_run_samples  # pyarrow: only when a run ends
+
+            finish_run_samples(writer.path, self.reporter.message)  # before the digest list, which covers it
             self._attest(writer.path)
         return RunResult(
             bundle=writer.path,

@@ -32,11 +32,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ccbench.bundle import SAMPLES, Bundle, read_bundle
+from ccbench.bundle import SAMPLES, SAMPLES_PARQUET, Bundle, read_bundle
 from ccbench.errors import BundleError
 from ccbench.fsutil import fsync_dir
 
-PARQUET = "samples.parquet"
+PARQUET = SAMPLES_PARQUET
 #: changes when the layout does, so that a cache written by an older ccbench is not read as current
 LAYOUT = "1"
 #: the sample fields kept as typed columns, in this order
