@@ -1,22 +1,28 @@
-"""Time `ccbench compare` and `ccbench report` on 100,000 samples across 6 configurations.
+"""Time loading, `ccbench compare` and `ccbench report` on synthetic bundles, and what samples.parquet costs.
 
-Writes 3 synthetic bundles (3 machines, each with 2 storage variants: 6 configurations; realistic
-shapes: fio cases with 5 metrics, notebooks with per-cell times, prime), then runs each command as
-a user would, interleaved with loading the same bundles in Python and with the commands restricted
-to one process (-j 1), and prints the median times, peak memory (of the main process) and ratios.
-Target (issue 3): each command under 5 s on the 2-core development machine.
+Writes synthetic bundles (3 machines, each with 2 storage variants: 6 configurations; realistic
+shapes: fio cases with 5 metrics, notebooks with per-cell times, prime): ``--bundles`` of them
+holding ``--samples`` in all (the machines repeat: 100 bundles are 33 or 34 runs of each, a fleet's
+nightly shape). They are written as an older ccbench wrote them, without samples.parquet, so the
+first load converts them into the cache (timed once, with an empty cache: "first conversion"); the
+commands then run as a user would, interleaved, on the cached files, with the commands restricted
+to one process (-j 1) unless ``--no-single-process``, and the median times and peak memory (of the
+main process) are printed. Also printed: what writing samples.parquet costs a run per 100,000
+samples and its size beside the journal's.
 
-With ``--against SRC`` (a ``src`` directory of another ccbench checkout, e.g. made with
-``git archive <commit> src | tar -x -C /tmp/old``) every command also runs from that code, interleaved
-with this checkout's, and the ratios this/that are printed: a before/after measured side by side.
+With ``--against REV`` every command also runs from another revision, interleaved with this
+checkout's, and the ratios this/that are printed: a before/after measured side by side. REV is a
+git revision of this repository (its ``src`` is extracted into a temporary directory) or the path
+of another checkout's ``src`` directory.
 
-    .venv/bin/python benchmarks/bench_analysis.py [--samples 100000] [--rounds 3] [--against /tmp/old/src]
+    .venv/bin/python benchmarks/bench_analysis.py [--samples 1000000] [--bundles 10] [--rounds 3] [--against main]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +34,8 @@ import numpy as np
 
 from ccbench.bundle import BundleWriter
 from ccbench.model import Sample
+
+REPO = Path(__file__).resolve().parents[1]
 
 MACHINES = [("plain-vm", "none", 1.0), ("sev-snp-vm", "sev-snp", 1.06), ("tdx-vm", "tdx", 1.09)]
 STORAGE = [({"storage": "disk"}, 1.0), ({"storage": "encrypted", "storage_mechanism": "fscrypt"}, 1.4)]
@@ -102,10 +110,15 @@ def write_bundles(root: Path, total: int) -> list[Path]:
     return paths
 
 
-def timed(argv: list[str], src: str | None = None) -> tuple[float, float]:
+def timed(argv: list[str], src: str | None = None, cache: Path | None = None) -> tuple[float, float]:
     """Wall seconds and peak resident memory (MiB) of the command's own process (os.wait4's rusage:
-    a helper process it forks is not included); with ``src``, ccbench is imported from there."""
-    env = dict(os.environ, PYTHONPATH=src) if src else None
+    a helper process it forks is not included); with ``src``, ccbench is imported from there; with
+    ``cache``, that is the command's XDG_CACHE_HOME."""
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src
+    if cache:
+        env["XDG_CACHE_HOME"] = str(cache)
     with tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
@@ -118,68 +131,137 @@ def timed(argv: list[str], src: str | None = None) -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024
 
 
+def source_of(against: str, root: Path) -> str:
+    """The ``src`` directory to import the other revision from: a directory as given, or a git
+    revision of this repository extracted under ``root``."""
+    if Path(against).is_dir():
+        return str(Path(against).resolve())
+    target = root / "against"
+    target.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", against, "src"], capture_output=True)
+    if archive.returncode != 0:
+        sys.exit(f"--against {against}: neither a directory nor a git revision ({archive.stderr.decode().strip()})")
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return str(target / "src")
+
+
+def make_bundles(root: Path, total: int, count: int) -> list[Path]:
+    """``count`` bundles of about ``total / count`` samples: three written (one per machine), the
+    rest copies of them under new names (writing millions of Samples one by one would take longer
+    than the measurements)."""
+    templates = write_bundles(root / "templates", total * min(count, len(MACHINES)) // count)
+    if count <= len(MACHINES):
+        return templates[:count]
+    paths = []
+    for index in range(count):
+        template = templates[index % len(templates)]
+        path = root / "runs" / f"{template.name}-{index:03d}"
+        shutil.copytree(template, path)
+        paths.append(path)
+    shutil.rmtree(root / "templates")
+    return paths
+
+
+def parquet_costs(paths: list[Path], rounds: int) -> tuple[float, float, int]:
+    """CPU seconds to write samples.parquet per 100,000 samples (median over ``rounds`` writes of the
+    first bundle's, elsewhere; CPU time, since on a shared machine the wall time measures the others'
+    load as well), and the bytes of the journals."""
+    from ccbench.results import columnar
+
+    first = paths[0]
+    rows = sum(1 for _ in open(first / "samples.jsonl", "rb"))
+    seconds = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for _ in range(rounds):
+            start = time.process_time()
+            columnar.convert(first, Path(scratch) / "samples.parquet")
+            seconds.append(time.process_time() - start)
+    journal = sum((p / "samples.jsonl").stat().st_size for p in paths)
+    return statistics.median(seconds) * 100_000 / rows, journal, rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--bundles", type=int, default=3, help="bundles the samples are spread over")
     parser.add_argument(
         "--rounds", type=int, default=3, help="runs of each command, interleaved; the median is printed"
     )
     parser.add_argument(
         "--against",
-        metavar="SRC",
-        help="also run every command from this src directory, interleaved, "
+        metavar="REV",
+        help="also run every command from this git revision (or src directory), interleaved, "
         "and print the ratios (this checkout / that one)",
     )
+    parser.add_argument("--no-single-process", action="store_true", help="skip the -j 1 runs of compare and report")
     args = parser.parse_args()
-    this_src = str(Path(__file__).resolve().parents[1] / "src")
+    this_src = str(REPO / "src")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        paths = write_bundles(root, args.samples)
-        count = sum(len((p / "samples.jsonl").read_text().splitlines()) for p in paths)
+        cache = root / "cache"
+        paths = make_bundles(root, args.samples, args.bundles)
+        count = sum(sum(1 for _ in open(p / "samples.jsonl", "rb")) for p in paths)
         cli = [sys.executable, "-m", "ccbench"]
+        bundles = list(map(str, paths))
         commands = {
-            "load only (python -c ccbench.load)": [
-                sys.executable,
-                "-c",
-                f"import ccbench; ccbench.load({[str(p) for p in paths]!r})",
-            ],
-            "ccbench compare --json": cli + ["compare", *map(str, paths), "--json"],
-            "ccbench compare --json -j 1": cli + ["compare", *map(str, paths), "--json", "-j", "1"],
-            "ccbench report -o report.html": cli + ["report", *map(str, paths), "-o", str(root / "report.html")],
+            "load only (python -c ccbench.load)": [sys.executable, "-c", f"import ccbench; ccbench.load({bundles!r})"],
+            "ccbench compare --json": cli + ["compare", *bundles, "--json"],
+            "ccbench compare --json -j 1": cli + ["compare", *bundles, "--json", "-j", "1"],
+            "ccbench report -o report.html": cli + ["report", *bundles, "-o", str(root / "report.html")],
             "ccbench report -o report.html -j 1": cli
-            + ["report", *map(str, paths), "-o", str(root / "report.html"), "-j", "1"],
+            + ["report", *bundles, "-o", str(root / "report.html"), "-j", "1"],
         }
+        if args.no_single_process:
+            commands = {name: argv for name, argv in commands.items() if not name.endswith("-j 1")}
         sources = {"": this_src}
         if args.against:
-            sources["against: "] = args.against
+            sources["against: "] = source_of(args.against, root)
+        # the first load converts every journal into the (empty) cache; the runs below read the cache
+        first_conversion, first_peak = timed(commands["load only (python -c ccbench.load)"], this_src, cache)
+        per_100k, journal_bytes, rows = parquet_costs(paths, args.rounds)
+        parquet_bytes = sum(p.stat().st_size for p in cache.rglob("*.parquet"))
         times: dict[str, list[float]] = {}
         peaks: dict[str, list[float]] = {}
         for _ in range(args.rounds):  # interleaved, so that drift on a shared machine hits all alike
             for name, argv in commands.items():
                 for prefix, src in sources.items():
-                    elapsed, peak = timed(argv, src)
+                    elapsed, peak = timed(argv, src, cache)
                     times.setdefault(prefix + name, []).append(elapsed)
                     peaks.setdefault(prefix + name, []).append(peak)
+    report(args, count, len(paths), times, peaks, commands)
+    print(f"first conversion (load with an empty cache): {first_conversion:.2f} s, peak {first_peak:.0f} MiB")
+    print(
+        f"samples.parquet: {parquet_bytes / 1e6:.1f} MB for {journal_bytes / 1e6:.1f} MB of journal "
+        f"({parquet_bytes / journal_bytes:.3f} of it); writing it costs {per_100k:.2f} CPU s per 100,000 samples "
+        f"(a bundle of {rows:,})"
+    )
+
+
+def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: dict) -> None:
     median = {name: statistics.median(values) for name, values in times.items()}
+    peak = {name: statistics.median(values) for name, values in peaks.items()}
     load = median["load only (python -c ccbench.load)"]
-    print(f"samples: {count:,} in {len(paths)} bundles, 6 configurations; median of {args.rounds} interleaved runs")
+    print(f"samples: {count:,} in {bundles} bundles, 6 configurations; median of {args.rounds} interleaved runs")
     for name, value in median.items():
         if name.startswith("against: "):
             continue
-        extra = "" if name.startswith("load") else f"  ({value / load:.1f}x load; {value / 5:.2f} of the 5 s target)"
-        print(f"{name:36s} {value:6.2f} s  peak {statistics.median(peaks[name]):5.0f} MiB{extra}")
+        extra = "" if name.startswith("load") else f"  ({value / load:.1f}x load)"
+        print(f"{name:36s} {value:6.2f} s  peak {peak[name]:5.0f} MiB{extra}")
     if args.against:
         print(f"against {args.against} (same bundles, interleaved): this checkout / that one")
         for name in commands:
             other = median["against: " + name]
             print(
                 f"{name:36s} {median[name]:6.2f} s vs {other:6.2f} s  ratio {median[name] / other:.2f}  "
-                f"peak memory ratio {statistics.median(peaks[name]) / statistics.median(peaks['against: ' + name]):.2f}"
+                f"peak {peak[name]:5.0f} vs {peak['against: ' + name]:5.0f} MiB  "
+                f"ratio {peak[name] / peak['against: ' + name]:.2f}"
             )
-    print(
-        f"helper process (default) vs -j 1: compare {median['ccbench compare --json'] / median['ccbench compare --json -j 1']:.2f}x, "
-        f"report {median['ccbench report -o report.html'] / median['ccbench report -o report.html -j 1']:.2f}x"
-    )
+    if not args.no_single_process:
+        compare, report_time = median["ccbench compare --json"], median["ccbench report -o report.html"]
+        print(
+            f"helper process (default) vs -j 1: compare {compare / median['ccbench compare --json -j 1']:.2f}x, "
+            f"report {report_time / median['ccbench report -o report.html -j 1']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -76,11 +76,14 @@ def table_from_records(chunks: Iterable[list[dict[str, Any]]]) -> pa.Table:
     """The samples (lists of records as read from a journal) as one Arrow table in the layout above."""
     parts: dict[str, list[pa.Array]] = {name: [] for name in [n for n, _ in SCALARS] + [*JSON_FIELDS, EXTRA]}
     types = dict(SCALARS)
+    scalars = pa.struct(SCALARS)
     for chunk in chunks:
         if not chunk:
             continue
-        for name, kind in SCALARS:
-            parts[name].append(pa.array([record.get(name) for record in chunk], type=kind))
+        # the scalar fields converted by Arrow from the records at once (other keys are ignored there)
+        converted = pa.array(chunk, type=scalars)
+        for index, (name, _) in enumerate(SCALARS):
+            parts[name].append(converted.field(index))
         for name in JSON_FIELDS:
             option = 0 if name == "metadata" else _SORT
             parts[name].append(pa.array([orjson.dumps(r.get(name), option=option).decode() for r in chunk]))
@@ -97,8 +100,8 @@ def table_from_records(chunks: Iterable[list[dict[str, Any]]]) -> pa.Table:
 
 
 def _extra(record: dict[str, Any]) -> str | None:
-    other = {key: value for key, value in record.items() if key not in _KNOWN}
-    return orjson.dumps(other, option=_SORT).decode() if other else None
+    other = record.keys() - _KNOWN
+    return orjson.dumps({key: record[key] for key in other}, option=_SORT).decode() if other else None
 
 
 def _flatten(prefix: str, encoded: pa.DictionaryArray) -> dict[str, pa.Array]:
