@@ -207,3 +207,13 @@ def test_duckdb_reads_many_bundles_files_together(tmp_path):
     ).fetchall()
     assert rows == [("fio", "4k", None, None, 1000.0), ("ycsb", None, 4, "tls", 7.0)]
     assert pq.read_schema(files[1]).field("params.threads").type == "int64"
+
+
+def test_a_cut_last_line_is_warned_about_on_every_load(tmp_path, cache):
+    bundle = write_bundle(tmp_path, [sample(value=1.0), sample(value=2.0, repetition=1)])
+    with open(bundle / "samples.jsonl", "a") as handle:
+        handle.write('{"workload": "fio", "metr')
+    for _ in range(2):  # converted, then read from the cache
+        with pytest.warns(UserWarning, match="truncated last line") as caught:
+            assert load(bundle)["value"].tolist() == [1.0, 2.0]
+        assert len([w for w in caught if "truncated" in str(w.message)]) == 1

@@ -153,9 +153,8 @@ def convert(bundle: Bundle | Path, target: Path, durable: bool = True) -> pa.Tab
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = table_from_records(bundle.sample_chunks())
+    # kept in the file: every load of it says them again (read_samples), the first one included
     messages = [str(w.message) for w in caught]
-    for message in messages:  # said now, and again by every load of the cached file
-        warnings.warn(message, stacklevel=2)
     table = table.replace_schema_metadata(
         {
             META_LAYOUT: LAYOUT,
