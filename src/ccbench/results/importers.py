@@ -455,6 +455,7 @@ def write_bundle(imported: Imported, out: Path) -> Path:
     nothing partial) and its digest list; returns its path."""
     from ccbench import attestation
     from ccbench.bundle import BundleWriter, bundle_dir_name
+    from ccbench.results.columnar import write_bundle_parquet
 
     _number_executions(imported.executions)
     started = imported.executions[0].started_at if imported.executions else _iso(datetime.now(UTC))
@@ -478,6 +479,7 @@ def write_bundle(imported: Imported, out: Path) -> Path:
         for execution in imported.executions:
             _write_execution(writer, execution)
         writer.close()
+        write_bundle_parquet(writer.path)  # as a run ends: the samples as Parquet, under the digest list
         attestation.finish_bundle(writer.path, provider=None)  # nothing here was measured in a TEE
         target = Path(out) / writer.path.name
         suffix = 1
