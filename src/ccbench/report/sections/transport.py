@@ -29,74 +29,111 @@ def _targets(
     data: pd.DataFrame, rtt: pd.DataFrame, throughput: pd.DataFrame, handshake_p50: pd.DataFrame
 ) -> pd.DataFrame | None:
     """The issue's targets, from the medians of this bundle (each transport measured in the same run)."""
+    rows = [
+        *_throughput_targets(data, throughput),
+        *_round_trip_targets(rtt),
+        *_handshake_targets(handshake_p50),
+        *_floor_targets(data),
+        *_context_rows(data),
+    ]
+    return pd.DataFrame(rows) if rows else None
+
+
+def _target(name: str, value: float, target: str, met: bool) -> list[dict]:
+    """A target's row, or none where it was not measured."""
+    if pd.isna(value):
+        return []
+    return [{"target": name, "measured": round(float(value), 3), "wanted": target, "met": "yes" if met else "no"}]
+
+
+def _median(data: pd.DataFrame, metric: str) -> float:
+    return data[data["metric"] == metric]["value"].median()
+
+
+def _throughput_targets(data: pd.DataFrame, throughput: pd.DataFrame) -> list[dict]:
+    if "securechannel" not in throughput:
+        return []
+    share = _median(data, "target_throughput_1MiB_share_of_aead")
     rows = []
-
-    def add(name: str, value: float, target: str, met: bool) -> None:
-        if pd.notna(value):
-            rows.append(
-                {"target": name, "measured": round(float(value), 3), "wanted": target, "met": "yes" if met else "no"}
+    for (_machine, pipe, payload), row in throughput.iterrows():
+        if payload == 1048576 and pipe == "duplex":
+            rows += _target(
+                "1 MiB throughput (MB/s, duplex)", row["securechannel"], ">= 2000", row["securechannel"] >= 2000
             )
+            rows += _target("1 MiB throughput / AEAD ceiling", share, ">= 0.70", share >= 0.70)
+            if "tls" in throughput:
+                rows += _target(
+                    "1 MiB throughput / TLS (duplex)",
+                    row["securechannel"] / row["tls"],
+                    "> 1",
+                    row["securechannel"] > row["tls"],
+                )
+    return rows
 
-    def median(metric: str) -> float:
-        return data[data["metric"] == metric]["value"].median()
 
-    share = median("target_throughput_1MiB_share_of_aead")
-    if "securechannel" in throughput:
-        for (_machine, pipe, payload), row in throughput.iterrows():
-            if payload == 1048576 and pipe == "duplex":
-                add("1 MiB throughput (MB/s, duplex)", row["securechannel"], ">= 2000", row["securechannel"] >= 2000)
-                add("1 MiB throughput / AEAD ceiling", share, ">= 0.70", share >= 0.70)
-                if "tls" in throughput:
-                    add(
-                        "1 MiB throughput / TLS (duplex)",
-                        row["securechannel"] / row["tls"],
-                        "> 1",
-                        row["securechannel"] > row["tls"],
-                    )
-    if "securechannel" in rtt and "plain" in rtt:
-        for (_machine, pipe, payload), row in rtt.iterrows():
-            if payload == 1536:
-                ratio = row["securechannel"] / row["plain"]
-                add(f"1536 B round trip / plaintext ({pipe})", ratio, "<= 1.15", ratio <= 1.15)
-                if "tls" in rtt:
-                    add(
-                        f"1536 B round trip / TLS ({pipe})",
-                        row["securechannel"] / row["tls"],
-                        "< 1",
-                        row["securechannel"] < row["tls"],
-                    )
-    if "securechannel" in handshake_p50:
-        for pipe, row in handshake_p50.iterrows():
-            add(f"handshake p50 (us, {pipe})", row["securechannel"], "<= 100", row["securechannel"] <= 100)
-            if "tls" in handshake_p50:
-                add(
-                    f"handshake p50 / TLS ({pipe})",
+def _round_trip_targets(rtt: pd.DataFrame) -> list[dict]:
+    if "securechannel" not in rtt or "plain" not in rtt:
+        return []
+    rows = []
+    for (_machine, pipe, payload), row in rtt.iterrows():
+        if payload == 1536:
+            ratio = row["securechannel"] / row["plain"]
+            rows += _target(f"1536 B round trip / plaintext ({pipe})", ratio, "<= 1.15", ratio <= 1.15)
+            if "tls" in rtt:
+                rows += _target(
+                    f"1536 B round trip / TLS ({pipe})",
                     row["securechannel"] / row["tls"],
                     "< 1",
                     row["securechannel"] < row["tls"],
                 )
-    floor = median("x25519_handshake_floor")
-    if pd.notna(floor):
-        # ratio to the floor measured in the same run (each execution's own ratio, then the median)
-        ratio = median("target_handshake_vs_x25519_floor")
-        add("handshake p50 / X25519 floor (duplex)", ratio, "<= 1.2", ratio <= 1.2)
-        rows.append(
-            {
-                "target": "X25519 floor of a handshake, both sides on one core (us)",
-                "measured": round(float(floor), 1),
-                "wanted": "(context)",
-                "met": "",
-            }
-        )
+    return rows
+
+
+def _handshake_targets(handshake_p50: pd.DataFrame) -> list[dict]:
+    if "securechannel" not in handshake_p50:
+        return []
+    rows = []
+    for pipe, row in handshake_p50.iterrows():
+        rows += _target(f"handshake p50 (us, {pipe})", row["securechannel"], "<= 100", row["securechannel"] <= 100)
+        if "tls" in handshake_p50:
+            rows += _target(
+                f"handshake p50 / TLS ({pipe})",
+                row["securechannel"] / row["tls"],
+                "< 1",
+                row["securechannel"] < row["tls"],
+            )
+    return rows
+
+
+def _floor_targets(data: pd.DataFrame) -> list[dict]:
+    """The handshake against the X25519 floor measured in the same run, and the floor itself."""
+    floor = _median(data, "x25519_handshake_floor")
+    if pd.isna(floor):
+        return []
+    # ratio to the floor measured in the same run (each execution's own ratio, then the median)
+    ratio = _median(data, "target_handshake_vs_x25519_floor")
+    return _target("handshake p50 / X25519 floor (duplex)", ratio, "<= 1.2", ratio <= 1.2) + [
+        {
+            "target": "X25519 floor of a handshake, both sides on one core (us)",
+            "measured": round(float(floor), 1),
+            "wanted": "(context)",
+            "met": "",
+        }
+    ]
+
+
+def _context_rows(data: pd.DataFrame) -> list[dict]:
+    """Costs shown beside the targets for context: the Noise handshake alone, verifying real evidence."""
+    rows = []
     for metric, label in (
         ("noise_nn_handshake_p50", "Noise NN alone (snow, in memory), p50 (us)"),
         ("verify_snp_report_p50", "verify one real SEV-SNP report (VCEK, AMD chain), p50 (us)"),
         ("verify_tdx_quote_p50", "verify one real TDX quote (DCAP collateral), p50 (us)"),
     ):
-        value = median(metric)
+        value = _median(data, metric)
         if pd.notna(value):
             rows.append({"target": label, "measured": round(float(value), 1), "wanted": "(context)", "met": ""})
-    return pd.DataFrame(rows) if rows else None
+    return rows
 
 
 def build(ctx: ReportContext) -> Section | None:
