@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from ccbench.analysis.load import SUMMARY_COLUMN
 from ccbench.analysis.stats import CONFIDENCE, MIN_SAMPLES, NOISY_CV, coefficients_of_variation
 from ccbench.errors import CCBenchError
 
@@ -240,8 +241,13 @@ def _statistics(data: pd.DataFrame) -> pd.DataFrame:
     positive = values > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
+    summary = data[SUMMARY_COLUMN].to_numpy(dtype=bool) if SUMMARY_COLUMN in data else np.zeros(len(data), bool)
     work = data[GROUP + ["config", "unit", "better"]].assign(
-        value=values, log=logs, nonpositive=~positive, contended=data["contended"].to_numpy(dtype=bool)
+        value=values,
+        log=logs,
+        nonpositive=~positive,
+        contended=data["contended"].to_numpy(dtype=bool),
+        summary=summary,
     )
     # group numbers in order of first appearance; sort=False keeps that order in the aggregate
     work["group"] = work.groupby(GROUP, sort=False, dropna=False).ngroup()
@@ -255,6 +261,7 @@ def _statistics(data: pd.DataFrame) -> pd.DataFrame:
         log_var=("log", "var"),
         nonpositive=("nonpositive", "any"),
         contended=("contended", "sum"),
+        summary=("summary", "any"),
     ).reset_index()
     # the group's label, unit and direction come from its first sample
     first = work.drop_duplicates("group").set_index("group")
@@ -330,13 +337,23 @@ def _judge(base: pd.DataFrame, rows: pd.DataFrame, intervals: dict[str, np.ndarr
         "contended_a": contended_a,
         "contended_b": contended_b,
         "significant": significant,
-        "flags": _flags(few, noisy, significant, (contended_a + contended_b) > 0),
+        "flags": _flags(
+            few,
+            noisy,
+            significant,
+            (contended_a + contended_b) > 0,
+            base["summary"].to_numpy(dtype=bool) | rows["summary"].to_numpy(dtype=bool),
+        ),
     }
 
 
-def _flags(few: np.ndarray, noisy: np.ndarray, significant: np.ndarray, contended: np.ndarray) -> list[list[str]]:
+def _flags(
+    few: np.ndarray, noisy: np.ndarray, significant: np.ndarray, contended: np.ndarray, summary: np.ndarray
+) -> list[list[str]]:
     flags = []
-    for is_few, is_noisy, is_significant, is_contended in zip(few, noisy, significant, contended):
+    for is_few, is_noisy, is_significant, is_contended, is_summary in zip(
+        few, noisy, significant, contended, summary, strict=True
+    ):
         row_flags = ["not enough samples"] if is_few else []
         if is_noisy:
             row_flags.append("noisy")
@@ -344,6 +361,10 @@ def _flags(few: np.ndarray, noisy: np.ndarray, significant: np.ndarray, contende
             row_flags.append("not significant")
         if is_contended:
             row_flags.append("contended")
+        if is_summary:
+            # an imported console log's mean and standard deviation: how many values stand behind
+            # each is unknown, so no interval can honestly be built from them
+            row_flags.append("summary statistics (number of values unknown)")
         flags.append(row_flags)
     return flags
 
