@@ -492,6 +492,11 @@ def test_verify_names_a_vlek_and_anchors_it_in_the_asvk(tmp_path, ccbench):
     assert "attestation: verified" in done.stdout and "signed by VLEK" in done.stdout, done.stdout
     verdict = json.loads(ccbench("verify", bundle, "--collateral", collateral, "--json", env=env).stdout)
     assert verdict["signing_key"] == "VLEK"
+    # the same VLEK's signature over a report that says a VCEK signed it: the wrong kind of key
+    digest = json.loads((bundle / "attestation.json").read_text())["digest"]
+    (bundle / "attestation" / "evidence.bin").write_bytes(sign_test_report(chain, report_data(digest), vlek=False))
+    done = ccbench("verify", bundle, "--collateral", collateral, env=env)
+    assert done.returncode == EXIT_EVIDENCE and "bad-signature" in done.stdout and "says a VCEK" in done.stdout
     (chain / "asvk.pem").unlink()
     done = ccbench("verify", bundle, "--collateral", collateral, env=env)
     assert done.returncode == EXIT_EVIDENCE and "unknown-root" in done.stdout, done.stdout
