@@ -31,6 +31,7 @@ import orjson
 
 from ccbench import BUNDLE_FORMAT_VERSION, __version__
 from ccbench.errors import BundleError, CCBenchError
+from ccbench.fsutil import write_json_atomic
 
 if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pydantic
     from ccbench.model import Sample
@@ -51,30 +52,6 @@ FORMAT_HISTORY = {
 }
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_json_atomic(path: Path, document: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, sort_keys=False, default=str)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 def bundle_dir_name(hostname: str | None = None, when: datetime | None = None) -> str:
     hostname = hostname or socket.gethostname() or "host"
     when = when or datetime.now(UTC)
@@ -93,11 +70,12 @@ class BundleWriter:
         self._executions = None
 
     @classmethod
-    def create(cls, out_dir: Path, manifest: dict[str, Any]) -> BundleWriter:
+    def create(cls, out_dir: Path, manifest: dict[str, Any], name: str | None = None) -> BundleWriter:
+        """A new bundle under out_dir, named ``<host>-<UTC time>`` (or ``name``), never over another."""
         out_dir = Path(out_dir)
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            base = out_dir / bundle_dir_name()
+            base = out_dir / (name or bundle_dir_name())
             path = base
             suffix = 1
             while path.exists():

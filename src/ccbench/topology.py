@@ -36,7 +36,6 @@ from __future__ import annotations
 import atexit
 import fcntl
 import ipaddress
-import json
 import os
 import re
 import secrets
@@ -51,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
+from ccbench.ledger import Ledger, read_entries
 
 #: 10.204.0.0/16 (204 = 0xCC); each segment takes one /24 of it
 ADDRESS_RANGE = ipaddress.ip_network("10.204.0.0/16")
@@ -218,12 +218,6 @@ def _netem_limit(shape: LinkShape) -> int:
 # ------------------------------------------------------------------------------------------- state
 
 
-def _write_json(path: Path, data: Any) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=1))
-    os.replace(temporary, path)
-
-
 def _pids_in_netns(netns: str) -> list[int]:
     done = _run(["ip", "netns", "pids", netns], check=False)
     return [int(p) for p in done.stdout.split() if p.isdigit()] if done.returncode == 0 else []
@@ -260,8 +254,11 @@ def _netns_exists(name: str) -> bool:
     return Path("/run/netns", name).exists() or Path("/var/run/netns", name).exists()
 
 
-def _undo(entries: list[dict[str, Any]], processes: list[dict[str, Any]]) -> list[str]:
-    """Remove what the state lists, newest first. Missing things are fine (already gone)."""
+def _undo(recorded: list[dict[str, Any]]) -> list[str]:
+    """Remove what the ledger lists, newest first. Missing things are fine (already gone). Processes go
+    first (asked, then everything inside each namespace, then killed), then namespaces and links."""
+    processes = [e for e in recorded if e.get("kind") == "process"]
+    entries = [e for e in recorded if e.get("kind") != "process"]
     removed = []
     for proc in processes:
         pid = proc.get("pid")
@@ -319,11 +316,10 @@ def cleanup_stale(workdir: str | os.PathLike) -> list[str]:
                 handle.close()
                 continue  # its owner is alive
         try:
-            try:
-                state = json.loads((directory / STATE_FILE).read_text())
-            except (OSError, ValueError):
-                state = {"entries": [], "processes": []}
-            removed += _undo(state.get("entries", []), state.get("processes", []))
+            entries, header = read_entries(directory / STATE_FILE)
+            # state files of older versions kept processes in a list of their own
+            entries += [{**p, "kind": "process"} for p in header.get("processes", [])]
+            removed += _undo(entries)
             shutil.rmtree(directory, ignore_errors=True)
             removed.append(f"removed {directory}")
         finally:
@@ -421,8 +417,7 @@ class Topology:
         self.directory = Path(workdir).resolve() / "topology" / f"{name}-{self.rid}"
         self.hosts: list[Host] = []
         self.segments: list[Segment] = []
-        self._entries: list[dict[str, Any]] = []
-        self._processes: list[dict[str, Any]] = []
+        self._ledger = Ledger(self.directory / STATE_FILE, {"name": name, "rid": self.rid, "owner_pid": os.getpid()})
         self._lock_handle = None
         self._started = False
         self._closed = False
@@ -473,7 +468,7 @@ class Topology:
             if not self._started or self._closed:
                 return []
             self._closed = True
-            removed = _undo(self._entries, self._processes)
+            removed = _undo(self._ledger.entries)
             shutil.rmtree(self.directory, ignore_errors=True)
             if self._lock_handle:
                 self._lock_handle.close()
@@ -587,34 +582,22 @@ class Topology:
         raise TopologyError("no free /24 left in 10.204.0.0/16 (tear down other topologies)")
 
     def _record(self, kind: str, name: str, **extra) -> None:
-        with self._mutex:
-            self._entries.append({"kind": kind, "name": name, **extra})
-            self._save()
+        self._ledger.record({"kind": kind, "name": name, **extra})
 
     def _record_process(self, host: Host, process: subprocess.Popen, argv: Sequence[str]) -> None:
-        with self._mutex:
-            self._processes.append(
-                {
-                    "pid": process.pid,
-                    "host": host.name,
-                    "argv0": str(argv[0]) if argv else "",
-                    "start_time": _process_start_time(process.pid),
-                }
-            )
-            self._save()
+        self._ledger.record(
+            {
+                "kind": "process",
+                "pid": process.pid,
+                "host": host.name,
+                "argv0": str(argv[0]) if argv else "",
+                "start_time": _process_start_time(process.pid),
+            }
+        )
 
     def _save(self) -> None:
-        _write_json(
-            self.directory / STATE_FILE,
-            {
-                "name": self.name,
-                "rid": self.rid,
-                "owner_pid": os.getpid(),
-                "entries": self._entries,
-                "processes": self._processes,
-                "hosts": {h.name: {"netns": h.netns, "addresses": h.addresses} for h in self.hosts},
-            },
-        )
+        hosts = {h.name: {"netns": h.netns, "addresses": h.addresses} for h in self.hosts}
+        self._ledger.set_header(owner_pid=os.getpid(), hosts=hosts)
 
 
 class _global_lock:

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from ccbench.errors import CCBenchError
+from ccbench.ledger import Ledger, read_entries
 from ccbench.variants.base import AxisOptions, PreparedVariant, VariantAxis
 from ccbench.workloads.base import missing_tools, size_bytes
 
@@ -138,28 +139,17 @@ def _state_path(root: Path) -> Path:
     return root / STATE_FILE
 
 
-def _load_state(root: Path) -> list[dict[str, Any]]:
-    try:
-        return json.loads(_state_path(root).read_text())
-    except (OSError, ValueError):
-        return []
-
-
-def _save_state(root: Path, entries: list[dict[str, Any]]) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = _state_path(root).with_suffix(".tmp")
-    tmp.write_text(json.dumps(entries, indent=1))
-    os.replace(tmp, _state_path(root))
+def _ledger(root: Path) -> Ledger:
+    return Ledger(_state_path(root), load=True)
 
 
 def _record(root: Path, entry: dict[str, Any]) -> None:
-    entries = _load_state(root)
-    entries.append(entry)
-    _save_state(root, entries)
+    root.mkdir(parents=True, exist_ok=True)
+    _ledger(root).record(entry)
 
 
 def _forget(root: Path, directory: str) -> None:
-    _save_state(root, [e for e in _load_state(root) if e.get("directory") != directory])
+    _ledger(root).forget(lambda entry: entry.get("directory") == directory)
 
 
 def _mount_points_under(path: Path) -> list[str]:
@@ -706,7 +696,7 @@ def cleanup_stale(workdir: Path) -> list[str]:
     if not root.exists():
         return []
     removed = []
-    for entry in _load_state(root):
+    for entry in read_entries(_state_path(root))[0]:
         cls = KINDS.get(entry.get("kind"))
         if cls is not None:
             removed += cls.clean_stale(entry)
@@ -731,7 +721,7 @@ def cleanup_stale(workdir: Path) -> list[str]:
         if child.is_dir() and not _mount_points_under(child):
             shutil.rmtree(child, ignore_errors=True)
             removed.append(f"removed {child}")
-    _save_state(root, [])
+    Ledger(_state_path(root)).save()
     return removed
 
 
@@ -772,7 +762,8 @@ class StorageAxis(VariantAxis):
     def setup(self, value: str, workdir: Path, options: AxisOptions) -> PreparedVariant:
         root = Path(workdir) / "storage"
         if not _state_path(root).exists():
-            _save_state(root, [])  # the storage root and its state file come first
+            root.mkdir(parents=True, exist_ok=True)
+            Ledger(_state_path(root)).save()  # the storage root and its state file come first
         cls = self.mechanism_class(value, options)
         directory = root / f"{value.replace(':', '-')}-{uuid.uuid4().hex[:8]}"
         directory.mkdir()
