@@ -564,8 +564,39 @@ def test_real_world_evidence_gets_its_expected_verdict(case, index):
         assert result.get("verified"), result
         if "signing_key" in expected:
             assert result["claims"]["signing_key"] == expected["signing_key"]
+        claims = result["claims"]
         if "tcb_status" in check:
-            assert result["claims"]["tcb"]["status"] == check["tcb_status"]
+            assert claims["tcb"]["status"] == check["tcb_status"]
+        if "root" in check:  # e.g. "AMD Milan (ARK-Milan)": the anchor's name, then what it holds
+            assert check["root"].startswith(claims["root"]), claims["root"]
+        for field, value in check.get("tcb", {}).items():
+            assert claims["tcb"][field] == value, field
+        if "debug" in check:
+            assert claims["debug"] == check["debug"]
+        if "vmpl" in check:
+            assert claims["details"]["vmpl"] == check["vmpl"]
     else:
         assert not result.get("verified"), result
         assert result["reason"]["code"] in check["codes"], result
+
+
+@needs_verifier
+def test_a_bundle_carrying_an_azure_hcl_report_is_malformed_evidence_named(tmp_path, ccbench):
+    """A TDX bundle whose evidence is an Azure HCL report (what an Azure TDX VM's vTPM hands out), with
+    no collateral: `ccbench verify` says malformed and what it is, not "missing collateral"."""
+    hcl = REAL_WORLD_EVIDENCE / "tdx-azure-hclreport-constellation" / "evidence.bin"
+    if not hcl.is_file():
+        pytest.skip(f"{hcl} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)")
+    bundle = make_bundle(tmp_path)
+    document = finish_bundle(bundle, provider=None)
+    (bundle / "attestation").mkdir()
+    shutil.copy(hcl, bundle / "attestation" / "evidence.bin")
+    document.update(
+        status="attested",
+        evidence={"technology": "tdx", "provider": "tdx_guest", "mock": False, "file": "attestation/evidence.bin"},
+    )
+    (bundle / "attestation.json").write_text(json.dumps(document))
+    done = ccbench("verify", bundle)
+    assert done.returncode == EXIT_EVIDENCE, done.stdout + done.stderr
+    assert "attestation: failed" in done.stdout and "malformed" in done.stdout, done.stdout
+    assert "Azure HCL report" in done.stdout and "missing-collateral" not in done.stdout
