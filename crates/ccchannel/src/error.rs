@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::record::RecordType;
+use crate::wire::{RecordType, MAX_DIMS};
 
 /// Why a peer's attestation evidence was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +97,7 @@ impl fmt::Display for ProtocolViolation {
             ProtocolViolation::UnknownFrameKind(kind) => write!(f, "unknown frame kind {kind}"),
             ProtocolViolation::UnknownDType(code) => write!(f, "unknown dtype {code}"),
             ProtocolViolation::TooManyDimensions(n) => {
-                write!(f, "{n} dimensions (at most {})", crate::frame::MAX_DIMS)
+                write!(f, "{n} dimensions (at most {MAX_DIMS})")
             }
             ProtocolViolation::MalformedTensorHeader => write!(f, "malformed tensor header"),
             ProtocolViolation::TensorSizeMismatch { len, shape } => {

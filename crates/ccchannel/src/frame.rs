@@ -3,46 +3,7 @@
 use std::borrow::Cow;
 
 use crate::error::{ChannelError, ProtocolViolation};
-
-pub const KIND_BYTES: u8 = 0;
-pub const KIND_TENSOR: u8 = 1;
-pub const MAX_DIMS: usize = 8;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum DType {
-    F32 = 0,
-    F16 = 1,
-    BF16 = 2,
-    I64 = 3,
-    I32 = 4,
-    U8 = 5,
-    F64 = 6,
-}
-
-impl DType {
-    pub fn size(self) -> usize {
-        match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::I64 | DType::F64 => 8,
-            DType::U8 => 1,
-        }
-    }
-
-    fn from_code(code: u8) -> Option<DType> {
-        Some(match code {
-            0 => DType::F32,
-            1 => DType::F16,
-            2 => DType::BF16,
-            3 => DType::I64,
-            4 => DType::I32,
-            5 => DType::U8,
-            6 => DType::F64,
-            _ => return None,
-        })
-    }
-}
+pub use crate::wire::{DType, KIND_BYTES, KIND_TENSOR, MAX_DIMS};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
