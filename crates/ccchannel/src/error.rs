@@ -63,9 +63,9 @@ pub enum ProtocolViolation {
     MessageLongerThanAnnounced { announced: u64, received: u64 },
     /// A message's frame kind is neither bytes nor tensor.
     UnknownFrameKind(u8),
-    /// A tensor's dtype code is not one of [`crate::DType`].
+    /// A tensor's dtype code is not one of [`crate::wire::DType`].
     UnknownDType(u8),
-    /// A tensor has more dimensions than [`crate::frame::MAX_DIMS`].
+    /// A tensor has more dimensions than [`crate::wire::MAX_DIMS`].
     TooManyDimensions(usize),
     /// A tensor header is shorter than its dimension count says, or has bytes left over.
     MalformedTensorHeader,
