@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ccbench.fleet import k8s
+
+yaml = pytest.importorskip("yaml", reason="install the fleet component (PyYAML): bash scripts/setup.sh --with fleet")
 
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="install the fleet component (kubernetes-validate)"
