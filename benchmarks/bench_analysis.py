@@ -194,6 +194,9 @@ def main() -> None:
         "and print the ratios (this checkout / that one)",
     )
     parser.add_argument("--no-single-process", action="store_true", help="skip the -j 1 runs of compare and report")
+    parser.add_argument(
+        "--only", action="append", metavar="WORDS", help="run only the commands whose name contains WORDS (repeatable)"
+    )
     args = parser.parse_args()
     this_src = str(REPO / "src")
     with tempfile.TemporaryDirectory() as tmp:
@@ -213,11 +216,14 @@ def main() -> None:
         }
         if args.no_single_process:
             commands = {name: argv for name, argv in commands.items() if not name.endswith("-j 1")}
+        first_load = commands["load only (python -c ccbench.load)"]
+        if args.only:
+            commands = {name: argv for name, argv in commands.items() if any(words in name for words in args.only)}
         sources = {"": this_src}
         if args.against:
             sources["against: "] = source_of(args.against, root)
         # the first load converts every journal into the (empty) cache; the runs below read the cache
-        first_conversion, first_peak = timed(commands["load only (python -c ccbench.load)"], this_src, cache)
+        first_conversion, first_peak = timed(first_load, this_src, cache)
         per_100k, journal_bytes, rows = parquet_costs(paths, args.rounds)
         parquet_bytes = sum(p.stat().st_size for p in cache.rglob("*.parquet"))
         times: dict[str, list[float]] = {}
@@ -240,12 +246,12 @@ def main() -> None:
 def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: dict) -> None:
     median = {name: statistics.median(values) for name, values in times.items()}
     peak = {name: statistics.median(values) for name, values in peaks.items()}
-    load = median["load only (python -c ccbench.load)"]
+    load = median.get("load only (python -c ccbench.load)")
     print(f"samples: {count:,} in {bundles} bundles, 6 configurations; median of {args.rounds} interleaved runs")
     for name, value in median.items():
         if name.startswith("against: "):
             continue
-        extra = "" if name.startswith("load") else f"  ({value / load:.1f}x load)"
+        extra = "" if name.startswith("load") or not load else f"  ({value / load:.1f}x load)"
         print(f"{name:36s} {value:6.2f} s  peak {peak[name]:5.0f} MiB{extra}")
     if args.against:
         print(f"against {args.against} (same bundles, interleaved): this checkout / that one")
@@ -256,7 +262,7 @@ def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: d
                 f"peak {peak[name]:5.0f} vs {peak['against: ' + name]:5.0f} MiB  "
                 f"ratio {peak[name] / peak['against: ' + name]:.2f}"
             )
-    if not args.no_single_process:
+    if not args.no_single_process and not args.only:
         compare, report_time = median["ccbench compare --json"], median["ccbench report -o report.html"]
         print(
             f"helper process (default) vs -j 1: compare {compare / median['ccbench compare --json -j 1']:.2f}x, "
