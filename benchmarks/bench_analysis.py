@@ -145,10 +145,24 @@ def source_of(against: str, root: Path) -> str:
     return str(target / "src")
 
 
+EXTRA_SAMPLE = Sample(
+    workload="prime",
+    kind="prime",
+    params={},
+    variant={"storage": "disk"},
+    metric="time",
+    unit="s",
+    value=0.0,
+    repetition=999,
+    warmup=False,
+    timestamp="2026-01-01T00:00:00Z",
+)
+
+
 def make_bundles(root: Path, total: int, count: int) -> list[Path]:
     """``count`` bundles of about ``total / count`` samples: three written (one per machine), the
-    rest copies of them under new names (writing millions of Samples one by one would take longer
-    than the measurements)."""
+    rest copies of them under new names, each with one sample of its own (writing millions of
+    Samples one by one would take longer than the measurements)."""
     templates = write_bundles(root / "templates", total * min(count, len(MACHINES)) // count)
     if count <= len(MACHINES):
         return templates[:count]
@@ -157,6 +171,10 @@ def make_bundles(root: Path, total: int, count: int) -> list[Path]:
         template = templates[index % len(templates)]
         path = root / "runs" / f"{template.name}-{index:03d}"
         shutil.copytree(template, path)
+        # one sample more, its own: every copy's journal differs, so each is converted (the cache
+        # is keyed by the journal's hash and would convert identical copies once)
+        with open(path / "samples.jsonl", "a") as journal:
+            journal.write(EXTRA_SAMPLE.model_copy(update={"value": float(index)}).model_dump_json() + "\n")
         paths.append(path)
     shutil.rmtree(root / "templates")
     return paths

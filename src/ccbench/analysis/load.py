@@ -224,8 +224,8 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
 
     variants = _Described(table.column("variant"), describe_variant)
     metadata = _Described(table.column("metadata"), describe_metadata)
-    sample_cipher = metadata.part(2)
-    causes = {name: variants.part(3 + i) for i, name in enumerate(CAUSE_KEYS)}
+    sample_cipher = metadata.objects(2)
+    causes = {name: variants.objects(3 + i) for i, name in enumerate(CAUSE_KEYS)}
     # a workload that negotiates its own cipher (TLS) records it on the sample; it wins over the
     # variant's, which was fixed before the run
     if any(sample_cipher):
@@ -262,7 +262,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
             "warmup": table.column("warmup").to_numpy(zero_copy_only=False).astype(bool),
             "contended": table.column("contended").fill_null(False).to_numpy(zero_copy_only=False).astype(bool),
             **causes,
-            SUMMARY_COLUMN: metadata.part(1).astype(bool),
+            SUMMARY_COLUMN: metadata.objects(1).astype(bool),
         }
     )
 
@@ -279,12 +279,27 @@ class _Described:
         self.distinct.append(describe(None))  # for the rows whose value is null
         self.indices = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy(zero_copy_only=False)
 
-    def part(self, position: int | None = None) -> np.ndarray:
-        """Per row: the description, or the element ``position`` of it (a tuple)."""
-        values = np.empty(len(self.distinct), dtype=object)
-        for index, described in enumerate(self.distinct):
-            values[index] = described if position is None else described[position]
-        return values[self.indices]
+        self._used: np.ndarray | None = None
+
+    def part(self, position: int | None = None) -> np.ndarray | pd.api.extensions.ExtensionArray:
+        """Per row: the description, or the element ``position`` of it (a tuple). Strings (with
+        None where missing) come as pandas' string array, made from Arrow directly: the dtype pandas
+        would infer from the objects, without it looking at every row's object to infer it."""
+        values = [described if position is None else described[position] for described in self.distinct]
+        if self._used is None:
+            self._used = np.unique(self.indices)
+        used = [values[index] for index in self._used]
+        if any(type(v) is str for v in used) and all(v is None or type(v) is str for v in used):
+            strings = pa.array(values, type=pa.large_string()).take(pa.array(self.indices))
+            return pd.array(pd.arrays.ArrowExtensionArray(strings), dtype=pd.StringDtype(na_value=np.nan))
+        return self.objects(position)
+
+    def objects(self, position: int | None = None) -> np.ndarray:
+        """As part, always an array of Python objects."""
+        objects = np.empty(len(self.distinct), dtype=object)
+        for index, described in enumerate(self.distinct):  # one by one: a tuple is one object here
+            objects[index] = described if position is None else described[position]
+        return objects[self.indices]
 
 
 def _case_dict(metadata) -> dict:

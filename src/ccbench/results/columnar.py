@@ -230,6 +230,30 @@ def _fresh_in_bundle(path: Path) -> Path | None:
     return parquet
 
 
+def _known_digest(journal: Path) -> str:
+    """The journal's SHA-256, remembered in the cache by its path, size and modification time (an
+    append changes both), so that a load of a cached bundle does not read its whole journal again."""
+    status = journal.stat()
+    name = hashlib.sha256(str(journal.resolve()).encode()).hexdigest()
+    note = cache_dir() / "digests" / name
+    stamp = f"{status.st_size} {status.st_mtime_ns} "
+    try:
+        text = note.read_text()
+        if text.startswith(stamp) and len(text) == len(stamp) + 64:
+            return text[len(stamp) :]
+    except OSError:
+        pass
+    sha = journal_digest(journal)[1]
+    try:
+        note.parent.mkdir(parents=True, exist_ok=True)
+        temporary = note.with_name(f".{name}.{os.getpid()}.tmp")
+        temporary.write_text(stamp + sha)
+        os.replace(temporary, note)
+    except OSError:
+        pass  # a cache that cannot be written: hashed again next time
+    return sha
+
+
 def columnar_file(bundle: Bundle) -> Path:
     """The Parquet file holding the bundle's samples: its own, or the cache's (converted now if
     missing). A cache that cannot be written (read-only home) is converted into a temporary one."""
@@ -238,7 +262,7 @@ def columnar_file(bundle: Bundle) -> Path:
     if own is not None:
         return own
     journal = path / SAMPLES
-    sha = journal_digest(journal)[1] if journal.exists() else hashlib.sha256().hexdigest()
+    sha = _known_digest(journal) if journal.exists() else hashlib.sha256().hexdigest()
     cached = cache_path(sha)
     if cached.exists():
         return cached
