@@ -133,3 +133,14 @@ def test_format_1_samples_left_by_a_killed_execution_get_the_key_of_its_rerun(tm
     bundle = read_bundle(copy)
     assert bundle.samples[0]["execution"] is None and bundle.samples[0]["raw"] is None
     assert bundle.samples[1]["execution"] == records[0]["key"]
+
+
+def test_reopening_to_resume_removes_the_older_parquet_copy(tmp_path):
+    """It no longer holds every sample once the resumed run appends; the run writes it again at its end."""
+    writer = BundleWriter.create(tmp_path, {})
+    writer.append_samples([sample()])
+    writer.close()
+    (writer.path / "samples.parquet").write_bytes(b"an older copy")
+    BundleWriter.reopen(writer.path).close()
+    assert not (writer.path / "samples.parquet").exists()
+    assert len(read_bundle(writer.path).samples) == 1
