@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# history: Apache Otava (change points in results over time) in its own environment <venv>/otava
+# history: the results store (DuckDB) and Apache Otava (change points over time) in its own environment <venv>/otava
 # Otava 0.8 pins numpy 2.2 and pulls cloud clients (BigQuery, Grafana, Slack...), so it gets an
 # environment of its own (about 300 MB); ccbench drives its command line with CSV files.
 [ -z "$CCBENCH_SETUP_HOST" ] || { log "history: not needed on fleet hosts (the controller keeps the store)"; return 0; }
@@ -12,3 +12,5 @@ else
   "$OTAVA_VENV/bin/python" -m pip install -q --disable-pip-version-check 'apache-otava==0.8.*' \
     || die "pip could not install apache-otava into $OTAVA_VENV"
 fi
+# the store itself is DuckDB, in the project's environment
+pip_install -e "$ROOT[history]"

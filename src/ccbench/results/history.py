@@ -151,8 +151,7 @@ class Store:
             self._add_duckdb(points)
 
     def frame(self) -> pd.DataFrame:
-        import duckdb
-
+        duckdb = _duckdb()
         if self.partitioned:
             files = sorted(self.path.glob("date=*/label=*/*.parquet"))
             if not files:
@@ -164,8 +163,7 @@ class Store:
             return db.execute("select * from runs").df()[COLUMNS]
 
     def _connect(self, read_only: bool = False):
-        import duckdb
-
+        duckdb = _duckdb()
         try:
             return duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
@@ -194,6 +192,16 @@ class Store:
             temporary = directory / f".{run_id}.parquet.partial"
             pq.write_table(pa.Table.from_pandas(part.reset_index(drop=True), preserve_index=False), temporary)
             temporary.replace(target)
+
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise EnvironmentProblem(
+            "the history store needs DuckDB, which is not installed: bash scripts/setup.sh --with history"
+        ) from None
+    return duckdb
 
 
 def _safe(text: str) -> str:
