@@ -296,3 +296,24 @@ def test_run_summary_is_short_and_ends_with_the_machine_protection(tmp_path, ccb
     assert "system check" in done.stderr
     names = [check["name"] for check in read_bundle(only_bundle(tmp_path / "out")).manifest["system_check"]]
     assert "transparent huge pages" in names and "other busy processes" in names
+
+
+def test_a_failure_that_would_repeat_skips_the_rest_of_its_variant(tmp_path, ccbench, workdir, write_plan):
+    # bash exits 127 for a command it cannot find: the next execution would fail the same way
+    path = write_plan(
+        '[[workloads]]\nkind = "command"\nname = "missing"\nwarmup = 1\nrepetitions = 3\n'
+        'command = "no-such-tool-for-ccbench"\n'
+        '[[workloads]]\nkind = "command"\nname = "works"\ncommand = "true"\n'
+    )
+    out = tmp_path / "out"
+    done = ccbench("run", path, "--out", out, "--workdir", workdir)
+    assert done.returncode == 1, done.stderr
+    bundle = read_bundle(only_bundle(out))
+    outcome = bundle.manifest["outcomes"]["missing"]
+    assert outcome["status"] == "failed"
+    assert outcome["executions_failed"] == 1 and outcome["executions_skipped"] == 3
+    assert "no-such-tool-for-ccbench" in outcome["repeating_failures"]["storage=disk"]
+    records = [r for r in bundle.executions if r["workload"] == "missing"]
+    assert [(r["warmup"], r["status"]) for r in records] == [(True, "failed")]
+    assert (done.stdout + done.stderr).count("remaining executions of this variant combination are skipped") == 1
+    assert bundle.manifest["outcomes"]["works"]["executions_ok"] == 2

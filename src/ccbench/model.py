@@ -127,6 +127,9 @@ class WorkerResult(BaseModel):
     error: str | None = None
     #: the Python traceback of an unexpected failure (a bug or an environment problem)
     traceback: str | None = None
+    #: a failed execution whose failure would repeat (workloads.base.RepeatingFailure): the runner
+    #: skips the remaining executions of its variant combination
+    repeats: bool = False
 
 
 class ExecutionRecord(BaseModel):

@@ -120,7 +120,11 @@ class Outcome:
     reason: str | None = None
     executions_ok: int = 0
     executions_failed: int = 0
+    #: executions not run because an earlier one of their variant combination failed for good
+    executions_skipped: int = 0
     skipped_variants: dict[str, str] = field(default_factory=dict)
+    #: variant key -> the failure that would repeat (workloads.base.RepeatingFailure)
+    repeating_failures: dict[str, str] = field(default_factory=dict)
     #: with a precision target: why the workload stopped repeating (ccbench.analysis.precision.Decision)
     precision: dict[str, Any] | None = None
 
@@ -138,8 +142,12 @@ class Outcome:
         }
         if self.reason:
             document["reason"] = self.reason
+        if self.executions_skipped:
+            document["executions_skipped"] = self.executions_skipped
         if self.skipped_variants:
             document["skipped_variants"] = self.skipped_variants
+        if self.repeating_failures:
+            document["repeating_failures"] = self.repeating_failures
         if self.precision:
             document["precision"] = self.precision
         return document
@@ -304,6 +312,13 @@ class WorkloadRun:
     contexts: dict[str, PrepareContext] = field(default_factory=dict)
     #: the contexts whose prepare ran (each is cleaned up)
     prepared: list[PrepareContext] = field(default_factory=list)
+
+    def stopped(self, execution: Execution) -> bool:
+        """Whether an earlier execution of its variant combination failed in a way that repeats."""
+        return execution.variant_key in self.outcome.repeating_failures
+
+    def all_stopped(self) -> bool:
+        return all(e.variant_key in self.outcome.repeating_failures for e in self.executions)
 
     def combinations(self) -> list[dict[str, str]]:
         """The variant combinations left to run, in schedule order."""
@@ -594,6 +609,9 @@ class Runner:
             index = next(self._positions)
             if execution.key in self._done:
                 continue
+            if job.stopped(execution):
+                job.outcome.executions_skipped += 1
+                continue
             if not first:
                 self._cool_down(job)
             first = False
@@ -623,13 +641,17 @@ class Runner:
         repetition, round_s = spec.repetitions, None
         decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started)
         # the bound on rounds holds even when failed executions leave the rule short of values
-        while decision.more and repetition < rule.max_repetitions:
+        # a round of combinations that all fail for good would only count skips
+        while decision.more and repetition < rule.max_repetitions and not job.all_stopped():
             round_started = time.monotonic()
             self.reporter.extend(len(combos))
             for combo in combos:
                 execution = Execution(spec, combo, repetition, False)
                 index = next(self._positions)
                 if execution.key in self._done:
+                    continue
+                if job.stopped(execution):
+                    job.outcome.executions_skipped += 1
                     continue
                 self._cool_down(job)
                 self.reporter.execution_started(execution, index)
@@ -782,13 +804,24 @@ class Runner:
         elapsed = time.perf_counter() - start
         result = self._read_result(result_file, log_file, raw_dir, process.returncode)
         if result.status != ExecutionStatus.OK:
-            return self._finish(execution, record, start, result.status, result.error, log_file, elapsed)
+            status = self._finish(execution, record, start, result.status, result.error, log_file, elapsed)
+            if result.repeats:
+                self._stop_repeating(job, execution, result.error)
+            return status
         samples = [self._sample(job, execution, ctx, m, record.contended) for m in result.measurements]
         if samples:
             self._writer.append_samples(samples)
             self.samples.extend(samples)
         record.samples = len(samples)
         return self._finish(execution, record, start, ExecutionStatus.OK, None, log_file, elapsed)
+
+    def _stop_repeating(self, job: WorkloadRun, execution: Execution, error: str) -> None:
+        """A failure that would repeat: the rest of its variant combination is skipped, said once."""
+        job.outcome.repeating_failures[execution.variant_key] = error
+        self.reporter.message(
+            f"{job.spec.name} [{execution.variant_key}]: this failure would repeat; "
+            "the remaining executions of this variant combination are skipped"
+        )
 
     def _watch(self, pid: int):
         """Start watching the machine around the worker (ccbench.interference); None if it cannot."""

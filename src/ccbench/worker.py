@@ -23,7 +23,7 @@ def run_job(job: WorkerJob) -> WorkerResult:
         if job.pin:
             os.sched_setaffinity(0, job.pin)
         from ccbench.workloads import workload_class
-        from ccbench.workloads.base import ExecutionContext, WorkloadFailed
+        from ccbench.workloads.base import ExecutionContext, RepeatingFailure, WorkloadFailed
 
         cls = workload_class(job.kind)
         workload = cls(job.name, cls.Params(**job.params))
@@ -40,7 +40,8 @@ def run_job(job: WorkerJob) -> WorkerResult:
         try:
             measurements = workload.run(ctx)
         except WorkloadFailed as exc:
-            return WorkerResult.model_construct(status=ExecutionStatus.FAILED, error=str(exc))
+            repeats = isinstance(exc, RepeatingFailure)
+            return WorkerResult.model_construct(status=ExecutionStatus.FAILED, error=str(exc), repeats=repeats)
         # the workload returns validated Measurements; the runner validates the whole result again
         return WorkerResult.model_construct(status=ExecutionStatus.OK, measurements=measurements)
     except Exception as exc:  # anything else is a bug or an environment problem: keep the traceback
@@ -55,7 +56,7 @@ def result_json(result: WorkerResult) -> str:
     document: dict = {"status": result.status.value}
     if result.measurements:
         document["measurements"] = [m.model_dump(mode="json") for m in result.measurements]
-    for key in ("error", "traceback"):
+    for key in ("error", "traceback", "repeats"):
         if getattr(result, key, None):
             document[key] = getattr(result, key)
     return json.dumps(document, default=str)

@@ -38,6 +38,13 @@ class WorkloadFailed(Exception):
     """Raised by a workload when an execution failed in an expected way (the message is recorded)."""
 
 
+class RepeatingFailure(WorkloadFailed):
+    """Raised when an execution failed in the workload's own code and would fail the same way again
+    (an exception in a notebook cell, a command that does not exist; never a timeout). The runner
+    records the execution as failed and skips the remaining executions of the same variant
+    combination, warmups included, with this message as the reason."""
+
+
 @dataclass
 class CommandResult:
     argv: list[str]
@@ -48,6 +55,11 @@ class CommandResult:
     user_s: float
     sys_s: float
     max_rss_kib: int
+
+    def failure(self) -> str:
+        """One line saying how the command failed, with the end of its output."""
+        output = tail(self.stderr, 5, 800) or tail(self.stdout, 5, 800)
+        return f"{shlex.join(self.argv)} exited with {self.returncode}: {output}"
 
 
 def tail(text: str, lines: int = 20, chars: int = 4000) -> str:
@@ -133,9 +145,7 @@ class ExecutionContext:
             max_rss_kib=usage.ru_maxrss,
         )
         if check and proc.returncode != 0:
-            raise WorkloadFailed(
-                f"{shlex.join(argv)} exited with {proc.returncode}: {tail(stderr, 5, 800) or tail(stdout, 5, 800)}"
-            )
+            raise WorkloadFailed(result.failure())
         return result
 
 

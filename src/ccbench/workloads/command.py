@@ -7,7 +7,10 @@ import shutil
 from pydantic import Field
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import ExecutionContext, Workload, WorkloadParams
+from ccbench.workloads.base import ExecutionContext, RepeatingFailure, Workload, WorkloadFailed, WorkloadParams
+
+#: bash's exit codes for a command it could not find (127) or not execute (126): the same next time
+NOT_RUNNABLE = (126, 127)
 
 
 class CommandParams(WorkloadParams):
@@ -26,7 +29,13 @@ class Command(Workload):
         return None if shutil.which("bash") else "bash is not installed (apt-get install bash)"
 
     def run(self, ctx: ExecutionContext) -> list[Measurement]:
-        result = ctx.run_command(["bash", "-c", self.params.command], env=self.params.env, log_name="command")
+        result = ctx.run_command(
+            ["bash", "-c", self.params.command], env=self.params.env, log_name="command", check=False
+        )
+        if result.returncode in NOT_RUNNABLE:
+            raise RepeatingFailure(result.failure())
+        if result.returncode:
+            raise WorkloadFailed(result.failure())
         return [
             Measurement(metric="wall_time", unit="s", value=result.wall_s),
             Measurement(metric="user_time", unit="s", value=result.user_s),
