@@ -190,6 +190,7 @@ class Notebook(Workload):
         """
         source_path = self._source()
         if source_path.parent == NOTEBOOK_DIR:
+            unstage(ctx.workdir, ctx.workload_name)  # a copy a killed run left under this name is not its folder
             return
         stage(
             source_path,
