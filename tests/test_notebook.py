@@ -122,7 +122,8 @@ def test_cells_timed_and_sum_to_total(tmp_path):
     overhead = metrics["cell_overhead_s"][0].value
     assert cell_sum <= total
     assert overhead == pytest.approx(total - cell_sum)
-    assert overhead < 0.1 * len(cells) + 0.2  # message round trips, not a missing cell
+    # no cell's time is left in the overhead: both sleeps (floors no machine goes below) are in the cells'
+    assert cell_sum >= 0.39
     assert metrics["kernel_start_s"][0].value > 0
     assert metrics["peak_rss_mib"][0].value > 64  # the kernel held a 64 MiB buffer
     # the working directory is the storage variant's, and the parameter reached the kernel
@@ -181,9 +182,12 @@ def test_bundled_notebook_runs_at_quick_size(name, tmp_path):
     assert {"total_s", "kernel_start_s", "cell_s", "cell_overhead_s", "peak_rss_mib"} <= set(metrics)
     total = metrics["total_s"][0].value
     cell_sum = sum(m.value for m in metrics["cell_s"])
-    assert cell_sum <= total and total - cell_sum < 0.1 * len(metrics["cell_s"]) + 0.05 * total + 0.2
+    assert cell_sum <= total
     assert all(m.case["first_line"] for m in metrics["cell_s"])
     executed = nbformat.read(str(ctx.raw_dir / f"{name}.executed.ipynb"), as_version=4)
+    # every code cell has its own time (none is left inside the overhead)
+    code_cells = [index for index, cell in enumerate(executed.cells) if cell.cell_type == "code"]
+    assert sorted(m.case["cell"] for m in metrics["cell_s"]) == code_cells
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and "size = 'quick'" in injected[0].source
 
