@@ -27,9 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from ccbench.fleet import testhosts, wheelhouse
-from ccbench.fleet.engine import PLAYBOOK, ansible_environment, unpack_bundle
+from ccbench.fleet import wheelhouse
+from ccbench.fleet.engine import PLAYBOOK, ansible_environment
+from ccbench.fleet.gather import unpack_bundle
 from ccbench.fleet.inventory import ansible_tool
+
+# the emulated SSH hosts are test support (tests/fleet_testhosts.py), not part of the package: this
+# benchmark runs from a checkout and takes them from its tests directory
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import fleet_testhosts as testhosts  # noqa: E402
 
 PLAN = """
 name = "bench-fleet"
@@ -86,13 +92,68 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
     on the controller (timed here, the same function the controller calls)."""
     host = hosts.hosts["h1"]
     run_id = f"bench-gather-{time.time_ns()}"
+    bundle = _remote_bundle(host, run_id, size_mb)
+    destination = work / "gathered" / run_id / "bundle.tar"
+    env, done = _stop_playbook(inventory, key, run_id, destination, work)
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    starts = {e["task"]: e["time"] for e in events if e["event"] == "host_task_start"}
+    ends = {e["task"]: e for e in events if e["event"] == "ok"}
+    if "ccbench:fetch" not in ends or not destination.exists():
+        raise SystemExit(f"gathering failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    # the stop task packs (nothing is running here: the stop itself is a no-op)
+    packed = json.loads(ends["ccbench:stop"]["result"]["stdout"])
+    fetched = json.loads(ends["ccbench:fetch"]["result"]["stdout"])
+    size = destination.stat().st_size
+    pack_s = ends["ccbench:stop"]["time"] - starts["ccbench:stop"]
+    fetch_s = ends["ccbench:fetch"]["time"] - starts["ccbench:fetch"]
+    started = time.perf_counter()
+    unpacked, checks = unpack_bundle(destination, work / "gathered" / run_id / "h1", packed)
+    unpack_s = time.perf_counter() - started
+    leftover = Path(packed["packed"]).relative_to("/root")
+    if (host.home / leftover).exists():
+        raise SystemExit(f"the remote archive {packed['packed']} was not removed after the fetch")
+    ssh_s = _ssh_cat_seconds(hosts, host, env, bundle / "raw" / "payload.bin")
+    shutil.rmtree(host.home / ".ccbench-fleet" / "runs" / run_id)
+    shutil.rmtree(work / "gathered" / run_id)
+    mb = size / 1e6
+    # what gathering adds to a run: the pack inside the run's last status poll (timed by the agent),
+    # from the end of that task to the end of the fetch (the tasks between included), the unpacking
+    gather_s = packed["pack_s"] + ends["ccbench:fetch"]["time"] - ends["ccbench:stop"]["time"] + unpack_s
+    # the interrupted path pays a task of its own for the stop that packs
+    stop_path_s = ends["ccbench:fetch"]["time"] - starts["ccbench:stop"] + unpack_s
+    return {
+        "bytes": size,
+        "files_checked": checks["files"],
+        "pack_task_s": round(pack_s, 3),
+        "pack_s": packed["pack_s"],
+        "fetch_s": round(fetch_s, 3),
+        "transfer_s": fetched["transfer_s"],
+        "unpack_s": round(unpack_s, 3),
+        "gather_s": round(gather_s, 3),
+        "gather_MB_per_s": round(mb / gather_s, 1),
+        "stop_path_MB_per_s": round(mb / stop_path_s, 1),
+        "fetch_MB_per_s": round(mb / fetch_s, 1),
+        "ssh_cat_MB_per_s": round(mb / ssh_s, 1),
+        "gather_vs_ssh_cat": round(ssh_s / gather_s, 2),
+    }
+
+
+def _remote_bundle(host, run_id: str, size_mb: int) -> Path:
+    """A finished-looking bundle of size_mb random bytes where a remote run of ``run_id`` leaves one."""
     bundle = host.home / ".ccbench-fleet" / "runs" / run_id / "run" / "out" / "bench-bundle"
     (bundle / "raw").mkdir(parents=True)
     (bundle / "manifest.json").write_text(json.dumps({"format_version": 1, "status": "complete"}))
     with open(bundle / "raw" / "payload.bin", "wb") as handle:
         for _ in range(size_mb):
             handle.write(os.urandom(1 << 20))
-    destination = work / "gathered" / run_id / "bundle.tar"
+    return bundle
+
+
+def _stop_playbook(
+    inventory: Path, key: str, run_id: str, destination: Path, work: Path
+) -> tuple[dict[str, str], subprocess.CompletedProcess]:
+    """The shipped playbook's stop action for h1 in the environment `ccbench fleet run` gives Ansible
+    (ANSIBLE_SSH_TRANSFER_METHOD etc. from ours); the environment and the finished playbook."""
     extra = {
         "ccbench_fleet": {
             "action": "stop",
@@ -119,7 +180,6 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
     }
     extra_file = work / "gather-vars.json"
     extra_file.write_text(json.dumps(extra))
-    # the environment `ccbench fleet run` gives Ansible (ANSIBLE_SSH_TRANSFER_METHOD etc. from ours)
     control_dir = Path(tempfile.mkdtemp(prefix="ccbench-ssh-"))
     env = ansible_environment(mode="parallel", accept_new_host_keys=False, control_dir=control_dir)
     try:
@@ -145,24 +205,11 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
                 ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "x"], capture_output=True, timeout=30
             )
         shutil.rmtree(control_dir, ignore_errors=True)
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    starts = {e["task"]: e["time"] for e in events if e["event"] == "host_task_start"}
-    ends = {e["task"]: e for e in events if e["event"] == "ok"}
-    if "ccbench:fetch" not in ends or not destination.exists():
-        raise SystemExit(f"gathering failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    # the stop task packs (nothing is running here: the stop itself is a no-op)
-    packed = json.loads(ends["ccbench:stop"]["result"]["stdout"])
-    fetched = json.loads(ends["ccbench:fetch"]["result"]["stdout"])
-    size = destination.stat().st_size
-    pack_s = ends["ccbench:stop"]["time"] - starts["ccbench:stop"]
-    fetch_s = ends["ccbench:fetch"]["time"] - starts["ccbench:fetch"]
-    started = time.perf_counter()
-    unpacked, checks = unpack_bundle(destination, work / "gathered" / run_id / "h1", packed)
-    unpack_s = time.perf_counter() - started
-    leftover = Path(packed["packed"]).relative_to("/root")
-    if (host.home / leftover).exists():
-        raise SystemExit(f"the remote archive {packed['packed']} was not removed after the fetch")
-    # the same bytes through one plain ssh stream: the floor
+    return env, done
+
+
+def _ssh_cat_seconds(hosts: testhosts.SSHHosts, host, env: dict[str, str], payload: Path) -> float:
+    """The same bytes through one plain ssh stream: the floor."""
     started = time.perf_counter()
     subprocess.run(
         [
@@ -175,36 +222,13 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
             "-o",
             f"UserKnownHostsFile={hosts.known_hosts}",
             f"root@{host.address}",
-            f"cat {bundle}/raw/payload.bin",
+            f"cat {payload}",
         ],
         stdout=subprocess.DEVNULL,
         check=True,
         timeout=600,
     )
-    ssh_s = time.perf_counter() - started
-    shutil.rmtree(host.home / ".ccbench-fleet" / "runs" / run_id)
-    shutil.rmtree(work / "gathered" / run_id)
-    mb = size / 1e6
-    # what gathering adds to a run: the pack inside the run's last status poll (timed by the agent),
-    # from the end of that task to the end of the fetch (the tasks between included), the unpacking
-    gather_s = packed["pack_s"] + ends["ccbench:fetch"]["time"] - ends["ccbench:stop"]["time"] + unpack_s
-    # the interrupted path pays a task of its own for the stop that packs
-    stop_path_s = ends["ccbench:fetch"]["time"] - starts["ccbench:stop"] + unpack_s
-    return {
-        "bytes": size,
-        "files_checked": checks["files"],
-        "pack_task_s": round(pack_s, 3),
-        "pack_s": packed["pack_s"],
-        "fetch_s": round(fetch_s, 3),
-        "transfer_s": fetched["transfer_s"],
-        "unpack_s": round(unpack_s, 3),
-        "gather_s": round(gather_s, 3),
-        "gather_MB_per_s": round(mb / gather_s, 1),
-        "stop_path_MB_per_s": round(mb / stop_path_s, 1),
-        "fetch_MB_per_s": round(mb / fetch_s, 1),
-        "ssh_cat_MB_per_s": round(mb / ssh_s, 1),
-        "gather_vs_ssh_cat": round(ssh_s / gather_s, 2),
-    }
+    return time.perf_counter() - started
 
 
 def gather_series(hosts, inventory: Path, key: str, size_mb: int, work: Path, repetitions: int) -> list[dict]:

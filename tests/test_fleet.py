@@ -12,11 +12,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import fleet_testhosts as testhosts
 import pytest
 from conftest import PATIENCE_S
 
 from ccbench import topology
-from ccbench.fleet import testhosts
 
 pytestmark = [
     pytest.mark.root,
@@ -151,7 +151,8 @@ def _remote_ccbench_processes(hosts) -> list[str]:
 
 def test_two_hosts_bring_back_two_bundles_and_one_report(hosts, inventory, plans, tmp_path):
     out = tmp_path / "out"
-    done = fleet("run", plans / "tiny.toml", "--inventory", inventory(), "--out", out)
+    store = tmp_path / "history.duckdb"
+    done = fleet("run", plans / "tiny.toml", "--inventory", inventory(), "--out", out, "--history", store)
     assert done.returncode == 0, done.stdout + done.stderr
     directory = _fleet_dir(out)
     manifest = json.loads((directory / "fleet.json").read_text())
@@ -187,6 +188,13 @@ def test_two_hosts_bring_back_two_bundles_and_one_report(hosts, inventory, plans
             assert SECRET.encode() not in text, path
             assert private_key.encode() not in text, path
     assert SECRET not in done.stdout + done.stderr
+    # --history: both hosts' bundles went into the store under their labels
+    assert "history" in done.stdout + done.stderr and "2 bundle(s) added" in done.stdout + done.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "ccbench", "history", "show", "--store", str(store), "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert {json.loads(line)["label"] for line in shown.stdout.splitlines()} == {"plain", "confidential"}, shown
 
 
 def test_host_key_checking_is_on_unless_new_keys_are_accepted(hosts, inventory, plans, tmp_path):
@@ -436,3 +444,44 @@ def test_a_yaml_inventory_with_group_variables_is_read_like_ini(tmp_path):
     assert inventory.baseline.label == "plain" and inventory.by_name("snp").components == ["storage"]
     assert "not-kept" not in str([h.public() for h in inventory.hosts])
     assert [h.name for h in read_inventory(path, limit="snp").hosts] == ["snp"]
+
+
+def test_an_inventory_directory_with_a_local_host_and_old_spellings_runs_end_to_end(hosts, plans, tmp_path):
+    """The shape projects ship: a hosts file beside group_vars/ (holding a cluster token), an SSH host
+    written with the old ansible_ssh_* spellings and the controller itself as a local host. The first
+    host listed is the baseline; the token reaches no file of the run and no output."""
+    h1 = hosts.hosts["h1"]
+    directory = tmp_path / "inventory"
+    (directory / "group_vars").mkdir(parents=True)
+    (directory / "group_vars" / "all.yml").write_text(
+        f"k3s_token: {SECRET}\nansible_python_interpreter: /usr/bin/python3\n"
+    )
+    (directory / "hosts").write_text(
+        textwrap.dedent(
+            f"""
+            [cluster]
+            h1 ansible_ssh_host={h1.address} ansible_ssh_user=root ansible_ssh_port=22 ccbench_label=plain
+            [cluster:vars]
+            ansible_ssh_private_key_file={hosts.client_key}
+            ansible_ssh_common_args='-o UserKnownHostsFile={hosts.known_hosts} -o GlobalKnownHostsFile=/dev/null'
+
+            [deployment]
+            controller ansible_connection=local ccbench_label=local ccbench_workdir={tmp_path / "controller-home"}
+            """
+        )
+    )
+    out = tmp_path / "out"
+    done = fleet("run", plans / "tiny.toml", "--inventory", directory, "--out", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "baseline plain" in done.stdout + done.stderr
+    fleet_dir = _fleet_dir(out)
+    manifest = json.loads((fleet_dir / "fleet.json").read_text())
+    assert manifest["baseline"] == "plain"
+    assert {label: host["outcome"] for label, host in manifest["hosts"].items()} == {"plain": "ok", "local": "ok"}
+    assert manifest["hosts"]["plain"]["user"] == "root" and manifest["hosts"]["local"]["connection"] == "local"
+    assert (tmp_path / "controller-home" / "venv" / "bin" / "ccbench").exists()
+    assert "baseline: plain" in (fleet_dir / "compare.txt").read_text()
+    for path in fleet_dir.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert SECRET not in done.stdout + done.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from ccbench.attestation.digests import digest_list
 from ccbench.fleet import remote
-from ccbench.fleet.engine import GatherError, unpack_bundle
+from ccbench.fleet.gather import GatherError, unpack_bundle
 
 
 def _bundle(root: Path, name: str = "bundle-1") -> Path:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-yaml = pytest.importorskip("yaml", reason="PyYAML comes with the fleet component: bash scripts/setup.sh --with fleet")
+from ccbench.fleet import k8s
+
+yaml = pytest.importorskip("yaml", reason="install the fleet component (PyYAML): bash scripts/setup.sh --with fleet")
+
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="install the fleet component (kubernetes-validate)"
 )
-
-from ccbench.fleet import k8s  # noqa: E402
 
 CLASSES = ["runc", "kata-qemu-snp", "kata-qemu-tdx"]
 

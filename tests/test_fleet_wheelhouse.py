@@ -1,31 +1,32 @@
 """What goes into the fleet's wheelhouse: the Python packages of the components hosts need, read
 from the controller's installed distributions (no SSH needed)."""
 
-import importlib.metadata
+from importlib import metadata
 
 import pytest
 
-pytest.importorskip("packaging", reason="the fleet component brings packaging: bash scripts/setup.sh --with fleet")
-
-from ccbench.fleet import wheelhouse  # noqa: E402
+from ccbench.fleet import wheelhouse
 
 
-def _not_installed(*distributions: str) -> list[str]:
-    missing = []
+def _missing(*distributions: str) -> list[str]:
+    absent = []
     for name in distributions:
         try:
-            importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            missing.append(name)
-    return missing
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            absent.append(name)
+    return absent
 
 
 def test_a_plans_datascience_workloads_bring_their_python_packages():
     """A notebook in the plan puts the datascience extra's packages in the wheelhouse without the
     inventory naming it; torch (ml) and OpenFL (federated) only when a host asks for them."""
-    missing = _not_installed("nbclient", "nbformat", "ipykernel", "pyperformance")
-    if missing:
-        pytest.skip(f"the controller lacks {', '.join(missing)}: run 'bash scripts/setup.sh --with datascience'")
+    absent = _missing("nbclient", "nbformat", "ipykernel", "pyperformance")
+    if absent:
+        pytest.skip(
+            f"the datascience component is not installed here ({', '.join(absent)}): "
+            "bash scripts/setup.sh --with datascience"
+        )
     chosen, left_out = wheelhouse.wheelhouse_components([], ["core", "datascience", "federated", "ml"])
     assert chosen == ["datascience"] and left_out == {}
     pins = wheelhouse.closure(wheelhouse.component_requirements(chosen))

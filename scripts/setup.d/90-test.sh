@@ -1,3 +1,5 @@
 #!/usr/bin/env bash
 # what the test suite needs on top of the other components
 pip_install -e "$ROOT[test]"
+# hyperfine: the import test makes a real --export-json file with it
+apt_install hyperfine

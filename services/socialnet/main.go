@@ -19,12 +19,9 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"math/rand"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -367,6 +364,17 @@ func (a *app) handle(h handlerFunc) http.HandlerFunc {
 	}
 }
 
+// routes maps the paths the load generators request (DeathStarBench's wrk2-api names) to the handlers.
+func (a *app) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/wrk2-api/home-timeline/read", a.handle(a.readHomeTimeline))
+	mux.HandleFunc("/wrk2-api/user-timeline/read", a.handle(a.readUserTimeline))
+	mux.HandleFunc("/wrk2-api/post/compose", a.handle(a.composePost))
+	mux.HandleFunc("/wrk2-api/user/follow", a.handle(a.follow))
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return mux
+}
+
 type config struct {
 	pg, redis, memcached string
 }
@@ -414,13 +422,7 @@ func serve(args []string) error {
 		return fmt.Errorf("memcached: %w", err)
 	}
 	a := &app{pg: pool, rdb: rdb, mc: mc, timeout: *timeout}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/wrk2-api/home-timeline/read", a.handle(a.readHomeTimeline))
-	mux.HandleFunc("/wrk2-api/user-timeline/read", a.handle(a.readUserTimeline))
-	mux.HandleFunc("/wrk2-api/post/compose", a.handle(a.composePost))
-	mux.HandleFunc("/wrk2-api/user/follow", a.handle(a.follow))
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	server := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	server := &http.Server{Addr: *listen, Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	log.Printf("socialnet serving on %s", *listen)
 	return server.ListenAndServe()
 }
@@ -454,10 +456,7 @@ func seed(args []string) error {
 	if _, err := pool.Exec(ctx, "TRUNCATE users, follows, posts RESTART IDENTITY"); err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewSource(*randomSeed))
-	// popularity rank -> user id, shuffled so that popular users are spread over the id space
-	rank := rng.Perm(*users)
-	zipf := rand.NewZipf(rng, *zipfS, 1, uint64(*users-1))
+	data := generateDataset(*users, *postsPerUser, *meanFollows, *zipfS, *randomSeed)
 	userRows := make([][]any, *users)
 	for u := 0; u < *users; u++ {
 		userRows[u] = []any{int32(u), "user" + strconv.Itoa(u)}
@@ -465,42 +464,21 @@ func seed(args []string) error {
 	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"users"}, []string{"id", "name"}, pgx.CopyFromRows(userRows)); err != nil {
 		return fmt.Errorf("users: %w", err)
 	}
-	followers := make([][]int, *users)
-	var followRows [][]any
-	for u := 0; u < *users; u++ {
-		// out-degree: geometric around the mean, at least 1
-		n := 1 + int(rng.ExpFloat64()*float64(*meanFollows-1))
-		chosen := map[int]bool{}
-		for tries := 0; len(chosen) < n && tries < 20*n; tries++ {
-			followee := rank[zipf.Uint64()]
-			if followee != u {
-				chosen[followee] = true
-			}
-		}
-		ids := make([]int, 0, len(chosen))
-		for f := range chosen {
-			ids = append(ids, f)
-		}
-		sort.Ints(ids)
-		for _, f := range ids {
-			followRows = append(followRows, []any{int32(u), int32(f)})
-			followers[f] = append(followers[f], u)
-		}
+	followRows := make([][]any, len(data.follows))
+	for i, f := range data.follows {
+		followRows[i] = []any{f[0], f[1]}
 	}
 	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"follows"}, []string{"follower", "followee"}, pgx.CopyFromRows(followRows)); err != nil {
 		return fmt.Errorf("follows: %w", err)
 	}
-	total := *users * *postsPerUser
-	postRows := make([][]any, 0, total)
-	authors := make([]int, total)
-	for i := 0; i < total; i++ {
-		author := rng.Intn(*users)
-		authors[i] = author
-		postRows = append(postRows, []any{int64(i + 1), int32(author), fmt.Sprintf("post %d by user %d: %s", i+1, author, strings.Repeat("x", 40+rng.Intn(200)))})
+	postRows := make([][]any, len(data.posts))
+	for i, p := range data.posts {
+		postRows[i] = []any{p.id, int32(p.author), p.text}
 	}
 	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"posts"}, []string{"id", "user_id", "text"}, pgx.CopyFromRows(postRows)); err != nil {
 		return fmt.Errorf("posts: %w", err)
 	}
+	total := len(data.posts)
 	if _, err := pool.Exec(ctx, "SELECT setval('posts_id_seq', $1); ANALYZE", int64(total)); err != nil {
 		// ANALYZE in the same simple-protocol string is not allowed with parameters; run it apart
 		if _, err := pool.Exec(ctx, "SELECT setval('posts_id_seq', $1)", int64(total)); err != nil {
@@ -516,14 +494,12 @@ func seed(args []string) error {
 	// timelines, newest first: posts are numbered in time order
 	pipe := rdb.Pipeline()
 	queued := 0
-	for i := 0; i < total; i++ {
-		id := int64(i + 1)
-		author := authors[i]
-		pipe.LPush(ctx, "ut:"+strconv.Itoa(author), id)
-		for _, f := range followers[author] {
-			pipe.LPush(ctx, "ht:"+strconv.Itoa(f), id)
+	for _, p := range data.posts {
+		pipe.LPush(ctx, "ut:"+strconv.Itoa(p.author), p.id)
+		for _, f := range data.followers[p.author] {
+			pipe.LPush(ctx, "ht:"+strconv.Itoa(f), p.id)
 		}
-		queued += 1 + len(followers[author])
+		queued += 1 + len(data.followers[p.author])
 		if queued > 5000 {
 			if _, err := pipe.Exec(ctx); err != nil {
 				return fmt.Errorf("redis: %w", err)
@@ -538,14 +514,8 @@ func seed(args []string) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	maxFollowers := 0
-	for _, f := range followers {
-		if len(f) > maxFollowers {
-			maxFollowers = len(f)
-		}
-	}
-	summary, _ := json.Marshal(map[string]any{"users": *users, "follows": len(followRows), "posts": total,
-		"max_followers": maxFollowers})
+	summary, _ := json.Marshal(map[string]any{"users": *users, "follows": len(data.follows), "posts": total,
+		"max_followers": data.maxFollowers()})
 	fmt.Println(string(summary))
 	return nil
 }

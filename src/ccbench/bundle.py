@@ -70,11 +70,12 @@ class BundleWriter:
         self._executions = None
 
     @classmethod
-    def create(cls, out_dir: Path, manifest: dict[str, Any]) -> BundleWriter:
+    def create(cls, out_dir: Path, manifest: dict[str, Any], name: str | None = None) -> BundleWriter:
+        """A new bundle under out_dir, named ``<host>-<UTC time>`` (or ``name``), never over another."""
         out_dir = Path(out_dir)
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            base = out_dir / bundle_dir_name()
+            base = out_dir / (name or bundle_dir_name())
             path = base
             suffix = 1
             while path.exists():

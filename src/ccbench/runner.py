@@ -13,28 +13,25 @@ Before the first workload, a system check (governor, boost, swap, THP, busy proc
 and kept in the manifest. Each execution is watched by ccbench.interference over exactly its
 worker's lifetime; one run on a busy machine is flagged ``contended`` on its record and samples.
 
-Every execution runs in a worker process (ccbench.worker) in its own session; a timeout ends its
-whole process tree. Each execution's samples are appended and fsynced to the bundle before the
-next execution starts, so nothing measured is lost to a crash, a kill or Ctrl-C.
+Every execution goes through an executor (ccbench.supervise): for real, a worker process
+(ccbench.worker) in its own session whose whole process tree a timeout ends. The schedule and the
+outcome live in ccbench.schedule, the work directory's lock and stale cleanup in ccbench.workdir.
+Each execution's samples are appended and fsynced to the bundle before the next execution starts,
+so nothing measured is lost to a crash, a kill or Ctrl-C.
 """
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import os
-import select
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from ccbench.bundle import RAW, BundleWriter, read_bundle
+from ccbench.bundle import BundleWriter, read_bundle
 from ccbench.errors import CCBenchError
 from ccbench.model import (
     ExecutionRecord,
@@ -43,17 +40,29 @@ from ccbench.model import (
     OutcomeStatus,
     Sample,
     WorkerJob,
-    WorkerResult,
     utc_now_iso,
 )
 from ccbench.plan import Plan, WorkloadSpec
+from ccbench.schedule import Execution, ExecutionKey, Outcome, WorkloadRun, path_part, schedule, variant_combinations
+from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
-from ccbench.variants.base import PreparedVariant
+from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
 from ccbench.workloads import workload_class
-from ccbench.workloads.base import PrepareContext, Workload, tail
+from ccbench.workloads.base import PrepareContext
 
-#: grace period between SIGTERM and SIGKILL when ending a timed-out execution
-KILL_GRACE_S = 3.0
+# re-exported: the progress display, ccbench cleanup and the tests import them from here
+__all__ = [
+    "Execution",
+    "Outcome",
+    "Reporter",
+    "RunResult",
+    "Runner",
+    "WorkdirLock",
+    "cleanup_stale",
+    "schedule",
+    "variant_combinations",
+]
+
 #: execution statuses that count as done when a run is resumed
 DONE_STATUSES = (ExecutionStatus.OK, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT)
 
@@ -66,109 +75,6 @@ class Interrupted(BaseException):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-
-
-def _path_part(text: str) -> str:
-    return text.replace("=", "-").replace(",", "_").replace(":", "-")
-
-
-@dataclass
-class Execution:
-    spec: WorkloadSpec
-    combo: dict[str, str]
-    repetition: int
-    warmup: bool
-
-    @property
-    def variant_key(self) -> str:
-        return ",".join(f"{axis}={value}" for axis, value in sorted(self.combo.items())) or "-"
-
-    @property
-    def key(self) -> str:
-        return f"{self.spec.name}|{self.variant_key}|{'warmup' if self.warmup else 'rep'}|{self.repetition}"
-
-    @property
-    def raw_subdir(self) -> str:
-        """Its raw directory relative to the bundle's raw/."""
-        return f"{self.spec.name}/{_path_part(self.variant_key)}/{'warmup' if self.warmup else 'rep'}-{self.repetition}"
-
-    @property
-    def raw_path(self) -> str:
-        """Its raw directory relative to the bundle (what samples record)."""
-        return f"{RAW}/{self.raw_subdir}"
-
-
-def variant_combinations(spec: WorkloadSpec) -> list[dict[str, str]]:
-    axes = sorted(spec.variants)
-    return [dict(zip(axes, values)) for values in itertools.product(*(spec.variants[a] for a in axes))] or [{}]
-
-
-def schedule(spec: WorkloadSpec) -> list[Execution]:
-    """Warmups first (one round per variant), then repetitions, variants interleaved A B C A B C."""
-    combos = variant_combinations(spec)
-    plan = []
-    for index in range(spec.warmup):
-        plan.extend(Execution(spec, combo, index, True) for combo in combos)
-    for index in range(spec.repetitions):
-        plan.extend(Execution(spec, combo, index, False) for combo in combos)
-    return plan
-
-
-@dataclass
-class Outcome:
-    status: OutcomeStatus = OutcomeStatus.PENDING
-    reason: str | None = None
-    executions_ok: int = 0
-    executions_failed: int = 0
-    #: executions not run because an earlier one of their variant combination failed for good
-    executions_skipped: int = 0
-    skipped_variants: dict[str, str] = field(default_factory=dict)
-    #: variant key -> the failure that would repeat (workloads.base.RepeatingFailure)
-    repeating_failures: dict[str, str] = field(default_factory=dict)
-    #: with a precision target: why the workload stopped repeating (ccbench.analysis.precision.Decision)
-    precision: dict[str, Any] | None = None
-
-    @classmethod
-    def from_dict(cls, document: dict[str, Any]) -> Outcome:
-        known = {k: v for k, v in document.items() if k in cls.__dataclass_fields__}
-        known["status"] = OutcomeStatus(known.get("status", "pending"))
-        return cls(**known)
-
-    def as_dict(self) -> dict[str, Any]:
-        document = {
-            "status": self.status.value,
-            "executions_ok": self.executions_ok,
-            "executions_failed": self.executions_failed,
-        }
-        if self.reason:
-            document["reason"] = self.reason
-        if self.executions_skipped:
-            document["executions_skipped"] = self.executions_skipped
-        if self.skipped_variants:
-            document["skipped_variants"] = self.skipped_variants
-        if self.repeating_failures:
-            document["repeating_failures"] = self.repeating_failures
-        if self.precision:
-            document["precision"] = self.precision
-        return document
-
-    def skip(self, reason: str) -> None:
-        self.status, self.reason = OutcomeStatus.SKIPPED, reason
-
-    def count(self, status: ExecutionStatus) -> None:
-        if status == ExecutionStatus.OK:
-            self.executions_ok += 1
-        else:
-            self.executions_failed += 1
-
-    def settle(self) -> None:
-        """The workload's status once its executions are done."""
-        if self.executions_failed and self.executions_ok:
-            self.status = OutcomeStatus.PARTIAL
-        elif self.executions_failed:
-            self.status = OutcomeStatus.FAILED
-        else:
-            self.status = OutcomeStatus.OK
 
 
 class Reporter:
@@ -199,139 +105,6 @@ class RunResult:
         return any(o.executions_failed or o.status == OutcomeStatus.FAILED for o in self.outcomes.values())
 
 
-class WorkdirLock:
-    """One run per work directory: cleaning up a killed run's mounts must not touch a live run's."""
-
-    def __init__(self, workdir: Path):
-        self.path = workdir / ".lock"
-        self.handle = None
-
-    def __enter__(self):
-        self.handle = open(self.path, "w")
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.close()
-            raise CCBenchError(
-                f"another ccbench run is using the work directory {self.path.parent}; wait for it or pass a different --workdir"
-            ) from None
-        self.handle.write(str(os.getpid()))
-        self.handle.flush()
-        return self
-
-    def __exit__(self, *exc):
-        if self.handle:
-            fcntl.flock(self.handle, fcntl.LOCK_UN)
-            self.handle.close()
-
-
-def prepare_workdir(workdir: Path) -> Path:
-    try:
-        workdir.mkdir(parents=True, exist_ok=True)
-        probe_file = workdir / ".write-test"
-        probe_file.write_text("")
-        probe_file.unlink()
-    except OSError as exc:
-        raise CCBenchError(f"work directory {workdir} is not writable ({exc.strerror}); pass --workdir DIR") from None
-    return workdir.resolve()
-
-
-def cleanup_stale(workdir: Path) -> list[str]:
-    """Undo what a killed earlier run left behind under workdir: the microservices workload's servers
-    (first: their data may sit in a storage variant's directory), mounts, loop devices and keys, and
-    emulated hosts (network namespaces, bridges, veths) whose owner is gone. Callers hold the
-    workdir lock, so nothing here belongs to a live run."""
-    from ccbench import topology
-    from ccbench.variants import storage
-
-    removed: list[str] = []
-    if (Path(workdir) / "microservices").is_dir():
-        from ccbench.workloads.microservices import cleanup_stale as stop_microservice_chains
-
-        removed += stop_microservice_chains(workdir)
-    removed += storage.cleanup_stale(workdir)
-    removed += topology.cleanup_stale(workdir)
-    return removed
-
-
-def _wait(process: subprocess.Popen, timeout: float | None) -> int:
-    """Wait for the worker to end, waking the moment it does. Popen.wait(timeout) polls with sleeps of
-    up to 50 ms, which stretched every execution; a pidfd (Linux 5.3+) becomes readable when the
-    process ends. Raises subprocess.TimeoutExpired like Popen.wait."""
-    try:
-        fd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):
-        return process.wait(timeout=timeout)
-    try:
-        ready, _, _ = select.select([fd], [], [], timeout)
-    finally:
-        os.close(fd)
-    if not ready:
-        raise subprocess.TimeoutExpired(process.args, timeout)
-    return process.wait()
-
-
-def _kill_tree(process: subprocess.Popen) -> None:
-    """End the worker's process group and every descendant (some tools start their own session)."""
-    try:
-        descendants = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        descendants = []
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for child in descendants:
-            try:
-                child.send_signal(sig)
-            except psutil.Error:
-                pass
-        try:
-            process.wait(timeout=KILL_GRACE_S if sig == signal.SIGTERM else 10)
-            alive = [c for c in descendants if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
-            if not alive:
-                return
-        except subprocess.TimeoutExpired:
-            continue
-        except psutil.Error:
-            return
-
-
-@dataclass
-class WorkloadRun:
-    """One workload on its way through the phases: what was set up for it, and what it holds."""
-
-    spec: WorkloadSpec
-    outcome: Outcome
-    executions: list[Execution]
-    workload: Workload | None = None
-    #: (axis, value) -> the variant set up for it
-    variants: dict[tuple[str, str], PreparedVariant] = field(default_factory=dict)
-    #: variant key -> the context the workload was prepared in
-    contexts: dict[str, PrepareContext] = field(default_factory=dict)
-    #: the contexts whose prepare ran (each is cleaned up)
-    prepared: list[PrepareContext] = field(default_factory=list)
-
-    def stopped(self, execution: Execution) -> bool:
-        """Whether an earlier execution of its variant combination failed in a way that repeats."""
-        return execution.variant_key in self.outcome.repeating_failures
-
-    def all_stopped(self) -> bool:
-        return all(e.variant_key in self.outcome.repeating_failures for e in self.executions)
-
-    def combinations(self) -> list[dict[str, str]]:
-        """The variant combinations left to run, in schedule order."""
-        seen: dict[str, dict[str, str]] = {}
-        for execution in self.executions:
-            seen.setdefault(execution.variant_key, execution.combo)
-        return list(seen.values())
-
-    def runnable(self) -> list[Execution]:
-        """The executions whose every variant value was set up."""
-        return [e for e in self.executions if all((a, v) in self.variants for a, v in e.combo.items())]
-
-
 class Runner:
     def __init__(
         self,
@@ -345,6 +118,7 @@ class Runner:
         environment: dict[str, Any] | None = None,
         command_line: list[str] | None = None,
         resume: Path | None = None,
+        executor: Executor | None = None,
     ):
         self.plan = plan
         # absolute: workers run in the workload's directory, not in the user's
@@ -356,6 +130,8 @@ class Runner:
         self.environment = environment
         self.command_line = command_line or sys.argv
         self.resume = resume
+        #: runs each execution (None: a WorkerExecutor with the plan's contention thresholds)
+        self.executor = executor
         self.samples: list[Sample] = []
         self.records: list[ExecutionRecord] = []
         # set for the duration of run()
@@ -364,7 +140,6 @@ class Runner:
         #: samples a resumed bundle already holds (the precision rule counts them)
         self._earlier: list[Sample] = []
         self._positions = itertools.count(1)
-        self._thresholds = None
 
     # --- signals -------------------------------------------------------------------------------
     def _install_signals(self):
@@ -387,7 +162,34 @@ class Runner:
         return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
     # --- the run -------------------------------------------------------------------------------
+    def check_inputs(self) -> None:
+        """Bad input, found before anything is printed or prepared (a one-line CCBenchError): the work
+        directory, where the bundle goes (or the bundle resumed), the directories given for storage
+        variants."""
+        prepare_workdir(self.workdir)
+        if self.resume:
+            reason = unwritable(self.resume)
+            if reason:
+                raise CCBenchError(
+                    f"cannot append to the bundle {self.resume}: {reason}; resume as a user who can write it"
+                )
+        elif reason := unwritable(self.out):
+            raise CCBenchError(
+                f"cannot create the result bundle under {self.out}: {reason}; choose a writable directory with --out"
+            )
+        for value, directory in self.storage_paths.items():
+            where = f"--storage-path {value}={directory}"
+            try:
+                AXES["storage"].validate(value)
+            except ValueError as exc:
+                raise CCBenchError(f"{where}: {exc}") from None
+            if not Path(directory).is_dir():
+                raise CCBenchError(f"{where}: no such directory; create it or name an existing one")
+            if reason := unwritable(directory):
+                raise CCBenchError(f"{where}: cannot write there ({reason}); name a directory you can write")
+
     def run(self) -> RunResult:
+        self.check_inputs()
         workdir = prepare_workdir(self.workdir)
         self.workdir = workdir
         with WorkdirLock(workdir):
@@ -428,12 +230,14 @@ class Runner:
 
     def _system_check(self) -> list[dict[str, Any]]:
         """The before-run check, printed and kept in the manifest; nothing is changed. The TLS
-        library's AES check (3 s) runs only for plans that measure a transport."""
+        library's AES check (3 s) runs only when a workload of the plan asks for it."""
         from ccbench.probe.syscheck import format_checks, system_check
+        from ccbench.workloads import system_checks
+        from ccbench.workloads.base import TLS_AES_CHECK
 
-        transport = any("transport" in spec.variants or spec.kind == "transport" for spec in self.plan.workloads)
+        asked = system_checks((spec.kind, spec.variants) for spec in self.plan.workloads)
         try:
-            checks = system_check(aes=transport)
+            checks = system_check(aes=TLS_AES_CHECK in asked)
         except Exception as exc:  # a check that cannot run must not stop the benchmark
             return [{"name": "system check", "value": f"failed: {type(exc).__name__}: {exc}", "ok": None, "advice": ""}]
         self.reporter.message("system check (nothing is changed; see the advice):\n" + format_checks(checks))
@@ -442,13 +246,17 @@ class Runner:
     def _run_locked(self) -> RunResult:
         from ccbench.interference import Thresholds
 
-        self._thresholds = Thresholds.from_mapping(self.plan.contention)
+        if self.executor is None:
+            self.executor = WorkerExecutor(Thresholds.from_mapping(self.plan.contention), self.reporter.message)
         writer = self._writer = self._open_bundle()
         self.environment = writer.manifest.get("environment", {})
         outcomes = {spec.name: Outcome() for spec in self.plan.workloads}
         for name, previous in writer.manifest.get("outcomes", {}).items():
             if name in outcomes and previous.get("status") in ("ok", "skipped"):
                 outcomes[name] = Outcome.from_dict(previous)
+            elif name in outcomes:
+                # a failure known to repeat is not tried again by a resumed run
+                outcomes[name].repeating_failures = dict(previous.get("repeating_failures", {}))
         total = sum(len(schedule(spec)) for spec in self.plan.workloads if not spec.skip_reason)
         previous_handlers = self._install_signals()
         interrupted = False
@@ -682,7 +490,7 @@ class Runner:
             return values
         primary = (mine[0].metric, json.dumps(mine[0].params, sort_keys=True))
         for sample in mine:
-            variant_key = (sample.execution or "").split("|")[1] if sample.execution else None
+            variant_key = ExecutionKey.parse(sample.execution).variant if sample.execution else None
             if variant_key in values and (sample.metric, json.dumps(sample.params, sort_keys=True)) == primary:
                 values[variant_key].append(sample.value)
         return values
@@ -716,9 +524,9 @@ class Runner:
             if item.path is not None:
                 directory = item.path
         if directory is None:
-            directory = self.workdir / "scratch" / job.spec.name / _path_part(execution.variant_key)
+            directory = self.workdir / "scratch" / job.spec.name / path_part(execution.variant_key)
             directory.mkdir(parents=True, exist_ok=True)
-        raw_dir = self._writer.raw / job.spec.name / "prepare" / _path_part(execution.variant_key)
+        raw_dir = self._writer.raw / job.spec.name / "prepare" / path_part(execution.variant_key)
         return PrepareContext(
             workload_name=job.spec.name,
             workdir=Path(directory),
@@ -729,7 +537,7 @@ class Runner:
 
     # --- one execution ---------------------------------------------------------------------------
     def _execute(self, job: WorkloadRun, execution: Execution) -> ExecutionStatus:
-        """Run one execution in a worker process, append its samples, record how it ended."""
+        """Run one execution through the executor, append its samples, record how it ended."""
         spec, ctx = job.spec, job.contexts[execution.variant_key]
         raw_dir = self._writer.raw / execution.raw_subdir
         raw_dir.mkdir(parents=True, exist_ok=True)
@@ -746,8 +554,6 @@ class Runner:
             environment=self.environment or {},
             pin=self.pin,
         )
-        job_file, result_file, log_file = raw_dir / "job.json", raw_dir / "result.json", raw_dir / "worker.log"
-        job_file.write_text(worker_job.model_dump_json())
         record = ExecutionRecord(
             key=execution.key,
             workload=spec.name,
@@ -759,61 +565,41 @@ class Runner:
             elapsed_s=0.0,
             raw=execution.raw_subdir,
         )
-        start = time.perf_counter()
-        with open(log_file, "wb") as log:
-            try:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "ccbench.worker", str(job_file), str(result_file)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    cwd=str(ctx.workdir),
-                )
-            except OSError as exc:
-                return self._finish(
-                    execution,
-                    record,
-                    start,
-                    ExecutionStatus.FAILED,
-                    f"could not start the worker process: {exc}",
-                    log_file,
-                )
-            monitor = None
-            try:
-                # the watch starts with the worker and ends with it: the execution's measured interval
-                monitor = self._watch(process.pid)
-                _wait(process, spec.timeout)
-            except subprocess.TimeoutExpired:
-                self._observe(record, monitor)
-                _kill_tree(process)
-                return self._finish(
-                    execution,
-                    record,
-                    start,
-                    ExecutionStatus.TIMEOUT,
-                    f"timed out after {spec.timeout:g} s; the whole process tree was ended",
-                    log_file,
-                )
-            except BaseException:
-                self._observe(record, monitor)
-                _kill_tree(process)
-                self._finish(execution, record, start, ExecutionStatus.INTERRUPTED, "interrupted by a signal", log_file)
-                raise
-            self._observe(record, monitor)
-        elapsed = time.perf_counter() - start
-        result = self._read_result(result_file, log_file, raw_dir, process.returncode)
-        if result.status != ExecutionStatus.OK:
-            status = self._finish(execution, record, start, result.status, result.error, log_file, elapsed)
-            if result.repeats:
-                self._stop_repeating(job, execution, result.error)
-            return status
-        samples = [self._sample(job, execution, ctx, m, record.contended) for m in result.measurements]
-        if samples:
-            self._writer.append_samples(samples)
-            self.samples.extend(samples)
-        record.samples = len(samples)
-        return self._finish(execution, record, start, ExecutionStatus.OK, None, log_file, elapsed)
+        attempt = self.executor.execute(worker_job, raw_dir)
+        for name, value in attempt.watch.items():
+            setattr(record, name, value)
+        # samples and record go to the bundle together: a signal in between would leave samples that
+        # a resume cannot see as done, and would measure again
+        mask = self._shield()
+        try:
+            self._record(job, execution, ctx, record, attempt)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if attempt.repeats:
+            self._stop_repeating(job, execution, attempt.error)
+        if attempt.interruption is not None:
+            raise attempt.interruption
+        return attempt.status
+
+    def _record(
+        self, job: WorkloadRun, execution: Execution, ctx: PrepareContext, record: ExecutionRecord, attempt: Attempt
+    ) -> None:
+        """Append the attempt's samples and its record, and tell the reporter."""
+        if attempt.status == ExecutionStatus.OK:
+            samples = [self._sample(job, execution, ctx, m, record.contended) for m in attempt.measurements]
+            if samples:
+                self._writer.append_samples(samples)
+                self.samples.extend(samples)
+            record.samples = len(samples)
+        record.status = attempt.status
+        record.elapsed_s = round(attempt.elapsed_s, 6)
+        if attempt.error:
+            record.error = attempt.error
+            if attempt.output_tail is not None:
+                record.stderr_tail = attempt.output_tail
+        self._writer.append_execution(record.as_json())
+        self.records.append(record)
+        self.reporter.execution_finished(execution, attempt.status.value, attempt.error or "")
 
     def _stop_repeating(self, job: WorkloadRun, execution: Execution, error: str) -> None:
         """A failure that would repeat: the rest of its variant combination is skipped, said once."""
@@ -822,46 +608,6 @@ class Runner:
             f"{job.spec.name} [{execution.variant_key}]: this failure would repeat; "
             "the remaining executions of this variant combination are skipped"
         )
-
-    def _watch(self, pid: int):
-        """Start watching the machine around the worker (ccbench.interference); None if it cannot."""
-        from ccbench.interference import InterferenceMonitor
-
-        try:
-            return InterferenceMonitor(pid).start()
-        except Exception as exc:  # the watch is evidence about the run, never a reason to fail it
-            self.reporter.message(f"interference monitor could not start: {type(exc).__name__}: {exc}")
-            return None
-
-    def _observe(self, record: ExecutionRecord, monitor) -> None:
-        """Stop the watch and put what it saw on the record: interference, contended, contended_reasons."""
-        from ccbench.interference import execution_fields
-
-        if monitor is None:
-            return
-        try:
-            fields = execution_fields(monitor.stop(), self._thresholds)
-        except Exception as exc:
-            self.reporter.message(f"interference monitor failed: {type(exc).__name__}: {exc}")
-            return
-        record.interference = fields["interference"]
-        record.contended = fields["contended"]
-        record.contended_reasons = fields["contended_reasons"]
-
-    @staticmethod
-    def _read_result(result_file: Path, log_file: Path, raw_dir: Path, returncode: int) -> WorkerResult:
-        if not result_file.exists():
-            last = tail(log_file.read_text(errors="replace"), 1, 300) if log_file.exists() else ""
-            return WorkerResult(
-                status=ExecutionStatus.FAILED,
-                error=f"the worker died (exit code {returncode}) without a result: {last}",
-            )
-        result = WorkerResult.model_validate_json(result_file.read_text())
-        if result.status != ExecutionStatus.OK:
-            result.error = result.error or "failed"
-            if result.traceback:
-                (raw_dir / "traceback.txt").write_text(result.traceback)
-        return result
 
     @staticmethod
     def _sample(job: WorkloadRun, execution: Execution, ctx: PrepareContext, m: Measurement, contended: bool) -> Sample:
@@ -882,27 +628,3 @@ class Runner:
             raw=execution.raw_path,
             contended=contended,
         )
-
-    def _finish(
-        self,
-        execution: Execution,
-        record: ExecutionRecord,
-        start: float,
-        status: ExecutionStatus,
-        error: str | None,
-        log_file: Path,
-        elapsed: float | None = None,
-    ) -> ExecutionStatus:
-        """Append the execution's record and tell the reporter."""
-        record.status = status
-        record.elapsed_s = round(elapsed if elapsed is not None else time.perf_counter() - start, 6)
-        if error:
-            record.error = error
-            try:
-                record.stderr_tail = tail(log_file.read_text(errors="replace"), 20, 3000)
-            except OSError:
-                pass
-        self._writer.append_execution(record.as_json())
-        self.records.append(record)
-        self.reporter.execution_finished(execution, status.value, error or "")
-        return status

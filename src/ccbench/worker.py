@@ -63,10 +63,10 @@ def result_json(result: WorkerResult) -> str:
 
 
 def main(job_path: str, result_path: str) -> int:
+    from ccbench.fsutil import write_text_atomic
+
     result = run_job(WorkerJob.model_validate_json(Path(job_path).read_text()))
-    tmp = Path(result_path + ".tmp")
-    tmp.write_text(result_json(result))
-    os.replace(tmp, result_path)
+    write_text_atomic(Path(result_path), result_json(result))
     return 0
 
 

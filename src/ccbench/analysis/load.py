@@ -49,7 +49,9 @@ SAMPLE_COLUMNS = [
     "execution",
     "raw",
 ]
-COLUMNS = [*BUNDLE_COLUMNS, *SAMPLE_COLUMNS, *CAUSE_KEYS]
+#: whether a sample is a summary statistic (an imported console log's mean) rather than one measured value
+SUMMARY_COLUMN = "summary_statistic"
+COLUMNS = [*BUNDLE_COLUMNS, *SAMPLE_COLUMNS, *CAUSE_KEYS, SUMMARY_COLUMN]
 
 TEE_NAMES = {
     "none": "no TEE",
@@ -197,7 +199,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
 
     # per sample: its variant (described once per distinct variant), the sample columns, and the
     # transport cipher a workload negotiated (it wins over the variant's)
-    columns: dict[str, list] = {name: [] for name in ("variant", *SAMPLE_COLUMNS, "sample_cipher")}
+    columns: dict[str, list] = {name: [] for name in ("variant", *SAMPLE_COLUMNS, "sample_cipher", SUMMARY_COLUMN)}
     # every key is looked up as soon as it is made and then dropped: only the distinct ones are kept
     # (orjson's output buffers are large for their size; a hundred thousand of them would cost
     # hundreds of megabytes)
@@ -226,6 +228,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
         columns["timestamp"] += [s["timestamp"] for s in chunk]
         # a workload that negotiates its own cipher (TLS) records it on the sample; it wins over the
         # variant's, which was fixed before the run
+        columns[SUMMARY_COLUMN] += [(s.get("metadata") or {}).get("statistic") == "mean" for s in chunk]
         columns["sample_cipher"] += [
             share(c, c) if c else None for c in ((s.get("metadata") or {}).get("transport_cipher") for s in chunk)
         ]
@@ -260,13 +263,14 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
             **{
                 name: values
                 for name, values in columns.items()
-                if name not in ("value", "repetition", "warmup", "contended")
+                if name not in ("value", "repetition", "warmup", "contended", SUMMARY_COLUMN)
             },
             "value": np.array(columns["value"], dtype=float),
             "repetition": np.array(columns["repetition"], dtype=int),
             "warmup": np.array(columns["warmup"], dtype=bool),
             "contended": np.array(columns["contended"], dtype=bool),
             **causes,
+            SUMMARY_COLUMN: np.array(columns[SUMMARY_COLUMN], dtype=bool),
         }
     )
 

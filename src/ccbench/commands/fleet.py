@@ -18,9 +18,10 @@ def command() -> None:
 @click.option(
     "-i",
     "--inventory",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Ansible inventory (INI or YAML). Host variables: ccbench_label, ccbench_baseline, ccbench_workdir, "
+    type=click.Path(),
+    metavar="PATH",
+    help="Ansible inventory: an INI or YAML file, or a directory of them beside group_vars/ and host_vars/. "
+    "The baseline is the host with ccbench_baseline, else the first host the inventory lists. Host variables: ccbench_label, ccbench_baseline, ccbench_workdir, "
     "ccbench_components, and Ansible's connection variables.",
 )
 @click.option(
@@ -59,7 +60,14 @@ def command() -> None:
     help="Continue an interrupted fleet run: each host's bundle resumes where it stopped.",
 )
 @click.option("--no-report", is_flag=True, help="Do not run compare and report at the end.")
-def run(plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, no_report) -> None:
+@click.option(
+    "--history",
+    "history_store",
+    metavar="STORE",
+    help="Also add the gathered bundles, under their hosts' labels, to this results store "
+    "(ccbench history; a DuckDB file, or a directory ending in '/').",
+)
+def run(plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, no_report, history_store) -> None:
     """Run PLAN (a bundled plan name or a plan file; default quick) on every host of the inventory.
 
     For each host: ship ccbench (a wheelhouse built from this checkout, cached; hosts need no
@@ -92,6 +100,7 @@ def run(plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, 
         accept_new_host_keys=accept_new_host_keys,
         resume=resume,
         report=not no_report,
+        history=history_store,
     )
     sys.exit(run_fleet(options, lambda text: console.print(text, markup=False, highlight=False)))
 

@@ -54,6 +54,8 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
         raise PlanError("the notebook workload is not built in this version; install the datascience component")
     if not Path(notebook).exists():
         raise PlanError(f"--notebook {notebook}: no such file")
+    if not Path(notebook).is_file() or not os.access(notebook, os.R_OK):
+        raise PlanError(f"--notebook {notebook}: not a readable file; name the .ipynb file to run")
 
     def typed(value: str):
         try:
@@ -83,7 +85,7 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
 @click.option(
     "--out",
     "out",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     default="results",
     show_default=True,
     help="Directory that receives the result bundle (<out>/<host>-<UTC time>/).",
@@ -99,7 +101,7 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
 @click.option("--pin", metavar="CPUS", help="Pin each measured process to these CPUs, e.g. 1 or 0,2 or 0-3.")
 @click.option(
     "--workdir",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     default=".ccbench/work",
     show_default=True,
     help="ccbench's own work directory (the 'disk' storage variant lives here; loop files and mounts too).",
@@ -111,13 +113,13 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
     metavar="VARIANT=DIR",
     help="Use your own prepared directory for a storage variant, e.g. encrypted=/mnt/secure.",
 )
-@click.option("--notebook", type=click.Path(dir_okay=False), help="Run this one notebook instead of a plan.")
+@click.option("--notebook", type=click.Path(), help="Run this one notebook instead of a plan.")
 @click.option(
     "--param", "params", multiple=True, metavar="K=V", help="Parameter injected into --notebook (repeatable)."
 )
 @click.option(
     "--resume",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     metavar="BUNDLE",
     help="Continue an interrupted run in its bundle, skipping executions already recorded.",
 )
@@ -173,6 +175,8 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
         command_line=["ccbench", *sys.argv[1:]],
         resume=Path(resume) if resume else None,
     )
+    # bad input is told before the system check or anything else is printed
+    runner.check_inputs()
     console.print(f"plan [bold]{the_plan.name}[/bold]: {len(the_plan.workloads)} workload(s)")
     result = runner.run()
     print_run_summary(result)

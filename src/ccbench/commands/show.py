@@ -29,6 +29,7 @@ def command(bundle, as_json) -> None:
                     "bundle": str(data.path),
                     "status": data.manifest.get("status"),
                     "outcomes": data.manifest.get("outcomes", {}),
+                    "imported": data.manifest.get("imported"),
                     "summary": rows,
                 },
                 indent=2,
@@ -44,7 +45,19 @@ def command(bundle, as_json) -> None:
     stdout.print(
         f"started {manifest.get('started_at')}, ended {manifest.get('ended_at') or '- (interrupted or still running)'}"
     )
-    print_environment(data.probe)
+    imported = manifest.get("imported")
+    if imported:
+        # the machine facts of an imported bundle are mostly unknown: say so rather than print None
+        stdout.print(
+            f"[bold]imported[/bold] from {imported.get('format')} results, not measured by ccbench: "
+            + ", ".join(imported.get("sources", [])[:5])
+        )
+        cpu = (data.probe.get("cpu") or {}).get("model") or "unknown"
+        stdout.print(f"host            {data.probe.get('hostname')}\ncpu             {cpu}")
+        for line in data.probe.get("unknown", []):
+            stdout.print(f"unknown         {line}", markup=False)
+    else:
+        print_environment(data.probe)
     warmups = sum(1 for s in samples if s.warmup)
     stdout.print(summary_table(rows, f"{len(samples)} samples ({warmups} warmup)"))
     for name, outcome in manifest.get("outcomes", {}).items():

@@ -63,9 +63,12 @@ def command(bundle, policy_file, collateral, require_attestation, at_text, as_js
         require_attestation=require_attestation,
         at=at,
     )
+    origin = _origin(bundle)
     if as_json:
-        click.echo(json.dumps(verdict.__dict__, indent=2, default=str))
+        click.echo(json.dumps({**verdict.__dict__, "origin": origin}, indent=2, default=str))
     else:
+        if origin != "measured by ccbench":
+            click.echo(f"origin: {origin}")
         if verdict.integrity == "intact":
             click.echo(f"integrity: intact ({verdict.files} files)")
         else:
@@ -86,6 +89,21 @@ def command(bundle, policy_file, collateral, require_attestation, at_text, as_js
         click.echo(f"verdict: {'OK' if verdict.exit_code == 0 else 'FAILED'} (exit {verdict.exit_code})")
     if verdict.exit_code:
         raise SystemExit(verdict.exit_code)
+
+
+def _origin(bundle) -> str:
+    """Whether ccbench measured the bundle's numbers, or imported them from another tool's files."""
+    from ccbench.bundle import read_bundle
+    from ccbench.errors import CCBenchError
+
+    try:
+        imported = read_bundle(bundle, samples=False).manifest.get("imported")
+    except CCBenchError:
+        return "unknown (the manifest cannot be read)"
+    if not imported:
+        return "measured by ccbench"
+    sources = imported.get("sources") or []
+    return f"imported from {imported.get('format', '?')} results ({len(sources)} file(s)), not measured by ccbench"
 
 
 def _unix_time(text: str) -> int:

@@ -1,12 +1,20 @@
-"""Reading an Ansible inventory (INI or YAML) for the fleet, with Ansible's own parser.
+"""Reading an Ansible inventory (an INI or YAML file, or a directory of them beside ``group_vars/``
+and ``host_vars/``) for the fleet, with Ansible's own parser.
 
 ``ansible-inventory --list`` does the parsing (so every inventory Ansible accepts works, group
-variables included); this module checks what ccbench needs before anything is started, and
-turns each problem into a one-line error naming the file and the host.
+variables and host ranges such as ``node[1:3]`` included); this module checks what ccbench needs
+before anything is started, and turns each problem into a one-line error naming the file and the
+host. A second small step in Ansible's own Python (``_RESOLVE``) gives what ``--list`` does not:
+the hosts in the order the inventory lists them (``--list`` puts ungrouped hosts first and sorts
+the host variables), and the variables ccbench reads with their Jinja templates resolved as a
+playbook would see them (``ansible_host: "{{ ... }}"``).
 
-Host variables read: ``ccbench_label`` (default: the inventory hostname), ``ccbench_baseline``,
-``ccbench_workdir``, ``ccbench_components``, and Ansible's connection variables. Values of other
-variables (passwords, tokens) are kept only in Ansible's own hands: nothing here stores them.
+Host variables read: ``ccbench_label`` (default: the inventory hostname), ``ccbench_baseline``
+(default: none, and then the first host the inventory lists is the baseline), ``ccbench_workdir``,
+``ccbench_components``, and Ansible's connection variables with their old spellings
+(``ansible_ssh_host``, ``ansible_ssh_user``, ``ansible_ssh_port``). Values of other variables
+(passwords, tokens) are kept only in Ansible's own hands: nothing here stores them, and an error
+message that would quote one (Ansible's parser quotes the line it refuses) has it replaced.
 """
 
 from __future__ import annotations
@@ -26,6 +34,25 @@ from pathlib import Path
 from ccbench.errors import CCBenchError, EnvironmentProblem
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: the variables ccbench reads (templates resolved); nothing else is asked of Ansible
+_READ = (
+    "ansible_host",
+    "ansible_ssh_host",
+    "ansible_port",
+    "ansible_ssh_port",
+    "ansible_user",
+    "ansible_ssh_user",
+    "ansible_connection",
+    "ansible_ssh_private_key_file",
+    "ansible_private_key_file",
+    "ccbench_label",
+    "ccbench_baseline",
+    "ccbench_workdir",
+    "ccbench_components",
+)
+#: variable names whose values are secrets (Ansible's password spellings, k3s's token, vault and API keys)
+_SECRET_NAME = r"\w*(?:password|passwd|_pass|token|secret|api_key|private_key)(?!\w*_file)\w*"
+_SECRET_ASSIGNMENT = re.compile(rf"\b({_SECRET_NAME})(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|\S+)", re.IGNORECASE)
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0", ""}
 
@@ -123,16 +150,14 @@ def _components(value, where: str) -> list[str]:
     return [i.strip() for i in items if i.strip()]
 
 
-def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Inventory:
-    """The hosts of the inventory at ``path`` (restricted to ``limit``, an Ansible host pattern),
-    checked; raises InventoryError (exit 2) naming the file and host."""
-    path = Path(path)
-    if not path.is_file():
-        raise InventoryError(f"inventory {path}: no such file; pass an Ansible inventory (INI or YAML)")
-    argv = [ansible_tool("ansible-inventory"), "-i", str(path), "--list"]
-    if limit:
-        argv += ["--limit", limit]
-    env = {
+def redact_secrets(text: str) -> str:
+    """``text`` with the value of every secret-looking assignment (``k3s_token=...``,
+    ``ansible_become_password: ...``) replaced: for messages that quote an inventory line."""
+    return _SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}<redacted>", text)
+
+
+def _ansible_env() -> dict[str, str]:
+    return {
         **os.environ,
         "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
         "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True",
@@ -140,20 +165,38 @@ def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Invento
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
     }
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
-    if done.returncode != 0:
-        raise InventoryError(f"inventory {path}: {_first_error(done.stderr, path)}")
-    try:
-        document = json.loads(done.stdout)
-    except ValueError:
-        raise InventoryError(f"inventory {path}: ansible-inventory printed no inventory") from None
+
+
+def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Inventory:
+    """The hosts of the inventory at ``path`` (a file, or a directory as Ansible reads one;
+    restricted to ``limit``, an Ansible host pattern), in the order the inventory lists them,
+    checked; raises InventoryError (exit 2) naming the file and host."""
+    path = Path(path)
+    if not path.exists():
+        raise InventoryError(
+            f"inventory {path}: no such file or directory; pass an Ansible inventory "
+            "(an INI or YAML file, or a directory holding one beside group_vars/ and host_vars/)"
+        )
+    document = _listing(path, limit)
     hostvars = (document.get("_meta") or {}).get("hostvars") or {}
     names = _hosts_in(document)
     if limit and not names:
         raise InventoryError(f"inventory {path}: --limit {limit!r} matches no host")
     if not names:
         raise InventoryError(f"inventory {path}: no hosts")
-    hosts = [_host(path, name, hostvars.get(name) or {}) for name in names]
+    resolved = _resolve(path, limit)
+    # the inventory's own order; a host the second reading missed keeps its place from --list
+    order = [name for name in resolved["order"] if name in names]
+    names = order + [name for name in names if name not in order]
+    hosts = [
+        _host(
+            path,
+            name,
+            {**(hostvars.get(name) or {}), **resolved["values"].get(name, {})},
+            resolved["errors"].get(name, {}),
+        )
+        for name in names
+    ]
     labels: dict[str, str] = {}
     for host in hosts:
         if host.label in labels:
@@ -168,6 +211,90 @@ def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Invento
             f"inventory {path}: hosts {' and '.join(baselines)} both set ccbench_baseline; set it on one host"
         )
     return Inventory(path.resolve(), hosts)
+
+
+def _listing(path: Path, limit: str | None) -> dict:
+    """``ansible-inventory --list``: the parse (its errors as one line) and every host's variables."""
+    argv = [ansible_tool("ansible-inventory"), "-i", str(path), "--list"]
+    if limit:
+        argv += ["--limit", limit]
+    done = subprocess.run(argv, capture_output=True, text=True, env=_ansible_env(), timeout=120)
+    if done.returncode != 0:
+        raise InventoryError(f"inventory {path}: {redact_secrets(_first_error(done.stderr, path))}")
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        raise InventoryError(f"inventory {path}: ansible-inventory printed no inventory") from None
+
+
+#: run in Ansible's own Python: the hosts in the order the inventory's files list them (Ansible's
+#: inventory keeps them in parse order), and the variables ccbench reads, templated as a playbook
+#: would template them (host and group variables, group_vars/ and host_vars/, hostvars and groups)
+_RESOLVE = """
+import json, sys
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible.vars.manager import VariableManager
+
+path, limit, keys = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+loader = DataLoader()
+inventory = InventoryManager(loader=loader, sources=[path])
+if limit:
+    inventory.subset(limit)
+selected = {host.name for host in inventory.get_hosts()}
+manager = VariableManager(loader=loader, inventory=inventory)
+out = {"order": [], "values": {}, "errors": {}}
+for name, host in inventory._inventory.hosts.items():
+    if name not in selected:
+        continue
+    out["order"].append(name)
+    variables = manager.get_vars(host=host, include_hostvars=True)
+    templar = Templar(loader=loader, variables=variables)
+    for key in keys:
+        if key not in variables:
+            continue
+        try:
+            value = templar.template(variables[key])
+        except Exception as exc:
+            out["errors"].setdefault(name, {})[key] = (str(exc).splitlines() or [type(exc).__name__])[0]
+            continue
+        if not isinstance(value, (str, int, float, bool, list, type(None))):
+            value = str(value)
+        out["values"].setdefault(name, {})[key] = value
+print(json.dumps(out, default=str))
+"""
+
+
+def _ansible_python() -> str:
+    """The Python that runs Ansible: this one when ansible-inventory sits beside it, else the one
+    its script names."""
+    tool = Path(ansible_tool("ansible-inventory"))
+    if tool.parent == Path(sys.executable).parent:
+        return sys.executable
+    try:
+        first = tool.read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return sys.executable
+    return first[2:].strip().split()[0] if first.startswith("#!") else sys.executable
+
+
+def _resolve(path: Path, limit: str | None) -> dict:
+    """The inventory's host order and ccbench's variables templated (see ``_RESOLVE``); when that
+    step cannot run, --list's order and the variables as written."""
+    argv = [_ansible_python(), "-c", _RESOLVE, str(path), limit or "", json.dumps(_READ)]
+    empty = {"order": [], "values": {}, "errors": {}}
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=_ansible_env(), timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return empty
+    if done.returncode != 0:
+        return empty
+    try:
+        document = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return empty
+    return {key: document.get(key) or empty[key] for key in empty}
 
 
 def _first_error(stderr: str, path: Path) -> str:
@@ -210,15 +337,20 @@ def _hosts_in(document: dict) -> list[str]:
     return order
 
 
-def _host(path: Path, name: str, variables: dict) -> FleetHost:
+def _host(path: Path, name: str, variables: dict, unresolved: dict[str, str]) -> FleetHost:
     where = f"inventory {path}: host {name}"
+    for key, message in unresolved.items():
+        raise InventoryError(
+            f"{where}: {key} is a template Ansible cannot resolve ({redact_secrets(message)}); "
+            "define what it uses or give a plain value"
+        )
     label = str(variables.get("ccbench_label", name))
     if not _LABEL.match(label):
         raise InventoryError(
             f"{where}: ccbench_label {label!r}: use letters, digits, '.', '_' or '-' (it names a directory)"
         )
     connection = str(variables.get("ansible_connection", "ssh"))
-    address = variables.get("ansible_host")
+    address = variables.get("ansible_host") or variables.get("ansible_ssh_host")
     if connection == "local":
         address = address or "localhost"
     elif not address:
@@ -235,11 +367,12 @@ def _host(path: Path, name: str, variables: dict) -> FleetHost:
         key_file = variables.get(key)
         if key_file and not Path(os.path.expanduser(str(key_file))).is_file():
             raise InventoryError(f"{where}: {key}={key_file} does not exist; point it at the private key")
-    port = variables.get("ansible_port") or variables.get("ansible_ssh_port")
+    port_key = "ansible_port" if variables.get("ansible_port") is not None else "ansible_ssh_port"
+    port = variables.get(port_key)
     try:
         port = int(port) if port is not None else None
     except (TypeError, ValueError):
-        raise InventoryError(f"{where}: ansible_port={port!r} is not a number") from None
+        raise InventoryError(f"{where}: {port_key}={port!r} is not a number") from None
     workdir = variables.get("ccbench_workdir")
     return FleetHost(
         name=name,

@@ -361,15 +361,7 @@ def render_plan_jobs(
         raise ManifestError("give at least one --runtime-class (e.g. runc, kata-qemu-snp, kata-qemu-tdx)")
     loaded = load_plan(plan)  # a broken plan is exit 2 before anything is written
     handlers = handlers or {}
-    unknown = [c for c in handlers if c not in runtime_classes]
-    if unknown:
-        raise ManifestError(f"--handler {unknown[0]}=...: {unknown[0]} is not one of the --runtime-class values")
-    classes = []
-    for name in runtime_classes:
-        if not _DNS_LABEL.match(name):
-            raise ManifestError(f"--runtime-class {name!r}: a RuntimeClass name is lower case letters, digits and '-'")
-        if name not in classes:
-            classes.append(name)
+    classes = _runtime_class_names(runtime_classes, handlers)
     plan_path = Path(plan)
     plan_file = plan_path.is_file()
     ns = k8s_name(namespace_name)
@@ -377,57 +369,27 @@ def render_plan_jobs(
     if plan_file:
         objects_ns.append(config_map("ccbench-plan", ns, {f"plan{plan_path.suffix}": plan_path.read_text()}))
     plan_argument = f"/plan/plan{plan_path.suffix}" if plan_file else plan
-    runtime_objects = [runtime_class(name, handlers.get(name)) for name in classes]
     jobs, gather, claims = [], [], []
     for name in classes:
         suffix = k8s_name(name, max_length=40)
         claim = f"results-{suffix}"
         claims.append(volume_claim(claim, ns, storage, storage_class))
-        mounts = [volume_mount("results", "/results"), volume_mount("work", "/work")]
-        volumes: list[dict[str, Any]] = [
-            {"name": "results", "persistentVolumeClaim": {"claimName": claim}},
-            {"name": "work", "emptyDir": {}},
-        ]
-        if plan_file:
-            mounts.append(volume_mount("plan", "/plan", read_only=True))
-            volumes.append({"name": "plan", "configMap": {"name": "ccbench-plan"}})
-        box = container(
-            "ccbench",
-            image,
-            command=["ccbench"],
-            args=["run", plan_argument, "--out", f"/results/{suffix}", "--workdir", "/work"],
-            cpu=cpu,
-            memory=memory,
-            volume_mounts=mounts,
-        )
-        job_labels = labels(
-            "ccbench", **{"ccbench.dev/runtime-class": suffix, "ccbench.dev/plan": k8s_name(loaded.name)}
-        )
         jobs.append(
-            job(f"ccbench-{suffix}", ns, pod_spec([box], runtime_class=name, volumes=volumes), object_labels=job_labels)
+            _plan_job(
+                name,
+                ns,
+                image,
+                plan_argument,
+                claim,
+                plan_file=plan_file,
+                plan_name=loaded.name,
+                cpu=cpu,
+                memory=memory,
+            )
         )
-        reader = container(
-            "reader",
-            "busybox:1.36",
-            command=["sleep", "3600"],
-            cpu="100m",
-            memory="64Mi",
-            volume_mounts=[volume_mount("results", "/results", read_only=True)],
-        )
-        gather.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": metadata(f"gather-{suffix}", ns, labels("ccbench-gather")),
-                "spec": pod_spec(
-                    [reader],
-                    volumes=[{"name": "results", "persistentVolumeClaim": {"claimName": claim}}],
-                    restart_policy="Never",
-                ),
-            }
-        )
+        gather.append(_gather_pod(suffix, ns, claim))
     files = {
-        "runtimeclasses.yaml": runtime_objects,
+        "runtimeclasses.yaml": [runtime_class(name, handlers.get(name)) for name in classes],
         "namespace.yaml": objects_ns,
         "jobs.yaml": claims + jobs,
         "gather.yaml": gather,
@@ -441,23 +403,98 @@ def render_plan_jobs(
     except OSError as exc:
         raise CCBenchError(f"-o {out}: cannot create the directory ({exc.strerror})") from None
     written = [write_manifests(objects, out / filename) for filename, objects in files.items()]
+    guide = _write_gathering_guide(out, loaded.name, classes, ns, cpu=cpu, memory=memory)
+    return written + [guide]
+
+
+def _runtime_class_names(runtime_classes: list[str], handlers: dict[str, str]) -> list[str]:
+    """The --runtime-class values checked, each once, in the order given."""
+    unknown = [c for c in handlers if c not in runtime_classes]
+    if unknown:
+        raise ManifestError(f"--handler {unknown[0]}=...: {unknown[0]} is not one of the --runtime-class values")
+    classes: list[str] = []
+    for name in runtime_classes:
+        if not _DNS_LABEL.match(name):
+            raise ManifestError(f"--runtime-class {name!r}: a RuntimeClass name is lower case letters, digits and '-'")
+        if name not in classes:
+            classes.append(name)
+    return classes
+
+
+def _plan_job(
+    name: str,
+    ns: str,
+    image: str,
+    plan_argument: str,
+    claim: str,
+    *,
+    plan_file: bool,
+    plan_name: str,
+    cpu: str,
+    memory: str,
+) -> dict[str, Any]:
+    """The Job running the plan under RuntimeClass ``name``, its bundle written to its claim."""
+    suffix = k8s_name(name, max_length=40)
+    mounts = [volume_mount("results", "/results"), volume_mount("work", "/work")]
+    volumes: list[dict[str, Any]] = [
+        {"name": "results", "persistentVolumeClaim": {"claimName": claim}},
+        {"name": "work", "emptyDir": {}},
+    ]
+    if plan_file:
+        mounts.append(volume_mount("plan", "/plan", read_only=True))
+        volumes.append({"name": "plan", "configMap": {"name": "ccbench-plan"}})
+    box = container(
+        "ccbench",
+        image,
+        command=["ccbench"],
+        args=["run", plan_argument, "--out", f"/results/{suffix}", "--workdir", "/work"],
+        cpu=cpu,
+        memory=memory,
+        volume_mounts=mounts,
+    )
+    job_labels = labels("ccbench", **{"ccbench.dev/runtime-class": suffix, "ccbench.dev/plan": k8s_name(plan_name)})
+    return job(f"ccbench-{suffix}", ns, pod_spec([box], runtime_class=name, volumes=volumes), object_labels=job_labels)
+
+
+def _gather_pod(suffix: str, ns: str, claim: str) -> dict[str, Any]:
+    """A pod that mounts a Job's results read-only, for ``kubectl cp`` to copy the bundle out."""
+    reader = container(
+        "reader",
+        "busybox:1.36",
+        command=["sleep", "3600"],
+        cpu="100m",
+        memory="64Mi",
+        volume_mounts=[volume_mount("results", "/results", read_only=True)],
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata(f"gather-{suffix}", ns, labels("ccbench-gather")),
+        "spec": pod_spec(
+            [reader],
+            volumes=[{"name": "results", "persistentVolumeClaim": {"claimName": claim}}],
+            restart_policy="Never",
+        ),
+    }
+
+
+def _write_gathering_guide(out: Path, plan_name: str, classes: list[str], ns: str, *, cpu: str, memory: str) -> Path:
+    """GATHERING.md: the commands that copy each bundle out and compare them, runc first if present."""
     suffixes = [k8s_name(name, max_length=40) for name in classes]
     baseline = "runc" if "runc" in suffixes else suffixes[0]
-    others = " ".join(f"bundles/{s}/*" for s in suffixes if s != baseline)
-    copy_lines = "\n".join(f"kubectl -n {ns} cp gather-{s}:/results/{s} bundles/{s}" for s in suffixes)
-    label_args = " ".join(f"--label bundles/{s}/<bundle>={s}" for s in suffixes)
-    (out / "GATHERING.md").write_text(
+    path = out / "GATHERING.md"
+    path.write_text(
         GATHERING.format(
-            plan=loaded.name,
+            plan=plan_name,
             classes=", ".join(f"`{c}`" for c in classes),
             directory=out,
             namespace=ns,
-            copy_lines=copy_lines,
+            copy_lines="\n".join(f"kubectl -n {ns} cp gather-{s}:/results/{s} bundles/{s}" for s in suffixes),
             baseline=baseline,
-            others=others,
-            label_args=label_args,
+            others=" ".join(f"bundles/{s}/*" for s in suffixes if s != baseline),
+            label_args=" ".join(f"--label bundles/{s}/<bundle>={s}" for s in suffixes),
             cpu=cpu,
             memory=memory,
         )
     )
-    return written + [out / "GATHERING.md"]
+    return path

@@ -1,7 +1,7 @@
 """The fleet's agent on a remote host: starts ``ccbench run`` detached, reports its state, stops it.
 
 Run by the shipped playbook as ``<venv>/bin/python -m ccbench.fleet.remote ACTION --run-dir DIR``.
-Standard library only, one JSON line out per call (the playbook parses it; the controller's
+Standard library and ccbench only, one JSON line out per call (the playbook parses it; the controller's
 progress line is built from it). A run directory holds::
 
     ccbench.pid     pid of the `ccbench run` process (its own session: pgid = pid)
@@ -31,6 +31,8 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from ccbench.fsutil import write_text_atomic
 
 
 def _read_int(path: Path) -> int | None:
@@ -155,9 +157,7 @@ def supervise(run_dir: Path, ccbench_args: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     code = process.wait()
-    temporary = run_dir / "exit.tmp"
-    temporary.write_text(str(code if code >= 0 else 128 - code))
-    os.replace(temporary, run_dir / "exit")
+    write_text_atomic(run_dir / "exit", str(code if code >= 0 else 128 - code))
     return 0
 
 

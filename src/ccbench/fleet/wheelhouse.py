@@ -101,19 +101,22 @@ def component_requirements(components: list[str]) -> list[str]:
     return found
 
 
-#: set-up components whose Python extra joins the wheelhouse whenever a host's plan needs one of
-#: their workloads; torch ("ml") is gigabytes and OpenFL ("federated") builds its own environment on
-#: the host, so those go in only when named in ccbench_components
-PLAN_EXTRAS = ("datascience",)
+def plan_extras() -> set[str]:
+    """Set-up components whose Python extra joins the wheelhouse whenever a host's plan needs one of
+    their workloads (Workload.ships_python_extra); others, such as torch ("ml", gigabytes) or OpenFL
+    (its own environment on the host), go in only when named in ccbench_components."""
+    from ccbench.workloads import shipped_python_extras
+
+    return shipped_python_extras()
 
 
 def wheelhouse_components(requested: list[str], planned: list[str]) -> tuple[list[str], dict[str, str]]:
     """The components whose Python packages go into the wheelhouse: every requested one (a host's
-    ccbench_components), and each planned one of PLAN_EXTRAS whose packages the controller has; the
+    ccbench_components), and each planned one of plan_extras() whose packages the controller has; the
     planned ones it lacks, with the reason (their workloads are then skipped on the hosts)."""
     chosen = set(requested)
     left_out = {}
-    for component in sorted(set(planned) & set(PLAN_EXTRAS) - chosen):
+    for component in sorted(set(planned) & plan_extras() - chosen):
         try:
             closure(component_requirements([component]))
         except EnvironmentProblem as exc:

@@ -1,8 +1,15 @@
-"""Registry of workload kinds. Each entry: kind -> "module:Class" (imported lazily)."""
+"""Registry of workload kinds. Each entry: kind -> "module:Class" (imported lazily).
+
+A workload module imports with ccbench's core dependencies alone (optional ones inside its
+methods); still, each question below imports only the kinds it must, and a kind that cannot be
+imported here answers nothing instead of breaking a command that does not need it.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
+from pathlib import Path
 
 from ccbench.workloads.base import Workload
 
@@ -39,3 +46,46 @@ def workload_class(kind: str) -> type[Workload]:
         raise EnvironmentProblem(
             f"workload kind '{kind}' cannot be loaded ({exc}); run 'bash scripts/setup.sh --all' to install its dependencies"
         ) from None
+
+
+def _loadable(kinds: Iterable[str]) -> list[type[Workload]]:
+    """The classes of those kinds that import here, in the order given."""
+    from ccbench.errors import EnvironmentProblem
+
+    classes = []
+    for kind in dict.fromkeys(kinds):
+        if kind not in REGISTRY:
+            continue
+        try:
+            classes.append(workload_class(kind))
+        except EnvironmentProblem:
+            continue
+    return classes
+
+
+def setup_components(kinds: Iterable[str]) -> set[str]:
+    """The set-up components that these kinds' tools need."""
+    return {cls.setup_component for cls in _loadable(kinds) if cls.setup_component}
+
+
+def shipped_python_extras() -> set[str]:
+    """The set-up components whose Python extra the fleet ships whenever a plan needs one of their kinds."""
+    return {cls.setup_component for cls in _loadable(REGISTRY) if cls.ships_python_extra and cls.setup_component}
+
+
+def system_checks(workloads: Iterable[tuple[str, Iterable[str]]]) -> set[str]:
+    """The before-run checks asked for by these (kind, variant axes) pairs."""
+    checks: set[str] = set()
+    for kind, axes in workloads:
+        for cls in _loadable([kind]):
+            checks.update(cls.checks_for({axis: () for axis in axes}))
+    return checks
+
+
+def cleanup_stale(workdir: Path) -> list[str]:
+    """Undo what killed runs left under workdir, kind by kind. Only the kinds that have their own
+    directory there (workdir/<kind>) are imported and asked (Workload.cleanup_stale)."""
+    removed: list[str] = []
+    for cls in _loadable(kind for kind in REGISTRY if (Path(workdir) / kind).is_dir()):
+        removed += cls.cleanup_stale(Path(workdir))
+    return removed

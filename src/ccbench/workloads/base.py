@@ -7,6 +7,11 @@ Life cycle, driven by the runner (see runner.py):
 * ``run(ctx)``         in a fresh worker process per execution (own process group, optional CPU
                        pinning, killed as a whole on timeout); returns Measurements.
 * ``cleanup(ctx)``     in the runner, once per variant combination, after the last execution.
+
+A workload also declares what it needs, so that the generic layers (runner, fleet, wheelhouse)
+never name a kind: its set-up component, whether the fleet ships that component's Python extra,
+the before-run checks it asks for, and how to undo what a killed run of it left
+(``cleanup_stale``).
 """
 
 from __future__ import annotations
@@ -149,6 +154,10 @@ class ExecutionContext:
         return result
 
 
+#: the before-run check (ccbench.probe.syscheck) of whether the TLS library's AES runs at full speed
+TLS_AES_CHECK = "tls-aes"
+
+
 def missing_tools(*names: str) -> list[str]:
     """The commands among ``names`` that are not on PATH."""
     return [name for name in names if shutil.which(name) is None]
@@ -172,10 +181,33 @@ class Workload(ABC):
     #: parameters that describe a matrix of cases (e.g. fio block sizes): left out of each
     #: sample's params, since each Measurement names its own case in ``Measurement.case``.
     matrix_params: ClassVar[frozenset[str]] = frozenset()
+    #: the set-up component (scripts/setup.d/NN-NAME.sh) that installs this kind's tools; the fleet
+    #: runs it on every host whose plan has this kind
+    setup_component: ClassVar[str | None] = None
+    #: whether the fleet's wheelhouse carries that component's Python extra whenever a plan needs
+    #: this kind (not for extras of gigabytes or with an environment of their own: those go in only
+    #: when a host names the component in ccbench_components)
+    ships_python_extra: ClassVar[bool] = False
+    #: the before-run checks this kind asks for (e.g. TLS_AES_CHECK)
+    system_checks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, params: WorkloadParams):
         self.name = name
         self.params = params
+
+    @classmethod
+    def checks_for(cls, variants: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+        """The before-run checks of this kind with these variant axes: its own, and the TLS AES check
+        whenever it measures transport variants."""
+        return cls.system_checks + ((TLS_AES_CHECK,) if "transport" in variants else ())
+
+    @classmethod
+    def cleanup_stale(cls, workdir: Path) -> list[str]:
+        """Undo what a killed run of this kind left under workdir (servers, files); say each thing
+        undone. Called before a run and by ``ccbench cleanup``, with the workdir lock held (nothing
+        there belongs to a live run), and only when ``workdir/<kind>`` exists: keep there what a
+        killed run could leave (or a record of it)."""
+        return []
 
     def requirements(self) -> str | None:
         """Return why this workload cannot run here (with an install hint), or None."""

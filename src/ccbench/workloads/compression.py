@@ -87,6 +87,7 @@ class Compression(Workload):
     description = "compress a deterministic dataset into an archive on the storage variant and back (gzip, zstd)"
     Params = CompressionParams
     variant_axes = frozenset({"storage"})
+    setup_component = "storage"
     matrix_params = frozenset({"algorithms"})
 
     def requirements(self) -> str | None:

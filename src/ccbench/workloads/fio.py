@@ -140,6 +140,7 @@ class Fio(Workload):
     description = "fio matrix {4k,64k,1m} x {seq,rand} x {read,write} (+ mixed): MB/s, IOPS, clat mean/p50/p99"
     Params = FioParams
     variant_axes = frozenset({"storage"})
+    setup_component = "core"
     matrix_params = frozenset({"blocksizes", "patterns"})
 
     def requirements(self) -> str | None:

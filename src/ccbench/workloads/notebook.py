@@ -149,6 +149,8 @@ class Notebook(Workload):
     description = "a Jupyter notebook in a fresh kernel: total, kernel start, each cell, kernel peak memory"
     Params = NotebookParams
     variant_axes = frozenset({"storage"})
+    setup_component = "datascience"
+    ships_python_extra = True
     params: NotebookParams
 
     def requirements(self) -> str | None:

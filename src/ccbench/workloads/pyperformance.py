@@ -95,6 +95,8 @@ class Pyperformance(Workload):
     kind = "pyperformance"
     description = "the pyperformance Python benchmarks (a suite or a list), each benchmark's mean time"
     Params = PyperformanceParams
+    setup_component = "datascience"
+    ships_python_extra = True
     params: PyperformanceParams
 
     def requirements(self) -> str | None:

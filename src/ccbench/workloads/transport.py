@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import Field
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams
+from ccbench.workloads.base import TLS_AES_CHECK, ExecutionContext, Workload, WorkloadFailed, WorkloadParams
 
 BINARY = Path(__file__).resolve().parents[3] / "crates" / "target" / "release" / "ccchannel-bench"
 EMBEDDING_TEXT = "What does confidential computing cost my machine-learning workload?"
@@ -66,6 +66,8 @@ class Transport(Workload):
     )
     Params = TransportParams
     variant_axes = frozenset({"transport"})
+    setup_component = "transport"
+    system_checks = (TLS_AES_CHECK,)
     matrix_params = frozenset({"sizes", "pipes"})
 
     def requirements(self) -> str | None:

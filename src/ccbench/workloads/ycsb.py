@@ -142,6 +142,7 @@ class Ycsb(Workload):
     description = "YCSB core workloads A-F on an embedded RocksDB in the storage variant's directory"
     Params = YcsbParams
     variant_axes = frozenset({"storage"})
+    setup_component = "ycsb"
     matrix_params = frozenset({"workloads"})
 
     def requirements(self) -> str | None:

@@ -7,7 +7,7 @@ file: ``fetch`` hashes the file three times whatever ``validate_checksum`` says 
 module run computing its SHA-1, then SHA-1 and MD5 of the local copy), which on the development
 machine took longer than the transfer itself. The controller checks the archive instead: its size
 here (this action), then every member and the bundle's own SHA-256 list after unpacking
-(``ccbench.fleet.engine.unpack_bundle``).
+(``ccbench.fleet.gather.unpack_bundle``).
 
 Arguments: ``src`` (the remote archive), ``dest`` (the local path; written as ``dest.partial`` and
 renamed when complete), ``bytes`` (the size ``pack`` reported), ``remove`` (the remote path to

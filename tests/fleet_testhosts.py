@@ -1,4 +1,5 @@
-"""SSH hosts emulated on this machine, for the fleet's tests and benchmark.
+"""SSH hosts emulated on this machine, for the fleet's tests and benchmark (test support: not
+shipped in the package; ``benchmarks/bench_fleet.py`` puts this directory on its path to import it).
 
 Each host is a network namespace (``ccbench.topology``) running Debian's OpenSSH server
 (``sshd -D -f <its own config>``) with its own host key, in a private mount namespace where the

@@ -1,0 +1,32 @@
+"""ccbench export: every sample of some bundles as one Parquet or CSV table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("bundles", metavar="BUNDLE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path), help="The file to write.")
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(["parquet", "csv"]),
+    default=None,
+    help="parquet (zstd) or csv; default: from the file name's extension (.csv -> csv, otherwise parquet).",
+)
+@click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Name a bundle's machine (repeatable).")
+def command(bundles, out: Path, format_name: str | None, labels) -> None:
+    """Write every sample of BUNDLE... (bundles, or directories holding bundles) as one table, each row
+    joined with its machine's facts (label, TEE technology, CPU model, kernel, storage protection,
+    contended, ...), for pandas, DuckDB, R (arrow), Spark or BigQuery without ccbench. Warmup samples
+    are included and flagged. The columns are documented in docs/bundle-format.md ("Export")."""
+    from ccbench.analysis.load import parse_labels
+    from ccbench.results.export import export_table, write
+
+    format_name = format_name or ("csv" if out.suffix.lower() == ".csv" else "parquet")
+    frame = export_table(bundles, parse_labels(labels))
+    write(frame, out, format_name)
+    click.echo(f"{out}: {len(frame)} samples from {frame['bundle'].nunique()} bundle(s), {format_name}")

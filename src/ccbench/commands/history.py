@@ -1,0 +1,98 @@
+"""ccbench history: a results store over time, and the change points in its series."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+STORE_HELP = (
+    "The results store: a DuckDB file (default ~/.local/share/ccbench/history.duckdb), or a directory "
+    "(a path ending in '/') of Parquet files partitioned by date and machine label."
+)
+
+
+def _store(path):
+    from ccbench.results.history import Store, default_store
+
+    return Store(path if path else default_store())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def command() -> None:
+    """The cost over time: put bundles into a store (add), see each series with the change points
+    Apache Otava finds in it (show), or as an HTML page (report)."""
+
+
+@command.command()
+@click.argument("bundles", metavar="BUNDLE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--store", "store_path", default=None, help=STORE_HELP)
+@click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Name a bundle's machine (repeatable).")
+def add(bundles, store_path, labels) -> None:
+    """Add each bundle's run medians (one point per configuration, workload, case and metric) to the
+    store. A bundle already in it (by its digest) adds nothing."""
+    from ccbench.analysis.load import parse_labels
+    from ccbench.results.history import add_bundles
+
+    store = _store(store_path)
+    added, skipped = add_bundles(bundles, store, parse_labels(labels))
+    click.echo(f"{store.path}: {added} bundle(s) added, {skipped} already there")
+
+
+def _filters(function):
+    for option in (
+        click.option("--store", "store_path", default=None, help=STORE_HELP),
+        click.option("--label", default=None, help="Only this machine label."),
+        click.option("--workload", default=None, help="Only this workload."),
+        click.option("--metric", default=None, help="Only this metric."),
+    ):
+        function = option(function)
+    return function
+
+
+@command.command()
+@_filters
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per series.")
+def show(store_path, label, workload, metric, as_json) -> None:
+    """Per configuration and metric: the runs over time and the change points found, each with its
+    size, its 95% interval and what changed between the runs around it (kernel, ccbench version, CPU
+    microcode, TEE, plan). Contended runs are listed but left out of the detection."""
+    from ccbench.results.history import describe, history, series_json
+
+    series, reason = history(_store(store_path), label, workload, metric)
+    if as_json:
+        for s in series:
+            click.echo(json.dumps({**series_json(s), "change_points_not_computed": reason}, default=str))
+        return
+    if reason:
+        click.echo(f"change points not computed: {reason}")
+    for s in series:
+        points = s.points
+        contended = int(points["contended"].astype(bool).sum())
+        click.echo(
+            f"{s.key['label']} / {s.key['config']}  {s.key['workload']} {s.key['case']}  {s.key['metric']} ({s.unit}): "
+            f"{len(points)} runs ({contended} contended), last {points['median'].iloc[-1]:.4g}"
+        )
+        for cp in s.change_points:
+            click.echo(f"  change point {describe(cp, s.unit)}")
+        if s.note:
+            click.echo(f"  {s.note}")
+
+
+@command.command()
+@_filters
+@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path), help="The HTML file.")
+def report(store_path, label, workload, metric, out) -> None:
+    """One HTML page: the change points first, then a chart per metric over time."""
+    from ccbench.errors import CCBenchError
+    from ccbench.fsutil import write_text_atomic
+    from ccbench.results.history import history
+    from ccbench.results.history_report import render
+
+    store = _store(store_path)
+    series, reason = history(store, label, workload, metric)
+    if not out.parent.exists():
+        raise CCBenchError(f"-o {out}: the directory {out.parent} does not exist")
+    write_text_atomic(out, render(series, reason, store.path))
+    click.echo(f"{out}: {len(series)} series, {sum(len(s.change_points) for s in series)} change point(s)")

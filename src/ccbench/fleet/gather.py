@@ -1,0 +1,214 @@
+"""Gathering: the fetched bundle archives unpacked and checked, then compared and reported.
+
+``unpack_bundle`` extracts one host's archive safely and checks it against what the host packed
+and against the bundle's own SHA-256 list (``attestation.json``, hashed with
+``ccbench.attestation.digests``); ``compare_and_report`` runs ``ccbench compare`` and
+``ccbench report`` over every host's bundle with the inventory's baseline first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from ccbench.attestation import digests
+from ccbench.errors import CCBenchError
+from ccbench.fleet.records import FleetRun, one_line
+
+
+class GatherError(CCBenchError):
+    """A fetched bundle archive that cannot be unpacked safely or does not match what the host packed."""
+
+
+def unpack_bundle(archive: Path, target: Path, packed: dict | None = None) -> tuple[Path, dict]:
+    """Unpack a fetched bundle archive into ``target/<bundle>/`` and check it; return that directory
+    and what was checked.
+
+    Refused (GatherError, nothing replaced): members outside one top-level directory, absolute
+    paths, ``..``, links, devices; a member whose size on disk differs from its header; a file count
+    or byte total other than what the host's ``pack`` reported. Extraction uses tarfile's ``data``
+    filter into a staging directory beside the target, which then replaces an earlier copy of the
+    same bundle (a resumed host's bundle is a superset of what was fetched before). When the bundle
+    has ``attestation.json``, every listed file's size and SHA-256 is compared with it: the result
+    is returned (``attestation``: match, mismatch, absent), never raised, so that a stale list
+    (a run killed before it could rewrite it) loses no measurement."""
+    where = f"the bundle archive {archive}"
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+            tops = set()
+            for member in members:
+                parts = Path(member.name).parts
+                if member.name.startswith("/") or not parts or ".." in parts:
+                    raise GatherError(f"{where}: refused member {member.name!r} (absolute or leaving the bundle)")
+                if not (member.isfile() or member.isdir()):
+                    raise GatherError(f"{where}: refused member {member.name!r} (a link or special file)")
+                tops.add(parts[0])
+            if len(tops) != 1:
+                raise GatherError(f"{where}: expected one bundle directory, found {sorted(tops) or 'none'}")
+            name = tops.pop()
+            if name in (".", "") or name.startswith("."):
+                raise GatherError(f"{where}: refused bundle directory name {name!r}")
+            target.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{name}.unpacking-", dir=target))
+            try:
+                tar.extractall(staging, filter="data")
+                files = [m for m in members if m.isfile()]
+                for member in files:
+                    size = (staging / member.name).stat().st_size
+                    if size != member.size:
+                        raise GatherError(
+                            f"{where}: {member.name} unpacked to {size} bytes, its header says {member.size}"
+                        )
+                total = sum(m.size for m in files)
+                if packed and packed.get("files") is not None:
+                    if (len(files), total) != (packed["files"], packed["file_bytes"]):
+                        raise GatherError(
+                            f"{where}: {len(files)} files, {total} bytes; the host packed {packed['files']} files, "
+                            f"{packed['file_bytes']} bytes: fetch again (ccbench fleet run --resume)"
+                        )
+                checks = {"files": len(files), "bytes": total, **_check_attestation(staging / name)}
+                bundle = target / name
+                if bundle.exists():
+                    shutil.rmtree(bundle)
+                os.replace(staging / name, bundle)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except (tarfile.TarError, EOFError) as exc:
+        raise GatherError(f"{where} is damaged ({exc}): fetch again (ccbench fleet run --resume)") from None
+    return bundle, checks
+
+
+def _check_attestation(bundle: Path) -> dict:
+    """The bundle's files against the SHA-256 list in its attestation.json, with the digest list
+    attestation itself computes (files it does not list are not checked: a run killed before
+    rewriting the list adds some)."""
+    path = bundle / digests.ATTESTATION_FILE
+    if not path.is_file():
+        return {"attestation": "absent"}
+    try:
+        entries = json.loads(path.read_text()).get("files") or []
+        recorded = [{"path": str(e["path"]), "sha256": e.get("sha256"), "size": e.get("size")} for e in entries]
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return {"attestation": "mismatch", "attestation_detail": "attestation.json is not readable JSON"}
+    differences = digests.compare(recorded, digests.digest_list(bundle))
+    changed, missing = differences["changed"], differences["missing"]
+    if changed or missing:
+        detail = "; ".join(
+            f"{what}: {', '.join(map(str, names[:5]))}{' ...' if len(names) > 5 else ''}"
+            for what, names in (("changed", changed), ("missing", missing))
+            if names
+        )
+        return {"attestation": "mismatch", "attestation_detail": detail, "attestation_files": len(entries)}
+    return {"attestation": "match", "attestation_files": len(entries)}
+
+
+def gathering_settings(env: dict[str, str]) -> dict:
+    """How bundles travel, as fleet.json records it (the effective values, a user's override included)."""
+    return {
+        "archive": "one uncompressed tar per bundle, packed on the host (GNU tar), removed after the fetch",
+        "fetch": "ccbench_fetch action: the ssh connection's fetch_file, as the login user",
+        "transfer_method": env.get("ANSIBLE_SSH_TRANSFER_METHOD") or "smart (sftp, then scp)",
+        "ssh_args": env.get("ANSIBLE_SSH_ARGS"),
+        "pipelining": env.get("ANSIBLE_PIPELINING"),
+        "checks": "archive size, member sizes, file count and bytes as packed, attestation.json SHA-256 list",
+    }
+
+
+def probe_summary(bundle: Path) -> dict | None:
+    """The few probe facts fleet.json shows per host (the bundle keeps the whole probe)."""
+    try:
+        manifest = json.loads((bundle / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    environment = manifest.get("environment") or {}
+    cpu, tee = environment.get("cpu") or {}, environment.get("tee") or {}
+    return {
+        "hostname": environment.get("hostname"),
+        "cpu": cpu.get("model"),
+        "threads": cpu.get("threads"),
+        "memory_bytes": (environment.get("memory") or {}).get("total_bytes"),
+        "kernel": (environment.get("kernel") or {}).get("release"),
+        "os": (environment.get("os") or {}).get("pretty_name"),
+        "virtualization": environment.get("virtualization"),
+        "tee": tee.get("technology"),
+        "bundle_status": manifest.get("status"),
+    }
+
+
+def add_to_history(fleet: FleetRun, store_path: str) -> str:
+    """Put the gathered bundles into a results store (``ccbench history``), each under its host's
+    label; a line saying what was added (or why nothing could be)."""
+    from ccbench.errors import CCBenchError
+    from ccbench.results.history import Store, add_bundles
+
+    bundles = {
+        str((fleet.directory / r.bundle).resolve()): label
+        for label, rounds in fleet.runs.items()
+        for r in rounds.values()
+        if r.bundle and r.outcome in ("ok", "failed")
+    }
+    if not bundles:
+        return f"history {store_path}: no bundle was gathered, nothing added"
+    try:
+        added, known = add_bundles(list(bundles), Store(store_path), bundles)
+    except CCBenchError as exc:
+        return f"history {store_path}: not added: {exc}"
+    return f"history {store_path}: {added} bundle(s) added, {known} already there"
+
+
+def compare_and_report(fleet: FleetRun) -> None:
+    """``ccbench compare`` and ``ccbench report`` over the gathered bundles, the baseline's first
+    (their outputs and any failure recorded in ``fleet``)."""
+    # the baseline's bundles first: compare and report take the first bundle's least-protected
+    # configuration as the baseline (per workload, so that prime without a storage variant
+    # still finds its baseline; a --baseline label would match several configurations)
+    order = sorted(fleet.runs, key=lambda label: label != fleet.baseline)
+    bundles = [
+        (label, fleet.directory / r.bundle)
+        for label in order
+        for r in fleet.runs[label].values()
+        if r.bundle and r.outcome in ("ok", "failed")
+    ]
+    labels_present = {label for label, _ in bundles}
+    if len(labels_present) < 2:
+        fleet.analysis_error = "fewer than two hosts brought back a bundle: nothing to compare"
+        return
+    args = [str(path) for _, path in bundles]
+    for label, path in bundles:
+        args += ["--label", f"{path}={label}"]
+    env = {**os.environ, "COLUMNS": "200"}
+    compare = subprocess.run(
+        [sys.executable, "-m", "ccbench", "compare", *args], capture_output=True, text=True, env=env, timeout=1800
+    )
+    (fleet.directory / "compare.txt").write_text(compare.stdout + compare.stderr)
+    fleet.compare = "compare.txt"
+    if compare.returncode != 0:
+        fleet.analysis_error = f"ccbench compare: {one_line(compare.stderr)}"
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ccbench",
+            "report",
+            *args,
+            "-o",
+            str(fleet.directory / "report.html"),
+            "--title",
+            f"ccbench fleet {fleet.run_id}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    if report.returncode == 0:
+        fleet.report = "report.html"
+    else:
+        fleet.analysis_error = (fleet.analysis_error or "") + f" ccbench report: {one_line(report.stderr)}"

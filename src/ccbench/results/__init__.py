@@ -1,0 +1,1 @@
+"""Results as data: others' results turned into bundles (``importers``)."""

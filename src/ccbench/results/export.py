@@ -1,0 +1,113 @@
+"""ccbench export: every sample of some bundles as one table, joined with its machine's facts,
+written as Parquet or CSV for pandas, DuckDB, R (arrow), Spark or BigQuery. The columns are
+documented in docs/bundle-format.md ("Export")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ccbench.bundle import Bundle
+from ccbench.errors import CCBenchError
+
+FORMATS = ("parquet", "csv")
+#: the machine facts joined to every sample: column -> how it is read from a bundle
+MACHINE_COLUMNS = (
+    "label",
+    "tee_technology",
+    "cpu_model",
+    "cpu_threads",
+    "memory_bytes",
+    "kernel_release",
+    "virtualization",
+    "storage_protection",
+    "hostname",
+    "ccbench_version",
+    "bundle_started_at",
+    "imported",
+)
+
+
+def machine_facts(bundle: Bundle, label: str) -> dict[str, Any]:
+    probe = bundle.probe
+    return {
+        "label": label,
+        "tee_technology": (probe.get("tee") or {}).get("technology") or "unknown",
+        "cpu_model": (probe.get("cpu") or {}).get("model"),
+        "cpu_threads": (probe.get("cpu") or {}).get("threads"),
+        "memory_bytes": (probe.get("memory") or {}).get("total_bytes"),
+        "kernel_release": (probe.get("kernel") or {}).get("release"),
+        "virtualization": probe.get("virtualization"),
+        "storage_protection": (probe.get("storage") or {}).get("protection"),
+        "hostname": probe.get("hostname"),
+        "ccbench_version": (bundle.manifest.get("tool") or {}).get("version"),
+        "bundle_started_at": bundle.manifest.get("started_at"),
+        "imported": bool(bundle.manifest.get("imported")),
+    }
+
+
+def export_table(paths, labels: dict[str, str] | None = None) -> pd.DataFrame:
+    """The samples of every bundle under ``paths`` (warmups included, flagged), one row each."""
+    from ccbench.analysis.load import frame_from_bundles, load_bundles
+
+    bundles = load_bundles(paths, samples=False)
+    frame = frame_from_bundles(bundles, labels or {})
+    facts = pd.DataFrame([{"bundle": str(b.path), **machine_facts(b, "")} for b in bundles])
+    frame = frame.merge(facts.drop(columns=["label"]), on="bundle", how="left", validate="many_to_one")
+    frame.insert(0, "label", frame.pop("machine"))
+    frame = frame.drop(columns=["tee"])  # the same as tee_technology, which says what it is
+    frame["cpu_threads"] = frame["cpu_threads"].astype("Int64")
+    frame["memory_bytes"] = frame["memory_bytes"].astype("Int64")
+    for name in ("timestamp", "bundle_started_at"):
+        frame[name] = pd.to_datetime(frame[name], utc=True, format="ISO8601", errors="coerce")
+    return _typed(frame.reset_index(drop=True))
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every column with one type, also where all its values are missing (a column of None would
+    otherwise reach Parquet as the null type, which R and Spark read badly): flags as nullable
+    booleans, everything else of Python objects as text."""
+    for name in frame.columns:
+        if frame[name].dtype != object:
+            continue
+        present = frame[name].dropna()
+        if len(present) and all(isinstance(v, bool) for v in present):
+            frame[name] = frame[name].astype("boolean")
+        else:
+            frame[name] = frame[name].astype("string")
+    return frame
+
+
+def write(frame: pd.DataFrame, out: Path, format_name: str) -> Path:
+    """Write to a temporary file beside ``out`` and rename it into place: never half a table."""
+    import pyarrow as pa
+
+    if format_name not in FORMATS:
+        raise CCBenchError(f"--format {format_name!r}: choose parquet or csv")
+    out = Path(out)
+    if out.is_dir():
+        raise CCBenchError(f"-o {out}: is a directory; give a file name (e.g. samples.{format_name})")
+    if not out.parent.exists():
+        raise CCBenchError(f"-o {out}: the directory {out.parent} does not exist")
+    temporary = out.with_name(out.name + ".partial")
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    # plain UTF-8 strings (pandas hands Arrow its 64-bit-offset variant, which older readers lack)
+    table = table.cast(
+        pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type) for f in table.schema])
+    )
+    try:
+        if format_name == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, temporary, compression="zstd")
+        else:
+            import pyarrow.csv as pcsv
+
+            pcsv.write_csv(table, temporary)
+        temporary.replace(out)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise CCBenchError(f"-o {out}: cannot write it ({exc.strerror or exc})") from None
+    return out

@@ -1,0 +1,441 @@
+"""The cost over time: a results store of run medians, and where a series changed.
+
+``ccbench history add`` reduces each bundle to one point per series (configuration, workload,
+case, metric): the median of its measured samples (warmups left out), with the facts that may
+explain a change (kernel, ccbench version, CPU model and microcode, TEE technology, plan). A store
+is one embedded DuckDB file, or a directory of Parquet files partitioned by date and machine label
+(``DIR/date=YYYY-MM-DD/label=NAME/<run>.parquet``, the layout Spark, Trino or BigQuery read). A
+bundle is known by its digest (attestation.json's, else the journal's SHA-256): adding it twice
+adds nothing.
+
+Change points are found by Apache Otava (E-divisive means with a significance test), driven
+through its command line in its own environment (it pins numpy 2.2 and pulls cloud clients; see
+scripts/setup.d/65-history.sh). A run flagged contended is shown but left out of the detection:
+a busy machine's run must not make a change point alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ccbench.errors import CCBenchError, EnvironmentProblem
+
+#: one row per run and series
+COLUMNS = [
+    "run_id",
+    "bundle",
+    "label",
+    "config",
+    "workload",
+    "case",
+    "params",
+    "metric",
+    "unit",
+    "better",
+    "started_at",
+    "median",
+    "n",
+    "contended",
+    "kernel_release",
+    "ccbench_version",
+    "cpu_model",
+    "microcode",
+    "tee_technology",
+    "plan",
+]
+#: the run facts that may explain a change point, compared across it
+EXPLAINING = ["kernel_release", "ccbench_version", "cpu_model", "microcode", "tee_technology", "plan"]
+SERIES_KEY = ["label", "config", "workload", "case", "metric"]
+#: Otava's significance threshold (0.001, its default, gave 3.7% false change points in flat series of
+#: 50 runs at 1% noise; 0.0001 gave none in 300, and found a 5% step at its run in 96%; docs/analysis.md)
+#: and the window of its sliding E-divisive pass
+P_VALUE = 0.0001
+WINDOW = 50
+
+
+def default_store() -> Path:
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "ccbench" / "history.duckdb"
+
+
+def otava_binary() -> Path | None:
+    """Otava's command in its own environment (made by ``setup.sh --with history``)."""
+    given = os.environ.get("CCBENCH_OTAVA")
+    candidates = [Path(given)] if given else []
+    candidates.append(Path(sys.prefix) / "otava" / "bin" / "otava")
+    return next((c for c in candidates if c.exists()), None)
+
+
+# ------------------------------------------------------------------------------------------- points
+
+
+def bundle_digest(bundle_path: Path) -> str:
+    """The digest over every file of the bundle when it has one, else the journal's SHA-256."""
+    try:
+        return "bundle:" + json.loads((bundle_path / "attestation.json").read_text())["digest"]
+    except (OSError, ValueError, KeyError):
+        digest = hashlib.sha256()
+        with open(bundle_path / "samples.jsonl", "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return "journal:" + digest.hexdigest()
+
+
+def run_points(bundle, frame: pd.DataFrame) -> pd.DataFrame:
+    """One bundle's series points: the median of each series' measured samples."""
+    measured = frame[~frame["warmup"].astype(bool)]
+    if measured.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    keys = ["machine", "config", "workload", "case", "params", "metric", "unit"]
+    measured = measured.assign(better=measured["better"].fillna(""))
+    grouped = measured.groupby([*keys, "better"], sort=False, dropna=False).agg(
+        median=("value", "median"), n=("value", "size"), contended=("contended", "any")
+    )
+    points = grouped.reset_index().rename(columns={"machine": "label"})
+    probe, manifest = bundle.probe, bundle.manifest
+    cpu = probe.get("cpu") or {}
+    facts = {
+        "run_id": bundle_digest(Path(bundle.path)),
+        "bundle": str(bundle.path),
+        "started_at": pd.Timestamp(manifest.get("started_at")).tz_convert("UTC")
+        if pd.Timestamp(manifest.get("started_at")).tzinfo
+        else pd.Timestamp(manifest.get("started_at"), tz="UTC"),
+        "kernel_release": (probe.get("kernel") or {}).get("release"),
+        "ccbench_version": (manifest.get("tool") or {}).get("version"),
+        "cpu_model": cpu.get("model"),
+        "microcode": cpu.get("microcode"),
+        "tee_technology": (probe.get("tee") or {}).get("technology"),
+        "plan": (manifest.get("plan") or {}).get("name"),
+    }
+    for name, value in facts.items():
+        points[name] = value
+    points["better"] = points["better"].replace("", None)
+    return points[COLUMNS]
+
+
+# -------------------------------------------------------------------------------------------- store
+
+
+class Store:
+    """A DuckDB file, or (a path ending in '/', or an existing directory) Parquet partitions."""
+
+    def __init__(self, path: Path | str):
+        text = str(path)
+        self.path = Path(text)
+        self.partitioned = text.endswith("/") or self.path.is_dir()
+
+    def run_ids(self) -> set[str]:
+        if self.partitioned:
+            return {p.stem for p in self.path.glob("date=*/label=*/*.parquet")}
+        if not self.path.exists():
+            return set()
+        with self._connect(read_only=True) as db:
+            return {row[0] for row in db.execute("select distinct run_id from runs").fetchall()}
+
+    def add(self, points: pd.DataFrame) -> None:
+        if points.empty:
+            return
+        if self.partitioned:
+            self._add_parquet(points)
+        else:
+            self._add_duckdb(points)
+
+    def frame(self) -> pd.DataFrame:
+        import duckdb
+
+        if self.partitioned:
+            files = sorted(self.path.glob("date=*/label=*/*.parquet"))
+            if not files:
+                return pd.DataFrame(columns=COLUMNS)
+            return duckdb.read_parquet([str(f) for f in files]).df()[COLUMNS]
+        if not self.path.exists():
+            return pd.DataFrame(columns=COLUMNS)
+        with self._connect(read_only=True) as db:
+            return db.execute("select * from runs").df()[COLUMNS]
+
+    def _connect(self, read_only: bool = False):
+        import duckdb
+
+        try:
+            return duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise CCBenchError(
+                f"--store {self.path}: not a ccbench history store ({str(exc).splitlines()[0]})"
+            ) from None
+
+    def _add_duckdb(self, points: pd.DataFrame) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.register("points", points)
+            db.execute("create table if not exists runs as select * from points limit 0")
+            db.execute("insert into runs select * from points")
+
+    def _add_parquet(self, points: pd.DataFrame) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for (day, label), part in points.groupby(
+            [points["started_at"].dt.strftime("%Y-%m-%d"), points["label"]], sort=False
+        ):
+            directory = self.path / f"date={day}" / f"label={_safe(label)}"
+            directory.mkdir(parents=True, exist_ok=True)
+            run_id = part["run_id"].iloc[0]
+            target = directory / f"{run_id}.parquet"
+            temporary = directory / f".{run_id}.parquet.partial"
+            pq.write_table(pa.Table.from_pandas(part.reset_index(drop=True), preserve_index=False), temporary)
+            temporary.replace(target)
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))
+
+
+def add_bundles(paths, store: Store, labels: dict[str, str] | None = None) -> tuple[int, int]:
+    """Add each bundle's points; returns (added, already there)."""
+    from ccbench.analysis.load import frame_from_bundles, load_bundles
+
+    known = store.run_ids()
+    added = skipped = 0
+    for bundle in load_bundles(paths, samples=False):
+        run_id = bundle_digest(Path(bundle.path))
+        if _safe(run_id) in known or run_id in known:
+            skipped += 1
+            continue
+        points = run_points(bundle, frame_from_bundles([bundle], labels or {}))
+        if store.partitioned:
+            points["run_id"] = _safe(run_id)
+        store.add(points)
+        known.add(points["run_id"].iloc[0] if len(points) else run_id)
+        added += 1
+    return added, skipped
+
+
+# ------------------------------------------------------------------------------------ change points
+
+
+@dataclass
+class ChangePoint:
+    """Where a series' level moved: the first run of the new level, its size and what changed."""
+
+    index: int
+    started_at: str
+    change_percent: float
+    mean_before: float
+    mean_after: float
+    stddev_before: float
+    stddev_after: float
+    p_value: float
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    #: the 95% interval of change_percent (None with fewer than two runs on a side)
+    interval: tuple[float, float] | None = None
+
+
+@dataclass(eq=False)  # a series is itself: its points are a DataFrame
+class Series:
+    key: dict[str, str]
+    unit: str
+    better: str | None
+    points: pd.DataFrame
+    change_points: list[ChangePoint] = field(default_factory=list)
+    note: str | None = None
+
+
+def series_of(frame: pd.DataFrame, label=None, workload=None, metric=None) -> list[Series]:
+    selected = frame
+    for column, wanted in (("label", label), ("workload", workload), ("metric", metric)):
+        if wanted:
+            selected = selected[selected[column] == wanted]
+    out = []
+    for key, points in selected.groupby(SERIES_KEY, sort=True, dropna=False):
+        points = points.sort_values("started_at").reset_index(drop=True)
+        out.append(
+            Series(
+                key=dict(zip(SERIES_KEY, key, strict=True)),
+                unit=points["unit"].iloc[0],
+                better=points["better"].iloc[0],
+                points=points,
+            )
+        )
+    return out
+
+
+def find_change_points(series: list[Series], p_value: float = P_VALUE) -> str | None:
+    """Fill each series' change points with Otava (one invocation for all of them); returns why
+    they could not be computed, or None."""
+    otava = otava_binary()
+    if otava is None:
+        return "Otava is not installed (bash scripts/setup.sh --with history)"
+    work = [s for s in series if (~s.points["contended"].astype(bool)).sum() >= 4]
+    for s in series:
+        if all(s is not w for w in work):
+            s.note = "fewer than 4 uncontended runs: no change point can be found"
+    if not work:
+        return None
+    with tempfile.TemporaryDirectory(prefix="ccbench-otava-") as scratch:
+        config = ["tests:"]
+        for number, s in enumerate(work):
+            kept = s.points[~s.points["contended"].astype(bool)]
+            csv = Path(scratch) / f"s{number}.csv"
+            pd.DataFrame(
+                {
+                    "time": [t.isoformat() for t in kept["started_at"]],
+                    "value": kept["median"].to_numpy(),
+                    "row": kept.index.to_numpy(),
+                }
+            ).to_csv(csv, index=False)
+            config += [
+                f"  s{number}:",
+                "    type: csv",
+                f"    file: {csv}",
+                "    time_column: time",
+                "    metrics: [value]",
+                "    attributes: [row]",
+            ]
+        (Path(scratch) / "otava.yaml").write_text("\n".join(config) + "\n")
+        done = subprocess.run(
+            [
+                str(otava),
+                "analyze",
+                *[f"s{i}" for i in range(len(work))],
+                "--output",
+                "json",
+                "-P",
+                str(p_value),
+                "--window",
+                str(WINDOW),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OTAVA_CONFIG": str(Path(scratch) / "otava.yaml")},
+            timeout=600,
+        )
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"Otava failed ({otava}): {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    found: dict[str, list] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            found.update(json.loads(line))
+    for number, s in enumerate(work):
+        for group in found.get(f"s{number}", []):
+            row = int(float(group["attributes"]["row"]))
+            for change in group["changes"]:
+                s.change_points.append(_change_point(s, row, change))
+    return None
+
+
+def _change_point(s: Series, row: int, change: dict[str, Any]) -> ChangePoint:
+    points = s.points
+    before = points[(points.index < row) & ~points["contended"].astype(bool)]
+    previous = before.iloc[-1] if len(before) else None
+    current = points.loc[row]
+    changed = {}
+    if previous is not None:
+        for name in EXPLAINING:
+            if previous[name] != current[name]:
+                changed[name] = (previous[name], current[name])
+    mean_before, mean_after = float(change["mean_before"]), float(change["mean_after"])
+    return ChangePoint(
+        index=row,
+        started_at=current["started_at"].isoformat(),
+        change_percent=(mean_after / mean_before - 1) * 100 if mean_before else float("nan"),
+        mean_before=mean_before,
+        mean_after=mean_after,
+        stddev_before=float(change["stddev_before"]),
+        stddev_after=float(change["stddev_after"]),
+        p_value=float(change["pvalue"]),
+        changed=changed,
+    )
+
+
+def add_intervals(s: Series) -> None:
+    """The 95% interval of each change's size (after/before, Welch's t on the uncontended run
+    medians of the two segments it separates), in percent."""
+    from scipy import stats
+
+    kept = s.points[~s.points["contended"].astype(bool)]
+    bounds = [cp.index for cp in sorted(s.change_points, key=lambda c: c.index)]
+    for position, cp in enumerate(sorted(s.change_points, key=lambda c: c.index)):
+        start = bounds[position - 1] if position else -1
+        end = bounds[position + 1] if position + 1 < len(bounds) else len(s.points)
+        before = kept[(kept.index > start) & (kept.index < cp.index)]["median"].to_numpy(dtype=float)
+        after = kept[(kept.index >= cp.index) & (kept.index < end)]["median"].to_numpy(dtype=float)
+        if len(before) >= 2 and len(after) >= 2 and before.mean():
+            var_b, var_a = before.var(ddof=1) / len(before), after.var(ddof=1) / len(after)
+            se = (var_b + var_a) ** 0.5
+            dof = (var_b + var_a) ** 2 / (var_b**2 / (len(before) - 1) + var_a**2 / (len(after) - 1)) if se else 1
+            spread = stats.t.ppf(0.975, dof) * se if se else 0.0
+            difference = after.mean() - before.mean()
+            cp.interval = (
+                (difference - spread) / before.mean() * 100,
+                (difference + spread) / before.mean() * 100,
+            )
+
+
+def history(store: Store, label=None, workload=None, metric=None) -> tuple[list[Series], str | None]:
+    """The selected series with their change points (and why none could be computed, if so)."""
+    frame = store.frame()
+    if frame.empty:
+        raise CCBenchError(f"--store {store.path}: no runs in it yet (ccbench history add BUNDLE... --store ...)")
+    frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
+    series = series_of(frame, label, workload, metric)
+    if not series:
+        wanted = ", ".join(f"{k} {v}" for k, v in (("label", label), ("workload", workload), ("metric", metric)) if v)
+        raise CCBenchError(f"no series in {store.path} for {wanted}: see ccbench history show without filters")
+    reason = find_change_points(series)
+    for s in series:
+        add_intervals(s)
+    return series, reason
+
+
+def series_json(s: Series) -> dict[str, Any]:
+    return {
+        **s.key,
+        "unit": s.unit,
+        "better": s.better,
+        "runs": [
+            {
+                "started_at": row.started_at.isoformat(),
+                "median": row.median,
+                "n": int(row.n),
+                "contended": bool(row.contended),
+                "bundle": row.bundle,
+            }
+            for row in s.points.itertuples()
+        ],
+        "change_points": [
+            {
+                "started_at": cp.started_at,
+                "run": cp.index,
+                "change_percent": cp.change_percent,
+                "interval_percent": list(cp.interval) if cp.interval else None,
+                "p_value": cp.p_value,
+                "mean_before": cp.mean_before,
+                "mean_after": cp.mean_after,
+                "changed": {k: list(v) for k, v in cp.changed.items()},
+            }
+            for cp in s.change_points
+        ],
+        "note": s.note,
+    }
+
+
+def describe(cp: ChangePoint, unit: str) -> str:
+    interval = f" [{cp.interval[0]:+.1f}%, {cp.interval[1]:+.1f}%]" if getattr(cp, "interval", None) else ""
+    what = (
+        "; ".join(f"{name} {before} -> {after}" for name, (before, after) in cp.changed.items())
+        or "nothing recorded changed"
+    )
+    return (
+        f"{cp.started_at[:19]}Z: {cp.change_percent:+.1f}%{interval} "
+        f"({cp.mean_before:.4g} -> {cp.mean_after:.4g} {unit}, p {cp.p_value:.4f}); {what}"
+    )

@@ -1,0 +1,174 @@
+"""The schedule of a workload: its executions in order, each named by a typed key, its outcome, and
+what the runner holds for it on its way through the phases (WorkloadRun).
+
+Warmups come first (one round per variant combination), then the repetitions with the variants
+interleaved A B C A B C, so that a drift of the machine over time touches every variant alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ccbench.bundle import RAW
+from ccbench.model import ExecutionStatus, OutcomeStatus
+from ccbench.plan import WorkloadSpec
+from ccbench.variants.base import PreparedVariant
+from ccbench.workloads.base import PrepareContext, Workload
+
+
+class ExecutionKey(NamedTuple):
+    """An execution's key, ``<workload>|<variant key>|<rep|warmup>|<n>`` in the bundle: what
+    ``ccbench run --resume`` matches and what each sample names in ``execution``."""
+
+    workload: str
+    #: ``axis=value,...`` sorted by axis, or ``-`` without variants
+    variant: str
+    warmup: bool
+    repetition: int
+
+    def __str__(self) -> str:
+        return f"{self.workload}|{self.variant}|{'warmup' if self.warmup else 'rep'}|{self.repetition}"
+
+    @classmethod
+    def parse(cls, text: str) -> ExecutionKey:
+        workload, variant, phase, repetition = text.rsplit("|", 3)
+        return cls(workload, variant, phase == "warmup", int(repetition))
+
+
+def path_part(text: str) -> str:
+    return text.replace("=", "-").replace(",", "_").replace(":", "-")
+
+
+@dataclass
+class Execution:
+    spec: WorkloadSpec
+    combo: dict[str, str]
+    repetition: int
+    warmup: bool
+
+    @property
+    def variant_key(self) -> str:
+        return ",".join(f"{axis}={value}" for axis, value in sorted(self.combo.items())) or "-"
+
+    @property
+    def key(self) -> str:
+        return str(ExecutionKey(self.spec.name, self.variant_key, self.warmup, self.repetition))
+
+    @property
+    def raw_subdir(self) -> str:
+        """Its raw directory relative to the bundle's raw/."""
+        return f"{self.spec.name}/{path_part(self.variant_key)}/{'warmup' if self.warmup else 'rep'}-{self.repetition}"
+
+    @property
+    def raw_path(self) -> str:
+        """Its raw directory relative to the bundle (what samples record)."""
+        return f"{RAW}/{self.raw_subdir}"
+
+
+def variant_combinations(spec: WorkloadSpec) -> list[dict[str, str]]:
+    axes = sorted(spec.variants)
+    return [dict(zip(axes, values)) for values in itertools.product(*(spec.variants[a] for a in axes))] or [{}]
+
+
+def schedule(spec: WorkloadSpec) -> list[Execution]:
+    """Warmups first (one round per variant), then repetitions, variants interleaved A B C A B C."""
+    combos = variant_combinations(spec)
+    plan = []
+    for index in range(spec.warmup):
+        plan.extend(Execution(spec, combo, index, True) for combo in combos)
+    for index in range(spec.repetitions):
+        plan.extend(Execution(spec, combo, index, False) for combo in combos)
+    return plan
+
+
+@dataclass
+class Outcome:
+    status: OutcomeStatus = OutcomeStatus.PENDING
+    reason: str | None = None
+    executions_ok: int = 0
+    executions_failed: int = 0
+    #: executions not run because an earlier one of their variant combination failed for good
+    executions_skipped: int = 0
+    skipped_variants: dict[str, str] = field(default_factory=dict)
+    #: variant key -> the failure that would repeat (workloads.base.RepeatingFailure)
+    repeating_failures: dict[str, str] = field(default_factory=dict)
+    #: with a precision target: why the workload stopped repeating (ccbench.analysis.precision.Decision)
+    precision: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Outcome:
+        known = {k: v for k, v in document.items() if k in cls.__dataclass_fields__}
+        known["status"] = OutcomeStatus(known.get("status", "pending"))
+        return cls(**known)
+
+    def as_dict(self) -> dict[str, Any]:
+        document = {
+            "status": self.status.value,
+            "executions_ok": self.executions_ok,
+            "executions_failed": self.executions_failed,
+        }
+        if self.reason:
+            document["reason"] = self.reason
+        if self.executions_skipped:
+            document["executions_skipped"] = self.executions_skipped
+        if self.skipped_variants:
+            document["skipped_variants"] = self.skipped_variants
+        if self.repeating_failures:
+            document["repeating_failures"] = self.repeating_failures
+        if self.precision:
+            document["precision"] = self.precision
+        return document
+
+    def skip(self, reason: str) -> None:
+        self.status, self.reason = OutcomeStatus.SKIPPED, reason
+
+    def count(self, status: ExecutionStatus) -> None:
+        if status == ExecutionStatus.OK:
+            self.executions_ok += 1
+        else:
+            self.executions_failed += 1
+
+    def settle(self) -> None:
+        """The workload's status once its executions are done."""
+        if self.executions_failed and self.executions_ok:
+            self.status = OutcomeStatus.PARTIAL
+        elif self.executions_failed:
+            self.status = OutcomeStatus.FAILED
+        else:
+            self.status = OutcomeStatus.OK
+
+
+@dataclass
+class WorkloadRun:
+    """One workload on its way through the phases: what was set up for it, and what it holds."""
+
+    spec: WorkloadSpec
+    outcome: Outcome
+    executions: list[Execution]
+    workload: Workload | None = None
+    #: (axis, value) -> the variant set up for it
+    variants: dict[tuple[str, str], PreparedVariant] = field(default_factory=dict)
+    #: variant key -> the context the workload was prepared in
+    contexts: dict[str, PrepareContext] = field(default_factory=dict)
+    #: the contexts whose prepare ran (each is cleaned up)
+    prepared: list[PrepareContext] = field(default_factory=list)
+
+    def stopped(self, execution: Execution) -> bool:
+        """Whether an earlier execution of its variant combination failed in a way that repeats."""
+        return execution.variant_key in self.outcome.repeating_failures
+
+    def all_stopped(self) -> bool:
+        return all(e.variant_key in self.outcome.repeating_failures for e in self.executions)
+
+    def combinations(self) -> list[dict[str, str]]:
+        """The variant combinations left to run, in schedule order."""
+        seen: dict[str, dict[str, str]] = {}
+        for execution in self.executions:
+            seen.setdefault(execution.variant_key, execution.combo)
+        return list(seen.values())
+
+    def runnable(self) -> list[Execution]:
+        """The executions whose every variant value was set up."""
+        return [e for e in self.executions if all((a, v) in self.variants for a, v in e.combo.items())]
