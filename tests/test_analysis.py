@@ -5,63 +5,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from bundles import write_bundle, write_samples
 
 import ccbench
 from ccbench.analysis.compare import compare
 from ccbench.analysis.overhead import overhead_model
 from ccbench.analysis.stats import ratio_interval
-from ccbench.bundle import BundleWriter
-from ccbench.model import Sample
-
-
-def write_bundle(out, host, tee, values_by_variant, metric="time", better="lower", workload="w", warmups=()):
-    probe = {
-        "hostname": host,
-        "tee": {"technology": tee, "evidence": []},
-        "cpu": {"model": "x"},
-        "memory": {},
-        "kernel": {"release": "6"},
-        "storage": {"protection": "plain"},
-    }
-    writer = BundleWriter.create(out / host, {"plan": {"name": "t"}, "environment": probe})
-    samples = []
-    for variant, values in values_by_variant.items():
-        variant_dict = dict(variant)
-        for index, value in enumerate(warmups):
-            samples.append(
-                Sample(
-                    workload=workload,
-                    kind="command",
-                    params={},
-                    variant=variant_dict,
-                    metric=metric,
-                    unit="s",
-                    value=value,
-                    better=better,
-                    repetition=index,
-                    warmup=True,
-                    timestamp="2026-01-01T00:00:00Z",
-                )
-            )
-        for index, value in enumerate(values):
-            samples.append(
-                Sample(
-                    workload=workload,
-                    kind="command",
-                    params={},
-                    variant=variant_dict,
-                    metric=metric,
-                    unit="s",
-                    value=value,
-                    better=better,
-                    repetition=index,
-                    warmup=False,
-                    timestamp="2026-01-01T00:00:00Z",
-                )
-            )
-    writer.append_samples(samples)
-    writer.close()
-    return writer.path
 
 
 def test_load_labels_configurations(tmp_path):
@@ -313,37 +262,6 @@ def test_compare_cli_json_and_errors(tmp_path, ccbench):
         handle.write("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
     done = ccbench("compare", base, other)
     assert done.returncode == 2 and "samples.jsonl:2" in done.stderr and "Traceback" not in done.stderr
-
-
-def write_samples(out, host, tee, samples):
-    """A bundle with the given sample dicts (extra keys such as ``contended`` kept, as bundle format 2 has them)."""
-    probe = {
-        "hostname": host,
-        "tee": {"technology": tee, "evidence": []},
-        "cpu": {"model": "x"},
-        "memory": {},
-        "kernel": {"release": "6"},
-        "storage": {"protection": "plain"},
-    }
-    writer = BundleWriter.create(out / host, {"plan": {"name": "t"}, "environment": probe})
-    writer.append_samples(
-        [
-            Sample(
-                **{
-                    "kind": "command",
-                    "params": {},
-                    "unit": "s",
-                    "better": "lower",
-                    "warmup": False,
-                    "timestamp": "2026-01-01T00:00:00Z",
-                    **s,
-                }
-            )
-            for s in samples
-        ]
-    )
-    writer.close()
-    return writer.path
 
 
 def test_a_machine_label_selects_that_machines_configurations_per_workload(tmp_path, ccbench):

@@ -3,7 +3,9 @@ configfs tree), `ccbench attest` and `ccbench verify` with their exit codes, and
 vectors through the Rust verifier (`ccverify`, the code the secure channel uses)."""
 
 import json
+import os
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -326,17 +328,25 @@ def _openssl(directory: Path, *args: str) -> None:
 PSS = ("-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:48")
 
 
-def make_test_chain(directory: Path) -> Path:
-    """ARK (RSA-PSS, self-signed) -> ASK -> VCEK (P-384), as AMD's, made with the openssl command line."""
+def make_test_chain(directory: Path, vlek: bool = False) -> Path:
+    """ARK (RSA-PSS, self-signed) -> ASK -> VCEK (P-384), as AMD's, made with the openssl command line;
+    with ``vlek``, also ARK -> ASVK -> VLEK (the key is still vcek.key/vcek.pem, issued by the ASVK)."""
     directory.mkdir(parents=True)
-    for name in ("ark", "ask"):
+    for name in ("ark", "ask", "asvk") if vlek else ("ark", "ask"):
         _openssl(directory, "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", f"{name}.key")
     _openssl(directory, "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", "vcek.key")
     _openssl(
         directory, "req", "-x509", "-new", "-key", "ark.key", "-subj", "/CN=ARK-Test", "-days", "30",
         "-out", "ark.pem", "-sha384", *PSS,
     )  # fmt: skip
-    for name, issuer, subject in (("ask", "ark", "/CN=SEV-Test"), ("vcek", "ask", "/CN=SEV-VCEK-Test")):
+    issued = [("ask", "ark", "/CN=SEV-Test"), ("vcek", "ask", "/CN=SEV-VCEK-Test")]
+    if vlek:
+        issued = [
+            ("ask", "ark", "/CN=SEV-Test"),
+            ("asvk", "ark", "/CN=SEV-VLEK-Test"),
+            ("vcek", "asvk", "/CN=SEV-VLEK"),
+        ]
+    for name, issuer, subject in issued:
         _openssl(directory, "req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr")
         _openssl(
             directory, "x509", "-req", "-in", f"{name}.csr", "-CA", f"{issuer}.pem", "-CAkey", f"{issuer}.key",
@@ -362,14 +372,17 @@ def make_test_crl(chain: Path, name: str, revoke: tuple[str, ...] = ()) -> Path:
     return ca / "crl.der"
 
 
-def sign_test_report(chain: Path, bound: bytes) -> bytes:
-    """The real Milan report's layout with `bound` as its report data, signed by the test VCEK."""
+def sign_test_report(chain: Path, bound: bytes, vlek: bool = False) -> bytes:
+    """The real Milan report's layout with `bound` as its report data, signed by the test VCEK (or,
+    with ``vlek``, saying in KEY_INFO that a VLEK signed it)."""
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
     report = bytearray(bytes.fromhex((DATA / "report_milan.hex").read_text().strip()))
     report[0x50:0x90] = bound
+    if vlek:
+        report[0x48] = report[0x48] & ~0b11100 | 0b00100  # KEY_INFO.SIGNING_KEY = 1: VLEK
     key = serialization.load_pem_private_key((chain / "vcek.key").read_bytes(), password=None)
     r, s = decode_dss_signature(key.sign(bytes(report[:0x2A0]), ec.ECDSA(hashes.SHA384())))
     # r and s little-endian in 72-byte fields
@@ -378,13 +391,15 @@ def sign_test_report(chain: Path, bound: bytes) -> bytes:
     return bytes(report)
 
 
-def attested_by_test_chain(tmp_path: Path, chain: Path) -> tuple[Path, Path, dict[str, str]]:
+def attested_by_test_chain(tmp_path: Path, chain: Path, vlek: bool = False) -> tuple[Path, Path, dict[str, str]]:
     """A bundle whose SEV-SNP evidence the test VCEK signed over its digest, a collateral directory
     with that VCEK, and the environment that makes `ccbench verify` trust the test roots."""
     bundle = make_bundle(tmp_path)
     document = finish_bundle(bundle, provider=None)
     (bundle / "attestation").mkdir()
-    (bundle / "attestation" / "evidence.bin").write_bytes(sign_test_report(chain, report_data(document["digest"])))
+    (bundle / "attestation" / "evidence.bin").write_bytes(
+        sign_test_report(chain, report_data(document["digest"]), vlek)
+    )
     document.update(
         status="attested",
         evidence={"technology": "sev-snp", "provider": "sev_guest", "mock": False, "file": "attestation/evidence.bin"},
@@ -463,3 +478,125 @@ def test_verify_at_a_given_time_checks_certificate_validity_then(tmp_path, ccben
     assert verdict["checked_at"] == int(next_year)
     done = ccbench("verify", bundle, "--at", "next tuesday", env=env)
     assert done.returncode == 2 and "--at" in done.stderr and "Traceback" not in done.stderr
+
+
+@needs_verifier
+def test_verify_names_a_vlek_and_anchors_it_in_the_asvk(tmp_path, ccbench):
+    """A bundle signed by a VLEK (as AWS's SEV-SNP instances sign) under a generated ARK -> ASVK chain:
+    `ccbench verify` verifies it and says which key signed; without the ASVK it is an unknown root."""
+    pytest.importorskip("cryptography")
+    chain = make_test_chain(tmp_path / "chain", vlek=True)
+    bundle, collateral, env = attested_by_test_chain(tmp_path, chain, vlek=True)
+    done = ccbench("verify", bundle, "--collateral", collateral, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "attestation: verified" in done.stdout and "signed by VLEK" in done.stdout, done.stdout
+    verdict = json.loads(ccbench("verify", bundle, "--collateral", collateral, "--json", env=env).stdout)
+    assert verdict["signing_key"] == "VLEK"
+    # the same VLEK's signature over a report that says a VCEK signed it: the wrong kind of key
+    digest = json.loads((bundle / "attestation.json").read_text())["digest"]
+    (bundle / "attestation" / "evidence.bin").write_bytes(sign_test_report(chain, report_data(digest), vlek=False))
+    done = ccbench("verify", bundle, "--collateral", collateral, env=env)
+    assert done.returncode == EXIT_EVIDENCE and "bad-signature" in done.stdout and "says a VCEK" in done.stdout
+    (chain / "asvk.pem").unlink()
+    done = ccbench("verify", bundle, "--collateral", collateral, env=env)
+    assert done.returncode == EXIT_EVIDENCE and "unknown-root" in done.stdout, done.stdout
+
+
+# Real evidence from other projects' test data, kept outside the project in
+# ../shared/fixtures/real-world/evidence (CCBENCH_SHARED names another place): read in place, never copied.
+REAL_WORLD_EVIDENCE = (
+    Path(os.environ.get("CCBENCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    / "fixtures"
+    / "real-world"
+    / "evidence"
+)
+#: cases whose expected answer the verifier does not give yet, with the reason
+EVIDENCE_DISAGREES: dict[str, str] = {}
+
+
+def _real_world_evidence_checks():
+    if not REAL_WORLD_EVIDENCE.is_dir():
+        reason = f"{REAL_WORLD_EVIDENCE} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)"
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason=reason), id="real-world-evidence-absent")]
+    params = []
+    for case in sorted(p for p in REAL_WORLD_EVIDENCE.iterdir() if (p / "expected.json").is_file()):
+        checks = json.loads((case / "expected.json").read_text())["checks"]
+        for index, check in enumerate(checks):
+            case_id = f"{case.name}-{index}-{check['verdict']}"
+            marks = (
+                [pytest.mark.xfail(strict=True, reason=EVIDENCE_DISAGREES[case_id])]
+                if case_id in EVIDENCE_DISAGREES
+                else []
+            )
+            params.append(pytest.param(case, index, marks=marks, id=case_id))
+    return params
+
+
+def _case_policy(expected: dict, check: dict) -> dict | None:
+    """expected.json's policy: an object is a ccverify policy; a sentence describes one (the only
+    non-default one the cases describe is "accepts a TD bound to a service TD")."""
+    policy = check.get("policy")
+    if isinstance(policy, dict):
+        return policy
+    if isinstance(policy, str) and policy.startswith("accepts a TD bound to a service TD"):
+        return {"tdx_service_tds": [expected["mr_service_td"]]}
+    return None
+
+
+@needs_verifier
+@pytest.mark.parametrize("case, index", _real_world_evidence_checks())
+def test_real_world_evidence_gets_its_expected_verdict(case, index):
+    """ccverify on each case's files, at the check's time, under its policy, with the report data the
+    genuine evidence carries: the verdict and the rejection code are the ones expected.json names."""
+    expected = json.loads((case / "expected.json").read_text())
+    check = expected["checks"][index]
+    at = int(datetime.fromisoformat(check["at"]).timestamp()) if "at" in check else None
+    result = run_verifier(
+        expected["technology"],
+        case / "evidence.bin",
+        bytes.fromhex(expected["report_data"]) if "report_data" in expected else None,
+        vcek=case / "vcek.der" if (case / "vcek.der").is_file() else None,
+        collateral=case / "collateral.json" if (case / "collateral.json").is_file() else None,
+        policy=_case_policy(expected, check),
+        at=at,
+    )
+    if check["verdict"] == "valid":
+        assert result.get("verified"), result
+        if "signing_key" in expected:
+            assert result["claims"]["signing_key"] == expected["signing_key"]
+        claims = result["claims"]
+        if "tcb_status" in check:
+            assert claims["tcb"]["status"] == check["tcb_status"]
+        if "root" in check:  # e.g. "AMD Milan (ARK-Milan)": the anchor's name, then what it holds
+            assert check["root"].startswith(claims["root"]), claims["root"]
+        for field, value in check.get("tcb", {}).items():
+            assert claims["tcb"][field] == value, field
+        if "debug" in check:
+            assert claims["debug"] == check["debug"]
+        if "vmpl" in check:
+            assert claims["details"]["vmpl"] == check["vmpl"]
+    else:
+        assert not result.get("verified"), result
+        assert result["reason"]["code"] in check["codes"], result
+
+
+@needs_verifier
+def test_a_bundle_carrying_an_azure_hcl_report_is_malformed_evidence_named(tmp_path, ccbench):
+    """A TDX bundle whose evidence is an Azure HCL report (what an Azure TDX VM's vTPM hands out), with
+    no collateral: `ccbench verify` says malformed and what it is, not "missing collateral"."""
+    hcl = REAL_WORLD_EVIDENCE / "tdx-azure-hclreport-constellation" / "evidence.bin"
+    if not hcl.is_file():
+        pytest.skip(f"{hcl} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)")
+    bundle = make_bundle(tmp_path)
+    document = finish_bundle(bundle, provider=None)
+    (bundle / "attestation").mkdir()
+    shutil.copy(hcl, bundle / "attestation" / "evidence.bin")
+    document.update(
+        status="attested",
+        evidence={"technology": "tdx", "provider": "tdx_guest", "mock": False, "file": "attestation/evidence.bin"},
+    )
+    (bundle / "attestation.json").write_text(json.dumps(document))
+    done = ccbench("verify", bundle)
+    assert done.returncode == EXIT_EVIDENCE, done.stdout + done.stderr
+    assert "attestation: failed" in done.stdout and "malformed" in done.stdout, done.stdout
+    assert "Azure HCL report" in done.stdout and "missing-collateral" not in done.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -125,11 +126,11 @@ def _namespaces_unavailable() -> str | None:
 
 
 @needs_openfl
-@pytest.mark.parametrize("hosts", ["local", "namespaces"])
+@pytest.mark.parametrize("hosts", ["local", "emulated"])
 def test_a_killed_collaborator_fails_the_execution_and_leaves_no_process(tmp_path, hosts):
-    if hosts == "namespaces" and _namespaces_unavailable():
+    if hosts == "emulated" and _namespaces_unavailable():
         pytest.skip(f"emulated hosts cannot be made here: {_namespaces_unavailable()}")
-    extra = 'hosts = "namespaces"\nrate = "1gbit"\ndelay = ""\n' if hosts == "namespaces" else ""
+    extra = 'hosts = "emulated"\nrate = "1gbit"\ndelay = ""\n' if hosts == "emulated" else ""
     plan = write_plan(tmp_path / "plan.toml", ["plain"], rounds=4, extra=extra)
     out = tmp_path / "out"
     env = dict(os.environ)
@@ -165,7 +166,7 @@ def test_a_killed_collaborator_fails_the_execution_and_leaves_no_process(tmp_pat
     assert "round" in execution["error"]
     # a killed party is gone once reaped; a leaked one stays (parties and proxies are long-lived servers)
     wait_until(lambda: party_processes(str(out)) == [], 60, "every party and proxy ending with the failed execution")
-    if hosts == "namespaces":
+    if hosts == "emulated":
         made = json.loads(next(out.glob("*/raw/federated/*/*/hosts.json")).read_text())
         namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
@@ -285,3 +286,90 @@ def test_summarize_turns_party_events_into_per_round_samples():
     assert samples[("bytes_received", key)].value == 4035
     assert samples[("final_accuracy", ())].better is None
     assert samples[("final_accuracy", ())].value == 0.25
+
+
+def test_hosts_reads_both_placement_words_and_says_once_that_namespaces_is_deprecated(tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'name = "words"\n'
+        + "".join(
+            f'[[workloads]]\nname = "fl-{i}"\nkind = "federated"\nhosts = "{word}"\n'
+            for i, word in enumerate(["namespaces", "namespaces", "emulated", "local"])
+        )
+    )
+    # a fresh interpreter: the message is once per process, and this one may have shown it already
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; from ccbench.plan import load_plan; "
+            "print(json.dumps([w.params['hosts'] for w in load_plan(sys.argv[1]).workloads]))",
+            str(plan),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout) == ["emulated", "emulated", "emulated", "local"]
+    said = [line for line in loaded.stderr.splitlines() if "deprecated" in line]
+    assert len(said) == 1, loaded.stderr
+    assert 'hosts = "namespaces"' in said[0] and 'hosts = "emulated"' in said[0]
+
+
+@pytest.mark.parametrize("name", ["federated", "federated-paper"])
+def test_the_bundled_plans_place_parties_with_the_shared_word(name, capsys):
+    from ccbench.plan import load_plan
+
+    words = {w.params["hosts"] for w in load_plan(name).workloads if w.kind == "federated"}
+    assert words == {"emulated"}
+    assert "deprecated" not in capsys.readouterr().err
+
+
+def test_the_federation_pki_is_laid_out_for_openfl_and_serves_mutual_tls(tmp_path):
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from ccbench.netutil import free_port, negotiated_tls
+    from ccbench.workloads.federated.workspace import write_pki
+
+    cert = tmp_path / "cert"
+    write_pki(cert, "127.0.0.1", ["col1", "col2"])
+    # where OpenFL's Plan looks: cert_folder/cert_chain.crt, server/agg_<address>, client/col_<name>
+    for stem in ("server/agg_127.0.0.1", "client/col_col1", "client/col_col2"):
+        certificate = x509.load_pem_x509_certificate((cert / f"{stem}.crt").read_bytes())
+        assert isinstance(certificate.public_key(), rsa.RSAPublicKey) and certificate.public_key().key_size == 3072
+        assert (cert / f"{stem}.key").stat().st_mode & 0o077 == 0, "a private key readable by others"
+    collaborator = x509.load_pem_x509_certificate((cert / "client" / "col_col2.crt").read_bytes())
+    assert collaborator.subject.rfc4514_string() == "CN=col2", "OpenFL checks the collaborator's common name"
+
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert / "server" / "agg_127.0.0.1.crt", cert / "server" / "agg_127.0.0.1.key")
+    server_context.load_verify_locations(cert / "cert_chain.crt")
+    server_context.verify_mode = ssl.CERT_REQUIRED  # OpenFL's require_client_auth
+    port = free_port()
+    listener = socket.create_server(("127.0.0.1", port))
+    peers = []
+
+    def serve_once():
+        connection, _ = listener.accept()
+        with server_context.wrap_socket(connection, server_side=True) as tls:
+            peers.append(tls.getpeercert()["subject"])
+
+    server = threading.Thread(target=serve_once, daemon=True)
+    server.start()
+    try:
+        cipher, version = negotiated_tls(
+            "127.0.0.1",
+            port,
+            cafile=cert / "cert_chain.crt",
+            certfile=cert / "client" / "col_col1.crt",
+            keyfile=cert / "client" / "col_col1.key",
+        )
+        server.join(timeout=30)
+    finally:
+        listener.close()
+    assert cipher.startswith("TLS_") and version == "TLSv1.3"
+    assert peers == [((("commonName", "col1"),),)], "the aggregator saw the collaborator's certificate"

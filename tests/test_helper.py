@@ -5,78 +5,15 @@ import os
 import re
 from functools import partial
 
-import numpy as np
 import pandas as pd
 import pytest
+from bundles import write_bundles
 
 from ccbench.analysis.load import frame_from_bundles, load_bundles
 from ccbench.bundle import BundleWriter
 from ccbench.helper import Helper
-from ccbench.model import Sample
 from ccbench.report import FigureDrawer, charts
 from ccbench.report.sections import Figure
-
-MACHINES = [("plain", "none", 1.0), ("snp", "sev-snp", 1.05), ("tdx", "tdx", 1.08)]
-
-
-def write_bundles(root, per_case=6):
-    """Three machines x two storage variants, fio cases with percentiles and a CPU workload."""
-    rng = np.random.default_rng(7)
-    paths = []
-    for host, tee, factor in MACHINES:
-        probe = {
-            "hostname": host,
-            "tee": {"technology": tee, "evidence": []},
-            "cpu": {"model": "x"},
-            "memory": {},
-            "kernel": {"release": "6"},
-            "storage": {"protection": "plain"},
-        }
-        writer = BundleWriter.create(root / host, {"plan": {"name": "t"}, "environment": probe})
-        samples = []
-        for variant, slow in (
-            ({"storage": "disk"}, 1.0),
-            ({"storage": "encrypted", "storage_mechanism": "fscrypt"}, 1.3),
-        ):
-            for bs in ("4k", "1m"):
-                for metric, better in (("throughput", "higher"), ("clat_p50", "lower"), ("clat_p99", "lower")):
-                    for rep, noise in enumerate(rng.normal(0, 0.02, per_case)):
-                        value = 100 * factor * slow * np.exp(noise)
-                        samples.append(
-                            Sample(
-                                workload="fio",
-                                kind="fio",
-                                params={"bs": bs, "rw": "randread"},
-                                variant=variant,
-                                metric=metric,
-                                unit="us",
-                                better=better,
-                                value=1e4 / value if better == "higher" else value,
-                                repetition=rep,
-                                warmup=False,
-                                timestamp="2026-01-01T00:00:00Z",
-                                metadata={"case": {"bs": bs, "rw": "randread"}},
-                            )
-                        )
-            for rep, noise in enumerate(rng.normal(0, 0.01, per_case)):
-                samples.append(
-                    Sample(
-                        workload="prime",
-                        kind="prime",
-                        params={},
-                        variant=variant,
-                        metric="time",
-                        unit="s",
-                        value=2.0 * factor * np.exp(noise),
-                        repetition=rep,
-                        warmup=False,
-                        timestamp="2026-01-01T00:00:00Z",
-                    )
-                )
-        writer.append_samples(samples)
-        writer.close()
-        paths.append(writer.path)
-    return paths
 
 
 def test_frames_read_by_helpers_equal_those_read_here(tmp_path):

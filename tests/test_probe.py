@@ -1,6 +1,7 @@
 """The probe on fixture roots, one per TEE technology, a plain VM and a bare-metal host."""
 
 import json
+import os
 
 import pytest
 
@@ -485,3 +486,59 @@ def test_dm_crypt_table_options_and_inline_encryption():
         (root / "proc/self").mkdir(parents=True)
         (root / "proc/self/mountinfo").write_text("40 1 7:0 / /mnt/enc rw,relatime - ext4 /dev/loop0 rw,inlinecrypt\n")
         assert "inlinecrypt" in mount_of(Path("/mnt/enc/x"), Sources(root=root, live=False))["super_options"]
+
+
+# Real machines' kernel logs and files, quoted from public documentation, kept outside the project in
+# ../shared/fixtures/real-world/tee (CCBENCH_SHARED names another place): read in place, never copied.
+REAL_WORLD_TEE = (
+    Path(os.environ.get("CCBENCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    / "fixtures"
+    / "real-world"
+    / "tee"
+)
+
+
+def _real_world_tee_cases():
+    if not REAL_WORLD_TEE.is_dir():
+        reason = f"{REAL_WORLD_TEE} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)"
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="real-world-tee-absent")]
+    return [pytest.param(case, id=case.name) for case in sorted(REAL_WORLD_TEE.iterdir()) if case.is_dir()]
+
+
+@pytest.mark.parametrize("case", _real_world_tee_cases())
+def test_real_world_machines_are_named_as_their_sources_say(case, ccbench):
+    """`ccbench env --root CASE/root --dmesg CASE/dmesg.txt --json` names the case's expected TEE."""
+    expected = (case / "expected").read_text().strip()
+    done = ccbench("env", "--root", case / "root", "--dmesg", case / "dmesg.txt", "--json")
+    assert done.returncode == 0, done.stderr
+    tee = json.loads(done.stdout)["tee"]
+    assert tee["technology"] == expected, tee
+
+
+def test_the_sgx_drivers_epc_lines_alone_say_sgx(tmp_path):
+    """A guest with virtual EPC: no sgx flag or device node captured, only the driver's EPC lines."""
+    root = make_root(tmp_path, GUEST_FLAGS, vendor="GenuineIntel", model="Intel Xeon")
+    log = tmp_path / "sgx.txt"
+    log.write_text("[    1.2] sgx: EPC section 0x180000000-0x181bfffff\n")
+    tee = probe(root=root, dmesg=log)["tee"]
+    assert tee["technology"] == "sgx", tee
+    assert tee["evidence"] == [
+        {"source": "kernel log", "signal": "sgx: EPC section 0x180000000-0x181bfffff", "indicates": "sgx"}
+    ]
+
+
+def test_systemds_confidential_virtualization_line_outranks_the_generic_amd_sev_print(tmp_path):
+    """An Azure vTOM guest whose log lacks the Hyper-V isolation line: the kernel says only "AMD SEV" and
+    "vTom", systemd (which reads the isolation leaf) says sev-snp."""
+    root = make_root(tmp_path, GUEST_FLAGS, files=AZURE_DMI)
+    log = tmp_path / "vtom.txt"
+    log.write_text(
+        "[    0.45] Memory Encryption Features active: AMD SEV\n"
+        "[    0.45] SEV: Status: vTom \n"
+        "[    1.34] systemd[1]: Detected confidential virtualization sev-snp.\n"
+    )
+    tee = probe(root=root, dmesg=log)["tee"]
+    assert tee["technology"] == "sev-snp", tee
+    assert any(e["signal"].startswith("systemd[1]: Detected confidential") for e in tee["evidence"])
+    log.write_text("[    1.34] systemd[1]: Detected confidential virtualization tdx.\n")
+    assert probe(root=root, dmesg=log)["tee"]["technology"] == "tdx"

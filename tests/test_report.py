@@ -155,8 +155,8 @@ def test_long_tables_fold_and_short_ones_do_not():
 
 
 def three_configuration_bundles(root):
-    """Synthetic bundles of three machines x two storage variants (tests/test_helper.py's writer)."""
-    from test_helper import write_bundles
+    """Synthetic bundles of three machines x two storage variants (tests/bundles.py)."""
+    from bundles import write_bundles
 
     return write_bundles(root)
 
@@ -267,8 +267,8 @@ def test_verdict_is_above_the_first_table_in_headless_chromium(tmp_path, ccbench
     """A report over three configurations, rendered and screenshotted: the verdict's box is on the
     screen and lies wholly above the first ordinary table (the machines)."""
     import numpy as np
+    from bundles import write_samples
     from PIL import Image
-    from test_analysis import write_samples
 
     paths = []
     for host, tee, factor in (("plain", "none", 1.0), ("snp", "sev-snp", 1.06), ("tdx", "tdx", 1.1)):

@@ -12,7 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-fn settings(own: &str, accept: &str) -> ProxySettings {
+/// A proxy that presents mock evidence of the technology `own` and accepts only `accept`.
+fn settings((own, accept): (&str, &str)) -> ProxySettings {
     ProxySettings {
         evidence: EvidenceSource::Mock {
             technology: own.into(),
@@ -26,7 +27,6 @@ fn settings(own: &str, accept: &str) -> ProxySettings {
     }
 }
 
-/// A service that echoes every byte back; returns its address and how many connections it saw.
 /// What `socket` receives until it is closed (within 30 s), and whether it closed cleanly (false:
 /// reset); what arrived before a reset is kept.
 async fn until_closed(socket: &mut TcpStream) -> (bool, Vec<u8>) {
@@ -52,6 +52,7 @@ async fn reaches(counter: &std::sync::atomic::AtomicU64, value: u64) {
     }
 }
 
+/// A service that echoes every byte back; returns its address and how many connections it saw.
 async fn echo_service() -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>, JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -101,19 +102,34 @@ async fn proxies(target: SocketAddr, client_settings: ProxySettings, server_sett
     }
 }
 
+/// What most tests stand on: an echo service behind a server proxy, a client proxy in front of
+/// that, each proxy's evidence as [`settings`] takes it; and the service's connection count.
+struct EchoThroughProxies {
+    pair: Pair,
+    seen: Arc<std::sync::atomic::AtomicU64>,
+    service: JoinHandle<()>,
+}
+
+async fn echo_through_proxies(client_side: (&str, &str), server_side: (&str, &str)) -> EchoThroughProxies {
+    let (target, seen, service) = echo_service().await;
+    let pair = proxies(target, settings(client_side), settings(server_side)).await;
+    EchoThroughProxies { pair, seen, service }
+}
+
+/// Both ends present mock TDX evidence and accept only that.
+const TDX: (&str, &str) = ("mock-tdx", "mock-tdx");
+
 fn pattern(seed: usize, len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 31 + seed * 7) % 251) as u8).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_connections_each_get_their_own_bytes_back() {
-    let (target, seen, _service) = echo_service().await;
-    let pair = proxies(
-        target,
-        settings("mock-tdx", "mock-tdx"),
-        settings("mock-tdx", "mock-tdx"),
-    )
-    .await;
+    let EchoThroughProxies {
+        pair,
+        seen,
+        service: _service,
+    } = echo_through_proxies(TDX, TDX).await;
     let mut clients = Vec::new();
     for n in 0..40usize {
         let address = pair.client_address;
@@ -155,14 +171,12 @@ async fn many_connections_each_get_their_own_bytes_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_failing_the_policy_is_refused_before_any_byte_passes() {
-    let (target, seen, _service) = echo_service().await;
     // the client presents mock SEV-SNP evidence; the server accepts only (mock) TDX
-    let pair = proxies(
-        target,
-        settings("mock-snp", "mock-tdx"),
-        settings("mock-tdx", "mock-tdx"),
-    )
-    .await;
+    let EchoThroughProxies {
+        pair,
+        seen,
+        service: _service,
+    } = echo_through_proxies(("mock-snp", "mock-tdx"), TDX).await;
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     let _ = socket.write_all(b"model tensors").await;
     let (clean, back) = until_closed(&mut socket).await;
@@ -182,14 +196,12 @@ async fn a_peer_failing_the_policy_is_refused_before_any_byte_passes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_rejecting_the_server_evidence_closes_the_connection() {
-    let (target, seen, _service) = echo_service().await;
     // the server presents mock SNP evidence; the client accepts only mock TDX
-    let pair = proxies(
-        target,
-        settings("mock-tdx", "mock-tdx"),
-        settings("mock-snp", "mock-tdx"),
-    )
-    .await;
+    let EchoThroughProxies {
+        pair,
+        seen,
+        service: _service,
+    } = echo_through_proxies(TDX, ("mock-snp", "mock-tdx")).await;
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     let (clean, back) = until_closed(&mut socket).await;
     assert!(!clean || back.is_empty());
@@ -200,13 +212,11 @@ async fn a_client_rejecting_the_server_evidence_closes_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_proxy_that_dies_ends_the_application_connection_and_later_ones_are_closed() {
-    let (target, _seen, _service) = echo_service().await;
-    let pair = proxies(
-        target,
-        settings("mock-tdx", "mock-tdx"),
-        settings("mock-tdx", "mock-tdx"),
-    )
-    .await;
+    let EchoThroughProxies {
+        pair,
+        service: _service,
+        ..
+    } = echo_through_proxies(TDX, TDX).await;
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     socket.write_all(b"round 1").await.unwrap();
     let mut buffer = [0u8; 7];
@@ -235,12 +245,7 @@ async fn a_service_that_dies_mid_connection_closes_the_application_side() {
         socket.write_all(b"bye").await.unwrap();
         drop(socket);
     });
-    let pair = proxies(
-        target,
-        settings("mock-tdx", "mock-tdx"),
-        settings("mock-tdx", "mock-tdx"),
-    )
-    .await;
+    let pair = proxies(target, settings(TDX), settings(TDX)).await;
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     socket.write_all(b"hello").await.unwrap();
     let (_, back) = until_closed(&mut socket).await;

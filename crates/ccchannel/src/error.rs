@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::record::RecordType;
+use crate::wire::{RecordType, MAX_DIMS};
 
 /// Why a peer's attestation evidence was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,9 +63,9 @@ pub enum ProtocolViolation {
     MessageLongerThanAnnounced { announced: u64, received: u64 },
     /// A message's frame kind is neither bytes nor tensor.
     UnknownFrameKind(u8),
-    /// A tensor's dtype code is not one of [`crate::DType`].
+    /// A tensor's dtype code is not one of [`crate::wire::DType`].
     UnknownDType(u8),
-    /// A tensor has more dimensions than [`crate::frame::MAX_DIMS`].
+    /// A tensor has more dimensions than [`crate::wire::MAX_DIMS`].
     TooManyDimensions(usize),
     /// A tensor header is shorter than its dimension count says, or has bytes left over.
     MalformedTensorHeader,
@@ -97,7 +97,7 @@ impl fmt::Display for ProtocolViolation {
             ProtocolViolation::UnknownFrameKind(kind) => write!(f, "unknown frame kind {kind}"),
             ProtocolViolation::UnknownDType(code) => write!(f, "unknown dtype {code}"),
             ProtocolViolation::TooManyDimensions(n) => {
-                write!(f, "{n} dimensions (at most {})", crate::frame::MAX_DIMS)
+                write!(f, "{n} dimensions (at most {MAX_DIMS})")
             }
             ProtocolViolation::MalformedTensorHeader => write!(f, "malformed tensor header"),
             ProtocolViolation::TensorSizeMismatch { len, shape } => {

@@ -3,46 +3,7 @@
 use std::borrow::Cow;
 
 use crate::error::{ChannelError, ProtocolViolation};
-
-pub const KIND_BYTES: u8 = 0;
-pub const KIND_TENSOR: u8 = 1;
-pub const MAX_DIMS: usize = 8;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum DType {
-    F32 = 0,
-    F16 = 1,
-    BF16 = 2,
-    I64 = 3,
-    I32 = 4,
-    U8 = 5,
-    F64 = 6,
-}
-
-impl DType {
-    pub fn size(self) -> usize {
-        match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::I64 | DType::F64 => 8,
-            DType::U8 => 1,
-        }
-    }
-
-    fn from_code(code: u8) -> Option<DType> {
-        Some(match code {
-            0 => DType::F32,
-            1 => DType::F16,
-            2 => DType::BF16,
-            3 => DType::I64,
-            4 => DType::I32,
-            5 => DType::U8,
-            6 => DType::F64,
-            _ => return None,
-        })
-    }
-}
+pub use crate::wire::{DType, KIND_BYTES, KIND_TENSOR, MAX_DIMS};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
@@ -122,22 +83,11 @@ impl<'a> Frame<'a> {
         match kind {
             KIND_BYTES => Ok(Frame::Bytes(Cow::Owned(message))),
             KIND_TENSOR => {
-                if message.len() < 2 {
-                    return Err(ChannelError::Protocol(ProtocolViolation::MalformedTensorHeader));
-                }
-                let dtype = DType::from_code(message[0])
-                    .ok_or(ChannelError::Protocol(ProtocolViolation::UnknownDType(message[0])))?;
-                let ndim = message[1] as usize;
-                if ndim > MAX_DIMS {
-                    return Err(ChannelError::Protocol(ProtocolViolation::TooManyDimensions(ndim)));
-                }
-                let header = 2 + 8 * ndim;
-                if message.len() < header {
-                    return Err(ChannelError::Protocol(ProtocolViolation::MalformedTensorHeader));
-                }
-                let shape: Vec<u64> = (0..ndim)
-                    .map(|i| u64::from_be_bytes(message[2 + 8 * i..10 + 8 * i].try_into().expect("8 bytes")))
-                    .collect();
+                // the header's length follows from its dimension count; a message shorter than that
+                // (or without a count) is what the header parser refuses as malformed
+                let ndim = message.get(1).map_or(0, |&n| n as usize);
+                let header = message.len().min(2 + 8 * ndim);
+                let (dtype, shape) = parse_tensor_header(&message[..header])?;
                 check_tensor(dtype, &shape, message.len() - header)?;
                 let data = message[header..].to_vec();
                 Ok(Frame::Tensor {
@@ -184,5 +134,49 @@ fn check_tensor(dtype: DType, shape: &[u64], len: usize) -> Result<(), ChannelEr
             len,
             shape: shape.to_vec(),
         })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn violation(kind: u8, message: Vec<u8>) -> ProtocolViolation {
+        match Frame::decode(kind, message) {
+            Err(ChannelError::Protocol(violation)) => violation,
+            other => panic!("expected a protocol violation, got {other:?}"),
+        }
+    }
+
+    /// dtype f32, one dimension of 2: the header of an 8-byte tensor
+    fn header_f32_2() -> Vec<u8> {
+        [vec![0, 1], 2u64.to_be_bytes().to_vec()].concat()
+    }
+
+    #[test]
+    fn decode_reads_a_tensor_header_and_its_data() {
+        let message = [header_f32_2(), vec![7; 8]].concat();
+        let frame = Frame::decode(KIND_TENSOR, message).unwrap();
+        assert_eq!(frame, Frame::tensor(DType::F32, &[2], &[7; 8]).unwrap());
+        assert_eq!(
+            Frame::decode(KIND_BYTES, b"raw".to_vec()).unwrap(),
+            Frame::bytes(b"raw")
+        );
+    }
+
+    #[test]
+    fn decode_names_each_malformed_tensor() {
+        use ProtocolViolation as V;
+        assert_eq!(violation(KIND_TENSOR, vec![]), V::MalformedTensorHeader);
+        assert_eq!(violation(KIND_TENSOR, vec![0]), V::MalformedTensorHeader);
+        assert_eq!(violation(KIND_TENSOR, vec![99, 9]), V::UnknownDType(99));
+        assert_eq!(violation(KIND_TENSOR, vec![0, 9]), V::TooManyDimensions(9));
+        // fewer shape bytes than the dimension count announces
+        assert_eq!(violation(KIND_TENSOR, vec![0, 2, 0, 0, 0]), V::MalformedTensorHeader);
+        assert_eq!(
+            violation(KIND_TENSOR, [header_f32_2(), vec![0; 4]].concat()),
+            V::TensorSizeMismatch { len: 4, shape: vec![2] }
+        );
+        assert_eq!(violation(7, vec![0; 4]), V::UnknownFrameKind(7));
     }
 }

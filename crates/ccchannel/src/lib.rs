@@ -15,6 +15,7 @@ pub mod frame;
 pub mod handshake;
 pub mod record;
 mod ring_x25519;
+pub mod wire;
 
 pub use attestation::{AttestationProvider, Evidence, MockProvider, Policy, TsmProvider, VendorCheck};
 pub use error::{ChannelError, ProtocolViolation, RejectReason};

@@ -21,51 +21,11 @@ use ring::aead::{Aad, Algorithm, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, CH
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::error::{ChannelError, ProtocolViolation};
+use crate::attestation::Claims;
+use crate::error::{ChannelError, ProtocolViolation, RejectReason};
 use crate::frame::Frame;
-
-/// The type byte of a record's header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum RecordType {
-    /// first record of a message
-    Start = 1,
-    /// the next chunk of a message
-    Continue = 2,
-    /// attestation evidence during the handshake's attestation step
-    Attest = 3,
-    /// the sender switched to the next key after this record
-    Rekey = 4,
-    /// the sender will send nothing more
-    Close = 5,
-}
-
-/// A type byte that names no record type (the header is authenticated, so this is tampering).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UnknownRecordType(pub u8);
-
-impl TryFrom<u8> for RecordType {
-    type Error = UnknownRecordType;
-
-    fn try_from(value: u8) -> Result<Self, Self::Error> {
-        Ok(match value {
-            1 => RecordType::Start,
-            2 => RecordType::Continue,
-            3 => RecordType::Attest,
-            4 => RecordType::Rekey,
-            5 => RecordType::Close,
-            other => return Err(UnknownRecordType(other)),
-        })
-    }
-}
-
-/// Largest plaintext chunk in one record; larger messages are fragmented.
-pub const MAX_CHUNK: usize = 256 * 1024;
-const TAG_LEN: usize = 16;
-const BASE_HEADER: usize = 4 + 1;
-const START_EXTRA: usize = 1 + 8;
-/// Largest ciphertext in one record (chunk + tag).
-pub const MAX_RECORD: usize = MAX_CHUNK + TAG_LEN;
+pub use crate::wire::{RecordType, UnknownRecordType, MAX_CHUNK, MAX_RECORD};
+use crate::wire::{BASE_HEADER, KIND_BYTES, KIND_TENSOR, START_EXTRA, TAG_LEN};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cipher {
@@ -168,7 +128,7 @@ pub struct Channel<S> {
     out: Vec<u8>,
     inbuf: Vec<u8>,
     pub(crate) handshake_hash: Vec<u8>,
-    pub(crate) peer_evidence: Option<crate::attestation::Claims>,
+    pub(crate) peer_evidence: Option<Claims>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
@@ -202,7 +162,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
     }
 
     /// What the peer's verified evidence claimed, when it sent any.
-    pub fn peer_claims(&self) -> Option<&crate::attestation::Claims> {
+    pub fn peer_claims(&self) -> Option<&Claims> {
         self.peer_evidence.as_ref()
     }
 
@@ -437,12 +397,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
                     message.clear();
                     message.reserve(total + TAG_LEN);
                     self.open_into(&header, len, &mut message).await?;
-                    if frame_kind != crate::frame::KIND_BYTES && frame_kind != crate::frame::KIND_TENSOR {
+                    if frame_kind != KIND_BYTES && frame_kind != KIND_TENSOR {
                         // checked once the header has authenticated; refused for recv_into too, which hands out the payload without building a Frame
                         return Err(ChannelError::Protocol(ProtocolViolation::UnknownFrameKind(frame_kind)));
                     }
                     let mut tensor_header = Vec::new();
-                    if frame_kind == crate::frame::KIND_TENSOR {
+                    if frame_kind == KIND_TENSOR {
                         tensor_header = std::mem::take(&mut message);
                         message.reserve(total.saturating_sub(tensor_header.len()) + TAG_LEN);
                     }
@@ -475,7 +435,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
                             received: (tensor_header.len() + message.len()) as u64,
                         }));
                     }
-                    if frame_kind == crate::frame::KIND_TENSOR {
+                    if frame_kind == KIND_TENSOR {
                         // validate dtype and shape against the data before handing anything out
                         let check = Frame::from_parts(frame_kind, tensor_header.clone(), std::mem::take(&mut message))?;
                         message = check.into_payload();
@@ -492,7 +452,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
     pub(crate) async fn recv_attestation(&mut self) -> Result<Vec<u8>, ChannelError> {
         let (kind, len, header) = self.read_header().await?;
         if kind != RecordType::Attest {
-            return Err(ChannelError::Attestation(crate::error::RejectReason::MissingEvidence));
+            return Err(ChannelError::Attestation(RejectReason::MissingEvidence));
         }
         self.read_control(kind, len, &header[..BASE_HEADER]).await?;
         Ok(self.inbuf.clone())

@@ -9,7 +9,7 @@ use ccchannel::{
     accept, connect, AttestationProvider, Channel, ChannelError, Config, DType, Frame, MockProvider, Pattern, Policy,
     ProtocolViolation, RecordType, RejectReason, StaticKey,
 };
-use tokio::io::{duplex, AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::{duplex, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 
 const MEASUREMENT: &str = "ccbench-test-image";
 
@@ -34,12 +34,19 @@ fn configs(pattern: Pattern) -> (Config, Config) {
     (client, server)
 }
 
+type Handshaken = Result<Channel<DuplexStream>, ChannelError>;
+
+/// Both sides of one handshake over an in-memory pipe of `buffer` bytes: (client, server).
+async fn handshake(client: &Config, server: &Config, buffer: usize) -> (Handshaken, Handshaken) {
+    let (a, b) = duplex(buffer);
+    tokio::join!(connect(a, client), accept(b, server))
+}
+
 async fn pair(
     client: &Config,
     server: &Config,
 ) -> Result<(Channel<DuplexStream>, Channel<DuplexStream>), ChannelError> {
-    let (a, b) = duplex(1 << 20);
-    let (c, s) = tokio::join!(connect(a, client), accept(b, server));
+    let (c, s) = handshake(client, server, 1 << 20).await;
     Ok((c?, s?))
 }
 
@@ -262,8 +269,7 @@ impl AttestationProvider for Replaying {
 }
 
 async fn handshake_error(client: &Config, server: &Config) -> ChannelError {
-    let (a, b) = duplex(1 << 16);
-    let (c, s) = tokio::join!(connect(a, client), accept(b, server));
+    let (c, s) = handshake(client, server, 1 << 16).await;
     drop(s);
     c.err().expect("the client must refuse")
 }
@@ -363,19 +369,27 @@ async fn mutual_attestation() {
         measurement: None,
         max_age: Duration::from_secs(60),
     });
-    let (a, b) = duplex(1 << 16);
-    let (_c, s) = tokio::join!(connect(a, &client), accept(b, &strict_server));
+    let (_c, s) = handshake(&client, &strict_server, 1 << 16).await;
     assert!(matches!(
         s.err().unwrap(),
         ChannelError::Attestation(RejectReason::WrongTechnology { .. })
     ));
 }
 
+/// The two ends of a channel keyed directly (no handshake), for tests that write records by hand:
+/// what one sends with its keys, the other opens with the mirrored ones.
+fn keyed_sender<S: AsyncRead + AsyncWrite + Unpin>(stream: S) -> Channel<S> {
+    ccchannel::testing::channel_with_keys(stream, [1; 32], [2; 32], 1 << 20)
+}
+
+fn keyed_receiver<S: AsyncRead + AsyncWrite + Unpin>(stream: S) -> Channel<S> {
+    ccchannel::testing::channel_with_keys(stream, [2; 32], [1; 32], 1 << 20)
+}
+
 /// A deterministic fuzz smoke test on stable Rust: random and mutated record streams must give
 /// errors, never panics or released garbage. (`scripts/fuzz-transport.sh` runs the libFuzzer target.)
 #[tokio::test]
 async fn random_and_mutated_record_streams_never_panic() {
-    use ccchannel::testing::channel_with_keys;
     let mut state = 0x9E3779B97F4A7C15u64;
     let mut next = move || {
         state ^= state << 13;
@@ -385,7 +399,7 @@ async fn random_and_mutated_record_streams_never_panic() {
     };
     // a valid stream to mutate
     let (writer, mut tap) = duplex(1 << 20);
-    let mut sender = channel_with_keys(writer, [1; 32], [2; 32], 1 << 20);
+    let mut sender = keyed_sender(writer);
     sender.send(&Frame::bytes(&[9u8; 3000])).await.unwrap();
     sender
         .send(&Frame::tensor(DType::F32, &[2, 3], &[0u8; 24]).unwrap())
@@ -415,7 +429,7 @@ async fn random_and_mutated_record_streams_never_panic() {
         let (mut feed, stream) = duplex(1 << 20);
         feed.write_all(&input).await.unwrap();
         drop(feed);
-        let mut receiver = channel_with_keys(stream, [2; 32], [1; 32], 1 << 20);
+        let mut receiver = keyed_receiver(stream);
         let mut frames = 0;
         loop {
             match receiver.recv().await {
@@ -432,10 +446,9 @@ type RawRecord = (RecordType, Vec<u8>, Vec<u8>);
 
 /// What a receiver says about well-authenticated records that break the protocol's rules.
 async fn violation(records: &[RawRecord]) -> ChannelError {
-    use ccchannel::testing::channel_with_keys;
     let (a, b) = duplex(1 << 20);
-    let mut sender = channel_with_keys(a, [1; 32], [2; 32], 1 << 20);
-    let mut receiver = channel_with_keys(b, [2; 32], [1; 32], 1 << 20);
+    let mut sender = keyed_sender(a);
+    let mut receiver = keyed_receiver(b);
     for (kind, extra, body) in records {
         sender.send_raw_record_for_tests(*kind, extra, body).await.unwrap();
     }

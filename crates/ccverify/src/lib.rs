@@ -3,7 +3,8 @@
 //!
 //! * SEV-SNP: the attestation report's ECDSA P-384 signature is checked against the VCEK (from the
 //!   configfs-tsm `auxblob` certificate table, or a file the user supplies), the VCEK against AMD's
-//!   ASK and ARK for Milan, Genoa or Turin (pinned: the `sev` crate ships them), then the policy:
+//!   ASK and ARK for Milan, Genoa or Turin (pinned: the `sev` crate ships them), or a VLEK against
+//!   AMD's ASVK and the same ARK (the ASVKs pinned in this crate), then the policy:
 //!   debug disabled, launch measurement, minimum TCB, VMPL, report data. Every certificate's validity
 //!   period is checked at the verification time; AMD's CRL, when supplied, is verified against the same
 //!   pinned ARK and revokes a listed ASK or VCEK. See [`snp`].
@@ -15,6 +16,7 @@
 //! certificate-chain check of its own.
 
 pub mod policy;
+pub mod sniff;
 pub mod snp;
 pub mod tdx;
 
@@ -23,7 +25,7 @@ use std::fmt;
 use serde::Serialize;
 
 pub use policy::{Policy, SnpTcb};
-pub use snp::{SnpCollateral, SnpRoots};
+pub use snp::{SigningKey, SnpCollateral, SnpRoots};
 
 /// Length of the report data that evidence binds (SEV-SNP REPORT_DATA, TDX REPORTDATA).
 pub const REPORT_DATA_LEN: usize = 64;
@@ -132,6 +134,10 @@ pub struct Claims {
     pub tcb: serde_json::Value,
     /// the pinned root the chain ended in
     pub root: String,
+    /// the kind of key that signed the evidence: SEV-SNP "VCEK" (per chip, under AMD's ASK) or "VLEK"
+    /// (loaded by a cloud provider, under AMD's ASVK); TDX "PCK" (the quoting enclave's attestation
+    /// key, certified by the platform's PCK certificate)
+    pub signing_key: String,
     /// technology-specific fields (SNP: vmpl, chip id; TDX: RTMRs, advisories)
     pub details: serde_json::Value,
     /// whether the chain was checked against the vendor's revocation list, and which

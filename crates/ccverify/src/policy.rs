@@ -38,6 +38,11 @@ pub struct Policy {
     /// TDX: accepted TCB statuses (Intel's names); "Revoked" is never accepted
     #[serde(default = "default_tdx_statuses")]
     pub tdx_tcb_statuses: Vec<String>,
+    /// TDX 1.5: the service-TD measurements (MRSERVICETD, hex) a TD may be bound to, e.g. a migration
+    /// or vTPM service TD the verifier knows; empty: only a TD bound to no service TD (MRSERVICETD all
+    /// zero, SERVTD_EXT off) is accepted
+    #[serde(default)]
+    pub tdx_service_tds: Vec<String>,
     /// SEV-SNP: reject evidence whose chain was not checked against AMD's CRL (no CRL supplied).
     /// TDX always checks the CRLs in its DCAP collateral.
     #[serde(default)]
@@ -57,6 +62,7 @@ impl Default for Policy {
             max_vmpl: None,
             rtmrs: Vec::new(),
             tdx_tcb_statuses: default_tdx_statuses(),
+            tdx_service_tds: Vec::new(),
             require_revocation_check: false,
         }
     }

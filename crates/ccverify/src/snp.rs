@@ -1,15 +1,18 @@
-//! SEV-SNP: the attestation report, its VCEK signature, the VCEK's chain to AMD's roots, the policy.
+//! SEV-SNP: the attestation report, its VCEK or VLEK signature, that key's chain to AMD's roots, the
+//! policy.
 //!
 //! The `sev` crate parses the report and checks ARK (self-signed) -> ASK -> VCEK with AMD's roots
-//! for Milan, Genoa and Turin built in; `p384` checks the VCEK's ECDSA P-384 / SHA-384 signature over
-//! the report's own first 0x2A0 bytes (not a re-serialisation of the parsed report).
+//! for Milan, Genoa and Turin built in; the same check runs ARK -> ASVK -> VLEK for reports signed by
+//! a VLEK (a key a cloud provider loads, as on AWS), with AMD's ASVKs pinned in this crate
+//! (`roots/`). `p384` checks the key's ECDSA P-384 / SHA-384 signature over the report's own first
+//! 0x2A0 bytes (not a re-serialisation of the parsed report).
 //!
-//! Beyond what `sev` checks: every certificate of the chain (ARK, ASK, VCEK) must be inside its
-//! validity period at the verification time, and AMD's CRL (served by the KDS at
-//! `/vcek/v1/{Milan,Genoa,Turin}/crl`, issued and signed by the ARK with RSA-PSS / SHA-384), when given,
-//! is verified against the same pinned ARK that anchors the chain (`x509-cert` parses it, `rsa` checks
-//! the signature), must be current (thisUpdate <= now <= nextUpdate), and revokes the chain when it
-//! lists the ASK's or the VCEK's serial number.
+//! Beyond what `sev` checks: every certificate of the chain (ARK, ASK or ASVK, VCEK or VLEK) must be
+//! inside its validity period at the verification time, and AMD's CRL (served by the KDS at
+//! `/vcek/v1/{Milan,Genoa,Turin}/crl`, and `/vlek/v1/...` for the ASVK, issued and signed by the ARK
+//! with RSA-PSS / SHA-384), when given, is verified against the same pinned ARK that anchors the chain
+//! (`x509-cert` parses it, `rsa` checks the signature), must be current (thisUpdate <= now <=
+//! nextUpdate), and revokes the chain when it lists the intermediate's or the key's serial number.
 
 use p384::ecdsa::signature::DigestVerifier;
 use serde_json::json;
@@ -45,24 +48,87 @@ pub struct SnpCollateral<'a> {
     pub crl: Option<&'a [u8]>,
 }
 
-/// Trust anchors: named ARK/ASK pairs. [`SnpRoots::amd`] pins AMD's; tests add their own explicitly.
+/// Which key signed a report: a VCEK (per chip, issued by AMD's ASK) or a VLEK (loaded by a cloud
+/// provider, e.g. AWS's SEV-SNP instances, issued by AMD's ASVK). Both chain to the same ARK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum SigningKey {
+    Vcek,
+    Vlek,
+}
+
+impl SigningKey {
+    /// The name of the key and of the intermediate certificate that issues it.
+    pub fn names(self) -> (&'static str, &'static str) {
+        match self {
+            SigningKey::Vcek => ("VCEK", "ASK"),
+            SigningKey::Vlek => ("VLEK", "ASVK"),
+        }
+    }
+
+    /// The report's SIGNING_KEY field (KEY_INFO bits 4:2): 0 VCEK, 1 VLEK, anything else neither.
+    fn from_report(report: &AttestationReport) -> Option<SigningKey> {
+        match report.key_info.signing_key() {
+            0 => Some(SigningKey::Vcek),
+            1 => Some(SigningKey::Vlek),
+            _ => None,
+        }
+    }
+}
+
+/// AMD's ASVKs (the VLEK issuers) for Milan, Genoa and Turin. The `sev` crate ships only the ARKs and
+/// ASKs, so these are pinned here, as AMD's KDS serves them at /vlek/v1/{product}/cert_chain; a unit
+/// test checks that each is signed by the `sev` crate's ARK of its product.
+const AMD_ASVKS: [(&str, &[u8]); 3] = [
+    ("AMD Milan", include_bytes!("../roots/asvk-milan.pem")),
+    ("AMD Genoa", include_bytes!("../roots/asvk-genoa.pem")),
+    ("AMD Turin", include_bytes!("../roots/asvk-turin.pem")),
+];
+
+/// One trust anchor: an ARK and the intermediates it signed (the ASK for VCEKs, the ASVK for VLEKs).
+struct Anchor {
+    name: String,
+    ark: Certificate,
+    ask: Option<Certificate>,
+    asvk: Option<Certificate>,
+}
+
+impl Anchor {
+    fn intermediates(&self) -> impl Iterator<Item = (SigningKey, &Certificate)> {
+        [(SigningKey::Vcek, &self.ask), (SigningKey::Vlek, &self.asvk)]
+            .into_iter()
+            .filter_map(|(kind, cert)| cert.as_ref().map(|cert| (kind, cert)))
+    }
+}
+
+/// Trust anchors: named ARKs with their ASK and ASVK. [`SnpRoots::amd`] pins AMD's; tests add their own
+/// explicitly.
 pub struct SnpRoots {
-    roots: Vec<(String, ca::Chain)>,
+    roots: Vec<Anchor>,
 }
 
 impl SnpRoots {
-    /// AMD's ARK and ASK for Milan, Genoa and Turin, as the `sev` crate ships them.
+    /// AMD's ARK and ASK for Milan, Genoa and Turin, as the `sev` crate ships them, and AMD's ASVK for
+    /// each (pinned in this crate).
     pub fn amd() -> SnpRoots {
         use sev::certs::snp::builtin::{genoa, milan, turin};
         let mut roots = Vec::new();
-        for (name, ark, ask) in [
+        for ((name, ark, ask), (_, asvk)) in [
             ("AMD Milan", milan::ark(), milan::ask()),
             ("AMD Genoa", genoa::ark(), genoa::ask()),
             ("AMD Turin", turin::ark(), turin::ask()),
-        ] {
-            // the built-in PEMs are part of the crate; one that fails to parse is left out, never trusted
+        ]
+        .into_iter()
+        .zip(AMD_ASVKS)
+        {
+            // the built-in PEMs are part of the build; one that fails to parse is left out, never trusted
             if let (Ok(ark), Ok(ask)) = (ark, ask) {
-                roots.push((name.to_string(), ca::Chain { ark, ask }));
+                roots.push(Anchor {
+                    name: name.to_string(),
+                    ark,
+                    ask: Some(ask),
+                    asvk: Certificate::from_pem(asvk).ok(),
+                });
             }
         }
         SnpRoots { roots }
@@ -70,17 +136,27 @@ impl SnpRoots {
 
     /// Exactly these anchors (PEM or DER ARK and ASK), e.g. a test chain; nothing of AMD's.
     pub fn only(name: &str, ark: &[u8], ask: &[u8]) -> Result<SnpRoots, Rejection> {
-        let chain = ca::Chain {
-            ark: certificate(ark)?,
-            ask: certificate(ask)?,
-        };
         Ok(SnpRoots {
-            roots: vec![(name.to_string(), chain)],
+            roots: vec![Anchor {
+                name: name.to_string(),
+                ark: certificate(ark)?,
+                ask: Some(certificate(ask)?),
+                asvk: None,
+            }],
         })
     }
 
+    /// These anchors with an ASVK (PEM or DER) beside each ASK, e.g. a test chain that issues VLEKs.
+    pub fn with_asvk(mut self, asvk: &[u8]) -> Result<SnpRoots, Rejection> {
+        let asvk = certificate(asvk)?;
+        for anchor in &mut self.roots {
+            anchor.asvk = Some(asvk.clone());
+        }
+        Ok(self)
+    }
+
     pub fn names(&self) -> Vec<&str> {
-        self.roots.iter().map(|(name, _)| name.as_str()).collect()
+        self.roots.iter().map(|anchor| anchor.name.as_str()).collect()
     }
 }
 
@@ -149,33 +225,87 @@ pub fn verify(
     now_unix: u64,
 ) -> Result<Claims, Rejection> {
     let parsed = parse(report)?;
-    let vcek_bytes = match (collateral.vcek, collateral.cert_table) {
+    let vek_bytes = match (collateral.vcek, collateral.cert_table) {
         (Some(vcek), _) => vcek.to_vec(),
         (None, Some(table)) => vcek_from_cert_table(table)?.ok_or(Rejection::MissingCertificate)?,
         (None, None) => return Err(Rejection::MissingCertificate),
     };
-    let vcek = certificate(&vcek_bytes)?;
-    let (root, anchors) = chain_root(&vcek, roots)?;
-    let ark = x509_cert::Certificate::from(anchors.ark.clone());
-    let ask = x509_cert::Certificate::from(anchors.ask.clone());
-    let vcek_x509 = x509_cert::Certificate::from(vcek.clone());
-    for (name, cert) in [("ARK", &ark), ("ASK", &ask), ("VCEK", &vcek_x509)] {
+    let vek = certificate(&vek_bytes)?;
+    let anchor = chain_root(&vek, roots)?;
+    let revocation = check_chain_status(&anchor, &vek, collateral, policy, now_unix)?;
+    check_signing_key(&parsed, anchor.kind)?;
+    check_signature(report, &parsed, &vek, anchor.kind)?;
+    check_report_data(&parsed.report_data, expected_report_data)?;
+    let debug = check_policy(&parsed, policy)?;
+    let tcb = parsed.reported_tcb;
+    Ok(Claims {
+        technology: "sev-snp".into(),
+        measurement: hex::encode(parsed.measurement),
+        report_data: hex::encode(parsed.report_data),
+        debug,
+        tcb: json!({"bootloader": tcb.bootloader, "tee": tcb.tee, "snp": tcb.snp, "microcode": tcb.microcode,
+                    "fmc": tcb.fmc}),
+        root: anchor.name.to_string(),
+        signing_key: anchor.kind.names().0.into(),
+        details: json!({"version": parsed.version, "vmpl": parsed.vmpl, "guest_svn": parsed.guest_svn,
+                        "policy": format!("{:#x}", u64::from(parsed.policy)), "chip_id": hex::encode(parsed.chip_id)}),
+        revocation,
+    })
+}
+
+/// Every certificate of the chain inside its validity period, then AMD's CRL (given, or from the
+/// certificate table) when there is one.
+fn check_chain_status(
+    anchor: &ChainFound,
+    vek: &Certificate,
+    collateral: &SnpCollateral,
+    policy: &Policy,
+    now_unix: u64,
+) -> Result<Revocation, Rejection> {
+    let (vek_name, intermediate_name) = anchor.kind.names();
+    let ark = x509_cert::Certificate::from(anchor.ark.clone());
+    let intermediate = x509_cert::Certificate::from(anchor.intermediate.clone());
+    let vek_x509 = x509_cert::Certificate::from(vek.clone());
+    for (name, cert) in [("ARK", &ark), (intermediate_name, &intermediate), (vek_name, &vek_x509)] {
         check_validity(name, cert, now_unix)?;
     }
     let table_crl = match (collateral.crl, collateral.cert_table) {
         (None, Some(table)) => crl_from_cert_table(table)?,
         _ => None,
     };
-    let revocation = match collateral.crl.or(table_crl.as_deref()) {
-        Some(crl) => check_crl(crl, &ark, &ask, &vcek_x509, now_unix)?,
-        None if policy.require_revocation_check => return Err(Rejection::RevocationNotChecked),
-        None => Revocation {
+    match collateral.crl.or(table_crl.as_deref()) {
+        Some(crl) => check_crl(
+            crl,
+            &ark,
+            [(intermediate_name, &intermediate), (vek_name, &vek_x509)],
+            now_unix,
+        ),
+        None if policy.require_revocation_check => Err(Rejection::RevocationNotChecked),
+        None => Ok(Revocation {
             checked: false,
             detail: "revocation not checked: no AMD CRL was supplied".into(),
-        },
-    };
-    check_signature(report, &parsed, &vcek)?;
-    check_report_data(&parsed.report_data, expected_report_data)?;
+        }),
+    }
+}
+
+/// The report names the kind of key that signed it; a VCEK given for a report that says VLEK (or the
+/// other way round) is the wrong certificate, whatever its chain.
+fn check_signing_key(parsed: &AttestationReport, chained: SigningKey) -> Result<(), Rejection> {
+    match SigningKey::from_report(parsed) {
+        Some(said) if said != chained => Err(Rejection::BadSignature {
+            detail: format!(
+                "the report says a {} signed it, but the given certificate is a {} (chained through the {})",
+                said.names().0,
+                chained.names().0,
+                chained.names().1
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Debug, VMPL, measurement and minimum TCB; returns whether debugging is enabled.
+fn check_policy(parsed: &AttestationReport, policy: &Policy) -> Result<bool, Rejection> {
     let debug = parsed.policy.debug_allowed();
     if debug && !policy.allow_debug {
         return Err(Rejection::DebugEnabled);
@@ -202,43 +332,56 @@ pub fn verify(
             return Err(Rejection::TcbTooOld { detail: low.join(", ") });
         }
     }
-    Ok(Claims {
-        technology: "sev-snp".into(),
-        measurement: hex::encode(parsed.measurement),
-        report_data: hex::encode(parsed.report_data),
-        debug,
-        tcb: json!({"bootloader": tcb.bootloader, "tee": tcb.tee, "snp": tcb.snp, "microcode": tcb.microcode,
-                    "fmc": tcb.fmc}),
-        root,
-        details: json!({"version": parsed.version, "vmpl": parsed.vmpl, "guest_svn": parsed.guest_svn,
-                        "policy": format!("{:#x}", u64::from(parsed.policy)), "chip_id": hex::encode(parsed.chip_id)}),
-        revocation,
-    })
+    Ok(debug)
 }
 
 /// Parse a report (no verification): for the fuzz target and for reading claims.
 pub fn parse(report: &[u8]) -> Result<AttestationReport, Rejection> {
+    let not_a_report = |why: String| Rejection::Malformed {
+        detail: format!(
+            "not an SEV-SNP report ({why}): this looks like {}; ccverify --technology sev-snp needs {}",
+            crate::sniff::describe(report),
+            crate::sniff::SNP_EXPECTED
+        ),
+    };
     if report.len() != REPORT_LEN {
-        return Err(Rejection::Malformed {
-            detail: format!("an SEV-SNP report is {REPORT_LEN} bytes, not {}", report.len()),
-        });
+        return Err(not_a_report(format!("{} bytes, not {REPORT_LEN}", report.len())));
     }
-    AttestationReport::from_bytes(report).map_err(|e| Rejection::Malformed {
-        detail: format!("SEV-SNP report: {e}"),
-    })
+    AttestationReport::from_bytes(report).map_err(|e| not_a_report(e.to_string()))
 }
 
-/// The pinned root whose ASK signed the VCEK (the ARK self-signed and signing the ASK), by name.
-fn chain_root<'r>(vcek: &Certificate, roots: &'r SnpRoots) -> Result<(String, &'r ca::Chain), Rejection> {
+/// The anchor a VCEK or VLEK chained to: its name, the kind of key, the ARK and the intermediate.
+struct ChainFound<'r> {
+    name: &'r str,
+    kind: SigningKey,
+    ark: &'r Certificate,
+    intermediate: &'r Certificate,
+}
+
+/// The pinned root whose ASK (for a VCEK) or ASVK (for a VLEK) signed the key, the ARK self-signed
+/// and signing that intermediate.
+fn chain_root<'r>(vek: &Certificate, roots: &'r SnpRoots) -> Result<ChainFound<'r>, Rejection> {
     let mut failures = Vec::new();
-    for (name, ca) in &roots.roots {
-        let chain = sev::certs::snp::Chain {
-            ca: ca.clone(),
-            vek: vcek.clone(),
-        };
-        match (&chain).verify() {
-            Ok(_) => return Ok((name.clone(), ca)),
-            Err(e) => failures.push(format!("{name}: {e}")),
+    for anchor in &roots.roots {
+        for (kind, intermediate) in anchor.intermediates() {
+            let chain = sev::certs::snp::Chain {
+                ca: ca::Chain {
+                    ark: anchor.ark.clone(),
+                    ask: intermediate.clone(),
+                },
+                vek: vek.clone(),
+            };
+            match (&chain).verify() {
+                Ok(_) => {
+                    return Ok(ChainFound {
+                        name: &anchor.name,
+                        kind,
+                        ark: &anchor.ark,
+                        intermediate,
+                    })
+                }
+                Err(e) => failures.push(format!("{} via its {}: {e}", anchor.name, kind.names().1)),
+            }
         }
     }
     Err(Rejection::UnknownRoot {
@@ -302,12 +445,11 @@ pub fn parse_crl(bytes: &[u8]) -> Result<CertificateList, Rejection> {
 }
 
 /// AMD's CRL: issued and signed (RSA-PSS, SHA-384) by the pinned ARK, current at `now_unix`, and
-/// listing neither the ASK's nor the VCEK's serial number.
+/// listing neither the intermediate's (ASK or ASVK) nor the key's (VCEK or VLEK) serial number.
 fn check_crl(
     bytes: &[u8],
     ark: &x509_cert::Certificate,
-    ask: &x509_cert::Certificate,
-    vcek: &x509_cert::Certificate,
+    chain: [(&str, &x509_cert::Certificate); 2],
     now_unix: u64,
 ) -> Result<Revocation, Rejection> {
     use rsa::signature::Verifier;
@@ -362,7 +504,7 @@ fn check_crl(
         });
     }
     for revoked in tbs.revoked_certificates.iter().flatten() {
-        for (name, cert) in [("ASK", ask), ("VCEK", vcek)] {
+        for (name, cert) in chain {
             if revoked.serial_number == cert.tbs_certificate.serial_number {
                 return Err(Rejection::Revoked {
                     detail: format!(
@@ -376,19 +518,54 @@ fn check_crl(
     Ok(Revocation {
         checked: true,
         detail: format!(
-            "CRL of {ark_name} (thisUpdate {}, nextUpdate {next_update}, {} entries): ASK and VCEK not listed",
+            "CRL of {ark_name} (thisUpdate {}, nextUpdate {next_update}, {} entries): {} and {} not listed",
             tbs.this_update,
-            tbs.revoked_certificates.as_ref().map_or(0, Vec::len)
+            tbs.revoked_certificates.as_ref().map_or(0, Vec::len),
+            chain[0].0,
+            chain[1].0
         ),
     })
 }
 
-fn check_signature(raw: &[u8], parsed: &AttestationReport, vcek: &Certificate) -> Result<(), Rejection> {
+fn check_signature(
+    raw: &[u8],
+    parsed: &AttestationReport,
+    vek: &Certificate,
+    kind: SigningKey,
+) -> Result<(), Rejection> {
     let bad = |detail: String| Rejection::BadSignature { detail };
-    let key = p384::ecdsa::VerifyingKey::from_sec1_bytes(vcek.public_key_sec1())
-        .map_err(|e| bad(format!("the VCEK's key is not a P-384 key: {e}")))?;
+    let name = kind.names().0;
+    let key = p384::ecdsa::VerifyingKey::from_sec1_bytes(vek.public_key_sec1())
+        .map_err(|e| bad(format!("the {name}'s key is not a P-384 key: {e}")))?;
     let signature =
         p384::ecdsa::Signature::try_from(&parsed.signature).map_err(|e| bad(format!("unreadable signature: {e}")))?;
     key.verify_digest(Sha384::new_with_prefix(&raw[..SIGNED_LEN]), &signature)
-        .map_err(|_| bad("the VCEK did not sign this report".into()))
+        .map_err(|_| bad(format!("the {name} did not sign this report")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each pinned ASVK is the one its product's ARK (as the `sev` crate ships it) signed: a wrong or
+    /// damaged PEM in `roots/` would fail here rather than silently never verify a VLEK.
+    #[test]
+    fn the_pinned_asvks_are_signed_by_amds_arks() {
+        let roots = SnpRoots::amd();
+        assert_eq!(roots.names(), ["AMD Milan", "AMD Genoa", "AMD Turin"]);
+        for anchor in &roots.roots {
+            let asvk = anchor
+                .asvk
+                .as_ref()
+                .unwrap_or_else(|| panic!("{}: no ASVK", anchor.name));
+            (&anchor.ark, asvk)
+                .verify()
+                .unwrap_or_else(|e| panic!("{}: the ASVK is not signed by the ARK: {e}", anchor.name));
+            let subject = x509_cert::Certificate::from(asvk.clone())
+                .tbs_certificate
+                .subject
+                .to_string();
+            assert!(subject.contains("SEV-VLEK-"), "{}: {subject}", anchor.name);
+        }
+    }
 }

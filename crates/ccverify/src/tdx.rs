@@ -1,9 +1,17 @@
 //! TDX: the quote checked with Intel DCAP collateral by `dcap-qvl` (PCK chain to Intel's pinned SGX
 //! root, CRLs, TCB info and QE identity signatures and validity), then the policy.
+//!
+//! The quote is parsed before anything else, so input that is not a TDX quote (an Azure HCL report, a
+//! raw TDREPORT, an SEV-SNP report) is `malformed`, saying what it is, whether or not collateral was
+//! given. A TDX 1.5 TD bound to a service TD (non-zero MRSERVICETD) is accepted only when the
+//! policy's `tdx_service_tds` lists that measurement.
 
 use dcap_qvl::quote::Report;
 pub use dcap_qvl::QuoteCollateralV3 as Collateral;
 use serde_json::json;
+
+/// The quote header's TEE type of a TD (0 is an SGX enclave).
+const TEE_TYPE_TDX: u32 = 0x81;
 
 use crate::{check_measurement, check_report_data, Claims, Policy, Rejection, Revocation, REPORT_DATA_LEN};
 
@@ -67,15 +75,19 @@ pub fn verify_with_root(
     policy: &Policy,
     expected_report_data: Option<&[u8; REPORT_DATA_LEN]>,
 ) -> Result<Claims, Rejection> {
+    let parsed = parse_quote(quote)?;
     let collateral = collateral.ok_or(Rejection::MissingCollateral)?;
     let verifier = match root_ca_der {
         Some(root) => dcap_qvl::verify::QuoteVerifier::new(root.to_vec()),
         None => dcap_qvl::verify::QuoteVerifier::new_prod(),
     };
+    // dcap-qvl judges the service-TD binding after every signature; a non-empty list lets it through
+    // to the comparison with the list below
     let verified = verifier
         .allow_debug(policy.allow_debug)
+        .allow_service_td(!policy.tdx_service_tds.is_empty())
         .verify(quote, collateral, now_unix)
-        .map_err(|e| classify(&format!("{e:#}")))?;
+        .map_err(|e| service_td_refusal(&parsed, &e.to_string()).unwrap_or_else(|| classify(&format!("{e:#}"))))?;
     let td = match &verified.report {
         Report::TD10(td) => *td,
         Report::TD15(td) => td.base,
@@ -86,6 +98,10 @@ pub fn verify_with_root(
             })
         }
     };
+    let mr_service_td = service_td(&verified.report);
+    if let Some(got) = mr_service_td.filter(|m| m.iter().any(|&b| b != 0)) {
+        check_service_td(&got, &policy.tdx_service_tds)?;
+    }
     check_report_data(&td.report_data, expected_report_data)?;
     // TDATTRIBUTES bit 0: the TD is debuggable (dcap-qvl refuses it too unless allowed)
     let debug = td.td_attributes[0] & 1 == 1;
@@ -125,13 +141,16 @@ pub fn verify_with_root(
         debug,
         tcb: json!({"status": verified.status, "advisory_ids": verified.advisory_ids,
                     "tee_tcb_svn": hex::encode(td.tee_tcb_svn)}),
+        signing_key: "PCK".into(),
         root: if root_ca_der.is_some() {
             "given root".into()
         } else {
             "Intel SGX Root CA".into()
         },
         details: json!({"rtmrs": rtmrs.iter().map(hex::encode).collect::<Vec<_>>(),
-                        "mr_seam": hex::encode(td.mr_seam), "td_attributes": hex::encode(td.td_attributes)}),
+                        "mr_seam": hex::encode(td.mr_seam), "td_attributes": hex::encode(td.td_attributes),
+                        "quote_version": parsed.header.version,
+                        "mr_service_td": mr_service_td.map(hex::encode)}),
         // dcap-qvl refuses a quote whose collateral lacks either CRL, so a verified quote was checked
         revocation: Revocation {
             checked: true,
@@ -142,11 +161,64 @@ pub fn verify_with_root(
 
 /// Parse a quote (no verification): for the fuzz target.
 pub fn parse(quote: &[u8]) -> Result<(), Rejection> {
-    dcap_qvl::quote::Quote::parse(quote)
-        .map(|_| ())
-        .map_err(|e| Rejection::Malformed {
-            detail: format!("{e:#}"),
+    parse_quote(quote).map(|_| ())
+}
+
+/// The quote's structure, or `malformed` saying what the input looks like instead.
+fn parse_quote(quote: &[u8]) -> Result<dcap_qvl::quote::Quote, Rejection> {
+    let not_a_quote = |why: String| Rejection::Malformed {
+        detail: format!(
+            "not a TDX quote ({why}): this looks like {}; ccverify --technology tdx needs {}",
+            crate::sniff::describe(quote),
+            crate::sniff::TDX_EXPECTED
+        ),
+    };
+    let parsed = dcap_qvl::quote::Quote::parse(quote).map_err(|e| not_a_quote(format!("{e:#}")))?;
+    if parsed.header.tee_type != TEE_TYPE_TDX {
+        return Err(not_a_quote(format!("TEE type {:#x}", parsed.header.tee_type)));
+    }
+    Ok(parsed)
+}
+
+/// MRSERVICETD of a TDX 1.5 report; None for a TDX 1.0 body, which has none.
+fn service_td(report: &Report) -> Option<[u8; 48]> {
+    match report {
+        Report::TD15(td) => Some(td.mr_service_td),
+        Report::TD15Ex(td) => Some(td.base.mr_service_td),
+        _ => None,
+    }
+}
+
+/// A non-zero MRSERVICETD must be one the policy lists.
+fn check_service_td(got: &[u8; 48], allowed: &[String]) -> Result<(), Rejection> {
+    let got = hex::encode(got);
+    if allowed.iter().any(|m| m.trim().eq_ignore_ascii_case(&got)) {
+        Ok(())
+    } else {
+        Err(Rejection::MeasurementMismatch {
+            got: format!(
+                "MRSERVICETD {got} (the TD is bound to a service TD; list the service TDs you accept in the \
+                 policy's tdx_service_tds)"
+            ),
         })
+    }
+}
+
+/// dcap-qvl's refusal of a service-TD binding (reached only after every signature verified) as the
+/// measurement it is, naming MRSERVICETD and the policy key; None for any other failure.
+fn service_td_refusal(parsed: &dcap_qvl::quote::Quote, error: &str) -> Option<Rejection> {
+    if error.contains("SERVTD_EXT") {
+        return Some(Rejection::MeasurementMismatch {
+            got: "SERVTD_EXT set in TDATTRIBUTES (the TD takes service TDs; list the service TDs you accept in \
+                  the policy's tdx_service_tds)"
+                .into(),
+        });
+    }
+    if !error.contains("Invalid MR service TD") {
+        return None;
+    }
+    let got = service_td(&parsed.report).unwrap_or([0; 48]);
+    Some(check_service_td(&got, &[]).expect_err("an empty list accepts nothing"))
 }
 
 #[cfg(test)]

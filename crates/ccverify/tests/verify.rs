@@ -878,3 +878,69 @@ fn mutated_and_random_evidence_never_panics() {
         }
     }
 }
+
+// ---- input that is not evidence of the named technology ------------------------------------------------
+
+/// An Azure HCL report's shape: the paravisor's header ("HCLA"), a TDREPORT (type 0x81) at 0x20, the
+/// runtime data naming report type 4 (TDX) at 0x4C8.
+fn hcl_report_shape() -> Vec<u8> {
+    let mut bytes = vec![0u8; 2600];
+    bytes[..4].copy_from_slice(b"HCLA");
+    bytes[0x20] = 0x81;
+    bytes[0x4C8] = 4;
+    bytes
+}
+
+#[test]
+fn input_that_is_not_a_quote_or_report_is_malformed_and_named() {
+    let (quote, collateral, at) = tdx_vector("tdx_quote");
+    let policy = Policy::default();
+    let malformed = |result: Result<ccverify::Claims, Rejection>| match result {
+        Err(Rejection::Malformed { detail }) => detail,
+        other => panic!("expected malformed, got {other:?}"),
+    };
+    // before the collateral is looked at: with none, it is still malformed, not missing-collateral
+    let hcl = hcl_report_shape();
+    for collateral in [None, Some(&collateral)] {
+        let detail = malformed(tdx::verify(&hcl, collateral, at, &policy, None));
+        assert!(
+            detail.contains("Azure HCL report") && detail.contains("TDREPORT"),
+            "{detail}"
+        );
+        assert!(detail.contains("needs a TDX quote"), "{detail}");
+    }
+    // each technology's evidence handed to the other's verifier says what it is
+    let detail = malformed(snp::verify(
+        &quote,
+        &with_vcek(&milan_vcek()),
+        &SnpRoots::amd(),
+        &policy,
+        None,
+        at,
+    ));
+    assert!(detail.contains("a TDX quote (version 4"), "{detail}");
+    let detail = malformed(tdx::verify(&milan_report(), Some(&collateral), at, &policy, None));
+    assert!(detail.contains("an SEV-SNP attestation report"), "{detail}");
+    let detail = malformed(tdx::verify(
+        b"-----BEGIN CERTIFICATE-----\nMIIB\n",
+        None,
+        at,
+        &policy,
+        None,
+    ));
+    assert!(detail.contains("a PEM file (CERTIFICATE)"), "{detail}");
+    let mut tdreport = vec![0u8; 1024];
+    tdreport[0] = 0x81;
+    let detail = malformed(tdx::verify(&tdreport, None, at, &policy, None));
+    assert!(detail.contains("a raw TDREPORT"), "{detail}");
+}
+
+#[test]
+fn claims_name_the_kind_of_key_that_signed() {
+    let claims = verify_milan(&milan_report(), &Policy::default(), None).unwrap();
+    assert_eq!(claims.signing_key, "VCEK");
+    let (quote, collateral, at) = tdx_vector("tdx_quote");
+    let claims = tdx::verify(&quote, Some(&collateral), at, &Policy::default(), None).unwrap();
+    assert_eq!(claims.signing_key, "PCK");
+    assert_eq!(claims.details["mr_service_td"], serde_json::Value::Null);
+}

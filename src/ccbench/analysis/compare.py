@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from scipy import special
 
+from ccbench.analysis.load import SUMMARY_COLUMN
 from ccbench.analysis.stats import CONFIDENCE, MIN_SAMPLES, NOISY_CV, coefficients_of_variation
 from ccbench.errors import CCBenchError
 
@@ -204,6 +207,22 @@ def compare(
     deviation and the mean and variance of the logs, then each configuration against its group's
     baseline. tests/test_analysis.py checks every row against ratio_interval itself.
     """
+    data = _comparable(frame, exclude_contended)
+    if data.empty:
+        return pd.DataFrame(columns=COMPARE_COLUMNS)
+    baseline = resolve_baseline(data, baseline)
+    stats = _with_group_baselines(_statistics(data), baseline)
+    base, rows = _against_baseline(stats, configurations(data))
+    if rows.empty:
+        return pd.DataFrame(columns=COMPARE_COLUMNS)
+    intervals = _ratio_intervals(base, rows)
+    judged = _judge(base, rows, intervals, noisy_cv)
+    return _table(data, base, rows, intervals, judged)
+
+
+def _comparable(frame: pd.DataFrame, exclude_contended: bool) -> pd.DataFrame:
+    """The measured samples of metrics with a direction, each with its ``contended`` flag (False
+    where the bundle has none), the contended ones left out with ``exclude_contended``."""
     data = measured(frame)
     # facts (better = None: memory size, thread count) describe a machine; they are not compared
     data = data[data["better"].isin(["lower", "higher"])]
@@ -211,16 +230,24 @@ def compare(
         data = data.assign(contended=False)
     if exclude_contended:
         data = data[~data["contended"].astype(bool)]
-    if data.empty:
-        return pd.DataFrame(columns=COMPARE_COLUMNS)
-    baseline = resolve_baseline(data, baseline)
-    configs = configurations(data)
+    return data
+
+
+def _statistics(data: pd.DataFrame) -> pd.DataFrame:
+    """Per group (in order of first appearance) and configuration: n, median, mean, standard
+    deviation, the mean and variance of the logs, whether any value was not positive (no log), the
+    contended samples, and the group's labels, unit and direction."""
     values = data["value"].to_numpy(dtype=float)
     positive = values > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
+    summary = data[SUMMARY_COLUMN].to_numpy(dtype=bool) if SUMMARY_COLUMN in data else np.zeros(len(data), bool)
     work = data[GROUP + ["config", "unit", "better"]].assign(
-        value=values, log=logs, nonpositive=~positive, contended=data["contended"].to_numpy(dtype=bool)
+        value=values,
+        log=logs,
+        nonpositive=~positive,
+        contended=data["contended"].to_numpy(dtype=bool),
+        summary=summary,
     )
     # group numbers in order of first appearance; sort=False keeps that order in the aggregate
     work["group"] = work.groupby(GROUP, sort=False, dropna=False).ngroup()
@@ -234,37 +261,50 @@ def compare(
         log_var=("log", "var"),
         nonpositive=("nonpositive", "any"),
         contended=("contended", "sum"),
+        summary=("summary", "any"),
     ).reset_index()
     # the group's label, unit and direction come from its first sample
     first = work.drop_duplicates("group").set_index("group")
     for column in ("workload", "params", "case", "metric", "unit", "better"):
         stats[column] = stats["group"].map(first[column])
-    # each group's baseline: the baseline, or the configuration standing in for it (depends only on
-    # which configurations the group has, so it is worked out once per distinct set)
+    return stats
+
+
+def _with_group_baselines(stats: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """``stats`` with each group's baseline: the baseline, or the configuration standing in for it;
+    groups with neither are left out."""
+    # it depends only on which configurations the group has, so it is worked out once per distinct set
     members = stats.groupby("group", sort=False)["config"].agg(tuple)
     choice = {key: baseline_for_group(baseline, key) for key in set(members)}
     stats["baseline"] = stats["group"].map(members.map(choice))
-    stats = stats[stats["baseline"].notna()]
+    return stats[stats["baseline"].notna()]
+
+
+def _against_baseline(stats: pd.DataFrame, configs: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the baseline's statistics, the other configurations' statistics) row for row: each row of
+    the second beside its group's baseline in the first, in report order (groups as they first
+    appear, configurations in load order)."""
     base = stats[stats["config"] == stats["baseline"]].set_index("group")
     rows = stats[stats["config"] != stats["baseline"]].copy()
     if rows.empty:
-        return pd.DataFrame(columns=COMPARE_COLUMNS)
-    # report order: groups as they first appear, configurations in load order
+        return base, rows
     rows["order"] = rows["config"].map({c: i for i, c in enumerate(configs)})
     rows = rows.sort_values(["group", "order"], kind="stable")
-    b = base.loc[rows["group"]]
-    n_a, n_b = b["n"].to_numpy(dtype=float), rows["n"].to_numpy(dtype=float)
-    cv_a = coefficients_of_variation(b["std"].to_numpy(), b["mean"].to_numpy(), n_a)
-    cv_b = coefficients_of_variation(rows["std"].to_numpy(), rows["mean"].to_numpy(), n_b)
-    contended_a, contended_b = b["contended"].to_numpy(dtype=int), rows["contended"].to_numpy(dtype=int)
-    median_a, median_b = b["median"].to_numpy(dtype=float), rows["median"].to_numpy(dtype=float)
+    return base.loc[rows["group"]], rows
 
+
+def _ratio_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Ratio of geometric means with Welch's t interval on the logs and its p value, per row; where
+    the interval cannot be computed (fewer than 2 samples a side, a value not positive) the ratio of
+    medians and no interval."""
+    n_a, n_b = base["n"].to_numpy(dtype=float), rows["n"].to_numpy(dtype=float)
+    median_a, median_b = base["median"].to_numpy(dtype=float), rows["median"].to_numpy(dtype=float)
     computable = (
-        (n_a >= 2) & (n_b >= 2) & ~b["nonpositive"].to_numpy(dtype=bool) & ~rows["nonpositive"].to_numpy(dtype=bool)
+        (n_a >= 2) & (n_b >= 2) & ~base["nonpositive"].to_numpy(dtype=bool) & ~rows["nonpositive"].to_numpy(dtype=bool)
     )
     with np.errstate(divide="ignore", invalid="ignore"):
-        diff = rows["log_mean"].to_numpy() - b["log_mean"].to_numpy()
-        var_a, var_b = b["log_var"].to_numpy() / n_a, rows["log_var"].to_numpy() / n_b
+        diff = rows["log_mean"].to_numpy() - base["log_mean"].to_numpy()
+        var_a, var_b = base["log_var"].to_numpy() / n_a, rows["log_var"].to_numpy() / n_b
         se = np.sqrt(var_a + var_b)
         dof = (var_a + var_b) ** 2 / (
             np.where(var_a > 0, var_a**2 / (n_a - 1), 0) + np.where(var_b > 0, var_b**2 / (n_b - 1), 0)
@@ -279,12 +319,41 @@ def compare(
             np.where(se > 0, 2 * special.stdtr(dof, -np.abs(diff / se)), np.where(diff != 0, 0.0, 1.0)),
             np.nan,
         )
+    return {"computable": computable, "ratio": ratio, "ci_low": low, "ci_high": high, "p_value": p_value}
+
+
+def _judge(base: pd.DataFrame, rows: pd.DataFrame, intervals: dict[str, np.ndarray], noisy_cv: float) -> dict[str, Any]:
+    """Per row: each side's CV and contended count, whether the difference is significant, and the flags."""
+    n_a, n_b = base["n"].to_numpy(dtype=float), rows["n"].to_numpy(dtype=float)
+    cv_a = coefficients_of_variation(base["std"].to_numpy(), base["mean"].to_numpy(), n_a)
+    cv_b = coefficients_of_variation(rows["std"].to_numpy(), rows["mean"].to_numpy(), n_b)
+    contended_a, contended_b = base["contended"].to_numpy(dtype=int), rows["contended"].to_numpy(dtype=int)
     few = (n_a < MIN_SAMPLES) | (n_b < MIN_SAMPLES)
     noisy = (np.nan_to_num(cv_a) > noisy_cv) | (np.nan_to_num(cv_b) > noisy_cv)
-    significant = computable & ((low > 1.0) | (high < 1.0)) & ~few
-    better = [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in rows["better"]]
+    significant = intervals["computable"] & ((intervals["ci_low"] > 1.0) | (intervals["ci_high"] < 1.0)) & ~few
+    return {
+        "cv_a": cv_a,
+        "cv_b": cv_b,
+        "contended_a": contended_a,
+        "contended_b": contended_b,
+        "significant": significant,
+        "flags": _flags(
+            few,
+            noisy,
+            significant,
+            (contended_a + contended_b) > 0,
+            base["summary"].to_numpy(dtype=bool) | rows["summary"].to_numpy(dtype=bool),
+        ),
+    }
+
+
+def _flags(
+    few: np.ndarray, noisy: np.ndarray, significant: np.ndarray, contended: np.ndarray, summary: np.ndarray
+) -> list[list[str]]:
     flags = []
-    for is_few, is_noisy, is_significant, is_contended in zip(few, noisy, significant, (contended_a + contended_b) > 0):
+    for is_few, is_noisy, is_significant, is_contended, is_summary in zip(
+        few, noisy, significant, contended, summary, strict=True
+    ):
         row_flags = ["not enough samples"] if is_few else []
         if is_noisy:
             row_flags.append("noisy")
@@ -292,7 +361,24 @@ def compare(
             row_flags.append("not significant")
         if is_contended:
             row_flags.append("contended")
+        if is_summary:
+            # an imported console log's mean and standard deviation: how many values stand behind
+            # each is unknown, so no interval can honestly be built from them
+            row_flags.append("summary statistics (number of values unknown)")
         flags.append(row_flags)
+    return flags
+
+
+def _table(
+    data: pd.DataFrame,
+    base: pd.DataFrame,
+    rows: pd.DataFrame,
+    intervals: dict[str, np.ndarray],
+    judged: dict[str, Any],
+) -> pd.DataFrame:
+    """The comparison table's columns (COMPARE_COLUMNS), one row per row of ``rows``."""
+    ratio, significant = intervals["ratio"], judged["significant"]
+    better = [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in rows["better"]]
     layers = layer_labels(data, zip(rows["baseline"], rows["config"]))
     out = pd.DataFrame(
         {
@@ -304,23 +390,23 @@ def compare(
             "better": better,
             "baseline": rows["baseline"].to_numpy(),
             "config": rows["config"].to_numpy(),
-            "baseline_median": median_a,
-            "median": median_b,
+            "baseline_median": base["median"].to_numpy(dtype=float),
+            "median": rows["median"].to_numpy(dtype=float),
             "ratio": ratio,
-            "ci_low": low,
-            "ci_high": high,
-            "p_value": p_value,
+            "ci_low": intervals["ci_low"],
+            "ci_high": intervals["ci_high"],
+            "p_value": intervals["p_value"],
             "overhead_percent": [overhead_percent(r, d) for r, d in zip(ratio, better)],
             "significant": significant.astype(bool),
             "verdict": [verdict(r, d, s) for r, d, s in zip(ratio, better, significant)],
-            "cv_baseline": _optional(cv_a),
-            "cv": _optional(cv_b),
-            "n_baseline": n_a.astype(int),
-            "n": n_b.astype(int),
-            "contended_baseline": contended_a,
-            "contended": contended_b,
+            "cv_baseline": _optional(judged["cv_a"]),
+            "cv": _optional(judged["cv_b"]),
+            "n_baseline": base["n"].to_numpy(dtype=float).astype(int),
+            "n": rows["n"].to_numpy(dtype=float).astype(int),
+            "contended_baseline": judged["contended_a"],
+            "contended": judged["contended_b"],
             "layer": [layers[pair] for pair in zip(rows["baseline"], rows["config"])],
-            "flags": flags,
+            "flags": judged["flags"],
         }
     )
     return out[COMPARE_COLUMNS].reset_index(drop=True)

@@ -14,6 +14,7 @@ often does) shows C = 0, and the comparison table shows the speed-up itself.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -135,6 +136,28 @@ def fit_pooled(y: np.ndarray, layers: np.ndarray, rng: np.random.Generator, boot
 POOL_BY = ("workload", "kind", "all")
 
 
+@dataclass
+class _Samples:
+    """The samples a model is fitted to, as arrays row for row (integer codes for configurations and
+    machines: the per-group unique/compare work runs on ints, not on label strings)."""
+
+    #: the value, or its reciprocal for a higher-is-better metric (time per unit of work)
+    time_like: np.ndarray
+    #: one column per layer of ``layer_names``: 1.0 where the layer is active
+    layers: np.ndarray
+    layer_names: list[str]
+    configs: np.ndarray
+    machines: np.ndarray
+    kinds: np.ndarray
+    units: np.ndarray
+    betters: np.ndarray
+
+
+#: a case's contribution to its pool: (its values / its T_base, its layer rows, its configuration
+#: codes, its confounding note, its label)
+_Member = tuple[np.ndarray, np.ndarray, np.ndarray, str, str]
+
+
 def overhead_model(
     frame: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = 0, pool_by: str = "workload"
 ) -> pd.DataFrame:
@@ -149,9 +172,40 @@ def overhead_model(
     """
     if pool_by not in POOL_BY:
         raise ValueError(f"pool_by must be one of {POOL_BY}, not {pool_by!r}")
+    data, samples = _modelled(frame)
+    if samples is None:
+        return pd.DataFrame()
+    # one generator for every fit, cases first and then pools, in a fixed order: the same seed gives
+    # the same intervals
+    rng = np.random.default_rng(seed)
+    rows = []
+    pools: dict[str, list[_Member]] = {}
+    for key, index in data.groupby(["workload", "params", "case", "metric"], sort=False).indices.items():
+        fitted = _case_row(key, index, samples, rng, bootstrap)
+        if fitted is None:
+            continue
+        row, member = fitted
+        rows.append(row)
+        if member is not None:
+            pool = {"workload": key[0], "kind": str(samples.kinds[index[0]]), "all": "all workloads"}[pool_by]
+            pools.setdefault(pool, []).append(member)
+    if not rows:
+        return pd.DataFrame()
+    for pool, members in pools.items():
+        if len(members) < 2:
+            continue  # one case: its own row says it all
+        row = _pooled_row(pool, members, samples.layer_names, rng, bootstrap)
+        if row is not None:
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _modelled(frame: pd.DataFrame) -> tuple[pd.DataFrame, _Samples | None]:
+    """The measured samples of metrics with a direction and a finite time-like value, as a frame
+    (for grouping) and as arrays; None for the arrays when there are none."""
     data = measured(frame)
     if data.empty:
-        return pd.DataFrame()
+        return data, None
     data = data[data["better"].isin(["lower", "higher"])]
     values = data["value"].to_numpy(dtype=float)
     with np.errstate(divide="ignore"):
@@ -159,84 +213,92 @@ def overhead_model(
     keep = np.isfinite(time_like)
     data, time_like = data[keep], time_like[keep]
     if data.empty:
-        return pd.DataFrame()
+        return data, None
     layers = layer_columns(data)
-    layer_names = list(layers.columns)
-    layer_matrix = layers.to_numpy()
-    # integer codes: the per-group unique/compare work below runs on ints, not on label strings
-    configs, config_names = pd.factorize(data["config"], sort=False)
-    machines = pd.factorize(data["machine"], sort=False)[0]
-    kinds = data["kind"].to_numpy() if "kind" in data else np.array([""] * len(data))
-    units, betters = data["unit"].to_numpy(), data["better"].to_numpy()
-    rng = np.random.default_rng(seed)
-    rows = []
-    pools: dict[str, list] = {}
-    for key, index in data.groupby(["workload", "params", "case", "metric"], sort=False).indices.items():
-        group_layers = layer_matrix[index]
-        varying = [i for i in range(len(layer_names)) if (group_layers[:, i] != group_layers[0, i]).any()]
-        group_configs = configs[index]
-        if not varying or (group_configs == group_configs[0]).all():
-            continue
-        x = group_layers[:, varying]
-        base, c, low, high = fit_group(time_like[index], x, group_configs, rng, bootstrap)
-        names = [layer_names[i] for i in varying]
-        unit = str(units[index[0]])
-        note = _confounded(machines[index], x, names)
-        row = {
-            "scope": "case",
-            "workload": key[0],
-            "case": key[2],
-            "metric": key[3],
-            "t_base": base,
-            "t_base_unit": f"1/({unit})" if betters[index[0]] == "higher" else unit,
-            "n": len(index),
-            "configs": np.unique(group_configs).size,
-            "confounded": note,
-        }
-        for name, value, lo, hi in zip(names, c, low, high):
-            row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
-        rows.append(row)
-        if base > 0:
-            pool = {"workload": key[0], "kind": str(kinds[index[0]]), "all": "all workloads"}[pool_by]
-            pools.setdefault(pool, []).append(
-                (time_like[index] / base, group_layers, group_configs, note, f"{key[0]} {key[2]} {key[3]}".strip())
-            )
-    if not rows:
-        return pd.DataFrame()
-    for pool, members in pools.items():
-        if len(members) < 2:
-            continue  # one case: its own row says it all
-        # each case's per-configuration medians, normalised by its T_base, are the observations (so
-        # a case with many samples does not outweigh the others)
-        observations, designs = [], []
-        for y, x, group_configs, _, _ in members:
-            for config in np.unique(group_configs):
-                mask = group_configs == config
-                observations.append(float(np.median(y[mask])))
-                designs.append(x[mask][0])
-        design = np.array(designs)
-        varying = [i for i in range(len(layer_names)) if np.unique(design[:, i]).size > 1]
-        if not varying:
-            continue
-        y = np.array(observations)
-        base, c, low, high = fit_pooled(y, design[:, varying], rng, bootstrap)
-        notes = list(dict.fromkeys(note for *_, note, _ in members if note))
-        row = {
-            "scope": "pooled",
-            "workload": pool,
-            "case": f"{len(members)} cases pooled",
-            "metric": "",
-            "t_base": base,
-            "t_base_unit": "",
-            "n": len(y),
-            "configs": len(set(c for *_, gc, _, _ in members for c in gc)),
-            "confounded": "; ".join(notes),
-            "members": ", ".join(label for *_, label in members),
-        }
-        for name, value, lo, hi in zip([layer_names[i] for i in varying], c, low, high):
-            row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return data, _Samples(
+        time_like=time_like,
+        layers=layers.to_numpy(),
+        layer_names=list(layers.columns),
+        configs=pd.factorize(data["config"], sort=False)[0],
+        machines=pd.factorize(data["machine"], sort=False)[0],
+        kinds=data["kind"].to_numpy() if "kind" in data else np.array([""] * len(data)),
+        units=data["unit"].to_numpy(),
+        betters=data["better"].to_numpy(),
+    )
+
+
+def _case_row(
+    key: tuple, index: np.ndarray, samples: _Samples, rng: np.random.Generator, bootstrap: int
+) -> tuple[dict, _Member | None] | None:
+    """One case's fit over the layers that vary within it: its row and, where T_base > 0, what it
+    contributes to its pool; None when no layer varies or it has one configuration."""
+    group_layers = samples.layers[index]
+    varying = [i for i in range(len(samples.layer_names)) if (group_layers[:, i] != group_layers[0, i]).any()]
+    group_configs = samples.configs[index]
+    if not varying or (group_configs == group_configs[0]).all():
+        return None
+    x = group_layers[:, varying]
+    base, c, low, high = fit_group(samples.time_like[index], x, group_configs, rng, bootstrap)
+    names = [samples.layer_names[i] for i in varying]
+    unit = str(samples.units[index[0]])
+    note = _confounded(samples.machines[index], x, names)
+    row = {
+        "scope": "case",
+        "workload": key[0],
+        "case": key[2],
+        "metric": key[3],
+        "t_base": base,
+        "t_base_unit": f"1/({unit})" if samples.betters[index[0]] == "higher" else unit,
+        "n": len(index),
+        "configs": np.unique(group_configs).size,
+        "confounded": note,
+    }
+    _add_coefficients(row, names, c, low, high)
+    if not base > 0:  # (a NaN T_base as well)
+        return row, None
+    label = f"{key[0]} {key[2]} {key[3]}".strip()
+    return row, (samples.time_like[index] / base, group_layers, group_configs, note, label)
+
+
+def _pooled_row(
+    pool: str, members: list[_Member], layer_names: list[str], rng: np.random.Generator, bootstrap: int
+) -> dict | None:
+    """The pooled fit of a pool's cases over the layers that vary across them; None when none varies."""
+    # each case's per-configuration medians, normalised by its T_base, are the observations (so
+    # a case with many samples does not outweigh the others)
+    observations, designs = [], []
+    for y, x, group_configs, _, _ in members:
+        for config in np.unique(group_configs):
+            mask = group_configs == config
+            observations.append(float(np.median(y[mask])))
+            designs.append(x[mask][0])
+    design = np.array(designs)
+    varying = [i for i in range(len(layer_names)) if np.unique(design[:, i]).size > 1]
+    if not varying:
+        return None
+    y = np.array(observations)
+    base, c, low, high = fit_pooled(y, design[:, varying], rng, bootstrap)
+    notes = list(dict.fromkeys(note for *_, note, _ in members if note))
+    row = {
+        "scope": "pooled",
+        "workload": pool,
+        "case": f"{len(members)} cases pooled",
+        "metric": "",
+        "t_base": base,
+        "t_base_unit": "",
+        "n": len(y),
+        "configs": len(set(c for *_, gc, _, _ in members for c in gc)),
+        "confounded": "; ".join(notes),
+        "members": ", ".join(label for *_, label in members),
+    }
+    _add_coefficients(row, [layer_names[i] for i in varying], c, low, high)
+    return row
+
+
+def _add_coefficients(row: dict, names: list[str], c: np.ndarray, low: np.ndarray, high: np.ndarray) -> None:
+    """C per layer with its interval, as the row's ``C[name]``, ``C[name] low`` and ``C[name] high``."""
+    for name, value, lo, hi in zip(names, c, low, high):
+        row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
 
 
 def _confounded(machines: np.ndarray, layers: np.ndarray, names: list[str]) -> str:

@@ -27,8 +27,8 @@ VERIFIER = Path(__file__).resolve().parents[3] / "crates" / "target" / "release"
 TDX_COLLATERAL_NAMES = ("tdx_collateral.json", "collateral.json")
 VCEK_NAMES = ("vcek.der", "vcek.pem")
 CRL_NAMES = ("crl.der", "crl.pem")
-#: tests only: a directory with ark.pem and ask.pem that replace AMD's pinned roots (a generated test
-#: chain); the verdict then names the root "given root" and says TEST ROOT
+#: tests only: a directory with ark.pem and ask.pem (and asvk.pem, to issue VLEKs) that replace AMD's
+#: pinned roots (a generated test chain); the verdict then names the root "given root" and says TEST ROOT
 TEST_ROOTS_VARIABLE = "CCBENCH_TEST_SNP_ROOTS"
 
 
@@ -47,6 +47,8 @@ class Verdict:
     measurement: str | None = None
     tcb: Any = None
     root: str | None = None
+    #: the kind of key that signed the evidence: VCEK or VLEK (SEV-SNP), PCK (TDX)
+    signing_key: str | None = None
     #: whether the vendor's revocation list was checked, and what it said ("checked: ..." /
     #: "not checked: ..."); None when no evidence was verified
     revocation: str | None = None
@@ -63,7 +65,8 @@ class Verdict:
             return f"TAMPERED: {self.reason}"
         if self.attestation == "verified":
             revocation = "" if self.revocation_checked() else "; revocation not checked"
-            return f"attested+verified ({self.technology}, root {self.root}{revocation})"
+            signed = f", signed by a {self.signing_key}" if self.signing_key else ""
+            return f"attested+verified ({self.technology}, root {self.root}{signed}{revocation})"
         if self.attestation == "mock":
             return "attested with MOCK evidence (tests only)"
         if self.attestation in ("unverified", "failed"):
@@ -140,6 +143,8 @@ def run_verifier(
             argv += [flag, str(value)]
     if trust_roots is not None:
         argv += ["--trust-ark", str(trust_roots / "ark.pem"), "--trust-ask", str(trust_roots / "ask.pem")]
+        if (trust_roots / "asvk.pem").is_file():
+            argv += ["--trust-asvk", str(trust_roots / "asvk.pem")]
     if at is not None:
         argv += ["--at", str(at)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -295,6 +300,7 @@ def _verify_evidence(
         claims = result["claims"]
         verdict.attestation = "verified"
         verdict.measurement, verdict.tcb, verdict.root = claims["measurement"], claims["tcb"], claims["root"]
+        verdict.signing_key = claims.get("signing_key")
         if test_roots:
             verdict.root = f"{claims['root']} (TEST ROOT from {TEST_ROOTS_VARIABLE}, not a vendor's)"
         revocation = claims.get("revocation") or {}

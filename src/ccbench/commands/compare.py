@@ -8,18 +8,13 @@ import warnings
 
 import click
 
+from ccbench.commands.options import baseline_option, exclude_contended_option, jobs_option, labels_option
+
 
 @click.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path())
-@click.option(
-    "--baseline",
-    metavar="LABEL",
-    help="Configuration to compare against: a full label, a unique part of "
-    "one, or a machine's label (that machine's least protected configuration, per workload).",
-)
-@click.option(
-    "--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable)."
-)
+@baseline_option
+@labels_option
 @click.option(
     "--noisy-cv",
     type=float,
@@ -27,21 +22,10 @@ import click
     show_default=True,
     help="Flag configurations whose CV exceeds this (percent).",
 )
-@click.option(
-    "--exclude-contended",
-    is_flag=True,
-    help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).",
-)
+@exclude_contended_option
 @click.option("--summary", is_flag=True, help="Print only the verdict per protection layer (the report's first table).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Processes to use for reading bundles (default: 2 on a machine with 2 or more CPUs; 1 = this process only).",
-)
+@jobs_option("reading bundles")
 def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, jobs) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
@@ -52,14 +36,30 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended".
     The table opens with the verdict per protection layer (--summary prints only that).
     """
-    from rich.table import Table
-
-    from ccbench.analysis import format as fmt
     from ccbench.analysis.compare import compare
-    from ccbench.analysis.load import frame_from_bundles, load_bundles, parse_labels
-    from ccbench.analysis.verdict import contended_executions, verdict_table, verdicts
+    from ccbench.analysis.verdict import verdicts
     from ccbench.cli import skip_teardown
-    from ccbench.console import console, stdout
+
+    frame = _load(bundles, labels, jobs)
+    table = compare(frame, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended)
+    _check_something_compared(table, frame, exclude_contended)
+    skip_teardown()  # nothing left to clean up: output only
+    layers = verdicts(table, frame) if summary or not as_json else []
+    if as_json and summary:
+        _print_verdict_json(layers)
+    elif as_json:
+        _print_rows_json(table, frame)
+    else:
+        excluded = " (contended executions excluded)" if exclude_contended else ""
+        _print_verdict(table, frame, layers, excluded)
+        if not summary:
+            _print_comparison(table, excluded)
+
+
+def _load(bundles, labels, jobs):
+    """The samples of the bundles as one frame; the bundles' warnings printed, no samples an error."""
+    from ccbench.analysis.load import frame_from_bundles, load_bundles, parse_labels
+    from ccbench.console import console
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
 
@@ -70,7 +70,14 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
         console.print(f"warning: {warning.message}")
     if frame.empty:
         raise CCBenchError("the bundles hold no samples to compare")
-    table = compare(frame, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended)
+    return frame
+
+
+def _check_something_compared(table, frame, exclude_contended: bool) -> None:
+    """An empty comparison is an error that says why: everything left out as contended, or one
+    configuration per workload."""
+    from ccbench.errors import CCBenchError
+
     if table.empty and exclude_contended and frame["contended"].any():
         raise CCBenchError(
             f"--exclude-contended: {int(frame['contended'].sum())} of {len(frame)} samples came from contended executions "
@@ -83,28 +90,40 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
             f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
             "give bundles from other machines or runs with several variants"
         )
-    skip_teardown()  # nothing left to clean up: output only
-    layers = verdicts(table, frame) if summary or not as_json else []
-    if as_json:
-        if summary:
-            for item in layers:
-                record = {k: v for k, v in item.__dict__.items()}
-                record["overhead_percent"] = item.overhead
-                click.echo(
-                    json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()})
-                )
-            return
-        sources = _sources(frame)
-        for row in table.to_dict(orient="records"):
-            key = (row["workload"], row["params"], row["metric"])
-            row["params"] = json.loads(row["params"])
-            if sources:
-                row["raw_baseline"] = sources.get(key + (row["baseline"],), [])
-                row["raw"] = sources.get(key + (row["config"],), [])
-            click.echo(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}))
-        return
+
+
+def _json_line(record: dict) -> str:
+    return json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()})
+
+
+def _print_verdict_json(layers) -> None:
+    """--summary --json: one object per protection layer."""
+    for item in layers:
+        record = {k: v for k, v in item.__dict__.items()}
+        record["overhead_percent"] = item.overhead
+        click.echo(_json_line(record))
+
+
+def _print_rows_json(table, frame) -> None:
+    """--json: one object per comparison row, with the raw directories of both sides' samples."""
+    sources = _sources(frame)
+    for row in table.to_dict(orient="records"):
+        key = (row["workload"], row["params"], row["metric"])
+        row["params"] = json.loads(row["params"])
+        if sources:
+            row["raw_baseline"] = sources.get(key + (row["baseline"],), [])
+            row["raw"] = sources.get(key + (row["config"],), [])
+        click.echo(_json_line(row))
+
+
+def _print_verdict(table, frame, layers, excluded: str) -> None:
+    """The verdict per protection layer as a table, then each layer's sentence."""
+    from rich.table import Table
+
+    from ccbench.analysis.verdict import contended_executions, verdict_table
+    from ccbench.console import stdout
+
     contended, executions = contended_executions(frame)
-    excluded = " (contended executions excluded)" if exclude_contended else ""
     verdict = Table(
         title=f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
         f"{contended} of {executions} executions contended",
@@ -118,8 +137,15 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     stdout.print(verdict)
     for item in layers:
         stdout.print(f"- {item.sentence()}")
-    if summary:
-        return
+
+
+def _print_comparison(table, excluded: str) -> None:
+    """The comparison table, each verdict coloured (slower red, faster green; "~" not significant)."""
+    from rich.table import Table
+
+    from ccbench.analysis import format as fmt
+    from ccbench.console import stdout
+
     out = Table(title=f"baseline: {table['baseline'].iloc[0]}{excluded}", title_justify="left")
     cells = fmt.comparison_table(table)
     for column in cells.columns:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ccbench.commands.options import baseline_option, exclude_contended_option, jobs_option, labels_option
+
 
 @click.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path())
@@ -28,16 +30,8 @@ import click
 @click.option(
     "--figures", type=click.Path(file_okay=False), help="Also write every chart as PNG and SVG into this directory."
 )
-@click.option(
-    "--baseline",
-    metavar="LABEL",
-    help="Configuration to compare against: a full label, a unique part of one, or a machine's label.",
-)
-@click.option(
-    "--exclude-contended",
-    is_flag=True,
-    help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).",
-)
+@baseline_option
+@exclude_contended_option
 @click.option(
     "--model-by",
     type=click.Choice(["workload", "kind", "all"]),
@@ -46,19 +40,9 @@ import click
     help="How the overhead model pools its per-case fits: per workload (over its cases), per workload kind, "
     "or all together.",
 )
-@click.option(
-    "--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable)."
-)
+@labels_option
 @click.option("--title", default="ccbench report", show_default=True)
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Processes to use for reading bundles and drawing charts (default: 2 on a machine with 2 or "
-    "more CPUs; 1 = this process only, e.g. beside a running benchmark).",
-)
+@jobs_option("reading bundles and drawing charts", ", e.g. beside a running benchmark")
 def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by, labels, title, jobs) -> None:
     """Write a report over BUNDLE... (bundles or directories of bundles). It opens with the verdict
     per protection layer (what each costs, where it hurts most, the causes recorded), then the

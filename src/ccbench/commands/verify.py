@@ -16,7 +16,8 @@ import click
     type=click.Path(dir_okay=False),
     default=None,
     help="What the evidence must show (JSON or .toml): allow_debug, measurements, min_tcb "
-    "{bootloader, tee, snp, microcode}, max_vmpl, rtmrs, tdx_tcb_statuses, require_revocation_check. "
+    "{bootloader, tee, snp, microcode}, max_vmpl, rtmrs, tdx_tcb_statuses, tdx_service_tds (MRSERVICETD values "
+    "a TDX 1.5 TD may be bound to), require_revocation_check. "
     "Default: debug off, any measurement, TDX status UpToDate, SEV-SNP without a CRL accepted (and "
     "said: 'revocation not checked').",
 )
@@ -78,7 +79,10 @@ def command(bundle, policy_file, collateral, require_attestation, at_text, as_js
             if verdict.technology:
                 line += f" ({verdict.technology})"
             if verdict.attestation == "verified":
-                line += f"; root {verdict.root}; measurement {verdict.measurement}; TCB {json.dumps(verdict.tcb)}"
+                line += f"; root {verdict.root}"
+                if verdict.signing_key:
+                    line += f"; signed by {verdict.signing_key}"
+                line += f"; measurement {verdict.measurement}; TCB {json.dumps(verdict.tcb)}"
             elif verdict.reason:
                 line += f": {verdict.reason}"
             click.echo(line)

@@ -34,6 +34,16 @@ _KERNEL_LOG_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"Memory Encryption Features active:.*Intel TDX"), "tdx"),
     (re.compile(r"\btdx: Guest detected"), "tdx"),
     (re.compile(r"\bSEV: SNP guest platform device"), "sev-snp"),
+    # the SGX driver (arch/x86/kernel/cpu/sgx/main.c) prints each EPC section it initialised: enclaves can
+    # run here (a guest with virtual EPC shows only these lines, no cpuinfo or device node captured)
+    (re.compile(r"\bsgx: EPC section"), "sgx"),
+    # systemd's confidential-virtualization detection (src/basic/confidential-virt.c) reads CPUID, the
+    # SEV status MSR and the Hyper-V isolation leaf: on an Azure vTOM guest whose kernel says only "AMD
+    # SEV" it is the line that says SNP
+    (re.compile(r"systemd\[\d+\]: Detected confidential virtualization sev-snp\b"), "sev-snp"),
+    (re.compile(r"systemd\[\d+\]: Detected confidential virtualization sev-es\b"), "sev-es"),
+    (re.compile(r"systemd\[\d+\]: Detected confidential virtualization sev\b"), "sev"),
+    (re.compile(r"systemd\[\d+\]: Detected confidential virtualization tdx\b"), "tdx"),
 ]
 
 _DEVICE_NODES = {
@@ -150,28 +160,53 @@ def _cpuid_signals(evidence: list[dict[str, str]], notes: list[str]) -> None:
 
 
 def detect(sources: Sources) -> dict[str, Any]:
+    """The technology protecting this machine's memory, the signals that say so, what was looked at."""
     evidence: list[dict[str, str]] = []
     notes: list[str] = []
     checked: list[str] = []
-    hyperv: dict[str, Any] | None = None
+    _cpu_flag_signals(sources, evidence, notes, checked)
+    _device_signals(sources, evidence, notes, checked)
+    _tsm_signals(sources, evidence, notes, checked)
+    if sources.exists("/sys/firmware/acpi/tables/CCEL"):
+        evidence.append(_evidence("/sys/firmware/acpi/tables/CCEL", "ACPI CC event log table present", "tdx"))
+    hyperv = _kernel_log_signals(sources, evidence, notes, checked)
+    if sources.live:
+        checked.append("cpuid/msr")
+        _cpuid_signals(evidence, notes)
+    evidence = _defer_generic_amd_to_hyperv(evidence, notes, hyperv)
+    technology = _decide(evidence, checked)
+    if technology == "none":
+        evidence += _negative_evidence(evidence, notes, checked)
+    result = {
+        "technology": technology,
+        "evidence": [e for e in evidence if e["indicates"] != "none" or technology == "none"],
+        "checked": checked,
+        "notes": notes,
+    }
+    if hyperv is not None:
+        result["hyperv_isolation"] = hyperv
+    return result
 
+
+def _cpu_flag_signals(sources: Sources, evidence: list, notes: list[str], checked: list[str]) -> None:
+    """Guest feature flags (only in a guest: a host's flags are capability) and SGX."""
     flags = cpu_flags(sources)
     if flags is None:
         notes.append(f"{sources.path('/proc/cpuinfo')}: unreadable")
-    else:
-        checked.append("cpu flags")
-        guest = "hypervisor" in flags
-        for flag, tech in (("sev_snp", "sev-snp"), ("sev_es", "sev-es"), ("sev", "sev"), ("tdx_guest", "tdx")):
-            if flag in flags:
-                if guest or flag == "tdx_guest":
-                    evidence.append(_evidence("/proc/cpuinfo", f"flag {flag}", tech))
-                else:
-                    notes.append(
-                        f"host CPU supports {tech} (flag {flag}, no hypervisor flag): capability, not protection"
-                    )
-        if "sgx" in flags:
-            evidence.append(_evidence("/proc/cpuinfo", "flag sgx", "sgx"))
+        return
+    checked.append("cpu flags")
+    guest = "hypervisor" in flags
+    for flag, tech in (("sev_snp", "sev-snp"), ("sev_es", "sev-es"), ("sev", "sev"), ("tdx_guest", "tdx")):
+        if flag in flags:
+            if guest or flag == "tdx_guest":
+                evidence.append(_evidence("/proc/cpuinfo", f"flag {flag}", tech))
+            else:
+                notes.append(f"host CPU supports {tech} (flag {flag}, no hypervisor flag): capability, not protection")
+    if "sgx" in flags:
+        evidence.append(_evidence("/proc/cpuinfo", "flag sgx", "sgx"))
 
+
+def _device_signals(sources: Sources, evidence: list, notes: list[str], checked: list[str]) -> None:
     checked.append("device nodes")
     for node, tech in _DEVICE_NODES.items():
         if sources.exists(node):
@@ -180,56 +215,66 @@ def detect(sources: Sources) -> dict[str, Any]:
         if sources.exists(node):
             notes.append(f"{node} present (a TPM or vTPM: not memory encryption by itself)")
 
+
+def _tsm_signals(sources: Sources, evidence: list, notes: list[str], checked: list[str]) -> None:
+    """The configfs-tsm report provider: the guest driver that answers attestation requests."""
     tsm = "/sys/kernel/config/tsm/report"
-    if sources.exists(tsm):
-        checked.append("configfs-tsm")
-        provider = None
-        for entry in sorted(sources.path(tsm).glob("*/provider")):
-            try:
-                provider = entry.read_text().strip()
-                break
-            except OSError:
-                continue
-        if provider:
-            evidence.append(_evidence(tsm, f"provider {provider}", _TSM_PROVIDERS.get(provider, "unknown")))
-        else:
-            notes.append(f"{tsm} present (no report entry with a provider to read)")
+    if not sources.exists(tsm):
+        return
+    checked.append("configfs-tsm")
+    provider = None
+    for entry in sorted(sources.path(tsm).glob("*/provider")):
+        try:
+            provider = entry.read_text().strip()
+            break
+        except OSError:
+            continue
+    if provider:
+        evidence.append(_evidence(tsm, f"provider {provider}", _TSM_PROVIDERS.get(provider, "unknown")))
+    else:
+        notes.append(f"{tsm} present (no report entry with a provider to read)")
 
-    if sources.exists("/sys/firmware/acpi/tables/CCEL"):
-        evidence.append(_evidence("/sys/firmware/acpi/tables/CCEL", "ACPI CC event log table present", "tdx"))
 
+def _kernel_log_signals(
+    sources: Sources, evidence: list, notes: list[str], checked: list[str]
+) -> dict[str, Any] | None:
+    """Each distinct kernel-log line that names a technology; returns the Hyper-V isolation config if printed."""
     log, origin = sources.kernel_log()
     if log is None:
         notes.append(f"kernel log not read: {origin}")
+        return None
+    checked.append(f"kernel log ({origin})")
+    hyperv = None
+    seen: set[tuple[str, str]] = set()
+    for line in log.splitlines():
+        match = _HYPERV_ISOLATION_LINE.search(line)
+        if match:
+            hyperv = hyperv_isolation(int(match.group(1), 16), int(match.group(2), 16))
+            _hyperv_line(match.group(0), hyperv, seen, evidence, notes)
+            continue
+        for pattern, tech in _KERNEL_LOG_PATTERNS:
+            if pattern.search(line):
+                text = re.sub(r"^\[\s*[\d.]+\]\s*", "", line.strip())
+                if (text, tech) not in seen:
+                    seen.add((text, tech))
+                    evidence.append(_evidence("kernel log", text, tech))
+                break
+    return hyperv
+
+
+def _hyperv_line(text: str, config: dict[str, Any], seen: set, evidence: list, notes: list[str]) -> None:
+    if (text, "hyperv") in seen:
+        return
+    seen.add((text, "hyperv"))
+    meaning = f"isolation type {config['isolation_type']} ({config['technology']})"
+    if config["technology"] in ("sev-snp", "tdx"):
+        evidence.append(_evidence("kernel log", f"{text}: {meaning}", config["technology"]))
     else:
-        checked.append(f"kernel log ({origin})")
-        seen: set[str] = set()
-        for line in log.splitlines():
-            match = _HYPERV_ISOLATION_LINE.search(line)
-            if match:
-                config = hyperv_isolation(int(match.group(1), 16), int(match.group(2), 16))
-                hyperv = config
-                text = match.group(0)
-                if (text, "hyperv") not in seen:
-                    seen.add((text, "hyperv"))
-                    meaning = f"isolation type {config['isolation_type']} ({config['technology']})"
-                    if config["technology"] in ("sev-snp", "tdx"):
-                        evidence.append(_evidence("kernel log", f"{text}: {meaning}", config["technology"]))
-                    else:
-                        notes.append(f"{text}: {meaning}, not hardware memory encryption")
-                continue
-            for pattern, tech in _KERNEL_LOG_PATTERNS:
-                if pattern.search(line):
-                    text = re.sub(r"^\[\s*[\d.]+\]\s*", "", line.strip())
-                    if (text, tech) not in seen:
-                        seen.add((text, tech))
-                        evidence.append(_evidence("kernel log", text, tech))
-                    break
+        notes.append(f"{text}: {meaning}, not hardware memory encryption")
 
-    if sources.live:
-        checked.append("cpuid/msr")
-        _cpuid_signals(evidence, notes)
 
+def _defer_generic_amd_to_hyperv(evidence: list, notes: list[str], hyperv: dict[str, Any] | None) -> list:
+    """Under a Hyper-V isolation type (printed, or read from CPUID), drop the generic "AMD SEV" lines."""
     hyperv_kind = (
         hyperv["technology"]
         if hyperv
@@ -242,45 +287,40 @@ def detect(sources: Sources) -> dict[str, Any]:
             None,
         )
     )
-    if hyperv_kind is not None:
-        # the isolation type is the hypervisor's own statement; generic "AMD SEV" lines are what any
-        # vTOM guest prints (SEV-SNP and VBS alike), so they neither lower nor contradict it
-        generic = [e for e in evidence if e["source"] == "kernel log" and _GENERIC_AMD.search(e["signal"])]
-        if generic:
-            notes.append(
-                "kernel log line(s) "
-                + "; ".join(repr(e["signal"]) for e in generic)
-                + f" read as the vTOM guest's generic print; the Hyper-V isolation type ({hyperv_kind}) decides"
-            )
-            evidence = [e for e in evidence if e not in generic]
-    technology = _decide(evidence, checked)
-    if technology == "none":
-        # "none" is decided by absences: say which sources were looked at and found nothing
-        negative = {
-            "cpu flags": ("/proc/cpuinfo", "no sev, sev_es, sev_snp, tdx_guest or sgx flag in a guest"),
-            "device nodes": ("/dev", "no TEE guest device node (tdx_guest, sev-guest, sgx_enclave)"),
-            "configfs-tsm": ("/sys/kernel/config/tsm/report", "no SEV-SNP or TDX report provider"),
-        }
-        for item in checked:
-            if item in negative:
-                evidence.append(_evidence(*negative[item], "none"))
-            elif item.startswith("kernel log"):
-                evidence.append(_evidence(item, "no memory-encryption or TDX guest line", "none"))
-            elif item == "cpuid/msr" and not any(e["source"] in ("cpuid", "msr") for e in evidence):
-                hint = next((n for n in notes if n.startswith("hypervisor signature")), "")
-                if not any(n.startswith("CPUID not consulted") for n in notes):
-                    evidence.append(
-                        _evidence("cpuid", f"no TDX leaf, SEV status or Hyper-V isolation; {hint}".rstrip("; "), "none")
-                    )
-    result = {
-        "technology": technology,
-        "evidence": [e for e in evidence if e["indicates"] != "none" or technology == "none"],
-        "checked": checked,
-        "notes": notes,
+    if hyperv_kind is None:
+        return evidence
+    # the isolation type is the hypervisor's own statement; generic "AMD SEV" lines are what any
+    # vTOM guest prints (SEV-SNP and VBS alike), so they neither lower nor contradict it
+    generic = [e for e in evidence if e["source"] == "kernel log" and _GENERIC_AMD.search(e["signal"])]
+    if generic:
+        notes.append(
+            "kernel log line(s) "
+            + "; ".join(repr(e["signal"]) for e in generic)
+            + f" read as the vTOM guest's generic print; the Hyper-V isolation type ({hyperv_kind}) decides"
+        )
+    return [e for e in evidence if e not in generic]
+
+
+def _negative_evidence(evidence: list, notes: list[str], checked: list[str]) -> list[dict[str, str]]:
+    """ "none" is decided by absences: say which sources were looked at and found nothing."""
+    negative = {
+        "cpu flags": ("/proc/cpuinfo", "no sev, sev_es, sev_snp, tdx_guest or sgx flag in a guest"),
+        "device nodes": ("/dev", "no TEE guest device node (tdx_guest, sev-guest, sgx_enclave)"),
+        "configfs-tsm": ("/sys/kernel/config/tsm/report", "no SEV-SNP or TDX report provider"),
     }
-    if hyperv is not None:
-        result["hyperv_isolation"] = hyperv
-    return result
+    found = []
+    for item in checked:
+        if item in negative:
+            found.append(_evidence(*negative[item], "none"))
+        elif item.startswith("kernel log"):
+            found.append(_evidence(item, "no memory-encryption, TDX guest or SGX EPC line", "none"))
+        elif item == "cpuid/msr" and not any(e["source"] in ("cpuid", "msr") for e in evidence):
+            hint = next((n for n in notes if n.startswith("hypervisor signature")), "")
+            if not any(n.startswith("CPUID not consulted") for n in notes):
+                found.append(
+                    _evidence("cpuid", f"no TDX leaf, SEV status or Hyper-V isolation; {hint}".rstrip("; "), "none")
+                )
+    return found
 
 
 def _decide(evidence: list[dict[str, str]], checked: list[str]) -> str:

@@ -83,125 +83,186 @@ class Transport(Workload):
     def run(self, ctx: ExecutionContext) -> list[Measurement]:
         transport = ctx.variant.get("transport", "plain")
         p = self.params
-        pipe = p.pipes[0] if len(p.pipes) == 1 else "all"
-        argv = [
-            str(binary_path()),
-            "--transport",
-            transport,
-            "--pipe",
-            pipe,
-            "--handshakes",
-            str(p.handshakes),
-            "--sizes",
-            ",".join(map(str, p.sizes)),
-        ]
-        if p.quick:
-            argv.append("--quick")
-        result = ctx.run_command(argv, log_name="ccchannel-bench")
-        try:
-            document = json.loads(result.stdout)
-        except ValueError as exc:
-            raise WorkloadFailed(f"ccchannel-bench printed no JSON: {exc}") from None
-        measurements = []
-        for item in document.get("handshake", []):
-            case = {"pipe": item["pipe"]}
-            for q in ("p50", "p95", "p99"):
-                measurements.append(
-                    Measurement(
-                        metric=f"handshake_{q}", unit="us", value=item[f"{q}_us"], case=case, metadata={"n": item["n"]}
-                    )
-                )
-        for item in document.get("rtt", []):
-            case = {"payload": item["payload"], "pipe": item["pipe"]}
-            for q in ("p50", "p95", "p99"):
-                measurements.append(
-                    Measurement(
-                        metric=f"rtt_{q}", unit="us", value=item[f"{q}_us"], case=case, metadata={"n": item["n"]}
-                    )
-                )
-        for item in document.get("throughput", []):
-            case = {"payload": item["payload"], "pipe": item["pipe"]}
-            measurements.append(
-                Measurement(metric="throughput", unit="MB/s", value=item["MBps"], better="higher", case=case)
-            )
-        if transport == "securechannel":
-            aead = document.get("aead", {})
-            if "seal_open_MBps" in aead:
-                measurements.append(
-                    Measurement(
-                        metric="aead_seal_open",
-                        unit="MB/s",
-                        value=aead["seal_open_MBps"],
-                        better="higher",
-                        metadata={"cipher": aead.get("cipher")},
-                    )
-                )
-            x25519 = document.get("x25519", {})
-            floor = x25519.get("nn_handshake_floor_us")
-            if floor:
-                measurements.append(
-                    Measurement(
-                        metric="x25519_handshake_floor",
-                        unit="us",
-                        value=floor,
-                        better=None,
-                        metadata={k: v for k, v in x25519.items() if k.endswith("_p50_us")},
-                    )
-                )
-            snow_nn = document.get("snow_nn_handshake") or {}
-            if "p50_us" in snow_nn:
-                # the Noise NN handshake alone (snow, in memory): between the floor and the full handshake
-                measurements.append(
-                    Measurement(
-                        metric="noise_nn_handshake_p50",
-                        unit="us",
-                        value=snow_nn["p50_us"],
-                        metadata={"n": snow_nn["n"]},
-                    )
-                )
-            # verifying one real piece of evidence (ccverify; the test vectors): the cost a peer pays for
-            # a real SEV-SNP or TDX handshake on top of the mock one measured above
-            for key, metric, what in (
-                ("snp_report", "verify_snp_report", "AMD Milan report, VCEK -> ASK -> ARK"),
-                ("tdx_quote", "verify_tdx_quote", "TDX quote with DCAP collateral"),
-            ):
-                item = (document.get("verify") or {}).get(key)
-                if item:
-                    measurements.append(
-                        Measurement(
-                            metric=f"{metric}_p50",
-                            unit="us",
-                            value=item["p50_us"],
-                            metadata={"n": item["n"], "evidence": what},
-                        )
-                    )
-            for name, check in document.get("targets", {}).items():
-                measurements.append(
-                    Measurement(
-                        metric=f"target_{name}",
-                        unit="ratio" if "vs" in name or "share" in name else "",
-                        value=float(check["value"]),
-                        better=None,
-                        metadata={"target": check["target"], "met": check["met"]},
-                    )
-                )
+        result = ctx.run_command(bench_argv(transport, p), log_name="ccchannel-bench")
+        document = read_document(result.stdout)
+        measurements = measurements_from_document(document, transport)
         if p.inference and transport == "plain":
-            embedding = embedding_time_ms(p.embedding_repeats)
-            if embedding is not None:
+            measurements += embedding_measurements(p.embedding_repeats)
+        label_cipher(measurements, document, transport)
+        return measurements
+
+
+# ---- the steps of one execution: the command, its document, the measurements read from it ----
+# The document's keys are those of `BenchReport` in crates/ccchannel-bench/src/result.rs (its tests
+# list the keys read here); tests/data/transport/ holds a recorded document the tests parse.
+
+
+def bench_argv(transport: str, p: TransportParams) -> list[str]:
+    """The ccchannel-bench command line for one transport variant."""
+    pipe = p.pipes[0] if len(p.pipes) == 1 else "all"
+    argv = [
+        str(binary_path()),
+        "--transport",
+        transport,
+        "--pipe",
+        pipe,
+        "--handshakes",
+        str(p.handshakes),
+        "--sizes",
+        ",".join(map(str, p.sizes)),
+    ]
+    if p.quick:
+        argv.append("--quick")
+    return argv
+
+
+def read_document(stdout: str) -> dict:
+    try:
+        return json.loads(stdout)
+    except ValueError as exc:
+        raise WorkloadFailed(f"ccchannel-bench printed no JSON: {exc}") from None
+
+
+def measurements_from_document(document: dict, transport: str) -> list[Measurement]:
+    """Every sample of one run's document; the secure channel's own figures on its variant only."""
+    measurements = latency_measurements(document) + throughput_measurements(document)
+    if transport == "securechannel":
+        measurements += (
+            aead_measurements(document)
+            + handshake_floor_measurements(document)
+            + verify_measurements(document)
+            + target_measurements(document)
+        )
+    return measurements
+
+
+def latency_measurements(document: dict) -> list[Measurement]:
+    """Handshake (per pipe) and round trip (per payload and pipe) percentiles."""
+    measurements = []
+    for section, metric, case_keys in (("handshake", "handshake", ("pipe",)), ("rtt", "rtt", ("payload", "pipe"))):
+        for item in document.get(section, []):
+            case = {key: item[key] for key in case_keys}
+            for q in ("p50", "p95", "p99"):
                 measurements.append(
                     Measurement(
-                        metric="embedding_time",
-                        unit="ms",
-                        value=embedding,
-                        metadata={"model": "all-MiniLM-L6-v2", "text": EMBEDDING_TEXT},
+                        metric=f"{metric}_{q}", unit="us", value=item[f"{q}_us"], case=case, metadata={"n": item["n"]}
                     )
                 )
-        negotiated = document.get("tls") or {}
-        for m in measurements:
-            if transport == "tls" and negotiated.get("suite"):
-                # what rustls negotiated in this run (the variant info is fixed before the run)
-                m.metadata.setdefault("transport_cipher", negotiated["suite"])
-                m.metadata.setdefault("tls_version", negotiated.get("version"))
-            else:
-                m.metadata.setdefault("cipher", document.get("cipher"))
-        return measurements
+    return measurements
+
+
+def throughput_measurements(document: dict) -> list[Measurement]:
+    return [
+        Measurement(
+            metric="throughput",
+            unit="MB/s",
+            value=item["MBps"],
+            better="higher",
+            case={"payload": item["payload"], "pipe": item["pipe"]},
+        )
+        for item in document.get("throughput", [])
+    ]
+
+
+def aead_measurements(document: dict) -> list[Measurement]:
+    """The one-core seal+open ceiling the channel's throughput can approach."""
+    aead = document.get("aead", {})
+    if "seal_open_MBps" not in aead:
+        return []
+    return [
+        Measurement(
+            metric="aead_seal_open",
+            unit="MB/s",
+            value=aead["seal_open_MBps"],
+            better="higher",
+            metadata={"cipher": aead.get("cipher")},
+        )
+    ]
+
+
+def handshake_floor_measurements(document: dict) -> list[Measurement]:
+    """The X25519 floor of an NN handshake, and the Noise NN handshake alone (snow, in memory):
+    between them and the full handshake, where the time goes."""
+    measurements = []
+    x25519 = document.get("x25519", {})
+    floor = x25519.get("nn_handshake_floor_us")
+    if floor:
+        measurements.append(
+            Measurement(
+                metric="x25519_handshake_floor",
+                unit="us",
+                value=floor,
+                better=None,
+                metadata={k: v for k, v in x25519.items() if k.endswith("_p50_us")},
+            )
+        )
+    snow_nn = document.get("snow_nn_handshake") or {}
+    if "p50_us" in snow_nn:
+        measurements.append(
+            Measurement(
+                metric="noise_nn_handshake_p50", unit="us", value=snow_nn["p50_us"], metadata={"n": snow_nn["n"]}
+            )
+        )
+    return measurements
+
+
+def verify_measurements(document: dict) -> list[Measurement]:
+    """Verifying one real piece of evidence (ccverify; the test vectors): the cost a peer pays for a
+    real SEV-SNP or TDX handshake on top of the mock one measured above."""
+    measurements = []
+    for key, metric, what in (
+        ("snp_report", "verify_snp_report", "AMD Milan report, VCEK -> ASK -> ARK"),
+        ("tdx_quote", "verify_tdx_quote", "TDX quote with DCAP collateral"),
+    ):
+        item = (document.get("verify") or {}).get(key)
+        if item:
+            measurements.append(
+                Measurement(
+                    metric=f"{metric}_p50",
+                    unit="us",
+                    value=item["p50_us"],
+                    metadata={"n": item["n"], "evidence": what},
+                )
+            )
+    return measurements
+
+
+def target_measurements(document: dict) -> list[Measurement]:
+    """Each design target with this run's value and whether it was met."""
+    return [
+        Measurement(
+            metric=f"target_{name}",
+            unit="ratio" if "vs" in name or "share" in name else "",
+            value=float(check["value"]),
+            better=None,
+            metadata={"target": check["target"], "met": check["met"]},
+        )
+        for name, check in document.get("targets", {}).items()
+    ]
+
+
+def embedding_measurements(repeats: int) -> list[Measurement]:
+    """A real MiniLM embedding's time, when the inference extra is installed."""
+    embedding = embedding_time_ms(repeats)
+    if embedding is None:
+        return []
+    return [
+        Measurement(
+            metric="embedding_time",
+            unit="ms",
+            value=embedding,
+            metadata={"model": "all-MiniLM-L6-v2", "text": EMBEDDING_TEXT},
+        )
+    ]
+
+
+def label_cipher(measurements: list[Measurement], document: dict, transport: str) -> None:
+    """Every sample names the cipher that protected it: on TLS the version and suite rustls
+    negotiated in this run (the variant info is fixed before the run), else the channel's cipher."""
+    negotiated = document.get("tls") or {}
+    for m in measurements:
+        if transport == "tls" and negotiated.get("suite"):
+            m.metadata.setdefault("transport_cipher", negotiated["suite"])
+            m.metadata.setdefault("tls_version", negotiated.get("version"))
+        else:
+            m.metadata.setdefault("cipher", document.get("cipher"))

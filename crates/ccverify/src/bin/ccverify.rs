@@ -2,7 +2,7 @@
 //!
 //! usage: ccverify --technology sev-snp|tdx --evidence FILE [--report-data HEX]
 //!                 [--vcek FILE] [--cert-table FILE] [--crl FILE] [--collateral FILE] [--policy FILE] [--at UNIX]
-//!                 [--trust-ark FILE --trust-ask FILE]
+//!                 [--trust-ark FILE --trust-ask FILE [--trust-asvk FILE]]
 //!
 //! Exit 0: verified (JSON claims); 1: rejected (JSON with the reason's code and detail);
 //! 2: bad input (a one-line message on stderr).
@@ -13,15 +13,18 @@ use ccverify::{snp, tdx, Policy, Rejection, SnpRoots, REPORT_DATA_LEN};
 use serde_json::json;
 
 const USAGE: &str = "usage: ccverify --technology sev-snp|tdx --evidence FILE [--report-data HEX] [--vcek FILE] \
-[--cert-table FILE] [--crl FILE] [--collateral FILE] [--policy FILE] [--at UNIX] [--trust-ark FILE --trust-ask FILE]
+[--cert-table FILE] [--crl FILE] [--collateral FILE] [--policy FILE] [--at UNIX] [--trust-ark FILE --trust-ask FILE \
+[--trust-asvk FILE]]
 
-Verifies an SEV-SNP attestation report (VCEK signature, VCEK -> ASK -> ARK with AMD's pinned Milan,
-Genoa and Turin roots, every certificate's validity period, AMD's CRL when --crl gives it: DER or
-PEM, as the KDS serves it at /vcek/v1/{Milan,Genoa,Turin}/crl) or a TDX quote (Intel DCAP collateral
-as dcap-qvl's JSON), then the policy (JSON: allow_debug, measurements, min_tcb, max_vmpl, rtmrs,
-tdx_tcb_statuses, require_revocation_check) and the expected report data. --at verifies at that time
-(seconds since the epoch; default now). --trust-ark/--trust-ask replace AMD's roots with the given
-ones (test chains only). Prints JSON; exit 0 verified, 1 rejected, 2 bad input.";
+Verifies an SEV-SNP attestation report (the VCEK's or VLEK's signature, VCEK -> ASK -> ARK or
+VLEK -> ASVK -> ARK with AMD's pinned Milan, Genoa and Turin roots, every certificate's validity
+period, AMD's CRL when --crl gives it: DER or PEM, as the KDS serves it at
+/vcek/v1/{Milan,Genoa,Turin}/crl or /vlek/v1/...; --vcek takes a VLEK too) or a TDX quote (Intel DCAP
+collateral as dcap-qvl's JSON), then the policy (JSON: allow_debug, measurements, min_tcb, max_vmpl,
+rtmrs, tdx_tcb_statuses, tdx_service_tds, require_revocation_check) and the expected report data. --at
+verifies at that time (seconds since the epoch; default now). --trust-ark/--trust-ask (and
+--trust-asvk) replace AMD's roots with the given ones (test chains only). Prints JSON; exit 0
+verified, 1 rejected, 2 bad input.";
 
 #[derive(Default)]
 struct Args {
@@ -36,6 +39,7 @@ struct Args {
     at: Option<u64>,
     trust_ark: Option<String>,
     trust_ask: Option<String>,
+    trust_asvk: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -65,6 +69,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--trust-ark" => args.trust_ark = Some(value),
             "--trust-ask" => args.trust_ask = Some(value),
+            "--trust-asvk" => args.trust_asvk = Some(value),
             other => return Err(format!("unknown argument {other} (see --help)")),
         }
     }
@@ -101,12 +106,17 @@ fn run() -> Result<Result<ccverify::Claims, Rejection>, String> {
     });
     match technology.as_str() {
         "sev-snp" => {
-            let roots = match (&args.trust_ark, &args.trust_ask) {
-                (Some(ark), Some(ask)) => {
-                    SnpRoots::only("given root", &read(ark, "ARK")?, &read(ask, "ASK")?).map_err(|e| e.to_string())?
+            let roots = match (&args.trust_ark, &args.trust_ask, &args.trust_asvk) {
+                (Some(ark), Some(ask), asvk) => {
+                    let roots = SnpRoots::only("given root", &read(ark, "ARK")?, &read(ask, "ASK")?)
+                        .map_err(|e| e.to_string())?;
+                    match asvk {
+                        Some(asvk) => roots.with_asvk(&read(asvk, "ASVK")?).map_err(|e| e.to_string())?,
+                        None => roots,
+                    }
                 }
-                (None, None) => SnpRoots::amd(),
-                _ => return Err("--trust-ark and --trust-ask go together".into()),
+                (None, None, None) => SnpRoots::amd(),
+                _ => return Err("--trust-ark and --trust-ask go together (and --trust-asvk only with them)".into()),
             };
             let vcek = args.vcek.as_deref().map(|p| read(p, "VCEK")).transpose()?;
             let table = args

@@ -1,0 +1,39 @@
+"""Click options shared by the commands that analyse bundles (compare, report): one definition each,
+so that the same option reads the same in every command's --help. Not a command itself (no
+``command`` here, so the command line does not list it)."""
+
+from __future__ import annotations
+
+import click
+
+#: the --baseline option's help: what a baseline may be named by
+BASELINE_HELP = (
+    "Configuration to compare against: a full label, a unique part of one, or a machine's label "
+    "(that machine's least protected configuration, per workload)."
+)
+
+baseline_option = click.option("--baseline", metavar="LABEL", help=BASELINE_HELP)
+
+labels_option = click.option(
+    "--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable)."
+)
+
+exclude_contended_option = click.option(
+    "--exclude-contended",
+    is_flag=True,
+    help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).",
+)
+
+
+def jobs_option(work: str, example: str = ""):
+    """-j/--jobs: the processes the command may use for ``work`` (e.g. "reading bundles");
+    ``example`` says when one process is the better choice."""
+    return click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help=f"Processes to use for {work} (default: 2 on a machine with 2 or more CPUs; "
+        f"1 = this process only{example}).",
+    )

@@ -1,0 +1,66 @@
+"""The report's context (the samples, their comparison and summary, one colour per configuration)
+and the sections built over it; the renderers (html, markdown) and the figures (figures) read both."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ccbench.analysis.compare import compare, resolve_baseline, summary_by_config
+from ccbench.analysis.load import frame_from_bundles, load_bundles
+from ccbench.helper import Helper
+from ccbench.report import charts
+from ccbench.report.sections import ReportContext, Section, discover
+
+if TYPE_CHECKING:
+    from ccbench.report.figures import FigureDrawer
+
+
+def build_context(
+    paths: Iterable[str | Path],
+    labels: dict[str, str] | None = None,
+    baseline: str | None = None,
+    helper: Helper | None = None,
+    exclude_contended: bool = False,
+    model_by: str = "workload",
+) -> ReportContext:
+    # samples stay on disk until the frame reads them a chunk at a time: the records are never all in
+    # memory beside the frame (sections read ctx.samples)
+    bundles = load_bundles(paths, samples=False)
+    samples = frame_from_bundles(bundles, labels, helper)
+    comparison = summary = None
+    resolved = None
+    if not samples.empty:
+        measured = samples[~samples["warmup"]]
+        if not measured.empty:
+            resolved = resolve_baseline(measured, baseline)
+            comparison = compare(samples, resolved, exclude_contended=exclude_contended)
+            summary = summary_by_config(samples[~samples["contended"]] if exclude_contended else samples)
+    colours = charts.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
+    return ReportContext(
+        samples=samples,
+        bundles=bundles,
+        baseline=resolved,
+        comparison=comparison,
+        summary=summary,
+        colours=colours,
+        exclude_contended=exclude_contended,
+        model_by=model_by,
+    )
+
+
+def build_sections(ctx: ReportContext, drawer: FigureDrawer | None = None) -> list[Section]:
+    """Every section with something to show, in order. With a FigureDrawer, each section's figures
+    are handed to it as soon as the section is built (a helper draws them while later sections are
+    being computed)."""
+    sections = []
+    for module in discover():
+        section = module.build(ctx)
+        if section is not None:
+            sections.append(section)
+            if drawer is not None:
+                drawer.add(section.figures)
+    return sections

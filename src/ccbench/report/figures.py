@@ -1,0 +1,84 @@
+"""The report's figures, each drawn once: SVG text for the HTML page and, with a directory, PNG and
+SVG files (--figures), in helper processes where there are any."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ccbench.helper import Helper, outcome
+from ccbench.report import charts
+from ccbench.report.sections import Figure, Section
+
+
+def _unique_stem(name: str, used: set[str]) -> str:
+    stem, counter = name, 2
+    while stem in used:
+        stem = f"{name}-{counter}"
+        counter += 1
+    used.add(stem)
+    return stem
+
+
+class FigureDrawer:
+    """Draws figures once each: SVG text for the HTML report and, with ``directory``, PNG and SVG files.
+
+    Figures added are queued to the helper processes at once; finish() then draws, here, every
+    queued figure that no helper has started yet, from the last one back, and collects the rest:
+    the two ends meet wherever the work splits evenly. A figure a helper could not draw (it died,
+    or the drawing function does not pickle) is drawn here.
+    """
+
+    def __init__(self, svg: bool = True, directory: Path | None = None, helper: Helper | None = None):
+        self.svg, self.directory, self.helper = svg, directory, helper
+        self.jobs: list[tuple] = []
+        self.futures: list = []
+        self.names: list[str] = []  # each figure's name, in report order
+        self.stems: set[str] = set()
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+
+    def add(self, figures: Iterable[Figure]) -> None:
+        for figure in figures:
+            self.names.append(figure.name)
+            job = (figure.draw, self.svg, self.directory, _unique_stem(figure.name, self.stems))
+            self.jobs.append(job)
+            self.futures.append(self.helper.submit(_draw_one, *job) if self.helper is not None else None)
+
+    def finish(self) -> dict[int, str]:
+        """{position in the report: SVG text} for every figure added."""
+        results: dict[int, str] = {}
+        for index in reversed(range(len(self.jobs))):
+            future = self.futures[index]
+            if future is None or future.cancel():
+                results[index] = _draw_one(*self.jobs[index])
+        for index, future in enumerate(self.futures):
+            if index not in results:
+                results[index] = outcome(future, lambda index=index: _draw_one(*self.jobs[index]))
+        return results
+
+    def links(self) -> dict[str, str]:
+        """{figure name: absolute path of its PNG file} for the Markdown report; empty without a directory."""
+        if self.directory is None:
+            return {}
+        return {name: str((self.directory / f"{job[3]}.png").resolve()) for name, job in zip(self.names, self.jobs)}
+
+
+def draw_figures(
+    sections: list[Section], svg: bool = True, directory: Path | None = None, helper: Helper | None = None
+) -> dict[int, str]:
+    """Draw the figures of ``sections``: {position in the report: SVG text} (see FigureDrawer)."""
+    drawer = FigureDrawer(svg, directory, helper)
+    for section in sections:
+        drawer.add(section.figures)
+    return drawer.finish()
+
+
+def _draw_one(draw, svg: bool, directory: Path | None, stem: str) -> str:
+    """Draw one figure; its SVG is rendered once, for the page and the file alike."""
+    fig = draw()  # a matplotlib Figure outside pyplot: nothing to close, the garbage collector frees it
+    document = charts.svg_document(fig) if svg or directory is not None else ""
+    if directory is not None:
+        (directory / f"{stem}.svg").write_text(document, encoding="utf-8")
+        fig.savefig(directory / f"{stem}.png", format="png", dpi=150)
+    return charts.inline_svg(document) if svg else ""
