@@ -186,7 +186,8 @@ class SSHHosts:
             stderr=log,
             stdin=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 20
+        # generous: sshd answers at once on a quiet machine; a loaded one may take seconds
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if host.process.poll() is not None:
                 raise EnvironmentProblem(

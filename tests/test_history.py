@@ -1,6 +1,7 @@
 """ccbench history: the results store (DuckDB file and Parquet partitions), change points found
 by Apache Otava, validated by simulation, and the show/report commands on bundles."""
 
+import importlib.util
 import json
 import shutil
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,9 @@ from ccbench.results.history import Series, find_change_points, otava_binary
 
 needs_otava = pytest.mark.skipif(
     otava_binary() is None, reason="Apache Otava is not installed (bash scripts/setup.sh --with history)"
+)
+needs_duckdb = pytest.mark.skipif(
+    importlib.util.find_spec("duckdb") is None, reason="DuckDB is in the test extra: bash scripts/setup.sh --with test"
 )
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -99,7 +103,7 @@ def nightly(tmp_path) -> Path:
 
 
 @needs_otava
-@pytest.mark.parametrize("store_name", ["history.duckdb", "parts/"])
+@pytest.mark.parametrize("store_name", [pytest.param("history.duckdb", marks=needs_duckdb), "parts/"])
 def test_add_show_and_report_name_the_change_and_what_changed(nightly, tmp_path, store_name):
     store = f"{tmp_path}/{store_name}"  # a trailing "/" asks for Parquet partitions
     done = run_ccbench("history", "add", nightly, "--store", store)
@@ -125,6 +129,7 @@ def test_add_show_and_report_name_the_change_and_what_changed(nightly, tmp_path,
     assert body.index("Verdict") < body.index("<svg") and "kernel_release 6.8 -&gt; 6.9" in body
 
 
+@needs_duckdb
 def test_real_runs_are_added_once(tmp_path, write_plan):
     plan = write_plan('[[workloads]]\nkind = "prime"\nn = 2000\n')
     done = run_ccbench("run", plan, "--out", tmp_path / "out", "--workdir", tmp_path / "work")
@@ -144,6 +149,7 @@ def test_real_runs_are_added_once(tmp_path, write_plan):
     assert runs and all(len(r) == 1 for r in runs)
 
 
+@needs_duckdb
 def test_bad_store_and_empty_store_are_one_line(tmp_path):
     not_a_store = tmp_path / "x.duckdb"
     not_a_store.write_text("not a database")
@@ -156,6 +162,7 @@ def test_bad_store_and_empty_store_are_one_line(tmp_path):
         assert len(done.stderr.strip().splitlines()) == 1
 
 
+@needs_duckdb
 def test_without_otava_the_series_are_shown_and_the_reason_given(nightly, tmp_path):
     store = tmp_path / "h.duckdb"
     run_ccbench("history", "add", nightly, "--store", store)

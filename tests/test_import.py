@@ -25,6 +25,9 @@ def _only(out: Path) -> Path:
 @pytest.fixture(scope="module")
 def pyperf_result(tmp_path_factory) -> Path:
     """A small real pyperf run: 2 worker processes, 3 values each."""
+    pytest.importorskip(
+        "pyperf", reason="pyperf comes with the datascience component: bash scripts/setup.sh --with datascience"
+    )
     out = tmp_path_factory.mktemp("pyperf") / "result.json"
     done = subprocess.run(
         [sys.executable, "-m", "pyperf", "timeit", "-q", "-p", "2", "-n", "3", "-l", "1", "-w", "1",

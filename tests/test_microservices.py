@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import PATIENCE_S, wait_until
 
 from ccbench.bundle import read_bundle
 from ccbench.workloads.base import ExecutionContext, PrepareContext, WorkloadFailed
@@ -63,6 +64,24 @@ def alive(pid: int) -> bool:
         return False
 
 
+def _running(name: str) -> bool:
+    """Whether a process called ``name`` runs below this test process."""
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.name() == name:
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def _served_since(access_log: Path, offset: int) -> bool:
+    """Whether nginx logged a successful request after ``offset`` (its format starts: msec status ...)."""
+    with open(access_log, "rb") as handle:
+        handle.seek(offset)
+        return any(line.split(b" ")[1:2] == [b"200"] for line in handle.read().splitlines())
+
+
 def port_free(port: int) -> bool:
     """No socket listens on port (connections in TIME_WAIT after a killed server do not count)."""
     with socket.socket() as sock:
@@ -101,9 +120,11 @@ def test_chain_serves_a_low_fixed_rate_without_errors(chain):
         by.setdefault((m.metric, m.case.get("mode"), m.case.get("tier")), []).append(m)
     open_loop = {m.metric: m for m in measurements if m.case.get("mode") == "open" and "tier" not in m.case}
     assert open_loop["errors"].value == 0
-    assert open_loop["throughput"].value > 10  # 20 req/s asked for 5 s
+    # open loop at 20 req/s for 5 s: requests were served, never more than were asked for (how many of
+    # them finished inside the 5 s is the machine's speed, not the behaviour)
+    assert 0 < open_loop["throughput"].metadata["requests_ok"] <= 20 * 5 * 1.05
+    assert 0 < open_loop["throughput"].value <= 20 * 1.05
     assert 0 < open_loop["latency_p50"].value <= open_loop["latency_p99"].value <= open_loop["latency_max"].value
-    assert open_loop["throughput"].metadata["requests_ok"] >= 80
     closed = {m.metric: m for m in measurements if m.case.get("mode") == "closed" and "tier" not in m.case}
     assert closed["errors"].value == 0 and closed["throughput"].value > 0 and closed["latency_p99.9"].value > 0
     tiers = {m.case["tier"] for m in measurements if m.metric == "tier_cpu"}
@@ -145,7 +166,12 @@ def test_killed_database_is_counted_errors_and_a_failed_execution(tmp_path):
 
         thread = threading.Thread(target=drive)
         thread.start()
-        time.sleep(2)
+        # the kill lands while the load runs and after some requests were served, however long the
+        # run takes to get there: oha is running and nginx has logged a success since it started
+        wait_until(lambda: _running("oha"), what="the load generator's start")
+        access_log = Path(json.loads((ctx.raw_dir / "chain.json").read_text())["access_log"])
+        offset = access_log.stat().st_size
+        wait_until(lambda: _served_since(access_log, offset), what="a request served under load")
         os.kill(state.server("postgres").pid, signal.SIGKILL)
         thread.join(120)
         assert not thread.is_alive(), "the run hung after the database was killed"
@@ -251,7 +277,7 @@ def test_interrupted_run_leaves_no_server_or_port(tmp_path, sig):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + PATIENCE_S
     state_path = None
     while time.monotonic() < deadline:
         found = list((tmp_path / "work" / "microservices").glob("chain-*.json"))

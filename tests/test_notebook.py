@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
-import nbformat
 import pytest
+from conftest import only_bundle
 
-from ccbench.errors import PlanError
-from ccbench.notebooks import BUNDLED, NEEDS_TORCH, SEED_ALIASES, bundled_path, resolve
-from ccbench.workloads import REGISTRY, workload_class
-from ccbench.workloads.base import ExecutionContext, WorkloadFailed
-from ccbench.workloads.notebook import Notebook, NotebookParams, first_line, inject_parameters
+nbformat = pytest.importorskip(
+    "nbformat", reason="the notebook workload needs nbformat: bash scripts/setup.sh --with datascience"
+)
+
+from ccbench.errors import PlanError  # noqa: E402
+from ccbench.notebooks import BUNDLED, NEEDS_TORCH, SEED_ALIASES, bundled_path, resolve  # noqa: E402
+from ccbench.workloads import REGISTRY, workload_class  # noqa: E402
+from ccbench.workloads.base import ExecutionContext, PrepareContext, RepeatingFailure, WorkloadFailed  # noqa: E402
+from ccbench.workloads.notebook import Notebook, NotebookParams, first_line, inject_parameters  # noqa: E402
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -117,7 +122,8 @@ def test_cells_timed_and_sum_to_total(tmp_path):
     overhead = metrics["cell_overhead_s"][0].value
     assert cell_sum <= total
     assert overhead == pytest.approx(total - cell_sum)
-    assert overhead < 0.1 * len(cells) + 0.2  # message round trips, not a missing cell
+    # no cell's time is left in the overhead: both sleeps (floors no machine goes below) are in the cells'
+    assert cell_sum >= 0.39
     assert metrics["kernel_start_s"][0].value > 0
     assert metrics["peak_rss_mib"][0].value > 64  # the kernel held a 64 MiB buffer
     # the working directory is the storage variant's, and the parameter reached the kernel
@@ -142,6 +148,7 @@ def test_failing_cell_is_recorded_with_its_index(tmp_path):
     message = str(failure.value)
     assert "cell 2" in message and "'y = x / 0'" in message
     assert "ZeroDivisionError: division by zero" in message
+    assert isinstance(failure.value, RepeatingFailure)  # the cell's own exception: it would repeat
     assert "Traceback" not in message
     executed = nbformat.read(str(ctx.raw_dir / "broken.executed.ipynb"), as_version=4)
     assert executed.cells[2].outputs[0]["ename"] == "ZeroDivisionError"
@@ -175,9 +182,12 @@ def test_bundled_notebook_runs_at_quick_size(name, tmp_path):
     assert {"total_s", "kernel_start_s", "cell_s", "cell_overhead_s", "peak_rss_mib"} <= set(metrics)
     total = metrics["total_s"][0].value
     cell_sum = sum(m.value for m in metrics["cell_s"])
-    assert cell_sum <= total and total - cell_sum < 0.1 * len(metrics["cell_s"]) + 0.05 * total + 0.2
+    assert cell_sum <= total
     assert all(m.case["first_line"] for m in metrics["cell_s"])
     executed = nbformat.read(str(ctx.raw_dir / f"{name}.executed.ipynb"), as_version=4)
+    # every code cell has its own time (none is left inside the overhead)
+    code_cells = [index for index, cell in enumerate(executed.cells) if cell.cell_type == "code"]
+    assert sorted(m.case["cell"] for m in metrics["cell_s"]) == code_cells
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and "size = 'quick'" in injected[0].source
 
@@ -216,3 +226,164 @@ def test_run_notebook_from_the_cli_with_a_parameter(tmp_path, ccbench):
     assert {s["params"]["parameters"]["greeting"] for s in measured} == {"hi"}
     assert any(s["metric"] == "kernel_start_s" for s in measured)
     assert list(bundles[0].glob("raw/**/mine.executed.ipynb"))
+
+
+# --- notebooks as people write them: files beside the notebook, read by relative paths
+
+READS_ITS_DATA = [
+    ("markdown", "# Reads data/x.csv beside it, as Jupyter would run it", []),
+    ("code", "import pandas as pd\nframe = pd.read_csv('data/x.csv')", []),
+    (
+        "code",
+        "import os\n"
+        "cwd = os.getcwd()\n"
+        "mounts = [line.split() for line in open('/proc/self/mounts')]\n"
+        "under = [m for m in mounts if cwd == m[1] or cwd.startswith(m[1].rstrip('/') + '/')]\n"
+        "fstype = max(under, key=lambda m: len(m[1]))[2]\n"
+        "print(f\"sum={frame['value'].sum()} fstype={fstype}\")",
+        [],
+    ),
+]
+
+
+def notebook_folder(base: Path, cells=READS_ITS_DATA) -> Path:
+    """A folder as a user keeps it: the notebook, its data folder, version control beside them."""
+    folder = base / "project"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "x.csv").write_text("name,value\n" + "".join(f"r{i},{i}\n" for i in range(100)))
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text("[core]\n")
+    (base / "outside.csv").write_text("a parent's file is never copied\n")
+    return make_notebook(folder / "analysis.ipynb", cells)
+
+
+def filesystem_type(path: Path) -> str:
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    text = str(path.resolve())
+    under = [m for m in mounts if text == m[1] or text.startswith(m[1].rstrip("/") + "/")]
+    return max(under, key=lambda m: len(m[1]))[2]
+
+
+def printed(executed: Path) -> str:
+    nb = nbformat.read(str(executed), as_version=4)
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the tmpfs storage variant needs root")
+def test_a_notebook_reads_its_data_by_a_relative_path_on_disk_and_tmpfs(tmp_path, ccbench, write_plan):
+    notebook = notebook_folder(tmp_path)
+    csv_bytes = (notebook.parent / "data" / "x.csv").stat().st_size
+    plan = write_plan(
+        f'[[workloads]]\nkind = "notebook"\nname = "analysis"\nnotebook = "{notebook}"\nrepetitions = 1\n',
+        defaults='repetitions = 1\nwarmup = 0\ncooldown = 0\ntimeout = 300\nvariants = { storage = ["disk", "tmpfs"] }\n',
+        top='[storage]\ntmpfs_size = "16M"\n',
+    )
+    work = tmp_path / "work"
+    done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", work)
+    assert done.returncode == 0, done.stdout + done.stderr
+    bundle = only_bundle(tmp_path / "out")
+    samples = [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
+    totals = {s["variant"]["storage"]: s for s in samples if s["metric"] == "total_s"}
+    assert sorted(totals) == ["disk", "tmpfs"]
+    for storage, total in totals.items():
+        meta = total["metadata"]
+        # the notebook and its data were copied (version control left out), the copy's figures ride along
+        assert meta["staged_files"] == 2 and meta["staged_bytes"] == csv_bytes + notebook.stat().st_size
+        assert meta["staged_from"] == str(notebook.parent) and meta["staged_copy_s"] >= 0
+        # the kernel ran in the copy, on the variant's own filesystem, and read the file there
+        output = printed(bundle / total["raw"] / meta["executed"])
+        assert f"sum={sum(range(100))}" in output, output
+        expected = "tmpfs" if storage == "tmpfs" else filesystem_type(work)
+        assert f"fstype={expected}" in output, (storage, output)
+    records = sorted(bundle.glob("raw/analysis/prepare/*/staged-files.json"))
+    assert len(records) == 2
+    for path in records:
+        record = json.loads(path.read_text())
+        assert sorted(f["path"] for f in record["files"]) == ["analysis.ipynb", "data/x.csv"]
+        assert {"path": ".git", "why": record["skipped"][0]["why"]} in record["skipped"]
+        assert record["copy_s"] >= 0 and record["bytes"] == csv_bytes + notebook.stat().st_size
+    # cleanup took the copies away with the variants
+    assert not list(work.rglob("notebook-files"))
+
+
+def prepare_context(tmp_path: Path, workdir: Path, raw_dir: Path) -> PrepareContext:
+    workdir.mkdir(parents=True, exist_ok=True)
+    return PrepareContext(workload_name="analysis", workdir=workdir, raw_dir=raw_dir, variant={"storage": "disk"})
+
+
+def test_the_copy_leaves_out_the_run_itself_bundles_and_linked_folders(tmp_path):
+    notebook = notebook_folder(tmp_path)
+    folder = notebook.parent
+    # the user ran ccbench inside the notebook's folder: its work directory and bundles lie there
+    workdir = folder / "mywork" / "storage" / "disk-1" / "data"
+    raw_dir = folder / "results" / "now" / "raw" / "analysis" / "prepare" / "storage-disk"
+    (folder / "results" / "now" / "raw").mkdir(parents=True)  # the runner made the bundle before prepare
+    old_bundle = folder / "archive" / "earlier"
+    old_bundle.mkdir(parents=True)
+    (old_bundle / "manifest.json").write_text("{}")
+    (old_bundle / "samples.jsonl").write_text("")
+    (folder / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "big.bin").write_bytes(b"x" * 1000)
+    (folder / "data" / "alias.csv").symlink_to(folder / "data" / "x.csv")
+    workload = Notebook("analysis", NotebookParams(notebook=str(notebook)))
+    ctx = prepare_context(tmp_path, workdir, raw_dir)
+    workload.prepare(ctx)
+    record = json.loads((raw_dir / "staged-files.json").read_text())
+    assert sorted(f["path"] for f in record["files"]) == ["analysis.ipynb", "data/alias.csv", "data/x.csv"]
+    skipped = {s["path"]: s["why"] for s in record["skipped"]}
+    assert set(skipped) == {".git", "linked", "mywork", "results", "archive/earlier"}, skipped
+    assert "link" in skipped["linked"] and "bundle" in skipped["archive/earlier"]
+    copy = Path(record["destination"])
+    assert copy.is_relative_to(workdir) and (copy / "data" / "alias.csv").read_text().startswith("name,value")
+    assert not (copy / "data" / "alias.csv").is_symlink()  # the bytes now live on the variant
+    # an execution runs in the copy and reads the file by its relative path
+    execution = ExecutionContext("analysis", workdir, tmp_path / "rep-0", 0, False, {"storage": "disk"})
+    metrics = by_metric(workload.run(execution))
+    assert metrics["total_s"][0].metadata["working_directory"] == str(copy)
+    assert metrics["total_s"][0].metadata["staged_files"] == 3
+    assert f"sum={sum(range(100))}" in printed(tmp_path / "rep-0" / "analysis.executed.ipynb")
+    workload.cleanup(ctx)
+    assert not (workdir / "notebook-files").exists() and (folder / "data" / "x.csv").exists()
+
+
+def test_a_folder_over_the_copy_limit_is_a_one_line_error(tmp_path):
+    notebook = notebook_folder(tmp_path)
+    (notebook.parent / "data" / "big.bin").write_bytes(b"\0" * 4096)
+    workdir, raw_dir = tmp_path / "work", tmp_path / "raw"
+    ctx = prepare_context(tmp_path, workdir, raw_dir)
+    with pytest.raises(WorkloadFailed) as failure:
+        Notebook("analysis", NotebookParams(notebook=str(notebook), copy_limit="2K")).prepare(ctx)
+    message = str(failure.value)
+    assert "\n" not in message and str(notebook.parent) in message and "copy_limit" in message
+    assert "a folder of their own" in message
+    assert not (workdir / "notebook-files").exists() and not (raw_dir / "staged-files.json").exists()
+    with pytest.raises(WorkloadFailed, match="copy_max_files"):
+        Notebook("analysis", NotebookParams(notebook=str(notebook), copy_max_files=2)).prepare(ctx)
+    with pytest.raises(ValueError):
+        NotebookParams(notebook=str(notebook), copy_limit="lots")
+
+
+def test_a_failing_cell_skips_the_remaining_repetitions_with_its_reason(tmp_path, ccbench):
+    path = make_notebook(
+        tmp_path / "fails.ipynb",
+        [("code", "x = 1", []), ("code", "raise ValueError('the data has no column y')", [])],
+    )
+    out = tmp_path / "out"
+    done = ccbench("run", "--notebook", path, "--repeat", "3", "--out", out, "--workdir", tmp_path / "work")
+    assert done.returncode == 1, done.stdout + done.stderr
+    bundle = only_bundle(out)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    outcome = manifest["outcomes"]["fails"]
+    assert outcome["executions_failed"] == 1 and outcome["executions_skipped"] == 2, outcome
+    reason = outcome["repeating_failures"]["storage=disk"]
+    assert "cell 1" in reason and "ValueError: the data has no column y" in reason
+    records = [json.loads(line) for line in (bundle / "executions.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in records] == ["failed"]
+
+
+def test_a_dead_kernel_is_a_failure_that_may_not_repeat(tmp_path):
+    path = make_notebook(tmp_path / "dies.ipynb", [("code", "import os\nos._exit(3)", [])])
+    with pytest.raises(WorkloadFailed) as failure:
+        Notebook("dies", NotebookParams(notebook=str(path))).run(context(tmp_path))
+    assert not isinstance(failure.value, RepeatingFailure), failure.value

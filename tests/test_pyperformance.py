@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -46,6 +47,8 @@ def test_parse_results_skips_calibration_runs():
 def test_real_pyperformance_run_of_one_benchmark(tmp_path):
     # the benchmark environment lives in the user's cache (~/.cache/ccbench/pyperformance) as in real
     # runs: created once (pip-installing it takes ~15 s), reused afterwards
+    if importlib.util.find_spec("pyperformance") is None:
+        pytest.skip("pyperformance is not installed: run 'bash scripts/setup.sh --with datascience'")
     workload = Pyperformance("pyperformance-nbody", PyperformanceParams(benchmarks=["nbody"], fast=True))
     assert workload.requirements() is None
     workload.prepare(PrepareContext("pyperformance-nbody", tmp_path, tmp_path / "raw-prepare", {}))
@@ -53,7 +56,10 @@ def test_real_pyperformance_run_of_one_benchmark(tmp_path):
     measurements = workload.run(ctx)
     times = [m for m in measurements if m.metric == "time_s"]
     assert [m.case for m in times] == [{"benchmark": "nbody"}]
-    assert 0.001 < times[0].value < 10 and len(times[0].metadata["values"]) >= 3
+    values = times[0].metadata["values"]
+    # the sample is the mean of pyperf's values (seconds), however fast the machine ran them
+    assert len(values) >= 3 and all(v > 0 for v in values)
+    assert times[0].value == pytest.approx(sum(values) / len(values)) and times[0].unit == "s"
     document = json.loads((ctx.raw_dir / "pyperformance.json").read_text())
     # pyperf hoists metadata shared by all benchmarks (with one benchmark: its name) to the top
     assert {**document["metadata"], **document["benchmarks"][0].get("metadata", {})}["name"] == "nbody"

@@ -5,7 +5,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("nbclient", reason="the datascience component is not installed")
+pytest.importorskip(
+    "nbclient", reason="the datascience component is not installed: run 'bash scripts/setup.sh --with datascience'"
+)
 
 PLAN = """
 name = "nb-report"

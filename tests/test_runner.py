@@ -40,8 +40,9 @@ def test_schedule_interleaves_variants_after_warmups():
 
 
 def test_failures_and_timeouts_are_recorded_and_the_run_goes_on(tmp_path, ccbench, workdir, write_plan):
-    # a duration no other process on the machine uses, so that the check below sees only ours
-    sleep = f"sleep 60.{os.getpid()}"
+    # a duration no other process on the machine uses, so that the check below sees only ours, and
+    # longer than the test may take: a sleep the timeout left alive is still there to be found
+    sleep = f"sleep 3600.{os.getpid()}"
     path = write_plan(f"""
 [[workloads]]
 kind = "command"
@@ -59,9 +60,7 @@ name = "works"
 command = "echo fine"
 """)
     out = tmp_path / "out"
-    start = time.monotonic()
     done = ccbench("run", path, "--out", out, "--workdir", workdir)
-    assert time.monotonic() - start < 50, "the timeout must end the whole process group"
     assert done.returncode == 1, done.stderr
     bundle = read_bundle(only_bundle(out))
     outcomes = bundle.manifest["outcomes"]
@@ -72,6 +71,7 @@ command = "echo fine"
     assert records[("fails", 0)]["status"] == "failed"
     assert "going wrong" in records[("fails", 0)]["error"]
     assert records[("hangs", 0)]["status"] == "timeout"
+    assert "the whole process tree was ended" in records[("hangs", 0)]["error"]
     works = [s for s in bundle.samples if s["workload"] == "works"]
     assert {s["metric"] for s in works} == {"wall_time", "user_time", "system_time", "peak_rss"}
     for sample in works:

@@ -37,6 +37,21 @@ async fn until_closed(socket: &mut TcpStream) -> (bool, Vec<u8>) {
     (read.is_ok(), back)
 }
 
+/// Waits until `counter` reaches `value`: a proxy counts a refusal in its own task, which may run
+/// after the application connection has already closed. Panics after 60 s (a count that never
+/// comes), never because the machine was slow.
+async fn reaches(counter: &std::sync::atomic::AtomicU64, value: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while counter.load(Ordering::SeqCst) < value {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the count stayed at {} (expected {value})",
+            counter.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A service that echoes every byte back; returns its address and how many connections it saw.
 async fn echo_service() -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>, JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -169,7 +184,7 @@ async fn a_peer_failing_the_policy_is_refused_before_any_byte_passes() {
         !clean || back.is_empty(),
         "a refused connection must not carry data, got {back:?}"
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    reaches(&pair.server_stats.refused, 1).await;
     assert_eq!(pair.server_stats.refused.load(Ordering::SeqCst), 1);
     assert_eq!(pair.server_stats.accepted.load(Ordering::SeqCst), 0);
     assert_eq!(
@@ -190,7 +205,7 @@ async fn a_client_rejecting_the_server_evidence_closes_the_connection() {
     let mut socket = TcpStream::connect(pair.client_address).await.unwrap();
     let (clean, back) = until_closed(&mut socket).await;
     assert!(!clean || back.is_empty());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    reaches(&pair.client_stats.refused, 1).await;
     assert_eq!(pair.client_stats.refused.load(Ordering::SeqCst), 1);
     assert_eq!(seen.load(Ordering::SeqCst), 0);
 }

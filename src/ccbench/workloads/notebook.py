@@ -10,6 +10,12 @@ own message timestamps (execute_input to execute_reply), so they exclude the cli
 round trips; ``cell_overhead_s`` is what ``total_s`` holds beyond their sum (the harness's cost).
 Cell indices count every cell of the executed notebook (markdown included, the injected
 parameters cell included), as saved in ``raw/``.
+
+A user's notebook runs where Jupyter would run it, beside its files: ``prepare`` copies the folder
+holding it onto the storage variant (``notebook_files``), and the kernel starts in that copy, so a
+relative ``pd.read_csv('data/x.csv')`` finds its file and reads it through the layer being measured.
+An exception raised by a cell's own code is a ``RepeatingFailure``: the runner skips the remaining
+executions of that variant combination instead of failing the same way again.
 """
 
 from __future__ import annotations
@@ -17,12 +23,25 @@ from __future__ import annotations
 import os
 import re
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
+
 from ccbench.model import Measurement
-from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams
+from ccbench.notebooks import NOTEBOOK_DIR
+from ccbench.workloads.base import (
+    ExecutionContext,
+    PrepareContext,
+    RepeatingFailure,
+    Workload,
+    WorkloadFailed,
+    WorkloadParams,
+    size_bytes,
+)
+from ccbench.workloads.notebook_files import StagedFiles, read_record, stage, unstage
 
 DEFAULT_KERNEL = "ccbench-python3"
 SETUP_HINT = "run `bash scripts/setup.sh --with datascience`"
@@ -39,6 +58,10 @@ class NotebookParams(WorkloadParams):
     kernel: str = DEFAULT_KERNEL
     #: seconds to wait for the kernel to become ready
     startup_timeout: float = 120.0
+    #: the most the folder holding a user's notebook may hold (copied onto the storage variant), e.g. 512M, 2G
+    copy_limit: str = Field("512M", pattern=r"^\d+[KkMmGg]?$")
+    #: the most files that folder may hold
+    copy_max_files: int = Field(10_000, ge=1)
 
 
 def first_line(source: str, limit: int = 80) -> str:
@@ -162,32 +185,83 @@ class Notebook(Workload):
         parameters.update(self.params.parameters)
         return parameters
 
-    def run(self, ctx: ExecutionContext) -> list[Measurement]:
-        import nbformat
-        from nbclient import NotebookClient
-        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    def prepare(self, ctx: PrepareContext) -> None:
+        """Copy the folder holding a user's notebook onto the storage variant (not timed; recorded).
 
+        A bundled notebook brings its data from installed packages and has nothing beside it to copy.
+        """
+        source_path = self._source()
+        if source_path.parent == NOTEBOOK_DIR:
+            unstage(ctx.workdir, ctx.workload_name)  # a copy a killed run left under this name is not its folder
+            return
+        stage(
+            source_path,
+            ctx.workdir,
+            ctx.workload_name,
+            ctx.raw_dir,
+            limit_bytes=size_bytes(self.params.copy_limit),
+            max_files=self.params.copy_max_files,
+            protected=[ctx.workdir, ctx.raw_dir],
+        )
+
+    def cleanup(self, ctx: PrepareContext) -> None:
+        unstage(ctx.workdir, ctx.workload_name)
+
+    def run(self, ctx: ExecutionContext) -> list[Measurement]:
+        source_path = self._source()
+        nb = self._read(source_path)
+        inject_parameters(nb, self.injected())
+        staged = read_record(ctx.workdir, ctx.workload_name)
+        # where Jupyter would start it: beside its files (their copy on the variant), else the variant's directory
+        cwd = Path(staged.destination) if staged is not None else ctx.workdir
+        cwd.mkdir(parents=True, exist_ok=True)
+        ctx.raw_dir.mkdir(parents=True, exist_ok=True)
+        executed_path = ctx.raw_dir / f"{source_path.stem}.executed.ipynb"
+        try:
+            timed = self._execute(nb, cwd, self._kernel_env(source_path, staged))
+        finally:
+            nbformat_write(nb, executed_path)
+        if timed.failure is not None:
+            failure = RepeatingFailure if timed.failure_in_cell else WorkloadFailed
+            raise failure(f"{timed.failure} (executed notebook: {executed_path.name} in raw/)")
+        origin = {"notebook_path": str(source_path), "executed": executed_path.name, "working_directory": str(cwd)}
+        if staged is not None:
+            origin.update(staged.metadata())
+        return self._measurements(nb, timed, origin)
+
+    # --- the steps of one execution
+    def _source(self) -> Path:
         from ccbench.errors import PlanError
         from ccbench.notebooks import resolve
 
         try:
-            source_path = resolve(self.params.notebook)
+            return resolve(self.params.notebook)
         except PlanError as exc:
             raise WorkloadFailed(str(exc)) from None
+
+    @staticmethod
+    def _read(source_path: Path) -> Any:
+        import nbformat
+
         try:
-            nb = nbformat.read(str(source_path), as_version=4)
+            return nbformat.read(str(source_path), as_version=4)
         except Exception as exc:  # nbformat raises several types for a damaged file
             raise WorkloadFailed(f"{source_path}: not a readable notebook ({exc})") from None
-        inject_parameters(nb, self.injected())
 
-        ctx.workdir.mkdir(parents=True, exist_ok=True)
-        ctx.raw_dir.mkdir(parents=True, exist_ok=True)
-        executed_path = ctx.raw_dir / f"{source_path.stem}.executed.ipynb"
+    @staticmethod
+    def _kernel_env(source_path: Path, staged: StagedFiles | None) -> dict[str, str]:
         env = dict(os.environ)
         # figures render to files, never to a display; hashing is repeatable across runs
         env.setdefault("MPLBACKEND", "Agg")
         env.setdefault("PYTHONHASHSEED", "0")
-        env["CCBENCH_NOTEBOOK_DATA"] = str(source_path.parent / "data")
+        folder = Path(staged.destination) if staged is not None else source_path.parent
+        env["CCBENCH_NOTEBOOK_DATA"] = str(folder / "data")
+        return env
+
+    def _execute(self, nb: Any, cwd: Path, env: dict[str, str]) -> _Timed:
+        """Start the kernel in ``cwd``, run every code cell in order, read the kernel's peak memory."""
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
         client = NotebookClient(
             nb,
@@ -196,64 +270,91 @@ class Notebook(Workload):
             startup_timeout=int(self.params.startup_timeout),
             allow_errors=False,
             record_timing=True,
-            resources={"metadata": {"path": str(ctx.workdir)}},
+            resources={"metadata": {"path": str(cwd)}},
         )
-        cell_wall: dict[int, float] = {}
-        failure: str | None = None
-        peak_kib: int | None = None
-        kernel_pid: int | None = None
+        timed = _Timed()
         start = time.perf_counter()
         try:
-            with client.setup_kernel(cwd=str(ctx.workdir), env=env):
+            with client.setup_kernel(cwd=str(cwd), env=env):
                 ready = time.perf_counter()
-                kernel_start_s = ready - start
-                kernel_pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-                executed = 0
-                for index, cell in enumerate(nb.cells):
-                    if cell.cell_type != "code":
-                        continue
-                    cell_start = time.perf_counter()
-                    try:
-                        client.execute_cell(cell, index, execution_count=executed + 1)
-                    except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
-                        failure = f"cell {index} ({first_line(cell.source)!r}) failed: {_error_line(exc)}"
-                        break
-                    finally:
-                        cell_wall[index] = time.perf_counter() - cell_start
-                    executed += 1
-                total_s = time.perf_counter() - ready
-                if kernel_pid is not None:
-                    peak_kib = peak_rss_kib(kernel_pid)
+                timed.kernel_start_s = ready - start
+                timed.kernel_pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+                self._run_cells(client, nb, timed)
+                timed.total_s = time.perf_counter() - ready
+                if timed.kernel_pid is not None:
+                    timed.peak_kib = peak_rss_kib(timed.kernel_pid)
         except (CellExecutionError, CellTimeoutError, DeadKernelError, RuntimeError, TimeoutError) as exc:
-            failure = failure or f"the kernel {self.params.kernel!r} failed: {_error_line(exc)}"
-        finally:
-            nbformat.write(nb, str(executed_path))
-        if failure is not None:
-            raise WorkloadFailed(f"{failure} (executed notebook: {executed_path.name} in raw/)")
+            timed.failure = timed.failure or f"the kernel {self.params.kernel!r} failed: {_error_line(exc)}"
+        return timed
 
-        origin = {"notebook_path": str(source_path), "executed": executed_path.name}
+    @staticmethod
+    def _run_cells(client: Any, nb: Any, timed: _Timed) -> None:
+        """Each code cell in order, its client-side wall time kept; the first failing cell ends the run."""
+        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+        executed = 0
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            cell_start = time.perf_counter()
+            try:
+                client.execute_cell(cell, index, execution_count=executed + 1)
+            except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+                timed.failure = f"cell {index} ({first_line(cell.source)!r}) failed: {_error_line(exc)}"
+                # an exception raised by the cell's own code would be raised again by every execution
+                timed.failure_in_cell = isinstance(exc, CellExecutionError)
+                return
+            finally:
+                timed.cell_wall[index] = time.perf_counter() - cell_start
+            executed += 1
+
+    def _measurements(self, nb: Any, timed: _Timed, origin: dict[str, Any]) -> list[Measurement]:
         measurements = [
             Measurement(
                 metric="total_s",
                 unit="s",
-                value=total_s,
+                value=timed.total_s,
                 metadata={**origin, "note": "all code cells, kernel start excluded"},
             ),
             Measurement(
                 metric="kernel_start_s",
                 unit="s",
-                value=kernel_start_s,
+                value=timed.kernel_start_s,
                 metadata={"note": "kernel start until the client is ready; not in total_s"},
             ),
         ]
-        cell_sum = 0.0
-        for index, wall in cell_wall.items():
+        cells = self._cell_measurements(nb, timed)
+        cell_sum = sum(m.value for m in cells)
+        measurements += cells
+        measurements.append(
+            Measurement(
+                metric="cell_overhead_s",
+                unit="s",
+                value=max(0.0, timed.total_s - cell_sum),
+                metadata={"note": "total_s minus the sum of cell_s: message round trips, the harness's own cost"},
+            )
+        )
+        if timed.peak_kib is not None:
+            measurements.append(
+                Measurement(
+                    metric="peak_rss_mib",
+                    unit="MiB",
+                    value=timed.peak_kib / 1024,
+                    metadata={"source": "VmHWM of the kernel process", "pid": timed.kernel_pid},
+                )
+            )
+        return measurements
+
+    @staticmethod
+    def _cell_measurements(nb: Any, timed: _Timed) -> list[Measurement]:
+        """One cell_s per executed code cell: the kernel's own timestamps, else the client's wall time."""
+        measurements = []
+        for index, wall in timed.cell_wall.items():
             cell = nb.cells[index]
             seconds = kernel_cell_seconds(cell)
             source_of_time = "kernel"
             if seconds is None:
                 seconds, source_of_time = wall, "client"
-            cell_sum += seconds
             measurements.append(
                 Measurement(
                     metric="cell_s",
@@ -263,21 +364,26 @@ class Notebook(Workload):
                     metadata={"client_wall_s": round(wall, 6), "timed_by": source_of_time},
                 )
             )
-        measurements.append(
-            Measurement(
-                metric="cell_overhead_s",
-                unit="s",
-                value=max(0.0, total_s - cell_sum),
-                metadata={"note": "total_s minus the sum of cell_s: message round trips, the harness's own cost"},
-            )
-        )
-        if peak_kib is not None:
-            measurements.append(
-                Measurement(
-                    metric="peak_rss_mib",
-                    unit="MiB",
-                    value=peak_kib / 1024,
-                    metadata={"source": "VmHWM of the kernel process", "pid": kernel_pid},
-                )
-            )
         return measurements
+
+
+@dataclass
+class _Timed:
+    """What one execution of a notebook measured, or where it failed."""
+
+    kernel_start_s: float = 0.0
+    total_s: float = 0.0
+    #: code cell index -> the client's wall time for it
+    cell_wall: dict[int, float] = field(default_factory=dict)
+    peak_kib: int | None = None
+    kernel_pid: int | None = None
+    failure: str | None = None
+    #: the failure is an exception raised by a cell's own code (it would repeat)
+    failure_in_cell: bool = False
+
+
+def nbformat_write(nb: Any, path: Path) -> None:
+    """Keep the executed notebook (outputs and timings as far as it got) in the raw directory."""
+    import nbformat
+
+    nbformat.write(nb, str(path))
