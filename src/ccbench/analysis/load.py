@@ -56,19 +56,7 @@ SUMMARY_COLUMN = "summary_statistic"
 COLUMNS = [*BUNDLE_COLUMNS, *SAMPLE_COLUMNS, *CAUSE_KEYS, SUMMARY_COLUMN]
 #: what the frame needs of a bundle's Parquet file (the flattened params and variant columns are not read)
 READ_COLUMNS = [
-    "workload",
-    "kind",
-    "metric",
-    "unit",
-    "value",
-    "better",
-    "repetition",
-    "warmup",
-    "timestamp",
-    "contended",
-    "execution",
-    "raw",
-    "params",
+    *(name for name in SAMPLE_COLUMNS if name != "case"),  # the case text is derived from metadata
     "variant",
     "metadata",
 ]
