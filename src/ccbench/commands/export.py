@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ccbench.commands.options import labels_option
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("bundles", metavar="BUNDLE...", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -17,7 +19,7 @@ import click
     default=None,
     help="parquet (zstd) or csv; default: from the file name's extension (.csv -> csv, otherwise parquet).",
 )
-@click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Name a bundle's machine (repeatable).")
+@labels_option
 def command(bundles, out: Path, format_name: str | None, labels) -> None:
     """Write every sample of BUNDLE... (bundles, or directories holding bundles) as one table, each row
     joined with its machine's facts (label, TEE technology, CPU model, kernel, storage protection,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ccbench.commands.options import labels_option
+
 STORE_HELP = (
     "The results store: a DuckDB file (default ~/.local/share/ccbench/history.duckdb), or a directory "
     "(a path ending in '/') of Parquet files partitioned by date and machine label."
@@ -28,7 +30,7 @@ def command() -> None:
 @command.command()
 @click.argument("bundles", metavar="BUNDLE...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--store", "store_path", default=None, help=STORE_HELP)
-@click.option("--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Name a bundle's machine (repeatable).")
+@labels_option
 def add(bundles, store_path, labels) -> None:
     """Add each bundle's run medians (one point per configuration, workload, case and metric) to the
     store. A bundle already in it (by its digest) adds nothing."""

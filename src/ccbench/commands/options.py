@@ -1,4 +1,4 @@
-"""Click options shared by the commands that analyse bundles (compare, report): one definition each,
+"""Click options shared by the commands that read bundles (compare, report, export, history): one definition each,
 so that the same option reads the same in every command's --help. Not a command itself (no
 ``command`` here, so the command line does not list it)."""
 
