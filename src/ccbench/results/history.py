@@ -82,13 +82,13 @@ def otava_binary() -> Path | None:
 def bundle_digest(bundle_path: Path) -> str:
     """The digest over every file of the bundle when it has one, else the journal's SHA-256."""
     try:
-        return "bundle:" + json.loads((bundle_path / "attestation.json").read_text())["digest"]
+        return "bundle-" + json.loads((bundle_path / "attestation.json").read_text())["digest"]
     except (OSError, ValueError, KeyError):
         digest = hashlib.sha256()
         with open(bundle_path / "samples.jsonl", "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-        return "journal:" + digest.hexdigest()
+        return "journal-" + digest.hexdigest()
 
 
 def run_points(bundle, frame: pd.DataFrame) -> pd.DataFrame:
@@ -107,9 +107,7 @@ def run_points(bundle, frame: pd.DataFrame) -> pd.DataFrame:
     facts = {
         "run_id": bundle_digest(Path(bundle.path)),
         "bundle": str(bundle.path),
-        "started_at": pd.Timestamp(manifest.get("started_at")).tz_convert("UTC")
-        if pd.Timestamp(manifest.get("started_at")).tzinfo
-        else pd.Timestamp(manifest.get("started_at"), tz="UTC"),
+        "started_at": pd.to_datetime(manifest.get("started_at"), utc=True),
         "kernel_release": (probe.get("kernel") or {}).get("release"),
         "ccbench_version": (manifest.get("tool") or {}).get("version"),
         "cpu_model": cpu.get("model"),
@@ -216,14 +214,12 @@ def add_bundles(paths, store: Store, labels: dict[str, str] | None = None) -> tu
     added = skipped = 0
     for bundle in load_bundles(paths, samples=False):
         run_id = bundle_digest(Path(bundle.path))
-        if _safe(run_id) in known or run_id in known:
+        if run_id in known:
             skipped += 1
             continue
         points = run_points(bundle, frame_from_bundles([bundle], labels or {}))
-        if store.partitioned:
-            points["run_id"] = _safe(run_id)
         store.add(points)
-        known.add(points["run_id"].iloc[0] if len(points) else run_id)
+        known.add(run_id)
         added += 1
     return added, skipped
 
