@@ -62,6 +62,15 @@ def bundle_dir_name(hostname: str | None = None, when: datetime | None = None) -
     return f"{safe_host}-{when.strftime('%Y%m%dT%H%M%SZ')}"
 
 
+def unused_path(parent: Path, name: str) -> Path:
+    """``parent/name``, or ``name-2``, ``name-3``... where that is taken: a bundle never lands on another."""
+    path, suffix = Path(parent) / name, 1
+    while path.exists():
+        suffix += 1
+        path = Path(parent) / f"{name}-{suffix}"
+    return path
+
+
 class BundleWriter:
     """Creates a bundle and journals into it. Every append is flushed and fsynced."""
 
@@ -78,12 +87,7 @@ class BundleWriter:
         out_dir = Path(out_dir)
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            base = out_dir / (name or bundle_dir_name())
-            path = base
-            suffix = 1
-            while path.exists():
-                suffix += 1
-                path = base.with_name(f"{base.name}-{suffix}")
+            path = unused_path(out_dir, name or bundle_dir_name())
             path.mkdir()
             (path / RAW).mkdir()
         except OSError as exc:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ccbench.errors import CCBenchError
 from ccbench.model import Measurement, Sample
+from ccbench.schedule import ExecutionKey
 
 FORMATS = ("fio", "pyperf", "hyperfine", "seed000")
 #: what an imported bundle cannot know, whatever the source
@@ -454,7 +455,7 @@ def write_bundle(imported: Imported, out: Path) -> Path:
     """Write one bundle (in a staging directory renamed into place at the end, so a failure leaves
     nothing partial) and its digest list; returns its path."""
     from ccbench import attestation
-    from ccbench.bundle import BundleWriter, bundle_dir_name
+    from ccbench.bundle import BundleWriter, bundle_dir_name, unused_path
     from ccbench.results.columnar import write_bundle_parquet
 
     _number_executions(imported.executions)
@@ -481,11 +482,7 @@ def write_bundle(imported: Imported, out: Path) -> Path:
         writer.close()
         write_bundle_parquet(writer.path)  # as a run ends: the samples as Parquet, under the digest list
         attestation.finish_bundle(writer.path, provider=None)  # nothing here was measured in a TEE
-        target = Path(out) / writer.path.name
-        suffix = 1
-        while target.exists():
-            suffix += 1
-            target = Path(out) / f"{writer.path.name}-{suffix}"
+        target = unused_path(Path(out), writer.path.name)
         writer.path.rename(target)
     except BaseException:
         writer.close()
@@ -500,7 +497,7 @@ def write_bundle(imported: Imported, out: Path) -> Path:
 
 
 def _write_execution(writer, execution: Execution) -> None:
-    key = f"{execution.workload}|-|rep|{execution.repetition}"
+    key = str(ExecutionKey(execution.workload, "-", False, execution.repetition))
     raw = f"raw/{execution.workload}/rep-{execution.repetition}"
     (writer.path / raw).mkdir(parents=True, exist_ok=True)
     shutil.copy2(execution.source, writer.path / raw / execution.source.name)
