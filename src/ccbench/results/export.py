@@ -13,27 +13,12 @@ from ccbench.bundle import Bundle
 from ccbench.errors import CCBenchError
 
 FORMATS = ("parquet", "csv")
-#: the machine facts joined to every sample: column -> how it is read from a bundle
-MACHINE_COLUMNS = (
-    "label",
-    "tee_technology",
-    "cpu_model",
-    "cpu_threads",
-    "memory_bytes",
-    "kernel_release",
-    "virtualization",
-    "storage_protection",
-    "hostname",
-    "ccbench_version",
-    "bundle_started_at",
-    "imported",
-)
 
 
-def machine_facts(bundle: Bundle, label: str) -> dict[str, Any]:
+def machine_facts(bundle: Bundle) -> dict[str, Any]:
+    """The machine facts joined to each of the bundle's samples (docs/bundle-format.md, Export)."""
     probe = bundle.probe
     return {
-        "label": label,
         "tee_technology": (probe.get("tee") or {}).get("technology") or "unknown",
         "cpu_model": (probe.get("cpu") or {}).get("model"),
         "cpu_threads": (probe.get("cpu") or {}).get("threads"),
@@ -54,8 +39,8 @@ def export_table(paths, labels: dict[str, str] | None = None) -> pd.DataFrame:
 
     bundles = load_bundles(paths, samples=False)
     frame = frame_from_bundles(bundles, labels or {})
-    facts = pd.DataFrame([{"bundle": str(b.path), **machine_facts(b, "")} for b in bundles])
-    frame = frame.merge(facts.drop(columns=["label"]), on="bundle", how="left", validate="many_to_one")
+    facts = pd.DataFrame([{"bundle": str(b.path), **machine_facts(b)} for b in bundles])
+    frame = frame.merge(facts, on="bundle", how="left", validate="many_to_one")
     frame.insert(0, "label", frame.pop("machine"))
     frame = frame.drop(columns=["tee"])  # the same as tee_technology, which says what it is
     frame["cpu_threads"] = frame["cpu_threads"].astype("Int64")

@@ -51,6 +51,8 @@ class Execution:
     #: how many executions of this workload came before it (set when bundles are assembled)
     repetition: int = 0
     elapsed_s: float | None = None
+    #: facts of the machine the source states (pyperf's metadata: CPU model, hostname, ...)
+    machine: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -160,6 +162,14 @@ def read_pyperf(path: Path) -> list[Execution]:
     if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
         raise ImportProblem(f"{path}: no 'benchmarks' in it: not a pyperf/pyperformance JSON result (-o FILE)")
     suite_meta = document.get("metadata") or {}
+    machine = {
+        "cpu_model": suite_meta.get("cpu_model_name"),
+        "hostname": suite_meta.get("hostname"),
+        "platform": suite_meta.get("platform"),
+        "python": suite_meta.get("python_version"),
+        "cpu_count": suite_meta.get("cpu_count"),
+    }
+    machine = {k: v for k, v in machine.items() if v is not None}
     executions = []
     for benchmark in document["benchmarks"]:
         meta = {**suite_meta, **(benchmark.get("metadata") or {})}
@@ -187,22 +197,12 @@ def read_pyperf(path: Path) -> list[Execution]:
                         )
                         for value in values
                     ],
+                    machine=machine,
                 )
             )
     if not executions:
         raise ImportProblem(f"{path}: no benchmark in it has a measured value (only calibration runs?)")
     return executions
-
-
-def pyperf_facts(path: Path) -> dict[str, Any]:
-    meta = (_read_json(path, "pyperf") or {}).get("metadata") or {}
-    return {
-        "cpu_model": meta.get("cpu_model_name"),
-        "hostname": meta.get("hostname"),
-        "platform": meta.get("platform"),
-        "python": meta.get("python_version"),
-        "cpu_count": meta.get("cpu_count"),
-    }
 
 
 # ----------------------------------------------------------------------------------------- hyperfine
@@ -416,8 +416,8 @@ def collect(format_name: str, paths: Iterable[Path], label: str | None) -> list[
     imported = Imported(label=label or files[0].stem, format=format_name)
     for path in files:
         imported.executions += reader(path)
-        if format_name == "pyperf":
-            imported.facts.update({k: v for k, v in pyperf_facts(path).items() if v is not None})
+    for execution in imported.executions:
+        imported.facts.update(execution.machine)
     return [imported]
 
 
@@ -545,8 +545,3 @@ def import_results(format_name: str, paths: Iterable[Path], out: Path, label: st
     one bundle per label."""
     bundles = collect(format_name, paths, label)
     return [write_bundle(imported, Path(out)) for imported in bundles]
-
-
-def summary_statistics_only(samples: list[dict[str, Any]]) -> bool:
-    """Whether these samples are summary statistics (a mean with an unknown number of values)."""
-    return bool(samples) and all((s.get("metadata") or {}).get("statistic") == "mean" for s in samples)
