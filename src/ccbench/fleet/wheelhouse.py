@@ -38,7 +38,19 @@ import ccbench
 from ccbench.errors import EnvironmentProblem
 
 #: what `ccbench run` imports on a host (checked by the fleet tests, which run plans with only these)
-RUNNER_REQUIREMENTS = ("click", "rich", "pydantic", "psutil", "orjson", "packaging", "numpy", "scipy")
+# pyarrow: every run ends by writing samples.parquet; cryptography: the per-run CA of TLS variants
+RUNNER_REQUIREMENTS = (
+    "click",
+    "rich",
+    "pydantic",
+    "psutil",
+    "orjson",
+    "packaging",
+    "numpy",
+    "scipy",
+    "pyarrow",
+    "cryptography",
+)
 
 
 @dataclass
