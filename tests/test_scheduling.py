@@ -38,12 +38,28 @@ class ScriptedExecutor:
 class Messages(Reporter):
     def __init__(self):
         self.lines: list[str] = []
+        self.total = 0
+        #: how far the progress got: executions finished or passed over, as the runner said
+        self.position = 0
+
+    def start(self, total: int) -> None:
+        self.total = total
+
+    def extend(self, more: int) -> None:
+        self.total += more
+
+    def execution_started(self, execution, index: int) -> None:
+        self.position = max(self.position, index - 1)
+
+    def reached(self, position: int) -> None:
+        self.position = max(self.position, position)
 
     def message(self, text: str) -> None:
         self.lines.append(text)
 
     def execution_finished(self, execution, status: str, detail: str = "") -> None:
         self.lines.append(f"{execution.key}: {status} {detail}")
+        self.position += 1
 
 
 @pytest.fixture
@@ -143,6 +159,19 @@ def test_a_failure_that_would_repeat_skips_only_its_own_variant_combination(run_
     assert said == [
         "c [storage=disk]: this failure would repeat; the remaining executions of this variant combination are skipped"
     ]
+
+
+def test_the_progress_reaches_its_total_when_the_last_executions_are_skipped(run_plan):
+    def answer(job):
+        if job.variant["storage"] == "tmpfs":  # the last variant in each round: the plan ends with skips
+            return Attempt(ExecutionStatus.FAILED, "cell 3 raised KeyError", repeats=True)
+        return measured()
+
+    executor = ScriptedExecutor(answer)
+    result, messages = run_plan(executor, warmup=1, repetitions=3)
+    assert result.outcomes["c"].executions_skipped == 3
+    assert executor.order()[-1] == (False, 2, "disk")
+    assert messages.position == messages.total == 8
 
 
 def test_precision_rounds_stop_when_every_combination_fails_for_good(run_plan):

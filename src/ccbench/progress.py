@@ -50,6 +50,10 @@ class RichReporter(Reporter):
         if self.progress is not None:
             self.progress.update(self.task, total=self.total)
 
+    def reached(self, position: int) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=position)
+
     def cooldown(self, seconds: float) -> None:
         if self.progress is not None:
             self.progress.update(self.task, description=f"cooling down {seconds:g} s")

@@ -22,7 +22,6 @@ so nothing measured is lost to a crash, a kill or Ctrl-C.
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import sys
@@ -84,6 +83,9 @@ class Reporter:
     def execution_started(self, execution: Execution, index: int) -> None: ...
     def execution_finished(self, execution: Execution, status: str, detail: str = "") -> None: ...
     def extend(self, more: int) -> None: ...
+    def reached(self, position: int) -> None:
+        """Executions up to ``position`` are behind: run, or passed over (skipped, already done)."""
+
     def message(self, text: str) -> None: ...
     def cooldown(self, seconds: float) -> None: ...
     def stop(self) -> None: ...
@@ -139,7 +141,8 @@ class Runner:
         self._done: set[str] = set()
         #: samples a resumed bundle already holds (the precision rule counts them)
         self._earlier: list[Sample] = []
-        self._positions = itertools.count(1)
+        #: the last progress position handed out (1-based positions over the whole plan)
+        self._position = 0
 
     # --- signals -------------------------------------------------------------------------------
     def _install_signals(self):
@@ -318,10 +321,15 @@ class Runner:
                 f"{len(document['files'])} files ('ccbench verify {bundle}')"
             )
 
+    def _next_position(self) -> int:
+        self._position += 1
+        return self._position
+
     def _pass_over(self, count: int) -> None:
-        """Advance the progress position past executions that will not run."""
-        for _ in range(count):
-            next(self._positions)
+        """Advance the progress position past executions that will not run, and tell the reporter
+        (a progress bar would otherwise stop short of its total)."""
+        self._position += max(count, 0)
+        self.reporter.reached(self._position)
 
     # --- one workload, phase by phase ------------------------------------------------------------
     def _run_workload(self, spec: WorkloadSpec, outcome: Outcome) -> None:
@@ -330,6 +338,9 @@ class Runner:
         job = WorkloadRun(spec, outcome, schedule(spec))
         if not self._admit(job):
             return
+        # the planned positions of this workload end here; what did not run (a failed prepare,
+        # skipped or already recorded executions) is passed over when the workload is done
+        planned_end = self._position + len(job.executions)
         outcome.status = OutcomeStatus.RUNNING
         try:
             if self._set_up_variants(job) and self._prepare(job):
@@ -340,6 +351,7 @@ class Runner:
                 outcome.settle()
         finally:
             self._clean_up(job)
+        self._pass_over(planned_end - self._position)
 
     def _admit(self, job: WorkloadRun) -> bool:
         """Phase 1: whether the workload can run here; a skip is recorded with its reason."""
@@ -417,7 +429,7 @@ class Runner:
         run already recorded."""
         first = True
         for execution in job.executions:
-            index = next(self._positions)
+            index = self._next_position()
             if execution.key in self._done:
                 continue
             if job.stopped(execution):
@@ -458,7 +470,7 @@ class Runner:
             self.reporter.extend(len(combos))
             for combo in combos:
                 execution = Execution(spec, combo, repetition, False)
-                index = next(self._positions)
+                index = self._next_position()
                 if execution.key in self._done:
                     continue
                 if job.stopped(execution):
