@@ -109,6 +109,8 @@ def test_wrk_status_errors_when_the_application_tier_is_down():
     non_2xx = int(re.search(r"Non-2xx or 3xx responses: (\d+)", text).group(1))
     assert summary["ok"] == 0 and summary["status_errors"] == non_2xx > 0
     assert summary["error_kinds"] == {"status": non_2xx}
+    # failed responses are not throughput (wrk's own Requests/sec counts them)
+    assert summary["throughput"] == 0.0 < float(re.search(r"Requests/sec:\s+([0-9.]+)", text).group(1))
 
 
 def test_wrk_output_without_the_scripts_summary_fails_with_its_end():
