@@ -46,6 +46,22 @@ def command(root, dmesg, bench_dir, as_json) -> None:
         click.echo(json.dumps(document, indent=2, default=str))
         return
     print_environment(document)
+    print_provenance(document.get("provenance"), document.get("machine_id"))
+
+
+def print_provenance(provenance: dict[str, Any] | None, machine_id: str | None = None) -> None:
+    """The CC provenance block (also used by ``ccbench show``, with the bundle's evidence read in);
+    None: the probe that made the document did not record one (before probe version 2)."""
+    from ccbench.attestation.provenance import describe, empty_provenance
+    from ccbench.console import stdout
+
+    if provenance is None:
+        stdout.print("[bold]provenance[/bold]      not recorded by this bundle's probe (made before ccbench had it)")
+        provenance = empty_provenance()
+    else:
+        stdout.print(f"[bold]provenance[/bold]      machine id {machine_id or 'unknown'}")
+    for name, text in describe(provenance):
+        stdout.print(f"  {name:<17} {text}", markup=False)
 
 
 def print_environment(document: dict[str, Any]) -> None:
