@@ -49,17 +49,16 @@ def command(root, dmesg, bench_dir, as_json) -> None:
     print_provenance(document.get("provenance"), document.get("machine_id"))
 
 
-def print_provenance(provenance: dict[str, Any] | None, machine_id: str | None = None) -> None:
+def print_provenance(provenance: dict[str, Any], machine_id: str | None = None, recorded: bool = True) -> None:
     """The CC provenance block (also used by ``ccbench show``, with the bundle's evidence read in);
-    None: the probe that made the document did not record one (before probe version 2)."""
-    from ccbench.attestation.provenance import describe, empty_provenance
+    ``recorded`` False: the probe that made the document had no provenance yet (before probe version 2)."""
+    from ccbench.attestation.provenance import describe
     from ccbench.console import stdout
 
-    if provenance is None:
-        stdout.print("[bold]provenance[/bold]      not recorded by this bundle's probe (made before ccbench had it)")
-        provenance = empty_provenance()
-    else:
+    if recorded:
         stdout.print(f"[bold]provenance[/bold]      machine id {machine_id or 'unknown'}")
+    else:
+        stdout.print("[bold]provenance[/bold]      not recorded by this bundle's probe (made before ccbench had it)")
     for name, text in describe(provenance):
         stdout.print(f"  {name:<17} {text}", markup=False)
 

@@ -62,8 +62,7 @@ def command(bundle, as_json) -> None:
             stdout.print(f"unknown         {line}", markup=False)
     else:
         print_environment(data.probe)
-    recorded = isinstance(data.probe.get("provenance"), dict)
-    print_provenance(provenance if recorded or provenance["tee_evidence"] else None, data.probe.get("machine_id"))
+    print_provenance(provenance, data.probe.get("machine_id"), recorded=isinstance(data.probe.get("provenance"), dict))
     warmups = sum(1 for s in samples if s.warmup)
     stdout.print(summary_table(rows, f"{len(samples)} samples ({warmups} warmup)"))
     for name, outcome in manifest.get("outcomes", {}).items():

@@ -91,7 +91,7 @@ fn read(path: &str, what: &str) -> Result<Vec<u8>, String> {
 
 /// What a run of ccverify found: claims of verified evidence, or the details of parsed evidence.
 enum Outcome {
-    Verified(ccverify::Claims),
+    Verified(Box<ccverify::Claims>),
     Parsed(String, serde_json::Value),
 }
 
@@ -110,7 +110,7 @@ fn run() -> Result<Result<Outcome, Rejection>, String> {
         };
         return Ok(details.map(|details| Outcome::Parsed(technology, details)));
     }
-    verify(args, technology, evidence).map(|verdict| verdict.map(Outcome::Verified))
+    verify(args, technology, evidence).map(|verdict| verdict.map(|claims| Outcome::Verified(Box::new(claims))))
 }
 
 fn verify(args: Args, technology: String, evidence: Vec<u8>) -> Result<Result<ccverify::Claims, Rejection>, String> {
