@@ -717,6 +717,8 @@ def test_the_report_machines_table_has_a_row_per_provenance_key(tmp_path):
     bundle = shutil.copytree(Path(__file__).parent / "data" / "bundle-v1", tmp_path / "b")
     rows = _provenance_rows(read_bundle(bundle))
     assert rows["machine id"] == "unknown" and rows["provenance: TDX idle"] == "unknown"
+    # a probe before version 2 still said the CPU and its microcode: the block takes them from there
+    assert rows["provenance: CPU / microcode"] == "Intel(R) Xeon(R) Processor / 0x1"
     assert rows["provenance: TEE evidence"].startswith("none")
     with_evidence(bundle, "tdx", case / "evidence.bin")
     rows = _provenance_rows(read_bundle(bundle))

@@ -91,10 +91,26 @@ def bundle_provenance(bundle: str | Path, environment: dict[str, Any] | None) ->
     recorded = (environment or {}).get("provenance")
     if isinstance(recorded, dict):
         provenance.update({key: value for key, value in recorded.items()})
+    else:
+        provenance.update(_from_older_probe(environment or {}))
     evidence = _bundle_evidence(Path(bundle))
     if evidence is not None:
         provenance["tee_evidence"] = parse_evidence(*evidence)
     return provenance
+
+
+def _from_older_probe(environment: dict[str, Any]) -> dict[str, Any]:
+    """A bundle whose probe predates the provenance block (or an imported one) still says its CPU,
+    microcode, logical CPUs and memory in the same probe document: the same facts, not guesses."""
+    cpu, memory = environment.get("cpu") or {}, environment.get("memory") or {}
+    model = cpu.get("model")
+    return {
+        "cpu_model": None if model in (None, "unknown") else model,
+        "microcode": cpu.get("microcode"),
+        "vcpus": cpu.get("threads") or None,
+        "memory_bytes": memory.get("total_bytes"),
+        "hugepages_total": memory.get("hugepages_total"),
+    }
 
 
 def _bundle_evidence(bundle: Path) -> tuple[str, Path] | None:
