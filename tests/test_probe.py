@@ -603,6 +603,10 @@ def test_swiotlb_from_the_command_line_when_the_log_does_not_say(tmp_path):
     provenance = probe(root=provenance_root(tmp_path), dmesg=dmesg(tmp_path, log))["provenance"]
     # 262144 slabs of 2 KiB (IO_TLB_SHIFT 11)
     assert provenance["swiotlb"] == {"bytes": 512 << 20, "source": "cmdline", "cmdline": "262144,force"}
+    # debugfs's slab count (the boot lines gone from a long-running machine's ring buffer) before the request
+    root = provenance_root(tmp_path / "d", **{"/sys/kernel/debug/swiotlb/io_tlb_nslabs": "32768\n"})
+    provenance = probe(root=root, dmesg=dmesg(tmp_path, log))["provenance"]
+    assert provenance["swiotlb"] == {"bytes": 64 << 20, "source": "debugfs", "cmdline": "262144,force"}
     # a swiotlb= that sets only the mode gives no size; one after "--" is init's, not the kernel's
     root = provenance_root(tmp_path / "b", **{"/proc/cmdline": "ro swiotlb=noforce -- swiotlb=4096\n"})
     provenance = probe(root=root, dmesg=dmesg(tmp_path, "nothing\n"))["provenance"]

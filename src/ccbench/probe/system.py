@@ -197,13 +197,18 @@ def _kernel_cmdline(sources: Sources, lines: list[str]) -> str | None:
     return _first(_KERNEL_LOG_CMDLINE, lines)
 
 
-def _swiotlb(cmdline: str | None, lines: list[str]) -> dict[str, Any]:
-    """The bounce-buffer pool: the size the kernel log says it mapped, else the size swiotlb= asks for."""
+def _swiotlb(sources: Sources, cmdline: str | None, lines: list[str]) -> dict[str, Any]:
+    """The bounce-buffer pool: the size the kernel log says it mapped, else the slabs debugfs counts (the
+    boot lines may have left a long-running machine's ring buffer), else the size swiotlb= asks for."""
     kernel_args = (cmdline or "").split(" -- ")[0].split()  # after "--" the arguments are init's
     given = next((arg.split("=", 1)[1] for arg in kernel_args if arg.startswith("swiotlb=")), None)
     mapped = _first(_SWIOTLB_MAPPED, lines)
     if mapped is not None:
         return {"bytes": int(mapped) << 20, "source": "kernel-log", "cmdline": given}
+    # kernel/dma/swiotlb.c creates it where debugfs is mounted (root): the default pool's slab count
+    nslabs = (sources.read_text("/sys/kernel/debug/swiotlb/io_tlb_nslabs") or "").strip()
+    if nslabs.isdigit():
+        return {"bytes": int(nslabs) * SWIOTLB_SLAB_BYTES, "source": "debugfs", "cmdline": given}
     slabs = (given or "").split(",")[0]
     if slabs.isdigit():
         return {"bytes": int(slabs) * SWIOTLB_SLAB_BYTES, "source": "cmdline", "cmdline": given}
@@ -256,7 +261,7 @@ def probe_provenance(sources: Sources, document: dict[str, Any], tdx_idle: str |
     cpu, memory = document.get("cpu", {}), document.get("memory", {})
     return {
         "kernel_cmdline": cmdline,
-        "swiotlb": _swiotlb(cmdline, lines),
+        "swiotlb": _swiotlb(sources, cmdline, lines),
         "page_size": os.sysconf("SC_PAGE_SIZE") if sources.live else None,
         "thp": {
             "enabled": _bracketed(sources, "/sys/kernel/mm/transparent_hugepage/enabled"),
