@@ -58,7 +58,9 @@ def print_provenance(provenance: dict[str, Any], machine_id: str | None = None, 
     if recorded:
         stdout.print(f"[bold]provenance[/bold]      machine id {machine_id or 'unknown'}")
     else:
-        stdout.print("[bold]provenance[/bold]      not recorded by this bundle's probe (made before ccbench had it)")
+        stdout.print(
+            "[bold]provenance[/bold]      not recorded by this bundle's probe (imported, or made before ccbench had it)"
+        )
     for name, text in describe(provenance):
         stdout.print(f"  {name:<17} {text}", markup=False)
 
