@@ -600,3 +600,129 @@ def test_a_bundle_carrying_an_azure_hcl_report_is_malformed_evidence_named(tmp_p
     assert done.returncode == EXIT_EVIDENCE, done.stdout + done.stderr
     assert "attestation: failed" in done.stdout and "malformed" in done.stdout, done.stdout
     assert "Azure HCL report" in done.stdout and "missing-collateral" not in done.stdout
+
+
+# ---- CC provenance: tee_evidence is the verifier's reading of the bundle's evidence -------------------
+
+
+def with_evidence(bundle: Path, technology: str, evidence: Path) -> Path:
+    """The bundle's attestation.json says `attested` with this (real) evidence file."""
+    document = finish_bundle(bundle, provider=None)
+    (bundle / "attestation").mkdir(exist_ok=True)
+    shutil.copy(evidence, bundle / "attestation" / "evidence.bin")
+    document.update(
+        status="attested",
+        evidence={"technology": technology, "provider": "tsm", "mock": False, "file": "attestation/evidence.bin"},
+    )
+    (bundle / "attestation.json").write_text(json.dumps(document))
+    return bundle
+
+
+def _real_world_case(name: str) -> Path:
+    case = REAL_WORLD_EVIDENCE / name
+    if not case.is_dir():
+        pytest.skip(f"{case} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)")
+    return case
+
+
+@needs_verifier
+def test_a_bundles_snp_report_gives_its_guest_policy_vmpl_and_tcbs(tmp_path, ccbench):
+    """go-sev-guest's real Milan report with DEBUG in its guest policy (0xb0000: bits 16, 17, 19)."""
+    from ccbench.attestation.provenance import bundle_provenance
+
+    case = _real_world_case("snp-milan-debug-go-sev-guest")
+    bundle = with_evidence(make_bundle(tmp_path), "sev-snp", case / "evidence.bin")
+    evidence = bundle_provenance(bundle, {})["tee_evidence"]
+    assert evidence["technology"] == "sev-snp" and evidence["source"] == "ccverify"
+    assert evidence["verified"] is False  # read from the report; its signature is not this reading's business
+    assert evidence["policy"]["raw"] == "0xb0000"
+    assert (evidence["policy"]["debug"], evidence["policy"]["smt"], evidence["policy"]["migrate_ma"]) == (
+        True,
+        True,
+        False,
+    )
+    assert evidence["vmpl"] == 0
+    # expected.json of the case: reported TCB bootloader 2, TEE 0, SNP 5, microcode 68
+    assert {k: evidence["reported_tcb"][k] for k in ("bootloader", "tee", "snp", "microcode")} == {
+        "bootloader": 2,
+        "tee": 0,
+        "snp": 5,
+        "microcode": 68,
+    }
+    assert evidence["platform_info"] == {"raw": "0x1", "smt_enabled": True, "tsme_enabled": False}
+    # `ccbench show` on a real bundle (format 1, made before the probe recorded provenance) carrying it
+    shown = shutil.copytree(Path(__file__).parent / "data" / "bundle-v1", tmp_path / "shown")
+    with_evidence(shown, "sev-snp", case / "evidence.bin")
+    done = ccbench("show", shown, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["provenance"]["tee_evidence"] == evidence
+    done = ccbench("show", shown)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "not recorded by this bundle's probe" in text
+    assert "SEV-SNP policy 0xb0000 (debug on, smt on, migrate_ma off), VMPL 0" in text
+    assert "reported TCB bl 2 tee 0 snp 5 ucode 68" in text and "signature not checked" in text
+
+
+@needs_verifier
+def test_a_bundles_tdx_quote_gives_the_module_and_the_td_attributes(tmp_path):
+    from ccbench.attestation.provenance import bundle_provenance
+
+    case = _real_world_case("tdx-v4-spr-outofdate-automata")
+    bundle = with_evidence(make_bundle(tmp_path), "tdx", case / "evidence.bin")
+    recorded = {"provenance": {"tdx_idle": "process: using TDX aware idle routine", "vcpus": 8}}
+    provenance = bundle_provenance(bundle, recorded)
+    assert provenance["tdx_idle"] == "process: using TDX aware idle routine" and provenance["vcpus"] == 8
+    evidence = provenance["tee_evidence"]
+    assert evidence["technology"] == "tdx" and evidence["verified"] is False
+    assert evidence["tee_tcb_svn"] == "04010700000000000000000000000000"
+    assert evidence["mrseam"].startswith("ffc97a88587660fb")
+    assert evidence["td_attributes"] == {"raw": "0000001000000000", "debug": False, "sept_ve_disable": True}
+
+
+def test_no_evidence_mock_evidence_or_an_old_bundle_leave_tee_evidence_null(tmp_path):
+    from ccbench.attestation.provenance import PROVENANCE_KEYS, bundle_provenance
+
+    bundle = make_bundle(tmp_path)
+    provenance = bundle_provenance(bundle, {})  # an older bundle: no attestation.json, no provenance
+    assert set(provenance) == set(PROVENANCE_KEYS) and provenance["tee_evidence"] is None
+    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": None}
+    finish_bundle(bundle, provider=MockProvider())
+    assert bundle_provenance(bundle, {})["tee_evidence"] is None
+
+
+@needs_verifier
+def test_verified_claims_give_tee_evidence_marked_verified(tmp_path, monkeypatch):
+    """A bundle signed by a generated chain (the real Milan report's fields, re-signed over the digest):
+    the verdict carries the claims' reading with verified true."""
+    pytest.importorskip("cryptography")
+    chain = make_test_chain(tmp_path / "chain")
+    bundle, collateral, env = attested_by_test_chain(tmp_path, chain)
+    monkeypatch.setenv("CCBENCH_TEST_SNP_ROOTS", env["CCBENCH_TEST_SNP_ROOTS"])
+    verdict = verify_bundle(bundle, collateral=collateral)
+    assert verdict.attestation == "verified", verdict.reason
+    evidence = verdict.tee_evidence
+    assert evidence["verified"] is True and evidence["technology"] == "sev-snp"
+    report = (bundle / "attestation" / "evidence.bin").read_bytes()
+    assert evidence["policy"]["raw"] == hex(int.from_bytes(report[0x08:0x10], "little"))  # POLICY at 0x08
+    assert evidence["vmpl"] == int.from_bytes(report[0x30:0x34], "little")  # VMPL at 0x30
+
+
+@needs_verifier
+def test_the_report_machines_table_has_a_row_per_provenance_key(tmp_path):
+    from ccbench.bundle import read_bundle
+    from ccbench.report.sections.machines import _provenance_rows
+
+    case = _real_world_case("tdx-v4-spr-outofdate-automata")
+    bundle = shutil.copytree(Path(__file__).parent / "data" / "bundle-v1", tmp_path / "b")
+    rows = _provenance_rows(read_bundle(bundle))
+    assert rows["machine id"] == "unknown" and rows["provenance: TDX idle"] == "unknown"
+    # a probe before version 2 still said the CPU and its microcode: the block takes them from there
+    assert rows["provenance: CPU / microcode"] == "Intel(R) Xeon(R) Processor / 0x1"
+    assert rows["provenance: TEE evidence"].startswith("none")
+    with_evidence(bundle, "tdx", case / "evidence.bin")
+    rows = _provenance_rows(read_bundle(bundle))
+    assert rows["provenance: TEE evidence"].startswith(
+        "TDX TEE_TCB_SVN 04010700000000000000000000000000, MRSEAM ffc97a"
+    )
+    assert "TD attributes 0000001000000000 (debug off, SEPT_VE_DISABLE on)" in rows["provenance: TEE evidence"]

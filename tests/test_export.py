@@ -79,3 +79,37 @@ def test_bad_output_or_bundle_is_one_line(bundles, tmp_path, args, expected):
     assert done.returncode == 2 and expected in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not list(tmp_path.rglob("*.partial"))
+
+
+def test_provenance_columns_of_a_measured_bundle_and_of_one_with_real_snp_evidence(bundles, tmp_path):
+    """The measured bundle carries this machine's provenance; a copy given a real SEV-SNP report (go-sev-guest's
+    Milan report with DEBUG in its guest policy) gets the verifier's reading of it in the snp_ columns."""
+    import json
+    import os
+    import shutil
+
+    from test_attestation import REAL_WORLD_EVIDENCE, needs_verifier, with_evidence  # noqa: F401
+
+    measured = bundles[0]
+    out = tmp_path / "plain.parquet"
+    assert run_ccbench("export", measured, "-o", out).returncode == 0
+    rows = pq.read_table(out).to_pylist()
+    assert all(row["page_size"] == os.sysconf("SC_PAGE_SIZE") and row["machine_id"] for row in rows)
+    assert all(row["tee_evidence_verified"] is None and row["snp_policy"] is None for row in rows)
+    assert all(row["vcpus"] == row["cpu_threads"] for row in rows)
+    case = REAL_WORLD_EVIDENCE / "snp-milan-debug-go-sev-guest"
+    if not case.is_dir():
+        pytest.skip(f"{case} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)")
+    from ccbench.attestation.verify import verifier_path
+
+    if not verifier_path().exists():
+        pytest.skip("ccverify is not built: run 'bash scripts/setup.sh --with transport'")
+    copy = with_evidence(shutil.copytree(measured, tmp_path / "with-evidence"), "sev-snp", case / "evidence.bin")
+    out = tmp_path / "snp.parquet"
+    assert run_ccbench("export", copy, "-o", out).returncode == 0
+    table = pq.read_table(out)
+    assert table.schema.field("snp_vmpl").type == pa.int64() and table.schema.field("tee_debug").type == pa.bool_()
+    row = table.to_pylist()[0]
+    assert (row["snp_policy"], row["tee_debug"], row["snp_smt_allowed"], row["snp_vmpl"]) == ("0xb0000", True, True, 0)
+    assert json.loads(row["snp_reported_tcb"])["microcode"] == 68
+    assert row["tee_evidence_verified"] is False and row["tdx_mrseam"] is None

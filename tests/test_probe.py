@@ -542,3 +542,128 @@ def test_systemds_confidential_virtualization_line_outranks_the_generic_amd_sev_
     assert any(e["signal"].startswith("systemd[1]: Detected confidential") for e in tee["evidence"])
     log.write_text("[    1.34] systemd[1]: Detected confidential virtualization tdx.\n")
     assert probe(root=root, dmesg=log)["tee"]["technology"] == "tdx"
+
+
+# ---- CC provenance: what decides a confidential machine's performance -------------------------------
+
+import hashlib  # noqa: E402
+
+#: kernel-log lines WRITTEN BY HAND in the kernel's exact formats (kernel/dma/swiotlb.c swiotlb_print_info,
+#: arch/x86/kernel/cpu/hypervisor.c, arch/x86/kernel/process.c select_idle_routine, the x86 boot's
+#: "Command line:"), around an ordinary boot line
+PROVENANCE_LOG = (
+    "[    0.000000] Linux version 6.8.0-1015-gcp (buildd@lcy02-amd64-001)\n"
+    "[    0.000000] Command line: BOOT_IMAGE=/boot/vmlinuz-6.8.0 root=PARTUUID=1a2b-01 ro swiotlb=262144,force\n"
+    "[    0.000000] Hypervisor detected: KVM\n"
+    "[    0.251207] process: using TDX aware idle routine\n"
+    "[    1.104442] software IO TLB: mapped [mem 0x00000000dbe00000-0x00000000e3e00000] (128MB)\n"
+)
+
+
+def provenance_root(tmp_path, **overrides):
+    files = {
+        "/proc/cpuinfo": "".join(
+            f"processor\t: {i}\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8573C\n"
+            f"microcode\t: 0x21000230\nphysical id\t: 0\ncore id\t\t: {i // 2}\nflags\t\t: {GUEST_FLAGS} tdx_guest\n\n"
+            for i in range(4)
+        ),
+        "/proc/meminfo": "MemTotal:       16384000 kB\nHugePages_Total:      8\nHugepagesize:       2048 kB\n",
+        "/proc/cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.0 root=PARTUUID=1a2b-01 ro swiotlb=262144,force\n",
+        "/sys/kernel/mm/transparent_hugepage/enabled": "always [madvise] never\n",
+        "/sys/kernel/mm/transparent_hugepage/defrag": "always defer defer+madvise [madvise] never\n",
+        "/sys/devices/system/cpu/smt/active": "1\n",
+        "/etc/machine-id": "4c4c4544003710388032b4c04f4e4d32\n",
+    }
+    files.update(overrides)
+    return make_root(tmp_path, GUEST_FLAGS, files={k: v for k, v in files.items() if v is not None})
+
+
+def test_provenance_reads_each_field_from_recorded_sources(tmp_path):
+    document = probe(root=provenance_root(tmp_path), dmesg=dmesg(tmp_path, PROVENANCE_LOG))
+    provenance = document["provenance"]
+    assert provenance["kernel_cmdline"].endswith("ro swiotlb=262144,force")
+    # the kernel log's mapped size wins over the command line's request: it is what the kernel made
+    assert provenance["swiotlb"] == {"bytes": 128 << 20, "source": "kernel-log", "cmdline": "262144,force"}
+    assert provenance["page_size"] is None  # sysconf describes this machine, not a recorded one
+    assert provenance["thp"] == {"enabled": "madvise", "defrag": "madvise"}
+    assert provenance["hugepages_total"] == 8
+    assert (provenance["vcpus"], provenance["smt"]) == (4, True)
+    assert provenance["memory_bytes"] == 16384000 * 1024
+    assert provenance["cpu_model"] == "Intel(R) Xeon(R) Platinum 8573C"
+    assert provenance["microcode"] == "0x21000230"
+    assert provenance["hypervisor"] == "kvm"
+    assert provenance["tdx_idle"] == "process: using TDX aware idle routine"
+    assert provenance["tee_evidence"] is None  # only the verifier's reading of evidence fills it
+    assert document["machine_id"] == hashlib.sha256(b"4c4c4544003710388032b4c04f4e4d32").hexdigest()[:16]
+    assert document["probe_version"] == 2
+
+
+def test_swiotlb_from_the_command_line_when_the_log_does_not_say(tmp_path):
+    log = "".join(line + "\n" for line in PROVENANCE_LOG.splitlines() if "software IO TLB" not in line)
+    provenance = probe(root=provenance_root(tmp_path), dmesg=dmesg(tmp_path, log))["provenance"]
+    # 262144 slabs of 2 KiB (IO_TLB_SHIFT 11)
+    assert provenance["swiotlb"] == {"bytes": 512 << 20, "source": "cmdline", "cmdline": "262144,force"}
+    # debugfs's slab count (the boot lines gone from a long-running machine's ring buffer) before the request
+    root = provenance_root(tmp_path / "d", **{"/sys/kernel/debug/swiotlb/io_tlb_nslabs": "32768\n"})
+    provenance = probe(root=root, dmesg=dmesg(tmp_path, log))["provenance"]
+    assert provenance["swiotlb"] == {"bytes": 64 << 20, "source": "debugfs", "cmdline": "262144,force"}
+    # a swiotlb= that sets only the mode gives no size; one after "--" is init's, not the kernel's
+    root = provenance_root(tmp_path / "b", **{"/proc/cmdline": "ro swiotlb=noforce -- swiotlb=4096\n"})
+    provenance = probe(root=root, dmesg=dmesg(tmp_path, "nothing\n"))["provenance"]
+    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": "noforce"}
+
+
+def test_provenance_is_null_where_its_sources_are_absent(tmp_path):
+    root = tmp_path / "empty"
+    root.mkdir()
+    document = probe(root=root)
+    provenance = document["provenance"]
+    assert document["machine_id"] is None
+    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": None}
+    assert provenance["thp"] == {"enabled": None, "defrag": None}
+    nested = {"swiotlb", "thp"}
+    assert all(value is None for key, value in provenance.items() if key not in nested), provenance
+    # SMT absent from sysfs (an old kernel, no SMT control) is unknown, not "off"
+    partial = provenance_root(tmp_path, **{"/sys/devices/system/cpu/smt/active": None})
+    assert probe(root=partial)["provenance"]["smt"] is None
+
+
+def test_the_hypervisor_and_a_paravisor_in_the_probes_own_names(tmp_path):
+    log = (DMESG_FIXTURES / "azure-tdx-cvm.txt").read_text()
+    provenance = probe(root=provenance_root(tmp_path), dmesg=dmesg(tmp_path, log))["provenance"]
+    assert provenance["hypervisor"] == "microsoft (paravisor)"
+    # without a "Hypervisor detected" line: what the probe read from DMI
+    root = provenance_root(tmp_path / "b", **{"/sys/class/dmi/id/sys_vendor": "Google\n"})
+    assert probe(root=root, dmesg=dmesg(tmp_path, "nothing\n"))["provenance"]["hypervisor"] == "google"
+
+
+def test_live_provenance_has_this_machines_page_size(ccbench):
+    done = ccbench("env", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["provenance"]["page_size"] == os.sysconf("SC_PAGE_SIZE")
+    assert document["provenance"]["cpu_model"] == document["cpu"]["model"]
+
+
+def test_env_prints_the_provenance_block(tmp_path, ccbench):
+    done = ccbench("env", "--root", provenance_root(tmp_path), "--dmesg", dmesg(tmp_path, PROVENANCE_LOG))
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "swiotlb 128 MiB (from the kernel-log); swiotlb=262144,force on the command line" in text
+    assert "THP enabled madvise, defrag madvise" in text
+    assert "vCPUs / SMT 4 / on" in text
+    assert "TDX idle process: using TDX aware idle routine" in text
+    assert "page size unknown" in text
+
+
+@pytest.mark.skipif(not REAL_WORLD_TEE.is_dir(), reason=f"{REAL_WORLD_TEE} is absent (set CCBENCH_SHARED)")
+def test_real_world_kernel_logs_give_the_tdx_idle_line_and_the_hypervisor():
+    """Canonical's TD log prints the TDX idle routine and a QEMU DMI line; GCP's SNP guest neither."""
+    td = REAL_WORLD_TEE / "tdx-canonical-readme-configfs"
+    provenance = probe(root=td / "root", dmesg=td / "dmesg.txt")["provenance"]
+    assert provenance["tdx_idle"] == "process: using TDX aware idle routine"
+    assert provenance["hypervisor"] == "qemu"
+    snp = REAL_WORLD_TEE / "snp-gcp-n2d"
+    provenance = probe(root=snp / "root", dmesg=snp / "dmesg.txt")["provenance"]
+    assert provenance["tdx_idle"] is None and provenance["hypervisor"] is None
+    assert provenance["swiotlb"]["bytes"] is None and provenance["kernel_cmdline"] is None

@@ -243,14 +243,61 @@ pub fn verify(
         measurement: hex::encode(parsed.measurement),
         report_data: hex::encode(parsed.report_data),
         debug,
-        tcb: json!({"bootloader": tcb.bootloader, "tee": tcb.tee, "snp": tcb.snp, "microcode": tcb.microcode,
-                    "fmc": tcb.fmc}),
+        tcb: tcb_json(&tcb),
         root: anchor.name.to_string(),
         signing_key: anchor.kind.names().0.into(),
-        details: json!({"version": parsed.version, "vmpl": parsed.vmpl, "guest_svn": parsed.guest_svn,
-                        "policy": format!("{:#x}", u64::from(parsed.policy)), "chip_id": hex::encode(parsed.chip_id)}),
+        details: details(report, &parsed),
         revocation,
     })
+}
+
+/// Byte offsets in the ATTESTATION_REPORT (AMD SEV-SNP Firmware ABI Specification, "ATTESTATION_REPORT
+/// Structure"): the fields read from the report's own bytes rather than through the `sev` crate, so the
+/// raw values are the report's (the crate sets the reserved policy bit 17 when it converts).
+const POLICY_AT: usize = 0x08;
+const PLATFORM_INFO_AT: usize = 0x40;
+
+fn u64_at(report: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(report[at..at + 8].try_into().expect("8 bytes inside a parsed report"))
+}
+
+/// GUEST_POLICY bits (ABI spec, "Guest Policy Structure"): 16 SMT allowed, 18 MIGRATE_MA, 19 DEBUG,
+/// 20 SINGLE_SOCKET; PLATFORM_INFO bits ("PLATFORM_INFO"): 0 SMT_EN, 1 TSME_EN.
+fn bit(value: u64, index: u32) -> bool {
+    value >> index & 1 == 1
+}
+
+fn tcb_json(tcb: &sev::firmware::host::TcbVersion) -> serde_json::Value {
+    json!({"bootloader": tcb.bootloader, "tee": tcb.tee, "snp": tcb.snp, "microcode": tcb.microcode, "fmc": tcb.fmc})
+}
+
+/// What decides the guest's performance and trust beside the measurement: the guest policy, the VMPL the
+/// report was requested from, the reported TCB (the one the VCEK is derived from) and the current TCB
+/// (what the platform runs now), and the platform info. `report` is the report's bytes, `parsed` their
+/// parse; both are the same report.
+pub fn details(report: &[u8], parsed: &AttestationReport) -> serde_json::Value {
+    let policy = u64_at(report, POLICY_AT);
+    let platform = u64_at(report, PLATFORM_INFO_AT);
+    json!({
+        "version": parsed.version,
+        "vmpl": parsed.vmpl,
+        "guest_svn": parsed.guest_svn,
+        "policy": {"raw": format!("{policy:#x}"), "debug": bit(policy, 19), "smt": bit(policy, 16),
+                   "migrate_ma": bit(policy, 18), "single_socket": bit(policy, 20),
+                   "abi_major": policy >> 8 & 0xff, "abi_minor": policy & 0xff},
+        "reported_tcb": tcb_json(&parsed.reported_tcb),
+        "current_tcb": tcb_json(&parsed.current_tcb),
+        "platform_info": {"raw": format!("{platform:#x}"), "smt_enabled": bit(platform, 0),
+                          "tsme_enabled": bit(platform, 1)},
+        "chip_id": hex::encode(parsed.chip_id),
+    })
+}
+
+/// The details of a report that is only parsed, not verified (`ccverify --parse-only`): what the report
+/// says of itself, its signature unchecked.
+pub fn describe(report: &[u8]) -> Result<serde_json::Value, Rejection> {
+    let parsed = parse(report)?;
+    Ok(details(report, &parsed))
 }
 
 /// Every certificate of the chain inside its validity period, then AMD's CRL (given, or from the

@@ -88,23 +88,16 @@ pub fn verify_with_root(
         .allow_service_td(!policy.tdx_service_tds.is_empty())
         .verify(quote, collateral, now_unix)
         .map_err(|e| service_td_refusal(&parsed, &e.to_string()).unwrap_or_else(|| classify(&format!("{e:#}"))))?;
-    let td = match &verified.report {
-        Report::TD10(td) => *td,
-        Report::TD15(td) => td.base,
-        Report::TD15Ex(td) => td.base.base,
-        Report::SgxEnclave(_) => {
-            return Err(Rejection::Malformed {
-                detail: "an SGX quote, not a TDX one".into(),
-            })
-        }
-    };
+    let td = *td_body(&verified.report).ok_or_else(|| Rejection::Malformed {
+        detail: "an SGX quote, not a TDX one".into(),
+    })?;
     let mr_service_td = service_td(&verified.report);
     if let Some(got) = mr_service_td.filter(|m| m.iter().any(|&b| b != 0)) {
         check_service_td(&got, &policy.tdx_service_tds)?;
     }
     check_report_data(&td.report_data, expected_report_data)?;
-    // TDATTRIBUTES bit 0: the TD is debuggable (dcap-qvl refuses it too unless allowed)
-    let debug = td.td_attributes[0] & 1 == 1;
+    // TDATTRIBUTES DEBUG: the TD is debuggable (dcap-qvl refuses it too unless allowed)
+    let debug = u64::from_le_bytes(td.td_attributes) >> TD_DEBUG_BIT & 1 == 1;
     if debug && !policy.allow_debug {
         return Err(Rejection::DebugEnabled);
     }
@@ -147,16 +140,55 @@ pub fn verify_with_root(
         } else {
             "Intel SGX Root CA".into()
         },
-        details: json!({"rtmrs": rtmrs.iter().map(hex::encode).collect::<Vec<_>>(),
-                        "mr_seam": hex::encode(td.mr_seam), "td_attributes": hex::encode(td.td_attributes),
-                        "quote_version": parsed.header.version,
-                        "mr_service_td": mr_service_td.map(hex::encode)}),
+        details: details(&parsed),
         // dcap-qvl refuses a quote whose collateral lacks either CRL, so a verified quote was checked
         revocation: Revocation {
             checked: true,
             detail: "Intel's root CA CRL and PCK CRL from the DCAP collateral (checked by dcap-qvl)".into(),
         },
     })
+}
+
+/// TDATTRIBUTES bits (Intel TDX Module ABI specification, "TDATTRIBUTES"; a little-endian 64-bit
+/// field of the TD report): 0 DEBUG (the TD is debuggable: its memory and state readable by the host),
+/// 28 SEPT_VE_DISABLE (EPT violations on pending pages are not turned into #VE in the TD).
+const TD_DEBUG_BIT: u32 = 0;
+const TD_SEPT_VE_DISABLE_BIT: u32 = 28;
+
+/// The TD report body of any quote version: a TDX 1.5 body extends the 1.0 one.
+fn td_body(report: &Report) -> Option<&dcap_qvl::quote::TDReport10> {
+    match report {
+        Report::TD10(td) => Some(td),
+        Report::TD15(td) => Some(&td.base),
+        Report::TD15Ex(td) => Some(&td.base.base),
+        Report::SgxEnclave(_) => None,
+    }
+}
+
+/// What the quote says of the TDX module and the TD beside the measurement: TEE_TCB_SVN (the TDX
+/// module's and its loader's security versions), MRSEAM (the measurement of the TDX module), the TD
+/// attributes (debug, SEPT_VE_DISABLE), RTMRs, quote version and MRSERVICETD.
+pub fn details(parsed: &dcap_qvl::quote::Quote) -> serde_json::Value {
+    let Some(td) = td_body(&parsed.report) else {
+        return json!({"quote_version": parsed.header.version});
+    };
+    let attributes = u64::from_le_bytes(td.td_attributes);
+    let rtmrs = [td.rt_mr0, td.rt_mr1, td.rt_mr2, td.rt_mr3];
+    json!({
+        "tee_tcb_svn": hex::encode(td.tee_tcb_svn),
+        "mr_seam": hex::encode(td.mr_seam),
+        "td_attributes": {"raw": hex::encode(td.td_attributes),
+                          "debug": attributes >> TD_DEBUG_BIT & 1 == 1,
+                          "sept_ve_disable": attributes >> TD_SEPT_VE_DISABLE_BIT & 1 == 1},
+        "rtmrs": rtmrs.iter().map(hex::encode).collect::<Vec<_>>(),
+        "quote_version": parsed.header.version,
+        "mr_service_td": service_td(&parsed.report).map(hex::encode),
+    })
+}
+
+/// The details of a quote that is only parsed, not verified (`ccverify --parse-only`).
+pub fn describe(quote: &[u8]) -> Result<serde_json::Value, Rejection> {
+    parse_quote(quote).map(|parsed| details(&parsed))
 }
 
 /// Parse a quote (no verification): for the fuzz target.

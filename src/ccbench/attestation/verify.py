@@ -18,6 +18,7 @@ from typing import Any
 
 from ccbench.attestation.digests import ATTESTATION_FILE, compare, digest_list, list_digest, report_data
 from ccbench.attestation.evidence import MOCK_TECHNOLOGY, parse_mock
+from ccbench.attestation.provenance import tee_evidence
 from ccbench.errors import CCBenchError
 
 EXIT_OK, EXIT_TAMPERED, EXIT_EVIDENCE, EXIT_UNATTESTED = 0, 3, 4, 5
@@ -53,6 +54,9 @@ class Verdict:
     #: "not checked: ..."); None when no evidence was verified
     revocation: str | None = None
     files: int = 0
+    #: the verified claims' provenance (probe["provenance"]["tee_evidence"] shape, `verified: true`):
+    #: SEV-SNP guest policy, VMPL, TCBs, platform info; TDX TEE_TCB_SVN, MRSEAM, TD attributes
+    tee_evidence: dict[str, Any] | None = None
     #: the verification time given with --at (Unix seconds); None: now
     checked_at: int | None = None
     exit_code: int = EXIT_OK
@@ -306,6 +310,7 @@ def _verify_evidence(
         verdict.attestation = "verified"
         verdict.measurement, verdict.tcb, verdict.root = claims["measurement"], claims["tcb"], claims["root"]
         verdict.signing_key = claims.get("signing_key")
+        verdict.tee_evidence = tee_evidence(technology, claims.get("details"), verified=True, tcb=claims.get("tcb"))
         if test_roots:
             verdict.root = f"{claims['root']} (TEST ROOT from {TEST_ROOTS_VARIABLE}, not a vendor's)"
         revocation = claims.get("revocation") or {}

@@ -46,6 +46,23 @@ def command(root, dmesg, bench_dir, as_json) -> None:
         click.echo(json.dumps(document, indent=2, default=str))
         return
     print_environment(document)
+    print_provenance(document.get("provenance"), document.get("machine_id"))
+
+
+def print_provenance(provenance: dict[str, Any], machine_id: str | None = None, recorded: bool = True) -> None:
+    """The CC provenance block (also used by ``ccbench show``, with the bundle's evidence read in);
+    ``recorded`` False: the probe that made the document had no provenance yet (before probe version 2)."""
+    from ccbench.attestation.provenance import describe
+    from ccbench.console import stdout
+
+    if recorded:
+        stdout.print(f"[bold]provenance[/bold]      machine id {machine_id or 'unknown'}")
+    else:
+        stdout.print(
+            "[bold]provenance[/bold]      not recorded by this bundle's probe (imported, or made before ccbench had it)"
+        )
+    for name, text in describe(provenance):
+        stdout.print(f"  {name:<17} {text}", markup=False)
 
 
 def print_environment(document: dict[str, Any]) -> None:

@@ -13,8 +13,9 @@ def command(bundle, as_json) -> None:
     (one row per workload, variant and case)."""
     import json
 
+    from ccbench.attestation.provenance import bundle_provenance
     from ccbench.bundle import read_bundle
-    from ccbench.commands.env import print_environment
+    from ccbench.commands.env import print_environment, print_provenance
     from ccbench.console import stdout
     from ccbench.model import Sample
     from ccbench.summary import summarize, summary_table
@@ -22,6 +23,7 @@ def command(bundle, as_json) -> None:
     data = read_bundle(bundle)
     samples = [Sample(**s) for s in data.samples]
     rows = summarize(samples)
+    provenance = bundle_provenance(data.path, data.probe)
     if as_json:
         click.echo(
             json.dumps(
@@ -30,6 +32,8 @@ def command(bundle, as_json) -> None:
                     "status": data.manifest.get("status"),
                     "outcomes": data.manifest.get("outcomes", {}),
                     "imported": data.manifest.get("imported"),
+                    "machine_id": data.probe.get("machine_id"),
+                    "provenance": provenance,
                     "summary": rows,
                 },
                 indent=2,
@@ -58,6 +62,7 @@ def command(bundle, as_json) -> None:
             stdout.print(f"unknown         {line}", markup=False)
     else:
         print_environment(data.probe)
+    print_provenance(provenance, data.probe.get("machine_id"), recorded=isinstance(data.probe.get("provenance"), dict))
     warmups = sum(1 for s in samples if s.warmup)
     stdout.print(summary_table(rows, f"{len(samples)} samples ({warmups} warmup)"))
     for name, outcome in manifest.get("outcomes", {}).items():

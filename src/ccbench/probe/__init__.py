@@ -13,12 +13,13 @@ from typing import Any
 from ccbench.probe.crypto import cipher_from_text, cpu_crypto
 from ccbench.probe.sources import Sources
 from ccbench.probe.storage import describe_path, probe_storage
-from ccbench.probe.system import probe_system
+from ccbench.probe.system import machine_id, probe_provenance, probe_system
 from ccbench.probe.tee import detect as detect_tee
+from ccbench.probe.tee import tdx_idle_line
 
 __all__ = ["probe", "describe_path", "Sources"]
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 
 _HYPERVISOR_SIGNATURES = {
     "KVMKVMKVM": "kvm",
@@ -68,4 +69,6 @@ def probe(
     bench = Path(bench_dir) if bench_dir else (Path(os.getcwd()) if live else Path("/"))
     document["storage"] = probe_storage(bench, sources)
     document["is_root"] = os.geteuid() == 0 if live else None
+    document["provenance"] = probe_provenance(sources, document, tdx_idle_line(sources))
+    document["machine_id"] = machine_id(sources)
     return document

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
+import re
 import socket
 import sys
 from typing import Any
@@ -99,6 +101,22 @@ def _cloud_hint(dmi: dict[str, Any]) -> str | None:
     return None
 
 
+_DMI_NEEDLES = (
+    ("KVM", "kvm"),
+    ("QEMU", "qemu"),
+    ("VMware", "vmware"),
+    ("VirtualBox", "oracle"),
+    ("Microsoft", "microsoft"),
+    ("Amazon EC2", "amazon"),
+    ("Google", "google"),
+    ("Xen", "xen"),
+)
+
+
+def _hypervisor_in_dmi_text(text: str) -> str | None:
+    return next((name for needle, name in _DMI_NEEDLES if needle in text), None)
+
+
 def _virtualization(flags: list[str], dmi: dict[str, Any], sources: Sources) -> str:
     product = (
         (dmi.get("product_name") or "") + " " + (dmi.get("sys_vendor") or "") + " " + (dmi.get("bios_vendor") or "")
@@ -106,18 +124,9 @@ def _virtualization(flags: list[str], dmi: dict[str, Any], sources: Sources) -> 
     xen = sources.read_text("/sys/hypervisor/type")
     if xen and xen.strip() == "xen":
         return "xen"
-    for needle, name in (
-        ("KVM", "kvm"),
-        ("QEMU", "qemu"),
-        ("VMware", "vmware"),
-        ("VirtualBox", "oracle"),
-        ("Microsoft", "microsoft"),
-        ("Amazon EC2", "amazon"),
-        ("Google", "google"),
-        ("Xen", "xen"),
-    ):
-        if needle in product:
-            return name
+    named = _hypervisor_in_dmi_text(product)
+    if named:
+        return named
     if "hypervisor" in flags:
         if sources.exists("/proc/xen"):
             return "xen"
@@ -151,4 +160,120 @@ def probe_system(sources: Sources) -> dict[str, Any]:
             "executable": sys.executable,
         },
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if sources.live else None,
+    }
+
+
+#: the swiotlb default pool's size as the kernel prints it (kernel/dma/swiotlb.c, swiotlb_print_info:
+#: "software IO TLB: mapped [mem 0x...-0x...] (64MB)"; before 5.12 "software IO TLB [mem ...] (64MB)
+#: mapped at [...]"); the MB figure is the pool's bytes >> 20
+_SWIOTLB_MAPPED = re.compile(r"software IO TLB:? (?:mapped )?\[mem [^\]]*\] \((\d+)MB\)")
+#: swiotlb= on the command line (Documentation/admin-guide/kernel-parameters.txt): the number of 2 KiB
+#: slabs (IO_TLB_SHIFT 11), then optionally ",<areas>" and ",force|noforce"
+SWIOTLB_SLAB_BYTES = 2048
+_KERNEL_LOG_CMDLINE = re.compile(r"Command line: (.*)$")
+_KERNEL_LOG_HYPERVISOR = re.compile(r"Hypervisor detected: (.+?)\s*$")
+_KERNEL_LOG_DMI = re.compile(r"\bDMI: (.+?)\s*$")
+_TIMESTAMP = re.compile(r"^\[\s*[\d.]+\]\s*")
+
+
+def _log_lines(sources: Sources) -> list[str]:
+    log, _origin = sources.kernel_log()
+    return [_TIMESTAMP.sub("", line.strip()) for line in (log or "").splitlines()]
+
+
+def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
+    for line in lines:
+        match = pattern.search(line)
+        if match:
+            return match.group(1).strip()
+    return None
+
+
+def _kernel_cmdline(sources: Sources, lines: list[str]) -> str | None:
+    """/proc/cmdline; for a recorded machine without it, the kernel log's own "Command line:" line."""
+    text = sources.read_text("/proc/cmdline")
+    if text is not None and text.strip():
+        return text.strip()
+    return _first(_KERNEL_LOG_CMDLINE, lines)
+
+
+def _swiotlb(sources: Sources, cmdline: str | None, lines: list[str]) -> dict[str, Any]:
+    """The bounce-buffer pool: the size the kernel log says it mapped, else the slabs debugfs counts (the
+    boot lines may have left a long-running machine's ring buffer), else the size swiotlb= asks for."""
+    kernel_args = (cmdline or "").split(" -- ")[0].split()  # after "--" the arguments are init's
+    given = next((arg.split("=", 1)[1] for arg in kernel_args if arg.startswith("swiotlb=")), None)
+    mapped = _first(_SWIOTLB_MAPPED, lines)
+    if mapped is not None:
+        return {"bytes": int(mapped) << 20, "source": "kernel-log", "cmdline": given}
+    # kernel/dma/swiotlb.c creates it where debugfs is mounted (root): the default pool's slab count
+    nslabs = (sources.read_text("/sys/kernel/debug/swiotlb/io_tlb_nslabs") or "").strip()
+    if nslabs.isdigit():
+        return {"bytes": int(nslabs) * SWIOTLB_SLAB_BYTES, "source": "debugfs", "cmdline": given}
+    slabs = (given or "").split(",")[0]
+    if slabs.isdigit():
+        return {"bytes": int(slabs) * SWIOTLB_SLAB_BYTES, "source": "cmdline", "cmdline": given}
+    return {"bytes": None, "source": None, "cmdline": given}
+
+
+def _bracketed(sources: Sources, absolute: str) -> str | None:
+    """The selected choice of a sysfs multiple-choice file ("always [madvise] never" -> "madvise")."""
+    text = sources.read_text(absolute)
+    match = re.search(r"\[([^\]]+)\]", text or "")
+    return match.group(1) if match else None
+
+
+def _smt(sources: Sources) -> bool | None:
+    text = (sources.read_text("/sys/devices/system/cpu/smt/active") or "").strip()
+    return {"1": True, "0": False}.get(text)
+
+
+def _hypervisor(document: dict[str, Any], lines: list[str], hyperv: dict[str, Any] | None) -> str | None:
+    """The kernel's own "Hypervisor detected:" line first, then the probe's virtualization (CPUID, DMI),
+    then the kernel log's DMI line; Hyper-V's isolation config adds whether a paravisor runs."""
+    detected = _first(_KERNEL_LOG_HYPERVISOR, lines)
+    # the kernel's names (arch/x86/kernel/cpu/*: "KVM", "Microsoft Hyper-V", "VMware", "Xen HVM") in the
+    # probe's own vocabulary, so that two machines' values compare
+    name = (_hypervisor_in_dmi_text(detected) or detected.lower()) if detected else None
+    if name is None and document.get("virtualization") not in (None, "unknown", "none"):
+        name = document["virtualization"]
+    if name is None:
+        name = _hypervisor_in_dmi_text(_first(_KERNEL_LOG_DMI, lines) or "")
+    if name is None and document.get("virtualization") == "none":
+        return "none"
+    if name is not None and hyperv and hyperv.get("paravisor_present"):
+        name += " (paravisor)"
+    return name
+
+
+def machine_id(sources: Sources) -> str | None:
+    """A stable identity of the machine that does not reveal /etc/machine-id: its SHA-256, 16 hex digits."""
+    text = (sources.read_text("/etc/machine-id") or "").strip()
+    return hashlib.sha256(text.encode()).hexdigest()[:16] if text else None
+
+
+def probe_provenance(sources: Sources, document: dict[str, Any], tdx_idle: str | None) -> dict[str, Any]:
+    """What decides a confidential machine's performance, each value null when not known (never guessed).
+
+    ``document`` is the probe so far (cpu, memory, virtualization, tee); ``tee_evidence`` stays null here:
+    it comes from the verifier's claims once a run has evidence (ccbench.attestation.provenance)."""
+    lines = _log_lines(sources)
+    cmdline = _kernel_cmdline(sources, lines)
+    cpu, memory = document.get("cpu", {}), document.get("memory", {})
+    return {
+        "kernel_cmdline": cmdline,
+        "swiotlb": _swiotlb(sources, cmdline, lines),
+        "page_size": os.sysconf("SC_PAGE_SIZE") if sources.live else None,
+        "thp": {
+            "enabled": _bracketed(sources, "/sys/kernel/mm/transparent_hugepage/enabled"),
+            "defrag": _bracketed(sources, "/sys/kernel/mm/transparent_hugepage/defrag"),
+        },
+        "hugepages_total": memory.get("hugepages_total"),
+        "vcpus": cpu.get("threads") or None,
+        "smt": _smt(sources),
+        "memory_bytes": memory.get("total_bytes"),
+        "cpu_model": None if cpu.get("model") in (None, "unknown") else cpu["model"],
+        "microcode": cpu.get("microcode"),
+        "hypervisor": _hypervisor(document, lines, document.get("tee", {}).get("hyperv_isolation")),
+        "tdx_idle": tdx_idle,
+        "tee_evidence": None,
     }

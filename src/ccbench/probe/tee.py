@@ -65,6 +65,20 @@ _HYPERV_ISOLATION_LINE = re.compile(r"Hyper-V: Isolation Config: Group A (0x[0-9
 _GENERIC_AMD = re.compile(r"Memory Encryption Features active: AMD( SEV)?\s*$|SEV: Status:\s*vTom\s*$")
 
 
+#: the idle routine a TD runs (arch/x86/kernel/process.c, select_idle_routine: "using TDX aware idle
+#: routine"): idle vCPUs leave the TD through a TDCALL, a cost a plain VM's HLT does not have
+_TDX_IDLE = re.compile(r"using TDX aware idle routine")
+
+
+def tdx_idle_line(sources: Sources) -> str | None:
+    """The kernel's TDX idle-routine line as printed (without its time stamp), or None."""
+    log, _origin = sources.kernel_log()
+    for line in (log or "").splitlines():
+        if _TDX_IDLE.search(line):
+            return re.sub(r"^\[\s*[\d.]+\]\s*", "", line.strip())
+    return None
+
+
 def hyperv_isolation(group_a: int, group_b: int) -> dict[str, Any]:
     """Decode the Hyper-V isolation configuration (CPUID 0x4000000C EAX/EBX, or the kernel's print of it)."""
     kind = group_b & 0xF

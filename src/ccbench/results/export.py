@@ -30,6 +30,74 @@ def machine_facts(bundle: Bundle) -> dict[str, Any]:
         "ccbench_version": (bundle.manifest.get("tool") or {}).get("version"),
         "bundle_started_at": bundle.manifest.get("started_at"),
         "imported": bool(bundle.manifest.get("imported")),
+        "machine_id": probe.get("machine_id"),
+        **provenance_columns(bundle),
+    }
+
+
+#: export columns of whole numbers that may be missing (nullable Int64, not float)
+INTEGER_COLUMNS = ("cpu_threads", "memory_bytes", "swiotlb_bytes", "page_size", "hugepages_total", "vcpus", "snp_vmpl")
+#: flags that may be missing in every row (a bundle without evidence): boolean all the same
+BOOLEAN_COLUMNS = (
+    "smt",
+    "tee_evidence_verified",
+    "tee_debug",
+    "snp_smt_allowed",
+    "snp_migrate_ma",
+    "snp_platform_smt",
+    "snp_platform_tsme",
+    "tdx_sept_ve_disable",
+)
+
+
+def provenance_columns(bundle: Bundle) -> dict[str, Any]:
+    """The bundle's CC provenance (probe and evidence, docs/bundle-format.md) as flat columns."""
+    import json
+
+    from ccbench.attestation.provenance import bundle_provenance
+
+    provenance = bundle_provenance(bundle.path, bundle.probe)
+    swiotlb, thp = provenance["swiotlb"] or {}, provenance["thp"] or {}
+    evidence = provenance["tee_evidence"] or {}
+    snp = evidence if evidence.get("technology") == "sev-snp" else {}
+    tdx = evidence if evidence.get("technology") == "tdx" else {}
+    policy, platform, attributes = (
+        snp.get("policy") or {},
+        snp.get("platform_info") or {},
+        tdx.get("td_attributes") or {},
+    )
+
+    def tcb(value):
+        return json.dumps(value, sort_keys=True) if value else None
+
+    return {
+        "kernel_cmdline": provenance["kernel_cmdline"],
+        "swiotlb_bytes": swiotlb.get("bytes"),
+        "swiotlb_source": swiotlb.get("source"),
+        "page_size": provenance["page_size"],
+        "thp_enabled": thp.get("enabled"),
+        "thp_defrag": thp.get("defrag"),
+        "hugepages_total": provenance["hugepages_total"],
+        "vcpus": provenance["vcpus"],
+        "smt": provenance["smt"],
+        "microcode": provenance["microcode"],
+        "hypervisor": provenance["hypervisor"],
+        "tdx_idle": provenance["tdx_idle"],
+        "tee_evidence_verified": evidence.get("verified"),
+        "tee_debug": policy.get("debug") if snp else attributes.get("debug"),
+        "snp_policy": policy.get("raw"),
+        "snp_smt_allowed": policy.get("smt"),
+        "snp_migrate_ma": policy.get("migrate_ma"),
+        "snp_vmpl": snp.get("vmpl"),
+        "snp_reported_tcb": tcb(snp.get("reported_tcb")),
+        "snp_current_tcb": tcb(snp.get("current_tcb")),
+        "snp_platform_info": platform.get("raw"),
+        "snp_platform_smt": platform.get("smt_enabled"),
+        "snp_platform_tsme": platform.get("tsme_enabled"),
+        "tdx_tee_tcb_svn": tdx.get("tee_tcb_svn"),
+        "tdx_mrseam": tdx.get("mrseam"),
+        "tdx_td_attributes": attributes.get("raw"),
+        "tdx_sept_ve_disable": attributes.get("sept_ve_disable"),
     }
 
 
@@ -43,8 +111,10 @@ def export_table(paths, labels: dict[str, str] | None = None) -> pd.DataFrame:
     frame = frame.merge(facts, on="bundle", how="left", validate="many_to_one")
     frame.insert(0, "label", frame.pop("machine"))
     frame = frame.drop(columns=["tee"])  # the same as tee_technology, which says what it is
-    frame["cpu_threads"] = frame["cpu_threads"].astype("Int64")
-    frame["memory_bytes"] = frame["memory_bytes"].astype("Int64")
+    for name in INTEGER_COLUMNS:
+        frame[name] = frame[name].astype("Int64")
+    for name in BOOLEAN_COLUMNS:
+        frame[name] = frame[name].astype("boolean")
     for name in ("timestamp", "bundle_started_at"):
         frame[name] = pd.to_datetime(frame[name], utc=True, format="ISO8601", errors="coerce")
     return _typed(frame.reset_index(drop=True))

@@ -3,6 +3,7 @@
 //! usage: ccverify --technology sev-snp|tdx --evidence FILE [--report-data HEX]
 //!                 [--vcek FILE] [--cert-table FILE] [--crl FILE] [--collateral FILE] [--policy FILE] [--at UNIX]
 //!                 [--trust-ark FILE --trust-ask FILE [--trust-asvk FILE]]
+//!        ccverify --technology sev-snp|tdx --evidence FILE --parse-only
 //!
 //! Exit 0: verified (JSON claims); 1: rejected (JSON with the reason's code and detail);
 //! 2: bad input (a one-line message on stderr).
@@ -15,6 +16,7 @@ use serde_json::json;
 const USAGE: &str = "usage: ccverify --technology sev-snp|tdx --evidence FILE [--report-data HEX] [--vcek FILE] \
 [--cert-table FILE] [--crl FILE] [--collateral FILE] [--policy FILE] [--at UNIX] [--trust-ark FILE --trust-ask FILE \
 [--trust-asvk FILE]]
+       ccverify --technology sev-snp|tdx --evidence FILE --parse-only
 
 Verifies an SEV-SNP attestation report (the VCEK's or VLEK's signature, VCEK -> ASK -> ARK or
 VLEK -> ASVK -> ARK with AMD's pinned Milan, Genoa and Turin roots, every certificate's validity
@@ -24,7 +26,9 @@ collateral as dcap-qvl's JSON), then the policy (JSON: allow_debug, measurements
 rtmrs, tdx_tcb_statuses, tdx_service_tds, require_revocation_check) and the expected report data. --at
 verifies at that time (seconds since the epoch; default now). --trust-ark/--trust-ask (and
 --trust-asvk) replace AMD's roots with the given ones (test chains only). Prints JSON; exit 0
-verified, 1 rejected, 2 bad input.";
+verified, 1 rejected, 2 bad input. --parse-only checks nothing: it prints what the evidence says of
+itself ({\"parsed\": true, \"verified\": false, \"details\": ...}: SEV-SNP guest policy, VMPL, TCBs,
+platform info; TDX TEE_TCB_SVN, MRSEAM, TD attributes), exit 1 when it is not evidence of that kind.";
 
 #[derive(Default)]
 struct Args {
@@ -40,6 +44,7 @@ struct Args {
     trust_ark: Option<String>,
     trust_ask: Option<String>,
     trust_asvk: Option<String>,
+    parse_only: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -49,6 +54,10 @@ fn parse_args() -> Result<Args, String> {
         if arg == "-h" || arg == "--help" {
             println!("{USAGE}");
             std::process::exit(0);
+        }
+        if arg == "--parse-only" {
+            args.parse_only = true;
+            continue;
         }
         let value = it.next().ok_or_else(|| format!("{arg} needs a value (see --help)"))?;
         match arg.as_str() {
@@ -80,10 +89,31 @@ fn read(path: &str, what: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read the {what} {path}: {e}"))
 }
 
-fn run() -> Result<Result<ccverify::Claims, Rejection>, String> {
+/// What a run of ccverify found: claims of verified evidence, or the details of parsed evidence.
+enum Outcome {
+    Verified(Box<ccverify::Claims>),
+    Parsed(String, serde_json::Value),
+}
+
+fn run() -> Result<Result<Outcome, Rejection>, String> {
     let args = parse_args()?;
-    let technology = args.technology.ok_or("--technology is required (sev-snp or tdx)")?;
-    let evidence = read(&args.evidence.ok_or("--evidence is required")?, "evidence")?;
+    let technology = args
+        .technology
+        .clone()
+        .ok_or("--technology is required (sev-snp or tdx)")?;
+    let evidence = read(args.evidence.as_deref().ok_or("--evidence is required")?, "evidence")?;
+    if args.parse_only {
+        let details = match technology.as_str() {
+            "sev-snp" => snp::describe(&evidence),
+            "tdx" => tdx::describe(&evidence),
+            other => return Err(format!("unknown technology {other}: sev-snp or tdx")),
+        };
+        return Ok(details.map(|details| Outcome::Parsed(technology, details)));
+    }
+    verify(args, technology, evidence).map(|verdict| verdict.map(|claims| Outcome::Verified(Box::new(claims))))
+}
+
+fn verify(args: Args, technology: String, evidence: Vec<u8>) -> Result<Result<ccverify::Claims, Rejection>, String> {
     let policy: Policy = match &args.policy {
         Some(path) => serde_json::from_slice(&read(path, "policy")?).map_err(|e| format!("policy {path}: {e}"))?,
         None => Policy::default(),
@@ -158,8 +188,14 @@ fn run() -> Result<Result<ccverify::Claims, Rejection>, String> {
 
 fn main() {
     match run() {
-        Ok(Ok(claims)) => {
+        Ok(Ok(Outcome::Verified(claims))) => {
             println!("{}", json!({"verified": true, "claims": claims}));
+        }
+        Ok(Ok(Outcome::Parsed(technology, details))) => {
+            println!(
+                "{}",
+                json!({"parsed": true, "verified": false, "technology": technology, "details": details})
+            );
         }
         Ok(Err(rejection)) => {
             println!(

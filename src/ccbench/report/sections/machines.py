@@ -22,6 +22,16 @@ def _attestation(path) -> str:
         return f"not checked: {exc}"
 
 
+def _provenance_rows(bundle) -> dict[str, str]:
+    """What decides a confidential machine's performance (probe and evidence), one row each."""
+    from ccbench.attestation.provenance import bundle_provenance, describe
+
+    provenance = bundle_provenance(bundle.path, bundle.probe)
+    rows = {"machine id": bundle.probe.get("machine_id") or "unknown"}
+    rows.update({f"provenance: {name}": text for name, text in describe(provenance)})
+    return rows
+
+
 def build(ctx: ReportContext) -> Section | None:
     if not ctx.bundles:
         return None
@@ -54,6 +64,7 @@ def build(ctx: ReportContext) -> Section | None:
             "started": bundle.manifest.get("started_at"),
             "status": bundle.manifest.get("status"),
             "attestation": _attestation(bundle.path),
+            **_provenance_rows(bundle),
         }
     frame = pd.DataFrame(columns)
     frame.index.name = "fact"
