@@ -265,7 +265,10 @@ def machine_counts(rows: pd.DataFrame) -> dict[str, str]:
     if across.empty:
         count = _count_range(rows["machines"])
         which = "machine" if count == "1" else f"{count} machines"
-        return {"machines": f"{count} (same on both sides)", "machines_note": f"both sides measured on the same {which}"}
+        return {
+            "machines": f"{count} (same on both sides)",
+            "machines_note": f"both sides measured on the same {which}",
+        }
     cell = f"{_count_range(across['machines_baseline'])} vs {_count_range(across['machines'])}"
     between = across[across["interval_from"] == BETWEEN_MACHINES]
     single = int((across["interval_from"] == RUNS_ONLY).sum())
