@@ -392,9 +392,10 @@ def _write(tmp_path, name, text):
             "h1 and h2",
         ),
         (
-            "same label",
-            "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_label=a\nh2 ansible_host=10.204.0.8 ccbench_label=a\n",
-            "h2",
+            # hosts sharing a label are replicas (tests/test_replicas.py); a label naming a path is not
+            "label with a slash",
+            "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_label=a/b\nh2 ansible_host=10.204.0.8\n",
+            "h1",
         ),
     ],
 )

@@ -229,3 +229,63 @@ def test_the_probes_machine_id_tells_machines_apart(tmp_path):
     assert (row["machines_baseline"], row["machines"], row["interval_from"]) == (2, 1, BETWEEN_MACHINES)
     (layer,) = verdicts(compare(frame))
     assert "a side with one machine is taken to vary as much as the other side's machines" in layer.sentence()
+
+
+def test_fleet_hosts_sharing_a_label_are_replicas_of_one_configuration(tmp_path):
+    """An inventory with two hosts per ccbench_label: each host keeps its own key (records, bundle
+    directory), the label stays the configuration, and the baseline may be set on its replicas."""
+    pytest.importorskip("ansible")
+    from ccbench.fleet.inventory import read_inventory
+
+    path = tmp_path / "hosts.ini"
+    path.write_text(
+        "[study]\n"
+        "plain-1 ansible_host=10.204.0.11 ccbench_label=plain ccbench_baseline=true\n"
+        "plain-2 ansible_host=10.204.0.12 ccbench_label=plain ccbench_baseline=true\n"
+        "snp-1 ansible_host=10.204.0.13 ccbench_label=snp\n"
+        "snp-2 ansible_host=10.204.0.14 ccbench_label=snp\n"
+        "tdx ansible_host=10.204.0.15\n"
+    )
+    inventory = read_inventory(path)
+    assert [(h.key, h.label) for h in inventory.hosts] == [
+        ("plain/plain-1", "plain"),
+        ("plain/plain-2", "plain"),
+        ("snp/snp-1", "snp"),
+        ("snp/snp-2", "snp"),
+        ("tdx", "tdx"),
+    ]
+    assert inventory.baseline.label == "plain"
+
+
+def test_a_fleet_compares_replicas_as_one_configuration(tmp_path):
+    """compare_and_report over a fleet whose hosts share labels: compare.txt and the report say
+    2 machines against 2 (the bundles are labelled by configuration, not by host)."""
+    from ccbench.fleet.gather import compare_and_report
+    from ccbench.fleet.records import FleetRun, HostRun
+
+    paths = write_replicas(tmp_path)
+    keys = {host: f"{label}/{host}" for host, label, _, _ in REPLICAS}
+    fleet = FleetRun(
+        directory=tmp_path,
+        plan="quick",
+        plan_file=None,
+        inventory=tmp_path / "hosts.ini",
+        mode="parallel",
+        forks=4,
+        limit=None,
+        accept_new_host_keys=False,
+        run_id="fleet-replicas",
+        rounds=["run"],
+        hosts={keys[host]: {"inventory_hostname": host, "label": label} for host, label, _, _ in REPLICAS},
+        runs={
+            keys[host]: {"run": HostRun(round="run", outcome="ok", bundle=str(paths[host].relative_to(tmp_path)))}
+            for host, _, _, _ in REPLICAS
+        },
+        baseline="plain",
+        started_at="2026-01-01T00:00:00+00:00",
+    )
+    compare_and_report(fleet)
+    assert fleet.analysis_error is None, fleet.analysis_error
+    text = " ".join((tmp_path / "compare.txt").read_text().split())
+    assert "against plain / no TEE" in text and "2 machines against 2" in text, text
+    assert "2 machines against 2" in (tmp_path / fleet.report).read_text()
