@@ -55,15 +55,11 @@ def machine_statistics(data: pd.DataFrame, group_columns: list[str]) -> pd.DataF
     positive = values > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
-    work = pd.DataFrame(
-        {
-            "group": data.groupby(group_columns, sort=False, dropna=False).ngroup().to_numpy(),
-            "config": data["config"].to_numpy(dtype=object),
-            "machine": machine_ids(data),
-            "log": logs,
-        }
-    )
-    per_machine = work.groupby(["group", "config", "machine"], sort=False)["log"].mean().reset_index()
+    work = data[group_columns + ["config"]].assign(machine=machine_ids(data), log=logs)
+    keys = group_columns + ["config", "machine"]
+    per_machine = work.groupby(keys, sort=False, dropna=False)["log"].mean().reset_index()
+    # numbered on the few per-machine rows: the order of first appearance is the samples' order
+    per_machine["group"] = per_machine.groupby(group_columns, sort=False, dropna=False).ngroup()
     stats = per_machine.groupby(["group", "config"], sort=False)["log"].agg(
         machines="size", m_log_mean="mean", m_log_var="var"
     )
