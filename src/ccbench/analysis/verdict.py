@@ -243,7 +243,7 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
                 worst=worst,
                 worst_overhead=float(top["overhead_percent"]),
                 causes=causes,
-                **machine_counts(rows),
+                **machines_behind(rows),
             )
         )
     return out
@@ -254,7 +254,7 @@ def _count_range(values: pd.Series) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
-def machine_counts(rows: pd.DataFrame) -> dict[str, str]:
+def machines_behind(rows: pd.DataFrame) -> dict[str, str]:
     """How many machines stood behind each side of a layer's comparisons (``machines``) and what the
     interval can then say (``machines_note``): with replicas it includes the spread between machines;
     with one machine a side it covers run-to-run noise only."""
