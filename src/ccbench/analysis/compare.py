@@ -209,7 +209,10 @@ def compare(
     The statistics of ccbench.analysis.stats.ratio_interval (Welch's t interval on log values),
     computed for all rows at once: per group and configuration the count, median, mean, standard
     deviation and the mean and variance of the logs, then each configuration against its group's
-    baseline. tests/test_analysis.py checks every row against ratio_interval itself.
+    baseline. tests/test_analysis.py checks every row against ratio_interval itself. Where the two
+    sides are on different machines and several machines stand behind a side (replicas: one label,
+    several machine ids), the interval is taken between the machines' means instead
+    (ccbench.analysis.replicas; tests/test_replicas.py checks those rows against scipy).
     """
     data = _comparable(frame, exclude_contended)
     if data.empty:

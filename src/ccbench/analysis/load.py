@@ -1,9 +1,9 @@
 """Load bundles into one pandas DataFrame, one row per sample, with a configuration label.
 
 Columns: bundle, machine, machine_id (the machine the bundle was measured on: the probe's
-``machine_id``, else its hostname, else the bundle's path; several bundles sharing a label are
-replicas when their machine ids differ), tee, storage, transport, config, workload, kind, params (canonical JSON),
-case (short label of the sub-case, e.g. "4k randread"), metric, unit, value, better, repetition,
+``machine_id``, else its hostname, else the bundle's path; bundles sharing a label are replicas
+when their machine ids differ), tee, storage, transport, config, workload, kind, params (canonical
+JSON), case (short label of the sub-case, e.g. "4k randread"), metric, unit, value, better, repetition,
 warmup, timestamp, contended (bool; False where the bundle does not say), execution and raw (the
 execution key and its raw directory inside the bundle, bundle format 2; empty before), and what
 served each protection layer, from the variant: storage_cipher_driver, storage_cipher_accelerated,
