@@ -392,9 +392,10 @@ def _write(tmp_path, name, text):
             "h1 and h2",
         ),
         (
-            "same label",
-            "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_label=a\nh2 ansible_host=10.204.0.8 ccbench_label=a\n",
-            "h2",
+            # hosts sharing a label are replicas (tests/test_replicas.py); a label naming a path is not
+            "label with a slash",
+            "[hosts]\nh1 ansible_host=10.204.0.9 ccbench_label=a/b\nh2 ansible_host=10.204.0.8\n",
+            "h1",
         ),
     ],
 )
@@ -485,3 +486,20 @@ def test_an_inventory_directory_with_a_local_host_and_old_spellings_runs_end_to_
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in done.stdout + done.stderr
+
+
+def test_hosts_sharing_a_label_run_as_replicas_each_in_its_own_directory(hosts, plans, tmp_path):
+    """Two hosts with one ccbench_label: both run, each keeps its record and bundle directory
+    (<label>/<host>), and with one label only there is no second configuration to compare."""
+    path = tmp_path / "hosts.ini"
+    path.write_text(hosts.inventory_text(baseline="h1", labels={"h1": "plain", "h2": "plain"}))
+    out = tmp_path / "out"
+    done = fleet("run", plans / "tiny.toml", "--inventory", path, "--out", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    directory = _fleet_dir(out)
+    manifest = json.loads((directory / "fleet.json").read_text())
+    assert set(manifest["hosts"]) == {"plain/h1", "plain/h2"} and manifest["baseline"] == "plain"
+    for key, host in manifest["hosts"].items():
+        assert host["outcome"] == "ok" and host["label"] == "plain", host
+        assert (directory / host["bundles"][0]).parent == directory / key
+    assert "fewer than two labels brought back a bundle" in manifest["analysis_error"]

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from ccbench.analysis import replicas
 from ccbench.analysis.load import SUMMARY_COLUMN
 from ccbench.analysis.stats import CONFIDENCE, MIN_SAMPLES, NOISY_CV, coefficients_of_variation
 from ccbench.errors import CCBenchError
@@ -36,6 +37,9 @@ COMPARE_COLUMNS = [
     "cv",
     "n_baseline",
     "n",
+    "machines_baseline",
+    "machines",
+    "interval_from",
     "contended_baseline",
     "contended",
     "layer",
@@ -205,17 +209,22 @@ def compare(
     The statistics of ccbench.analysis.stats.ratio_interval (Welch's t interval on log values),
     computed for all rows at once: per group and configuration the count, median, mean, standard
     deviation and the mean and variance of the logs, then each configuration against its group's
-    baseline. tests/test_analysis.py checks every row against ratio_interval itself.
+    baseline. tests/test_analysis.py checks every row against ratio_interval itself. Where the two
+    sides are on different machines and several machines stand behind a side (replicas: one label,
+    several machine ids), the interval is taken between the machines' means instead
+    (ccbench.analysis.replicas; tests/test_replicas.py checks those rows against scipy).
     """
     data = _comparable(frame, exclude_contended)
     if data.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
     baseline = resolve_baseline(data, baseline)
-    stats = _with_group_baselines(_statistics(data), baseline)
+    # machines per configuration (replicas) beside the per-execution statistics, same group numbers
+    stats = _statistics(data).merge(replicas.machine_statistics(data, GROUP), on=["group", "config"], how="left")
+    stats = _with_group_baselines(stats, baseline)
     base, rows = _against_baseline(stats, configurations(data))
     if rows.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
-    intervals = _ratio_intervals(base, rows)
+    intervals = _ratio_intervals(base, rows, replicas.across_machines(data, base, rows))
     judged = _judge(base, rows, intervals, noisy_cv)
     return _table(data, base, rows, intervals, judged)
 
@@ -293,7 +302,23 @@ def _against_baseline(stats: pd.DataFrame, configs: list[str]) -> tuple[pd.DataF
     return base.loc[rows["group"]], rows
 
 
-def _ratio_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.ndarray]:
+def _ratio_intervals(base: pd.DataFrame, rows: pd.DataFrame, across: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row, the ratio with its 95% interval and p value, and what the interval covers
+    (``interval_from``, see ccbench.analysis.replicas.interval_kinds): where the sides are on different
+    machines and one of them has replicas, the interval between machines (replicas.machine_intervals);
+    otherwise the per-execution one (_execution_intervals)."""
+    executions = _execution_intervals(base, rows)
+    kinds = replicas.interval_kinds(base, rows, across)
+    machines = replicas.machine_intervals(base, rows)
+    # without an interval between machines (a value not positive) the ratio of medians stands, as for executions
+    between = (kinds == replicas.BETWEEN_MACHINES) & machines["computable"]
+    out = {name: np.where(between, machines[name], executions[name]) for name in executions}
+    out["computable"] = out["computable"].astype(bool)
+    out["interval_from"] = kinds
+    return out
+
+
+def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.ndarray]:
     """Ratio of geometric means with Welch's t interval on the logs and its p value, per row; where
     the interval cannot be computed (fewer than 2 samples a side, a value not positive) the ratio of
     medians and no interval."""
@@ -403,6 +428,9 @@ def _table(
             "cv": _optional(judged["cv_b"]),
             "n_baseline": base["n"].to_numpy(dtype=float).astype(int),
             "n": rows["n"].to_numpy(dtype=float).astype(int),
+            "machines_baseline": base["machines"].to_numpy(dtype=float).astype(int),
+            "machines": rows["machines"].to_numpy(dtype=float).astype(int),
+            "interval_from": intervals["interval_from"],
             "contended_baseline": judged["contended_a"],
             "contended": judged["contended_b"],
             "layer": [layers[pair] for pair in zip(rows["baseline"], rows["config"])],

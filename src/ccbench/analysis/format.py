@@ -77,6 +77,7 @@ COMPARISON_HEADERS = [
     "verdict",
     "CV % (base/config)",
     "n",
+    "machines",
     "contended",
     "flags",
 ]
@@ -105,9 +106,24 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
             "verdict": comparison["verdict"].to_numpy(),
             "CV % (base/config)": [cv_pair(a, b) for a, b in zip(comparison["cv_baseline"], comparison["cv"])],
             "n": [f"{a}/{b}" for a, b in zip(comparison["n_baseline"], comparison["n"])],
+            "machines": machine_counts(comparison),
             "contended": [
                 "yes" if a or b else "" for a, b in zip(comparison["contended_baseline"], comparison["contended"])
             ],
             "flags": [", ".join(f) for f in comparison["flags"]],
         }
     )
+
+
+def machine_counts(comparison: pd.DataFrame) -> list[str]:
+    """Machines behind each side, "3/3", with "same" where both sides ran on the same machines (each
+    machine measured both: its offset cancels) and "-" for a table without the counts."""
+    from ccbench.analysis.replicas import SAME_MACHINES
+
+    if "machines" not in comparison:
+        return ["-"] * len(comparison)
+    same = comparison["interval_from"] == SAME_MACHINES
+    return [
+        f"{b} same" if is_same else f"{a}/{b}"
+        for a, b, is_same in zip(comparison["machines_baseline"], comparison["machines"], same)
+    ]

@@ -1,7 +1,9 @@
 """Load bundles into one pandas DataFrame, one row per sample, with a configuration label.
 
-Columns: bundle, machine, tee, storage, transport, config, workload, kind, params (canonical JSON),
-case (short label of the sub-case, e.g. "4k randread"), metric, unit, value, better, repetition,
+Columns: bundle, machine, machine_id (the machine the bundle was measured on: the probe's
+``machine_id``, else its hostname, else the bundle's path; bundles sharing a label are replicas
+when their machine ids differ), tee, storage, transport, config, workload, kind, params (canonical
+JSON), case (short label of the sub-case, e.g. "4k randread"), metric, unit, value, better, repetition,
 warmup, timestamp, contended (bool; False where the bundle does not say), execution and raw (the
 execution key and its raw directory inside the bundle, bundle format 2; empty before), and what
 served each protection layer, from the variant: storage_cipher_driver, storage_cipher_accelerated,
@@ -33,7 +35,7 @@ from ccbench.results.columnar import read_samples
 CAUSE_KEYS = ["storage_cipher_driver", "storage_cipher_accelerated", "transport_cipher", "transport_aes_accelerated"]
 
 #: columns that hold one value per bundle (or per variant, for storage, transport and config)
-BUNDLE_COLUMNS = ["bundle", "machine", "tee", "storage", "transport", "config"]
+BUNDLE_COLUMNS = ["bundle", "machine", "machine_id", "tee", "storage", "transport", "config"]
 #: columns read from each sample
 SAMPLE_COLUMNS = [
     "workload",
@@ -193,6 +195,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
         return None
     probe = bundle.probe
     machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
+    machine_id = str(probe.get("machine_id") or probe.get("hostname") or bundle.path)
     tee = (probe.get("tee") or {}).get("technology") or "unknown"
 
     def describe_variant(text: str | None) -> tuple:
@@ -228,6 +231,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
         {
             "bundle": str(bundle.path),
             "machine": machine,
+            "machine_id": machine_id,
             "tee": tee,
             "storage": variants.part(0),
             "transport": variants.part(1),

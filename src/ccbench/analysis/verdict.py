@@ -25,6 +25,7 @@ from scipy import special
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis.causes import causes_of
+from ccbench.analysis.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
 from ccbench.analysis.stats import CONFIDENCE
 
 #: order of the layers in the verdict (by the start of the layer label)
@@ -65,6 +66,10 @@ class LayerVerdict:
     worst: str
     worst_overhead: float
     causes: list[str] = field(default_factory=list)
+    #: machines behind each side ("3 vs 3", "1 vs 1", "2 (same on both sides)") and what that means
+    #: for the interval (machine_note)
+    machines: str = "-"
+    machines_note: str = ""
 
     @property
     def overhead(self) -> float:
@@ -125,6 +130,8 @@ class LayerVerdict:
             tail += "; measured across machines, so it includes their other differences"
         if self.contended:
             tail += f"; {self.contended} of {self.comparisons} comparisons include contended executions"
+        if self.machines_note:
+            tail += "; " + self.machines_note
         return head + tail + "."
 
     def interval_text(self) -> str:
@@ -190,7 +197,11 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         else:
             row = usable.iloc[0]
             typical, low, high = float(row["te"]), float(row["te_low"]), float(row["te_high"])
-            over = "noise within the configurations (one comparison)"
+            over = (
+                "spread between machines (one comparison)"
+                if row.get("interval_from") == BETWEEN_MACHINES
+                else "noise within the configurations (one comparison)"
+            )
         ranked = usable.sort_values("te", ascending=False, kind="stable")
         significant = ranked[ranked["significant"]]
         top = (significant if not significant.empty else ranked).iloc[0]
@@ -232,9 +243,50 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
                 worst=worst,
                 worst_overhead=float(top["overhead_percent"]),
                 causes=causes,
+                **machines_behind(rows),
             )
         )
     return out
+
+
+def _count_range(values: pd.Series) -> str:
+    low, high = int(values.min()), int(values.max())
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def machines_behind(rows: pd.DataFrame) -> dict[str, str]:
+    """How many machines stood behind each side of a layer's comparisons (``machines``) and what the
+    interval can then say (``machines_note``): with replicas it includes the spread between machines;
+    with one machine a side it covers run-to-run noise only."""
+    if "interval_from" not in rows or rows.empty:
+        return {}
+    kinds = rows["interval_from"]
+    across = rows[kinds != SAME_MACHINES]
+    if across.empty:
+        count = _count_range(rows["machines"])
+        which = "machine" if count == "1" else f"{count} machines"
+        return {
+            "machines": f"{count} (same on both sides)",
+            "machines_note": f"both sides measured on the same {which}",
+        }
+    cell = f"{_count_range(across['machines_baseline'])} vs {_count_range(across['machines'])}"
+    between = across[across["interval_from"] == BETWEEN_MACHINES]
+    single = int((across["interval_from"] == RUNS_ONLY).sum())
+    if between.empty:
+        note = (
+            "one machine per side: the interval covers run-to-run noise only and cannot separate the layer from "
+            "machine-to-machine variation (replicate: give several machines of each configuration the same label)"
+        )
+        return {"machines": cell, "machines_note": note}
+    note = (
+        f"{_count_range(between['machines_baseline'])} machines against {_count_range(between['machines'])}: "
+        "the interval includes the spread between machines"
+    )
+    if (between[["machines_baseline", "machines"]].min(axis=1) == 1).any():
+        note += " (a side with one machine is taken to vary as much as the other side's machines)"
+    if single:
+        note += f"; {single} of {len(across)} comparisons had one machine a side (run-to-run noise only)"
+    return {"machines": cell, "machines_note": note}
 
 
 VERDICT_HEADERS = [
@@ -245,6 +297,7 @@ VERDICT_HEADERS = [
     "range between workloads",
     "hurts most",
     "causes recorded",
+    "machines",
     "comparisons",
     "significant",
     "contended",
@@ -269,6 +322,7 @@ def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
                 ),
                 "hurts most": v.worst,
                 "causes recorded": "; ".join(v.causes) or "-",
+                "machines": v.machines,
                 "comparisons": str(v.comparisons),
                 "significant": str(v.significant),
                 "contended": str(v.contended),

@@ -22,7 +22,8 @@ def command() -> None:
     metavar="PATH",
     help="Ansible inventory: an INI or YAML file, or a directory of them beside group_vars/ and host_vars/. "
     "The baseline is the host with ccbench_baseline, else the first host the inventory lists. Host variables: ccbench_label, ccbench_baseline, ccbench_workdir, "
-    "ccbench_components, and Ansible's connection variables.",
+    "ccbench_components, and Ansible's connection variables. Hosts sharing a ccbench_label are replicas of one "
+    "configuration (their bundles in <label>/<host>/).",
 )
 @click.option(
     "--out",

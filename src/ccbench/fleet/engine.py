@@ -297,8 +297,9 @@ class Controller:
             directory.mkdir(parents=True)
         except OSError as exc:
             raise CCBenchError(f"--out {options.out}: cannot create {directory} ({exc.strerror})") from None
+        # keyed by each host's own key (its label, or "<label>/<host>" for replicas sharing a label)
         hosts = {
-            h.label: {**h.public(), "setup_components": self._components(plan, h.components)} for h in inventory.hosts
+            h.key: {**h.public(), "setup_components": self._components(plan, h.components)} for h in inventory.hosts
         }
         return FleetRun(
             directory=directory.resolve(),
@@ -326,7 +327,7 @@ class Controller:
                 f"--resume {directory}: no readable fleet.json there; pass a directory written by 'ccbench fleet run'"
             ) from None
         inventory = inventory_module.read_inventory(document["inventory"], document.get("limit"))
-        known = {h.label for h in inventory.hosts}
+        known = {h.key for h in inventory.hosts}
         missing = [label for label in document["hosts"] if label not in known]
         if missing:
             raise ResumeError(
@@ -550,7 +551,7 @@ class Controller:
         for label in fleet.hosts:
             bundles = [r.bundle for r in fleet.runs[label].values() if r.bundle]
             reason = fleet.reason(label)
-            base = " (baseline)" if label == fleet.baseline else ""
+            base = " (baseline)" if fleet.label_of(label) == fleet.baseline else ""
             where = (
                 f" -> {fleet.directory / bundles[0]}"
                 if len(bundles) == 1

@@ -149,8 +149,8 @@ def add_to_history(fleet: FleetRun, store_path: str) -> str:
     from ccbench.results.history import Store, add_bundles
 
     bundles = {
-        str((fleet.directory / r.bundle).resolve()): label
-        for label, rounds in fleet.runs.items()
+        str((fleet.directory / r.bundle).resolve()): fleet.label_of(key)
+        for key, rounds in fleet.runs.items()
         for r in rounds.values()
         if r.bundle and r.outcome in ("ok", "failed")
     }
@@ -169,16 +169,17 @@ def compare_and_report(fleet: FleetRun) -> None:
     # the baseline's bundles first: compare and report take the first bundle's least-protected
     # configuration as the baseline (per workload, so that prime without a storage variant
     # still finds its baseline; a --baseline label would match several configurations)
-    order = sorted(fleet.runs, key=lambda label: label != fleet.baseline)
+    # replicas (hosts sharing a label) are labelled alike, so they form one configuration
+    order = sorted(fleet.runs, key=lambda key: fleet.label_of(key) != fleet.baseline)
     bundles = [
-        (label, fleet.directory / r.bundle)
-        for label in order
-        for r in fleet.runs[label].values()
+        (fleet.label_of(key), fleet.directory / r.bundle)
+        for key in order
+        for r in fleet.runs[key].values()
         if r.bundle and r.outcome in ("ok", "failed")
     ]
     labels_present = {label for label, _ in bundles}
     if len(labels_present) < 2:
-        fleet.analysis_error = "fewer than two hosts brought back a bundle: nothing to compare"
+        fleet.analysis_error = "fewer than two labels brought back a bundle: nothing to compare"
         return
     args = [str(path) for _, path in bundles]
     for label, path in bundles:

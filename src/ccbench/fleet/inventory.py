@@ -9,7 +9,8 @@ the hosts in the order the inventory lists them (``--list`` puts ungrouped hosts
 the host variables), and the variables ccbench reads with their Jinja templates resolved as a
 playbook would see them (``ansible_host: "{{ ... }}"``).
 
-Host variables read: ``ccbench_label`` (default: the inventory hostname), ``ccbench_baseline``
+Host variables read: ``ccbench_label`` (default: the inventory hostname; hosts sharing one are
+replicas of one configuration), ``ccbench_baseline``
 (default: none, and then the first host the inventory lists is the baseline), ``ccbench_workdir``,
 ``ccbench_components``, and Ansible's connection variables with their old spellings
 (``ansible_ssh_host``, ``ansible_ssh_user``, ``ansible_ssh_port``). Values of other variables
@@ -64,7 +65,7 @@ class InventoryError(CCBenchError):
 @dataclass
 class FleetHost:
     name: str  # the inventory hostname
-    label: str  # the configuration name in the comparison
+    label: str  # the configuration name in the comparison (shared by replicas)
     address: str
     baseline: bool = False
     user: str | None = None
@@ -72,6 +73,12 @@ class FleetHost:
     connection: str = "ssh"
     workdir: str | None = None
     components: list[str] = field(default_factory=list)
+    #: the host's own name in fleet.json and its bundles' directory: the label, or for a replica
+    #: (a label several hosts share) "<label>/<inventory hostname>"
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.label
 
     def public(self) -> dict:
         """What fleet.json records about the host: no credentials, no key paths."""
@@ -94,6 +101,7 @@ class Inventory:
 
     @property
     def baseline(self) -> FleetHost:
+        """The host with ccbench_baseline (the first of them where the replicas of one label set it), else the first."""
         return next((h for h in self.hosts if h.baseline), self.hosts[0])
 
     def by_name(self, name: str) -> FleetHost:
@@ -197,20 +205,26 @@ def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Invento
         )
         for name in names
     ]
-    labels: dict[str, str] = {}
-    for host in hosts:
-        if host.label in labels:
-            raise InventoryError(
-                f"inventory {path}: hosts {labels[host.label]} and {host.name} have the same "
-                f"ccbench_label {host.label!r}; labels name the configurations and must differ"
-            )
-        labels[host.label] = host.name
-    baselines = [h.name for h in hosts if h.baseline]
-    if len(baselines) > 1:
+    _name_replicas(hosts)
+    baselines = [h for h in hosts if h.baseline]
+    if len({h.label for h in baselines}) > 1:
         raise InventoryError(
-            f"inventory {path}: hosts {' and '.join(baselines)} both set ccbench_baseline; set it on one host"
+            f"inventory {path}: hosts {' and '.join(h.name for h in baselines)} both set ccbench_baseline with "
+            "different labels; set it on one host (or on the replicas of one label)"
         )
     return Inventory(path.resolve(), hosts)
+
+
+def _name_replicas(hosts: list[FleetHost]) -> None:
+    """Hosts sharing a ccbench_label are replicas of one configuration (docs/analysis.md, Replicas):
+    each gets its own key, ``<label>/<inventory hostname>``, for its records and bundle directory,
+    while the label stays the configuration's name in the comparison."""
+    counts: dict[str, int] = {}
+    for host in hosts:
+        counts[host.label] = counts.get(host.label, 0) + 1
+    for host in hosts:
+        if counts[host.label] > 1:
+            host.key = f"{host.label}/{re.sub(r'[^A-Za-z0-9._-]', '_', host.name)}"
 
 
 def _listing(path: Path, limit: str | None) -> dict:

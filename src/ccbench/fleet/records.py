@@ -75,8 +75,8 @@ class FleetRun:
     accept_new_host_keys: bool
     run_id: str
     rounds: list[str]
-    hosts: dict[str, Any]  # label -> public host record
-    runs: dict[str, dict[str, HostRun]]  # label -> round -> HostRun
+    hosts: dict[str, Any]  # host key (its label; "<label>/<host>" for replicas) -> public host record
+    runs: dict[str, dict[str, HostRun]]  # host key -> round -> HostRun
     baseline: str
     started_at: str
     command_started: float = field(default_factory=time.time)
@@ -153,6 +153,10 @@ class FleetRun:
             baseline=document["baseline"],
             started_at=document["started_at"],
         )
+
+    def label_of(self, key: str) -> str:
+        """The configuration a host's runs belong to: its ccbench_label (replicas share one)."""
+        return self.hosts[key].get("label") or key
 
     def outcome(self, label: str) -> str:
         outcomes = [r.outcome for r in self.runs[label].values()]

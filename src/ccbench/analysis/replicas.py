@@ -1,0 +1,109 @@
+"""Machines as replicas: the second level of the comparison's model.
+
+Several machines behind one configuration (bundles given the same ``--label``, fleet hosts sharing a
+``ccbench_label``) are replicas of it. Executions vary within a machine (run-to-run noise) and
+machines vary within a configuration (two VMs of one size differ); a comparison between
+configurations on different machines has to include the second spread, or a machine's lottery
+reads as the layer's cost.
+
+The model, per group (workload, params, case, metric) and configuration: each machine's mean log
+value, then the mean and the sample variance of those over the machines. Two configurations on
+different machines are compared with the two-sample t interval on the machine means' logs with the
+pooled variance and m_a + m_b - 2 degrees of freedom: in a balanced nested design (executions
+within machines, machines within configurations) this is the exact test of the configuration
+effect (the nested ANOVA's F test with machines as its error term). docs/analysis.md ("Replicas")
+says why this and not Welch's t or a mixed model, and the simulation behind it
+(tests/test_replicas.py).
+
+One machine against several (1 vs 3) uses the same pooled interval (df = m_a + m_b - 2): the single
+machine's spread is taken to be that of the others. One machine a side leaves no spread between
+machines to estimate: the per-execution interval stays, and the verdict says that it covers
+run-to-run noise only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from ccbench.analysis.stats import CONFIDENCE
+
+#: the frame's column naming the machine a sample was measured on (probe["machine_id"], else the
+#: hostname, else the bundle's path); frames built without it (tests) fall back to ``bundle``
+MACHINE_ID = "machine_id"
+
+#: what a comparison row's interval covers (the table's ``interval_from``)
+BETWEEN_MACHINES = "machines"
+SAME_MACHINES = "same machines"
+RUNS_ONLY = "runs only"
+
+
+def machine_ids(frame: pd.DataFrame) -> np.ndarray:
+    """Per sample, the machine it was measured on."""
+    column = MACHINE_ID if MACHINE_ID in frame else "bundle"
+    return frame[column].to_numpy(dtype=object)
+
+
+def machine_statistics(data: pd.DataFrame, group_columns: list[str]) -> pd.DataFrame:
+    """Per group (numbered as compare's ``_statistics`` numbers them: ``group_columns`` in order of
+    first appearance) and configuration: ``machines`` (distinct machines), ``m_log_mean`` (the mean
+    over machines of each machine's mean log value) and ``m_log_var`` (the sample variance of those
+    machine means; NaN with fewer than 2 machines). Values that are not positive have no log and are
+    left out here; compare marks such a row not computable anyway."""
+    values = data["value"].to_numpy(dtype=float)
+    positive = values > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
+    work = data[group_columns + ["config"]].assign(machine=machine_ids(data), log=logs)
+    keys = group_columns + ["config", "machine"]
+    per_machine = work.groupby(keys, sort=False, dropna=False)["log"].mean().reset_index()
+    # numbered on the few per-machine rows: the order of first appearance is the samples' order
+    per_machine["group"] = per_machine.groupby(group_columns, sort=False, dropna=False).ngroup()
+    stats = per_machine.groupby(["group", "config"], sort=False)["log"].agg(
+        machines="size", m_log_mean="mean", m_log_var="var"
+    )
+    return stats.reset_index()
+
+
+def interval_kinds(base: pd.DataFrame, rows: pd.DataFrame, across: np.ndarray) -> np.ndarray:
+    """Per row, what its interval covers: BETWEEN_MACHINES where the sides are on different machines
+    and at least one side has two or more (the spread between machines is estimated), RUNS_ONLY where
+    they are on different machines with one each, SAME_MACHINES where both sides were measured on the
+    same machines (each machine ran both: its offset cancels out of the difference)."""
+    m_a, m_b = base["machines"].to_numpy(dtype=float), rows["machines"].to_numpy(dtype=float)
+    replicated = (m_a >= 1) & (m_b >= 1) & (m_a + m_b >= 3)
+    return np.where(across, np.where(replicated, BETWEEN_MACHINES, RUNS_ONLY), SAME_MACHINES)
+
+
+def machine_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per row, the ratio of the machine means' geometric means with the pooled two-sample t interval
+    on their logs (df = m_a + m_b - 2) and its p value; NaN where there are fewer than 3 machines in
+    all or a side has a value that is not positive."""
+    m_a, m_b = base["machines"].to_numpy(dtype=float), rows["machines"].to_numpy(dtype=float)
+    mean_a, mean_b = base["m_log_mean"].to_numpy(dtype=float), rows["m_log_mean"].to_numpy(dtype=float)
+    var_a, var_b = base["m_log_var"].to_numpy(dtype=float), rows["m_log_var"].to_numpy(dtype=float)
+    dof = m_a + m_b - 2
+    nonpositive = base["nonpositive"].to_numpy(dtype=bool) | rows["nonpositive"].to_numpy(dtype=bool)
+    computable = (dof >= 1) & np.isfinite(mean_a) & np.isfinite(mean_b) & ~nonpositive
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # a side with one machine adds nothing to the pooled sum of squares (its variance is NaN)
+        pooled = (np.where(m_a >= 2, (m_a - 1) * var_a, 0.0) + np.where(m_b >= 2, (m_b - 1) * var_b, 0.0)) / dof
+        se = np.sqrt(pooled * (1 / m_a + 1 / m_b))
+        diff = mean_b - mean_a
+        t = special.stdtrit(dof, 0.5 + CONFIDENCE / 2)
+        spread = np.where(se > 0, t * se, 0.0)
+        p_value = np.where(se > 0, 2 * special.stdtr(dof, -np.abs(diff / se)), np.where(diff != 0, 0.0, 1.0))
+    return {
+        "computable": computable,
+        "ratio": np.where(computable, np.exp(diff), np.nan),
+        "ci_low": np.where(computable, np.exp(diff - spread), np.nan),
+        "ci_high": np.where(computable, np.exp(diff + spread), np.nan),
+        "p_value": np.where(computable, p_value, np.nan),
+    }
+
+
+def across_machines(data: pd.DataFrame, base: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
+    """Per row, whether its two sides were measured on different machines (different labels)."""
+    machine = data.drop_duplicates("config").set_index("config")["machine"]
+    return rows["config"].map(machine).to_numpy(dtype=object) != base["config"].map(machine).to_numpy(dtype=object)
