@@ -35,8 +35,9 @@ SWIOTLB_SHARE, SWIOTLB_MIN, SWIOTLB_MAX = 0.06, 64 * 2**20, 2**30
 CIPHER_SHARE_FLOOR = 0.2
 
 SOURCES = {
-    "confounded": "issue 24 (seed 000: raytrace 673 ms on Ice Lake vs 495 ms on the TDX machines' newer Xeon); "
-    "docs/trust.md#lint",
+    "confounded": "seed 000's published raw results: pyperformance raytrace 673 ms on Ice Lake (no TDX) vs 495 ms on "
+    "the TDX machines' Sapphire Rapids, read as a TDX effect; a kernel alone moves TDX guests: Linux 6.15's halt "
+    "change (https://worldofsoftware.org/intel-tdx-is-becoming-potentially-faster-avoiding-slow-buggy-code-path-on-linux)",
     "debug-tee": "AMD SEV-SNP ABI specification (56860), guest policy bit 19 DEBUG; Intel TDX module "
     "specification, TD ATTRIBUTES bit 0 DEBUG",
     "small-swiotlb": "https://github.com/firecracker-microvm/firecracker/pull/5156 (swiotlb: up to 80% throughput "

@@ -260,16 +260,13 @@ def confounded_sentence(item: LayerVerdict) -> str:
     """A layer measured only across machines that differ in more than the layer: the difference is
     named with what confounds it, and no interval is offered as the layer's own cost."""
     what = "; ".join(item.confounded)
-    share = (
-        "every comparison"
-        if item.confounded_rows == item.comparisons
-        else f"{item.confounded_rows} of {item.comparisons} comparisons"
-    )
+    rows = f"{item.comparisons} comparison{'s' if item.comparisons != 1 else ''}"
+    share = "all confounded" if item.confounded_rows == item.comparisons else f"{item.confounded_rows} confounded"
     where = f"{item.workloads} workload{'s' if item.workloads != 1 else ''}"
     return (
-        f"{item.layer}: cost confounded by {what} ({share}): the {fmt.percent(item.overhead)} measured "
-        f"typically across {where} is the machines' difference together, not the layer's own; compare machines "
-        "that differ only in the layer to measure it."
+        f"{item.layer}: cost confounded by {what}: the {fmt.percent(item.overhead)} measured typically across "
+        f"{where} ({rows}, {share}) is the difference between the machines as a whole, not the layer's own; "
+        "compare machines that differ only in the layer to measure it."
     )
 
 
@@ -281,6 +278,10 @@ def _typical_cell(item: LayerVerdict) -> str:
 
 def _interval_cell(item: LayerVerdict) -> str:
     return "-" if item.confounded and item.layer != "none" else item.interval_text()
+
+
+def _interval_over_cell(item: LayerVerdict) -> str:
+    return "-" if item.confounded and item.layer != "none" else item.interval_over
 
 
 VERDICT_HEADERS = [
@@ -307,7 +308,7 @@ def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
                 "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
                 "typical cost": _typical_cell(v),
                 "95% interval": _interval_cell(v),
-                "interval from": v.interval_over,
+                "interval from": _interval_over_cell(v),
                 "range between workloads": (
                     f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"
                     if v.workloads > 1
