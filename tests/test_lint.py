@@ -178,30 +178,75 @@ def test_4k_pages_against_2m_pages():
     assert lint.small_pages(madvise, [("old", probe("old", "none"))]) == []  # not recorded: not judged
 
 
-def transport_frame(tls_mbps: float) -> pd.DataFrame:
-    """One machine's transport run: the AEAD ceiling and the 1 MiB duplex throughputs."""
+def throughput_rows(axis: str, speeds: dict, cases: dict, **extra) -> list[dict]:
+    """Three executions of each (variant, case) of one machine: ``speeds[variant]`` at the bulk case,
+    a tenth of it at the small one."""
     rows = []
     for _repetition in range(3):
-        rows.append({"metric": "aead_seal_open", "transport": "securechannel", "params": "{}", "value": 5000.0})
-        for transport, speed in (("plain", 6000.0), ("securechannel", 2900.0), ("tls", tls_mbps)):
-            for payload in (1536, 1048576):
-                rows.append(
-                    {
-                        "metric": "throughput",
-                        "transport": transport,
-                        "params": json.dumps({"payload": payload, "pipe": "duplex"}),
-                        "value": speed if payload == 1048576 else speed / 10,
-                    }
-                )
-    frame = pd.DataFrame(rows).assign(machine="cvm", warmup=False, transport_cipher="TLS13_AES_256_GCM_SHA384")
+        for value, speed in speeds.items():
+            for params, scale in cases.items():
+                rows.append({"metric": "throughput", axis: value, "params": params, "value": speed * scale, **extra})
+    return rows
+
+
+def machine_frame(rows: list[dict], workload: str) -> pd.DataFrame:
+    frame = pd.DataFrame(rows).assign(machine="cvm", workload=workload, warmup=False)
+    for column in ("transport", "storage", "storage_cipher_MBps"):
+        if column not in frame:
+            frame[column] = None
     return frame
+
+
+def transport_frame(tls_mbps: float) -> pd.DataFrame:
+    """One machine's transport run: the AEAD ceiling and the throughputs at 1536 B and 1 MiB (duplex)."""
+    cases = {
+        json.dumps({"payload": 1048576, "pipe": "duplex"}): 1.0,
+        json.dumps({"payload": 1536, "pipe": "duplex"}): 0.1,
+    }
+    rows = throughput_rows("transport", {"plain": 6000.0, "securechannel": 2900.0, "tls": tls_mbps}, cases)
+    rows += [{"metric": "aead_seal_open", "transport": "securechannel", "params": "{}", "value": 5000.0}] * 3
+    return machine_frame(rows, "transport")
 
 
 def test_a_transport_far_below_the_aead_speed_of_the_same_run():
     (finding,) = lint.slow_cipher(transport_frame(tls_mbps=300.0))
-    assert finding.code == "slow-cipher" and finding.evidence["cvm"]["transport"] == "tls"
-    assert finding.evidence["cvm"]["share"] == 0.06 and finding.evidence["cvm"]["payload_bytes"] == 1048576
+    evidence = finding.evidence["cvm"]
+    assert finding.code == "slow-cipher" and evidence["transport"] == "tls" and '"payload": 1048576' in evidence["case"]
+    assert evidence["implied_cipher_MBps"] == pytest.approx(1 / (1 / 300 - 1 / 6000), abs=0.1)
+    # rustls' usual share (2100 of plain's 6000) costs per byte what a 3231 MB/s cipher would: not flagged,
+    # nor is the small payload, where per-message costs dominate
     assert lint.slow_cipher(transport_frame(tls_mbps=2100.0)) == []
+
+
+def storage_frame(fscrypt_mbps: float, cipher_mbps: float | None) -> pd.DataFrame:
+    """fio on one machine: 1m sequential reads and 4k random reads, on disk, ext4-loop and fscrypt."""
+    cases = {'{"bs": "1m", "rw": "read"}': 1.0, '{"bs": "4k", "rw": "randread"}': 0.05}
+    rows = throughput_rows("storage", {"disk": 1500.0, "ext4-loop": 1400.0}, cases)
+    rows += throughput_rows("storage", {"fscrypt": fscrypt_mbps}, cases, storage_cipher_MBps=cipher_mbps)
+    return machine_frame(rows, "fio")
+
+
+def test_encrypted_storage_far_below_the_kernel_cipher_speed_of_the_same_run():
+    (finding,) = lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=2400.0))
+    evidence = finding.evidence["cvm"]
+    assert evidence["storage"] == "fscrypt" and evidence["ext4-loop_throughput_MBps"] == 1400.0
+    assert evidence["cipher_MBps_measured"] == 2400.0 and "1m" in evidence["case"]
+    # the same throughput with a software cipher of 250 MB/s is what that cipher explains (the
+    # software-AES cause, not a misconfiguration); without a measured speed nothing is judged
+    assert lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=250.0)) == []
+    assert lint.slow_cipher(storage_frame(fscrypt_mbps=900.0, cipher_mbps=2400.0)) == []
+    assert lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=None)) == []
+
+
+def test_the_kernel_cipher_speed_is_measured_or_its_absence_named():
+    from ccbench.probe.crypto import kernel_cipher_speed
+
+    speed = kernel_cipher_speed("xts(aes)", seconds=0.05)
+    if "MBps" in speed:
+        assert speed["MBps"] > 0 and speed["bytes"] >= 65536
+    else:  # this development kernel has no AF_ALG (CONFIG_CRYPTO_USER_API_SKCIPHER)
+        assert "AF_ALG" in speed["reason"] or "xts(aes)" in speed["reason"]
+    assert "reason" in kernel_cipher_speed("no-such-cipher(aes)", seconds=0.05)
 
 
 def test_the_report_shows_the_findings_after_the_verdict(tmp_path, ccbench):
