@@ -1,4 +1,4 @@
-"""The lint for the known traps (ccbench.lint; docs/trust.md#lint): each finding triggered from a
+"""The lint for the known traps (ccbench.lint; docs/trust.md, Lint): each finding triggered from a
 fixture and not triggered from its fixed twin, and where it shows (compare, the verdict, the report,
 env --lint, the before-run check)."""
 
@@ -296,5 +296,5 @@ def test_the_before_run_check_prints_findings_and_never_blocks(tmp_path):
     clean = provenance_probe("cvm", "sev-snp", tee_evidence=snp_evidence(False))
     checks = system_check(tmp_path, processes=[], aes=False, environment=clean, device_io=True)
     assert [c for c in checks if c["name"].startswith("lint")] == [
-        {"name": "lint (docs/trust.md#lint)", "value": "no findings", "ok": True, "advice": ""}
+        {"name": "lint (docs/trust.md, Lint)", "value": "no findings", "ok": True, "advice": ""}
     ]

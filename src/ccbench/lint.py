@@ -43,8 +43,8 @@ SOURCES = {
     "small-swiotlb": "https://github.com/firecracker-microvm/firecracker/pull/5156 (swiotlb: up to 80% throughput "
     "loss); Linux arch/x86/mm/mem_encrypt.c mem_encrypt_setup_arch (6% of memory, 64 MiB to 1 GiB)",
     "small-pages": "https://github.com/AMDESE/AMDSEV/issues/225 (a memory slowdown traced to 4K vs 2M guest pages)",
-    "slow-cipher": "docs/trust.md#lint; the AEAD ceiling is measured by ccchannel-bench in the same run",
-    "unchecked": "docs/trust.md#lint",
+    "slow-cipher": "docs/trust.md (Lint); the AEAD ceiling is measured by ccchannel-bench in the same run",
+    "unchecked": "docs/trust.md (Lint)",
 }
 
 #: (vendor, CPUID family, model) -> microarchitecture, from the vendors' published CPUID tables; a

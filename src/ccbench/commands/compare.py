@@ -36,7 +36,7 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended",
     "confounded by <what>" (the machines of the two sides differ in CPU model, vCPUs, memory, SMT or
     kernel). The table opens with the verdict per protection layer (--summary prints only that) and
-    the lint's findings (docs/trust.md#lint); with --json each finding is one more object
+    the lint's findings (docs/trust.md, Lint); with --json each finding is one more object
     ({"finding": code, ...}) after the rows or layers.
     """
     from ccbench.analysis.compare import compare
@@ -153,15 +153,15 @@ def _print_verdict(table, frame, layers, excluded: str) -> None:
 
 
 def _print_findings(findings) -> None:
-    """The lint's findings on the compared machines (docs/trust.md#lint), after the verdict."""
+    """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict."""
     from ccbench.console import stdout
     from ccbench.lint import format_findings
 
     if findings:
-        stdout.print(f"lint: {len(findings)} finding{'s' if len(findings) != 1 else ''} (docs/trust.md#lint)")
+        stdout.print(f"lint: {len(findings)} finding{'s' if len(findings) != 1 else ''} (docs/trust.md, Lint)")
         stdout.print(format_findings(findings), markup=False, highlight=False)
     else:
-        stdout.print("lint: no findings (docs/trust.md#lint)")
+        stdout.print("lint: no findings (docs/trust.md, Lint)")
 
 
 def _print_comparison(table, excluded: str) -> None:

@@ -30,7 +30,7 @@ from ccbench.errors import CCBenchError
     "--lint",
     "lint",
     is_flag=True,
-    help="Also check this machine for the known traps (docs/trust.md#lint): a debug TEE; with --plan, "
+    help="Also check this machine for the known traps (docs/trust.md, Lint): a debug TEE; with --plan, "
     "small bounce buffers under an I/O-heavy plan. With --json: the findings under the key 'lint'.",
 )
 @click.option(
@@ -87,7 +87,7 @@ def print_lint(findings: list, plan_name: str | None) -> None:
     from ccbench.lint import format_findings
 
     scope = f"this machine under plan {plan_name}" if plan_name else "this machine (add --plan for the plan's checks)"
-    stdout.print(f"[bold]{'lint':<15}[/bold] {scope}: docs/trust.md#lint")
+    stdout.print(f"[bold]{'lint':<15}[/bold] {scope}: docs/trust.md (Lint)")
     stdout.print(format_findings(findings), markup=False, highlight=False)
 
 

@@ -287,7 +287,7 @@ def check_lint(environment: dict[str, Any] | None, device_io: bool | None) -> li
         return []
     findings = lint_machine(environment, device_io)
     if not findings:
-        return [_check("lint (docs/trust.md#lint)", "no findings", True)]
+        return [_check("lint (docs/trust.md, Lint)", "no findings", True)]
     return [
         _check(
             f"lint: {finding.code}",

@@ -1,6 +1,6 @@
 """The lint's findings, right after the verdict: the known traps seen in the compared machines
 (confounded comparisons, a debug TEE, small bounce buffers, 4K against 2M pages, encryption far
-below its cipher's speed), each with its evidence and source (docs/trust.md#lint)."""
+below its cipher's speed), each with its evidence and source (docs/trust.md, Lint)."""
 
 from __future__ import annotations
 
