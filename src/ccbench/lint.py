@@ -330,9 +330,23 @@ def confounded_flags(
     return out
 
 
+def distinct_rows(frame: Any, keys: list[str]) -> Any:
+    """The first row of each distinct combination of ``keys`` (few of them in millions of rows):
+    by the columns' integer codes, twice as fast as drop_duplicates on the strings."""
+    import numpy as np
+    import pandas as pd
+
+    combined = np.zeros(len(frame), dtype=np.int64)
+    for key in keys:
+        codes, uniques = pd.factorize(frame[key])
+        combined = combined * (len(uniques) + 1) + codes + 1
+    _, first = np.unique(combined, return_index=True)
+    return frame.iloc[np.sort(first)]
+
+
 def config_sides(frame: Any, machines: Mapping[str, Mapping[str, Any]]) -> dict[str, Side]:
     """{configuration: [(machine label, probe)] of the bundles measured under it}."""
-    pairs = frame[["config", "machine", "bundle"]].drop_duplicates()
+    pairs = distinct_rows(frame, ["config", "bundle"])[["config", "machine", "bundle"]]
     sides: dict[str, Side] = {}
     for config, machine, bundle in pairs.itertuples(index=False):
         probe = machines.get(str(bundle))
@@ -526,7 +540,8 @@ def slow_cipher(frame: Any) -> list[Finding]:
     more than the cipher's speed measured in the same run explains."""
     if frame is None or frame.empty:
         return []
-    data = frame[~frame["warmup"]]
+    # only the few rows that can matter are copied out of what may be millions
+    data = frame[frame["metric"].isin([THROUGHPUT, TRANSPORT_CEILING]) & ~frame["warmup"]]
     findings = []
     for machine, rows in data.groupby("machine", sort=False):
         ceilings = {"transport": _median(rows.loc[rows["metric"] == TRANSPORT_CEILING, "value"])}
@@ -559,7 +574,7 @@ def lint_comparison(
     device_io = device_io or {}
     labels = {}
     if frame is not None and not frame.empty:
-        labels = dict(frame[["bundle", "machine"]].drop_duplicates("bundle").itertuples(index=False))
+        labels = dict(distinct_rows(frame, ["bundle"])[["bundle", "machine"]].itertuples(index=False))
     findings: list[Finding] = []
     for bundle, probe in machines.items():
         name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)

@@ -37,7 +37,7 @@ def build(ctx: ReportContext) -> Section | None:
         "4K against 2M guest pages, and encryption far below its cipher's speed measured in the same run. "
     )
     if not findings:
-        return Section(title="Lint: known traps", intro=intro + "None was found.", css_class="verdict")
+        return Section(title="Lint: known traps", intro=intro + "None was found.")
     table = pd.DataFrame(
         [
             {
@@ -57,5 +57,4 @@ def build(ctx: ReportContext) -> Section | None:
         "is not what it claims.",
         points=[f.line() for f in findings],
         tables=[Table("findings", table)],
-        css_class="verdict",
     )
