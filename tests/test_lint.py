@@ -115,6 +115,17 @@ def test_memory_within_the_tolerance_is_the_same_size_and_smt_differs():
     assert lint.confounded_by(found) == "vCPUs (2 vs 4), memory (8.0 GiB vs 16.0 GiB) and SMT (False vs True)"
 
 
+def test_cpus_are_compared_by_brand_and_named_by_microarchitecture():
+    ice_lake_8380 = dict(ICE_LAKE, model="Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz")
+    a = [("a", provenance_probe("a", "none", cpu=ICE_LAKE))]
+    b = [("b", provenance_probe("b", "tdx", cpu=ice_lake_8380))]
+    found, _ = lint.differences(a, b)
+    assert lint.confounded_by(found) == f"CPU model ({ICE_LAKE['model']} vs {ice_lake_8380['model']})"
+    # an older bundle without CPUID family and model, on the same CPU: not a difference
+    brand_only = provenance_probe("c", "tdx", cpu={"model": ICE_LAKE["model"]})
+    assert lint.differences(a, [("c", brand_only)])[0] == []
+
+
 def test_an_older_bundle_says_what_could_not_be_checked(tmp_path):
     old = probe("old", "none") | {"cpu": dict(ICE_LAKE, threads=2), "memory": {"total_bytes": 8 * 2**30}}
     new = provenance_probe("new", "tdx", cpu=ICE_LAKE, kernel="6")

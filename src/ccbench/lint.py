@@ -259,27 +259,33 @@ class Difference:
     fact: str
     baseline: list[Any]
     other: list[Any]
+    #: for the CPU model: the names shown (the microarchitecture where known, else the brand string)
+    shown: tuple[list[str], list[str]] | None = None
 
     def text(self) -> str:
-        if self.fact == "CPU model":
-            return f"CPU model ({_cpu_names(self.baseline)} vs {_cpu_names(self.other)})"
+        if self.shown:
+            return f"{self.fact} ({', '.join(self.shown[0])} vs {', '.join(self.shown[1])})"
         show = _gib if self.fact == "memory" else str
         return f"{self.fact} ({', '.join(map(show, self.baseline))} vs {', '.join(map(show, self.other))})"
-
-
-def _cpu_names(models: list[Any]) -> str:
-    return ", ".join(str(model) for model in models)
 
 
 def _side_values(side: Side, fact: str) -> list[Any]:
     values = []
     for _label, probe in side:
         value = machine_facts(probe)[fact]
-        if fact == "CPU model" and value is not None:
-            value = microarchitecture(probe) or value
         if value is not None and value not in values:
             values.append(value)
     return values
+
+
+def _cpu_names(baseline: Side, other: Side) -> tuple[list[str], list[str]]:
+    """Each side's CPUs by microarchitecture ("Ice Lake vs Sapphire Rapids") where every CPU's is
+    known and the sides' differ; else by brand string (two Ice Lake models differ too)."""
+    names = [[microarchitecture(probe) for _label, probe in side] for side in (baseline, other)]
+    a, b = (list(dict.fromkeys(n)) for n in names)
+    if None not in a + b and set(a) != set(b):
+        return a, b
+    return [str(v) for v in _side_values(baseline, "CPU model")], [str(v) for v in _side_values(other, "CPU model")]
 
 
 def _unknown(side: Side, fact: str) -> list[str]:
@@ -303,7 +309,7 @@ def differences(baseline: Side, other: Side) -> tuple[list[Difference], dict[str
         if fact == "memory" and not _memory_differs(a, b):
             continue
         if set(map(str, a)) != set(map(str, b)):
-            found.append(Difference(fact, a, b))
+            found.append(Difference(fact, a, b, _cpu_names(baseline, other) if fact == "CPU model" else None))
     return found, unknown
 
 
