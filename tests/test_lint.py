@@ -268,7 +268,7 @@ def test_the_report_shows_the_findings_after_the_verdict(tmp_path, ccbench):
     text = out.read_text()
     assert text.index("Verdict per protection layer") < text.index("Lint: known traps")
     assert "cost confounded by CPU model (Ice Lake vs Sapphire Rapids)" in text
-    assert "[high] confounded:" in text
+    assert "| high | confounded |" in text and "memory=8.0 GiB" in text
 
 
 def test_env_lint_on_a_real_snp_guest_snapshot(ccbench):

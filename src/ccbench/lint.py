@@ -416,8 +416,8 @@ def unchecked(baseline: Side, other: Side, unknown: dict[str, list[str]]) -> lis
         _finding(
             "unchecked",
             INFO,
-            f"could not check whether the compared machines differ in {facts}: not recorded (older bundles lack "
-            "the provenance block)",
+            f"could not check whether the compared machines differ in {facts}: not recorded (a bundle from "
+            "before the provenance block, or the machine did not say)",
             {label: machine_facts(probe) for label, probe in [*baseline, *other] if label in labels},
             "measure again with this ccbench so the probe records the machine's provenance",
         )
@@ -439,22 +439,26 @@ def _confounded(baseline: Side, other: Side, found: list[Difference], layers: li
 
 
 def lint_pairs(frame: Any, table: Any, machines: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
-    """The findings on each pair of sides the comparison puts against each other across machines."""
+    """The findings on each pair of machine sets the comparison puts against each other (each pair
+    once, with every layer measured between them)."""
     if table is None or table.empty:
         return []
     sides = config_sides(frame, machines)
-    findings: list[Finding] = []
-    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
-    layers_of = table.groupby(["baseline", "config"], sort=False)["layer"].agg(lambda v: list(dict.fromkeys(v)))
-    for (base, config), layers in layers_of.items():
+    pairs: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Side, Side, list[str]]] = {}
+    for base, config, layer in distinct_rows(table, ["baseline", "config", "layer"])[
+        ["baseline", "config", "layer"]
+    ].itertuples(index=False):
         baseline, other = sides.get(base, []), sides.get(config, [])
         key = (tuple(label for label, _ in baseline), tuple(label for label, _ in other))
-        if not baseline or not other or key[0] == key[1] or key in seen:
-            continue
-        seen.add(key)
+        if baseline and other and key[0] != key[1]:
+            layers = pairs.setdefault(key, (baseline, other, []))[2]
+            if layer != "none" and layer not in layers:
+                layers.append(layer)
+    findings: list[Finding] = []
+    for baseline, other, layers in pairs.values():
         found, unknown = differences(baseline, other)
         if found:
-            findings.append(_confounded(baseline, other, found, [x for x in layers if x != "none"]))
+            findings.append(_confounded(baseline, other, found, layers))
         findings += small_pages(baseline, other) + unchecked(baseline, other, unknown)
     return findings
 

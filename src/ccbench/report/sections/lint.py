@@ -14,12 +14,19 @@ from ccbench.report.sections import ReportContext, Section, Table
 ORDER = 6
 
 
+def _value(key: str, value: Any) -> Any:
+    """Sizes in bytes as MiB or GiB, the way a reader compares machines."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and ("bytes" in key or key == "memory"):
+        return f"{value / 2**30:.1f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
+    return value
+
+
 def evidence_text(evidence: dict[str, Any]) -> str:
     """ "plain: CPU model=Ice Lake, vCPUs=2; tdx: ..." (the values seen, per machine)."""
     parts = []
     for machine, values in evidence.items():
         if isinstance(values, dict):
-            shown = ", ".join(f"{key}={value}" for key, value in values.items() if value is not None)
+            shown = ", ".join(f"{key}={_value(key, value)}" for key, value in values.items() if value is not None)
             parts.append(f"{machine}: {shown or 'nothing recorded'}")
         else:
             parts.append(f"{machine}: {values}")
@@ -55,6 +62,5 @@ def build(ctx: ReportContext) -> Section | None:
         title="Lint: known traps",
         intro=intro + f"{len(findings)} finding{'s' if len(findings) != 1 else ''}; a high one means a number above "
         "is not what it claims.",
-        points=[f.line() for f in findings],
         tables=[Table("findings", table)],
     )
