@@ -106,6 +106,22 @@ def test_twins_that_differ_only_in_the_tee_are_not_confounded(tmp_path):
     assert [f.code for f in findings] == []
 
 
+def test_a_layer_with_some_comparisons_confounded_gives_no_interval_either(tmp_path):
+    kernel = "6.2.0-1018-azure"
+    plain = provenance_probe("plain", "none", cpu=ICE_LAKE, kernel=kernel)
+    twin = provenance_probe("tdx-twin", "tdx", cpu=ICE_LAKE, kernel=kernel, tee_evidence=tdx_evidence(False))
+    other = provenance_probe("tdx-spr", "tdx", cpu=SAPPHIRE_RAPIDS, kernel=kernel, tee_evidence=tdx_evidence(False))
+    paths = [write_environment(tmp_path, plain, raytrace(673, 1))]
+    paths += [write_environment(tmp_path, twin, raytrace(690, 2)), write_environment(tmp_path, other, raytrace(495, 3))]
+    frame = load(paths)
+    table = compare(frame, machines=machines_of(paths))
+    flagged = dict(zip(table["config"], table["flags"].map(lambda f: any(x.startswith("confounded") for x in f))))
+    assert flagged == {"tdx-twin / TDX": False, "tdx-spr / TDX": True}
+    (layer,) = verdicts(table, frame)
+    assert "(2 comparisons, 1 confounded)" in layer.sentence() and "95% interval" not in layer.sentence()
+    assert layer.confounded == ["CPU model (Ice Lake vs Sapphire Rapids)"]
+
+
 def test_memory_within_the_tolerance_is_the_same_size_and_smt_differs():
     a = [("a", provenance_probe("a", "none", memory_bytes=8 * 2**30, smt=False))]
     b = [("b", provenance_probe("b", "tdx", memory_bytes=int(7.8 * 2**30), smt=False))]
