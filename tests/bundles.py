@@ -109,3 +109,95 @@ def write_bundles(root, per_case=6):
                 )
         paths.append(write(root, host, tee, samples))
     return paths
+
+
+# ---- machines with provenance (the lint's tests) ------------------------------------------------------
+
+#: CPUs of seed 000's Azure machines: D2_v5 (Ice Lake, Intel-Non-TDX) and DC2eds_v5 (a 4th-generation
+#: Xeon, Sapphire Rapids, Intel-TDX); family and model numbers as CPUID reports them
+ICE_LAKE = {
+    "model": "Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz",
+    "vendor": "GenuineIntel",
+    "family": "6",
+    "model_number": "106",
+}
+SAPPHIRE_RAPIDS = {
+    "model": "Intel(R) Xeon(R) Platinum 8473C",
+    "vendor": "GenuineIntel",
+    "family": "6",
+    "model_number": "143",
+}
+
+
+def provenance_probe(
+    host: str,
+    tee: str,
+    cpu: dict | None = None,
+    vcpus: int = 2,
+    memory_bytes: int = 8 * 2**30,
+    smt: bool | None = False,
+    kernel: str = "6.8.0-1021-azure",
+    thp: str = "madvise",
+    hugepages_total: int = 0,
+    swiotlb_bytes: int | None = 512 * 2**20,
+    tee_evidence: dict | None = None,
+) -> dict:
+    """A probe document with the provenance block (the keys ccbench's probe records), for one machine."""
+    cpu = dict(cpu or ICE_LAKE, threads=vcpus, cores=vcpus)
+    return {
+        "hostname": host,
+        "tee": {"technology": tee, "evidence": []},
+        "cpu": cpu,
+        "memory": {"total_bytes": memory_bytes},
+        "kernel": {"release": kernel},
+        "storage": {"protection": "plain"},
+        "provenance": {
+            "kernel_cmdline": "console=ttyS0",
+            "swiotlb": {"bytes": swiotlb_bytes, "source": "kernel log", "cmdline": None},
+            "page_size": 4096,
+            "thp": {"enabled": thp, "defrag": "madvise"},
+            "hugepages_total": hugepages_total,
+            "vcpus": vcpus,
+            "smt": smt,
+            "memory_bytes": memory_bytes,
+            "cpu_model": cpu["model"],
+            "microcode": "0xd0003b9",
+            "hypervisor": "microsoft",
+            "tdx_idle": None,
+            "tee_evidence": tee_evidence,
+        },
+    }
+
+
+def snp_evidence(debug: bool) -> dict:
+    raw = 0x30000 | (1 << 19 if debug else 0)  # bit 16 SMT allowed, 17 reserved (one), 19 DEBUG
+    return {
+        "technology": "sev-snp",
+        "policy": {"raw": hex(raw), "debug": debug, "smt": True, "migrate_ma": False, "single_socket": False},
+        "vmpl": 0,
+        "reported_tcb": {"bootloader": 3, "tee": 0, "snp": 8, "microcode": 115},
+        "current_tcb": {"bootloader": 3, "tee": 0, "snp": 8, "microcode": 115},
+        "platform_info": {"smt_enabled": True, "tsme_enabled": False},
+    }
+
+
+def tdx_evidence(debug: bool) -> dict:
+    return {
+        "technology": "tdx",
+        "tee_tcb_svn": "03000600000000000000000000000000",
+        "mrseam": "2fd279c16164a93dd5bf373d834328d46008c2b693af9ebb865b08b2ced320c9a89b4869a9fab60fbe9d0c5a5363c656",
+        "td_attributes": {
+            "raw": hex((1 << 28) | int(debug)),
+            "debug": debug,
+            "sept_ve_disable": True,
+        },
+    }
+
+
+def write_environment(out: Path, environment: dict, samples: list[Sample], plan: dict | None = None) -> Path:
+    """A closed bundle in ``out/<hostname>`` with this probe document and plan (default: plan "t")."""
+    manifest = {"plan": plan or {"name": "t"}, "environment": environment}
+    writer = BundleWriter.create(out / environment["hostname"], manifest)
+    writer.append_samples(samples)
+    writer.close()
+    return writer.path

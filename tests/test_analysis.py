@@ -248,7 +248,7 @@ def test_compare_cli_json_and_errors(tmp_path, ccbench):
     other = write_bundle(tmp_path, "b", "sev-snp", {(): [1.2, 1.21, 1.19]})
     done = ccbench("compare", base, other, "--json")
     assert done.returncode == 0, done.stderr
-    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    rows = [r for r in map(json.loads, done.stdout.splitlines()) if "finding" not in r]  # findings follow the rows
     for key in ("workload", "metric", "baseline", "config", "ratio", "ci_low", "ci_high", "significant"):
         assert key in rows[0]
     assert rows[0]["significant"] is True and rows[0]["verdict"] == "slower"
@@ -279,7 +279,7 @@ def test_a_machine_label_selects_that_machines_configurations_per_workload(tmp_p
         bundles.append(write_samples(tmp_path, host, tee, samples))
     done = ccbench("compare", *bundles, "--baseline", "first", "--json")
     assert done.returncode == 0, done.stderr
-    rows = {r["workload"]: r for r in map(json.loads, done.stdout.splitlines())}
+    rows = {r["workload"]: r for r in map(json.loads, done.stdout.splitlines()) if "finding" not in r}
     assert rows["prime"]["baseline"] == "first / no TEE" and rows["prime"]["config"] == "second / SEV-SNP"
     assert rows["fio"]["baseline"] == "first / no TEE / disk" and rows["fio"]["config"] == "second / SEV-SNP / disk"
     assert rows["fio"]["layer"] == "TEE: SEV-SNP"

@@ -174,7 +174,9 @@ def test_compression_and_fio_run_on_every_variant(tmp_path, ccbench):
     # the comparison shows every variant against plain disk
     compared = ccbench("compare", bundle.path, "--json")
     assert compared.returncode == 0, compared.stderr
-    configs = {line.split('"config": "')[1].split('"')[0] for line in compared.stdout.splitlines()}
+    configs = {
+        line.split('"config": "')[1].split('"')[0] for line in compared.stdout.splitlines() if '"config": "' in line
+    }
     assert len(configs) == 3 and all("disk" not in c for c in configs)
 
 

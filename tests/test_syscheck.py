@@ -104,3 +104,17 @@ def test_the_live_check_finds_a_busy_process_started_by_the_test():
     ]
     assert "other busy processes" in names
     assert all(set(c) == {"name", "value", "ok", "advice"} for c in checks)
+
+
+def test_a_run_keeps_the_lint_with_its_system_check(tmp_path, ccbench, workdir, write_plan):
+    from ccbench.bundle import find_bundles, read_bundle
+
+    plan = write_plan('[[workloads]]\nkind = "command"\nname = "true"\nrepetitions = 1\ncommand = "true"\n')
+    done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    (bundle,) = find_bundles([tmp_path / "out"])
+    checks = read_bundle(bundle, samples=False).manifest["system_check"]
+    lint_checks = [c for c in checks if c["name"].startswith("lint")]
+    # this development machine is no TEE guest: the lint ran and had nothing to say
+    assert lint_checks == [{"name": "lint (docs/trust.md, Lint)", "value": "no findings", "ok": True, "advice": ""}]
+    assert "lint (docs/trust.md, Lint): no findings" in done.stderr

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import ccbench.workloads as workloads
 from ccbench.fleet import wheelhouse
-from ccbench.workloads.base import TLS_AES_CHECK, Workload
+from ccbench.workloads.base import DEVICE_IO_CHECK, TLS_AES_CHECK, Workload
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,10 @@ def test_set_up_components_and_python_extras_come_from_the_workloads():
 def test_the_tls_check_is_asked_for_by_a_transport_kind_or_a_transport_variant():
     assert workloads.system_checks([("transport", [])]) == {TLS_AES_CHECK}
     assert workloads.system_checks([("command", ["storage"])]) == set()
-    assert workloads.system_checks([("fio", ["storage"]), ("federated", ["transport"])]) == {TLS_AES_CHECK}
+    assert workloads.system_checks([("fio", ["storage"]), ("federated", ["transport"])]) == {
+        TLS_AES_CHECK,
+        DEVICE_IO_CHECK,
+    }
 
 
 def test_stale_cleanup_asks_only_kinds_with_a_directory_and_passes_over_one_that_cannot_load(tmp_path, monkeypatch):

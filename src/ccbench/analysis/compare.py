@@ -198,13 +198,21 @@ def transport_layer(transport: str) -> str:
 
 
 def compare(
-    frame: pd.DataFrame, baseline: str | None = None, noisy_cv: float = NOISY_CV, exclude_contended: bool = False
+    frame: pd.DataFrame,
+    baseline: str | None = None,
+    noisy_cv: float = NOISY_CV,
+    exclude_contended: bool = False,
+    machines: dict[str, dict[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per (workload, params, case, metric) and configuration other than that group's baseline.
 
     ``exclude_contended`` leaves out samples of executions flagged contended (others' CPU or steal
     time during the measured interval). Otherwise they stay in, counted per side in
     ``contended_baseline``/``contended`` and flagged "contended".
+
+    ``machines`` ({the frame's ``bundle``: that bundle's probe}) lets each row be flagged "confounded
+    by <what>" where the machines behind its two sides differ in CPU model, vCPUs, memory, SMT or
+    kernel (ccbench.lint.confounded_flags).
 
     The statistics of ccbench.analysis.stats.ratio_interval (Welch's t interval on log values),
     computed for all rows at once: per group and configuration the count, median, mean, standard
@@ -225,7 +233,7 @@ def compare(
     if rows.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
     intervals = _ratio_intervals(base, rows, replicas.across_machines(data, base, rows))
-    judged = _judge(base, rows, intervals, noisy_cv)
+    judged = _judge(base, rows, intervals, noisy_cv, _confounded(data, rows, machines))
     return _table(data, base, rows, intervals, judged)
 
 
@@ -347,7 +355,21 @@ def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np
     return {"computable": computable, "ratio": ratio, "ci_low": low, "ci_high": high, "p_value": p_value}
 
 
-def _judge(base: pd.DataFrame, rows: pd.DataFrame, intervals: dict[str, np.ndarray], noisy_cv: float) -> dict[str, Any]:
+def _confounded(data: pd.DataFrame, rows: pd.DataFrame, machines: dict[str, dict[str, Any]] | None) -> list | None:
+    if not machines:
+        return None
+    from ccbench.lint import confounded_flags
+
+    return confounded_flags(data, rows["baseline"], rows["config"], machines)
+
+
+def _judge(
+    base: pd.DataFrame,
+    rows: pd.DataFrame,
+    intervals: dict[str, np.ndarray],
+    noisy_cv: float,
+    confounded: list[str | None] | None = None,
+) -> dict[str, Any]:
     """Per row: each side's CV and contended count, whether the difference is significant, and the flags."""
     n_a, n_b = base["n"].to_numpy(dtype=float), rows["n"].to_numpy(dtype=float)
     cv_a = coefficients_of_variation(base["std"].to_numpy(), base["mean"].to_numpy(), n_a)
@@ -368,16 +390,23 @@ def _judge(base: pd.DataFrame, rows: pd.DataFrame, intervals: dict[str, np.ndarr
             significant,
             (contended_a + contended_b) > 0,
             base["summary"].to_numpy(dtype=bool) | rows["summary"].to_numpy(dtype=bool),
+            confounded,
         ),
     }
 
 
 def _flags(
-    few: np.ndarray, noisy: np.ndarray, significant: np.ndarray, contended: np.ndarray, summary: np.ndarray
+    few: np.ndarray,
+    noisy: np.ndarray,
+    significant: np.ndarray,
+    contended: np.ndarray,
+    summary: np.ndarray,
+    confounded: list[str | None] | None = None,
 ) -> list[list[str]]:
+    confounded = confounded if confounded is not None else [None] * len(few)
     flags = []
-    for is_few, is_noisy, is_significant, is_contended, is_summary in zip(
-        few, noisy, significant, contended, summary, strict=True
+    for is_few, is_noisy, is_significant, is_contended, is_summary, confounded_by in zip(
+        few, noisy, significant, contended, summary, confounded, strict=True
     ):
         row_flags = ["not enough samples"] if is_few else []
         if is_noisy:
@@ -390,6 +419,9 @@ def _flags(
             # an imported console log's mean and standard deviation: how many values stand behind
             # each is unknown, so no interval can honestly be built from them
             row_flags.append("summary statistics (number of values unknown)")
+        if confounded_by:
+            # the machines behind the two sides differ in more than the layer (ccbench.lint)
+            row_flags.append(confounded_by)
         flags.append(row_flags)
     return flags
 

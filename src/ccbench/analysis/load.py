@@ -32,7 +32,14 @@ from ccbench.helper import Helper, outcome
 from ccbench.results.columnar import read_samples
 
 #: optional variant keys naming the implementation behind a protection layer (see COMMON contract)
-CAUSE_KEYS = ["storage_cipher_driver", "storage_cipher_accelerated", "transport_cipher", "transport_aes_accelerated"]
+CAUSE_KEYS = [
+    "storage_cipher_driver",
+    "storage_cipher_accelerated",
+    "transport_cipher",
+    "transport_aes_accelerated",
+    # the kernel cipher's own speed, measured when the storage variant was set up (ccbench.lint)
+    "storage_cipher_MBps",
+]
 
 #: columns that hold one value per bundle (or per variant, for storage, transport and config)
 BUNDLE_COLUMNS = ["bundle", "machine", "machine_id", "tee", "storage", "transport", "config"]

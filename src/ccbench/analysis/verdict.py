@@ -70,6 +70,10 @@ class LayerVerdict:
     #: for the interval (machine_note)
     machines: str = "-"
     machines_note: str = ""
+    #: what the machines behind the comparisons differ in besides the layer ("CPU model (Ice Lake vs
+    #: Sapphire Rapids)"), from the rows' "confounded by" flags (ccbench.lint), and how many rows
+    confounded: list[str] = field(default_factory=list)
+    confounded_rows: int = 0
 
     @property
     def overhead(self) -> float:
@@ -84,6 +88,8 @@ class LayerVerdict:
 
     def sentence(self) -> str:
         """What to take from this layer, in one sentence."""
+        if self.confounded and self.layer != "none":
+            return confounded_sentence(self)
         name = "No protection layer differs (another machine or run)" if self.layer == "none" else self.layer
         where = f"{self.workloads} workload{'s' if self.workloads != 1 else ''}"
         spread = (
@@ -219,6 +225,7 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
                 if any(machine.get(b) != machine.get(c) for b, c in pairs.itertuples(index=False)):
                     causes.append("measured across machines: the cost includes any other difference between them")
         causes += causes_of(facts, set(rows["config"]), layer)
+        confounded, confounded_rows = confounding(flags)
         contended = int(flags.map(lambda f: "contended" in f).sum())
         if contended:
             causes.append(
@@ -244,6 +251,8 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
                 worst_overhead=float(top["overhead_percent"]),
                 causes=causes,
                 **machines_behind(rows),
+                confounded=confounded,
+                confounded_rows=confounded_rows,
             )
         )
     return out
@@ -287,6 +296,42 @@ def machines_behind(rows: pd.DataFrame) -> dict[str, str]:
     if single:
         note += f"; {single} of {len(across)} comparisons had one machine a side (run-to-run noise only)"
     return {"machines": cell, "machines_note": note}
+CONFOUNDED = "confounded by "
+
+
+def confounding(flags: pd.Series) -> tuple[list[str], int]:
+    """(the distinct "<what>" of the rows' "confounded by <what>" flags, how many rows have one)."""
+    found = [f[len(CONFOUNDED) :] for row in flags for f in row if f.startswith(CONFOUNDED)]
+    rows = int(flags.map(lambda row: any(f.startswith(CONFOUNDED) for f in row)).sum())
+    return list(dict.fromkeys(found)), rows
+
+
+def confounded_sentence(item: LayerVerdict) -> str:
+    """A layer measured only across machines that differ in more than the layer: the difference is
+    named with what confounds it, and no interval is offered as the layer's own cost."""
+    what = "; ".join(item.confounded)
+    rows = f"{item.comparisons} comparison{'s' if item.comparisons != 1 else ''}"
+    share = "all confounded" if item.confounded_rows == item.comparisons else f"{item.confounded_rows} confounded"
+    where = f"{item.workloads} workload{'s' if item.workloads != 1 else ''}"
+    return (
+        f"{item.layer}: cost confounded by {what}: the {fmt.percent(item.overhead)} measured typically across "
+        f"{where} ({rows}, {share}) is the difference between the machines as a whole, not the layer's own; "
+        "compare machines that differ only in the layer to measure it."
+    )
+
+
+def _typical_cell(item: LayerVerdict) -> str:
+    if item.confounded and item.layer != "none":
+        return f"confounded ({fmt.percent(item.overhead)} measured)"
+    return fmt.percent(item.overhead)
+
+
+def _interval_cell(item: LayerVerdict) -> str:
+    return "-" if item.confounded and item.layer != "none" else item.interval_text()
+
+
+def _interval_over_cell(item: LayerVerdict) -> str:
+    return "-" if item.confounded and item.layer != "none" else item.interval_over
 
 
 VERDICT_HEADERS = [
@@ -312,9 +357,9 @@ def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
         [
             {
                 "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
-                "typical cost": fmt.percent(v.overhead),
-                "95% interval": v.interval_text(),
-                "interval from": v.interval_over,
+                "typical cost": _typical_cell(v),
+                "95% interval": _interval_cell(v),
+                "interval from": _interval_over_cell(v),
                 "range between workloads": (
                     f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"
                     if v.workloads > 1

@@ -33,18 +33,24 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     (geometric means) with its 95% interval (Welch on log values), the overhead in percent,
     whether it is significant, the protection layer that differs, the CV of each side, the sample
     counts and how many of them came from contended executions. Warmups are excluded. Flags: "not
-    enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended".
-    The table opens with the verdict per protection layer (--summary prints only that).
+    enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended",
+    "confounded by <what>" (the machines of the two sides differ in CPU model, vCPUs, memory, SMT or
+    kernel). The table opens with the verdict per protection layer (--summary prints only that) and
+    the lint's findings (docs/trust.md, Lint); with --json each finding is one more object
+    ({"finding": code, ...}) after the rows or layers.
     """
     from ccbench.analysis.compare import compare
     from ccbench.analysis.verdict import verdicts
     from ccbench.cli import skip_teardown
+    from ccbench.lint import bundle_machines, lint_comparison
 
-    frame = _load(bundles, labels, jobs)
-    table = compare(frame, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended)
+    frame, loaded = _load(bundles, labels, jobs)
+    machines, device_io = bundle_machines(loaded)
+    table = compare(frame, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended, machines=machines)
     _check_something_compared(table, frame, exclude_contended)
     skip_teardown()  # nothing left to clean up: output only
     layers = verdicts(table, frame) if summary or not as_json else []
+    findings = lint_comparison(frame, table, machines, device_io)
     if as_json and summary:
         _print_verdict_json(layers)
     elif as_json:
@@ -52,12 +58,18 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
         _print_verdict(table, frame, layers, excluded)
+        _print_findings(findings)
         if not summary:
             _print_comparison(table, excluded)
+    if as_json:
+        for finding in findings:
+            record = finding.to_dict()
+            click.echo(_json_line({"finding": record.pop("code"), **record}))
 
 
 def _load(bundles, labels, jobs):
-    """The samples of the bundles as one frame; the bundles' warnings printed, no samples an error."""
+    """The samples of the bundles as one frame, and the bundles (their probes and plans); the
+    bundles' warnings printed, no samples an error."""
     from ccbench.analysis.load import frame_from_bundles, load_bundles, parse_labels
     from ccbench.console import console
     from ccbench.errors import CCBenchError
@@ -65,12 +77,13 @@ def _load(bundles, labels, jobs):
 
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
-        frame = frame_from_bundles(load_bundles(bundles, samples=False), parse_labels(labels), helper)
+        loaded = load_bundles(bundles, samples=False)
+        frame = frame_from_bundles(loaded, parse_labels(labels), helper)
     for warning in caught:
         console.print(f"warning: {warning.message}")
     if frame.empty:
         raise CCBenchError("the bundles hold no samples to compare")
-    return frame
+    return frame, loaded
 
 
 def _check_something_compared(table, frame, exclude_contended: bool) -> None:
@@ -137,6 +150,18 @@ def _print_verdict(table, frame, layers, excluded: str) -> None:
     stdout.print(verdict)
     for item in layers:
         stdout.print(f"- {item.sentence()}")
+
+
+def _print_findings(findings) -> None:
+    """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict."""
+    from ccbench.console import stdout
+    from ccbench.lint import format_findings
+
+    if findings:
+        stdout.print(f"lint: {len(findings)} finding{'s' if len(findings) != 1 else ''} (docs/trust.md, Lint)")
+        stdout.print(format_findings(findings), markup=False, highlight=False)
+    else:
+        stdout.print("lint: no findings (docs/trust.md, Lint)")
 
 
 def _print_comparison(table, excluded: str) -> None:

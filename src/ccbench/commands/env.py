@@ -26,7 +26,17 @@ from ccbench.errors import CCBenchError
     help="Directory whose storage protection is reported.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the full probe document as JSON.")
-def command(root, dmesg, bench_dir, as_json) -> None:
+@click.option(
+    "--lint",
+    "lint",
+    is_flag=True,
+    help="Also check this machine for the known traps (docs/trust.md, Lint): a debug TEE; with --plan, "
+    "small bounce buffers under an I/O-heavy plan. With --json: the findings under the key 'lint'.",
+)
+@click.option(
+    "--plan", "plan_name", help="With --lint: the plan (a file or bundled name) whose needs the checks consider."
+)
+def command(root, dmesg, bench_dir, as_json, lint, plan_name) -> None:
     """Probe this machine: CPU, memory, kernel, virtualization, TEE technology with evidence, storage protection.
 
     With --root (and optionally --dmesg) the probe reads a captured snapshot instead, and CPUID
@@ -41,12 +51,45 @@ def command(root, dmesg, bench_dir, as_json) -> None:
         raise CCBenchError(f"--root {root}: no such directory")
     if dmesg and not Path(dmesg).is_file():
         raise CCBenchError(f"--dmesg {dmesg}: no such file")
+    if plan_name and not lint:
+        raise CCBenchError("--plan is an option of --lint: add --lint")
+    device_io = plan_needs_device_io(plan_name) if plan_name else None
     document = probe(root=root, dmesg=dmesg, bench_dir=bench_dir if root == "/" else None)
+    findings = lint_findings(document, device_io) if lint else None
     if as_json:
+        if findings is not None:
+            document["lint"] = [finding.to_dict() for finding in findings]
         click.echo(json.dumps(document, indent=2, default=str))
         return
     print_environment(document)
     print_provenance(document.get("provenance"), document.get("machine_id"))
+    if findings is not None:
+        print_lint(findings, plan_name)
+
+
+def plan_needs_device_io(plan_name: str) -> bool:
+    """Whether the plan has a workload that moves data through devices (the bounce-buffer check)."""
+    from ccbench.plan import load_plan
+    from ccbench.workloads import system_checks
+    from ccbench.workloads.base import DEVICE_IO_CHECK
+
+    plan = load_plan(plan_name)
+    return DEVICE_IO_CHECK in system_checks((spec.kind, spec.variants) for spec in plan.workloads)
+
+
+def lint_findings(document: dict[str, Any], device_io: bool | None) -> list:
+    from ccbench.lint import lint_machine
+
+    return lint_machine(document, device_io)
+
+
+def print_lint(findings: list, plan_name: str | None) -> None:
+    from ccbench.console import stdout
+    from ccbench.lint import format_findings
+
+    scope = f"this machine under plan {plan_name}" if plan_name else "this machine (add --plan for the plan's checks)"
+    stdout.print(f"[bold]{'lint':<15}[/bold] {scope}: docs/trust.md (Lint)")
+    stdout.print(format_findings(findings), markup=False, highlight=False)
 
 
 def print_provenance(provenance: dict[str, Any], machine_id: str | None = None, recorded: bool = True) -> None:

@@ -7,7 +7,9 @@ manifest; the user decides.
 
 Reads sysfs and procfs under a root (default "/"), so fixtures and captured snapshots work; the
 busy-process sample (psutil, over ``sample_s``) is taken on a live root only, or given as
-``processes`` for a fixture.
+``processes`` for a fixture. Given the probe document (``environment``), the lint's machine findings
+(ccbench.lint: a debug TEE; small bounce buffers when the plan moves data through devices) are
+checks too, named "lint: <code>": printed like the others, never blocking the run.
 """
 
 from __future__ import annotations
@@ -277,16 +279,40 @@ def check_library_aes(aes: dict[str, Any] | None) -> dict[str, Any]:
     )
 
 
+def check_lint(environment: dict[str, Any] | None, device_io: bool | None) -> list[dict[str, Any]]:
+    """The lint's findings on this machine as checks (ok None for what could not be checked)."""
+    from ccbench.lint import INFO, lint_machine
+
+    if environment is None:
+        return []
+    findings = lint_machine(environment, device_io)
+    if not findings:
+        return [_check("lint (docs/trust.md, Lint)", "no findings", True)]
+    return [
+        _check(
+            f"lint: {finding.code}",
+            finding.what,
+            None if finding.severity == INFO else False,
+            f"{finding.advice} (source: {finding.source})",
+        )
+        for finding in findings
+    ]
+
+
 def system_check(
     root: str | Path = "/",
     *,
     sample_s: float = 0.5,
     processes: list[dict[str, Any]] | None = None,
     aes: dict[str, Any] | None | bool = True,
+    environment: dict[str, Any] | None = None,
+    device_io: bool | None = None,
 ) -> list[dict[str, Any]]:
     """Every check, in a fixed order. ``processes`` (``{"pid", "name", "cpus"}``) replaces the live sample;
     ``aes``: True measures OpenSSL's AES paths on a live root (about 3 s), False skips it, a dict
-    (``probe.crypto.assess_aes_speed``) is used as given."""
+    (``probe.crypto.assess_aes_speed``) is used as given. ``environment`` (the probe document) adds
+    the lint's findings on this machine; ``device_io``: whether the plan moves data through devices
+    (None: not known, the bounce-buffer check is left out)."""
     root = Path(root)
     live = root.resolve() == Path("/")
     checks = [check_governor(root), check_boost(root), check_swap(root), check_thp(root), check_load(root)]
@@ -297,6 +323,7 @@ def system_check(
         aes = openssl_aes_speed() if live else None
     if aes is not False:
         checks.append(check_library_aes(aes if isinstance(aes, dict) else None))
+    checks.extend(check_lint(environment, device_io))
     return checks
 
 
@@ -306,6 +333,6 @@ def format_checks(checks: list[dict[str, Any]]) -> str:
     lines = []
     for check in checks:
         lines.append(f"{marks[check['ok']]} {check['name']}: {check['value']}")
-        if check["ok"] is False and check["advice"]:
+        if check["ok"] is not True and check["advice"]:
             lines.append(f"       -> {check['advice']}")
     return "\n".join(lines)

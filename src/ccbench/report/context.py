@@ -12,6 +12,7 @@ import pandas as pd
 from ccbench.analysis.compare import compare, resolve_baseline, summary_by_config
 from ccbench.analysis.load import frame_from_bundles, load_bundles
 from ccbench.helper import Helper
+from ccbench.lint import bundle_machines
 from ccbench.report import charts
 from ccbench.report.sections import ReportContext, Section, discover
 
@@ -37,7 +38,9 @@ def build_context(
         measured = samples[~samples["warmup"]]
         if not measured.empty:
             resolved = resolve_baseline(measured, baseline)
-            comparison = compare(samples, resolved, exclude_contended=exclude_contended)
+            comparison = compare(
+                samples, resolved, exclude_contended=exclude_contended, machines=bundle_machines(bundles)[0]
+            )
             summary = summary_by_config(samples[~samples["contended"]] if exclude_contended else samples)
     colours = charts.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
     return ReportContext(

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator
 
 from ccbench.model import Measurement
 from ccbench.workloads.base import (
+    DEVICE_IO_CHECK,
     ExecutionContext,
     PrepareContext,
     Workload,
@@ -87,6 +88,7 @@ class Compression(Workload):
     description = "compress a deterministic dataset into an archive on the storage variant and back (gzip, zstd)"
     Params = CompressionParams
     variant_axes = frozenset({"storage"})
+    system_checks = (DEVICE_IO_CHECK,)
     setup_component = "storage"
     matrix_params = frozenset({"algorithms"})
 

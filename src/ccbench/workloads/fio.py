@@ -16,7 +16,14 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import ExecutionContext, PrepareContext, Workload, WorkloadFailed, WorkloadParams
+from ccbench.workloads.base import (
+    DEVICE_IO_CHECK,
+    ExecutionContext,
+    PrepareContext,
+    Workload,
+    WorkloadFailed,
+    WorkloadParams,
+)
 
 Pattern = Literal["read", "write", "randread", "randwrite", "readwrite", "randrw"]
 DATA_FILE = "ccbench-fio.dat"
@@ -140,6 +147,7 @@ class Fio(Workload):
     description = "fio matrix {4k,64k,1m} x {seq,rand} x {read,write} (+ mixed): MB/s, IOPS, clat mean/p50/p99"
     Params = FioParams
     variant_axes = frozenset({"storage"})
+    system_checks = (DEVICE_IO_CHECK,)
     setup_component = "core"
     matrix_params = frozenset({"blocksizes", "patterns"})
 

@@ -33,6 +33,7 @@ from pydantic import Field
 from ccbench.model import Measurement
 from ccbench.notebooks import NOTEBOOK_DIR
 from ccbench.workloads.base import (
+    DEVICE_IO_CHECK,
     ExecutionContext,
     PrepareContext,
     RepeatingFailure,
@@ -149,6 +150,7 @@ class Notebook(Workload):
     description = "a Jupyter notebook in a fresh kernel: total, kernel start, each cell, kernel peak memory"
     Params = NotebookParams
     variant_axes = frozenset({"storage"})
+    system_checks = (DEVICE_IO_CHECK,)
     setup_component = "datascience"
     ships_python_extra = True
     params: NotebookParams

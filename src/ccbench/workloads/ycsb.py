@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams
+from ccbench.workloads.base import DEVICE_IO_CHECK, ExecutionContext, Workload, WorkloadFailed, WorkloadParams
 
 BINDING_DIR = Path(__file__).resolve().parents[3] / "java" / "ycsb-rocksdb"
 BINDING_CLASS = "ccbench.ycsb.RocksDbBinding"
@@ -142,6 +142,7 @@ class Ycsb(Workload):
     description = "YCSB core workloads A-F on an embedded RocksDB in the storage variant's directory"
     Params = YcsbParams
     variant_axes = frozenset({"storage"})
+    system_checks = (DEVICE_IO_CHECK,)
     setup_component = "ycsb"
     matrix_params = frozenset({"workloads"})
 

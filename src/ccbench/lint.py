@@ -1,0 +1,639 @@
+"""A lint for the known traps of confidential-computing measurements (docs/trust.md, "Lint").
+
+Pure functions over probe documents (the manifest's ``environment``), a plan's needs and the
+comparison's rows; each returns Findings, never raises on odd input and never changes anything.
+The same findings are shown by ``ccbench env --lint``, the before-run system check, ``compare``
+(a flag on the rows, a findings list in --json and --summary) and the report (a block after the
+verdict).
+
+The machine facts come from the probe's ``provenance`` block where the bundle has one; older
+bundles fall back to ``cpu.model``, ``cpu.threads``, ``memory.total_bytes`` and
+``kernel.release``, and a fact neither records is named as not checked (never guessed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HIGH, MEDIUM, INFO = "high", "medium", "info"
+
+#: TEE technologies whose guests bounce every device DMA through swiotlb (SGX enclaves do no DMA)
+BOUNCING_TEES = {"sev", "sev-es", "sev-snp", "tdx"}
+
+#: two memory sizes closer than this (relative) are the same machine size: guests of one size
+#: report a few percent apart (firmware and kernel reservations, a TEE's own tables)
+MEMORY_TOLERANCE = 0.05
+
+#: the kernel's own bounce-buffer size for an encrypted guest (arch/x86/mm/mem_encrypt.c,
+#: mem_encrypt_setup_arch): 6% of memory, at least the 64 MiB default, at most 1 GiB
+SWIOTLB_SHARE, SWIOTLB_MIN, SWIOTLB_MAX = 0.06, 64 * 2**20, 2**30
+
+#: a protection whose implied cipher speed (see slow_cipher) is below this share of the cipher's
+#: speed measured in the same run does far more than encrypt; measured here, the secure channel
+#: reaches 0.89 of the AEAD ceiling and rustls TLS 0.50, so 0.2 leaves room for a busy machine
+CIPHER_SHARE_FLOOR = 0.2
+
+SOURCES = {
+    "confounded": "seed 000's published raw results: pyperformance raytrace 673 ms on Ice Lake (no TDX) vs 495 ms on "
+    "the TDX machines' Sapphire Rapids, read as a TDX effect; a kernel alone moves TDX guests: Linux 6.15's halt "
+    "change (https://worldofsoftware.org/intel-tdx-is-becoming-potentially-faster-avoiding-slow-buggy-code-path-on-linux)",
+    "debug-tee": "AMD SEV-SNP ABI specification (56860), guest policy bit 19 DEBUG; Intel TDX module "
+    "specification, TD ATTRIBUTES bit 0 DEBUG",
+    "small-swiotlb": "https://github.com/firecracker-microvm/firecracker/pull/5156 (swiotlb: up to 80% throughput "
+    "loss); Linux arch/x86/mm/mem_encrypt.c mem_encrypt_setup_arch (6% of memory, 64 MiB to 1 GiB)",
+    "small-pages": "https://github.com/AMDESE/AMDSEV/issues/225 (a memory slowdown traced to 4K vs 2M guest pages)",
+    "slow-cipher": "docs/trust.md (Lint); the AEAD ceiling is measured by ccchannel-bench in the same run",
+    "unchecked": "docs/trust.md (Lint)",
+}
+
+#: (vendor, CPUID family, model) -> microarchitecture, as Linux names them (intel-family.h) and AMD's
+#: family/model guides number them: a name a reader recognises ("Ice Lake vs Sapphire Rapids")
+#: where a brand string alone would not say it
+MICROARCHITECTURES = {
+    ("GenuineIntel", 6, 85): "Skylake/Cascade Lake",
+    ("GenuineIntel", 6, 106): "Ice Lake",
+    ("GenuineIntel", 6, 108): "Ice Lake",
+    ("GenuineIntel", 6, 143): "Sapphire Rapids",
+    ("GenuineIntel", 6, 207): "Emerald Rapids",
+    ("GenuineIntel", 6, 173): "Granite Rapids",
+    ("AuthenticAMD", 23, 49): "Rome",
+    ("AuthenticAMD", 25, 1): "Milan",
+    ("AuthenticAMD", 25, 17): "Genoa",
+    ("AuthenticAMD", 26, 2): "Turin",
+}
+
+
+@dataclass
+class Finding:
+    #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked"
+    code: str
+    #: "high" (the number is not what it claims), "medium" (likely skews it), "info" (could not check)
+    severity: str
+    #: one sentence: what is wrong
+    what: str
+    #: the values seen, per machine
+    evidence: dict[str, Any] = field(default_factory=dict)
+    #: what to do about it
+    advice: str = ""
+    #: where the trap is documented (an issue URL or a vendor document)
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        return f"[{self.severity}] {self.code}: {self.what}"
+
+
+def _finding(code: str, severity: str, what: str, evidence: dict[str, Any], advice: str) -> Finding:
+    return Finding(code, severity, what, evidence, advice, SOURCES[code])
+
+
+# ---- facts of one machine ------------------------------------------------------------------------
+
+
+def provenance(probe: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    value = (probe or {}).get("provenance")
+    return value if isinstance(value, dict) else None
+
+
+def _known(value: Any) -> Any:
+    return None if value in (None, "", "unknown") else value
+
+
+def microarchitecture(probe: Mapping[str, Any]) -> str | None:
+    cpu = probe.get("cpu") or {}
+    try:
+        key = (cpu.get("vendor"), int(cpu.get("family")), int(cpu.get("model_number")))
+    except (TypeError, ValueError):
+        return None
+    return MICROARCHITECTURES.get(key)
+
+
+def machine_facts(probe: Mapping[str, Any] | None) -> dict[str, Any]:
+    """{fact: value or None} for the facts that confound a cross-machine comparison."""
+    probe = probe or {}
+    recorded = provenance(probe) or {}
+    cpu, memory, kernel = probe.get("cpu") or {}, probe.get("memory") or {}, probe.get("kernel") or {}
+    return {
+        "CPU model": _known(recorded.get("cpu_model")) or _known(cpu.get("model")),
+        "vCPUs": _known(recorded.get("vcpus")) or _known(cpu.get("threads")),
+        "memory": _known(recorded.get("memory_bytes")) or _known(memory.get("total_bytes")),
+        # SMT has no fallback: cores and threads of a VM's cpuinfo do not say whether siblings share a core
+        "SMT": recorded.get("smt") if isinstance(recorded.get("smt"), bool) else None,
+        "kernel": _known(kernel.get("release")),
+    }
+
+
+def tee_technology(probe: Mapping[str, Any] | None) -> str:
+    return str(((probe or {}).get("tee") or {}).get("technology") or "unknown")
+
+
+def _gib(value: Any) -> str:
+    return f"{value / 2**30:.1f} GiB" if isinstance(value, int | float) else str(value)
+
+
+def _mib(value: Any) -> str:
+    return f"{value / 2**20:.0f} MiB" if isinstance(value, int | float) else str(value)
+
+
+# ---- one machine: env --lint, the before-run check, each bundle of a comparison -----------------
+
+
+def lint_machine(
+    probe: Mapping[str, Any] | None, device_io: bool | None = None, name: str = "this machine"
+) -> list[Finding]:
+    """The findings on one machine: a debug TEE, and with ``device_io`` (the plan moves data through
+    devices: fio, YCSB, compression, notebooks reading data) small bounce buffers. ``device_io``
+    None: the plan is not known, the bounce-buffer check is not made."""
+    findings = debug_tee(probe, name)
+    if device_io:
+        findings += small_swiotlb(probe, name)
+    return findings
+
+
+def debug_tee(probe: Mapping[str, Any] | None, name: str = "this machine") -> list[Finding]:
+    technology = tee_technology(probe)
+    if technology not in BOUNCING_TEES:
+        return []
+    evidence = (provenance(probe) or {}).get("tee_evidence")
+    if not isinstance(evidence, dict):
+        return [
+            _finding(
+                "unchecked",
+                INFO,
+                f"{name}: whether the {technology} guest runs in debug mode could not be checked ("
+                + _why_missing(probe, "no TEE evidence was read: no configfs-tsm or sev-guest device")
+                + ")",
+                {name: {"tee": technology, "tee_evidence": None}},
+                "run on a guest exposing its report (configfs-tsm) so the policy or attributes are recorded",
+            )
+        ]
+    kind = evidence.get("technology")
+    if kind == "sev-snp":
+        flags, field_name = evidence.get("policy") or {}, "SNP guest policy DEBUG"
+    elif kind == "tdx":
+        flags, field_name = evidence.get("td_attributes") or {}, "TD ATTRIBUTES.DEBUG"
+    else:
+        return []
+    if flags.get("debug") is not True:
+        return []
+    return [
+        _finding(
+            "debug-tee",
+            HIGH,
+            f"{name} is a debug {kind} guest ({field_name} set): the hypervisor can read and change its memory, "
+            "and its performance is not that of a production guest: not representative",
+            {name: {"technology": kind, field_name: True, "raw": flags.get("raw")}},
+            "launch the guest without the debug policy/attribute and measure again",
+        )
+    ]
+
+
+def _why_missing(probe: Mapping[str, Any] | None, otherwise: str) -> str:
+    if provenance(probe) is None:
+        return "no provenance in this probe: recorded by an older ccbench"
+    return otherwise
+
+
+def swiotlb_expected(memory_bytes: Any) -> int:
+    """The bounce-buffer size the kernel itself picks for an encrypted guest of this memory."""
+    if not isinstance(memory_bytes, int | float) or memory_bytes <= 0:
+        return SWIOTLB_MIN
+    return int(min(max(memory_bytes * SWIOTLB_SHARE, SWIOTLB_MIN), SWIOTLB_MAX))
+
+
+def small_swiotlb(probe: Mapping[str, Any] | None, name: str = "this machine") -> list[Finding]:
+    technology = tee_technology(probe)
+    if technology not in BOUNCING_TEES:
+        return []
+    swiotlb = (provenance(probe) or {}).get("swiotlb") or {}
+    size = swiotlb.get("bytes") if isinstance(swiotlb, dict) else None
+    memory = machine_facts(probe)["memory"]
+    if not isinstance(size, int | float):
+        return [
+            _finding(
+                "unchecked",
+                INFO,
+                f"{name}: the bounce-buffer (swiotlb) size of this {technology} guest could not be checked ("
+                + _why_missing(probe, "neither the kernel log nor the command line gave it")
+                + ")",
+                {name: {"tee": technology, "swiotlb": swiotlb or None}},
+                "keep the boot messages (dmesg) so the 'software IO TLB: mapped' line is recorded",
+            )
+        ]
+    expected = swiotlb_expected(memory)
+    if size >= expected:
+        return []
+    return [
+        _finding(
+            "small-swiotlb",
+            MEDIUM,
+            f"{name}: bounce buffers of {_mib(size)} in a {technology} guest under an I/O-heavy plan: every device "
+            f"DMA is bounced through them, and below the kernel's own size for this guest ({_mib(expected)}) they "
+            "fill and stall I/O",
+            {
+                name: {
+                    "tee": technology,
+                    "swiotlb_bytes": size,
+                    "source": swiotlb.get("source"),
+                    "cmdline": swiotlb.get("cmdline"),
+                    "memory_bytes": memory,
+                    "kernel_default_bytes": expected,
+                }
+            },
+            f"boot the guest with swiotlb={expected // 2048} (2 KiB slabs) or larger, or drop a smaller swiotlb= "
+            "from the kernel command line",
+        )
+    ]
+
+
+# ---- two sides of a comparison ----------------------------------------------------------------------
+
+#: a side of a comparison: the machines (label, probe) behind one configuration
+Side = list[tuple[str, Mapping[str, Any]]]
+
+
+@dataclass
+class Difference:
+    fact: str
+    baseline: list[Any]
+    other: list[Any]
+    #: for the CPU model: the names shown (the microarchitecture where known, else the brand string)
+    shown: tuple[list[str], list[str]] | None = None
+
+    def text(self) -> str:
+        if self.shown:
+            return f"{self.fact} ({', '.join(self.shown[0])} vs {', '.join(self.shown[1])})"
+        show = _gib if self.fact == "memory" else str
+        return f"{self.fact} ({', '.join(map(show, self.baseline))} vs {', '.join(map(show, self.other))})"
+
+
+def _side_values(side: Side, fact: str) -> list[Any]:
+    values = []
+    for _label, probe in side:
+        value = machine_facts(probe)[fact]
+        if value is not None and value not in values:
+            values.append(value)
+    return values
+
+
+def _cpu_names(baseline: Side, other: Side) -> tuple[list[str], list[str]]:
+    """Each side's CPUs by microarchitecture ("Ice Lake vs Sapphire Rapids") where every CPU's is
+    known and the sides' differ; else by brand string (two Ice Lake models differ too)."""
+    names = [[microarchitecture(probe) for _label, probe in side] for side in (baseline, other)]
+    a, b = (list(dict.fromkeys(n)) for n in names)
+    if None not in a + b and set(a) != set(b):
+        return a, b
+    return [str(v) for v in _side_values(baseline, "CPU model")], [str(v) for v in _side_values(other, "CPU model")]
+
+
+def _unknown(side: Side, fact: str) -> list[str]:
+    return [label for label, probe in side if machine_facts(probe)[fact] is None]
+
+
+def _memory_differs(a: list[Any], b: list[Any]) -> bool:
+    low, high = sorted(a + b)[0], sorted(a + b)[-1]
+    return high > low * (1 + MEMORY_TOLERANCE)
+
+
+def differences(baseline: Side, other: Side) -> tuple[list[Difference], dict[str, list[str]]]:
+    """(the facts in which the two sides differ, {fact: machines that do not record it})."""
+    found, unknown = [], {}
+    for fact in ("CPU model", "vCPUs", "memory", "SMT", "kernel"):
+        missing = _unknown(baseline, fact) + _unknown(other, fact)
+        if missing:
+            unknown[fact] = list(dict.fromkeys(missing))
+            continue
+        a, b = _side_values(baseline, fact), _side_values(other, fact)
+        if fact == "memory" and not _memory_differs(a, b):
+            continue
+        if set(map(str, a)) != set(map(str, b)):
+            found.append(Difference(fact, a, b, _cpu_names(baseline, other) if fact == "CPU model" else None))
+    return found, unknown
+
+
+def confounded_by(found: list[Difference]) -> str:
+    """ "CPU model (Ice Lake vs Sapphire Rapids) and kernel (5.15 vs 6.8)" """
+    texts = [d.text() for d in found]
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+def confounded_flags(
+    frame: Any, baselines: Iterable[str], configs: Iterable[str], machines: Mapping[str, Mapping[str, Any]]
+) -> list[str | None]:
+    """Per comparison row (its baseline and configuration): "confounded by <what>" where the
+    machines behind the two sides differ in a confounding fact, else None. ``machines`` maps the
+    frame's ``bundle`` column to that bundle's probe."""
+    sides = config_sides(frame, machines)
+    cache: dict[tuple[str, str], str | None] = {}
+    out = []
+    for base, config in zip(baselines, configs, strict=True):
+        if (base, config) not in cache:
+            found, _unknown_facts = differences(sides.get(base, []), sides.get(config, []))
+            cache[(base, config)] = f"confounded by {confounded_by(found)}" if found else None
+        out.append(cache[(base, config)])
+    return out
+
+
+def distinct_rows(frame: Any, keys: list[str]) -> Any:
+    """The first row of each distinct combination of ``keys`` (few of them in millions of rows):
+    by the columns' integer codes, twice as fast as drop_duplicates on the strings."""
+    import numpy as np
+    import pandas as pd
+
+    combined = np.zeros(len(frame), dtype=np.int64)
+    for key in keys:
+        codes, uniques = pd.factorize(frame[key])
+        combined = combined * (len(uniques) + 1) + codes + 1
+    _, first = np.unique(combined, return_index=True)
+    return frame.iloc[np.sort(first)]
+
+
+def config_sides(frame: Any, machines: Mapping[str, Mapping[str, Any]]) -> dict[str, Side]:
+    """{configuration: [(machine label, probe)] of the bundles measured under it}."""
+    pairs = distinct_rows(frame, ["config", "bundle"])[["config", "machine", "bundle"]]
+    sides: dict[str, Side] = {}
+    for config, machine, bundle in pairs.itertuples(index=False):
+        probe = machines.get(str(bundle))
+        if probe is not None:
+            sides.setdefault(str(config), []).append((str(machine), probe))
+    return sides
+
+
+def page_sizes(probe: Mapping[str, Any]) -> dict[str, Any]:
+    recorded = provenance(probe) or {}
+    thp = recorded.get("thp") if isinstance(recorded.get("thp"), dict) else {}
+    return {
+        "page_size": recorded.get("page_size"),
+        "thp": thp.get("enabled"),
+        "hugepages_total": recorded.get("hugepages_total"),
+    }
+
+
+def _two_megabyte(pages: dict[str, Any]) -> bool | None:
+    """Whether the guest can back memory with 2M pages (THP always/madvise, or reserved huge pages)."""
+    thp, huge = pages["thp"], pages["hugepages_total"]
+    if thp is None and huge is None:
+        return None
+    return thp in ("always", "madvise") or (isinstance(huge, int) and huge > 0)
+
+
+def small_pages(baseline: Side, other: Side) -> list[Finding]:
+    """Guest memory on 4K pages on one side where the other has 2M pages (or another base page size)."""
+    evidence = {label: page_sizes(probe) for label, probe in [*baseline, *other]}
+    sides = [[_two_megabyte(evidence[label]) for label, _ in side] for side in (baseline, other)]
+    base_sizes = {v["page_size"] for v in evidence.values() if v["page_size"]}
+    if any(v is None for side in sides for v in side) and len(base_sizes) < 2:
+        return []
+    small = [label for label, _ in [*baseline, *other] if _two_megabyte(evidence[label]) is False]
+    large = [label for label, _ in [*baseline, *other] if _two_megabyte(evidence[label]) is True]
+    if not (small and large) and len(base_sizes) < 2:
+        return []
+    what = (
+        f"guest memory on 4K pages on {', '.join(small)} where {', '.join(large)} can use 2M pages (THP or "
+        "reserved huge pages): a memory-bound difference between them may be the page size, not the layer"
+        if small and large
+        else f"the machines use different base page sizes ({', '.join(map(str, sorted(base_sizes)))} bytes)"
+    )
+    return [
+        _finding(
+            "small-pages",
+            MEDIUM,
+            what,
+            evidence,
+            "give both machines the same THP setting (/sys/kernel/mm/transparent_hugepage/enabled) and huge pages",
+        )
+    ]
+
+
+def unchecked(baseline: Side, other: Side, unknown: dict[str, list[str]]) -> list[Finding]:
+    if not unknown:
+        return []
+    labels = sorted({label for names in unknown.values() for label in names})
+    facts = ", ".join(f"{fact} ({', '.join(names)})" for fact, names in unknown.items())
+    return [
+        _finding(
+            "unchecked",
+            INFO,
+            f"could not check whether the compared machines differ in {facts}: not recorded (a bundle from "
+            "before the provenance block, or the machine did not say)",
+            {label: machine_facts(probe) for label, probe in [*baseline, *other] if label in labels},
+            "measure again with this ccbench so the probe records the machine's provenance",
+        )
+    ]
+
+
+def _confounded(baseline: Side, other: Side, found: list[Difference], layers: list[str]) -> Finding:
+    a, b = ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
+    measured = " and ".join(layers) if layers else "the difference"
+    return _finding(
+        "confounded",
+        HIGH,
+        f"{measured} measured between {a} and {b} is confounded by {confounded_by(found)}: the number is not the "
+        "layer's own cost",
+        {label: machine_facts(probe) for label, probe in [*baseline, *other]},
+        "compare machines that differ only in the layer (same CPU model, size, SMT and kernel), or read the "
+        "difference as the machines' together",
+    )
+
+
+def lint_pairs(frame: Any, table: Any, machines: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
+    """The findings on each pair of machine sets the comparison puts against each other (each pair
+    once, with every layer measured between them)."""
+    if table is None or table.empty:
+        return []
+    sides = config_sides(frame, machines)
+    pairs: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Side, Side, list[str]]] = {}
+    for base, config, layer in distinct_rows(table, ["baseline", "config", "layer"])[
+        ["baseline", "config", "layer"]
+    ].itertuples(index=False):
+        baseline, other = sides.get(base, []), sides.get(config, [])
+        key = (tuple(label for label, _ in baseline), tuple(label for label, _ in other))
+        if baseline and other and key[0] != key[1]:
+            layers = pairs.setdefault(key, (baseline, other, []))[2]
+            if layer != "none" and layer not in layers:
+                layers.append(layer)
+    findings: list[Finding] = []
+    for baseline, other, layers in pairs.values():
+        found, unknown = differences(baseline, other)
+        if found:
+            findings.append(_confounded(baseline, other, found, layers))
+        findings += small_pages(baseline, other) + unchecked(baseline, other, unknown)
+    return findings
+
+
+# ---- encryption far below the cipher's own speed measured in the same run -------------------------
+#
+# The time a protection adds per byte (1/protected - 1/unprotected throughput, same case, same
+# machine) is the time its cipher would need if the cipher were all it added: the "implied cipher
+# speed". Far below the cipher's speed measured in the same run, the protection does much more than
+# encrypt (another cipher suite, a path without the CPU's AES instructions, small sectors, a sync
+# path): a likely misconfiguration. A software-only cipher is slow in both and is not flagged here
+# (that is the software-AES cause, ccbench.analysis.causes).
+
+#: the transport benchmark's one-core AEAD seal+open ceiling (ccchannel-bench), measured in the run
+TRANSPORT_CEILING = "aead_seal_open"
+#: the kernel cipher's speed measured when a storage variant was set up (ccbench.probe.crypto)
+STORAGE_CEILING = "storage_cipher_MBps"
+THROUGHPUT = "throughput"
+#: the unprotected stand-in of each axis, the closest first: ext4-loop is the encrypted variants'
+#: loop-file stack without the cipher
+UNPROTECTED = {"transport": ("plain",), "storage": ("ext4-loop", "disk")}
+
+
+def _median(values: Any) -> float | None:
+    values = sorted(float(v) for v in values if v is not None and v == v)
+    return values[len(values) // 2] if values else None
+
+
+def implied_cipher_speed(protected: float, unprotected: float) -> float | None:
+    """MB/s the added time per byte corresponds to; None when the protection added no time."""
+    if protected <= 0 or unprotected <= 0 or protected >= unprotected:
+        return None
+    return 1 / (1 / protected - 1 / unprotected)
+
+
+def _throughputs(rows: Any, axis: str) -> dict[tuple[str, str], dict[str, float]]:
+    """{(workload, params): {axis value: median throughput}} of one machine's measured rows."""
+    data = rows[(rows["metric"] == THROUGHPUT) & rows[axis].notna()]
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for (workload, params, value), group in data.groupby(["workload", "params", axis], sort=False):
+        out.setdefault((str(workload), str(params)), {})[str(value)] = _median(group["value"]) or 0.0
+    return out
+
+
+def _bulk_cases(cases: dict[tuple[str, str], dict[str, float]], axis: str) -> dict[tuple[str, str], dict[str, float]]:
+    """Per workload, the case where the unprotected side moved the most bytes per second (1 MiB
+    messages, 1m sequential I/O): there per-message and per-request costs weigh least, and the
+    time added per byte is the closest to the cipher's."""
+    best: dict[str, tuple[float, tuple[str, str]]] = {}
+    for case, speeds in cases.items():
+        base = next((speeds[b] for b in UNPROTECTED[axis] if b in speeds), None)
+        if base is not None and (case[0] not in best or base > best[case[0]][0]):
+            best[case[0]] = (base, case)
+    return {case: cases[case] for _speed, case in best.values()}
+
+
+def _slow(machine: str, axis: str, case: tuple[str, str], value: str, speeds: dict, ceiling: float) -> Finding | None:
+    base = next((b for b in UNPROTECTED[axis] if b in speeds), None)
+    if base is None:
+        return None
+    implied = implied_cipher_speed(speeds[value], speeds[base])
+    if implied is None or implied >= CIPHER_SHARE_FLOOR * ceiling:
+        return None
+    return _finding(
+        "slow-cipher",
+        MEDIUM,
+        f"{machine}: {value} costs as much time per byte as a cipher of {implied:.0f} MB/s, "
+        f"{implied / ceiling:.0%} of the cipher speed measured in the same run ({ceiling:.0f} MB/s) "
+        f"({case[0]} {case[1]}: {speeds[value]:.0f} against {speeds[base]:.0f} MB/s on {base}): far more than its "
+        "cipher explains, a likely misconfiguration",
+        {
+            machine: {
+                axis: value,
+                "workload": case[0],
+                "case": case[1],
+                "throughput_MBps": round(speeds[value], 1),
+                f"{base}_throughput_MBps": round(speeds[base], 1),
+                "implied_cipher_MBps": round(implied, 1),
+                "cipher_MBps_measured": round(ceiling, 1),
+            }
+        },
+        "check what serves the layer: the negotiated cipher suite and AES instructions (transport), the cipher, "
+        "sector size and mount options (storage)",
+    )
+
+
+def slow_cipher(frame: Any) -> list[Finding]:
+    """Per machine: a protected transport or encrypted storage whose added time per byte is far
+    more than the cipher's speed measured in the same run explains."""
+    if frame is None or frame.empty:
+        return []
+    # only the few rows that can matter are copied out of what may be millions
+    data = frame[frame["metric"].isin([THROUGHPUT, TRANSPORT_CEILING]) & ~frame["warmup"]]
+    findings = []
+    for machine, rows in data.groupby("machine", sort=False):
+        ceilings = {"transport": _median(rows.loc[rows["metric"] == TRANSPORT_CEILING, "value"])}
+        if STORAGE_CEILING in rows:
+            by_storage = rows.dropna(subset=[STORAGE_CEILING]).groupby("storage")[STORAGE_CEILING]
+            ceilings.update({f"storage:{name}": _median(values) for name, values in by_storage})
+        for axis in ("transport", "storage"):
+            for case, speeds in _bulk_cases(_throughputs(rows, axis), axis).items():
+                for value in speeds:
+                    ceiling = ceilings.get(axis if axis == "transport" else f"storage:{value}")
+                    if not ceiling or value in UNPROTECTED[axis]:
+                        continue
+                    finding = _slow(str(machine), axis, case, value, speeds, ceiling)
+                    if finding:
+                        findings.append(finding)
+    return findings
+
+
+# ---- everything, for compare and the report -------------------------------------------------------
+
+
+def lint_comparison(
+    frame: Any,
+    table: Any,
+    machines: Mapping[str, Mapping[str, Any]],
+    device_io: Mapping[str, bool | None] | None = None,
+) -> list[Finding]:
+    """Every finding on the bundles of a comparison: each machine's own (``device_io`` per bundle:
+    whether its plan moves data through devices), each cross-machine pair's, and the cipher speeds."""
+    device_io = device_io or {}
+    labels = {}
+    if frame is not None and not frame.empty:
+        labels = dict(distinct_rows(frame, ["bundle"])[["bundle", "machine"]].itertuples(index=False))
+    findings: list[Finding] = []
+    for bundle, probe in machines.items():
+        name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
+        findings += lint_machine(probe, device_io.get(bundle), name)
+    findings += lint_pairs(frame, table, machines) + slow_cipher(frame)
+    unique = {}
+    for finding in findings:
+        unique.setdefault((finding.code, finding.what), finding)
+    order = {HIGH: 0, MEDIUM: 1, INFO: 2}
+    return sorted(unique.values(), key=lambda f: order.get(f.severity, 3))
+
+
+def plan_device_io(plan: Mapping[str, Any] | None) -> bool | None:
+    """Whether a plan (as recorded in a manifest) has a workload that moves data through devices (a
+    kind declaring the DEVICE_IO_CHECK); None when the plan is not recorded."""
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("workloads"), list):
+        return None
+    from ccbench.workloads import system_checks
+    from ccbench.workloads.base import DEVICE_IO_CHECK
+
+    pairs = [
+        (item.get("kind"), (item.get("variants") or {}).keys())
+        for item in plan["workloads"]
+        if isinstance(item, Mapping) and item.get("kind")
+    ]
+    return DEVICE_IO_CHECK in system_checks(pairs)
+
+
+def bundle_machines(bundles: Iterable[Any]) -> tuple[dict[str, dict[str, Any]], dict[str, bool | None]]:
+    """({bundle path: probe}, {bundle path: whether its plan moves data through devices}) of loaded
+    ccbench.bundle.Bundle objects, keyed as the frame's ``bundle`` column."""
+    probes, device_io = {}, {}
+    for bundle in bundles:
+        key = str(bundle.path)
+        probes[key] = bundle.probe
+        device_io[key] = plan_device_io((bundle.manifest or {}).get("plan"))
+    return probes, device_io
+
+
+def format_findings(findings: list[Finding]) -> str:
+    """Lines for the console: the finding, then its advice and source."""
+    if not findings:
+        return "no findings"
+    lines = []
+    for finding in findings:
+        lines.append(finding.line())
+        if finding.advice:
+            lines.append(f"       -> {finding.advice}")
+        lines.append(f"       source: {finding.source}")
+    return "\n".join(lines)

@@ -1,0 +1,66 @@
+"""The lint's findings, right after the verdict: the known traps seen in the compared machines
+(confounded comparisons, a debug TEE, small bounce buffers, 4K against 2M pages, encryption far
+below its cipher's speed), each with its evidence and source (docs/trust.md, Lint)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ccbench.lint import bundle_machines, lint_comparison
+from ccbench.report.sections import ReportContext, Section, Table
+
+ORDER = 6
+
+
+def _value(key: str, value: Any) -> Any:
+    """Sizes in bytes as MiB or GiB, the way a reader compares machines."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and ("bytes" in key or key == "memory"):
+        return f"{value / 2**30:.1f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
+    return value
+
+
+def evidence_text(evidence: dict[str, Any]) -> str:
+    """ "plain: CPU model=Ice Lake, vCPUs=2; tdx: ..." (the values seen, per machine)."""
+    parts = []
+    for machine, values in evidence.items():
+        if isinstance(values, dict):
+            shown = ", ".join(f"{key}={_value(key, value)}" for key, value in values.items() if value is not None)
+            parts.append(f"{machine}: {shown or 'nothing recorded'}")
+        else:
+            parts.append(f"{machine}: {values}")
+    return "; ".join(parts)
+
+
+def build(ctx: ReportContext) -> Section | None:
+    if ctx.samples is None or ctx.samples.empty:
+        return None
+    machines, device_io = bundle_machines(ctx.bundles)
+    findings = lint_comparison(ctx.samples, ctx.comparison, machines, device_io)
+    intro = (
+        "Known traps checked on the machines behind this comparison (docs/trust.md, section Lint): machines that "
+        "differ in more than the layer compared, a debug TEE, small bounce buffers under I/O in a SEV or TDX guest, "
+        "4K against 2M guest pages, and encryption far below its cipher's speed measured in the same run. "
+    )
+    if not findings:
+        return Section(title="Lint: known traps", intro=intro + "None was found.")
+    table = pd.DataFrame(
+        [
+            {
+                "severity": f.severity,
+                "finding": f.code,
+                "what": f.what,
+                "evidence": evidence_text(f.evidence),
+                "what to do": f.advice,
+                "source": f.source,
+            }
+            for f in findings
+        ]
+    )
+    return Section(
+        title="Lint: known traps",
+        intro=intro + f"{len(findings)} finding{'s' if len(findings) != 1 else ''}; a high one means a number above "
+        "is not what it claims.",
+        tables=[Table("findings", table)],
+    )

@@ -1,0 +1,327 @@
+"""The lint for the known traps (ccbench.lint; docs/trust.md, Lint): each finding triggered from a
+fixture and not triggered from its fixed twin, and where it shows (compare, the verdict, the report,
+env --lint, the before-run check)."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from bundles import (
+    ICE_LAKE,
+    SAPPHIRE_RAPIDS,
+    probe,
+    provenance_probe,
+    sample,
+    snp_evidence,
+    tdx_evidence,
+    write_environment,
+)
+
+from ccbench import lint
+from ccbench.analysis.compare import compare
+from ccbench.analysis.load import load
+from ccbench.analysis.verdict import verdict_table, verdicts
+from ccbench.probe.syscheck import format_checks, system_check
+
+REAL_WORLD_TEE = (
+    Path(os.environ.get("CCBENCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    / "fixtures"
+    / "real-world"
+    / "tee"
+)
+
+
+def raytrace(milliseconds: float, seed: int) -> list:
+    """pyperformance raytrace as the seed recorded it: one benchmark, 5 executions around its mean."""
+    rng = np.random.default_rng(seed)
+    return [
+        sample(
+            workload="pyperformance",
+            kind="pyperformance",
+            params={"benchmark": "raytrace"},
+            variant={},
+            metric="time_s",
+            unit="s",
+            value=milliseconds / 1000 * float(np.exp(noise)),
+            repetition=rep,
+            metadata={"case": {"benchmark": "raytrace"}},
+        )
+        for rep, noise in enumerate(rng.normal(0, 0.01, 5))
+    ]
+
+
+def seed000(tmp_path, tdx_cpu=SAPPHIRE_RAPIDS, tdx_kernel="6.5.0-1025-azure"):
+    """Seed 000's case: raytrace 673 ms on Intel-Non-TDX (D2_v5, Ice Lake) and 495 ms on Intel-TDX."""
+    plain = provenance_probe("Intel-Non-TDX", "none", cpu=ICE_LAKE, kernel="6.2.0-1018-azure")
+    tdx = provenance_probe("Intel-TDX", "tdx", cpu=tdx_cpu, kernel=tdx_kernel, tee_evidence=tdx_evidence(False))
+    return [write_environment(tmp_path, plain, raytrace(673, 1)), write_environment(tmp_path, tdx, raytrace(495, 2))]
+
+
+def machines_of(paths):
+    from ccbench.bundle import read_bundle
+
+    return {str(path): read_bundle(path, samples=False).probe for path in paths}
+
+
+def test_seed000_tdx_cost_is_confounded_by_the_cpu_and_kernel(tmp_path, ccbench):
+    paths = seed000(tmp_path)
+    frame = load(paths)
+    table = compare(frame, machines=machines_of(paths))
+    flag = "confounded by CPU model (Ice Lake vs Sapphire Rapids) and kernel (6.2.0-1018-azure vs 6.5.0-1025-azure)"
+    assert table["flags"].map(lambda flags: flag in flags).all(), table["flags"].tolist()
+    (layer,) = verdicts(table, frame)
+    sentence = layer.sentence()
+    assert sentence.startswith("TEE: TDX: cost confounded by CPU model (Ice Lake vs Sapphire Rapids) and kernel")
+    assert "95% interval" not in sentence and "not the layer's own" in sentence
+    cells = verdict_table([layer]).iloc[0]
+    assert cells["typical cost"].startswith("confounded (") and cells["95% interval"] == "-"
+
+    summary = ccbench("compare", *paths, "--summary")
+    assert summary.returncode == 0, summary.stderr
+    text = " ".join(summary.stdout.split())
+    assert "TEE: TDX: cost confounded by CPU model (Ice Lake vs Sapphire Rapids)" in text
+    assert "[high] confounded:" in text and "saves about" not in text
+    lines = [json.loads(line) for line in ccbench("compare", *paths, "--summary", "--json").stdout.splitlines()]
+    layers = [line for line in lines if "finding" not in line]
+    assert layers[0]["confounded"] == [flag[len("confounded by ") :]]
+    finding = next(line for line in lines if line.get("finding") == "confounded")
+    assert finding["severity"] == "high" and "firecracker" not in finding["source"]
+    assert finding["evidence"]["Intel-Non-TDX"]["CPU model"] == ICE_LAKE["model"]
+    assert finding["evidence"]["Intel-TDX"]["kernel"] == "6.5.0-1025-azure"
+    rows = [json.loads(line) for line in ccbench("compare", *paths, "--json").stdout.splitlines()]
+    assert flag in rows[0]["flags"] and rows[-1]["finding"] == "confounded"
+
+
+def test_twins_that_differ_only_in_the_tee_are_not_confounded(tmp_path):
+    paths = seed000(tmp_path, tdx_cpu=ICE_LAKE, tdx_kernel="6.2.0-1018-azure")
+    frame = load(paths)
+    table = compare(frame, machines=machines_of(paths))
+    assert not any(f.startswith("confounded") for flags in table["flags"] for f in flags)
+    (layer,) = verdicts(table, frame)
+    assert layer.confounded == [] and "TEE: TDX saves about" in layer.sentence()
+    findings = lint.lint_comparison(frame, table, machines_of(paths))
+    assert [f.code for f in findings] == []
+
+
+def test_a_layer_with_some_comparisons_confounded_gives_no_interval_either(tmp_path):
+    kernel = "6.2.0-1018-azure"
+    plain = provenance_probe("plain", "none", cpu=ICE_LAKE, kernel=kernel)
+    twin = provenance_probe("tdx-twin", "tdx", cpu=ICE_LAKE, kernel=kernel, tee_evidence=tdx_evidence(False))
+    other = provenance_probe("tdx-spr", "tdx", cpu=SAPPHIRE_RAPIDS, kernel=kernel, tee_evidence=tdx_evidence(False))
+    paths = [write_environment(tmp_path, plain, raytrace(673, 1))]
+    paths += [write_environment(tmp_path, twin, raytrace(690, 2)), write_environment(tmp_path, other, raytrace(495, 3))]
+    frame = load(paths)
+    table = compare(frame, machines=machines_of(paths))
+    flagged = dict(zip(table["config"], table["flags"].map(lambda f: any(x.startswith("confounded") for x in f))))
+    assert flagged == {"tdx-twin / TDX": False, "tdx-spr / TDX": True}
+    (layer,) = verdicts(table, frame)
+    assert "(2 comparisons, 1 confounded)" in layer.sentence() and "95% interval" not in layer.sentence()
+    assert layer.confounded == ["CPU model (Ice Lake vs Sapphire Rapids)"]
+
+
+def test_memory_within_the_tolerance_is_the_same_size_and_smt_differs():
+    a = [("a", provenance_probe("a", "none", memory_bytes=8 * 2**30, smt=False))]
+    b = [("b", provenance_probe("b", "tdx", memory_bytes=int(7.8 * 2**30), smt=False))]
+    assert lint.differences(a, b) == ([], {})
+    c = [("c", provenance_probe("c", "tdx", memory_bytes=16 * 2**30, smt=True, vcpus=4))]
+    found, _ = lint.differences(a, c)
+    assert lint.confounded_by(found) == "vCPUs (2 vs 4), memory (8.0 GiB vs 16.0 GiB) and SMT (False vs True)"
+
+
+def test_cpus_are_compared_by_brand_and_named_by_microarchitecture():
+    ice_lake_8380 = dict(ICE_LAKE, model="Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz")
+    a = [("a", provenance_probe("a", "none", cpu=ICE_LAKE))]
+    b = [("b", provenance_probe("b", "tdx", cpu=ice_lake_8380))]
+    found, _ = lint.differences(a, b)
+    assert lint.confounded_by(found) == f"CPU model ({ICE_LAKE['model']} vs {ice_lake_8380['model']})"
+    # an older bundle without CPUID family and model, on the same CPU: not a difference
+    brand_only = provenance_probe("c", "tdx", cpu={"model": ICE_LAKE["model"]})
+    assert lint.differences(a, [("c", brand_only)])[0] == []
+
+
+def test_an_older_bundle_says_what_could_not_be_checked(tmp_path):
+    old = probe("old", "none") | {"cpu": dict(ICE_LAKE, threads=2), "memory": {"total_bytes": 8 * 2**30}}
+    new = provenance_probe("new", "tdx", cpu=ICE_LAKE, kernel="6")
+    found, unknown = lint.differences([("old", old)], [("new", new)])
+    assert found == [] and unknown == {"SMT": ["old"]}
+    findings = lint.unchecked([("old", old)], [("new", new)], unknown)
+    assert findings[0].code == "unchecked" and "SMT (old)" in findings[0].what
+    assert lint.unchecked([("new", new)], [("new", new)], {}) == []
+
+
+@pytest.mark.parametrize(
+    ("evidence", "field"),
+    [(snp_evidence, "SNP guest policy DEBUG"), (tdx_evidence, "TD ATTRIBUTES.DEBUG")],
+)
+def test_a_debug_tee_is_not_representative(evidence, field):
+    technology = evidence(True)["technology"]
+    debug = provenance_probe("cvm", technology, tee_evidence=evidence(True))
+    (finding,) = lint.lint_machine(debug)
+    assert finding.code == "debug-tee" and finding.severity == "high" and field in finding.what
+    assert "not representative" in finding.what and finding.evidence["this machine"][field] is True
+    assert lint.lint_machine(provenance_probe("cvm", technology, tee_evidence=evidence(False))) == []
+
+
+def test_a_tee_without_evidence_is_named_unchecked_and_a_plain_machine_is_not_linted():
+    (finding,) = lint.lint_machine(provenance_probe("cvm", "sev-snp", tee_evidence=None))
+    assert finding.code == "unchecked" and "debug mode could not be checked" in finding.what
+    assert lint.lint_machine(provenance_probe("vm", "none"), device_io=True) == []
+
+
+def test_small_bounce_buffers_under_an_io_heavy_plan():
+    small = provenance_probe("cvm", "tdx", swiotlb_bytes=64 * 2**20, tee_evidence=tdx_evidence(False))
+    (finding,) = lint.lint_machine(small, device_io=True)
+    assert finding.code == "small-swiotlb" and finding.severity == "medium"
+    assert finding.evidence["this machine"]["kernel_default_bytes"] == int(0.06 * 8 * 2**30)
+    assert "firecracker-microvm/firecracker/pull/5156" in finding.source
+    assert lint.lint_machine(small, device_io=False) == [] and lint.lint_machine(small) == []
+    large = provenance_probe("cvm", "tdx", swiotlb_bytes=1024 * 2**20, tee_evidence=tdx_evidence(False))
+    assert lint.lint_machine(large, device_io=True) == []
+    plain = provenance_probe("vm", "none", swiotlb_bytes=64 * 2**20)
+    assert lint.lint_machine(plain, device_io=True) == []
+
+
+def test_which_plans_move_data_through_devices():
+    from ccbench.plan import load_plan
+
+    storage = load_plan("storage").model_dump(mode="json")
+    transport = load_plan("transport").model_dump(mode="json")
+    assert lint.plan_device_io(storage) is True and lint.plan_device_io(transport) is False
+    assert lint.plan_device_io(None) is None
+
+
+def test_4k_pages_against_2m_pages():
+    never = [("cvm", provenance_probe("cvm", "sev-snp", thp="never"))]
+    madvise = [("vm", provenance_probe("vm", "none", thp="madvise"))]
+    (finding,) = lint.small_pages(madvise, never)
+    assert finding.code == "small-pages" and "4K pages on cvm where vm can use 2M" in finding.what
+    assert "AMDSEV/issues/225" in finding.source and finding.evidence["cvm"]["thp"] == "never"
+    assert lint.small_pages(madvise, [("cvm", provenance_probe("cvm", "sev-snp", thp="always"))]) == []
+    reserved = [("cvm", provenance_probe("cvm", "sev-snp", thp="never", hugepages_total=512))]
+    assert lint.small_pages(madvise, reserved) == []
+    assert lint.small_pages(madvise, [("old", probe("old", "none"))]) == []  # not recorded: not judged
+
+
+def throughput_rows(axis: str, speeds: dict, cases: dict, **extra) -> list[dict]:
+    """Three executions of each (variant, case) of one machine: ``speeds[variant]`` at the bulk case,
+    a tenth of it at the small one."""
+    rows = []
+    for _repetition in range(3):
+        for value, speed in speeds.items():
+            for params, scale in cases.items():
+                rows.append({"metric": "throughput", axis: value, "params": params, "value": speed * scale, **extra})
+    return rows
+
+
+def machine_frame(rows: list[dict], workload: str) -> pd.DataFrame:
+    frame = pd.DataFrame(rows).assign(machine="cvm", workload=workload, warmup=False)
+    for column in ("transport", "storage", "storage_cipher_MBps"):
+        if column not in frame:
+            frame[column] = None
+    return frame
+
+
+def transport_frame(tls_mbps: float) -> pd.DataFrame:
+    """One machine's transport run: the AEAD ceiling and the throughputs at 1536 B and 1 MiB (duplex)."""
+    cases = {
+        json.dumps({"payload": 1048576, "pipe": "duplex"}): 1.0,
+        json.dumps({"payload": 1536, "pipe": "duplex"}): 0.1,
+    }
+    rows = throughput_rows("transport", {"plain": 6000.0, "securechannel": 2900.0, "tls": tls_mbps}, cases)
+    rows += [{"metric": "aead_seal_open", "transport": "securechannel", "params": "{}", "value": 5000.0}] * 3
+    return machine_frame(rows, "transport")
+
+
+def test_a_transport_far_below_the_aead_speed_of_the_same_run():
+    (finding,) = lint.slow_cipher(transport_frame(tls_mbps=300.0))
+    evidence = finding.evidence["cvm"]
+    assert finding.code == "slow-cipher" and evidence["transport"] == "tls" and '"payload": 1048576' in evidence["case"]
+    assert evidence["implied_cipher_MBps"] == pytest.approx(1 / (1 / 300 - 1 / 6000), abs=0.1)
+    # rustls' usual share (2100 of plain's 6000) costs per byte what a 3231 MB/s cipher would: not flagged,
+    # nor is the small payload, where per-message costs dominate
+    assert lint.slow_cipher(transport_frame(tls_mbps=2100.0)) == []
+
+
+def storage_frame(fscrypt_mbps: float, cipher_mbps: float | None) -> pd.DataFrame:
+    """fio on one machine: 1m sequential reads and 4k random reads, on disk, ext4-loop and fscrypt."""
+    cases = {'{"bs": "1m", "rw": "read"}': 1.0, '{"bs": "4k", "rw": "randread"}': 0.05}
+    rows = throughput_rows("storage", {"disk": 1500.0, "ext4-loop": 1400.0}, cases)
+    rows += throughput_rows("storage", {"fscrypt": fscrypt_mbps}, cases, storage_cipher_MBps=cipher_mbps)
+    return machine_frame(rows, "fio")
+
+
+def test_encrypted_storage_far_below_the_kernel_cipher_speed_of_the_same_run():
+    (finding,) = lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=2400.0))
+    evidence = finding.evidence["cvm"]
+    assert evidence["storage"] == "fscrypt" and evidence["ext4-loop_throughput_MBps"] == 1400.0
+    assert evidence["cipher_MBps_measured"] == 2400.0 and "1m" in evidence["case"]
+    # the same throughput with a software cipher of 250 MB/s is what that cipher explains (the
+    # software-AES cause, not a misconfiguration); without a measured speed nothing is judged
+    assert lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=250.0)) == []
+    assert lint.slow_cipher(storage_frame(fscrypt_mbps=900.0, cipher_mbps=2400.0)) == []
+    assert lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=None)) == []
+
+
+def test_the_kernel_cipher_speed_is_measured_or_its_absence_named():
+    from ccbench.probe.crypto import kernel_cipher_speed
+
+    speed = kernel_cipher_speed("xts(aes)", seconds=0.05)
+    if "MBps" in speed:
+        assert speed["MBps"] > 0 and speed["bytes"] >= 65536
+    else:  # this development kernel has no AF_ALG (CONFIG_CRYPTO_USER_API_SKCIPHER)
+        assert "AF_ALG" in speed["reason"] or "xts(aes)" in speed["reason"]
+    assert "reason" in kernel_cipher_speed("no-such-cipher(aes)", seconds=0.05)
+
+
+def test_the_report_shows_the_findings_after_the_verdict(tmp_path, ccbench):
+    paths = seed000(tmp_path)
+    out = tmp_path / "report.md"
+    done = ccbench("report", *paths, "-o", out, "--format", "md")
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert text.index("Verdict per protection layer") < text.index("Lint: known traps")
+    assert "cost confounded by CPU model (Ice Lake vs Sapphire Rapids)" in text
+    assert "| high | confounded |" in text and "memory=8.0 GiB" in text
+
+
+def test_env_lint_on_a_real_snp_guest_snapshot(ccbench):
+    case = REAL_WORLD_TEE / "snp-gcp-n2d"
+    if not case.is_dir():
+        pytest.skip(f"{case} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)")
+    args = ["env", "--root", case / "root", "--dmesg", case / "dmesg.txt", "--lint"]
+    done = ccbench(*args)
+    assert done.returncode == 0, done.stderr
+    assert "debug mode could not be checked" in done.stdout and "swiotlb" not in done.stdout
+    planned = ccbench(*args, "--plan", "storage", "--json")
+    findings = json.loads(planned.stdout)["lint"]
+    assert [f["code"] for f in findings] == ["unchecked", "unchecked"] and "swiotlb" in findings[1]["what"]
+    transport = ccbench(*args, "--plan", "transport", "--json")
+    assert len(json.loads(transport.stdout)["lint"]) == 1  # no device I/O: no bounce-buffer check
+    wrong = ccbench("env", "--plan", "storage")
+    assert wrong.returncode == 2 and "add --lint" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_env_lint_on_a_plain_snapshot_has_no_findings(ccbench):
+    case = REAL_WORLD_TEE / "sgx-guest-qemu"
+    if not case.is_dir():
+        pytest.skip(f"{case} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)")
+    done = ccbench("env", "--root", case / "root", "--dmesg", case / "dmesg.txt", "--lint", "--plan", "storage")
+    assert done.returncode == 0, done.stderr
+    assert "no findings" in done.stdout
+
+
+def test_the_before_run_check_prints_findings_and_never_blocks(tmp_path):
+    debug = provenance_probe("cvm", "sev-snp", swiotlb_bytes=32 * 2**20, tee_evidence=snp_evidence(True))
+    checks = system_check(tmp_path, processes=[], aes=False, environment=debug, device_io=True)
+    lint_checks = {c["name"]: c for c in checks if c["name"].startswith("lint")}
+    assert set(lint_checks) == {"lint: debug-tee", "lint: small-swiotlb"}
+    assert all(c["ok"] is False and "source:" in c["advice"] for c in lint_checks.values())
+    assert "WARN lint: debug-tee" in format_checks(checks)
+    clean = provenance_probe("cvm", "sev-snp", tee_evidence=snp_evidence(False))
+    checks = system_check(tmp_path, processes=[], aes=False, environment=clean, device_io=True)
+    assert [c for c in checks if c["name"].startswith("lint")] == [
+        {"name": "lint (docs/trust.md, Lint)", "value": "no findings", "ok": True, "advice": ""}
+    ]
