@@ -598,6 +598,18 @@ def test_provenance_reads_each_field_from_recorded_sources(tmp_path):
     assert document["probe_version"] == 2
 
 
+def test_clones_sharing_a_machine_id_are_told_apart_by_their_vm_uuid(tmp_path):
+    shared = {"/etc/machine-id": "4c4c4544003710388032b4c04f4e4d32\n"}
+    ids = {
+        probe(root=provenance_root(tmp_path / name, **shared, **{"/sys/class/dmi/id/product_uuid": uuid}))["machine_id"]
+        for name, uuid in (
+            ("a", "EC2A1B2C-0000-1111-2222-333344445555\n"),
+            ("b", "ec2d9e8f-6666-7777-8888-999900001111\n"),
+        )
+    }
+    assert len(ids) == 2 and None not in ids
+
+
 def test_swiotlb_from_the_command_line_when_the_log_does_not_say(tmp_path):
     log = "".join(line + "\n" for line in PROVENANCE_LOG.splitlines() if "software IO TLB" not in line)
     provenance = probe(root=provenance_root(tmp_path), dmesg=dmesg(tmp_path, log))["provenance"]

@@ -296,6 +296,8 @@ def machines_behind(rows: pd.DataFrame) -> dict[str, str]:
     if single:
         note += f"; {single} of {len(across)} comparisons had one machine a side (run-to-run noise only)"
     return {"machines": cell, "machines_note": note}
+
+
 CONFOUNDED = "confounded by "
 
 

@@ -246,9 +246,16 @@ def _hypervisor(document: dict[str, Any], lines: list[str], hyperv: dict[str, An
 
 
 def machine_id(sources: Sources) -> str | None:
-    """A stable identity of the machine that does not reveal /etc/machine-id: its SHA-256, 16 hex digits."""
+    """A stable identity of the machine that does not reveal /etc/machine-id: its SHA-256, 16 hex digits.
+
+    VMs cloned from one image can share /etc/machine-id; where the firmware gives the VM its own
+    UUID (DMI product_uuid: clouds and QEMU's -uuid set it per VM; readable by root) it is hashed in
+    too, so such clones stay distinct replicas."""
     text = (sources.read_text("/etc/machine-id") or "").strip()
-    return hashlib.sha256(text.encode()).hexdigest()[:16] if text else None
+    if not text:
+        return None
+    uuid = (sources.read_text("/sys/class/dmi/id/product_uuid") or "").strip().lower()
+    return hashlib.sha256((f"{text}\n{uuid}" if uuid else text).encode()).hexdigest()[:16]
 
 
 def probe_provenance(sources: Sources, document: dict[str, Any], tdx_idle: str | None) -> dict[str, Any]:

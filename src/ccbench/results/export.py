@@ -30,7 +30,6 @@ def machine_facts(bundle: Bundle) -> dict[str, Any]:
         "ccbench_version": (bundle.manifest.get("tool") or {}).get("version"),
         "bundle_started_at": bundle.manifest.get("started_at"),
         "imported": bool(bundle.manifest.get("imported")),
-        "machine_id": probe.get("machine_id"),
         **provenance_columns(bundle),
     }
 
