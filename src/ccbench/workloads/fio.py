@@ -142,6 +142,8 @@ class Fio(Workload):
     variant_axes = frozenset({"storage"})
     setup_component = "core"
     matrix_params = frozenset({"blocksizes", "patterns"})
+    #: throughput per block size and pattern (IOPS is the same figure per operation; latencies explain it)
+    primary_metrics = ("throughput",)
 
     def requirements(self) -> str | None:
         if shutil.which("fio") is None:

@@ -151,6 +151,9 @@ class Notebook(Workload):
     variant_axes = frozenset({"storage"})
     setup_component = "datascience"
     ships_python_extra = True
+    #: the notebook's wall time (``execution_time_s``: the seed-000 runner's, as imported); per-cell
+    #: times, kernel start and harness overhead explain it
+    primary_metrics = ("total_s", "execution_time_s")
     params: NotebookParams
 
     def requirements(self) -> str | None:

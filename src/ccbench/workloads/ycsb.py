@@ -144,6 +144,8 @@ class Ycsb(Workload):
     variant_axes = frozenset({"storage"})
     setup_component = "ycsb"
     matrix_params = frozenset({"workloads"})
+    #: operations per second of each YCSB workload, and its operations' tail latency
+    primary_metrics = ("throughput", "latency_p99")
 
     def requirements(self) -> str | None:
         if shutil.which(self.params.java) is None:
