@@ -187,6 +187,13 @@ class LayerVerdict:
                 parts.append(f"per message{where}, against floors measured in the same run: {floors}")
         return "".join(f"; {part}" for part in parts)
 
+    def typical_text(self) -> str:
+        """The typical cost as the table prints it; a share of an application's work (often far below
+        a percent) with two significant digits."""
+        if self._per_message_only() and not math.isnan(self.typical):
+            return f"+{impact.share_text(self.typical - 1)}"
+        return fmt.percent(self.overhead)
+
     def interval_text(self) -> str:
         if math.isnan(self.low):
             return "-"
@@ -302,7 +309,7 @@ def _per_message_typical(costs: list[dict]) -> tuple[pd.Series, float, float, fl
     if shares.empty:
         return pd.Series(dtype=float), math.nan, math.nan, math.nan, "-"
     per_workload = shares.groupby("workload", sort=False)["te"].median()
-    over = "medians over executions, no interval"
+    over = "share of one unit of application work, from medians: no interval"
     return per_workload, float(shares["te"].median()), math.nan, math.nan, over
 
 
@@ -395,7 +402,7 @@ def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
         [
             {
                 "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
-                "typical cost": fmt.percent(v.overhead),
+                "typical cost": v.typical_text(),
                 "95% interval": v.interval_text(),
                 "interval from": v.interval_over,
                 "rests on": v.rests_on or "-",
