@@ -50,9 +50,13 @@ def declarations(samples: pd.DataFrame | None) -> dict[str, Declared]:
     if samples is None or samples.empty:
         return {}
     found: dict[str, Declared] = {}
+    manifests: dict[Any, dict[str, Any]] = {}
     columns = [c for c in ("bundle", "workload", "kind") if c in samples]
     for record in samples[columns].drop_duplicates().to_dict(orient="records"):
-        recorded = _manifest_declarations(record.get("bundle")).get(record["workload"])
+        bundle = record.get("bundle")
+        if bundle not in manifests:
+            manifests[bundle] = _manifest_declarations(bundle)
+        recorded = manifests[bundle].get(record["workload"])
         declared = _parse(recorded) if recorded else _registry(record.get("kind"))
         found[record["workload"]] = _merge(found.get(record["workload"]), declared)
     return found
@@ -103,11 +107,11 @@ def _merge(first: Declared | None, second: Declared) -> Declared:
 
 def primary_mask(comparison: pd.DataFrame, declared: dict[str, Declared]) -> np.ndarray:
     """Per comparison row: whether its metric is a primary metric of its workload."""
-    primary = {name: d.primary for name, d in declared.items() if d.primary is not None}
-    return np.array(
-        [metric in primary.get(workload, ()) for workload, metric in zip(comparison["workload"], comparison["metric"])],
-        dtype=bool,
-    )
+    pairs = [(name, metric) for name, d in declared.items() for metric in d.primary or ()]
+    if not pairs:
+        return np.zeros(len(comparison), dtype=bool)
+    rows = pd.MultiIndex.from_arrays([comparison["workload"].astype(object), comparison["metric"].astype(object)])
+    return np.asarray(rows.isin(pairs), dtype=bool)
 
 
 def rests_on(rows: pd.DataFrame) -> str:
@@ -214,12 +218,14 @@ def message_costs(
     if samples is None or samples.empty:
         return []
     out = []
+    medians: dict[str, _Medians] = {}
     pairs = rows[["workload", "baseline", "config"]].drop_duplicates()
     for workload, baseline, config in pairs.itertuples(index=False):
         spec = (declared.get(workload) or Declared(None)).message_costs
         if spec:
-            medians = _Medians(samples, workload)
-            out.append(_message_cost(medians, spec, workload, baseline, config))
+            if workload not in medians:
+                medians[workload] = _Medians(samples, workload)
+            out.append(_message_cost(medians[workload], spec, workload, baseline, config))
     return out
 
 
