@@ -61,3 +61,19 @@ def test_no_generic_module_names_a_workload_kind():
     kinds = "|".join(re.escape(kind) for kind in ("microservices", "transport", "federated", "notebook"))
     for path in [REPO / "src/ccbench/runner.py", *sorted((REPO / "src/ccbench/fleet").glob("*.py"))]:
         assert not re.search(f'"({kinds})"', path.read_text()), path
+
+
+def test_every_workload_declares_its_primary_metrics():
+    """Each kind says which of its metrics are its application-level result (the verdict's basis),
+    on its own class: an inherited empty tuple would silently leave a kind out of every verdict."""
+    for kind in workloads.REGISTRY:
+        cls = workloads.workload_class(kind)
+        assert "primary_metrics" in vars(cls), f"{kind} does not declare primary_metrics"
+        assert isinstance(cls.primary_metrics, tuple) and all(isinstance(m, str) for m in cls.primary_metrics)
+        declared = workloads.declaration(cls)
+        assert declared["kind"] == kind and declared["primary_metrics"] == list(cls.primary_metrics)
+    # only the probe measures no application result
+    assert [kind for kind in workloads.REGISTRY if not workloads.workload_class(kind).primary_metrics] == ["systeminfo"]
+    # microbenchmark metrics are not primary
+    assert "cell_s" not in workloads.workload_class("notebook").primary_metrics
+    assert not {"rtt_p50", "handshake_p50", "throughput"} & set(workloads.workload_class("transport").primary_metrics)

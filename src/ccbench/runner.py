@@ -46,7 +46,7 @@ from ccbench.schedule import Execution, ExecutionKey, Outcome, WorkloadRun, path
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
 from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
-from ccbench.workloads import workload_class
+from ccbench.workloads import declarations, workload_class
 from ccbench.workloads.base import PrepareContext
 
 # re-exported: the progress display, ccbench cleanup and the tests import them from here
@@ -220,6 +220,8 @@ class Runner:
         manifest = {
             "system_check": self._system_check(),
             "plan": self.plan.model_dump(mode="json"),
+            # each workload's primary metrics and message costs: analysis reads them from here
+            "declarations": declarations((spec.name, spec.kind) for spec in self.plan.workloads),
             "environment": self.environment,
             "command_line": self.command_line,
             "workdir": str(self.workdir),

@@ -24,6 +24,7 @@ import pandas as pd
 from scipy import special
 
 from ccbench.analysis import format as fmt
+from ccbench.analysis import impact
 from ccbench.analysis.causes import causes_of
 from ccbench.analysis.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
 from ccbench.analysis.stats import CONFIDENCE
@@ -74,6 +75,13 @@ class LayerVerdict:
     #: Sapphire Rapids)"), from the rows' "confounded by" flags (ccbench.lint), and how many rows
     confounded: list[str] = field(default_factory=list)
     confounded_rows: int = 0
+    #: what the typical cost rests on: "application metrics: notebook total_s; fio throughput"
+    rests_on: str = ""
+    #: the layer's comparisons left out of the typical cost (per-message and supporting metrics)
+    not_counted: int = 0
+    #: per protected configuration of a per-message benchmark: the share of one unit of application
+    #: work it adds and its floors (ccbench.analysis.impact.message_cost)
+    message_costs: list[dict] = field(default_factory=list)
 
     @property
     def overhead(self) -> float:
@@ -100,6 +108,16 @@ class LayerVerdict:
         )
         interval = f"95% interval {self.interval_text()}, {self.interval_over}" if not math.isnan(self.low) else ""
         detail = "; ".join(p for p in (interval, spread.lstrip("; ")) if p)
+        head = self._per_message_head(name)
+        if head is None:
+            head = self._head(name, where, detail)
+        if not self._per_message_only():
+            head += self._rests_on_text()
+        head += self._message_costs_text()
+        return head + self._tail() + "."
+
+    def _head(self, name: str, where: str, detail: str) -> str:
+        """The sentence's head: the typical cost, or that it is not distinguishable from noise."""
         if self.layer == "none":
             # an A/A comparison: any difference is the machines' or the runs', not a protection's
             word = "differ by" if self.distinguishable else "do not differ beyond the noise:"
@@ -123,6 +141,10 @@ class LayerVerdict:
                 f"{where} ({self.significant} of {self.comparisons} comparisons significant"
                 f"{'; ' + detail if detail else ''})"
             )
+        return head
+
+    def _tail(self) -> str:
+        """Where it hurts most, what served the layer, contention and the machines behind each side."""
         tail = (
             f"; it hurts most on {self.worst}"
             if self.worst and self.worst_overhead > 0 and self.layer != "none"
@@ -138,7 +160,60 @@ class LayerVerdict:
             tail += f"; {self.contended} of {self.comparisons} comparisons include contended executions"
         if self.machines_note:
             tail += "; " + self.machines_note
-        return head + tail + "."
+        return tail
+
+    def _per_message_only(self) -> bool:
+        """Whether no comparison of an application metric stands behind the typical cost."""
+        return self.not_counted >= self.comparisons
+
+    def _per_message_head(self, name: str) -> str | None:
+        """The sentence's head where the layer has only per-message comparisons: the share of one unit
+        of application work it adds, or that no application-level cost was measured."""
+        if not self._per_message_only():
+            return None
+        counts = f"{self.significant} of {self.comparisons} per-message comparisons significant: see the table"
+        if math.isnan(self.typical):
+            return f"{name}: no application-level cost measured ({counts})"
+        if len(self.message_costs) == 1:
+            return f"{name} adds {impact.share_phrase(self.message_costs[0])} ({counts})"
+        application = self.message_costs[0]["application"]
+        return (
+            f"{name} adds about {impact.share_text(self.typical - 1)} to {application} per request that opens its "
+            f"connection, the median over {len(self.message_costs)} configurations ({counts})"
+        )
+
+    def _rests_on_text(self) -> str:
+        if not self.rests_on:
+            return ""
+        left_out = (
+            f"; {self.not_counted} other comparison{'s' if self.not_counted != 1 else ''} (per-message and "
+            "supporting metrics) not counted"
+            if self.not_counted
+            else ""
+        )
+        return f"; it rests on {self.rests_on}{left_out}"
+
+    def _message_costs_text(self) -> str:
+        """Per protected configuration of a per-message benchmark: the share of one unit of application
+        work it adds (unless the head said it), then its figures against floors measured in the same run."""
+        alone = self._per_message_only() and len(self.message_costs) == 1
+        parts = []
+        for cost in self.message_costs:
+            where = "" if alone else f" on {cost['config']}"
+            share = impact.share_phrase(cost)
+            if share and not alone:
+                parts.append(f"per request of {cost['workload']}{where} it adds {share}")
+            floors = impact.floors_sentence(cost)
+            if floors:
+                parts.append(f"per message{where}, against floors measured in the same run: {floors}")
+        return "".join(f"; {part}" for part in parts)
+
+    def typical_text(self) -> str:
+        """The typical cost as the table prints it; a share of an application's work (often far below
+        a percent) with two significant digits."""
+        if self._per_message_only() and not math.isnan(self.typical):
+            return f"+{impact.share_text(self.typical - 1)}"
+        return fmt.percent(self.overhead)
 
     def interval_text(self) -> str:
         if math.isnan(self.low):
@@ -176,6 +251,10 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         return []
     data = comparison.copy()
     data["te"], data["te_low"], data["te_high"] = _time_equivalent(data)
+    # which rows are an application's result (each workload's declared primary metrics)
+    declared = impact.declarations(samples)
+    data["primary"] = impact.primary_mask(data, declared)
+    data["per_message"] = data["workload"].map(lambda w: bool((declared.get(w) or impact.Declared(None)).message_costs))
     # the few distinct (configuration, machine, cipher) facts, found once instead of once per layer
     facts = None
     if samples is not None and not samples.empty:
@@ -189,49 +268,17 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         usable = rows[np.isfinite(rows["te"]) & (rows["te"] > 0)]
         if usable.empty:
             continue
-        per_workload = usable.groupby("workload", sort=False)["te"].agg(lambda v: float(np.exp(np.log(v).mean())))
-        if len(per_workload) >= 3:
-            typical, low, high = _t_interval(np.log(per_workload.to_numpy()))
-            over = f"spread between {len(per_workload)} workloads"
-        elif len(per_workload) == 2:
-            typical, low, high = _t_interval(np.log(per_workload.to_numpy()))
-            low = high = math.nan
-            over = "two workloads: see the range between them"
-        elif len(usable) >= 2:
-            typical, low, high = _t_interval(np.log(usable["te"].to_numpy()))
-            over = f"spread between {len(usable)} cases and metrics of one workload"
+        costs = impact.message_costs(rows, samples, declared)
+        counted, basis = _counted_rows(usable)
+        if counted.empty:
+            per_workload, typical, low, high, over = _per_message_typical(costs)
+            worst, worst_overhead = _largest_share(costs)
         else:
-            row = usable.iloc[0]
-            typical, low, high = float(row["te"]), float(row["te_low"]), float(row["te_high"])
-            over = (
-                "spread between machines (one comparison)"
-                if row.get("interval_from") == BETWEEN_MACHINES
-                else "noise within the configurations (one comparison)"
-            )
-        ranked = usable.sort_values("te", ascending=False, kind="stable")
-        significant = ranked[ranked["significant"]]
-        top = (significant if not significant.empty else ranked).iloc[0]
-        worst = (
-            f"{' '.join(p for p in (top['workload'], top['case'] if isinstance(top['case'], str) else '', top['metric']) if p)} on {top['config']}: "
-            f"{fmt.percent(top['overhead_percent'])}, ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}"
-            f"{'' if top['significant'] else ' (not significant)'}"
-        )
+            per_workload, typical, low, high, over = _typical(counted)
+            worst, worst_overhead = _worst(counted)
         flags = rows["flags"]
-        causes = []
-        if layer.startswith("TEE") or layer.startswith("combined"):
-            pairs = rows[["baseline", "config"]].drop_duplicates()
-            if facts is not None:
-                machine = facts.drop_duplicates("config").set_index("config")["machine"]
-                if any(machine.get(b) != machine.get(c) for b, c in pairs.itertuples(index=False)):
-                    causes.append("measured across machines: the cost includes any other difference between them")
-        causes += causes_of(facts, set(rows["config"]), layer)
         confounded, confounded_rows = confounding(flags)
-        contended = int(flags.map(lambda f: "contended" in f).sum())
-        if contended:
-            causes.append(
-                f"{contended} of {len(rows)} comparisons include contended executions (others' CPU or steal "
-                "time): compare again with --exclude-contended"
-            )
+        causes, contended = _causes(layer, rows, facts)
         out.append(
             LayerVerdict(
                 layer=layer,
@@ -239,8 +286,8 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
                 low=low,
                 high=high,
                 interval_over=over,
-                range_low=float(per_workload.min()),
-                range_high=float(per_workload.max()),
+                range_low=float(per_workload.min()) if len(per_workload) else math.nan,
+                range_high=float(per_workload.max()) if len(per_workload) else math.nan,
                 workloads=len(per_workload),
                 comparisons=len(rows),
                 significant=int(rows["significant"].sum()),
@@ -248,11 +295,14 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
                 noisy=int(flags.map(lambda f: "noisy" in f).sum()),
                 not_significant=int((~rows["significant"].astype(bool)).sum()),
                 worst=worst,
-                worst_overhead=float(top["overhead_percent"]),
+                worst_overhead=worst_overhead,
                 causes=causes,
                 **machines_behind(rows),
                 confounded=confounded,
                 confounded_rows=confounded_rows,
+                rests_on=basis,
+                not_counted=len(rows) - len(counted),
+                message_costs=costs,
             )
         )
     return out
@@ -325,7 +375,7 @@ def confounded_sentence(item: LayerVerdict) -> str:
 def _typical_cell(item: LayerVerdict) -> str:
     if item.confounded and item.layer != "none":
         return f"confounded ({fmt.percent(item.overhead)} measured)"
-    return fmt.percent(item.overhead)
+    return item.typical_text()
 
 
 def _interval_cell(item: LayerVerdict) -> str:
@@ -336,11 +386,112 @@ def _interval_over_cell(item: LayerVerdict) -> str:
     return "-" if item.confounded and item.layer != "none" else item.interval_over
 
 
+def _counted_rows(usable: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows a layer's typical cost is taken from, and what it rests on: the workloads' primary
+    (application-level) metrics; where the layer has none, the metrics of workloads that are no
+    per-message benchmark (an import, a kind whose declared metrics were not compared), said as such;
+    never a per-message benchmark's round trips and handshakes (its share of an application's work
+    leads instead: ccbench.analysis.impact)."""
+    primary = usable[usable["primary"]]
+    if not primary.empty:
+        return primary, f"application metrics: {impact.rests_on(primary)}"
+    other = usable[~usable["per_message"]]
+    if not other.empty:
+        return other, f"metrics not declared as an application's result: {impact.rests_on(other)}"
+    return usable.iloc[0:0], "per-message costs only (no application metric compared)"
+
+
+def _per_message_typical(costs: list[dict]) -> tuple[pd.Series, float, float, float, str]:
+    """Where a layer has per-message comparisons only: the share of one unit of application work a
+    request that opens its connection adds (time-equivalent: 1 + share), per workload and typical
+    (medians over the protected configurations); no interval (a difference of medians)."""
+    shares = pd.DataFrame(
+        [(c["workload"], 1 + c["share_new_connection"]) for c in costs if c["share_new_connection"] is not None],
+        columns=["workload", "te"],
+    )
+    if shares.empty:
+        return pd.Series(dtype=float), math.nan, math.nan, math.nan, "-"
+    per_workload = shares.groupby("workload", sort=False)["te"].median()
+    over = "share of one unit of application work, from medians: no interval"
+    return per_workload, float(shares["te"].median()), math.nan, math.nan, over
+
+
+def _largest_share(costs: list[dict]) -> tuple[str, float]:
+    """The protected configuration whose requests add the largest share of the application's work."""
+    known = [c for c in costs if c["share_new_connection"] is not None]
+    if len(known) < 2:  # one configuration: the sentence's head already says it
+        return "", 0.0
+    top = max(known, key=lambda c: c["share_new_connection"])
+    share = top["share_new_connection"]
+    return (
+        f"{top['application']} per request that opens its connection on {top['config']}: +{impact.share_text(share)}",
+        share * 100,
+    )
+
+
+def _typical(usable: pd.DataFrame) -> tuple[pd.Series, float, float, float, str]:
+    """Per workload the geometric mean of its rows; the typical cost with its interval, and what the
+    interval spans."""
+    per_workload = usable.groupby("workload", sort=False)["te"].agg(lambda v: float(np.exp(np.log(v).mean())))
+    if len(per_workload) >= 3:
+        typical, low, high = _t_interval(np.log(per_workload.to_numpy()))
+        over = f"spread between {len(per_workload)} workloads"
+    elif len(per_workload) == 2:
+        typical, low, high = _t_interval(np.log(per_workload.to_numpy()))
+        low = high = math.nan
+        over = "two workloads: see the range between them"
+    elif len(usable) >= 2:
+        typical, low, high = _t_interval(np.log(usable["te"].to_numpy()))
+        over = f"spread between {len(usable)} cases and metrics of one workload"
+    else:
+        row = usable.iloc[0]
+        typical, low, high = float(row["te"]), float(row["te_low"]), float(row["te_high"])
+        over = (
+            "spread between machines (one comparison)"
+            if row.get("interval_from") == BETWEEN_MACHINES
+            else "noise within the configurations (one comparison)"
+        )
+    return per_workload, typical, low, high, over
+
+
+def _worst(usable: pd.DataFrame) -> tuple[str, float]:
+    """The comparison that hurts most (the largest significant cost, else the largest), as the table prints it."""
+    ranked = usable.sort_values("te", ascending=False, kind="stable")
+    significant = ranked[ranked["significant"]]
+    top = (significant if not significant.empty else ranked).iloc[0]
+    worst = (
+        f"{' '.join(p for p in (top['workload'], top['case'] if isinstance(top['case'], str) else '', top['metric']) if p)} on {top['config']}: "
+        f"{fmt.percent(top['overhead_percent'])}, ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}"
+        f"{'' if top['significant'] else ' (not significant)'}"
+    )
+    return worst, float(top["overhead_percent"])
+
+
+def _causes(layer: str, rows: pd.DataFrame, facts: pd.DataFrame | None) -> tuple[list[str], int]:
+    """The causes recorded for a layer's rows, and how many of them include contended executions."""
+    causes = []
+    if layer.startswith("TEE") or layer.startswith("combined"):
+        pairs = rows[["baseline", "config"]].drop_duplicates()
+        if facts is not None:
+            machine = facts.drop_duplicates("config").set_index("config")["machine"]
+            if any(machine.get(b) != machine.get(c) for b, c in pairs.itertuples(index=False)):
+                causes.append("measured across machines: the cost includes any other difference between them")
+    causes += causes_of(facts, set(rows["config"]), layer)
+    contended = int(rows["flags"].map(lambda f: "contended" in f).sum())
+    if contended:
+        causes.append(
+            f"{contended} of {len(rows)} comparisons include contended executions (others' CPU or steal "
+            "time): compare again with --exclude-contended"
+        )
+    return causes, contended
+
+
 VERDICT_HEADERS = [
     "layer",
     "typical cost",
     "95% interval",
     "interval from",
+    "rests on",
     "range between workloads",
     "hurts most",
     "causes recorded",
@@ -362,6 +513,7 @@ def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
                 "typical cost": _typical_cell(v),
                 "95% interval": _interval_cell(v),
                 "interval from": _interval_over_cell(v),
+                "rests on": v.rests_on or "-",
                 "range between workloads": (
                     f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"
                     if v.workloads > 1

@@ -457,6 +457,7 @@ def write_bundle(imported: Imported, out: Path) -> Path:
     from ccbench import attestation
     from ccbench.bundle import BundleWriter, bundle_dir_name, unused_path
     from ccbench.results.columnar import write_bundle_parquet
+    from ccbench.workloads import declarations
 
     _number_executions(imported.executions)
     started = imported.executions[0].started_at if imported.executions else _iso(datetime.now(UTC))
@@ -468,6 +469,7 @@ def write_bundle(imported: Imported, out: Path) -> Path:
         },
         "label": imported.label,
         "plan": {"name": f"imported-{imported.format}", "workloads": []},
+        "declarations": declarations({(e.workload, e.kind) for e in imported.executions}),
         "environment": _environment(imported),
         "started_at": started,
         "ended_at": imported.executions[-1].started_at if imported.executions else started,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ccbench.workloads.base import Workload
 
@@ -89,3 +90,22 @@ def cleanup_stale(workdir: Path) -> list[str]:
     for cls in _loadable(kind for kind in REGISTRY if (Path(workdir) / kind).is_dir()):
         removed += cls.cleanup_stale(Path(workdir))
     return removed
+
+
+def declaration(cls: type[Workload]) -> dict[str, Any]:
+    """What a kind declares about its results, as a bundle's manifest records it (see
+    ccbench.analysis.impact): its primary metrics and, where it has them, its message costs."""
+    declared: dict[str, Any] = {"kind": cls.kind, "primary_metrics": list(cls.primary_metrics)}
+    if cls.message_costs is not None:
+        declared["message_costs"] = cls.message_costs.as_dict()
+    return declared
+
+
+def declarations(workloads: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """{workload name: its kind's declaration} for these (name, kind) pairs; a kind that cannot be
+    imported here is left out (analysis then falls back to the registry where it runs)."""
+    out = {}
+    for name, kind in workloads:
+        for cls in _loadable([kind]):
+            out[name] = declaration(cls)
+    return out

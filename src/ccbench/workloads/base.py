@@ -172,6 +172,55 @@ def size_bytes(size: str) -> int:
     return int(number) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()]
 
 
+@dataclass(frozen=True)
+class MetricCase:
+    """One metric, optionally narrowed to the samples whose case (params) holds these values."""
+
+    metric: str
+    case: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "case": dict(self.case)}
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A physical floor measured in the same run: ``measured`` against ``floor`` (a handshake
+    against the X25519 operations it needs, throughput against the AEAD ceiling of one core)."""
+
+    measured: MetricCase
+    floor: str
+    what: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"measured": self.measured.as_dict(), "floor": self.floor, "what": self.what}
+
+
+@dataclass(frozen=True)
+class MessageCosts:
+    """Per-message costs set against one unit of application work measured on the same machine.
+
+    A request costs ``per_request`` (its value under the protection minus the unprotected one); a
+    request that opens its connection also costs ``per_connection`` (minus the unprotected one,
+    none where the unprotected transport has no handshake). Both as a share of ``application``."""
+
+    application: MetricCase
+    #: what one unit of application work is, for the verdict's sentence ("one MiniLM-L6-v2 embedding")
+    application_text: str
+    per_request: MetricCase
+    per_connection: MetricCase
+    floors: tuple[Floor, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "application": self.application.as_dict(),
+            "application_text": self.application_text,
+            "per_request": self.per_request.as_dict(),
+            "per_connection": self.per_connection.as_dict(),
+            "floors": [floor.as_dict() for floor in self.floors],
+        }
+
+
 class Workload(ABC):
     #: the plan's ``kind``
     kind: ClassVar[str]
@@ -193,6 +242,16 @@ class Workload(ABC):
     ships_python_extra: ClassVar[bool] = False
     #: the before-run checks this kind asks for (e.g. TLS_AES_CHECK)
     system_checks: ClassVar[tuple[str, ...]] = ()
+    #: the metrics that are this kind's application-level result (a notebook's wall time, an
+    #: inference's time, a request's latency at a rate): the verdict takes a protection layer's
+    #: typical cost from these alone, while the others (per-cell times, pipe round trips, handshake
+    #: microseconds) stay in the tables and charts. Every kind declares it (empty where it measures
+    #: no application result); each run's manifest records it, so analysis needs no workload code.
+    primary_metrics: ClassVar[tuple[str, ...]] = ()
+    #: for a kind that measures per-message costs of a transport protection beside one unit of real
+    #: application work (see MessageCosts): how the verdict turns them into the share of that work
+    #: the protection adds, and which floors measured in the same run they are held against
+    message_costs: ClassVar[MessageCosts | None] = None
 
     def __init__(self, name: str, params: WorkloadParams):
         self.name = name

@@ -24,6 +24,8 @@ class Command(Workload):
     description = "any shell command timed as a whole: wall, user and system CPU, peak RSS"
     Params = CommandParams
     variant_axes = frozenset({"storage"})
+    #: the command's wall time (``wall_s``: hyperfine's, as imported); user/system time and RSS explain it
+    primary_metrics = ("wall_time", "wall_s")
 
     def requirements(self) -> str | None:
         return None if shutil.which("bash") else "bash is not installed (apt-get install bash)"

@@ -91,6 +91,8 @@ class Compression(Workload):
     system_checks = (DEVICE_IO_CHECK,)
     setup_component = "storage"
     matrix_params = frozenset({"algorithms"})
+    #: the time to compress and to decompress (the throughputs say the same per byte)
+    primary_metrics = ("compress_time", "decompress_time")
 
     def requirements(self) -> str | None:
         missing = missing_tools(*self.params.algorithms, "sync", "bash")

@@ -150,6 +150,8 @@ class Fio(Workload):
     system_checks = (DEVICE_IO_CHECK,)
     setup_component = "core"
     matrix_params = frozenset({"blocksizes", "patterns"})
+    #: throughput per block size and pattern (IOPS is the same figure per operation; latencies explain it)
+    primary_metrics = ("throughput",)
 
     def requirements(self) -> str | None:
         if shutil.which("fio") is None:

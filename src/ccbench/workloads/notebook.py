@@ -153,6 +153,9 @@ class Notebook(Workload):
     system_checks = (DEVICE_IO_CHECK,)
     setup_component = "datascience"
     ships_python_extra = True
+    #: the notebook's wall time (``execution_time_s``: the seed-000 runner's, as imported); per-cell
+    #: times, kernel start and harness overhead explain it
+    primary_metrics = ("total_s", "execution_time_s")
     params: NotebookParams
 
     def requirements(self) -> str | None:

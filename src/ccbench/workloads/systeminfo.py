@@ -18,6 +18,8 @@ class SystemInfo(Workload):
     description = "the environment probe (CPU, memory, kernel, TEE with evidence, storage protection) as samples"
     Params = SystemInfoParams
     variant_axes = frozenset({"storage"})
+    #: machine facts and the probe's own time: no application result to take a layer's cost from
+    primary_metrics = ()
 
     def run(self, ctx: ExecutionContext) -> list[Measurement]:
         from ccbench.probe import probe

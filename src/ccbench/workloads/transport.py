@@ -20,7 +20,16 @@ from pathlib import Path
 from pydantic import Field
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import TLS_AES_CHECK, ExecutionContext, Workload, WorkloadFailed, WorkloadParams
+from ccbench.workloads.base import (
+    TLS_AES_CHECK,
+    ExecutionContext,
+    Floor,
+    MessageCosts,
+    MetricCase,
+    Workload,
+    WorkloadFailed,
+    WorkloadParams,
+)
 
 BINARY = Path(__file__).resolve().parents[3] / "crates" / "target" / "release" / "ccchannel-bench"
 EMBEDDING_TEXT = "What does confidential computing cost my machine-learning workload?"
@@ -69,6 +78,22 @@ class Transport(Workload):
     setup_component = "transport"
     system_checks = (TLS_AES_CHECK,)
     matrix_params = frozenset({"sizes", "pipes"})
+    #: the application this benchmark stands for is an inference; its time (measured on the plain
+    #: variant) is the result, the round trips, handshakes and throughputs are per-message costs
+    primary_metrics = ("embedding_time",)
+    #: an embedding request is one round trip of 1536 B (a MiniLM embedding is 384 float32);
+    #: a request on a new connection pays the handshake too. The floors are those the targets use
+    #: (docs/secure-channel.md): both ends share one core on the in-process pipe.
+    message_costs = MessageCosts(
+        application=MetricCase("embedding_time"),
+        application_text="one MiniLM-L6-v2 sentence embedding",
+        per_request=MetricCase("rtt_p50", {"payload": 1536}),
+        per_connection=MetricCase("handshake_p50"),
+        floors=(
+            Floor(MetricCase("handshake_p50", {"pipe": "duplex"}), "x25519_handshake_floor", "X25519 floor"),
+            Floor(MetricCase("throughput", {"payload": 1048576, "pipe": "duplex"}), "aead_seal_open", "AEAD ceiling"),
+        ),
+    )
 
     def requirements(self) -> str | None:
         if not binary_path().exists():

@@ -145,6 +145,8 @@ class Ycsb(Workload):
     system_checks = (DEVICE_IO_CHECK,)
     setup_component = "ycsb"
     matrix_params = frozenset({"workloads"})
+    #: operations per second of each YCSB workload, and its operations' tail latency
+    primary_metrics = ("throughput", "latency_p99")
 
     def requirements(self) -> str | None:
         if shutil.which(self.params.java) is None:

@@ -3,7 +3,11 @@ most, the causes ccbench recorded, and how far to trust it (the same numbers as 
 
 from __future__ import annotations
 
-from ccbench.analysis.verdict import contended_executions, verdict_table, verdicts
+import pandas as pd
+
+from ccbench.analysis import format as fmt
+from ccbench.analysis.impact import share_text
+from ccbench.analysis.verdict import LayerVerdict, contended_executions, verdict_table, verdicts
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 5
@@ -21,12 +25,56 @@ def build(ctx: ReportContext) -> Section | None:
         f"Against the baseline {ctx.baseline}: the time-equivalent cost of each protection layer (positive = slower), "
         "typical across the workloads measured, with a 95% interval and the comparison it hurts most. "
         f"{contended} of {executions} measured executions were contended (other processes' CPU or steal time while "
-        f"they ran).{excluded} The comparison table below has every row behind these numbers."
+        f"they ran).{excluded} Each typical cost rests on the workloads' application-level metrics (a notebook's "
+        "wall time, a request's latency, fio throughput); per-message benchmarks (round trips, handshakes) are "
+        "stated as the share of one unit of application work they add. The comparison table below has every row "
+        "behind these numbers."
     )
+    tables = [Table("cost per protection layer", verdict_table(items))]
+    per_message = message_cost_table(items)
+    if per_message is not None:
+        tables.append(per_message)
     return Section(
         title="Verdict per protection layer",
         intro=intro,
         points=[item.sentence() for item in items],
-        tables=[Table("cost per protection layer", verdict_table(items))],
+        tables=tables,
         css_class="verdict",
     )
+
+
+def message_cost_table(items: list[LayerVerdict]) -> Table | None:
+    """Per protected configuration of a per-message benchmark: what one request adds to one unit of
+    application work, and its figures against the floors measured in the same run."""
+    rows = [_message_cost_row(item.layer, cost) for item in items for cost in item.message_costs]
+    if not rows:
+        return None
+    return Table(
+        "what a protected transport adds to one request, and how close it is to its floors (medians of the same run)",
+        pd.DataFrame(rows).fillna("-"),
+        note="A request is one round trip of an embedding's size; a request that opens its connection pays the "
+        "handshake too. Floors: the X25519 operations of a handshake (both ends on one core) and one core's AEAD "
+        "seal+open speed.",
+    )
+
+
+def _message_cost_row(layer: str, cost: dict) -> dict:
+    row = {
+        "layer": layer,
+        "configuration": cost["config"],
+        "application": f"{cost['application']} ({fmt.number(cost['application_ms'], 'ms')})",
+        "round trip added (us)": fmt.number(cost["request_us"]),
+        "handshake (us)": fmt.number(cost["connection_us"]),
+        "share, open connection": _share(cost["share_open_connection"]),
+        "share, new connection": _share(cost["share_new_connection"]),
+    }
+    for floor in cost["floors"]:
+        if floor["better"] == "higher":
+            row[f"{floor['metric']} / {floor['what']}"] = f"{floor['ratio']:.0%}"
+        else:
+            row[f"{floor['metric']} / {floor['what']}"] = f"{floor['ratio']:.2f}x"
+    return row
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else share_text(value)

@@ -25,6 +25,8 @@ class Federated(Workload):
     )
     Params = FederatedParams
     variant_axes = frozenset({"transport"})
+    #: the federation's wall-clock (seed 001's Table II); rounds, communication time and handshakes explain it
+    primary_metrics = ("wall_clock",)
     setup_component: ClassVar[str | None] = "federated"
 
     def requirements(self) -> str | None:

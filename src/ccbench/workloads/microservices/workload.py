@@ -66,6 +66,9 @@ class Microservices(Workload):
     Params = MicroservicesParams
     variant_axes = frozenset({"transport", "storage"})
     matrix_params = frozenset({"rates", "rate_fractions"})
+    #: a request's latency at each offered rate (and under closed-loop load); throughput follows the
+    #: offered rate, and the tiers' CPU and latency shares explain the result
+    primary_metrics = ("latency_p50", "latency_p99")
     setup_component: ClassVar[str | None] = "microservices"
 
     def __init__(self, name: str, params: MicroservicesParams):
