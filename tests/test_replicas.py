@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from bundles import sample
+from bundles import probe, sample
 from scipy import stats
 
 import ccbench
@@ -146,14 +146,7 @@ def test_the_same_machines_on_both_sides_keep_the_per_execution_interval():
 def write_machine(out, directory, host, tee, values, machine_id=None):
     """A bundle in ``out/directory`` measured on ``host`` (with the probe's ``machine_id`` where
     given): one workload "app", metric time, the given values."""
-    environment = {
-        "hostname": host,
-        "tee": {"technology": tee, "evidence": []},
-        "cpu": {"model": "x"},
-        "memory": {},
-        "kernel": {"release": "6"},
-        "storage": {"protection": "plain"},
-    }
+    environment = probe(host, tee)
     if machine_id:
         environment["machine_id"] = machine_id
     writer = BundleWriter.create(out / directory, {"plan": {"name": "t"}, "environment": environment})
