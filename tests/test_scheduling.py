@@ -191,6 +191,26 @@ def test_precision_rounds_run_until_the_interval_is_narrow_or_the_limit(run_plan
     assert result.outcomes["c"].precision["stopped_by"] == "max repetitions"
 
 
+def test_precision_follows_the_declared_primary_metric_not_the_first_reported(run_plan):
+    """A command's primary metric is its wall time; a noisy figure reported before it (a start-up
+    time) must not keep the rounds going."""
+
+    def answer(job):
+        startup = 1.0 if len(executor.jobs) % 4 < 2 else 9.0
+        return Attempt(
+            ExecutionStatus.OK,
+            measurements=[
+                Measurement(metric="startup_s", unit="s", value=startup),
+                Measurement(metric="wall_time", unit="s", value=2.0),
+            ],
+        )
+
+    executor = ScriptedExecutor(answer)
+    result, _ = run_plan(executor, repetitions=3, precision="5%", max_repetitions=6)
+    assert len(executor.jobs) < 2 * 6
+    assert result.outcomes["c"].precision["stopped_by"] != "max repetitions"
+
+
 def test_an_interrupted_execution_is_recorded_and_resume_runs_only_what_is_missing(run_plan):
     def answer(job):
         if len(first.jobs) == 3:

@@ -499,18 +499,35 @@ class Runner:
         self.reporter.message(f"{spec.name}: {decision.stopped_by}: {decision.reason}")
 
     def _primary_values(self, job: WorkloadRun, combos: list[dict[str, str]]) -> dict[str, list[float]]:
-        """Per variant (in schedule order), the values of the workload's primary metric: the first
-        metric and case it reported, repetitions only, in execution order."""
+        """Per variant (in schedule order), the values of the workload's primary metric, repetitions
+        only, in execution order: the first metric and case reported among those the workload declares
+        as its application-level result (``primary_metrics``) that every variant reported, else the
+        first metric and case it reported."""
         import json
 
         mine = [s for s in (*self._earlier, *self.samples) if s.workload == job.spec.name and not s.warmup]
         values: dict[str, list[float]] = {Execution(job.spec, combo, 0, False).variant_key: [] for combo in combos}
         if not mine:
             return values
-        primary = (mine[0].metric, json.dumps(mine[0].params, sort_keys=True))
+
+        def variant_of(sample: Sample) -> str | None:
+            return ExecutionKey.parse(sample.execution).variant if sample.execution else None
+
+        def series(sample: Sample) -> tuple[str, str]:
+            return sample.metric, json.dumps(sample.params, sort_keys=True)
+
+        reported: dict[tuple[str, str], set] = {}
         for sample in mine:
-            variant_key = ExecutionKey.parse(sample.execution).variant if sample.execution else None
-            if variant_key in values and (sample.metric, json.dumps(sample.params, sort_keys=True)) == primary:
+            reported.setdefault(series(sample), set()).add(variant_of(sample))
+        every = set.union(*reported.values()) & set(values)
+        declared = getattr(job.workload, "primary_metrics", ())
+        primary = next(
+            (key for key, variants in reported.items() if key[0] in declared and every <= variants),
+            series(mine[0]),
+        )
+        for sample in mine:
+            variant_key = variant_of(sample)
+            if variant_key in values and series(sample) == primary:
                 values[variant_key].append(sample.value)
         return values
 
