@@ -180,6 +180,18 @@ def make_bundles(root: Path, total: int, count: int) -> list[Path]:
     return paths
 
 
+def stored_bundles(data: Path, total: int, count: int) -> list[Path]:
+    """The bundles of this shape under ``data``, written there the first time (a "done" file marks a
+    complete set: an interrupted write is redone)."""
+    home = data / f"{total}-samples-{count}-bundles"
+    done = home / "done"
+    if not done.exists():
+        shutil.rmtree(home, ignore_errors=True)
+        paths = make_bundles(home, total, count)
+        done.write_text("\n".join(str(p.relative_to(home)) for p in paths))
+    return [home / line for line in done.read_text().splitlines()]
+
+
 def parquet_costs(paths: list[Path], rounds: int) -> tuple[float, float, int]:
     """CPU seconds to write samples.parquet per 100,000 samples (median over ``rounds`` writes of the
     first bundle's, elsewhere; CPU time, since on a shared machine the wall time measures the others'
@@ -211,6 +223,12 @@ def main() -> None:
         help="also run every command from this git revision (or src directory), interleaved, "
         "and print the ratios (this checkout / that one)",
     )
+    parser.add_argument(
+        "--data",
+        metavar="DIR",
+        help="keep the generated bundles under DIR (written once per --samples/--bundles, reused later) "
+        "instead of a temporary directory",
+    )
     parser.add_argument("--no-single-process", action="store_true", help="skip the -j 1 runs of compare and report")
     parser.add_argument(
         "--only", action="append", metavar="WORDS", help="run only the commands whose name contains WORDS (repeatable)"
@@ -220,7 +238,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cache = root / "cache"
-        paths = make_bundles(root, args.samples, args.bundles)
+        paths = stored_bundles(Path(args.data), args.samples, args.bundles) if args.data else None
+        paths = paths or make_bundles(root, args.samples, args.bundles)
         count = sum(sum(1 for _ in open(p / "samples.jsonl", "rb")) for p in paths)
         cli = [sys.executable, "-m", "ccbench"]
         bundles = list(map(str, paths))
