@@ -20,6 +20,7 @@ break its digests.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import tempfile
@@ -236,7 +237,7 @@ def convert(bundle: Bundle | Path, target: Path, durable: bool = True) -> pa.Tab
         # a format-1 journal is upgraded record by record as it is read
         table = table_from_journal(journal) if journal.exists() and bundle.format_version != 1 else None
         if table is None:
-            table = table_from_records(bundle.sample_chunks())
+            table = _records_table(bundle)
     # kept in the file: every load of it says them again (read_samples), the first one included
     messages = [str(w.message) for w in caught]
     table = table.replace_schema_metadata(
@@ -249,6 +250,16 @@ def convert(bundle: Bundle | Path, target: Path, durable: bool = True) -> pa.Tab
     )
     _write_atomic(table, Path(target), durable)
     return table
+
+
+def _records_table(bundle: Bundle) -> pa.Table:
+    """table_from_records over the journal's records, the garbage collector paused: hundreds of
+    thousands of acyclic dicts would make it scan again and again (as in analysis.load)."""
+    gc.disable()
+    try:
+        return table_from_records(bundle.sample_chunks())
+    finally:
+        gc.enable()
 
 
 def _write_atomic(table: pa.Table, target: Path, durable: bool) -> None:

@@ -85,6 +85,17 @@ class ReportContext:
         """Every sample of the bundles (``samples`` may be a systematic sample of them)."""
         return self.engine.total if self.engine is not None else len(self.samples)
 
+    @property
+    def sampling_note(self) -> str:
+        """What the header says when ``samples`` is a systematic sample: nothing otherwise."""
+        stride = self.engine.stride if self.engine is not None else 1
+        if stride == 1:
+            return ""
+        return (
+            f" (distributions, percentiles and the overhead model from every {stride}th sample of each group "
+            "and configuration; the comparison and the verdict from all)"
+        )
+
 
 def discover() -> list[Any]:
     """The section modules, sorted by ORDER."""
