@@ -497,7 +497,7 @@ def _first_rows(*columns: Any) -> np.ndarray:
         scale *= size
         if scale >= 2**62:
             return np.flatnonzero(~pd.DataFrame({i: np.asarray(c) for i, c in enumerate(columns)}).duplicated())
-    return np.sort(np.unique(key, return_index=True)[1])
+    return np.flatnonzero(~pd.Series(key).duplicated().to_numpy())  # hashed: no sort
 
 
 def _small_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
