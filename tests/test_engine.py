@@ -11,7 +11,7 @@ from bundles import write_bundles, write_samples
 
 import ccbench
 from ccbench.analysis import engine
-from ccbench.analysis.compare import _statistics, compare, summary_by_config
+from ccbench.analysis.compare import _set_statistics, _statistics, compare, summary_by_config
 from ccbench.analysis.load import load_bundles
 
 
@@ -89,7 +89,7 @@ def test_machine_level_statistics(tmp_path):
     assert row["log_mean"] == pytest.approx(np.log(np.concatenate([first, second])).mean())
     # the engine's reading of the bundles gives the same
     samples = engine.sample_set(load_bundles(paths, samples=False), labels)
-    from_set = compare.__globals__["_set_statistics"](samples, False)
+    from_set = _set_statistics(samples, False)
     assert from_set[["machines", "m_log_mean", "m_log_var"]].iloc[0].tolist() == pytest.approx(
         [2, row["m_log_mean"], row["m_log_var"]]
     )
