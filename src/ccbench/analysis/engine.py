@@ -37,7 +37,7 @@ from ccbench.helper import Helper, outcome
 from ccbench.results.columnar import columnar_file, read_samples
 
 #: per-sample rows the report's sections get at most (beyond it a systematic sample)
-SAMPLE_BUDGET = 500_000
+SAMPLE_BUDGET = 250_000
 #: what the engine reads of a bundle's Parquet file
 READ = [*loading.READ_COLUMNS]
 #: what it reads when no per-sample frame is made
@@ -391,7 +391,7 @@ class _RowCodes:
         comparable = self.directed & ~c.warmup
         combos = work.iloc[_first_rows(work["v"], work["cipher"])]
         first = _first_of(work, comparable)
-        quiet = _first_of(work, comparable & ~c.contended)
+        quiet = _first_of(work, comparable & ~c.contended) if c.contended.any() else first
         rows = []
         for row, v, own in zip(combos.index, combos["v"], combos["cipher"]):
             storage, transport, config, *causes = c.variant.distinct[v]
