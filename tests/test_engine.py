@@ -126,3 +126,18 @@ def test_a_large_set_gives_the_report_a_systematic_sample(tmp_path, monkeypatch)
     assert (kept == np.ceil(whole / 4).astype(int)).all()
     assert samples.config_counts["samples"].sum() == len(everything)
     pd.testing.assert_frame_equal(compare(samples), compare(everything))
+
+
+def test_a_first_load_converts_in_the_helper_too(tmp_path, monkeypatch):
+    """Bundles without samples.parquet are converted into the cache, some by the helper process;
+    the comparison is the same as one process gives."""
+    from ccbench.helper import Helper
+    from ccbench.results.columnar import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    paths = write_bundles(tmp_path / "bundles")
+    assert not any((p / "samples.parquet").exists() for p in paths)
+    with Helper(2) as helper:
+        shared = engine.sample_set(load_bundles(paths, samples=False), helper=helper)
+    assert len(list(cache_dir().glob("*.parquet"))) == len(paths)
+    pd.testing.assert_frame_equal(compare(shared), compare(ccbench.load(paths)))

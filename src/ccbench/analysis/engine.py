@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from ccbench.analysis import load as loading
 from ccbench.bundle import Bundle
 from ccbench.helper import Helper, outcome
-from ccbench.results.columnar import columnar_file, read_samples
+from ccbench.results.columnar import columnar_file, is_converted, read_samples
 
 #: per-sample rows the report's sections get at most (beyond it a systematic sample)
 SAMPLE_BUDGET = 250_000
@@ -163,7 +163,7 @@ def _convert_missing(bundles: list[Bundle], helper: Helper | None) -> None:
     helper process (the conversion is the one step of a first load that is not already parallel)."""
     if helper is None or not helper.enabled:
         return
-    pending = [b for b in bundles if b.samples is None and not _has_columnar(b)]
+    pending = [b for b in bundles if b.samples is None and not is_converted(b)]
     if len(pending) < 2:
         return
     futures = [helper.submit(_convert_in_helper, bundle) for bundle in pending[1::2]]
@@ -171,12 +171,6 @@ def _convert_missing(bundles: list[Bundle], helper: Helper | None) -> None:
         columnar_file(bundle)
     for bundle, future in zip(pending[1::2], futures):
         outcome(future, lambda bundle=bundle: columnar_file(bundle))
-
-
-def _has_columnar(bundle: Bundle) -> bool:
-    from ccbench.results.columnar import _fresh_in_bundle
-
-    return _fresh_in_bundle(Path(bundle.path)) is not None
 
 
 def _convert_in_helper(bundle: Bundle) -> str:

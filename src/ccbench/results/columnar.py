@@ -349,6 +349,15 @@ def _known_digest(journal: Path) -> str:
     return sha
 
 
+def is_converted(bundle: Bundle) -> bool:
+    """Whether the bundle's samples are in a current Parquet file already (its own, or the cache's)."""
+    path = Path(bundle.path)
+    if _fresh_in_bundle(path) is not None:
+        return True
+    journal = path / SAMPLES
+    return not journal.exists() or cache_path(_known_digest(journal)).exists()
+
+
 def columnar_file(bundle: Bundle) -> Path:
     """The Parquet file holding the bundle's samples: its own, or the cache's (converted now if
     missing). A cache that cannot be written (read-only home) is converted into a temporary one."""
