@@ -225,13 +225,18 @@ def journal_digest(journal: Path) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def convert(bundle: Bundle | Path, target: Path, durable: bool = True) -> pa.Table:
+def convert(
+    bundle: Bundle | Path, target: Path, durable: bool = True, digest: tuple[int, str] | None = None
+) -> pa.Table:
     """Read the bundle's journal and write its samples to ``target`` (through a temporary file and a
-    rename, so that a reader never sees half a file). Returns the table as written."""
+    rename, so that a reader never sees half a file). Returns the table as written. ``digest``: the
+    journal's size and SHA-256 where the caller has just computed them (else computed here)."""
     if not isinstance(bundle, Bundle):
         bundle = read_bundle(bundle, samples=False)
     journal = Path(bundle.path) / SAMPLES
-    size, sha = journal_digest(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
+    if digest is None:
+        digest = journal_digest(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
+    size, sha = digest
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         # a format-1 journal is upgraded record by record as it is read
@@ -370,11 +375,13 @@ def columnar_file(bundle: Bundle) -> Path:
     cached = cache_path(sha)
     if cached.exists():
         return cached
+    # the size the digest was taken at (a journal appended to since is seen by the next load)
+    digest = (journal.stat().st_size, sha) if journal.exists() else None
     try:
-        convert(bundle, cached, durable=False)
+        convert(bundle, cached, durable=False, digest=digest)
     except OSError:
         cached = Path(tempfile.mkdtemp(prefix="ccbench-columnar-")) / f"{sha}.parquet"
-        convert(bundle, cached, durable=False)
+        convert(bundle, cached, durable=False, digest=digest)
     return cached
 
 
