@@ -4,11 +4,12 @@ Writes synthetic bundles (3 machines, each with 2 storage variants: 6 configurat
 shapes: fio cases with 5 metrics, notebooks with per-cell times, prime): ``--bundles`` of them
 holding ``--samples`` in all (the machines repeat: 100 bundles are 33 or 34 runs of each, a fleet's
 nightly shape). They are written as an older ccbench wrote them, without samples.parquet, so the
-first load converts them into the cache (timed once, with an empty cache: "first conversion"); the
-commands then run as a user would, interleaved, on the cached files, with the commands restricted
-to one process (-j 1) unless ``--no-single-process``, and the median times and peak memory (of the
-main process) are printed. Also printed: what writing samples.parquet costs a run per 100,000
-samples and its size beside the journal's.
+first compare converts them into the cache (timed once per source, with an empty cache: "first
+compare"); the commands then run as a user would, interleaved, on the cached files, also
+restricted to one process (-j 1) unless ``--no-single-process``, and the median times and peak
+memory (of the main process) are printed. Also printed: what writing samples.parquet costs a run
+per 100,000 samples (CPU time) and its size beside the journal's. ``--data DIR`` keeps the bundles
+(10 million samples: ``--samples 10000000 --bundles 100``, about 5 GB of journals).
 
 With ``--against REV`` every command also runs from another revision, interleaved with this
 checkout's, and the ratios this/that are printed: a before/after measured side by side. REV is a
@@ -180,22 +181,47 @@ def make_bundles(root: Path, total: int, count: int) -> list[Path]:
     return paths
 
 
-def parquet_costs(paths: list[Path], rounds: int) -> tuple[float, float, int]:
-    """CPU seconds to write samples.parquet per 100,000 samples (median over ``rounds`` writes of the
-    first bundle's, elsewhere; CPU time, since on a shared machine the wall time measures the others'
-    load as well), and the bytes of the journals."""
-    from ccbench.results import columnar
+def stored_bundles(data: Path, total: int, count: int) -> list[Path]:
+    """The bundles of this shape under ``data``, written there the first time (a "done" file marks a
+    complete set: an interrupted write is redone)."""
+    home = data / f"{total}-samples-{count}-bundles"
+    done = home / "done"
+    if not done.exists():
+        shutil.rmtree(home, ignore_errors=True)
+        paths = make_bundles(home, total, count)
+        done.write_text("\n".join(str(p.relative_to(home)) for p in paths))
+    return [home / line for line in done.read_text().splitlines()]
 
+
+WRITE_COST = """
+import statistics, sys, tempfile, time
+from pathlib import Path
+from ccbench.results import columnar
+first, rounds = Path(sys.argv[1]), int(sys.argv[2])
+seconds = []
+with tempfile.TemporaryDirectory() as scratch:
+    for _ in range(rounds):
+        start = time.process_time()
+        columnar.convert(first, Path(scratch) / "samples.parquet")
+        seconds.append(time.process_time() - start)
+print(statistics.median(seconds))
+"""
+
+
+def parquet_costs(paths: list[Path], rounds: int, src: str) -> tuple[float, float, int]:
+    """CPU seconds to write samples.parquet per 100,000 samples with the ccbench under ``src`` (median
+    over ``rounds`` writes of the first bundle's, elsewhere; CPU time of every thread, since on a
+    shared machine the wall time measures the others' load as well), and the bytes of the journals."""
     first = paths[0]
     rows = sum(1 for _ in open(first / "samples.jsonl", "rb"))
-    seconds = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for _ in range(rounds):
-            start = time.process_time()
-            columnar.convert(first, Path(scratch) / "samples.parquet")
-            seconds.append(time.process_time() - start)
+    env = dict(os.environ, PYTHONPATH=src)
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_COST, str(first), str(rounds)], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"writing samples.parquet failed: {done.stderr.strip()[-500:]}")
     journal = sum((p / "samples.jsonl").stat().st_size for p in paths)
-    return statistics.median(seconds) * 100_000 / rows, journal, rows
+    return float(done.stdout.strip()) * 100_000 / rows, journal, rows
 
 
 def main() -> None:
@@ -211,6 +237,12 @@ def main() -> None:
         help="also run every command from this git revision (or src directory), interleaved, "
         "and print the ratios (this checkout / that one)",
     )
+    parser.add_argument(
+        "--data",
+        metavar="DIR",
+        help="keep the generated bundles under DIR (written once per --samples/--bundles, reused later) "
+        "instead of a temporary directory",
+    )
     parser.add_argument("--no-single-process", action="store_true", help="skip the -j 1 runs of compare and report")
     parser.add_argument(
         "--only", action="append", metavar="WORDS", help="run only the commands whose name contains WORDS (repeatable)"
@@ -219,8 +251,8 @@ def main() -> None:
     this_src = str(REPO / "src")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        cache = root / "cache"
-        paths = make_bundles(root, args.samples, args.bundles)
+        paths = stored_bundles(Path(args.data), args.samples, args.bundles) if args.data else None
+        paths = paths or make_bundles(root, args.samples, args.bundles)
         count = sum(sum(1 for _ in open(p / "samples.jsonl", "rb")) for p in paths)
         cli = [sys.executable, "-m", "ccbench"]
         bundles = list(map(str, paths))
@@ -234,15 +266,20 @@ def main() -> None:
         }
         if args.no_single_process:
             commands = {name: argv for name, argv in commands.items() if not name.endswith("-j 1")}
-        first_load = commands["load only (python -c ccbench.load)"]
+        first_compare = commands["ccbench compare --json"]
         if args.only:
             commands = {name: argv for name, argv in commands.items() if any(words in name for words in args.only)}
         sources = {"": this_src}
         if args.against:
             sources["against: "] = source_of(args.against, root)
-        # the first load converts every journal into the (empty) cache; the runs below read the cache
-        first_conversion, first_peak = timed(first_load, this_src, cache)
-        per_100k, journal_bytes, rows = parquet_costs(paths, args.rounds)
+        # the first compare converts every journal into an empty cache (each source its own, the
+        # layouts may differ); the runs below read this checkout's cache
+        first: dict[str, tuple[float, float]] = {}
+        costs: dict[str, float] = {}
+        for prefix, src in sources.items():
+            first[prefix] = timed(first_compare, src, root / f"cache-{len(first)}")
+            costs[prefix], journal_bytes, rows = parquet_costs(paths, args.rounds, src)
+        cache = root / "cache-0"
         parquet_bytes = sum(p.stat().st_size for p in cache.rglob("*.parquet"))
         times: dict[str, list[float]] = {}
         peaks: dict[str, list[float]] = {}
@@ -253,12 +290,20 @@ def main() -> None:
                     times.setdefault(prefix + name, []).append(elapsed)
                     peaks.setdefault(prefix + name, []).append(peak)
     report(args, count, len(paths), times, peaks, commands)
-    print(f"first conversion (load with an empty cache): {first_conversion:.2f} s, peak {first_peak:.0f} MiB")
+    for prefix in sources:
+        seconds, peak = first[prefix]
+        other = f"  ratio {seconds / first['against: '][0]:.2f}" if prefix == "" and args.against else ""
+        print(
+            f"{prefix}first compare (converting every journal into an empty cache): {seconds:.2f} s, "
+            f"peak {peak:.0f} MiB{other}"
+        )
     print(
         f"samples.parquet: {parquet_bytes / 1e6:.1f} MB for {journal_bytes / 1e6:.1f} MB of journal "
-        f"({parquet_bytes / journal_bytes:.3f} of it); writing it costs {per_100k:.2f} CPU s per 100,000 samples "
-        f"(a bundle of {rows:,})"
+        f"({parquet_bytes / journal_bytes:.3f} of it)"
     )
+    for prefix, cost in costs.items():
+        other = f"  ratio {cost / costs['against: ']:.2f}" if prefix == "" and args.against else ""
+        print(f"{prefix}writing samples.parquet: {cost:.2f} CPU s per 100,000 samples (a bundle of {rows:,}){other}")
 
 
 def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: dict) -> None:

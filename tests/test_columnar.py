@@ -17,6 +17,7 @@ from ccbench.analysis.load import load
 from ccbench.attestation import finish_bundle
 from ccbench.attestation.verify import EXIT_TAMPERED, verify_bundle
 from ccbench.bundle import BundleWriter, read_bundle
+from ccbench.errors import BundleError
 from ccbench.model import Sample
 from ccbench.results import columnar
 
@@ -217,3 +218,33 @@ def test_a_cut_last_line_is_warned_about_on_every_load(tmp_path, cache):
         with pytest.warns(UserWarning, match="truncated last line") as caught:
             assert load(bundle)["value"].tolist() == [1.0, 2.0]
         assert len([w for w in caught if "truncated" in str(w.message)]) == 1
+
+
+def test_duckdbs_reading_of_a_journal_is_the_record_readers_table(tmp_path):
+    """The journal parsed by DuckDB (columnar.table_from_journal) gives the table the record reader
+    gives, byte for byte: JSON texts, nulls, non-ASCII text, key order of metadata, floats; a sample
+    with a field beyond the layout's (kept in ``extra``) and a line without a required field are
+    left to the record reader (which keeps the one or names the line of the other)."""
+    samples = [
+        sample(),
+        sample(metadata={"z": 1, "a": {"y": 2.5e-07, "b": "ü"}}, params={"b": 1, "a": [1, 2]}, value=3),
+        sample(variant={}, metadata={}, better=None, contended=True, execution="e|1", raw="raw/x", warmup=True),
+    ]
+    bundle = write_bundle(tmp_path / "plain", samples)
+    journal = bundle / "samples.jsonl"
+    fast = columnar.table_from_journal(journal)
+    assert fast is not None
+    assert fast.equals(columnar.table_from_records(read_bundle(bundle, samples=False).sample_chunks()))
+
+    extra = write_bundle(tmp_path / "extra", [sample(), sample(note="kept")])
+    assert columnar.table_from_journal(extra / "samples.jsonl") is None
+    table = columnar.convert(extra, tmp_path / "extra.parquet")
+    assert table.column("extra").to_pylist() == [None, '{"note":"kept"}']
+
+    lines = journal.read_text().splitlines()
+    record = json.loads(lines[1])
+    del record["repetition"]
+    journal.write_text("\n".join([lines[0], json.dumps(record), lines[2]]) + "\n")
+    assert columnar.table_from_journal(journal) is None
+    with pytest.raises(BundleError, match=r"samples.jsonl:2: corrupt line \(missing field\(s\) repetition\)"):
+        columnar.convert(bundle, tmp_path / "broken.parquet")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 from scipy import special
 
-from ccbench.analysis import replicas
-from ccbench.analysis.load import SUMMARY_COLUMN
+from ccbench.analysis import engine, replicas
 from ccbench.analysis.stats import CONFIDENCE, MIN_SAMPLES, NOISY_CV, coefficients_of_variation
 from ccbench.errors import CCBenchError
 
@@ -198,13 +198,16 @@ def transport_layer(transport: str) -> str:
 
 
 def compare(
-    frame: pd.DataFrame,
+    frame: pd.DataFrame | engine.SampleSet,
     baseline: str | None = None,
     noisy_cv: float = NOISY_CV,
     exclude_contended: bool = False,
     machines: dict[str, dict[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per (workload, params, case, metric) and configuration other than that group's baseline.
+
+    ``frame``: the per-sample frame (ccbench.analysis.load) or the engine's SampleSet of the same
+    bundles (what the commands pass: no per-sample frame needed); the table is the same.
 
     ``exclude_contended`` leaves out samples of executions flagged contended (others' CPU or steal
     time during the measured interval). Otherwise they stay in, counted per side in
@@ -216,25 +219,39 @@ def compare(
 
     The statistics of ccbench.analysis.stats.ratio_interval (Welch's t interval on log values),
     computed for all rows at once: per group and configuration the count, median, mean, standard
-    deviation and the mean and variance of the logs, then each configuration against its group's
-    baseline. tests/test_analysis.py checks every row against ratio_interval itself. Where the two
-    sides are on different machines and several machines stand behind a side (replicas: one label,
-    several machine ids), the interval is taken between the machines' means instead
-    (ccbench.analysis.replicas; tests/test_replicas.py checks those rows against scipy).
+    deviation and the mean and variance of the logs (in DuckDB: ccbench.analysis.engine), then each
+    configuration against its group's baseline. tests/test_analysis.py checks every row against
+    ratio_interval itself. Where the two sides are on different machines and several machines stand
+    behind a side (replicas: one label, several machine ids), the interval is taken between the
+    machines' means instead (the engine's machines, m_log_mean and m_log_var; ccbench.analysis.replicas;
+    tests/test_replicas.py checks those rows against scipy).
     """
-    data = _comparable(frame, exclude_contended)
-    if data.empty:
+    stats, facts = _reduced(frame, exclude_contended)
+    if stats.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
-    baseline = resolve_baseline(data, baseline)
-    # machines per configuration (replicas) beside the per-execution statistics, same group numbers
-    stats = _statistics(data).merge(replicas.machine_statistics(data, GROUP), on=["group", "config"], how="left")
+    baseline = resolve_baseline(facts, baseline)
     stats = _with_group_baselines(stats, baseline)
-    base, rows = _against_baseline(stats, configurations(data))
+    base, rows = _against_baseline(stats, configurations(facts))
     if rows.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
-    intervals = _ratio_intervals(base, rows, replicas.across_machines(data, base, rows))
-    judged = _judge(base, rows, intervals, noisy_cv, _confounded(data, rows, machines))
-    return _table(data, base, rows, intervals, judged)
+    intervals = _ratio_intervals(base, rows, replicas.across_machines(facts, base, rows))
+    judged = _judge(base, rows, intervals, noisy_cv, _confounded(facts, rows, machines))
+    return _table(facts, base, rows, intervals, judged)
+
+
+def _reduced(frame: pd.DataFrame | engine.SampleSet, exclude_contended: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the statistics per group and configuration, the facts of the configurations compared: a frame
+    with config, bundle, machine, tee, storage and transport, in order of first appearance)."""
+    if isinstance(frame, engine.SampleSet):
+        first = "first_quiet" if exclude_contended else "first"
+        facts = frame.facts[np.isfinite(frame.facts[first].to_numpy(dtype=float))].sort_values(first, kind="stable")
+        if facts.empty:
+            return pd.DataFrame(), facts
+        return _set_statistics(frame, exclude_contended), facts.reset_index(drop=True)
+    data = _comparable(frame, exclude_contended)
+    if data.empty:
+        return pd.DataFrame(), data
+    return _statistics(data), data
 
 
 def _comparable(frame: pd.DataFrame, exclude_contended: bool) -> pd.DataFrame:
@@ -253,38 +270,45 @@ def _comparable(frame: pd.DataFrame, exclude_contended: bool) -> pd.DataFrame:
 def _statistics(data: pd.DataFrame) -> pd.DataFrame:
     """Per group (in order of first appearance) and configuration: n, median, mean, standard
     deviation, the mean and variance of the logs, whether any value was not positive (no log), the
-    contended samples, and the group's labels, unit and direction."""
-    values = data["value"].to_numpy(dtype=float)
-    positive = values > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
-    summary = data[SUMMARY_COLUMN].to_numpy(dtype=bool) if SUMMARY_COLUMN in data else np.zeros(len(data), bool)
-    work = data[GROUP + ["config", "unit", "better"]].assign(
-        value=values,
-        log=logs,
-        nonpositive=~positive,
-        contended=data["contended"].to_numpy(dtype=bool),
-        summary=summary,
-    )
-    # group numbers in order of first appearance; sort=False keeps that order in the aggregate
-    work["group"] = work.groupby(GROUP, sort=False, dropna=False).ngroup()
-    grouped = work.groupby(["group", "config"], sort=False)
-    stats = grouped.agg(
-        n=("value", "size"),
-        median=("value", "median"),
-        mean=("value", "mean"),
-        std=("value", "std"),
-        log_mean=("log", "mean"),
-        log_var=("log", "var"),
-        nonpositive=("nonpositive", "any"),
-        contended=("contended", "sum"),
-        summary=("summary", "any"),
-    ).reset_index()
-    # the group's label, unit and direction come from its first sample
-    first = work.drop_duplicates("group").set_index("group")
-    for column in ("workload", "params", "case", "metric", "unit", "better"):
-        stats[column] = stats["group"].map(first[column])
-    return stats
+    contended samples, the group's labels, unit and direction, and the machine level (machines,
+    m_log_mean, m_log_var: ccbench.analysis.engine.group_statistics), computed in DuckDB."""
+    rows, codes = engine.frame_rows(data, GROUP)
+    connection = duckdb.connect()
+    try:
+        connection.register("frame_rows", rows)
+        stats = engine.group_statistics(connection, "SELECT * FROM frame_rows")
+    finally:
+        connection.close()
+    return _labelled(stats, codes["groups"], codes["configs"], codes["strings"])
+
+
+def _set_statistics(samples: engine.SampleSet, exclude_contended: bool) -> pd.DataFrame:
+    """_statistics over a SampleSet's measured rows."""
+    connection = samples.connection()
+    try:
+        stats = engine.group_statistics(connection, engine.set_rows(samples, exclude_contended))
+    finally:
+        connection.close()
+    return _labelled(stats, dict(enumerate(samples.groups)), samples.configs, samples.strings)
+
+
+def _labelled(stats: pd.DataFrame, groups: dict, configs: list[str], strings: list) -> pd.DataFrame:
+    """The engine's statistics with the codes replaced by what they stand for; ``group`` numbered in
+    order of first appearance of the group."""
+    if stats.empty:
+        return stats
+    first = stats.groupby("grp")["first"].transform("min")
+    stats["group"] = first.rank(method="dense").astype(int) - 1
+    labels = pd.DataFrame([groups[g] for g in stats["grp"]], columns=GROUP, index=stats.index)
+    for column in GROUP:
+        stats[column] = labels[column]
+    stats["config"] = [configs[c] for c in stats["cfg"]]
+    stats["unit"] = [strings[c] for c in stats["unit"]]
+    stats["better"] = [strings[c] for c in stats["better"]]
+    stats["n"] = stats["n"].astype(int)
+    stats["contended"] = stats["contended"].astype(int)
+    stats["machines"] = stats["machines"].astype(int)
+    return stats.drop(columns=["grp", "cfg", "first"]).reset_index(drop=True)
 
 
 def _with_group_baselines(stats: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -476,9 +500,14 @@ def _optional(values: np.ndarray) -> list[float | None]:
     return [None if np.isnan(v) else float(v) for v in values]
 
 
-def summary_by_config(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median, quartiles, CV and n per group and configuration (for charts and the noisy list)."""
+def summary_by_config(frame: pd.DataFrame | engine.SampleSet, exclude_contended: bool = False) -> pd.DataFrame:
+    """Median, quartiles, CV and n per group and configuration (for charts and the noisy list);
+    ``exclude_contended`` leaves the contended samples out."""
+    if isinstance(frame, engine.SampleSet):
+        return _set_summary(frame, exclude_contended)
     data = measured(frame)
+    if exclude_contended:
+        data = data[~data["contended"].astype(bool)]
     grouped = data.groupby(GROUP + ["config", "unit", "better"], sort=False, dropna=False)["value"]
     table = grouped.agg(median="median", mean="mean", std="std", n="count")
     table["q1"] = grouped.quantile(0.25)
@@ -486,3 +515,24 @@ def summary_by_config(frame: pd.DataFrame) -> pd.DataFrame:
     table = table.reset_index()
     table["cv"] = coefficients_of_variation(table["std"], table["mean"], table["n"])
     return table
+
+
+def _set_summary(samples: engine.SampleSet, exclude_contended: bool) -> pd.DataFrame:
+    connection = samples.connection()
+    try:
+        rows = engine.set_rows(samples, exclude_contended, directed_only=False)
+        table = engine.summary_statistics(connection, rows)
+    finally:
+        connection.close()
+    labels = pd.DataFrame([samples.groups[g] for g in table["grp"]], columns=GROUP, index=table.index)
+    out = labels.assign(
+        config=[samples.configs[c] for c in table["cfg"]],
+        unit=[samples.strings[c] for c in table["unit"]],
+        better=[samples.strings[c] for c in table["better"]],
+    )
+    for column in ("median", "mean", "std"):
+        out[column] = table[column]
+    out["n"] = table["n"].astype(int)
+    out["q1"], out["q3"] = table["q1"], table["q3"]
+    out["cv"] = coefficients_of_variation(out["std"], out["mean"], out["n"])
+    return out.reset_index(drop=True)

@@ -191,37 +191,52 @@ def _frame_in_helper(bundle: Bundle, labels: dict[str, str]) -> tuple[pd.DataFra
 
 def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None:
     """One bundle's samples as columns, read from its Parquet file (or the cache's; see
-    ccbench.results.columnar) with Arrow.
+    ccbench.results.columnar) with Arrow."""
+    return frame_of_table(bundle, read_samples(bundle, READ_COLUMNS), labels)
+
+
+def describe_variant(text: str | None) -> tuple[str | None, str | None, tuple]:
+    """(storage label, transport, the CAUSE_KEYS values) of a variant's JSON text."""
+    variant = orjson.loads(text or "null") or {}
+    return storage_label(variant), variant.get("transport"), tuple(variant.get(name) for name in CAUSE_KEYS)
+
+
+def describe_metadata(text: str | None) -> tuple[str, bool, str | None]:
+    """(case text, whether the sample is a summary statistic, the sample's own transport cipher) of a
+    sample's metadata JSON text."""
+    metadata = orjson.loads(text or "null")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return (
+        case_text(_case_dict(metadata)) or "",
+        metadata.get("statistic") == "mean",
+        metadata.get("transport_cipher") or None,
+    )
+
+
+def canonical_params(text: str | None) -> str:
+    """The params' JSON text with sorted keys, "{}" for none: one text per distinct params."""
+    return orjson.dumps(orjson.loads(text or "null") or {}, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def frame_of_table(bundle: Bundle, table: pa.Table, labels: dict[str, str]) -> pd.DataFrame | None:
+    """The frame of a table of a bundle's samples (READ_COLUMNS of ccbench.results.columnar's layout).
 
     The string columns come dictionary-encoded: each distinct variant, params, metadata and string
     is described once (labels, case text) and spread to the rows by the dictionary's indices, so the
     per-sample work is array indexing, never a Python loop over records.
     """
-    table = read_samples(bundle, READ_COLUMNS)
     if not table.num_rows:
         return None
-    probe = bundle.probe
-    machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
-    machine_id = str(probe.get("machine_id") or probe.get("hostname") or bundle.path)
-    tee = (probe.get("tee") or {}).get("technology") or "unknown"
+    from ccbench.analysis.engine import machine_of
 
-    def describe_variant(text: str | None) -> tuple:
-        variant = orjson.loads(text or "null") or {}
-        storage, transport = storage_label(variant), variant.get("transport")
-        causes = tuple(variant.get(name) for name in CAUSE_KEYS)
+    machine, machine_id, tee = machine_of(bundle, labels)
+
+    def described_variant(text: str | None) -> tuple:
+        storage, transport, causes = describe_variant(text)
         return (storage, transport, config_label(machine, tee, storage, transport), *causes)
 
-    def describe_metadata(text: str | None) -> tuple:
-        metadata = orjson.loads(text or "null")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        return (
-            case_text(_case_dict(metadata)) or "",
-            metadata.get("statistic") == "mean",
-            metadata.get("transport_cipher") or None,
-        )
-
-    variants = _Described(table.column("variant"), describe_variant)
-    metadata = _Described(table.column("metadata"), describe_metadata)
+    variants = Described(table.column("variant"), described_variant)
+    metadata = Described(table.column("metadata"), describe_metadata)
     sample_cipher = metadata.objects(2)
     causes = {name: variants.objects(3 + i) for i, name in enumerate(CAUSE_KEYS)}
     # a workload that negotiates its own cipher (TLS) records it on the sample; it wins over the
@@ -232,7 +247,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
         ]
 
     def strings(name: str, missing: str | None = None) -> np.ndarray:
-        return _Described(table.column(name), lambda value: missing if value is None else value).part()
+        return Described(table.column(name), lambda value: missing if value is None else value).part()
 
     return pd.DataFrame(
         {
@@ -245,10 +260,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
             "config": variants.part(2),
             "workload": strings("workload"),
             "kind": strings("kind", ""),
-            "params": _Described(
-                table.column("params"),
-                lambda text: orjson.dumps(orjson.loads(text or "null") or {}, option=orjson.OPT_SORT_KEYS).decode(),
-            ).part(),
+            "params": Described(table.column("params"), canonical_params).part(),
             "case": metadata.part(0),
             "metric": strings("metric"),
             "unit": strings("unit"),
@@ -266,7 +278,7 @@ def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None
     )
 
 
-class _Described:
+class Described:
     """``describe`` of each row's value of a column, called once per distinct value (the column
     dictionary-encoded, as read_samples reads strings) and spread to the rows by the indices."""
 

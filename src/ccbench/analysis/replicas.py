@@ -45,27 +45,6 @@ def machine_ids(frame: pd.DataFrame) -> np.ndarray:
     return frame[column].to_numpy(dtype=object)
 
 
-def machine_statistics(data: pd.DataFrame, group_columns: list[str]) -> pd.DataFrame:
-    """Per group (numbered as compare's ``_statistics`` numbers them: ``group_columns`` in order of
-    first appearance) and configuration: ``machines`` (distinct machines), ``m_log_mean`` (the mean
-    over machines of each machine's mean log value) and ``m_log_var`` (the sample variance of those
-    machine means; NaN with fewer than 2 machines). Values that are not positive have no log and are
-    left out here; compare marks such a row not computable anyway."""
-    values = data["value"].to_numpy(dtype=float)
-    positive = values > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logs = np.where(positive, np.log(np.where(positive, values, 1.0)), np.nan)
-    work = data[group_columns + ["config"]].assign(machine=machine_ids(data), log=logs)
-    keys = group_columns + ["config", "machine"]
-    per_machine = work.groupby(keys, sort=False, dropna=False)["log"].mean().reset_index()
-    # numbered on the few per-machine rows: the order of first appearance is the samples' order
-    per_machine["group"] = per_machine.groupby(group_columns, sort=False, dropna=False).ngroup()
-    stats = per_machine.groupby(["group", "config"], sort=False)["log"].agg(
-        machines="size", m_log_mean="mean", m_log_var="var"
-    )
-    return stats.reset_index()
-
-
 def interval_kinds(base: pd.DataFrame, rows: pd.DataFrame, across: np.ndarray) -> np.ndarray:
     """Per row, what its interval covers: BETWEEN_MACHINES where the sides are on different machines
     and at least one side has two or more (the spread between machines is estimated), RUNS_ONLY where

@@ -44,20 +44,22 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     from ccbench.cli import skip_teardown
     from ccbench.lint import bundle_machines, lint_comparison
 
-    frame, loaded = _load(bundles, labels, jobs)
+    samples, loaded = _load(bundles, labels, jobs)
     machines, device_io = bundle_machines(loaded)
-    table = compare(frame, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended, machines=machines)
-    _check_something_compared(table, frame, exclude_contended)
+    table = compare(samples, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended, machines=machines)
+    _check_something_compared(table, samples, exclude_contended)
     skip_teardown()  # nothing left to clean up: output only
-    layers = verdicts(table, frame) if summary or not as_json else []
-    findings = lint_comparison(frame, table, machines, device_io)
+    # the verdict's application shares and the lint's cipher speeds read a few metrics' samples: the
+    # engine's bounded per-sample frame (every sample up to its budget, a systematic sample beyond)
+    layers = verdicts(table, samples.sample) if summary or not as_json else []
+    findings = lint_comparison(samples.sample, table, machines, device_io)
     if as_json and summary:
         _print_verdict_json(layers)
     elif as_json:
-        _print_rows_json(table, frame)
+        _print_rows_json(table, samples.sources)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
-        _print_verdict(table, frame, layers, excluded)
+        _print_verdict(table, samples.executions, layers, excluded)
         _print_findings(findings)
         if not summary:
             _print_comparison(table, excluded)
@@ -68,9 +70,10 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
 
 
 def _load(bundles, labels, jobs):
-    """The samples of the bundles as one frame, and the bundles (their probes and plans); the
-    bundles' warnings printed, no samples an error."""
-    from ccbench.analysis.load import frame_from_bundles, load_bundles, parse_labels
+    """The samples of the bundles as the engine's SampleSet (ccbench.analysis.engine), and the
+    bundles (their probes and plans); the bundles' warnings printed, no samples an error."""
+    from ccbench.analysis.engine import sample_set
+    from ccbench.analysis.load import load_bundles, parse_labels
     from ccbench.console import console
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
@@ -78,27 +81,30 @@ def _load(bundles, labels, jobs):
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
         loaded = load_bundles(bundles, samples=False)
-        frame = frame_from_bundles(loaded, parse_labels(labels), helper)
+        samples = sample_set(loaded, parse_labels(labels), helper)
     for warning in caught:
         console.print(f"warning: {warning.message}")
-    if frame.empty:
+    if samples.empty:
         raise CCBenchError("the bundles hold no samples to compare")
-    return frame, loaded
+    return samples, loaded
 
 
-def _check_something_compared(table, frame, exclude_contended: bool) -> None:
+def _check_something_compared(table, samples, exclude_contended: bool) -> None:
     """An empty comparison is an error that says why: everything left out as contended, or one
     configuration per workload."""
     from ccbench.errors import CCBenchError
 
-    if table.empty and exclude_contended and frame["contended"].any():
+    counts = samples.counts()
+    contended = int(counts["contended"].sum())
+    if table.empty and exclude_contended and contended:
         raise CCBenchError(
-            f"--exclude-contended: {int(frame['contended'].sum())} of {len(frame)} samples came from contended executions "
+            f"--exclude-contended: {contended} of {int(counts['measured'].sum())} measured samples came from "
+            "contended executions "
             "and what is left holds nothing to compare; run again on a quiet machine, or compare without the option "
             "(the contended rows are then flagged)"
         )
     if table.empty:
-        configs = sorted(set(frame["config"]))
+        configs = sorted(set(samples.facts["config"]))
         raise CCBenchError(
             f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
             "give bundles from other machines or runs with several variants"
@@ -117,9 +123,9 @@ def _print_verdict_json(layers) -> None:
         click.echo(_json_line(record))
 
 
-def _print_rows_json(table, frame) -> None:
+def _print_rows_json(table, raw) -> None:
     """--json: one object per comparison row, with the raw directories of both sides' samples."""
-    sources = _sources(frame)
+    sources = _sources(raw)
     for row in table.to_dict(orient="records"):
         key = (row["workload"], row["params"], row["metric"])
         row["params"] = json.loads(row["params"])
@@ -129,14 +135,14 @@ def _print_rows_json(table, frame) -> None:
         click.echo(_json_line(row))
 
 
-def _print_verdict(table, frame, layers, excluded: str) -> None:
+def _print_verdict(table, executions, layers, excluded: str) -> None:
     """The verdict per protection layer as a table, then each layer's sentence."""
     from rich.table import Table
 
     from ccbench.analysis.verdict import contended_executions, verdict_table
     from ccbench.console import stdout
 
-    contended, executions = contended_executions(frame)
+    contended, executions = contended_executions(executions)
     verdict = Table(
         title=f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
         f"{contended} of {executions} executions contended",
@@ -188,11 +194,11 @@ def _print_comparison(table, excluded: str) -> None:
     stdout.print(out)
 
 
-def _sources(frame) -> dict:
+def _sources(raw) -> dict:
     """{(workload, params, metric, config): the raw directories (bundle-relative) of its samples} for
-    bundles of format 2, so that a number in --json leads to the tool's own output in one hop."""
-    if "raw" not in frame or not (frame["raw"] != "").any():
+    bundles of format 2, so that a number in --json leads to the tool's own output in one hop.
+    ``raw``: the SampleSet's distinct measured (workload, params, metric, config, raw)."""
+    if raw.empty:
         return {}
-    data = frame[(~frame["warmup"]) & (frame["raw"] != "")]
-    grouped = data.groupby(["workload", "params", "metric", "config"], sort=False)["raw"].unique()
+    grouped = raw.groupby(["workload", "params", "metric", "config"], sort=False)["raw"].unique()
     return {key: sorted(values) for key, values in grouped.items()}

@@ -78,9 +78,10 @@ def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by
             console.print(f"warning: {warning.message}")
         if ctx.samples.empty:
             raise CCBenchError("the bundles hold no samples to report")
-        if exclude_contended and (ctx.comparison is None or ctx.comparison.empty) and ctx.samples["contended"].any():
+        contended = int(ctx.engine.config_counts["contended"].sum())
+        if exclude_contended and (ctx.comparison is None or ctx.comparison.empty) and contended:
             console.print(
-                f"warning: --exclude-contended: {int(ctx.samples['contended'].sum())} of {len(ctx.samples)} "
+                f"warning: --exclude-contended: {contended} of {ctx.sample_count} "
                 "samples came from contended executions and nothing is left to compare; the report has no "
                 "verdict or comparison (run again on a quiet machine, or report without the option)"
             )

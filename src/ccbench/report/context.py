@@ -7,10 +7,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from ccbench.analysis.compare import compare, resolve_baseline, summary_by_config
-from ccbench.analysis.load import frame_from_bundles, load_bundles
+from ccbench.analysis.engine import sample_set
+from ccbench.analysis.load import load_bundles
 from ccbench.helper import Helper
 from ccbench.lint import bundle_machines
 from ccbench.report import charts
@@ -28,20 +30,19 @@ def build_context(
     exclude_contended: bool = False,
     model_by: str = "workload",
 ) -> ReportContext:
-    # samples stay on disk until the frame reads them a chunk at a time: the records are never all in
-    # memory beside the frame (sections read ctx.samples)
+    # the engine reduces the samples (ccbench.analysis.engine); the sections get its bounded per-sample frame
     bundles = load_bundles(paths, samples=False)
-    samples = frame_from_bundles(bundles, labels, helper)
+    engine = sample_set(bundles, labels, helper)
+    samples = engine.sample
     comparison = summary = None
     resolved = None
-    if not samples.empty:
-        measured = samples[~samples["warmup"]]
-        if not measured.empty:
-            resolved = resolve_baseline(measured, baseline)
-            comparison = compare(
-                samples, resolved, exclude_contended=exclude_contended, machines=bundle_machines(bundles)[0]
-            )
-            summary = summary_by_config(samples[~samples["contended"]] if exclude_contended else samples)
+    facts = engine.facts[np.isfinite(engine.facts["first"].to_numpy(dtype=float))].sort_values("first", kind="stable")
+    if not facts.empty:
+        resolved = resolve_baseline(facts, baseline)
+        comparison = compare(
+            engine, resolved, exclude_contended=exclude_contended, machines=bundle_machines(bundles)[0]
+        )
+        summary = summary_by_config(engine, exclude_contended=exclude_contended)
     colours = charts.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
     return ReportContext(
         samples=samples,
@@ -52,6 +53,7 @@ def build_context(
         colours=colours,
         exclude_contended=exclude_contended,
         model_by=model_by,
+        engine=engine,
     )
 
 

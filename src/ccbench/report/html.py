@@ -55,7 +55,7 @@ def _head(sections: list[Section], ctx: ReportContext, title: str) -> list[str]:
         f"<style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f"<p class='meta'>ccbench {__version__}, generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} from "
-        f"{len(ctx.bundles)} bundle(s), {len(ctx.samples)} samples; baseline: {html.escape(str(ctx.baseline))}</p>",
+        f"{len(ctx.bundles)} bundle(s), {ctx.sample_count} samples{ctx.sampling_note}; baseline: {html.escape(str(ctx.baseline))}</p>",
         "<nav>" + "".join(f"<a href='#{_anchor(s.title)}'>{html.escape(s.title)}</a>" for s in sections) + "</nav>",
     ]
 

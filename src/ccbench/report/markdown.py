@@ -31,7 +31,7 @@ def render_markdown(
     lines = [
         f"# {title}",
         "",
-        f"ccbench {__version__}: {len(ctx.bundles)} bundle(s), {len(ctx.samples)} samples; baseline: {ctx.baseline}",
+        f"ccbench {__version__}: {len(ctx.bundles)} bundle(s), {ctx.sample_count} samples{ctx.sampling_note}; baseline: {ctx.baseline}",
         "",
     ]
     for section in sections:

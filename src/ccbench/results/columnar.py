@@ -20,6 +20,7 @@ break its digests.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import tempfile
@@ -75,7 +76,6 @@ META_WARNINGS = b"ccbench.warnings"
 def table_from_records(chunks: Iterable[list[dict[str, Any]]]) -> pa.Table:
     """The samples (lists of records as read from a journal) as one Arrow table in the layout above."""
     parts: dict[str, list[pa.Array]] = {name: [] for name in [n for n, _ in SCALARS] + [*JSON_FIELDS, EXTRA]}
-    types = dict(SCALARS)
     scalars = pa.struct(SCALARS)
     for chunk in chunks:
         if not chunk:
@@ -88,15 +88,97 @@ def table_from_records(chunks: Iterable[list[dict[str, Any]]]) -> pa.Table:
             option = 0 if name == "metadata" else _SORT
             parts[name].append(pa.array([orjson.dumps(r.get(name), option=option).decode() for r in chunk]))
         parts[EXTRA].append(pa.array([_extra(r) for r in chunk], type=pa.string()))
-    columns = {
-        name: pa.chunked_array(arrays, type=types.get(name, pa.string())).combine_chunks()
-        for name, arrays in parts.items()
-    }
+    types = dict(SCALARS)
+    return _laid_out(
+        {
+            name: pa.chunked_array(arrays, type=types.get(name, pa.string())).combine_chunks()
+            for name, arrays in parts.items()
+        }
+    )
+
+
+def _laid_out(columns: dict[str, pa.Array]) -> pa.Table:
+    """The layout's table from its plain columns (scalars, JSON text, extra): strings dictionary-encoded,
+    params and variant flattened."""
     for name in (*JSON_FIELDS, "workload", "kind", "metric", "unit", "better", "execution", "raw"):
         columns[name] = columns[name].dictionary_encode()
     for name in FLATTENED:
         columns.update(_flatten(name, columns[name]))
     return pa.table(columns)
+
+
+#: DuckDB's types for the journal's fields, for read_json (the JSON fields read as their text)
+_DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.float64(): "DOUBLE", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN"}
+
+
+def table_from_journal(journal: Path) -> pa.Table | None:
+    """The journal's samples in the layout above, parsed by DuckDB's JSON reader (multi-threaded, in
+    C++: a fifth of the CPU time of parsing records in Python); None when the journal needs what
+    only the record-by-record reader gives: a line that is not a complete sample (the one-line error,
+    the warning about a cut last line), a value of another type than the layout's, a field beyond
+    them. The JSON fields' text is rewritten by orjson once per distinct value, so the table is the
+    same as table_from_records makes (tests/test_columnar.py compares them)."""
+    import duckdb
+
+    try:
+        with open(journal, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                return None  # a cut last line: the record reader warns about it
+    except OSError:
+        return None
+    from ccbench.bundle import SAMPLE_FIELDS
+
+    columns = {name: _DUCKDB_TYPES[kind] for name, kind in SCALARS} | {name: "JSON" for name in JSON_FIELDS}
+    source = f"read_json({_quoted(journal)}, format='newline_delimited', columns={_struct(columns)})"
+    objects = f"read_ndjson_objects({_quoted(journal)})"
+    connection = duckdb.connect()
+    try:
+        if not _only_known_fields(journal):
+            # a line with other fields than the layout's (a Sample may carry extra ones, kept in
+            # ``extra``) is rare: the record reader converts such a journal
+            keys = "json_keys(json)"
+            odd = connection.sql(
+                f"SELECT count(*) FROM {objects} WHERE NOT list_has_all({sorted(_KNOWN)}, {keys})"
+            ).fetchall()
+            if not odd or odd[0][0]:
+                return None
+        table = connection.sql(f"SELECT * FROM {source}").to_arrow_table()
+    except duckdb.Error:
+        return None
+    finally:
+        connection.close()
+    # a required field that is missing reads as NULL here: the record reader says which line lacks it
+    if any(table.column(name).null_count for name in SAMPLE_FIELDS):
+        return None
+    plain = {name: table.column(name).combine_chunks() for name, _ in SCALARS}
+    for name in JSON_FIELDS:
+        option = 0 if name == "metadata" else _SORT
+        text = table.column(name).combine_chunks().fill_null("null").dictionary_encode()
+        rewritten = [orjson.dumps(orjson.loads(value), option=option).decode() for value in text.dictionary.to_pylist()]
+        plain[name] = pa.array(rewritten, type=pa.string()).take(text.indices)
+    plain[EXTRA] = pa.nulls(table.num_rows, type=pa.string())
+    return _laid_out(plain)
+
+
+#: how a line that ccbench's Sample wrote ends: its last field, ``contended``, and no other after it
+_LINE_ENDS = (b'"contended":false}\n', b'"contended":true}\n', b'"contended":null}\n')
+
+
+def _only_known_fields(journal: Path) -> bool:
+    """Whether every line ends with the Sample's last field, so that no line carries fields beyond
+    the layout's (pydantic writes a Sample's extra fields after its declared ones); a count of bytes,
+    where asking DuckDB for every line's keys would cost a third of the conversion."""
+    data = journal.read_bytes()
+    return data.count(b"\n") == sum(data.count(end) for end in _LINE_ENDS)
+
+
+def _quoted(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _struct(columns: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{_quoted(Path(name))}: '{kind}'" for name, kind in columns.items()) + "}"
 
 
 def _extra(record: dict[str, Any]) -> str | None:
@@ -143,16 +225,24 @@ def journal_digest(journal: Path) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def convert(bundle: Bundle | Path, target: Path, durable: bool = True) -> pa.Table:
+def convert(
+    bundle: Bundle | Path, target: Path, durable: bool = True, digest: tuple[int, str] | None = None
+) -> pa.Table:
     """Read the bundle's journal and write its samples to ``target`` (through a temporary file and a
-    rename, so that a reader never sees half a file). Returns the table as written."""
+    rename, so that a reader never sees half a file). Returns the table as written. ``digest``: the
+    journal's size and SHA-256 where the caller has just computed them (else computed here)."""
     if not isinstance(bundle, Bundle):
         bundle = read_bundle(bundle, samples=False)
     journal = Path(bundle.path) / SAMPLES
-    size, sha = journal_digest(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
+    if digest is None:
+        digest = journal_digest(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
+    size, sha = digest
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        table = table_from_records(bundle.sample_chunks())
+        # a format-1 journal is upgraded record by record as it is read
+        table = table_from_journal(journal) if journal.exists() and bundle.format_version != 1 else None
+        if table is None:
+            table = _records_table(bundle)
     # kept in the file: every load of it says them again (read_samples), the first one included
     messages = [str(w.message) for w in caught]
     table = table.replace_schema_metadata(
@@ -165,6 +255,16 @@ def convert(bundle: Bundle | Path, target: Path, durable: bool = True) -> pa.Tab
     )
     _write_atomic(table, Path(target), durable)
     return table
+
+
+def _records_table(bundle: Bundle) -> pa.Table:
+    """table_from_records over the journal's records, the garbage collector paused: hundreds of
+    thousands of acyclic dicts would make it scan again and again (as in analysis.load)."""
+    gc.disable()
+    try:
+        return table_from_records(bundle.sample_chunks())
+    finally:
+        gc.enable()
 
 
 def _write_atomic(table: pa.Table, target: Path, durable: bool) -> None:
@@ -254,6 +354,15 @@ def _known_digest(journal: Path) -> str:
     return sha
 
 
+def is_converted(bundle: Bundle) -> bool:
+    """Whether the bundle's samples are in a current Parquet file already (its own, or the cache's)."""
+    path = Path(bundle.path)
+    if _fresh_in_bundle(path) is not None:
+        return True
+    journal = path / SAMPLES
+    return not journal.exists() or cache_path(_known_digest(journal)).exists()
+
+
 def columnar_file(bundle: Bundle) -> Path:
     """The Parquet file holding the bundle's samples: its own, or the cache's (converted now if
     missing). A cache that cannot be written (read-only home) is converted into a temporary one."""
@@ -266,11 +375,13 @@ def columnar_file(bundle: Bundle) -> Path:
     cached = cache_path(sha)
     if cached.exists():
         return cached
+    # the size the digest was taken at (a journal appended to since is seen by the next load)
+    digest = (journal.stat().st_size, sha) if journal.exists() else None
     try:
-        convert(bundle, cached, durable=False)
+        convert(bundle, cached, durable=False, digest=digest)
     except OSError:
         cached = Path(tempfile.mkdtemp(prefix="ccbench-columnar-")) / f"{sha}.parquet"
-        convert(bundle, cached, durable=False)
+        convert(bundle, cached, durable=False, digest=digest)
     return cached
 
 

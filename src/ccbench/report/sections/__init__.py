@@ -75,6 +75,26 @@ class ReportContext:
     exclude_contended: bool = False
     #: how the overhead model pools its per-case fits: "workload" (default), "kind" or "all"
     model_by: str = "workload"
+    #: the engine's SampleSet (ccbench.analysis.engine) behind ``samples`` when the report was built
+    #: from bundles: its exact counts and executions. ``samples`` is then every sample up to
+    #: engine.SAMPLE_BUDGET of them, beyond it every ``engine.stride``-th of each group and configuration
+    engine: Any = None
+
+    @property
+    def sample_count(self) -> int:
+        """Every sample of the bundles (``samples`` may be a systematic sample of them)."""
+        return self.engine.total if self.engine is not None else len(self.samples)
+
+    @property
+    def sampling_note(self) -> str:
+        """What the header says when ``samples`` is a systematic sample: nothing otherwise."""
+        stride = self.engine.stride if self.engine is not None else 1
+        if stride == 1:
+            return ""
+        return (
+            f" (distributions, percentiles and the overhead model from every {stride}th sample of each group "
+            "and configuration; the comparison and the verdict from all)"
+        )
 
 
 def discover() -> list[Any]:

@@ -94,12 +94,7 @@ def build(ctx: ReportContext) -> Section | None:
         f"samples (n < {MIN_SAMPLES}), contended (other processes' CPU or steal time during the execution). "
         "Bar charts show medians with the interquartile range."
     )
-    counts = (
-        samples.groupby("config", sort=False)
-        .agg(samples=("value", "size"), warmup=("warmup", "sum"), contended=("contended", "sum"))
-        .reset_index()
-    )
-    counts["measured"] = counts["samples"] - counts["warmup"]
+    counts = _counts(ctx)
     counts = counts[["config", "samples", "warmup", "measured", "contended"]].astype(
         {"samples": str, "warmup": str, "measured": str, "contended": str}
     )
@@ -110,3 +105,19 @@ def build(ctx: ReportContext) -> Section | None:
         )
     tables.append(Table(title="samples per configuration", frame=counts))
     return Section(title="Methods", intro=" ".join(facts), tables=tables)
+
+
+def _counts(ctx: ReportContext) -> pd.DataFrame:
+    """Samples, warmups, measured and contended samples per configuration: the engine's exact counts
+    (``ctx.samples`` may be a systematic sample of a fleet's samples), else counted in the frame."""
+    if ctx.engine is not None:
+        counts = ctx.engine.config_counts.copy()
+        counts.insert(0, "config", [ctx.engine.configs[c] for c in counts["cfg"]])
+        return counts
+    counts = (
+        ctx.samples.groupby("config", sort=False)
+        .agg(samples=("value", "size"), warmup=("warmup", "sum"), contended=("contended", "sum"))
+        .reset_index()
+    )
+    counts["measured"] = counts["samples"] - counts["warmup"]
+    return counts

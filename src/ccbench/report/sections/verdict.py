@@ -14,10 +14,11 @@ ORDER = 5
 
 
 def build(ctx: ReportContext) -> Section | None:
-    items = verdicts(ctx.comparison, ctx.samples)
+    engine = ctx.engine
+    items = verdicts(ctx.comparison, ctx.samples if engine is None else engine.facts)
     if not items:
         return None
-    contended, executions = contended_executions(ctx.samples)
+    contended, executions = contended_executions(ctx.samples if engine is None else engine.executions)
     excluded = (
         " They were left out of every comparison (--exclude-contended)." if ctx.exclude_contended and contended else ""
     )

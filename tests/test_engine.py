@@ -1,0 +1,143 @@
+"""The analysis engine (ccbench.analysis.engine): the SampleSet that compare and report read gives the
+same comparison and summary as the per-sample frame, the machine level of the statistics, and the
+bounded per-sample frame of a report."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from bundles import write_bundles, write_samples
+
+import ccbench
+from ccbench.analysis import engine
+from ccbench.analysis.compare import _set_statistics, _statistics, compare, summary_by_config
+from ccbench.analysis.load import load_bundles
+
+
+def both(paths, **kwargs):
+    """(the frame's comparison, the SampleSet's) of the same bundles."""
+    frame = ccbench.load(paths)
+    samples = engine.sample_set(load_bundles(paths, samples=False))
+    return compare(frame, **kwargs), compare(samples, **kwargs)
+
+
+def test_the_sample_set_compares_as_the_frame_does(tmp_path):
+    paths = write_bundles(tmp_path)
+    from_frame, from_set = both(paths)
+    assert len(from_frame) > 10
+    pd.testing.assert_frame_equal(from_set, from_frame)
+    from_frame, from_set = both(paths, baseline="snp")
+    pd.testing.assert_frame_equal(from_set, from_frame)
+
+
+def test_contended_samples_are_left_out_alike(tmp_path):
+    values = [10.0, 10.5, 9.8, 10.1, 30.0]
+    rows = [
+        {
+            "workload": "w",
+            "variant": {"storage": "disk"},
+            "metric": "t",
+            "value": v,
+            "repetition": i,
+            "contended": i == 4,
+        }
+        for i, v in enumerate(values)
+    ]
+    slow = [dict(r, value=r["value"] * 1.2) for r in rows]
+    paths = [write_samples(tmp_path, "a", "none", rows), write_samples(tmp_path, "b", "sev-snp", slow)]
+    for exclude in (False, True):
+        from_frame, from_set = both(paths, exclude_contended=exclude)
+        pd.testing.assert_frame_equal(from_set, from_frame)
+    assert from_set["n"].tolist() == [4] and from_set["contended"].tolist() == [0]
+
+
+def test_the_summary_is_the_frames(tmp_path):
+    paths = write_bundles(tmp_path)
+    frame = ccbench.load(paths)
+    samples = engine.sample_set(load_bundles(paths, samples=False))
+    ours, theirs = summary_by_config(samples), summary_by_config(frame)
+    assert len(ours) == len(theirs) > 10
+    for column in ("workload", "params", "case", "metric", "config", "unit", "better", "n"):
+        assert ours[column].tolist() == theirs[column].tolist(), column
+    for column in ("median", "mean", "std", "q1", "q3", "cv"):
+        np.testing.assert_allclose(ours[column].to_numpy(float), theirs[column].to_numpy(float), rtol=1e-12)
+
+
+def test_machine_level_statistics(tmp_path):
+    """Two replicas sharing a label (one configuration, two machine_ids) and a third machine alone:
+    machines, the mean of the machines' mean logs and their variance, computed here by hand."""
+    rng = np.random.default_rng(3)
+    first, second = 10 * np.exp(rng.normal(0, 0.02, 6)), 11 * np.exp(rng.normal(0, 0.02, 4))
+    rows = lambda values: [  # noqa: E731
+        {"workload": "w", "variant": {}, "metric": "t", "value": float(v), "repetition": i}
+        for i, v in enumerate(values)
+    ]
+    paths = [
+        write_samples(tmp_path / "1", "replica-1", "none", rows(first)),
+        write_samples(tmp_path / "2", "replica-2", "none", rows(second)),
+    ]
+    labels = {str(p.resolve()): "fleet" for p in paths}
+    frame = ccbench.load(paths, labels=labels)
+    assert frame["machine_id"].nunique() == 2 and frame["config"].nunique() == 1
+    stats = _statistics(frame)
+    row = stats.iloc[0]
+    means = [np.log(first).mean(), np.log(second).mean()]
+    assert row["machines"] == 2 and row["n"] == 10
+    assert row["m_log_mean"] == pytest.approx(np.mean(means))
+    assert row["m_log_var"] == pytest.approx(np.var(means, ddof=1))
+    assert row["log_mean"] == pytest.approx(np.log(np.concatenate([first, second])).mean())
+    # the engine's reading of the bundles gives the same
+    samples = engine.sample_set(load_bundles(paths, samples=False), labels)
+    from_set = _set_statistics(samples, False)
+    assert from_set[["machines", "m_log_mean", "m_log_var"]].iloc[0].tolist() == pytest.approx(
+        [2, row["m_log_mean"], row["m_log_var"]]
+    )
+    # one machine: no variance over machines
+    alone = _statistics(ccbench.load(paths[:1])).iloc[0]
+    assert alone["machines"] == 1 and np.isnan(alone["m_log_var"])
+
+
+def test_machine_id_is_the_probes_when_recorded(tmp_path):
+    path = write_samples(
+        tmp_path, "h", "none", [{"workload": "w", "variant": {}, "metric": "t", "value": 1.0, "repetition": 0}]
+    )
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["environment"]["machine_id"] = "0123abcd"
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    assert ccbench.load(path)["machine_id"].tolist() == ["0123abcd"]
+    other = write_samples(
+        tmp_path / "x", "h2", "none", [{"workload": "w", "variant": {}, "metric": "t", "value": 1.0, "repetition": 0}]
+    )
+    assert ccbench.load(other)["machine_id"].tolist() == ["h2"]
+
+
+def test_a_large_set_gives_the_report_a_systematic_sample(tmp_path, monkeypatch):
+    """Beyond SAMPLE_BUDGET samples the per-sample frame keeps every k-th of each group and
+    configuration; the counts and the comparison still come from every sample."""
+    paths = write_bundles(tmp_path)
+    everything = ccbench.load(paths)
+    monkeypatch.setattr(engine, "SAMPLE_BUDGET", len(everything) // 4 + 1)
+    samples = engine.sample_set(load_bundles(paths, samples=False))
+    assert samples.stride == 4 and samples.total == len(everything)
+    keys = ["bundle", "workload", "params", "case", "metric", "config"]
+    kept = samples.sample.groupby(keys, sort=False).size()
+    whole = everything.groupby(keys, sort=False).size()
+    assert (kept == np.ceil(whole / 4).astype(int)).all()
+    assert samples.config_counts["samples"].sum() == len(everything)
+    pd.testing.assert_frame_equal(compare(samples), compare(everything))
+
+
+def test_a_first_load_converts_in_the_helper_too(tmp_path, monkeypatch):
+    """Bundles without samples.parquet are converted into the cache, some by the helper process;
+    the comparison is the same as one process gives."""
+    from ccbench.helper import Helper
+    from ccbench.results.columnar import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    paths = write_bundles(tmp_path / "bundles")
+    assert not any((p / "samples.parquet").exists() for p in paths)
+    with Helper(2) as helper:
+        shared = engine.sample_set(load_bundles(paths, samples=False), helper=helper)
+    assert len(list(cache_dir().glob("*.parquet"))) == len(paths)
+    pd.testing.assert_frame_equal(compare(shared), compare(ccbench.load(paths)))
