@@ -42,7 +42,7 @@ from ccbench.model import (
     utc_now_iso,
 )
 from ccbench.plan import Plan, WorkloadSpec
-from ccbench.schedule import Execution, ExecutionKey, Outcome, WorkloadRun, path_part, schedule, variant_combinations
+from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
 from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
@@ -499,37 +499,13 @@ class Runner:
         self.reporter.message(f"{spec.name}: {decision.stopped_by}: {decision.reason}")
 
     def _primary_values(self, job: WorkloadRun, combos: list[dict[str, str]]) -> dict[str, list[float]]:
-        """Per variant (in schedule order), the values of the workload's primary metric, repetitions
-        only, in execution order: the first metric and case reported among those the workload declares
-        as its application-level result (``primary_metrics``) that every variant reported, else the
-        first metric and case it reported."""
-        import json
+        """Per variant (in schedule order), the values of the workload's primary metric (see
+        ccbench.analysis.precision.primary_values), repetitions only, in execution order."""
+        from ccbench.analysis.precision import primary_values
 
         mine = [s for s in (*self._earlier, *self.samples) if s.workload == job.spec.name and not s.warmup]
-        values: dict[str, list[float]] = {Execution(job.spec, combo, 0, False).variant_key: [] for combo in combos}
-        if not mine:
-            return values
-
-        def variant_of(sample: Sample) -> str | None:
-            return ExecutionKey.parse(sample.execution).variant if sample.execution else None
-
-        def series(sample: Sample) -> tuple[str, str]:
-            return sample.metric, json.dumps(sample.params, sort_keys=True)
-
-        reported: dict[tuple[str, str], set] = {}
-        for sample in mine:
-            reported.setdefault(series(sample), set()).add(variant_of(sample))
-        every = set.union(*reported.values()) & set(values)
-        declared = getattr(job.workload, "primary_metrics", ())
-        primary = next(
-            (key for key, variants in reported.items() if key[0] in declared and every <= variants),
-            series(mine[0]),
-        )
-        for sample in mine:
-            variant_key = variant_of(sample)
-            if variant_key in values and series(sample) == primary:
-                values[variant_key].append(sample.value)
-        return values
+        variants = [Execution(job.spec, combo, 0, False).variant_key for combo in combos]
+        return primary_values(mine, variants, getattr(job.workload, "primary_metrics", ()))
 
     def _clean_up(self, job: WorkloadRun) -> None:
         """Phase 5: the workload's cleanup per prepared context, then the variants' teardown in

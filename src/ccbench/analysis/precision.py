@@ -223,3 +223,37 @@ def decide(
             )
     waiting = f"held at the last {streak} of {rule.consecutive} checks needed" if met else "not within the target"
     return Decision(True, None, f"+-{rule.target:.2%} {waiting} ({shown})", n, widths, streak)
+
+
+def primary_values(samples: Sequence[Any], variants: Sequence[str], declared: Sequence[str]) -> dict[str, list[float]]:
+    """Per variant key (in the order given), the values of a workload's primary metric among its
+    measured ``samples`` (ccbench.model.Sample, in execution order): the first metric and case
+    reported among those the workload declares as its application-level result (``declared``: its
+    ``primary_metrics``) that every variant reported, else the first metric and case it reported."""
+    import json
+
+    from ccbench.schedule import ExecutionKey
+
+    values: dict[str, list[float]] = {variant: [] for variant in variants}
+    if not samples:
+        return values
+
+    def variant_of(sample: Any) -> str | None:
+        return ExecutionKey.parse(sample.execution).variant if sample.execution else None
+
+    def series(sample: Any) -> tuple[str, str]:
+        return sample.metric, json.dumps(sample.params, sort_keys=True)
+
+    reported: dict[tuple[str, str], set] = {}
+    for sample in samples:
+        reported.setdefault(series(sample), set()).add(variant_of(sample))
+    every = set.union(*reported.values()) & set(values)
+    primary = next(
+        (key for key, seen in reported.items() if key[0] in declared and every <= seen),
+        series(samples[0]),
+    )
+    for sample in samples:
+        variant = variant_of(sample)
+        if variant in values and series(sample) == primary:
+            values[variant].append(sample.value)
+    return values

@@ -15,7 +15,8 @@ ORDER = 5
 
 def build(ctx: ReportContext) -> Section | None:
     engine = ctx.engine
-    items = verdicts(ctx.comparison, ctx.samples if engine is None else engine.facts)
+    # the per-sample frame (the engine's bounded one): application shares and causes read a few metrics of it
+    items = verdicts(ctx.comparison, ctx.samples)
     if not items:
         return None
     contended, executions = contended_executions(ctx.samples if engine is None else engine.executions)
