@@ -5,6 +5,7 @@ import hashlib
 import json
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 import duckdb
@@ -248,3 +249,14 @@ def test_duckdbs_reading_of_a_journal_is_the_record_readers_table(tmp_path):
     assert columnar.table_from_journal(journal) is None
     with pytest.raises(BundleError, match=r"samples.jsonl:2: corrupt line \(missing field\(s\) repetition\)"):
         columnar.convert(bundle, tmp_path / "broken.parquet")
+
+
+def test_without_duckdb_the_record_reader_converts(tmp_path, monkeypatch):
+    """A fleet host's environment may lack DuckDB: the run's end still writes samples.parquet, by the
+    record reader, the same table."""
+    bundle = write_bundle(tmp_path / "plain", [sample(), sample(value=3)])
+    expected = columnar.table_from_records(read_bundle(bundle, samples=False).sample_chunks())
+    monkeypatch.setitem(sys.modules, "duckdb", None)  # import duckdb raises ImportError
+    assert columnar.table_from_journal(bundle / "samples.jsonl") is None
+    written = columnar.convert(bundle, tmp_path / "plain.parquet")
+    assert written.replace_schema_metadata(None).equals(expected.replace_schema_metadata(None))
