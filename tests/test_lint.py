@@ -326,3 +326,39 @@ def test_the_before_run_check_prints_findings_and_never_blocks(tmp_path):
     assert [c for c in checks if c["name"].startswith("lint")] == [
         {"name": "lint (docs/trust.md, Lint)", "value": "no findings", "ok": True, "advice": ""}
     ]
+
+
+def test_compare_json_alone_lints_from_the_engine_as_from_the_per_sample_frame(tmp_path):
+    """`compare --json` builds no per-sample frame: the lint reads the engine's facts and the few
+    metrics its cipher check needs (commands.compare._lint_rows), and finds what it finds on the frame."""
+    from bundles import write_samples
+
+    from ccbench.analysis.engine import sample_set
+    from ccbench.analysis.load import frame_from_bundles, load_bundles
+    from ccbench.commands.compare import _lint_rows
+
+    rows = []
+    for repetition in range(3):
+        for transport, speed in (("plain", 6000.0), ("securechannel", 2900.0), ("tls", 300.0)):
+            rows.append({"metric": "throughput", "unit": "MB/s", "better": "higher", "value": speed})
+            rows[-1].update(workload="transport", variant={"transport": transport}, repetition=repetition)
+            rows[-1]["params"] = {"payload": 1048576, "pipe": "duplex"}
+        ceiling = {"workload": "transport", "variant": {"transport": "securechannel"}, "repetition": repetition}
+        rows.append({**ceiling, "metric": "aead_seal_open", "unit": "MB/s", "better": "higher", "value": 5000.0})
+        rows.append(
+            {
+                "workload": "app",
+                "variant": {},
+                "metric": "time",
+                "value": 1.0 + repetition / 10,
+                "repetition": repetition,
+            }
+        )
+    paths = [write_samples(tmp_path, "cvm", "none", rows)]
+    bundles = load_bundles(paths, samples=False)
+    machines, device_io = lint.bundle_machines(bundles)
+    engine = sample_set(bundles, frame=False)
+    from_engine = lint.lint_comparison(_lint_rows(engine), None, machines, device_io)
+    from_frame = lint.lint_comparison(frame_from_bundles(bundles), None, machines, device_io)
+    assert [f.code for f in from_engine] == [f.code for f in from_frame]
+    assert "slow-cipher" in [f.code for f in from_engine]

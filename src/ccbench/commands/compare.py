@@ -44,15 +44,17 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     from ccbench.cli import skip_teardown
     from ccbench.lint import bundle_machines, lint_comparison
 
-    samples, loaded = _load(bundles, labels, jobs)
+    # the verdict (printed unless --json alone) reads the engine's bounded per-sample frame: its
+    # application shares need a per-message workload's samples (every sample up to the engine's
+    # budget, a systematic sample beyond); --json alone needs none
+    with_verdict = summary or not as_json
+    samples, loaded = _load(bundles, labels, jobs, frame=with_verdict)
     machines, device_io = bundle_machines(loaded)
     table = compare(samples, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended, machines=machines)
     _check_something_compared(table, samples, exclude_contended)
     skip_teardown()  # nothing left to clean up: output only
-    # the verdict's application shares and the lint's cipher speeds read a few metrics' samples: the
-    # engine's bounded per-sample frame (every sample up to its budget, a systematic sample beyond)
-    layers = verdicts(table, samples.sample) if summary or not as_json else []
-    findings = lint_comparison(samples.sample, table, machines, device_io)
+    layers = verdicts(table, samples.sample) if with_verdict else []
+    findings = lint_comparison(samples.sample if with_verdict else _lint_rows(samples), table, machines, device_io)
     if as_json and summary:
         _print_verdict_json(layers)
     elif as_json:
@@ -69,7 +71,21 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
             click.echo(_json_line({"finding": record.pop("code"), **record}))
 
 
-def _load(bundles, labels, jobs):
+def _lint_rows(samples):
+    """What the lint reads of the samples without a per-sample frame: one row of facts per
+    configuration and bundle (the machines compared) and every sample of the metrics its cipher-speed
+    check reads (throughputs and the AEAD ceiling)."""
+    import numpy as np
+    import pandas as pd
+
+    from ccbench.lint import THROUGHPUT, TRANSPORT_CEILING
+
+    rows = samples.measured_frame(lambda group: group[3] in (THROUGHPUT, TRANSPORT_CEILING))
+    facts = samples.facts.drop(columns=["first", "first_quiet"]).assign(metric=None, value=np.nan, warmup=False)
+    return pd.concat([rows, facts], ignore_index=True)
+
+
+def _load(bundles, labels, jobs, frame: bool = True):
     """The samples of the bundles as the engine's SampleSet (ccbench.analysis.engine), and the
     bundles (their probes and plans); the bundles' warnings printed, no samples an error."""
     from ccbench.analysis.engine import sample_set
@@ -81,7 +97,7 @@ def _load(bundles, labels, jobs):
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
         loaded = load_bundles(bundles, samples=False)
-        samples = sample_set(loaded, parse_labels(labels), helper)
+        samples = sample_set(loaded, parse_labels(labels), helper, frame=frame)
     for warning in caught:
         console.print(f"warning: {warning.message}")
     if samples.empty:
