@@ -3,6 +3,7 @@ needed: the archives are made here with tarfile and GNU tar, as a host's pack ma
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -135,3 +136,24 @@ def test_pack_for_another_login_user_writes_a_recorded_directory_of_its_own(tmp_
         assert not (run_dir / "bundle.tar").exists()
     finally:
         shutil.rmtree(where)
+
+
+def test_a_run_whose_supervisor_has_not_written_the_exit_status_yet_is_not_lost(tmp_path):
+    """ccbench has ended (a zombie until reaped) but its supervisor is still writing the exit status:
+    the run is still running, not "ended without an exit status"; once the supervisor is gone too
+    without writing it, the run is lost."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    while Path(f"/proc/{ended.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        pass  # the child has exited and is not reaped: what the supervisor's wait() sees first
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "ccbench.pid").write_text(str(ended.pid))
+    (run_dir / "supervisor.pid").write_text(str(os.getpid()))
+    assert remote.status(run_dir)["state"] == "running"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (run_dir / "supervisor.pid").write_text(str(gone.pid))
+    ended.wait()
+    assert remote.status(run_dir)["state"] == "lost" and remote.status(run_dir)["exit_code"] is None
+    (run_dir / "exit").write_text("0")
+    assert remote.status(run_dir)["state"] == "done"

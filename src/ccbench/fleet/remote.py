@@ -91,7 +91,10 @@ def _planned_executions(manifest: dict) -> int:
 def status(run_dir: Path) -> dict:
     pid = _read_int(run_dir / "ccbench.pid")
     exit_code = _read_int(run_dir / "exit")
-    running = exit_code is None and _alive(pid)
+    # the run has ended when its supervisor has written the exit status: between ccbench's end (a
+    # zombie until reaped) and that write the supervisor is still alive, and the run is not lost
+    supervisor = _read_int(run_dir / "supervisor.pid")
+    running = exit_code is None and (_alive(pid) or _alive(supervisor))
     bundle = _bundle(run_dir)
     document = {
         "state": "running" if running else ("done" if exit_code is not None else ("lost" if pid else "absent")),
@@ -146,6 +149,7 @@ def start(
 
 
 def supervise(run_dir: Path, ccbench_args: list[str]) -> int:
+    write_text_atomic(run_dir / "supervisor.pid", str(os.getpid()))
     process = subprocess.Popen(
         [sys.executable, "-m", "ccbench", *ccbench_args],
         stdin=subprocess.DEVNULL,
