@@ -3,9 +3,11 @@ cache for bundles without it, and read by the analysis into the same frame as th
 
 import hashlib
 import json
+import os
 import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -18,7 +20,7 @@ from ccbench.analysis.load import load
 from ccbench.attestation import finish_bundle
 from ccbench.attestation.verify import EXIT_TAMPERED, verify_bundle
 from ccbench.bundle import BundleWriter, read_bundle
-from ccbench.errors import BundleError
+from ccbench.errors import BundleError, CCBenchError
 from ccbench.model import Sample
 from ccbench.results import columnar
 
@@ -260,3 +262,21 @@ def test_without_duckdb_the_record_reader_converts(tmp_path, monkeypatch):
     assert columnar.table_from_journal(bundle / "samples.jsonl") is None
     written = columnar.convert(bundle, tmp_path / "plain.parquet")
     assert written.replace_schema_metadata(None).equals(expected.replace_schema_metadata(None))
+
+
+def test_the_cache_removes_its_least_recently_used_files_beyond_its_limit(tmp_path, cache, monkeypatch):
+    """Beyond CCBENCH_COLUMNAR_CACHE_MB the oldest-used files go, never one used within
+    columnar.IN_USE_S (another process may be reading it) nor the one just written."""
+    monkeypatch.setenv("CCBENCH_COLUMNAR_CACHE_MB", "0.001")  # about 1 KB: below any file
+    bundles = [write_bundle(tmp_path / name, [sample(value=v)]) for name, v in (("a", 1), ("b", 2), ("c", 3))]
+    first = columnar.columnar_file(read_bundle(bundles[0], samples=False))
+    assert first.parent == cache
+    old = time.time() - 2 * columnar.IN_USE_S
+    os.utime(first, (old, old))  # last used long ago
+    second = columnar.columnar_file(read_bundle(bundles[1], samples=False))
+    assert not first.exists() and second.exists()  # the old one went; the one just written stays
+    third = columnar.columnar_file(read_bundle(bundles[2], samples=False))
+    assert second.exists() and third.exists()  # used minutes ago: kept although the cache is over
+    monkeypatch.setenv("CCBENCH_COLUMNAR_CACHE_MB", "lots")
+    with pytest.raises(CCBenchError, match="CCBENCH_COLUMNAR_CACHE_MB='lots' is not a size in MB"):
+        columnar.prune_cache(third)

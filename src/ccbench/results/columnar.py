@@ -24,6 +24,7 @@ import gc
 import hashlib
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -34,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ccbench.bundle import SAMPLES, SAMPLES_PARQUET, Bundle, read_bundle
-from ccbench.errors import BundleError
+from ccbench.errors import BundleError, CCBenchError
 from ccbench.fsutil import fsync_dir
 
 PARQUET = SAMPLES_PARQUET
@@ -310,6 +311,53 @@ def finish_run_samples(bundle: Path, report: Callable[[str], None] = print) -> N
 # -- reading ---------------------------------------------------------------------------------------
 
 
+#: the cache's size above which the least recently used files go (``$CCBENCH_COLUMNAR_CACHE_MB``)
+DEFAULT_CACHE_MB = 2048
+#: a file used this recently stays, whatever the size (another process may be about to read it)
+IN_USE_S = 600
+
+
+def cache_limit_bytes() -> int:
+    value = os.environ.get("CCBENCH_COLUMNAR_CACHE_MB")
+    if not value:
+        return DEFAULT_CACHE_MB << 20
+    try:
+        megabytes = float(value)
+    except ValueError:
+        megabytes = -1.0
+    if megabytes < 0:
+        raise CCBenchError(
+            f"CCBENCH_COLUMNAR_CACHE_MB={value!r} is not a size in MB: give a number such as 2048, or unset it"
+        )
+    return int(megabytes * (1 << 20))
+
+
+def prune_cache(keep: Path) -> list[Path]:
+    """Remove the least recently used cache files (a use sets a file's access time) while the
+    cache is above its limit; never ``keep`` (just written) nor a file used in the last IN_USE_S
+    seconds. Returns what was removed."""
+    limit = cache_limit_bytes()
+    files = []
+    for path in cache_dir().glob("*.parquet"):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue  # removed by another process meanwhile
+        files.append((max(stat.st_atime, stat.st_mtime), stat.st_size, path))
+    total = sum(size for _, size, _ in files)
+    removed = []
+    recent = time.time() - IN_USE_S
+    for used, size, path in sorted(files):
+        if total <= limit:
+            break
+        if path == keep or used > recent:
+            continue
+        path.unlink(missing_ok=True)
+        total -= size
+        removed.append(path)
+    return removed
+
+
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "ccbench" / "columnar"
@@ -378,6 +426,10 @@ def columnar_file(bundle: Bundle) -> Path:
     sha = _known_digest(journal) if journal.exists() else hashlib.sha256().hexdigest()
     cached = cache_path(sha)
     if cached.exists():
+        try:  # a use, as the access time (the content's time stays): the least recently used go first
+            os.utime(cached, ns=(time.time_ns(), cached.stat().st_mtime_ns))
+        except OSError:
+            pass
         return cached
     # the size the digest was taken at (a journal appended to since is seen by the next load)
     digest = (journal.stat().st_size, sha) if journal.exists() else None
@@ -386,6 +438,8 @@ def columnar_file(bundle: Bundle) -> Path:
     except OSError:
         cached = Path(tempfile.mkdtemp(prefix="ccbench-columnar-")) / f"{sha}.parquet"
         convert(bundle, cached, durable=False, digest=digest)
+        return cached
+    prune_cache(cached)
     return cached
 
 
