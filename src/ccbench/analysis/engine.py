@@ -409,7 +409,7 @@ class _RowCodes:
         cipher = _lookup(c.metadata, lambda d: self.reader.strings.code(d[2]))
         work = pd.DataFrame({"v": c.variant.indices, "cipher": cipher})
         comparable = self.directed & ~c.warmup
-        combos = work.iloc[_first_rows(work["v"], work["cipher"])]
+        combos = work.iloc[first_rows(work["v"], work["cipher"])]
         first = _first_of(work, comparable)
         quiet = _first_of(work, comparable & ~c.contended) if c.contended.any() else first
         rows = []
@@ -445,7 +445,7 @@ class _RowCodes:
             "warmup": c.warmup,
             "contended": c.contended,
         }
-        work = pd.DataFrame(columns).iloc[_first_rows(*columns.values())]
+        work = pd.DataFrame(columns).iloc[first_rows(*columns.values())]
         return pd.DataFrame(
             {
                 "bundle": str(bundle.path),
@@ -471,7 +471,7 @@ class _RowCodes:
             "raw": c.raw.indices,
         }
         work = pd.DataFrame(columns)[has_raw]
-        work = work.iloc[_first_rows(*(work[name].to_numpy() for name in columns))]
+        work = work.iloc[first_rows(*(work[name].to_numpy() for name in columns))]
         return pd.DataFrame(
             {
                 "workload": [c.workload.distinct[i] for i in work["workload"]],
@@ -506,7 +506,7 @@ class _RowCodes:
         return np.flatnonzero(rank % stride == 0)
 
 
-def _first_rows(*columns: Any) -> np.ndarray:
+def first_rows(*columns: Any) -> np.ndarray:
     """The positions of the first row of each distinct combination of the columns' values, in row
     order (drop_duplicates on integers, numbered into one int64 key)."""
     key = np.zeros(len(columns[0]), dtype=np.int64)
@@ -529,7 +529,7 @@ def _small_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
         if low >= 0 and high < 2**20:
             return values.astype(np.int64), high + 1
     codes, uniques = pd.factorize(values, sort=False)
-    return codes.astype(np.int64), len(uniques) + 1
+    return codes.astype(np.int64) + 1, len(uniques) + 1  # a missing value (-1) is code 0
 
 
 def _first_of(work: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
@@ -537,7 +537,7 @@ def _first_of(work: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     chosen = work[mask]
     if chosen.empty:
         return chosen
-    return chosen.iloc[_first_rows(chosen["v"].to_numpy(), chosen["cipher"].to_numpy())]
+    return chosen.iloc[first_rows(chosen["v"].to_numpy(), chosen["cipher"].to_numpy())]
 
 
 def _first(firsts: pd.DataFrame, variant: int, cipher: int, offset: int) -> float:
