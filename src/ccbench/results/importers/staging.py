@@ -2,7 +2,7 @@
 
 A bundle is written in ``OUT/.importing/<name>`` with manifest status ``importing``; its samples
 are journalled in bulk (one line per value, without one object per value); the manifest's final
-status (``complete``) is written last, then the Parquet copy and the digest list, then one rename
+status (``complete``) is written after the journals and their Parquet copy, then the digest list, then one rename
 puts the bundle at ``OUT/<name>``. Beside each staging directory lies ``<name>.owner.json`` (the
 importing process's pid and start time), written before the directory is made: the next import
 into the same ``OUT`` removes the staging directories whose owner is gone (killed), and only those.
@@ -136,9 +136,9 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
         writer = BundleWriter.create(staging, manifest, name=name)
         writer.close()
         _write_journals(writer.path, imported.executions)
-        writer.manifest["status"] = "complete"
-        writer.write_manifest()
         write_bundle_parquet(writer.path)  # as a run ends: the samples as Parquet, under the digest list
+        writer.manifest["status"] = "complete"  # last, just before the digest list that covers it
+        writer.write_manifest()
         attestation.finish_bundle(writer.path, provider=None)  # nothing here was measured in a TEE
         target = unused_path(out, name)
         writer.path.rename(target)
