@@ -62,7 +62,8 @@ class Execution:
     elapsed_s: float | None = None
     #: facts of the machine the source states (pyperf's metadata: CPU model, hostname, ...)
     machine: dict[str, Any] = field(default_factory=dict)
-    #: facts about the tool, not the machine (fio's version): recorded in every sample's metadata
+    #: facts about the tool, not the machine (fio's, pyperf's, Python's version): the manifest's
+    #: environment.tools (a format that must tell samples apart by them puts them in their metadata too)
     tool: dict[str, Any] = field(default_factory=dict)
     #: "ok", or "failed" for an execution the source says failed (its samples are left out)
     status: str = "ok"
