@@ -6,7 +6,7 @@ calibration runs, warmups, the metadata pyperf records); ``--mb`` sets its size 
 issue 29's target: at most 3 s and at most 5x the file's size in memory). Each measurement runs in
 a fresh process (the import through ``import_results``, in-process, as the CLI does), ``--rounds``
 times interleaved; the median wall time and the peak RSS are printed, with ratios to the floor and
-the memory above a bare ``import ccbench.results.importers`` per MB of file.
+the memory above a process that only imports the modules an import uses, per MB of file.
 
 With ``--against REV`` the import also runs from another revision (``git archive REV src`` into a
 temporary directory, or the path of another checkout's ``src``), interleaved: before/after side by
@@ -43,13 +43,16 @@ print(json.dumps({"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime - c
 """
 BARE = """
 import json, resource
-import ccbench.results.importers
+import ccbench.attestation, ccbench.results.columnar, ccbench.results.importers.staging, ccbench.workloads
 print(json.dumps({"seconds": 0.0, "cpu": 0.0, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 IMPORT = """
 import json, resource, sys, time
 from pathlib import Path
 from ccbench.results.importers import import_results
+if sys.argv[3:] == ["no-parquet"]:  # the share of samples.parquet: the same import without it
+    import ccbench.results.columnar
+    ccbench.results.columnar.write_bundle_parquet = lambda bundle: None
 cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 start = time.perf_counter()
 import_results("pyperf", [Path(sys.argv[1])], Path(sys.argv[2]), "bench")
@@ -146,19 +149,22 @@ def main() -> None:
         sources = {"this": str(REPO / "src")}
         if args.against:
             sources["against"] = source_of(args.against, root)
-        results: dict[str, list[dict]] = {name: [] for name in ["json.load", *sources]}
+        results: dict[str, list[dict]] = {name: [] for name in ["json.load", *sources, "no Parquet"]}
         bare = {name: child(BARE, src)["peak_mib"] for name, src in sources.items()}
+        bare["no Parquet"] = bare["this"]
         for round_number in range(args.rounds):
             results["json.load"].append(child(FLOOR, sources["this"], str(source)))
             for name, src in sources.items():
                 out = root / f"out-{name}-{round_number}"
                 results[name].append(child(IMPORT, src, str(source), str(out)))
+            out = root / f"out-no-parquet-{round_number}"
+            results["no Parquet"].append(child(IMPORT, sources["this"], str(source), str(out), "no-parquet"))
         floor_s = statistics.median(r["seconds"] for r in results["json.load"])
         floor_cpu = statistics.median(r["cpu"] for r in results["json.load"])
         floor_mib = max(r["peak_mib"] for r in results["json.load"])
         print(
             f"{'':10} {'median s':>9} {'x floor':>8} {'CPU s':>7} {'x floor':>8} {'peak MiB':>9} {'x floor':>8} "
-            f"{'MiB above bare import / MB file':>32}"
+            f"{'MiB above its imports / MB file':>32}"
         )
         for name, runs in results.items():
             seconds = statistics.median(r["seconds"] for r in runs)
