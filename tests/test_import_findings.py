@@ -173,12 +173,17 @@ def test_hyperfine_failed_runs_are_left_out_and_said_so(tmp_path):
         ("fio", PYPERF, "use `ccbench import pyperf`"),
         ("pyperf", IMPORT / "perf-0.7-format3.json", "format version 3 of the old 'perf' module"),
         ("hyperfine", "{other}", "complete JSON of another shape"),
+        ("pyperf", "{strings}", "its values are not a list of numbers"),
     ],
 )
 def test_a_wrong_file_is_named_for_what_it_is(tmp_path, format_name, source, expected):
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"name": "a benchmark", "values": [1, 2, 3]}))
-    source = other if source == "{other}" else source
+    strings = tmp_path / "strings.json"
+    document = json.loads(PYPERF.read_text())
+    document["benchmarks"][0]["runs"][1]["values"][0] = "0.1"
+    strings.write_text(json.dumps(document))
+    source = {"{other}": other, "{strings}": strings}.get(str(source), source)
     done = run_ccbench("import", format_name, source, "--out", tmp_path / "out")
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
