@@ -162,3 +162,11 @@ def test_the_staged_manifest_says_importing_until_the_end(tmp_path, monkeypatch)
         import_results("pyperf", [PYPERF], tmp_path / "out")
     assert seen == ["importing"]
     assert not list((tmp_path / "out").rglob("*"))
+
+
+def test_an_out_that_cannot_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = run_ccbench("import", "pyperf", PYPERF, "--out", blocker / "out")
+    assert done.returncode == 2 and "cannot write under" in done.stderr and "--out" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -18,7 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ccbench.results.importers.base import ALWAYS_UNKNOWN, Execution, Imported, Series, iso, safe_component
+from ccbench.fsutil import write_json_atomic
+from ccbench.results.importers.base import (
+    ALWAYS_UNKNOWN,
+    Execution,
+    Imported,
+    ImportProblem,
+    Series,
+    iso,
+    safe_component,
+)
 from ccbench.schedule import ExecutionKey
 
 STAGING = ".importing"
@@ -131,10 +140,16 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
     number_executions(imported.executions)
     manifest = _manifest(imported, stated or {})
     staging = out / STAGING
-    staging.mkdir(parents=True, exist_ok=True)
     name = unused_path(staging, bundle_dir_name(imported.label)).name
     owner = staging / f"{name}{OWNER_SUFFIX}"
-    owner.write_text(json.dumps({"pid": os.getpid(), "create_time": _own_start_time()}))
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        # the owner record comes first: a staging directory without one is never ours to remove
+        write_json_atomic(owner, {"pid": os.getpid(), "create_time": _own_start_time()})
+    except OSError as exc:
+        raise ImportProblem(
+            f"cannot write under {out}: {exc.strerror}; choose a writable directory with --out"
+        ) from None
     writer = None
     try:
         writer = BundleWriter.create(staging, manifest, name=name)
