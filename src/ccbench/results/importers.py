@@ -23,7 +23,7 @@ from typing import Any
 
 from ccbench.errors import CCBenchError
 from ccbench.model import Measurement, Sample
-from ccbench.schedule import ExecutionKey
+from ccbench.model import ExecutionKey
 
 FORMATS = ("fio", "pyperf", "hyperfine", "seed000")
 #: what an imported bundle cannot know, whatever the source
