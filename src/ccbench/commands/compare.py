@@ -41,7 +41,7 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     """
     from ccbench.analysis.compare import compare
     from ccbench.analysis.verdict import verdicts
-    from ccbench.cli import skip_teardown
+    from ccbench.console import skip_teardown
     from ccbench.lint import bundle_machines, lint_comparison
 
     # the verdict (printed unless --json alone) reads the engine's bounded per-sample frame: its
