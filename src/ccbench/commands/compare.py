@@ -40,9 +40,9 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     ({"finding": code, ...}) after the rows or layers.
     """
     from ccbench.analysis.compare import compare
+    from ccbench.analysis.lint import bundle_machines, lint_comparison
     from ccbench.analysis.verdict import verdicts
     from ccbench.console import skip_teardown
-    from ccbench.lint import bundle_machines, lint_comparison
 
     # the verdict (printed unless --json alone) reads the engine's bounded per-sample frame: its
     # application shares need a per-message workload's samples (every sample up to the engine's
@@ -78,7 +78,7 @@ def _lint_rows(samples):
     import numpy as np
     import pandas as pd
 
-    from ccbench.lint import THROUGHPUT, TRANSPORT_CEILING
+    from ccbench.analysis.lint import THROUGHPUT, TRANSPORT_CEILING
 
     rows = samples.measured_frame(lambda group: group[3] in (THROUGHPUT, TRANSPORT_CEILING))
     facts = samples.facts.drop(columns=["first", "first_quiet"]).assign(metric=None, value=np.nan, warmup=False)
@@ -177,7 +177,7 @@ def _print_verdict(table, executions, layers, excluded: str) -> None:
 def _print_findings(findings) -> None:
     """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict."""
     from ccbench.console import stdout
-    from ccbench.lint import format_findings
+    from ccbench.probe.lint import format_findings
 
     if findings:
         stdout.print(f"lint: {len(findings)} finding{'s' if len(findings) != 1 else ''} (docs/trust.md, Lint)")

@@ -12,9 +12,9 @@ import pandas as pd
 
 from ccbench.analysis.compare import compare, resolve_baseline, summary_by_config
 from ccbench.analysis.engine import sample_set
+from ccbench.analysis.lint import bundle_machines
 from ccbench.analysis.load import load_bundles
 from ccbench.helper import Helper
-from ccbench.lint import bundle_machines
 from ccbench.report import charts
 from ccbench.report.sections import ReportContext, Section, discover
 
