@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from ccbench import __version__
 from ccbench.errors import CCBenchError
+from ccbench.version import __version__
 
 
 class _Group(click.Group):
