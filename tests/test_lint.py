@@ -334,12 +334,12 @@ def test_the_before_run_check_prints_findings_and_never_blocks(tmp_path):
 
 def test_compare_json_alone_lints_from_the_engine_as_from_the_per_sample_frame(tmp_path):
     """`compare --json` builds no per-sample frame: the lint reads the engine's facts and the few
-    metrics its cipher check needs (commands.compare._lint_rows), and finds what it finds on the frame."""
+    metrics its cipher check needs (Comparison.findings(per_sample=False)), and finds what it finds on
+    the frame."""
     from bundles import write_samples
 
-    from ccbench.analysis.engine import sample_set
+    from ccbench.analysis.comparison import comparison
     from ccbench.analysis.load import frame_from_bundles, load_bundles
-    from ccbench.commands.compare import _lint_rows
 
     rows = []
     for repetition in range(3):
@@ -359,10 +359,10 @@ def test_compare_json_alone_lints_from_the_engine_as_from_the_per_sample_frame(t
             }
         )
     paths = [write_samples(tmp_path, "cvm", "none", rows)]
+    result = comparison(paths, frame=False)
+    from_engine = result.findings(per_sample=False)
     bundles = load_bundles(paths, samples=False)
     machines, device_io = comparison_lint.bundle_machines(bundles)
-    engine = sample_set(bundles, frame=False)
-    from_engine = comparison_lint.lint_comparison(_lint_rows(engine), None, machines, device_io)
-    from_frame = comparison_lint.lint_comparison(frame_from_bundles(bundles), None, machines, device_io)
+    from_frame = comparison_lint.lint_comparison(frame_from_bundles(bundles), result.table, machines, device_io)
     assert [f.code for f in from_engine] == [f.code for f in from_frame]
     assert "slow-cipher" in [f.code for f in from_engine]
