@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.errors import CCBenchError
-from ccbench.model import Measurement, Sample
-from ccbench.model import ExecutionKey
+from ccbench.model import ExecutionKey, Measurement, Sample
 
 FORMATS = ("fio", "pyperf", "hyperfine", "seed000")
 #: what an imported bundle cannot know, whatever the source
