@@ -15,11 +15,6 @@ if TYPE_CHECKING:
 
     from ccbench.model import Sample
 
-#: kinds whose samples are facts about the machine rather than a measured workload (left out of
-#: the short run summary; ``ccbench show`` lists them)
-FACT_KINDS = ("systeminfo",)
-
-
 def _variant_label(variant: dict[str, Any]) -> str:
     from ccbench.variants import AXES
 

@@ -157,9 +157,13 @@ def print_run_summary(result) -> None:
     ``ccbench show``), skipped variants, then what protects this machine and where the bundle is."""
     from ccbench.console import stdout
     from ccbench.interference import contention_summary
-    from ccbench.summary import FACT_KINDS, machine_lines, summarize, summary_table
+    from ccbench.summary import machine_lines, summarize, summary_table
+    from ccbench.workloads import fact_kinds
 
-    rows = [r for r in summarize(result.samples, per_case=False) if r["kind"] not in FACT_KINDS]
+    rows = summarize(result.samples, per_case=False)
+    # facts about the machine, not a measured result: left out here, ``ccbench show`` lists them
+    facts = fact_kinds(row["kind"] for row in rows)
+    rows = [row for row in rows if row["kind"] not in facts]
     stdout.print(
         summary_table(rows, "summary (measured executions; warmups excluded; per case: ccbench show)", result.outcomes)
     )

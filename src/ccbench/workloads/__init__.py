@@ -97,6 +97,12 @@ def plan_device_io(plan: Mapping[str, Any] | None) -> bool | None:
     return DEVICE_IO_CHECK in system_checks(pairs)
 
 
+def fact_kinds(kinds: Iterable[str]) -> set[str]:
+    """Of these kinds, those whose samples are facts about the machine rather than a measured result:
+    the kinds that declare no primary metric (the probe's)."""
+    return {cls.kind for cls in _loadable(kinds) if not cls.primary_metrics}
+
+
 def cleanup_stale(workdir: Path) -> list[str]:
     """Undo what killed runs left under workdir, kind by kind. Only the kinds that have their own
     directory there (workdir/<kind>) are imported and asked (Workload.cleanup_stale)."""
