@@ -23,6 +23,7 @@ import tomllib
 from pathlib import Path
 
 PACKAGE = "ccbench"
+IMPORTING = "<import>"
 
 
 def modules(src: Path) -> dict[str, Path]:
@@ -152,9 +153,11 @@ def sizes(found: dict[str, Path]) -> dict[str, int]:
     return {m: len(p.read_text().splitlines()) for m, p in found.items()}
 
 
-def trace(command: str, drawn: list[list[str]]) -> tuple[list[str], int]:
-    """The modules a command's calls pass through (consecutive repeats folded), and how many calls
-    climb to a higher layer. Runs over three test bundles in a temporary directory."""
+def trace(command: str, drawn: list[list[str]]) -> tuple[list[tuple[str, str]], collections.Counter]:
+    """The calls of a command from one room into another (a room: a layer's entry, ``analysis``,
+    ``bundle``, ``results``, ...; as (caller room, callee room), in call order), and the calls that
+    climb to a higher layer ({(caller, callee) module: count}). Imports (module-level code) are not calls. Runs over three test bundles
+    in a temporary directory."""
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -170,27 +173,35 @@ def trace(command: str, drawn: list[list[str]]) -> tuple[list[str], int]:
             "history-add": ["history", "add", *paths, "--store", str(Path(tmp) / "store.duckdb")],
             "compare": ["compare", *paths],
         }[command]
-        seen: list[str] = []
-        climbs = 0
+        crossings: list[tuple[str, str]] = []
+        climbs: collections.Counter = collections.Counter()
         stack: list[str] = []
 
+        def ours(frame) -> str | None:
+            module = frame.f_globals.get("__name__", "")
+            if not module.startswith(PACKAGE + ".") or module.startswith("ccbench.cli"):
+                return None
+            # a module's own code runs when it is imported: calls made from it are no road taken
+            return IMPORTING if frame.f_code.co_name == "<module>" else module
+
+        def room_of(module: str) -> str:
+            found = rank(module)
+            return found[1].removeprefix(PACKAGE + ".") if found else module
+
         def profile(frame, event, _arg):
-            nonlocal climbs
+            module = ours(frame)
+            if module is None:
+                return
             if event == "call":
-                module = frame.f_globals.get("__name__", "")
-                if not module.startswith(PACKAGE + ".") or module.startswith("ccbench.cli"):
-                    return
                 caller = stack[-1] if stack else None
-                if caller and caller != module:
-                    ra, rb = rank(caller), rank(module)
-                    if ra and rb and rb[0] < ra[0]:
-                        climbs += 1
-                if not seen or seen[-1] != module:
-                    seen.append(module)
+                if caller not in (None, IMPORTING) and module != IMPORTING and room_of(caller) != room_of(module):
+                    crossings.append((room_of(caller), room_of(module)))
+                    caller_rank, callee_rank = rank(caller), rank(module)
+                    if caller_rank and callee_rank and callee_rank[0] < caller_rank[0]:
+                        climbs[(caller, module)] += 1
                 stack.append(module)
-            elif event == "return" and frame.f_globals.get("__name__", "").startswith(PACKAGE + "."):
-                if stack and not frame.f_globals["__name__"].startswith("ccbench.cli"):
-                    stack.pop()
+            elif event == "return" and stack:
+                stack.pop()
 
         sys.setprofile(profile)
         try:
@@ -199,7 +210,7 @@ def trace(command: str, drawn: list[list[str]]) -> tuple[list[str], int]:
             sys.setprofile(None)
         if result.exit_code != 0:
             raise SystemExit(f"{command}: exit {result.exit_code}: {result.output[-500:]} {result.exception!r}")
-    return seen, climbs
+    return crossings, climbs
 
 
 def main() -> None:
@@ -235,11 +246,16 @@ def main() -> None:
         if unplaced:
             print(f"  in no layer: {', '.join(unplaced)}")
     for command in args.trace:
-        seen, climbs = trace(command, drawn)
-        short = [m.removeprefix(PACKAGE + ".") for m in seen]
-        print(f"{command}: {len(seen) - 1} hops between modules, {climbs} calls that climb a layer")
+        crossings, climbs = trace(command, drawn)
+        roads = collections.Counter(crossings)
+        print(
+            f"{command}: {len(crossings)} calls from one room into another over {len(roads)} distinct roads, "
+            f"{sum(climbs.values())} of them climb a layer ({len(climbs)} distinct)"
+        )
         if args.verbose:
-            print("  " + " -> ".join(short))
+            print("  roads: " + ", ".join(f"{a}->{b} ({n})" for (a, b), n in sorted(roads.items())))
+            for (caller, callee), count in sorted(climbs.items()):
+                print(f"  climbs: {caller} -> {callee} ({count})")
 
 
 if __name__ == "__main__":
