@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from ccbench.model import Sample
 
+
 def _variant_label(variant: dict[str, Any]) -> str:
     from ccbench.variants import AXES
 

@@ -34,7 +34,6 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-import ccbench
 from ccbench.errors import EnvironmentProblem
 from ccbench.fsutil import atomic_output
 
@@ -148,7 +147,7 @@ def wheelhouse_components(requested: list[str], planned: list[str]) -> tuple[lis
 
 def checkout_root() -> Path:
     """The source checkout this ccbench runs from (pyproject.toml beside src/ccbench)."""
-    package = Path(ccbench.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # src/ccbench, this module being src/ccbench/fleet/wheelhouse.py
     root = package.parent.parent
     if not (root / "pyproject.toml").is_file() or package.parent.name != "src":
         raise EnvironmentProblem(
