@@ -221,7 +221,8 @@ def parquet_costs(paths: list[Path], rounds: int, src: str) -> tuple[float, floa
     if done.returncode != 0:
         sys.exit(f"writing samples.parquet failed: {done.stderr.strip()[-500:]}")
     journal = sum((p / "samples.jsonl").stat().st_size for p in paths)
-    return float(done.stdout.strip()) * 100_000 / rows, journal, rows
+    # the last line: DuckDB may print its progress bar to stdout before it
+    return float(done.stdout.strip().splitlines()[-1]) * 100_000 / rows, journal, rows
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Linters, as CI runs them: ruff (check and format) on the Python code, rustfmt and clippy on crates/.
+# Linters, as CI runs them: ruff (check and format) on the Python code, the import layers (import-linter,
+# the contract in pyproject.toml), rustfmt and clippy on crates/.
 #   bash scripts/lint.sh          check only (exit non-zero on any finding)
 #   bash scripts/lint.sh --fix    apply ruff's fixes and formatting, and cargo fmt, then check
 set -euo pipefail
@@ -18,6 +19,11 @@ echo "[lint] ruff check" >&2
 "$RUFF" check "${PY_PATHS[@]}"
 echo "[lint] ruff format --check" >&2
 "$RUFF" format --check "${PY_PATHS[@]}"
+echo "[lint] lint-imports (imports run downward: docs/architecture.md, The layers)" >&2
+# the tree checked is this checkout's src/, whatever ccbench the venv has installed
+LINT_IMPORTS="${LINT_IMPORTS:-$(dirname "$RUFF")/lint-imports}"
+[ -x "$LINT_IMPORTS" ] || { echo "lint: $LINT_IMPORTS not found: run 'bash scripts/setup.sh --with test' first" >&2; exit 2; }
+PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$LINT_IMPORTS" --no-cache
 echo "[lint] cargo fmt --check" >&2
 (cd crates && cargo fmt --all --check)
 echo "[lint] cargo clippy -D warnings" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up every component (including the ml extra and the test tools), run the linters
-# (scripts/lint.sh: ruff, rustfmt, clippy) and the whole test suite.
+# (scripts/lint.sh: ruff, the import layers, rustfmt, clippy) and the whole test suite.
 #   bash scripts/test.sh [pytest args...]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 
 from ccbench.attestation import MockProvider, TsmProvider, finish_bundle
+from ccbench.attestation.ccverify import run_verifier, verifier_path
 from ccbench.attestation.digests import report_data
 from ccbench.attestation.evidence import AttestationError, parse_mock
 from ccbench.attestation.verify import (
     EXIT_EVIDENCE,
     EXIT_TAMPERED,
     EXIT_UNATTESTED,
-    run_verifier,
-    verifier_path,
     verify_bundle,
 )
 

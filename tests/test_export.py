@@ -100,7 +100,7 @@ def test_provenance_columns_of_a_measured_bundle_and_of_one_with_real_snp_eviden
     case = REAL_WORLD_EVIDENCE / "snp-milan-debug-go-sev-guest"
     if not case.is_dir():
         pytest.skip(f"{case} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)")
-    from ccbench.attestation.verify import verifier_path
+    from ccbench.attestation.ccverify import verifier_path
 
     if not verifier_path().exists():
         pytest.skip("ccverify is not built: run 'bash scripts/setup.sh --with transport'")

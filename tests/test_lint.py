@@ -1,4 +1,4 @@
-"""The lint for the known traps (ccbench.lint; docs/trust.md, Lint): each finding triggered from a
+"""The lint for the known traps (ccbench.probe.lint for one machine, ccbench.analysis.lint for a comparison; docs/trust.md, Lint): each finding triggered from a
 fixture and not triggered from its fixed twin, and where it shows (compare, the verdict, the report,
 env --lint, the before-run check)."""
 
@@ -20,11 +20,13 @@ from bundles import (
     write_environment,
 )
 
-from ccbench import lint
+from ccbench.analysis import lint as comparison_lint
 from ccbench.analysis.compare import compare
 from ccbench.analysis.load import load
 from ccbench.analysis.verdict import verdict_table, verdicts
+from ccbench.probe import lint as machine_lint
 from ccbench.probe.syscheck import format_checks, system_check
+from ccbench.workloads import plan_device_io
 
 REAL_WORLD_TEE = (
     Path(os.environ.get("CCBENCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -102,7 +104,7 @@ def test_twins_that_differ_only_in_the_tee_are_not_confounded(tmp_path):
     assert not any(f.startswith("confounded") for flags in table["flags"] for f in flags)
     (layer,) = verdicts(table, frame)
     assert layer.confounded == [] and "TEE: TDX saves about" in layer.sentence()
-    findings = lint.lint_comparison(frame, table, machines_of(paths))
+    findings = comparison_lint.lint_comparison(frame, table, machines_of(paths))
     assert [f.code for f in findings] == []
 
 
@@ -125,31 +127,33 @@ def test_a_layer_with_some_comparisons_confounded_gives_no_interval_either(tmp_p
 def test_memory_within_the_tolerance_is_the_same_size_and_smt_differs():
     a = [("a", provenance_probe("a", "none", memory_bytes=8 * 2**30, smt=False))]
     b = [("b", provenance_probe("b", "tdx", memory_bytes=int(7.8 * 2**30), smt=False))]
-    assert lint.differences(a, b) == ([], {})
+    assert comparison_lint.differences(a, b) == ([], {})
     c = [("c", provenance_probe("c", "tdx", memory_bytes=16 * 2**30, smt=True, vcpus=4))]
-    found, _ = lint.differences(a, c)
-    assert lint.confounded_by(found) == "vCPUs (2 vs 4), memory (8.0 GiB vs 16.0 GiB) and SMT (False vs True)"
+    found, _ = comparison_lint.differences(a, c)
+    assert (
+        comparison_lint.confounded_by(found) == "vCPUs (2 vs 4), memory (8.0 GiB vs 16.0 GiB) and SMT (False vs True)"
+    )
 
 
 def test_cpus_are_compared_by_brand_and_named_by_microarchitecture():
     ice_lake_8380 = dict(ICE_LAKE, model="Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz")
     a = [("a", provenance_probe("a", "none", cpu=ICE_LAKE))]
     b = [("b", provenance_probe("b", "tdx", cpu=ice_lake_8380))]
-    found, _ = lint.differences(a, b)
-    assert lint.confounded_by(found) == f"CPU model ({ICE_LAKE['model']} vs {ice_lake_8380['model']})"
+    found, _ = comparison_lint.differences(a, b)
+    assert comparison_lint.confounded_by(found) == f"CPU model ({ICE_LAKE['model']} vs {ice_lake_8380['model']})"
     # an older bundle without CPUID family and model, on the same CPU: not a difference
     brand_only = provenance_probe("c", "tdx", cpu={"model": ICE_LAKE["model"]})
-    assert lint.differences(a, [("c", brand_only)])[0] == []
+    assert comparison_lint.differences(a, [("c", brand_only)])[0] == []
 
 
 def test_an_older_bundle_says_what_could_not_be_checked(tmp_path):
     old = probe("old", "none") | {"cpu": dict(ICE_LAKE, threads=2), "memory": {"total_bytes": 8 * 2**30}}
     new = provenance_probe("new", "tdx", cpu=ICE_LAKE, kernel="6")
-    found, unknown = lint.differences([("old", old)], [("new", new)])
+    found, unknown = comparison_lint.differences([("old", old)], [("new", new)])
     assert found == [] and unknown == {"SMT": ["old"]}
-    findings = lint.unchecked([("old", old)], [("new", new)], unknown)
+    findings = comparison_lint.unchecked([("old", old)], [("new", new)], unknown)
     assert findings[0].code == "unchecked" and "SMT (old)" in findings[0].what
-    assert lint.unchecked([("new", new)], [("new", new)], {}) == []
+    assert comparison_lint.unchecked([("new", new)], [("new", new)], {}) == []
 
 
 @pytest.mark.parametrize(
@@ -159,29 +163,29 @@ def test_an_older_bundle_says_what_could_not_be_checked(tmp_path):
 def test_a_debug_tee_is_not_representative(evidence, field):
     technology = evidence(True)["technology"]
     debug = provenance_probe("cvm", technology, tee_evidence=evidence(True))
-    (finding,) = lint.lint_machine(debug)
+    (finding,) = machine_lint.lint_machine(debug)
     assert finding.code == "debug-tee" and finding.severity == "high" and field in finding.what
     assert "not representative" in finding.what and finding.evidence["this machine"][field] is True
-    assert lint.lint_machine(provenance_probe("cvm", technology, tee_evidence=evidence(False))) == []
+    assert machine_lint.lint_machine(provenance_probe("cvm", technology, tee_evidence=evidence(False))) == []
 
 
 def test_a_tee_without_evidence_is_named_unchecked_and_a_plain_machine_is_not_linted():
-    (finding,) = lint.lint_machine(provenance_probe("cvm", "sev-snp", tee_evidence=None))
+    (finding,) = machine_lint.lint_machine(provenance_probe("cvm", "sev-snp", tee_evidence=None))
     assert finding.code == "unchecked" and "debug mode could not be checked" in finding.what
-    assert lint.lint_machine(provenance_probe("vm", "none"), device_io=True) == []
+    assert machine_lint.lint_machine(provenance_probe("vm", "none"), device_io=True) == []
 
 
 def test_small_bounce_buffers_under_an_io_heavy_plan():
     small = provenance_probe("cvm", "tdx", swiotlb_bytes=64 * 2**20, tee_evidence=tdx_evidence(False))
-    (finding,) = lint.lint_machine(small, device_io=True)
+    (finding,) = machine_lint.lint_machine(small, device_io=True)
     assert finding.code == "small-swiotlb" and finding.severity == "medium"
     assert finding.evidence["this machine"]["kernel_default_bytes"] == int(0.06 * 8 * 2**30)
     assert "firecracker-microvm/firecracker/pull/5156" in finding.source
-    assert lint.lint_machine(small, device_io=False) == [] and lint.lint_machine(small) == []
+    assert machine_lint.lint_machine(small, device_io=False) == [] and machine_lint.lint_machine(small) == []
     large = provenance_probe("cvm", "tdx", swiotlb_bytes=1024 * 2**20, tee_evidence=tdx_evidence(False))
-    assert lint.lint_machine(large, device_io=True) == []
+    assert machine_lint.lint_machine(large, device_io=True) == []
     plain = provenance_probe("vm", "none", swiotlb_bytes=64 * 2**20)
-    assert lint.lint_machine(plain, device_io=True) == []
+    assert machine_lint.lint_machine(plain, device_io=True) == []
 
 
 def test_which_plans_move_data_through_devices():
@@ -189,20 +193,20 @@ def test_which_plans_move_data_through_devices():
 
     storage = load_plan("storage").model_dump(mode="json")
     transport = load_plan("transport").model_dump(mode="json")
-    assert lint.plan_device_io(storage) is True and lint.plan_device_io(transport) is False
-    assert lint.plan_device_io(None) is None
+    assert plan_device_io(storage) is True and plan_device_io(transport) is False
+    assert plan_device_io(None) is None
 
 
 def test_4k_pages_against_2m_pages():
     never = [("cvm", provenance_probe("cvm", "sev-snp", thp="never"))]
     madvise = [("vm", provenance_probe("vm", "none", thp="madvise"))]
-    (finding,) = lint.small_pages(madvise, never)
+    (finding,) = comparison_lint.small_pages(madvise, never)
     assert finding.code == "small-pages" and "4K pages on cvm where vm can use 2M" in finding.what
     assert "AMDSEV/issues/225" in finding.source and finding.evidence["cvm"]["thp"] == "never"
-    assert lint.small_pages(madvise, [("cvm", provenance_probe("cvm", "sev-snp", thp="always"))]) == []
+    assert comparison_lint.small_pages(madvise, [("cvm", provenance_probe("cvm", "sev-snp", thp="always"))]) == []
     reserved = [("cvm", provenance_probe("cvm", "sev-snp", thp="never", hugepages_total=512))]
-    assert lint.small_pages(madvise, reserved) == []
-    assert lint.small_pages(madvise, [("old", probe("old", "none"))]) == []  # not recorded: not judged
+    assert comparison_lint.small_pages(madvise, reserved) == []
+    assert comparison_lint.small_pages(madvise, [("old", probe("old", "none"))]) == []  # not recorded: not judged
 
 
 def throughput_rows(axis: str, speeds: dict, cases: dict, **extra) -> list[dict]:
@@ -236,13 +240,13 @@ def transport_frame(tls_mbps: float) -> pd.DataFrame:
 
 
 def test_a_transport_far_below_the_aead_speed_of_the_same_run():
-    (finding,) = lint.slow_cipher(transport_frame(tls_mbps=300.0))
+    (finding,) = comparison_lint.slow_cipher(transport_frame(tls_mbps=300.0))
     evidence = finding.evidence["cvm"]
     assert finding.code == "slow-cipher" and evidence["transport"] == "tls" and '"payload": 1048576' in evidence["case"]
     assert evidence["implied_cipher_MBps"] == pytest.approx(1 / (1 / 300 - 1 / 6000), abs=0.1)
     # rustls' usual share (2100 of plain's 6000) costs per byte what a 3231 MB/s cipher would: not flagged,
     # nor is the small payload, where per-message costs dominate
-    assert lint.slow_cipher(transport_frame(tls_mbps=2100.0)) == []
+    assert comparison_lint.slow_cipher(transport_frame(tls_mbps=2100.0)) == []
 
 
 def storage_frame(fscrypt_mbps: float, cipher_mbps: float | None) -> pd.DataFrame:
@@ -254,15 +258,15 @@ def storage_frame(fscrypt_mbps: float, cipher_mbps: float | None) -> pd.DataFram
 
 
 def test_encrypted_storage_far_below_the_kernel_cipher_speed_of_the_same_run():
-    (finding,) = lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=2400.0))
+    (finding,) = comparison_lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=2400.0))
     evidence = finding.evidence["cvm"]
     assert evidence["storage"] == "fscrypt" and evidence["ext4-loop_throughput_MBps"] == 1400.0
     assert evidence["cipher_MBps_measured"] == 2400.0 and "1m" in evidence["case"]
     # the same throughput with a software cipher of 250 MB/s is what that cipher explains (the
     # software-AES cause, not a misconfiguration); without a measured speed nothing is judged
-    assert lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=250.0)) == []
-    assert lint.slow_cipher(storage_frame(fscrypt_mbps=900.0, cipher_mbps=2400.0)) == []
-    assert lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=None)) == []
+    assert comparison_lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=250.0)) == []
+    assert comparison_lint.slow_cipher(storage_frame(fscrypt_mbps=900.0, cipher_mbps=2400.0)) == []
+    assert comparison_lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=None)) == []
 
 
 def test_the_kernel_cipher_speed_is_measured_or_its_absence_named():
@@ -330,12 +334,12 @@ def test_the_before_run_check_prints_findings_and_never_blocks(tmp_path):
 
 def test_compare_json_alone_lints_from_the_engine_as_from_the_per_sample_frame(tmp_path):
     """`compare --json` builds no per-sample frame: the lint reads the engine's facts and the few
-    metrics its cipher check needs (commands.compare._lint_rows), and finds what it finds on the frame."""
+    metrics its cipher check needs (Comparison.findings(per_sample=False)), and finds what it finds on
+    the frame."""
     from bundles import write_samples
 
-    from ccbench.analysis.engine import sample_set
+    from ccbench.analysis.comparison import comparison
     from ccbench.analysis.load import frame_from_bundles, load_bundles
-    from ccbench.commands.compare import _lint_rows
 
     rows = []
     for repetition in range(3):
@@ -355,10 +359,10 @@ def test_compare_json_alone_lints_from_the_engine_as_from_the_per_sample_frame(t
             }
         )
     paths = [write_samples(tmp_path, "cvm", "none", rows)]
+    result = comparison(paths, frame=False)
+    from_engine = result.findings(per_sample=False)
     bundles = load_bundles(paths, samples=False)
-    machines, device_io = lint.bundle_machines(bundles)
-    engine = sample_set(bundles, frame=False)
-    from_engine = lint.lint_comparison(_lint_rows(engine), None, machines, device_io)
-    from_frame = lint.lint_comparison(frame_from_bundles(bundles), None, machines, device_io)
+    machines, device_io = comparison_lint.bundle_machines(bundles)
+    from_frame = comparison_lint.lint_comparison(frame_from_bundles(bundles), result.table, machines, device_io)
     assert [f.code for f in from_engine] == [f.code for f in from_frame]
     assert "slow-cipher" in [f.code for f in from_engine]

@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 
 import psutil
 import pytest
@@ -45,8 +46,14 @@ def test_stop_tree_ends_a_child_that_ignores_sigterm_and_reaps_the_parent():
 
 
 def test_stop_all_shares_one_grace_and_ends_every_tree():
-    trees = [_start_tree() for _ in range(2)]
-    procs.stop_all([parent for parent, _ in trees], grace=0.5)
+    # each tree's child ignores SIGTERM, so each waits out the grace: one grace shared by the three
+    # ends them all in about GRACE, one grace each would take at least 3 x GRACE
+    grace = 1.5
+    trees = [_start_tree() for _ in range(3)]
+    started = time.monotonic()
+    procs.stop_all([parent for parent, _ in trees], grace=grace)
+    elapsed = time.monotonic() - started
+    assert grace <= elapsed < 2 * grace, f"{elapsed:.2f} s for three trees with a {grace} s grace"
     for parent, children in trees:
         assert parent.poll() is not None
         assert all(not c.is_running() or c.status() == psutil.STATUS_ZOMBIE for c in children)
@@ -75,6 +82,22 @@ def test_atomic_json_write_replaces_whole_documents(tmp_path):
     fsutil.write_json_atomic(path, {"b": [1, 2]})
     assert json.loads(path.read_text()) == {"b": [1, 2]}
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # no temporary left behind
+
+
+def test_atomic_output_replaces_on_success_and_keeps_the_old_file_on_failure(tmp_path):
+    path = tmp_path / "bundle.tar"
+    path.write_text("old")
+    with pytest.raises(RuntimeError):
+        with fsutil.atomic_output(path) as temporary:
+            temporary.write_text("half")
+            raise RuntimeError("the writer failed")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["bundle.tar"]
+    (tmp_path / "bundle.tar.tmp").write_text("left by a killed attempt")
+    with fsutil.atomic_output(path) as temporary:
+        assert not temporary.exists()  # the leftover is not appended to
+        temporary.write_text("new")
+        assert path.read_text() == "old"  # nothing is visible before the block ends
+    assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["bundle.tar"]
 
 
 def test_ledger_records_before_and_undoes_newest_first(tmp_path):

@@ -12,10 +12,9 @@ from ccbench.analysis.precision import (
     PrecisionRule,
     decide,
     half_widths,
-    parse_duration,
-    parse_precision,
 )
 from ccbench.analysis.stats import ratio_interval
+from ccbench.plan import parse_duration, parse_precision
 
 TARGET = 0.02
 MAX_N = 30

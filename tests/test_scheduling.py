@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from ccbench.bundle import read_bundle
-from ccbench.model import ExecutionStatus, Measurement, WorkerJob
+from ccbench.model import ExecutionKey, ExecutionStatus, Measurement, WorkerJob
 from ccbench.plan import plan_from_dict
 from ccbench.runner import Interrupted, Reporter, Runner
-from ccbench.schedule import ExecutionKey
 from ccbench.supervise import Attempt
 
 

@@ -1,10 +1,8 @@
 """ccbench: what confidential computing costs your workload, and which protection layer causes it."""
 
-__version__ = "0.1.0"
+from ccbench.version import BUNDLE_FORMAT_VERSION, __version__
 
-#: Version of the result-bundle format written by this release (history: ccbench.bundle.FORMAT_HISTORY
-#: and docs/bundle-format.md). Older versions are upgraded when read.
-BUNDLE_FORMAT_VERSION = 2
+__all__ = ["BUNDLE_FORMAT_VERSION", "__version__", "load"]
 
 
 def load(paths, labels=None):

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ccbench import BUNDLE_FORMAT_VERSION, __version__
 from ccbench.errors import BundleError, CCBenchError
 from ccbench.fsutil import write_json_atomic
+from ccbench.version import BUNDLE_FORMAT_VERSION, __version__
 
 if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pydantic
     from ccbench.model import Sample

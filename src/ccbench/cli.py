@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from ccbench import __version__
 from ccbench.errors import CCBenchError
+from ccbench.version import __version__
 
 
 class _Group(click.Group):
@@ -58,22 +58,6 @@ def cli() -> None:
     """
 
 
-_skip_teardown = False
-
-
-def skip_teardown() -> None:
-    """Let the process end as soon as the command returns, without the interpreter's teardown.
-
-    After compare or report over a large result set, freeing every object one by one and
-    unloading pandas, scipy and matplotlib takes a tenth of the command's time (0.4 s at 100,000
-    samples) and achieves nothing. Only for commands that have written and closed all their output,
-    stopped their helper processes and own no temporary files; only when ccbench runs as the program
-    (main() without argv), never when called in-process.
-    """
-    global _skip_teardown
-    _skip_teardown = True
-
-
 def _end_now() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -86,7 +70,9 @@ def _end_now() -> None:
 def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="ccbench", standalone_mode=False)
-        if _skip_teardown and argv is None:
+        # only a command that imported the console can have set its switch; the others keep rich unloaded
+        console = sys.modules.get("ccbench.console")
+        if console is not None and console.teardown_skipped() and argv is None:
             _end_now()
     except CCBenchError as exc:
         click.echo(f"ccbench: error: {exc}", err=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,29 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
+    fsync_dir(path.parent)
+
+
+@contextmanager
+def atomic_output(path: Path) -> Iterator[Path]:
+    """For a file made by a writer of its own (``tar``, ``tarfile``, a tool): yields the temporary
+    path beside ``path`` (``<name>.tmp``) to write to; when the block ends without an error the
+    file is fsynced, renamed over ``path`` and the directory fsynced, else it is removed. A
+    leftover temporary file of an earlier, killed attempt is replaced."""
+    path = Path(path)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.unlink(missing_ok=True)
+    try:
+        yield temporary
+        fd = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

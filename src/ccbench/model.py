@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,6 +14,25 @@ Better = Literal["lower", "higher"]
 
 def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class ExecutionKey(NamedTuple):
+    """An execution's key, ``<workload>|<variant key>|<rep|warmup>|<n>`` in the bundle: what
+    ``ccbench run --resume`` matches and what each sample names in ``execution``."""
+
+    workload: str
+    #: ``axis=value,...`` sorted by axis, or ``-`` without variants
+    variant: str
+    warmup: bool
+    repetition: int
+
+    def __str__(self) -> str:
+        return f"{self.workload}|{self.variant}|{'warmup' if self.warmup else 'rep'}|{self.repetition}"
+
+    @classmethod
+    def parse(cls, text: str) -> ExecutionKey:
+        workload, variant, phase, repetition = text.rsplit("|", 3)
+        return cls(workload, variant, phase == "warmup", int(repetition))
 
 
 class ExecutionStatus(str, Enum):

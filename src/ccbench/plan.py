@@ -29,6 +29,34 @@ PER_WORKLOAD_SETTINGS = (
 )
 
 
+def parse_precision(value: str | float | int) -> float:
+    """ "2%" or 0.02 -> 0.02. A bare number >= 1 is read as percent ("2" -> 0.02)."""
+    text = str(value).strip()
+    match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*(%?)", text)
+    if not match:
+        raise ValueError(f"precision {value!r}: expected a percentage such as 2% or a fraction such as 0.02")
+    number = float(match.group(1))
+    fraction = number / 100 if match.group(2) or number >= 1 else number
+    if not (0 < fraction < 1):
+        raise ValueError(f"precision {value!r}: must be above 0% and below 100%")
+    return fraction
+
+
+def parse_duration(value: str | float | int) -> float:
+    """ "90s", "30m", "2h", "1h30m" or a number of seconds -> seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip().lower()
+        parts = re.findall(r"(\d+(?:\.\d*)?)\s*([hms]?)", text)
+        if not parts or re.sub(r"(\d+(?:\.\d*)?)\s*([hms]?)", "", text).strip():
+            raise ValueError(f"duration {value!r}: expected seconds or a form such as 90s, 30m, 2h, 1h30m")
+        seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1, "": 1}[unit] for n, unit in parts)
+    if seconds <= 0:
+        raise ValueError(f"duration {value!r}: must be positive")
+    return seconds
+
+
 class PrecisionSettings(BaseModel):
     """Precision on demand (docs/plan-format.md): after ``repetitions``, more interleaved rounds until
     the primary metric's 95% interval is within ``precision`` or a limit is reached."""
@@ -45,8 +73,6 @@ class PrecisionSettings(BaseModel):
     def _precision(cls, value):
         if value is None:
             return None
-        from ccbench.analysis.precision import parse_precision
-
         return parse_precision(value)
 
     @field_validator("max_time", mode="before")
@@ -54,8 +80,6 @@ class PrecisionSettings(BaseModel):
     def _max_time(cls, value):
         if value is None:
             return None
-        from ccbench.analysis.precision import parse_duration
-
         return parse_duration(value)
 
 

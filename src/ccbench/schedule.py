@@ -9,32 +9,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from ccbench.bundle import RAW
-from ccbench.model import ExecutionStatus, OutcomeStatus
+from ccbench.model import ExecutionKey, ExecutionStatus, OutcomeStatus
 from ccbench.plan import WorkloadSpec
 from ccbench.variants.base import PreparedVariant
 from ccbench.workloads.base import PrepareContext, Workload
-
-
-class ExecutionKey(NamedTuple):
-    """An execution's key, ``<workload>|<variant key>|<rep|warmup>|<n>`` in the bundle: what
-    ``ccbench run --resume`` matches and what each sample names in ``execution``."""
-
-    workload: str
-    #: ``axis=value,...`` sorted by axis, or ``-`` without variants
-    variant: str
-    warmup: bool
-    repetition: int
-
-    def __str__(self) -> str:
-        return f"{self.workload}|{self.variant}|{'warmup' if self.warmup else 'rep'}|{self.repetition}"
-
-    @classmethod
-    def parse(cls, text: str) -> ExecutionKey:
-        workload, variant, phase, repetition = text.rsplit("|", 3)
-        return cls(workload, variant, phase == "warmup", int(repetition))
 
 
 def path_part(text: str) -> str:

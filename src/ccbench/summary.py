@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ccbench.cases import case_text
@@ -15,10 +15,6 @@ if TYPE_CHECKING:
 
     from ccbench.model import Sample
 
-#: kinds whose samples are facts about the machine rather than a measured workload (left out of
-#: the short run summary; ``ccbench show`` lists them)
-FACT_KINDS = ("systeminfo",)
-
 
 def _variant_label(variant: dict[str, Any]) -> str:
     from ccbench.variants import AXES
@@ -26,42 +22,46 @@ def _variant_label(variant: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(variant.items()) if k in AXES) or "-"
 
 
-def summarize(samples: Iterable[Sample], *, per_case: bool = True) -> list[dict[str, Any]]:
+def summarize(samples: Iterable[Sample | Mapping[str, Any]], *, per_case: bool = True) -> list[dict[str, Any]]:
     """Per workload, variant and (with per_case) case: the first metric's median, its coefficient
     of variation in percent, and the counts. Without per_case, one row per workload and variant:
-    the headline (the first metric and case the workload reported) and how many cases it measured."""
+    the headline (the first metric and case the workload reported) and how many cases it measured.
+
+    ``samples``: a run's ccbench.model.Sample objects, or a bundle's journal lines as plain dicts
+    (``ccbench show`` builds no object per sample); both are read as their fields."""
     from ccbench.analysis.stats import coefficient_of_variation
 
-    groups: dict[tuple[str, str, str], list[Sample]] = {}
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     cases: dict[tuple[str, str], set[str]] = {}
     for sample in samples:
-        if sample.warmup:
+        fields = sample if isinstance(sample, Mapping) else vars(sample)
+        if fields["warmup"]:
             continue
-        variant = _variant_label(sample.variant)
-        label = case_text(sample.metadata.get("case") or {})
-        cases.setdefault((sample.workload, variant), set()).add(label)
-        groups.setdefault((sample.workload, variant, label if per_case else ""), []).append(sample)
+        variant = _variant_label(fields["variant"])
+        label = case_text((fields.get("metadata") or {}).get("case") or {})
+        cases.setdefault((fields["workload"], variant), set()).add(label)
+        groups.setdefault((fields["workload"], variant, label if per_case else ""), []).append(fields)
     rows = []
     for (workload, variant, _), items in groups.items():
         headline = items[0]
-        key = (headline.metric, json.dumps(headline.params, sort_keys=True))
-        chosen = [s for s in items if (s.metric, json.dumps(s.params, sort_keys=True)) == key]
-        values = [s.value for s in chosen]
+        key = (headline["metric"], json.dumps(headline["params"], sort_keys=True))
+        chosen = [s for s in items if (s["metric"], json.dumps(s["params"], sort_keys=True)) == key]
+        values = [float(s["value"]) for s in chosen]
         cv = coefficient_of_variation(values)
         rows.append(
             {
                 "workload": workload,
-                "kind": headline.kind,
+                "kind": headline["kind"],
                 "variant": variant,
-                "unit": headline.unit,
-                "case": case_text(headline.metadata.get("case") or {}),
-                "metric": headline.metric,
+                "unit": headline["unit"],
+                "case": case_text((headline.get("metadata") or {}).get("case") or {}),
+                "metric": headline["metric"],
                 "median": statistics.median(values),
                 "cv_percent": cv * 100 if cv is not None else None,
                 "n": len(values),
                 "samples": len(items),
                 "cases": len(cases[(workload, variant)]),
-                "contended": sum(1 for s in chosen if s.contended),
+                "contended": sum(1 for s in chosen if s.get("contended")),
             }
         )
     return rows

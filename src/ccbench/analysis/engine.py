@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from ccbench.analysis import load as loading
 from ccbench.bundle import Bundle
 from ccbench.helper import Helper, outcome
+from ccbench.probe import facts
 from ccbench.results.columnar import columnar_file, is_converted, read_samples
 
 #: per-sample rows the report's sections get at most (beyond it a systematic sample)
@@ -153,11 +154,9 @@ def machine_of(bundle: Bundle, labels: dict[str, str]) -> tuple[str, str, str]:
     """(machine label, machine_id, TEE) of a bundle: the label given, else the probe's hostname, else
     the bundle's directory name; the probe's machine_id, else its hostname, else the bundle's path
     (a bundle is one machine); the TEE technology or "unknown"."""
-    probe = bundle.probe
-    machine = labels.get(str(Path(bundle.path).resolve())) or probe.get("hostname") or Path(bundle.path).name
-    machine_id = probe.get("machine_id") or probe.get("hostname") or str(bundle.path)
-    tee = (probe.get("tee") or {}).get("technology") or "unknown"
-    return str(machine), str(machine_id), str(tee)
+    hostname, machine_id = facts.machine_identity(bundle.probe)
+    machine = labels.get(str(Path(bundle.path).resolve())) or hostname or Path(bundle.path).name
+    return str(machine), str(machine_id or bundle.path), facts.tee_technology(bundle.probe)
 
 
 def sample_set(

@@ -37,7 +37,7 @@ CAUSE_KEYS = [
     "storage_cipher_accelerated",
     "transport_cipher",
     "transport_aes_accelerated",
-    # the kernel cipher's own speed, measured when the storage variant was set up (ccbench.lint)
+    # the kernel cipher's own speed, measured when the storage variant was set up (ccbench.analysis.lint)
     "storage_cipher_MBps",
 ]
 

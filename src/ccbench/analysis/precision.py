@@ -30,7 +30,6 @@ more executions. See docs/trust.md and tests/test_precision.py.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -88,34 +87,6 @@ class Decision:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def parse_precision(value: str | float | int) -> float:
-    """ "2%" or 0.02 -> 0.02. A bare number >= 1 is read as percent ("2" -> 0.02)."""
-    text = str(value).strip()
-    match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*(%?)", text)
-    if not match:
-        raise ValueError(f"precision {value!r}: expected a percentage such as 2% or a fraction such as 0.02")
-    number = float(match.group(1))
-    fraction = number / 100 if match.group(2) or number >= 1 else number
-    if not (0 < fraction < 1):
-        raise ValueError(f"precision {value!r}: must be above 0% and below 100%")
-    return fraction
-
-
-def parse_duration(value: str | float | int) -> float:
-    """ "90s", "30m", "2h", "1h30m" or a number of seconds -> seconds."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        text = str(value).strip().lower()
-        parts = re.findall(r"(\d+(?:\.\d*)?)\s*([hms]?)", text)
-        if not parts or re.sub(r"(\d+(?:\.\d*)?)\s*([hms]?)", "", text).strip():
-            raise ValueError(f"duration {value!r}: expected seconds or a form such as 90s, 30m, 2h, 1h30m")
-        seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1, "": 1}[unit] for n, unit in parts)
-    if seconds <= 0:
-        raise ValueError(f"duration {value!r}: must be positive")
-    return seconds
 
 
 def _own_half_width(values: np.ndarray, confidence: float) -> float | None:
@@ -232,7 +203,7 @@ def primary_values(samples: Sequence[Any], variants: Sequence[str], declared: Se
     ``primary_metrics``) that every variant reported, else the first metric and case it reported."""
     import json
 
-    from ccbench.schedule import ExecutionKey
+    from ccbench.model import ExecutionKey
 
     values: dict[str, list[float]] = {variant: [] for variant in variants}
     if not samples:

@@ -72,7 +72,7 @@ class LayerVerdict:
     machines: str = "-"
     machines_note: str = ""
     #: what the machines behind the comparisons differ in besides the layer ("CPU model (Ice Lake vs
-    #: Sapphire Rapids)"), from the rows' "confounded by" flags (ccbench.lint), and how many rows
+    #: Sapphire Rapids)"), from the rows' "confounded by" flags (ccbench.analysis.lint), and how many rows
     confounded: list[str] = field(default_factory=list)
     confounded_rows: int = 0
     #: what the typical cost rests on: "application metrics: notebook total_s; fio throughput"

@@ -12,10 +12,11 @@ not checked; ``verified`` says so). ``ccbench verify`` gives the verified claims
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from ccbench.attestation import ccverify
+from ccbench.attestation.ccverify import tee_evidence
 from ccbench.attestation.digests import ATTESTATION_FILE
 
 #: the probe's provenance keys (docs/bundle-format.md, "provenance"): every one present, null when
@@ -41,41 +42,12 @@ _NESTED_NULLS = {
 }
 
 
-def tee_evidence(technology: str, details: dict[str, Any], verified: bool, tcb: Any = None) -> dict[str, Any] | None:
-    """ccverify's details of SEV-SNP or TDX evidence in the shape of probe["provenance"]["tee_evidence"]."""
-    if not isinstance(details, dict):
-        return None
-    base: dict[str, Any] = {"technology": technology, "source": "ccverify", "verified": verified}
-    if technology == "sev-snp":
-        return base | {
-            key: details.get(key) for key in ("policy", "vmpl", "reported_tcb", "current_tcb", "platform_info")
-        }
-    if technology == "tdx":
-        base |= {
-            "tee_tcb_svn": details.get("tee_tcb_svn"),
-            "mrseam": details.get("mr_seam"),
-            "td_attributes": details.get("td_attributes"),
-        }
-        if isinstance(tcb, dict) and tcb.get("status"):
-            base["tcb_status"] = tcb["status"]  # Intel's judgement of the TCB, only known after verification
-        return base
-    return None
-
-
 def parse_evidence(technology: str, evidence: Path) -> dict[str, Any] | None:
     """What the evidence says of itself, read by ccverify --parse-only; None when it cannot be read."""
-    from ccbench.attestation.verify import verifier_path
-
-    binary = verifier_path()
-    if technology not in ("sev-snp", "tdx") or not binary.exists() or not evidence.is_file():
+    if technology not in ("sev-snp", "tdx") or not evidence.is_file():
         return None
-    argv = [str(binary), "--technology", technology, "--evidence", str(evidence), "--parse-only"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        result = json.loads(done.stdout)
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        return None
-    if not result.get("parsed"):
+    result = ccverify.parse_only(technology, evidence)
+    if not result or not result.get("parsed"):
         return None
     return tee_evidence(technology, result.get("details"), verified=False)
 

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ccbench.attestation.ccverify import run_verifier, tee_evidence
 from ccbench.attestation.digests import ATTESTATION_FILE, compare, digest_list, list_digest, report_data
 from ccbench.attestation.evidence import MOCK_TECHNOLOGY, parse_mock
-from ccbench.attestation.provenance import tee_evidence
 from ccbench.errors import CCBenchError
 
 EXIT_OK, EXIT_TAMPERED, EXIT_EVIDENCE, EXIT_UNATTESTED = 0, 3, 4, 5
-VERIFIER = Path(__file__).resolve().parents[3] / "crates" / "target" / "release" / "ccverify"
 #: collateral file names looked for in --collateral DIR (dcap-qvl's JSON for TDX; a VCEK and AMD's CRL
 #: for SEV-SNP, under the names `snpguest fetch vcek|crl` writes)
 TDX_COLLATERAL_NAMES = ("tdx_collateral.json", "collateral.json")
@@ -31,10 +28,6 @@ CRL_NAMES = ("crl.der", "crl.pem")
 #: tests only: a directory with ark.pem and ask.pem (and asvk.pem, to issue VLEKs) that replace AMD's
 #: pinned roots (a generated test chain); the verdict then names the root "given root" and says TEST ROOT
 TEST_ROOTS_VARIABLE = "CCBENCH_TEST_SNP_ROOTS"
-
-
-def verifier_path() -> Path:
-    return Path(os.environ.get("CCBENCH_VERIFIER", VERIFIER))
 
 
 @dataclass
@@ -117,55 +110,6 @@ def load_policy(path: str | Path | None) -> dict[str, Any] | None:
     if not isinstance(policy, dict):
         raise CCBenchError(f"--policy {path}: expected a table of settings")
     return policy
-
-
-def run_verifier(
-    technology: str,
-    evidence: Path,
-    expected: bytes | None,
-    *,
-    aux: Path | None = None,
-    vcek: Path | None = None,
-    crl: Path | None = None,
-    collateral: Path | None = None,
-    policy: dict | None = None,
-    at: int | None = None,
-    trust_roots: Path | None = None,
-) -> dict[str, Any]:
-    """Run ccverify; its JSON verdict, or {"verified": False, "unverifiable": why} when it cannot run."""
-    binary = verifier_path()
-    if not binary.exists():
-        return {
-            "verified": False,
-            "unverifiable": f"the verifier is not built ({binary}): run 'bash scripts/setup.sh --with transport'",
-        }
-    argv = [str(binary), "--technology", technology, "--evidence", str(evidence)]
-    if expected is not None:
-        argv += ["--report-data", expected.hex()]
-    for flag, value in (("--cert-table", aux), ("--vcek", vcek), ("--crl", crl), ("--collateral", collateral)):
-        if value is not None:
-            argv += [flag, str(value)]
-    if trust_roots is not None:
-        argv += ["--trust-ark", str(trust_roots / "ark.pem"), "--trust-ask", str(trust_roots / "ask.pem")]
-        if (trust_roots / "asvk.pem").is_file():
-            argv += ["--trust-asvk", str(trust_roots / "asvk.pem")]
-    if at is not None:
-        argv += ["--at", str(at)]
-    with tempfile.TemporaryDirectory() as tmp:
-        if policy is not None:
-            policy_file = Path(tmp) / "policy.json"
-            policy_file.write_text(json.dumps(policy))
-            argv += ["--policy", str(policy_file)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    if done.returncode == 2:
-        raise CCBenchError(done.stderr.strip() or "ccverify: bad input")
-    try:
-        return json.loads(done.stdout)
-    except ValueError:
-        return {
-            "verified": False,
-            "unverifiable": f"ccverify gave no verdict (exit {done.returncode}): {done.stderr.strip()[-300:]}",
-        }
 
 
 def _find(directory: Path | None, names: tuple[str, ...]) -> Path | None:

@@ -39,29 +39,25 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     the lint's findings (docs/trust.md, Lint); with --json each finding is one more object
     ({"finding": code, ...}) after the rows or layers.
     """
-    from ccbench.analysis.compare import compare
-    from ccbench.analysis.verdict import verdicts
-    from ccbench.cli import skip_teardown
-    from ccbench.lint import bundle_machines, lint_comparison
+    from ccbench.console import skip_teardown
 
     # the verdict (printed unless --json alone) reads the engine's bounded per-sample frame: its
     # application shares need a per-message workload's samples (every sample up to the engine's
     # budget, a systematic sample beyond); --json alone needs none
     with_verdict = summary or not as_json
-    samples, loaded = _load(bundles, labels, jobs, frame=with_verdict)
-    machines, device_io = bundle_machines(loaded)
-    table = compare(samples, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended, machines=machines)
-    _check_something_compared(table, samples, exclude_contended)
+    result = _compare(bundles, labels, jobs, baseline, with_verdict, noisy_cv / 100, exclude_contended)
+    result.require_rows()
     skip_teardown()  # nothing left to clean up: output only
-    layers = verdicts(table, samples.sample) if with_verdict else []
-    findings = lint_comparison(samples.sample if with_verdict else _lint_rows(samples), table, machines, device_io)
+    table = result.table
+    layers = result.verdicts() if with_verdict else []
+    findings = result.findings(per_sample=with_verdict)
     if as_json and summary:
         _print_verdict_json(layers)
     elif as_json:
-        _print_rows_json(table, samples.sources)
+        _print_rows_json(table, result.engine.sources)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
-        _print_verdict(table, samples.executions, layers, excluded)
+        _print_verdict(table, result.engine.executions, layers, excluded)
         _print_findings(findings)
         if not summary:
             _print_comparison(table, excluded)
@@ -71,60 +67,31 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
             click.echo(_json_line({"finding": record.pop("code"), **record}))
 
 
-def _lint_rows(samples):
-    """What the lint reads of the samples without a per-sample frame: one row of facts per
-    configuration and bundle (the machines compared) and every sample of the metrics its cipher-speed
-    check reads (throughputs and the AEAD ceiling)."""
-    import numpy as np
-    import pandas as pd
-
-    from ccbench.lint import THROUGHPUT, TRANSPORT_CEILING
-
-    rows = samples.measured_frame(lambda group: group[3] in (THROUGHPUT, TRANSPORT_CEILING))
-    facts = samples.facts.drop(columns=["first", "first_quiet"]).assign(metric=None, value=np.nan, warmup=False)
-    return pd.concat([rows, facts], ignore_index=True)
-
-
-def _load(bundles, labels, jobs, frame: bool = True):
-    """The samples of the bundles as the engine's SampleSet (ccbench.analysis.engine), and the
-    bundles (their probes and plans); the bundles' warnings printed, no samples an error."""
-    from ccbench.analysis.engine import sample_set
-    from ccbench.analysis.load import load_bundles, parse_labels
+def _compare(bundles, labels, jobs, baseline, frame: bool, noisy_cv: float, exclude_contended: bool):
+    """The comparison of the bundles (ccbench.analysis.comparison); their warnings printed, no
+    samples an error."""
+    from ccbench.analysis.comparison import comparison
+    from ccbench.analysis.load import parse_labels
     from ccbench.console import console
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
 
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
-        loaded = load_bundles(bundles, samples=False)
-        samples = sample_set(loaded, parse_labels(labels), helper, frame=frame)
+        result = comparison(
+            bundles,
+            parse_labels(labels),
+            baseline,
+            helper=helper,
+            frame=frame,
+            noisy_cv=noisy_cv,
+            exclude_contended=exclude_contended,
+        )
     for warning in caught:
         console.print(f"warning: {warning.message}")
-    if samples.empty:
+    if result.engine.empty:
         raise CCBenchError("the bundles hold no samples to compare")
-    return samples, loaded
-
-
-def _check_something_compared(table, samples, exclude_contended: bool) -> None:
-    """An empty comparison is an error that says why: everything left out as contended, or one
-    configuration per workload."""
-    from ccbench.errors import CCBenchError
-
-    counts = samples.counts()
-    contended = int(counts["contended"].sum())
-    if table.empty and exclude_contended and contended:
-        raise CCBenchError(
-            f"--exclude-contended: {contended} of {int(counts['measured'].sum())} measured samples came from "
-            "contended executions "
-            "and what is left holds nothing to compare; run again on a quiet machine, or compare without the option "
-            "(the contended rows are then flagged)"
-        )
-    if table.empty:
-        configs = sorted(set(samples.facts["config"]))
-        raise CCBenchError(
-            f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
-            "give bundles from other machines or runs with several variants"
-        )
+    return result
 
 
 def _json_line(record: dict) -> str:
@@ -141,7 +108,9 @@ def _print_verdict_json(layers) -> None:
 
 def _print_rows_json(table, raw) -> None:
     """--json: one object per comparison row, with the raw directories of both sides' samples."""
-    sources = _sources(raw)
+    from ccbench.analysis.comparison import raw_sources
+
+    sources = raw_sources(raw)
     for row in table.to_dict(orient="records"):
         key = (row["workload"], row["params"], row["metric"])
         row["params"] = json.loads(row["params"])
@@ -177,7 +146,7 @@ def _print_verdict(table, executions, layers, excluded: str) -> None:
 def _print_findings(findings) -> None:
     """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict."""
     from ccbench.console import stdout
-    from ccbench.lint import format_findings
+    from ccbench.probe.lint import format_findings
 
     if findings:
         stdout.print(f"lint: {len(findings)} finding{'s' if len(findings) != 1 else ''} (docs/trust.md, Lint)")
@@ -208,13 +177,3 @@ def _print_comparison(table, excluded: str) -> None:
         )
         out.add_row(*values)
     stdout.print(out)
-
-
-def _sources(raw) -> dict:
-    """{(workload, params, metric, config): the raw directories (bundle-relative) of its samples} for
-    bundles of format 2, so that a number in --json leads to the tool's own output in one hop.
-    ``raw``: the SampleSet's distinct measured (workload, params, metric, config, raw)."""
-    if raw.empty:
-        return {}
-    grouped = raw.groupby(["workload", "params", "metric", "config"], sort=False)["raw"].unique()
-    return {key: sorted(values) for key, values in grouped.items()}

@@ -53,9 +53,18 @@ def command(root, dmesg, bench_dir, as_json, lint, plan_name) -> None:
         raise CCBenchError(f"--dmesg {dmesg}: no such file")
     if plan_name and not lint:
         raise CCBenchError("--plan is an option of --lint: add --lint")
-    device_io = plan_needs_device_io(plan_name) if plan_name else None
+    device_io = None
+    if plan_name:
+        from ccbench.plan import load_plan
+        from ccbench.workloads import plan_device_io
+
+        device_io = plan_device_io(load_plan(plan_name).model_dump(mode="json"))
     document = probe(root=root, dmesg=dmesg, bench_dir=bench_dir if root == "/" else None)
-    findings = lint_findings(document, device_io) if lint else None
+    findings = None
+    if lint:
+        from ccbench.probe.lint import lint_machine
+
+        findings = lint_machine(document, device_io)
     if as_json:
         if findings is not None:
             document["lint"] = [finding.to_dict() for finding in findings]
@@ -67,25 +76,9 @@ def command(root, dmesg, bench_dir, as_json, lint, plan_name) -> None:
         print_lint(findings, plan_name)
 
 
-def plan_needs_device_io(plan_name: str) -> bool:
-    """Whether the plan has a workload that moves data through devices (the bounce-buffer check)."""
-    from ccbench.plan import load_plan
-    from ccbench.workloads import system_checks
-    from ccbench.workloads.base import DEVICE_IO_CHECK
-
-    plan = load_plan(plan_name)
-    return DEVICE_IO_CHECK in system_checks((spec.kind, spec.variants) for spec in plan.workloads)
-
-
-def lint_findings(document: dict[str, Any], device_io: bool | None) -> list:
-    from ccbench.lint import lint_machine
-
-    return lint_machine(document, device_io)
-
-
 def print_lint(findings: list, plan_name: str | None) -> None:
     from ccbench.console import stdout
-    from ccbench.lint import format_findings
+    from ccbench.probe.lint import format_findings
 
     scope = f"this machine under plan {plan_name}" if plan_name else "this machine (add --plan for the plan's checks)"
     stdout.print(f"[bold]{'lint':<15}[/bold] {scope}: docs/trust.md (Lint)")

@@ -50,8 +50,7 @@ def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by
     configuration throughout), latency percentiles, the overhead heatmap, the overhead model,
     flagged noisy results and the methods as the bundles recorded them."""
     from ccbench.analysis.load import parse_labels
-    from ccbench.cli import skip_teardown
-    from ccbench.console import console
+    from ccbench.console import console, skip_teardown
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
     from ccbench.report import FigureDrawer, build_context, build_sections, render_html, render_markdown

@@ -42,44 +42,6 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     return result
 
 
-def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
-    """An ad-hoc plan running one notebook (``--notebook``)."""
-    import json
-
-    from ccbench.errors import PlanError
-    from ccbench.plan import plan_from_dict
-    from ccbench.workloads import REGISTRY
-
-    if "notebook" not in REGISTRY:
-        raise PlanError("the notebook workload is not built in this version; install the datascience component")
-    if not Path(notebook).exists():
-        raise PlanError(f"--notebook {notebook}: no such file")
-    if not Path(notebook).is_file() or not os.access(notebook, os.R_OK):
-        raise PlanError(f"--notebook {notebook}: not a readable file; name the .ipynb file to run")
-
-    def typed(value: str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(notebook).stem) or "notebook"
-    document = {
-        "name": f"notebook-{name}",
-        "description": f"ad-hoc plan for {notebook}",
-        "defaults": {"repetitions": repeat or 3, "warmup": 0},
-        "workloads": [
-            {
-                "kind": "notebook",
-                "name": name,
-                "notebook": str(Path(notebook).resolve()),
-                "parameters": {k: typed(v) for k, v in params.items()},
-            }
-        ],
-    }
-    return plan_from_dict(document, f"--notebook {notebook}")
-
-
 @click.command()
 @click.argument("plan", required=False, default=None)
 @click.option(
@@ -154,7 +116,11 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
         the_plan = Plan(**bundle.manifest["plan"])
         out = str(Path(resume).parent)
     elif notebook:
-        the_plan = notebook_plan(notebook, parse_pairs(params, "--param"), repeat)
+        from ccbench.plan import plan_from_dict
+        from ccbench.workloads.notebook import ad_hoc_plan
+
+        document = ad_hoc_plan(notebook, parse_pairs(params, "--param"), repeat)
+        the_plan = plan_from_dict(document, f"--notebook {notebook}")
     else:
         the_plan = load_plan(plan or "quick")
         if only:
@@ -191,9 +157,13 @@ def print_run_summary(result) -> None:
     ``ccbench show``), skipped variants, then what protects this machine and where the bundle is."""
     from ccbench.console import stdout
     from ccbench.interference import contention_summary
-    from ccbench.summary import FACT_KINDS, machine_lines, summarize, summary_table
+    from ccbench.summary import machine_lines, summarize, summary_table
+    from ccbench.workloads import fact_kinds
 
-    rows = [r for r in summarize(result.samples, per_case=False) if r["kind"] not in FACT_KINDS]
+    rows = summarize(result.samples, per_case=False)
+    # facts about the machine, not a measured result: left out here, ``ccbench show`` lists them
+    facts = fact_kinds(row["kind"] for row in rows)
+    rows = [row for row in rows if row["kind"] not in facts]
     stdout.print(
         summary_table(rows, "summary (measured executions; warmups excluded; per case: ccbench show)", result.outcomes)
     )

@@ -17,11 +17,10 @@ def command(bundle, as_json) -> None:
     from ccbench.bundle import read_bundle
     from ccbench.commands.env import print_environment, print_provenance
     from ccbench.console import stdout
-    from ccbench.model import Sample
     from ccbench.summary import summarize, summary_table
 
     data = read_bundle(bundle)
-    samples = [Sample(**s) for s in data.samples]
+    samples = data.samples  # the journal's lines as plain dicts: no object per sample
     rows = summarize(samples)
     provenance = bundle_provenance(data.path, data.probe)
     if as_json:
@@ -63,7 +62,7 @@ def command(bundle, as_json) -> None:
     else:
         print_environment(data.probe)
     print_provenance(provenance, data.probe.get("machine_id"), recorded=isinstance(data.probe.get("provenance"), dict))
-    warmups = sum(1 for s in samples if s.warmup)
+    warmups = sum(1 for s in samples if s["warmup"])
     stdout.print(summary_table(rows, f"{len(samples)} samples ({warmups} warmup)"))
     for name, outcome in manifest.get("outcomes", {}).items():
         if outcome.get("status") != "ok":

@@ -4,6 +4,12 @@
 and against the bundle's own SHA-256 list (``attestation.json``, hashed with
 ``ccbench.attestation.digests``); ``compare_and_report`` runs ``ccbench compare`` and
 ``ccbench report`` over every host's bundle with the inventory's baseline first.
+
+The two commands run as processes of their own, on purpose: both take the one road of
+``ccbench.analysis.comparison``, so nothing is computed differently, but a fleet's bundles can need
+minutes and gigabytes (DuckDB, the helper processes, matplotlib), and the controller must write
+fleet.json whatever happens to them; a child process is bounded by a timeout and its memory is
+returned when it ends. compare.txt is then exactly what the command prints.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 from ccbench.attestation import digests
 from ccbench.errors import CCBenchError
 from ccbench.fleet.records import FleetRun, one_line
+from ccbench.fsutil import write_text_atomic
 
 
 class GatherError(CCBenchError):
@@ -188,7 +195,7 @@ def compare_and_report(fleet: FleetRun) -> None:
     compare = subprocess.run(
         [sys.executable, "-m", "ccbench", "compare", *args], capture_output=True, text=True, env=env, timeout=1800
     )
-    (fleet.directory / "compare.txt").write_text(compare.stdout + compare.stderr)
+    write_text_atomic(fleet.directory / "compare.txt", compare.stdout + compare.stderr)
     fleet.compare = "compare.txt"
     if compare.returncode != 0:
         fleet.analysis_error = f"ccbench compare: {one_line(compare.stderr)}"

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import ccbench
 from ccbench.errors import CCBenchError
 from ccbench.fsutil import write_json_atomic
+from ccbench.version import __version__
 
 FLEET_FORMAT = 1
 #: outcomes from worst to best-but-unfinished: a host's overall outcome is the worst of its rounds
@@ -92,7 +92,7 @@ class FleetRun:
             "format": "ccbench-fleet",
             "format_version": FLEET_FORMAT,
             "fleet_run": self.run_id,
-            "ccbench_version": ccbench.__version__,
+            "ccbench_version": __version__,
             "ansible_version": ansible_version(),
             "plan": self.plan,
             "plan_file": self.plan_file,

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ccbench.fsutil import write_text_atomic
+from ccbench.fsutil import atomic_output, write_text_atomic
 
 
 def _read_int(path: Path) -> int | None:
@@ -127,7 +127,7 @@ def start(
     file's name and content, the file is written into the run directory first."""
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if plan_file and plan_content is not None:
-        (run_dir / Path(plan_file).name).write_text(plan_content)
+        write_text_atomic(run_dir / Path(plan_file).name, plan_content)
     pid = _read_int(run_dir / "ccbench.pid")
     if _read_int(run_dir / "exit") is None and _alive(pid):
         return {"started": False, **status(run_dir)}
@@ -156,7 +156,7 @@ def supervise(run_dir: Path, ccbench_args: list[str]) -> int:
         start_new_session=True,
         env={**os.environ, "COLUMNS": "120", "TERM": "dumb"},
     )
-    (run_dir / "ccbench.pid").write_text(str(process.pid))
+    write_text_atomic(run_dir / "ccbench.pid", str(process.pid))
     # a SIGINT/SIGTERM meant for the run reaches it through `stop`; the supervisor must outlive it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -221,7 +221,7 @@ def pack(run_dir: Path, readable_by: str | None = None) -> dict:
         # the name is recorded before the directory is made; a leftover one is replaced
         name = f"ccbench-fetch-{run_dir.parent.name}-{run_dir.name}-{owner[0]}"
         where = Path(tempfile.gettempdir()) / name
-        (run_dir / "fetch-dir").write_text(str(where) + "\n")
+        write_text_atomic(run_dir / "fetch-dir", str(where) + "\n")
         if where.is_dir() and not where.is_symlink():
             shutil.rmtree(where)  # never follows a link inside it
         where.mkdir(mode=0o700)
@@ -231,24 +231,22 @@ def pack(run_dir: Path, readable_by: str | None = None) -> dict:
     else:
         target = run_dir / "bundle.tar"
         remove = target
-    temporary = target.with_name("bundle.tar.tmp")
     files, size = _listing(bundle)
     tar = shutil.which("tar")
-    if tar:
-        done = subprocess.run(
-            [tar, "-c", "-f", str(temporary), "--format=pax", "-C", str(bundle.parent), "--", bundle.name],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            temporary.unlink(missing_ok=True)
-            raise SystemExit(f"tar of {bundle} failed: {done.stderr.strip()[-300:]}")
-    else:
-        with tarfile.open(temporary, "w", format=tarfile.PAX_FORMAT) as archive:
-            archive.add(bundle, arcname=bundle.name)
-    if owner:
-        os.chown(temporary, *owner)
-    os.replace(temporary, target)
+    with atomic_output(target) as temporary:
+        if tar:
+            done = subprocess.run(
+                [tar, "-c", "-f", str(temporary), "--format=pax", "-C", str(bundle.parent), "--", bundle.name],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"tar of {bundle} failed: {done.stderr.strip()[-300:]}")
+        else:
+            with tarfile.open(temporary, "w", format=tarfile.PAX_FORMAT) as archive:
+                archive.add(bundle, arcname=bundle.name)
+        if owner:
+            os.chown(temporary, *owner)
     return {
         "packed": str(target),
         "remove": str(remove),

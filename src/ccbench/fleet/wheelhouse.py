@@ -34,8 +34,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-import ccbench
 from ccbench.errors import EnvironmentProblem
+from ccbench.fsutil import atomic_output
 
 #: what `ccbench run` imports on a host (checked by the fleet tests, which run plans with only these)
 # pyarrow: every run ends by writing samples.parquet; cryptography: the per-run CA of TLS variants
@@ -147,7 +147,7 @@ def wheelhouse_components(requested: list[str], planned: list[str]) -> tuple[lis
 
 def checkout_root() -> Path:
     """The source checkout this ccbench runs from (pyproject.toml beside src/ccbench)."""
-    package = Path(ccbench.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # src/ccbench, this module being src/ccbench/fleet/wheelhouse.py
     root = package.parent.parent
     if not (root / "pyproject.toml").is_file() or package.parent.name != "src":
         raise EnvironmentProblem(
@@ -222,8 +222,7 @@ def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
                 f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
                 "(needs setuptools and wheel in this environment)"
             )
-        partial = tar.with_suffix(".tar.tmp")
-        with tarfile.open(partial, "w") as archive:
+        with atomic_output(tar) as partial, tarfile.open(partial, "w") as archive:
             for wheel in sorted(out.glob("ccbench-*.whl")):
                 archive.add(wheel, arcname=wheel.name)
             for name, version in sorted(pins.items()):
@@ -232,7 +231,6 @@ def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
             # the hosts run these in fleet-host mode for the set-up components (scripts/ inside the tar)
             for script in setup_scripts(root):
                 archive.add(script, arcname=str(script.relative_to(root)))
-        os.replace(partial, tar)
     for stale in cache.glob("wheelhouse-*.tar"):
         if stale != tar and len(list(cache.glob("wheelhouse-*.tar"))) > 4:
             stale.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ manifest; the user decides.
 Reads sysfs and procfs under a root (default "/"), so fixtures and captured snapshots work; the
 busy-process sample (psutil, over ``sample_s``) is taken on a live root only, or given as
 ``processes`` for a fixture. Given the probe document (``environment``), the lint's machine findings
-(ccbench.lint: a debug TEE; small bounce buffers when the plan moves data through devices) are
+(ccbench.probe.lint: a debug TEE; small bounce buffers when the plan moves data through devices) are
 checks too, named "lint: <code>": printed like the others, never blocking the run.
 """
 
@@ -281,7 +281,7 @@ def check_library_aes(aes: dict[str, Any] | None) -> dict[str, Any]:
 
 def check_lint(environment: dict[str, Any] | None, device_io: bool | None) -> list[dict[str, Any]]:
     """The lint's findings on this machine as checks (ok None for what could not be checked)."""
-    from ccbench.lint import INFO, lint_machine
+    from ccbench.probe.lint import INFO, lint_machine
 
     if environment is None:
         return []

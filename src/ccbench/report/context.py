@@ -7,14 +7,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
-from ccbench.analysis.compare import compare, resolve_baseline, summary_by_config
-from ccbench.analysis.engine import sample_set
-from ccbench.analysis.load import load_bundles
+from ccbench.analysis.compare import summary_by_config
+from ccbench.analysis.comparison import comparison
 from ccbench.helper import Helper
-from ccbench.lint import bundle_machines
 from ccbench.report import charts
 from ccbench.report.sections import ReportContext, Section, discover
 
@@ -30,25 +27,21 @@ def build_context(
     exclude_contended: bool = False,
     model_by: str = "workload",
 ) -> ReportContext:
-    # the engine reduces the samples (ccbench.analysis.engine); the sections get its bounded per-sample frame
-    bundles = load_bundles(paths, samples=False)
-    engine = sample_set(bundles, labels, helper)
+    # one road (ccbench.analysis.comparison): the engine reduces the samples, compare puts each
+    # configuration against the baseline; the sections get the engine's bounded per-sample frame
+    result = comparison(paths, labels, baseline, helper=helper, exclude_contended=exclude_contended)
+    engine = result.engine
     samples = engine.sample
-    comparison = summary = None
-    resolved = None
-    facts = engine.facts[np.isfinite(engine.facts["first"].to_numpy(dtype=float))].sort_values("first", kind="stable")
-    if not facts.empty:
-        resolved = resolve_baseline(facts, baseline)
-        comparison = compare(
-            engine, resolved, exclude_contended=exclude_contended, machines=bundle_machines(bundles)[0]
-        )
+    comparison_rows = summary = None
+    if result.baseline is not None:
+        comparison_rows = result.table
         summary = summary_by_config(engine, exclude_contended=exclude_contended)
     colours = charts.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
     return ReportContext(
         samples=samples,
-        bundles=bundles,
-        baseline=resolved,
-        comparison=comparison,
+        bundles=result.bundles,
+        baseline=result.baseline,
+        comparison=comparison_rows,
         summary=summary,
         colours=colours,
         exclude_contended=exclude_contended,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import html
 from datetime import UTC, datetime
 
-from ccbench import __version__
 from ccbench.analysis import format as fmt
 from ccbench.report.figures import draw_figures
 from ccbench.report.sections import Figure, ReportContext, Section, Table
+from ccbench.version import __version__
 
 #: tables longer than this are folded (HTML <details>) in the report
 FOLD_ROWS = 40

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ccbench import __version__
 from ccbench.analysis import format as fmt
 from ccbench.report.sections import Figure, ReportContext, Section
+from ccbench.version import __version__
 
 
 def markdown_table(frame: pd.DataFrame) -> str:

@@ -9,8 +9,8 @@ import io
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ccbench import __version__
 from ccbench.results.history import Series, describe
+from ccbench.version import __version__
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}"

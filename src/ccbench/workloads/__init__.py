@@ -8,11 +8,11 @@ imported here answers nothing instead of breaking a command that does not need i
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ccbench.workloads.base import Workload
+from ccbench.workloads.base import DEVICE_IO_CHECK, Workload
 
 REGISTRY: dict[str, str] = {
     "systeminfo": "ccbench.workloads.systeminfo:SystemInfo",
@@ -81,6 +81,26 @@ def system_checks(workloads: Iterable[tuple[str, Iterable[str]]]) -> set[str]:
         for cls in _loadable([kind]):
             checks.update(cls.checks_for({axis: () for axis in axes}))
     return checks
+
+
+def plan_device_io(plan: Mapping[str, Any] | None) -> bool | None:
+    """Whether a plan (as a manifest records it: ``Plan.model_dump(mode="json")``) has a workload that
+    moves data through devices (a kind declaring the DEVICE_IO_CHECK: the bounce-buffer check of
+    ccbench.probe.lint applies); None when the plan is not recorded."""
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("workloads"), list):
+        return None
+    pairs = [
+        (item.get("kind"), (item.get("variants") or {}).keys())
+        for item in plan["workloads"]
+        if isinstance(item, Mapping) and item.get("kind")
+    ]
+    return DEVICE_IO_CHECK in system_checks(pairs)
+
+
+def fact_kinds(kinds: Iterable[str]) -> set[str]:
+    """Of these kinds, those whose samples are facts about the machine rather than a measured result:
+    the kinds that declare no primary metric (the probe's)."""
+    return {cls.kind for cls in _loadable(kinds) if not cls.primary_metrics}
 
 
 def cleanup_stale(workdir: Path) -> list[str]:

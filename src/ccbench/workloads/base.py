@@ -156,7 +156,7 @@ class ExecutionContext:
 
 #: the before-run check (ccbench.probe.syscheck) of whether the TLS library's AES runs at full speed
 TLS_AES_CHECK = "tls-aes"
-#: the lint's bounce-buffer check (ccbench.lint.small_swiotlb): asked by kinds that move data through
+#: the lint's bounce-buffer check (ccbench.probe.lint.small_swiotlb): asked by kinds that move data through
 #: devices (disk or network DMA), which a SEV or TDX guest bounces through swiotlb
 DEVICE_IO_CHECK = "device-io"
 

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from ccbench.errors import PlanError
 from ccbench.model import Measurement
 from ccbench.notebooks import NOTEBOOK_DIR
 from ccbench.workloads.base import (
@@ -169,7 +170,6 @@ class Notebook(Workload):
             KernelSpecManager().get_kernel_spec(self.params.kernel)
         except NoSuchKernel:
             return f"no Jupyter kernel named {self.params.kernel!r} is registered: {SETUP_HINT}"
-        from ccbench.errors import PlanError
         from ccbench.notebooks import NEEDS_TORCH, bundled_name, resolve
 
         try:
@@ -236,7 +236,6 @@ class Notebook(Workload):
 
     # --- the steps of one execution
     def _source(self) -> Path:
-        from ccbench.errors import PlanError
         from ccbench.notebooks import resolve
 
         try:
@@ -392,3 +391,35 @@ def nbformat_write(nb: Any, path: Path) -> None:
     import nbformat
 
     nbformat.write(nb, str(path))
+
+
+def ad_hoc_plan(notebook: str, params: dict[str, str], repeat: int | None) -> dict[str, Any]:
+    """The plan document (for ccbench.plan.plan_from_dict) that runs one notebook: ``ccbench run
+    --notebook``, each ``--param`` value read as JSON where it parses (``3``, ``true``), else as text."""
+    import json
+
+    if not Path(notebook).exists():
+        raise PlanError(f"--notebook {notebook}: no such file")
+    if not Path(notebook).is_file() or not os.access(notebook, os.R_OK):
+        raise PlanError(f"--notebook {notebook}: not a readable file; name the .ipynb file to run")
+
+    def typed(value: str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(notebook).stem) or "notebook"
+    return {
+        "name": f"notebook-{name}",
+        "description": f"ad-hoc plan for {notebook}",
+        "defaults": {"repetitions": repeat or 3, "warmup": 0},
+        "workloads": [
+            {
+                "kind": "notebook",
+                "name": name,
+                "notebook": str(Path(notebook).resolve()),
+                "parameters": {k: typed(v) for k, v in params.items()},
+            }
+        ],
+    }

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench.lint import bundle_machines, lint_comparison
+from ccbench.analysis.lint import bundle_machines, lint_comparison
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 6

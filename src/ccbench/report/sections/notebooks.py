@@ -14,6 +14,8 @@ from ccbench.report.sections import Figure, ReportContext, Section, Table
 from ccbench.report.takeaways import from_comparison
 
 ORDER = 55
+#: charted here, left out of the per-workload charts (sections/workloads): every notebook metric
+CHARTED_HERE = {"notebook": ""}
 TOP_CELLS = 8
 #: the notebook metrics charted (one chart each, all notebooks side by side)
 CHARTS = [

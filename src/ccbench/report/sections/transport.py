@@ -12,6 +12,8 @@ from ccbench.report import charts
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 50
+#: charted here, left out of the per-workload charts (sections/workloads): the per-cell metrics
+CHARTED_HERE = {"transport": "cell"}
 TRANSPORTS = ["plain", "tls", "securechannel"]
 
 

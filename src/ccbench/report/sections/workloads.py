@@ -14,10 +14,6 @@ from ccbench.report.takeaways import from_comparison
 
 ORDER = 30
 PERCENTILE = re.compile(r"(?:^|_)p(\d{2,3}(?:\.\d+)?)(?:_|$)")
-#: families charted in their own sections: notebooks entirely (one chart across all notebooks instead
-#: of one per notebook), transport per-cell metrics
-OWN_SECTIONS = {"notebook", "transport"}
-OWN_CHARTS = {"notebook"}
 MAX_CASES = 24
 
 
@@ -25,16 +21,29 @@ def slug(*parts: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", "-".join(p for p in parts if p)).strip("-").lower()[:80]
 
 
+def charted_elsewhere() -> dict[str, str]:
+    """{kind: metric prefix ("" for every metric)} of what a family's own section charts (its
+    ``CHARTED_HERE``) and this one leaves out: e.g. one chart across all notebooks instead of one per
+    notebook, the secure channel's per-cell metrics."""
+    from ccbench.report.sections import discover
+
+    own: dict[str, str] = {}
+    for module in discover():
+        own.update(getattr(module, "CHARTED_HERE", {}))
+    return own
+
+
 def build(ctx: ReportContext) -> Section | None:
     summary = ctx.summary
     if summary is None or summary.empty:
         return None
     kinds = ctx.samples.drop_duplicates("workload").set_index("workload")["kind"].to_dict()
+    own = charted_elsewhere()
     # latency percentiles: metrics whose names carry the percentile (clat_p50, clat_p99, p95_latency ...)
     # are drawn together, p50, p95 and p99 in one chart, not one chart each
     percentile_rows = summary[
         summary["metric"].map(lambda m: bool(PERCENTILE.search(m)))
-        & ~summary["workload"].map(lambda w: kinds.get(w) in OWN_CHARTS)
+        & ~summary["workload"].map(lambda w: own.get(kinds.get(w)) == "")
     ].copy()
     in_percentile_charts: set[tuple[str, str]] = set()
     percentile_figures = []
@@ -64,7 +73,8 @@ def build(ctx: ReportContext) -> Section | None:
             )
     figures, medians = [], []
     for (workload, metric), rows in summary.groupby(["workload", "metric"], sort=False):
-        if kinds.get(workload) in OWN_CHARTS or (kinds.get(workload) in OWN_SECTIONS and metric.startswith("cell")):
+        prefix = own.get(kinds.get(workload))
+        if prefix is not None and metric.startswith(prefix):
             continue
         if rows["better"].isna().all():
             continue  # facts, not measurements

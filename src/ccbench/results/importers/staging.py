@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.fsutil import write_json_atomic
+from ccbench.model import ExecutionKey
 from ccbench.results.importers.base import (
     ALWAYS_UNKNOWN,
     Execution,
@@ -28,7 +29,6 @@ from ccbench.results.importers.base import (
     iso,
     safe_component,
 )
-from ccbench.schedule import ExecutionKey
 
 STAGING = ".importing"
 OWNER_SUFFIX = ".owner.json"

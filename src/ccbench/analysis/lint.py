@@ -1,253 +1,30 @@
-"""A lint for the known traps of confidential-computing measurements (docs/trust.md, "Lint").
-
-Pure functions over probe documents (the manifest's ``environment``), a plan's needs and the
-comparison's rows; each returns Findings, never raises on odd input and never changes anything.
-The same findings are shown by ``ccbench env --lint``, the before-run system check, ``compare``
-(a flag on the rows, a findings list in --json and --summary) and the report (a block after the
-verdict).
-
-The machine facts come from the probe's ``provenance`` block where the bundle has one; older
-bundles fall back to ``cpu.model``, ``cpu.threads``, ``memory.total_bytes`` and
-``kernel.release``, and a fact neither records is named as not checked (never guessed).
+"""The known traps of a comparison (docs/trust.md, "Lint"): machines that differ in more than the
+layer, 4K vs 2M pages, encryption far below its cipher's speed measured in the same run, and each
+bundle's own machine findings (ccbench.probe.lint). Pure functions over probe documents (read
+through ccbench.probe.facts), a plan's needs and the comparison's rows; each returns Findings, never
+raises on odd input and never changes anything. Shown by ``compare`` (a flag on the rows, a findings
+list in --json and --summary) and the report (a block after the verdict).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-HIGH, MEDIUM, INFO = "high", "medium", "info"
-
-#: TEE technologies whose guests bounce every device DMA through swiotlb (SGX enclaves do no DMA)
-BOUNCING_TEES = {"sev", "sev-es", "sev-snp", "tdx"}
+from ccbench.analysis.engine import first_rows
+from ccbench.probe.facts import machine_facts, microarchitecture, page_sizes
+from ccbench.probe.lint import HIGH, INFO, MEDIUM, Finding, gib, lint_machine, make_finding
+from ccbench.workloads import plan_device_io
 
 #: two memory sizes closer than this (relative) are the same machine size: guests of one size
 #: report a few percent apart (firmware and kernel reservations, a TEE's own tables)
 MEMORY_TOLERANCE = 0.05
 
-#: the kernel's own bounce-buffer size for an encrypted guest (arch/x86/mm/mem_encrypt.c,
-#: mem_encrypt_setup_arch): 6% of memory, at least the 64 MiB default, at most 1 GiB
-SWIOTLB_SHARE, SWIOTLB_MIN, SWIOTLB_MAX = 0.06, 64 * 2**20, 2**30
-
 #: a protection whose implied cipher speed (see slow_cipher) is below this share of the cipher's
 #: speed measured in the same run does far more than encrypt; measured here, the secure channel
 #: reaches 0.89 of the AEAD ceiling and rustls TLS 0.50, so 0.2 leaves room for a busy machine
 CIPHER_SHARE_FLOOR = 0.2
-
-SOURCES = {
-    "confounded": "seed 000's published raw results: pyperformance raytrace 673 ms on Ice Lake (no TDX) vs 495 ms on "
-    "the TDX machines' Sapphire Rapids, read as a TDX effect; a kernel alone moves TDX guests: Linux 6.15's halt "
-    "change (https://worldofsoftware.org/intel-tdx-is-becoming-potentially-faster-avoiding-slow-buggy-code-path-on-linux)",
-    "debug-tee": "AMD SEV-SNP ABI specification (56860), guest policy bit 19 DEBUG; Intel TDX module "
-    "specification, TD ATTRIBUTES bit 0 DEBUG",
-    "small-swiotlb": "https://github.com/firecracker-microvm/firecracker/pull/5156 (swiotlb: up to 80% throughput "
-    "loss); Linux arch/x86/mm/mem_encrypt.c mem_encrypt_setup_arch (6% of memory, 64 MiB to 1 GiB)",
-    "small-pages": "https://github.com/AMDESE/AMDSEV/issues/225 (a memory slowdown traced to 4K vs 2M guest pages)",
-    "slow-cipher": "docs/trust.md (Lint); the AEAD ceiling is measured by ccchannel-bench in the same run",
-    "unchecked": "docs/trust.md (Lint)",
-}
-
-#: (vendor, CPUID family, model) -> microarchitecture, as Linux names them (intel-family.h) and AMD's
-#: family/model guides number them: a name a reader recognises ("Ice Lake vs Sapphire Rapids")
-#: where a brand string alone would not say it
-MICROARCHITECTURES = {
-    ("GenuineIntel", 6, 85): "Skylake/Cascade Lake",
-    ("GenuineIntel", 6, 106): "Ice Lake",
-    ("GenuineIntel", 6, 108): "Ice Lake",
-    ("GenuineIntel", 6, 143): "Sapphire Rapids",
-    ("GenuineIntel", 6, 207): "Emerald Rapids",
-    ("GenuineIntel", 6, 173): "Granite Rapids",
-    ("AuthenticAMD", 23, 49): "Rome",
-    ("AuthenticAMD", 25, 1): "Milan",
-    ("AuthenticAMD", 25, 17): "Genoa",
-    ("AuthenticAMD", 26, 2): "Turin",
-}
-
-
-@dataclass
-class Finding:
-    #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked"
-    code: str
-    #: "high" (the number is not what it claims), "medium" (likely skews it), "info" (could not check)
-    severity: str
-    #: one sentence: what is wrong
-    what: str
-    #: the values seen, per machine
-    evidence: dict[str, Any] = field(default_factory=dict)
-    #: what to do about it
-    advice: str = ""
-    #: where the trap is documented (an issue URL or a vendor document)
-    source: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def line(self) -> str:
-        return f"[{self.severity}] {self.code}: {self.what}"
-
-
-def _finding(code: str, severity: str, what: str, evidence: dict[str, Any], advice: str) -> Finding:
-    return Finding(code, severity, what, evidence, advice, SOURCES[code])
-
-
-# ---- facts of one machine ------------------------------------------------------------------------
-
-
-def provenance(probe: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    value = (probe or {}).get("provenance")
-    return value if isinstance(value, dict) else None
-
-
-def _known(value: Any) -> Any:
-    return None if value in (None, "", "unknown") else value
-
-
-def microarchitecture(probe: Mapping[str, Any]) -> str | None:
-    cpu = probe.get("cpu") or {}
-    try:
-        key = (cpu.get("vendor"), int(cpu.get("family")), int(cpu.get("model_number")))
-    except (TypeError, ValueError):
-        return None
-    return MICROARCHITECTURES.get(key)
-
-
-def machine_facts(probe: Mapping[str, Any] | None) -> dict[str, Any]:
-    """{fact: value or None} for the facts that confound a cross-machine comparison."""
-    probe = probe or {}
-    recorded = provenance(probe) or {}
-    cpu, memory, kernel = probe.get("cpu") or {}, probe.get("memory") or {}, probe.get("kernel") or {}
-    return {
-        "CPU model": _known(recorded.get("cpu_model")) or _known(cpu.get("model")),
-        "vCPUs": _known(recorded.get("vcpus")) or _known(cpu.get("threads")),
-        "memory": _known(recorded.get("memory_bytes")) or _known(memory.get("total_bytes")),
-        # SMT has no fallback: cores and threads of a VM's cpuinfo do not say whether siblings share a core
-        "SMT": recorded.get("smt") if isinstance(recorded.get("smt"), bool) else None,
-        "kernel": _known(kernel.get("release")),
-    }
-
-
-def tee_technology(probe: Mapping[str, Any] | None) -> str:
-    return str(((probe or {}).get("tee") or {}).get("technology") or "unknown")
-
-
-def _gib(value: Any) -> str:
-    return f"{value / 2**30:.1f} GiB" if isinstance(value, int | float) else str(value)
-
-
-def _mib(value: Any) -> str:
-    return f"{value / 2**20:.0f} MiB" if isinstance(value, int | float) else str(value)
-
-
-# ---- one machine: env --lint, the before-run check, each bundle of a comparison -----------------
-
-
-def lint_machine(
-    probe: Mapping[str, Any] | None, device_io: bool | None = None, name: str = "this machine"
-) -> list[Finding]:
-    """The findings on one machine: a debug TEE, and with ``device_io`` (the plan moves data through
-    devices: fio, YCSB, compression, notebooks reading data) small bounce buffers. ``device_io``
-    None: the plan is not known, the bounce-buffer check is not made."""
-    findings = debug_tee(probe, name)
-    if device_io:
-        findings += small_swiotlb(probe, name)
-    return findings
-
-
-def debug_tee(probe: Mapping[str, Any] | None, name: str = "this machine") -> list[Finding]:
-    technology = tee_technology(probe)
-    if technology not in BOUNCING_TEES:
-        return []
-    evidence = (provenance(probe) or {}).get("tee_evidence")
-    if not isinstance(evidence, dict):
-        return [
-            _finding(
-                "unchecked",
-                INFO,
-                f"{name}: whether the {technology} guest runs in debug mode could not be checked ("
-                + _why_missing(probe, "no TEE evidence was read: no configfs-tsm or sev-guest device")
-                + ")",
-                {name: {"tee": technology, "tee_evidence": None}},
-                "run on a guest exposing its report (configfs-tsm) so the policy or attributes are recorded",
-            )
-        ]
-    kind = evidence.get("technology")
-    if kind == "sev-snp":
-        flags, field_name = evidence.get("policy") or {}, "SNP guest policy DEBUG"
-    elif kind == "tdx":
-        flags, field_name = evidence.get("td_attributes") or {}, "TD ATTRIBUTES.DEBUG"
-    else:
-        return []
-    if flags.get("debug") is not True:
-        return []
-    return [
-        _finding(
-            "debug-tee",
-            HIGH,
-            f"{name} is a debug {kind} guest ({field_name} set): the hypervisor can read and change its memory, "
-            "and its performance is not that of a production guest: not representative",
-            {name: {"technology": kind, field_name: True, "raw": flags.get("raw")}},
-            "launch the guest without the debug policy/attribute and measure again",
-        )
-    ]
-
-
-def _why_missing(probe: Mapping[str, Any] | None, otherwise: str) -> str:
-    if provenance(probe) is None:
-        return "no provenance in this probe: recorded by an older ccbench"
-    return otherwise
-
-
-def swiotlb_expected(memory_bytes: Any) -> int:
-    """The bounce-buffer size the kernel itself picks for an encrypted guest of this memory."""
-    if not isinstance(memory_bytes, int | float) or memory_bytes <= 0:
-        return SWIOTLB_MIN
-    return int(min(max(memory_bytes * SWIOTLB_SHARE, SWIOTLB_MIN), SWIOTLB_MAX))
-
-
-def small_swiotlb(probe: Mapping[str, Any] | None, name: str = "this machine") -> list[Finding]:
-    technology = tee_technology(probe)
-    if technology not in BOUNCING_TEES:
-        return []
-    swiotlb = (provenance(probe) or {}).get("swiotlb") or {}
-    size = swiotlb.get("bytes") if isinstance(swiotlb, dict) else None
-    memory = machine_facts(probe)["memory"]
-    if not isinstance(size, int | float):
-        return [
-            _finding(
-                "unchecked",
-                INFO,
-                f"{name}: the bounce-buffer (swiotlb) size of this {technology} guest could not be checked ("
-                + _why_missing(probe, "neither the kernel log nor the command line gave it")
-                + ")",
-                {name: {"tee": technology, "swiotlb": swiotlb or None}},
-                "keep the boot messages (dmesg) so the 'software IO TLB: mapped' line is recorded",
-            )
-        ]
-    expected = swiotlb_expected(memory)
-    if size >= expected:
-        return []
-    return [
-        _finding(
-            "small-swiotlb",
-            MEDIUM,
-            f"{name}: bounce buffers of {_mib(size)} in a {technology} guest under an I/O-heavy plan: every device "
-            f"DMA is bounced through them, and below the kernel's own size for this guest ({_mib(expected)}) they "
-            "fill and stall I/O",
-            {
-                name: {
-                    "tee": technology,
-                    "swiotlb_bytes": size,
-                    "source": swiotlb.get("source"),
-                    "cmdline": swiotlb.get("cmdline"),
-                    "memory_bytes": memory,
-                    "kernel_default_bytes": expected,
-                }
-            },
-            f"boot the guest with swiotlb={expected // 2048} (2 KiB slabs) or larger, or drop a smaller swiotlb= "
-            "from the kernel command line",
-        )
-    ]
 
 
 # ---- two sides of a comparison ----------------------------------------------------------------------
@@ -267,7 +44,7 @@ class Difference:
     def text(self) -> str:
         if self.shown:
             return f"{self.fact} ({', '.join(self.shown[0])} vs {', '.join(self.shown[1])})"
-        show = _gib if self.fact == "memory" else str
+        show = gib if self.fact == "memory" else str
         return f"{self.fact} ({', '.join(map(show, self.baseline))} vs {', '.join(map(show, self.other))})"
 
 
@@ -341,8 +118,6 @@ def confounded_flags(
 def distinct_rows(frame: Any, keys: list[str]) -> Any:
     """The first row of each distinct combination of ``keys`` (few of them in millions of rows), in
     row order: the engine's integer-key way (ccbench.analysis.engine.first_rows)."""
-    from ccbench.analysis.engine import first_rows
-
     return frame.iloc[first_rows(*(frame[key].to_numpy() for key in keys))]
 
 
@@ -355,16 +130,6 @@ def config_sides(frame: Any, machines: Mapping[str, Mapping[str, Any]]) -> dict[
         if probe is not None:
             sides.setdefault(str(config), []).append((str(machine), probe))
     return sides
-
-
-def page_sizes(probe: Mapping[str, Any]) -> dict[str, Any]:
-    recorded = provenance(probe) or {}
-    thp = recorded.get("thp") if isinstance(recorded.get("thp"), dict) else {}
-    return {
-        "page_size": recorded.get("page_size"),
-        "thp": thp.get("enabled"),
-        "hugepages_total": recorded.get("hugepages_total"),
-    }
 
 
 def _two_megabyte(pages: dict[str, Any]) -> bool | None:
@@ -393,7 +158,7 @@ def small_pages(baseline: Side, other: Side) -> list[Finding]:
         else f"the machines use different base page sizes ({', '.join(map(str, sorted(base_sizes)))} bytes)"
     )
     return [
-        _finding(
+        make_finding(
             "small-pages",
             MEDIUM,
             what,
@@ -409,7 +174,7 @@ def unchecked(baseline: Side, other: Side, unknown: dict[str, list[str]]) -> lis
     labels = sorted({label for names in unknown.values() for label in names})
     facts = ", ".join(f"{fact} ({', '.join(names)})" for fact, names in unknown.items())
     return [
-        _finding(
+        make_finding(
             "unchecked",
             INFO,
             f"could not check whether the compared machines differ in {facts}: not recorded (a bundle from "
@@ -423,7 +188,7 @@ def unchecked(baseline: Side, other: Side, unknown: dict[str, list[str]]) -> lis
 def _confounded(baseline: Side, other: Side, found: list[Difference], layers: list[str]) -> Finding:
     a, b = ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
     measured = " and ".join(layers) if layers else "the difference"
-    return _finding(
+    return make_finding(
         "confounded",
         HIGH,
         f"{measured} measured between {a} and {b} is confounded by {confounded_by(found)}: the number is not the "
@@ -518,7 +283,7 @@ def _slow(machine: str, axis: str, case: tuple[str, str], value: str, speeds: di
     implied = implied_cipher_speed(speeds[value], speeds[base])
     if implied is None or implied >= CIPHER_SHARE_FLOOR * ceiling:
         return None
-    return _finding(
+    return make_finding(
         "slow-cipher",
         MEDIUM,
         f"{machine}: {value} costs as much time per byte as a cipher of {implied:.0f} MB/s, "
@@ -593,22 +358,6 @@ def lint_comparison(
     return sorted(unique.values(), key=lambda f: order.get(f.severity, 3))
 
 
-def plan_device_io(plan: Mapping[str, Any] | None) -> bool | None:
-    """Whether a plan (as recorded in a manifest) has a workload that moves data through devices (a
-    kind declaring the DEVICE_IO_CHECK); None when the plan is not recorded."""
-    if not isinstance(plan, Mapping) or not isinstance(plan.get("workloads"), list):
-        return None
-    from ccbench.workloads import system_checks
-    from ccbench.workloads.base import DEVICE_IO_CHECK
-
-    pairs = [
-        (item.get("kind"), (item.get("variants") or {}).keys())
-        for item in plan["workloads"]
-        if isinstance(item, Mapping) and item.get("kind")
-    ]
-    return DEVICE_IO_CHECK in system_checks(pairs)
-
-
 def bundle_machines(bundles: Iterable[Any]) -> tuple[dict[str, dict[str, Any]], dict[str, bool | None]]:
     """({bundle path: probe}, {bundle path: whether its plan moves data through devices}) of loaded
     ccbench.bundle.Bundle objects, keyed as the frame's ``bundle`` column."""
@@ -618,16 +367,3 @@ def bundle_machines(bundles: Iterable[Any]) -> tuple[dict[str, dict[str, Any]], 
         probes[key] = bundle.probe
         device_io[key] = plan_device_io((bundle.manifest or {}).get("plan"))
     return probes, device_io
-
-
-def format_findings(findings: list[Finding]) -> str:
-    """Lines for the console: the finding, then its advice and source."""
-    if not findings:
-        return "no findings"
-    lines = []
-    for finding in findings:
-        lines.append(finding.line())
-        if finding.advice:
-            lines.append(f"       -> {finding.advice}")
-        lines.append(f"       source: {finding.source}")
-    return "\n".join(lines)

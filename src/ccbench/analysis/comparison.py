@@ -1,0 +1,129 @@
+"""One road from bundles to a comparison: the bundles read (their manifests and probes), their samples
+reduced in the engine (ccbench.analysis.engine), the rows against the baseline (ccbench.analysis.compare),
+the verdict per layer and the lint's findings. ``ccbench compare`` and the report call ``comparison``;
+the fleet runs both commands over the gathered bundles (ccbench.fleet.gather says why as processes of
+their own). Nothing else strings these steps together, so the three cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ccbench.analysis.compare import NOISY_CV, compare, resolve_baseline
+from ccbench.analysis.engine import SampleSet, sample_set
+from ccbench.analysis.lint import THROUGHPUT, TRANSPORT_CEILING, bundle_machines, lint_comparison
+from ccbench.analysis.load import load_bundles
+from ccbench.errors import CCBenchError
+from ccbench.helper import Helper
+
+
+@dataclass
+class Comparison:
+    #: the bundles read (ccbench.bundle.Bundle, without their samples: the engine reads those)
+    bundles: list[Any]
+    #: the engine's reduction of their samples
+    engine: SampleSet
+    #: {the frame's ``bundle``: that bundle's probe}, and whether each bundle's plan moves data through devices
+    machines: dict[str, dict[str, Any]]
+    device_io: dict[str, bool | None]
+    #: the configuration compared against (resolved from the one asked for); None: no measured samples
+    baseline: str | None
+    #: one row per group and configuration other than the group's baseline (ccbench.analysis.compare)
+    table: pd.DataFrame
+    exclude_contended: bool = False
+
+    def verdicts(self) -> list:
+        """The verdict per protection layer (reads the engine's bounded per-sample frame)."""
+        from ccbench.analysis.verdict import verdicts
+
+        return verdicts(self.table, self.engine.sample)
+
+    def findings(self, per_sample: bool = True) -> list:
+        """The lint's findings on the compared machines. ``per_sample`` False: read only the rows the
+        lint needs from the engine (no per-sample frame was made)."""
+        rows = self.engine.sample if per_sample else _lint_rows(self.engine)
+        return lint_comparison(rows, self.table, self.machines, self.device_io)
+
+    def require_rows(self) -> None:
+        """An empty comparison is an error that says why: everything left out as contended, or one
+        configuration per workload."""
+        if not self.table.empty:
+            return
+        counts = self.engine.counts()
+        contended = int(counts["contended"].sum())
+        if self.exclude_contended and contended:
+            raise CCBenchError(
+                f"--exclude-contended: {contended} of {int(counts['measured'].sum())} measured samples came from "
+                "contended executions "
+                "and what is left holds nothing to compare; run again on a quiet machine, or compare without the "
+                "option (the contended rows are then flagged)"
+            )
+        configs = sorted(set(self.engine.facts["config"]))
+        raise CCBenchError(
+            f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
+            "give bundles from other machines or runs with several variants"
+        )
+
+
+def comparison(
+    paths: Iterable[str | Path],
+    labels: dict[str, str] | None = None,
+    baseline: str | None = None,
+    *,
+    helper: Helper | None = None,
+    frame: bool = True,
+    noisy_cv: float = NOISY_CV,
+    exclude_contended: bool = False,
+) -> Comparison:
+    """The comparison of the bundles (or directories of bundles) at ``paths``: ``baseline`` a
+    configuration, a machine label or None (the first bundle's least protected configuration).
+    ``frame`` False: the engine makes no per-sample frame (enough for the rows alone)."""
+    bundles = load_bundles(paths, samples=False)
+    engine = sample_set(bundles, labels, helper, frame=frame)
+    machines, device_io = bundle_machines(bundles)
+    # resolved on the configurations compare itself ranks (in order of first appearance, of the
+    # quiet samples when contended ones are left out), so the baseline named is the one compared to;
+    # when nothing quiet is left, on all of them (the report still names its baseline)
+    facts = _in_order(engine, "first_quiet" if exclude_contended else "first")
+    if facts.empty and exclude_contended:
+        facts = _in_order(engine, "first")
+    resolved = resolve_baseline(facts, baseline) if not facts.empty else None
+    table = compare(
+        engine,
+        resolved if resolved is not None else baseline,
+        noisy_cv=noisy_cv,
+        exclude_contended=exclude_contended,
+        machines=machines,
+    )
+    return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended)
+
+
+def _in_order(engine: SampleSet, first: str) -> pd.DataFrame:
+    """The configurations' facts that have measured samples, in order of their first one."""
+    facts = engine.facts[np.isfinite(engine.facts[first].to_numpy(dtype=float))]
+    return facts.sort_values(first, kind="stable").reset_index(drop=True)
+
+
+def _lint_rows(engine: SampleSet) -> pd.DataFrame:
+    """What the lint reads of the samples without a per-sample frame: one row of facts per
+    configuration and bundle (the machines compared) and every sample of the metrics its cipher-speed
+    check reads (throughputs and the AEAD ceiling)."""
+    rows = engine.measured_frame(lambda group: group[3] in (THROUGHPUT, TRANSPORT_CEILING))
+    facts = engine.facts.drop(columns=["first", "first_quiet"]).assign(metric=None, value=np.nan, warmup=False)
+    return pd.concat([rows, facts], ignore_index=True)
+
+
+def raw_sources(raw: pd.DataFrame) -> dict:
+    """{(workload, params, metric, config): the raw directories (bundle-relative) of its samples} for
+    bundles of format 2, so that a number in ``compare --json`` leads to the tool's own output in one
+    hop. ``raw``: the SampleSet's distinct measured (workload, params, metric, config, raw)."""
+    if raw.empty:
+        return {}
+    grouped = raw.groupby(["workload", "params", "metric", "config"], sort=False)["raw"].unique()
+    return {key: sorted(values) for key, values in grouped.items()}

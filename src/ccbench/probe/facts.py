@@ -1,0 +1,89 @@
+"""The one accessor for a probe document (the manifest's ``environment``, ccbench.probe.collect):
+what each reader asks of a machine, read here the same way for every bundle, old or new.
+
+The machine facts come from the probe's ``provenance`` block where the bundle has one; older
+bundles fall back to ``cpu.model``, ``cpu.threads``, ``memory.total_bytes`` and
+``kernel.release``, and a fact neither records is None (never guessed). Pure functions: every one
+takes a probe (or None) and never raises on odd input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: (vendor, CPUID family, model) -> microarchitecture, as Linux names them (intel-family.h) and AMD's
+#: family/model guides number them: a name a reader recognises ("Ice Lake vs Sapphire Rapids")
+#: where a brand string alone would not say it
+MICROARCHITECTURES = {
+    ("GenuineIntel", 6, 85): "Skylake/Cascade Lake",
+    ("GenuineIntel", 6, 106): "Ice Lake",
+    ("GenuineIntel", 6, 108): "Ice Lake",
+    ("GenuineIntel", 6, 143): "Sapphire Rapids",
+    ("GenuineIntel", 6, 207): "Emerald Rapids",
+    ("GenuineIntel", 6, 173): "Granite Rapids",
+    ("AuthenticAMD", 23, 49): "Rome",
+    ("AuthenticAMD", 25, 1): "Milan",
+    ("AuthenticAMD", 25, 17): "Genoa",
+    ("AuthenticAMD", 26, 2): "Turin",
+}
+
+
+def provenance(probe: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    value = (probe or {}).get("provenance")
+    return value if isinstance(value, dict) else None
+
+
+def _known(value: Any) -> Any:
+    return None if value in (None, "", "unknown") else value
+
+
+def microarchitecture(probe: Mapping[str, Any]) -> str | None:
+    cpu = probe.get("cpu") or {}
+    try:
+        key = (cpu.get("vendor"), int(cpu.get("family")), int(cpu.get("model_number")))
+    except (TypeError, ValueError):
+        return None
+    return MICROARCHITECTURES.get(key)
+
+
+def machine_facts(probe: Mapping[str, Any] | None) -> dict[str, Any]:
+    """{fact: value or None} for the facts that confound a cross-machine comparison."""
+    probe = probe or {}
+    recorded = provenance(probe) or {}
+    cpu, memory, kernel = probe.get("cpu") or {}, probe.get("memory") or {}, probe.get("kernel") or {}
+    return {
+        "CPU model": _known(recorded.get("cpu_model")) or _known(cpu.get("model")),
+        "vCPUs": _known(recorded.get("vcpus")) or _known(cpu.get("threads")),
+        "memory": _known(recorded.get("memory_bytes")) or _known(memory.get("total_bytes")),
+        # SMT has no fallback: cores and threads of a VM's cpuinfo do not say whether siblings share a core
+        "SMT": recorded.get("smt") if isinstance(recorded.get("smt"), bool) else None,
+        "kernel": _known(kernel.get("release")),
+    }
+
+
+def tee_technology(probe: Mapping[str, Any] | None) -> str:
+    return str(section(probe, "tee").get("technology") or "unknown")
+
+
+def page_sizes(probe: Mapping[str, Any]) -> dict[str, Any]:
+    recorded = provenance(probe) or {}
+    thp = recorded.get("thp") if isinstance(recorded.get("thp"), dict) else {}
+    return {
+        "page_size": recorded.get("page_size"),
+        "thp": thp.get("enabled"),
+        "hugepages_total": recorded.get("hugepages_total"),
+    }
+
+
+def section(probe: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    """One block of the probe (``cpu``, ``memory``, ``kernel``, ``tee``, ``storage``, ...), {} when absent."""
+    value = (probe or {}).get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def machine_identity(probe: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """(hostname, machine_id) as the probe recorded them; the machine_id falls back to the hostname."""
+    probe = probe or {}
+    hostname = probe.get("hostname") or None
+    return hostname, probe.get("machine_id") or hostname
