@@ -55,7 +55,8 @@ COMMON_DATAGRAM_SIZES = (
 _LINE = re.compile(
     r"^\[\s*(?P<id>\d+|SUM)\](?:\[(?P<tag>[TR]X-[CS])\])?\s+(?P<start>\d+(?:\.\d+)?)-\s*(?P<end>\d+(?:\.\d+)?)\s+sec"
     r"\s+(?P<transfer>\d+(?:\.\d+)?)\s+(?P<tunit>[KMGT]?)Bytes"
-    r"\s+(?P<rate>\d+(?:\.\d+)?)\s+(?P<runit>[KMGT]?)bits/sec(?P<rest>.*)$"
+    r"\s+(?P<rate>\d+(?:\.\d+)?)\s+(?P<runit>[KMGT]?)bits/sec(?P<rest>.*)$",
+    re.MULTILINE,
 )
 _UDP_RECEIVED = re.compile(
     r"^\s+(?P<jitter>\d+(?:\.\d+)?)\s+ms\s+(?P<lost>-?\d+)/\s*(?P<total>\d+)\s+\((?P<percent>[^)%]*)%\)"
@@ -309,11 +310,16 @@ def parse_json(document: Any) -> list[Iperf3Test]:
     if not test.summary and isinstance(end.get("sum"), dict):
         test.summary.append(_json_line(end["sum"], "SUM", protocol, None))
     tests = [test]
-    server = document.get("server_output_json")
+    server, server_text = document.get("server_output_json"), document.get("server_output_text")
+    served = None
     if isinstance(server, dict) and isinstance(server.get("intervals"), list):
         served = parse_json(server)[0]
-        served.role, served.reverse = "server", test.reverse
-        served.datagram_size = served.datagram_size or test.datagram_size
+    elif isinstance(server_text, str) and _LINE.search(server_text.replace("\r", "")):
+        served = parse_text(server_text)[-1]
+    if served is not None:
+        served.role, served.reverse, served.protocol = "server", test.reverse, protocol
+        served.datagram_size = test.datagram_size
+        served.datagram_size_bounds = None
         tests.append(served)
     return tests
 
