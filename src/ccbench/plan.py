@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ccbench.errors import EnvironmentProblem, PlanError
+from ccbench.formats import seed000
 from ccbench.variants import AXES
 from ccbench.workloads import NOT_BUILT, REGISTRY, known_kinds, workload_class
 
@@ -300,9 +301,10 @@ def load_toml(path: Path) -> Plan:
 # ---- the seed-000 CSV plan ------------------------------------------------------------------
 
 CSV_FIELDS = ("path_to_benchmark", "type", "datasets", "waittime_in_seconds", "num_executions")
-_FIO_NAME = re.compile(r"^fio_(4k|64k|1m)_(sequential|random)(read|write)$")
 #: seed 000 ran each fio job for about a minute
 CSV_FIO_RUNTIME = 60
+#: what the seed-000 runner did beyond its benchmark names (ccbench.formats.seed000)
+CSV_EXTRA = {"fio": {"runtime": CSV_FIO_RUNTIME}, "notebook": {"size": "full"}}
 
 
 def _csv_workload(fields: list[str], where: str, defaults: Defaults) -> dict[str, Any]:
@@ -315,27 +317,11 @@ def _csv_workload(fields: list[str], where: str, defaults: Defaults) -> dict[str
             f"{where}: waittime_in_seconds and num_executions must be numbers, got {wait!r}, {executions!r}"
         ) from None
     base = {"cooldown": cooldown, "repetitions": repetitions, "warmup": 0}
-    fio = _FIO_NAME.match(target)
-    if target == "systeminfo":
-        return {"kind": "systeminfo", **base}
-    if fio:
-        size, order, direction = fio.groups()
-        pattern = direction if order == "sequential" else f"rand{direction}"
-        return {
-            "kind": "fio",
-            "name": target,
-            "blocksizes": [size],
-            "patterns": [pattern],
-            "runtime": CSV_FIO_RUNTIME,
-            **base,
-        }
-    if target.endswith(".ipynb"):
-        name = re.sub(r"[^A-Za-z0-9_.+-]", "_", Path(target).stem)
-        return {"kind": "notebook", "name": name, "notebook": target, "size": "full", **base}
-    if target.startswith("pyperformance"):
-        suite = target.split(None, 1)[1].strip() if " " in target else "default"
-        return {"kind": "pyperformance", "name": f"pyperformance-{suite}", "suite": suite, **base}
-    return {"kind": f"unknown:{target}", "name": re.sub(r"[^A-Za-z0-9_.+-]", "_", target) or "unknown", **base}
+    known = seed000.benchmark(target)
+    if known is not None:
+        named = {} if known.kind == "systeminfo" else {"name": known.name}
+        return {"kind": known.kind, **named, **known.params, **CSV_EXTRA.get(known.kind, {}), **base}
+    return {"kind": f"unknown:{target}", "name": seed000.safe_name(target) or "unknown", **base}
 
 
 def load_csv(path: Path) -> Plan:

@@ -1,4 +1,4 @@
-"""ccbench import: others' results (fio, pyperf, hyperfine, the seed-000 runner) as bundles."""
+"""ccbench import: others' results as bundles, one adapter per format (ccbench.results.importers)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,22 @@ from pathlib import Path
 
 import click
 
+from ccbench.results.importers import REGISTRY
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("format_name", metavar="FORMAT", type=click.Choice(["fio", "pyperf", "hyperfine", "seed000"]))
+
+class _ImportCommand(click.Command):
+    """Lists each format with its adapter's one-line description in --help (read from the registry)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help_text(ctx, formatter)
+        from ccbench.results.importers import formats
+
+        with formatter.section("Formats"):
+            formatter.write_dl(list(formats().items()))
+
+
+@click.command(cls=_ImportCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("format_name", metavar="FORMAT", type=click.Choice(list(REGISTRY)))
 @click.argument("paths", metavar="PATH...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--out", "out", required=True, type=click.Path(path_type=Path), help="Directory to write the bundle(s) into."
@@ -17,28 +30,39 @@ import click
     "--label",
     default=None,
     help="The machine label of the bundle (default: the first file's name; seed000: the label in the file names, "
-    "one bundle per label).",
+    "one bundle per label). Files stating different machines are refused under one label.",
 )
-def command(format_name: str, paths: tuple[Path, ...], out: Path, label: str | None) -> None:
+@click.option(
+    "--tee",
+    default=None,
+    metavar="TECHNOLOGY",
+    help="State the TEE the source ran in (sev-snp, tdx, sev, sev-es, sgx, none): recorded as stated by you, "
+    "never as measured, and used by compare's lint and analysis.",
+)
+@click.option(
+    "--kernel-cmdline",
+    default=None,
+    metavar="TEXT",
+    help='State the kernel command line the source ran under (e.g. "swiotlb=force"): recorded as stated by you.',
+)
+def command(
+    format_name: str,
+    paths: tuple[Path, ...],
+    out: Path,
+    label: str | None,
+    tee: str | None,
+    kernel_cmdline: str | None,
+) -> None:
     """Turn results other tools wrote into bundles that show, compare and report take like any other.
 
-    \b
-    FORMAT is one of:
-      fio        fio's JSON output (--output-format=json or json+), fio 3.x: the samples ccbench's own
-                 fio workload records, per job (bs and rw from the job's options)
-      pyperf     pyperf / pyperformance JSON results (-o results.json, .json.gz): every value of every
-                 run of every benchmark, with pyperf's metadata
-      hyperfine  hyperfine --export-json files: every run's wall time, per command
-      seed000    the result directory of the seed-000 study's runner
-                 (<Label>_<YYYYmmdd_HHMMSS>_<benchmark>.txt: systeminfo, fio_*, *.ipynb, pyperformance *):
-                 one bundle per label; a console log's mean and standard deviation are recorded as such
-
     Every imported sample says it was imported and from which file; the manifest lists what is unknown
-    (no TEE evidence, no CPU model when the source lacks it) and `ccbench verify` says "imported, not
-    measured by ccbench". Everything is read before anything is written: a bad file writes nothing.
+    (no TEE evidence, no CPU model when the source lacks it) and what you stated (--tee,
+    --kernel-cmdline); `ccbench verify` says "imported, not measured by ccbench". Everything is read
+    before anything is written, and a bundle appears only when complete.
     """
     from ccbench.results.importers import import_results
+    from ccbench.results.importers.stated import stated_facts
 
-    written = import_results(format_name, paths, out, label)
+    written = import_results(format_name, paths, out, label, stated_facts(tee, kernel_cmdline))
     for bundle in written:
         click.echo(str(bundle))

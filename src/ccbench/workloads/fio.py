@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from ccbench.formats import FormatError
+from ccbench.formats import fio as fio_format
 from ccbench.model import Measurement
 from ccbench.workloads.base import (
     DEVICE_IO_CHECK,
@@ -98,36 +100,15 @@ def job_file(params: FioParams, directory: Path, direct: bool) -> str:
 
 
 def parse_fio_json(document: dict) -> list[Measurement]:
-    measurements = []
-    for job in document.get("jobs", []):
-        name = job.get("jobname", "")
-        bs, _, pattern = name.partition("_")
-        if job.get("error"):
-            raise WorkloadFailed(f"fio job {name} failed with error {job['error']}")
-        directions = ["read", "write"]
-        for direction in directions:
-            stats = job.get(direction) or {}
-            if not stats.get("io_bytes") and not stats.get("total_ios"):
-                continue
-            case = {"bs": bs, "rw": pattern, "direction": direction}
-            clat = stats.get("clat_ns") or {}
-            percentiles = clat.get("percentile") or {}
-            measurements += [
-                Measurement(
-                    metric="throughput",
-                    unit="MB/s",
-                    value=stats.get("bw_bytes", stats.get("bw", 0) * 1024) / 1e6,
-                    better="higher",
-                    case=case,
-                ),
-                Measurement(metric="iops", unit="IOPS", value=stats.get("iops", 0.0), better="higher", case=case),
-                Measurement(metric="clat_mean", unit="us", value=clat.get("mean", 0.0) / 1000, case=case),
-            ]
-            for label, key in (("clat_p50", "50.000000"), ("clat_p99", "99.000000")):
-                if key in percentiles:
-                    measurements.append(Measurement(metric=label, unit="us", value=percentiles[key] / 1000, case=case))
-    if not measurements:
-        raise WorkloadFailed("fio reported no I/O (see raw/fio.json)")
+    """fio's JSON through the shared parser (ccbench.formats.fio); a case the options leave open is
+    read from the job's name, which this workload writes as ``<bs>_<pattern>`` (job_file)."""
+    try:
+        measurements = fio_format.parse(document)
+    except FormatError as exc:
+        raise WorkloadFailed(f"{exc} (see raw/fio.json)") from None
+    for measurement in measurements:
+        bs, _, pattern = str(measurement.metadata.get("job", "")).partition("_")
+        measurement.case = {"bs": bs, "rw": pattern, **measurement.case}
     return measurements
 
 

@@ -5,27 +5,27 @@ pip-installs from PyPI the first time. That happens in ``prepare`` (not timed, o
 machine: the environment is kept in a cache directory and reused), so an execution measures
 only the benchmarks. pyperf's JSON is kept in ``raw/`` as ``pyperformance.json``.
 
-Samples: ``time_s`` per benchmark (case ``{"benchmark": name}``), the mean of that execution's
-values, with the values themselves, their standard deviation and pyperf's loop count in the
-metadata; ``wall_s`` for the whole execution.
+Samples: ``time_s`` per benchmark (case ``{"benchmark": name}``): every value pyperf measured is one
+sample, with its pyperf run (worker process) and loop count in the metadata: the sample unit of
+``ccbench.formats.pyperf``, the same as ``ccbench import pyperf``; ``wall_s`` for the whole execution.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import model_validator
 
+from ccbench.formats import FormatError
+from ccbench.formats import pyperf as pyperf_format
 from ccbench.model import Measurement
 from ccbench.workloads.base import ExecutionContext, PrepareContext, Workload, WorkloadFailed, WorkloadParams
 
 SETUP_HINT = "run `bash scripts/setup.sh --with datascience`"
-UNITS = {"second": "s", "byte": "B", "integer": "count"}
 
 
 def cache_dir() -> Path:
@@ -62,38 +62,17 @@ class PyperformanceParams(WorkloadParams):
 
 
 def parse_results(document: dict[str, Any]) -> list[Measurement]:
-    """One Measurement per benchmark of a pyperf JSON document (calibration runs carry no values)."""
-    suite_meta = document.get("metadata", {})
-    measurements = []
-    for benchmark in document.get("benchmarks", []):
-        meta = {**suite_meta, **benchmark.get("metadata", {})}
-        name = meta.get("name")
-        values = [v for run in benchmark.get("runs", []) for v in run.get("values", [])]
-        if not name or not values:
-            continue
-        unit = UNITS.get(meta.get("unit", "second"), meta.get("unit", "second"))
-        metric = "time_s" if unit == "s" else f"value_{unit}"
-        measurements.append(
-            Measurement(
-                metric=metric,
-                unit=unit,
-                value=statistics.fmean(values),
-                case={"benchmark": name},
-                metadata={
-                    "values": values,
-                    "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
-                    "median": statistics.median(values),
-                    "loops": meta.get("loops"),
-                    "description": meta.get("description", ""),
-                },
-            )
-        )
-    return measurements
+    """Every value of every benchmark of a pyperf JSON document, one sample each: the sample unit of
+    ccbench.formats.pyperf, shared with ``ccbench import pyperf``."""
+    try:
+        return pyperf_format.measurements(document)
+    except FormatError as exc:
+        raise WorkloadFailed(f"pyperformance.json: {exc}") from None
 
 
 class Pyperformance(Workload):
     kind = "pyperformance"
-    description = "the pyperformance Python benchmarks (a suite or a list), each benchmark's mean time"
+    description = "the pyperformance Python benchmarks (a suite or a list), every value of each benchmark"
     Params = PyperformanceParams
     setup_component = "datascience"
     ships_python_extra = True

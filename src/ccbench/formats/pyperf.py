@@ -1,0 +1,120 @@
+"""pyperf's JSON result format 1.0 (written by pyperf >= 1.0 and pyperformance, ``-o FILE``).
+
+The sample unit, the same for ccbench's pyperformance workload and ``ccbench import pyperf``:
+**every value pyperf measured is one sample** (``time_s`` in seconds, or ``value_<unit>`` for
+benchmarks counting bytes or integers), case ``{"benchmark": name}``, with the number of the pyperf
+run (one worker process) it came from and that run's loop count in its metadata. Calibration runs
+carry no values and warmup values are not samples.
+
+pyperf hoists metadata shared by every benchmark of a file to the top level (with one benchmark,
+its name too), so a benchmark's metadata is the top level's overlaid with its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ccbench.formats import FormatError
+from ccbench.model import Measurement
+
+UNITS = {"second": "s", "byte": "B", "integer": "count"}
+#: the per-run metadata a sample keeps (the rest is the benchmark's or the machine's)
+RUN_KEYS = ("loops", "inner_loops")
+#: Python's platform.platform() on Linux: ``Linux-<kernel release>-<machine>-with-<libc or distro>``
+_LINUX_PLATFORM = re.compile(
+    r"^Linux-(?P<release>.+?)-(?P<arch>x86_64|aarch64|arm64|i[3-6]86|ppc64le|ppc64|s390x|riscv64|armv\w+)(?:-|$)"
+)
+
+
+@dataclass
+class PyperfRun:
+    """One pyperf run (one worker process) of one benchmark: its values, in the order measured."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    #: the run's number among the benchmark's runs that have values (0, 1, ...)
+    number: int
+    #: the run's metadata overlaid on the benchmark's and the file's
+    metadata: dict[str, Any]
+    values: list[float]
+
+    def sample_metadata(self) -> dict[str, Any]:
+        return {"run": self.number, **{k: self.metadata[k] for k in RUN_KEYS if k in self.metadata}}
+
+
+def format_version(document: Any) -> str | None:
+    return str(document.get("version")) if isinstance(document, dict) and "version" in document else None
+
+
+def is_pyperf(document: Any) -> bool:
+    return isinstance(document, dict) and isinstance(document.get("benchmarks"), list)
+
+
+def _check(document: Any) -> None:
+    if not is_pyperf(document):
+        raise FormatError("no 'benchmarks' in it: not a pyperf/pyperformance JSON result (-o FILE)")
+    version = format_version(document)
+    if version is not None and not version.startswith("1."):
+        raise FormatError(
+            f"this is format version {version} of the pre-1.0 'perf' module, not pyperf's format 1.0: "
+            "run the benchmark again with pyperf >= 1.0 (or its perf of that age to read it)"
+        )
+
+
+def runs(document: Any) -> Iterator[PyperfRun]:
+    """Every run that has values, benchmark by benchmark; FormatError for a document of another shape."""
+    _check(document)
+    suite_meta = document.get("metadata") or {}
+    for benchmark in document["benchmarks"]:
+        meta = {**suite_meta, **(benchmark.get("metadata") or {})}
+        name = meta.get("name")
+        if not name:
+            raise FormatError("a benchmark without a name in its metadata: not pyperf's format 1.0")
+        unit = UNITS.get(meta.get("unit", "second"), str(meta.get("unit", "second")))
+        metric = "time_s" if unit == "s" else f"value_{unit}"
+        number = 0
+        for run in benchmark.get("runs") or []:
+            values = run.get("values") or []
+            if not values:
+                continue  # a calibration run
+            yield PyperfRun(str(name), metric, unit, number, {**meta, **(run.get("metadata") or {})}, values)
+            number += 1
+
+
+def measurements(document: Any) -> list[Measurement]:
+    """Every value of every run of every benchmark, one Measurement each (see the module's doc)."""
+    return [
+        Measurement(
+            metric=run.metric,
+            unit=run.unit,
+            value=value,
+            case={"benchmark": run.benchmark},
+            metadata=run.sample_metadata(),
+        )
+        for run in runs(document)
+        for value in run.values
+    ]
+
+
+def kernel_release(platform: Any) -> str | None:
+    """The kernel release in Python's platform string (Linux only): the same kernel reads the same
+    whichever Python and C library wrote the string."""
+    match = _LINUX_PLATFORM.match(str(platform or ""))
+    return match["release"] if match else None
+
+
+def machine(document: Any) -> dict[str, Any]:
+    """The facts of the machine a pyperf file states (file-level metadata): CPU model, hostname,
+    CPU count, and the kernel release read from Python's platform string."""
+    meta = (document.get("metadata") if isinstance(document, dict) else None) or {}
+    facts = {
+        "cpu_model": meta.get("cpu_model_name"),
+        "hostname": meta.get("hostname"),
+        "cpu_count": meta.get("cpu_count"),
+        "kernel_release": kernel_release(meta.get("platform")),
+    }
+    return {k: v for k, v in facts.items() if v is not None}

@@ -1,0 +1,72 @@
+"""fio's JSON output (``--output-format=json`` / ``json+``), fio 2.x and 3.x, and ``fio --client``
+output: the samples ccbench's own fio workload records (ccbench.formats.fio), per job.
+
+A local run's file is one execution; ``--client`` output is one execution per server (hostname),
+each sample naming its host, the ``All clients`` sum left out. The block size and pattern come from
+the job's options (or the global ones); where the file does not state them they stay unknown. fio's
+version is a fact about the tool, kept in each sample's metadata (``fio_version``) and the
+manifest's ``environment.tools``, never in the case: the same job compares across fio versions.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ccbench.formats import FormatError
+from ccbench.formats import fio as fio_format
+from ccbench.model import Measurement
+from ccbench.results.importers.base import Execution, FileFormat, ImportProblem, iso, mtime, read_json, wrong_shape
+
+
+def started_at(document: dict[str, Any], source: Path) -> str:
+    stamp = document.get("timestamp")
+    return iso(datetime.fromtimestamp(stamp, UTC)) if isinstance(stamp, int | float) else mtime(source)
+
+
+def measurements(document: dict[str, Any], source: Path) -> dict[str | None, list[Measurement]]:
+    """{server hostname (None for a local run): its samples}; ImportProblem naming the file."""
+    if not fio_format.is_fio(document) and "jobs" not in document:
+        raise wrong_shape(source, document, "fio's JSON output", "a JSON object with 'jobs'")
+    global_options = document.get("global options") or {}
+    found: dict[str | None, list[Measurement]] = {}
+    try:
+        for host, jobs in fio_format.jobs_by_host(document).items():
+            found[host] = [m for job in jobs for m in fio_format.job_measurements(job, global_options)]
+            for measurement in found[host]:
+                if host is not None:
+                    measurement.metadata["host"] = host
+    except FormatError as exc:
+        raise ImportProblem(f"{source}: {exc}") from None
+    if not any(found.values()):
+        raise ImportProblem(f"{source}: fio reported no I/O in it")
+    return found
+
+
+def read(path: Path) -> list[Execution]:
+    document = read_json(path, "fio")
+    if not isinstance(document, dict):
+        raise wrong_shape(path, document, "fio's JSON output", "a JSON object with 'jobs'")
+    tool = {"fio_version": fio_format.version(document)}
+    return [
+        Execution(
+            workload="fio",
+            kind="fio",
+            source=path,
+            started_at=started_at(document, path),
+            measurements=found,
+            tool=tool,
+            notes=[f"fio --client: server {host}"] if host is not None else [],
+        )
+        for host, found in measurements(document, path).items()
+        if found
+    ]
+
+
+ADAPTER = FileFormat(
+    name="fio",
+    description="fio's JSON output (--output-format=json or json+), fio 2.x and 3.x, --client output "
+    "(one execution per server): per job and direction MB/s, IOPS, clat mean/p50/p99",
+    read=read,
+)

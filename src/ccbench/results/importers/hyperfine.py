@@ -1,0 +1,88 @@
+"""hyperfine's ``--export-json`` files: every run's wall time, per command (one execution each),
+with the command's parameters as the case.
+
+Runs that failed are not timings of the command: a run whose exit code (``exit_codes``, hyperfine
+>= 1.12 with ``--ignore-failure``) is not 0, or was ended by a signal (``null``), is left out of the
+samples, and the execution record's ``notes`` say how many and with which codes; a command whose
+name hyperfine marked ``[ERROR]`` counts as failed in every run. A command none of whose runs
+succeeded is an execution with status ``failed`` and no samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ccbench.model import Measurement
+from ccbench.results.importers.base import Execution, FileFormat, ImportProblem, mtime, read_json, wrong_shape
+
+ERROR_MARK = "[ERROR]"
+
+
+def _failed(result: dict[str, Any], runs: int) -> list[tuple[int, Any]]:
+    """(run index, exit code) of each failed run."""
+    if str(result.get("command", "")).lstrip().startswith(ERROR_MARK):
+        return [(i, "[ERROR]") for i in range(runs)]
+    codes = result.get("exit_codes")
+    if not isinstance(codes, list):
+        return []
+    return [(i, code) for i, code in enumerate(codes[:runs]) if code != 0]
+
+
+def execution(path: Path, result: dict[str, Any], started: str) -> Execution:
+    times = result.get("times")
+    if not isinstance(times, list) or not times:
+        raise ImportProblem(
+            f"{path}: command {result.get('command', '?')!r} has no per-run 'times' (hyperfine >= 1.9 writes them)"
+        )
+    case = {
+        "command": str(result.get("command", "?")),
+        **{k: str(v) for k, v in (result.get("parameters") or {}).items()},
+    }
+    failed = dict(_failed(result, len(times)))
+    codes = result.get("exit_codes") if isinstance(result.get("exit_codes"), list) else []
+    measurements = [
+        Measurement(
+            metric="wall_s",
+            unit="s",
+            value=float(seconds),
+            case=case,
+            metadata={
+                "exit_code": codes[i] if i < len(codes) else None,
+                "timestamp_source": "the file's modification time",
+            },
+        )
+        for i, seconds in enumerate(times)
+        if i not in failed
+    ]
+    notes = []
+    if failed:
+        shown = sorted({str(code) for code in failed.values()})
+        notes.append(
+            f"{len(failed)} of {len(times)} runs failed (exit {', '.join(shown)}) and are left out of the samples"
+        )
+    return Execution(
+        workload="hyperfine",
+        kind="command",
+        source=path,
+        started_at=started,
+        measurements=measurements,
+        status="ok" if measurements else "failed",
+        notes=notes,
+    )
+
+
+def read(path: Path) -> list[Execution]:
+    document = read_json(path, "hyperfine")
+    results = document.get("results") if isinstance(document, dict) else None
+    if not isinstance(results, list) or not results or not all(isinstance(r, dict) for r in results):
+        raise wrong_shape(path, document, "hyperfine's --export-json output", "a JSON object with 'results'")
+    started = mtime(path)
+    return [execution(path, result, started) for result in results]
+
+
+ADAPTER = FileFormat(
+    name="hyperfine",
+    description="hyperfine --export-json files: every run's wall time, per command (failed runs left out, and said so)",
+    read=read,
+)

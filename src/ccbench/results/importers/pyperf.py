@@ -1,0 +1,75 @@
+"""pyperf / pyperformance JSON results (``-o FILE``, ``.json.gz`` too): every value of every run of
+every benchmark is one sample (the sample unit of ccbench.formats.pyperf, the same as ccbench's
+pyperformance workload), workload ``pyperformance`` with case ``{"benchmark": name}`` whether the
+file holds one benchmark (``pyperf timeit``) or a suite. One execution per pyperf run (a worker
+process). The machine facts are the file's metadata: CPU model, hostname, CPU count, and the kernel
+release read from Python's platform string (so two Pythons on one kernel state one kernel).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from ccbench.formats import FormatError
+from ccbench.formats import pyperf as pyperf_format
+from ccbench.results.importers.base import (
+    Execution,
+    FileFormat,
+    ImportProblem,
+    Series,
+    iso,
+    mtime,
+    read_json,
+    wrong_shape,
+)
+
+#: the workload name of pyperf results, imported or measured (ccbench's pyperformance workload)
+WORKLOAD = "pyperformance"
+#: per-run metadata kept on every sample (beside the run number and loops)
+KEPT = ("python_version", "perf_version")
+
+
+def _started(value: object, path: Path) -> str:
+    if isinstance(value, str):
+        try:
+            return iso(datetime.fromisoformat(value))
+        except ValueError:
+            pass
+    return mtime(path)
+
+
+def read(path: Path) -> list[Execution]:
+    document = read_json(path, "pyperf")
+    if not pyperf_format.is_pyperf(document):
+        raise wrong_shape(path, document, "a pyperf/pyperformance JSON result", "-o FILE")
+    machine = pyperf_format.machine(document)
+    executions = []
+    try:
+        for run in pyperf_format.runs(document):
+            metadata = {**run.sample_metadata(), **{k: run.metadata[k] for k in KEPT if k in run.metadata}}
+            executions.append(
+                Execution(
+                    workload=WORKLOAD,
+                    kind="pyperformance",
+                    source=path,
+                    started_at=_started(run.metadata.get("date"), path),
+                    series=[
+                        Series(run.metric, run.unit, run.values, case={"benchmark": run.benchmark}, metadata=metadata)
+                    ],
+                    machine=machine,
+                )
+            )
+    except FormatError as exc:
+        raise ImportProblem(f"{path}: {exc}") from None
+    if not executions:
+        raise ImportProblem(f"{path}: no benchmark in it has a measured value (only calibration runs?)")
+    return executions
+
+
+ADAPTER = FileFormat(
+    name="pyperf",
+    description="pyperf / pyperformance JSON results (-o results.json, .json.gz): every value of every run "
+    "of every benchmark, workload pyperformance",
+    read=read,
+)

@@ -1,0 +1,164 @@
+"""The result directory of the seed-000 study's runner: ``<Label>_<YYYYmmdd_HHMMSS>_<benchmark>.txt``,
+the benchmark names being those of its CSV plan (ccbench.formats.seed000, shared with the plan
+loader). One bundle per label; each file one execution at its time stamp: ``systeminfo`` gives the
+machine facts, ``fio_*`` fio's JSON, ``*.ipynb`` the notebook's execution time, ``pyperformance *``
+pyperf's console summary (a mean and a standard deviation, recorded as such).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ccbench.formats import seed000
+from ccbench.model import Measurement
+from ccbench.results.importers import fio
+from ccbench.results.importers.base import Execution, Imported, ImportProblem, iso, read_json
+
+NAME = re.compile(r"^(?P<label>.+?)_(?P<stamp>\d{8}_\d{6})_(?P<benchmark>.+)\.txt$")
+NOTEBOOK_TIME = re.compile(r"Notebook execution time:\s*([0-9.eE+-]+)\s*seconds")
+PYPERF_LINE = re.compile(
+    r"^(?P<name>[\w.\-\[\]]+):\s+Mean \+- std dev:\s+(?P<mean>[0-9.]+)\s+(?P<unit>ns|us|ms|sec)\s+\+-\s+"
+    r"(?P<sd>[0-9.]+)\s+(?P<sdunit>ns|us|ms|sec)\s*$"
+)
+TO_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "sec": 1.0}
+
+
+def _stamp(text: str) -> str:
+    return iso(datetime.strptime(text, "%Y%m%d_%H%M%S").replace(tzinfo=UTC))
+
+
+def _notebook(path: Path, name: str, started: str) -> Execution:
+    found = NOTEBOOK_TIME.search(path.read_text(errors="replace"))
+    if not found:
+        raise ImportProblem(f"{path}: no 'Notebook execution time: <seconds> seconds' line in it")
+    return Execution(
+        workload=name,
+        kind="notebook",
+        source=path,
+        started_at=started,
+        measurements=[
+            Measurement(
+                metric="execution_time_s",
+                unit="s",
+                value=float(found.group(1)),
+                metadata={"note": "the seed-000 runner's figure: the whole notebook run, kernel start included"},
+            )
+        ],
+    )
+
+
+def _pyperformance(path: Path, name: str, started: str) -> Execution:
+    measurements = []
+    for line in path.read_text(errors="replace").splitlines():
+        match = PYPERF_LINE.match(line.strip())
+        if match:
+            measurements.append(
+                Measurement(
+                    metric="time_s",
+                    unit="s",
+                    value=float(match["mean"]) * TO_SECONDS[match["unit"]],
+                    case={"benchmark": match["name"]},
+                    metadata={
+                        "statistic": "mean",
+                        "stdev": float(match["sd"]) * TO_SECONDS[match["sdunit"]],
+                        "values": None,
+                        "note": "a console log's mean and standard deviation: the number of values behind it is unknown",
+                    },
+                )
+            )
+    if not measurements:
+        raise ImportProblem(f"{path}: no '<benchmark>: Mean +- std dev: <mean> <unit> +- <sd> <unit>' line in it")
+    return Execution(workload=name, kind="pyperformance", source=path, started_at=started, measurements=measurements)
+
+
+def _fio(path: Path, name: str, started: str) -> Execution:
+    document = read_json(path, "fio")
+    if not isinstance(document, dict):
+        raise ImportProblem(f"{path}: not fio's JSON output (a JSON object with 'jobs')")
+    found = [m for ms in fio.measurements(document, path).values() for m in ms]
+    return Execution(
+        workload=name,
+        kind="fio",
+        source=path,
+        started_at=started,
+        measurements=found,
+        tool={"fio_version": document.get("fio version")},
+    )
+
+
+def _systeminfo(path: Path) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        key, colon, value = line.partition(":")
+        if colon and key.strip() and value.strip():
+            facts[key.strip()] = value.strip()
+    return facts
+
+
+def _cpu_model(facts: dict[str, Any]) -> str | None:
+    for key, value in facts.items():
+        lowered = key.lower()
+        if "cpu" in lowered and ("model" in lowered or "brand" in lowered or "name" in lowered):
+            return value
+    return facts.get("Processor") or facts.get("processor")
+
+
+READERS = {"fio": _fio, "notebook": _notebook, "pyperformance": _pyperformance}
+
+
+def read_directory(directory: Path) -> list[Imported]:
+    """One bundle per label; each file one execution at its time stamp."""
+    if not directory.is_dir():
+        raise ImportProblem(f"{directory}: not a directory: seed000 imports the result directory its runner wrote")
+    by_label: dict[str, Imported] = {}
+    skipped = []
+    for path in sorted(directory.iterdir()):
+        match = NAME.match(path.name) if path.is_file() else None
+        known = seed000.benchmark(match["benchmark"]) if match else None
+        if known is None:
+            skipped.append(path.name)
+            continue
+        imported = by_label.setdefault(match["label"], Imported(label=match["label"], format="seed000"))
+        if known.kind == "systeminfo":
+            facts = _systeminfo(path)
+            imported.facts.update(facts)
+            imported.facts.update(
+                {k: v for k, v in (("cpu_model", _cpu_model(facts)), ("kernel_release", facts.get("Release"))) if v}
+            )
+            continue
+        imported.executions.append(READERS[known.kind](path, known.name, _stamp(match["stamp"])))
+    if not any(i.executions for i in by_label.values()):
+        raise ImportProblem(
+            f"{directory}: no seed-000 result file in it (names like <Label>_<YYYYmmdd_HHMMSS>_<benchmark>.txt)"
+        )
+    for imported in by_label.values():
+        if skipped:
+            imported.unknown.append(f"files not recognised and left out: {', '.join(skipped[:10])}")
+    return list(by_label.values())
+
+
+class Seed000Adapter:
+    name = "seed000"
+    description = (
+        "the result directory of the seed-000 study's runner (<Label>_<YYYYmmdd_HHMMSS>_<benchmark>.txt: "
+        "systeminfo, fio_*, *.ipynb, pyperformance *): one bundle per label"
+    )
+
+    def collect(self, paths: list[Path], label: str | None) -> list[Imported]:
+        bundles = [b for directory in paths for b in read_directory(directory)]
+        if label is not None:
+            labels = sorted({b.label for b in bundles})
+            if len(labels) > 1:
+                raise ImportProblem(
+                    f"--label {label!r}: the files carry several labels ({', '.join(labels)}); "
+                    "leave --label out to import one bundle per label"
+                )
+            for bundle in bundles:
+                bundle.label = label
+        return bundles
+
+
+ADAPTER = Seed000Adapter()

@@ -1,0 +1,231 @@
+"""The staged bundle writer: an import becomes visible by one rename, complete or not at all.
+
+A bundle is written in ``OUT/.importing/<name>`` with manifest status ``importing``; its samples
+are journalled in bulk (one line per value, without one object per value); the manifest's final
+status (``complete``) is written last, then the Parquet copy and the digest list, then one rename
+puts the bundle at ``OUT/<name>``. Beside each staging directory lies ``<name>.owner.json`` (the
+importing process's pid and start time), written before the directory is made: the next import
+into the same ``OUT`` removes the staging directories whose owner is gone (killed), and only those.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ccbench.results.importers.base import ALWAYS_UNKNOWN, Execution, Imported, Series, iso, safe_component
+from ccbench.schedule import ExecutionKey
+
+STAGING = ".importing"
+OWNER_SUFFIX = ".owner.json"
+
+
+def _own_start_time() -> float:
+    import psutil
+
+    return psutil.Process().create_time()
+
+
+def clean_leftovers(out: Path) -> list[Path]:
+    """Remove the staging directories of imports into ``out`` whose process is gone; return them."""
+    from ccbench.procs import same_process
+
+    staging = Path(out) / STAGING
+    removed = []
+    for owner in sorted(staging.glob(f"*{OWNER_SUFFIX}")) if staging.is_dir() else []:
+        try:
+            record = json.loads(owner.read_text())
+            pid, started = int(record["pid"]), float(record["create_time"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not ours to judge: leave it
+        if same_process(pid, started) is not None:
+            continue  # an import still under way
+        directory = staging / owner.name[: -len(OWNER_SUFFIX)]
+        shutil.rmtree(directory, ignore_errors=True)
+        owner.unlink(missing_ok=True)
+        removed.append(directory)
+    try:
+        staging.rmdir()
+    except OSError:
+        pass
+    return removed
+
+
+def _environment(imported: Imported, stated: dict[str, Any]) -> dict[str, Any]:
+    from ccbench.results.importers.stated import apply_stated
+
+    facts = imported.facts
+    cpu_model = facts.get("cpu_model")
+    unknown = list(ALWAYS_UNKNOWN)
+    if not cpu_model:
+        unknown.append("cpu: the source names no CPU model")
+    if not facts.get("kernel_release"):
+        unknown.append("kernel: not in the source")
+    unknown.append("memory, storage protection: not in the source")
+    environment = {
+        "hostname": imported.label,
+        "imported": True,
+        "cpu": {"model": cpu_model},
+        "memory": {},
+        "kernel": {"release": facts.get("kernel_release")},
+        "os": {},
+        "virtualization": "unknown",
+        "tee": {"technology": "unknown", "evidence": [], "note": "imported: no TEE evidence"},
+        "storage": {"protection": "unknown"},
+        "source_facts": facts,
+        "unknown": unknown + imported.unknown,
+    }
+    tools = {k: v for e in imported.executions for k, v in e.tool.items() if v is not None}
+    if tools:
+        environment["tools"] = tools
+    return apply_stated(environment, stated)
+
+
+def number_executions(executions: list[Execution]) -> None:
+    executions.sort(key=lambda e: (e.started_at, str(e.source)))
+    seen: dict[str, int] = {}
+    for execution in executions:
+        execution.repetition = seen.get(execution.workload, 0)
+        seen[execution.workload] = execution.repetition + 1
+
+
+def _manifest(imported: Imported, stated: dict[str, Any]) -> dict[str, Any]:
+    from ccbench.workloads import declarations
+
+    executions = imported.executions
+    started = executions[0].started_at if executions else iso(datetime.now(UTC))
+    return {
+        "imported": {
+            "format": imported.format,
+            "sources": sorted({str(e.source) for e in executions}),
+            "note": "imported, not measured by ccbench",
+        },
+        "label": imported.label,
+        "plan": {"name": f"imported-{imported.format}", "workloads": []},
+        "declarations": declarations({(e.workload, e.kind) for e in executions}),
+        "environment": _environment(imported, stated),
+        "started_at": started,
+        "ended_at": executions[-1].started_at if executions else started,
+        "status": "importing",
+        "outcomes": {},
+    }
+
+
+def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = None) -> Path:
+    """Write one bundle under ``out`` through its staging directory; return where it landed."""
+    from ccbench import attestation
+    from ccbench.bundle import BundleWriter, bundle_dir_name, unused_path
+    from ccbench.results.columnar import write_bundle_parquet
+
+    out = Path(out)
+    clean_leftovers(out)
+    number_executions(imported.executions)
+    manifest = _manifest(imported, stated or {})
+    staging = out / STAGING
+    staging.mkdir(parents=True, exist_ok=True)
+    name = unused_path(staging, bundle_dir_name(imported.label)).name
+    owner = staging / f"{name}{OWNER_SUFFIX}"
+    owner.write_text(json.dumps({"pid": os.getpid(), "create_time": _own_start_time()}))
+    writer = None
+    try:
+        writer = BundleWriter.create(staging, manifest, name=name)
+        writer.close()
+        _write_journals(writer.path, imported.executions)
+        writer.manifest["status"] = "complete"
+        writer.write_manifest()
+        write_bundle_parquet(writer.path)  # as a run ends: the samples as Parquet, under the digest list
+        attestation.finish_bundle(writer.path, provider=None)  # nothing here was measured in a TEE
+        target = unused_path(out, name)
+        writer.path.rename(target)
+    except BaseException:
+        if writer is not None:
+            shutil.rmtree(writer.path, ignore_errors=True)
+        raise
+    finally:
+        owner.unlink(missing_ok=True)
+        try:
+            staging.rmdir()
+        except OSError:
+            pass
+    return target
+
+
+def _sample_lines(execution: Execution, key: str, raw: str) -> tuple[list[str], int]:
+    """The journal lines of an execution's samples (the fields of ccbench.model.Sample, in its order),
+    one per value; the values a JSON document cannot hold (NaN, infinities) are counted, not written."""
+    params = {k: v for k, v in execution.params.items() if v is not None}
+    imported_from = {"imported": True, "source": str(execution.source), **execution.tool}
+    lines: list[str] = []
+    dropped = 0
+    series = execution.series + [
+        Series(m.metric, m.unit, [m.value], m.better, m.case, m.metadata) for m in execution.measurements
+    ]
+    for one in series:
+        head = {
+            "workload": execution.workload,
+            "kind": execution.kind,
+            "params": {**params, **one.case},
+            "variant": {},
+            "metric": one.metric,
+            "unit": one.unit,
+        }
+        tail = {
+            "better": one.better,
+            "repetition": execution.repetition,
+            "warmup": False,
+            "timestamp": execution.started_at,
+            "metadata": {**one.metadata, **({"case": one.case} if one.case else {}), **imported_from},
+            "execution": key,
+            "raw": raw,
+            "contended": False,
+        }
+        prefix = json.dumps(head, separators=(",", ":"), default=str)[:-1] + ',"value":'
+        suffix = "," + json.dumps(tail, separators=(",", ":"), default=str)[1:] + "\n"
+        for value in one.values:
+            number = float(value)
+            if math.isfinite(number):
+                lines.append(f"{prefix}{number!r}{suffix}")
+            else:
+                dropped += 1
+    return lines, dropped
+
+
+def _write_journals(bundle: Path, executions: list[Execution]) -> None:
+    from ccbench.bundle import EXECUTIONS, SAMPLES
+
+    copied: dict[Path, str] = {}
+    with open(bundle / SAMPLES, "a", encoding="utf-8") as samples, open(bundle / EXECUTIONS, "a") as records:
+        for execution in executions:
+            if execution.source not in copied:
+                raw = f"raw/sources/{len(copied)}-{safe_component(execution.source.name)}"
+                (bundle / raw).mkdir(parents=True)
+                shutil.copy2(execution.source, bundle / raw / safe_component(execution.source.name))
+                copied[execution.source] = raw
+            raw = copied[execution.source]
+            key = str(ExecutionKey(execution.workload, "-", False, execution.repetition))
+            lines, dropped = _sample_lines(execution, key, raw)
+            samples.writelines(lines)
+            notes = execution.notes + ([f"{dropped} value(s) that are not finite numbers left out"] if dropped else [])
+            record = {
+                "key": key,
+                "workload": execution.workload,
+                "variant": {},
+                "repetition": execution.repetition,
+                "warmup": False,
+                "status": execution.status,
+                "started_at": execution.started_at,
+                "elapsed_s": execution.elapsed_s if execution.elapsed_s is not None else 0.0,
+                "samples": len(lines),
+                "raw": raw,
+                "imported": True,
+                **({"notes": notes} if notes else {}),
+            }
+            records.write(json.dumps(record, default=str) + "\n")
+        for handle in (samples, records):
+            handle.flush()
+            os.fsync(handle.fileno())
