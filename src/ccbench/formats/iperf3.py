@@ -350,6 +350,20 @@ def measurements(test: Iperf3Test, *, case: dict[str, Any] | None = None) -> lis
         facts["datagram_size_derived"] = True
         facts["datagram_size_bounds"] = list(test.datagram_size_bounds)
     out: list[Measurement] = []
+    received, sent = test.result("receiver"), test.result("sender")
+    if received is not None:
+        summary = {**facts, **_interval_metadata(received)}
+        out.append(_result("throughput", "Mbit/s", received.bits_per_second / 1e6, "higher", case, summary))
+        if test.protocol == "udp" and received.datagrams is not None:
+            percent = received.lost_percent if received.lost_percent is not None else 0.0
+            out.append(_result("loss", "%", percent, "lower", case, summary))
+            out.append(_result("jitter", "ms", received.jitter_ms or 0.0, "lower", case, summary))
+    if sent is not None:
+        summary = {**facts, **_interval_metadata(sent)}
+        out.append(_result("sender_throughput", "Mbit/s", sent.bits_per_second / 1e6, "higher", case, summary))
+        if test.protocol == "tcp" and sent.retransmits is not None:
+            out.append(_result("retransmits", "count", float(sent.retransmits), "lower", case, summary))
+    # the results first (a table shows a case's first metric), then every interval
     for line in test.intervals:
         if line.stream == "SUM":
             continue
@@ -364,19 +378,6 @@ def measurements(test: Iperf3Test, *, case: dict[str, Any] | None = None) -> lis
                 metadata=_interval_metadata(line),
             )
         )
-    received, sent = test.result("receiver"), test.result("sender")
-    if received is not None:
-        summary = {**facts, **_interval_metadata(received)}
-        out.append(_result("throughput", "Mbit/s", received.bits_per_second / 1e6, "higher", case, summary))
-        if test.protocol == "udp" and received.datagrams is not None:
-            percent = received.lost_percent if received.lost_percent is not None else 0.0
-            out.append(_result("loss", "%", percent, "lower", case, summary))
-            out.append(_result("jitter", "ms", received.jitter_ms or 0.0, "lower", case, summary))
-    if sent is not None:
-        summary = {**facts, **_interval_metadata(sent)}
-        out.append(_result("sender_throughput", "Mbit/s", sent.bits_per_second / 1e6, "higher", case, summary))
-        if test.protocol == "tcp" and sent.retransmits is not None:
-            out.append(_result("retransmits", "count", float(sent.retransmits), "lower", case, summary))
     return out
 
 
