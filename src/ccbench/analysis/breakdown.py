@@ -1,0 +1,357 @@
+"""Why a confidential machine costs what it costs: the share of a cross-machine row's cost that each
+mechanism explains, with intervals, and the unexplained rest (docs/analysis.md, Breakdown).
+
+A row that compares two machines (the TEE layer, or machines whose TEE is unknown) has a cost: the
+log of its ratio oriented so that worse is positive, ``log(cvm / baseline)`` for a time and
+``log(baseline / cvm)`` for a throughput. The log scale makes a share independent of whether the same
+work is measured as a time or as a rate, and shares of independent multiplicative slowdowns add up.
+Two sources attribute parts of that cost:
+
+* a **mechanism twin**: a plain machine equal to the baseline except for one mechanism forced on
+  (booted with ``swiotlb=force``: bounce buffers; ``idle=poll``: idle), recognised from the kernel
+  command line in its probe's provenance or named by the user (``--twin bounce-buffers=LABEL``). Its
+  share is ``log cost(twin) / log cost(cvm)``, both against the same baseline.
+* **counts times unit costs**: a mechanism's count in the CVM's executions (a counter sample of the
+  same workload, e.g. bytes bounced through swiotlb) times its unit cost measured by the
+  ``mechanisms`` workload on the same machine, less the baseline machine's where it has one. For a
+  row whose metric is an execution's time: the share of the cost that goes away when that time is
+  taken off the CVM's, ``log(T_cvm / (T_cvm - count x unit)) / log(T_cvm / T_base)``.
+
+Intervals are percentile bootstrap intervals over the executions (each side resampled on its own,
+the same draws for every part, so the unexplained rest ``1 - sum(shares)`` has an interval too).
+Shares are clipped to 0..1 (a noisy twin can measure a little below its baseline); a row whose CVM
+is not significantly worse gets no breakdown: there is no cost to split.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: the mechanisms a twin can isolate: a kernel command-line parameter that forces it on a plain VM
+TWIN_MARKERS = {
+    "bounce-buffers": re.compile(r"(?:^|\s)swiotlb=(?:[^\s]*,)?force(?:\s|,|$)"),
+    "idle": re.compile(r"(?:^|\s)idle=poll(?:\s|$)"),
+}
+#: every mechanism a breakdown names (docs/mechanisms.md), and the rest
+MECHANISMS = ("exits", "bounce-buffers", "page-acceptance", "encrypted-memory", "idle")
+UNEXPLAINED = "unexplained"
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+BOOTSTRAP_DRAWS = 2000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class CountRule:
+    """How a mechanism's count in an execution turns into seconds: ``count`` (a counter sample of the
+    workload) times the unit cost read from the ``mechanisms`` workload's samples on the same machine."""
+
+    #: the counter samples' metric names (the first found is used)
+    counters: tuple[str, ...]
+    #: the mechanisms workload's metric and case holding the unit cost
+    unit_metric: str
+    unit_case: Mapping[str, Any]
+    #: seconds per counted unit from that metric's value
+    seconds_per_count: Any
+
+
+#: bytes bounced cost a copy each (private <-> shared memory): the STREAM copy rate counts the bytes
+#: read and written, so one bounced byte takes 2 / copy rate; an accepted 4K page costs the first
+#: touch's excess per 4K page
+COUNT_RULES = {
+    "bounce-buffers": CountRule(
+        ("swiotlb_bounced_bytes", "swiotlb_bounced"), "copy_bandwidth", {"pages": "4k"}, lambda v: 2.0 / (v * 1e9)
+    ),
+    "page-acceptance": CountRule(
+        ("unaccepted_pages_accepted", "nr_unaccepted_accepted"),
+        "first_touch_ns",
+        {"pages": "4k"},
+        lambda v: v * 1e-9,
+    ),
+}
+
+
+@dataclass
+class Part:
+    mechanism: str
+    share: float
+    ci_low: float
+    ci_high: float
+    #: "twin", "counts" or "rest"
+    source: str
+    #: the twin's configuration, or what was counted
+    basis: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def twin_mechanisms(probe: Mapping[str, Any] | None) -> set[str]:
+    """The mechanisms a machine's kernel command line forces on (only on a plain machine: a CVM's
+    ``swiotlb=force`` is what it does anyway)."""
+    probe = probe or {}
+    if ((probe.get("tee") or {}).get("technology") or "unknown") != "none":
+        return set()
+    cmdline = (probe.get("provenance") or {}).get("kernel_cmdline") or ""
+    cmdline = cmdline.split(" -- ")[0]  # what follows "--" is init's, not the kernel's
+    return {name for name, marker in TWIN_MARKERS.items() if marker.search(cmdline)}
+
+
+def _side_probes(sides: Mapping[str, list], config: str) -> list[Mapping[str, Any]]:
+    return [probe for _label, probe in sides.get(config, [])]
+
+
+def find_twins(sides: Mapping[str, list], baseline: str, named: Mapping[str, str] | None = None) -> dict[str, str]:
+    """{mechanism: twin configuration} for this baseline: each configuration (other than the baseline)
+    whose machines are plain and force one mechanism the baseline's do not, and the configurations the
+    user named (a mechanism to a machine label or configuration)."""
+    base_forced = (
+        set().union(*(twin_mechanisms(p) for p in _side_probes(sides, baseline))) if baseline in sides else set()
+    )
+    twins: dict[str, str] = {}
+    for config, side in sides.items():
+        if config == baseline or not side:
+            continue
+        forced = set.intersection(*(twin_mechanisms(probe) for _label, probe in side)) - base_forced
+        for mechanism in sorted(forced):
+            twins.setdefault(mechanism, config)
+    for mechanism, label in (named or {}).items():
+        matches = [c for c, side in sides.items() if c == label or any(m == label for m, _p in side)]
+        if matches:
+            twins[mechanism] = matches[0]
+    return twins
+
+
+def twin_findings(sides: Mapping[str, list], baseline: str, twins: Mapping[str, str]) -> list:
+    """A lint finding for each twin whose machines differ from the baseline's in more than its
+    mechanism (CPU model, vCPUs, memory, SMT, kernel: ccbench.lint's confounders)."""
+    from ccbench.lint import HIGH, Finding, confounded_by, differences, machine_facts
+
+    findings = []
+    for mechanism, config in twins.items():
+        base, twin = sides.get(baseline, []), sides.get(config, [])
+        found, _unknown = differences(base, twin)
+        if not found:
+            continue
+        findings.append(
+            Finding(
+                "confounded-twin",
+                HIGH,
+                f"the {mechanism} twin {config} differs from the baseline {baseline} in more than {mechanism}: "
+                f"{confounded_by(found)}; its share of the breakdown is not that mechanism's alone",
+                {label: machine_facts(probe) for label, probe in [*base, *twin]},
+                "boot the twin on the baseline's machine type and kernel, changing only the kernel command line",
+                "docs/analysis.md (Breakdown)",
+            )
+        )
+    return findings
+
+
+def _cost_sign(better: Any) -> float:
+    """+1 where a larger value is worse (times), -1 where it is better (rates)."""
+    return -1.0 if better == "higher" else 1.0
+
+
+def _resampled_log_means(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The point estimate first, then BOOTSTRAP_DRAWS bootstrap means of log values."""
+    logs = np.log(values)
+    draws = rng.integers(0, len(logs), size=(BOOTSTRAP_DRAWS, len(logs)))
+    return np.concatenate([[logs.mean()], logs[draws].mean(axis=1)])
+
+
+def _interval(draws: np.ndarray) -> tuple[float, float, float]:
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.nanpercentile(draws[1:], [tail, 100 - tail])
+    return tuple(float(np.clip(v, 0.0, 1.0)) for v in (draws[0], low, high))
+
+
+def row_breakdown(
+    values: Mapping[str, np.ndarray],
+    baseline: str,
+    config: str,
+    better: Any,
+    twins: Mapping[str, str],
+    counted: Mapping[str, tuple[float, str]] | None = None,
+    seed: int = 0,
+) -> list[Part]:
+    """The parts of one row's cost. ``values``: each configuration's measured values of the row's
+    group; ``counted``: {mechanism: (seconds it took per execution on the CVM, what was counted)} for
+    a row whose metric is an execution's time (in the row's unit). Empty when the CVM is not worse."""
+    rng = np.random.default_rng(seed)
+    sign = _cost_sign(better)
+    base = _resampled_log_means(values[baseline], rng)
+    cvm = _resampled_log_means(values[config], rng)
+    cost = sign * (cvm - base)
+    if not cost[0] > 0:
+        return []
+    parts: list[tuple[str, np.ndarray, str, str]] = []
+    for mechanism, twin in sorted(twins.items()):
+        if twin in values and len(values[twin]):
+            twin_cost = sign * (_resampled_log_means(values[twin], rng) - base)
+            parts.append((mechanism, twin_cost / cost, "twin", twin))
+    for mechanism, (seconds, what) in sorted((counted or {}).items()):
+        if mechanism in twins or sign < 0:
+            continue
+        cvm_time = np.exp(cvm)
+        remaining = np.where(cvm_time > seconds, cvm_time - seconds, np.nan)
+        parts.append((mechanism, np.log(cvm_time / remaining) / cost, "counts", what))
+    out = [Part(m, *_interval(share), source, basis) for m, share, source, basis in parts]
+    rest = np.ones_like(cost) - np.nansum([np.clip(share, 0, 1) for _m, share, _s, _b in parts] or [0.0 * cost], axis=0)
+    out.append(Part(UNEXPLAINED, *_interval(rest), "rest"))
+    return out
+
+
+def _unit_cost(frame: pd.DataFrame, config: str, rule: CountRule) -> float | None:
+    """The median unit cost (seconds per count) measured on the configuration's machines, or None."""
+    rows = frame[(frame["config"] == config) & (frame["metric"] == rule.unit_metric)]
+    rows = rows[[_case_matches(case, rule.unit_case) for case in rows["case"]]] if len(rows) else rows
+    values = rows["value"].to_numpy(dtype=float)
+    return float(rule.seconds_per_count(np.median(values))) if len(values) else None
+
+
+def _case_matches(case: Any, wanted: Mapping[str, Any]) -> bool:
+    import json
+
+    if isinstance(case, str):
+        try:
+            case = json.loads(case)
+        except ValueError:
+            return False
+    return isinstance(case, Mapping) and all(case.get(k) == v for k, v in wanted.items())
+
+
+def counted_seconds(frame: pd.DataFrame, workload: str, baseline: str, config: str) -> dict[str, tuple[float, str]]:
+    """{mechanism: (seconds per execution its count costs on the CVM, what was counted)}: the median
+    count of the workload's counter samples on the CVM times the unit cost there, less the unit cost on
+    the baseline's machines where they measured it (only the CVM's excess is the mechanism's)."""
+    out = {}
+    for mechanism, rule in COUNT_RULES.items():
+        counts = frame[(frame["config"] == config) & (frame["workload"] == workload)]
+        counts = counts[counts["metric"].isin(rule.counters)]
+        unit = _unit_cost(frame, config, rule)
+        if counts.empty or unit is None:
+            continue
+        base_unit = _unit_cost(frame, baseline, rule)
+        excess = unit - base_unit if base_unit is not None else unit
+        count = float(np.median(counts["value"].to_numpy(dtype=float)))
+        if excess > 0 and count > 0:
+            what = f"{count:.4g} {counts['metric'].iloc[0]} x {excess:.3g} s"
+            out[mechanism] = (count * excess, what)
+    return out
+
+
+def cross_machine(row: Mapping[str, Any], sides: Mapping[str, list]) -> bool:
+    """Whether a comparison row puts two machines against each other with a TEE (or an unknown one)
+    on the compared side: the rows a breakdown applies to."""
+    base = {label for label, _p in sides.get(row["baseline"], [])}
+    other = sides.get(row["config"], [])
+    if not other or base == {label for label, _p in other}:
+        return False
+    techs = {((probe.get("tee") or {}).get("technology") or "unknown") for _l, probe in other}
+    return techs != {"none"}
+
+
+def breakdowns(
+    table: pd.DataFrame,
+    frame: pd.DataFrame,
+    machines: Mapping[str, Mapping[str, Any]],
+    named_twins: Mapping[str, str] | None = None,
+) -> tuple[list[list[dict[str, Any]]], list]:
+    """(per row of ``table``: its breakdown as dicts, empty where none applies; the lint's findings on
+    the twins). ``frame``: the measured samples of the rows' groups (engine.SampleSet.measured_frame),
+    with the configuration of every sample; ``machines``: {bundle: probe}."""
+    from ccbench.lint import config_sides
+
+    if table.empty or frame.empty:
+        return [[] for _ in range(len(table))], []
+    sides = config_sides(frame, machines)
+    keys = ["workload", "params", "case", "metric"]
+    text = frame.assign(params=frame["params"].astype(str), case=frame["case"].astype(str))
+    grouped = {key: group for key, group in text.groupby(keys, sort=False)}
+    out, findings, seen = [], [], set()
+    for seed, row in enumerate(table.to_dict(orient="records")):
+        if not cross_machine(row, sides):
+            out.append([])
+            continue
+        twins = {m: c for m, c in find_twins(sides, row["baseline"], named_twins).items() if c != row["config"]}
+        if row["baseline"] not in seen:
+            seen.add(row["baseline"])
+            findings += twin_findings(sides, row["baseline"], twins)
+        group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
+        out.append(_row_parts(row, group, frame, twins, seed) if group is not None else [])
+    return out, findings
+
+
+def _row_parts(row: Mapping[str, Any], group: pd.DataFrame, frame: pd.DataFrame, twins, seed: int) -> list[dict]:
+    """One cross-machine row's breakdown from its group's samples (and the counters and unit costs in
+    ``frame`` for a row whose metric is a time)."""
+    values = {c: g["value"].to_numpy(dtype=float) for c, g in group.groupby("config")}
+    if row["baseline"] not in values or row["config"] not in values:
+        return []
+    counted = None
+    if row.get("unit") in TIME_UNITS:
+        scale = TIME_UNITS[row["unit"]]
+        seconds = counted_seconds(frame, row["workload"], row["baseline"], row["config"])
+        counted = {mechanism: (value / scale, what) for mechanism, (value, what) in seconds.items()}
+    parts = row_breakdown(values, row["baseline"], row["config"], row.get("better"), twins, counted, seed)
+    return [part.to_dict() for part in parts]
+
+
+def wanted_groups(table: pd.DataFrame):
+    """The filter of groups (workload, params, case, metric) the breakdown reads samples of, for
+    engine.SampleSet.measured_frame: the table's rows, the counters and the unit costs."""
+    rows = {(w, m) for w, m in zip(table["workload"], table["metric"], strict=True)}
+    extra = {rule.unit_metric for rule in COUNT_RULES.values()}
+    extra |= {name for rule in COUNT_RULES.values() for name in rule.counters}
+    return lambda group: (group[0], group[3]) in rows or group[3] in extra
+
+
+def parse_twins(values: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``--twin MECHANISM=LABEL`` options as {mechanism: label}; a bad one is a one-line error."""
+    from ccbench.errors import CCBenchError
+
+    twins = {}
+    for value in values:
+        mechanism, _, label = value.partition("=")
+        if mechanism not in MECHANISMS or not label:
+            raise CCBenchError(
+                f"--twin {value!r}: give MECHANISM=LABEL with MECHANISM one of {', '.join(MECHANISMS)} and LABEL a "
+                "machine's label or a configuration (e.g. --twin bounce-buffers=plain-swiotlb)"
+            )
+        twins[mechanism] = label
+    return twins
+
+
+def for_comparison(
+    samples: Any, table: pd.DataFrame, machines: Mapping[str, Mapping[str, Any]], named: Mapping[str, str]
+):
+    """breakdowns() of a comparison of an engine.SampleSet: reads only the samples it needs. A named
+    twin that names no configuration or machine is an error."""
+    from ccbench.errors import CCBenchError
+    from ccbench.lint import config_sides
+
+    frame = samples.measured_frame(wanted_groups(table)) if len(table) else pd.DataFrame()
+    if named and not frame.empty:
+        sides = config_sides(frame, machines)
+        known = set(sides) | {label for side in sides.values() for label, _p in side}
+        for mechanism, label in named.items():
+            if label not in known:
+                raise CCBenchError(
+                    f"--twin {mechanism}={label}: no machine or configuration is called {label!r}; they are: "
+                    + "; ".join(sorted(known))
+                )
+    return breakdowns(table, frame, machines, named)
+
+
+def breakdown_text(part: Mapping[str, Any]) -> str:
+    """ "bounce-buffers 16% [10%, 22%] (twin plain-swiotlb / no TEE)" """
+    basis = f" ({part['source']} {part['basis']})" if part.get("basis") else ""
+    return (
+        f"{part['mechanism']} {part['share'] * 100:.0f}% [{part['ci_low'] * 100:.0f}%, {part['ci_high'] * 100:.0f}%]"
+        + basis
+    )
