@@ -84,6 +84,17 @@ def system_checks(workloads: Iterable[tuple[str, Iterable[str]]]) -> set[str]:
     return checks
 
 
+def peer_services(workloads: Iterable[tuple[str, str, dict[str, Any]]]) -> list[list[str]]:
+    """The services a fleet's serving host runs for these (kind, name, params) workloads, each argv once."""
+    services: list[list[str]] = []
+    for kind, name, params in workloads:
+        for cls in _loadable([kind]):
+            for argv in cls(name, cls.Params.model_validate(params)).peer_services():
+                if argv not in services:
+                    services.append(argv)
+    return services
+
+
 def cleanup_stale(workdir: Path) -> list[str]:
     """Undo what killed runs left under workdir, kind by kind. Only the kinds that have their own
     directory there (workdir/<kind>) are imported and asked (Workload.cleanup_stale)."""

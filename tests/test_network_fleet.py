@@ -1,0 +1,173 @@
+"""The network workload in a fleet: a host's ccbench_peer names the host that serves it; the fleet
+starts the plan's peer services there for the run (bounded in time) and stops them. The remote
+agent's serve/unserve on this machine, the inventory's checks, and one fleet run between two SSH
+test hosts (network namespaces running OpenSSH, driven by real Ansible; slow: each host installs
+ccbench from the wheelhouse)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import fleet_testhosts as testhosts
+import psutil
+import pytest
+from conftest import PATIENCE_S, wait_until
+
+from ccbench import topology
+from ccbench.fleet.inventory import InventoryError, read_inventory
+from ccbench.fleet.peers import plan_bound_s, plan_services
+from ccbench.plan import load_plan
+from ccbench.procs import same_process
+
+NO_ANSIBLE = importlib.util.find_spec("ansible") is None
+needs_ansible = pytest.mark.skipif(
+    NO_ANSIBLE, reason="ansible-core is not installed (bash scripts/setup.sh --with fleet)"
+)
+
+PEER_PLAN = """
+name = "peer"
+description = "iperf3 TCP and UDP and sockperf latency against the serving host"
+[defaults]
+repetitions = 2
+warmup = 0
+cooldown = 0.0
+timeout = 60
+[[workloads]]
+kind = "network"
+hosts = "peer"
+tests = ["tcp", "udp", "latency"]
+duration_s = 1
+interval_s = 0.5
+udp_rate = "10M"
+latency_duration_s = 1
+"""
+
+
+def remote(*args: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "ccbench.fleet.remote", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_remote_agent_serves_bounded_in_time_and_stops_what_it_served(tmp_path):
+    run_dir = tmp_path / "peer"
+    served = remote("serve", "--run-dir", str(run_dir), "--seconds", "60", "--services", '[["sleep", "300"]]')
+    assert served["served"] == [["sleep", "300"]] and served["failed"] == []
+    (entry,) = json.loads((run_dir / "services.json").read_text())["entries"]
+    process = psutil.Process(entry["pid"])  # recorded with its start time
+    assert abs(process.create_time() - entry["create_time"]) < 1
+    assert remote("unserve", "--run-dir", str(run_dir))["stopped"] == [["sleep", "300"]]
+    process.wait(10)
+    assert not (run_dir / "services.json").exists()
+    # the bound: a service nobody stops ends by itself
+    remote("serve", "--run-dir", str(run_dir), "--seconds", "1", "--services", '[["sleep", "300"]]')
+    (entry,) = json.loads((run_dir / "services.json").read_text())["entries"]
+    wait_until(lambda: same_process(entry["pid"], entry["create_time"]) is None, 30, "the end at the bound")
+    # a service that cannot start is reported with the end of its output
+    failed = remote("serve", "--run-dir", str(run_dir), "--services", '[["sleep", "--no-such-flag"]]')["failed"]
+    assert failed and failed[0]["argv"] == ["sleep", "--no-such-flag"] and "unrecognized" in failed[0]["log_tail"]
+
+
+def test_what_a_serving_host_runs_comes_from_the_plan(tmp_path):
+    (tmp_path / "plan.toml").write_text(PEER_PLAN)
+    plan = load_plan(str(tmp_path / "plan.toml"))
+    assert plan_services(plan) == [
+        ["iperf3", "-s", "-p", "5201", "-i", "0.5"],
+        ["sockperf", "server", "-i", "0.0.0.0", "-p", "11111"],
+    ]
+    assert plan_bound_s(plan) == 2 * 60 + 1800
+    assert plan_services(load_plan("quick")) == []
+
+
+INVENTORY = """[ccbench]
+a ansible_host=10.0.0.1 {a}
+b ansible_host=10.0.0.2 {b}
+c ansible_host=10.0.0.3
+"""
+
+
+@needs_ansible
+@pytest.mark.parametrize(
+    "a, b, message",
+    [
+        ("ccbench_peer=a", "", "names the host itself"),
+        ("ccbench_peer=zz", "", "not a host of the inventory"),
+        ("ccbench_peer=b", "ccbench_peer=c", "either serves or is served"),
+    ],
+)
+def test_a_bad_peer_is_an_inventory_error(tmp_path, a, b, message):
+    (tmp_path / "hosts.ini").write_text(INVENTORY.format(a=a, b=b))
+    with pytest.raises(InventoryError, match=message):
+        read_inventory(tmp_path / "hosts.ini")
+
+
+@needs_ansible
+def test_a_peer_is_read_and_limit_must_keep_it(tmp_path):
+    (tmp_path / "hosts.ini").write_text(INVENTORY.format(a="ccbench_peer=b", b=""))
+    hosts = read_inventory(tmp_path / "hosts.ini").hosts
+    assert [(h.name, h.peer) for h in hosts] == [("a", "b"), ("b", None), ("c", None)]
+    assert hosts[0].public()["peer"] == "b"
+    with pytest.raises(InventoryError, match="include it in --limit"):
+        read_inventory(tmp_path / "hosts.ini", limit="a")
+
+
+def _in_namespace(host, name: str) -> list[str]:
+    found = []
+    for pid in topology._pids_in_netns(host.host.netns):
+        try:
+            if psutil.Process(pid).name() == name:
+                found.append(str(pid))
+        except psutil.Error:
+            pass
+    return found
+
+
+@needs_ansible
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.skipif(testhosts.unavailable() is not None, reason=f"SSH test hosts: {testhosts.unavailable()}")
+def test_a_fleet_host_measures_against_its_peer_which_serves_only_for_the_run(tmp_path):
+    (tmp_path / "peer.toml").write_text(PEER_PLAN)
+    with testhosts.SSHHosts(tmp_path / "hosts", ["client", "server"], name="netfleet") as hosts:
+        text = hosts.inventory_text(labels={"client": "measured"})
+        text = text.replace(
+            f"client ansible_host={hosts.hosts['client'].address}",
+            f"client ansible_host={hosts.hosts['client'].address} ccbench_peer=server",
+        )
+        (tmp_path / "hosts.ini").write_text(text)
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "ccbench", "fleet", "run", str(tmp_path / "peer.toml")),
+                *("--inventory", str(tmp_path / "hosts.ini"), "--out", str(tmp_path / "out"), "--no-report"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=PATIENCE_S * 3,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "serving on server: 2 service(s)" in done.stdout + done.stderr
+        (directory,) = (tmp_path / "out").glob("fleet-*")
+        manifest = json.loads((directory / "fleet.json").read_text())
+        assert set(manifest["hosts"]) == {"measured"}  # the serving host runs no plan
+        host = manifest["hosts"]["measured"]
+        assert host["outcome"] == "ok", host
+        bundle = directory / host["bundles"][0]
+        samples = [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
+        results = [s for s in samples if s["metric"] == "throughput"]
+        assert len(results) == 4  # tcp and udp, two repetitions
+        assert {s["metadata"]["server"] for s in results} == {hosts.hosts["server"].address}
+        assert {s["metadata"]["hosts"] for s in results} == {"peer"}
+        assert [s for s in samples if s["metric"] == "interval_throughput"]  # the server's intervals came back
+        assert [s for s in samples if s["metric"] == "latency_p50"]
+        # stopped after the run: nothing of the services left on the serving host, nor their record
+        server = hosts.hosts["server"]
+        wait_until(lambda: not _in_namespace(server, "iperf3") and not _in_namespace(server, "sockperf"), 30,
+                   "the services' end")  # fmt: skip
+        assert not list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/services.json"))
+        assert list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/service-0.log"))
