@@ -1,4 +1,5 @@
-"""pyperf's JSON result format 1.0 (written by pyperf >= 1.0 and pyperformance, ``-o FILE``).
+"""pyperf's JSON results (``-o FILE`` of pyperf and pyperformance; format 1.0, and the older perf
+module's formats 5 and 6, see READABLE).
 
 The sample unit, the same for ccbench's pyperformance workload and ``ccbench import pyperf``:
 **every value pyperf measured is one sample** (``time_s`` in seconds, or ``value_<unit>`` for
@@ -21,6 +22,10 @@ from ccbench.formats import FormatError
 from ccbench.model import Measurement
 
 UNITS = {"second": "s", "byte": "B", "integer": "count"}
+#: the JSON format versions read (pyperf's own reader takes the same): "1.0" (pyperf 1.0 and later),
+#: 6 (perf 0.9.6) and 5 (perf 0.8.3, which names a benchmark's metadata ``common_metadata`` and its
+#: values ``samples``); values mean the same in all three (only warmups changed, and they are not samples)
+READABLE = ("1.0", "6", "5")
 #: the per-run metadata a sample keeps (the rest is the benchmark's or the machine's)
 RUN_KEYS = ("loops", "inner_loops")
 #: Python's platform.platform() on Linux: ``Linux-<kernel release>-<machine>-with-<libc or distro>``
@@ -54,31 +59,35 @@ def is_pyperf(document: Any) -> bool:
     return isinstance(document, dict) and isinstance(document.get("benchmarks"), list)
 
 
-def _check(document: Any) -> None:
+def _check(document: Any) -> str:
+    """The format version ("1.0", "6" or "5"); FormatError for anything else."""
     if not is_pyperf(document):
         raise FormatError("no 'benchmarks' in it: not a pyperf/pyperformance JSON result (-o FILE)")
-    version = format_version(document)
-    if version is not None and not version.startswith("1."):
+    version = format_version(document) or "1.0"
+    if version not in READABLE:
         raise FormatError(
-            f"this is format version {version} of the pre-1.0 'perf' module, not pyperf's format 1.0: "
-            "run the benchmark again with pyperf >= 1.0 (or its perf of that age to read it)"
+            f"this is JSON format version {version} of the old 'perf' module (before perf 0.8.3), which "
+            f"pyperf no longer reads; ccbench reads format versions {', '.join(READABLE)}: convert the file "
+            "with the perf release that wrote it, or run the benchmark again with pyperf"
         )
+    return version
 
 
 def runs(document: Any) -> Iterator[PyperfRun]:
     """Every run that has values, benchmark by benchmark; FormatError for a document of another shape."""
-    _check(document)
-    suite_meta = document.get("metadata") or {}
+    version = _check(document)
+    suite_meta = (document.get("metadata") or {}) if version != "5" else {}
+    metadata_key, values_key = ("common_metadata", "samples") if version == "5" else ("metadata", "values")
     for benchmark in document["benchmarks"]:
-        meta = {**suite_meta, **(benchmark.get("metadata") or {})}
+        meta = {**suite_meta, **(benchmark.get(metadata_key) or {})}
         name = meta.get("name")
         if not name:
-            raise FormatError("a benchmark without a name in its metadata: not pyperf's format 1.0")
+            raise FormatError(f"a benchmark without a name in its metadata: not pyperf's format {version}")
         unit = UNITS.get(meta.get("unit", "second"), str(meta.get("unit", "second")))
         metric = "time_s" if unit == "s" else f"value_{unit}"
         number = 0
         for run in benchmark.get("runs") or []:
-            values = run.get("values") or []
+            values = run.get(values_key) or []
             if not values:
                 continue  # a calibration run
             yield PyperfRun(str(name), metric, unit, number, {**meta, **(run.get("metadata") or {})}, values)
@@ -110,7 +119,11 @@ def kernel_release(platform: Any) -> str | None:
 def machine(document: Any) -> dict[str, Any]:
     """The facts of the machine a pyperf file states (file-level metadata): CPU model, hostname,
     CPU count, and the kernel release read from Python's platform string."""
-    meta = (document.get("metadata") if isinstance(document, dict) else None) or {}
+    if not is_pyperf(document):
+        return {}
+    first = next((b for b in document["benchmarks"] if isinstance(b, dict)), {})
+    # format 5 keeps no file-level metadata: the first benchmark's stands for the file
+    meta = {**(first.get("common_metadata") or {}), **(document.get("metadata") or {})}
     facts = {
         "cpu_model": meta.get("cpu_model_name"),
         "hostname": meta.get("hostname"),

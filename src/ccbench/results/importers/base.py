@@ -62,7 +62,8 @@ class Execution:
     elapsed_s: float | None = None
     #: facts of the machine the source states (pyperf's metadata: CPU model, hostname, ...)
     machine: dict[str, Any] = field(default_factory=dict)
-    #: facts about the tool, not the machine (fio's version): recorded in every sample's metadata
+    #: facts about the tool, not the machine (fio's, pyperf's, Python's version): the manifest's
+    #: environment.tools (a format that must tell samples apart by them puts them in their metadata too)
     tool: dict[str, Any] = field(default_factory=dict)
     #: "ok", or "failed" for an execution the source says failed (its samples are left out)
     status: str = "ok"
@@ -110,29 +111,32 @@ def safe_component(name: Any, limit: int = 80) -> str:
 # ---------------------------------------------------------------------------------- reading JSON
 
 
-def what_it_is(text: str, document: Any = None) -> str | None:
-    """What a file is, when it can be recognised (for an error that says so), else None."""
+def what_it_is(text: str, document: Any = None) -> tuple[str, str] | None:
+    """(what a file is, what to do) when it can be recognised (for an error that says so), else None.
+    ``document`` is the decoded JSON, when the text decoded."""
     head = text.lstrip()[:2000].lower()
     if head.startswith(("<!doctype html", "<html")) or "<html" in head[:500]:
-        return "an HTML page (a web page saved instead of the raw file?)"
+        return "an HTML page", "download the raw file, not the web page that shows it"
     if document is None:
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        if first.startswith("fio:") or re.match(r"^fio-\d", first) or "err=" in first and "fio" in first:
-            return f"fio's own error text, not its JSON ({first[:120]})"
+        if first.startswith("fio:") or first.startswith("fio-") and "err" in first:
+            return f"fio's own error text ({first[:120]})", "fio did not run the job: fix the job and run it again"
         return None
     from ccbench.formats import fio, pyperf
 
-    if fio.is_fio(document):
-        return "fio JSON: use `ccbench import fio`"
-    if pyperf.is_pyperf(document):
-        return "pyperf JSON: use `ccbench import pyperf`"
-    if isinstance(document, dict) and isinstance(document.get("results"), list):
-        if all(isinstance(r, dict) and "command" in r for r in document["results"]):
-            return "hyperfine JSON: use `ccbench import hyperfine`"
-    if isinstance(document, dict) and ("intervals" in document or "start" in document and "end" in document):
-        return "iperf3 JSON"
-    shape = f"an object with keys {', '.join(map(str, list(document)[:5]))}" if isinstance(document, dict) else None
-    return f"complete JSON of another shape ({shape or type(document).__name__})"
+    for name, recognised in (("fio", fio.is_fio(document)), ("pyperf", pyperf.is_pyperf(document))):
+        if recognised:
+            return f"{name} JSON", f"use `ccbench import {name}`"
+    results = document.get("results") if isinstance(document, dict) else None
+    if isinstance(results, list) and results and all(isinstance(r, dict) and "command" in r for r in results):
+        return "hyperfine JSON", "use `ccbench import hyperfine`"
+    if isinstance(document, dict) and "intervals" in document and "start" in document:
+        return "iperf3 JSON", "import it with the iperf3 format"
+    if isinstance(document, dict):
+        shape = f"an object with keys {', '.join(map(str, list(document)[:5]))}"
+    else:
+        shape = type(document).__name__
+    return f"complete JSON of another shape ({shape})", "give the file the tool wrote"
 
 
 def read_text(path: Path, what: str) -> str:
@@ -156,7 +160,7 @@ def read_json(path: Path, what: str) -> Any:
     except ValueError as exc:
         recognised = what_it_is(text)
         if recognised:
-            raise ImportProblem(f"{path}: this is {recognised}, not {what} JSON") from None
+            raise ImportProblem(f"{path}: this is {recognised[0]}, not {what} JSON: {recognised[1]}") from None
         raise ImportProblem(
             f"{path}: not a complete {what} JSON document ({exc}); was the file cut short? "
             "Give the whole file the tool wrote"
@@ -165,8 +169,8 @@ def read_json(path: Path, what: str) -> Any:
 
 def wrong_shape(path: Path, document: Any, what: str, expected: str) -> ImportProblem:
     """The error for complete JSON that is not this format: what it is, when recognisable."""
-    recognised = what_it_is("", document)
-    return ImportProblem(f"{path}: this is {recognised}, not {what} ({expected})")
+    recognised, advice = what_it_is("", document) or ("JSON of another shape", "give the file the tool wrote")
+    return ImportProblem(f"{path}: this is {recognised}, not {what} ({expected}): {advice}")
 
 
 # ---------------------------------------------------------------------------- one file per execution

@@ -49,18 +49,21 @@ def read(path: Path) -> list[Execution]:
     if not isinstance(document, dict):
         raise wrong_shape(path, document, "fio's JSON output", "a JSON object with 'jobs'")
     tool = {"fio_version": fio_format.version(document)}
+    found = measurements(document, path)
+    for measurement in (m for ms in found.values() for m in ms):
+        measurement.metadata.update(tool)
     return [
         Execution(
             workload="fio",
             kind="fio",
             source=path,
             started_at=started_at(document, path),
-            measurements=found,
+            measurements=samples,
             tool=tool,
             notes=[f"fio --client: server {host}"] if host is not None else [],
         )
-        for host, found in measurements(document, path).items()
-        if found
+        for host, samples in found.items()
+        if samples
     ]
 
 

@@ -26,8 +26,8 @@ from ccbench.results.importers.base import (
 
 #: the workload name of pyperf results, imported or measured (ccbench's pyperformance workload)
 WORKLOAD = "pyperformance"
-#: per-run metadata kept on every sample (beside the run number and loops)
-KEPT = ("python_version", "perf_version")
+#: facts about the tools (not the machine, not the sample): the manifest's environment.tools
+TOOLS = ("python_version", "python_implementation", "perf_version", "performance_version")
 
 
 def _started(value: object, path: Path) -> str:
@@ -47,7 +47,7 @@ def read(path: Path) -> list[Execution]:
     executions = []
     try:
         for run in pyperf_format.runs(document):
-            metadata = {**run.sample_metadata(), **{k: run.metadata[k] for k in KEPT if k in run.metadata}}
+            metadata = run.sample_metadata()
             executions.append(
                 Execution(
                     workload=WORKLOAD,
@@ -58,6 +58,7 @@ def read(path: Path) -> list[Execution]:
                         Series(run.metric, run.unit, run.values, case={"benchmark": run.benchmark}, metadata=metadata)
                     ],
                     machine=machine,
+                    tool={k: run.metadata[k] for k in TOOLS if k in run.metadata},
                 )
             )
     except FormatError as exc:

@@ -78,14 +78,17 @@ def _fio(path: Path, name: str, started: str) -> Execution:
     document = read_json(path, "fio")
     if not isinstance(document, dict):
         raise ImportProblem(f"{path}: not fio's JSON output (a JSON object with 'jobs')")
+    tool = {"fio_version": document.get("fio version")}
     found = [m for ms in fio.measurements(document, path).values() for m in ms]
+    for measurement in found:
+        measurement.metadata.update(tool)
     return Execution(
         workload=name,
         kind="fio",
         source=path,
         started_at=started,
         measurements=found,
-        tool={"fio_version": document.get("fio version")},
+        tool=tool,
     )
 
 

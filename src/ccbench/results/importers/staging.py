@@ -2,7 +2,7 @@
 
 A bundle is written in ``OUT/.importing/<name>`` with manifest status ``importing``; its samples
 are journalled in bulk (one line per value, without one object per value); the manifest's final
-status (``complete``) is written last, then the Parquet copy and the digest list, then one rename
+status (``complete``) is written after the journals and their Parquet copy, then the digest list, then one rename
 puts the bundle at ``OUT/<name>``. Beside each staging directory lies ``<name>.owner.json`` (the
 importing process's pid and start time), written before the directory is made: the next import
 into the same ``OUT`` removes the staging directories whose owner is gone (killed), and only those.
@@ -80,9 +80,13 @@ def _environment(imported: Imported, stated: dict[str, Any]) -> dict[str, Any]:
         "source_facts": facts,
         "unknown": unknown + imported.unknown,
     }
-    tools = {k: v for e in imported.executions for k, v in e.tool.items() if v is not None}
-    if tools:
-        environment["tools"] = tools
+    tools: dict[str, set[str]] = {}
+    for execution in imported.executions:
+        for key, value in execution.tool.items():
+            if value is not None:
+                tools.setdefault(key, set()).add(str(value))
+    if tools:  # one value per tool, or the list of them where the sources differ
+        environment["tools"] = {k: next(iter(v)) if len(v) == 1 else sorted(v) for k, v in tools.items()}
     return apply_stated(environment, stated)
 
 
@@ -136,9 +140,9 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
         writer = BundleWriter.create(staging, manifest, name=name)
         writer.close()
         _write_journals(writer.path, imported.executions)
-        writer.manifest["status"] = "complete"
-        writer.write_manifest()
         write_bundle_parquet(writer.path)  # as a run ends: the samples as Parquet, under the digest list
+        writer.manifest["status"] = "complete"  # last, just before the digest list that covers it
+        writer.write_manifest()
         attestation.finish_bundle(writer.path, provider=None)  # nothing here was measured in a TEE
         target = unused_path(out, name)
         writer.path.rename(target)
@@ -155,13 +159,14 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
     return target
 
 
-def _sample_lines(execution: Execution, key: str, raw: str) -> tuple[list[str], int]:
-    """The journal lines of an execution's samples (the fields of ccbench.model.Sample, in its order),
-    one per value; the values a JSON document cannot hold (NaN, infinities) are counted, not written."""
+def _sample_lines(execution: Execution, key: str, raw: str) -> tuple[list[str], int, int]:
+    """The journal text of an execution's samples (the fields of ccbench.model.Sample, in its order),
+    one line per value, in chunks (one per series); the number of samples; the values a JSON document
+    cannot hold (NaN, infinities), counted, not written."""
     params = {k: v for k, v in execution.params.items() if v is not None}
-    imported_from = {"imported": True, "source": str(execution.source), **execution.tool}
+    imported_from = {"imported": True, "source": str(execution.source)}
     lines: list[str] = []
-    dropped = 0
+    dropped = count = 0
     series = execution.series + [
         Series(m.metric, m.unit, [m.value], m.better, m.case, m.metadata) for m in execution.measurements
     ]
@@ -186,13 +191,16 @@ def _sample_lines(execution: Execution, key: str, raw: str) -> tuple[list[str], 
         }
         prefix = json.dumps(head, separators=(",", ":"), default=str)[:-1] + ',"value":'
         suffix = "," + json.dumps(tail, separators=(",", ":"), default=str)[1:] + "\n"
-        for value in one.values:
-            number = float(value)
-            if math.isfinite(number):
-                lines.append(f"{prefix}{number!r}{suffix}")
-            else:
-                dropped += 1
-    return lines, dropped
+        values = one.values
+        if not all(map(math.isfinite, values)):
+            kept = [v for v in values if math.isfinite(v)]
+            dropped += len(values) - len(kept)
+            values = kept
+        if values:
+            # one join per series: the per-value cost is float's repr, in C
+            lines.append(prefix + (suffix + prefix).join(map(repr, map(float, values))) + suffix)
+            count += len(values)
+    return lines, count, dropped
 
 
 def _write_journals(bundle: Path, executions: list[Execution]) -> None:
@@ -208,7 +216,7 @@ def _write_journals(bundle: Path, executions: list[Execution]) -> None:
                 copied[execution.source] = raw
             raw = copied[execution.source]
             key = str(ExecutionKey(execution.workload, "-", False, execution.repetition))
-            lines, dropped = _sample_lines(execution, key, raw)
+            lines, count, dropped = _sample_lines(execution, key, raw)
             samples.writelines(lines)
             notes = execution.notes + ([f"{dropped} value(s) that are not finite numbers left out"] if dropped else [])
             record = {
@@ -220,7 +228,7 @@ def _write_journals(bundle: Path, executions: list[Execution]) -> None:
                 "status": execution.status,
                 "started_at": execution.started_at,
                 "elapsed_s": execution.elapsed_s if execution.elapsed_s is not None else 0.0,
-                "samples": len(lines),
+                "samples": count,
                 "raw": raw,
                 "imported": True,
                 **({"notes": notes} if notes else {}),
