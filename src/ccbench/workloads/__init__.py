@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "pyperformance": "ccbench.workloads.pyperformance:Pyperformance",
     "microservices": "ccbench.workloads.microservices:Microservices",
     "federated": "ccbench.workloads.federated:Federated",
+    "mechanisms": "ccbench.workloads.mechanisms:Mechanisms",
 }
 
 #: kinds that a plan may name but that this build cannot run yet: kind -> reason
