@@ -64,6 +64,21 @@ def test_the_bundled_plan_runs_every_case_within_its_time_budget():
     assert "cases" not in workload  # every case
 
 
+def test_without_ccmech_only_the_wakeup_case_runs_and_the_others_say_why(monkeypatch, tmp_path):
+    from ccbench.workloads.mechanisms import Mechanisms, MechanismsParams
+
+    monkeypatch.setenv("CCBENCH_CCMECH", str(tmp_path / "absent" / "ccmech"))
+    alone = Mechanisms("m", MechanismsParams(cases=["exits", "memory"]))
+    reason = alone.requirements()
+    assert "ccmech is not built" in reason and "setup.sh --with mechanisms" in reason
+    both = Mechanisms("m", MechanismsParams())
+    if shutil.which("cyclictest"):
+        assert both.requirements() is None
+        assert both._unavailable("first-touch") == reason and both._unavailable("wakeup") is None
+    else:
+        assert "rt-tests" in both.requirements() and "ccmech" in both.requirements()
+
+
 def _samples(bundle):
     return [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
 
@@ -127,7 +142,7 @@ wakeup_seconds = 1
         assert 0 < wake["wakeup_min"] <= wake["wakeup_avg"] <= wake["wakeup_max"]
         assert (bundle / "raw").rglob("cyclictest.json")
     else:
-        assert "rt-tests" in figures["idle wake-up"]
+        assert "rt-tests" in figures["wakeup"]
     # the kind's declaration is in the manifest, for the analysis without workload code
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert "exit_ns" in json.dumps(manifest)

@@ -367,9 +367,14 @@ def for_comparison(
     from ccbench.errors import CCBenchError
     from ccbench.lint import config_sides
 
-    frame = samples.measured_frame(wanted_groups(table)) if len(table) else pd.DataFrame()
-    if named and not frame.empty:
-        sides = config_sides(frame, machines)
+    # only the rows between two machines get a breakdown: read the samples of theirs alone (none for a
+    # comparison on one machine), the machines behind each configuration known from the facts
+    sides = config_sides(samples.facts, machines) if len(table) else {}
+    pairs = list(zip(table["baseline"], table["config"], strict=True))
+    between = {pair: cross_machine({"baseline": pair[0], "config": pair[1]}, sides) for pair in set(pairs)}
+    crossing = [between[pair] for pair in pairs]
+    frame = samples.measured_frame(wanted_groups(table[crossing])) if any(crossing) else pd.DataFrame()
+    if named:
         known = set(sides) | {label for side in sides.values() for label, _p in side}
         for mechanism, label in named.items():
             if label not in known:
