@@ -119,6 +119,25 @@ def test_twins_are_recognised_from_the_kernel_command_line_of_plain_machines_onl
     # what follows "--" is init's; a CVM bounces anyway: neither is a twin
     assert breakdown.twin_mechanisms(machine("a", "none", "ro -- swiotlb=force")) == set()
     assert breakdown.twin_mechanisms(machine("a", "sev-snp", "ro swiotlb=force")) == set()
+    # an imported result that states its command line and no TEE
+    assert breakdown.twin_mechanisms(machine("a", "unknown", "swiotlb=force")) == {"bounce-buffers"}
+
+
+def test_an_imported_twin_whose_tee_is_unknown_is_a_twin_and_gets_no_breakdown_of_its_own(tmp_path, ccbench):
+    rng = np.random.default_rng(8)
+    probes = {
+        "plain": machine("plain", "unknown"),
+        "forced": machine("forced", "unknown", "swiotlb=force"),
+        "cvm": machine("cvm", "unknown"),
+    }
+    rates = {"plain": 1.0, "forced": 0.75, "cvm": 0.17}
+    paths = [write_environment(tmp_path, probes[h], rate_samples(rates[h], rng)) for h in probes]
+    rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    forced = next(r for r in rows if r["config"].startswith("forced"))
+    assert forced["breakdown"] == []
+    cvm = next(r for r in rows if r["config"].startswith("cvm"))
+    bounce = cvm["breakdown"][0]
+    assert bounce["mechanism"] == "bounce-buffers" and bounce["ci_low"] <= PLANTED <= bounce["ci_high"]
 
 
 def test_counts_times_unit_costs_explain_a_planted_time():

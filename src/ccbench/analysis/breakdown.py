@@ -97,10 +97,11 @@ class Part:
 
 
 def twin_mechanisms(probe: Mapping[str, Any] | None) -> set[str]:
-    """The mechanisms a machine's kernel command line forces on (only on a plain machine: a CVM's
-    ``swiotlb=force`` is what it does anyway)."""
+    """The mechanisms a machine's kernel command line forces on, on a machine that is plain or whose
+    TEE is unknown (an imported result stating its command line and nothing else); a CVM's
+    ``swiotlb=force`` is what it does anyway, so a CVM is never a twin."""
     probe = probe or {}
-    if ((probe.get("tee") or {}).get("technology") or "unknown") != "none":
+    if ((probe.get("tee") or {}).get("technology") or "unknown") not in ("none", "unknown"):
         return set()
     cmdline = (probe.get("provenance") or {}).get("kernel_cmdline") or ""
     cmdline = cmdline.split(" -- ")[0]  # what follows "--" is init's, not the kernel's
@@ -304,7 +305,10 @@ def breakdowns(
         if not cross_machine(row, sides):
             out.append([])
             continue
-        twins = {m: c for m, c in find_twins(sides, row["baseline"], named_twins).items() if c != row["config"]}
+        twins = find_twins(sides, row["baseline"], named_twins)
+        if row["config"] in twins.values():
+            out.append([])  # a twin's own row: a plain machine with one mechanism forced, not a CVM
+            continue
         if row["baseline"] not in seen:
             seen.add(row["baseline"])
             findings += twin_findings(sides, row["baseline"], twins)
