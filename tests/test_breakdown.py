@@ -119,6 +119,25 @@ def test_twins_are_recognised_from_the_kernel_command_line_of_plain_machines_onl
     # what follows "--" is init's; a CVM bounces anyway: neither is a twin
     assert breakdown.twin_mechanisms(machine("a", "none", "ro -- swiotlb=force")) == set()
     assert breakdown.twin_mechanisms(machine("a", "sev-snp", "ro swiotlb=force")) == set()
+    # an imported result that states its command line and no TEE
+    assert breakdown.twin_mechanisms(machine("a", "unknown", "swiotlb=force")) == {"bounce-buffers"}
+
+
+def test_an_imported_twin_whose_tee_is_unknown_is_a_twin_and_gets_no_breakdown_of_its_own(tmp_path, ccbench):
+    rng = np.random.default_rng(8)
+    probes = {
+        "plain": machine("plain", "unknown"),
+        "forced": machine("forced", "unknown", "swiotlb=force"),
+        "cvm": machine("cvm", "unknown"),
+    }
+    rates = {"plain": 1.0, "forced": 0.75, "cvm": 0.17}
+    paths = [write_environment(tmp_path, probes[h], rate_samples(rates[h], rng)) for h in probes]
+    rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    forced = next(r for r in rows if r["config"].startswith("forced"))
+    assert forced["breakdown"] == []
+    cvm = next(r for r in rows if r["config"].startswith("cvm"))
+    bounce = cvm["breakdown"][0]
+    assert bounce["mechanism"] == "bounce-buffers" and bounce["ci_low"] <= PLANTED <= bounce["ci_high"]
 
 
 def test_counts_times_unit_costs_explain_a_planted_time():
@@ -134,3 +153,71 @@ def test_counts_times_unit_costs_explain_a_planted_time():
     assert share["unexplained"].share == pytest.approx(1 - share["bounce-buffers"].share, abs=1e-9)
     # a CVM that is not worse has no cost to split
     assert breakdown.row_breakdown({"base": values["cvm"], "cvm": values["base"]}, "base", "cvm", "lower", {}) == []
+
+
+def test_the_report_draws_the_breakdown_as_a_stacked_bar_per_workload(tmp_path, ccbench):
+    paths = three_machines(tmp_path / "bundles")
+    html = tmp_path / "report.html"
+    done = ccbench("report", *paths, "--baseline", "plain", "-o", html, "--figures", tmp_path / "figures")
+    assert done.returncode == 0, done.stderr
+    page = html.read_text()
+    assert "Why the machines differ: the cost by mechanism" in page
+    # one bar for the SNP machine: a bounce-buffer segment and the unexplained rest
+    assert 'id="mechanism:bounce-buffers:0"' in page and 'id="mechanism:unexplained:0"' in page
+    assert (tmp_path / "figures" / "breakdown.svg").is_file()
+    markdown = tmp_path / "report.md"
+    assert ccbench("report", *paths, "--baseline", "plain", "-o", markdown).returncode == 0
+    text = markdown.read_text()
+    row = next(line for line in text.splitlines() if "bounce-buffers" in line and "twin" in line)
+    assert "16%" in row or "15%" in row or "17%" in row, row
+
+
+def test_counts_from_execution_records_times_the_mechanism_workloads_unit_cost(tmp_path, ccbench):
+    """A CVM whose job takes 2.0 s against 1.0 s, and whose executions each accepted 250,000 pages
+    (nr_unaccepted fell by that much) at a first-touch excess of 2,000 ns per 4K page over the plain
+    machine: 0.5 s of the second, a share log(2/1.5)/log(2) of the cost."""
+    from ccbench.bundle import BundleWriter
+
+    rng = np.random.default_rng(11)
+    paths = []
+    for host, tee, seconds, touch_ns in (("plain", "none", 1.0, 500.0), ("cvm", "sev-snp", 2.0, 2500.0)):
+        writer = BundleWriter.create(tmp_path / host, {"plan": {"name": "t"}, "environment": machine(host, tee)})
+        samples = []
+        for rep, noise in enumerate(rng.normal(0, 0.01, 8)):
+            common = {"variant": {}, "repetition": rep, "execution": f"job|-|rep|{rep}"}
+            samples.append(sample(workload="job", metric="time", value=seconds * float(np.exp(noise)), **common))
+            writer.append_execution(
+                {
+                    "key": f"job|-|rep|{rep}",
+                    "workload": "job",
+                    "variant": {},
+                    "repetition": rep,
+                    "warmup": False,
+                    "status": "ok",
+                    "counters": {"vmstat.nr_unaccepted": -250_000 if tee != "none" else 0, "vmstat.pgfault": 9},
+                }
+            )
+            samples.append(
+                sample(
+                    workload="mechanisms",
+                    kind="mechanisms",
+                    variant={},
+                    metric="first_touch_ns",
+                    unit="ns",
+                    params={"mechanism": "first-touch", "pages": "4k"},
+                    metadata={"case": {"mechanism": "first-touch", "pages": "4k"}},
+                    value=touch_ns * float(np.exp(noise)),
+                    repetition=rep,
+                )
+            )
+        writer.append_samples(samples)
+        writer.close()
+        paths.append(writer.path)
+    rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    job = next(r for r in rows if r["workload"] == "job")
+    parts = {p["mechanism"]: p for p in job["breakdown"]}
+    expected = math.log(2 / 1.5) / math.log(2)
+    accepted = parts["page-acceptance"]
+    assert accepted["source"] == "counts" and "vmstat.nr_unaccepted" in accepted["basis"]
+    assert accepted["ci_low"] <= expected <= accepted["ci_high"], accepted
+    assert abs(accepted["share"] - expected) < 0.03

@@ -12,6 +12,8 @@ use crate::region::{Pages, Region, HUGE_PAGE, SMALL_PAGE};
 
 const LINE: usize = 64;
 const WORDS_PER_LINE: usize = LINE / std::mem::size_of::<usize>();
+/// loads timed per pass of the chase
+const CHASE_STEPS: usize = 1 << 21;
 
 /// A small deterministic generator (xorshift64*): the chase order needs to be unpredictable to the
 /// prefetcher, not to an adversary.
@@ -96,8 +98,10 @@ pub fn memory(pages: Pages, array_bytes: usize, chase_bytes: usize, passes: usiz
     let words = chase_region.slice::<usize>();
     let lines = words.len() / WORDS_PER_LINE;
     link_random_cycle(words, lines, &mut Shuffle::new(0x5eed));
-    let steps = lines.max(1 << 20);
-    chase(words, lines); // one round to fault the pages in and warm the TLB as far as it reaches
+    // linking wrote every line, so the pages are mapped; a bounded number of loads along the random
+    // cycle gives the mean latency without walking all of a large buffer on every pass
+    let steps = CHASE_STEPS;
+    chase(words, steps / 4); // warm the TLB and caches as far as they reach
     let latency: Vec<f64> = (0..passes).map(|_| chase(words, steps)).collect();
     Ok(json!({
         "pages": pages.name(),

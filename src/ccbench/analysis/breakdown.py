@@ -11,11 +11,12 @@ Two sources attribute parts of that cost:
   (booted with ``swiotlb=force``: bounce buffers; ``idle=poll``: idle), recognised from the kernel
   command line in its probe's provenance or named by the user (``--twin bounce-buffers=LABEL``). Its
   share is ``log cost(twin) / log cost(cvm)``, both against the same baseline.
-* **counts times unit costs**: a mechanism's count in the CVM's executions (a counter sample of the
-  same workload, e.g. bytes bounced through swiotlb) times its unit cost measured by the
-  ``mechanisms`` workload on the same machine, less the baseline machine's where it has one. For a
-  row whose metric is an execution's time: the share of the cost that goes away when that time is
-  taken off the CVM's, ``log(T_cvm / (T_cvm - count x unit)) / log(T_cvm / T_base)``.
+* **counts times unit costs**: a mechanism's count in the CVM's executions (the mechanism counters
+  of each execution record, ``counters``: the pages accepted as ``vmstat.nr_unaccepted`` falls; bytes
+  bounced where a counter records them) times its unit cost measured by the ``mechanisms`` workload
+  on the same machine, less the baseline machine's where it has one. For a row whose metric is an
+  execution's time: the share of the cost that goes away when that time is taken off the CVM's,
+  ``log(T_cvm / (T_cvm - count x unit)) / log(T_cvm / T_base)``.
 
 Intervals are percentile bootstrap intervals over the executions (each side resampled on its own,
 the same draws for every part, so the unexplained rest ``1 - sum(shares)`` has an interval too).
@@ -26,7 +27,7 @@ is not significantly worse gets no breakdown: there is no cost to split.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,30 +49,34 @@ CONFIDENCE = 0.95
 
 @dataclass(frozen=True)
 class CountRule:
-    """How a mechanism's count in an execution turns into seconds: ``count`` (a counter sample of the
-    workload) times the unit cost read from the ``mechanisms`` workload's samples on the same machine."""
+    """How a mechanism's count in an execution turns into seconds: the count (a mechanism counter of
+    the execution record, ccbench's ``counters``: the difference over the execution, times ``sign``)
+    times the unit cost read from the ``mechanisms`` workload's samples on the same machine."""
 
-    #: the counter samples' metric names (the first found is used)
+    #: the execution record's counter names (the first recorded is used)
     counters: tuple[str, ...]
+    #: +1 where the counter grows with the mechanism, -1 where it falls (a level of what is left)
+    sign: float
     #: the mechanisms workload's metric and case holding the unit cost
     unit_metric: str
     unit_case: Mapping[str, Any]
     #: seconds per counted unit from that metric's value
-    seconds_per_count: Any
+    seconds_per_count: Callable[[float], float]
 
 
-#: bytes bounced cost a copy each (private <-> shared memory): the STREAM copy rate counts the bytes
-#: read and written, so one bounced byte takes 2 / copy rate; an accepted 4K page costs the first
-#: touch's excess per 4K page
+#: a bounced byte costs a copy (private <-> shared memory): the STREAM copy rate counts the bytes read
+#: and written, so one bounced byte takes 2 / the copy rate. A page accepted during the execution
+#: (nr_unaccepted falls) costs the first touch's time per 4K page. Each less the baseline machine's.
 COUNT_RULES = {
     "bounce-buffers": CountRule(
-        ("swiotlb_bounced_bytes", "swiotlb_bounced"), "copy_bandwidth", {"pages": "4k"}, lambda v: 2.0 / (v * 1e9)
+        ("swiotlb.bounced_bytes", "trace.swiotlb:swiotlb_bounced_bytes"),
+        1.0,
+        "copy_bandwidth",
+        {"pages": "4k"},
+        lambda gb_per_s: 2.0 / (gb_per_s * 1e9),
     ),
     "page-acceptance": CountRule(
-        ("unaccepted_pages_accepted", "nr_unaccepted_accepted"),
-        "first_touch_ns",
-        {"pages": "4k"},
-        lambda v: v * 1e-9,
+        ("vmstat.nr_unaccepted",), -1.0, "first_touch_ns", {"pages": "4k"}, lambda ns: ns * 1e-9
     ),
 }
 
@@ -92,10 +97,11 @@ class Part:
 
 
 def twin_mechanisms(probe: Mapping[str, Any] | None) -> set[str]:
-    """The mechanisms a machine's kernel command line forces on (only on a plain machine: a CVM's
-    ``swiotlb=force`` is what it does anyway)."""
+    """The mechanisms a machine's kernel command line forces on, on a machine that is plain or whose
+    TEE is unknown (an imported result stating its command line and nothing else); a CVM's
+    ``swiotlb=force`` is what it does anyway, so a CVM is never a twin."""
     probe = probe or {}
-    if ((probe.get("tee") or {}).get("technology") or "unknown") != "none":
+    if ((probe.get("tee") or {}).get("technology") or "unknown") not in ("none", "unknown"):
         return set()
     cmdline = (probe.get("provenance") or {}).get("kernel_cmdline") or ""
     cmdline = cmdline.split(" -- ")[0]  # what follows "--" is init's, not the kernel's
@@ -209,7 +215,8 @@ def row_breakdown(
 def _unit_cost(frame: pd.DataFrame, config: str, rule: CountRule) -> float | None:
     """The median unit cost (seconds per count) measured on the configuration's machines, or None."""
     rows = frame[(frame["config"] == config) & (frame["metric"] == rule.unit_metric)]
-    rows = rows[[_case_matches(case, rule.unit_case) for case in rows["case"]]] if len(rows) else rows
+    # a sample's params hold its case (Workload.sample_params)
+    rows = rows[[_case_matches(params, rule.unit_case) for params in rows["params"]]] if len(rows) else rows
     values = rows["value"].to_numpy(dtype=float)
     return float(rule.seconds_per_count(np.median(values))) if len(values) else None
 
@@ -225,23 +232,41 @@ def _case_matches(case: Any, wanted: Mapping[str, Any]) -> bool:
     return isinstance(case, Mapping) and all(case.get(k) == v for k, v in wanted.items())
 
 
-def counted_seconds(frame: pd.DataFrame, workload: str, baseline: str, config: str) -> dict[str, tuple[float, str]]:
+def execution_counts(records: list[Mapping[str, Any]], workload: str, config: str, rule: CountRule) -> list[float]:
+    """The rule's count in each measured execution of ``workload`` among ``records`` (execution
+    records of the configuration's bundles) whose variant values all appear in the configuration's
+    label."""
+    parts = set(config.split(" / "))
+    counts = []
+    for record in records:
+        if record.get("workload") != workload or record.get("warmup") or record.get("status", "ok") != "ok":
+            continue
+        if not {str(v) for v in (record.get("variant") or {}).values()} <= parts:
+            continue
+        counters = record.get("counters") or {}
+        name = next((n for n in rule.counters if n in counters), None)
+        if name is not None:
+            counts.append(rule.sign * float(counters[name]))
+    return counts
+
+
+def counted_seconds(
+    frame: pd.DataFrame, records: list[Mapping[str, Any]], workload: str, baseline: str, config: str
+) -> dict[str, tuple[float, str]]:
     """{mechanism: (seconds per execution its count costs on the CVM, what was counted)}: the median
-    count of the workload's counter samples on the CVM times the unit cost there, less the unit cost on
+    count over the CVM's executions of the workload times the unit cost there, less the unit cost on
     the baseline's machines where they measured it (only the CVM's excess is the mechanism's)."""
     out = {}
     for mechanism, rule in COUNT_RULES.items():
-        counts = frame[(frame["config"] == config) & (frame["workload"] == workload)]
-        counts = counts[counts["metric"].isin(rule.counters)]
+        counts = execution_counts(records, workload, config, rule)
         unit = _unit_cost(frame, config, rule)
-        if counts.empty or unit is None:
+        if not counts or unit is None:
             continue
         base_unit = _unit_cost(frame, baseline, rule)
         excess = unit - base_unit if base_unit is not None else unit
-        count = float(np.median(counts["value"].to_numpy(dtype=float)))
+        count = float(np.median(counts))
         if excess > 0 and count > 0:
-            what = f"{count:.4g} {counts['metric'].iloc[0]} x {excess:.3g} s"
-            out[mechanism] = (count * excess, what)
+            out[mechanism] = (count * excess, f"{count:.4g} x {excess:.3g} s ({rule.counters[0]})")
     return out
 
 
@@ -261,10 +286,12 @@ def breakdowns(
     frame: pd.DataFrame,
     machines: Mapping[str, Mapping[str, Any]],
     named_twins: Mapping[str, str] | None = None,
+    executions: Mapping[str, list[Mapping[str, Any]]] | None = None,
 ) -> tuple[list[list[dict[str, Any]]], list]:
     """(per row of ``table``: its breakdown as dicts, empty where none applies; the lint's findings on
     the twins). ``frame``: the measured samples of the rows' groups (engine.SampleSet.measured_frame),
-    with the configuration of every sample; ``machines``: {bundle: probe}."""
+    with the configuration of every sample; ``machines``: {bundle: probe}; ``executions``: {bundle:
+    its execution records} (their mechanism counters, for counts times unit costs)."""
     from ccbench.lint import config_sides
 
     if table.empty or frame.empty:
@@ -278,16 +305,26 @@ def breakdowns(
         if not cross_machine(row, sides):
             out.append([])
             continue
-        twins = {m: c for m, c in find_twins(sides, row["baseline"], named_twins).items() if c != row["config"]}
+        twins = find_twins(sides, row["baseline"], named_twins)
+        if row["config"] in twins.values():
+            out.append([])  # a twin's own row: a plain machine with one mechanism forced, not a CVM
+            continue
         if row["baseline"] not in seen:
             seen.add(row["baseline"])
             findings += twin_findings(sides, row["baseline"], twins)
         group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
-        out.append(_row_parts(row, group, frame, twins, seed) if group is not None else [])
+        if group is None:
+            out.append([])
+            continue
+        bundles = frame.loc[frame["config"] == row["config"], "bundle"].unique()
+        records = [r for b in bundles for r in (executions or {}).get(str(b), [])]
+        out.append(_row_parts(row, group, frame, records, twins, seed))
     return out, findings
 
 
-def _row_parts(row: Mapping[str, Any], group: pd.DataFrame, frame: pd.DataFrame, twins, seed: int) -> list[dict]:
+def _row_parts(
+    row: Mapping[str, Any], group: pd.DataFrame, frame: pd.DataFrame, records: list, twins, seed: int
+) -> list[dict]:
     """One cross-machine row's breakdown from its group's samples (and the counters and unit costs in
     ``frame`` for a row whose metric is a time)."""
     values = {c: g["value"].to_numpy(dtype=float) for c, g in group.groupby("config")}
@@ -296,7 +333,7 @@ def _row_parts(row: Mapping[str, Any], group: pd.DataFrame, frame: pd.DataFrame,
     counted = None
     if row.get("unit") in TIME_UNITS:
         scale = TIME_UNITS[row["unit"]]
-        seconds = counted_seconds(frame, row["workload"], row["baseline"], row["config"])
+        seconds = counted_seconds(frame, records, row["workload"], row["baseline"], row["config"])
         counted = {mechanism: (value / scale, what) for mechanism, (value, what) in seconds.items()}
     parts = row_breakdown(values, row["baseline"], row["config"], row.get("better"), twins, counted, seed)
     return [part.to_dict() for part in parts]
@@ -304,10 +341,9 @@ def _row_parts(row: Mapping[str, Any], group: pd.DataFrame, frame: pd.DataFrame,
 
 def wanted_groups(table: pd.DataFrame):
     """The filter of groups (workload, params, case, metric) the breakdown reads samples of, for
-    engine.SampleSet.measured_frame: the table's rows, the counters and the unit costs."""
+    engine.SampleSet.measured_frame: the table's rows and the unit costs."""
     rows = {(w, m) for w, m in zip(table["workload"], table["metric"], strict=True)}
     extra = {rule.unit_metric for rule in COUNT_RULES.values()}
-    extra |= {name for rule in COUNT_RULES.values() for name in rule.counters}
     return lambda group: (group[0], group[3]) in rows or group[3] in extra
 
 
@@ -335,9 +371,14 @@ def for_comparison(
     from ccbench.errors import CCBenchError
     from ccbench.lint import config_sides
 
-    frame = samples.measured_frame(wanted_groups(table)) if len(table) else pd.DataFrame()
-    if named and not frame.empty:
-        sides = config_sides(frame, machines)
+    # only the rows between two machines get a breakdown: read the samples of theirs alone (none for a
+    # comparison on one machine), the machines behind each configuration known from the facts
+    sides = config_sides(samples.facts, machines) if len(table) else {}
+    pairs = list(zip(table["baseline"], table["config"], strict=True))
+    between = {pair: cross_machine({"baseline": pair[0], "config": pair[1]}, sides) for pair in set(pairs)}
+    crossing = [between[pair] for pair in pairs]
+    frame = samples.measured_frame(wanted_groups(table[crossing])) if any(crossing) else pd.DataFrame()
+    if named:
         known = set(sides) | {label for side in sides.values() for label, _p in side}
         for mechanism, label in named.items():
             if label not in known:
@@ -345,7 +386,8 @@ def for_comparison(
                     f"--twin {mechanism}={label}: no machine or configuration is called {label!r}; they are: "
                     + "; ".join(sorted(known))
                 )
-    return breakdowns(table, frame, machines, named)
+    executions = {str(bundle.path): bundle.executions for bundle in samples.bundles}
+    return breakdowns(table, frame, machines, named, executions)
 
 
 def breakdown_text(part: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ REGISTRY: dict[str, str] = {
     "microservices": "ccbench.workloads.microservices:Microservices",
     "federated": "ccbench.workloads.federated:Federated",
     "network": "ccbench.workloads.network:Network",
+    "mechanisms": "ccbench.workloads.mechanisms:Mechanisms",
 }
 
 #: kinds that a plan may name but that this build cannot run yet: kind -> reason
