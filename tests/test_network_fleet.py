@@ -171,3 +171,79 @@ def test_a_fleet_host_measures_against_its_peer_which_serves_only_for_the_run(tm
                    "the services' end")  # fmt: skip
         assert not list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/services.json"))
         assert list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/service-0.log"))
+
+
+class _Controller:
+    """The controller as peers.serving sees it: where it says things (the playbook runs are the
+    boundary replaced here: the fleet run above drives real ones)."""
+
+    def __init__(self):
+        self.said = []
+
+    def echo(self, text):
+        self.said.append(text)
+
+
+def _fleet(tmp_path, plan_text: str, peer: str | None = "server"):
+    from ccbench.fleet.records import FleetRun
+
+    (tmp_path / "plan.toml").write_text(plan_text)
+    return FleetRun(
+        directory=tmp_path, plan=str(tmp_path / "plan.toml"), plan_file=str(tmp_path / "plan.toml"),
+        inventory=tmp_path / "hosts.ini", mode="parallel", forks=2, limit=None, accept_new_host_keys=False,
+        run_id="fleet-x", rounds=["run"], hosts={"measured": {"peer": peer, "setup_components": ["network"]}},
+        runs={}, baseline="measured", started_at="now",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("ending", [None, KeyboardInterrupt, RuntimeError])
+def test_serving_hosts_stop_serving_however_the_rounds_end(tmp_path, monkeypatch, ending):
+    from ccbench.fleet import peers
+
+    plays = []
+    monkeypatch.setattr(peers, "_play", lambda c, f, w, names, action, services, bound: plays.append((action, names)))
+    fleet = _fleet(tmp_path, PEER_PLAN)
+    try:
+        with peers.serving(_Controller(), fleet, wheelhouse=None):
+            assert plays == [("serve", ["server"])]
+            if ending:
+                raise ending()
+    except (KeyboardInterrupt, RuntimeError):
+        pass
+    assert plays == [("serve", ["server"]), ("unserve", ["server"])]
+    host = peers._host_vars(fleet, "server", [["iperf3", "-s"]], 100.0)
+    assert host["components"] == ["network"] and host["serve_s"] == 100 and host["round"] == "peer"
+
+
+def test_no_serving_host_or_nothing_to_serve_plays_nothing(tmp_path, monkeypatch):
+    from ccbench.fleet import peers
+
+    plays = []
+    monkeypatch.setattr(peers, "_play", lambda *args: plays.append(args))
+    with peers.serving(_Controller(), _fleet(tmp_path, PEER_PLAN, peer=None), wheelhouse=None):
+        pass
+    controller = _Controller()
+    quick = PEER_PLAN.replace('tests = ["tcp", "udp", "latency"]', 'tests = ["latency"]\nlatency_tool = "ping"')
+    with peers.serving(controller, _fleet(tmp_path, quick), wheelhouse=None):
+        pass
+    assert plays == [] and "stay idle" in controller.said[0]
+
+
+def test_the_event_stream_problems_of_a_serve_are_said_in_one_line_each():
+    from ccbench.fleet.peers import _problems
+
+    stream = "\n".join(
+        json.dumps(event)
+        for event in (
+            {"event": "unreachable", "host": "s1", "task": "ccbench:connect", "result": {"msg": "ssh: timed out"}},
+            {
+                "event": "ok",
+                "host": "s2",
+                "task": "ccbench:serve",
+                "result": {
+                    "stdout": json.dumps({"failed": [{"argv": ["iperf3", "-s"], "exit": 1, "log_tail": "busy\n"}]})
+                },
+            },
+        )
+    )
+    assert _problems(stream, "serve") == ["peer s1 (serve): ssh: timed out", "peer s2: iperf3 -s exited (1): busy"]
