@@ -89,7 +89,8 @@ def test_tcp_udp_and_latency_between_emulated_hosts_every_interval_a_sample(tmp_
     workdir = tmp_path / "work"
     assert not _our_namespaces(workdir)
     assert not list((workdir / "network").glob("servers-*.json"))
-    assert not _processes("iperf3", "5201") or all(p.ppid() != os.getpid() for p in _processes("iperf3", "5201"))
+    server = tcp["throughput"][0].metadata["server"]
+    assert not _processes("iperf3", f"-B {server}") and not _processes("sockperf", f"-i {server}")
 
 
 @needs_hosts
