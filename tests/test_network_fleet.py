@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -128,49 +129,81 @@ def _in_namespace(host, name: str) -> list[str]:
     return found
 
 
-@needs_ansible
+@pytest.fixture(scope="module")
+def peer_hosts(tmp_path_factory):
+    """A measured host and its serving host, shared by the fleet runs below (the second run finds
+    ccbench installed)."""
+    if NO_ANSIBLE or testhosts.unavailable() is not None:
+        pytest.skip(f"no fleet test hosts here: {'ansible-core missing' if NO_ANSIBLE else testhosts.unavailable()}")
+    with testhosts.SSHHosts(tmp_path_factory.mktemp("peer-hosts"), ["client", "server"], name="netfleet") as hosts:
+        yield hosts
+
+
+def _peer_inventory(hosts, path: Path) -> Path:
+    text = hosts.inventory_text(labels={"client": "measured"})
+    client = f"client ansible_host={hosts.hosts['client'].address}"
+    path.write_text(text.replace(client, f"{client} ccbench_peer=server"))
+    return path
+
+
+def _fleet_run(plan: Path, inventory: Path, out: Path) -> list[str]:
+    argv = [sys.executable, "-m", "ccbench", "fleet", "run", str(plan), "--inventory", str(inventory)]
+    return argv + ["--out", str(out), "--no-report"]
+
+
+def _services_left(server) -> list[str]:
+    return _in_namespace(server, "iperf3") + _in_namespace(server, "sockperf")
+
+
 @pytest.mark.root
 @pytest.mark.slow
-@pytest.mark.skipif(testhosts.unavailable() is not None, reason=f"SSH test hosts: {testhosts.unavailable()}")
-def test_a_fleet_host_measures_against_its_peer_which_serves_only_for_the_run(tmp_path):
+def test_a_fleet_host_measures_against_its_peer_which_serves_only_for_the_run(peer_hosts, tmp_path):
+    hosts = peer_hosts
     (tmp_path / "peer.toml").write_text(PEER_PLAN)
-    with testhosts.SSHHosts(tmp_path / "hosts", ["client", "server"], name="netfleet") as hosts:
-        text = hosts.inventory_text(labels={"client": "measured"})
-        text = text.replace(
-            f"client ansible_host={hosts.hosts['client'].address}",
-            f"client ansible_host={hosts.hosts['client'].address} ccbench_peer=server",
-        )
-        (tmp_path / "hosts.ini").write_text(text)
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "ccbench", "fleet", "run", str(tmp_path / "peer.toml")),
-                *("--inventory", str(tmp_path / "hosts.ini"), "--out", str(tmp_path / "out"), "--no-report"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=PATIENCE_S * 3,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "serving on server: 2 service(s)" in done.stdout + done.stderr
-        (directory,) = (tmp_path / "out").glob("fleet-*")
-        manifest = json.loads((directory / "fleet.json").read_text())
-        assert set(manifest["hosts"]) == {"measured"}  # the serving host runs no plan
-        host = manifest["hosts"]["measured"]
-        assert host["outcome"] == "ok", host
-        bundle = directory / host["bundles"][0]
-        samples = [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
-        results = [s for s in samples if s["metric"] == "throughput"]
-        assert len(results) == 4  # tcp and udp, two repetitions
-        assert {s["metadata"]["server"] for s in results} == {hosts.hosts["server"].address}
-        assert {s["metadata"]["hosts"] for s in results} == {"peer"}
-        assert [s for s in samples if s["metric"] == "interval_throughput"]  # the server's intervals came back
-        assert [s for s in samples if s["metric"] == "latency_p50"]
-        # stopped after the run: nothing of the services left on the serving host, nor their record
-        server = hosts.hosts["server"]
-        wait_until(lambda: not _in_namespace(server, "iperf3") and not _in_namespace(server, "sockperf"), 30,
-                   "the services' end")  # fmt: skip
-        assert not list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/services.json"))
-        assert list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/service-0.log"))
+    argv = _fleet_run(tmp_path / "peer.toml", _peer_inventory(hosts, tmp_path / "hosts.ini"), tmp_path / "out")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=PATIENCE_S * 3)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "serving on server: 2 service(s)" in done.stdout + done.stderr
+    (directory,) = (tmp_path / "out").glob("fleet-*")
+    manifest = json.loads((directory / "fleet.json").read_text())
+    assert set(manifest["hosts"]) == {"measured"}  # the serving host runs no plan
+    host = manifest["hosts"]["measured"]
+    assert host["outcome"] == "ok", host
+    bundle = directory / host["bundles"][0]
+    samples = [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
+    results = [s for s in samples if s["metric"] == "throughput"]
+    assert len(results) == 4  # tcp and udp, two repetitions
+    assert {s["metadata"]["server"] for s in results} == {hosts.hosts["server"].address}
+    assert {s["metadata"]["hosts"] for s in results} == {"peer"}
+    assert [s for s in samples if s["metric"] == "interval_throughput"]  # the server's intervals came back
+    assert [s for s in samples if s["metric"] == "latency_p50"]
+    # stopped after the run: nothing of the services left on the serving host, nor their record
+    server = hosts.hosts["server"]
+    wait_until(lambda: not _services_left(server), 30, "the services' end")
+    assert not list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/services.json"))
+    assert list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/service-0.log"))
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_an_interrupted_fleet_stops_its_peers_services(peer_hosts, tmp_path):
+    hosts = peer_hosts
+    long_plan = PEER_PLAN.replace("duration_s = 1\n", "duration_s = 60\n").replace("timeout = 60", "timeout = 300")
+    (tmp_path / "peer.toml").write_text(long_plan)
+    argv = _fleet_run(tmp_path / "peer.toml", _peer_inventory(hosts, tmp_path / "hosts.ini"), tmp_path / "out")
+    controller = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server, client = hosts.hosts["server"], hosts.hosts["client"]
+
+    def measuring():
+        assert controller.poll() is None, controller.communicate()[0]
+        return _services_left(server) and _in_namespace(client, "iperf3")
+
+    wait_until(measuring, PATIENCE_S * 2, "the measured host's iperf3 against its peer")
+    controller.send_signal(signal.SIGINT)
+    output = controller.communicate(timeout=PATIENCE_S)[0]
+    assert controller.returncode == 130, output
+    wait_until(lambda: not _services_left(server), 30, "the services' end")
+    assert not list(Path(server.home).glob(".ccbench-fleet/runs/*/peer/services.json"))
 
 
 class _Controller:
