@@ -147,7 +147,10 @@ def test_perf_format_5_is_read(tmp_path):
 
 
 def test_hyperfine_failed_runs_are_left_out_and_said_so(tmp_path):
-    [bundle] = _import("hyperfine", IMPORT / "hyperfine-failures.json", tmp_path)
+    done = run_ccbench("import", "hyperfine", IMPORT / "hyperfine-failures.json", "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "note:" in done.stdout and "runs failed (exit 137)" in done.stdout, done.stdout
+    [bundle] = [read_bundle(p) for p in _bundles(tmp_path)]
     by_command = {}
     for sample in bundle.samples:
         by_command.setdefault(sample["params"]["command"], []).append(sample["value"])
@@ -157,6 +160,8 @@ def test_hyperfine_failed_runs_are_left_out_and_said_so(tmp_path):
     assert statuses == ["failed", "ok"]
     notes = " ".join(n for e in bundle.executions for n in e.get("notes", []))
     assert "1 of 4 runs failed (exit 137)" in notes and "3 of 3 runs failed (exit 2)" in notes
+    [failed] = [e for e in bundle.executions if e["status"] == "failed"]
+    assert "3 of 3 runs failed" in failed["error"] and failed["samples"] == 0
 
 
 # ---- errors that say what the file is ----------------------------------------------------------------
@@ -173,12 +178,17 @@ def test_hyperfine_failed_runs_are_left_out_and_said_so(tmp_path):
         ("fio", PYPERF, "use `ccbench import pyperf`"),
         ("pyperf", IMPORT / "perf-0.7-format3.json", "format version 3 of the old 'perf' module"),
         ("hyperfine", "{other}", "complete JSON of another shape"),
+        ("pyperf", "{strings}", "its values are not a list of numbers"),
     ],
 )
 def test_a_wrong_file_is_named_for_what_it_is(tmp_path, format_name, source, expected):
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"name": "a benchmark", "values": [1, 2, 3]}))
-    source = other if source == "{other}" else source
+    strings = tmp_path / "strings.json"
+    document = json.loads(PYPERF.read_text())
+    document["benchmarks"][0]["runs"][1]["values"][0] = "0.1"
+    strings.write_text(json.dumps(document))
+    source = {"{other}": other, "{strings}": strings}.get(str(source), source)
     done = run_ccbench("import", format_name, source, "--out", tmp_path / "out")
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -63,6 +63,9 @@ def command(
     from ccbench.results.importers import import_results
     from ccbench.results.importers.stated import stated_facts
 
-    written = import_results(format_name, paths, out, label, stated_facts(tee, kernel_cmdline))
+    notes: list[str] = []
+    written = import_results(format_name, paths, out, label, stated_facts(tee, kernel_cmdline), notes.append)
     for bundle in written:
         click.echo(str(bundle))
+    for note in notes:
+        click.echo(f"  note: {note}")

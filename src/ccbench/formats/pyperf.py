@@ -90,6 +90,8 @@ def runs(document: Any) -> Iterator[PyperfRun]:
             values = run.get(values_key) or []
             if not values:
                 continue  # a calibration run
+            if not isinstance(values, list) or not all(type(v) in (int, float) for v in values):
+                raise FormatError(f"benchmark {name!r}, run {number}: its values are not a list of numbers")
             yield PyperfRun(str(name), metric, unit, number, {**meta, **(run.get("metadata") or {})}, values)
             number += 1
 
@@ -129,5 +131,7 @@ def machine(document: Any) -> dict[str, Any]:
         "hostname": meta.get("hostname"),
         "cpu_count": meta.get("cpu_count"),
         "kernel_release": kernel_release(meta.get("platform")),
+        # as written, for the record: the machine's identity uses the kernel release above
+        "platform": meta.get("platform"),
     }
     return {k: v for k, v in facts.items() if v is not None}

@@ -31,7 +31,7 @@ import before anything is written), then writes each bundle through ``staging.wr
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -97,10 +97,18 @@ def import_results(
     out: Path,
     label: str | None = None,
     stated: dict[str, Any] | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Read everything first, then write one bundle per Imported; ``stated`` holds the facts the user
-    stated (``stated.stated_facts``)."""
+    stated (``stated.stated_facts``); ``report`` is told what each bundle's sources say a reader must
+    know (runs left out, and why)."""
     from ccbench.results.importers.staging import write_bundle
 
     bundles = collect(format_name, paths, label)
-    return [write_bundle(imported, Path(out), stated) for imported in bundles]
+    written = []
+    for imported in bundles:
+        written.append(write_bundle(imported, Path(out), stated))
+        for execution in imported.executions:
+            for note in execution.notes if report else ():
+                report(f"{written[-1].name}: {execution.workload} rep {execution.repetition}: {note}")
+    return written

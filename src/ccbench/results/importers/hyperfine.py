@@ -35,6 +35,8 @@ def execution(path: Path, result: dict[str, Any], started: str) -> Execution:
         raise ImportProblem(
             f"{path}: command {result.get('command', '?')!r} has no per-run 'times' (hyperfine >= 1.9 writes them)"
         )
+    if not all(type(t) in (int, float) for t in times):
+        raise ImportProblem(f"{path}: command {result.get('command', '?')!r}: its 'times' are not all numbers")
     case = {
         "command": str(result.get("command", "?")),
         **{k: str(v) for k, v in (result.get("parameters") or {}).items()},

@@ -232,6 +232,7 @@ def _write_journals(bundle: Path, executions: list[Execution]) -> None:
                 "raw": raw,
                 "imported": True,
                 **({"notes": notes} if notes else {}),
+                **({"error": "; ".join(notes) or "the source says it failed"} if execution.status != "ok" else {}),
             }
             records.write(json.dumps(record, default=str) + "\n")
         for handle in (samples, records):
