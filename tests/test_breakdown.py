@@ -111,10 +111,9 @@ def test_a_twin_named_by_the_user_and_a_bad_twin_option(tmp_path, ccbench):
 
 def test_twins_are_recognised_from_the_kernel_command_line_of_plain_machines_only():
     assert breakdown.twin_mechanisms(machine("a", "none", "ro swiotlb=force")) == {"bounce-buffers"}
-    assert breakdown.twin_mechanisms(machine("a", "none", "ro swiotlb=65536,force idle=poll")) == {
-        "bounce-buffers",
-        "idle",
-    }
+    # idle=poll takes halt exits away: a CVM booted with it is the idle twin; a plain VM with it is none
+    assert breakdown.twin_mechanisms(machine("a", "none", "ro swiotlb=65536,force idle=poll")) == {"bounce-buffers"}
+    assert breakdown.twin_mechanisms(machine("a", "tdx", "ro idle=poll")) == {"idle"}
     assert breakdown.twin_mechanisms(machine("a", "none", "ro swiotlb=noforce")) == set()
     # what follows "--" is init's; a CVM bounces anyway: neither is a twin
     assert breakdown.twin_mechanisms(machine("a", "none", "ro -- swiotlb=force")) == set()
@@ -221,3 +220,33 @@ def test_counts_from_execution_records_times_the_mechanism_workloads_unit_cost(t
     assert accepted["source"] == "counts" and "vmstat.nr_unaccepted" in accepted["basis"]
     assert accepted["ci_low"] <= expected <= accepted["ci_high"], accepted
     assert abs(accepted["share"] - expected) < 0.03
+
+
+def test_a_cvm_booted_with_idle_poll_is_the_idle_twin_that_takes_the_mechanism_away(tmp_path, ccbench):
+    """A job taking 1.0 s on the plain VM, 1.5 s on the TD and 1.2 s on the same TD booted with
+    idle=poll: halting explains 1 - log(1.2)/log(1.5) of the TD's cost."""
+    rng = np.random.default_rng(2)
+    probes = {
+        "plain": machine("plain", "none"),
+        "td": machine("td", "tdx"),
+        "tdpoll": machine("tdpoll", "tdx", "idle=poll"),
+    }
+    seconds = {"plain": 1.0, "td": 1.5, "tdpoll": 1.2}
+    paths = []
+    for host, probe in probes.items():
+        values = seconds[host] * np.exp(rng.normal(0, 0.01, 10))
+        samples = [
+            sample(workload="job", variant={}, metric="time", value=float(v), repetition=i)
+            for i, v in enumerate(values)
+        ]
+        paths.append(write_environment(tmp_path, probe, samples))
+    rows, findings = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    td = next(r for r in rows if r["config"].startswith("td /"))
+    idle = next(p for p in td["breakdown"] if p["mechanism"] == "idle")
+    expected = 1 - math.log(1.2) / math.log(1.5)
+    assert idle["source"] == "twin" and idle["basis"].startswith("tdpoll")
+    assert idle["ci_low"] <= expected <= idle["ci_high"], idle
+    # the twin with idle=poll is a TD too: its own row is split on its own (no idle twin for it)
+    poll = next(r for r in rows if r["config"].startswith("tdpoll"))
+    assert [p["mechanism"] for p in poll["breakdown"]] == ["unexplained"]
+    assert not [f for f in findings if f["finding"] == "confounded-twin"]

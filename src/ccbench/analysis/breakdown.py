@@ -7,10 +7,12 @@ log of its ratio oriented so that worse is positive, ``log(cvm / baseline)`` for
 work is measured as a time or as a rate, and shares of independent multiplicative slowdowns add up.
 Two sources attribute parts of that cost:
 
-* a **mechanism twin**: a plain machine equal to the baseline except for one mechanism forced on
-  (booted with ``swiotlb=force``: bounce buffers; ``idle=poll``: idle), recognised from the kernel
-  command line in its probe's provenance or named by the user (``--twin bounce-buffers=LABEL``). Its
-  share is ``log cost(twin) / log cost(cvm)``, both against the same baseline.
+* a **mechanism twin**: a configuration equal to one side except for one mechanism, recognised from
+  the kernel command line in its probe's provenance or named by the user (``--twin
+  bounce-buffers=LABEL``): the baseline with a mechanism forced on (a plain VM booted with
+  ``swiotlb=force``: bounce buffers), share ``log cost(twin) / log cost(cvm)``; or the CVM with a
+  mechanism taken away (booted with ``idle=poll``: no halt exits), share ``1 - log cost(twin) / log
+  cost(cvm)``; every cost against the same baseline.
 * **counts times unit costs**: a mechanism's count in the CVM's executions (the mechanism counters
   of each execution record, ``counters``: the pages accepted as ``vmstat.nr_unaccepted`` falls; bytes
   bounced where a counter records them) times its unit cost measured by the ``mechanisms`` workload
@@ -34,11 +36,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: the mechanisms a twin can isolate: a kernel command-line parameter that forces it on a plain VM
+#: the mechanisms a twin can isolate, by a kernel command-line parameter: one that forces the
+#: mechanism on a plain VM (a "forced" twin: plain + swiotlb=force bounces like a CVM), or one that
+#: takes it away from a CVM (a "removed" twin: the CVM with idle=poll never halts, so it has no halt
+#: exits; a plain VM with idle=poll would only make the baseline faster)
 TWIN_MARKERS = {
-    "bounce-buffers": re.compile(r"(?:^|\s)swiotlb=(?:[^\s]*,)?force(?:\s|,|$)"),
-    "idle": re.compile(r"(?:^|\s)idle=poll(?:\s|$)"),
+    "bounce-buffers": (re.compile(r"(?:^|\s)swiotlb=(?:[^\s]*,)?force(?:\s|,|$)"), "forced"),
+    "idle": (re.compile(r"(?:^|\s)idle=poll(?:\s|$)"), "removed"),
 }
+PLAIN_OR_UNKNOWN = ("none", "unknown")
 #: every mechanism a breakdown names (docs/mechanisms.md), and the rest
 MECHANISMS = ("exits", "bounce-buffers", "page-acceptance", "encrypted-memory", "idle")
 UNEXPLAINED = "unexplained"
@@ -96,62 +102,92 @@ class Part:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Twin:
+    config: str
+    #: "forced" (the baseline with the mechanism on) or "removed" (the CVM without it)
+    kind: str
+
+
+def _technology(probe: Mapping[str, Any] | None) -> str:
+    return str(((probe or {}).get("tee") or {}).get("technology") or "unknown")
+
+
 def twin_mechanisms(probe: Mapping[str, Any] | None) -> set[str]:
-    """The mechanisms a machine's kernel command line forces on, on a machine that is plain or whose
-    TEE is unknown (an imported result stating its command line and nothing else); a CVM's
-    ``swiotlb=force`` is what it does anyway, so a CVM is never a twin."""
-    probe = probe or {}
-    if ((probe.get("tee") or {}).get("technology") or "unknown") not in ("none", "unknown"):
-        return set()
-    cmdline = (probe.get("provenance") or {}).get("kernel_cmdline") or ""
+    """The mechanisms a machine's kernel command line makes it a twin for: forced ones on a machine
+    that is plain or whose TEE is unknown (an import stating its command line and nothing else; a
+    CVM's ``swiotlb=force`` is what it does anyway), removed ones on a CVM or an unknown machine."""
+    technology = _technology(probe)
+    cmdline = ((probe or {}).get("provenance") or {}).get("kernel_cmdline") or ""
     cmdline = cmdline.split(" -- ")[0]  # what follows "--" is init's, not the kernel's
-    return {name for name, marker in TWIN_MARKERS.items() if marker.search(cmdline)}
+    found = set()
+    for name, (marker, kind) in TWIN_MARKERS.items():
+        fits = technology in PLAIN_OR_UNKNOWN if kind == "forced" else technology != "none"
+        if fits and marker.search(cmdline):
+            found.add(name)
+    return found
 
 
 def _side_probes(sides: Mapping[str, list], config: str) -> list[Mapping[str, Any]]:
     return [probe for _label, probe in sides.get(config, [])]
 
 
-def find_twins(sides: Mapping[str, list], baseline: str, named: Mapping[str, str] | None = None) -> dict[str, str]:
-    """{mechanism: twin configuration} for this baseline: each configuration (other than the baseline)
-    whose machines are plain and force one mechanism the baseline's do not, and the configurations the
-    user named (a mechanism to a machine label or configuration)."""
-    base_forced = (
-        set().union(*(twin_mechanisms(p) for p in _side_probes(sides, baseline))) if baseline in sides else set()
-    )
-    twins: dict[str, str] = {}
-    for config, side in sides.items():
-        if config == baseline or not side:
+def _marked(sides: Mapping[str, list], config: str) -> set[str]:
+    """The mechanisms every machine of a configuration is a twin for (none for no machine)."""
+    probes = _side_probes(sides, config)
+    return set.intersection(*(twin_mechanisms(p) for p in probes)) if probes else set()
+
+
+def find_twins(
+    sides: Mapping[str, list], baseline: str, config: str, named: Mapping[str, str] | None = None
+) -> dict[str, Twin]:
+    """{mechanism: its twin} for the row baseline -> config: a forced twin is a configuration of plain
+    machines forcing a mechanism the baseline's do not; a removed twin is one of machines with the
+    CVM's technology without a mechanism the CVM's have; the user's (a mechanism to a machine label
+    or configuration) win."""
+    base_marks, cvm_marks = _marked(sides, baseline), _marked(sides, config)
+    cvm_techs = {_technology(p) for p in _side_probes(sides, config)}
+    twins: dict[str, Twin] = {}
+    for other in sides:
+        if other in (baseline, config):
             continue
-        forced = set.intersection(*(twin_mechanisms(probe) for _label, probe in side)) - base_forced
-        for mechanism in sorted(forced):
-            twins.setdefault(mechanism, config)
+        marks = _marked(sides, other)
+        for mechanism in sorted(marks):
+            kind = TWIN_MARKERS[mechanism][1]
+            if kind == "forced" and mechanism not in base_marks:
+                twins.setdefault(mechanism, Twin(other, kind))
+            elif kind == "removed" and mechanism not in cvm_marks:
+                if {_technology(p) for p in _side_probes(sides, other)} == cvm_techs:
+                    twins.setdefault(mechanism, Twin(other, kind))
     for mechanism, label in (named or {}).items():
         matches = [c for c, side in sides.items() if c == label or any(m == label for m, _p in side)]
-        if matches:
-            twins[mechanism] = matches[0]
+        if matches and matches[0] not in (baseline, config):
+            kind = TWIN_MARKERS[mechanism][1] if mechanism in TWIN_MARKERS else "forced"
+            twins[mechanism] = Twin(matches[0], kind)
     return twins
 
 
-def twin_findings(sides: Mapping[str, list], baseline: str, twins: Mapping[str, str]) -> list:
-    """A lint finding for each twin whose machines differ from the baseline's in more than its
-    mechanism (CPU model, vCPUs, memory, SMT, kernel: ccbench.lint's confounders)."""
+def twin_findings(sides: Mapping[str, list], baseline: str, config: str, twins: Mapping[str, Twin]) -> list:
+    """A lint finding for each twin whose machines differ from those it must equal (the baseline's for
+    a forced twin, the CVM's for a removed one) in more than its mechanism (CPU model, vCPUs, memory,
+    SMT, kernel: ccbench.lint's confounders)."""
     from ccbench.lint import HIGH, Finding, confounded_by, differences, machine_facts
 
     findings = []
-    for mechanism, config in twins.items():
-        base, twin = sides.get(baseline, []), sides.get(config, [])
-        found, _unknown = differences(base, twin)
+    for mechanism, twin in twins.items():
+        reference = baseline if twin.kind == "forced" else config
+        base, other = sides.get(reference, []), sides.get(twin.config, [])
+        found, _unknown = differences(base, other)
         if not found:
             continue
         findings.append(
             Finding(
                 "confounded-twin",
                 HIGH,
-                f"the {mechanism} twin {config} differs from the baseline {baseline} in more than {mechanism}: "
+                f"the {mechanism} twin {twin.config} differs from {reference} in more than {mechanism}: "
                 f"{confounded_by(found)}; its share of the breakdown is not that mechanism's alone",
-                {label: machine_facts(probe) for label, probe in [*base, *twin]},
-                "boot the twin on the baseline's machine type and kernel, changing only the kernel command line",
+                {label: machine_facts(probe) for label, probe in [*base, *other]},
+                f"boot the twin on {reference}'s machine type and kernel, changing only the kernel command line",
                 "docs/analysis.md (Breakdown)",
             )
         )
@@ -181,7 +217,7 @@ def row_breakdown(
     baseline: str,
     config: str,
     better: Any,
-    twins: Mapping[str, str],
+    twins: Mapping[str, Twin],
     counted: Mapping[str, tuple[float, str]] | None = None,
     seed: int = 0,
 ) -> list[Part]:
@@ -197,9 +233,11 @@ def row_breakdown(
         return []
     parts: list[tuple[str, np.ndarray, str, str]] = []
     for mechanism, twin in sorted(twins.items()):
-        if twin in values and len(values[twin]):
-            twin_cost = sign * (_resampled_log_means(values[twin], rng) - base)
-            parts.append((mechanism, twin_cost / cost, "twin", twin))
+        if twin.config in values and len(values[twin.config]):
+            twin_cost = sign * (_resampled_log_means(values[twin.config], rng) - base)
+            # forced: the twin's cost is the mechanism's; removed: what the CVM loses without it
+            share = twin_cost / cost if twin.kind == "forced" else 1.0 - twin_cost / cost
+            parts.append((mechanism, share, "twin", twin.config))
     for mechanism, (seconds, what) in sorted((counted or {}).items()):
         if mechanism in twins or sign < 0:
             continue
@@ -281,6 +319,14 @@ def cross_machine(row: Mapping[str, Any], sides: Mapping[str, list]) -> bool:
     return techs != {"none"}
 
 
+def _forced_twin_row(sides: Mapping[str, list], row: Mapping[str, Any], named: Mapping[str, str] | None) -> bool:
+    """Whether the row's compared configuration is a forced twin of its baseline."""
+    return any(
+        twin.config == row["config"] and twin.kind == "forced"
+        for twin in find_twins(sides, row["baseline"], "", named).values()
+    )
+
+
 def breakdowns(
     table: pd.DataFrame,
     frame: pd.DataFrame,
@@ -305,13 +351,13 @@ def breakdowns(
         if not cross_machine(row, sides):
             out.append([])
             continue
-        twins = find_twins(sides, row["baseline"], named_twins)
-        if row["config"] in twins.values():
-            out.append([])  # a twin's own row: a plain machine with one mechanism forced, not a CVM
+        if _forced_twin_row(sides, row, named_twins):
+            out.append([])  # a forced twin's own row: a plain machine with one mechanism on, not a CVM
             continue
-        if row["baseline"] not in seen:
-            seen.add(row["baseline"])
-            findings += twin_findings(sides, row["baseline"], twins)
+        twins = find_twins(sides, row["baseline"], row["config"], named_twins)
+        if (row["baseline"], row["config"]) not in seen:
+            seen.add((row["baseline"], row["config"]))
+            findings += twin_findings(sides, row["baseline"], row["config"], twins)
         group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
         if group is None:
             out.append([])

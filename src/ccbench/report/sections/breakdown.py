@@ -80,7 +80,7 @@ def build(ctx: ReportContext) -> Section | None:
         intro=(
             "For each comparison between two machines with a TEE (or an unknown one) on the compared side, the share "
             "of its cost (on the log scale of the ratio) that each mechanism explains: from a mechanism twin (a plain "
-            "machine booted with swiotlb=force or idle=poll) and from counts times unit costs measured by the "
+            "machine booted with swiotlb=force, the CVM booted with idle=poll) and from counts times unit costs measured by the "
             "mechanisms workload on the same machine; the rest is unexplained. Intervals: 95% bootstrap over the "
             "executions (docs/analysis.md, Breakdown)."
         ),
