@@ -29,6 +29,12 @@ def receiver_mbit(log: Path) -> float:
     return math.exp(sum(map(math.log, rates)) / len(rates))
 
 
+def bundle_of(stdout: str) -> Path:
+    """The bundle an import printed (its notes follow, indented)."""
+    (path,) = [line for line in stdout.splitlines() if line and not line[0].isspace()]
+    return Path(path)
+
+
 def samples(bundle: Path) -> list[dict]:
     return [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
 
@@ -41,7 +47,7 @@ def import_study(tmp_path: Path, *extra_per_machine: tuple[str, ...]) -> dict[st
             "import", "iperf3", STUDY / f"{machine}.txt", "--out", tmp_path / machine, "--label", machine, *extra
         )
         assert done.returncode == 0, done.stderr
-        bundles[machine] = Path(done.stdout.strip().splitlines()[-1])
+        bundles[machine] = bundle_of(done.stdout)
     return bundles
 
 
@@ -66,7 +72,8 @@ def test_imported_text_logs_give_the_ratios_the_logs_hold(tmp_path):
 def test_every_interval_is_a_sample_and_the_datagram_size_is_said_to_be_derived(tmp_path):
     done = run_ccbench("import", "iperf3", STUDY / "sev-snp-vm.txt", "--out", tmp_path)
     assert done.returncode == 0, done.stderr
-    found = samples(Path(done.stdout.strip()))
+    assert "datagram size 1460 B derived from the log's transfers and counts" in done.stdout
+    found = samples(bundle_of(done.stdout))
     intervals = [s for s in found if s["metric"] == "sender_interval_throughput"]
     assert len(intervals) == 15  # three tests of five intervals
     assert [s["metadata"]["interval_start_s"] for s in intervals[:5]] == [0.0, 1.0, 2.0, 3.0, 4.0]
@@ -81,7 +88,7 @@ def test_every_interval_is_a_sample_and_the_datagram_size_is_said_to_be_derived(
 def test_json_states_the_machine_and_names_the_datagram_size(tmp_path):
     done = run_ccbench("import", "iperf3", DATA / "iperf3-udp-client.json", "--out", tmp_path)
     assert done.returncode == 0, done.stderr
-    bundle = Path(done.stdout.strip())
+    bundle = bundle_of(done.stdout)
     found = samples(bundle)
     (result,) = [s for s in found if s["metric"] == "throughput"]
     assert result["params"]["datagram_size"] == 1460 and "datagram_size_derived" not in result["metadata"]
@@ -93,7 +100,7 @@ def test_json_states_the_machine_and_names_the_datagram_size(tmp_path):
 def test_ping_each_reply_is_a_sample(tmp_path):
     done = run_ccbench("import", "ping", DATA / "ping-loopback.txt", "--out", tmp_path)
     assert done.returncode == 0, done.stderr
-    found = samples(Path(done.stdout.strip()))
+    found = samples(bundle_of(done.stdout))
     assert [s["value"] for s in found if s["metric"] == "rtt"] == [0.148, 0.042, 0.040, 0.042, 0.042]
     assert [s["value"] for s in found if s["metric"] == "loss"] == [0.0]
 

@@ -65,7 +65,7 @@ def read(path: Path) -> list[Execution]:
         if not measurements:
             continue
         tool = {"iperf3_version": test.facts["version"]} if test.facts.get("version") else {}
-        notes = [f"iperf3 {test.role} side"]
+        notes = []
         if test.datagram_size_bounds is not None:
             low, high = test.datagram_size_bounds
             notes.append(
