@@ -205,3 +205,38 @@ def test_sockperf_ping_pong_summary():
     assert found["latency_p50"].metadata["half_round_trip"] is True
     assert found["latency_p50"].metadata["observations"] == 23186
     assert found["latency_p50"].unit == "us" and found["latency_p50"].case == {"protocol": "udp"}
+
+
+def test_older_and_bidirectional_logs_written_from_the_documented_formats():
+    """iperf3 3.1's UDP client summary (one line, the receiver's report, no sender/receiver word, then
+    'Sent N datagrams') and 3.7+'s --bidir tags ([  5][TX-C], [  7][RX-C]) as streams of their own."""
+    old = """Connecting to host 10.0.0.1, port 5201
+[  4] local 10.0.0.2 port 50000 connected to 10.0.0.1 port 5201
+[ ID] Interval           Transfer     Bandwidth       Total Datagrams
+[  4]   0.00-1.00   sec   128 KBytes  1.05 Mbits/sec  128
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID] Interval           Transfer     Bandwidth       Jitter    Lost/Total Datagrams
+[  4]   0.00-1.00   sec   127 KBytes  1.04 Mbits/sec  0.050 ms  1/128 (0.78%)
+[  4] Sent 128 datagrams
+"""
+    (test,) = iperf3.parse_text(old)
+    found = _by_metric(iperf3.measurements(test))
+    assert found["throughput"][0].value == 1.04 and found["loss"][0].value == 0.78
+    assert test.datagram_size == 1024 and len(found["sender_interval_throughput"]) == 1
+    bidir = """Connecting to host 10.0.0.1, port 5201
+[  5] local 10.0.0.2 port 50002 connected to 10.0.0.1 port 5201
+[  7] local 10.0.0.2 port 50004 connected to 10.0.0.1 port 5201
+[ ID][Role] Interval           Transfer     Bitrate         Retr  Cwnd
+[  5][TX-C]   0.00-1.00   sec   112 MBytes   940 Mbits/sec    3    300 KBytes
+[  7][RX-C]   0.00-1.00   sec   110 MBytes   923 Mbits/sec
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID][Role] Interval           Transfer     Bitrate         Retr
+[  5][TX-C]   0.00-1.00   sec   112 MBytes   940 Mbits/sec    3             sender
+[  5][TX-C]   0.00-1.00   sec   111 MBytes   931 Mbits/sec                  receiver
+[  7][RX-C]   0.00-1.00   sec   110 MBytes   923 Mbits/sec    0             sender
+[  7][RX-C]   0.00-1.00   sec   110 MBytes   922 Mbits/sec                  receiver
+"""
+    (test,) = iperf3.parse_text(bidir)
+    sides = {(m.metric, m.metadata["stream"]) for m in iperf3.measurements(test) if "interval" in m.metric}
+    assert sides == {("sender_interval_throughput", "5[TX-C]"), ("interval_throughput", "7[RX-C]")}
+    assert test.streams == 2 and test.result("receiver") is None  # two directions: no one sum to call the result
