@@ -190,6 +190,13 @@ def test_stale_ledger_servers_are_stopped(tmp_path):
     assert done[0] == f"stopped sleeper (pid {process.pid})" and not list((tmp_path / "network").glob("*.json"))
 
 
+def test_missing_tools_are_a_skip_with_the_install_hint(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
+    reason = Network("n", NetworkParams()).requirements()
+    assert reason.startswith("iperf3, ping, timeout, ss not installed")  # auto falls back to ping
+    assert "bash scripts/setup.sh --with network" in reason and "apt-get install iperf3 sockperf" in reason
+
+
 def test_what_cannot_run_is_said_before_the_run(monkeypatch):
     monkeypatch.delenv("CCBENCH_PEER", raising=False)
     reason = Network("n", NetworkParams(hosts="peer")).requirements()
