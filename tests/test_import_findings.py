@@ -8,7 +8,7 @@ import pytest
 from conftest import DATA, run_ccbench
 
 from ccbench.bundle import read_bundle
-from ccbench.lint import machine_facts
+from ccbench.probe.facts import machine_facts
 
 IMPORT = DATA / "import"
 PYPERF = DATA / "pyperf" / "timeit-sum-range.json"

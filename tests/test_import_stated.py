@@ -6,7 +6,8 @@ import json
 from conftest import DATA, run_ccbench
 
 from ccbench.bundle import read_bundle
-from ccbench.lint import provenance, small_swiotlb, tee_technology
+from ccbench.probe.facts import provenance, tee_technology
+from ccbench.probe.lint import small_swiotlb
 
 FIO3 = DATA / "fio" / "randrw-4k.json"
 

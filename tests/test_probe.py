@@ -679,3 +679,34 @@ def test_real_world_kernel_logs_give_the_tdx_idle_line_and_the_hypervisor():
     provenance = probe(root=snp / "root", dmesg=snp / "dmesg.txt")["provenance"]
     assert provenance["tdx_idle"] is None and provenance["hypervisor"] is None
     assert provenance["swiotlb"]["bytes"] is None and provenance["kernel_cmdline"] is None
+
+
+def test_a_td_log_fragment_holding_only_the_tdx_idle_line_reads_tdx_on_weak_evidence(tmp_path):
+    """A GCP TD's boot-log fragment: no tdx_guest flag captured, no device node, only the idle line
+    (arch/x86/kernel/process.c select_idle_routine, written here in its exact format)."""
+    root = make_root(tmp_path, GUEST_FLAGS, vendor="GenuineIntel", model="Intel(R) Xeon(R) Platinum 8481C")
+    log = dmesg(tmp_path, "[    0.412345] process: using TDX aware idle routine\n")
+    tee = probe(root=root, dmesg=log)["tee"]
+    assert tee["technology"] == "tdx", tee
+    (entry,) = tee["evidence"]
+    assert entry["signal"] == "process: using TDX aware idle routine" and entry["strength"] == "weak"
+    assert any(note.startswith("tdx rests on weak evidence alone") for note in tee["notes"]), tee["notes"]
+    # without the line the same machine reads "none"
+    assert probe(root=root, dmesg=dmesg(tmp_path, "[    0.1] nothing here\n"))["tee"]["technology"] == "none"
+
+
+def test_weak_evidence_never_contradicts_strong_evidence(tmp_path):
+    """Strong evidence of another technology decides; the weak line neither wins nor makes it "unknown"."""
+    root = make_root(tmp_path, GUEST_FLAGS + " sev sev_es sev_snp")
+    log = dmesg(
+        tmp_path,
+        "[    0.1] Memory Encryption Features active: AMD SEV SEV-ES SEV-SNP\n"
+        "[    0.4] process: using TDX aware idle routine\n",
+    )
+    tee = probe(root=root, dmesg=log)["tee"]
+    assert tee["technology"] == "sev-snp", tee
+    assert not any("weak evidence alone" in note for note in tee["notes"])
+    # a strong TDX signal beside the line: tdx, and no note that it rests on weak evidence
+    root = make_root(tmp_path / "td", GUEST_FLAGS + " tdx_guest", vendor="GenuineIntel")
+    tee = probe(root=root, dmesg=dmesg(tmp_path, "[    0.4] process: using TDX aware idle routine\n"))["tee"]
+    assert tee["technology"] == "tdx" and not any("weak evidence alone" in n for n in tee["notes"])

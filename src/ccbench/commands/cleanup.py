@@ -18,7 +18,8 @@ import click
 def command(workdir) -> None:
     """Unmount tmpfs, fscrypt, gocryptfs and LUKS variants, detach loop devices and remove key files that
     a killed run left under WORKDIR/storage, the network namespaces, bridges, veths and processes of
-    emulated hosts under WORKDIR/topology whose owner is gone, and the microservices workload's servers.
+    emulated hosts under WORKDIR/topology whose owner is gone, and the servers workloads started (the
+    microservices chain, the network workload's iperf3 and sockperf).
     Touches nothing outside the work directory.
     (Every `ccbench run` does the same at start.)"""
     from ccbench.runner import WorkdirLock, cleanup_stale

@@ -25,8 +25,16 @@ from ccbench.commands.options import baseline_option, exclude_contended_option, 
 @exclude_contended_option
 @click.option("--summary", is_flag=True, help="Print only the verdict per protection layer (the report's first table).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
+@click.option(
+    "--twin",
+    "twins",
+    multiple=True,
+    metavar="MECHANISM=LABEL",
+    help="A mechanism twin: the machine (or configuration) LABEL is the baseline with MECHANISM forced on "
+    "(bounce-buffers, idle, ...); twins booted with swiotlb=force or idle=poll are recognised without it (repeatable).",
+)
 @jobs_option("reading bundles")
-def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, jobs) -> None:
+def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, twins, jobs) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
@@ -37,10 +45,13 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     "confounded by <what>" (the machines of the two sides differ in CPU model, vCPUs, memory, SMT or
     kernel). The table opens with the verdict per protection layer (--summary prints only that) and
     the lint's findings (docs/trust.md, Lint); with --json each finding is one more object
-    ({"finding": code, ...}) after the rows or layers.
+    ({"finding": code, ...}) after the rows or layers. Each row that compares two machines carries its
+    breakdown by mechanism (from mechanism twins and counts times unit costs; docs/analysis.md).
     """
+    from ccbench.analysis.breakdown import for_comparison, parse_twins
     from ccbench.console import skip_teardown
 
+    named_twins = parse_twins(twins)  # a bad --twin fails before any bundle is read
     # the verdict (printed unless --json alone) reads the engine's bounded per-sample frame: its
     # application shares need a per-message workload's samples (every sample up to the engine's
     # budget, a systematic sample beyond); --json alone needs none
@@ -51,13 +62,16 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     table = result.table
     layers = result.verdicts() if with_verdict else []
     findings = result.findings(per_sample=with_verdict)
+    parts, twin_findings = for_comparison(result.engine, table, result.machines, named_twins)
+    findings += twin_findings
     if as_json and summary:
         _print_verdict_json(layers)
     elif as_json:
-        _print_rows_json(table, result.engine.sources)
+        _print_rows_json(table, result.engine.sources, parts)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
         _print_verdict(table, result.engine.executions, layers, excluded)
+        _print_breakdowns(table, parts)
         _print_findings(findings)
         if not summary:
             _print_comparison(table, excluded)
@@ -106,12 +120,14 @@ def _print_verdict_json(layers) -> None:
         click.echo(_json_line(record))
 
 
-def _print_rows_json(table, raw) -> None:
-    """--json: one object per comparison row, with the raw directories of both sides' samples."""
+def _print_rows_json(table, raw, parts) -> None:
+    """--json: one object per comparison row, with the raw directories of both sides' samples and the
+    row's breakdown by mechanism (empty where none applies)."""
     from ccbench.analysis.comparison import raw_sources
 
     sources = raw_sources(raw)
-    for row in table.to_dict(orient="records"):
+    for row, breakdown in zip(table.to_dict(orient="records"), parts, strict=True):
+        row["breakdown"] = breakdown
         key = (row["workload"], row["params"], row["metric"])
         row["params"] = json.loads(row["params"])
         if sources:
@@ -141,6 +157,22 @@ def _print_verdict(table, executions, layers, excluded: str) -> None:
     stdout.print(verdict)
     for item in layers:
         stdout.print(f"- {item.sentence()}")
+
+
+def _print_breakdowns(table, parts) -> None:
+    """Each cross-machine row's breakdown by mechanism, one line per row that has one."""
+    from ccbench.analysis.breakdown import breakdown_text
+    from ccbench.console import stdout
+
+    lines = [
+        f"- {row['workload']} {row['metric']} ({row['config']}): " + "; ".join(breakdown_text(p) for p in breakdown)
+        for row, breakdown in zip(table.to_dict(orient="records"), parts, strict=True)
+        if breakdown
+    ]
+    if lines:
+        stdout.print("breakdown of the cost by mechanism (share of the log cost, 95% bootstrap interval):")
+        for line in lines:
+            stdout.print(line, markup=False, highlight=False)
 
 
 def _print_findings(findings) -> None:

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ccbench.errors import CCBenchError
-from ccbench.fleet import events, gather
+from ccbench.fleet import events, gather, peers
 from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import GatherError, gathering_settings, probe_summary, unpack_bundle
@@ -179,9 +179,11 @@ class Controller:
         wheelhouse = self._wheelhouse(fleet)
         progress = Progress(fleet)
         try:
-            self._play_rounds(fleet, wheelhouse, progress)
-            if self.interrupted:
-                self._stop_remote_runs(fleet, wheelhouse, progress)
+            # hosts named as a ccbench_peer serve for the rounds, and stop serving however they end
+            with peers.serving(self, fleet, wheelhouse):
+                self._play_rounds(fleet, wheelhouse, progress)
+                if self.interrupted:
+                    self._stop_remote_runs(fleet, wheelhouse, progress)
         finally:
             progress.stop()
         return self._finish(fleet)
@@ -298,8 +300,16 @@ class Controller:
         except OSError as exc:
             raise CCBenchError(f"--out {options.out}: cannot create {directory} ({exc.strerror})") from None
         # keyed by each host's own key (its label, or "<label>/<host>" for replicas sharing a label)
+        # a host another one names as its ccbench_peer serves it and runs no plan (fleet/peers.py)
+        serving = {h.peer for h in inventory.hosts if h.peer}
         hosts = {
-            h.key: {**h.public(), "setup_components": self._components(plan, h.components)} for h in inventory.hosts
+            h.key: {
+                **h.public(),
+                "setup_components": self._components(plan, h.components),
+                "peer_address": inventory.by_name(h.peer).address if h.peer else None,
+            }
+            for h in inventory.hosts
+            if h.name not in serving
         }
         return FleetRun(
             directory=directory.resolve(),
@@ -314,7 +324,7 @@ class Controller:
             rounds=rounds,
             hosts=hosts,
             runs={label: {name: HostRun(round=name) for name in rounds} for label in hosts},
-            baseline=inventory.baseline.label,
+            baseline=next(h for h in [inventory.baseline, *inventory.hosts] if h.name not in serving).label,
             started_at=now_iso(),
         )
 
@@ -407,6 +417,7 @@ class Controller:
                 "dest": str(fleet.directory / ".incoming" / label / round_name / "bundle.tar"),
                 "components": fleet.hosts[label].get("setup_components", []),
                 "ccbench_args": self._ccbench_args(fleet, fleet.runs[label][round_name]),
+                "peer_address": fleet.hosts[label].get("peer_address") or "",
             }
             for name, label in by_name.items()
         }

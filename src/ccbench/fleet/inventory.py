@@ -12,7 +12,9 @@ playbook would see them (``ansible_host: "{{ ... }}"``).
 Host variables read: ``ccbench_label`` (default: the inventory hostname; hosts sharing one are
 replicas of one configuration), ``ccbench_baseline``
 (default: none, and then the first host the inventory lists is the baseline), ``ccbench_workdir``,
-``ccbench_components``, and Ansible's connection variables with their old spellings
+``ccbench_components``, ``ccbench_peer`` (the inventory hostname of the host that serves this one's
+plan: the fleet starts there what the plan's workloads declare as peer services, for the run; a
+host named so serves and runs no plan itself; see ``fleet/peers.py``), and Ansible's connection variables with their old spellings
 (``ansible_ssh_host``, ``ansible_ssh_user``, ``ansible_ssh_port``). Values of other variables
 (passwords, tokens) are kept only in Ansible's own hands: nothing here stores them, and an error
 message that would quote one (Ansible's parser quotes the line it refuses) has it replaced.
@@ -50,6 +52,7 @@ _READ = (
     "ccbench_baseline",
     "ccbench_workdir",
     "ccbench_components",
+    "ccbench_peer",
 )
 #: variable names whose values are secrets (Ansible's password spellings, k3s's token, vault and API keys)
 _SECRET_NAME = r"\w*(?:password|passwd|_pass|token|secret|api_key|private_key)(?!\w*_file)\w*"
@@ -73,6 +76,8 @@ class FleetHost:
     connection: str = "ssh"
     workdir: str | None = None
     components: list[str] = field(default_factory=list)
+    #: the inventory hostname of the host serving this one (ccbench_peer), or None
+    peer: str | None = None
     #: the host's own name in fleet.json and its bundles' directory: the label, or for a replica
     #: (a label several hosts share) "<label>/<inventory hostname>"
     key: str = ""
@@ -91,6 +96,7 @@ class FleetHost:
             "connection": self.connection,
             "baseline": self.baseline,
             "components": self.components,
+            "peer": self.peer,
         }
 
 
@@ -206,6 +212,7 @@ def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Invento
         for name in names
     ]
     _name_replicas(hosts)
+    _check_peers(path, hosts)
     baselines = [h for h in hosts if h.baseline]
     if len({h.label for h in baselines}) > 1:
         raise InventoryError(
@@ -213,6 +220,28 @@ def read_inventory(path: str | os.PathLike, limit: str | None = None) -> Invento
             "different labels; set it on one host (or on the replicas of one label)"
         )
     return Inventory(path.resolve(), hosts)
+
+
+def _check_peers(path: Path, hosts: list[FleetHost]) -> None:
+    """Each ccbench_peer names another host of the inventory (as --limit leaves it), one that serves
+    and is served by no one in turn."""
+    names = {h.name for h in hosts}
+    serving = {h.peer for h in hosts if h.peer}
+    for host in hosts:
+        where = f"inventory {path}: host {host.name}"
+        if host.peer is None:
+            continue
+        if host.peer == host.name:
+            raise InventoryError(f"{where}: ccbench_peer names the host itself; name the host that serves it")
+        if host.peer not in names:
+            raise InventoryError(
+                f"{where}: ccbench_peer={host.peer} is not a host of the inventory"
+                " (or --limit leaves it out): add it, or include it in --limit"
+            )
+        if host.name in serving:
+            raise InventoryError(
+                f"{where} serves another host and has a ccbench_peer itself: a host either serves or is served"
+            )
 
 
 def _name_replicas(hosts: list[FleetHost]) -> None:
@@ -398,4 +427,5 @@ def _host(path: Path, name: str, variables: dict, unresolved: dict[str, str]) ->
         connection=connection,
         workdir=str(workdir) if workdir else None,
         components=_components(variables.get("ccbench_components"), where),
+        peer=str(variables["ccbench_peer"]).strip() or None if variables.get("ccbench_peer") else None,
     )

@@ -11,6 +11,8 @@ progress line is built from it). A run directory holds::
     setup/NAME.log  the set-up script's output per component (``setup``)
     bundle.tar      the bundle packed for fetching (``pack``; removed by the fetch)
     fetch-dir       under become: where ``pack`` put the archive for the login user (recorded first)
+    services.json   on a serving host (``serve``): the services started for the fleet's run, each
+                    recorded before it starts; ``unserve`` stops them (each ends by itself at its bound)
 
 The run outlives the SSH session (own session, stdio on files): a dropped connection does not
 stop a measurement; ``stop`` sends SIGINT, which ccbench turns into a clean stop that keeps what
@@ -33,6 +35,10 @@ import time
 from pathlib import Path
 
 from ccbench.fsutil import atomic_output, write_text_atomic
+
+#: the environment variable a served host's run finds its serving host's address in
+PEER_ENV = "CCBENCH_PEER"
+SERVICES = "services.json"
 
 
 def _read_int(path: Path) -> int | None:
@@ -121,10 +127,15 @@ def status(run_dir: Path) -> dict:
 
 
 def start(
-    run_dir: Path, ccbench_args: list[str], plan_file: str | None = None, plan_content: str | None = None
+    run_dir: Path,
+    ccbench_args: list[str],
+    plan_file: str | None = None,
+    plan_content: str | None = None,
+    peer: str | None = None,
 ) -> dict:
     """Start `ccbench run ...` detached; idempotent (a live run is left as it is). With a plan
-    file's name and content, the file is written into the run directory first."""
+    file's name and content, the file is written into the run directory first; with ``peer`` (the
+    serving host's address, from ccbench_peer) the run gets it as $CCBENCH_PEER."""
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if plan_file and plan_content is not None:
         write_text_atomic(run_dir / Path(plan_file).name, plan_content)
@@ -136,6 +147,7 @@ def start(
     log = open(run_dir / "run.log", "ab")
     subprocess.Popen(
         [sys.executable, "-m", "ccbench.fleet.remote", "supervise", "--run-dir", str(run_dir), "--", *ccbench_args],
+        env={**os.environ, PEER_ENV: peer} if peer else None,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -385,9 +397,65 @@ def setup(scripts: Path, venv: Path, components: list[str], run_dir: Path) -> di
     return {"components": results}
 
 
+def serve(run_dir: Path, services: list[list[str]], seconds: float) -> dict:
+    """Start each service (an argv that listens until stopped) detached, under ``timeout seconds``
+    so that it ends by itself even if no one stops it; each is recorded in services.json before it
+    starts. Services a previous call left are stopped first. A service that has exited after a
+    second is reported with the end of its output."""
+    from ccbench.ledger import Ledger
+
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    unserve(run_dir)
+    ledger = Ledger(run_dir / SERVICES, {"bound_s": seconds})
+    started = []
+    for index, argv in enumerate(services):
+        entry = ledger.record({"argv": argv})
+        log = open(run_dir / f"service-{index}.log", "ab")
+        process = subprocess.Popen(
+            ["timeout", "-k", "10", str(int(seconds)), *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        ledger.update(entry, pid=process.pid, create_time=_create_time(process.pid))
+        started.append((argv, process, run_dir / f"service-{index}.log"))
+    time.sleep(1.0)
+    failed = [
+        {"argv": argv, "exit": process.returncode, "log_tail": log.read_text(errors="replace")[-300:]}
+        for argv, process, log in started
+        if process.poll() is not None
+    ]
+    return {"served": [argv for argv, process, _ in started if process.poll() is None], "failed": failed}
+
+
+def _create_time(pid: int) -> float | None:
+    from ccbench.procs import same_process
+
+    process = same_process(pid)
+    return process.create_time() if process else None
+
+
+def unserve(run_dir: Path) -> dict:
+    """Stop the services services.json lists (pid and start time checked) and remove it."""
+    from ccbench.ledger import read_entries
+    from ccbench.procs import same_process, stop_tree
+
+    entries, _ = read_entries(run_dir / SERVICES)
+    stopped = []
+    for entry in reversed(entries):
+        process = same_process(entry.get("pid"), entry.get("create_time"))
+        if process is not None and stop_tree(process, grace=3.0):
+            stopped.append(entry.get("argv"))
+    (run_dir / SERVICES).unlink(missing_ok=True)
+    return {"stopped": stopped}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ccbench.fleet.remote", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["start", "supervise", "status", "stop", "pack", "setup", "mirror"])
+    parser.add_argument(
+        "action", choices=["start", "supervise", "status", "stop", "pack", "setup", "mirror", "serve", "unserve"]
+    )
     parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--scripts", type=Path, help="the shipped scripts/ directory (setup)")
     parser.add_argument("--venv", type=Path, help="the host's ccbench venv (setup)")
@@ -398,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
         "--pack", action="store_true", help="status, stop: pack the bundle as well once the run has ended"
     )
     parser.add_argument("--readable-by", help="user the packed archive is given to (pack, under become)")
+    parser.add_argument("--peer", help="the serving host's address, given to the run as $CCBENCH_PEER (start)")
+    parser.add_argument("--services", help="a JSON list of argv lists to serve (serve)")
+    parser.add_argument("--seconds", type=float, default=3600.0, help="how long the services may run (serve)")
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after "--" is ccbench's own command line, passed on untouched
     ccbench_args = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -414,8 +485,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.action == "supervise":
         return supervise(run_dir, args.ccbench_args)
-    if args.action == "start":
-        result = start(run_dir, args.ccbench_args, args.plan_file, args.plan_content)
+    if args.action == "serve":
+        result = serve(run_dir, json.loads(args.services or "[]"), args.seconds)
+    elif args.action == "unserve":
+        result = unserve(run_dir)
+    elif args.action == "start":
+        result = start(run_dir, args.ccbench_args, args.plan_file, args.plan_content, args.peer or None)
     elif args.action == "pack":
         result = pack(run_dir, args.readable_by or None)
     else:

@@ -70,6 +70,12 @@ _GENERIC_AMD = re.compile(r"Memory Encryption Features active: AMD( SEV)?\s*$|SE
 _TDX_IDLE = re.compile(r"using TDX aware idle routine")
 
 
+_TDX_IDLE_WHY = (
+    "the kernel selects this idle routine only in a TD (X86_FEATURE_TDX_GUEST), but it is one line of a"
+    " log that may be a fragment, and it names no attestation: weak evidence"
+)
+
+
 def tdx_idle_line(sources: Sources) -> str | None:
     """The kernel's TDX idle-routine line as printed (without its time stamp), or None."""
     log, _origin = sources.kernel_log()
@@ -108,6 +114,14 @@ def cpu_flags(sources: Sources) -> set[str] | None:
 
 def _evidence(source: str, signal: str, indicates: str) -> dict[str, str]:
     return {"source": source, "signal": signal, "indicates": indicates}
+
+
+#: an evidence entry that decides only where nothing stronger speaks carries ``strength: weak``
+WEAK = "weak"
+
+
+def _weak_evidence(source: str, signal: str, indicates: str, why: str) -> dict[str, str]:
+    return {**_evidence(source, signal, indicates), "strength": WEAK, "why": why}
 
 
 def _cpuid_signals(evidence: list[dict[str, str]], notes: list[str]) -> None:
@@ -189,6 +203,7 @@ def detect(sources: Sources) -> dict[str, Any]:
         _cpuid_signals(evidence, notes)
     evidence = _defer_generic_amd_to_hyperv(evidence, notes, hyperv)
     technology = _decide(evidence, checked)
+    _note_weak_decision(technology, evidence, notes)
     if technology == "none":
         evidence += _negative_evidence(evidence, notes, checked)
     result = {
@@ -260,6 +275,9 @@ def _kernel_log_signals(
     checked.append(f"kernel log ({origin})")
     hyperv = None
     seen: set[tuple[str, str]] = set()
+    idle = tdx_idle_line(sources)
+    if idle is not None:
+        evidence.append(_weak_evidence("kernel log", idle, "tdx", _TDX_IDLE_WHY))
     for line in log.splitlines():
         match = _HYPERV_ISOLATION_LINE.search(line)
         if match:
@@ -337,7 +355,20 @@ def _negative_evidence(evidence: list, notes: list[str], checked: list[str]) -> 
     return found
 
 
+def _note_weak_decision(technology: str, evidence: list[dict[str, str]], notes: list[str]) -> None:
+    """Say so when the technology rests on weak evidence alone."""
+    deciding = [e for e in evidence if e["indicates"] == technology]
+    if deciding and all(e.get("strength") == WEAK for e in deciding):
+        signals = "; ".join(repr(e["signal"]) for e in deciding)
+        notes.append(f"{technology} rests on weak evidence alone ({signals}): {deciding[0]['why']}")
+
+
 def _decide(evidence: list[dict[str, str]], checked: list[str]) -> str:
+    strong = [e for e in evidence if e.get("strength") != WEAK]
+    strong_positive = {e["indicates"] for e in strong if e["indicates"] not in ("none", "unknown")}
+    # weak evidence decides only where no strong evidence names a technology: it never contradicts one
+    if strong_positive:
+        evidence = strong
     positive = {e["indicates"] for e in evidence if e["indicates"] not in ("none", "unknown")}
     amd = {t for t in positive if t in _AMD_RANK}
     families = (1 if amd else 0) + (1 if "tdx" in positive else 0)

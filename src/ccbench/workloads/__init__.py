@@ -26,6 +26,8 @@ REGISTRY: dict[str, str] = {
     "pyperformance": "ccbench.workloads.pyperformance:Pyperformance",
     "microservices": "ccbench.workloads.microservices:Microservices",
     "federated": "ccbench.workloads.federated:Federated",
+    "network": "ccbench.workloads.network:Network",
+    "mechanisms": "ccbench.workloads.mechanisms:Mechanisms",
 }
 
 #: kinds that a plan may name but that this build cannot run yet: kind -> reason
@@ -101,6 +103,17 @@ def fact_kinds(kinds: Iterable[str]) -> set[str]:
     """Of these kinds, those whose samples are facts about the machine rather than a measured result:
     the kinds that declare no primary metric (the probe's)."""
     return {cls.kind for cls in _loadable(kinds) if not cls.primary_metrics}
+
+
+def peer_services(workloads: Iterable[tuple[str, str, dict[str, Any]]]) -> list[list[str]]:
+    """The services a fleet's serving host runs for these (kind, name, params) workloads, each argv once."""
+    services: list[list[str]] = []
+    for kind, name, params in workloads:
+        for cls in _loadable([kind]):
+            for argv in cls(name, cls.Params.model_validate(params)).peer_services():
+                if argv not in services:
+                    services.append(argv)
+    return services
 
 
 def cleanup_stale(workdir: Path) -> list[str]:

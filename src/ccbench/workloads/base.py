@@ -275,6 +275,11 @@ class Workload(ABC):
         """Return why this workload cannot run here (with an install hint), or None."""
         return None
 
+    def peer_services(self) -> list[list[str]]:
+        """What a serving host runs for this workload when a fleet host names it as its ``ccbench_peer``:
+        argvs that listen until stopped (the fleet bounds them in time). None for most kinds."""
+        return []
+
     def prepare(self, ctx: PrepareContext) -> None:  # noqa: B027 - optional hook
         pass
 

@@ -56,6 +56,8 @@ REGISTRY: dict[str, str] = {
     "pyperf": "ccbench.results.importers.pyperf",
     "hyperfine": "ccbench.results.importers.hyperfine",
     "seed000": "ccbench.results.importers.seed000",
+    "iperf3": "ccbench.results.importers.iperf3",
+    "ping": "ccbench.results.importers.ping",
 }
 
 

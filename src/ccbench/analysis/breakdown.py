@@ -1,0 +1,445 @@
+"""Why a confidential machine costs what it costs: the share of a cross-machine row's cost that each
+mechanism explains, with intervals, and the unexplained rest (docs/analysis.md, Breakdown).
+
+A row that compares two machines (the TEE layer, or machines whose TEE is unknown) has a cost: the
+log of its ratio oriented so that worse is positive, ``log(cvm / baseline)`` for a time and
+``log(baseline / cvm)`` for a throughput. The log scale makes a share independent of whether the same
+work is measured as a time or as a rate, and shares of independent multiplicative slowdowns add up.
+Two sources attribute parts of that cost:
+
+* a **mechanism twin**: a configuration equal to one side except for one mechanism, recognised from
+  the kernel command line in its probe's provenance or named by the user (``--twin
+  bounce-buffers=LABEL``): the baseline with a mechanism forced on (a plain VM booted with
+  ``swiotlb=force``: bounce buffers), share ``log cost(twin) / log cost(cvm)``; or the CVM with a
+  mechanism taken away (booted with ``idle=poll``: no halt exits), share ``1 - log cost(twin) / log
+  cost(cvm)``; every cost against the same baseline.
+* **counts times unit costs**: a mechanism's count in the CVM's executions (the mechanism counters
+  of each execution record, ``counters``: the pages accepted as ``vmstat.nr_unaccepted`` falls; bytes
+  bounced where a counter records them) times its unit cost measured by the ``mechanisms`` workload
+  on the same machine, less the baseline machine's where it has one. For a row whose metric is an
+  execution's time: the share of the cost that goes away when that time is taken off the CVM's,
+  ``log(T_cvm / (T_cvm - count x unit)) / log(T_cvm / T_base)``.
+
+Intervals are percentile bootstrap intervals over the executions (each side resampled on its own,
+the same draws for every part, so the unexplained rest ``1 - sum(shares)`` has an interval too).
+Shares are clipped to 0..1 (a noisy twin can measure a little below its baseline); a row whose CVM
+is not significantly worse gets no breakdown: there is no cost to split.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: the mechanisms a twin can isolate, by a kernel command-line parameter: one that forces the
+#: mechanism on a plain VM (a "forced" twin: plain + swiotlb=force bounces like a CVM), or one that
+#: takes it away from a CVM (a "removed" twin: the CVM with idle=poll never halts, so it has no halt
+#: exits; a plain VM with idle=poll would only make the baseline faster)
+TWIN_MARKERS = {
+    "bounce-buffers": (re.compile(r"(?:^|\s)swiotlb=(?:[^\s]*,)?force(?:\s|,|$)"), "forced"),
+    "idle": (re.compile(r"(?:^|\s)idle=poll(?:\s|$)"), "removed"),
+}
+PLAIN_OR_UNKNOWN = ("none", "unknown")
+#: every mechanism a breakdown names (docs/mechanisms.md), and the rest
+MECHANISMS = ("exits", "bounce-buffers", "page-acceptance", "encrypted-memory", "idle")
+UNEXPLAINED = "unexplained"
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+BOOTSTRAP_DRAWS = 2000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class CountRule:
+    """How a mechanism's count in an execution turns into seconds: the count (a mechanism counter of
+    the execution record, ccbench's ``counters``: the difference over the execution, times ``sign``)
+    times the unit cost read from the ``mechanisms`` workload's samples on the same machine."""
+
+    #: the execution record's counter names (the first recorded is used)
+    counters: tuple[str, ...]
+    #: +1 where the counter grows with the mechanism, -1 where it falls (a level of what is left)
+    sign: float
+    #: the mechanisms workload's metric and case holding the unit cost
+    unit_metric: str
+    unit_case: Mapping[str, Any]
+    #: seconds per counted unit from that metric's value
+    seconds_per_count: Callable[[float], float]
+
+
+#: a bounced byte costs a copy (private <-> shared memory): the STREAM copy rate counts the bytes read
+#: and written, so one bounced byte takes 2 / the copy rate. A page accepted during the execution
+#: (nr_unaccepted falls) costs the first touch's time per 4K page. Each less the baseline machine's.
+COUNT_RULES = {
+    "bounce-buffers": CountRule(
+        ("swiotlb.bounced_bytes", "trace.swiotlb:swiotlb_bounced_bytes"),
+        1.0,
+        "copy_bandwidth",
+        {"pages": "4k"},
+        lambda gb_per_s: 2.0 / (gb_per_s * 1e9),
+    ),
+    "page-acceptance": CountRule(
+        ("vmstat.nr_unaccepted",), -1.0, "first_touch_ns", {"pages": "4k"}, lambda ns: ns * 1e-9
+    ),
+}
+
+
+@dataclass
+class Part:
+    mechanism: str
+    share: float
+    ci_low: float
+    ci_high: float
+    #: "twin", "counts" or "rest"
+    source: str
+    #: the twin's configuration, or what was counted
+    basis: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Twin:
+    config: str
+    #: "forced" (the baseline with the mechanism on) or "removed" (the CVM without it)
+    kind: str
+
+
+def _technology(probe: Mapping[str, Any] | None) -> str:
+    return str(((probe or {}).get("tee") or {}).get("technology") or "unknown")
+
+
+def twin_mechanisms(probe: Mapping[str, Any] | None) -> set[str]:
+    """The mechanisms a machine's kernel command line makes it a twin for: forced ones on a machine
+    that is plain or whose TEE is unknown (an import stating its command line and nothing else; a
+    CVM's ``swiotlb=force`` is what it does anyway), removed ones on a CVM or an unknown machine."""
+    technology = _technology(probe)
+    cmdline = ((probe or {}).get("provenance") or {}).get("kernel_cmdline") or ""
+    cmdline = cmdline.split(" -- ")[0]  # what follows "--" is init's, not the kernel's
+    found = set()
+    for name, (marker, kind) in TWIN_MARKERS.items():
+        fits = technology in PLAIN_OR_UNKNOWN if kind == "forced" else technology != "none"
+        if fits and marker.search(cmdline):
+            found.add(name)
+    return found
+
+
+def _side_probes(sides: Mapping[str, list], config: str) -> list[Mapping[str, Any]]:
+    return [probe for _label, probe in sides.get(config, [])]
+
+
+def _marked(sides: Mapping[str, list], config: str) -> set[str]:
+    """The mechanisms every machine of a configuration is a twin for (none for no machine)."""
+    probes = _side_probes(sides, config)
+    return set.intersection(*(twin_mechanisms(p) for p in probes)) if probes else set()
+
+
+def find_twins(
+    sides: Mapping[str, list], baseline: str, config: str, named: Mapping[str, str] | None = None
+) -> dict[str, Twin]:
+    """{mechanism: its twin} for the row baseline -> config: a forced twin is a configuration of plain
+    machines forcing a mechanism the baseline's do not; a removed twin is one of machines with the
+    CVM's technology without a mechanism the CVM's have; the user's (a mechanism to a machine label
+    or configuration) win."""
+    base_marks, cvm_marks = _marked(sides, baseline), _marked(sides, config)
+    cvm_techs = {_technology(p) for p in _side_probes(sides, config)}
+    twins: dict[str, Twin] = {}
+    for other in sides:
+        if other in (baseline, config):
+            continue
+        marks = _marked(sides, other)
+        for mechanism in sorted(marks):
+            kind = TWIN_MARKERS[mechanism][1]
+            if kind == "forced" and mechanism not in base_marks:
+                twins.setdefault(mechanism, Twin(other, kind))
+            elif kind == "removed" and mechanism not in cvm_marks:
+                if {_technology(p) for p in _side_probes(sides, other)} == cvm_techs:
+                    twins.setdefault(mechanism, Twin(other, kind))
+    for mechanism, label in (named or {}).items():
+        matches = [c for c, side in sides.items() if c == label or any(m == label for m, _p in side)]
+        if matches and matches[0] not in (baseline, config):
+            kind = TWIN_MARKERS[mechanism][1] if mechanism in TWIN_MARKERS else "forced"
+            twins[mechanism] = Twin(matches[0], kind)
+    return twins
+
+
+def twin_findings(sides: Mapping[str, list], baseline: str, config: str, twins: Mapping[str, Twin]) -> list:
+    """A lint finding for each twin whose machines differ from those it must equal (the baseline's for
+    a forced twin, the CVM's for a removed one) in more than its mechanism (CPU model, vCPUs, memory,
+    SMT, kernel: ccbench.analysis.lint's confounders)."""
+    from ccbench.analysis.lint import HIGH, Finding, confounded_by, differences, machine_facts
+
+    findings = []
+    for mechanism, twin in twins.items():
+        reference = baseline if twin.kind == "forced" else config
+        base, other = sides.get(reference, []), sides.get(twin.config, [])
+        found, _unknown = differences(base, other)
+        if not found:
+            continue
+        findings.append(
+            Finding(
+                "confounded-twin",
+                HIGH,
+                f"the {mechanism} twin {twin.config} differs from {reference} in more than {mechanism}: "
+                f"{confounded_by(found)}; its share of the breakdown is not that mechanism's alone",
+                {label: machine_facts(probe) for label, probe in [*base, *other]},
+                f"boot the twin on {reference}'s machine type and kernel, changing only the kernel command line",
+                "docs/analysis.md (Breakdown)",
+            )
+        )
+    return findings
+
+
+def _cost_sign(better: Any) -> float:
+    """+1 where a larger value is worse (times), -1 where it is better (rates)."""
+    return -1.0 if better == "higher" else 1.0
+
+
+def _resampled_log_means(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The point estimate first, then BOOTSTRAP_DRAWS bootstrap means of log values."""
+    logs = np.log(values)
+    draws = rng.integers(0, len(logs), size=(BOOTSTRAP_DRAWS, len(logs)))
+    return np.concatenate([[logs.mean()], logs[draws].mean(axis=1)])
+
+
+def _interval(draws: np.ndarray) -> tuple[float, float, float]:
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.nanpercentile(draws[1:], [tail, 100 - tail])
+    return tuple(float(np.clip(v, 0.0, 1.0)) for v in (draws[0], low, high))
+
+
+def row_breakdown(
+    values: Mapping[str, np.ndarray],
+    baseline: str,
+    config: str,
+    better: Any,
+    twins: Mapping[str, Twin],
+    counted: Mapping[str, tuple[float, str]] | None = None,
+    seed: int = 0,
+) -> list[Part]:
+    """The parts of one row's cost. ``values``: each configuration's measured values of the row's
+    group; ``counted``: {mechanism: (seconds it took per execution on the CVM, what was counted)} for
+    a row whose metric is an execution's time (in the row's unit). Empty when the CVM is not worse."""
+    rng = np.random.default_rng(seed)
+    sign = _cost_sign(better)
+    base = _resampled_log_means(values[baseline], rng)
+    cvm = _resampled_log_means(values[config], rng)
+    cost = sign * (cvm - base)
+    if not cost[0] > 0:
+        return []
+    parts: list[tuple[str, np.ndarray, str, str]] = []
+    for mechanism, twin in sorted(twins.items()):
+        if twin.config in values and len(values[twin.config]):
+            twin_cost = sign * (_resampled_log_means(values[twin.config], rng) - base)
+            # forced: the twin's cost is the mechanism's; removed: what the CVM loses without it
+            share = twin_cost / cost if twin.kind == "forced" else 1.0 - twin_cost / cost
+            parts.append((mechanism, share, "twin", twin.config))
+    for mechanism, (seconds, what) in sorted((counted or {}).items()):
+        if mechanism in twins or sign < 0:
+            continue
+        cvm_time = np.exp(cvm)
+        remaining = np.where(cvm_time > seconds, cvm_time - seconds, np.nan)
+        parts.append((mechanism, np.log(cvm_time / remaining) / cost, "counts", what))
+    out = [Part(m, *_interval(share), source, basis) for m, share, source, basis in parts]
+    rest = np.ones_like(cost) - np.nansum([np.clip(share, 0, 1) for _m, share, _s, _b in parts] or [0.0 * cost], axis=0)
+    out.append(Part(UNEXPLAINED, *_interval(rest), "rest"))
+    return out
+
+
+def _unit_cost(frame: pd.DataFrame, config: str, rule: CountRule) -> float | None:
+    """The median unit cost (seconds per count) measured on the configuration's machines, or None."""
+    rows = frame[(frame["config"] == config) & (frame["metric"] == rule.unit_metric)]
+    # a sample's params hold its case (Workload.sample_params)
+    rows = rows[[_case_matches(params, rule.unit_case) for params in rows["params"]]] if len(rows) else rows
+    values = rows["value"].to_numpy(dtype=float)
+    return float(rule.seconds_per_count(np.median(values))) if len(values) else None
+
+
+def _case_matches(case: Any, wanted: Mapping[str, Any]) -> bool:
+    import json
+
+    if isinstance(case, str):
+        try:
+            case = json.loads(case)
+        except ValueError:
+            return False
+    return isinstance(case, Mapping) and all(case.get(k) == v for k, v in wanted.items())
+
+
+def execution_counts(records: list[Mapping[str, Any]], workload: str, config: str, rule: CountRule) -> list[float]:
+    """The rule's count in each measured execution of ``workload`` among ``records`` (execution
+    records of the configuration's bundles) whose variant values all appear in the configuration's
+    label."""
+    parts = set(config.split(" / "))
+    counts = []
+    for record in records:
+        if record.get("workload") != workload or record.get("warmup") or record.get("status", "ok") != "ok":
+            continue
+        if not {str(v) for v in (record.get("variant") or {}).values()} <= parts:
+            continue
+        counters = record.get("counters") or {}
+        name = next((n for n in rule.counters if n in counters), None)
+        if name is not None:
+            counts.append(rule.sign * float(counters[name]))
+    return counts
+
+
+def counted_seconds(
+    frame: pd.DataFrame, records: list[Mapping[str, Any]], workload: str, baseline: str, config: str
+) -> dict[str, tuple[float, str]]:
+    """{mechanism: (seconds per execution its count costs on the CVM, what was counted)}: the median
+    count over the CVM's executions of the workload times the unit cost there, less the unit cost on
+    the baseline's machines where they measured it (only the CVM's excess is the mechanism's)."""
+    out = {}
+    for mechanism, rule in COUNT_RULES.items():
+        counts = execution_counts(records, workload, config, rule)
+        unit = _unit_cost(frame, config, rule)
+        if not counts or unit is None:
+            continue
+        base_unit = _unit_cost(frame, baseline, rule)
+        excess = unit - base_unit if base_unit is not None else unit
+        count = float(np.median(counts))
+        if excess > 0 and count > 0:
+            out[mechanism] = (count * excess, f"{count:.4g} x {excess:.3g} s ({rule.counters[0]})")
+    return out
+
+
+def cross_machine(row: Mapping[str, Any], sides: Mapping[str, list]) -> bool:
+    """Whether a comparison row puts two machines against each other with a TEE (or an unknown one)
+    on the compared side: the rows a breakdown applies to."""
+    base = {label for label, _p in sides.get(row["baseline"], [])}
+    other = sides.get(row["config"], [])
+    if not other or base == {label for label, _p in other}:
+        return False
+    techs = {((probe.get("tee") or {}).get("technology") or "unknown") for _l, probe in other}
+    return techs != {"none"}
+
+
+def _forced_twin_row(sides: Mapping[str, list], row: Mapping[str, Any], named: Mapping[str, str] | None) -> bool:
+    """Whether the row's compared configuration is a forced twin of its baseline."""
+    return any(
+        twin.config == row["config"] and twin.kind == "forced"
+        for twin in find_twins(sides, row["baseline"], "", named).values()
+    )
+
+
+def breakdowns(
+    table: pd.DataFrame,
+    frame: pd.DataFrame,
+    machines: Mapping[str, Mapping[str, Any]],
+    named_twins: Mapping[str, str] | None = None,
+    executions: Mapping[str, list[Mapping[str, Any]]] | None = None,
+) -> tuple[list[list[dict[str, Any]]], list]:
+    """(per row of ``table``: its breakdown as dicts, empty where none applies; the lint's findings on
+    the twins). ``frame``: the measured samples of the rows' groups (engine.SampleSet.measured_frame),
+    with the configuration of every sample; ``machines``: {bundle: probe}; ``executions``: {bundle:
+    its execution records} (their mechanism counters, for counts times unit costs)."""
+    from ccbench.analysis.lint import config_sides
+
+    if table.empty or frame.empty:
+        return [[] for _ in range(len(table))], []
+    sides = config_sides(frame, machines)
+    keys = ["workload", "params", "case", "metric"]
+    text = frame.assign(params=frame["params"].astype(str), case=frame["case"].astype(str))
+    grouped = {key: group for key, group in text.groupby(keys, sort=False)}
+    out, findings, seen = [], [], set()
+    for seed, row in enumerate(table.to_dict(orient="records")):
+        if not cross_machine(row, sides):
+            out.append([])
+            continue
+        if _forced_twin_row(sides, row, named_twins):
+            out.append([])  # a forced twin's own row: a plain machine with one mechanism on, not a CVM
+            continue
+        twins = find_twins(sides, row["baseline"], row["config"], named_twins)
+        if (row["baseline"], row["config"]) not in seen:
+            seen.add((row["baseline"], row["config"]))
+            findings += twin_findings(sides, row["baseline"], row["config"], twins)
+        group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
+        if group is None:
+            out.append([])
+            continue
+        bundles = frame.loc[frame["config"] == row["config"], "bundle"].unique()
+        records = [r for b in bundles for r in (executions or {}).get(str(b), [])]
+        out.append(_row_parts(row, group, frame, records, twins, seed))
+    return out, findings
+
+
+def _row_parts(
+    row: Mapping[str, Any], group: pd.DataFrame, frame: pd.DataFrame, records: list, twins, seed: int
+) -> list[dict]:
+    """One cross-machine row's breakdown from its group's samples (and the counters and unit costs in
+    ``frame`` for a row whose metric is a time)."""
+    values = {c: g["value"].to_numpy(dtype=float) for c, g in group.groupby("config")}
+    if row["baseline"] not in values or row["config"] not in values:
+        return []
+    counted = None
+    if row.get("unit") in TIME_UNITS:
+        scale = TIME_UNITS[row["unit"]]
+        seconds = counted_seconds(frame, records, row["workload"], row["baseline"], row["config"])
+        counted = {mechanism: (value / scale, what) for mechanism, (value, what) in seconds.items()}
+    parts = row_breakdown(values, row["baseline"], row["config"], row.get("better"), twins, counted, seed)
+    return [part.to_dict() for part in parts]
+
+
+def wanted_groups(table: pd.DataFrame):
+    """The filter of groups (workload, params, case, metric) the breakdown reads samples of, for
+    engine.SampleSet.measured_frame: the table's rows and the unit costs."""
+    rows = {(w, m) for w, m in zip(table["workload"], table["metric"], strict=True)}
+    extra = {rule.unit_metric for rule in COUNT_RULES.values()}
+    return lambda group: (group[0], group[3]) in rows or group[3] in extra
+
+
+def parse_twins(values: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``--twin MECHANISM=LABEL`` options as {mechanism: label}; a bad one is a one-line error."""
+    from ccbench.errors import CCBenchError
+
+    twins = {}
+    for value in values:
+        mechanism, _, label = value.partition("=")
+        if mechanism not in MECHANISMS or not label:
+            raise CCBenchError(
+                f"--twin {value!r}: give MECHANISM=LABEL with MECHANISM one of {', '.join(MECHANISMS)} and LABEL a "
+                "machine's label or a configuration (e.g. --twin bounce-buffers=plain-swiotlb)"
+            )
+        twins[mechanism] = label
+    return twins
+
+
+def for_comparison(
+    samples: Any, table: pd.DataFrame, machines: Mapping[str, Mapping[str, Any]], named: Mapping[str, str]
+):
+    """breakdowns() of a comparison of an engine.SampleSet: reads only the samples it needs. A named
+    twin that names no configuration or machine is an error."""
+    from ccbench.analysis.lint import config_sides
+    from ccbench.errors import CCBenchError
+
+    # only the rows between two machines get a breakdown: read the samples of theirs alone (none for a
+    # comparison on one machine), the machines behind each configuration known from the facts
+    sides = config_sides(samples.facts, machines) if len(table) else {}
+    pairs = list(zip(table["baseline"], table["config"], strict=True))
+    between = {pair: cross_machine({"baseline": pair[0], "config": pair[1]}, sides) for pair in set(pairs)}
+    crossing = [between[pair] for pair in pairs]
+    frame = samples.measured_frame(wanted_groups(table[crossing])) if any(crossing) else pd.DataFrame()
+    if named:
+        known = set(sides) | {label for side in sides.values() for label, _p in side}
+        for mechanism, label in named.items():
+            if label not in known:
+                raise CCBenchError(
+                    f"--twin {mechanism}={label}: no machine or configuration is called {label!r}; they are: "
+                    + "; ".join(sorted(known))
+                )
+    executions = {str(bundle.path): bundle.executions for bundle in samples.bundles}
+    return breakdowns(table, frame, machines, named, executions)
+
+
+def breakdown_text(part: Mapping[str, Any]) -> str:
+    """ "bounce-buffers 16% [10%, 22%] (twin plain-swiotlb / no TEE)" """
+    basis = f" ({part['source']} {part['basis']})" if part.get("basis") else ""
+    return (
+        f"{part['mechanism']} {part['share'] * 100:.0f}% [{part['ci_low'] * 100:.0f}%, {part['ci_high'] * 100:.0f}%]"
+        + basis
+    )

@@ -1,0 +1,97 @@
+"""iperf3's text logs (client or server side, TCP or UDP) and ``-J`` JSON documents: the samples the
+network workload records (ccbench.formats.iperf3): every interval of every stream, and the SUM
+line as the result (``throughput``, for UDP the receive rate, with ``loss`` and ``jitter``).
+
+Each test in a file is one execution of the workload ``network`` (a server's log may hold several
+tests). A text log does not name the datagram size: it is derived from the transfer and datagram
+counts, and each sample's metadata says so, with the bounds the log's rounding allows. A JSON
+document's ``system_info`` (``Linux HOST RELEASE ...``) gives the machine's hostname and kernel;
+a text log states no machine (``--label``, ``--tee`` and ``--kernel-cmdline`` say what it lacks).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ccbench.formats import FormatError
+from ccbench.formats import iperf3 as iperf3_format
+from ccbench.results.importers.base import Execution, FileFormat, ImportProblem, iso, mtime, read_text, what_it_is
+
+#: the workload the network workload's own bundles name: imported and measured results compare
+WORKLOAD = "network"
+
+
+def _machine(test: iperf3_format.Iperf3Test) -> dict[str, Any]:
+    words = str(test.facts.get("system_info", "")).split()
+    if len(words) >= 3 and words[0] == "Linux":
+        return {"hostname": words[1], "kernel_release": words[2]}
+    return {}
+
+
+def _started(test: iperf3_format.Iperf3Test, path: Path) -> str:
+    stamp = test.facts.get("timestamp")
+    if stamp:
+        try:
+            return iso(datetime.strptime(stamp, "%a, %d %b %Y %H:%M:%S %Z").replace(tzinfo=UTC))
+        except ValueError:
+            pass
+    return mtime(path)
+
+
+def tests_in(path: Path) -> list[iperf3_format.Iperf3Test]:
+    text = read_text(path, "iperf3")
+    try:
+        if text.lstrip().startswith("{"):
+            try:
+                document = json.loads(text[text.find("{") :])
+            except ValueError as exc:
+                raise ImportProblem(f"{path}: not a complete iperf3 JSON document ({exc}); was it cut short?") from None
+            return iperf3_format.parse_json(document)
+        return iperf3_format.parse_text(text)
+    except FormatError as exc:
+        recognised = what_it_is(text)
+        raise ImportProblem(
+            f"{path}: {recognised or exc}; give iperf3's own output (its text log or -J JSON)"
+        ) from None
+
+
+def read(path: Path) -> list[Execution]:
+    executions = []
+    for test in tests_in(path):
+        measurements = iperf3_format.measurements(test)
+        if not measurements:
+            continue
+        tool = {"iperf3_version": test.facts["version"]} if test.facts.get("version") else {}
+        notes = []
+        if test.datagram_size_bounds is not None:
+            low, high = test.datagram_size_bounds
+            notes.append(
+                f"datagram size {test.datagram_size} B derived from the log's transfers and counts ({low}-{high})"
+            )
+        executions.append(
+            Execution(
+                workload=WORKLOAD,
+                kind="network",
+                source=path,
+                started_at=_started(test, path),
+                measurements=measurements,
+                machine=_machine(test),
+                tool=tool,
+                notes=notes,
+            )
+        )
+    if not executions:
+        raise ImportProblem(f"{path}: iperf3's output holds no measurement (did the test run?)")
+    return executions
+
+
+ADAPTER = FileFormat(
+    name="iperf3",
+    description="iperf3 text logs (client or server side, TCP or UDP; the datagram size derived) and -J JSON: "
+    "every interval of every stream, the SUM line as the result (throughput; UDP loss and jitter)",
+    read=read,
+    suffixes=(".txt", ".log", ".json", ".out", ".gz"),
+)

@@ -1,0 +1,43 @@
+"""ping's output (iputils, BSD/macOS, Windows): each reply's round trip one sample (``rtt``, ms) and
+the run's ``loss``, as the network workload's ping fallback records them (ccbench.formats.ping).
+One file is one execution of the workload ``network``; a ping log states no machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ccbench.formats import FormatError
+from ccbench.formats import ping as ping_format
+from ccbench.results.importers.base import Execution, FileFormat, ImportProblem, mtime, read_text, what_it_is
+from ccbench.results.importers.iperf3 import WORKLOAD
+
+
+def read(path: Path) -> list[Execution]:
+    text = read_text(path, "ping")
+    try:
+        run = ping_format.parse(text)
+    except FormatError as exc:
+        raise ImportProblem(f"{path}: {what_it_is(text) or exc}; give ping's own output") from None
+    notes = [f"ping {run.target} ({run.address})"] if run.target else []
+    if run.duplicates:
+        notes.append(f"{run.duplicates} duplicate replies left out of the samples")
+    return [
+        Execution(
+            workload=WORKLOAD,
+            kind="network",
+            source=path,
+            started_at=mtime(path),
+            measurements=ping_format.measurements(run),
+            status="ok" if run.replies else "failed",
+            notes=notes,
+        )
+    ]
+
+
+ADAPTER = FileFormat(
+    name="ping",
+    description="ping's output (iputils, BSD/macOS, Windows): each reply's round trip a sample (rtt, ms), and the loss",
+    read=read,
+    suffixes=(".txt", ".log", ".out", ".gz"),
+)

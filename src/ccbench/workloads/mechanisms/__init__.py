@@ -1,0 +1,198 @@
+"""mechanisms: one case per mechanism behind a confidential VM's cost (docs/mechanisms.md), each
+measured alone on this machine, so that the breakdown (ccbench.analysis.breakdown) can set a count
+against a unit cost and a reader can compare machines mechanism by mechanism:
+
+* ``exits``: the round trip of an instruction the hypervisor (or the TEE's firmware) serves: CPUID of
+  a leaf an SEV-SNP CPUID page or the TDX module serves alone (0x0), of one that reaches the
+  hypervisor on SEV-SNP (0xB) and on TDX (0x40000000), and a write to port 0x80; ns and TSC cycles per
+  operation with the empty loop subtracted (ccmech, crates/ccmech);
+* ``memory``: STREAM copy and triad bandwidth and the latency of a dependent load chased in random
+  order, over buffers four times the last-level cache, on 4K and on 2M pages (the share the kernel
+  backed with 2M pages recorded; ccmech);
+* ``first-touch``: a fresh region touched page by page, time per 4K and per 2M page, with the memory
+  the kernel accepted meanwhile (nr_unaccepted) where it has unaccepted memory (ccmech);
+* ``wakeup``: timer wake-up latency from cyclictest (rt-tests), one thread, a bounded run, with the
+  machine's idle states left as they are (``--laptop``: /dev/cpu_dma_latency untouched), where
+  halt exits and haltpoll show.
+
+Every execution also records ``missing_figures``: how many figures it could not give, each with the
+reason in the sample's metadata (port I/O without ioperm, no unaccepted memory, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ccbench.model import Measurement
+from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams, missing_tools, size_bytes
+from ccbench.workloads.mechanisms import parse
+
+BINARY = Path(__file__).resolve().parents[4] / "crates" / "target" / "release" / "ccmech"
+INSTALL_HINT = "run 'bash scripts/setup.sh --with mechanisms'"
+CASES = ("exits", "memory", "first-touch", "wakeup")
+#: the floor of an automatic buffer size, and the size where the last-level cache cannot be read
+FLOOR_BYTES, UNKNOWN_CACHE_BYTES = 64 * 2**20, 256 * 2**20
+
+
+def binary_path() -> Path:
+    return Path(os.environ.get("CCBENCH_CCMECH", BINARY))
+
+
+def last_level_cache_bytes(root: Path = Path("/")) -> int | None:
+    """The largest cache of CPU 0 as sysfs reports it (its last level), or None."""
+    caches = root / "sys/devices/system/cpu/cpu0/cache"
+    sizes = []
+    for index in sorted(caches.glob("index*")):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        match = re.fullmatch(r"(\d+)([KMG]?)", text)
+        if match:
+            sizes.append(int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)])
+    return max(sizes) if sizes else None
+
+
+class MechanismsParams(WorkloadParams):
+    cases: list[Literal["exits", "memory", "first-touch", "wakeup"]] = Field(default_factory=lambda: list(CASES))
+    pages: list[Literal["4k", "2m"]] = Field(default_factory=lambda: ["4k", "2m"])
+    #: operations per timed batch of each exit case, and batches (the median batch is the figure)
+    exit_iterations: int = Field(20_000, ge=100)
+    exit_batches: int = Field(5, ge=1, le=100)
+    #: bytes per array (and of the chased buffer): "auto" is four times the last-level cache, at least 64M
+    memory_size: str = "auto"
+    memory_passes: int = Field(3, ge=1, le=50)
+    touch_size: str = "256M"
+    wakeup_seconds: int = Field(5, ge=1, le=600)
+    wakeup_interval_us: int = Field(1000, ge=50)
+    #: cyclictest's SCHED_FIFO priority; 0 keeps the normal scheduler (no real-time rights needed)
+    wakeup_priority: int = Field(0, ge=0, le=99)
+    #: the histogram's range in us (wake-ups beyond it are counted as overflows)
+    wakeup_histogram_us: int = Field(5000, ge=10)
+
+    @field_validator("memory_size", "touch_size")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if value != "auto" and not re.fullmatch(r"\d+[KkMmGg]?", value):
+            raise ValueError(f"size {value!r} is not like 64M or 1G (or auto for memory_size)")
+        return value
+
+
+class Mechanisms(Workload):
+    kind = "mechanisms"
+    description = (
+        "one case per confidential-VM mechanism: exit round trips (CPUID, port I/O), encrypted-memory bandwidth "
+        "and latency on 4K/2M pages, first touch, timer wake-up (ccmech, cyclictest)"
+    )
+    Params = MechanismsParams
+    setup_component = "mechanisms"
+    matrix_params = frozenset({"cases", "pages"})
+    #: each case's own figure: the unit costs the breakdown reads
+    primary_metrics = ("exit_ns", "copy_bandwidth", "load_latency", "first_touch_ns", "wakeup_avg")
+
+    def requirements(self) -> str | None:
+        """Skip only when no case can run: without ccmech the wake-up case still runs (the others are
+        then named as missing, with the install hint), without cyclictest the ccmech cases do."""
+        runnable = [case for case in self.params.cases if self._unavailable(case) is None]
+        if not runnable:
+            return "; ".join(dict.fromkeys(self._unavailable(case) for case in self.params.cases))
+        return None
+
+    def _unavailable(self, case: str) -> str | None:
+        if case == "wakeup":
+            return f"cyclictest (rt-tests) is not installed: {INSTALL_HINT}" if missing_tools("cyclictest") else None
+        return None if binary_path().is_file() else f"{binary_path()} is not built: {INSTALL_HINT}"
+
+    def run(self, ctx: ExecutionContext) -> list[Measurement]:
+        measurements: list[Measurement] = []
+        missing: list[parse.Missing] = []
+        for case in self.params.cases:
+            reason = self._unavailable(case)
+            if reason:
+                missing.append({"figure": case, "why": reason})
+                continue
+            found, lacking = getattr(self, "_" + case.replace("-", "_"))(ctx)
+            measurements += found
+            missing += lacking
+        measurements.append(
+            Measurement(
+                metric="missing_figures", unit="figures", better=None, value=len(missing), metadata={"missing": missing}
+            )
+        )
+        return measurements
+
+    def _ccmech(self, ctx: ExecutionContext, log_name: str, *args: str) -> dict:
+        done = ctx.run_command([str(binary_path()), *args], log_name=log_name)
+        try:
+            return json.loads(done.stdout)
+        except ValueError as exc:
+            raise WorkloadFailed(f"ccmech {args[0]} printed no JSON document ({exc}): see {log_name}.stdout") from None
+
+    def _exits(self, ctx: ExecutionContext):
+        p = self.params
+        document = self._ccmech(
+            ctx, "ccmech-exits", "exits", "--iterations", str(p.exit_iterations), "--batches", str(p.exit_batches)
+        )
+        return parse.exit_measurements(document)
+
+    def _memory_bytes(self) -> int:
+        if self.params.memory_size != "auto":
+            return size_bytes(self.params.memory_size)
+        cache = last_level_cache_bytes()
+        return max(4 * cache, FLOOR_BYTES) if cache else UNKNOWN_CACHE_BYTES
+
+    def _memory(self, ctx: ExecutionContext):
+        size, out, missing = str(self._memory_bytes()), [], []
+        for pages in self.params.pages:
+            document = self._ccmech(
+                ctx,
+                f"ccmech-memory-{pages}",
+                "memory",
+                "--pages",
+                pages,
+                "--array-bytes",
+                size,
+                "--chase-bytes",
+                size,
+                "--passes",
+                str(self.params.memory_passes),
+            )
+            found, lacking = parse.memory_measurements(document)
+            out, missing = out + found, missing + lacking
+        return out, missing
+
+    def _first_touch(self, ctx: ExecutionContext):
+        out, missing = [], []
+        for pages in self.params.pages:
+            document = self._ccmech(
+                ctx,
+                f"ccmech-touch-{pages}",
+                "touch",
+                "--pages",
+                pages,
+                "--bytes",
+                str(size_bytes(self.params.touch_size)),
+            )
+            found, lacking = parse.first_touch_measurements(document)
+            out, missing = out + found, missing + lacking
+        return out, missing
+
+    def _wakeup(self, ctx: ExecutionContext):
+        p = self.params
+        report = ctx.raw_dir / "cyclictest.json"
+        argv = ["cyclictest", "-D", f"{p.wakeup_seconds}s", "-i", str(p.wakeup_interval_us), "-t", "1", "-q"]
+        argv += ["-h", str(p.wakeup_histogram_us), f"--json={report}", "--laptop"]
+        if p.wakeup_priority:
+            argv += ["-p", str(p.wakeup_priority)]
+        ctx.run_command(argv, log_name="cyclictest")
+        try:
+            document = json.loads(report.read_text())
+        except (OSError, ValueError) as exc:
+            raise WorkloadFailed(f"cyclictest wrote no readable --json report ({exc})") from None
+        return parse.wakeup_measurements(document, p.wakeup_interval_us)

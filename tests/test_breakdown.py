@@ -1,0 +1,252 @@
+"""The breakdown of a cross-machine cost by mechanism (ccbench.analysis.breakdown): a planted
+bounce-buffer share in synthetic bundles (a plain VM, its swiotlb=force twin, an SEV-SNP VM) is found
+within its interval, through ``ccbench compare --json`` as a user runs it; a twin that differs from the
+baseline in CPU model is flagged; counts times unit costs explain a planted time."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from bundles import SAPPHIRE_RAPIDS, provenance_probe, sample, write_environment
+
+from ccbench.analysis import breakdown
+
+#: issue 31's shape of a published CVM study: the plain VM's UDP receive rate 1.0, the plain VM with
+#: forced bounce buffers 0.75, the SEV-SNP VM 0.17
+RATES = {"plain": 1.0, "twin": 0.75, "snp": 0.17}
+#: the share of the SNP VM's log cost the twin explains: log(1/0.75) / log(1/0.17)
+PLANTED = math.log(1 / 0.75) / math.log(1 / 0.17)
+
+
+def machine(host, tee, cmdline="console=ttyS0", **facts):
+    probe = provenance_probe(host, tee, **facts)
+    probe["provenance"]["kernel_cmdline"] = cmdline
+    return probe
+
+
+def rate_samples(rate, rng, n=10):
+    return [
+        sample(
+            workload="net",
+            kind="command",
+            variant={},
+            metric="receive_rate",
+            unit="Gbit/s",
+            better="higher",
+            value=float(rate * 9.4 * np.exp(noise)),
+            repetition=rep,
+        )
+        for rep, noise in enumerate(rng.normal(0, 0.03, n))
+    ]
+
+
+def three_machines(tmp_path, twin_facts=None):
+    rng = np.random.default_rng(31)
+    probes = {
+        "plain": machine("plain", "none"),
+        "twin": machine("twin", "none", "console=ttyS0 swiotlb=262144,force", **(twin_facts or {})),
+        "snp": machine("snp", "sev-snp"),
+    }
+    return [write_environment(tmp_path, probes[host], rate_samples(RATES[host], rng)) for host in probes]
+
+
+def json_rows(done):
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    return [r for r in lines if "finding" not in r], [r for r in lines if "finding" in r]
+
+
+def test_a_planted_bounce_buffer_share_is_found_within_its_interval(tmp_path, ccbench):
+    paths = three_machines(tmp_path)
+    rows, findings = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    snp = next(r for r in rows if r["config"].startswith("snp"))
+    parts = {p["mechanism"]: p for p in snp["breakdown"]}
+    assert set(parts) == {"bounce-buffers", "unexplained"}, snp["breakdown"]
+    bounce = parts["bounce-buffers"]
+    assert bounce["source"] == "twin" and bounce["basis"].startswith("twin")
+    assert bounce["ci_low"] <= PLANTED <= bounce["ci_high"], (PLANTED, bounce)
+    assert abs(bounce["share"] - PLANTED) < 0.03
+    assert 0 < bounce["ci_low"] < bounce["ci_high"] < 0.5
+    rest = parts["unexplained"]
+    assert rest["source"] == "rest" and rest["ci_low"] <= 1 - PLANTED <= rest["ci_high"]
+    # the twin's own row compares plain machines: no breakdown; nor does anything lint the twin
+    twin = next(r for r in rows if r["config"].startswith("twin"))
+    assert twin["breakdown"] == []
+    assert not [f for f in findings if f["finding"] == "confounded-twin"]
+
+
+def test_a_twin_that_differs_in_cpu_model_is_flagged(tmp_path, ccbench):
+    paths = three_machines(tmp_path, twin_facts={"cpu": SAPPHIRE_RAPIDS})
+    rows, findings = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    (flagged,) = [f for f in findings if f["finding"] == "confounded-twin"]
+    assert "bounce-buffers twin" in flagged["what"] and "CPU model" in flagged["what"]
+    assert flagged["severity"] == "high"
+    # the breakdown is still given (the finding says how to read it)
+    snp = next(r for r in rows if r["config"].startswith("snp"))
+    assert any(p["mechanism"] == "bounce-buffers" for p in snp["breakdown"])
+
+
+def test_a_twin_named_by_the_user_and_a_bad_twin_option(tmp_path, ccbench):
+    rng = np.random.default_rng(5)
+    # the twin's command line was not recorded (an imported result): only --twin makes it one
+    probes = {"plain": machine("plain", "none"), "forced": machine("forced", "none"), "cvm": machine("cvm", "unknown")}
+    rates = {"plain": 1.0, "forced": 0.75, "cvm": 0.17}
+    paths = [write_environment(tmp_path, probes[h], rate_samples(rates[h], rng)) for h in probes]
+    rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    cvm = next(r for r in rows if r["config"].startswith("cvm"))
+    assert [p["mechanism"] for p in cvm["breakdown"]] == ["unexplained"]
+    rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json", "--twin", "bounce-buffers=forced"))
+    cvm = next(r for r in rows if r["config"].startswith("cvm"))
+    bounce = cvm["breakdown"][0]
+    assert bounce["mechanism"] == "bounce-buffers" and bounce["ci_low"] <= PLANTED <= bounce["ci_high"]
+    for bad in ("bounce=forced", "bounce-buffers=nosuch"):
+        done = ccbench("compare", *paths, "--twin", bad)
+        assert done.returncode == 2 and "--twin" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    # the text output names the breakdown too
+    done = ccbench("compare", *paths, "--baseline", "plain", "--twin", "bounce-buffers=forced")
+    assert done.returncode == 0, done.stderr
+    assert "breakdown of the cost by mechanism" in done.stdout and "bounce-buffers" in done.stdout
+
+
+def test_twins_are_recognised_from_the_kernel_command_line_of_plain_machines_only():
+    assert breakdown.twin_mechanisms(machine("a", "none", "ro swiotlb=force")) == {"bounce-buffers"}
+    # idle=poll takes halt exits away: a CVM booted with it is the idle twin; a plain VM with it is none
+    assert breakdown.twin_mechanisms(machine("a", "none", "ro swiotlb=65536,force idle=poll")) == {"bounce-buffers"}
+    assert breakdown.twin_mechanisms(machine("a", "tdx", "ro idle=poll")) == {"idle"}
+    assert breakdown.twin_mechanisms(machine("a", "none", "ro swiotlb=noforce")) == set()
+    # what follows "--" is init's; a CVM bounces anyway: neither is a twin
+    assert breakdown.twin_mechanisms(machine("a", "none", "ro -- swiotlb=force")) == set()
+    assert breakdown.twin_mechanisms(machine("a", "sev-snp", "ro swiotlb=force")) == set()
+    # an imported result that states its command line and no TEE
+    assert breakdown.twin_mechanisms(machine("a", "unknown", "swiotlb=force")) == {"bounce-buffers"}
+
+
+def test_an_imported_twin_whose_tee_is_unknown_is_a_twin_and_gets_no_breakdown_of_its_own(tmp_path, ccbench):
+    rng = np.random.default_rng(8)
+    probes = {
+        "plain": machine("plain", "unknown"),
+        "forced": machine("forced", "unknown", "swiotlb=force"),
+        "cvm": machine("cvm", "unknown"),
+    }
+    rates = {"plain": 1.0, "forced": 0.75, "cvm": 0.17}
+    paths = [write_environment(tmp_path, probes[h], rate_samples(rates[h], rng)) for h in probes]
+    rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    forced = next(r for r in rows if r["config"].startswith("forced"))
+    assert forced["breakdown"] == []
+    cvm = next(r for r in rows if r["config"].startswith("cvm"))
+    bounce = cvm["breakdown"][0]
+    assert bounce["mechanism"] == "bounce-buffers" and bounce["ci_low"] <= PLANTED <= bounce["ci_high"]
+
+
+def test_counts_times_unit_costs_explain_a_planted_time():
+    """A CVM execution of 2.0 s against 1.0 s on the plain VM, 0.5 s of it bounce copies: the share of
+    the log cost that goes away without them is log(2/1.5)/log(2)."""
+    rng = np.random.default_rng(3)
+    values = {"base": np.exp(rng.normal(0, 0.01, 20)), "cvm": 2.0 * np.exp(rng.normal(0, 0.01, 20))}
+    parts = breakdown.row_breakdown(values, "base", "cvm", "lower", {}, {"bounce-buffers": (0.5, "counted")})
+    share = {p.mechanism: p for p in parts}
+    expected = math.log(2 / 1.5) / math.log(2)
+    assert share["bounce-buffers"].source == "counts"
+    assert share["bounce-buffers"].ci_low <= expected <= share["bounce-buffers"].ci_high
+    assert share["unexplained"].share == pytest.approx(1 - share["bounce-buffers"].share, abs=1e-9)
+    # a CVM that is not worse has no cost to split
+    assert breakdown.row_breakdown({"base": values["cvm"], "cvm": values["base"]}, "base", "cvm", "lower", {}) == []
+
+
+def test_the_report_draws_the_breakdown_as_a_stacked_bar_per_workload(tmp_path, ccbench):
+    paths = three_machines(tmp_path / "bundles")
+    html = tmp_path / "report.html"
+    done = ccbench("report", *paths, "--baseline", "plain", "-o", html, "--figures", tmp_path / "figures")
+    assert done.returncode == 0, done.stderr
+    page = html.read_text()
+    assert "Why the machines differ: the cost by mechanism" in page
+    # one bar for the SNP machine: a bounce-buffer segment and the unexplained rest
+    assert 'id="mechanism:bounce-buffers:0"' in page and 'id="mechanism:unexplained:0"' in page
+    assert (tmp_path / "figures" / "breakdown.svg").is_file()
+    markdown = tmp_path / "report.md"
+    assert ccbench("report", *paths, "--baseline", "plain", "-o", markdown).returncode == 0
+    text = markdown.read_text()
+    row = next(line for line in text.splitlines() if "bounce-buffers" in line and "twin" in line)
+    assert "16%" in row or "15%" in row or "17%" in row, row
+
+
+def test_counts_from_execution_records_times_the_mechanism_workloads_unit_cost(tmp_path, ccbench):
+    """A CVM whose job takes 2.0 s against 1.0 s, and whose executions each accepted 250,000 pages
+    (nr_unaccepted fell by that much) at a first-touch excess of 2,000 ns per 4K page over the plain
+    machine: 0.5 s of the second, a share log(2/1.5)/log(2) of the cost."""
+    from ccbench.bundle import BundleWriter
+
+    rng = np.random.default_rng(11)
+    paths = []
+    for host, tee, seconds, touch_ns in (("plain", "none", 1.0, 500.0), ("cvm", "sev-snp", 2.0, 2500.0)):
+        writer = BundleWriter.create(tmp_path / host, {"plan": {"name": "t"}, "environment": machine(host, tee)})
+        samples = []
+        for rep, noise in enumerate(rng.normal(0, 0.01, 8)):
+            common = {"variant": {}, "repetition": rep, "execution": f"job|-|rep|{rep}"}
+            samples.append(sample(workload="job", metric="time", value=seconds * float(np.exp(noise)), **common))
+            writer.append_execution(
+                {
+                    "key": f"job|-|rep|{rep}",
+                    "workload": "job",
+                    "variant": {},
+                    "repetition": rep,
+                    "warmup": False,
+                    "status": "ok",
+                    "counters": {"vmstat.nr_unaccepted": -250_000 if tee != "none" else 0, "vmstat.pgfault": 9},
+                }
+            )
+            samples.append(
+                sample(
+                    workload="mechanisms",
+                    kind="mechanisms",
+                    variant={},
+                    metric="first_touch_ns",
+                    unit="ns",
+                    params={"mechanism": "first-touch", "pages": "4k"},
+                    metadata={"case": {"mechanism": "first-touch", "pages": "4k"}},
+                    value=touch_ns * float(np.exp(noise)),
+                    repetition=rep,
+                )
+            )
+        writer.append_samples(samples)
+        writer.close()
+        paths.append(writer.path)
+    rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    job = next(r for r in rows if r["workload"] == "job")
+    parts = {p["mechanism"]: p for p in job["breakdown"]}
+    expected = math.log(2 / 1.5) / math.log(2)
+    accepted = parts["page-acceptance"]
+    assert accepted["source"] == "counts" and "vmstat.nr_unaccepted" in accepted["basis"]
+    assert accepted["ci_low"] <= expected <= accepted["ci_high"], accepted
+    assert abs(accepted["share"] - expected) < 0.03
+
+
+def test_a_cvm_booted_with_idle_poll_is_the_idle_twin_that_takes_the_mechanism_away(tmp_path, ccbench):
+    """A job taking 1.0 s on the plain VM, 1.5 s on the TD and 1.2 s on the same TD booted with
+    idle=poll: halting explains 1 - log(1.2)/log(1.5) of the TD's cost."""
+    rng = np.random.default_rng(2)
+    probes = {
+        "plain": machine("plain", "none"),
+        "td": machine("td", "tdx"),
+        "tdpoll": machine("tdpoll", "tdx", "idle=poll"),
+    }
+    seconds = {"plain": 1.0, "td": 1.5, "tdpoll": 1.2}
+    paths = []
+    for host, probe in probes.items():
+        values = seconds[host] * np.exp(rng.normal(0, 0.01, 10))
+        samples = [
+            sample(workload="job", variant={}, metric="time", value=float(v), repetition=i)
+            for i, v in enumerate(values)
+        ]
+        paths.append(write_environment(tmp_path, probe, samples))
+    rows, findings = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    td = next(r for r in rows if r["config"].startswith("td /"))
+    idle = next(p for p in td["breakdown"] if p["mechanism"] == "idle")
+    expected = 1 - math.log(1.2) / math.log(1.5)
+    assert idle["source"] == "twin" and idle["basis"].startswith("tdpoll")
+    assert idle["ci_low"] <= expected <= idle["ci_high"], idle
+    # the twin with idle=poll is a TD too: its own row is split on its own (no idle twin for it)
+    poll = next(r for r in rows if r["config"].startswith("tdpoll"))
+    assert [p["mechanism"] for p in poll["breakdown"]] == ["unexplained"]
+    assert not [f for f in findings if f["finding"] == "confounded-twin"]
