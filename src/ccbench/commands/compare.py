@@ -23,10 +23,17 @@ from ccbench.commands.options import baseline_option, exclude_contended_option, 
     help="Flag configurations whose CV exceeds this (percent).",
 )
 @exclude_contended_option
-@click.option("--summary", is_flag=True, help="Print only the verdict per protection layer (the report's first table).")
+@click.option(
+    "--summary",
+    is_flag=True,
+    help="Print only the verdict per protection layer: one line per layer, then its sentence.",
+)
+@click.option(
+    "--details", is_flag=True, help="With the verdict, its wide table (typical cost, interval, causes, counts)."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
 @jobs_option("reading bundles")
-def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, jobs) -> None:
+def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, details, as_json, jobs) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
@@ -35,7 +42,9 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     counts and how many of them came from contended executions. Warmups are excluded. Flags: "not
     enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended",
     "confounded by <what>" (the machines of the two sides differ in CPU model, vCPUs, memory, SMT or
-    kernel). The table opens with the verdict per protection layer (--summary prints only that) and
+    kernel). Each row carries the smallest cost it could detect (MDE: 80% power at the 5% level). The
+    table opens with the verdict per protection layer, one line each (--summary prints only that;
+    --details adds the verdict's wide table) and
     the lint's findings (docs/trust.md, Lint); with --json each finding is one more object
     ({"finding": code, ...}) after the rows or layers.
     """
@@ -61,7 +70,7 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
         _print_rows_json(table, samples.sources)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
-        _print_verdict(table, samples.executions, layers, excluded)
+        _print_verdict(table, samples.executions, layers, excluded, details)
         _print_findings(findings)
         if not summary:
             _print_comparison(table, excluded)
@@ -151,27 +160,40 @@ def _print_rows_json(table, raw) -> None:
         click.echo(_json_line(row))
 
 
-def _print_verdict(table, executions, layers, excluded: str) -> None:
-    """The verdict per protection layer as a table, then each layer's sentence."""
-    from rich.table import Table
-
-    from ccbench.analysis.verdict import contended_executions, verdict_table
+def _print_verdict(table, executions, layers, excluded: str, details: bool = False) -> None:
+    """The verdict per protection layer: one line per layer (ccbench.analysis.headline), with
+    ``details`` the verdict's wide table, then each layer's sentence."""
+    from ccbench.analysis.headline import headline
+    from ccbench.analysis.verdict import contended_executions
     from ccbench.console import stdout
 
     contended, executions = contended_executions(executions)
-    verdict = Table(
-        title=f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
-        f"{contended} of {executions} executions contended",
-        title_justify="left",
+    title = (
+        f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
+        f"{contended} of {executions} executions contended"
     )
+    stdout.print(title, markup=False, highlight=False, soft_wrap=True)
+    for line in headline(layers):
+        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+    if details:
+        _print_verdict_table(layers)
+    for item in layers:
+        stdout.print(f"- {item.sentence()}")
+
+
+def _print_verdict_table(layers) -> None:
+    from rich.table import Table
+
+    from ccbench.analysis.verdict import verdict_table
+    from ccbench.console import stdout
+
+    verdict = Table(title="verdict per protection layer, in detail", title_justify="left")
     frame_text = verdict_table(layers)
     for column in frame_text.columns:
         verdict.add_column(column, overflow="fold")
     for row in frame_text.itertuples(index=False):
         verdict.add_row(*row)
     stdout.print(verdict)
-    for item in layers:
-        stdout.print(f"- {item.sentence()}")
 
 
 def _print_findings(findings) -> None:
