@@ -42,7 +42,18 @@ from ccbench.model import (
     utc_now_iso,
 )
 from ccbench.plan import Plan, WorkloadSpec
-from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
+from ccbench.schedule import (
+    ORDER_FIXED,
+    ORDER_RANDOM,
+    Execution,
+    Outcome,
+    WorkloadRun,
+    new_seed,
+    path_part,
+    round_order,
+    schedule,
+    variant_combinations,
+)
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
 from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
@@ -121,6 +132,8 @@ class Runner:
         command_line: list[str] | None = None,
         resume: Path | None = None,
         executor: Executor | None = None,
+        order: str = ORDER_RANDOM,
+        order_seed: int | None = None,
     ):
         self.plan = plan
         # absolute: workers run in the workload's directory, not in the user's
@@ -134,6 +147,10 @@ class Runner:
         self.resume = resume
         #: runs each execution (None: a WorkerExecutor with the plan's contention thresholds)
         self.executor = executor
+        #: the order of the variants within a round (ccbench.schedule.round_order): random from a seed
+        #: kept in the manifest (a resumed run takes the bundle's), or fixed (A B A B)
+        self.order = order
+        self.order_seed = order_seed if order_seed is not None or order != ORDER_RANDOM else new_seed()
         self.samples: list[Sample] = []
         self.records: list[ExecutionRecord] = []
         # set for the duration of run()
@@ -209,6 +226,9 @@ class Runner:
                 if record.get("status") in DONE_STATUSES and "key" in record
             }
             writer.manifest.setdefault("resumed_at", []).append(utc_now_iso())
+            # the order the bundle was begun with (fixed for bundles from before the order was drawn)
+            recorded = writer.manifest.get("order") or {"mode": ORDER_FIXED, "seed": None}
+            self.order, self.order_seed = recorded["mode"], recorded.get("seed")
             writer.manifest["status"] = "running"
             if any(spec.precision for spec in self.plan.workloads):
                 self._earlier = [Sample(**record) for record in read_bundle(self.resume).samples]
@@ -226,12 +246,21 @@ class Runner:
             "command_line": self.command_line,
             "workdir": str(self.workdir),
             "pin": self.pin,
+            "order": self.order_record(),
             "started_at": utc_now_iso(),
             "ended_at": None,
             "status": "running",
             "outcomes": {},
         }
         return BundleWriter.create(self.out, manifest)
+
+    def order_record(self) -> dict[str, Any]:
+        """The manifest's ``order``: how the variants were ordered within each round, and the seed."""
+        return {"mode": self.order, "seed": self.order_seed if self.order == ORDER_RANDOM else None}
+
+    @property
+    def _seed(self) -> int | None:
+        return self.order_seed if self.order == ORDER_RANDOM else None
 
     def _system_check(self) -> list[dict[str, Any]]:
         """The before-run check, printed and kept in the manifest; nothing is changed. The TLS
@@ -264,7 +293,7 @@ class Runner:
             elif name in outcomes:
                 # a failure known to repeat is not tried again by a resumed run
                 outcomes[name].repeating_failures = dict(previous.get("repeating_failures", {}))
-        total = sum(len(schedule(spec)) for spec in self.plan.workloads if not spec.skip_reason)
+        total = sum(len(schedule(spec, self._seed)) for spec in self.plan.workloads if not spec.skip_reason)
         previous_handlers = self._install_signals()
         interrupted = False
         self.reporter.start(total)
@@ -272,7 +301,7 @@ class Runner:
             for spec in self.plan.workloads:
                 outcome = outcomes[spec.name]
                 if self.resume and outcome.status in (OutcomeStatus.OK, OutcomeStatus.SKIPPED):
-                    self._pass_over(len(schedule(spec)))
+                    self._pass_over(len(schedule(spec, self._seed)))
                     continue
                 self._run_workload(spec, outcome)
                 writer.manifest["outcomes"][spec.name] = outcome.as_dict()
@@ -339,7 +368,7 @@ class Runner:
     def _run_workload(self, spec: WorkloadSpec, outcome: Outcome) -> None:
         """Admit the workload, set up its variants, prepare it on each, execute its schedule; then
         clean up and tear down, on success, failure and interruption alike."""
-        job = WorkloadRun(spec, outcome, schedule(spec))
+        job = WorkloadRun(spec, outcome, schedule(spec, self._seed))
         if not self._admit(job):
             return
         # the planned positions of this workload end here; what did not run (a failed prepare,
@@ -472,7 +501,7 @@ class Runner:
         while decision.more and repetition < rule.max_repetitions and not job.all_stopped():
             round_started = time.monotonic()
             self.reporter.extend(len(combos))
-            for combo in combos:
+            for combo in round_order(combos, spec.name, False, repetition, self._seed):
                 execution = Execution(spec, combo, repetition, False)
                 index = self._next_position()
                 if execution.key in self._done:

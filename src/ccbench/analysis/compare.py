@@ -15,7 +15,7 @@ from ccbench.analysis.stats import (
     MIN_SAMPLES,
     NOISY_CV,
     coefficients_of_variation,
-    minimum_detectable_effect,
+    reported_mde,
 )
 from ccbench.errors import CCBenchError
 
@@ -359,7 +359,7 @@ def _ratio_intervals(base: pd.DataFrame, rows: pd.DataFrame, across: np.ndarray)
 
 def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.ndarray]:
     """Ratio of geometric means with Welch's t interval on the logs, its p value and its minimum
-    detectable effect (stats.minimum_detectable_effect at the Welch degrees of freedom), per row; where
+    detectable effect (stats.reported_mde from the Welch degrees of freedom), per row; where
     the interval cannot be computed (fewer than 2 samples a side, a value not positive) the ratio of
     medians and no interval."""
     n_a, n_b = base["n"].to_numpy(dtype=float), rows["n"].to_numpy(dtype=float)
@@ -386,7 +386,9 @@ def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np
         )
         # both sides without spread: nothing but an exact repeat would pass unseen (an MDE of 0)
         mde = np.where(
-            computable, np.where(se > 0, minimum_detectable_effect(se, np.where(se > 0, dof, np.nan)), 0.0), np.nan
+            computable,
+            np.where(se > 0, reported_mde(se, np.where(se > 0, dof, np.nan), np.minimum(n_a, n_b)), 0.0),
+            np.nan,
         )
     return {"computable": computable, "ratio": ratio, "ci_low": low, "ci_high": high, "p_value": p_value, "mde": mde}
 

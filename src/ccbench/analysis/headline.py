@@ -46,6 +46,11 @@ class WorkloadCost:
         """At least half its comparisons significant, all of them in one direction."""
         return self.significant * 2 >= self.comparisons > 0 and len(self.directions) == 1
 
+    def as_dict(self) -> dict:
+        """For ``compare --summary --json``: the fields, directions as a sorted list, distinguishable."""
+        fields = {k: v for k, v in self.__dict__.items() if k != "directions"}
+        return {**fields, "directions": sorted(self.directions), "distinguishable": self.distinguishable}
+
     def phrase(self) -> str:
         if not self.distinguishable:
             return cost_phrase(self.typical, self.low, self.high, False, self.mde)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from ccbench.analysis.stats import CONFIDENCE, minimum_detectable_effect
+from ccbench.analysis.stats import CONFIDENCE, reported_mde
 
 #: the frame's column naming the machine a sample was measured on (probe["machine_id"], else the
 #: hostname, else the bundle's path); frames built without it (tests) fall back to ``bundle``
@@ -79,7 +79,7 @@ def machine_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.nd
         "ci_low": np.where(computable, np.exp(diff - spread), np.nan),
         "ci_high": np.where(computable, np.exp(diff + spread), np.nan),
         "p_value": np.where(computable, p_value, np.nan),
-        "mde": np.where(computable, minimum_detectable_effect(se, np.where(computable, dof, np.nan)), np.nan),
+        "mde": np.where(computable, reported_mde(se, np.where(computable, dof, np.nan), np.minimum(m_a, m_b)), np.nan),
     }
 
 

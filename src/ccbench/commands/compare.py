@@ -142,9 +142,13 @@ def _json_line(record: dict) -> str:
 
 def _print_verdict_json(layers) -> None:
     """--summary --json: one object per protection layer."""
+    from ccbench.analysis.headline import layer_lines
+
     for item in layers:
         record = {k: v for k, v in item.__dict__.items()}
         record["overhead_percent"] = item.overhead
+        record["workload_costs"] = [cost.as_dict() for cost in item.workload_costs]
+        record["headline"] = layer_lines(item)
         click.echo(_json_line(record))
 
 

@@ -130,7 +130,18 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
     "primary metric has a 95% interval within this, e.g. 2% (limits: the plan's max_repetitions, "
     "default 30, and max_time).",
 )
-def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision) -> None:
+@click.option(
+    "--order",
+    type=click.Choice(["random", "fixed"]),
+    default="random",
+    show_default=True,
+    help="The order of the variants within each round: drawn from a seed kept in the manifest (random), "
+    "or A B A B (fixed). A resumed run keeps its bundle's.",
+)
+@click.option("--seed", "order_seed", type=click.IntRange(min=0), help="The seed of --order random (default: new).")
+def command(
+    plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision, order, order_seed
+) -> None:
     """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
 
     Each execution runs in its own process; samples are on disk before the next one starts. A
@@ -174,6 +185,8 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
         reporter=RichReporter(),
         command_line=["ccbench", *sys.argv[1:]],
         resume=Path(resume) if resume else None,
+        order=order,
+        order_seed=order_seed,
     )
     # bad input is told before the system check or anything else is printed
     runner.check_inputs()
