@@ -230,7 +230,7 @@ class Runner:
             recorded = writer.manifest.get("order") or {"mode": ORDER_FIXED, "seed": None}
             self.order, self.order_seed = recorded["mode"], recorded.get("seed")
             writer.manifest["status"] = "running"
-            if any(spec.precision for spec in self.plan.workloads):
+            if any(spec.precision or spec.detect for spec in self.plan.workloads):
                 self._earlier = [Sample(**record) for record in read_bundle(self.resume).samples]
             return writer
         if self.environment is None:
@@ -379,7 +379,7 @@ class Runner:
             if self._set_up_variants(job) and self._prepare(job):
                 started = time.monotonic()
                 self._execute_schedule(job)
-                if spec.precision is not None:
+                if spec.precision is not None or spec.detect is not None:
                     self._repeat_for_precision(job, started)
                 outcome.settle()
         finally:
@@ -487,11 +487,13 @@ class Runner:
         from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS, PrecisionRule, decide
 
         spec = job.spec
+        # --detect (a minimum detectable effect) decides where given, else --precision (a half-width)
         rule = PrecisionRule(
-            spec.precision,
+            spec.detect if spec.detect is not None else spec.precision,
             min_repetitions=spec.repetitions,
             max_repetitions=spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions),
             max_time_s=spec.max_time,
+            detect=spec.detect is not None,
         )
         combos = job.combinations()
         repetition, round_s = spec.repetitions, None
@@ -524,7 +526,11 @@ class Runner:
         if decision.more:
             decision.more, decision.stopped_by = False, "max repetitions"
             decision.reason = f"{repetition} rounds run; {decision.reason}"
-        job.outcome.precision = {"target": spec.precision, **decision.as_dict()}
+        job.outcome.precision = {
+            "target": rule.target,
+            "measure": "mde" if rule.detect else "half-width",
+            **decision.as_dict(),
+        }
         self.reporter.message(f"{spec.name}: {decision.stopped_by}: {decision.reason}")
 
     def _primary_values(self, job: WorkloadRun, combos: list[dict[str, str]]) -> dict[str, list[float]]:

@@ -131,6 +131,13 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
     "default 30, and max_time).",
 )
 @click.option(
+    "--detect",
+    metavar="PERCENT",
+    help="After the repetitions, keep running interleaved rounds until a cost of this size, e.g. 2%, would "
+    "be detected (the minimum detectable effect of each variant against the first; 80% power at the 5% "
+    "level), or a limit is reached (max_repetitions, max_time); the summary says what it reached.",
+)
+@click.option(
     "--order",
     type=click.Choice(["random", "fixed"]),
     default="random",
@@ -140,7 +147,7 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
 )
 @click.option("--seed", "order_seed", type=click.IntRange(min=0), help="The seed of --order random (default: new).")
 def command(
-    plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision, order, order_seed
+    plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision, detect, order, order_seed
 ) -> None:
     """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
 
@@ -174,8 +181,12 @@ def command(
             the_plan = the_plan.with_repetitions(repeat)
         if precision:
             the_plan = the_plan.with_precision(precision)
-    if resume and precision:
-        raise CCBenchError("--precision cannot change a resumed run (it keeps its plan)")
+        if detect:
+            the_plan = the_plan.with_detect(detect)
+    if resume and (precision or detect):
+        raise CCBenchError(
+            f"{'--precision' if precision else '--detect'} cannot change a resumed run (it keeps its plan)"
+        )
     runner = Runner(
         the_plan,
         out=Path(out),
@@ -214,9 +225,13 @@ def print_run_summary(result) -> None:
         for variant, reason in outcome.skipped_variants.items():
             stdout.print(f"{name}: {variant} skipped: {reason}")
         if outcome.precision:
+            target = outcome.precision["target"]
+            goal = f"an MDE of {target:.1%}" if outcome.precision.get("measure") == "mde" else f"+-{target:.1%}"
             stdout.print(
                 f"{name}: {outcome.precision['stopped_by']} after {outcome.precision['repetitions']} "
-                f"repetitions (target +-{outcome.precision['target']:.1%})"
+                f"repetitions (target {goal}): {outcome.precision['reason']}",
+                markup=False,
+                highlight=False,
             )
     for line in machine_lines(result.manifest.get("environment") or {}):
         stdout.print(line)
