@@ -18,9 +18,12 @@ import math
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+from scipy import special
 
 from ccbench.analysis import format as fmt
+from ccbench.analysis.stats import CONFIDENCE, minimum_detectable_effect
 
 REGRESSION = "regression"
 PASSED = "passed"
@@ -61,6 +64,34 @@ class CaseResult:
     @property
     def failed(self) -> bool:
         return self.status == REGRESSION and self.confirmation != NOT_REPRODUCED
+
+
+@dataclass
+class Prediction:
+    """One new run's median against the medians of earlier runs of its series, on logs: the ratio to
+    their geometric mean, its 95% prediction interval (se = s * sqrt(1 + 1/m), m - 1 degrees of
+    freedom: the spread from run to run, for one more run) and its minimum detectable effect."""
+
+    ratio: float
+    low: float
+    high: float
+    mde: float
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 1 or self.high < 1
+
+
+def predict(past_logs: np.ndarray, new_log: float) -> Prediction:
+    """The new run (its median's log) against ``past_logs`` (earlier run medians' logs, at least 2)."""
+    m = len(past_logs)
+    diff = float(new_log - past_logs.mean())
+    se = float(past_logs.std(ddof=1)) * math.sqrt(1 + 1 / m)
+    if se == 0:
+        return Prediction(math.exp(diff), math.exp(diff), math.exp(diff), 0.0)
+    t = float(special.stdtrit(m - 1, 0.5 + CONFIDENCE / 2))
+    mde = float(minimum_detectable_effect(se, m - 1))
+    return Prediction(math.exp(diff), math.exp(diff - t * se), math.exp(diff + t * se), mde)
 
 
 def _percent_interval(row: pd.Series) -> tuple[float, float]:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from ccbench.errors import CCBenchError
 
@@ -82,8 +81,8 @@ def rows_against_bundles(new_paths, baseline_paths, labels: dict[str, str] | Non
 
 def rows_against_store(new_paths, store_path: str, labels: dict[str, str] | None = None) -> pd.DataFrame:
     """Rows of each series of the new bundles against the last runs of the same series in the store."""
+    from ccbench.analysis.gate import predict
     from ccbench.analysis.load import frame_from_bundles, load_bundles
-    from ccbench.analysis.stats import CONFIDENCE, minimum_detectable_effect
     from ccbench.results.history import SERIES_KEY, Store, run_points
 
     past = Store(store_path).frame()
@@ -102,12 +101,8 @@ def rows_against_store(new_paths, store_path: str, labels: dict[str, str] | None
         if runs is None or len(runs) < MIN_HISTORY:
             continue
         logs = np.log(runs["median"].to_numpy(dtype=float)[-HISTORY_RUNS:])
-        m = len(logs)
-        diff = math.log(point["median"]) - logs.mean()
-        se = float(logs.std(ddof=1)) * math.sqrt(1 + 1 / m)
-        t = float(special.stdtrit(m - 1, 0.5 + CONFIDENCE / 2))
-        low, high = (math.exp(diff - t * se), math.exp(diff + t * se)) if se > 0 else (math.exp(diff),) * 2
-        ratio = math.exp(diff)
+        prediction = predict(logs, math.log(point["median"]))
+        ratio = prediction.ratio
         worse_ratio = 1 / ratio if point["better"] == "higher" else ratio
         records.append(
             {
@@ -116,12 +111,12 @@ def rows_against_store(new_paths, store_path: str, labels: dict[str, str] | None
                 "baseline_median": float(np.exp(logs.mean())),
                 "median": float(point["median"]),
                 "ratio": ratio,
-                "ci_low": low,
-                "ci_high": high,
+                "ci_low": prediction.low,
+                "ci_high": prediction.high,
                 "overhead_percent": (worse_ratio - 1) * 100,
-                "significant": bool(low > 1 or high < 1),
-                "mde": float(minimum_detectable_effect(se, m - 1)) if se > 0 else 0.0,
-                "n_baseline": m,
+                "significant": prediction.significant,
+                "mde": prediction.mde,
+                "n_baseline": len(logs),
                 "n": int(point["n"]),
             }
         )
