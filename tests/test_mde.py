@@ -235,3 +235,16 @@ def test_headline_is_built_from_the_rows(tmp_path):
     fio = next(c for c in fscrypt.workload_costs if c.workload == "fio")
     assert fio.distinguishable and fio.typical > 3
     assert any(line.strip().startswith("fio: +") for line in lines)
+
+
+def test_report_verdict_box_opens_with_the_lines_and_the_table_shows_the_mde(tmp_path):
+    bundle = _storage_bundle(tmp_path)
+    out = tmp_path / "r.html"
+    done = _cli("report", str(bundle), "-o", str(out), "-j", "1")
+    assert done.returncode == 0, done.stderr
+    html = out.read_text()
+    box = html[html.index("Verdict per protection layer") :]
+    first_table = box.index("<table")
+    assert "storage encryption: fscrypt: workloads disagree" in box[:first_table]
+    assert "no cost distinguishable from noise" not in box[: box.index("Lint")]
+    assert "<th>MDE</th>" in html.replace(' style="text-align: right;"', "")
