@@ -93,7 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=5)
-    parser.add_argument("--step", type=float, default=0.02)
+    parser.add_argument("--step", type=float, nargs="+", default=[0.02], help="step sizes (fractions)")
     parser.add_argument("--bundles", nargs="*", help="measure the noise from these bundles (several runs of one plan)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)

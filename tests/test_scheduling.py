@@ -12,7 +12,7 @@ from ccbench.bundle import read_bundle
 from ccbench.model import ExecutionStatus, Measurement, WorkerJob
 from ccbench.plan import plan_from_dict
 from ccbench.runner import Interrupted, Reporter, Runner
-from ccbench.schedule import ExecutionKey
+from ccbench.schedule import ExecutionKey, Order
 from ccbench.supervise import Attempt
 
 
@@ -92,7 +92,7 @@ def run_plan(tmp_path, monkeypatch):
             environment={},
             executor=executor,
             resume=resume,
-            order=order,
+            order=Order(order),
         )
         return runner.run(), messages
 

@@ -88,6 +88,33 @@ def new_seed() -> int:
     return secrets.randbits(32)
 
 
+@dataclass
+class Order:
+    """How the variants are ordered within each round: drawn from ``seed`` (ORDER_RANDOM; a new
+    seed unless given) or A B A B (ORDER_FIXED); kept in the manifest as ``order``."""
+
+    mode: str = ORDER_RANDOM
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode == ORDER_RANDOM and self.seed is None:
+            self.seed = new_seed()
+
+    @property
+    def draw(self) -> int | None:
+        """The seed round_order draws from; None for the fixed order."""
+        return self.seed if self.mode == ORDER_RANDOM else None
+
+    def record(self) -> dict[str, Any]:
+        return {"mode": self.mode, "seed": self.draw}
+
+    @classmethod
+    def recorded(cls, manifest: dict[str, Any]) -> Order:
+        """The order a bundle was begun with (fixed for bundles from before the order was drawn)."""
+        found = manifest.get("order") or {"mode": ORDER_FIXED}
+        return cls(found["mode"], found.get("seed"))
+
+
 def round_order(
     combos: list[dict[str, str]], workload: str, warmup: bool, index: int, seed: int | None
 ) -> list[dict[str, str]]:

@@ -162,6 +162,7 @@ def command(
     from ccbench.plan import Plan, load_plan
     from ccbench.progress import RichReporter
     from ccbench.runner import Runner
+    from ccbench.schedule import Order
 
     if params and not notebook:
         raise CCBenchError("--param only applies to --notebook")
@@ -196,8 +197,7 @@ def command(
         reporter=RichReporter(),
         command_line=["ccbench", *sys.argv[1:]],
         resume=Path(resume) if resume else None,
-        order=order,
-        order_seed=order_seed,
+        order=Order(order, order_seed),
     )
     # bad input is told before the system check or anything else is printed
     runner.check_inputs()
