@@ -158,7 +158,7 @@ def layer_lines(item) -> list[str]:
         signs = {c.typical > 1 for c in costs if c.distinguishable}
         what = "signs" if len(signs) > 1 else "sizes"
         head = f"{name}: workloads disagree (significant costs of different {what})"
-        lines = [_first_fitting([f"{head}; {rests}:", f"{head}:"])]
+        lines = [_first_fitting([f"{head}; {rests}:", f"{head}:", f"{name}: workloads disagree ({what}):"])]
         for cost in costs:
             counts = f"{cost.significant} of {cost.comparisons} significant"
             worst = f"; worst {cost.worst}" if cost.distinguishable and cost.comparisons > 1 else ""
