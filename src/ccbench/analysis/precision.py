@@ -233,8 +233,10 @@ def decide(
             widths,
             streak,
         )
+    # a workload without variants has the one variant key "-": call it the run
+    labels = {name: "the run" if name == "-" else name for name in widths}
     shown = ", ".join(
-        f"{name} {rule.measure}{' ' if rule.detect else ''}{w:.2%}" if w is not None else f"{name} n/a"
+        f"{labels[name]} {rule.measure}{' ' if rule.detect else ''}{w:.2%}" if w is not None else f"{labels[name]} n/a"
         for name, w in widths.items()
     )
     goal = f"{'an MDE of ' if rule.detect else '+-'}{rule.target:.2%}"
