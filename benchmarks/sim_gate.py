@@ -107,16 +107,17 @@ def main() -> None:
     ]
     if args.bundles:
         levels = [spreads_from_bundles(args.bundles)]
-    print(
-        f"{'between':>8} {'within':>7} {'execs':>5} {'recall':>7} {'false groups':>13} {'unconfirmed: recall':>20} {'false':>6}"
-    )
+    header = f"{'between':>8} {'within':>7} {'execs':>5} {'step':>5} {'recall':>7} {'false groups':>13}"
+    print(f"{header} {'unconfirmed: recall':>20} {'false':>6}")
     for between, within, executions in levels:
-        confirmed = simulate(rng, args.trials, between, within, executions, args.step)
-        single = simulate(rng, args.trials, between, within, executions, args.step, confirm=False)
-        print(
-            f"{between:>8.2%} {within:>7.2%} {executions:>5} {confirmed['recall']:>7.1%} "
-            f"{confirmed['false_share']:>13.1%} {single['recall']:>20.1%} {single['false_share']:>6.1%}"
-        )
+        for step in args.step:
+            confirmed = simulate(rng, args.trials, between, within, executions, step)
+            single = simulate(rng, args.trials, between, within, executions, step, confirm=False)
+            print(
+                f"{between:>8.2%} {within:>7.2%} {executions:>5} {step:>5.0%} {confirmed['recall']:>7.1%} "
+                f"{confirmed['false_share']:>13.1%} {single['recall']:>20.1%} {single['false_share']:>6.1%}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
