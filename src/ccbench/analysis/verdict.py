@@ -504,6 +504,7 @@ VERDICT_HEADERS = [
     "typical cost",
     "95% interval",
     "interval from",
+    "smallest detectable",
     "rests on",
     "range between workloads",
     "hurts most",
@@ -526,6 +527,7 @@ def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
                 "typical cost": _typical_cell(v),
                 "95% interval": _interval_cell(v),
                 "interval from": _interval_over_cell(v),
+                "smallest detectable": "-" if math.isnan(v.mde) else f"{v.mde * 100:.1f}% (median MDE)",
                 "rests on": v.rests_on or "-",
                 "range between workloads": (
                     f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"
