@@ -155,3 +155,44 @@ def test_parse_duration_and_rule_validation():
         PrecisionRule(0.02, min_repetitions=10, max_repetitions=5)
     with pytest.raises(ValueError, match="precision"):
         PrecisionRule(1.5)
+
+
+# ---- --detect: rounds until a cost of the target size would be seen --------------------------------
+
+
+def test_detect_repeats_until_the_mde_is_below_the_target_or_says_what_it_reached():
+    from ccbench.analysis.precision import detectable_effects
+
+    rng = np.random.default_rng(12)
+    rule = PrecisionRule(0.02, min_repetitions=3, max_repetitions=40, detect=True)
+    quiet = {"a": [], "b": []}
+    decision = None
+    while decision is None or decision.more:
+        for values in quiet.values():
+            values.append(float(np.exp(rng.normal(0, 0.01))))
+        decision = decide(quiet, rule, previous=decision)
+    assert decision.stopped_by == "precision reached" and "every MDE within an MDE of 2.00%" in decision.reason
+    assert detectable_effects(quiet)["b"] <= 0.02 == rule.target
+    # with 1% noise an MDE of 2% needs more rounds than a +-2% interval does
+    assert decision.repetitions > 5
+    # 10% noise cannot reach 2% in 8 rounds: it stops there and says what it reached
+    loud = {name: list(np.exp(rng.normal(0, 0.10, 8))) for name in ("a", "b")}
+    stopped = decide(loud, PrecisionRule(0.02, min_repetitions=3, max_repetitions=8, detect=True))
+    assert stopped.stopped_by == "max repetitions"
+    assert "before an MDE of 2.00% (b MDE " in stopped.reason and stopped.half_widths["b"] > 0.05
+
+
+def test_run_with_detect_reaches_it_or_says_what_it_reached(tmp_path, ccbench, workdir, write_plan):
+    plan = write_plan('[[workloads]]\nkind = "prime"\nn = 2000\nrepetitions = 3\nmax_repetitions = 8\n')
+    done = ccbench("run", plan, "--detect", "2%", "--out", tmp_path / "out", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    from conftest import only_bundle
+
+    from ccbench.bundle import read_bundle
+
+    outcome = read_bundle(only_bundle(tmp_path / "out"), samples=False).manifest["outcomes"]["prime"]["precision"]
+    assert outcome["measure"] == "mde" and outcome["target"] == 0.02
+    assert outcome["stopped_by"] in ("precision reached", "max repetitions")
+    assert "(target an MDE of 2.0%)" in done.stdout and "MDE" in outcome["reason"]
+    bad = ccbench("run", plan, "--detect", "lots", "--out", tmp_path / "out", "--workdir", workdir)
+    assert bad.returncode == 2 and "--detect lots" in bad.stderr

@@ -189,7 +189,7 @@ def test_two_plus_two_replicas_read_correctly_in_compare_and_the_report(tmp_path
     assert "one machine per side: the interval covers run-to-run noise only" in text
 
     labels = [f"--label={paths[host]}={label}" for host, label, _, _ in REPLICAS]
-    replicated = ccbench("compare", *paths.values(), *labels, "--summary")
+    replicated = ccbench("compare", *paths.values(), *labels, "--summary", "--details")
     assert replicated.returncode == 0, replicated.stderr
     text = " ".join(replicated.stdout.split())
     assert "TEE: SEV-SNP: no cost distinguishable from noise" in text, text

@@ -273,7 +273,10 @@ def test_precision_rounds_interleave_the_variants(tmp_path, ccbench, workdir, wr
     assert done.returncode == 0, done.stderr
     bundle = read_bundle(only_bundle(tmp_path / "out"))
     order = [(r["repetition"], r["variant"]["storage"]) for r in bundle.executions]
-    assert order == [(n, v) for n in range(4) for v in ("disk", "tmpfs")]
+    # each round runs every variant once (in the order the manifest's seed drew)
+    assert sorted(order) == [(n, v) for n in range(4) for v in ("disk", "tmpfs")]
+    assert [n for n, _ in order] == [n for n in range(4) for _ in range(2)]
+    assert bundle.manifest["order"]["mode"] == "random"
     assert bundle.manifest["outcomes"]["command"]["precision"]["stopped_by"] == "max repetitions"
 
 

@@ -12,6 +12,7 @@ from ccbench.bundle import read_bundle
 from ccbench.model import ExecutionKey, ExecutionStatus, Measurement, WorkerJob
 from ccbench.plan import plan_from_dict
 from ccbench.runner import Interrupted, Reporter, Runner
+from ccbench.schedule import Order
 from ccbench.supervise import Attempt
 
 
@@ -64,7 +65,8 @@ class Messages(Reporter):
 @pytest.fixture
 def run_plan(tmp_path, monkeypatch):
     """run_plan(executor, **workload) -> (RunResult, Messages): one command workload (variants disk
-    and tmpfs in directories of the test's own, so nothing is mounted) through a Runner."""
+    and tmpfs in directories of the test's own, so nothing is mounted) through a Runner, in fixed
+    order unless ``order="random"``."""
     import ccbench.probe.syscheck
 
     # the system check samples the machine for half a second; it is not what these tests are about
@@ -74,7 +76,7 @@ def run_plan(tmp_path, monkeypatch):
         paths[value] = str(tmp_path / f"dir-{value}")
         Path(paths[value]).mkdir()
 
-    def run(executor, resume: Path | None = None, **workload) -> tuple:
+    def run(executor, resume: Path | None = None, order: str = "fixed", **workload) -> tuple:
         document = {
             "name": "scripted",
             "defaults": {"repetitions": 2, "warmup": 0, "cooldown": 0, "variants": {"storage": ["disk", "tmpfs"]}},
@@ -90,6 +92,7 @@ def run_plan(tmp_path, monkeypatch):
             environment={},
             executor=executor,
             resume=resume,
+            order=Order(order),
         )
         return runner.run(), messages
 
@@ -256,3 +259,73 @@ def test_the_execution_key_is_typed():
     assert str(key) == "c|storage=disk,transport=tls|warmup|4"
     assert ExecutionKey.parse(str(key)) == key
     assert ExecutionKey.parse("c|-|rep|0") == ExecutionKey("c", "-", False, 0)
+
+
+def test_random_order_draws_each_round_from_the_seed_kept_in_the_manifest(run_plan):
+    executor = ScriptedExecutor()
+    result, _ = run_plan(executor, order="random", repetitions=12)
+    seed = result.manifest["order"]["seed"]
+    assert result.manifest["order"]["mode"] == "random" and isinstance(seed, int)
+    rounds = [executor.order()[i : i + 2] for i in range(0, 24, 2)]
+    # every round runs each variant once, and the rounds do not all keep one order
+    assert all(sorted(v for _, _, v in r) == ["disk", "tmpfs"] for r in rounds)
+    firsts = {r[0][2] for r in rounds}
+    assert firsts == {"disk", "tmpfs"}
+    # the same seed, the same schedule
+    from ccbench.plan import plan_from_dict
+    from ccbench.schedule import schedule
+
+    spec = plan_from_dict(
+        {
+            "workloads": [
+                {
+                    "kind": "command",
+                    "name": "c",
+                    "command": "true",
+                    "repetitions": 12,
+                    "variants": {"storage": ["disk", "tmpfs"]},
+                }
+            ]
+        },
+        "t",
+    ).workloads[0]
+    assert [e.combo["storage"] for e in schedule(spec, seed)] == [v for _, _, v in executor.order()]
+
+
+def test_a_resumed_random_run_keeps_its_seed(run_plan):
+    def answer(job):
+        if len(first.jobs) == 6:
+            return Attempt(ExecutionStatus.INTERRUPTED, "interrupted by a signal", interruption=Interrupted(2))
+        return measured()
+
+    first = ScriptedExecutor(answer)
+    result, _ = run_plan(first, order="random", repetitions=6)
+    assert result.interrupted
+    seed = read_bundle(result.bundle, samples=False).manifest["order"]["seed"]
+    second = ScriptedExecutor()
+    resumed, _ = run_plan(second, resume=result.bundle, order="fixed", repetitions=6)
+    assert resumed.manifest["order"] == {"mode": "random", "seed": seed}
+    assert first.order()[:5] + second.order() == [
+        (False, e.repetition, e.combo["storage"]) for e in _schedule_of(6, seed)
+    ]
+
+
+def _schedule_of(repetitions, seed):
+    from ccbench.schedule import schedule
+
+    spec = plan_from_dict(
+        {
+            "defaults": {"warmup": 0},
+            "workloads": [
+                {
+                    "kind": "command",
+                    "name": "c",
+                    "command": "true",
+                    "repetitions": repetitions,
+                    "variants": {"storage": ["disk", "tmpfs"]},
+                }
+            ],
+        },
+        "t",
+    ).workloads[0]
+    return schedule(spec, seed)

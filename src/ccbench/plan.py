@@ -24,6 +24,7 @@ PER_WORKLOAD_SETTINGS = (
     "timeout",
     "variants",
     "precision",
+    "detect",
     "max_repetitions",
     "max_time",
 )
@@ -63,12 +64,15 @@ class PrecisionSettings(BaseModel):
 
     #: target relative half-width of the 95% interval (0.02 = +-2%; the plan may write "2%"); None: a fixed count
     precision: float | None = None
+    #: target minimum detectable effect (0.02: repeat until a 2% cost would be seen 4 times in 5; the
+    #: plan may write "2%"); None: no such target. With both set, detect decides when to stop
+    detect: float | None = None
     #: the most repetitions per variant when precision is set (default: ccbench.analysis.precision's, 30)
     max_repetitions: int | None = Field(None, ge=1)
     #: the most seconds a workload's executions may take when precision is set ("30m", "2h", 90)
     max_time: float | None = None
 
-    @field_validator("precision", mode="before")
+    @field_validator("precision", "detect", mode="before")
     @classmethod
     def _precision(cls, value):
         if value is None:
@@ -153,6 +157,14 @@ class Plan(BaseModel):
         return self.model_copy(
             update={"workloads": [w.model_copy(update={"precision": target}) for w in self.workloads]}
         )
+
+    def with_detect(self, detect: str | float) -> Plan:
+        """Every workload with this target minimum detectable effect (``--detect``)."""
+        try:
+            target = PrecisionSettings(detect=detect).detect
+        except ValidationError as exc:
+            raise PlanError(f"--detect {detect}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        return self.model_copy(update={"workloads": [w.model_copy(update={"detect": target}) for w in self.workloads]})
 
 
 def _format_validation(exc: ValidationError) -> str:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ccbench.schedule as scheduling
 from ccbench.bundle import BundleWriter, read_bundle
 from ccbench.errors import CCBenchError
 from ccbench.model import (
@@ -121,6 +122,7 @@ class Runner:
         command_line: list[str] | None = None,
         resume: Path | None = None,
         executor: Executor | None = None,
+        order: scheduling.Order | None = None,
     ):
         self.plan = plan
         # absolute: workers run in the workload's directory, not in the user's
@@ -134,6 +136,8 @@ class Runner:
         self.resume = resume
         #: runs each execution (None: a WorkerExecutor with the plan's contention thresholds)
         self.executor = executor
+        #: the order of the variants within a round (drawn from a seed by default; a resume takes the bundle's)
+        self.order = order or scheduling.Order()
         self.samples: list[Sample] = []
         self.records: list[ExecutionRecord] = []
         # set for the duration of run()
@@ -209,8 +213,9 @@ class Runner:
                 if record.get("status") in DONE_STATUSES and "key" in record
             }
             writer.manifest.setdefault("resumed_at", []).append(utc_now_iso())
+            self.order = scheduling.Order.recorded(writer.manifest)
             writer.manifest["status"] = "running"
-            if any(spec.precision for spec in self.plan.workloads):
+            if any(spec.precision or spec.detect for spec in self.plan.workloads):
                 self._earlier = [Sample(**record) for record in read_bundle(self.resume).samples]
             return writer
         if self.environment is None:
@@ -226,6 +231,7 @@ class Runner:
             "command_line": self.command_line,
             "workdir": str(self.workdir),
             "pin": self.pin,
+            "order": self.order.record(),
             "started_at": utc_now_iso(),
             "ended_at": None,
             "status": "running",
@@ -264,7 +270,7 @@ class Runner:
             elif name in outcomes:
                 # a failure known to repeat is not tried again by a resumed run
                 outcomes[name].repeating_failures = dict(previous.get("repeating_failures", {}))
-        total = sum(len(schedule(spec)) for spec in self.plan.workloads if not spec.skip_reason)
+        total = sum(len(schedule(spec, self.order.draw)) for spec in self.plan.workloads if not spec.skip_reason)
         previous_handlers = self._install_signals()
         interrupted = False
         self.reporter.start(total)
@@ -272,7 +278,7 @@ class Runner:
             for spec in self.plan.workloads:
                 outcome = outcomes[spec.name]
                 if self.resume and outcome.status in (OutcomeStatus.OK, OutcomeStatus.SKIPPED):
-                    self._pass_over(len(schedule(spec)))
+                    self._pass_over(len(schedule(spec, self.order.draw)))
                     continue
                 self._run_workload(spec, outcome)
                 writer.manifest["outcomes"][spec.name] = outcome.as_dict()
@@ -339,7 +345,7 @@ class Runner:
     def _run_workload(self, spec: WorkloadSpec, outcome: Outcome) -> None:
         """Admit the workload, set up its variants, prepare it on each, execute its schedule; then
         clean up and tear down, on success, failure and interruption alike."""
-        job = WorkloadRun(spec, outcome, schedule(spec))
+        job = WorkloadRun(spec, outcome, schedule(spec, self.order.draw))
         if not self._admit(job):
             return
         # the planned positions of this workload end here; what did not run (a failed prepare,
@@ -350,7 +356,7 @@ class Runner:
             if self._set_up_variants(job) and self._prepare(job):
                 started = time.monotonic()
                 self._execute_schedule(job)
-                if spec.precision is not None:
+                if spec.precision is not None or spec.detect is not None:
                     self._repeat_for_precision(job, started)
                 outcome.settle()
         finally:
@@ -452,17 +458,18 @@ class Runner:
 
     def _repeat_for_precision(self, job: WorkloadRun, started: float) -> None:
         """Phase 4, with a precision target: after the repetitions, more interleaved rounds (every
-        variant once) until the primary metric's 95% interval is within the target, or
-        max_repetitions or max_time is reached (ccbench.analysis.precision); why it stopped goes
-        into the outcome."""
+        variant once) until the primary metric's 95% interval (with --detect: its MDE, which then
+        decides) is within the target, or max_repetitions or max_time is reached
+        (ccbench.analysis.precision); why it stopped goes into the outcome."""
         from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS, PrecisionRule, decide
 
         spec = job.spec
         rule = PrecisionRule(
-            spec.precision,
+            spec.detect if spec.detect is not None else spec.precision,
             min_repetitions=spec.repetitions,
             max_repetitions=spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions),
             max_time_s=spec.max_time,
+            detect=spec.detect is not None,
         )
         combos = job.combinations()
         repetition, round_s = spec.repetitions, None
@@ -472,7 +479,7 @@ class Runner:
         while decision.more and repetition < rule.max_repetitions and not job.all_stopped():
             round_started = time.monotonic()
             self.reporter.extend(len(combos))
-            for combo in combos:
+            for combo in scheduling.round_order(combos, spec.name, False, repetition, self.order.draw):
                 execution = Execution(spec, combo, repetition, False)
                 index = self._next_position()
                 if execution.key in self._done:
@@ -495,7 +502,8 @@ class Runner:
         if decision.more:
             decision.more, decision.stopped_by = False, "max repetitions"
             decision.reason = f"{repetition} rounds run; {decision.reason}"
-        job.outcome.precision = {"target": spec.precision, **decision.as_dict()}
+        measure = "mde" if rule.detect else "half-width"
+        job.outcome.precision = {"target": rule.target, "measure": measure, **decision.as_dict()}
         self.reporter.message(f"{spec.name}: {decision.stopped_by}: {decision.reason}")
 
     def _primary_values(self, job: WorkloadRun, combos: list[dict[str, str]]) -> dict[str, list[float]]:

@@ -2,12 +2,18 @@
 what the runner holds for it on its way through the phases (WorkloadRun).
 
 Warmups come first (one round per variant combination), then the repetitions with the variants
-interleaved A B C A B C, so that a drift of the machine over time touches every variant alike.
+interleaved, so that a drift of the machine over time touches every variant alike. Within each round
+the order of the variants is drawn from a seeded generator (``ORDER_RANDOM``, the default: a periodic
+noise, a cron job every other execution, cannot then alias with one variant), or kept A B C A B C
+(``ORDER_FIXED``). The draw of a round depends only on the seed, the workload's name, the phase and
+the round's number, so a resumed run with the manifest's seed sees the same schedule.
 """
 
 from __future__ import annotations
 
 import itertools
+import secrets
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,14 +59,67 @@ def variant_combinations(spec: WorkloadSpec) -> list[dict[str, str]]:
     return [dict(zip(axes, values)) for values in itertools.product(*(spec.variants[a] for a in axes))] or [{}]
 
 
-def schedule(spec: WorkloadSpec) -> list[Execution]:
-    """Warmups first (one round per variant), then repetitions, variants interleaved A B C A B C."""
+ORDER_RANDOM = "random"
+ORDER_FIXED = "fixed"
+ORDERS = (ORDER_RANDOM, ORDER_FIXED)
+
+
+def new_seed() -> int:
+    """A seed for the order of a new run (kept in its manifest)."""
+    return secrets.randbits(32)
+
+
+@dataclass
+class Order:
+    """How the variants are ordered within each round: drawn from ``seed`` (ORDER_RANDOM; a new
+    seed unless given) or A B A B (ORDER_FIXED); kept in the manifest as ``order``."""
+
+    mode: str = ORDER_RANDOM
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode == ORDER_RANDOM and self.seed is None:
+            self.seed = new_seed()
+
+    @property
+    def draw(self) -> int | None:
+        """The seed round_order draws from; None for the fixed order."""
+        return self.seed if self.mode == ORDER_RANDOM else None
+
+    def record(self) -> dict[str, Any]:
+        return {"mode": self.mode, "seed": self.draw}
+
+    @classmethod
+    def recorded(cls, manifest: dict[str, Any]) -> Order:
+        """The order a bundle was begun with (fixed for bundles from before the order was drawn)."""
+        found = manifest.get("order") or {"mode": ORDER_FIXED}
+        return cls(found["mode"], found.get("seed"))
+
+
+def round_order(
+    combos: list[dict[str, str]], workload: str, warmup: bool, index: int, seed: int | None
+) -> list[dict[str, str]]:
+    """The variant combinations of one round in the order they run: as given without a seed (fixed
+    order), else a permutation drawn from a generator seeded by (seed, workload, phase, round)."""
+    if seed is None or len(combos) < 2:
+        return list(combos)
+    import numpy as np
+
+    rng = np.random.default_rng([seed, zlib.crc32(workload.encode()), int(warmup), index])
+    return [combos[i] for i in rng.permutation(len(combos))]
+
+
+def schedule(spec: WorkloadSpec, seed: int | None = None) -> list[Execution]:
+    """Warmups first (one round per variant), then repetitions, variants interleaved: each round in
+    the order round_order draws from ``seed``, or A B C A B C without one."""
     combos = variant_combinations(spec)
     plan = []
     for index in range(spec.warmup):
-        plan.extend(Execution(spec, combo, index, True) for combo in combos)
+        plan.extend(Execution(spec, combo, index, True) for combo in round_order(combos, spec.name, True, index, seed))
     for index in range(spec.repetitions):
-        plan.extend(Execution(spec, combo, index, False) for combo in combos)
+        plan.extend(
+            Execution(spec, combo, index, False) for combo in round_order(combos, spec.name, False, index, seed)
+        )
     return plan
 
 
@@ -144,11 +203,12 @@ class WorkloadRun:
         return all(e.variant_key in self.outcome.repeating_failures for e in self.executions)
 
     def combinations(self) -> list[dict[str, str]]:
-        """The variant combinations left to run, in schedule order."""
-        seen: dict[str, dict[str, str]] = {}
-        for execution in self.executions:
-            seen.setdefault(execution.variant_key, execution.combo)
-        return list(seen.values())
+        """The variant combinations left to run, in the plan's order (A B C, whatever order a round
+        drew: the precision rule takes the first as the baseline)."""
+        scheduled = {execution.variant_key for execution in self.executions}
+        return [
+            c for c in variant_combinations(self.spec) if Execution(self.spec, c, 0, False).variant_key in scheduled
+        ]
 
     def runnable(self) -> list[Execution]:
         """The executions whose every variant value was set up."""

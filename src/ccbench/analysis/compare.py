@@ -10,7 +10,13 @@ import pandas as pd
 from scipy import special
 
 from ccbench.analysis import engine, replicas
-from ccbench.analysis.stats import CONFIDENCE, MIN_SAMPLES, NOISY_CV, coefficients_of_variation
+from ccbench.analysis.stats import (
+    CONFIDENCE,
+    MIN_SAMPLES,
+    NOISY_CV,
+    coefficients_of_variation,
+    reported_mde,
+)
 from ccbench.errors import CCBenchError
 
 GROUP = ["workload", "params", "case", "metric"]
@@ -31,6 +37,7 @@ COMPARE_COLUMNS = [
     "ci_high",
     "p_value",
     "overhead_percent",
+    "mde",
     "significant",
     "verdict",
     "cv_baseline",
@@ -351,7 +358,8 @@ def _ratio_intervals(base: pd.DataFrame, rows: pd.DataFrame, across: np.ndarray)
 
 
 def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Ratio of geometric means with Welch's t interval on the logs and its p value, per row; where
+    """Ratio of geometric means with Welch's t interval on the logs, its p value and its minimum
+    detectable effect (stats.reported_mde from the Welch degrees of freedom), per row; where
     the interval cannot be computed (fewer than 2 samples a side, a value not positive) the ratio of
     medians and no interval."""
     n_a, n_b = base["n"].to_numpy(dtype=float), rows["n"].to_numpy(dtype=float)
@@ -376,7 +384,13 @@ def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np
             np.where(se > 0, 2 * special.stdtr(dof, -np.abs(diff / se)), np.where(diff != 0, 0.0, 1.0)),
             np.nan,
         )
-    return {"computable": computable, "ratio": ratio, "ci_low": low, "ci_high": high, "p_value": p_value}
+        # both sides without spread: nothing but an exact repeat would pass unseen (an MDE of 0)
+        mde = np.where(
+            computable,
+            np.where(se > 0, reported_mde(se, np.where(se > 0, dof, np.nan), np.minimum(n_a, n_b)), 0.0),
+            np.nan,
+        )
+    return {"computable": computable, "ratio": ratio, "ci_low": low, "ci_high": high, "p_value": p_value, "mde": mde}
 
 
 def _confounded(data: pd.DataFrame, rows: pd.DataFrame, machines: dict[str, dict[str, Any]] | None) -> list | None:
@@ -408,6 +422,8 @@ def _judge(
         "contended_a": contended_a,
         "contended_b": contended_b,
         "significant": significant,
+        # rows that can never be called significant can detect nothing
+        "can_detect": ~few & ~(base["summary"].to_numpy(dtype=bool) | rows["summary"].to_numpy(dtype=bool)),
         "flags": _flags(
             few,
             noisy,
@@ -478,6 +494,7 @@ def _table(
             "ci_high": intervals["ci_high"],
             "p_value": intervals["p_value"],
             "overhead_percent": [overhead_percent(r, d) for r, d in zip(ratio, better)],
+            "mde": np.where(judged["can_detect"], intervals["mde"], np.nan),
             "significant": significant.astype(bool),
             "verdict": [verdict(r, d, s) for r, d, s in zip(ratio, better, significant)],
             "cv_baseline": _optional(judged["cv_a"]),

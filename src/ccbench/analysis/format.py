@@ -59,6 +59,11 @@ def percent(value, signed: bool = True) -> str:
     return f"{float(value):+.1f}%" if signed else f"{float(value):.1f}%"
 
 
+def mde(value) -> str:
+    """A minimum detectable effect (a fraction) as the table shows it: "2.1%"; "-" when missing."""
+    return "-" if missing(value) else f"{float(value) * 100:.1f}%"
+
+
 def cv_pair(baseline_cv, cv) -> str:
     """The two sides' coefficients of variation in percent: "1.2/3.4"."""
     return "/".join("-" if missing(v) else f"{float(v) * 100:.1f}" for v in (baseline_cv, cv))
@@ -74,6 +79,7 @@ COMPARISON_HEADERS = [
     "median",
     "ratio [95% CI]",
     "overhead",
+    "MDE",
     "verdict",
     "CV % (base/config)",
     "n",
@@ -103,6 +109,7 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
                 for r, lo, hi in zip(comparison["ratio"], comparison["ci_low"], comparison["ci_high"])
             ],
             "overhead": [percent(v) for v in comparison["overhead_percent"]],
+            "MDE": [mde(v) for v in comparison["mde"]] if "mde" in comparison else ["-"] * len(comparison),
             "verdict": comparison["verdict"].to_numpy(),
             "CV % (base/config)": [cv_pair(a, b) for a, b in zip(comparison["cv_baseline"], comparison["cv"])],
             "n": [f"{a}/{b}" for a, b in zip(comparison["n_baseline"], comparison["n"])],

@@ -25,6 +25,12 @@ noise level, log-normal and skewed noise, target 2%): the false-positive rate st
 5.9% at every noise level (worst when the noise equals the target), against 4.4-4.9% for fixed
 counts; a stricter stopping confidence alone (99%) did not bring it under 6% and cost 30-60%
 more executions. See docs/trust.md and tests/test_precision.py.
+
+``--detect 2%`` (``PrecisionRule(detect=True)``) asks the same rounds for a different measure: the
+minimum detectable effect compare will report for each variant against the baseline
+(stats.reported_mde: the cost it would see 4 times in 5), instead of the interval's half-width.
+With one variant: the MDE of a comparison with a twin run of the same size and spread (what a gate
+against this run would see). The same stopping rule (three checks in a row) applies.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ccbench.analysis.stats import CONFIDENCE, ratio_interval
+from ccbench.analysis.stats import CONFIDENCE, ratio_interval, reported_mde
 
 FIRST_CHECK = 3
 CONSECUTIVE = 3
@@ -60,6 +66,13 @@ class PrecisionRule:
     confidence: float = CONFIDENCE
     consecutive: int = CONSECUTIVE
     first_check: int = FIRST_CHECK
+    #: the target is a minimum detectable effect (``--detect``), not an interval's half-width
+    detect: bool = False
+
+    @property
+    def measure(self) -> str:
+        """What the target bounds, as the messages name it."""
+        return "MDE" if self.detect else "+-"
 
     def __post_init__(self) -> None:
         if not (0 < self.target < 1):
@@ -119,8 +132,35 @@ def half_widths(
     return widths
 
 
+def _welch_mde(base: np.ndarray, other: np.ndarray) -> float | None:
+    """compare's reported MDE of ``other`` against ``base`` (Welch on logs); None below 2 values a side."""
+    if len(base) < 2 or len(other) < 2 or (base <= 0).any() or (other <= 0).any():
+        return None
+    log_a, log_b = np.log(base), np.log(other)
+    var_a, var_b = log_a.var(ddof=1) / len(log_a), log_b.var(ddof=1) / len(log_b)
+    if var_a + var_b == 0:
+        return 0.0
+    dof = (var_a + var_b) ** 2 / (
+        (var_a**2 / (len(log_a) - 1) if var_a else 0) + (var_b**2 / (len(log_b) - 1) if var_b else 0)
+    )
+    return float(reported_mde(math.sqrt(var_a + var_b), dof, min(len(base), len(other))))
+
+
+def detectable_effects(samples: Mapping[str, Sequence[float]], baseline: str | None = None) -> dict[str, float | None]:
+    """The minimum detectable effect per variant against the baseline (a fraction), or alone, against
+    a twin run of its own size and spread."""
+    names = list(samples)
+    if not names:
+        return {}
+    base = baseline if baseline is not None else names[0]
+    arrays = {name: np.asarray(values, dtype=float) for name, values in samples.items()}
+    if len(names) == 1:
+        return {base: _welch_mde(arrays[base], arrays[base])}
+    return {name: _welch_mde(arrays[base], arrays[name]) for name in names if name != base}
+
+
 def _met(samples: Mapping[str, Sequence[float]], rule: PrecisionRule, baseline: str | None) -> tuple[bool, dict]:
-    widths = half_widths(samples, baseline, rule.confidence)
+    widths = detectable_effects(samples, baseline) if rule.detect else half_widths(samples, baseline, rule.confidence)
     return bool(widths) and all(w is not None and w <= rule.target for w in widths.values()), widths
 
 
@@ -164,21 +204,25 @@ def decide(
             widths,
             streak,
         )
-    shown = ", ".join(f"{name} +-{w:.2%}" if w is not None else f"{name} n/a" for name, w in widths.items())
+    # a workload without variants has the one variant key "-": call it the run
+    labels = {name: "the run" if name == "-" else name for name in widths}
+    shown = ", ".join(
+        f"{labels[name]} {rule.measure}{' ' if rule.detect else ''}{w:.2%}" if w is not None else f"{labels[name]} n/a"
+        for name, w in widths.items()
+    )
+    goal = f"{'an MDE of ' if rule.detect else '+-'}{rule.target:.2%}"
     if streak >= rule.consecutive:
         return Decision(
             False,
             "precision reached",
-            f"every interval within +-{rule.target:.2%} at the last "
+            f"every {'MDE' if rule.detect else 'interval'} within {goal} at the last "
             f"{rule.consecutive} checks ({shown}) after {n} repetitions",
             n,
             widths,
             streak,
         )
     if n >= rule.max_repetitions:
-        return Decision(
-            False, "max repetitions", f"{n} repetitions reached before +-{rule.target:.2%} ({shown})", n, widths, streak
-        )
+        return Decision(False, "max repetitions", f"{n} repetitions reached before {goal} ({shown})", n, widths, streak)
     if rule.max_time_s is not None:
         upcoming = elapsed_s + (round_s or 0.0)
         if upcoming > rule.max_time_s:
@@ -187,13 +231,13 @@ def decide(
                 "max time",
                 f"{'another round would pass' if elapsed_s <= rule.max_time_s else 'past'} "
                 f"max_time {rule.max_time_s:g} s after {elapsed_s:.0f} s and {n} repetitions "
-                f"before +-{rule.target:.2%} ({shown})",
+                f"before {goal} ({shown})",
                 n,
                 widths,
                 streak,
             )
     waiting = f"held at the last {streak} of {rule.consecutive} checks needed" if met else "not within the target"
-    return Decision(True, None, f"+-{rule.target:.2%} {waiting} ({shown})", n, widths, streak)
+    return Decision(True, None, f"{goal} {waiting} ({shown})", n, widths, streak)
 
 
 def primary_values(samples: Sequence[Any], variants: Sequence[str], declared: Sequence[str]) -> dict[str, list[float]]:

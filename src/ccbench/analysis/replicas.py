@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from ccbench.analysis.stats import CONFIDENCE
+from ccbench.analysis.stats import CONFIDENCE, reported_mde
 
 #: the frame's column naming the machine a sample was measured on (probe["machine_id"], else the
 #: hostname, else the bundle's path); frames built without it (tests) fall back to ``bundle``
@@ -57,7 +57,7 @@ def interval_kinds(base: pd.DataFrame, rows: pd.DataFrame, across: np.ndarray) -
 
 def machine_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per row, the ratio of the machine means' geometric means with the pooled two-sample t interval
-    on their logs (df = m_a + m_b - 2) and its p value; NaN where there are fewer than 3 machines in
+    on their logs (df = m_a + m_b - 2), its p value and its minimum detectable effect; NaN where there are fewer than 3 machines in
     all or a side has a value that is not positive."""
     m_a, m_b = base["machines"].to_numpy(dtype=float), rows["machines"].to_numpy(dtype=float)
     mean_a, mean_b = base["m_log_mean"].to_numpy(dtype=float), rows["m_log_mean"].to_numpy(dtype=float)
@@ -79,6 +79,7 @@ def machine_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.nd
         "ci_low": np.where(computable, np.exp(diff - spread), np.nan),
         "ci_high": np.where(computable, np.exp(diff + spread), np.nan),
         "p_value": np.where(computable, p_value, np.nan),
+        "mde": np.where(computable, reported_mde(se, np.where(computable, dof, np.nan), np.minimum(m_a, m_b)), np.nan),
     }
 
 

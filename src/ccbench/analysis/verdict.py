@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import special
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis import impact
+from ccbench.analysis import headline, impact
 from ccbench.analysis.causes import causes_of
 from ccbench.analysis.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
 from ccbench.analysis.stats import CONFIDENCE
@@ -82,6 +82,10 @@ class LayerVerdict:
     #: per protected configuration of a per-message benchmark: the share of one unit of application
     #: work it adds and its floors (ccbench.analysis.impact.message_cost)
     message_costs: list[dict] = field(default_factory=list)
+    #: the median minimum detectable effect (a fraction) of the comparisons the typical cost rests on
+    mde: float = math.nan
+    #: per workload of those comparisons, its own cost (ccbench.analysis.headline.WorkloadCost)
+    workload_costs: list = field(default_factory=list)
 
     @property
     def overhead(self) -> float:
@@ -128,11 +132,18 @@ class LayerVerdict:
             )
             if self.distinguishable:
                 head += ": that much difference is not caused by any protection layer"
+        elif headline.disagree(self.workload_costs):
+            parts = [f"{c.workload} {c.phrase()}" for c in self.workload_costs]
+            head = (
+                f"{name}: the workloads disagree, so no pooled cost is given: {'; '.join(parts)} "
+                f"({self.significant} of {self.comparisons} comparisons significant)"
+            )
         elif not self.distinguishable:
+            could = "" if math.isnan(self.mde) else f"; it could have detected {self.mde * 100:.1f}% or more"
             head = (
                 f"{name}: no cost distinguishable from noise across {where} "
                 f"(typical {fmt.percent(self.overhead)}; {self.significant} of {self.comparisons} comparisons "
-                f"significant{'; ' + detail if detail else ''})"
+                f"significant{'; ' + detail if detail else ''}{could})"
             )
         else:
             word = "costs" if self.typical > 1 else "saves"
@@ -303,6 +314,8 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
                 rests_on=basis,
                 not_counted=len(rows) - len(counted),
                 message_costs=costs,
+                mde=headline.median_mde(counted),
+                workload_costs=headline.workload_costs(counted) if not counted.empty else [],
             )
         )
     return out
@@ -491,6 +504,7 @@ VERDICT_HEADERS = [
     "typical cost",
     "95% interval",
     "interval from",
+    "smallest detectable",
     "rests on",
     "range between workloads",
     "hurts most",
@@ -513,6 +527,7 @@ def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
                 "typical cost": _typical_cell(v),
                 "95% interval": _interval_cell(v),
                 "interval from": _interval_over_cell(v),
+                "smallest detectable": "-" if math.isnan(v.mde) else f"{v.mde * 100:.1f}% (median MDE)",
                 "rests on": v.rests_on or "-",
                 "range between workloads": (
                     f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"

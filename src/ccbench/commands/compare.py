@@ -23,7 +23,14 @@ from ccbench.commands.options import baseline_option, exclude_contended_option, 
     help="Flag configurations whose CV exceeds this (percent).",
 )
 @exclude_contended_option
-@click.option("--summary", is_flag=True, help="Print only the verdict per protection layer (the report's first table).")
+@click.option(
+    "--summary",
+    is_flag=True,
+    help="Print only the verdict per protection layer: one line per layer, then its sentence.",
+)
+@click.option(
+    "--details", is_flag=True, help="With the verdict, its wide table (typical cost, interval, causes, counts)."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
 @click.option(
     "--twin",
@@ -34,7 +41,7 @@ from ccbench.commands.options import baseline_option, exclude_contended_option, 
     "(bounce-buffers, idle, ...); twins booted with swiotlb=force or idle=poll are recognised without it (repeatable).",
 )
 @jobs_option("reading bundles")
-def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, twins, jobs) -> None:
+def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, details, as_json, twins, jobs) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
@@ -43,7 +50,9 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     counts and how many of them came from contended executions. Warmups are excluded. Flags: "not
     enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended",
     "confounded by <what>" (the machines of the two sides differ in CPU model, vCPUs, memory, SMT or
-    kernel). The table opens with the verdict per protection layer (--summary prints only that) and
+    kernel). Each row carries the smallest cost it could detect (MDE: 80% power at the 5% level). The
+    table opens with the verdict per protection layer, one line each (--summary prints only that;
+    --details adds the verdict's wide table) and
     the lint's findings (docs/trust.md, Lint); with --json each finding is one more object
     ({"finding": code, ...}) after the rows or layers. Each row that compares two machines carries its
     breakdown by mechanism (from mechanism twins and counts times unit costs; docs/analysis.md).
@@ -70,7 +79,7 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
         _print_rows_json(table, result.engine.sources, parts)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
-        _print_verdict(table, result.engine.executions, layers, excluded)
+        _print_verdict(table, result.engine.executions, layers, excluded, details)
         _print_breakdowns(table, parts)
         _print_findings(findings)
         if not summary:
@@ -114,9 +123,13 @@ def _json_line(record: dict) -> str:
 
 def _print_verdict_json(layers) -> None:
     """--summary --json: one object per protection layer."""
+    from ccbench.analysis.headline import layer_lines
+
     for item in layers:
         record = {k: v for k, v in item.__dict__.items()}
         record["overhead_percent"] = item.overhead
+        record["workload_costs"] = [cost.as_dict() for cost in item.workload_costs]
+        record["headline"] = layer_lines(item)
         click.echo(_json_line(record))
 
 
@@ -136,27 +149,40 @@ def _print_rows_json(table, raw, parts) -> None:
         click.echo(_json_line(row))
 
 
-def _print_verdict(table, executions, layers, excluded: str) -> None:
-    """The verdict per protection layer as a table, then each layer's sentence."""
-    from rich.table import Table
-
-    from ccbench.analysis.verdict import contended_executions, verdict_table
+def _print_verdict(table, executions, layers, excluded: str, details: bool = False) -> None:
+    """The verdict per protection layer: one line per layer (ccbench.analysis.headline), with
+    ``details`` the verdict's wide table, then each layer's sentence."""
+    from ccbench.analysis.headline import headline
+    from ccbench.analysis.verdict import contended_executions
     from ccbench.console import stdout
 
     contended, executions = contended_executions(executions)
-    verdict = Table(
-        title=f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
-        f"{contended} of {executions} executions contended",
-        title_justify="left",
+    title = (
+        f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
+        f"{contended} of {executions} executions contended"
     )
+    stdout.print(title, markup=False, highlight=False, soft_wrap=True)
+    for line in headline(layers):
+        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+    if details:
+        _print_verdict_table(layers)
+    for item in layers:
+        stdout.print(f"- {item.sentence()}")
+
+
+def _print_verdict_table(layers) -> None:
+    from rich.table import Table
+
+    from ccbench.analysis.verdict import verdict_table
+    from ccbench.console import stdout
+
+    verdict = Table(title="verdict per protection layer, in detail", title_justify="left")
     frame_text = verdict_table(layers)
     for column in frame_text.columns:
         verdict.add_column(column, overflow="fold")
     for row in frame_text.itertuples(index=False):
         verdict.add_row(*row)
     stdout.print(verdict)
-    for item in layers:
-        stdout.print(f"- {item.sentence()}")
 
 
 def _print_breakdowns(table, parts) -> None:

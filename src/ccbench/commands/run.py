@@ -92,7 +92,25 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     "primary metric has a 95% interval within this, e.g. 2% (limits: the plan's max_repetitions, "
     "default 30, and max_time).",
 )
-def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision) -> None:
+@click.option(
+    "--detect",
+    metavar="PERCENT",
+    help="After the repetitions, keep running interleaved rounds until a cost of this size, e.g. 2%, would "
+    "be detected (the minimum detectable effect of each variant against the first; 80% power at the 5% "
+    "level), or a limit is reached (max_repetitions, max_time); the summary says what it reached.",
+)
+@click.option(
+    "--order",
+    type=click.Choice(["random", "fixed"]),
+    default="random",
+    show_default=True,
+    help="The order of the variants within each round: drawn from a seed kept in the manifest (random), "
+    "or A B A B (fixed). A resumed run keeps its bundle's.",
+)
+@click.option("--seed", "order_seed", type=click.IntRange(min=0), help="The seed of --order random (default: new).")
+def command(
+    plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision, detect, order, order_seed
+) -> None:
     """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
 
     Each execution runs in its own process; samples are on disk before the next one starts. A
@@ -106,6 +124,7 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
     from ccbench.plan import Plan, load_plan
     from ccbench.progress import RichReporter
     from ccbench.runner import Runner
+    from ccbench.schedule import Order
 
     if params and not notebook:
         raise CCBenchError("--param only applies to --notebook")
@@ -129,8 +148,12 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
             the_plan = the_plan.with_repetitions(repeat)
         if precision:
             the_plan = the_plan.with_precision(precision)
-    if resume and precision:
-        raise CCBenchError("--precision cannot change a resumed run (it keeps its plan)")
+        if detect:
+            the_plan = the_plan.with_detect(detect)
+    if resume and (precision or detect):
+        raise CCBenchError(
+            f"{'--precision' if precision else '--detect'} cannot change a resumed run (it keeps its plan)"
+        )
     runner = Runner(
         the_plan,
         out=Path(out),
@@ -140,6 +163,7 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
         reporter=RichReporter(),
         command_line=["ccbench", *sys.argv[1:]],
         resume=Path(resume) if resume else None,
+        order=Order(order, order_seed),
     )
     # bad input is told before the system check or anything else is printed
     runner.check_inputs()
@@ -171,9 +195,13 @@ def print_run_summary(result) -> None:
         for variant, reason in outcome.skipped_variants.items():
             stdout.print(f"{name}: {variant} skipped: {reason}")
         if outcome.precision:
+            target = outcome.precision["target"]
+            goal = f"an MDE of {target:.1%}" if outcome.precision.get("measure") == "mde" else f"+-{target:.1%}"
             stdout.print(
                 f"{name}: {outcome.precision['stopped_by']} after {outcome.precision['repetitions']} "
-                f"repetitions (target +-{outcome.precision['target']:.1%})"
+                f"repetitions (target {goal}): {outcome.precision['reason']}",
+                markup=False,
+                highlight=False,
             )
     for line in machine_lines(result.manifest.get("environment") or {}):
         stdout.print(line)

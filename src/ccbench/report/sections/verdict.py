@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ccbench.analysis import format as fmt
+from ccbench.analysis.headline import headline
 from ccbench.analysis.impact import share_text
 from ccbench.analysis.verdict import LayerVerdict, contended_executions, verdict_table, verdicts
 from ccbench.report.sections import ReportContext, Section, Table
@@ -39,7 +40,8 @@ def build(ctx: ReportContext) -> Section | None:
     return Section(
         title="Verdict per protection layer",
         intro=intro,
-        points=[item.sentence() for item in items],
+        # one line per layer first (the verdict in one glance), then each layer's sentence
+        points=headline(items) + [item.sentence() for item in items],
         tables=tables,
         css_class="verdict",
     )

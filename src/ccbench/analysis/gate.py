@@ -1,0 +1,211 @@
+"""The gate's judgement: which primary metrics got worse, and the forms a CI page reads.
+
+Input: comparison rows of a new run against its baseline (ccbench.results.gate builds them from
+bundles or from a history store), each with ``workload``, ``case``, ``metric``, ``unit``,
+``config``, ``better``, ``ratio``, ``ci_low``, ``ci_high``, ``overhead_percent`` (the
+time-equivalent change, positive = worse), ``significant``, ``mde`` (a fraction) and the medians.
+
+A row is a **regression** when its change is significant, worse, and larger than the threshold:
+the one the user sets (``--threshold 5%``), or by default the row's own minimum detectable effect
+(a significant change below what the comparison could reliably see is the kind that adjacent runs
+do not share). Everything else passes; a row without an interval (too few executions) passes and
+says so.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from ccbench.analysis import format as fmt
+from ccbench.analysis.stats import CONFIDENCE, minimum_detectable_effect
+
+REGRESSION = "regression"
+PASSED = "passed"
+CONFIRMED = "confirmed"
+NOT_REPRODUCED = "not reproduced"
+
+
+@dataclass
+class CaseResult:
+    """One primary metric case of the gate."""
+
+    workload: str
+    case: str
+    metric: str
+    unit: str
+    config: str
+    baseline_median: float
+    median: float
+    change_percent: float
+    low_percent: float
+    high_percent: float
+    mde_percent: float
+    significant: bool
+    status: str
+    why: str
+    #: after --confirm: CONFIRMED or NOT_REPRODUCED
+    confirmation: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The case as a CI page names it: "fio 4k randread throughput on plain / disk"."""
+        return " ".join(p for p in (self.workload, self.case, self.metric) if p) + f" on {self.config}"
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.workload, self.case, self.metric, self.config)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == REGRESSION and self.confirmation != NOT_REPRODUCED
+
+
+@dataclass
+class Prediction:
+    """One new run's median against the medians of earlier runs of its series, on logs: the ratio to
+    their geometric mean, its 95% prediction interval (se = s * sqrt(1 + 1/m), m - 1 degrees of
+    freedom: the spread from run to run, for one more run) and its minimum detectable effect."""
+
+    ratio: float
+    low: float
+    high: float
+    mde: float
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 1 or self.high < 1
+
+
+def predict(past_logs: np.ndarray, new_log: float) -> Prediction:
+    """The new run (its median's log) against ``past_logs`` (earlier run medians' logs, at least 2)."""
+    m = len(past_logs)
+    diff = float(new_log - past_logs.mean())
+    se = float(past_logs.std(ddof=1)) * math.sqrt(1 + 1 / m)
+    if se == 0:
+        return Prediction(math.exp(diff), math.exp(diff), math.exp(diff), 0.0)
+    t = float(special.stdtrit(m - 1, 0.5 + CONFIDENCE / 2))
+    mde = float(minimum_detectable_effect(se, m - 1))
+    return Prediction(math.exp(diff), math.exp(diff - t * se), math.exp(diff + t * se), mde)
+
+
+def _percent_interval(row: pd.Series) -> tuple[float, float]:
+    """The interval of the time-equivalent change in percent (a throughput ratio's is inverted)."""
+    low, high = float(row["ci_low"]), float(row["ci_high"])
+    if row.get("better") == "higher":
+        low, high = (1 / high if high else math.inf), (1 / low if low else math.inf)
+    return (low - 1) * 100, (high - 1) * 100
+
+
+def judge(rows: pd.DataFrame, threshold: float | None = None) -> list[CaseResult]:
+    """A CaseResult per row; ``threshold`` a fraction (0.05 for 5%), None for each row's MDE."""
+    out = []
+    for _, row in rows.iterrows():
+        change = float(row["overhead_percent"])
+        mde = float(row["mde"]) * 100 if not fmt.missing(row.get("mde")) else math.nan
+        low, high = _percent_interval(row) if not fmt.missing(row["ci_low"]) else (math.nan, math.nan)
+        significant = bool(row["significant"])
+        limit = threshold * 100 if threshold is not None else mde
+        worse = significant and change > 0
+        if math.isnan(low):
+            status, why = PASSED, "no interval (too few executions): not judged"
+        elif worse and not math.isnan(limit) and change > limit:
+            status = REGRESSION
+            named = f"the threshold {threshold * 100:g}%" if threshold is not None else f"the MDE {mde:.1f}%"
+            why = f"{fmt.percent(change)} worse, significant, beyond {named}"
+        elif worse:
+            named = f"the threshold {threshold * 100:g}%" if threshold is not None else f"the MDE {mde:.1f}%"
+            status, why = PASSED, f"{fmt.percent(change)} worse but within {named}"
+        elif significant:
+            status, why = PASSED, f"{fmt.percent(change)}: better"
+        else:
+            could = "" if math.isnan(mde) else f"; could have detected {mde:.1f}% or more"
+            status, why = PASSED, f"no significant change{could}"
+        out.append(
+            CaseResult(
+                workload=str(row["workload"]),
+                case=row["case"] if isinstance(row["case"], str) else "",
+                metric=str(row["metric"]),
+                unit=str(row["unit"] or ""),
+                config=str(row["config"]),
+                baseline_median=float(row["baseline_median"]),
+                median=float(row["median"]),
+                change_percent=change,
+                low_percent=low,
+                high_percent=high,
+                mde_percent=mde,
+                significant=significant,
+                status=status,
+                why=why,
+            )
+        )
+    return out
+
+
+def failing_workloads(results: list[CaseResult]) -> list[str]:
+    """The workloads with a failing case, in order: what ``ccbench run --only`` takes."""
+    return list(dict.fromkeys(r.workload for r in results if r.failed))
+
+
+def markdown(results: list[CaseResult], against: str, threshold: float | None) -> str:
+    """A summary for a pull request: the verdict, then the failing cases, then every case."""
+    failing = [r for r in results if r.failed]
+    rule = f"worse by more than {threshold * 100:g}%" if threshold is not None else "worse beyond its own MDE"
+    head = (
+        f"**ccbench gate: {len(failing)} regression{'s' if len(failing) != 1 else ''}** of {len(results)} primary "
+        f"metric case{'s' if len(results) != 1 else ''} against {against} (a regression: significant at 95%, {rule})"
+        if failing
+        else f"**ccbench gate: passed**: no primary metric of {len(results)} got worse against {against} ({rule})"
+    )
+    lines = [head, ""]
+    if failing:
+        lines += [f"Rerun only these: `ccbench run PLAN --only {','.join(failing_workloads(results))}`", ""]
+    lines += [
+        "| case | baseline | new | change | 95% interval | MDE | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(results, key=lambda r: (not r.failed, r.name)):
+        interval = (
+            "-" if math.isnan(r.low_percent) else f"{fmt.percent(r.low_percent)} to {fmt.percent(r.high_percent)}"
+        )
+        result = r.status if r.confirmation is None else f"{r.status}, {r.confirmation}"
+        lines.append(
+            f"| {r.name} | {fmt.number(r.baseline_median, r.unit)} | {fmt.number(r.median, r.unit)} | "
+            f"{fmt.percent(r.change_percent)} | {interval} | "
+            f"{'-' if math.isnan(r.mde_percent) else f'{r.mde_percent:.1f}%'} | {result}: {r.why} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def junit(results: list[CaseResult], against: str) -> str:
+    """A JUnit XML document: one testcase per primary metric case, a failure for each regression."""
+    suite = ElementTree.Element(
+        "testsuite",
+        name="ccbench gate",
+        tests=str(len(results)),
+        failures=str(sum(r.failed for r in results)),
+        errors="0",
+        skipped="0",
+    )
+    ElementTree.SubElement(ElementTree.SubElement(suite, "properties"), "property", name="against", value=against)
+    for r in results:
+        case = ElementTree.SubElement(suite, "testcase", classname=f"ccbench.{r.workload}", name=r.name, time="0")
+        if r.failed:
+            failure = ElementTree.SubElement(case, "failure", message=r.why, type="regression")
+            failure.text = (
+                f"{r.name}: {fmt.number(r.baseline_median, r.unit)} -> {fmt.number(r.median, r.unit)} "
+                f"({fmt.percent(r.change_percent)}; 95% interval {fmt.percent(r.low_percent)} to "
+                f"{fmt.percent(r.high_percent)}; MDE {r.mde_percent:.1f}%)"
+                + (f"; {r.confirmation}" if r.confirmation else "")
+            )
+        else:
+            ElementTree.SubElement(case, "system-out").text = r.why
+    testsuites = ElementTree.Element("testsuites", name="ccbench")
+    testsuites.append(suite)
+    ElementTree.indent(testsuites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(testsuites, encoding="unicode") + "\n"

@@ -1,0 +1,159 @@
+"""ccbench gate: its three exits on real bundles (a tiny plan run through the CLI) and on synthetic
+ones, its Markdown and JUnit files, a history store as the baseline, and --confirm."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import numpy as np
+from bundles import sample, write
+from conftest import only_bundle
+
+from ccbench.bundle import read_bundle
+
+PLAN = '[[workloads]]\nkind = "prime"\nn = 3000\nwarmup = 1\nrepetitions = 5\n'
+
+
+def _slower_copy(bundle: Path, out: Path, factor: float, host: str = "later") -> Path:
+    """A bundle of the same workload and configuration whose values are the run's times ``factor`` times."""
+    data = read_bundle(bundle)
+    samples = [
+        sample(
+            workload=s["workload"],
+            kind=s["kind"],
+            params=s["params"],
+            variant=s["variant"],
+            metric=s["metric"],
+            unit=s["unit"],
+            better=s["better"],
+            value=s["value"] * factor if s["metric"] == "time" else s["value"],
+            repetition=s["repetition"],
+            warmup=s["warmup"],
+        )
+        for s in data.samples
+    ]
+    return write(out, host, "none", samples)
+
+
+def _prime_samples(factor: float, rng, reps: int = 6, variants=({"storage": "disk"}, {"storage": "tmpfs"})):
+    return [
+        sample(workload="prime", kind="prime", variant=v, metric=m, value=2.0 * factor * np.exp(x), repetition=r)
+        for v in variants
+        for m in ("time", "cpu_time")
+        for r, x in enumerate(rng.normal(0, 0.01, reps))
+    ]
+
+
+def test_gate_on_two_real_runs_of_a_plan_passes_and_on_a_slower_one_fails(tmp_path, ccbench, workdir, write_plan):
+    plan = write_plan(PLAN)
+    for name in ("first", "second"):
+        done = ccbench("run", plan, "--out", tmp_path / name, "--workdir", workdir)
+        assert done.returncode == 0, done.stderr
+    first, second = only_bundle(tmp_path / "first"), only_bundle(tmp_path / "second")
+    # two runs of the same plan on the same machine: with a 50% threshold, nothing fails
+    passed = ccbench("gate", second, "--against", first, "--threshold", "50%", "--junit", tmp_path / "j.xml")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "passed: none of 1 primary metric cases" in passed.stdout
+    suite = ElementTree.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "1" and suite.get("failures") == "0"
+    assert [c.get("name") for c in suite.iter("testcase")] == ["prime time on no TEE"]  # cpu_time is not primary
+    # the second run made 3x slower: a regression beyond a 50% threshold (a prime run this short can
+    # vary by 10-30% between runs on a shared machine, and a contended execution can widen the MDE past
+    # any fixed factor: the default rule is tested on synthetic bundles below)
+    slower = _slower_copy(second, tmp_path / "slower", 3.0)
+    failed = ccbench(
+        "gate",
+        slower,
+        "--against",
+        first,
+        "--threshold",
+        "50%",
+        "--markdown",
+        tmp_path / "g.md",
+        "--junit",
+        tmp_path / "j.xml",
+    )
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "FAIL prime time on no TEE" in failed.stdout
+    assert "rerun: ccbench run PLAN --only prime" in failed.stdout
+    summary = (tmp_path / "g.md").read_text()
+    assert summary.startswith("**ccbench gate: 1 regression** of 1 primary metric case")
+    assert "| prime time on no TEE |" in summary and "regression:" in summary
+    suite = ElementTree.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite.get("failures") == "1"
+    failure = next(suite.iter("testcase")).find("failure")
+    assert failure is not None and "beyond the threshold 50%" in failure.get("message")
+
+
+def test_gate_thresholds_and_bad_input(tmp_path, ccbench):
+    rng = np.random.default_rng(4)
+    base = write(tmp_path / "base", "ci", "none", _prime_samples(1.0, rng))
+    new = write(tmp_path / "new", "ci", "none", _prime_samples(1.03, rng))
+    # 3% slower at 1% noise: beyond the MDE, so the default fails; a 5% threshold lets it pass
+    default = ccbench("gate", new, "--against", base)
+    assert default.returncode == 1, default.stdout + default.stderr
+    assert default.stdout.count("FAIL prime time") == 2
+    assert ccbench("gate", new, "--against", base, "--threshold", "5%").returncode == 0
+    # bad input: exit 2, one line, no traceback
+    for args, words in (
+        (["--against", tmp_path / "missing"], "no such file or directory"),
+        (["--against", base, "--threshold", "lots"], "--threshold 'lots'"),
+    ):
+        bad = ccbench("gate", new, *args)
+        assert bad.returncode == 2 and words in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    other = write(tmp_path / "other", "ci", "none", _prime_samples(1.0, rng, variants=({"storage": "encrypted"},)))
+    unmatched = ccbench("gate", other, "--against", base)
+    assert unmatched.returncode == 2 and "not in the baseline" in unmatched.stderr
+
+
+def test_gate_against_a_history_store(tmp_path, ccbench):
+    rng = np.random.default_rng(9)
+    store = tmp_path / "history.duckdb"
+    for night in range(6):
+        # each night's level wanders by 1% (run to run), executions by 1% around it
+        level = float(np.exp(rng.normal(0, 0.01)))
+        bundle = write(tmp_path / f"night{night}", "ci", "none", _prime_samples(level, rng))
+        assert ccbench("history", "add", bundle, "--store", store).returncode == 0
+    same = write(tmp_path / "same", "ci", "none", _prime_samples(1.0, rng))
+    done = ccbench("gate", same, "--against", store)
+    assert done.returncode == 0, done.stdout + done.stderr
+    step = write(tmp_path / "step", "ci", "none", _prime_samples(1.15, rng))
+    failed = ccbench("gate", step, "--against", store, "--junit", tmp_path / "j.xml")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "against the history store" in failed.stdout
+    # a machine the store has never seen: bad input
+    stranger = write(tmp_path / "stranger", "elsewhere", "none", _prime_samples(1.0, rng))
+    unknown = ccbench("gate", stranger, "--against", store)
+    assert unknown.returncode == 2 and "no series of the new run" in unknown.stderr
+
+
+def test_confirm_reruns_the_failing_workloads_and_reports_not_reproduced(tmp_path, ccbench, workdir, write_plan):
+    plan = write_plan(PLAN)
+    done = ccbench("run", plan, "--out", tmp_path / "base", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    base = only_bundle(tmp_path / "base")
+    # a one-off: a bundle 3x slower than the baseline that a rerun of the same plan will not repeat
+    noisy = _slower_copy(base, tmp_path / "noisy", 3.0)
+    confirm_out = tmp_path / "confirm"
+    result = ccbench(
+        "gate",
+        noisy,
+        "--against",
+        base,
+        "--threshold",
+        "100%",
+        "--confirm",
+        plan,
+        "--confirm-out",
+        confirm_out,
+        "--workdir",
+        workdir,
+        "--markdown",
+        tmp_path / "g.md",
+    )
+    assert "rerun: ccbench run" in result.stdout and "--only prime" in result.stdout
+    assert "not reproduced: prime time on no TEE" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0
+    assert "regression, not reproduced" in (tmp_path / "g.md").read_text()
+    assert len(list(confirm_out.glob("*/manifest.json"))) == 1
