@@ -112,6 +112,13 @@ class WorkerJob(BaseModel):
     environment: dict[str, Any] = Field(default_factory=dict)
     #: CPUs the worker pins itself to, or None
     pin: list[int] | None = None
+    #: read by the supervisor, not the worker: the processes the workload started for its executions
+    #: (their CPU is the execution's own), the protection layer's daemons and kernel threads (the
+    #: layer's CPU; ccbench.interference), and whether to record the mechanism counters (ccbench.counters)
+    servers: list[int] = Field(default_factory=list)
+    layer_pids: list[int] = Field(default_factory=list)
+    layer_threads: list[str] = Field(default_factory=list)
+    counters: bool = True
 
 
 class WorkerResult(BaseModel):

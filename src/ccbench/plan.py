@@ -25,6 +25,7 @@ PER_WORKLOAD_SETTINGS = (
     "precision",
     "max_repetitions",
     "max_time",
+    "counters",
 )
 
 
@@ -66,6 +67,8 @@ class Defaults(PrecisionSettings):
     cooldown: float = Field(2.0, ge=0)
     timeout: float = Field(1800.0, gt=0)
     variants: dict[str, list[str]] = Field(default_factory=dict)
+    #: record the mechanism counters around each execution (ccbench.counters)
+    counters: bool = True
 
     @model_validator(mode="after")
     def _limits(self):
@@ -83,6 +86,8 @@ class WorkloadSpec(PrecisionSettings):
     warmup: int = Field(ge=0)
     cooldown: float = Field(ge=0)
     timeout: float = Field(gt=0)
+    #: record the mechanism counters around each execution (ccbench.counters)
+    counters: bool = True
     #: axis -> values, only for the axes this kind honours
     variants: dict[str, list[str]] = Field(default_factory=dict)
     #: validated parameters (as JSON-able values)

@@ -45,6 +45,7 @@ from ccbench.plan import Plan, WorkloadSpec
 from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
+from ccbench.variants.base import serving_of
 from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
 from ccbench.workloads import declarations, workload_class
 from ccbench.workloads.base import PrepareContext
@@ -254,7 +255,8 @@ class Runner:
         from ccbench.interference import Thresholds
 
         if self.executor is None:
-            self.executor = WorkerExecutor(Thresholds.from_mapping(self.plan.contention), self.reporter.message)
+            thresholds = Thresholds.from_mapping(self.plan.contention)
+            self.executor = WorkerExecutor(thresholds, self.reporter.message, self.workdir)
         writer = self._writer = self._open_bundle()
         self.environment = writer.manifest.get("environment", {})
         outcomes = {spec.name: Outcome() for spec in self.plan.workloads}
@@ -285,6 +287,7 @@ class Runner:
                     outcomes[spec.name].status = OutcomeStatus.INTERRUPTED
                 writer.manifest["outcomes"][spec.name] = outcomes[spec.name].as_dict()
         finally:
+            getattr(self.executor, "close", lambda: None)()  # the counters' mounts, made for this run
             self.reporter.stop()
             self._restore_signals(previous_handlers)
             writer.manifest["ended_at"] = utc_now_iso()
@@ -545,6 +548,7 @@ class Runner:
             raw_dir=raw_dir,
             variant=variant,
             environment=self.environment,
+            layer=serving_of(job.variants[(axis, value)] for axis, value in execution.combo.items()),
         )
 
     # --- one execution ---------------------------------------------------------------------------
@@ -565,6 +569,8 @@ class Runner:
             timeout=spec.timeout,
             environment=self.environment or {},
             pin=self.pin,
+            counters=spec.counters,
+            **ctx.companions(),
         )
         record = ExecutionRecord(
             key=execution.key,
