@@ -289,8 +289,16 @@ class CounterSession:
     """The counters' sources for one run: opened at the first execution, ``snapshot()`` around each,
     ``close()`` at the run's end. ``missing`` says, per counter that cannot be read, why."""
 
-    def __init__(self, workdir: Path | None, *, proc_root: str | Path = "/proc", sys_root: str | Path = "/sys"):
+    def __init__(
+        self,
+        workdir: Path | None,
+        *,
+        proc_root: str | Path = "/proc",
+        sys_root: str | Path = "/sys",
+        tracepoints: tuple[str, ...] = TRACEPOINTS,
+    ):
         self.proc_root = Path(proc_root)
+        self.tracepoints = tracepoints
         self.sys_root = Path(sys_root)
         self.ledger = Ledger(Path(workdir) / LEDGER) if workdir is not None and os.geteuid() == 0 else None
         self.missing: dict[str, str] = {"exits": EXITS_REASON}
@@ -328,6 +336,14 @@ class CounterSession:
         self._mounts.append((entry, point))
         return point
 
+    def _release(self, point: Path) -> None:
+        """Unmount a private mount that turned out to hold nothing to count."""
+        for entry, path in list(self._mounts):
+            if path == point:
+                _undo(entry)
+                self._mounts.remove((entry, path))
+                self.ledger.forget(lambda e, entry=entry: e is entry)
+
     def _swiotlb(self) -> Path | None:
         debugfs = self._filesystem("debugfs", self.sys_root / "kernel/debug")
         if debugfs is None:
@@ -335,6 +351,7 @@ class CounterSession:
             return None
         directory = debugfs / "swiotlb"
         if not (directory / "io_tlb_used").exists():
+            self._release(debugfs)
             self.missing["swiotlb"] = (
                 "no bounce-buffer pool: debugfs has no swiotlb/io_tlb_used (the kernel allocated no swiotlb, "
                 "e.g. swiotlb=noforce or no device needs it)"
@@ -346,7 +363,7 @@ class CounterSession:
 
     def _tracepoints(self) -> None:
         tracefs = self._filesystem("tracefs", self.sys_root / "kernel/tracing")
-        for event in TRACEPOINTS:
+        for event in self.tracepoints:
             if tracefs is None:
                 self.missing[f"trace.{event}"] = "tracefs unavailable: " + self.missing.get("tracefs", "")
                 continue

@@ -122,6 +122,10 @@ class Plan(BaseModel):
             update={"workloads": [w.model_copy(update={"repetitions": repetitions}) for w in self.workloads]}
         )
 
+    def without_counters(self) -> Plan:
+        """Every workload without the mechanism counters (``--no-counters``)."""
+        return self.model_copy(update={"workloads": [w.model_copy(update={"counters": False}) for w in self.workloads]})
+
     def with_precision(self, precision: str | float) -> Plan:
         """Every workload with this precision target (``--precision``)."""
         try:

@@ -130,7 +130,15 @@ def notebook_plan(notebook: str, params: dict[str, str], repeat: int | None):
     "primary metric has a 95% interval within this, e.g. 2% (limits: the plan's max_repetitions, "
     "default 30, and max_time).",
 )
-def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision) -> None:
+@click.option(
+    "--no-counters",
+    is_flag=True,
+    help="Do not record the mechanism counters (page faults, interrupts, bounce buffers...) around each "
+    "execution (as 'counters = false' in the plan's [defaults]; docs/mechanisms.md).",
+)
+def command(
+    plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision, no_counters
+) -> None:
     """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
 
     Each execution runs in its own process; samples are on disk before the next one starts. A
@@ -165,6 +173,8 @@ def command(plan, out, repeat, only, pin, workdir, storage_paths, notebook, para
             the_plan = the_plan.with_precision(precision)
     if resume and precision:
         raise CCBenchError("--precision cannot change a resumed run (it keeps its plan)")
+    if no_counters:
+        the_plan = the_plan.without_counters()
     runner = Runner(
         the_plan,
         out=Path(out),
