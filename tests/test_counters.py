@@ -192,3 +192,26 @@ def test_the_run_flag_turns_the_counters_off(tmp_path, ccbench, workdir, write_p
     assert done.returncode == 0, done.stderr
     records = (next((tmp_path / "out").iterdir()) / "executions.jsonl").read_text().splitlines()
     assert records and all("counters" not in json.loads(line) for line in records)
+
+
+def test_idle_states_are_summed_over_cpus_and_unmountable_sources_say_why(tmp_path):
+    sys_root = tmp_path / "sys"
+    for cpu in (0, 1):
+        for index, name in enumerate(("POLL", "haltpoll idle")):
+            state = sys_root / f"devices/system/cpu/cpu{cpu}/cpuidle/state{index}"
+            state.mkdir(parents=True)
+            (state / "name").write_text(name + "\n")
+            (state / "usage").write_text(f"{10 * (cpu + 1) * index}\n")
+            (state / "time").write_text(f"{1000 * (cpu + 1) * index}\n")
+    proc = _proc(tmp_path / "proc", faults=1, unaccepted=0, loc=1, net_rx=1)
+    # no work directory: nothing may be mounted, so debugfs and tracefs say why they are missing
+    session = CounterSession(None, proc_root=proc, sys_root=sys_root).open()
+    try:
+        values = session.snapshot()
+        assert values["cpuidle.haltpoll idle.usage"] == 30 and values["cpuidle.haltpoll idle.time_us"] == 3000
+        assert values["cpuidle.POLL.usage"] == 0
+        assert "mounting it needs root" in session.missing["debugfs"]
+        assert session.missing["swiotlb"].startswith("debugfs unavailable")
+        assert session.missing["trace.swiotlb:swiotlb_bounced"].startswith("tracefs unavailable")
+    finally:
+        session.close()

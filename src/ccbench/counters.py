@@ -13,6 +13,8 @@ two snapshots and records their differences in the execution record (docs/mechan
 - ``swiotlb.used.end``, ``swiotlb.hiwater.end``: bounce-buffer slabs in use and the high-water mark
   (debugfs ``swiotlb/io_tlb_used``, ``io_tlb_used_hiwater``; the mark is since boot or its last
   reset: ccbench never resets it);
+- ``cpuidle.<state>.usage``, ``cpuidle.<state>.time_us``: how often the CPUs entered each idle
+  state and how long they stayed, summed over CPUs (the halts behind idle exits; POLL never halts);
 - ``trace.<event>``: how often a tracepoint fired (``swiotlb:swiotlb_bounced``,
   ``tdx:tdx_virtualization_exception``), from a tracefs instance of ccbench's own per event
   (events written plus overwritten in a tiny ring buffer: counting, never reading the events);
@@ -306,9 +308,17 @@ class CounterSession:
         #: tracepoint -> its instance's directory
         self.traces: dict[str, Path] = {}
         self.perf: PerfCounters | None = None
+        #: (directory of one CPU's idle state, the state's name)
+        self.idle_states: list[tuple[Path, str]] = []
         self._mounts: list[tuple[dict[str, Any], Path]] = []
 
     def open(self) -> CounterSession:
+        for state in sorted((self.sys_root / "devices/system/cpu").glob("cpu[0-9]*/cpuidle/state[0-9]*")):
+            name = _read(state / "name")
+            if name:
+                self.idle_states.append((state, name.strip()))
+        if not self.idle_states:
+            self.missing["cpuidle"] = "no cpuidle states in sysfs (no idle driver: the CPUs halt or poll directly)"
         self.swiotlb = self._swiotlb()
         self._tracepoints()
         self.perf = PerfCounters(PMU_EVENTS)
@@ -358,7 +368,7 @@ class CounterSession:
             )
             return None
         if not (directory / "io_tlb_used_hiwater").exists():
-            self.missing["swiotlb.hiwater"] = "this kernel has no swiotlb/io_tlb_used_hiwater (added in Linux 6.6)"
+            self.missing["swiotlb.hiwater"] = "this kernel has no swiotlb/io_tlb_used_hiwater (added in 2023)"
         return directory
 
     def _tracepoints(self) -> None:
@@ -399,6 +409,11 @@ class CounterSession:
                     values[f"swiotlb.{name}"] = float(text)
         for event, instance in self.traces.items():
             values[f"trace.{event}"] = float(_events_written(instance))
+        for state, name in self.idle_states:
+            for field, key in (("usage", "usage"), ("time", "time_us")):
+                text = _read(state / field)
+                if text is not None and text.strip().isdigit():
+                    values[f"cpuidle.{name}.{key}"] = values.get(f"cpuidle.{name}.{key}", 0.0) + float(text)
         if self.perf is not None:
             values.update({f"pmu.{name}": value for name, value in self.perf.read().items()})
         return values
