@@ -314,7 +314,8 @@ def _execute(job_fields, raw_dir, workdir=None):
 
 def _microservices_chain(base):
     """The microservices chain prepared as the runner prepares it, in emulated hosts (a network
-    namespace per tier) where this machine has them; None with the reason when it cannot start."""
+    namespace per tier) where this machine has them; None with the reason when it cannot start.
+    Its open-loop load generator (oha) is not needed to prepare it: wrk drives it where oha is missing."""
     from ccbench.topology import available
     from ccbench.workloads import workload_class
     from ccbench.workloads.base import PrepareContext
@@ -324,10 +325,9 @@ def _microservices_chain(base):
     except Exception as exc:  # its module needs a set-up component
         return None, None, f"microservices: {exc}"
     hosts = "emulated" if available() is None else "local"
-    params = cls.Params(hosts=hosts, rates=[40], duration=3, closed_loop=False, connections=4)
-    workload = cls("ms", params)
+    workload = cls("ms", cls.Params(hosts=hosts, **MICROSERVICES_LOAD))
     reason = workload.requirements()
-    if reason:
+    if reason and not reason.startswith("missing oha:"):
         return None, None, reason
     work = base / "work"
     (work / "scratch").mkdir(parents=True)
@@ -335,6 +335,9 @@ def _microservices_chain(base):
     ctx = PrepareContext("ms", work / "scratch", base / "raw" / "prepare", {"transport": "plain"})
     workload.prepare(ctx)
     return workload, ctx, None
+
+
+MICROSERVICES_LOAD = {"rates": [40], "duration": 3, "closed_loop": False, "connections": 4}
 
 
 @pytest.fixture(scope="module")
@@ -349,18 +352,28 @@ def microservices_chain(tmp_path_factory):
         workload.cleanup(ctx)
 
 
-def _microservices_job(ctx):
-    from ccbench.workloads import workload_class
+def _microservices_job(ctx, raw_dir):
+    """The workload's own execution (oha at a fixed rate); where oha is missing, wrk's closed loop
+    over the same mix from the same client host, as a command."""
+    import json
+    import shlex
 
-    params = workload_class("microservices").Params(rates=[40], duration=3, closed_loop=False, connections=4)
-    return {
-        "kind": "microservices",
-        "name": "ms",
-        "params": params.model_dump(mode="json"),
-        "workdir": str(ctx.workdir),
-        "variant": ctx.variant,
-        **ctx.companions(),
-    }
+    from ccbench.workloads import workload_class
+    from ccbench.workloads.microservices.oha import oha_binary
+    from ccbench.workloads.microservices.wrk import wrk_argv, wrk_script
+
+    params = workload_class("microservices").Params(**MICROSERVICES_LOAD)
+    job = {"workdir": str(ctx.workdir), "variant": ctx.variant, **ctx.companions()}
+    if oha_binary():
+        return {"kind": "microservices", "name": "ms", "params": params.model_dump(mode="json"), **job}
+    info = json.loads((ctx.raw_dir / "chain.json").read_text())
+    script = raw_dir.parent / "mix.lua"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(wrk_script(params.mix, params.users))
+    argv = info["client_prefix"] + wrk_argv(
+        info["base_url"], script=script, threads=1, connections=4, duration=3, timeout=5
+    )
+    return {"kind": "command", "name": "ms", "params": {"command": shlex.join(argv), "env": {}}, **job}
 
 
 def test_the_microservices_servers_are_the_executions_own_and_a_hog_is_not(microservices_chain, tmp_path):
@@ -370,7 +383,7 @@ def test_the_microservices_servers_are_the_executions_own_and_a_hog_is_not(micro
     hog = _start_hog()
     try:
         before = _cpu_of_trees(ctx.servers)
-        watch = _execute(_microservices_job(ctx), tmp_path / "raw")
+        watch = _execute(_microservices_job(ctx, tmp_path / "raw"), tmp_path / "raw")
         servers_cpu = _cpu_of_trees(ctx.servers) - before
     finally:
         hog_cpu = _stop_hog(hog)
@@ -386,7 +399,7 @@ def test_the_microservices_servers_are_the_executions_own_and_a_hog_is_not(micro
 def test_the_microservices_chain_alone_is_not_contended(microservices_chain, tmp_path):
     if _busy_fraction(1.0) > 0.15:
         pytest.skip("this machine is busy with other work: no quiet interval to measure")
-    watch = _execute(_microservices_job(microservices_chain), tmp_path / "raw")
+    watch = _execute(_microservices_job(microservices_chain, tmp_path / "raw"), tmp_path / "raw")
     if watch["contended"] and _busy_fraction(1.0) > 0.15:
         pytest.skip("other work started on this machine during the interval")
     assert not watch["contended"], watch
