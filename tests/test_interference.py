@@ -497,3 +497,31 @@ def test_fscrypts_kernel_workers_alone_do_not_make_an_execution_contended(fscryp
     if watch["contended"] and _busy_fraction(1.0) > 0.15:
         pytest.skip("other work started on this machine during the interval")
     assert not watch["contended"], (watch, workers)
+
+
+def test_a_runs_storage_variant_hands_its_workers_to_the_watch(tmp_path, ccbench, workdir, write_plan):
+    from ccbench.variants.storage import StorageAxis, StorageOptions
+
+    reason = StorageAxis().skip_reason("encrypted:fscrypt", StorageOptions())
+    if reason:
+        pytest.skip(reason)
+    # write, drop the page cache, read back: the read is decrypted by the kernel's fscrypt workers
+    command = (
+        "dd if=/dev/urandom of=f bs=1M count=48 status=none && sync && echo 3 > /proc/sys/vm/drop_caches"
+        " && cat f > /dev/null"
+    )
+    path = write_plan(
+        f'[[workloads]]\nkind = "command"\nname = "c"\nrepetitions = 1\ncommand = "{command}"\n'
+        'variants = { storage = ["disk", "encrypted:fscrypt"] }\n',
+        top='[storage]\nimage_size = "128M"\n',
+    )
+    done = ccbench("run", path, "--out", tmp_path / "out", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    records = [
+        json.loads(line) for line in (next((tmp_path / "out").iterdir()) / "executions.jsonl").read_text().splitlines()
+    ]
+    by_storage = {r["variant"]["storage"]: r["interference"] for r in records}
+    assert by_storage["encrypted:fscrypt"]["layer_workers"].get("fscrypt_read_queue", 0) > 0, by_storage
+    assert "layer_cpu_s" not in by_storage["disk"]  # a plain directory declares nothing
