@@ -289,12 +289,24 @@ def _start_hog():
 
 
 def _stop_hog(hog):
+    hog.kill()
+    hog.wait()
+
+
+def _hog_cpu(hog):
     import psutil
 
     times = psutil.Process(hog.pid).cpu_times()
-    hog.kill()
-    hog.wait()
     return times.user + times.system
+
+
+def _execute_beside(hog, job_fields, raw_dir):
+    """An execution with the hog running; its watch fields, and the hog's CPU over the watched
+    interval, estimated from the hog's CPU over the whole call scaled to the interval."""
+    cpu, started = _hog_cpu(hog), time.monotonic()
+    watch = _execute(job_fields, raw_dir)
+    cpu, elapsed = _hog_cpu(hog) - cpu, time.monotonic() - started
+    return watch, cpu * watch["interference"]["wall_s"] / elapsed
 
 
 def _execute(job_fields, raw_dir, workdir=None):
@@ -383,17 +395,17 @@ def test_the_microservices_servers_are_the_executions_own_and_a_hog_is_not(micro
     hog = _start_hog()
     try:
         before = _cpu_of_trees(ctx.servers)
-        watch = _execute(_microservices_job(ctx, tmp_path / "raw"), tmp_path / "raw")
+        watch, hog_cpu = _execute_beside(hog, _microservices_job(ctx, tmp_path / "raw"), tmp_path / "raw")
         servers_cpu = _cpu_of_trees(ctx.servers) - before
     finally:
-        hog_cpu = _stop_hog(hog)
+        _stop_hog(hog)
     record = watch["interference"]
     # the servers' CPU during the execution is the execution's (ticks are 10 ms; processes come and go)
     assert record["servers_processes"] >= 5
     assert record["servers_cpu_s"] >= 0.8 * servers_cpu - 0.1, (record, servers_cpu)
     # the hog is someone else's, whatever else the machine did: flagged, and its CPU in others'
     assert watch["contended"], record
-    assert record["others_cpu_s"] >= 0.8 * hog_cpu * record["wall_s"] / (record["wall_s"] + 1.0) - 0.1, record
+    assert record["others_cpu_s"] >= 0.7 * hog_cpu - 0.1, (record, hog_cpu)
 
 
 def test_the_microservices_chain_alone_is_not_contended(microservices_chain, tmp_path):
@@ -471,18 +483,19 @@ def test_fscrypts_kernel_workers_are_the_layers_cpu_and_a_hog_is_others(fscrypt_
     hog = _start_hog()
     try:
         before = _fscrypt_worker_cpu()
-        watch = _execute(job, tmp_path / "raw")
+        watch, hog_cpu = _execute_beside(hog, job, tmp_path / "raw")
         workers = _fscrypt_worker_cpu() - before
     finally:
-        hog_cpu = _stop_hog(hog)
+        _stop_hog(hog)
     record = watch["interference"]
     # the decryption ran in the kernel's fscrypt workers: the layer's CPU, named (a kworker's name
     # shows the last queue it ran, so the test's own reading is approximate too)
     assert workers > 0.05, "fio's reads were not decrypted in the fscrypt read queue"
     assert record["layer_workers"].get("fscrypt_read_queue", 0) >= 0.5 * workers - 0.05, (record, workers)
     assert record["layer_cpu_s"] >= record["layer_workers"]["fscrypt_read_queue"]
-    # the hog is someone else's: flagged
-    assert watch["contended"] and hog_cpu > 0, record
+    # the hog is someone else's: flagged, and its CPU in others', not in the layer's
+    assert watch["contended"], record
+    assert record["others_cpu_s"] >= 0.7 * hog_cpu - 0.1, (record, hog_cpu)
 
 
 def test_fscrypts_kernel_workers_alone_do_not_make_an_execution_contended(fscrypt_variant, tmp_path):
