@@ -436,7 +436,7 @@ def fscrypt_variant(tmp_path_factory):
 
 
 def _fio_job(prepared):
-    from ccbench.variants.base import serving_of
+    from ccbench.workloads.base import PrepareContext
     from ccbench.workloads.fio import FioParams
 
     # buffered sequential reads of a file larger than fio reads at once: fscrypt decrypts them in its read queue
@@ -447,7 +447,7 @@ def _fio_job(prepared):
         "params": params.model_dump(mode="json"),
         "workdir": str(prepared.path),
         "variant": prepared.info,
-        **{key: value for key, value in serving_of([prepared]).items()},
+        **PrepareContext("fio", prepared.path, prepared.path, prepared.info, layer=[prepared.serving]).companions(),
     }
 
 

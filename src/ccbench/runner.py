@@ -45,7 +45,6 @@ from ccbench.plan import Plan, WorkloadSpec
 from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
-from ccbench.variants.base import serving_of
 from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
 from ccbench.workloads import declarations, workload_class
 from ccbench.workloads.base import PrepareContext
@@ -548,7 +547,7 @@ class Runner:
             raw_dir=raw_dir,
             variant=variant,
             environment=self.environment,
-            layer=serving_of(job.variants[(axis, value)] for axis, value in execution.combo.items()),
+            layer=[job.variants[(axis, value)].serving for axis, value in execution.combo.items()],
         )
 
     # --- one execution ---------------------------------------------------------------------------

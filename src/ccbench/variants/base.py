@@ -8,7 +8,6 @@ executions across them (A B C A B C ...), and tears them down on success, failur
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -37,15 +36,6 @@ class PreparedVariant:
     #: what serves it outside the workload's processes, counted as the layer's CPU by the interference
     #: watch: ``layer_threads`` (kernel thread or workqueue names), ``layer_pids`` (daemons)
     serving: dict[str, list] = field(default_factory=dict)
-
-
-def serving_of(prepared: Iterable[PreparedVariant]) -> dict[str, list]:
-    """The serving declarations of an execution's variants, merged."""
-    merged: dict[str, list] = {"layer_threads": [], "layer_pids": []}
-    for item in prepared:
-        for key, values in item.serving.items():
-            merged[key] += [v for v in values if v not in merged[key]]
-    return merged
 
 
 class VariantAxis(ABC):

@@ -81,8 +81,8 @@ class PrepareContext:
     variant: dict[str, Any]
     #: the environment probe document (see probe/)
     environment: dict[str, Any] = field(default_factory=dict)
-    #: what serves the variants' protection layers (ccbench.variants.base.serving_of), set by the runner
-    layer: dict[str, list] = field(default_factory=dict)
+    #: what serves each of the variants' protection layers (PreparedVariant.serving), set by the runner
+    layer: list[dict[str, list]] = field(default_factory=list)
     #: pids of the processes the workload started for its executions outside the worker (register_servers)
     servers: list[int] = field(default_factory=list)
 
@@ -94,11 +94,11 @@ class PrepareContext:
 
     def companions(self) -> dict[str, list]:
         """The WorkerJob fields that hand the servers and the layer's workers to the watch."""
-        return {
-            "servers": list(self.servers),
-            "layer_pids": list(self.layer.get("layer_pids", [])),
-            "layer_threads": list(self.layer.get("layer_threads", [])),
-        }
+        fields: dict[str, list] = {"servers": list(self.servers), "layer_pids": [], "layer_threads": []}
+        for serving in self.layer:
+            for key in ("layer_pids", "layer_threads"):
+                fields[key] += [value for value in serving.get(key, []) if value not in fields[key]]
+        return fields
 
 
 @dataclass
