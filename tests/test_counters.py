@@ -132,9 +132,11 @@ def test_what_a_killed_run_left_is_undone_by_the_next_run(tmp_path):
     if not instances:
         session.close()
         pytest.skip(f"no tracepoint could be counted here: {session.missing}")
-    # killed: nothing closed; the ledger knows
+    # killed: nothing closed; the ledger knows, and the next run's (or ccbench cleanup's) clean-up reads it
+    from ccbench.workdir import cleanup_stale as next_run_cleans_up
+
     session.perf.close()
-    done = cleanup_stale(tmp_path)
+    done = next_run_cleans_up(tmp_path)
     assert any("trace instance" in line for line in done), done
     assert _our_mounts() == before_mounts
     assert not (tmp_path / "counters" / "mounts.json").exists()
