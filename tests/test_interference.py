@@ -538,3 +538,33 @@ def test_a_runs_storage_variant_hands_its_workers_to_the_watch(tmp_path, ccbench
     by_storage = {r["variant"]["storage"]: r["interference"] for r in records}
     assert by_storage["encrypted:fscrypt"]["layer_workers"].get("fscrypt_read_queue", 0) > 0, by_storage
     assert "layer_cpu_s" not in by_storage["disk"]  # a plain directory declares nothing
+
+
+def test_gocryptfs_daemon_is_the_layers_cpu(tmp_path):
+    from ccbench.variants.storage import StorageAxis, StorageOptions
+    from ccbench.workloads.base import PrepareContext
+
+    axis, options = StorageAxis(), StorageOptions()
+    reason = axis.skip_reason("encrypted:gocryptfs", options)
+    if reason:
+        pytest.skip(reason)
+    prepared = axis.setup("encrypted:gocryptfs", tmp_path, options)
+    try:
+        companions = PrepareContext("c", prepared.path, tmp_path, prepared.info, layer=[prepared.serving]).companions()
+        assert len(companions["layer_pids"]) == 1  # the daemon serving this mount point, found by its command line
+        # the measured process writes and reads through the mount: gocryptfs encrypts in its own process
+        script = (
+            "import os\n"
+            f"path = {str(prepared.path / 'f')!r}\n"
+            "data = os.urandom(8 << 20)\n"
+            "for _ in range(4):\n"
+            "    open(path, 'wb').write(data); os.sync(); open(path, 'rb').read()\n"
+        )
+        measured = subprocess.Popen([sys.executable, "-c", script])
+        monitor = InterferenceMonitor(measured.pid, poll_s=0.2, layer_pids=companions["layer_pids"]).start()
+        measured.wait(timeout=120)
+        record = monitor.stop()
+    finally:
+        axis.teardown(prepared)
+    assert record["layer_workers"].get("daemons", 0) > 0.05, record
+    assert record["layer_cpu_s"] >= record["layer_workers"]["daemons"]
