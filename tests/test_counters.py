@@ -217,3 +217,29 @@ def test_idle_states_are_summed_over_cpus_and_unmountable_sources_say_why(tmp_pa
         assert session.missing["trace.swiotlb:swiotlb_bounced"].startswith("tracefs unavailable")
     finally:
         session.close()
+
+
+@needs_root
+def test_a_dead_runs_mounts_and_instances_are_swept_by_the_next_session_anywhere(tmp_path):
+    import subprocess
+    import sys
+
+    # a run that dies with its session open, in a work directory nothing runs in again
+    script = (
+        "import os, sys\nfrom pathlib import Path\nfrom ccbench.counters import CounterSession\n"
+        "s = CounterSession(Path(sys.argv[1]), tracepoints=('syscalls:sys_enter_getppid',)).open()\n"
+        "print(os.getpid(), *[str(p) for p in s.traces.values()], flush=True)\nos._exit(0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "dead")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    pid, *instances = done.stdout.split()
+    if not instances:
+        pytest.skip("no tracepoint could be counted here")
+    assert any(f"ccbench-counters-{pid}-" in line for line in _our_mounts())
+    session = CounterSession(tmp_path / "next", tracepoints=("syscalls:sys_enter_getppid",)).open()
+    try:
+        tracefs = next(iter(session.traces.values())).parent.parent
+        assert not (tracefs / "instances" / os.path.basename(instances[0])).exists()
+    finally:
+        session.close()
+    assert not any(f"ccbench-counters-{pid}-" in line for line in _our_mounts())

@@ -159,14 +159,57 @@ def _mount(fstype: str, path: Path) -> None:
 
 def _umount(path: Path) -> None:
     if _mounted(path):
-        subprocess.run(["umount", str(path)], check=False, capture_output=True)
+        # recursive: debugfs grows a tracefs submount at tracing/ once anything looks inside it
+        subprocess.run(["umount", "-R", str(path)], check=False, capture_output=True)
+
+
+#: private mount points are named after the process that made them: <prefix><pid>-<random>
+MOUNT_PREFIX = "ccbench-counters-"
 
 
 def _private_dir() -> Path:
     """A directory no one removes recursively (a mount point under the work directory or a test's
-    temporary directory could be walked into by a clean-up)."""
-    base = "/run" if os.access("/run", os.W_OK) else None
-    return Path(tempfile.mkdtemp(prefix="ccbench-counters-", dir=base))
+    temporary directory could be walked into by a clean-up), named after this process."""
+    base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
+    return Path(tempfile.mkdtemp(prefix=f"{MOUNT_PREFIX}{os.getpid()}-", dir=base))
+
+
+def _dead(name: str, prefix: str) -> bool:
+    """Whether the process named in ``<prefix><pid>-...`` is gone (a live one, or a pid reused, is kept)."""
+    pid = name[len(prefix) :].split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def sweep_orphans(tracefs: Path | None) -> list[str]:
+    """Undo the trace instances and private mounts of counters' sessions whose process died without
+    its ledger being read again (a run killed in a work directory where nothing runs afterwards)."""
+    done = []
+    if tracefs is not None:
+        for instance in (tracefs / "instances").glob("ccbench-*"):
+            if _dead(instance.name, "ccbench-"):
+                try:
+                    os.rmdir(instance)
+                    done.append(f"removed the trace instance {instance.name} of a run that died")
+                except OSError:
+                    continue
+    for base in {Path("/run"), Path(tempfile.gettempdir())}:
+        for point in base.glob(f"{MOUNT_PREFIX}*"):
+            if point.is_dir() and _dead(point.name, MOUNT_PREFIX) and (tracefs is None or point != tracefs):
+                _umount(point)
+                try:
+                    os.rmdir(point)
+                    done.append(f"unmounted and removed {point}, left by a run that died")
+                except OSError:
+                    continue
+    return done
 
 
 def cleanup_stale(workdir: Path) -> list[str]:
@@ -373,6 +416,8 @@ class CounterSession:
 
     def _tracepoints(self) -> None:
         tracefs = self._filesystem("tracefs", self.sys_root / "kernel/tracing")
+        if self.ledger is not None:
+            sweep_orphans(tracefs)
         for event in self.tracepoints:
             if tracefs is None:
                 self.missing[f"trace.{event}"] = "tracefs unavailable: " + self.missing.get("tracefs", "")
