@@ -174,6 +174,10 @@ class ExecutionRecord(BaseModel):
     contended: bool = False
     #: which thresholds were exceeded, one line each
     contended_reasons: list[str] = Field(default_factory=list)
+    #: the mechanism counters' changes over the execution, name -> value (ccbench.counters); absent when off
+    counters: dict[str, float] | None = None
+    #: the counters this machine cannot read, name -> why
+    counters_missing: dict[str, str] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
