@@ -225,16 +225,22 @@ def _stat_line(pid, name, ppid, ticks, kthread=False, start=100):
     return f"{pid} ({name}) " + " ".join(str(f) for f in fields) + "\n"
 
 
-def _proc_with_threads(root, busy, threads):
-    """A /proc with a stat (``busy`` ticks) and one <pid>/stat per (pid, name, ppid, ticks, kthread)."""
+def _proc_with_threads(root, busy, threads, children_files=False):
+    """A /proc with a stat (``busy`` ticks) and one <pid>/stat per (pid, name, ppid, ticks, kthread);
+    with children_files, also each process's task/<pid>/children (kthreadd, pid 2, included)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "stat").write_text(f"cpu  {busy} 0 0 1000 0 0 0 0 0 0\ncpu0 0\ncpu1 0\nprocs_running 1\n")
-    for pid, name, ppid, ticks, kthread in threads:
+    for pid, name, ppid, ticks, kthread in [(2, "kthreadd", 0, 0, True), *threads]:
         (root / str(pid)).mkdir(exist_ok=True)
         (root / str(pid) / "stat").write_text(_stat_line(pid, name, ppid, ticks, kthread))
+        if children_files:
+            kids = " ".join(str(t[0]) for t in threads if t[2] == pid)
+            (root / str(pid) / "task" / str(pid)).mkdir(parents=True, exist_ok=True)
+            (root / str(pid) / "task" / str(pid) / "children").write_text(kids + (" " if kids else ""))
 
 
-def test_the_layers_kernel_workers_and_the_servers_are_not_others(tmp_path):
+@pytest.mark.parametrize("children_files", [False, True], ids=["whole-table", "children-files"])
+def test_the_layers_kernel_workers_and_the_servers_are_not_others(tmp_path, children_files, monkeypatch):
     # between start and stop: the fscrypt kworker runs 150 ticks, the loop worker 50, a kworker of
     # another workqueue 40, a server (and its child) 30 + 20, an unrelated process 60: 350 busy ticks
     import os
@@ -248,7 +254,11 @@ def test_the_layers_kernel_workers_and_the_servers_are_not_others(tmp_path):
         (501, "redis-child", 500, 0, False),
         (900, "someone-else", 1, 0, False),
     ]
-    _proc_with_threads(root, 0, before)
+    _proc_with_threads(root, 0, before, children_files)
+    if children_files:  # the trees and kthreadd's children are followed, not every process read
+        from ccbench import interference
+
+        monkeypatch.setattr(interference, "_process_table", lambda root: pytest.fail("read every process"))
     monitor = InterferenceMonitor(
         os.getpid(), poll_s=None, proc_root=root, servers=[500], layer_threads=["fscrypt_read_queue", "loop0"]
     ).start()
@@ -260,7 +270,7 @@ def test_the_layers_kernel_workers_and_the_servers_are_not_others(tmp_path):
         (501, "redis-child", 500, 20, False),
         (900, "someone-else", 1, 60, False),
     ]
-    _proc_with_threads(root, 350, after)
+    _proc_with_threads(root, 350, after, children_files)
     record = monitor.stop()
     assert record["layer_cpu_s"] == pytest.approx(2.0)
     assert record["layer_workers"] == {"fscrypt_read_queue": 1.5, "loop0": 0.5}

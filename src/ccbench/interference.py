@@ -156,31 +156,82 @@ _PF_KTHREAD = 0x00200000
 _KWORKER = re.compile(r"kworker/[^-+]*[-+](.+)")
 
 
-def _process_table(root: Path) -> dict[int, tuple[int, str, int, float, bool]]:
-    """pid -> (parent pid, name, start ticks, CPU seconds own plus reaped children, kernel thread), one
-    pass over <root>/*/stat."""
-    table: dict[int, tuple[int, str, int, float, bool]] = {}
+#: one process: (parent pid, name, start ticks, CPU seconds own plus reaped children, kernel thread)
+ProcessFacts = tuple[int, str, int, float, bool]
+
+
+def _process_facts(root: Path, pid: int | str) -> ProcessFacts | None:
+    try:
+        with open(root / str(pid) / "stat", "rb") as handle:
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return None
+    close = text.rfind(")")
+    # after the name: state ppid pgrp session tty tpgid flags ... utime(11) stime cutime cstime ... starttime(19)
+    values = text[close + 2 :].split()
+    try:
+        cpu = sum(int(v) for v in values[11:15]) / USER_HZ
+        kthread = bool(int(values[6]) & _PF_KTHREAD)
+        return int(values[1]), text[text.find("(") + 1 : close], int(values[19]), cpu, kthread
+    except (IndexError, ValueError):
+        return None
+
+
+def _process_table(root: Path) -> dict[int, ProcessFacts]:
+    """Every process under root, one pass over <root>/*/stat."""
+    table: dict[int, ProcessFacts] = {}
     try:
         names = os.listdir(root)
     except OSError:
         return table
     for name in names:
-        if not name.isdigit():
-            continue
+        if name.isdigit() and (facts := _process_facts(root, name)) is not None:
+            table[int(name)] = facts
+    return table
+
+
+def _children(root: Path, pid: int) -> list[int] | None:
+    """The children of every thread of pid (/proc/<pid>/task/<tid>/children); None where the kernel
+    has no such files (CONFIG_PROC_CHILDREN), [] for a process that is gone."""
+    try:
+        tasks = os.listdir(root / str(pid) / "task")
+    except FileNotFoundError:
+        return [] if (root / "2" / "task" / "2" / "children").exists() else None
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
         try:
-            with open(root / name / "stat", "rb") as handle:
-                text = handle.read().decode(errors="replace")
-        except OSError:
+            found += [int(child) for child in (root / str(pid) / "task" / task / "children").read_text().split()]
+        except FileNotFoundError:
+            return None if task == tasks[0] and not found else found
+        except (OSError, ValueError):
             continue
-        close = text.rfind(")")
-        # after the name: state ppid pgrp session tty tpgid flags ... utime(11) stime cutime cstime ... starttime(19)
-        values = text[close + 2 :].split()
-        try:
-            cpu = sum(int(v) for v in values[11:15]) / USER_HZ
-            kthread = bool(int(values[6]) & _PF_KTHREAD)
-            table[int(name)] = (int(values[1]), text[text.find("(") + 1 : close], int(values[19]), cpu, kthread)
-        except (IndexError, ValueError):
+    return found
+
+
+def _targeted_table(root: Path, roots: Sequence[int], kernel_threads: bool) -> dict[int, ProcessFacts] | None:
+    """The processes of the trees under roots, and the kernel threads (kthreadd's children) when
+    asked, read by following the children files instead of reading every process; None where the
+    kernel has no children files (then the whole table is read)."""
+    table: dict[int, ProcessFacts] = {}
+    pending = list(roots)
+    if kernel_threads:
+        threads = _children(root, 2)
+        if threads is None:
+            return None
+        for pid in threads:
+            if (facts := _process_facts(root, pid)) is not None:
+                table[pid] = facts
+    while pending:
+        pid = pending.pop()
+        if pid in table or (facts := _process_facts(root, pid)) is None:
             continue
+        table[pid] = facts
+        children = _children(root, pid)
+        if children is None:
+            return None
+        pending += children
     return table
 
 
@@ -225,7 +276,10 @@ class ServingWatch:
     _layer_by_name: dict[str, float] = field(default_factory=dict)
 
     def refresh(self, initial: bool = False) -> None:
-        table = _process_table(self.root)
+        roots = [*self.servers, *self.layer_pids]
+        table = _targeted_table(self.root, roots, bool(self.layer_threads))
+        if table is None:
+            table = _process_table(self.root)
         children: dict[int, list[int]] = {}
         for pid, (parent, *_rest) in table.items():
             children.setdefault(parent, []).append(pid)
