@@ -7,8 +7,8 @@ workload's own wall time and of the execution as the runner sees it, their ratio
 the spread of the per-pair ratios, and the counters' own bookkeeping per execution (two snapshots
 and the record fields; opening the session once per run) as a share of the execution.
 
-Also the interference watch's pass over /proc that finds the layer's kernel workers and the
-workload's servers (one refresh), which runs once a second when a variant or workload declares them.
+Also one refresh of the interference watch over the layer's kernel workers and the workload's
+servers, which runs once a second when a variant or workload declares them.
 
     .venv/bin/python benchmarks/bench_counters.py [--pairs 12]
 """
@@ -119,7 +119,7 @@ def main() -> None:
     )
     print(f"opening and closing the counters once per run (mounts, trace instances, perf): {session_s * 1e3:.1f} ms")
     print(
-        f"one refresh of the watch over servers and layer workers (a pass over /proc): "
+        f"one refresh of the watch over servers and layer workers (their trees and kthreadd's children): "
         f"{statistics.median(refreshes) * 1e3:.2f} ms wall, {statistics.median(refresh_cpu) * 1e3:.2f} ms CPU "
         "(once a second when declared)"
     )
