@@ -258,9 +258,10 @@ class _Member:
 
 @dataclass
 class ServingWatch:
-    """The CPU of what serves an execution from outside its worker's tree, from one pass over /proc
-    per refresh: the workload's registered servers (and their descendants), and the protection
-    layer's daemons (by pid) and kernel threads (by name, see layer_worker).
+    """The CPU of what serves an execution from outside its worker's tree, read at each refresh by
+    following the children files from the roots and from kthreadd (every process where the kernel
+    has no children files): the workload's registered servers (and their descendants), and the
+    protection layer's daemons (by pid) and kernel threads (by name, see layer_worker).
 
     A kworker serves many workqueues in turn; its CPU between two refreshes goes to the layer when
     its name named the layer's workqueue at either end (its name shows the last one it ran), so the
