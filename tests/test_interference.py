@@ -199,3 +199,382 @@ def test_execution_fields_and_the_run_summary():
     assert contention_summary([quiet, quiet]) is None
     line = contention_summary([busy, quiet, {"execution": "v1 record without the key"}])
     assert line.startswith("1 of 2 executions ran on a busy machine") and "0.90 CPUs" in line
+
+
+# --- what serves an execution from outside its tree: the workload's servers, the layer's workers ------
+
+
+def test_kernel_threads_and_kworkers_are_matched_to_the_layer_they_serve():
+    from ccbench.interference import layer_worker
+
+    serving = ["fscrypt_read_queue", "kcryptd", "loop3"]
+    assert layer_worker("kworker/u9:1+fscrypt_read_queue", serving) == "fscrypt_read_queue"
+    assert layer_worker("kworker/u8:0-loop3", serving) == "loop3"
+    assert layer_worker("loop3", serving) == "loop3"
+    assert layer_worker("kcryptd/253:0", serving) == "kcryptd"
+    assert layer_worker("kworker/u8:0-kcryptd/253:0", serving) == "kcryptd"
+    # another loop device, a filesystem's own queue, an idle kworker: not this layer's
+    assert layer_worker("kworker/u8:0-loop31", serving) is None
+    assert layer_worker("kworker/u8:0-ext4-rsv-conversion", serving) is None
+    assert layer_worker("kworker/1:1", serving) is None
+
+
+def _stat_line(pid, name, ppid, ticks, kthread=False, start=100):
+    flags = 0x00200040 if kthread else 0x00400100
+    fields = ["S", ppid, pid, pid, 0, -1, flags, 0, 0, 0, 0, ticks, 0, 0, 0, 20, 0, 1, 0, start, 0, 0]
+    return f"{pid} ({name}) " + " ".join(str(f) for f in fields) + "\n"
+
+
+def _proc_with_threads(root, busy, threads, children_files=False):
+    """A /proc with a stat (``busy`` ticks) and one <pid>/stat per (pid, name, ppid, ticks, kthread);
+    with children_files, also each process's task/<pid>/children (kthreadd, pid 2, included)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "stat").write_text(f"cpu  {busy} 0 0 1000 0 0 0 0 0 0\ncpu0 0\ncpu1 0\nprocs_running 1\n")
+    for pid, name, ppid, ticks, kthread in [(2, "kthreadd", 0, 0, True), *threads]:
+        (root / str(pid)).mkdir(exist_ok=True)
+        (root / str(pid) / "stat").write_text(_stat_line(pid, name, ppid, ticks, kthread))
+        if children_files:
+            kids = " ".join(str(t[0]) for t in threads if t[2] == pid)
+            (root / str(pid) / "task" / str(pid)).mkdir(parents=True, exist_ok=True)
+            (root / str(pid) / "task" / str(pid) / "children").write_text(kids + (" " if kids else ""))
+
+
+@pytest.mark.parametrize("children_files", [False, True], ids=["whole-table", "children-files"])
+def test_the_layers_kernel_workers_and_the_servers_are_not_others(tmp_path, children_files, monkeypatch):
+    # between start and stop: the fscrypt kworker runs 150 ticks, the loop worker 50, a kworker of
+    # another workqueue 40, a server (and its child) 30 + 20, an unrelated process 60: 350 busy ticks
+    import os
+
+    root = tmp_path / "proc"
+    before = [
+        (10, "kworker/u9:0-events_unbound", 2, 0, True),
+        (11, "kworker/u8:1-loop0", 2, 0, True),
+        (12, "kworker/0:1-events", 2, 0, True),
+        (500, "redis-server", 1, 0, False),
+        (501, "redis-child", 500, 0, False),
+        (900, "someone-else", 1, 0, False),
+    ]
+    _proc_with_threads(root, 0, before, children_files)
+    if children_files:  # the trees and kthreadd's children are followed, not every process read
+        from ccbench import interference
+
+        monkeypatch.setattr(interference, "_process_table", lambda root: pytest.fail("read every process"))
+    monitor = InterferenceMonitor(
+        os.getpid(), poll_s=None, proc_root=root, servers=[500], layer_threads=["fscrypt_read_queue", "loop0"]
+    ).start()
+    after = [
+        (10, "kworker/u9:0+fscrypt_read_queue", 2, 150, True),
+        (11, "kworker/u8:1-loop0", 2, 50, True),
+        (12, "kworker/0:1-events", 2, 40, True),
+        (500, "redis-server", 1, 30, False),
+        (501, "redis-child", 500, 20, False),
+        (900, "someone-else", 1, 60, False),
+    ]
+    _proc_with_threads(root, 350, after, children_files)
+    record = monitor.stop()
+    assert record["layer_cpu_s"] == pytest.approx(2.0)
+    assert record["layer_workers"] == {"fscrypt_read_queue": 1.5, "loop0": 0.5}
+    assert record["servers_cpu_s"] == pytest.approx(0.5) and record["servers_processes"] == 2
+    # others: 3.5 busy - 2.0 layer - 0.5 servers - this process's own (the monitor's tree) >= 0
+    assert record["others_cpu_s"] <= 1.0 + 1e-9
+
+
+def _cpu_of_trees(pids):
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            for process in [root, *root.children(recursive=True)]:
+                times = process.cpu_times()
+                total += times.user + times.system + times.children_user + times.children_system
+        except psutil.Error:
+            continue
+    return total
+
+
+def _start_hog():
+    return subprocess.Popen([sys.executable, "-c", HOG.format(seconds=300)], start_new_session=True)
+
+
+def _stop_hog(hog):
+    hog.kill()
+    hog.wait()
+
+
+def _hog_cpu(hog):
+    import psutil
+
+    times = psutil.Process(hog.pid).cpu_times()
+    return times.user + times.system
+
+
+def _execute_beside(hog, job_fields, raw_dir):
+    """An execution with the hog running; its watch fields, and the hog's CPU over the watched
+    interval, estimated from the hog's CPU over the whole call scaled to the interval."""
+    cpu, started = _hog_cpu(hog), time.monotonic()
+    watch = _execute(job_fields, raw_dir)
+    cpu, elapsed = _hog_cpu(hog) - cpu, time.monotonic() - started
+    return watch, cpu * watch["interference"]["wall_s"] / elapsed
+
+
+def _execute(job_fields, raw_dir, workdir=None):
+    """One execution through the real supervisor, as the runner runs it; its watch fields."""
+    from ccbench.model import WorkerJob
+    from ccbench.supervise import WorkerExecutor
+
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    executor = WorkerExecutor(workdir=workdir)
+    try:
+        attempt = executor.execute(WorkerJob(raw_dir=str(raw_dir), repetition=0, warmup=False, **job_fields), raw_dir)
+    finally:
+        executor.close()
+    assert attempt.status.value == "ok", (attempt.error, attempt.output_tail)
+    return attempt.watch
+
+
+def _microservices_chain(base):
+    """The microservices chain prepared as the runner prepares it, in emulated hosts (a network
+    namespace per tier) where this machine has them; None with the reason when it cannot start.
+    Its open-loop load generator (oha) is not needed to prepare it: wrk drives it where oha is missing."""
+    from ccbench.topology import available
+    from ccbench.workloads import workload_class
+    from ccbench.workloads.base import PrepareContext
+
+    try:
+        cls = workload_class("microservices")
+    except Exception as exc:  # its module needs a set-up component
+        return None, None, f"microservices: {exc}"
+    hosts = "emulated" if available() is None else "local"
+    workload = cls("ms", cls.Params(hosts=hosts, **MICROSERVICES_LOAD))
+    reason = workload.requirements()
+    if reason and not reason.startswith("missing oha:"):
+        return None, None, reason
+    work = base / "work"
+    (work / "scratch").mkdir(parents=True)
+    (work / ".lock").write_text("")  # a run's work directory, where emulated hosts are recorded
+    ctx = PrepareContext("ms", work / "scratch", base / "raw" / "prepare", {"transport": "plain"})
+    workload.prepare(ctx)
+    return workload, ctx, None
+
+
+MICROSERVICES_LOAD = {"rates": [40], "duration": 3, "closed_loop": False, "connections": 4}
+
+
+@pytest.fixture(scope="module")
+def microservices_chain(tmp_path_factory):
+    base = tmp_path_factory.mktemp("chain")
+    workload, ctx, reason = _microservices_chain(base)
+    if reason:
+        pytest.skip(reason)
+    try:
+        yield ctx
+    finally:
+        workload.cleanup(ctx)
+
+
+def _microservices_job(ctx, raw_dir):
+    """The workload's own execution (oha at a fixed rate); where oha is missing, wrk's closed loop
+    over the same mix from the same client host, as a command."""
+    import json
+    import shlex
+
+    from ccbench.workloads import workload_class
+    from ccbench.workloads.microservices.oha import oha_binary
+    from ccbench.workloads.microservices.wrk import wrk_argv, wrk_script
+
+    params = workload_class("microservices").Params(**MICROSERVICES_LOAD)
+    job = {"workdir": str(ctx.workdir), "variant": ctx.variant, **ctx.companions()}
+    if oha_binary():
+        return {"kind": "microservices", "name": "ms", "params": params.model_dump(mode="json"), **job}
+    info = json.loads((ctx.raw_dir / "chain.json").read_text())
+    script = raw_dir.parent / "mix.lua"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(wrk_script(params.mix, params.users))
+    argv = info["client_prefix"] + wrk_argv(
+        info["base_url"], script=script, threads=1, connections=4, duration=3, timeout=5
+    )
+    return {"kind": "command", "name": "ms", "params": {"command": shlex.join(argv), "env": {}}, **job}
+
+
+def test_the_microservices_servers_are_the_executions_own_and_a_hog_is_not(microservices_chain, tmp_path):
+    ctx = microservices_chain
+    # every tier registered itself in prepare: nginx, the application tier, memcached, Redis, PostgreSQL
+    assert len(ctx.servers) >= 5
+    hog = _start_hog()
+    try:
+        before = _cpu_of_trees(ctx.servers)
+        watch, hog_cpu = _execute_beside(hog, _microservices_job(ctx, tmp_path / "raw"), tmp_path / "raw")
+        servers_cpu = _cpu_of_trees(ctx.servers) - before
+    finally:
+        _stop_hog(hog)
+    record = watch["interference"]
+    # the servers' CPU during the execution is the execution's (ticks are 10 ms; processes come and go)
+    assert record["servers_processes"] >= 5
+    assert record["servers_cpu_s"] >= 0.8 * servers_cpu - 0.1, (record, servers_cpu)
+    # the hog is someone else's, whatever else the machine did: flagged, and its CPU in others'
+    assert watch["contended"], record
+    assert record["others_cpu_s"] >= 0.7 * hog_cpu - 0.1, (record, hog_cpu)
+
+
+def test_the_microservices_chain_alone_is_not_contended(microservices_chain, tmp_path):
+    if _busy_fraction(1.0) > 0.15:
+        pytest.skip("this machine is busy with other work: no quiet interval to measure")
+    watch = _execute(_microservices_job(microservices_chain, tmp_path / "raw"), tmp_path / "raw")
+    if watch["contended"] and _busy_fraction(1.0) > 0.15:
+        pytest.skip("other work started on this machine during the interval")
+    assert not watch["contended"], watch
+
+
+@pytest.fixture(scope="module")
+def fscrypt_variant(tmp_path_factory):
+    """The storage plan's encrypted variant here (ext4 fscrypt on a loop file), set up by its axis."""
+    import shutil
+
+    from ccbench.variants.storage import StorageAxis, StorageOptions
+
+    axis, options = StorageAxis(), StorageOptions(image_size="192M")
+    reason = axis.skip_reason("encrypted:fscrypt", options) or (None if shutil.which("fio") else "fio is not installed")
+    if reason:
+        pytest.skip(reason)
+    prepared = axis.setup("encrypted:fscrypt", tmp_path_factory.mktemp("fscrypt"), options)
+    try:
+        yield prepared
+    finally:
+        axis.teardown(prepared)
+
+
+def _fio_job(prepared):
+    from ccbench.workloads.base import PrepareContext
+    from ccbench.workloads.fio import FioParams
+
+    # buffered sequential reads of a file larger than fio reads at once: fscrypt decrypts them in its read queue
+    params = FioParams(blocksizes=["1m"], patterns=["read"], size="96M", runtime=3, direct=False, iodepth=1)
+    return {
+        "kind": "fio",
+        "name": "fio",
+        "params": params.model_dump(mode="json"),
+        "workdir": str(prepared.path),
+        "variant": prepared.info,
+        **PrepareContext("fio", prepared.path, prepared.path, prepared.info, layer=[prepared.serving]).companions(),
+    }
+
+
+def _fscrypt_worker_cpu():
+    """CPU seconds of the kernel's workers whose name says they last ran the fscrypt read queue."""
+    import os
+
+    total = 0.0
+    for name in os.listdir("/proc"):
+        try:
+            text = open(f"/proc/{name}/stat").read() if name.isdigit() else ""
+        except OSError:
+            continue
+        if "fscrypt_read_queue" in text[: text.rfind(")") + 1]:
+            values = text[text.rfind(")") + 2 :].split()
+            total += (int(values[11]) + int(values[12])) / 100
+    return total
+
+
+def _drop_caches():
+    import os
+
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as handle:
+        handle.write("3")
+
+
+def test_fscrypts_kernel_workers_are_the_layers_cpu_and_a_hog_is_others(fscrypt_variant, tmp_path):
+    job = _fio_job(fscrypt_variant)
+    assert "fscrypt_read_queue" in job["layer_threads"] and any(t.startswith("loop") for t in job["layer_threads"])
+    _execute(job, tmp_path / "lay-out")  # the first execution writes fio's file
+    _drop_caches()
+    hog = _start_hog()
+    try:
+        before = _fscrypt_worker_cpu()
+        watch, hog_cpu = _execute_beside(hog, job, tmp_path / "raw")
+        workers = _fscrypt_worker_cpu() - before
+    finally:
+        _stop_hog(hog)
+    record = watch["interference"]
+    # the decryption ran in the kernel's fscrypt workers: the layer's CPU, named (a kworker's name
+    # shows the last queue it ran, so the test's own reading is approximate too)
+    assert workers > 0.05, "fio's reads were not decrypted in the fscrypt read queue"
+    assert record["layer_workers"].get("fscrypt_read_queue", 0) >= 0.5 * workers - 0.05, (record, workers)
+    assert record["layer_cpu_s"] >= record["layer_workers"]["fscrypt_read_queue"]
+    # the hog is someone else's: flagged, and its CPU in others', not in the layer's
+    assert watch["contended"], record
+    assert record["others_cpu_s"] >= 0.7 * hog_cpu - 0.1, (record, hog_cpu)
+
+
+def test_fscrypts_kernel_workers_alone_do_not_make_an_execution_contended(fscrypt_variant, tmp_path):
+    job = _fio_job(fscrypt_variant)
+    _execute(job, tmp_path / "lay-out")
+    _drop_caches()
+    if _busy_fraction(1.0) > 0.15:
+        pytest.skip("this machine is busy with other work: no quiet interval to measure")
+    before = _fscrypt_worker_cpu()
+    watch = _execute(job, tmp_path / "raw")
+    workers = _fscrypt_worker_cpu() - before
+    if watch["contended"] and _busy_fraction(1.0) > 0.15:
+        pytest.skip("other work started on this machine during the interval")
+    assert not watch["contended"], (watch, workers)
+
+
+def test_a_runs_storage_variant_hands_its_workers_to_the_watch(tmp_path, ccbench, workdir, write_plan):
+    from ccbench.variants.storage import StorageAxis, StorageOptions
+
+    reason = StorageAxis().skip_reason("encrypted:fscrypt", StorageOptions())
+    if reason:
+        pytest.skip(reason)
+    # write, drop the page cache, read back: the read is decrypted by the kernel's fscrypt workers
+    command = (
+        "dd if=/dev/urandom of=f bs=1M count=48 status=none && sync && echo 3 > /proc/sys/vm/drop_caches"
+        " && cat f > /dev/null"
+    )
+    path = write_plan(
+        f'[[workloads]]\nkind = "command"\nname = "c"\nrepetitions = 1\ncommand = "{command}"\n'
+        'variants = { storage = ["disk", "encrypted:fscrypt"] }\n',
+        top='[storage]\nimage_size = "128M"\n',
+    )
+    done = ccbench("run", path, "--out", tmp_path / "out", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    records = [
+        json.loads(line) for line in (next((tmp_path / "out").iterdir()) / "executions.jsonl").read_text().splitlines()
+    ]
+    by_storage = {r["variant"]["storage"]: r["interference"] for r in records}
+    assert by_storage["encrypted:fscrypt"]["layer_workers"].get("fscrypt_read_queue", 0) > 0, by_storage
+    assert "layer_cpu_s" not in by_storage["disk"]  # a plain directory declares nothing
+
+
+def test_gocryptfs_daemon_is_the_layers_cpu(tmp_path):
+    from ccbench.variants.storage import StorageAxis, StorageOptions
+    from ccbench.workloads.base import PrepareContext
+
+    axis, options = StorageAxis(), StorageOptions()
+    reason = axis.skip_reason("encrypted:gocryptfs", options)
+    if reason:
+        pytest.skip(reason)
+    prepared = axis.setup("encrypted:gocryptfs", tmp_path, options)
+    try:
+        companions = PrepareContext("c", prepared.path, tmp_path, prepared.info, layer=[prepared.serving]).companions()
+        assert len(companions["layer_pids"]) == 1  # the daemon serving this mount point, found by its command line
+        # the measured process writes and reads through the mount: gocryptfs encrypts in its own process
+        script = (
+            "import os\n"
+            f"path = {str(prepared.path / 'f')!r}\n"
+            "data = os.urandom(8 << 20)\n"
+            "for _ in range(4):\n"
+            "    open(path, 'wb').write(data); os.sync(); open(path, 'rb').read()\n"
+        )
+        measured = subprocess.Popen([sys.executable, "-c", script])
+        monitor = InterferenceMonitor(measured.pid, poll_s=0.2, layer_pids=companions["layer_pids"]).start()
+        measured.wait(timeout=120)
+        record = monitor.stop()
+    finally:
+        axis.teardown(prepared)
+    assert record["layer_workers"].get("daemons", 0) > 0.05, record
+    assert record["layer_cpu_s"] >= record["layer_workers"]["daemons"]

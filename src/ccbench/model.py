@@ -131,6 +131,13 @@ class WorkerJob(BaseModel):
     environment: dict[str, Any] = Field(default_factory=dict)
     #: CPUs the worker pins itself to, or None
     pin: list[int] | None = None
+    #: read by the supervisor, not the worker: the processes the workload started for its executions
+    #: (their CPU is the execution's own), the protection layer's daemons and kernel threads (the
+    #: layer's CPU; ccbench.interference), and whether to record the mechanism counters (ccbench.counters)
+    servers: list[int] = Field(default_factory=list)
+    layer_pids: list[int] = Field(default_factory=list)
+    layer_threads: list[str] = Field(default_factory=list)
+    counters: bool = True
 
 
 class WorkerResult(BaseModel):
@@ -186,6 +193,10 @@ class ExecutionRecord(BaseModel):
     contended: bool = False
     #: which thresholds were exceeded, one line each
     contended_reasons: list[str] = Field(default_factory=list)
+    #: the mechanism counters' changes over the execution, name -> value (ccbench.counters); absent when off
+    counters: dict[str, float] | None = None
+    #: the counters this machine cannot read, name -> why
+    counters_missing: dict[str, str] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

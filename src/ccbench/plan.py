@@ -27,6 +27,7 @@ PER_WORKLOAD_SETTINGS = (
     "detect",
     "max_repetitions",
     "max_time",
+    "counters",
 )
 
 
@@ -95,6 +96,8 @@ class Defaults(PrecisionSettings):
     cooldown: float = Field(2.0, ge=0)
     timeout: float = Field(1800.0, gt=0)
     variants: dict[str, list[str]] = Field(default_factory=dict)
+    #: record the mechanism counters around each execution (ccbench.counters)
+    counters: bool = True
 
     @model_validator(mode="after")
     def _limits(self):
@@ -112,6 +115,8 @@ class WorkloadSpec(PrecisionSettings):
     warmup: int = Field(ge=0)
     cooldown: float = Field(ge=0)
     timeout: float = Field(gt=0)
+    #: record the mechanism counters around each execution (ccbench.counters)
+    counters: bool = True
     #: axis -> values, only for the axes this kind honours
     variants: dict[str, list[str]] = Field(default_factory=dict)
     #: validated parameters (as JSON-able values)
@@ -145,6 +150,10 @@ class Plan(BaseModel):
         return self.model_copy(
             update={"workloads": [w.model_copy(update={"repetitions": repetitions}) for w in self.workloads]}
         )
+
+    def without_counters(self) -> Plan:
+        """Every workload without the mechanism counters (``--no-counters``)."""
+        return self.model_copy(update={"workloads": [w.model_copy(update={"counters": False}) for w in self.workloads]})
 
     def with_precision(self, precision: str | float) -> Plan:
         """Every workload with this precision target (``--precision``)."""

@@ -260,7 +260,8 @@ class Runner:
         from ccbench.interference import Thresholds
 
         if self.executor is None:
-            self.executor = WorkerExecutor(Thresholds.from_mapping(self.plan.contention), self.reporter.message)
+            thresholds = Thresholds.from_mapping(self.plan.contention)
+            self.executor = WorkerExecutor(thresholds, self.reporter.message, self.workdir)
         writer = self._writer = self._open_bundle()
         self.environment = writer.manifest.get("environment", {})
         outcomes = {spec.name: Outcome() for spec in self.plan.workloads}
@@ -291,6 +292,7 @@ class Runner:
                     outcomes[spec.name].status = OutcomeStatus.INTERRUPTED
                 writer.manifest["outcomes"][spec.name] = outcomes[spec.name].as_dict()
         finally:
+            getattr(self.executor, "close", lambda: None)()  # the counters' mounts, made for this run
             self.reporter.stop()
             self._restore_signals(previous_handlers)
             writer.manifest["ended_at"] = utc_now_iso()
@@ -461,16 +463,10 @@ class Runner:
         variant once) until the primary metric's 95% interval (with --detect: its MDE, which then
         decides) is within the target, or max_repetitions or max_time is reached
         (ccbench.analysis.precision); why it stopped goes into the outcome."""
-        from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS, PrecisionRule, decide
+        from ccbench.analysis.precision import decide, rule_for
 
         spec = job.spec
-        rule = PrecisionRule(
-            spec.detect if spec.detect is not None else spec.precision,
-            min_repetitions=spec.repetitions,
-            max_repetitions=spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions),
-            max_time_s=spec.max_time,
-            detect=spec.detect is not None,
-        )
+        rule = rule_for(spec)
         combos = job.combinations()
         repetition, round_s = spec.repetitions, None
         decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started)
@@ -553,6 +549,7 @@ class Runner:
             raw_dir=raw_dir,
             variant=variant,
             environment=self.environment,
+            layer=[job.variants[(axis, value)].serving for axis, value in execution.combo.items()],
         )
 
     # --- one execution ---------------------------------------------------------------------------
@@ -573,6 +570,8 @@ class Runner:
             timeout=spec.timeout,
             environment=self.environment or {},
             pin=self.pin,
+            counters=spec.counters,
+            **ctx.companions(),
         )
         record = ExecutionRecord(
             key=execution.key,

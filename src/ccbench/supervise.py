@@ -93,14 +93,25 @@ def read_result(result_file: Path, log_file: Path, raw_dir: Path, returncode: in
 class WorkerExecutor:
     """Each execution in a fresh ``python -m ccbench.worker`` process, in its own session."""
 
-    def __init__(self, thresholds=None, message: Callable[[str], None] = lambda text: None):
+    def __init__(self, thresholds=None, message: Callable[[str], None] = lambda text: None, workdir=None):
         #: ccbench.interference.Thresholds of the plan (None: the defaults)
         self.thresholds = thresholds
         self.message = message
+        #: the run's work directory: the counters' ledger lives there (None: no mounts are made)
+        self.workdir = workdir
+        #: the mechanism counters' sources (ccbench.counters), opened at the first execution that wants them
+        self.counters = None
+
+    def close(self) -> None:
+        """The run is over: undo what the counters mounted."""
+        if self.counters is not None:
+            self.counters.close()
+            self.counters = None
 
     def execute(self, job: WorkerJob, raw_dir: Path) -> Attempt:
         job_file, result_file, log_file = raw_dir / "job.json", raw_dir / "result.json", raw_dir / "worker.log"
         job_file.write_text(job.model_dump_json())
+        counted = self._count(job)
         start = time.perf_counter()
         with open(log_file, "wb") as log:
             try:
@@ -115,8 +126,9 @@ class WorkerExecutor:
             except OSError as exc:
                 attempt = Attempt(ExecutionStatus.FAILED, f"could not start the worker process: {exc}")
                 return self._ended(attempt, time.perf_counter() - start, log_file)
-            stopped, watch = self._supervise(process, job.timeout)
+            stopped, watch = self._supervise(process, job)
         elapsed = time.perf_counter() - start
+        watch.update(self._counted(counted))
         if stopped is not None:
             attempt = stopped
         else:
@@ -125,13 +137,13 @@ class WorkerExecutor:
         attempt.watch = watch
         return self._ended(attempt, elapsed, log_file)
 
-    def _supervise(self, process: subprocess.Popen, timeout: float | None) -> tuple[Attempt | None, dict[str, Any]]:
+    def _supervise(self, process: subprocess.Popen, job: WorkerJob) -> tuple[Attempt | None, dict[str, Any]]:
         """Watch the worker until it ends. Returns the attempt of a timeout or a signal (its whole
         tree ended), None when it ended by itself; and what the interference watch saw."""
-        monitor = None
+        monitor, timeout = None, job.timeout
         try:
             # the watch starts with the worker and ends with it: the execution's measured interval
-            monitor = self._watch(process.pid)
+            monitor = self._watch(process.pid, job)
             wait_for_exit(process, timeout)
         except subprocess.TimeoutExpired:
             watch = self._observe(monitor)
@@ -155,15 +167,42 @@ class WorkerExecutor:
                 pass
         return attempt
 
-    def _watch(self, pid: int):
-        """Start watching the machine around the worker (ccbench.interference); None if it cannot."""
+    def _watch(self, pid: int, job: WorkerJob):
+        """Start watching the machine around the worker (ccbench.interference), with the workload's
+        servers and the layer's workers apart from others; None if it cannot."""
         from ccbench.interference import InterferenceMonitor
 
         try:
-            return InterferenceMonitor(pid).start()
+            companions = {"servers": job.servers, "layer_pids": job.layer_pids, "layer_threads": job.layer_threads}
+            return InterferenceMonitor(pid, **companions).start()
         except Exception as exc:  # the watch is evidence about the run, never a reason to fail it
             self.message(f"interference monitor could not start: {type(exc).__name__}: {exc}")
             return None
+
+    def _count(self, job: WorkerJob) -> dict[str, float] | None:
+        """The mechanism counters before the execution (ccbench.counters); None when off or failing."""
+        if not job.counters:
+            return None
+        from ccbench.counters import CounterSession
+
+        try:
+            if self.counters is None:
+                self.counters = CounterSession(self.workdir)  # kept first: close() undoes a half-open one
+                self.counters.open()
+            return self.counters.snapshot()
+        except Exception as exc:  # the counters are evidence about the run, never a reason to fail it
+            self.message(f"mechanism counters could not be read: {type(exc).__name__}: {exc}")
+            return None
+
+    def _counted(self, before: dict[str, float] | None) -> dict[str, Any]:
+        """The record fields of the counters after the execution (counters, counters_missing)."""
+        from ccbench.counters import execution_fields
+
+        try:
+            return execution_fields(self.counters, before)
+        except Exception as exc:
+            self.message(f"mechanism counters could not be read: {type(exc).__name__}: {exc}")
+            return {}
 
     def _observe(self, monitor) -> dict[str, Any]:
         """Stop the watch: the record fields of what it saw (interference, contended, contended_reasons)."""

@@ -52,13 +52,14 @@ def cleanup_stale(workdir: Path) -> list[str]:
     first: their data may sit in a storage variant's directory), mounts, loop devices and keys, and
     emulated hosts (network namespaces, bridges, veths) whose owner is gone. Callers hold the
     workdir lock, so nothing here belongs to a live run."""
-    from ccbench import topology
+    from ccbench import counters, topology
     from ccbench.variants import storage
     from ccbench.workloads import cleanup_stale as workloads_cleanup_stale
 
     removed = workloads_cleanup_stale(workdir)
     removed += storage.cleanup_stale(workdir)
     removed += topology.cleanup_stale(workdir)
+    removed += counters.cleanup_stale(workdir)
     return removed
 
 

@@ -272,3 +272,15 @@ def primary_values(samples: Sequence[Any], variants: Sequence[str], declared: Se
         if variant in values and series(sample) == primary:
             values[variant].append(sample.value)
     return values
+
+
+def rule_for(spec: Any) -> PrecisionRule:
+    """The rule of a plan's workload (a ccbench.plan.WorkloadSpec: its precision or detect target, its
+    repetitions as the minimum, max_repetitions and max_time)."""
+    return PrecisionRule(
+        spec.detect if spec.detect is not None else spec.precision,
+        min_repetitions=spec.repetitions,
+        max_repetitions=spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions),
+        max_time_s=spec.max_time,
+        detect=spec.detect is not None,
+    )

@@ -108,8 +108,28 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     "or A B A B (fixed). A resumed run keeps its bundle's.",
 )
 @click.option("--seed", "order_seed", type=click.IntRange(min=0), help="The seed of --order random (default: new).")
+@click.option(
+    "--no-counters",
+    is_flag=True,
+    help="Do not record the mechanism counters (page faults, interrupts, bounce buffers...) around each "
+    "execution (as 'counters = false' in the plan's [defaults]; docs/mechanisms.md).",
+)
 def command(
-    plan, out, repeat, only, pin, workdir, storage_paths, notebook, params, resume, precision, detect, order, order_seed
+    plan,
+    out,
+    repeat,
+    only,
+    pin,
+    workdir,
+    storage_paths,
+    notebook,
+    params,
+    resume,
+    precision,
+    detect,
+    order,
+    order_seed,
+    no_counters,
 ) -> None:
     """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
 
@@ -154,6 +174,8 @@ def command(
         raise CCBenchError(
             f"{'--precision' if precision else '--detect'} cannot change a resumed run (it keeps its plan)"
         )
+    if no_counters:
+        the_plan = the_plan.without_counters()
     runner = Runner(
         the_plan,
         out=Path(out),

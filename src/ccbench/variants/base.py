@@ -33,6 +33,9 @@ class PreparedVariant:
     path: Path | None = None
     #: what the axis made for it and undoes in teardown (for storage, a storage.Mechanism)
     handle: Any = None
+    #: what serves it outside the workload's processes, counted as the layer's CPU by the interference
+    #: watch: ``layer_threads`` (kernel thread or workqueue names), ``layer_pids`` (daemons)
+    serving: dict[str, list] = field(default_factory=dict)
 
 
 class VariantAxis(ABC):

@@ -283,6 +283,11 @@ class Mechanism(ABC):
     def tear_down(self) -> None:  # noqa: B027 - nothing to undo by default
         pass
 
+    def serving(self) -> dict[str, list]:
+        """What serves this variant outside the workload's processes, for the interference watch:
+        ``layer_threads`` (kernel thread or workqueue names) and ``layer_pids`` (daemons)."""
+        return {}
+
     @classmethod
     def clean_stale(cls, entry: dict[str, Any]) -> list[str]:
         """Undo what only this mechanism knows about, for a state-file entry a killed run left
@@ -446,6 +451,10 @@ class Ext4Loop(Mechanism):
     def loop_info(self) -> dict[str, Any]:
         return {"loop_direct_io": self.image.direct_io, "image_size": self.options.image_size}
 
+    def serving(self) -> dict[str, list]:
+        # the loop device's worker (loopN, or kworkers running its loopN workqueue)
+        return {"layer_threads": [Path(self.image.device).name] if self.image.device else []}
+
     def set_up(self):
         path = self.mount_filesystem() / "data"
         path.mkdir()
@@ -511,6 +520,10 @@ class Fscrypt(Ext4Loop):
                 pass  # unmounting drops the filesystem's keys anyway
         super().tear_down()
 
+    def serving(self) -> dict[str, list]:
+        # reads are decrypted by the kernel's fscrypt read queue (writes in the writer's own context)
+        return {"layer_threads": ["fscrypt_read_queue", *super().serving()["layer_threads"]]}
+
 
 class Gocryptfs(Mechanism):
     """gocryptfs (FUSE): ciphertext in ``directory/cipher``, plaintext view at ``directory/mnt``."""
@@ -559,6 +572,17 @@ class Gocryptfs(Mechanism):
         if self.mount_point is not None:
             _unmount(str(self.mount_point))
 
+    def serving(self) -> dict[str, list]:
+        # the gocryptfs daemon that serves this mount point (it forks into the background)
+        import psutil
+
+        mount_point = str(self.mount_point)
+        pids = []
+        for process in psutil.process_iter(["name", "cmdline"]):
+            if process.info["name"] == "gocryptfs" and mount_point in (process.info["cmdline"] or []):
+                pids.append(process.pid)
+        return {"layer_pids": pids}
+
 
 def dm_crypt_info(name: str) -> dict[str, Any]:
     """The live mapping's sector size and options (no_read_workqueue, ...) from ``dmsetup table``
@@ -586,6 +610,11 @@ class Luks(Mechanism):
         self.dm_name = f"ccbench-{directory.name}"
         self.opened = False
         self.mount_point: Path | None = None
+
+    def serving(self) -> dict[str, list]:
+        # dm-crypt's workers (kcryptd/<dev>, dmcrypt_write/<dev>) and the loop device's
+        loop = [Path(self.image.device).name] if self.image.device else []
+        return {"layer_threads": ["kcryptd", "dmcrypt_write", *loop]}
 
     @classmethod
     def unavailable(cls):
@@ -771,6 +800,7 @@ class StorageAxis(VariantAxis):
         prepared = PreparedVariant(axis=self.axis, value=value, handle=mechanism)
         try:
             prepared.path, prepared.info = mechanism.set_up()
+            prepared.serving = mechanism.serving()
         except BaseException:
             self.teardown(prepared)
             raise

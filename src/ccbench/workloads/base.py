@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -81,6 +81,24 @@ class PrepareContext:
     variant: dict[str, Any]
     #: the environment probe document (see probe/)
     environment: dict[str, Any] = field(default_factory=dict)
+    #: what serves each of the variants' protection layers (PreparedVariant.serving), set by the runner
+    layer: list[dict[str, list]] = field(default_factory=list)
+    #: pids of the processes the workload started for its executions outside the worker (register_servers)
+    servers: list[int] = field(default_factory=list)
+
+    def register_servers(self, pids: Iterable[int | None]) -> None:
+        """Say which processes this prepare started to serve the executions (servers, in network
+        namespaces or not): their trees' CPU is the executions' own, not other processes' work, in
+        the interference watch (ccbench.interference)."""
+        self.servers += [pid for pid in pids if pid and pid not in self.servers]
+
+    def companions(self) -> dict[str, list]:
+        """The WorkerJob fields that hand the servers and the layer's workers to the watch."""
+        fields: dict[str, list] = {"servers": list(self.servers), "layer_pids": [], "layer_threads": []}
+        for serving in self.layer:
+            for key in ("layer_pids", "layer_threads"):
+                fields[key] += [value for value in serving.get(key, []) if value not in fields[key]]
+        return fields
 
 
 @dataclass

@@ -132,6 +132,7 @@ class Microservices(Workload):
             chain.stop()
             raise
         self._chains[str(ctx.workdir)] = chain
+        ctx.register_servers(server.pid for server in chain.state.servers)
         ctx.raw_dir.mkdir(parents=True, exist_ok=True)
         (ctx.raw_dir / "chain.json").write_text(json.dumps(info, indent=1))
 
