@@ -60,14 +60,16 @@ def test_stale_cleanup_asks_only_kinds_with_a_directory_and_passes_over_one_that
 def _kinds_own_code(relative: Path, kinds: set[str]) -> bool:
     """A module whose job is one kind, or the list of them: a workload's own module or package (all
     of workloads/ but the registry's two generic modules), a family's report section (named for its
-    kind), the importers (each format's adapter makes that kind's samples)."""
+    kind), the importers (each format's adapter makes that kind's samples), the tools' parsers."""
     parts = relative.parts
     if parts[0] == "workloads":
         return relative.name not in ("__init__.py", "base.py") or len(parts) > 2
     if parts[:2] == ("report", "sections"):
         stem = relative.stem
         return stem in kinds or stem.removesuffix("s") in kinds
-    return parts[:2] == ("results", "importers") or relative == Path("results/importers.py")
+    # a tool's parser (formats/): named for its tool, which may also be a kind (fio) or map a study's
+    # names to kinds (seed000)
+    return parts[:2] == ("results", "importers") or parts[0] == "formats"
 
 
 #: generic modules that may name kinds, each with its reason
