@@ -203,16 +203,15 @@ class Store:
     def partition_files(self) -> list[Path]:
         """Exactly the committed partition files: ``date=<day>/label=<name>/<run id>.parquet``."""
         files = []
-        if not self.path.is_dir():
-            return files
-        for day in sorted(self.path.iterdir()):
-            if not (day.is_dir() and _DATE_DIR.match(day.name)):
-                continue
-            for label in sorted(day.iterdir()):
-                if not (label.is_dir() and label.name.startswith("label=")):
-                    continue
-                files += [f for f in sorted(label.iterdir()) if f.suffix == ".parquet" and RUN_ID.match(f.stem)]
+        for label in self._partition_dirs():
+            files += [f for f in sorted(label.iterdir()) if f.suffix == ".parquet" and RUN_ID.match(f.stem)]
         return files
+
+    def _partition_dirs(self) -> list[Path]:
+        if not self.path.is_dir():
+            return []
+        days = [d for d in sorted(self.path.iterdir()) if d.is_dir() and _DATE_DIR.match(d.name)]
+        return [p for d in days for p in sorted(d.iterdir()) if p.is_dir() and p.name.startswith("label=")]
 
     def run_ids(self) -> set[str]:
         self.check()
@@ -264,9 +263,6 @@ class Store:
     def add(self, tables: list) -> int:
         """Add runs (one Arrow table of the declared schema each); returns how many were new (a run
         another process added meanwhile is not added twice)."""
-        if not tables:
-            self.check()
-            return 0
         if self.partitioned:
             return self._add_parquet(tables)
         return self._add_duckdb(tables)
@@ -275,6 +271,8 @@ class Store:
         import pyarrow as pa
 
         self.check()
+        if not tables:
+            return 0
         if not self.path.parent.exists():
             raise CCBenchError(f"--store {self.path}: the directory {self.path.parent} does not exist")
         duckdb = _duckdb()
@@ -316,6 +314,10 @@ class Store:
         from ccbench.fsutil import remove_stale_staged, staged_file, write_json_atomic
 
         version = self.check()
+        for directory in self._partition_dirs():
+            remove_stale_staged(directory)  # what killed adds left, once their writers are gone
+        if not tables:
+            return 0
         if not self.path.parent.exists():
             raise CCBenchError(f"--store {self.path}: the directory {self.path.parent} does not exist")
         self.path.mkdir(exist_ok=True)
@@ -330,7 +332,6 @@ class Store:
             day = started.strftime("%Y-%m-%d") if started is not None else "unknown"
             directory = self.path / f"date={day}" / f"label={_safe(table.column('label')[0].as_py())}"
             directory.mkdir(parents=True, exist_ok=True)
-            remove_stale_staged(directory)
             try:
                 with staged_file(directory / f"{run_id}.parquet", replace=False) as temporary:
                     pq.write_table(table, temporary)
