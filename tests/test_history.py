@@ -126,7 +126,9 @@ def test_add_show_and_report_name_the_change_and_what_changed(nightly, tmp_path,
     report = run_ccbench("history", "report", "--store", store, "-o", page)
     assert report.returncode == 0, report.stderr
     body = page.read_text()
-    assert body.index("Verdict") < body.index("<svg") and "kernel_release 6.8 -&gt; 6.9" in body
+    assert body.index("Verdict") < body.index("id='chart'")
+    (shown_series,) = _page_data(body)["series"]
+    assert [c["changed"] for c in shown_series["changes"]] == [{"kernel_release": ["6.8", "6.9"]}]
 
 
 @needs_duckdb
@@ -351,3 +353,82 @@ def test_a_change_point_names_every_provenance_field_that_moved():
         "kernel_cmdline": ("quiet", "quiet swiotlb=force"),
         "snp_reported_tcb": ('{"microcode": 68}', '{"microcode": 72}'),
     }
+
+
+def _page_data(body: str) -> dict:
+    start = body.index("<script id='data' type='application/json'>") + len("<script id='data' type='application/json'>")
+    return json.loads(body[start : body.index("</script>", start)])
+
+
+def _page_series() -> list[Series]:
+    """Three series of 12 runs (two machines, two workloads); the odd-named one moved at run 6 when the
+    kernel command line changed."""
+    from ccbench.results.history import _change_point
+
+    out = []
+    cases = (("cvm $x$ </script><b>", "fio", "iops"), ("plain", "fio", "iops"), ("plain", "prime", "time"))
+    for number, (label, workload, metric) in enumerate(cases):
+        s = _series([1.0] * 6 + [1.2 if label.startswith("cvm") else 1.0] * 6)
+        s.key = {"label": label, "config": f"{label} / SEV-SNP", "workload": workload, "case": "4k", "metric": metric}
+        s.points["run_id"] = [f"journal-{number * 100 + i:064x}" for i in range(12)]
+        s.points["bundle"] = [f"/results/{label}/run-{i}" for i in range(12)]
+        s.points["n"] = 3
+        s.points["kernel_cmdline"] = ["quiet"] * 6 + ["quiet swiotlb=force" if label.startswith("cvm") else "quiet"] * 6
+        if label.startswith("cvm"):
+            change = {"mean_before": 1.0, "mean_after": 1.2, "stddev_before": 0, "stddev_after": 0, "pvalue": 0.0}
+            s.change_points = [_change_point(s, 6, change)]
+        out.append(s)
+    return out
+
+
+def test_the_history_page_is_one_offline_file_with_the_changes_first_and_labels_kept_as_text(tmp_path):
+    from ccbench.results.history_report import render
+
+    body = render(_page_series(), None, tmp_path / "h.duckdb")
+    data = _page_data(body)
+    assert len(data["series"]) == 3 and len(data["runs"]) == 12 * 3
+    (moved,) = [s for s in data["series"] if s["changes"]]
+    assert moved["label"] == "cvm $x$ </script><b>"
+    assert moved["changes"][0]["changed"] == {"kernel_cmdline": ["quiet", "quiet swiotlb=force"]}
+    assert moved["changes"][0]["index"] == 6 and moved["changes"][0]["percent"] == pytest.approx(20)
+    assert "<b>" not in body and body.count("</script>") == 3  # uPlot, the data, the page's code
+    assert "<script src" not in body and "<link" not in body and "https://cdn" not in body  # nothing fetched
+    assert body.index("Verdict") < body.index("id='picker'") < body.index("id='chart'")
+    assert len(body) < 200_000
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)"
+)
+def test_the_history_page_works_in_headless_chromium(tmp_path):
+    """Loaded in the real browser: no script error, the series listed, the moved one shown first with a
+    chart, and a filter (given in the link, set through the same control) changes what is listed."""
+    import re
+    import subprocess
+
+    from ccbench.results.history_report import render
+
+    page = tmp_path / "history.html"
+    page.write_text(render(_page_series(), None, tmp_path / "h.duckdb"))
+
+    def dom(fragment: str) -> tuple[str, str]:
+        done = subprocess.run(
+            ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1600", "--enable-logging=stderr",
+             "--v=0", "--dump-dom", page.as_uri() + fragment],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        return done.stdout, done.stderr
+
+    shown, log = dom("")
+    errors = [line for line in log.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert not errors, errors
+    assert 'data-ready="1"' in shown and "<canvas" in shown
+    assert re.search(r'id="count"[^>]*>3 of 3 series<', shown), shown[-3000:]
+    assert re.search(r'id="title"[^>]*>cvm \$x\$ &lt;/script&gt;&lt;b&gt; / ', shown)  # the one that moved
+    assert "kernel_cmdline: quiet -&gt; quiet swiotlb=force" in shown
+    filtered, log = dom("#workload=prime")
+    assert not [line for line in log.splitlines() if "Uncaught" in line]
+    assert re.search(r'id="count"[^>]*>1 of 3 series<', filtered)
+    assert re.search(r'id="title"[^>]*>plain / plain / SEV-SNP / prime / 4k / time<', filtered)
