@@ -7,7 +7,7 @@ points drawn as dashed lines; contended runs hollow). Hovering a point shows its
 how many samples, the run id, the bundle and the run's provenance. The data is one JSON blob: one
 entry per run (its facts once) and per series only times, medians and run numbers. Nothing is
 fetched when the page is viewed. A link may carry filters and a series in its fragment
-(``#workload=fio&metric=iops&series=3``).
+(``#workload=NAME&metric=NAME&series=3``).
 """
 
 from __future__ import annotations
