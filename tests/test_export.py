@@ -189,7 +189,7 @@ def test_two_exports_to_one_name_never_mix_and_a_dead_exports_leftover_is_remove
     alive = tmp_path / f".both.parquet.ccbench-{me.pid}-{int(me.create_time() * 1000)}-4567cdef.partial"
     alive.write_bytes(b"y")
     out = tmp_path / "both.parquet"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = dict(os.environ)  # the ccbench the other command tests run (run_ccbench)
     racers = [
         subprocess.Popen(
             [sys.executable, "-m", "ccbench", "export", bundle, "-o", out],
