@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
@@ -69,20 +70,47 @@ def run_id_of(bundle_path: Path) -> str:
     return "journal-" + sha256_file(bundle_path / "samples.jsonl")
 
 
-def run_points(bundle, frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
-    """One bundle's series points: the median of each series' measured samples, with the run's facts
-    and its CC provenance (as text: what a change point compares)."""
+def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> list[pd.DataFrame]:
+    """Each bundle's series points, read and reduced by the analysis engine (DuckDB): the median of
+    each series' measured samples, with the run's facts and its CC provenance (as text: what a change
+    point compares). One frame per bundle, empty when it has no measured sample."""
+    from ccbench.analysis.engine import machine_of, sample_set
+
+    samples = sample_set(bundles, labels, frame=False)
+    connection = samples.connection()
+    try:
+        medians = connection.sql(
+            "SELECT bundle, grp, cfg, unit, better, median(value) AS median, count(*) AS n, "
+            "bool_or(contended) AS contended, min(row) AS first FROM measured "
+            "GROUP BY bundle, grp, cfg, unit, better ORDER BY bundle, first"
+        ).df()
+    finally:
+        connection.close()
+    groups = pd.DataFrame(samples.groups, columns=["workload", "params", "case", "metric"], dtype=object)
+    strings = np.array([*samples.strings, None], dtype=object)
+    out = []
+    for index, bundle in enumerate(bundles):
+        rows = medians[medians["bundle"] == index]
+        if rows.empty:
+            out.append(pd.DataFrame(columns=COLUMNS))
+            continue
+        points = groups.iloc[rows["grp"].to_numpy()].reset_index(drop=True)
+        points["label"] = machine_of(bundle, labels)[0]
+        points["config"] = np.array(samples.configs, dtype=object)[rows["cfg"].to_numpy()]
+        points["unit"] = strings[rows["unit"].to_numpy()]
+        points["better"] = strings[rows["better"].to_numpy()]
+        points["median"] = rows["median"].to_numpy()
+        points["n"] = rows["n"].to_numpy()
+        points["contended"] = rows["contended"].to_numpy().astype(bool)
+        for name, value in _run_facts(bundle, run_ids[index]).items():
+            points[name] = value
+        out.append(points[COLUMNS])
+    return out
+
+
+def _run_facts(bundle, run_id: str) -> dict[str, Any]:
     from ccbench.results.export import provenance_columns
 
-    measured = frame[~frame["warmup"].astype(bool)]
-    if measured.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    keys = ["machine", "config", "workload", "case", "params", "metric", "unit"]
-    measured = measured.assign(better=measured["better"].fillna(""))
-    grouped = measured.groupby([*keys, "better"], sort=False, dropna=False).agg(
-        median=("value", "median"), n=("value", "size"), contended=("contended", "any")
-    )
-    points = grouped.reset_index().rename(columns={"machine": "label"})
     probe, manifest = bundle.probe, bundle.manifest
     cpu = probe.get("cpu") or {}
     facts = {
@@ -98,10 +126,7 @@ def run_points(bundle, frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
     }
     provenance = provenance_columns(bundle)
     facts.update({name: _text(provenance.get(name)) for name in PROVENANCE})
-    for name, value in facts.items():
-        points[name] = value
-    points["better"] = points["better"].replace("", None)
-    return points[COLUMNS]
+    return facts
 
 
 def _text(value: Any) -> str | None:
@@ -115,20 +140,19 @@ def _text(value: Any) -> str | None:
 def add_bundles(paths, store: Store, labels: dict[str, str] | None = None) -> tuple[int, int]:
     """Add each finished bundle's points in one step (one DuckDB transaction, or one staged file per
     run in a Parquet store); returns (added, already there)."""
-    from ccbench.analysis.load import frame_from_bundles, load_bundles
+    from ccbench.analysis.load import load_bundles
     from ccbench.results.export import distinct_bundles
 
     known = store.run_ids()  # also checks that the store is one
-    tables, skipped = [], 0
+    new, run_ids, skipped = [], [], 0
     for bundle in load_bundles(distinct_bundles(paths), samples=False):
         run_id = run_id_of(Path(bundle.path))
-        if run_id in known:
+        if run_id in known or run_id in run_ids:
             skipped += 1
             continue
-        points = run_points(bundle, frame_from_bundles([bundle], labels or {}), run_id)
-        known.add(run_id)
-        if not points.empty:
-            tables.append(points_table(points))
+        new.append(bundle)
+        run_ids.append(run_id)
+    tables = [points_table(p) for p in run_points(new, labels or {}, run_ids) if not p.empty] if new else []
     added = store.add(tables)
     return added, skipped + len(tables) - added  # a run another add put in meanwhile is already there
 
