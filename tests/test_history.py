@@ -431,4 +431,8 @@ def test_the_history_page_works_in_headless_chromium(tmp_path):
     filtered, log = dom("#workload=prime")
     assert not [line for line in log.splitlines() if "Uncaught" in line]
     assert re.search(r'id="count"[^>]*>1 of 3 series<', filtered)
-    assert re.search(r'id="title"[^>]*>plain / plain / SEV-SNP / prime / 4k / time<', filtered)
+    assert re.search(r'id="title"[^>]*>plain / SEV-SNP / prime / 4k / time<', filtered)
+    only_moved, _ = dom("#metric=iops&moved=1")
+    assert re.search(r'id="count"[^>]*>1 of 3 series<', only_moved)
+    nothing, _ = dom("#workload=prime&moved=1")
+    assert re.search(r'id="count"[^>]*>0 of 3 series<', nothing) and "no series matches these filters" in nothing

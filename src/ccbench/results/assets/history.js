@@ -3,6 +3,7 @@
 "use strict";
 (function () {
   const data = JSON.parse(document.getElementById("data").textContent);
+  const linked = new URLSearchParams(location.hash.slice(1)); // read before the page writes its own
   const $ = (id) => document.getElementById(id);
   const make = (tag, text, cls) => {
     const node = document.createElement(tag);
@@ -10,7 +11,8 @@
     if (cls) node.className = cls;
     return node;
   };
-  const name = (s) => [s.label, s.config, s.workload, s.case, s.metric].filter((p) => p).join(" / ");
+  // the configuration names the machine first ("label / TEE / storage / transport")
+  const name = (s) => [s.config || s.label, s.workload, s.case, s.metric].filter((p) => p).join(" / ");
   const pct = (v) => (v === null || v === undefined ? "?" : (v > 0 ? "+" : "") + v.toFixed(1) + "%");
   let chart = null;
   let current = null;
@@ -168,7 +170,7 @@
     history.replaceState(null, "", "#" + parts.join("&"));
   }
   function readHash() {
-    const wanted = new URLSearchParams(location.hash.slice(1));
+    const wanted = linked;
     [["label", "f-label"], ["workload", "f-workload"], ["metric", "f-metric"], ["text", "f-text"]].forEach(([k, id]) => {
       if (wanted.has(k)) {
         $(id).value = wanted.get(k);
