@@ -70,11 +70,11 @@ def run_id_of(bundle_path: Path) -> str:
     return "journal-" + sha256_file(bundle_path / "samples.jsonl")
 
 
-def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> list[pd.DataFrame]:
-    """Each bundle's series points, read and reduced by the analysis engine (DuckDB): the median of
+def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFrame:
+    """The bundles' series points, read and reduced by the analysis engine (DuckDB): the median of
     each series' measured samples, with the run's facts and its CC provenance (as text: what a change
-    point compares). One frame per bundle, empty when it has no measured sample."""
-    from ccbench.analysis.engine import machine_of, sample_set
+    point compares); the rows of each bundle together, in the order of ``bundles``."""
+    from ccbench.analysis.engine import sample_set
 
     samples = sample_set(bundles, labels, frame=False)
     connection = samples.connection()
@@ -86,29 +86,26 @@ def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> list[pd.D
         ).df()
     finally:
         connection.close()
+    if medians.empty:
+        return pd.DataFrame(columns=COLUMNS)
     groups = pd.DataFrame(samples.groups, columns=["workload", "params", "case", "metric"], dtype=object)
     strings = np.array([*samples.strings, None], dtype=object)
-    out = []
-    for index, bundle in enumerate(bundles):
-        rows = medians[medians["bundle"] == index]
-        if rows.empty:
-            out.append(pd.DataFrame(columns=COLUMNS))
-            continue
-        points = groups.iloc[rows["grp"].to_numpy()].reset_index(drop=True)
-        points["label"] = machine_of(bundle, labels)[0]
-        points["config"] = np.array(samples.configs, dtype=object)[rows["cfg"].to_numpy()]
-        points["unit"] = strings[rows["unit"].to_numpy()]
-        points["better"] = strings[rows["better"].to_numpy()]
-        points["median"] = rows["median"].to_numpy()
-        points["n"] = rows["n"].to_numpy()
-        points["contended"] = rows["contended"].to_numpy().astype(bool)
-        for name, value in _run_facts(bundle, run_ids[index]).items():
-            points[name] = value
-        out.append(points[COLUMNS])
-    return out
+    points = groups.iloc[medians["grp"].to_numpy()].reset_index(drop=True)
+    points["config"] = np.array(samples.configs, dtype=object)[medians["cfg"].to_numpy()]
+    points["unit"] = strings[medians["unit"].to_numpy()]
+    points["better"] = strings[medians["better"].to_numpy()]
+    points["median"] = medians["median"].to_numpy()
+    points["n"] = medians["n"].to_numpy()
+    points["contended"] = medians["contended"].to_numpy().astype(bool)
+    points["position"] = medians["bundle"].to_numpy()
+    facts = pd.DataFrame([{"position": i, **_run_facts(b, run_ids[i], labels)} for i, b in enumerate(bundles)]).astype(
+        {"position": points["position"].dtype}
+    )
+    return points.merge(facts, on="position", how="left", validate="many_to_one")[COLUMNS]
 
 
-def _run_facts(bundle, run_id: str) -> dict[str, Any]:
+def _run_facts(bundle, run_id: str, labels: dict[str, str]) -> dict[str, Any]:
+    from ccbench.analysis.engine import machine_of
     from ccbench.results.export import provenance_columns
 
     probe, manifest = bundle.probe, bundle.manifest
@@ -116,6 +113,7 @@ def _run_facts(bundle, run_id: str) -> dict[str, Any]:
     facts = {
         "run_id": run_id,
         "bundle": str(bundle.path),
+        "label": machine_of(bundle, labels)[0],
         "started_at": pd.to_datetime(manifest.get("started_at"), utc=True),
         "kernel_release": (probe.get("kernel") or {}).get("release"),
         "ccbench_version": (manifest.get("tool") or {}).get("version"),
@@ -152,7 +150,12 @@ def add_bundles(paths, store: Store, labels: dict[str, str] | None = None) -> tu
             continue
         new.append(bundle)
         run_ids.append(run_id)
-    tables = [points_table(p) for p in run_points(new, labels or {}, run_ids) if not p.empty] if new else []
+    tables = []
+    everything = points_table(run_points(new, labels or {}, run_ids)) if new else None
+    if everything is not None and everything.num_rows:
+        runs = everything.column("run_id").to_numpy(zero_copy_only=False)
+        starts = [0, *np.flatnonzero(runs[1:] != runs[:-1]) + 1, len(runs)]  # each run's rows are together
+        tables = [everything.slice(start, end - start) for start, end in zip(starts, starts[1:])]
     added = store.add(tables)
     return added, skipped + len(tables) - added  # a run another add put in meanwhile is already there
 
