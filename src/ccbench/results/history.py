@@ -349,6 +349,7 @@ def series_json(s: Series) -> dict[str, Any]:
         "better": s.better,
         "runs": [
             {
+                "run_id": row.run_id,
                 "started_at": row.started_at.isoformat(),
                 "median": row.median,
                 "n": int(row.n),
