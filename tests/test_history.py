@@ -434,5 +434,12 @@ def test_the_history_page_works_in_headless_chromium(tmp_path):
     assert re.search(r'id="title"[^>]*>plain / SEV-SNP / prime / 4k / time<', filtered)
     only_moved, _ = dom("#metric=iops&moved=1")
     assert re.search(r'id="count"[^>]*>1 of 3 series<', only_moved)
+    hovered, _ = dom("#series=0&point=7")  # the cursor on run 8 of the moved series, as a hover puts it
+    assert re.search(r'id="hover"[^>]*><b>run 8 of 12</b>', hovered), hovered[-2000:]
+    assert (
+        f"<dd>journal-{7:064x}</dd>" in hovered
+        and "<dd>/results/cvm $x$ &lt;/script&gt;&lt;b&gt;/run-7</dd>" in hovered
+    )
+    assert "<dt>kernel_cmdline</dt><dd>quiet swiotlb=force</dd>" in hovered
     nothing, _ = dom("#workload=prime&moved=1")
     assert re.search(r'id="count"[^>]*>0 of 3 series<', nothing) and "no series matches these filters" in nothing

@@ -16,6 +16,7 @@
   const pct = (v) => (v === null || v === undefined ? "?" : (v > 0 ? "+" : "") + v.toFixed(1) + "%");
   let chart = null;
   let current = null;
+  let pendingPoint = null;
 
   // ------------------------------------------------------------------ what moved (first)
   function moved() {
@@ -119,6 +120,13 @@
     Object.keys(run).forEach((k) => k !== "id" && k !== "started_at" && add(k, run[k]));
     $("hover").replaceChildren(make("b", "run " + (i + 1) + " of " + s.t.length), list);
   }
+  function pointAt(u) {
+    const s = data.series[current];
+    if (pendingPoint === null || !s) return;
+    const i = pendingPoint;
+    pendingPoint = null;
+    u.setCursor({ left: u.valToPos(s.t[i], "x"), top: u.valToPos(s.y[i], "y") });
+  }
   function draw() {
     const s = data.series[current];
     const contended = s.y.map((v, i) => (s.contended[i] ? v : null));
@@ -134,7 +142,7 @@
           points: { show: true, size: 8, fill: "#fff", stroke: "#CC6677" } },
       ],
       axes: [{}, { label: s.unit }],
-      hooks: { draw: [markChanges], setCursor: [hover] },
+      hooks: { draw: [markChanges], setCursor: [hover], ready: [pointAt] },
     };
     if (chart) chart.destroy();
     chart = new uPlot(opts, [s.t, s.y, contended], $("chart"));
@@ -183,6 +191,12 @@
     }
     const id = Number(wanted.get("series"));
     if (wanted.has("series") && data.series[id] && matching().includes(data.series[id])) select(id, false);
+    // a link to one run: the cursor put on it, as if hovered, once the chart has its scales
+    const point = Number(wanted.get("point"));
+    if (wanted.has("point") && current !== null && point >= 0 && point < data.series[current].t.length) {
+      pendingPoint = point;
+      draw();
+    }
   }
 
   fill($("f-label"), "label");
