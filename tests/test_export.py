@@ -1,7 +1,12 @@
 """ccbench export: a real run's bundle and an imported one as one table, read back without ccbench
 by pyarrow and by DuckDB, every column documented."""
 
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,6 +59,10 @@ def test_parquet_and_csv_hold_every_sample_with_its_machine(bundles, tmp_path):
     assert from_parquet == from_csv
     assert sorted((r["label"], r["workload"], r["metric"], r["value"], r["warmup"]) for r in by_arrow) == from_parquet
     assert pcsv.read_csv(csv).num_rows == journal_lines
+    # ... and they are the journal's own samples, value for value
+    samples = [json.loads(line) for b in bundles for line in (b / "samples.jsonl").read_text().splitlines()]
+    journal = sorted((s["workload"], s["metric"], s["value"], s["warmup"]) for s in samples)
+    assert sorted((r["workload"], r["metric"], r["value"], r["warmup"]) for r in by_arrow) == journal
 
 
 def test_every_column_is_documented(bundles, tmp_path):
@@ -96,7 +105,11 @@ def test_provenance_columns_of_a_measured_bundle_and_of_one_with_real_snp_eviden
     rows = pq.read_table(out).to_pylist()
     assert all(row["page_size"] == os.sysconf("SC_PAGE_SIZE") and row["machine_id"] for row in rows)
     assert all(row["tee_evidence_verified"] is None and row["snp_policy"] is None for row in rows)
-    assert all(row["vcpus"] == row["cpu_threads"] for row in rows)
+    # the machine's own facts, read here apart from the probe
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    memory_bytes = int(meminfo["MemTotal"].split()[0]) * 1024
+    assert all(row["vcpus"] == os.cpu_count() and row["kernel_release"] == os.uname().release for row in rows)
+    assert all(row["memory_bytes"] == memory_bytes for row in rows)
     case = REAL_WORLD_EVIDENCE / "snp-milan-debug-go-sev-guest"
     if not case.is_dir():
         pytest.skip(f"{case} is absent (set CCBENCH_SHARED to the folder holding fixtures/real-world)")
@@ -113,3 +126,86 @@ def test_provenance_columns_of_a_measured_bundle_and_of_one_with_real_snp_eviden
     assert (row["snp_policy"], row["tee_debug"], row["snp_smt_allowed"], row["snp_vmpl"]) == ("0xb0000", True, True, 0)
     assert json.loads(row["snp_reported_tcb"])["microcode"] == 68
     assert row["tee_evidence_verified"] is False and row["tdx_mrseam"] is None
+
+
+def test_an_existing_output_is_refused_unless_forced_and_a_bundle_is_never_written(bundles, tmp_path):
+    from ccbench.attestation.digests import digest_list
+
+    measured = bundles[0]
+    out = tmp_path / "samples.parquet"
+    out.write_text("someone else's file")
+    refused = run_ccbench("export", measured, "-o", out)
+    assert refused.returncode == 2 and "exists" in refused.stderr and "--force" in refused.stderr, refused.stderr
+    assert out.read_text() == "someone else's file"
+    forced = run_ccbench("export", measured, "-o", out, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert pq.read_table(out).num_rows == len((measured / "samples.jsonl").read_text().splitlines())
+    before = digest_list(measured)
+    for target in (measured / "samples.parquet", measured / "raw" / "x.parquet", measured / "new.csv"):
+        done = run_ccbench("export", measured, "-o", target, "--force")
+        assert done.returncode == 2 and "inside the bundle" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert digest_list(measured) == before
+
+
+def test_each_bundle_is_taken_once(bundles, tmp_path):
+    measured = bundles[0]
+    out = tmp_path / "once.parquet"
+    done = run_ccbench("export", measured, measured, measured.parent, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "from 1 bundle(s)" in done.stdout
+    assert pq.read_table(out).num_rows == len((measured / "samples.jsonl").read_text().splitlines())
+
+
+def test_staged_and_unfinished_bundles_under_a_directory_are_left_out(bundles, tmp_path):
+    measured, imported = bundles
+    root = tmp_path / "results"
+    shutil.copytree(measured, root / "m" / measured.name)
+    shutil.copytree(imported, root / ".importing" / imported.name)  # an import still being staged
+    running = shutil.copytree(imported, root / "still-running")
+    manifest = json.loads((running / "manifest.json").read_text())
+    (running / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    out = tmp_path / "dir.parquet"
+    done = run_ccbench("export", root, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert {r["bundle"] for r in pq.read_table(out).to_pylist()} == {str(root / "m" / measured.name)}
+    assert "from 1 bundle(s)" in done.stdout
+    named = run_ccbench("export", running, "-o", tmp_path / "running.parquet")
+    assert named.returncode == 2 and "has not ended" in named.stderr, named.stderr
+    assert len(named.stderr.strip().splitlines()) == 1
+
+
+def test_two_exports_to_one_name_never_mix_and_a_dead_exports_leftover_is_removed(bundles, tmp_path):
+    measured, imported = bundles
+    # a leftover of an export that was killed (a pid that has ended) and one of an export still running
+    ended = subprocess.run([sys.executable, "-c", "import os, psutil; p = psutil.Process(); "
+                            "print(os.getpid(), int(p.create_time() * 1000))"], capture_output=True, text=True)  # fmt: skip
+    pid, start = ended.stdout.split()
+    dead = tmp_path / f".both.parquet.ccbench-{pid}-{start}-0123abcd.partial"
+    dead.write_bytes(b"x" * 1000)
+    import psutil
+
+    me = psutil.Process()
+    alive = tmp_path / f".both.parquet.ccbench-{me.pid}-{int(me.create_time() * 1000)}-4567cdef.partial"
+    alive.write_bytes(b"y")
+    out = tmp_path / "both.parquet"
+    env = dict(os.environ)  # the ccbench the other command tests run (run_ccbench)
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ccbench", "export", bundle, "-o", out],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for bundle in (measured, imported)
+    ]
+    results = [(r.wait(timeout=300), *r.communicate()) for r in racers]
+    winners = [r for r in results if r[0] == 0]
+    assert len(winners) == 1, results
+    (loser,) = [r for r in results if r[0] != 0]
+    assert loser[0] == 2 and ("exists" in loser[2] or "meanwhile" in loser[2]), loser
+    rows = pq.read_table(out).to_pylist()
+    assert len({r["bundle"] for r in rows}) == 1 and winners[0][1].startswith(f"{out}: {len(rows)} samples")
+    assert not dead.exists() and alive.exists()
+    assert [p.name for p in tmp_path.glob(".*.partial")] == [alive.name]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import only_bundle, run_ccbench
+from conftest import DATA, only_bundle, run_ccbench
 
 from ccbench.bundle import BundleWriter
 from ccbench.model import Sample
@@ -126,7 +126,9 @@ def test_add_show_and_report_name_the_change_and_what_changed(nightly, tmp_path,
     report = run_ccbench("history", "report", "--store", store, "-o", page)
     assert report.returncode == 0, report.stderr
     body = page.read_text()
-    assert body.index("Verdict") < body.index("<svg") and "kernel_release 6.8 -&gt; 6.9" in body
+    assert body.index("Verdict") < body.index("id='chart'")
+    (shown_series,) = _page_data(body)["series"]
+    assert [c["changed"] for c in shown_series["changes"]] == [{"kernel_release": ["6.8", "6.9"]}]
 
 
 @needs_duckdb
@@ -168,4 +170,276 @@ def test_without_otava_the_series_are_shown_and_the_reason_given(nightly, tmp_pa
     run_ccbench("history", "add", nightly, "--store", store)
     shown = run_ccbench("history", "show", "--store", store, env={"CCBENCH_OTAVA": str(tmp_path / "no-otava")})
     assert shown.returncode == 0, shown.stderr
-    assert "change points not computed" in shown.stdout or otava_binary() is not None
+    assert "change points not computed: Otava is not installed" in shown.stdout  # the path given is the only one
+    assert "24 runs (1 contended)" in shown.stdout
+
+
+def _measured_and_imported(tmp_path, write_plan) -> tuple[Path, Path]:
+    plan = write_plan('[[workloads]]\nkind = "prime"\nn = 2000\n')
+    done = run_ccbench("run", plan, "--out", tmp_path / "measured", "--workdir", tmp_path / "work")
+    assert done.returncode == 0, done.stderr
+    imported = run_ccbench("import", "fio", DATA / "fio" / "randrw-4k.json", "--out", tmp_path / "imported")
+    assert imported.returncode == 0, imported.stderr
+    return only_bundle(tmp_path / "measured"), only_bundle(tmp_path / "imported")
+
+
+def _runs(store) -> dict[str, int]:
+    shown = run_ccbench("history", "show", "--store", store, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return {s["workload"] + "/" + s["metric"]: len(s["runs"]) for s in map(json.loads, shown.stdout.splitlines())}
+
+
+@needs_duckdb
+@pytest.mark.parametrize("store_name", ["h.duckdb", "parts/"])
+def test_an_imported_bundle_then_a_measured_one_then_more(tmp_path, write_plan, store_name):
+    """An imported bundle (kernel and CPU unknown) first no longer fixes the store's types."""
+    measured, imported = _measured_and_imported(tmp_path, write_plan)
+    store = f"{tmp_path}/{store_name}"
+    for bundle in (imported, measured):
+        done = run_ccbench("history", "add", bundle, "--store", store)
+        assert done.returncode == 0 and "1 bundle(s) added" in done.stdout, done.stderr
+    copy = shutil.copytree(measured, tmp_path / "later" / measured.name)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["started_at"] = "2030-01-01T00:00:00Z"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    assert "1 bundle(s) added" in run_ccbench("history", "add", copy, "--store", store).stdout
+    runs = _runs(store)
+    assert runs["prime/time"] == 2 and runs["fio/iops"] == 1
+
+
+@needs_duckdb
+def test_a_tampered_copy_added_first_does_not_hide_the_genuine_bundle(tmp_path, write_plan):
+    measured, _ = _measured_and_imported(tmp_path, write_plan)
+    assert (measured / "attestation.json").exists()
+    tampered = shutil.copytree(measured, tmp_path / "tampered" / measured.name)
+    lines = (tampered / "samples.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["value"] *= 10
+    (tampered / "samples.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    store = tmp_path / "h.duckdb"
+    assert "1 bundle(s) added" in run_ccbench("history", "add", tampered, "--store", store).stdout
+    genuine = run_ccbench("history", "add", measured, "--store", store)
+    assert "1 bundle(s) added, 0 already there" in genuine.stdout, genuine.stdout + genuine.stderr
+
+
+@needs_duckdb
+def test_a_digest_that_is_a_glob_makes_no_extra_runs(nightly, tmp_path):
+    """attestation.json's digest is never a file name: four bundles claiming `*` are four runs."""
+    bundles = sorted(nightly.iterdir())[:4]
+    for bundle in bundles:
+        (bundle / "attestation.json").write_text(json.dumps({"digest": "*", "status": "digests"}))
+    store = f"{tmp_path}/parts/"
+    done = run_ccbench("history", "add", *bundles, "--store", store)
+    assert "4 bundle(s) added" in done.stdout, done.stdout + done.stderr
+    assert _runs(store) == {"prime/time": 4}
+    assert not [p for p in Path(store).rglob("*") if "*" in p.name]
+
+
+@needs_duckdb
+def test_an_unfinished_bundle_is_refused_and_left_out_of_a_directory(nightly, tmp_path):
+    running = sorted(nightly.iterdir())[0]
+    manifest = json.loads((running / "manifest.json").read_text())
+    (running / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    shutil.copytree(sorted(nightly.iterdir())[1], nightly / ".importing" / "half")
+    store = tmp_path / "h.duckdb"
+    named = run_ccbench("history", "add", running, "--store", store)
+    assert named.returncode == 2 and "has not ended" in named.stderr and len(named.stderr.splitlines()) == 1
+    under = run_ccbench("history", "add", nightly, "--store", store)
+    assert "23 bundle(s) added, 0 already there" in under.stdout, under.stdout + under.stderr
+
+
+@needs_duckdb
+def test_a_path_that_is_not_a_store_is_one_line_and_never_written(nightly, tmp_path):
+    import duckdb
+
+    bundle = sorted(nightly.iterdir())[0]
+    foreign = tmp_path / "photos"
+    foreign.mkdir()
+    (foreign / "cat.jpg").write_bytes(b"jpeg")
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as db:
+        db.execute("create table orders (id integer)")
+    wrong = tmp_path / "wrong.duckdb"
+    with duckdb.connect(str(wrong)) as db:
+        db.execute("create table runs (id integer)")
+    empty_partition = tmp_path / "parts" / "date=2026-01-01" / "label=nightly" / f"journal-{'0' * 64}.parquet"
+    empty_partition.parent.mkdir(parents=True)
+    empty_partition.touch()
+    (tmp_path / "parts" / "ccbench-history.json").write_text('{"schema_version": 2}')
+    before = sorted(p.name for p in bundle.rglob("*"))
+    for verb, store, expected in (
+        ("add", foreign, "not a ccbench history store"),
+        ("add", bundle, "inside the bundle"),
+        ("add", bundle / "h.duckdb", "inside the bundle"),
+        ("add", other, "a DuckDB file of something else"),
+        ("show", wrong, "not a history store's"),
+        ("show", f"{tmp_path}/parts/", "not a readable partition"),
+    ):
+        done = run_ccbench("history", verb, *([bundle] if verb == "add" else []), "--store", store)
+        assert done.returncode == 2 and expected in done.stderr, (store, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert [p.name for p in foreign.iterdir()] == ["cat.jpg"] and sorted(p.name for p in bundle.rglob("*")) == before
+
+
+@needs_duckdb
+def test_a_store_of_the_layout_before_versions_is_read_and_migrated(nightly, tmp_path):
+    """Version 1 (ccbench before the declared schema): the runs table made from the first bundle's pandas
+    types (an imported bundle's unknown kernel: the null type), Parquet files of the same columns."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ccbench.results.history_store import V1_COLUMNS
+
+    v1_row = {name: None for name in V1_COLUMNS} | {
+        "run_id": "journal-" + "1" * 64, "bundle": "/gone/imported", "label": "nightly", "config": "nightly / SEV-SNP",
+        "workload": "prime", "case": "", "params": "{}", "metric": "time", "unit": "s", "better": "lower",
+        "started_at": pd.Timestamp("2025-12-01", tz="UTC"), "median": 2.0, "n": 3, "contended": False,
+    }  # fmt: skip
+    points = pd.DataFrame([v1_row])
+    database = tmp_path / "v1.duckdb"
+    with duckdb.connect(str(database)) as db:  # what ccbench 0.x did
+        db.register("points", points)
+        db.execute("create table runs as select * from points limit 0")
+        db.execute("insert into runs select * from points")
+    parts = tmp_path / "v1parts"
+    day = parts / "date=2025-12-01" / "label=nightly"
+    day.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(points, preserve_index=False), day / f"{v1_row['run_id']}.parquet")
+    for store in (database, f"{parts}/"):
+        assert _runs(store) == {"prime/time": 1}
+        done = run_ccbench("history", "add", nightly, "--store", store)
+        assert done.returncode == 0 and "24 bundle(s) added" in done.stdout, done.stdout + done.stderr
+        assert _runs(store) == {"prime/time": 25}
+    with duckdb.connect(str(database), read_only=True) as db:
+        assert db.sql("select value from ccbench_history where key = 'schema_version'").fetchall() == [("2",)]
+        types = dict(
+            db.sql("select column_name, data_type from information_schema.columns where table_name = 'runs'").fetchall()
+        )
+    assert types["kernel_release"] == "VARCHAR" and types["kernel_cmdline"] == "VARCHAR"
+    assert json.loads((parts / "ccbench-history.json").read_text())["schema_version"] == 2
+
+
+@needs_duckdb
+def test_a_killed_adds_leftover_is_never_read_and_removed_once_its_writer_is_gone(nightly, tmp_path):
+    import subprocess
+    import sys
+
+    store = Path(f"{tmp_path}/parts/")
+    bundles = sorted(nightly.iterdir())
+    assert run_ccbench("history", "add", bundles[0], "--store", f"{store}/").returncode == 0
+    (partition,) = store.glob("date=*/label=nightly/*.parquet")
+    ended = subprocess.run([sys.executable, "-c", "import os, psutil; print(os.getpid(), int(psutil.Process().create_time() * 1000))"],
+                           capture_output=True, text=True).stdout.split()  # fmt: skip
+    leftover = partition.parent / f".journal-{'2' * 64}.parquet.ccbench-{ended[0]}-{ended[1]}-0badcafe.partial"
+    shutil.copy(partition, leftover)
+    assert _runs(f"{store}/") == {"prime/time": 1}
+    assert (
+        "0 bundle(s) added, 1 already there" in run_ccbench("history", "add", bundles[0], "--store", f"{store}/").stdout
+    )
+    assert not leftover.exists()
+
+
+def test_a_change_point_names_every_provenance_field_that_moved():
+    from ccbench.results.history import _change_point
+
+    s = _series([1.0] * 4 + [1.1] * 4)
+    s.points["kernel_cmdline"] = ["quiet"] * 4 + ["quiet swiotlb=force"] * 4
+    s.points["tdx_mrseam"] = [None] * 8
+    s.points["snp_reported_tcb"] = ['{"microcode": 68}'] * 4 + ['{"microcode": 72}'] * 4
+    change = {"mean_before": 1.0, "mean_after": 1.1, "stddev_before": 0, "stddev_after": 0, "pvalue": 0.0}
+    cp = _change_point(s, 4, change)
+    assert cp.changed == {
+        "kernel_cmdline": ("quiet", "quiet swiotlb=force"),
+        "snp_reported_tcb": ('{"microcode": 68}', '{"microcode": 72}'),
+    }
+
+
+def _page_data(body: str) -> dict:
+    start = body.index("<script id='data' type='application/json'>") + len("<script id='data' type='application/json'>")
+    return json.loads(body[start : body.index("</script>", start)])
+
+
+def _page_series() -> list[Series]:
+    """Three series of 12 runs (two machines, two workloads); the odd-named one moved at run 6 when the
+    kernel command line changed."""
+    from ccbench.results.history import _change_point
+
+    out = []
+    cases = (("cvm $x$ </script><b>", "fio", "iops"), ("plain", "fio", "iops"), ("plain", "prime", "time"))
+    for number, (label, workload, metric) in enumerate(cases):
+        s = _series([1.0] * 6 + [1.2 if label.startswith("cvm") else 1.0] * 6)
+        s.key = {"label": label, "config": f"{label} / SEV-SNP", "workload": workload, "case": "4k", "metric": metric}
+        s.points["run_id"] = [f"journal-{number * 100 + i:064x}" for i in range(12)]
+        s.points["bundle"] = [f"/results/{label}/run-{i}" for i in range(12)]
+        s.points["n"] = 3
+        s.points["kernel_cmdline"] = ["quiet"] * 6 + ["quiet swiotlb=force" if label.startswith("cvm") else "quiet"] * 6
+        if label.startswith("cvm"):
+            change = {"mean_before": 1.0, "mean_after": 1.2, "stddev_before": 0, "stddev_after": 0, "pvalue": 0.0}
+            s.change_points = [_change_point(s, 6, change)]
+        out.append(s)
+    return out
+
+
+def test_the_history_page_is_one_offline_file_with_the_changes_first_and_labels_kept_as_text(tmp_path):
+    from ccbench.results.history_report import render
+
+    body = render(_page_series(), None, tmp_path / "h.duckdb")
+    data = _page_data(body)
+    assert len(data["series"]) == 3 and len(data["runs"]) == 12 * 3
+    (moved,) = [s for s in data["series"] if s["changes"]]
+    assert moved["label"] == "cvm $x$ </script><b>"
+    assert moved["changes"][0]["changed"] == {"kernel_cmdline": ["quiet", "quiet swiotlb=force"]}
+    assert moved["changes"][0]["index"] == 6 and moved["changes"][0]["percent"] == pytest.approx(20)
+    assert "<b>" not in body and body.count("</script>") == 3  # uPlot, the data, the page's code
+    assert "<script src" not in body and "<link" not in body and "https://cdn" not in body  # nothing fetched
+    assert body.index("Verdict") < body.index("id='picker'") < body.index("id='chart'")
+    assert len(body) < 200_000
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)"
+)
+def test_the_history_page_works_in_headless_chromium(tmp_path):
+    """Loaded in the real browser: no script error, the series listed, the moved one shown first with a
+    chart, and a filter (given in the link, set through the same control) changes what is listed."""
+    import re
+    import subprocess
+
+    from ccbench.results.history_report import render
+
+    page = tmp_path / "history.html"
+    page.write_text(render(_page_series(), None, tmp_path / "h.duckdb"))
+
+    def dom(fragment: str) -> tuple[str, str]:
+        done = subprocess.run(
+            ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1600", "--enable-logging=stderr",
+             "--v=0", "--dump-dom", page.as_uri() + fragment],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        return done.stdout, done.stderr
+
+    shown, log = dom("")
+    errors = [line for line in log.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert not errors, errors
+    assert 'data-ready="1"' in shown and "<canvas" in shown
+    assert re.search(r'id="count"[^>]*>3 of 3 series<', shown), shown[-3000:]
+    assert re.search(r'id="title"[^>]*>cvm \$x\$ &lt;/script&gt;&lt;b&gt; / ', shown)  # the one that moved
+    assert "kernel_cmdline: quiet -&gt; quiet swiotlb=force" in shown
+    filtered, log = dom("#workload=prime")
+    assert not [line for line in log.splitlines() if "Uncaught" in line]
+    assert re.search(r'id="count"[^>]*>1 of 3 series<', filtered)
+    assert re.search(r'id="title"[^>]*>plain / SEV-SNP / prime / 4k / time<', filtered)
+    only_moved, _ = dom("#metric=iops&moved=1")
+    assert re.search(r'id="count"[^>]*>1 of 3 series<', only_moved)
+    hovered, _ = dom("#series=0&point=7")  # the cursor on run 8 of the moved series, as a hover puts it
+    assert re.search(r'id="hover"[^>]*><b>run 8 of 12</b>', hovered), hovered[-2000:]
+    assert (
+        f"<dd>journal-{7:064x}</dd>" in hovered
+        and "<dd>/results/cvm $x$ &lt;/script&gt;&lt;b&gt;/run-7</dd>" in hovered
+    )
+    assert "<dt>kernel_cmdline</dt><dd>quiet swiotlb=force</dd>" in hovered
+    nothing, _ = dom("#workload=prime&moved=1")
+    assert re.search(r'id="count"[^>]*>0 of 3 series<', nothing) and "no series matches these filters" in nothing

@@ -332,19 +332,58 @@ def _upgrade_v1_chunks(
         yield chunk
 
 
-def find_bundles(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand each path: a bundle directory itself, or a directory holding bundles."""
+#: manifest statuses of a bundle whose run has ended (a bundle without one predates the status)
+FINISHED_STATUSES = ("complete", "failed", None)
+
+
+def find_bundles(paths: Iterable[str | Path], *, finished_only: bool = False) -> list[Path]:
+    """Expand each path: a bundle directory itself, or a directory holding bundles. A directory is
+    searched at any depth, but never inside a dot-directory (an import or export still being staged,
+    `.importing`, `.staging`) nor inside a bundle. With ``finished_only``, a named bundle whose run
+    has not ended is a one-line error and one found under a directory is left out."""
     found: list[Path] = []
     for item in paths:
         p = Path(item)
         if not p.exists():
             raise BundleError(f"{p}: no such file or directory")
         if (p / MANIFEST).exists():
+            if finished_only and (status := _manifest_status(p)) not in FINISHED_STATUSES:
+                raise BundleError(
+                    f"{p}: its run has not ended (status {status!r}): finish it (ccbench run --resume) "
+                    "or give only finished bundles"
+                )
             found.append(p)
             continue
         # a directory of bundles, at any depth (e.g. results/<machine>/<bundle>)
-        children = sorted(m.parent for m in p.rglob(MANIFEST)) if p.is_dir() else []
+        children = _bundles_under(p) if p.is_dir() else []
         if not children:
             raise BundleError(f"{p}: neither a bundle nor a directory of bundles (no {MANIFEST} found)")
-        found.extend(children)
+        found.extend(c for c in children if not finished_only or _manifest_status(c) in FINISHED_STATUSES)
     return found
+
+
+def _bundles_under(directory: Path) -> list[Path]:
+    found = []
+    for root, dirs, files in os.walk(directory):
+        if MANIFEST in files and root != str(directory):
+            found.append(Path(root))
+            dirs.clear()  # a bundle's raw/ holds no bundles
+            continue
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+    return sorted(found)
+
+
+def _manifest_status(bundle: Path) -> Any:
+    try:
+        document = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unreadable"
+    return document.get("status") if isinstance(document, dict) else "unreadable"
+
+
+def bundle_holding(path: Path) -> Path | None:
+    """The bundle directory that ``path`` is (or lies inside), if any: where no output may go."""
+    for candidate in (Path(path).resolve(), *Path(path).resolve().parents):
+        if (candidate / MANIFEST).is_file():
+            return candidate
+    return None

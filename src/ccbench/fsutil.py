@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,3 +74,74 @@ def write_json_atomic(path: Path, document: Any, *, indent: int | None = 2) -> N
     """``document`` as JSON (values JSON does not know are written as their str())."""
     text = json.dumps(document, indent=indent, default=str)
     write_text_atomic(path, text + "\n")
+
+
+# ------------------------------------------------------------------------------- staged whole files
+#: a file being written by a ccbench process: `.<target>.ccbench-<pid>-<start ms>-<random>.partial`;
+#: the writer's pid and start time let a later process prove a leftover is a dead writer's own
+_STAGED = re.compile(r"^\.(?P<target>.+)\.ccbench-(?P<pid>\d+)-(?P<start>\d+)-[0-9a-f]{8}\.partial$")
+
+
+def staged_name(target: Path) -> Path:
+    """A name beside ``target`` unique to this process and call, invisible to readers (a dot file)."""
+    import psutil
+
+    start_ms = int(psutil.Process().create_time() * 1000)
+    return target.with_name(f".{target.name}.ccbench-{os.getpid()}-{start_ms}-{secrets.token_hex(4)}.partial")
+
+
+@contextmanager
+def staged_file(target: Path, *, replace: bool) -> Iterator[Path]:
+    """Yield a temporary path to write ``target``'s whole content to; when the block ends without an
+    exception the file is fsynced and becomes ``target`` by one rename (``replace``) or one hard link
+    (not ``replace``: FileExistsError when ``target`` exists, also when another process made it a
+    moment ago), then the directory is fsynced. The temporary file never outlives the block, and
+    stale ones of dead writers of the same directory are removed first."""
+    target = Path(target)
+    remove_stale_staged(target.parent)
+    temporary = staged_name(target)
+    try:
+        yield temporary
+        with open(temporary, "rb+") as handle:
+            os.fsync(handle.fileno())
+        if replace:
+            os.replace(temporary, target)
+        else:
+            _link_new(temporary, target)
+        fsync_dir(target.parent)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _link_new(temporary: Path, target: Path) -> None:
+    try:
+        os.link(temporary, target)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links: a check and a rename (a narrow race)
+        if target.exists():
+            raise FileExistsError(target) from None
+        os.replace(temporary, target)
+
+
+def remove_stale_staged(directory: Path) -> list[Path]:
+    """Remove the staged files in ``directory`` whose writer is gone (its pid no longer runs the
+    process that started at the recorded time); returns them. Files of live writers and every
+    file not named by ``staged_name`` are left alone."""
+    from ccbench.procs import same_process
+
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = _STAGED.match(name)
+        if not match or same_process(int(match["pid"]), int(match["start"]) / 1000) is not None:
+            continue
+        try:
+            (Path(directory) / name).unlink()
+            removed.append(Path(directory) / name)
+        except OSError:
+            pass
+    return removed

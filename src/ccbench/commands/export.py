@@ -19,16 +19,18 @@ from ccbench.commands.options import labels_option
     default=None,
     help="parquet (zstd) or csv; default: from the file name's extension (.csv -> csv, otherwise parquet).",
 )
+@click.option("--force", is_flag=True, help="Replace the output file if it exists (refused otherwise).")
 @labels_option
-def command(bundles, out: Path, format_name: str | None, labels) -> None:
+def command(bundles, out: Path, format_name: str | None, force: bool, labels) -> None:
     """Write every sample of BUNDLE... (bundles, or directories holding bundles) as one table, each row
     joined with its machine's facts (label, TEE technology, CPU model, kernel, storage protection,
     contended, ...), for pandas, DuckDB, R (arrow), Spark or BigQuery without ccbench. Warmup samples
     are included and flagged. The columns are documented in docs/bundle-format.md ("Export")."""
     from ccbench.analysis.load import parse_labels
-    from ccbench.results.export import export_table, write
+    from ccbench.results.export import check_output, export_table, write
 
     format_name = format_name or ("csv" if out.suffix.lower() == ".csv" else "parquet")
+    check_output(out, format_name, force)  # before the work, as well as when writing
     frame = export_table(bundles, parse_labels(labels))
-    write(frame, out, format_name)
+    write(frame, out, format_name, force)
     click.echo(f"{out}: {len(frame)} samples from {frame['bundle'].nunique()} bundle(s), {format_name}")

@@ -32,8 +32,9 @@ def command() -> None:
 @click.option("--store", "store_path", default=None, help=STORE_HELP)
 @labels_option
 def add(bundles, store_path, labels) -> None:
-    """Add each bundle's run medians (one point per configuration, workload, case and metric) to the
-    store. A bundle already in it (by its digest) adds nothing."""
+    """Add each finished bundle's run medians (one point per configuration, workload, case and metric)
+    to the store, all at once or not at all. A bundle already in it (by the digest of its content)
+    adds nothing; a bundle still running is refused."""
     from ccbench.analysis.load import parse_labels
     from ccbench.results.history import add_bundles
 
@@ -59,7 +60,8 @@ def _filters(function):
 def show(store_path, label, workload, metric, as_json) -> None:
     """Per configuration and metric: the runs over time and the change points found, each with its
     size, its 95% interval and what changed between the runs around it (kernel, ccbench version, CPU
-    microcode, TEE, plan). Contended runs are listed but left out of the detection."""
+    microcode, TEE, plan, and every field of the CC provenance). Contended runs are listed but left
+    out of the detection."""
     from ccbench.results.history import describe, history, series_json
 
     series, reason = history(_store(store_path), label, workload, metric)

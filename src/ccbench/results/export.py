@@ -104,7 +104,7 @@ def export_table(paths, labels: dict[str, str] | None = None) -> pd.DataFrame:
     """The samples of every bundle under ``paths`` (warmups included, flagged), one row each."""
     from ccbench.analysis.load import frame_from_bundles, load_bundles
 
-    bundles = load_bundles(paths, samples=False)
+    bundles = load_bundles(distinct_bundles(paths), samples=False)
     frame = frame_from_bundles(bundles, labels or {})
     facts = pd.DataFrame([{"bundle": str(b.path), **machine_facts(b)} for b in bundles])
     frame = frame.merge(facts, on="bundle", how="left", validate="many_to_one")
@@ -117,6 +117,19 @@ def export_table(paths, labels: dict[str, str] | None = None) -> pd.DataFrame:
     for name in ("timestamp", "bundle_started_at"):
         frame[name] = pd.to_datetime(frame[name], utc=True, format="ISO8601", errors="coerce")
     return _typed(frame.reset_index(drop=True))
+
+
+def distinct_bundles(paths) -> list[Path]:
+    """The finished bundles under ``paths``, each once (named twice, or named and found under a
+    directory also named), in the order first given."""
+    from ccbench.bundle import find_bundles
+
+    seen: dict[Path, Path] = {}
+    for path in find_bundles(paths, finished_only=True):
+        seen.setdefault(path.resolve(), path)
+    if not seen:
+        raise CCBenchError(f"{', '.join(map(str, paths))}: no finished bundle in it")
+    return list(seen.values())
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -134,9 +147,9 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def write(frame: pd.DataFrame, out: Path, format_name: str) -> Path:
-    """Write to a temporary file beside ``out`` and rename it into place: never half a table."""
-    import pyarrow as pa
+def check_output(out: Path, format_name: str, force: bool) -> Path:
+    """Refuse an output that would replace a file unasked, land in a bundle, or cannot be written."""
+    from ccbench.bundle import bundle_holding
 
     if format_name not in FORMATS:
         raise CCBenchError(f"--format {format_name!r}: choose parquet or csv")
@@ -145,23 +158,41 @@ def write(frame: pd.DataFrame, out: Path, format_name: str) -> Path:
         raise CCBenchError(f"-o {out}: is a directory; give a file name (e.g. samples.{format_name})")
     if not out.parent.exists():
         raise CCBenchError(f"-o {out}: the directory {out.parent} does not exist")
-    temporary = out.with_name(out.name + ".partial")
+    holder = bundle_holding(out.parent)
+    if holder is not None:
+        raise CCBenchError(f"-o {out}: inside the bundle {holder}, which must stay as it was: write it elsewhere")
+    if out.exists() and not force:
+        raise CCBenchError(f"-o {out}: exists; give another name, or --force to replace it")
+    return out
+
+
+def write(frame: pd.DataFrame, out: Path, format_name: str, force: bool = False) -> Path:
+    """Write to a temporary file of this process beside ``out`` and make it ``out`` by one rename
+    (or one hard link without ``force``, so of two exports to one new name one wins whole and the
+    other is refused): never half a table, never two tables mixed. A killed export's temporary file
+    is removed by the next export to that directory."""
+    import pyarrow as pa
+
+    from ccbench.fsutil import staged_file
+
+    out = check_output(out, format_name, force)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     # plain UTF-8 strings (pandas hands Arrow its 64-bit-offset variant, which older readers lack)
     table = table.cast(
         pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type) for f in table.schema])
     )
     try:
-        if format_name == "parquet":
-            import pyarrow.parquet as pq
+        with staged_file(out, replace=force) as temporary:
+            if format_name == "parquet":
+                import pyarrow.parquet as pq
 
-            pq.write_table(table, temporary, compression="zstd")
-        else:
-            import pyarrow.csv as pcsv
+                pq.write_table(table, temporary, compression="zstd")
+            else:
+                import pyarrow.csv as pcsv
 
-            pcsv.write_csv(table, temporary)
-        temporary.replace(out)
+                pcsv.write_csv(table, temporary)
+    except FileExistsError:
+        raise CCBenchError(f"-o {out}: another process wrote it meanwhile; give another name, or --force") from None
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
         raise CCBenchError(f"-o {out}: cannot write it ({exc.strerror or exc})") from None
     return out

@@ -2,11 +2,12 @@
 
 ``ccbench history add`` reduces each bundle to one point per series (configuration, workload,
 case, metric): the median of its measured samples (warmups left out), with the facts that may
-explain a change (kernel, ccbench version, CPU model and microcode, TEE technology, plan). A store
-is one embedded DuckDB file, or a directory of Parquet files partitioned by date and machine label
-(``DIR/date=YYYY-MM-DD/label=NAME/<run>.parquet``, the layout Spark, Trino or BigQuery read). A
-bundle is known by its digest (attestation.json's, else the journal's SHA-256): adding it twice
-adds nothing.
+explain a change (kernel, ccbench version, CPU model and microcode, TEE technology, plan, and every
+field of the CC provenance). A store is one embedded DuckDB file, or a directory of Parquet files
+partitioned by date and machine label (``DIR/date=YYYY-MM-DD/label=NAME/<run>.parquet``, the layout
+Spark, Trino or BigQuery read), of the declared schema in ``history_store``. A bundle is known by
+its digest recomputed from its content (the digest over its files for an attested bundle, else the
+journal's SHA-256): adding it twice adds nothing. Only finished bundles are added.
 
 Change points are found by Apache Otava (E-divisive means with a significance test), driven
 through its command line in its own environment (it pins numpy 2.2 and pulls cloud clients; see
@@ -16,7 +17,6 @@ a busy machine's run must not make a change point alone.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -26,35 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
+from ccbench.results.history_store import COLUMNS, PROVENANCE, Store, points_table
 
-#: one row per run and series
-COLUMNS = [
-    "run_id",
-    "bundle",
-    "label",
-    "config",
-    "workload",
-    "case",
-    "params",
-    "metric",
-    "unit",
-    "better",
-    "started_at",
-    "median",
-    "n",
-    "contended",
-    "kernel_release",
-    "ccbench_version",
-    "cpu_model",
-    "microcode",
-    "tee_technology",
-    "plan",
-]
+__all__ = ["COLUMNS", "Store", "add_bundles", "history", "run_id_of"]
+
 #: the run facts that may explain a change point, compared across it
-EXPLAINING = ["kernel_release", "ccbench_version", "cpu_model", "microcode", "tee_technology", "plan"]
+EXPLAINING = ["kernel_release", "ccbench_version", "cpu_model", "microcode", "tee_technology", "plan", *PROVENANCE]
 SERIES_KEY = ["label", "config", "workload", "case", "metric"]
 #: Otava's significance threshold (0.001, its default, gave 3.7% false change points in flat series of
 #: 50 runs at 1% noise; 0.0001 gave none in 300, and found a 5% step at its run in 96%; docs/analysis.md)
@@ -71,42 +52,68 @@ def default_store() -> Path:
 def otava_binary() -> Path | None:
     """Otava's command in its own environment (made by ``setup.sh --with history``)."""
     given = os.environ.get("CCBENCH_OTAVA")
-    candidates = [Path(given)] if given else []
-    candidates.append(Path(sys.prefix) / "otava" / "bin" / "otava")
-    return next((c for c in candidates if c.exists()), None)
+    candidate = Path(given) if given else Path(sys.prefix) / "otava" / "bin" / "otava"
+    return candidate if candidate.exists() else None  # a path given is the only one tried
 
 
 # ------------------------------------------------------------------------------------------- points
 
 
-def bundle_digest(bundle_path: Path) -> str:
-    """The digest over every file of the bundle when it has one, else the journal's SHA-256."""
+def run_id_of(bundle_path: Path) -> str:
+    """The run's identity, recomputed from the bundle's content (never read from what attestation.json
+    claims, which a tampered copy could share with the genuine bundle): the digest over every file
+    (attestation's list digest) for an attested bundle, else the journal's SHA-256."""
+    from ccbench.attestation.digests import ATTESTATION_FILE, digest_list, list_digest, sha256_file
+
+    if (bundle_path / ATTESTATION_FILE).exists():
+        return "bundle-" + list_digest(digest_list(bundle_path))
+    return "journal-" + sha256_file(bundle_path / "samples.jsonl")
+
+
+def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFrame:
+    """The bundles' series points, read and reduced by the analysis engine (DuckDB): the median of
+    each series' measured samples, with the run's facts and its CC provenance (as text: what a change
+    point compares); the rows of each bundle together, in the order of ``bundles``."""
+    from ccbench.analysis.engine import sample_set
+
+    samples = sample_set(bundles, labels, frame=False)
+    connection = samples.connection()
     try:
-        return "bundle-" + json.loads((bundle_path / "attestation.json").read_text())["digest"]
-    except (OSError, ValueError, KeyError):
-        digest = hashlib.sha256()
-        with open(bundle_path / "samples.jsonl", "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return "journal-" + digest.hexdigest()
-
-
-def run_points(bundle, frame: pd.DataFrame) -> pd.DataFrame:
-    """One bundle's series points: the median of each series' measured samples."""
-    measured = frame[~frame["warmup"].astype(bool)]
-    if measured.empty:
+        medians = connection.sql(
+            "SELECT bundle, grp, cfg, unit, better, median(value) AS median, count(*) AS n, "
+            "bool_or(contended) AS contended, min(row) AS first FROM measured "
+            "GROUP BY bundle, grp, cfg, unit, better ORDER BY bundle, first"
+        ).df()
+    finally:
+        connection.close()
+    if medians.empty:
         return pd.DataFrame(columns=COLUMNS)
-    keys = ["machine", "config", "workload", "case", "params", "metric", "unit"]
-    measured = measured.assign(better=measured["better"].fillna(""))
-    grouped = measured.groupby([*keys, "better"], sort=False, dropna=False).agg(
-        median=("value", "median"), n=("value", "size"), contended=("contended", "any")
+    groups = pd.DataFrame(samples.groups, columns=["workload", "params", "case", "metric"], dtype=object)
+    strings = np.array([*samples.strings, None], dtype=object)
+    points = groups.iloc[medians["grp"].to_numpy()].reset_index(drop=True)
+    points["config"] = np.array(samples.configs, dtype=object)[medians["cfg"].to_numpy()]
+    points["unit"] = strings[medians["unit"].to_numpy()]
+    points["better"] = strings[medians["better"].to_numpy()]
+    points["median"] = medians["median"].to_numpy()
+    points["n"] = medians["n"].to_numpy()
+    points["contended"] = medians["contended"].to_numpy().astype(bool)
+    points["position"] = medians["bundle"].to_numpy()
+    facts = pd.DataFrame([{"position": i, **_run_facts(b, run_ids[i], labels)} for i, b in enumerate(bundles)]).astype(
+        {"position": points["position"].dtype}
     )
-    points = grouped.reset_index().rename(columns={"machine": "label"})
+    return points.merge(facts, on="position", how="left", validate="many_to_one")[COLUMNS]
+
+
+def _run_facts(bundle, run_id: str, labels: dict[str, str]) -> dict[str, Any]:
+    from ccbench.analysis.engine import machine_of
+    from ccbench.results.export import provenance_columns
+
     probe, manifest = bundle.probe, bundle.manifest
     cpu = probe.get("cpu") or {}
     facts = {
-        "run_id": bundle_digest(Path(bundle.path)),
+        "run_id": run_id,
         "bundle": str(bundle.path),
+        "label": machine_of(bundle, labels)[0],
         "started_at": pd.to_datetime(manifest.get("started_at"), utc=True),
         "kernel_release": (probe.get("kernel") or {}).get("release"),
         "ccbench_version": (manifest.get("tool") or {}).get("version"),
@@ -115,113 +122,42 @@ def run_points(bundle, frame: pd.DataFrame) -> pd.DataFrame:
         "tee_technology": (probe.get("tee") or {}).get("technology"),
         "plan": (manifest.get("plan") or {}).get("name"),
     }
-    for name, value in facts.items():
-        points[name] = value
-    points["better"] = points["better"].replace("", None)
-    return points[COLUMNS]
+    provenance = provenance_columns(bundle)
+    facts.update({name: _text(provenance.get(name)) for name in PROVENANCE})
+    return facts
 
 
-# -------------------------------------------------------------------------------------------- store
-
-
-class Store:
-    """A DuckDB file, or (a path ending in '/', or an existing directory) Parquet partitions."""
-
-    def __init__(self, path: Path | str):
-        text = str(path)
-        self.path = Path(text)
-        self.partitioned = text.endswith("/") or self.path.is_dir()
-
-    def run_ids(self) -> set[str]:
-        if self.partitioned:
-            return {p.stem for p in self.path.glob("date=*/label=*/*.parquet")}
-        if not self.path.exists():
-            return set()
-        with self._connect(read_only=True) as db:
-            return {row[0] for row in db.execute("select distinct run_id from runs").fetchall()}
-
-    def add(self, points: pd.DataFrame) -> None:
-        if points.empty:
-            return
-        if self.partitioned:
-            self._add_parquet(points)
-        else:
-            self._add_duckdb(points)
-
-    def frame(self) -> pd.DataFrame:
-        duckdb = _duckdb()
-        if self.partitioned:
-            files = sorted(self.path.glob("date=*/label=*/*.parquet"))
-            if not files:
-                return pd.DataFrame(columns=COLUMNS)
-            return duckdb.read_parquet([str(f) for f in files]).df()[COLUMNS]
-        if not self.path.exists():
-            return pd.DataFrame(columns=COLUMNS)
-        with self._connect(read_only=True) as db:
-            return db.execute("select * from runs").df()[COLUMNS]
-
-    def _connect(self, read_only: bool = False):
-        duckdb = _duckdb()
-        try:
-            return duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as exc:
-            raise CCBenchError(
-                f"--store {self.path}: not a ccbench history store ({str(exc).splitlines()[0]})"
-            ) from None
-
-    def _add_duckdb(self, points: pd.DataFrame) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.register("points", points)
-            db.execute("create table if not exists runs as select * from points limit 0")
-            db.execute("insert into runs select * from points")
-
-    def _add_parquet(self, points: pd.DataFrame) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        for (day, label), part in points.groupby(
-            [points["started_at"].dt.strftime("%Y-%m-%d"), points["label"]], sort=False
-        ):
-            directory = self.path / f"date={day}" / f"label={_safe(label)}"
-            directory.mkdir(parents=True, exist_ok=True)
-            run_id = part["run_id"].iloc[0]
-            target = directory / f"{run_id}.parquet"
-            temporary = directory / f".{run_id}.parquet.partial"
-            pq.write_table(pa.Table.from_pandas(part.reset_index(drop=True), preserve_index=False), temporary)
-            temporary.replace(target)
-
-
-def _duckdb():
-    try:
-        import duckdb
-    except ImportError:
-        raise EnvironmentProblem(
-            "the history store needs DuckDB, which is not installed: bash scripts/setup.sh --with history"
-        ) from None
-    return duckdb
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
 def add_bundles(paths, store: Store, labels: dict[str, str] | None = None) -> tuple[int, int]:
-    """Add each bundle's points; returns (added, already there)."""
-    from ccbench.analysis.load import frame_from_bundles, load_bundles
+    """Add each finished bundle's points in one step (one DuckDB transaction, or one staged file per
+    run in a Parquet store); returns (added, already there)."""
+    from ccbench.analysis.load import load_bundles
+    from ccbench.results.export import distinct_bundles
 
-    known = store.run_ids()
-    added = skipped = 0
-    for bundle in load_bundles(paths, samples=False):
-        run_id = bundle_digest(Path(bundle.path))
-        if run_id in known:
+    known = store.run_ids()  # also checks that the store is one
+    new, run_ids, skipped = [], [], 0
+    for bundle in load_bundles(distinct_bundles(paths), samples=False):
+        run_id = run_id_of(Path(bundle.path))
+        if run_id in known or run_id in run_ids:
             skipped += 1
             continue
-        points = run_points(bundle, frame_from_bundles([bundle], labels or {}))
-        store.add(points)
-        known.add(run_id)
-        added += 1
-    return added, skipped
+        new.append(bundle)
+        run_ids.append(run_id)
+    tables = []
+    everything = points_table(run_points(new, labels or {}, run_ids)) if new else None
+    if everything is not None and everything.num_rows:
+        runs = everything.column("run_id").to_numpy(zero_copy_only=False)
+        starts = [0, *np.flatnonzero(runs[1:] != runs[:-1]) + 1, len(runs)]  # each run's rows are together
+        tables = [everything.slice(start, end - start) for start, end in zip(starts, starts[1:])]
+    added = store.add(tables)
+    return added, skipped + len(tables) - added  # a run another add put in meanwhile is already there
 
 
 # ------------------------------------------------------------------------------------ change points
@@ -345,8 +281,9 @@ def _change_point(s: Series, row: int, change: dict[str, Any]) -> ChangePoint:
     changed = {}
     if previous is not None:
         for name in EXPLAINING:
-            if previous[name] != current[name]:
-                changed[name] = (previous[name], current[name])
+            before, after = _missing_as_none(previous.get(name)), _missing_as_none(current.get(name))
+            if before != after:
+                changed[name] = (before, after)
     mean_before, mean_after = float(change["mean_before"]), float(change["mean_after"])
     return ChangePoint(
         index=row,
@@ -359,6 +296,10 @@ def _change_point(s: Series, row: int, change: dict[str, Any]) -> ChangePoint:
         p_value=float(change["pvalue"]),
         changed=changed,
     )
+
+
+def _missing_as_none(value: Any) -> Any:
+    return None if value is None or (isinstance(value, float) and value != value) or value is pd.NA else value
 
 
 def add_intervals(s: Series) -> None:
@@ -408,6 +349,7 @@ def series_json(s: Series) -> dict[str, Any]:
         "better": s.better,
         "runs": [
             {
+                "run_id": row.run_id,
                 "started_at": row.started_at.isoformat(),
                 "median": row.median,
                 "n": int(row.n),

@@ -1,80 +1,156 @@
-"""``ccbench history report``: one self-contained HTML page, the change points first (what moved,
-by how much, and what changed around it), then one chart per metric over time with the change
-points marked and contended runs drawn hollow."""
+"""``ccbench history report``: one self-contained HTML page people can work with.
+
+It opens on what moved (every change point, largest first, with what changed around it), then a
+series picker with filters (machine, workload, metric, free text), and one interactive chart of the
+chosen series (uPlot, inlined from the package's assets: drag to zoom, double-click to reset; change
+points drawn as dashed lines; contended runs hollow). Hovering a point shows its run: the median,
+how many samples, the run id, the bundle and the run's provenance. The data is one JSON blob: one
+entry per run (its facts once) and per series only times, medians and run numbers. Nothing is
+fetched when the page is viewed. A link may carry filters and a series in its fragment
+(``#workload=NAME&metric=NAME&series=3``).
+"""
 
 from __future__ import annotations
 
 import html
-import io
+import json
+import math
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from ccbench.results.history import Series, describe
+from ccbench.results.history import EXPLAINING, Series, describe
 from ccbench.version import __version__
 
-STYLE = (
-    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
-    "th{background:#f4f4f4}.note{color:#666}figure{margin:1.5em 0}"
-)
+#: the run facts shown on hover (the change-point causes, plus what identifies the run)
+RUN_FACTS = ["bundle", *EXPLAINING]
 
 
-def _chart(series: list[Series]) -> str:
-    import matplotlib
+def _asset(name: str) -> str:
+    return resources.files("ccbench.results").joinpath("assets", name).read_text(encoding="utf-8")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(10, 3.2))
-    for s in series:
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value of a store cell (pandas' missing values become null)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if type(value).__name__ in ("NAType", "NaTType"):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def page_data(series: list[Series], reason: str | None, store: Path) -> dict[str, Any]:
+    """The page's one JSON document: runs (facts once each) and series (points as run numbers)."""
+    runs: list[dict[str, Any]] = []
+    run_number: dict[str, int] = {}
+    out_series = []
+    for number, s in enumerate(series):
         points = s.points
-        name = f"{s.key['config']} {s.key['case']}".strip()
-        line = axes.plot(points["started_at"], points["median"], marker="o", markersize=3, label=name)[0]
-        contended = points[points["contended"].astype(bool)]
-        axes.scatter(contended["started_at"], contended["median"], facecolors="none", edgecolors=line.get_color())
-        for cp in s.change_points:
-            axes.axvline(points.loc[cp.index, "started_at"], color=line.get_color(), linestyle="--", linewidth=1)
-    axes.set_ylabel(series[0].unit)
-    axes.legend(fontsize=7, loc="best")
-    axes.grid(alpha=0.3)
-    figure.autofmt_xdate()
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")
-    plt.close(figure)
-    return buffer.getvalue()[buffer.getvalue().index("<svg") :]
+        numbers = []
+        for row in points.to_dict("records"):
+            run_id = str(row.get("run_id") or row.get("bundle"))
+            if run_id not in run_number:
+                run_number[run_id] = len(runs)
+                runs.append(
+                    {
+                        "id": run_id,
+                        "started_at": _plain(row["started_at"]),
+                        **{name: _plain(row.get(name)) for name in RUN_FACTS},
+                    }
+                )
+            numbers.append(run_number[run_id])
+        out_series.append(
+            {
+                "id": number,
+                **{key: _plain(value) for key, value in s.key.items()},
+                "unit": s.unit,
+                "better": s.better,
+                "note": s.note,
+                "t": [row.timestamp() for row in points["started_at"]],
+                "y": [_number(v) for v in points["median"]],
+                "n": [int(v) for v in points["n"]],
+                "contended": [bool(v) for v in points["contended"]],
+                "run": numbers,
+                "changes": [
+                    {
+                        "index": cp.index,
+                        "percent": _number(cp.change_percent),
+                        "interval": [_number(v) for v in cp.interval] if cp.interval else None,
+                        "p": _number(cp.p_value),
+                        "before": _number(cp.mean_before),
+                        "after": _number(cp.mean_after),
+                        "changed": {k: [_plain(a), _plain(b)] for k, (a, b) in cp.changed.items()},
+                        "text": describe(cp, s.unit),
+                    }
+                    for cp in s.change_points
+                ],
+            }
+        )
+    return {
+        "store": str(store),
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "ccbench": __version__,
+        "reason": reason,
+        "runs": runs,
+        "series": out_series,
+    }
+
+
+def _json_for_script(document: dict[str, Any]) -> str:
+    """JSON that cannot end its <script> element early (labels are the user's text)."""
+    text = json.dumps(document, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render(series: list[Series], reason: str | None, store: Path) -> str:
-    changes = [(s, cp) for s in series for cp in s.change_points]
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>ccbench history</title><style>{STYLE}</style>",
-        "</head><body><h1>How the cost moved over time</h1>",
-        f"<p class='note'>store {html.escape(str(store))}; {len(series)} series; ccbench {__version__}; "
-        f"{datetime.now(UTC).isoformat(timespec='seconds')}</p>",
-        "<h2>Verdict</h2>",
-    ]
-    if reason:
-        parts.append(f"<p><b>Change points not computed:</b> {html.escape(reason)}</p>")
-    elif not changes:
-        parts.append("<p>No change point in any series: every series stayed at its level (Otava, p &lt; 0.0001).</p>")
-    else:
-        parts.append(f"<p>{len(changes)} change point(s) in {len({id(s) for s, _ in changes})} series.</p>")
-        parts.append("<table><tr><th>series</th><th>metric</th><th>change</th></tr>")
-        for s, cp in changes:
-            name = f"{s.key['label']} / {s.key['config']} {s.key['workload']} {s.key['case']}"
-            parts.append(
-                f"<tr><td>{html.escape(name)}</td><td>{html.escape(s.key['metric'])}</td>"
-                f"<td>{html.escape(describe(cp, s.unit))}</td></tr>"
-            )
-        parts.append("</table>")
-    parts.append(
-        "<p class='note'>Each point is one run's median; hollow points ran while other work used the machine "
-        "(contended) and are left out of the change-point detection; dashed lines mark change points.</p>"
+    changes = sum(len(s.change_points) for s in series)
+    summary = (
+        f"change points not computed: {reason}"
+        if reason
+        else f"{changes} change point(s) in {sum(1 for s in series if s.change_points)} of {len(series)} series"
     )
-    by_metric: dict[tuple[str, str], list[Series]] = {}
-    for s in series:
-        by_metric.setdefault((s.key["workload"], s.key["metric"]), []).append(s)
-    for (workload, metric), group in by_metric.items():
-        parts.append(f"<figure><h3>{html.escape(workload)}: {html.escape(metric)}</h3>{_chart(group)}</figure>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return "\n".join(
+        [
+            "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+            "<title>ccbench history</title>",
+            f"<style>{_asset('uPlot.min.css')}\n{_asset('history.css')}</style></head><body>",
+            "<h1>How the cost moved over time</h1>",
+            f"<p class='note'>store {html.escape(str(store))}; {len(series)} series; ccbench "
+            f"{html.escape(__version__)}</p>",
+            "<h2 id='verdict'>Verdict: what moved</h2>",
+            f"<p id='summary'>{html.escape(summary)}</p>",
+            "<div id='moved'></div>",
+            "<h2>Series</h2>",
+            "<div id='filters'>"
+            "<label>machine <select id='f-label'></select></label>"
+            "<label>workload <select id='f-workload'></select></label>"
+            "<label>metric <select id='f-metric'></select></label>"
+            "<label>search <input id='f-text' type='search' placeholder='case, configuration'></label>"
+            "<label><input id='f-moved' type='checkbox'> only series that moved</label></div>",
+            "<p id='count' class='note'></p>",
+            "<div id='layout'><select id='picker' size='14'></select>",
+            "<div id='main'><h3 id='title'></h3><div id='chart'></div>",
+            "<p class='note'>Each point is one run's median; hollow points ran while other work used the machine "
+            "(contended, left out of the detection); dashed lines mark change points. Drag to zoom, double-click "
+            "to reset, hover a point for its run.</p>",
+            "<div id='changes'></div><div id='hover'></div></div></div>",
+            f"<script>{_asset('uPlot.iife.min.js')}</script>",
+            f"<script id='data' type='application/json'>{_json_for_script(page_data(series, reason, store))}</script>",
+            f"<script>{_asset('history.js')}</script>",
+            "</body></html>",
+        ]
+    )
