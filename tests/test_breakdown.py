@@ -220,6 +220,9 @@ def test_counts_from_execution_records_times_the_mechanism_workloads_unit_cost(t
     assert accepted["source"] == "counts" and "vmstat.nr_unaccepted" in accepted["basis"]
     assert accepted["ci_low"] <= expected <= accepted["ci_high"], accepted
     assert abs(accepted["share"] - expected) < 0.03
+    # the unit cost's own row is not a cost to split
+    unit = next(r for r in rows if r["workload"] == "mechanisms")
+    assert unit["breakdown"] == []
 
 
 def test_a_cvm_booted_with_idle_poll_is_the_idle_twin_that_takes_the_mechanism_away(tmp_path, ccbench):

@@ -319,6 +319,20 @@ def cross_machine(row: Mapping[str, Any], sides: Mapping[str, list]) -> bool:
     return techs != {"none"}
 
 
+def _isolates_a_mechanism(row: Mapping[str, Any]) -> bool:
+    """Whether the row measures one mechanism on its own (its case names it: ``{"mechanism": ...}``):
+    a unit cost the breakdown uses, not a workload's cost to split."""
+    import json
+
+    params = row.get("params")
+    if isinstance(params, str):
+        try:
+            params = json.loads(params)
+        except ValueError:
+            return False
+    return isinstance(params, Mapping) and "mechanism" in params
+
+
 def _forced_twin_row(sides: Mapping[str, list], row: Mapping[str, Any], named: Mapping[str, str] | None) -> bool:
     """Whether the row's compared configuration is a forced twin of its baseline."""
     return any(
@@ -351,7 +365,7 @@ def breakdowns(
         if not cross_machine(row, sides):
             out.append([])
             continue
-        if _forced_twin_row(sides, row, named_twins):
+        if _isolates_a_mechanism(row) or _forced_twin_row(sides, row, named_twins):
             out.append([])  # a forced twin's own row: a plain machine with one mechanism on, not a CVM
             continue
         twins = find_twins(sides, row["baseline"], row["config"], named_twins)
