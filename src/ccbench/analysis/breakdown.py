@@ -199,9 +199,17 @@ def _cost_sign(better: Any) -> float:
     return -1.0 if better == "higher" else 1.0
 
 
+#: above this many values a side's bootstrap means are drawn from their normal limit (mean, variance
+#: / n), which the resampled means follow closely by then, instead of resampling every value
+RESAMPLE_UP_TO = 30
+
+
 def _resampled_log_means(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """The point estimate first, then BOOTSTRAP_DRAWS bootstrap means of log values."""
     logs = np.log(values)
+    if len(logs) > RESAMPLE_UP_TO:
+        spread = logs.std() / np.sqrt(len(logs))
+        return np.concatenate([[logs.mean()], rng.normal(logs.mean(), spread, BOOTSTRAP_DRAWS)])
     draws = rng.integers(0, len(logs), size=(BOOTSTRAP_DRAWS, len(logs)))
     return np.concatenate([[logs.mean()], logs[draws].mean(axis=1)])
 
@@ -360,40 +368,44 @@ def breakdowns(
     keys = ["workload", "params", "case", "metric"]
     text = frame.assign(params=frame["params"].astype(str), case=frame["case"].astype(str))
     grouped = {key: group for key, group in text.groupby(keys, sort=False)}
-    out, findings, seen = [], [], set()
+    # what every row of a pair, or of a workload, shares: worked out once (a table has thousands of rows)
+    units = frame[frame["metric"].isin({rule.unit_metric for rule in COUNT_RULES.values()})]
+    bundles_of = {config: list(b) for config, b in frame.groupby("config", sort=False)["bundle"].unique().items()}
+    pairs: dict[tuple[str, str], tuple[bool, dict[str, Twin]]] = {}
+    counted: dict[tuple[str, str, str], dict[str, tuple[float, str]]] = {}
+    out, findings = [], []
     for seed, row in enumerate(table.to_dict(orient="records")):
-        if not cross_machine(row, sides):
-            out.append([])
-            continue
-        if _isolates_a_mechanism(row) or _forced_twin_row(sides, row, named_twins):
-            out.append([])  # a forced twin's own row: a plain machine with one mechanism on, not a CVM
-            continue
-        twins = find_twins(sides, row["baseline"], row["config"], named_twins)
-        if (row["baseline"], row["config"]) not in seen:
-            seen.add((row["baseline"], row["config"]))
-            findings += twin_findings(sides, row["baseline"], row["config"], twins)
+        pair = (row["baseline"], row["config"])
+        if pair not in pairs:
+            applies = cross_machine(row, sides) and not _forced_twin_row(sides, row, named_twins)
+            twins = find_twins(sides, *pair, named_twins) if applies else {}
+            findings += twin_findings(sides, *pair, twins)
+            pairs[pair] = (applies, twins)
+        applies, twins = pairs[pair]
         group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
-        if group is None:
+        # a row that measures one mechanism on its own is a unit cost, not a cost to split
+        if not applies or group is None or _isolates_a_mechanism(row):
             out.append([])
             continue
-        bundles = frame.loc[frame["config"] == row["config"], "bundle"].unique()
-        records = [r for b in bundles for r in (executions or {}).get(str(b), [])]
-        out.append(_row_parts(row, group, frame, records, twins, seed))
+        key = (row["workload"], *pair)
+        if key not in counted and row.get("unit") in TIME_UNITS:
+            records = [r for b in bundles_of.get(row["config"], []) for r in (executions or {}).get(str(b), [])]
+            counted[key] = counted_seconds(units, records, *key)
+        out.append(_row_parts(row, group, counted.get(key, {}), twins, seed))
     return out, findings
 
 
 def _row_parts(
-    row: Mapping[str, Any], group: pd.DataFrame, frame: pd.DataFrame, records: list, twins, seed: int
+    row: Mapping[str, Any], group: pd.DataFrame, seconds: Mapping[str, tuple[float, str]], twins, seed: int
 ) -> list[dict]:
-    """One cross-machine row's breakdown from its group's samples (and the counters and unit costs in
-    ``frame`` for a row whose metric is a time)."""
+    """One cross-machine row's breakdown from its group's samples and, for a row whose metric is a
+    time, the seconds per execution its counted mechanisms took on the CVM."""
     values = {c: g["value"].to_numpy(dtype=float) for c, g in group.groupby("config")}
     if row["baseline"] not in values or row["config"] not in values:
         return []
     counted = None
     if row.get("unit") in TIME_UNITS:
         scale = TIME_UNITS[row["unit"]]
-        seconds = counted_seconds(frame, records, row["workload"], row["baseline"], row["config"])
         counted = {mechanism: (value / scale, what) for mechanism, (value, what) in seconds.items()}
     parts = row_breakdown(values, row["baseline"], row["config"], row.get("better"), twins, counted, seed)
     return [part.to_dict() for part in parts]
