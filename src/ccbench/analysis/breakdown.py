@@ -355,16 +355,22 @@ def breakdowns(
     machines: Mapping[str, Mapping[str, Any]],
     named_twins: Mapping[str, str] | None = None,
     executions: Mapping[str, list[Mapping[str, Any]]] | None = None,
+    sides: Mapping[str, list] | None = None,
 ) -> tuple[list[list[dict[str, Any]]], list]:
     """(per row of ``table``: its breakdown as dicts, empty where none applies; the lint's findings on
     the twins). ``frame``: the measured samples of the rows' groups (engine.SampleSet.measured_frame),
-    with the configuration of every sample; ``machines``: {bundle: probe}; ``executions``: {bundle:
-    its execution records} (their mechanism counters, for counts times unit costs)."""
+    with the configuration of every sample: a row whose group it lacks and that has neither twin nor
+    count is all unexplained where the CVM is worse (the table's ratio says); ``machines``: {bundle:
+    probe}; ``executions``: {bundle: its execution records} (their mechanism counters, for counts
+    times unit costs); ``sides``: the machines behind each configuration, where the frame is not
+    enough to tell them (lint.config_sides)."""
     from ccbench.lint import config_sides
 
-    if table.empty or frame.empty:
+    if table.empty or (frame.empty and sides is None):
         return [[] for _ in range(len(table))], []
-    sides = config_sides(frame, machines)
+    if frame.empty:
+        frame = pd.DataFrame(columns=["workload", "params", "case", "metric", "config", "bundle", "value"])
+    sides = sides if sides is not None else config_sides(frame, machines)
     keys = ["workload", "params", "case", "metric"]
     text = frame.assign(params=frame["params"].astype(str), case=frame["case"].astype(str))
     grouped = {key: group for key, group in text.groupby(keys, sort=False)}
@@ -384,8 +390,11 @@ def breakdowns(
         applies, twins = pairs[pair]
         group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
         # a row that measures one mechanism on its own is a unit cost, not a cost to split
-        if not applies or group is None or _isolates_a_mechanism(row):
+        if not applies or _isolates_a_mechanism(row):
             out.append([])
+            continue
+        if group is None:
+            out.append(_all_unexplained(row))
             continue
         key = (row["workload"], *pair)
         if key not in counted and row.get("unit") in TIME_UNITS:
@@ -393,6 +402,15 @@ def breakdowns(
             counted[key] = counted_seconds(units, records, *key)
         out.append(_row_parts(row, group, counted.get(key, {}), twins, seed))
     return out, findings
+
+
+def _all_unexplained(row: Mapping[str, Any]) -> list[dict]:
+    """A row with neither twin nor count: all of a worse CVM's cost is unexplained (its samples unread)."""
+    ratio = row.get("ratio")
+    if ratio is None or not np.isfinite(ratio):
+        return []
+    worse = ratio < 1 if row.get("better") == "higher" else ratio > 1
+    return [Part(UNEXPLAINED, 1.0, 1.0, 1.0, "rest").to_dict()] if worse else []
 
 
 def _row_parts(
@@ -443,13 +461,21 @@ def for_comparison(
     from ccbench.errors import CCBenchError
     from ccbench.lint import config_sides
 
-    # only the rows between two machines get a breakdown: read the samples of theirs alone (none for a
-    # comparison on one machine), the machines behind each configuration known from the facts
+    # only the rows between two machines get a breakdown, and only those with a twin or a count need
+    # their samples (the others are all unexplained): read those alone, the machines behind each
+    # configuration known from the facts
     sides = config_sides(samples.facts, machines) if len(table) else {}
+    executions = {str(bundle.path): bundle.executions for bundle in samples.bundles}
+    counters = {name for rule in COUNT_RULES.values() for name in rule.counters}
+    counted = any(counters & set(r.get("counters") or {}) for records in executions.values() for r in records)
     pairs = list(zip(table["baseline"], table["config"], strict=True))
-    between = {pair: cross_machine({"baseline": pair[0], "config": pair[1]}, sides) for pair in set(pairs)}
-    crossing = [between[pair] for pair in pairs]
-    frame = samples.measured_frame(wanted_groups(table[crossing])) if any(crossing) else pd.DataFrame()
+    needed = {
+        pair: cross_machine({"baseline": pair[0], "config": pair[1]}, sides)
+        and (counted or bool(find_twins(sides, *pair, named)))
+        for pair in set(pairs)
+    }
+    reading = [needed[pair] for pair in pairs]
+    frame = samples.measured_frame(wanted_groups(table[reading])) if any(reading) else pd.DataFrame()
     if named:
         known = set(sides) | {label for side in sides.values() for label, _p in side}
         for mechanism, label in named.items():
@@ -458,8 +484,7 @@ def for_comparison(
                     f"--twin {mechanism}={label}: no machine or configuration is called {label!r}; they are: "
                     + "; ".join(sorted(known))
                 )
-    executions = {str(bundle.path): bundle.executions for bundle in samples.bundles}
-    return breakdowns(table, frame, machines, named, executions)
+    return breakdowns(table, frame, machines, named, executions, sides)
 
 
 def breakdown_text(part: Mapping[str, Any]) -> str:
