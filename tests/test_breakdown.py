@@ -220,6 +220,9 @@ def test_counts_from_execution_records_times_the_mechanism_workloads_unit_cost(t
     assert accepted["source"] == "counts" and "vmstat.nr_unaccepted" in accepted["basis"]
     assert accepted["ci_low"] <= expected <= accepted["ci_high"], accepted
     assert abs(accepted["share"] - expected) < 0.03
+    # the unit cost's own row is not a cost to split
+    unit = next(r for r in rows if r["workload"] == "mechanisms")
+    assert unit["breakdown"] == []
 
 
 def test_a_cvm_booted_with_idle_poll_is_the_idle_twin_that_takes_the_mechanism_away(tmp_path, ccbench):
@@ -250,3 +253,13 @@ def test_a_cvm_booted_with_idle_poll_is_the_idle_twin_that_takes_the_mechanism_a
     poll = next(r for r in rows if r["config"].startswith("tdpoll"))
     assert [p["mechanism"] for p in poll["breakdown"]] == ["unexplained"]
     assert not [f for f in findings if f["finding"] == "confounded-twin"]
+
+
+def test_the_report_leaves_the_breakdown_out_where_nothing_explains_anything(tmp_path, ccbench):
+    rng = np.random.default_rng(4)
+    probes = {"plain": machine("plain", "none"), "snp": machine("snp", "sev-snp")}
+    paths = [write_environment(tmp_path, probes[h], rate_samples(RATES[h], rng)) for h in probes]
+    markdown = tmp_path / "report.md"
+    done = ccbench("report", *paths, "--baseline", "plain", "-o", markdown)
+    assert done.returncode == 0, done.stderr
+    assert "the cost by mechanism" not in markdown.read_text()

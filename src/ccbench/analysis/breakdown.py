@@ -199,9 +199,17 @@ def _cost_sign(better: Any) -> float:
     return -1.0 if better == "higher" else 1.0
 
 
+#: above this many values a side's bootstrap means are drawn from their normal limit (mean, variance
+#: / n), which the resampled means follow closely by then, instead of resampling every value
+RESAMPLE_UP_TO = 30
+
+
 def _resampled_log_means(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """The point estimate first, then BOOTSTRAP_DRAWS bootstrap means of log values."""
     logs = np.log(values)
+    if len(logs) > RESAMPLE_UP_TO:
+        spread = logs.std() / np.sqrt(len(logs))
+        return np.concatenate([[logs.mean()], rng.normal(logs.mean(), spread, BOOTSTRAP_DRAWS)])
     draws = rng.integers(0, len(logs), size=(BOOTSTRAP_DRAWS, len(logs)))
     return np.concatenate([[logs.mean()], logs[draws].mean(axis=1)])
 
@@ -319,6 +327,20 @@ def cross_machine(row: Mapping[str, Any], sides: Mapping[str, list]) -> bool:
     return techs != {"none"}
 
 
+def _isolates_a_mechanism(row: Mapping[str, Any]) -> bool:
+    """Whether the row measures one mechanism on its own (its case names it: ``{"mechanism": ...}``):
+    a unit cost the breakdown uses, not a workload's cost to split."""
+    import json
+
+    params = row.get("params")
+    if isinstance(params, str):
+        try:
+            params = json.loads(params)
+        except ValueError:
+            return False
+    return isinstance(params, Mapping) and "mechanism" in params
+
+
 def _forced_twin_row(sides: Mapping[str, list], row: Mapping[str, Any], named: Mapping[str, str] | None) -> bool:
     """Whether the row's compared configuration is a forced twin of its baseline."""
     return any(
@@ -333,53 +355,75 @@ def breakdowns(
     machines: Mapping[str, Mapping[str, Any]],
     named_twins: Mapping[str, str] | None = None,
     executions: Mapping[str, list[Mapping[str, Any]]] | None = None,
+    sides: Mapping[str, list] | None = None,
 ) -> tuple[list[list[dict[str, Any]]], list]:
     """(per row of ``table``: its breakdown as dicts, empty where none applies; the lint's findings on
     the twins). ``frame``: the measured samples of the rows' groups (engine.SampleSet.measured_frame),
-    with the configuration of every sample; ``machines``: {bundle: probe}; ``executions``: {bundle:
-    its execution records} (their mechanism counters, for counts times unit costs)."""
+    with the configuration of every sample: a row whose group it lacks and that has neither twin nor
+    count is all unexplained where the CVM is worse (the table's ratio says); ``machines``: {bundle:
+    probe}; ``executions``: {bundle: its execution records} (their mechanism counters, for counts
+    times unit costs); ``sides``: the machines behind each configuration, where the frame is not
+    enough to tell them (lint.config_sides)."""
     from ccbench.analysis.lint import config_sides
 
-    if table.empty or frame.empty:
+    if table.empty or (frame.empty and sides is None):
         return [[] for _ in range(len(table))], []
-    sides = config_sides(frame, machines)
+    if frame.empty:
+        frame = pd.DataFrame(columns=["workload", "params", "case", "metric", "config", "bundle", "value"])
+    sides = sides if sides is not None else config_sides(frame, machines)
     keys = ["workload", "params", "case", "metric"]
     text = frame.assign(params=frame["params"].astype(str), case=frame["case"].astype(str))
     grouped = {key: group for key, group in text.groupby(keys, sort=False)}
-    out, findings, seen = [], [], set()
+    # what every row of a pair, or of a workload, shares: worked out once (a table has thousands of rows)
+    units = frame[frame["metric"].isin({rule.unit_metric for rule in COUNT_RULES.values()})]
+    bundles_of = {config: list(b) for config, b in frame.groupby("config", sort=False)["bundle"].unique().items()}
+    pairs: dict[tuple[str, str], tuple[bool, dict[str, Twin]]] = {}
+    counted: dict[tuple[str, str, str], dict[str, tuple[float, str]]] = {}
+    out, findings = [], []
     for seed, row in enumerate(table.to_dict(orient="records")):
-        if not cross_machine(row, sides):
-            out.append([])
-            continue
-        if _forced_twin_row(sides, row, named_twins):
-            out.append([])  # a forced twin's own row: a plain machine with one mechanism on, not a CVM
-            continue
-        twins = find_twins(sides, row["baseline"], row["config"], named_twins)
-        if (row["baseline"], row["config"]) not in seen:
-            seen.add((row["baseline"], row["config"]))
-            findings += twin_findings(sides, row["baseline"], row["config"], twins)
+        pair = (row["baseline"], row["config"])
+        if pair not in pairs:
+            applies = cross_machine(row, sides) and not _forced_twin_row(sides, row, named_twins)
+            twins = find_twins(sides, *pair, named_twins) if applies else {}
+            findings += twin_findings(sides, *pair, twins)
+            pairs[pair] = (applies, twins)
+        applies, twins = pairs[pair]
         group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
-        if group is None:
+        # a row that measures one mechanism on its own is a unit cost, not a cost to split
+        if not applies or _isolates_a_mechanism(row):
             out.append([])
             continue
-        bundles = frame.loc[frame["config"] == row["config"], "bundle"].unique()
-        records = [r for b in bundles for r in (executions or {}).get(str(b), [])]
-        out.append(_row_parts(row, group, frame, records, twins, seed))
+        if group is None:
+            out.append(_all_unexplained(row))
+            continue
+        key = (row["workload"], *pair)
+        if key not in counted and row.get("unit") in TIME_UNITS:
+            records = [r for b in bundles_of.get(row["config"], []) for r in (executions or {}).get(str(b), [])]
+            counted[key] = counted_seconds(units, records, *key)
+        out.append(_row_parts(row, group, counted.get(key, {}), twins, seed))
     return out, findings
 
 
+def _all_unexplained(row: Mapping[str, Any]) -> list[dict]:
+    """A row with neither twin nor count: all of a worse CVM's cost is unexplained (its samples unread)."""
+    ratio = row.get("ratio")
+    if ratio is None or not np.isfinite(ratio):
+        return []
+    worse = ratio < 1 if row.get("better") == "higher" else ratio > 1
+    return [Part(UNEXPLAINED, 1.0, 1.0, 1.0, "rest").to_dict()] if worse else []
+
+
 def _row_parts(
-    row: Mapping[str, Any], group: pd.DataFrame, frame: pd.DataFrame, records: list, twins, seed: int
+    row: Mapping[str, Any], group: pd.DataFrame, seconds: Mapping[str, tuple[float, str]], twins, seed: int
 ) -> list[dict]:
-    """One cross-machine row's breakdown from its group's samples (and the counters and unit costs in
-    ``frame`` for a row whose metric is a time)."""
+    """One cross-machine row's breakdown from its group's samples and, for a row whose metric is a
+    time, the seconds per execution its counted mechanisms took on the CVM."""
     values = {c: g["value"].to_numpy(dtype=float) for c, g in group.groupby("config")}
     if row["baseline"] not in values or row["config"] not in values:
         return []
     counted = None
     if row.get("unit") in TIME_UNITS:
         scale = TIME_UNITS[row["unit"]]
-        seconds = counted_seconds(frame, records, row["workload"], row["baseline"], row["config"])
         counted = {mechanism: (value / scale, what) for mechanism, (value, what) in seconds.items()}
     parts = row_breakdown(values, row["baseline"], row["config"], row.get("better"), twins, counted, seed)
     return [part.to_dict() for part in parts]
@@ -417,13 +461,21 @@ def for_comparison(
     from ccbench.analysis.lint import config_sides
     from ccbench.errors import CCBenchError
 
-    # only the rows between two machines get a breakdown: read the samples of theirs alone (none for a
-    # comparison on one machine), the machines behind each configuration known from the facts
+    # only the rows between two machines get a breakdown, and only those with a twin or a count need
+    # their samples (the others are all unexplained): read those alone, the machines behind each
+    # configuration known from the facts
     sides = config_sides(samples.facts, machines) if len(table) else {}
+    executions = {str(bundle.path): bundle.executions for bundle in samples.bundles}
+    counters = {name for rule in COUNT_RULES.values() for name in rule.counters}
+    counted = any(counters & set(r.get("counters") or {}) for records in executions.values() for r in records)
     pairs = list(zip(table["baseline"], table["config"], strict=True))
-    between = {pair: cross_machine({"baseline": pair[0], "config": pair[1]}, sides) for pair in set(pairs)}
-    crossing = [between[pair] for pair in pairs]
-    frame = samples.measured_frame(wanted_groups(table[crossing])) if any(crossing) else pd.DataFrame()
+    needed = {
+        pair: cross_machine({"baseline": pair[0], "config": pair[1]}, sides)
+        and (counted or bool(find_twins(sides, *pair, named)))
+        for pair in set(pairs)
+    }
+    reading = [needed[pair] for pair in pairs]
+    frame = samples.measured_frame(wanted_groups(table[reading])) if any(reading) else pd.DataFrame()
     if named:
         known = set(sides) | {label for side in sides.values() for label, _p in side}
         for mechanism, label in named.items():
@@ -432,8 +484,7 @@ def for_comparison(
                     f"--twin {mechanism}={label}: no machine or configuration is called {label!r}; they are: "
                     + "; ".join(sorted(known))
                 )
-    executions = {str(bundle.path): bundle.executions for bundle in samples.bundles}
-    return breakdowns(table, frame, machines, named, executions)
+    return breakdowns(table, frame, machines, named, executions, sides)
 
 
 def breakdown_text(part: Mapping[str, Any]) -> str:

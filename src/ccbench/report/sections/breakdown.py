@@ -63,8 +63,8 @@ def build(ctx: ReportContext) -> Section | None:
                     **part,
                 }
             )
-    if not rows:
-        return None
+    if not any(row["mechanism"] != UNEXPLAINED for row in rows):
+        return None  # no twin and no count: every bar would be one grey "unexplained"
     table = pd.DataFrame(rows)
     bars = (
         table.pivot_table(index=["workload", "config"], columns="mechanism", values="share", aggfunc="mean")
