@@ -1,24 +1,27 @@
 """Why a confidential machine costs what it costs: the share of a cross-machine row's cost that each
 mechanism explains, with intervals, and the unexplained rest (docs/analysis.md, Breakdown).
 
-A row that compares two machines (the TEE layer, or machines whose TEE is unknown) has a cost: the
-log of its ratio oriented so that worse is positive, ``log(cvm / baseline)`` for a time and
-``log(baseline / cvm)`` for a throughput. The log scale makes a share independent of whether the same
-work is measured as a time or as a rate, and shares of independent multiplicative slowdowns add up.
-Two sources attribute parts of that cost:
+A row that compares two machines (the TEE layer, or machines whose TEE is unknown) has a cost on its
+own metric's scale, oriented so that worse is positive: the time added, ``cvm / baseline - 1``, for a
+time; the rate lost, ``1 - cvm / baseline``, for a throughput. A share is the part of that cost a
+mechanism explains: the reading of issue 31's published example (a plain VM's UDP receive rate 1.0,
+its ``swiotlb=force`` twin 0.75, the SEV-SNP VM 0.17: the twin loses (1 - 0.75) / (1 - 0.17) = 0.30 of
+what the CVM loses). Each part also carries ``log_share``, the same part of the log of the ratio,
+which does not depend on whether the work is read as a time or a rate (0.16 in that example).
+Two sources attribute parts of the cost:
 
 * a **mechanism twin**: a configuration equal to one side except for one mechanism, recognised from
   the kernel command line in its probe's provenance or named by the user (``--twin
   bounce-buffers=LABEL``): the baseline with a mechanism forced on (a plain VM booted with
-  ``swiotlb=force``: bounce buffers), share ``log cost(twin) / log cost(cvm)``; or the CVM with a
-  mechanism taken away (booted with ``idle=poll``: no halt exits), share ``1 - log cost(twin) / log
-  cost(cvm)``; every cost against the same baseline.
+  ``swiotlb=force``: bounce buffers), share ``cost(twin) / cost(cvm)``; or the CVM with a mechanism
+  taken away (booted with ``idle=poll``: no halt exits), share ``1 - cost(twin) / cost(cvm)``; every
+  cost against the same baseline.
 * **counts times unit costs**: a mechanism's count in the CVM's executions (the mechanism counters
   of each execution record, ``counters``: the pages accepted as ``vmstat.nr_unaccepted`` falls; bytes
   bounced where a counter records them) times its unit cost measured by the ``mechanisms`` workload
   on the same machine, less the baseline machine's where it has one. For a row whose metric is an
-  execution's time: the share of the cost that goes away when that time is taken off the CVM's,
-  ``log(T_cvm / (T_cvm - count x unit)) / log(T_cvm / T_base)``.
+  execution's time: the counted time's part of the time the CVM adds,
+  ``count x unit / (T_cvm - T_base)``.
 
 Intervals are percentile bootstrap intervals over the executions (each side resampled on its own,
 the same draws for every part, so the unexplained rest ``1 - sum(shares)`` has an interval too).
@@ -97,6 +100,8 @@ class Part:
     source: str
     #: the twin's configuration, or what was counted
     basis: str = ""
+    #: the same part of the log of the row's ratio (the scale on which a time and a rate agree)
+    log_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -220,6 +225,12 @@ def _interval(draws: np.ndarray) -> tuple[float, float, float]:
     return tuple(float(np.clip(v, 0.0, 1.0)) for v in (draws[0], low, high))
 
 
+def _point(draws: np.ndarray) -> float | None:
+    """The point estimate of a share's draws, clipped to 0..1 like the share (None where undefined)."""
+    value = float(draws[0])
+    return round(float(np.clip(value, 0.0, 1.0)), 6) if np.isfinite(value) else None
+
+
 def row_breakdown(
     values: Mapping[str, np.ndarray],
     baseline: str,
@@ -236,25 +247,32 @@ def row_breakdown(
     sign = _cost_sign(better)
     base = _resampled_log_means(values[baseline], rng)
     cvm = _resampled_log_means(values[config], rng)
-    cost = sign * (cvm - base)
+    cost = sign * (np.exp(cvm - base) - 1.0)
+    log_cost = sign * (cvm - base)
     if not cost[0] > 0:
         return []
-    parts: list[tuple[str, np.ndarray, str, str]] = []
+    # (mechanism, share draws, log share draws, source, basis)
+    parts: list[tuple[str, np.ndarray, np.ndarray, str, str]] = []
     for mechanism, twin in sorted(twins.items()):
         if twin.config in values and len(values[twin.config]):
-            twin_cost = sign * (_resampled_log_means(values[twin.config], rng) - base)
+            twin_log = _resampled_log_means(values[twin.config], rng) - base
+            share, log_share = sign * (np.exp(twin_log) - 1.0) / cost, sign * twin_log / log_cost
             # forced: the twin's cost is the mechanism's; removed: what the CVM loses without it
-            share = twin_cost / cost if twin.kind == "forced" else 1.0 - twin_cost / cost
-            parts.append((mechanism, share, "twin", twin.config))
+            if twin.kind != "forced":
+                share, log_share = 1.0 - share, 1.0 - log_share
+            parts.append((mechanism, share, log_share, "twin", twin.config))
     for mechanism, (seconds, what) in sorted((counted or {}).items()):
         if mechanism in twins or sign < 0:
             continue
-        cvm_time = np.exp(cvm)
+        cvm_time, base_time = np.exp(cvm), np.exp(base)
         remaining = np.where(cvm_time > seconds, cvm_time - seconds, np.nan)
-        parts.append((mechanism, np.log(cvm_time / remaining) / cost, "counts", what))
-    out = [Part(m, *_interval(share), source, basis) for m, share, source, basis in parts]
-    rest = np.ones_like(cost) - np.nansum([np.clip(share, 0, 1) for _m, share, _s, _b in parts] or [0.0 * cost], axis=0)
-    out.append(Part(UNEXPLAINED, *_interval(rest), "rest"))
+        share = seconds / (cvm_time - base_time)
+        parts.append((mechanism, share, np.log(cvm_time / remaining) / log_cost, "counts", what))
+    out = [Part(m, *_interval(share), source, basis, _point(log_share)) for m, share, log_share, source, basis in parts]
+    clipped = [np.clip(share, 0, 1) for _m, share, _l, _s, _b in parts] or [0.0 * cost]
+    rest = np.ones_like(cost) - np.nansum(clipped, axis=0)
+    log_rest = 1.0 - sum(float(np.clip(log_share[0], 0, 1)) for _m, _s, log_share, _src, _b in parts)
+    out.append(Part(UNEXPLAINED, *_interval(rest), "rest", log_share=round(log_rest, 6)))
     return out
 
 
@@ -410,7 +428,7 @@ def _all_unexplained(row: Mapping[str, Any]) -> list[dict]:
     if ratio is None or not np.isfinite(ratio):
         return []
     worse = ratio < 1 if row.get("better") == "higher" else ratio > 1
-    return [Part(UNEXPLAINED, 1.0, 1.0, 1.0, "rest").to_dict()] if worse else []
+    return [Part(UNEXPLAINED, 1.0, 1.0, 1.0, "rest", log_share=1.0).to_dict()] if worse else []
 
 
 def _row_parts(

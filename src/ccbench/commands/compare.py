@@ -196,7 +196,7 @@ def _print_breakdowns(table, parts) -> None:
         if breakdown
     ]
     if lines:
-        stdout.print("breakdown of the cost by mechanism (share of the log cost, 95% bootstrap interval):")
+        stdout.print("breakdown of the cost by mechanism (share of the time added or the rate lost, 95% bootstrap interval):")
         for line in lines:
             stdout.print(line, markup=False, highlight=False)
 

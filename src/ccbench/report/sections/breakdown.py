@@ -36,7 +36,7 @@ def stacked_shares(bars: pd.DataFrame):
             patch.set_gid(f"mechanism:{mechanism}:{number}")
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set_xlim(0, 1)
-    ax.set_xlabel("share of the cost (log scale of the ratio)")
+    ax.set_xlabel("share of the cost (the time added or the rate lost)")
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
@@ -79,7 +79,7 @@ def build(ctx: ReportContext) -> Section | None:
         title="Why the machines differ: the cost by mechanism",
         intro=(
             "For each comparison between two machines with a TEE (or an unknown one) on the compared side, the share "
-            "of its cost (on the log scale of the ratio) that each mechanism explains: from a mechanism twin (a plain "
+            "of its cost (the time it adds or the rate it loses) that each mechanism explains: from a mechanism twin (a plain "
             "machine booted with swiotlb=force, the CVM booted with idle=poll) and from counts times unit costs measured by the "
             "mechanisms workload on the same machine; the rest is unexplained. Intervals: 95% bootstrap over the "
             "executions (docs/analysis.md, Breakdown)."
