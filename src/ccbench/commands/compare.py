@@ -8,7 +8,13 @@ import warnings
 
 import click
 
-from ccbench.commands.options import baseline_option, exclude_contended_option, jobs_option, labels_option
+from ccbench.commands.options import (
+    allow_unverified_option,
+    baseline_option,
+    exclude_contended_option,
+    jobs_option,
+    labels_option,
+)
 
 
 @click.command()
@@ -26,7 +32,8 @@ from ccbench.commands.options import baseline_option, exclude_contended_option, 
 @click.option("--summary", is_flag=True, help="Print only the verdict per protection layer (the report's first table).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
 @jobs_option("reading bundles")
-def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, jobs) -> None:
+@allow_unverified_option
+def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_json, jobs, allow_unverified) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
@@ -48,7 +55,7 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, as_
     # application shares need a per-message workload's samples (every sample up to the engine's
     # budget, a systematic sample beyond); --json alone needs none
     with_verdict = summary or not as_json
-    samples, loaded = _load(bundles, labels, jobs, frame=with_verdict)
+    samples, loaded = _load(bundles, labels, jobs, frame=with_verdict, allow_unverified=allow_unverified)
     machines, device_io = bundle_machines(loaded)
     table = compare(samples, baseline, noisy_cv=noisy_cv / 100, exclude_contended=exclude_contended, machines=machines)
     _check_something_compared(table, samples, exclude_contended)
@@ -85,15 +92,19 @@ def _lint_rows(samples):
     return pd.concat([rows, facts], ignore_index=True)
 
 
-def _load(bundles, labels, jobs, frame: bool = True):
+def _load(bundles, labels, jobs, frame: bool = True, allow_unverified: bool = False):
     """The samples of the bundles as the engine's SampleSet (ccbench.analysis.engine), and the
     bundles (their probes and plans); the bundles' warnings printed, no samples an error."""
     from ccbench.analysis.engine import sample_set
     from ccbench.analysis.load import load_bundles, parse_labels
+    from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.console import console
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
 
+    unverified = check_before_reading(bundles, allow_unverified)
+    if unverified:
+        console.print(f"warning: {unverified_warning(unverified)}", markup=False)
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
         loaded = load_bundles(bundles, samples=False)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.commands.options import labels_option
+from ccbench.commands.options import allow_unverified_option, labels_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,13 +20,19 @@ from ccbench.commands.options import labels_option
     help="parquet (zstd) or csv; default: from the file name's extension (.csv -> csv, otherwise parquet).",
 )
 @labels_option
-def command(bundles, out: Path, format_name: str | None, labels) -> None:
+@allow_unverified_option
+def command(bundles, out: Path, format_name: str | None, labels, allow_unverified) -> None:
     """Write every sample of BUNDLE... (bundles, or directories holding bundles) as one table, each row
     joined with its machine's facts (label, TEE technology, CPU model, kernel, storage protection,
     contended, ...), for pandas, DuckDB, R (arrow), Spark or BigQuery without ccbench. Warmup samples
     are included and flagged. The columns are documented in docs/bundle-format.md ("Export")."""
     from ccbench.analysis.load import parse_labels
+    from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.export import export_table, write
+
+    unverified = check_before_reading(bundles, allow_unverified)
+    if unverified:
+        click.echo(f"warning: {unverified_warning(unverified)}", err=True)
 
     format_name = format_name or ("csv" if out.suffix.lower() == ".csv" else "parquet")
     frame = export_table(bundles, parse_labels(labels))
