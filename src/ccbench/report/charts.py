@@ -28,14 +28,19 @@ def literal_text(fig: Figure) -> Figure:
     math, ``$\\frac$`` would fail to parse). Tick labels a formatter makes (10^2 on a log axis) keep
     their math. Called on each figure as it is drawn (ccbench.report.figures)."""
     from matplotlib.text import Text
-    from matplotlib.ticker import FixedFormatter
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
+
+    def escaped(formatter):
+        return FuncFormatter(lambda value, position: str(formatter(value, position)).replace("$", r"\$"))
 
     made_by_formatters = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
-                if isinstance(formatter, FixedFormatter):
-                    formatter.seq = [str(text).replace("$", r"\$") for text in formatter.seq]
+            # labels given as a list (set_xticklabels) or by ccbench's functions: text, never math
+            if isinstance(axis.get_major_formatter(), FixedFormatter | FuncFormatter):
+                axis.set_major_formatter(escaped(axis.get_major_formatter()))
+            if isinstance(axis.get_minor_formatter(), FixedFormatter | FuncFormatter):
+                axis.set_minor_formatter(escaped(axis.get_minor_formatter()))
             for tick in axis.get_major_ticks() + axis.get_minor_ticks():
                 made_by_formatters.update((tick.label1, tick.label2))
     for text in fig.findobj(Text):
