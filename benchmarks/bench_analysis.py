@@ -11,12 +11,19 @@ memory (of the main process) are printed. Also printed: what writing samples.par
 per 100,000 samples (CPU time) and its size beside the journal's. ``--data DIR`` keeps the bundles
 (10 million samples: ``--samples 10000000 --bundles 100``, about 5 GB of journals).
 
+The bundles are sealed as a run seals them (attestation.json, the digest list), since the
+analysis reads only bundles that verify. ``--verify-cost`` adds a compare that skips that check
+(patched out in its process, a measurement only: the command line has no way to skip it) beside
+the usual one: what verifying on read costs a cached compare, the digests being remembered by file
+identity after the first.
+
 With ``--against REV`` every command also runs from another revision, interleaved with this
 checkout's, and the ratios this/that are printed: a before/after measured side by side. REV is a
 git revision of this repository (its ``src`` is extracted into a temporary directory) or the path
 of another checkout's ``src`` directory.
 
     .venv/bin/python benchmarks/bench_analysis.py [--samples 1000000] [--bundles 10] [--rounds 3] [--against main]
+        [--verify-cost]
 """
 
 from __future__ import annotations
@@ -181,6 +188,15 @@ def make_bundles(root: Path, total: int, count: int) -> list[Path]:
     return paths
 
 
+def sealed(paths: list[Path]) -> list[Path]:
+    """The bundles with their digest list written (no evidence), as a run ends."""
+    from ccbench.attestation import finish_bundle
+
+    for path in paths:
+        finish_bundle(path, provider=None)
+    return paths
+
+
 def stored_bundles(data: Path, total: int, count: int) -> list[Path]:
     """The bundles of this shape under ``data``, written there the first time (a "done" file marks a
     complete set: an interrupted write is redone)."""
@@ -188,10 +204,19 @@ def stored_bundles(data: Path, total: int, count: int) -> list[Path]:
     done = home / "done"
     if not done.exists():
         shutil.rmtree(home, ignore_errors=True)
-        paths = make_bundles(home, total, count)
+        paths = sealed(make_bundles(home, total, count))
         done.write_text("\n".join(str(p.relative_to(home)) for p in paths))
     return [home / line for line in done.read_text().splitlines()]
 
+
+#: ``ccbench compare --json`` with the digest check patched out: the baseline of --verify-cost
+UNVERIFIED = """
+import sys
+from ccbench.attestation import onread
+onread.problem_on_read = lambda bundle: None
+from ccbench.cli import main
+main(["compare", *sys.argv[1:], "--json"])
+"""
 
 WRITE_COST = """
 import statistics, sys, tempfile, time
@@ -243,6 +268,11 @@ def main() -> None:
         help="keep the generated bundles under DIR (written once per --samples/--bundles, reused later) "
         "instead of a temporary directory",
     )
+    parser.add_argument(
+        "--verify-cost",
+        action="store_true",
+        help="also run compare with the check of each bundle's digests patched out (the cost of verifying on read)",
+    )
     parser.add_argument("--no-single-process", action="store_true", help="skip the -j 1 runs of compare and report")
     parser.add_argument(
         "--only", action="append", metavar="WORDS", help="run only the commands whose name contains WORDS (repeatable)"
@@ -252,7 +282,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         paths = stored_bundles(Path(args.data), args.samples, args.bundles) if args.data else None
-        paths = paths or make_bundles(root, args.samples, args.bundles)
+        paths = paths or sealed(make_bundles(root, args.samples, args.bundles))
         count = sum(sum(1 for _ in open(p / "samples.jsonl", "rb")) for p in paths)
         cli = [sys.executable, "-m", "ccbench"]
         bundles = list(map(str, paths))
@@ -264,6 +294,8 @@ def main() -> None:
             "ccbench report -o report.html -j 1": cli
             + ["report", *bundles, "-o", str(root / "report.html"), "-j", "1"],
         }
+        if args.verify_cost:
+            commands["ccbench compare --json (not verified)"] = [sys.executable, "-c", UNVERIFIED, *bundles]
         if args.no_single_process:
             commands = {name: argv for name, argv in commands.items() if not name.endswith("-j 1")}
         first_compare = commands["ccbench compare --json"]
@@ -325,6 +357,16 @@ def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: d
                 f"peak {peak[name]:5.0f} vs {peak['against: ' + name]:5.0f} MiB  "
                 f"ratio {peak[name] / peak['against: ' + name]:.2f}"
             )
+    unverified = times.get("ccbench compare --json (not verified)")
+    if unverified:
+        verified = times["ccbench compare --json"]
+        ratios = [a / b for a, b in zip(verified, unverified, strict=True)]
+        print(
+            f"verifying on read (cached compare --json): {statistics.median(verified):.2f} s vs "
+            f"{statistics.median(unverified):.2f} s without the check, ratio of medians "
+            f"{statistics.median(verified) / statistics.median(unverified):.3f}, median of per-round ratios "
+            f"{statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)})"
+        )
     if not args.no_single_process and not args.only:
         compare, report_time = median["ccbench compare --json"], median["ccbench report -o report.html"]
         print(
