@@ -209,4 +209,4 @@ def write_environment(out: Path, environment: dict, samples: list[Sample], plan:
     writer = BundleWriter.create(out / environment["hostname"], manifest)
     writer.append_samples(samples)
     writer.close()
-    return writer.path
+    return seal(writer.path)
