@@ -155,8 +155,10 @@ def _duckdb_table(duckdb: Any, journal: Path, descriptor: int) -> pa.Table | Non
     columns = {name: _DUCKDB_TYPES[kind] for name, kind in SCALARS} | {name: "JSON" for name in JSON_FIELDS}
     source = f"read_json({_quoted(exact)}, format='newline_delimited', columns={_struct(columns)})"
     objects = f"read_ndjson_objects({_quoted(exact)})"
+    # no progress bar: DuckDB would draw it on stdout (a compare's JSON) for a long conversion
     connection = duckdb.connect()
     try:
+        connection.execute("SET enable_progress_bar = false")
         if not _only_known_fields(journal):
             # a line with other fields than the layout's (a Sample may carry extra ones, kept in
             # ``extra``) is rare: the record reader converts such a journal
