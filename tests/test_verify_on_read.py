@@ -269,3 +269,42 @@ def test_resume_after_a_cut_journal_analyses_like_an_uninterrupted_run(tmp_path,
     assert compared.returncode == 0, compared.stderr
     rows = [json.loads(line) for line in compared.stdout.splitlines() if '"ratio"' in line]
     assert rows and all(row["ratio"] == pytest.approx(1.0) for row in rows if row["ratio"] is not None), rows
+
+
+def test_the_fleets_summary_leaves_an_unverified_bundle_out_and_says_so(tmp_path, cache):
+    from test_replicas import REPLICAS, write_replicas
+
+    from ccbench.fleet.gather import add_to_history, compare_and_report
+    from ccbench.fleet.records import FleetRun, HostRun
+
+    paths = write_replicas(tmp_path)
+    keys = {host: f"{label}/{host}" for host, label, _, _ in REPLICAS}
+    tampered = paths[REPLICAS[-1][0]]
+    first = (tampered / "samples.jsonl").read_text().splitlines()[0]
+    with open(tampered / "samples.jsonl", "a") as journal:
+        journal.write(first + "\n")  # one sample counted twice
+    fleet = FleetRun(
+        directory=tmp_path,
+        plan="quick",
+        plan_file=None,
+        inventory=tmp_path / "hosts.ini",
+        mode="parallel",
+        forks=4,
+        limit=None,
+        accept_new_host_keys=False,
+        run_id="fleet-unverified",
+        rounds=["run"],
+        hosts={keys[host]: {"inventory_hostname": host, "label": label} for host, label, _, _ in REPLICAS},
+        runs={
+            keys[host]: {"run": HostRun(round="run", outcome="ok", bundle=str(paths[host].relative_to(tmp_path)))}
+            for host, _, _, _ in REPLICAS
+        },
+        baseline="plain",
+        started_at="2026-01-01T00:00:00+00:00",
+    )
+    compare_and_report(fleet)
+    assert fleet.analysis_error.startswith("left out, unverified: ") and str(tampered) in fleet.analysis_error
+    assert "changed: samples.jsonl" in fleet.analysis_error
+    assert (tmp_path / "compare.txt").exists() and fleet.report == "report.html"  # the others were compared
+    line = add_to_history(fleet, str(tmp_path / "h.duckdb"))
+    assert f"{len(REPLICAS) - 1} bundle(s) added" in line and "left out, unverified" in line and str(tampered) in line
