@@ -118,6 +118,11 @@ def write_bundles(root: Path, total: int) -> list[Path]:
     return paths
 
 
+#: CPU seconds (user + system) of each timed command's own process, by the command's argv; on a
+#: shared machine a steadier measure than wall time of what a one-process command costs
+CPU: dict[tuple[str, ...], list[float]] = {}
+
+
 def timed(argv: list[str], src: str | None = None, cache: Path | None = None) -> tuple[float, float]:
     """Wall seconds and peak resident memory (MiB) of the command's own process (os.wait4's rusage:
     a helper process it forks is not included); with ``src``, ccbench is imported from there; with
@@ -136,6 +141,7 @@ def timed(argv: list[str], src: str | None = None, cache: Path | None = None) ->
         if process.returncode != 0:
             stderr.seek(0)
             sys.exit(f"{' '.join(argv[:4])} failed: {stderr.read().decode(errors='replace').strip()[-500:]}")
+    CPU.setdefault((src or "", *argv), []).append(usage.ru_utime + usage.ru_stime)
     return elapsed, usage.ru_maxrss / 1024
 
 
@@ -296,6 +302,14 @@ def main() -> None:
         }
         if args.verify_cost:
             commands["ccbench compare --json (not verified)"] = [sys.executable, "-c", UNVERIFIED, *bundles]
+            commands["ccbench compare --json -j 1 (not verified)"] = [
+                sys.executable,
+                "-c",
+                UNVERIFIED,
+                *bundles,
+                "-j",
+                "1",
+            ]
         if args.no_single_process:
             commands = {name: argv for name, argv in commands.items() if not name.endswith("-j 1")}
         first_compare = commands["ccbench compare --json"]
@@ -322,6 +336,8 @@ def main() -> None:
                     times.setdefault(prefix + name, []).append(elapsed)
                     peaks.setdefault(prefix + name, []).append(peak)
     report(args, count, len(paths), times, peaks, commands)
+    if args.verify_cost:
+        verify_cost(times, {name: CPU.get((this_src, *argv), []) for name, argv in commands.items()})
     for prefix in sources:
         seconds, peak = first[prefix]
         other = f"  ratio {seconds / first['against: '][0]:.2f}" if prefix == "" and args.against else ""
@@ -336,6 +352,22 @@ def main() -> None:
     for prefix, cost in costs.items():
         other = f"  ratio {cost / costs['against: ']:.2f}" if prefix == "" and args.against else ""
         print(f"{prefix}writing samples.parquet: {cost:.2f} CPU s per 100,000 samples (a bundle of {rows:,}){other}")
+
+
+def verify_cost(times: dict, cpu: dict) -> None:
+    """--verify-cost: each compare with the digest check beside the same without it, wall and CPU."""
+    for name in ("ccbench compare --json", "ccbench compare --json -j 1"):
+        unchecked = name + " (not verified)"
+        for what, values, unit in (("wall", times, "s"), ("CPU of the main process", cpu, "CPU s")):
+            verified, unverified = values.get(name), values.get(unchecked)
+            if not verified or not unverified or len(verified) != len(unverified):
+                continue
+            ratios = [a / b for a, b in zip(verified, unverified, strict=True)]
+            print(
+                f"verifying on read, {name}, {what}: {statistics.median(verified):.2f} vs "
+                f"{statistics.median(unverified):.2f} {unit} without the check; median of per-round ratios "
+                f"{statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)})"
+            )
 
 
 def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: dict) -> None:
@@ -357,16 +389,6 @@ def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: d
                 f"peak {peak[name]:5.0f} vs {peak['against: ' + name]:5.0f} MiB  "
                 f"ratio {peak[name] / peak['against: ' + name]:.2f}"
             )
-    unverified = times.get("ccbench compare --json (not verified)")
-    if unverified:
-        verified = times["ccbench compare --json"]
-        ratios = [a / b for a, b in zip(verified, unverified, strict=True)]
-        print(
-            f"verifying on read (cached compare --json): {statistics.median(verified):.2f} s vs "
-            f"{statistics.median(unverified):.2f} s without the check, ratio of medians "
-            f"{statistics.median(verified) / statistics.median(unverified):.3f}, median of per-round ratios "
-            f"{statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)})"
-        )
     if not args.no_single_process and not args.only:
         compare, report_time = median["ccbench compare --json"], median["ccbench report -o report.html"]
         print(

@@ -308,3 +308,14 @@ def test_the_fleets_summary_leaves_an_unverified_bundle_out_and_says_so(tmp_path
     assert (tmp_path / "compare.txt").exists() and fleet.report == "report.html"  # the others were compared
     line = add_to_history(fleet, str(tmp_path / "h.duckdb"))
     assert f"{len(REPLICAS) - 1} bundle(s) added" in line and "left out, unverified" in line and str(tampered) in line
+
+
+def test_a_running_bundle_is_shown_but_not_compared_until_it_ends(tmp_path, cli, cache):
+    plain, snp = two_bundles(tmp_path / "b", parquet=False)
+    (snp / "attestation.json").unlink()
+    manifest = json.loads((snp / "manifest.json").read_text())
+    (snp / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    code, _, err = cli("compare", plain, snp)
+    assert code == 3 and "still going" in err and str(snp) in err and err.count("\n") == 1
+    code, out, _ = cli("show", snp, "--json")
+    assert code == 0 and json.loads(out)["status"] == "running"

@@ -18,11 +18,12 @@ digest list is exit 2, as in ``verify``. ``--allow-unverified`` reads such bundl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from ccbench.attestation.digests import ATTESTATION_FILE, compare, digest_list, list_digest, recorded_digests
-from ccbench.bundle import find_bundles
+from ccbench.bundle import MANIFEST, find_bundles
 from ccbench.errors import CCBenchError
 
 #: shown with every refusal
@@ -71,10 +72,21 @@ def check_before_reading(paths: Iterable[str | Path], allow_unverified: bool = F
             problem = str(exc)
         if problem is None:
             continue
+        if _still_running(bundle):
+            problem = f"the run is still going or was killed (manifest status 'running'): {problem}"
         if not allow_unverified:
             raise UnverifiedBundle(f"{bundle}: not read: {problem}; {ADVICE}")
         notes.append(f"{bundle}: {problem}")
     return notes
+
+
+def _still_running(bundle: Path) -> bool:
+    """Whether the manifest says the run has not ended (a resumed run's older digest list then no
+    longer matches: that is not tampering, and the refusal says so)."""
+    try:
+        return json.loads((Path(bundle) / MANIFEST).read_text(encoding="utf-8")).get("status") == "running"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def split_verified(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
