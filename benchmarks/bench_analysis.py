@@ -14,7 +14,7 @@ per 100,000 samples (CPU time) and its size beside the journal's. ``--data DIR``
 The bundles are sealed as a run seals them (attestation.json, the digest list), since the
 analysis reads only bundles that verify. ``--verify-cost`` adds a compare that skips that check
 (patched out in its process, a measurement only: the command line has no way to skip it) beside
-the usual one: what verifying on read costs a cached compare, the digests being remembered by file
+the same compare with it, both started the same way: what verifying on read costs a cached compare, the digests being remembered by file
 identity after the first.
 
 With ``--against REV`` every command also runs from another revision, interleaved with this
@@ -215,13 +215,15 @@ def stored_bundles(data: Path, total: int, count: int) -> list[Path]:
     return [home / line for line in done.read_text().splitlines()]
 
 
-#: ``ccbench compare --json`` with the digest check patched out: the baseline of --verify-cost
-UNVERIFIED = """
+#: ``ccbench compare --json`` started the same way twice for --verify-cost: as shipped ("check") and
+#: with the digest check patched out ("skip"), so that the two differ in nothing else
+COMPARE_IN_PROCESS = """
 import sys
 from ccbench.attestation import onread
-onread.problem_on_read = lambda bundle: None
+if sys.argv[1] == "skip":
+    onread.problem_on_read = lambda bundle: None
 from ccbench.cli import main
-main(["compare", *sys.argv[1:], "--json"])
+main(["compare", *sys.argv[2:], "--json"])
 """
 
 WRITE_COST = """
@@ -301,15 +303,10 @@ def main() -> None:
             + ["report", *bundles, "-o", str(root / "report.html"), "-j", "1"],
         }
         if args.verify_cost:
-            commands["ccbench compare --json (not verified)"] = [sys.executable, "-c", UNVERIFIED, *bundles]
-            commands["ccbench compare --json -j 1 (not verified)"] = [
-                sys.executable,
-                "-c",
-                UNVERIFIED,
-                *bundles,
-                "-j",
-                "1",
-            ]
+            for jobs in ([], ["-j", "1"]):
+                name = "ccbench compare --json" + (" -j 1" if jobs else "")
+                for mode, suffix in (("check", " (verified)"), ("skip", " (not verified)")):
+                    commands[name + suffix] = [sys.executable, "-c", COMPARE_IN_PROCESS, mode, *bundles, *jobs]
         if args.no_single_process:
             commands = {name: argv for name, argv in commands.items() if not name.endswith("-j 1")}
         first_compare = commands["ccbench compare --json"]
@@ -357,9 +354,8 @@ def main() -> None:
 def verify_cost(times: dict, cpu: dict) -> None:
     """--verify-cost: each compare with the digest check beside the same without it, wall and CPU."""
     for name in ("ccbench compare --json", "ccbench compare --json -j 1"):
-        unchecked = name + " (not verified)"
         for what, values, unit in (("wall", times, "s"), ("CPU of the main process", cpu, "CPU s")):
-            verified, unverified = values.get(name), values.get(unchecked)
+            verified, unverified = values.get(name + " (verified)"), values.get(name + " (not verified)")
             if not verified or not unverified or len(verified) != len(unverified):
                 continue
             ratios = [a / b for a, b in zip(verified, unverified, strict=True)]

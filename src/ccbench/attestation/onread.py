@@ -50,12 +50,19 @@ def problem_on_read(bundle: Path) -> str | None:
     changes = {kind: paths for kind, paths in compare(recorded, digest_list(bundle, remembered=True)).items() if paths}
     if changes:
         listed = "; ".join(
-            f"{kind}: {', '.join(paths[:5])}{' ...' if len(paths) > 5 else ''}" for kind, paths in changes.items()
+            f"{kind}: {', '.join(map(_shown, paths[:5]))}{' ...' if len(paths) > 5 else ''}"
+            for kind, paths in changes.items()
         )
         return f"its files differ from its digest list ({listed})"
     if list_digest(recorded) != document["digest"]:
         return f"the digest list in {ATTESTATION_FILE} does not match its recorded digest (edited)"
     return None
+
+
+def _shown(path: str) -> str:
+    """A file's name for the one-line refusal: as it is, or quoted where it holds a line break or
+    another character that would not print."""
+    return path if path.isprintable() else repr(path)
 
 
 def check_before_reading(paths: Iterable[str | Path], allow_unverified: bool = False) -> list[str]:
