@@ -226,6 +226,19 @@ from ccbench.cli import main
 main(["compare", *sys.argv[2:], "--json"])
 """
 
+#: the digest check alone, in one process, the digests already remembered: its median seconds
+CHECK_ALONE = """
+import statistics, sys, time
+from ccbench.attestation.onread import check_before_reading
+check_before_reading(sys.argv[2:])  # the first reads whatever is not remembered yet
+seconds = []
+for _ in range(int(sys.argv[1])):
+    start = time.perf_counter()
+    check_before_reading(sys.argv[2:])
+    seconds.append(time.perf_counter() - start)
+print(statistics.median(seconds))
+"""
+
 WRITE_COST = """
 import statistics, sys, tempfile, time
 from pathlib import Path
@@ -332,9 +345,11 @@ def main() -> None:
                     elapsed, peak = timed(argv, src, cache)
                     times.setdefault(prefix + name, []).append(elapsed)
                     peaks.setdefault(prefix + name, []).append(peak)
+        check_seconds = check_alone(paths, cache, max(args.rounds, 5)) if args.verify_cost else 0.0
     report(args, count, len(paths), times, peaks, commands)
     if args.verify_cost:
         verify_cost(times, {name: CPU.get((this_src, *argv), []) for name, argv in commands.items()})
+        print(f"the digest check alone, digests remembered: {check_seconds * 1000:.1f} ms")
     for prefix in sources:
         seconds, peak = first[prefix]
         other = f"  ratio {seconds / first['against: '][0]:.2f}" if prefix == "" and args.against else ""
@@ -349,6 +364,17 @@ def main() -> None:
     for prefix, cost in costs.items():
         other = f"  ratio {cost / costs['against: ']:.2f}" if prefix == "" and args.against else ""
         print(f"{prefix}writing samples.parquet: {cost:.2f} CPU s per 100,000 samples (a bundle of {rows:,}){other}")
+
+
+def check_alone(paths: list[Path], cache: Path, rounds: int) -> float:
+    """Median seconds of the digest check over ``paths`` in one process, the digests remembered in ``cache``."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), XDG_CACHE_HOME=str(cache))
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_ALONE, str(rounds), *map(str, paths)], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"the digest check failed: {done.stderr.strip()[-500:]}")
+    return float(done.stdout.strip())
 
 
 def verify_cost(times: dict, cpu: dict) -> None:
