@@ -11,12 +11,19 @@ memory (of the main process) are printed. Also printed: what writing samples.par
 per 100,000 samples (CPU time) and its size beside the journal's. ``--data DIR`` keeps the bundles
 (10 million samples: ``--samples 10000000 --bundles 100``, about 5 GB of journals).
 
+The bundles are sealed as a run seals them (attestation.json, the digest list), since the
+analysis reads only bundles that verify. ``--verify-cost`` adds a compare that skips that check
+(patched out in its process, a measurement only: the command line has no way to skip it) beside
+the same compare with it, both started the same way: what verifying on read costs a cached compare, the digests being remembered by file
+identity after the first.
+
 With ``--against REV`` every command also runs from another revision, interleaved with this
 checkout's, and the ratios this/that are printed: a before/after measured side by side. REV is a
 git revision of this repository (its ``src`` is extracted into a temporary directory) or the path
 of another checkout's ``src`` directory.
 
     .venv/bin/python benchmarks/bench_analysis.py [--samples 1000000] [--bundles 10] [--rounds 3] [--against main]
+        [--verify-cost]
 """
 
 from __future__ import annotations
@@ -111,6 +118,11 @@ def write_bundles(root: Path, total: int) -> list[Path]:
     return paths
 
 
+#: CPU seconds (user + system) of each timed command's own process, by the command's argv; on a
+#: shared machine a steadier measure than wall time of what a one-process command costs
+CPU: dict[tuple[str, ...], list[float]] = {}
+
+
 def timed(argv: list[str], src: str | None = None, cache: Path | None = None) -> tuple[float, float]:
     """Wall seconds and peak resident memory (MiB) of the command's own process (os.wait4's rusage:
     a helper process it forks is not included); with ``src``, ccbench is imported from there; with
@@ -129,6 +141,7 @@ def timed(argv: list[str], src: str | None = None, cache: Path | None = None) ->
         if process.returncode != 0:
             stderr.seek(0)
             sys.exit(f"{' '.join(argv[:4])} failed: {stderr.read().decode(errors='replace').strip()[-500:]}")
+    CPU.setdefault((src or "", *argv), []).append(usage.ru_utime + usage.ru_stime)
     return elapsed, usage.ru_maxrss / 1024
 
 
@@ -181,6 +194,15 @@ def make_bundles(root: Path, total: int, count: int) -> list[Path]:
     return paths
 
 
+def sealed(paths: list[Path]) -> list[Path]:
+    """The bundles with their digest list written (no evidence), as a run ends."""
+    from ccbench.attestation import finish_bundle
+
+    for path in paths:
+        finish_bundle(path, provider=None)
+    return paths
+
+
 def stored_bundles(data: Path, total: int, count: int) -> list[Path]:
     """The bundles of this shape under ``data``, written there the first time (a "done" file marks a
     complete set: an interrupted write is redone)."""
@@ -188,10 +210,34 @@ def stored_bundles(data: Path, total: int, count: int) -> list[Path]:
     done = home / "done"
     if not done.exists():
         shutil.rmtree(home, ignore_errors=True)
-        paths = make_bundles(home, total, count)
+        paths = sealed(make_bundles(home, total, count))
         done.write_text("\n".join(str(p.relative_to(home)) for p in paths))
     return [home / line for line in done.read_text().splitlines()]
 
+
+#: ``ccbench compare --json`` started the same way twice for --verify-cost: as shipped ("check") and
+#: with the digest check patched out ("skip"), so that the two differ in nothing else
+COMPARE_IN_PROCESS = """
+import sys
+from ccbench.attestation import onread
+if sys.argv[1] == "skip":
+    onread.problem_on_read = lambda bundle: None
+from ccbench.cli import main
+main(["compare", *sys.argv[2:], "--json"])
+"""
+
+#: the digest check alone, in one process, the digests already remembered: its median seconds
+CHECK_ALONE = """
+import statistics, sys, time
+from ccbench.attestation.onread import check_before_reading
+check_before_reading(sys.argv[2:])  # the first reads whatever is not remembered yet
+seconds = []
+for _ in range(int(sys.argv[1])):
+    start = time.perf_counter()
+    check_before_reading(sys.argv[2:])
+    seconds.append(time.perf_counter() - start)
+print(statistics.median(seconds))
+"""
 
 WRITE_COST = """
 import statistics, sys, tempfile, time
@@ -244,6 +290,11 @@ def main() -> None:
         help="keep the generated bundles under DIR (written once per --samples/--bundles, reused later) "
         "instead of a temporary directory",
     )
+    parser.add_argument(
+        "--verify-cost",
+        action="store_true",
+        help="also run compare with the check of each bundle's digests patched out (the cost of verifying on read)",
+    )
     parser.add_argument("--no-single-process", action="store_true", help="skip the -j 1 runs of compare and report")
     parser.add_argument(
         "--only", action="append", metavar="WORDS", help="run only the commands whose name contains WORDS (repeatable)"
@@ -253,7 +304,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         paths = stored_bundles(Path(args.data), args.samples, args.bundles) if args.data else None
-        paths = paths or make_bundles(root, args.samples, args.bundles)
+        paths = paths or sealed(make_bundles(root, args.samples, args.bundles))
         count = sum(sum(1 for _ in open(p / "samples.jsonl", "rb")) for p in paths)
         cli = [sys.executable, "-m", "ccbench"]
         bundles = list(map(str, paths))
@@ -265,6 +316,11 @@ def main() -> None:
             "ccbench report -o report.html -j 1": cli
             + ["report", *bundles, "-o", str(root / "report.html"), "-j", "1"],
         }
+        if args.verify_cost:
+            for jobs in ([], ["-j", "1"]):
+                name = "ccbench compare --json" + (" -j 1" if jobs else "")
+                for mode, suffix in (("check", " (verified)"), ("skip", " (not verified)")):
+                    commands[name + suffix] = [sys.executable, "-c", COMPARE_IN_PROCESS, mode, *bundles, *jobs]
         if args.no_single_process:
             commands = {name: argv for name, argv in commands.items() if not name.endswith("-j 1")}
         first_compare = commands["ccbench compare --json"]
@@ -290,7 +346,11 @@ def main() -> None:
                     elapsed, peak = timed(argv, src, cache)
                     times.setdefault(prefix + name, []).append(elapsed)
                     peaks.setdefault(prefix + name, []).append(peak)
+        check_seconds = check_alone(paths, cache, max(args.rounds, 5)) if args.verify_cost else 0.0
     report(args, count, len(paths), times, peaks, commands)
+    if args.verify_cost:
+        verify_cost(times, {name: CPU.get((this_src, *argv), []) for name, argv in commands.items()})
+        print(f"the digest check alone, digests remembered: {check_seconds * 1000:.1f} ms")
     for prefix in sources:
         seconds, peak = first[prefix]
         other = f"  ratio {seconds / first['against: '][0]:.2f}" if prefix == "" and args.against else ""
@@ -305,6 +365,32 @@ def main() -> None:
     for prefix, cost in costs.items():
         other = f"  ratio {cost / costs['against: ']:.2f}" if prefix == "" and args.against else ""
         print(f"{prefix}writing samples.parquet: {cost:.2f} CPU s per 100,000 samples (a bundle of {rows:,}){other}")
+
+
+def check_alone(paths: list[Path], cache: Path, rounds: int) -> float:
+    """Median seconds of the digest check over ``paths`` in one process, the digests remembered in ``cache``."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), XDG_CACHE_HOME=str(cache))
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_ALONE, str(rounds), *map(str, paths)], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"the digest check failed: {done.stderr.strip()[-500:]}")
+    return float(done.stdout.strip())
+
+
+def verify_cost(times: dict, cpu: dict) -> None:
+    """--verify-cost: each compare with the digest check beside the same without it, wall and CPU."""
+    for name in ("ccbench compare --json", "ccbench compare --json -j 1"):
+        for what, values, unit in (("wall", times, "s"), ("CPU of the main process", cpu, "CPU s")):
+            verified, unverified = values.get(name + " (verified)"), values.get(name + " (not verified)")
+            if not verified or not unverified or len(verified) != len(unverified):
+                continue
+            ratios = [a / b for a, b in zip(verified, unverified, strict=True)]
+            print(
+                f"verifying on read, {name}, {what}: {statistics.median(verified):.2f} vs "
+                f"{statistics.median(unverified):.2f} {unit} without the check; median of per-round ratios "
+                f"{statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)})"
+            )
 
 
 def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: dict) -> None:

@@ -39,12 +39,21 @@ def sample(**fields) -> Sample:
     return Sample(**{**SAMPLE_DEFAULTS, **fields})
 
 
+def seal(bundle: Path) -> Path:
+    """Write the bundle's digest list (attestation.json, no evidence) as a run does when it ends, so
+    that the analysis, which reads only bundles that verify (ccbench.attestation.onread), reads it."""
+    from ccbench.attestation import finish_bundle
+
+    finish_bundle(bundle, provider=None)
+    return bundle
+
+
 def write(out: Path, host: str, tee: str, samples: list[Sample]) -> Path:
-    """A closed bundle in ``out/host`` (plan "t") holding ``samples``; its path."""
+    """A closed bundle in ``out/host`` (plan "t") holding ``samples``, with its digest list; its path."""
     writer = BundleWriter.create(out / host, {"plan": {"name": "t"}, "environment": probe(host, tee)})
     writer.append_samples(samples)
     writer.close()
-    return writer.path
+    return seal(writer.path)
 
 
 def write_samples(out, host, tee, samples):
@@ -200,4 +209,4 @@ def write_environment(out: Path, environment: dict, samples: list[Sample], plan:
     writer = BundleWriter.create(out / environment["hostname"], manifest)
     writer.append_samples(samples)
     writer.close()
-    return writer.path
+    return seal(writer.path)

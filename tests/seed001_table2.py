@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bundles import seal
+
 from ccbench.bundle import BundleWriter
 from ccbench.model import Sample
 
@@ -81,5 +83,5 @@ def write_table2_bundles(root: Path) -> list[Path]:
                         )
         writer.append_samples(samples)
         writer.close()
-        paths.append(writer.path)
+        paths.append(seal(writer.path))
     return paths

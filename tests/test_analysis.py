@@ -261,6 +261,8 @@ def test_compare_cli_json_and_errors(tmp_path, ccbench):
         handle.seek(0)
         handle.write("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
     done = ccbench("compare", base, other)
+    assert done.returncode == 3 and "changed: samples.jsonl" in done.stderr  # it no longer verifies
+    done = ccbench("compare", base, other, "--allow-unverified")
     assert done.returncode == 2 and "samples.jsonl:2" in done.stderr and "Traceback" not in done.stderr
 
 

@@ -144,3 +144,16 @@ def test_reopening_to_resume_removes_the_older_parquet_copy(tmp_path):
     BundleWriter.reopen(writer.path).close()
     assert not (writer.path / "samples.parquet").exists()
     assert len(read_bundle(writer.path).samples) == 1
+
+
+def test_a_torn_last_line_is_cut_away_never_completed(tmp_path):
+    from ccbench.bundle import cut_torn_line
+
+    journal = tmp_path / "samples.jsonl"
+    journal.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": 3, "b"')
+    assert cut_torn_line(journal) == len(b'{"a": 3, "b"')
+    assert journal.read_bytes() == b'{"a": 1}\n{"a": 2}\n'
+    assert cut_torn_line(journal) == 0 and journal.read_bytes() == b'{"a": 1}\n{"a": 2}\n'
+    journal.write_bytes(b'{"only": "half')  # the first line cut: nothing whole is left
+    assert cut_torn_line(journal) == len(b'{"only": "half') and journal.read_bytes() == b""
+    assert cut_torn_line(tmp_path / "absent.jsonl") == 0

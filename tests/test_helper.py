@@ -7,7 +7,7 @@ from functools import partial
 
 import pandas as pd
 import pytest
-from bundles import write_bundles
+from bundles import seal, write_bundles
 
 from ccbench.analysis.load import frame_from_bundles, load_bundles
 from ccbench.bundle import BundleWriter
@@ -84,10 +84,12 @@ def test_helper_bundle_warnings_and_errors_reach_the_user(tmp_path, ccbench):
     writer.close()
     lines = (paths[0] / "samples.jsonl").read_text().splitlines()[:8]
     (writer.path / "samples.jsonl").write_text("\n".join(lines[:7]) + "\n" + lines[7][:40])
+    seal(writer.path)  # as a run killed and then attested leaves it
     done = ccbench("compare", paths[0], writer.path, "--json", "-j", "2")
     assert done.returncode == 0, done.stderr
     assert re.search(r"samples\.jsonl:8: skipping a truncated last line", done.stderr)
     (writer.path / "samples.jsonl").write_text("\n".join([lines[0], "{not json", *lines[1:7]]) + "\n")
+    seal(writer.path)
     done = ccbench("compare", paths[0], writer.path, "-j", "2")
     assert done.returncode == 2
     assert re.search(r"samples\.jsonl:2: corrupt line", done.stderr) and "Traceback" not in done.stderr

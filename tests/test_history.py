@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from bundles import seal
 from conftest import DATA, only_bundle, run_ccbench
 
 from ccbench.bundle import BundleWriter
@@ -87,7 +88,7 @@ def _bundle(out: Path, day: int, value: float, kernel: str, contended: bool = Fa
                     execution=f"prime|-|rep|{repetition}", raw=f"raw/prime/rep-{repetition}", contended=contended)]
         )  # fmt: skip
     writer.close()
-    return writer.path
+    return seal(writer.path)
 
 
 @pytest.fixture

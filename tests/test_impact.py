@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bundles import probe, sample
+from bundles import probe, sample, seal
 
 import ccbench
 from ccbench.analysis.compare import compare
@@ -37,7 +37,7 @@ def write_declared(out: Path, host: str, samples: list, declarations: dict | Non
     writer = BundleWriter.create(out / host, manifest)
     writer.append_samples(samples)
     writer.close()
-    return writer.path
+    return seal(writer.path)
 
 
 def transport_samples(document: dict, repetitions: int = 3, embedding_ms: float | None = EMBEDDING_MS) -> list:

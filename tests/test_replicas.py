@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from bundles import probe, sample
+from bundles import probe, sample, seal
 from scipy import stats
 
 import ccbench
@@ -154,7 +154,7 @@ def write_machine(out, directory, host, tee, values, machine_id=None):
         [sample(workload="app", variant={}, metric="time", value=v, repetition=i) for i, v in enumerate(values)]
     )
     writer.close()
-    return writer.path
+    return seal(writer.path)
 
 
 #: (directory and hostname, label, TEE, the machine's offset): two plain VMs and two SEV-SNP VMs of

@@ -71,6 +71,33 @@ def unused_path(parent: Path, name: str) -> Path:
     return path
 
 
+def cut_torn_line(file: Path) -> int:
+    """Cut away a last line a kill left without its newline (half a record), so that the file ends
+    where its last whole record does and the next append starts a line of its own; the cut is
+    fsynced. Returns the bytes cut. Completing the line with a newline instead would leave a corrupt
+    record in the middle of the journal once more lines follow it."""
+    if not file.exists():
+        return 0
+    with open(file, "rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        end = size
+        while end > 0:
+            start = max(0, end - CHUNK * 16)
+            handle.seek(start)
+            block = handle.read(end - start)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        if end == size:
+            return 0
+        handle.truncate(end)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return size - end
+
+
 class BundleWriter:
     """Creates a bundle and journals into it. Every append is flushed and fsynced."""
 
@@ -117,14 +144,8 @@ class BundleWriter:
         # the Parquet copy of the journal is written again when the resumed run ends; until then an
         # older one would no longer hold every sample
         (Path(path) / SAMPLES_PARQUET).unlink(missing_ok=True)
-        # A line cut by a kill has no newline at the end: finish it so the next append starts clean.
         for name in (SAMPLES, EXECUTIONS):
-            file = Path(path) / name
-            if file.exists() and file.stat().st_size:
-                with open(file, "rb+") as handle:
-                    handle.seek(-1, os.SEEK_END)
-                    if handle.read(1) != b"\n":
-                        handle.write(b"\n")
+            cut_torn_line(Path(path) / name)
         writer._open()
         return writer
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import secrets
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -145,3 +146,43 @@ def remove_stale_staged(directory: Path) -> list[Path]:
         except OSError:
             pass
     return removed
+
+
+@contextmanager
+def atomic_target(path: Path, *, durable: bool = True) -> Iterator[Path]:
+    """A temporary path of its own beside ``path`` for a writer that wants a file name (pyarrow,
+    DuckDB); when the block ends it is fsynced (``durable``), renamed over ``path`` and the
+    directory fsynced; when the block raises it is removed. The name is unique, so two processes
+    writing the same target at once never write into one temporary file. The file's mode follows
+    the umask, like any other file the process writes (mkstemp's would be 0600)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        os.chmod(temporary, 0o666 & ~_umask())
+        yield temporary
+        if durable:
+            with open(temporary, "rb+") as written:
+                os.fsync(written.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (setting and restoring it
+    would let another thread create a file under the wrong mask meanwhile)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -4,12 +4,24 @@ Every file of the bundle is covered (manifest.json, samples.jsonl, executions.js
 raw/ and anything else a run left there) except what attestation itself writes: attestation.json and
 the attestation/ directory holding the evidence. Files are read as bytes, so the bundle's format
 version does not matter.
+
+The one home of a file's SHA-256 in ccbench (the journal's included: the columnar cache and the
+history name a journal by it). ``remembered_sha256`` keeps a large file's digest in a small note
+under the columnar cache, keyed by the file's identity (device, inode) and stamped with its size,
+modification and change times, so that the analysis checks a bundle of ten million samples against
+its digest list without reading it again each time (``ccbench verify`` never uses the notes).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from pathlib import Path
+from typing import Any
+
+from ccbench.errors import CCBenchError
+from ccbench.fsutil import atomic_target
 
 ATTESTATION_FILE = "attestation.json"
 EVIDENCE_DIR = "attestation"
@@ -31,24 +43,100 @@ def _covered(bundle: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(bundle).as_posix())
 
 
-def sha256_file(path: Path) -> str:
+def sized_sha256(path: Path) -> tuple[int, str]:
+    """The file's size in bytes (as read) and SHA-256 (hex)."""
     digest = hashlib.sha256()
+    size = 0
     with open(path, "rb") as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
-    return digest.hexdigest()
+            size += len(chunk)
+    return size, digest.hexdigest()
 
 
-def digest_list(bundle: Path) -> list[dict]:
-    """[{"path", "sha256", "size"}] for every covered file, sorted by path (POSIX separators)."""
+def sha256_file(path: Path) -> str:
+    return sized_sha256(path)[1]
+
+
+#: files from this size on have their digest remembered (a smaller one is read faster than a note)
+REMEMBER_FROM = 1 << 20
+
+
+def digest_notes_dir() -> Path:
+    """Where remembered digests are kept: beside the columnar cache (ccbench.results.columnar)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ccbench" / "columnar" / "digests"
+
+
+def _stamp(status: os.stat_result) -> str:
+    # the change time too: a writer can set a file's modification time back, not its change time
+    return f"{status.st_size} {status.st_mtime_ns} {status.st_ctime_ns}"
+
+
+def remembered_sha256(path: Path) -> str:
+    """sha256_file, remembered by the file's identity: read again only when the file is another
+    one (device, inode) or was written since (size, modification or change time)."""
+    before = os.stat(path)
+    if before.st_size < REMEMBER_FROM:
+        return sha256_file(path)
+    note = digest_notes_dir() / f"{before.st_dev}-{before.st_ino}"
+    stamp = _stamp(before) + " "
+    try:
+        text = note.read_text()
+        if text.startswith(stamp) and len(text) == len(stamp) + 64:
+            return text[len(stamp) :]
+    except (OSError, UnicodeDecodeError):
+        pass  # no note, or a damaged one: hashed again and the note written anew
+    sha = sha256_file(path)
+    if _stamp(os.stat(path)) == stamp[:-1]:  # unchanged while it was read: the digest is the file's
+        try:
+            with atomic_target(note, durable=False) as temporary:
+                temporary.write_text(stamp + sha)
+        except OSError:
+            pass  # a cache that cannot be written: hashed again next time
+    return sha
+
+
+def digest_list(bundle: Path, remembered: bool = False) -> list[dict]:
+    """[{"path", "sha256", "size"}] for every covered file, sorted by path (POSIX separators).
+    ``remembered``: large files' digests from their notes (remembered_sha256), for the analysis."""
     entries = []
+    hash_file = remembered_sha256 if remembered else sha256_file
     for path in _covered(bundle):
         relative = path.relative_to(bundle).as_posix()
         if path.is_symlink():
             entries.append({"path": relative, "sha256": "symlink", "size": -1})
             continue
-        entries.append({"path": relative, "sha256": sha256_file(path), "size": path.stat().st_size})
+        entries.append({"path": relative, "sha256": hash_file(path), "size": path.stat().st_size})
     return entries
+
+
+def recorded_digests(bundle: Path) -> dict[str, Any] | None:
+    """The bundle's attestation.json, checked to have the shape a digest list has (a ``files`` list
+    of path, SHA-256 text and size; the list's digest as text); None when there is none. A
+    document of another shape is a one-line CCBenchError naming the file."""
+    path = Path(bundle) / ATTESTATION_FILE
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CCBenchError(f"{path}: not readable JSON ({exc}); the bundle's digest list is damaged") from None
+    if not isinstance(document, dict) or not isinstance(document.get("files"), list):
+        raise CCBenchError(f"{path}: no digest list (`files`) in it; the bundle's digest list is damaged")
+    if not isinstance(document.get("digest"), str):
+        raise CCBenchError(f"{path}: its `digest` is {type(document.get('digest')).__name__}, not text; damaged")
+    for number, entry in enumerate(document["files"], start=1):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("sha256"), str)
+            and type(entry.get("size")) is int
+        ):
+            raise CCBenchError(
+                f"{path}: entry {number} of `files` is not a path, SHA-256 text and size; the digest list is damaged"
+            )
+    return document
 
 
 def list_digest(entries: list[dict]) -> str:

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.attestation.ccverify import run_verifier, tee_evidence
-from ccbench.attestation.digests import ATTESTATION_FILE, compare, digest_list, list_digest, report_data
+from ccbench.attestation.digests import (
+    ATTESTATION_FILE,
+    compare,
+    digest_list,
+    list_digest,
+    recorded_digests,
+    report_data,
+)
 from ccbench.attestation.evidence import MOCK_TECHNOLOGY, parse_mock
 from ccbench.errors import CCBenchError
 
@@ -74,19 +81,6 @@ class Verdict:
         return bool(self.revocation) and self.revocation.startswith("checked")
 
 
-def _load(bundle: Path) -> dict[str, Any]:
-    path = bundle / ATTESTATION_FILE
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise CCBenchError(f"{path}: not readable JSON ({exc}); the bundle's digest list is damaged") from None
-    if not isinstance(document, dict) or not isinstance(document.get("files"), list):
-        raise CCBenchError(f"{path}: no digest list (`files`) in it")
-    return document
-
-
 def load_policy(path: str | Path | None) -> dict[str, Any] | None:
     """A policy file: JSON, or TOML (.toml); the keys are ccverify's (see docs/attestation.md)."""
     if path is None:
@@ -142,8 +136,8 @@ def verify_bundle(
             "tdx_collateral.json)"
         )
     verdict = Verdict(bundle=str(bundle), checked_at=at)
-    document = _load(bundle)
-    if not document:
+    document = recorded_digests(bundle)
+    if document is None:
         verdict.integrity = "no-digests"
         verdict.reason = (
             f"no {ATTESTATION_FILE}: the bundle was made before ccbench recorded digests, or it "

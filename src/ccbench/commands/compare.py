@@ -8,7 +8,13 @@ import warnings
 
 import click
 
-from ccbench.commands.options import baseline_option, exclude_contended_option, jobs_option, labels_option
+from ccbench.commands.options import (
+    allow_unverified_option,
+    baseline_option,
+    exclude_contended_option,
+    jobs_option,
+    labels_option,
+)
 
 
 @click.command()
@@ -41,7 +47,10 @@ from ccbench.commands.options import baseline_option, exclude_contended_option, 
     "(bounce-buffers, idle, ...); twins booted with swiotlb=force or idle=poll are recognised without it (repeatable).",
 )
 @jobs_option("reading bundles")
-def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, details, as_json, twins, jobs) -> None:
+@allow_unverified_option
+def command(
+    bundles, baseline, labels, noisy_cv, exclude_contended, summary, details, as_json, twins, jobs, allow_unverified
+) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
@@ -65,7 +74,9 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, det
     # application shares need a per-message workload's samples (every sample up to the engine's
     # budget, a systematic sample beyond); --json alone needs none
     with_verdict = summary or not as_json
-    result = _compare(bundles, labels, jobs, baseline, with_verdict, noisy_cv / 100, exclude_contended)
+    result = _compare(
+        bundles, labels, jobs, baseline, with_verdict, noisy_cv / 100, exclude_contended, allow_unverified
+    )
     result.require_rows()
     skip_teardown()  # nothing left to clean up: output only
     table = result.table
@@ -90,15 +101,21 @@ def command(bundles, baseline, labels, noisy_cv, exclude_contended, summary, det
             click.echo(_json_line({"finding": record.pop("code"), **record}))
 
 
-def _compare(bundles, labels, jobs, baseline, frame: bool, noisy_cv: float, exclude_contended: bool):
-    """The comparison of the bundles (ccbench.analysis.comparison); their warnings printed, no
-    samples an error."""
+def _compare(
+    bundles, labels, jobs, baseline, frame: bool, noisy_cv: float, exclude_contended: bool, allow_unverified: bool
+):
+    """The comparison of the bundles (ccbench.analysis.comparison), only of bundles that verify (or
+    with --allow-unverified, said); their warnings printed, no samples an error."""
     from ccbench.analysis.comparison import comparison
     from ccbench.analysis.load import parse_labels
+    from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.console import console
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
 
+    unverified = check_before_reading(bundles, allow_unverified)
+    if unverified:
+        console.print(f"warning: {unverified_warning(unverified)}", markup=False)
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
         result = comparison(
@@ -196,7 +213,9 @@ def _print_breakdowns(table, parts) -> None:
         if breakdown
     ]
     if lines:
-        stdout.print("breakdown of the cost by mechanism (share of the time added or the rate lost, 95% bootstrap interval):")
+        stdout.print(
+            "breakdown of the cost by mechanism (share of the time added or the rate lost, 95% bootstrap interval):"
+        )
         for line in lines:
             stdout.print(line, markup=False, highlight=False)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.commands.options import labels_option
+from ccbench.commands.options import allow_unverified_option, labels_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,13 +21,19 @@ from ccbench.commands.options import labels_option
 )
 @click.option("--force", is_flag=True, help="Replace the output file if it exists (refused otherwise).")
 @labels_option
-def command(bundles, out: Path, format_name: str | None, force: bool, labels) -> None:
+@allow_unverified_option
+def command(bundles, out: Path, format_name: str | None, force: bool, labels, allow_unverified) -> None:
     """Write every sample of BUNDLE... (bundles, or directories holding bundles) as one table, each row
     joined with its machine's facts (label, TEE technology, CPU model, kernel, storage protection,
     contended, ...), for pandas, DuckDB, R (arrow), Spark or BigQuery without ccbench. Warmup samples
     are included and flagged. The columns are documented in docs/bundle-format.md ("Export")."""
     from ccbench.analysis.load import parse_labels
+    from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.export import check_output, export_table, write
+
+    unverified = check_before_reading(bundles, allow_unverified)
+    if unverified:
+        click.echo(f"warning: {unverified_warning(unverified)}", err=True)
 
     format_name = format_name or ("csv" if out.suffix.lower() == ".csv" else "parquet")
     check_output(out, format_name, force)  # before the work, as well as when writing

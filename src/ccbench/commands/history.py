@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.commands.options import labels_option
+from ccbench.commands.options import allow_unverified_option, labels_option
 
 STORE_HELP = (
     "The results store: a DuckDB file (default ~/.local/share/ccbench/history.duckdb), or a directory "
@@ -31,12 +31,19 @@ def command() -> None:
 @click.argument("bundles", metavar="BUNDLE...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--store", "store_path", default=None, help=STORE_HELP)
 @labels_option
-def add(bundles, store_path, labels) -> None:
+@allow_unverified_option
+def add(bundles, store_path, labels, allow_unverified) -> None:
     """Add each finished bundle's run medians (one point per configuration, workload, case and metric)
     to the store, all at once or not at all. A bundle already in it (by the digest of its content)
-    adds nothing; a bundle still running is refused."""
+    adds nothing; a bundle still running is refused; a bundle that does not verify is refused
+    (--allow-unverified reads it, said)."""
     from ccbench.analysis.load import parse_labels
+    from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.history import add_bundles
+
+    unverified = check_before_reading(bundles, allow_unverified)
+    if unverified:
+        click.echo(f"warning: {unverified_warning(unverified)}", err=True)
 
     store = _store(store_path)
     added, skipped = add_bundles(bundles, store, parse_labels(labels))

@@ -24,6 +24,13 @@ exclude_contended_option = click.option(
     help="Leave out executions flagged contended (other processes' CPU or steal time while they ran).",
 )
 
+allow_unverified_option = click.option(
+    "--allow-unverified",
+    is_flag=True,
+    help="Read bundles whose files do not match their digest list (attestation.json), or that have none "
+    "(a run still going or killed); the output names them. Without it such a bundle is refused (exit 3).",
+)
+
 
 def jobs_option(work: str, example: str = ""):
     """-j/--jobs: the processes the command may use for ``work`` (e.g. "reading bundles");

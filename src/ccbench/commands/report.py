@@ -7,7 +7,13 @@ from pathlib import Path
 
 import click
 
-from ccbench.commands.options import baseline_option, exclude_contended_option, jobs_option, labels_option
+from ccbench.commands.options import (
+    allow_unverified_option,
+    baseline_option,
+    exclude_contended_option,
+    jobs_option,
+    labels_option,
+)
 
 
 @click.command()
@@ -43,13 +49,17 @@ from ccbench.commands.options import baseline_option, exclude_contended_option, 
 @labels_option
 @click.option("--title", default="ccbench report", show_default=True)
 @jobs_option("reading bundles and drawing charts", ", e.g. beside a running benchmark")
-def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by, labels, title, jobs) -> None:
+@allow_unverified_option
+def command(
+    bundles, output, fmt, figures, baseline, exclude_contended, model_by, labels, title, jobs, allow_unverified
+) -> None:
     """Write a report over BUNDLE... (bundles or directories of bundles). It opens with the verdict
     per protection layer (what each costs, where it hurts most, the causes recorded), then the
     machines side by side, the comparison with 95% intervals, charts per workload (one colour per
     configuration throughout), latency percentiles, the overhead heatmap, the overhead model,
     flagged noisy results and the methods as the bundles recorded them."""
     from ccbench.analysis.load import parse_labels
+    from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.console import console, skip_teardown
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
@@ -67,6 +77,10 @@ def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by
             raise CCBenchError(
                 f"--figures {figures}: cannot create the directory ({exc.strerror}); give a writable path"
             ) from None
+    unverified = check_before_reading(bundles, allow_unverified)
+    if unverified:
+        console.print(f"warning: {unverified_warning(unverified)}", markup=False)
+        title = f"{title} (UNVERIFIED bundles: {len(unverified)})"
     with Helper(jobs) as helper:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -91,6 +105,8 @@ def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by
             else None
         )
         sections = build_sections(ctx, drawer)
+        if unverified:
+            sections.insert(0, _unverified_section(unverified))
         svgs = drawer.finish() if drawer is not None else {}
     if fmt == "md":
         text = render_markdown(sections, ctx, title, drawer.links() if drawer is not None else None)
@@ -102,3 +118,16 @@ def command(bundles, output, fmt, figures, baseline, exclude_contended, model_by
         raise CCBenchError(f"-o {output}: cannot write ({exc.strerror})") from None
     console.print(f"wrote {output_path} ({len(sections)} sections)" + (f" and figures in {figures}" if figures else ""))
     skip_teardown()
+
+
+def _unverified_section(notes: list[str]):
+    """The report's first section when --allow-unverified let bundles in: which, and why."""
+    from ccbench.report.sections import Section
+
+    return Section(
+        title="Unverified bundles",
+        intro="These bundles were read with --allow-unverified: their files do not match their digest list "
+        "(attestation.json), or they have none. Their numbers may not be what was measured.",
+        points=notes,
+        css_class="verdict",
+    )

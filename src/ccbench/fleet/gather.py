@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from ccbench.attestation import digests
+from ccbench.attestation.onread import split_verified
 from ccbench.errors import CCBenchError
 from ccbench.fleet.records import FleetRun, one_line
 from ccbench.fsutil import write_text_atomic
@@ -163,11 +164,15 @@ def add_to_history(fleet: FleetRun, store_path: str) -> str:
     }
     if not bundles:
         return f"history {store_path}: no bundle was gathered, nothing added"
+    verified, unverified = split_verified(bundles)
+    left_out = f"; left out, unverified: {'; '.join(unverified)}" if unverified else ""
+    if not verified:
+        return f"history {store_path}: nothing added{left_out}"
     try:
-        added, known = add_bundles(list(bundles), Store(store_path), bundles)
+        added, known = add_bundles([str(p) for p in verified], Store(store_path), bundles)
     except CCBenchError as exc:
-        return f"history {store_path}: not added: {exc}"
-    return f"history {store_path}: {added} bundle(s) added, {known} already there"
+        return f"history {store_path}: not added: {exc}{left_out}"
+    return f"history {store_path}: {added} bundle(s) added, {known} already there{left_out}"
 
 
 def compare_and_report(fleet: FleetRun) -> None:
@@ -184,9 +189,16 @@ def compare_and_report(fleet: FleetRun) -> None:
         for r in fleet.runs[key].values()
         if r.bundle and r.outcome in ("ok", "failed")
     ]
+    # analysis reads only what verifies: a bundle whose files differ from its digest list is left out, and said
+    verified, unverified = split_verified(path for _, path in bundles)
+    if unverified:
+        fleet.analysis_error = "left out, unverified: " + "; ".join(unverified)
+    bundles = [(label, path) for label, path in bundles if Path(path) in verified]
     labels_present = {label for label, _ in bundles}
     if len(labels_present) < 2:
-        fleet.analysis_error = "fewer than two labels brought back a bundle: nothing to compare"
+        fleet.analysis_error = (
+            (fleet.analysis_error or "") + " fewer than two labels brought back a bundle: nothing to compare"
+        ).strip()
         return
     args = [str(path) for _, path in bundles]
     for label, path in bundles:
@@ -198,7 +210,7 @@ def compare_and_report(fleet: FleetRun) -> None:
     write_text_atomic(fleet.directory / "compare.txt", compare.stdout + compare.stderr)
     fleet.compare = "compare.txt"
     if compare.returncode != 0:
-        fleet.analysis_error = f"ccbench compare: {one_line(compare.stderr)}"
+        fleet.analysis_error = ((fleet.analysis_error or "") + f" ccbench compare: {one_line(compare.stderr)}").strip()
     report = subprocess.run(
         [
             sys.executable,

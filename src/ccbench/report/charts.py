@@ -20,6 +20,35 @@ matplotlib.rcParams["svg.hashsalt"] = "ccbench"
 #: no creation date inside the files (with the salt above, a figure's SVG depends on its data only)
 SVG_METADATA = {"Date": None}
 
+
+def literal_text(fig: Figure) -> Figure:
+    """Every text the figure's maker put in it (titles, axis labels, legends, annotations, tick
+    labels given as a list) shown as written: matplotlib reads a text between two ``$`` as math, and
+    labels, case names and metric names are the user's (a machine named ``$x$`` would be drawn as
+    math, ``$\\frac$`` would fail to parse). Tick labels a formatter makes (10^2 on a log axis) keep
+    their math. Called on each figure as it is drawn (ccbench.report.figures)."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
+
+    def escaped(formatter):
+        return FuncFormatter(lambda value, position: str(formatter(value, position)).replace("$", r"\$"))
+
+    made_by_formatters = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            # labels given as a list (set_xticklabels) or by ccbench's functions: text, never math
+            if isinstance(axis.get_major_formatter(), FixedFormatter | FuncFormatter):
+                axis.set_major_formatter(escaped(axis.get_major_formatter()))
+            if isinstance(axis.get_minor_formatter(), FixedFormatter | FuncFormatter):
+                axis.set_minor_formatter(escaped(axis.get_minor_formatter()))
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                made_by_formatters.update((tick.label1, tick.label2))
+    for text in fig.findobj(Text):
+        if text not in made_by_formatters:
+            text.set_parse_math(False)
+    return fig
+
+
 #: inches; the HTML page is about 12 inches wide at 96 dpi
 MAX_WIDTH = 11.5
 #: Paul Tol's colour-blind-safe qualitative palette, then his muted one for larger reports

@@ -77,6 +77,7 @@ def draw_figures(
 def _draw_one(draw, svg: bool, directory: Path | None, stem: str) -> str:
     """Draw one figure; its SVG is rendered once, for the page and the file alike."""
     fig = draw()  # a matplotlib Figure outside pyplot: nothing to close, the garbage collector frees it
+    charts.literal_text(fig)  # labels are the user's: a "$" in one is a dollar sign, not math
     document = charts.svg_document(fig) if svg or directory is not None else ""
     if directory is not None:
         (directory / f"{stem}.svg").write_text(document, encoding="utf-8")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import math
 import os
 import tempfile
 import time
@@ -34,9 +35,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ccbench.attestation.digests import remembered_sha256, sized_sha256
 from ccbench.bundle import SAMPLES, SAMPLES_PARQUET, Bundle, read_bundle
 from ccbench.errors import BundleError, CCBenchError
-from ccbench.fsutil import fsync_dir
+from ccbench.fsutil import atomic_target
 
 PARQUET = SAMPLES_PARQUET
 #: changes when the layout does, so that a cache written by an older ccbench is not read as current
@@ -63,6 +65,8 @@ JSON_FIELDS = ("params", "variant", "metadata")
 EXTRA = "extra"
 FLATTENED = ("params", "variant")
 _KNOWN = {name for name, _ in SCALARS} | set(JSON_FIELDS)
+#: the columns a file of this layout has whatever its samples (the flattened ones vary)
+REQUIRED_COLUMNS = _KNOWN | {EXTRA}
 _SORT = orjson.OPT_SORT_KEYS
 
 META_LAYOUT = b"ccbench.columnar"
@@ -126,19 +130,35 @@ def table_from_journal(journal: Path) -> pa.Table | None:
         return None
 
     try:
-        with open(journal, "rb") as handle:
+        handle = open(journal, "rb")
+    except OSError:
+        return None
+    with handle:
+        try:
             handle.seek(-1, os.SEEK_END)
             if handle.read(1) != b"\n":
                 return None  # a cut last line: the record reader warns about it
-    except OSError:
-        return None
+        except OSError:
+            return None
+        return _duckdb_table(duckdb, journal, handle.fileno())
+
+
+def _duckdb_table(duckdb: Any, journal: Path, descriptor: int) -> pa.Table | None:
+    """table_from_journal's DuckDB part, reading the journal through its open descriptor: DuckDB
+    reads a path's ``*``, ``?`` and ``[`` as a glob, and a bundle's directory may be named with
+    them (``[1]`` matches a sibling ``1``); ``/dev/fd/N`` names exactly this file."""
     from ccbench.bundle import SAMPLE_FIELDS
 
+    exact = Path(f"/dev/fd/{descriptor}")
+    if not exact.exists():
+        return None  # no /dev/fd on this system: the record reader converts
     columns = {name: _DUCKDB_TYPES[kind] for name, kind in SCALARS} | {name: "JSON" for name in JSON_FIELDS}
-    source = f"read_json({_quoted(journal)}, format='newline_delimited', columns={_struct(columns)})"
-    objects = f"read_ndjson_objects({_quoted(journal)})"
+    source = f"read_json({_quoted(exact)}, format='newline_delimited', columns={_struct(columns)})"
+    objects = f"read_ndjson_objects({_quoted(exact)})"
+    # no progress bar: DuckDB would draw it on stdout (a compare's JSON) for a long conversion
     connection = duckdb.connect()
     try:
+        connection.execute("SET enable_progress_bar = false")
         if not _only_known_fields(journal):
             # a line with other fields than the layout's (a Sample may carry extra ones, kept in
             # ``extra``) is rare: the record reader converts such a journal
@@ -219,17 +239,6 @@ def _typed(values: list[Any]) -> pa.Array:
     return pa.array([None if v is None else orjson.dumps(v, option=_SORT).decode() for v in values], type=pa.string())
 
 
-def journal_digest(journal: Path) -> tuple[int, str]:
-    """The journal's size in bytes and SHA-256 (hex)."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(journal, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-            size += len(block)
-    return size, digest.hexdigest()
-
-
 def convert(
     bundle: Bundle | Path, target: Path, durable: bool = True, digest: tuple[int, str] | None = None
 ) -> pa.Table:
@@ -240,7 +249,7 @@ def convert(
         bundle = read_bundle(bundle, samples=False)
     journal = Path(bundle.path) / SAMPLES
     if digest is None:
-        digest = journal_digest(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
+        digest = sized_sha256(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
     size, sha = digest
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -273,20 +282,9 @@ def _records_table(bundle: Bundle) -> pa.Table:
 
 
 def _write_atomic(table: pa.Table, target: Path, durable: bool) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(handle)
-    try:
+    # through fsutil: a name of its own per writer, the bundle's file mode (the umask's), fsync
+    with atomic_target(target, durable=durable) as temporary:
         pq.write_table(table, temporary, compression="zstd")
-        if durable:
-            with open(temporary, "rb+") as written:
-                os.fsync(written.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    if durable:
-        fsync_dir(target.parent)
 
 
 def write_bundle_parquet(bundle: Path) -> Path:
@@ -325,18 +323,19 @@ def cache_limit_bytes() -> int:
         megabytes = float(value)
     except ValueError:
         megabytes = -1.0
-    if megabytes < 0:
+    # inf, nan and 1e400 (inf too) are no size: int() of them would raise
+    if not math.isfinite(megabytes) or megabytes < 0 or megabytes > 1 << 40:
         raise CCBenchError(
             f"CCBENCH_COLUMNAR_CACHE_MB={value!r} is not a size in MB: give a number such as 2048, or unset it"
         )
     return int(megabytes * (1 << 20))
 
 
-def prune_cache(keep: Path) -> list[Path]:
+def prune_cache(keep: Path, limit: int | None = None) -> list[Path]:
     """Remove the least recently used cache files (a use sets a file's access time) while the
     cache is above its limit; never ``keep`` (just written) nor a file used in the last IN_USE_S
     seconds. Returns what was removed."""
-    limit = cache_limit_bytes()
+    limit = cache_limit_bytes() if limit is None else limit
     files = []
     for path in cache_dir().glob("*.parquet"):
         try:
@@ -368,42 +367,39 @@ def cache_path(sha256: str) -> Path:
 
 
 def _fresh_in_bundle(path: Path) -> Path | None:
-    """The bundle's own samples.parquet when it was made from the journal as it is now (a resumed run
-    that was killed leaves a longer journal beside an older file: that file is then not used)."""
+    """The bundle's own samples.parquet when it was made from the journal as it is now, by content:
+    the journal's SHA-256 it records is the journal's (a resumed run that was killed leaves a longer
+    journal beside an older file; another bundle's file may sit beside a journal of the same size:
+    neither is used)."""
     parquet = path / PARQUET
     journal = path / SAMPLES
+    metadata = _layout_metadata(parquet)
+    if metadata is None:
+        return None
     try:
-        metadata = pq.read_schema(parquet).metadata or {}
-        size = journal.stat().st_size if journal.exists() else 0
+        sha = _known_digest(journal) if journal.exists() else hashlib.sha256().hexdigest()
+    except OSError:
+        return None
+    return parquet if metadata.get(META_JOURNAL_SHA256) == sha.encode() else None
+
+
+def _layout_metadata(parquet: Path) -> dict[bytes, bytes] | None:
+    """The file's metadata when it is a Parquet file of this layout with every column the
+    analysis needs; None when it is not (missing, damaged, older, a column taken out)."""
+    try:
+        schema = pq.read_schema(parquet)
     except (OSError, pa.ArrowException):
         return None
-    if metadata.get(META_LAYOUT) != LAYOUT.encode() or metadata.get(META_JOURNAL_BYTES) != str(size).encode():
+    metadata = schema.metadata or {}
+    if metadata.get(META_LAYOUT) != LAYOUT.encode() or not REQUIRED_COLUMNS <= set(schema.names):
         return None
-    return parquet
+    return metadata
 
 
 def _known_digest(journal: Path) -> str:
-    """The journal's SHA-256, remembered in the cache by its path, size and modification time (an
-    append changes both), so that a load of a cached bundle does not read its whole journal again."""
-    status = journal.stat()
-    name = hashlib.sha256(str(journal.resolve()).encode()).hexdigest()
-    note = cache_dir() / "digests" / name
-    stamp = f"{status.st_size} {status.st_mtime_ns} "
-    try:
-        text = note.read_text()
-        if text.startswith(stamp) and len(text) == len(stamp) + 64:
-            return text[len(stamp) :]
-    except OSError:
-        pass
-    sha = journal_digest(journal)[1]
-    try:
-        note.parent.mkdir(parents=True, exist_ok=True)
-        temporary = note.with_name(f".{name}.{os.getpid()}.tmp")
-        temporary.write_text(stamp + sha)
-        os.replace(temporary, note)
-    except OSError:
-        pass  # a cache that cannot be written: hashed again next time
-    return sha
+    """The journal's SHA-256, remembered by the file's identity (ccbench.attestation.digests), so
+    that a load of a cached bundle does not read its whole journal again."""
+    return remembered_sha256(journal)
 
 
 def is_converted(bundle: Bundle) -> bool:
@@ -418,6 +414,7 @@ def is_converted(bundle: Bundle) -> bool:
 def columnar_file(bundle: Bundle) -> Path:
     """The Parquet file holding the bundle's samples: its own, or the cache's (converted now if
     missing). A cache that cannot be written (read-only home) is converted into a temporary one."""
+    limit = cache_limit_bytes()  # a bad $CCBENCH_COLUMNAR_CACHE_MB is refused before the cache is written
     path = Path(bundle.path)
     own = _fresh_in_bundle(path)
     if own is not None:
@@ -425,6 +422,8 @@ def columnar_file(bundle: Bundle) -> Path:
     journal = path / SAMPLES
     sha = _known_digest(journal) if journal.exists() else hashlib.sha256().hexdigest()
     cached = cache_path(sha)
+    if cached.exists() and _layout_metadata(cached) is None:
+        cached.unlink(missing_ok=True)  # damaged (a crash, a full disk, an edit): converted again
     if cached.exists():
         try:  # a use, as the access time (the content's time stays): the least recently used go first
             os.utime(cached, ns=(time.time_ns(), cached.stat().st_mtime_ns))
@@ -439,7 +438,7 @@ def columnar_file(bundle: Bundle) -> Path:
         cached = Path(tempfile.mkdtemp(prefix="ccbench-columnar-")) / f"{sha}.parquet"
         convert(bundle, cached, durable=False, digest=digest)
         return cached
-    prune_cache(cached)
+    prune_cache(cached, limit)
     return cached
 
 
@@ -450,6 +449,26 @@ def read_samples(bundle: Bundle, columns: list[str] | None = None) -> pa.Table:
     if bundle.samples is not None:
         return table_from_records([bundle.samples]) if bundle.samples else pa.table({})
     file = columnar_file(bundle)
+    try:
+        return _read(file, columns)
+    except (OSError, pa.ArrowException) as exc:
+        if file.parent != cache_dir():
+            raise BundleError(
+                f"{file}: unreadable Parquet ({_first_line(exc)}); run 'ccbench verify' on the bundle"
+            ) from None
+        file.unlink(missing_ok=True)  # the cache's copy is damaged inside: converted again, once
+    file = columnar_file(bundle)
+    try:
+        return _read(file, columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise BundleError(f"{file}: unreadable Parquet ({_first_line(exc)}); remove it and run again") from None
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _read(file: Path, columns: list[str] | None) -> pa.Table:
     parquet = pq.ParquetFile(file)
     metadata = parquet.schema_arrow.metadata or {}
     for message in orjson.loads(metadata.get(META_WARNINGS, b"[]")):
