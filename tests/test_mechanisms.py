@@ -84,20 +84,20 @@ def test_atomic_json_write_replaces_whole_documents(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # no temporary left behind
 
 
-def test_atomic_output_replaces_on_success_and_keeps_the_old_file_on_failure(tmp_path):
+def test_atomic_target_replaces_on_success_and_keeps_the_old_file_on_failure(tmp_path):
     path = tmp_path / "bundle.tar"
     path.write_text("old")
     with pytest.raises(RuntimeError):
-        with fsutil.atomic_output(path) as temporary:
+        with fsutil.atomic_target(path) as temporary:
             temporary.write_text("half")
             raise RuntimeError("the writer failed")
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["bundle.tar"]
-    (tmp_path / "bundle.tar.tmp").write_text("left by a killed attempt")
-    with fsutil.atomic_output(path) as temporary:
-        assert not temporary.exists()  # the leftover is not appended to
+    with fsutil.atomic_target(path) as temporary, fsutil.atomic_target(path) as other:
+        assert temporary != other and temporary.parent == other.parent == tmp_path  # two writers, two files
         temporary.write_text("new")
+        other.write_text("newer")
         assert path.read_text() == "old"  # nothing is visible before the block ends
-    assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["bundle.tar"]
+    assert path.read_text() in ("new", "newer") and [p.name for p in tmp_path.iterdir()] == ["bundle.tar"]
 
 
 def test_ledger_records_before_and_undoes_newest_first(tmp_path):

@@ -44,29 +44,6 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-@contextmanager
-def atomic_output(path: Path) -> Iterator[Path]:
-    """For a file made by a writer of its own (``tar``, ``tarfile``, a tool): yields the temporary
-    path beside ``path`` (``<name>.tmp``) to write to; when the block ends without an error the
-    file is fsynced, renamed over ``path`` and the directory fsynced, else it is removed. A
-    leftover temporary file of an earlier, killed attempt is replaced."""
-    path = Path(path)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.unlink(missing_ok=True)
-    try:
-        yield temporary
-        fd = os.open(temporary, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
@@ -151,7 +128,7 @@ def remove_stale_staged(directory: Path) -> list[Path]:
 @contextmanager
 def atomic_target(path: Path, *, durable: bool = True) -> Iterator[Path]:
     """A temporary path of its own beside ``path`` for a writer that wants a file name (pyarrow,
-    DuckDB); when the block ends it is fsynced (``durable``), renamed over ``path`` and the
+    DuckDB, ``tar``, ``tarfile``); when the block ends it is fsynced (``durable``), renamed over ``path`` and the
     directory fsynced; when the block raises it is removed. The name is unique, so two processes
     writing the same target at once never write into one temporary file. The file's mode follows
     the umask, like any other file the process writes (mkstemp's would be 0600)."""

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ccbench.fsutil import atomic_output, write_text_atomic
+from ccbench.fsutil import atomic_target, write_text_atomic
 
 #: the environment variable a served host's run finds its serving host's address in
 PEER_ENV = "CCBENCH_PEER"
@@ -245,7 +245,7 @@ def pack(run_dir: Path, readable_by: str | None = None) -> dict:
         remove = target
     files, size = _listing(bundle)
     tar = shutil.which("tar")
-    with atomic_output(target) as temporary:
+    with atomic_target(target) as temporary:
         if tar:
             done = subprocess.run(
                 [tar, "-c", "-f", str(temporary), "--format=pax", "-C", str(bundle.parent), "--", bundle.name],

@@ -35,7 +35,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from ccbench.errors import EnvironmentProblem
-from ccbench.fsutil import atomic_output
+from ccbench.fsutil import atomic_target
 
 #: what `ccbench run` imports on a host (checked by the fleet tests, which run plans with only these)
 # pyarrow: every run ends by writing samples.parquet; cryptography: the per-run CA of TLS variants
@@ -222,7 +222,7 @@ def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
                 f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
                 "(needs setuptools and wheel in this environment)"
             )
-        with atomic_output(tar) as partial, tarfile.open(partial, "w") as archive:
+        with atomic_target(tar) as partial, tarfile.open(partial, "w") as archive:
             for wheel in sorted(out.glob("ccbench-*.whl")):
                 archive.add(wheel, arcname=wheel.name)
             for name, version in sorted(pins.items()):
