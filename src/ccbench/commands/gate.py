@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.commands.options import labels_option
+from ccbench.commands.options import allow_unverified_option, labels_option
 
 
 def _threshold(text: str | None) -> float | None:
@@ -66,7 +66,10 @@ def _threshold(text: str | None) -> float | None:
     help="The work directory of the --confirm run (as ccbench run's).",
 )
 @labels_option
-def command(new, against, threshold, markdown_path, junit_path, confirm_plan, confirm_out, workdir, labels) -> None:
+@allow_unverified_option
+def command(
+    new, against, threshold, markdown_path, junit_path, confirm_plan, confirm_out, workdir, labels, allow_unverified
+) -> None:
     """Judge the run in NEW (bundles or directories of bundles) against a baseline: exit 1 when a
     primary metric got worse beyond the threshold, 0 otherwise, 2 on bad input.
 
@@ -74,10 +77,16 @@ def command(new, against, threshold, markdown_path, junit_path, confirm_plan, co
     """
     from ccbench.analysis import gate
     from ccbench.analysis.load import parse_labels
+    from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.errors import CCBenchError
+    from ccbench.results import gate as sources
 
     limit = _threshold(threshold)
     label_map = parse_labels(labels)
+    # only what verifies is judged: the new run, and baseline bundles (a store holds medians already read)
+    unverified = check_before_reading([*new, *(a for a in against if not sources.is_store(a))], allow_unverified)
+    if unverified:
+        click.echo(f"warning: {unverified_warning(unverified)}", err=True)
     rows, what = _rows(new, against, label_map)
     if rows.empty:
         raise CCBenchError(f"nothing to judge: no primary metric of {', '.join(new)} is in {what}")

@@ -82,8 +82,8 @@ def rows_against_bundles(new_paths, baseline_paths, labels: dict[str, str] | Non
 def rows_against_store(new_paths, store_path: str, labels: dict[str, str] | None = None) -> pd.DataFrame:
     """Rows of each series of the new bundles against the last runs of the same series in the store."""
     from ccbench.analysis.gate import predict
-    from ccbench.analysis.load import frame_from_bundles, load_bundles
-    from ccbench.results.history import SERIES_KEY, Store, run_points
+    from ccbench.analysis.load import load_bundles
+    from ccbench.results.history import SERIES_KEY, Store, run_id_of, run_points
 
     past = Store(store_path).frame()
     if past.empty:
@@ -91,8 +91,7 @@ def rows_against_store(new_paths, store_path: str, labels: dict[str, str] | None
             f"--against {store_path}: the history store holds no runs; add some with ccbench history add"
         )
     bundles = load_bundles(new_paths, samples=False)
-    frame = frame_from_bundles(bundles, labels or {})
-    new = pd.concat([run_points(b, frame[frame["bundle"] == str(b.path)]) for b in bundles], ignore_index=True)
+    new = run_points(bundles, labels or {}, [run_id_of(Path(b.path)) for b in bundles])
     past = past[~past["run_id"].isin(set(new["run_id"])) & ~past["contended"].astype(bool)]
     history = {key: group.sort_values("started_at") for key, group in past.groupby(SERIES_KEY, dropna=False)}
     records = []
@@ -127,4 +126,4 @@ def rows_against_store(new_paths, store_path: str, labels: dict[str, str] | None
             f"(its labels: {labels_there}); add earlier runs of this machine and plan with ccbench history add"
         )
     rows = pd.DataFrame(records)
-    return _primary(frame, rows)
+    return _primary(new, rows)
