@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from bundles import SAPPHIRE_RAPIDS, provenance_probe, sample, write_environment
+from bundles import SAPPHIRE_RAPIDS, provenance_probe, sample, seal, write_environment
 
 from ccbench.analysis import breakdown
 
@@ -215,7 +215,7 @@ def test_counts_from_execution_records_times_the_mechanism_workloads_unit_cost(t
             )
         writer.append_samples(samples)
         writer.close()
-        paths.append(writer.path)
+        paths.append(seal(writer.path))
     rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
     job = next(r for r in rows if r["workload"] == "job")
     parts = {p["mechanism"]: p for p in job["breakdown"]}

@@ -203,6 +203,7 @@ def test_an_imported_bundle_then_a_measured_one_then_more(tmp_path, write_plan, 
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["started_at"] = "2030-01-01T00:00:00Z"
     (copy / "manifest.json").write_text(json.dumps(manifest))
+    seal(copy)  # a later run of the same plan, sealed as its run would have sealed it
     assert "1 bundle(s) added" in run_ccbench("history", "add", copy, "--store", store).stdout
     runs = _runs(store)
     assert runs["prime/time"] == 2 and runs["fio/iops"] == 1
@@ -218,7 +219,11 @@ def test_a_tampered_copy_added_first_does_not_hide_the_genuine_bundle(tmp_path, 
     first["value"] *= 10
     (tampered / "samples.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
     store = tmp_path / "h.duckdb"
-    assert "1 bundle(s) added" in run_ccbench("history", "add", tampered, "--store", store).stdout
+    refused = run_ccbench("history", "add", tampered, "--store", store)
+    assert refused.returncode == 3 and "changed: samples.jsonl" in refused.stderr, refused.stderr
+    # a user who lets it in anyway: its run id comes from its content, not from its attestation.json
+    forced = run_ccbench("history", "add", tampered, "--store", store, "--allow-unverified")
+    assert "1 bundle(s) added" in forced.stdout, forced.stdout + forced.stderr
     genuine = run_ccbench("history", "add", measured, "--store", store)
     assert "1 bundle(s) added, 0 already there" in genuine.stdout, genuine.stdout + genuine.stderr
 
@@ -230,7 +235,9 @@ def test_a_digest_that_is_a_glob_makes_no_extra_runs(nightly, tmp_path):
     for bundle in bundles:
         (bundle / "attestation.json").write_text(json.dumps({"digest": "*", "status": "digests"}))
     store = f"{tmp_path}/parts/"
-    done = run_ccbench("history", "add", *bundles, "--store", store)
+    refused = run_ccbench("history", "add", *bundles, "--store", store)
+    assert refused.returncode != 0 and not Path(store).exists(), refused.stdout + refused.stderr
+    done = run_ccbench("history", "add", *bundles, "--store", store, "--allow-unverified")
     assert "4 bundle(s) added" in done.stdout, done.stdout + done.stderr
     assert _runs(store) == {"prime/time": 4}
     assert not [p for p in Path(store).rglob("*") if "*" in p.name]

@@ -65,12 +65,17 @@ def _shown(path: str) -> str:
     return path if path.isprintable() else repr(path)
 
 
-def check_before_reading(paths: Iterable[str | Path], allow_unverified: bool = False) -> list[str]:
+def check_before_reading(
+    paths: Iterable[str | Path], allow_unverified: bool = False, *, finished_only: bool = False
+) -> list[str]:
     """Check every bundle under ``paths``; the first that fails is an UnverifiedBundle (or the
     CCBenchError of a damaged attestation.json) unless ``allow_unverified``. Returns one note per
-    unverified bundle let through ("<bundle>: <why>"), for the output to spell out."""
+    unverified bundle let through ("<bundle>: <why>"), for the output to spell out. With
+    ``finished_only`` (a reader that takes only finished runs: export, history add), the bundles are
+    found as that reader finds them: a named one still running is its one-line error, one under a
+    directory is left out, not refused."""
     notes = []
-    for bundle in find_bundles(paths):
+    for bundle in find_bundles(paths, finished_only=finished_only):
         try:
             problem = problem_on_read(bundle)
         except CCBenchError as exc:

@@ -31,7 +31,7 @@ def command(bundles, out: Path, format_name: str | None, force: bool, labels, al
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.export import check_output, export_table, write
 
-    unverified = check_before_reading(bundles, allow_unverified)
+    unverified = check_before_reading(bundles, allow_unverified, finished_only=True)
     if unverified:
         click.echo(f"warning: {unverified_warning(unverified)}", err=True)
 

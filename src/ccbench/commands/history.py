@@ -41,7 +41,7 @@ def add(bundles, store_path, labels, allow_unverified) -> None:
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.history import add_bundles
 
-    unverified = check_before_reading(bundles, allow_unverified)
+    unverified = check_before_reading(bundles, allow_unverified, finished_only=True)
     if unverified:
         click.echo(f"warning: {unverified_warning(unverified)}", err=True)
 
