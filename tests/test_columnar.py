@@ -22,7 +22,7 @@ from ccbench.attestation.verify import EXIT_TAMPERED, verify_bundle
 from ccbench.bundle import BundleWriter, read_bundle
 from ccbench.errors import BundleError, CCBenchError
 from ccbench.model import Sample
-from ccbench.results import columnar
+from ccbench.bundle import columnar
 
 PLAN = '[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 1\nrepetitions = 3\n'
 SLOW_PLAN = '[[workloads]]\nkind = "command"\nname = "tick"\nrepetitions = 30\ncommand = "sleep 0.2"\n'

@@ -132,7 +132,7 @@ def test_a_first_load_converts_in_the_helper_too(tmp_path, monkeypatch):
     """Bundles without samples.parquet are converted into the cache, some by the helper process;
     the comparison is the same as one process gives."""
     from ccbench.helper import Helper
-    from ccbench.results.columnar import cache_dir
+    from ccbench.bundle.columnar import cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     paths = write_bundles(tmp_path / "bundles")

@@ -15,7 +15,7 @@ import pytest
 from bundles import sample, seal, write
 
 from ccbench.bundle import read_bundle
-from ccbench.results.columnar import PARQUET, write_bundle_parquet
+from ccbench.bundle.columnar import PARQUET, write_bundle_parquet
 
 
 @pytest.fixture
@@ -218,7 +218,7 @@ def test_labels_and_cases_with_dollar_signs_are_drawn_as_written(tmp_path, cli, 
 
 
 def test_the_digest_of_a_large_file_is_remembered_by_identity(tmp_path, cache):
-    from ccbench.attestation import digests
+    from ccbench.bundle import digests
 
     big = tmp_path / "big"
     big.write_bytes(os.urandom(digests.REMEMBER_FROM + 10))

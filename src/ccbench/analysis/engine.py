@@ -1,6 +1,6 @@
 """The analysis engine: the bundles' samples read once as columns, reduced in DuckDB.
 
-Each bundle's Parquet file (its own, or the cache's: ccbench.results.columnar) is read by Arrow with
+Each bundle's Parquet file (its own, or the cache's: ccbench.bundle.columnar) is read by Arrow with
 its string and JSON columns dictionary-encoded. What a row means beyond its numbers (its
 configuration label, its case text, its group) depends only on a few distinct values: the bundle
 (machine label, TEE) and the distinct variant, params and metadata texts. Those are described once
@@ -33,9 +33,9 @@ import pyarrow.parquet as pq
 
 from ccbench.analysis import load as loading
 from ccbench.bundle import Bundle
+from ccbench.bundle.columnar import columnar_file, is_converted, read_samples
 from ccbench.helper import Helper, outcome
 from ccbench.probe import facts
-from ccbench.results.columnar import columnar_file, is_converted, read_samples
 
 #: per-sample rows the report's sections get at most (beyond it a systematic sample)
 SAMPLE_BUDGET = 250_000

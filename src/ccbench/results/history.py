@@ -63,11 +63,12 @@ def run_id_of(bundle_path: Path) -> str:
     """The run's identity, recomputed from the bundle's content (never read from what attestation.json
     claims, which a tampered copy could share with the genuine bundle): the digest over every file
     (attestation's list digest) for an attested bundle, else the journal's SHA-256."""
-    from ccbench.attestation.digests import ATTESTATION_FILE, digest_list, list_digest, sha256_file
+    from ccbench.attestation.digests import ATTESTATION_FILE, digest_list, list_digest
+    from ccbench.bundle.digests import journal_sha256
 
     if (bundle_path / ATTESTATION_FILE).exists():
         return "bundle-" + list_digest(digest_list(bundle_path))
-    return "journal-" + sha256_file(bundle_path / "samples.jsonl")
+    return "journal-" + journal_sha256(bundle_path, remembered=False)
 
 
 def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFrame:
