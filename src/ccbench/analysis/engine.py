@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -150,15 +149,6 @@ class SampleSet:
         return table[["config", "measured", "contended"]]
 
 
-def machine_of(bundle: Bundle, labels: dict[str, str]) -> tuple[str, str, str]:
-    """(machine label, machine_id, TEE) of a bundle: the label given, else the probe's hostname, else
-    the bundle's directory name; the probe's machine_id, else its hostname, else the bundle's path
-    (a bundle is one machine); the TEE technology or "unknown"."""
-    hostname, machine_id = facts.machine_identity(bundle.probe)
-    machine = labels.get(str(Path(bundle.path).resolve())) or hostname or Path(bundle.path).name
-    return str(machine), str(machine_id or bundle.path), facts.tee_technology(bundle.probe)
-
-
 def sample_set(
     bundles: list[Bundle], labels: dict[str, str] | None = None, helper: Helper | None = None, frame: bool = True
 ) -> SampleSet:
@@ -223,7 +213,7 @@ class _Reader:
         table = read_samples(bundle, READ if self.stride else READ_REDUCED)
         if not table.num_rows:
             return
-        machine, machine_id, tee = machine_of(bundle, self.labels)
+        machine, machine_id, tee = facts.machine_of(bundle.probe, bundle.path, self.labels)
         self.machine_ids[str(bundle.path)] = machine_id
         columns = _Columns(table, machine, tee)
         rows = _RowCodes(columns, self)

@@ -30,6 +30,7 @@ from ccbench.bundle.columnar import read_samples
 from ccbench.cases import case_text
 from ccbench.errors import BundleError
 from ccbench.helper import Helper, outcome
+from ccbench.probe.facts import machine_of
 
 #: optional variant keys naming the implementation behind a protection layer (see COMMON contract)
 CAUSE_KEYS = [
@@ -227,9 +228,7 @@ def frame_of_table(bundle: Bundle, table: pa.Table, labels: dict[str, str]) -> p
     """
     if not table.num_rows:
         return None
-    from ccbench.analysis.engine import machine_of
-
-    machine, machine_id, tee = machine_of(bundle, labels)
+    machine, machine_id, tee = machine_of(bundle.probe, bundle.path, labels)
 
     def described_variant(text: str | None) -> tuple:
         storage, transport, causes = describe_variant(text)
