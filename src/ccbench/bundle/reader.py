@@ -1,5 +1,5 @@
-"""Reading a bundle: its manifest, executions and samples, checked line by line, older formats
-upgraded as they are read; finding bundles under a directory.
+"""Reading a bundle (its manifest, executions and samples, each line checked) and finding bundles
+under a directory.
 
 Older format versions are upgraded as they are read (FORMAT_HISTORY says what changed), so a
 reader always sees the current shape; the files on disk are left as they are.
