@@ -242,7 +242,10 @@ print(statistics.median(seconds))
 WRITE_COST = """
 import statistics, sys, tempfile, time
 from pathlib import Path
-from ccbench.results import columnar
+try:
+    from ccbench.bundle import columnar
+except ImportError:  # a revision from before the bundle package (--against): results/columnar.py
+    from ccbench.results import columnar
 first, rounds = Path(sys.argv[1]), int(sys.argv[2])
 seconds = []
 with tempfile.TemporaryDirectory() as scratch:

@@ -43,7 +43,11 @@ print(json.dumps({"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime - c
 """
 BARE = """
 import json, resource
-import ccbench.attestation, ccbench.results.columnar, ccbench.results.importers.staging, ccbench.workloads
+import ccbench.attestation, ccbench.results.importers.staging, ccbench.workloads
+try:
+    import ccbench.bundle.columnar
+except ImportError:  # a revision from before the bundle package (--against): results/columnar.py
+    import ccbench.results.columnar
 print(json.dumps({"seconds": 0.0, "cpu": 0.0, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 IMPORT = """
@@ -51,8 +55,8 @@ import json, resource, sys, time
 from pathlib import Path
 from ccbench.results.importers import import_results
 if sys.argv[3:] == ["no-parquet"]:  # the share of samples.parquet: the same import without it
-    import ccbench.results.columnar
-    ccbench.results.columnar.write_bundle_parquet = lambda bundle: None
+    import ccbench.bundle.columnar
+    ccbench.bundle.columnar.write_bundle_parquet = lambda bundle: None
 cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 start = time.perf_counter()
 import_results("pyperf", [Path(sys.argv[1])], Path(sys.argv[2]), "bench")

@@ -19,10 +19,9 @@ from conftest import DATA, only_bundle, start_run, wait_for_samples
 from ccbench.analysis.load import load
 from ccbench.attestation import finish_bundle
 from ccbench.attestation.verify import EXIT_TAMPERED, verify_bundle
-from ccbench.bundle import BundleWriter, read_bundle
+from ccbench.bundle import BundleWriter, columnar, read_bundle
 from ccbench.errors import BundleError, CCBenchError
 from ccbench.model import Sample
-from ccbench.results import columnar
 
 PLAN = '[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 1\nrepetitions = 3\n'
 SLOW_PLAN = '[[workloads]]\nkind = "command"\nname = "tick"\nrepetitions = 30\ncommand = "sleep 0.2"\n'

@@ -112,6 +112,21 @@ def test_machine_id_is_the_probes_when_recorded(tmp_path):
     assert ccbench.load(other)["machine_id"].tolist() == ["h2"]
 
 
+def test_a_bundle_names_its_machine_by_label_else_hostname_else_directory(tmp_path):
+    """probe.facts.machine_of, what the engine, the per-sample view and the history name a bundle's
+    machine by: the label given for the bundle's resolved path wins; a probe without a hostname
+    leaves the directory's name, without a machine_id the hostname, else the bundle's path."""
+    from ccbench.probe.facts import machine_of
+
+    bundle = tmp_path / "run-1"
+    bundle.mkdir()
+    probe = {"hostname": "h", "machine_id": "0123abcd", "tee": {"technology": "sev-snp"}}
+    assert machine_of(probe, bundle, {}) == ("h", "0123abcd", "sev-snp")
+    assert machine_of(probe, tmp_path / "." / "run-1", {str(bundle.resolve()): "nightly"})[0] == "nightly"
+    assert machine_of({"hostname": "h"}, bundle, {"/elsewhere": "other"}) == ("h", "h", "unknown")
+    assert machine_of(None, bundle, {}) == ("run-1", str(bundle), "unknown")
+
+
 def test_a_large_set_gives_the_report_a_systematic_sample(tmp_path, monkeypatch):
     """Beyond SAMPLE_BUDGET samples the per-sample frame keeps every k-th of each group and
     configuration; the counts and the comparison still come from every sample."""
@@ -131,8 +146,8 @@ def test_a_large_set_gives_the_report_a_systematic_sample(tmp_path, monkeypatch)
 def test_a_first_load_converts_in_the_helper_too(tmp_path, monkeypatch):
     """Bundles without samples.parquet are converted into the cache, some by the helper process;
     the comparison is the same as one process gives."""
+    from ccbench.bundle.columnar import cache_dir
     from ccbench.helper import Helper
-    from ccbench.results.columnar import cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     paths = write_bundles(tmp_path / "bundles")

@@ -157,7 +157,7 @@ def test_the_staged_manifest_says_importing_until_the_end(tmp_path, monkeypatch)
         seen.append(json.loads((Path(bundle) / "manifest.json").read_text())["status"])
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("ccbench.results.columnar.write_bundle_parquet", interrupted)
+    monkeypatch.setattr("ccbench.bundle.columnar.write_bundle_parquet", interrupted)
     with pytest.raises(KeyboardInterrupt):
         import_results("pyperf", [PYPERF], tmp_path / "out")
     assert seen == ["importing"]

@@ -15,7 +15,7 @@ import pytest
 from bundles import sample, seal, write
 
 from ccbench.bundle import read_bundle
-from ccbench.results.columnar import PARQUET, write_bundle_parquet
+from ccbench.bundle.columnar import PARQUET, write_bundle_parquet
 
 
 @pytest.fixture
@@ -218,7 +218,7 @@ def test_labels_and_cases_with_dollar_signs_are_drawn_as_written(tmp_path, cli, 
 
 
 def test_the_digest_of_a_large_file_is_remembered_by_identity(tmp_path, cache):
-    from ccbench.attestation import digests
+    from ccbench.bundle import digests
 
     big = tmp_path / "big"
     big.write_bytes(os.urandom(digests.REMEMBER_FROM + 10))
@@ -231,6 +231,22 @@ def test_the_digest_of_a_large_file_is_remembered_by_identity(tmp_path, cache):
         handle.write(b"x")
     os.utime(big, ns=(status.st_atime_ns, status.st_mtime_ns))
     assert digests.remembered_sha256(big) == digests.sha256_file(big) != first
+
+
+def test_the_journal_digest_is_one_helper_remembered_or_read_in_full(tmp_path, cache):
+    """bundle.digests.journal_sha256: the columnar cache's key (remembered) and the history's run
+    identity (read in full) are the same SHA-256 of samples.jsonl; a bundle without one has the
+    empty file's."""
+    import hashlib
+
+    from ccbench.bundle import digests
+
+    assert digests.journal_sha256(tmp_path) == hashlib.sha256(b"").hexdigest()
+    journal = tmp_path / "samples.jsonl"
+    journal.write_bytes(os.urandom(digests.REMEMBER_FROM + 10))
+    expected = hashlib.sha256(journal.read_bytes()).hexdigest()
+    assert digests.journal_sha256(tmp_path) == digests.journal_sha256(tmp_path, remembered=False) == expected
+    assert len(list(digests.digest_notes_dir().iterdir())) == 1  # remembered once, by the first
 
 
 def test_resume_after_a_cut_journal_analyses_like_an_uninterrupted_run(tmp_path, ccbench, workdir, write_plan, cache):

@@ -303,7 +303,7 @@ class Runner:
                 writer.manifest["status"] = "failed" if failed else "complete"
             writer.write_manifest()
             writer.close()
-            from ccbench.results.columnar import finish_run_samples  # pyarrow: only when a run ends
+            from ccbench.bundle.columnar import finish_run_samples  # pyarrow: only when a run ends
 
             finish_run_samples(writer.path, self.reporter.message)  # before the digest list, which covers it
             self._attest(writer.path)

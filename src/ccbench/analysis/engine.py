@@ -1,6 +1,6 @@
 """The analysis engine: the bundles' samples read once as columns, reduced in DuckDB.
 
-Each bundle's Parquet file (its own, or the cache's: ccbench.results.columnar) is read by Arrow with
+Each bundle's Parquet file (its own, or the cache's: ccbench.bundle.columnar) is read by Arrow with
 its string and JSON columns dictionary-encoded. What a row means beyond its numbers (its
 configuration label, its case text, its group) depends only on a few distinct values: the bundle
 (machine label, TEE) and the distinct variant, params and metadata texts. Those are described once
@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -33,9 +32,9 @@ import pyarrow.parquet as pq
 
 from ccbench.analysis import load as loading
 from ccbench.bundle import Bundle
+from ccbench.bundle.columnar import columnar_file, is_converted, read_samples
 from ccbench.helper import Helper, outcome
 from ccbench.probe import facts
-from ccbench.results.columnar import columnar_file, is_converted, read_samples
 
 #: per-sample rows the report's sections get at most (beyond it a systematic sample)
 SAMPLE_BUDGET = 250_000
@@ -150,15 +149,6 @@ class SampleSet:
         return table[["config", "measured", "contended"]]
 
 
-def machine_of(bundle: Bundle, labels: dict[str, str]) -> tuple[str, str, str]:
-    """(machine label, machine_id, TEE) of a bundle: the label given, else the probe's hostname, else
-    the bundle's directory name; the probe's machine_id, else its hostname, else the bundle's path
-    (a bundle is one machine); the TEE technology or "unknown"."""
-    hostname, machine_id = facts.machine_identity(bundle.probe)
-    machine = labels.get(str(Path(bundle.path).resolve())) or hostname or Path(bundle.path).name
-    return str(machine), str(machine_id or bundle.path), facts.tee_technology(bundle.probe)
-
-
 def sample_set(
     bundles: list[Bundle], labels: dict[str, str] | None = None, helper: Helper | None = None, frame: bool = True
 ) -> SampleSet:
@@ -223,7 +213,7 @@ class _Reader:
         table = read_samples(bundle, READ if self.stride else READ_REDUCED)
         if not table.num_rows:
             return
-        machine, machine_id, tee = machine_of(bundle, self.labels)
+        machine, machine_id, tee = facts.machine_of(bundle.probe, bundle.path, self.labels)
         self.machine_ids[str(bundle.path)] = machine_id
         columns = _Columns(table, machine, tee)
         rows = _RowCodes(columns, self)

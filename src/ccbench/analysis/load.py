@@ -26,10 +26,11 @@ import pandas as pd
 import pyarrow as pa
 
 from ccbench.bundle import SAMPLES, Bundle, find_bundles, read_bundle
+from ccbench.bundle.columnar import read_samples
 from ccbench.cases import case_text
 from ccbench.errors import BundleError
 from ccbench.helper import Helper, outcome
-from ccbench.results.columnar import read_samples
+from ccbench.probe.facts import machine_of
 
 #: optional variant keys naming the implementation behind a protection layer (see COMMON contract)
 CAUSE_KEYS = [
@@ -191,7 +192,7 @@ def _frame_in_helper(bundle: Bundle, labels: dict[str, str]) -> tuple[pd.DataFra
 
 def _bundle_frame(bundle: Bundle, labels: dict[str, str]) -> pd.DataFrame | None:
     """One bundle's samples as columns, read from its Parquet file (or the cache's; see
-    ccbench.results.columnar) with Arrow."""
+    ccbench.bundle.columnar) with Arrow."""
     return frame_of_table(bundle, read_samples(bundle, READ_COLUMNS), labels)
 
 
@@ -219,7 +220,7 @@ def canonical_params(text: str | None) -> str:
 
 
 def frame_of_table(bundle: Bundle, table: pa.Table, labels: dict[str, str]) -> pd.DataFrame | None:
-    """The frame of a table of a bundle's samples (READ_COLUMNS of ccbench.results.columnar's layout).
+    """The frame of a table of a bundle's samples (READ_COLUMNS of ccbench.bundle.columnar's layout).
 
     The string columns come dictionary-encoded: each distinct variant, params, metadata and string
     is described once (labels, case text) and spread to the rows by the dictionary's indices, so the
@@ -227,9 +228,7 @@ def frame_of_table(bundle: Bundle, table: pa.Table, labels: dict[str, str]) -> p
     """
     if not table.num_rows:
         return None
-    from ccbench.analysis.engine import machine_of
-
-    machine, machine_id, tee = machine_of(bundle, labels)
+    machine, machine_id, tee = machine_of(bundle.probe, bundle.path, labels)
 
     def described_variant(text: str | None) -> tuple:
         storage, transport, causes = describe_variant(text)

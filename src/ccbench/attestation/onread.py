@@ -3,13 +3,13 @@ and the fleet's summary make of each bundle before they read it.
 
 A bundle is read when its files are what its digest list (attestation.json) says: no file changed,
 missing or added, and the list's own digest holds. The large files' digests are remembered by file
-identity (ccbench.attestation.digests.remembered_sha256), so a cached compare of ten million
+identity (ccbench.bundle.digests.remembered_sha256), so a cached compare of ten million
 samples does not read the journal again. A bundle without attestation.json (a run still going, a
 run killed before it could end, an import or bundle made before ccbench recorded digests) is
 unverified too. The TEE evidence is not checked here (``ccbench verify`` does, with the verifier
 and the vendor's collateral), nor samples.parquet against the journal row for row: the columnar
 reader uses a bundle's Parquet file only when the journal's SHA-256 it was made from is the
-journal's (ccbench.results.columnar).
+journal's (ccbench.bundle.columnar).
 
 An unverified bundle is refused with one line naming it and what failed, exit 3 (``ccbench
 verify``'s code for a tampered bundle or one without digests); an attestation.json that is not a

@@ -161,7 +161,7 @@ def verify_bundle(
         verdict.reason = f"the digest list in {ATTESTATION_FILE} does not match its recorded digest (edited)"
         verdict.exit_code = EXIT_TAMPERED
         return verdict
-    from ccbench.results.columnar import check_bundle  # samples.parquet against the journal, row for row
+    from ccbench.bundle.columnar import check_bundle  # samples.parquet against the journal, row for row
 
     if problem := check_bundle(bundle):
         verdict.integrity, verdict.reason, verdict.exit_code = "tampered", problem, EXIT_TAMPERED

@@ -4,12 +4,15 @@ what each reader asks of a machine, read here the same way for every bundle, old
 The machine facts come from the probe's ``provenance`` block where the bundle has one; older
 bundles fall back to ``cpu.model``, ``cpu.threads``, ``memory.total_bytes`` and
 ``kernel.release``, and a fact neither records is None (never guessed). Pure functions: every one
-takes a probe (or None) and never raises on odd input.
+takes a probe (or None) and never raises on odd input; ``machine_of`` also the bundle's path and the
+labels a user gave (``--label``): which machine a bundle was measured on, as the engine, the
+per-sample view and the history name it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 #: (vendor, CPUID family, model) -> microarchitecture, as Linux names them (intel-family.h) and AMD's
@@ -87,3 +90,15 @@ def machine_identity(probe: Mapping[str, Any] | None) -> tuple[str | None, str |
     probe = probe or {}
     hostname = probe.get("hostname") or None
     return hostname, probe.get("machine_id") or hostname
+
+
+def machine_of(
+    probe: Mapping[str, Any] | None, bundle_path: str | Path, labels: Mapping[str, str]
+) -> tuple[str, str, str]:
+    """(machine label, machine_id, TEE) of the bundle at ``bundle_path`` with this probe: the label
+    given for its path, else the probe's hostname, else the bundle's directory name; the probe's
+    machine_id, else its hostname, else the bundle's path (a bundle is one machine); the TEE
+    technology or "unknown"."""
+    hostname, machine_id = machine_identity(probe)
+    machine = labels.get(str(Path(bundle_path).resolve())) or hostname or Path(bundle_path).name
+    return str(machine), str(machine_id or bundle_path), tee_technology(probe)

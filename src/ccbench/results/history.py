@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
+from ccbench.probe.facts import machine_of
 from ccbench.results.history_store import COLUMNS, PROVENANCE, Store, points_table
 
 __all__ = ["COLUMNS", "Store", "add_bundles", "history", "run_id_of"]
@@ -63,11 +64,12 @@ def run_id_of(bundle_path: Path) -> str:
     """The run's identity, recomputed from the bundle's content (never read from what attestation.json
     claims, which a tampered copy could share with the genuine bundle): the digest over every file
     (attestation's list digest) for an attested bundle, else the journal's SHA-256."""
-    from ccbench.attestation.digests import ATTESTATION_FILE, digest_list, list_digest, sha256_file
+    from ccbench.attestation.digests import ATTESTATION_FILE, digest_list, list_digest
+    from ccbench.bundle.digests import journal_sha256
 
     if (bundle_path / ATTESTATION_FILE).exists():
         return "bundle-" + list_digest(digest_list(bundle_path))
-    return "journal-" + sha256_file(bundle_path / "samples.jsonl")
+    return "journal-" + journal_sha256(bundle_path, remembered=False)
 
 
 def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFrame:
@@ -105,7 +107,6 @@ def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFr
 
 
 def _run_facts(bundle, run_id: str, labels: dict[str, str]) -> dict[str, Any]:
-    from ccbench.analysis.engine import machine_of
     from ccbench.results.export import provenance_columns
 
     probe, manifest = bundle.probe, bundle.manifest
@@ -113,7 +114,7 @@ def _run_facts(bundle, run_id: str, labels: dict[str, str]) -> dict[str, Any]:
     facts = {
         "run_id": run_id,
         "bundle": str(bundle.path),
-        "label": machine_of(bundle, labels)[0],
+        "label": machine_of(bundle.probe, bundle.path, labels)[0],
         "started_at": pd.to_datetime(manifest.get("started_at"), utc=True),
         "kernel_release": (probe.get("kernel") or {}).get("release"),
         "ccbench_version": (manifest.get("tool") or {}).get("version"),

@@ -133,7 +133,7 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
     """Write one bundle under ``out`` through its staging directory; return where it landed."""
     from ccbench import attestation
     from ccbench.bundle import BundleWriter, bundle_dir_name, unused_path
-    from ccbench.results.columnar import write_bundle_parquet
+    from ccbench.bundle.columnar import write_bundle_parquet
 
     out = Path(out)
     clean_leftovers(out)

@@ -2,7 +2,7 @@
 lint and the analysis read the measured ones, each marked as stated by the user, never as measured.
 
 - ``--tee T`` sets ``environment.tee`` to ``{"technology": T, "stated": true, "evidence": []}``: the
-  analysis's configuration (``engine.machine_of``) and the lint's TEE checks read ``tee.technology``.
+  analysis's configuration (``probe.facts.machine_of``) and the lint's TEE checks read ``tee.technology``.
 - ``--kernel-cmdline S`` sets ``environment.provenance.kernel_cmdline`` to S (with its ``swiotlb=``
   parameter in ``provenance.swiotlb.cmdline``) and ``provenance.stated`` lists the stated keys; the
   provenance's other keys stay null (unknown).

@@ -35,8 +35,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ccbench.attestation.digests import remembered_sha256, sized_sha256
-from ccbench.bundle import SAMPLES, SAMPLES_PARQUET, Bundle, read_bundle
+from ccbench.bundle.digests import journal_sha256, sized_sha256
+from ccbench.bundle.layout import SAMPLE_FIELDS, SAMPLES, SAMPLES_PARQUET
+from ccbench.bundle.reader import Bundle, read_bundle
 from ccbench.errors import BundleError, CCBenchError
 from ccbench.fsutil import atomic_target
 
@@ -147,8 +148,6 @@ def _duckdb_table(duckdb: Any, journal: Path, descriptor: int) -> pa.Table | Non
     """table_from_journal's DuckDB part, reading the journal through its open descriptor: DuckDB
     reads a path's ``*``, ``?`` and ``[`` as a glob, and a bundle's directory may be named with
     them (``[1]`` matches a sibling ``1``); ``/dev/fd/N`` names exactly this file."""
-    from ccbench.bundle import SAMPLE_FIELDS
-
     exact = Path(f"/dev/fd/{descriptor}")
     if not exact.exists():
         return None  # no /dev/fd on this system: the record reader converts
@@ -372,12 +371,11 @@ def _fresh_in_bundle(path: Path) -> Path | None:
     journal beside an older file; another bundle's file may sit beside a journal of the same size:
     neither is used)."""
     parquet = path / PARQUET
-    journal = path / SAMPLES
     metadata = _layout_metadata(parquet)
     if metadata is None:
         return None
     try:
-        sha = _known_digest(journal) if journal.exists() else hashlib.sha256().hexdigest()
+        sha = journal_sha256(path)
     except OSError:
         return None
     return parquet if metadata.get(META_JOURNAL_SHA256) == sha.encode() else None
@@ -396,19 +394,12 @@ def _layout_metadata(parquet: Path) -> dict[bytes, bytes] | None:
     return metadata
 
 
-def _known_digest(journal: Path) -> str:
-    """The journal's SHA-256, remembered by the file's identity (ccbench.attestation.digests), so
-    that a load of a cached bundle does not read its whole journal again."""
-    return remembered_sha256(journal)
-
-
 def is_converted(bundle: Bundle) -> bool:
     """Whether the bundle's samples are in a current Parquet file already (its own, or the cache's)."""
     path = Path(bundle.path)
     if _fresh_in_bundle(path) is not None:
         return True
-    journal = path / SAMPLES
-    return not journal.exists() or cache_path(_known_digest(journal)).exists()
+    return not (path / SAMPLES).exists() or cache_path(journal_sha256(path)).exists()
 
 
 def columnar_file(bundle: Bundle) -> Path:
@@ -420,7 +411,9 @@ def columnar_file(bundle: Bundle) -> Path:
     if own is not None:
         return own
     journal = path / SAMPLES
-    sha = _known_digest(journal) if journal.exists() else hashlib.sha256().hexdigest()
+    # the journal's SHA-256 remembered by the file's identity (ccbench.bundle.digests), so that a
+    # load of a cached bundle does not read its whole journal again
+    sha = journal_sha256(path)
     cached = cache_path(sha)
     if cached.exists() and _layout_metadata(cached) is None:
         cached.unlink(missing_ok=True)  # damaged (a crash, a full disk, an edit): converted again

@@ -1,16 +1,5 @@
-"""The result bundle: one directory per run.
-
-Layout (documented in docs/bundle-format.md)::
-
-    <out>/<hostname>-<UTC timestamp>/
-        manifest.json      format version, tool version, plan as run, probe, times, outcomes
-        samples.jsonl      one Sample per line, appended and fsynced as measured (the journal)
-        samples.parquet    the same samples as typed columns, written when the run ends
-        executions.jsonl   one line per execution (ok / failed / timeout), used to resume
-        raw/               each tool's own output and logs
-
-Nothing here is ever rewritten in place except manifest.json, which is replaced atomically
-(write to a temporary file, fsync, rename), so a SIGKILL at any moment leaves a readable bundle.
+"""Reading a bundle (its manifest, executions and samples, each line checked) and finding bundles
+under a directory.
 
 Older format versions are upgraded as they are read (FORMAT_HISTORY says what changed), so a
 reader always sees the current shape; the files on disk are left as they are.
@@ -20,159 +9,26 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from ccbench.errors import BundleError, CCBenchError
-from ccbench.fsutil import write_json_atomic
-from ccbench.version import BUNDLE_FORMAT_VERSION, __version__
-
-if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pydantic
-    from ccbench.model import Sample
-
-MANIFEST = "manifest.json"
-SAMPLES = "samples.jsonl"
-EXECUTIONS = "executions.jsonl"
-#: the samples as Parquet, written when a run ends (ccbench.results.columnar)
-SAMPLES_PARQUET = "samples.parquet"
-#: records parsed at once when a bundle's samples are read in chunks
-CHUNK = 16384
-RAW = "raw"
-
-#: what each bundle format version changed (also in docs/bundle-format.md)
-FORMAT_HISTORY = {
-    1: "first format: manifest.json, samples.jsonl, executions.jsonl, raw/",
-    2: "every sample names its execution ('execution': the execution key) and that execution's raw "
-    "directory relative to the bundle ('raw'), and says whether it was measured on a busy machine "
-    "('contended'); execution records may carry 'interference', 'contended', 'contended_reasons'",
-}
-
-
-def bundle_dir_name(hostname: str | None = None, when: datetime | None = None) -> str:
-    hostname = hostname or socket.gethostname() or "host"
-    when = when or datetime.now(UTC)
-    safe_host = "".join(c if c.isalnum() or c in "-_." else "_" for c in hostname)
-    return f"{safe_host}-{when.strftime('%Y%m%dT%H%M%SZ')}"
-
-
-def unused_path(parent: Path, name: str) -> Path:
-    """``parent/name``, or ``name-2``, ``name-3``... where that is taken: a bundle never lands on another."""
-    path, suffix = Path(parent) / name, 1
-    while path.exists():
-        suffix += 1
-        path = Path(parent) / f"{name}-{suffix}"
-    return path
-
-
-def cut_torn_line(file: Path) -> int:
-    """Cut away a last line a kill left without its newline (half a record), so that the file ends
-    where its last whole record does and the next append starts a line of its own; the cut is
-    fsynced. Returns the bytes cut. Completing the line with a newline instead would leave a corrupt
-    record in the middle of the journal once more lines follow it."""
-    if not file.exists():
-        return 0
-    with open(file, "rb+") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        end = size
-        while end > 0:
-            start = max(0, end - CHUNK * 16)
-            handle.seek(start)
-            block = handle.read(end - start)
-            newline = block.rfind(b"\n")
-            if newline >= 0:
-                end = start + newline + 1
-                break
-            end = start
-        if end == size:
-            return 0
-        handle.truncate(end)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return size - end
-
-
-class BundleWriter:
-    """Creates a bundle and journals into it. Every append is flushed and fsynced."""
-
-    def __init__(self, path: Path, manifest: dict[str, Any]):
-        self.path = path
-        self.raw = path / RAW
-        self.manifest = manifest
-        self._samples = None
-        self._executions = None
-
-    @classmethod
-    def create(cls, out_dir: Path, manifest: dict[str, Any], name: str | None = None) -> BundleWriter:
-        """A new bundle under out_dir, named ``<host>-<UTC time>`` (or ``name``), never over another."""
-        out_dir = Path(out_dir)
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            path = unused_path(out_dir, name or bundle_dir_name())
-            path.mkdir()
-            (path / RAW).mkdir()
-        except OSError as exc:
-            raise CCBenchError(
-                f"cannot create the result bundle under {out_dir}: {exc.strerror}; "
-                "choose a writable directory with --out"
-            ) from None
-        manifest = {
-            "format_version": BUNDLE_FORMAT_VERSION,
-            "tool": {"name": "ccbench", "version": __version__},
-            **manifest,
-        }
-        writer = cls(path, manifest)
-        writer.write_manifest()
-        writer._open()
-        return writer
-
-    @classmethod
-    def reopen(cls, path: Path) -> BundleWriter:
-        """Open an existing bundle to append to it (resume)."""
-        bundle = read_bundle(path, samples=False)
-        manifest = bundle.manifest
-        if manifest.get("read_from_format_version") == 1:
-            # stays a format-1 bundle on disk: the reader upgrades its old and new lines alike
-            manifest["format_version"] = manifest.pop("read_from_format_version")
-        writer = cls(Path(path), manifest)
-        # the Parquet copy of the journal is written again when the resumed run ends; until then an
-        # older one would no longer hold every sample
-        (Path(path) / SAMPLES_PARQUET).unlink(missing_ok=True)
-        for name in (SAMPLES, EXECUTIONS):
-            cut_torn_line(Path(path) / name)
-        writer._open()
-        return writer
-
-    def _open(self) -> None:
-        self._samples = open(self.path / SAMPLES, "a", encoding="utf-8")
-        self._executions = open(self.path / EXECUTIONS, "a", encoding="utf-8")
-
-    def write_manifest(self) -> None:
-        write_json_atomic(self.path / MANIFEST, self.manifest)
-
-    @staticmethod
-    def _append(handle, lines: Iterable[str]) -> None:
-        for line in lines:
-            handle.write(line + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-    def append_samples(self, samples: Iterable[Sample]) -> None:
-        self._append(self._samples, (s.model_dump_json() for s in samples))
-
-    def append_execution(self, record: dict[str, Any]) -> None:
-        self._append(self._executions, [json.dumps(record, default=str)])
-
-    def close(self) -> None:
-        for handle in (self._samples, self._executions):
-            if handle is not None and not handle.closed:
-                handle.close()
+from ccbench.bundle.layout import (
+    CHUNK,
+    EXECUTIONS,
+    FINISHED_STATUSES,
+    FORMAT_HISTORY,
+    MANIFEST,
+    RAW,
+    SAMPLE_FIELDS,
+    SAMPLES,
+)
+from ccbench.errors import BundleError
+from ccbench.version import BUNDLE_FORMAT_VERSION
 
 
 @dataclass
@@ -269,9 +125,6 @@ def _check_lines(
     return records
 
 
-SAMPLE_FIELDS = ("workload", "params", "variant", "metric", "unit", "value", "repetition", "warmup", "timestamp")
-
-
 def read_bundle(path: str | Path, samples: bool = True) -> Bundle:
     """The bundle at ``path``; with samples=False its samples are left on disk for
     Bundle.sample_chunks (the analysis reads them that way, a chunk at a time)."""
@@ -351,10 +204,6 @@ def _upgrade_v1_chunks(
             raw = current.get("raw")
             sample["raw"] = f"{RAW}/{raw}" if raw else None
         yield chunk
-
-
-#: manifest statuses of a bundle whose run has ended (a bundle without one predates the status)
-FINISHED_STATUSES = ("complete", "failed", None)
 
 
 def find_bundles(paths: Iterable[str | Path], *, finished_only: bool = False) -> list[Path]:
