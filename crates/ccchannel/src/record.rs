@@ -497,7 +497,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
 /// overwritten: at a record's 256 KiB that fill was a whole extra pass over every byte received.
 /// A stream that ends early is `Truncated`; what was read so far stays in `into` for the caller to
 /// discard (every caller fails the channel, which releases nothing).
-async fn read_appending<S: AsyncRead + Unpin>(stream: &mut S, into: &mut Vec<u8>, len: usize) -> Result<(), ChannelError> {
+async fn read_appending<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    into: &mut Vec<u8>,
+    len: usize,
+) -> Result<(), ChannelError> {
     into.reserve(len);
     let end = into.len() + len;
     let mut limited = (&mut *stream).take(len as u64);

@@ -169,7 +169,10 @@ async fn a_flipped_bit_anywhere_is_rejected_with_no_plaintext() {
     // the untouched record opens with the receiver of its own handshake (each capture is a new one)
     let (records, receiver) = capture(&[b"secret embedding"]).await;
     let (released, error) = deliver(receiver, records[0].clone(), true).await;
-    assert_eq!((released, error), (vec![b"secret embedding".to_vec()], ChannelError::Truncated));
+    assert_eq!(
+        (released, error),
+        (vec![b"secret embedding".to_vec()], ChannelError::Truncated)
+    );
     let length = records[0].len();
     for position in 0..length {
         for bit in [0u8, 3, 7] {
@@ -609,7 +612,16 @@ fn real_snp_evidence_is_checked_against_amds_chain() {
 /// record to two and from two to three, plus the empty and one-byte messages.
 fn sizes_around_the_record_boundary() -> Vec<usize> {
     let chunk = ccchannel::record::MAX_CHUNK;
-    vec![0, 1, chunk - 1, chunk, chunk + 1, 2 * chunk - 1, 2 * chunk, 2 * chunk + 1]
+    vec![
+        0,
+        1,
+        chunk - 1,
+        chunk,
+        chunk + 1,
+        2 * chunk - 1,
+        2 * chunk,
+        2 * chunk + 1,
+    ]
 }
 
 fn pattern_of(len: usize) -> Vec<u8> {
@@ -636,9 +648,15 @@ async fn messages_at_and_around_the_record_boundary_arrive_whole_in_a_reused_buf
             // each message must replace, not extend, what was there
             let mut buffer = vec![0xEEu8; 3 * chunk];
             for &len in &sizes {
-                assert_eq!(receiver.recv_into(&mut buffer).await.unwrap(), Some(ccchannel::wire::KIND_BYTES));
+                assert_eq!(
+                    receiver.recv_into(&mut buffer).await.unwrap(),
+                    Some(ccchannel::wire::KIND_BYTES)
+                );
                 assert_eq!(buffer.len(), len, "pipe {pipe}, message of {len} bytes");
-                assert!(buffer == pattern_of(len), "pipe {pipe}, message of {len} bytes: contents differ");
+                assert!(
+                    buffer == pattern_of(len),
+                    "pipe {pipe}, message of {len} bytes: contents differ"
+                );
             }
             assert_eq!(receiver.recv_into(&mut buffer).await.unwrap(), None);
         };
