@@ -298,11 +298,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
         Ok((kind, len, header))
     }
 
-    /// Read `len` bytes of ciphertext into the end of `into` and open them in place there.
+    /// Read `len` bytes of ciphertext onto the end of `into` and open them in place there: the one
+    /// copy a record's bytes take on this side is the stream's own read into the message buffer.
     async fn open_into(&mut self, header: &[u8], len: usize, into: &mut Vec<u8>) -> Result<(), ChannelError> {
         let at = into.len();
-        into.resize(at + len, 0);
-        self.stream.read_exact(&mut into[at..]).await?;
+        read_appending(&mut self.stream, into, len).await?;
         let nonce = self.recv.next_nonce()?;
         let plain = self
             .recv
@@ -455,7 +455,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
             return Err(ChannelError::Attestation(RejectReason::MissingEvidence));
         }
         self.read_control(kind, len, &header[..BASE_HEADER]).await?;
-        Ok(self.inbuf.clone())
+        Ok(std::mem::take(&mut self.inbuf))
     }
 
     /// Say goodbye: the peer's recv returns Ok(None); a stream that ends without this is truncated.
@@ -488,4 +488,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
     pub fn stream_mut(&mut self) -> &mut S {
         &mut self.stream
     }
+}
+
+/// Read exactly `len` more bytes onto the end of `into`, straight into its spare capacity.
+///
+/// The stream writes into memory the vector has reserved but not initialised (tokio's `read_buf`
+/// through a `Take` that stops at `len`), so the bytes are not zero-filled first and then
+/// overwritten: at a record's 256 KiB that fill was a whole extra pass over every byte received.
+/// A stream that ends early is `Truncated`; what was read so far stays in `into` for the caller to
+/// discard (every caller fails the channel, which releases nothing).
+async fn read_appending<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    into: &mut Vec<u8>,
+    len: usize,
+) -> Result<(), ChannelError> {
+    into.reserve(len);
+    let end = into.len() + len;
+    let mut limited = (&mut *stream).take(len as u64);
+    while into.len() < end {
+        if limited.read_buf(into).await? == 0 {
+            return Err(ChannelError::Truncated);
+        }
+    }
+    Ok(())
 }

@@ -166,12 +166,19 @@ async fn deliver(receiver: Channel<DuplexStream>, bytes: Vec<u8>, close: bool) -
 
 #[tokio::test]
 async fn a_flipped_bit_anywhere_is_rejected_with_no_plaintext() {
-    let (records, _) = capture(&[b"secret embedding"]).await;
-    let record = &records[0];
-    for position in 0..record.len() {
+    // the untouched record opens with the receiver of its own handshake (each capture is a new one)
+    let (records, receiver) = capture(&[b"secret embedding"]).await;
+    let (released, error) = deliver(receiver, records[0].clone(), true).await;
+    assert_eq!(
+        (released, error),
+        (vec![b"secret embedding".to_vec()], ChannelError::Truncated)
+    );
+    let length = records[0].len();
+    for position in 0..length {
         for bit in [0u8, 3, 7] {
-            let (_, receiver) = capture(&[b"secret embedding"]).await;
-            let mut tampered = record.clone();
+            // tampered records are given to the receiver of the handshake that keyed them
+            let (records, receiver) = capture(&[b"secret embedding"]).await;
+            let mut tampered = records[0].clone();
             tampered[position] ^= 1 << bit;
             let (released, error) = deliver(receiver, tampered, true).await;
             assert!(
@@ -599,4 +606,130 @@ fn real_snp_evidence_is_checked_against_amds_chain() {
         policy.verify(&evidence(&report), &bound),
         Err(RejectReason::Vendor(ccverify::Rejection::MissingCertificate))
     );
+}
+
+/// The sizes at and around a record's largest chunk (`MAX_CHUNK`), where a message goes from one
+/// record to two and from two to three, plus the empty and one-byte messages.
+fn sizes_around_the_record_boundary() -> Vec<usize> {
+    let chunk = ccchannel::record::MAX_CHUNK;
+    vec![
+        0,
+        1,
+        chunk - 1,
+        chunk,
+        chunk + 1,
+        2 * chunk - 1,
+        2 * chunk,
+        2 * chunk + 1,
+    ]
+}
+
+fn pattern_of(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 + 7) as u8).collect()
+}
+
+#[tokio::test]
+async fn messages_at_and_around_the_record_boundary_arrive_whole_in_a_reused_buffer() {
+    let chunk = ccchannel::record::MAX_CHUNK;
+    for pipe in [1 << 20, 4096, 7] {
+        // a small pipe hands each record over in many short reads: the receiver fills its buffer's
+        // spare capacity piece by piece; the largest pipe hands whole records over
+        let (a, b) = duplex(pipe);
+        let (mut sender, mut receiver) = (keyed_sender(a), keyed_receiver(b));
+        let sizes = sizes_around_the_record_boundary();
+        let sent = async {
+            for &len in &sizes {
+                sender.send(&Frame::bytes(&pattern_of(len))).await.unwrap();
+            }
+            sender.close().await.unwrap();
+        };
+        let received = async {
+            // one buffer for every message, starting with stale bytes and more capacity than needed:
+            // each message must replace, not extend, what was there
+            let mut buffer = vec![0xEEu8; 3 * chunk];
+            for &len in &sizes {
+                assert_eq!(
+                    receiver.recv_into(&mut buffer).await.unwrap(),
+                    Some(ccchannel::wire::KIND_BYTES)
+                );
+                assert_eq!(buffer.len(), len, "pipe {pipe}, message of {len} bytes");
+                assert!(
+                    buffer == pattern_of(len),
+                    "pipe {pipe}, message of {len} bytes: contents differ"
+                );
+            }
+            assert_eq!(receiver.recv_into(&mut buffer).await.unwrap(), None);
+        };
+        tokio::join!(sent, received);
+    }
+}
+
+#[tokio::test]
+async fn record_sizes_on_the_wire_are_unchanged() {
+    // the wire format: a message of n bytes is a START record with min(n, MAX_CHUNK) bytes of body,
+    // then CONTINUE records of at most MAX_CHUNK bytes; each record's ciphertext is its body plus a
+    // 16-byte tag
+    let chunk = ccchannel::record::MAX_CHUNK;
+    for len in sizes_around_the_record_boundary() {
+        let message = pattern_of(len);
+        let (records, _) = capture(&[&message]).await;
+        let mut expected = vec![14 + len.min(chunk) + 16];
+        let mut rest = len.saturating_sub(chunk);
+        while rest > 0 {
+            expected.push(5 + rest.min(chunk) + 16);
+            rest -= rest.min(chunk);
+        }
+        let lengths: Vec<usize> = records.iter().map(Vec::len).collect();
+        assert_eq!(lengths, expected, "message of {len} bytes");
+        assert_eq!(records[0][4], RecordType::Start as u8);
+        assert!(records[1..].iter().all(|r| r[4] == RecordType::Continue as u8));
+    }
+}
+
+#[tokio::test]
+async fn a_tampered_record_opened_in_place_releases_nothing_into_the_buffer() {
+    // a three-record message; one bit flipped in the ciphertext or the tag of each record in turn
+    let chunk = ccchannel::record::MAX_CHUNK;
+    let message = pattern_of(2 * chunk + 1);
+    let (records, _) = capture(&[&message]).await;
+    assert_eq!(records.len(), 3);
+    for (index, record) in records.iter().enumerate() {
+        let header = if index == 0 { 14 } else { 5 };
+        for position in [header, header + record.len() / 2 - header / 2, record.len() - 1] {
+            // each tampering gets its own handshake: the records and the receiver keyed by it
+            let (records, receiver) = capture(&[&message]).await;
+            let mut wire = records.concat();
+            let offset: usize = records[..index].iter().map(Vec::len).sum();
+            wire[offset + position] ^= 0x10;
+            let (mut feed, stream) = duplex(8 << 20);
+            let mut receiver = receiver.replace_stream(stream);
+            feed.write_all(&wire).await.unwrap();
+            drop(feed);
+            let mut buffer = b"what the caller had".to_vec();
+            let error = receiver.recv_into(&mut buffer).await.unwrap_err();
+            assert_eq!(error, ChannelError::Decrypt, "record {index}, byte {position}");
+            assert!(
+                buffer.is_empty(),
+                "record {index}, byte {position}: {} bytes left in the caller's buffer",
+                buffer.len()
+            );
+            assert_eq!(receiver.recv_into(&mut buffer).await.unwrap_err(), ChannelError::Closed);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stream_cut_inside_a_large_record_is_truncated() {
+    let chunk = ccchannel::record::MAX_CHUNK;
+    let message = pattern_of(chunk + 1);
+    let (records, _) = capture(&[&message]).await;
+    let first = records[0].len();
+    let whole = records.concat().len();
+    for cut in [14, 15, chunk / 2, first - 1, first + 3, whole - 1] {
+        let (records, receiver) = capture(&[&message]).await;
+        let wire = records.concat();
+        let (released, error) = deliver(receiver, wire[..cut].to_vec(), true).await;
+        assert!(released.is_empty(), "cut at {cut}");
+        assert_eq!(error, ChannelError::Truncated, "cut at {cut}");
+    }
 }
