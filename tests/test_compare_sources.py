@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from bundles import write_samples
 
-from ccbench.analysis.comparison import comparison, raw_sources
 from ccbench.analysis.compare import records
+from ccbench.analysis.comparison import comparison, raw_sources
 from ccbench.analysis.lint import THROUGHPUT, TRANSPORT_CEILING, lint_comparison
 from ccbench.analysis.stats import minimum_detectable_effect
 

@@ -71,7 +71,7 @@ def records(table: pd.DataFrame) -> list[dict[str, Any]]:
     for index in range(len(columns)):
         column = table.iloc[:, index]
         dtype = column.dtype
-        if dtype == object:
+        if isinstance(dtype, np.dtype) and dtype.kind == "O":
             values.append([maybe_box_native(value) for value in column.to_numpy()])
         elif isinstance(dtype, np.dtype) and dtype.kind in "biuf":
             values.append(column.to_numpy().tolist())
