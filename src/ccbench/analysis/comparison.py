@@ -149,7 +149,8 @@ def raw_sources(engine: SampleSet) -> dict[tuple[str, str, str, str], list[str]]
     by_rank = np.array(sorted(engine.raws), dtype=object)
     if sizes[0] * sizes[1] * sizes[2] < 2**62:
         # one int64 per (key, configuration, directory's rank): one sort orders and deduplicates them
-        combined = np.unique((key_of_group[codes[:, 0]] * sizes[1] + codes[:, 1]) * sizes[2] + rank[codes[:, 2]])
+        combined = np.sort((key_of_group[codes[:, 0]] * sizes[1] + codes[:, 1]) * sizes[2] + rank[codes[:, 2]])
+        combined = combined[np.r_[True, combined[1:] != combined[:-1]]]
         pair, ranks = np.divmod(combined, sizes[2])
     else:
         frame = pd.DataFrame({"pair": key_of_group[codes[:, 0]] * sizes[1] + codes[:, 1], "rank": rank[codes[:, 2]]})

@@ -378,7 +378,7 @@ class _RowCodes:
         """Per row, the group code of (workload, params, case, metric)."""
         c = self.columns
         key = _combined([c.workload, c.params, c.metadata, c.metric])
-        distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        distinct, first, inverse = sorted_unique(key)
         codes = np.empty(len(distinct), dtype=np.int32)
         for number, row in enumerate(first):
             codes[number] = self.reader.groups.code(
@@ -497,6 +497,20 @@ class _RowCodes:
         key = pd.Series(self.grp.astype(np.int64) * (len(self.reader.configs.values) + 1) + self.cfg)
         rank = key.groupby(key.to_numpy()).cumcount().to_numpy()
         return np.flatnonzero(rank % stride == 0)
+
+
+def sorted_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(values, return_index=True, return_inverse=True)`` of a 1-D array, the same three
+    arrays, by one stable argsort: numpy's own took ten times a sort's time on millions of int64."""
+    values = np.asarray(values)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.empty(len(ordered), dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inverse = np.empty(len(values), dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[new], order[new], inverse
 
 
 def first_rows(*columns: Any) -> np.ndarray:

@@ -174,8 +174,8 @@ def _print_rows_json(table, engine, parts) -> None:
     none: list[str] = []
     echo = click.echo
     rows = records(table)
-    # _json_line's NaN -> null, looked for only in the columns that hold a NaN somewhere
-    nan_columns = [name for name in table.columns if any(_is_nan(row[name]) for row in rows)]
+    # _json_line's NaN -> null, looked for only in the columns that hold a missing value somewhere
+    nan_columns = [name for name in table.columns if table[name].isna().any()]
     for row, breakdown in zip(rows, parts, strict=True):
         for name in nan_columns:
             if _is_nan(row[name]):
