@@ -2,12 +2,16 @@
 
 Writes synthetic bundles (3 machines, each with 2 storage variants: 6 configurations; realistic
 shapes: fio cases with 5 metrics, notebooks with per-cell times, prime): ``--bundles`` of them
-holding ``--samples`` in all (the machines repeat: 100 bundles are 33 or 34 runs of each, a fleet's
-nightly shape). They are written as an older ccbench wrote them, without samples.parquet, so the
-first compare converts them into the cache (timed once per source, with an empty cache: "first
-compare"); the commands then run as a user would, interleaved, on the cached files, also
-restricted to one process (-j 1) unless ``--no-single-process``, and the median times and peak
-memory (of the main process) are printed. Also printed: what writing samples.parquet costs a run
+holding ``--samples`` in all (the machines repeat: 100 bundles are 33 or 34 runs of each, a
+fleet's nightly shape). ``--series N`` writes the many-series shape instead: one configuration
+per machine with N series each (a fleet's hosts times a plan's cases and metrics), 3 million
+samples by default, every row of ``compare --json`` listing its raw directories. They are
+written as an older ccbench wrote them, without samples.parquet, so the first compare converts
+them into the cache (timed once per source, with an empty cache: "first compare"); the commands
+then run as a user would, interleaved, on the cached files, also restricted to one process (-j 1)
+unless ``--no-single-process``, with ``ccbench export`` (to Parquet) and ``ccbench history add``
+(into a new store each time), and the median times and peak memory (of the main process) are
+printed. Also printed: what writing samples.parquet costs a run
 per 100,000 samples (CPU time) and its size beside the journal's. ``--data DIR`` keeps the bundles
 (10 million samples: ``--samples 10000000 --bundles 100``, about 5 GB of journals).
 
@@ -23,12 +27,13 @@ git revision of this repository (its ``src`` is extracted into a temporary direc
 of another checkout's ``src`` directory.
 
     .venv/bin/python benchmarks/bench_analysis.py [--samples 1000000] [--bundles 10] [--rounds 3] [--against main]
-        [--verify-cost]
+        [--verify-cost] [--series 20000] [--only WORDS]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -67,6 +72,83 @@ def cases():
     yield "prime", {}, "time", "s", "lower"
 
 
+#: the metrics of one case in the many-series shape (--series), fio's
+SERIES_METRICS = (
+    ("throughput", "MB/s", "higher"),
+    ("iops", "IOPS", "higher"),
+    ("clat_mean", "us", "lower"),
+    ("clat_p50", "us", "lower"),
+    ("clat_p99", "us", "lower"),
+)
+#: hosts a fleet's plan addresses in the many-series shape (the cases are spread over them)
+SERIES_HOSTS = 100
+
+
+def write_series_bundles(root: Path, total: int, series: int) -> list[Path]:
+    """The many-series shape: one bundle per machine (one configuration each, so that each
+    configuration other than the baseline gives one row per series), each holding ``series``
+    distinct series (cases x metrics: a fleet's hosts times a plan's cases, 5 fio metrics each) with
+    ``total / 3`` samples spread over them: one execution per repetition measures every case and
+    metric (its raw directory ``raw/fio/storage-disk/rep-N``, as a run lays them out), so every row of
+    ``compare --json`` lists every repetition's raw directory on both sides. The journal lines are
+    written from one Sample's JSON per series (writing millions of Samples one by one would take
+    minutes)."""
+    rng = np.random.default_rng(1)
+    cases = max(1, series // len(SERIES_METRICS))
+    per_host = max(1, math.ceil(cases / SERIES_HOSTS))
+    repetitions = max(3, total // (len(MACHINES) * cases * len(SERIES_METRICS)))
+    paths = []
+    for host, tee, machine_factor in MACHINES:
+        writer = BundleWriter.create(root / host, _manifest(host, tee))
+        writer.close()
+        templates = []
+        for number in range(cases):
+            case = {"host": f"host-{number // per_host:03d}", "job": number % per_host}
+            for metric, unit, better in SERIES_METRICS:
+                line = Sample(
+                    workload="fio",
+                    kind="fio",
+                    params=case,
+                    variant={"storage": "disk"},
+                    metric=metric,
+                    unit=unit,
+                    value=7777777.25,
+                    better=better,
+                    repetition=424242,
+                    warmup=False,
+                    timestamp="2026-01-01T00:00:00Z",
+                    metadata={"case": case},
+                    execution="@EXECUTION@",
+                    raw="@RAW@",
+                ).model_dump_json()
+                line = line.replace("%", "%%").replace("7777777.25", "%r").replace("424242", "%d")
+                templates.append((line.replace("@EXECUTION@", "%s").replace("@RAW@", "%s") + "\n", better))
+        with open(writer.path / "samples.jsonl", "a") as journal:
+            for rep in range(repetitions):
+                execution, raw = f"fio|storage=disk|rep|{rep}", f"raw/fio/storage-disk/rep-{rep}"
+                values = 100 * machine_factor * np.exp(rng.normal(0, 0.03, len(templates)))
+                journal.writelines(
+                    template % ((1e4 / value if better == "higher" else value), rep, execution, raw)
+                    for (template, better), value in zip(templates, values.tolist(), strict=True)
+                )
+        paths.append(writer.path)
+    return paths
+
+
+def _manifest(host: str, tee: str) -> dict:
+    return {
+        "plan": {"name": "bench"},
+        "environment": {
+            "hostname": host,
+            "tee": {"technology": tee, "evidence": []},
+            "cpu": {"model": "bench"},
+            "memory": {},
+            "kernel": {"release": "6"},
+            "storage": {"protection": "plain"},
+        },
+    }
+
+
 def write_bundles(root: Path, total: int) -> list[Path]:
     rng = np.random.default_rng(1)
     groups = list(cases())
@@ -74,20 +156,7 @@ def write_bundles(root: Path, total: int) -> list[Path]:
     per_group = max(3, total // (configs * len(groups)))
     paths = []
     for host, tee, machine_factor in MACHINES:
-        writer = BundleWriter.create(
-            root / host,
-            {
-                "plan": {"name": "bench"},
-                "environment": {
-                    "hostname": host,
-                    "tee": {"technology": tee, "evidence": []},
-                    "cpu": {"model": "bench"},
-                    "memory": {},
-                    "kernel": {"release": "6"},
-                    "storage": {"protection": "plain"},
-                },
-            },
-        )
+        writer = BundleWriter.create(root / host, _manifest(host, tee))
         batch = []
         for variant, storage_factor in STORAGE:
             for workload, case, metric, unit, better in groups:
@@ -117,6 +186,9 @@ def write_bundles(root: Path, total: int) -> list[Path]:
         paths.append(writer.path)
     return paths
 
+
+#: the store ``ccbench history add`` writes (a new one each run)
+HISTORY_STORE = "history.duckdb"
 
 #: CPU seconds (user + system) of each timed command's own process, by the command's argv; on a
 #: shared machine a steadier measure than wall time of what a one-process command costs
@@ -173,11 +245,16 @@ EXTRA_SAMPLE = Sample(
 )
 
 
-def make_bundles(root: Path, total: int, count: int) -> list[Path]:
+def make_bundles(root: Path, total: int, count: int, series: int = 0) -> list[Path]:
     """``count`` bundles of about ``total / count`` samples: three written (one per machine), the
     rest copies of them under new names, each with one sample of its own (writing millions of
-    Samples one by one would take longer than the measurements)."""
-    templates = write_bundles(root / "templates", total * min(count, len(MACHINES)) // count)
+    Samples one by one would take longer than the measurements). ``series``: the many-series shape
+    (write_series_bundles)."""
+    part = total * min(count, len(MACHINES)) // count
+    if series:
+        templates = write_series_bundles(root / "templates", part, series)
+    else:
+        templates = write_bundles(root / "templates", part)
     if count <= len(MACHINES):
         return templates[:count]
     paths = []
@@ -203,14 +280,14 @@ def sealed(paths: list[Path]) -> list[Path]:
     return paths
 
 
-def stored_bundles(data: Path, total: int, count: int) -> list[Path]:
+def stored_bundles(data: Path, total: int, count: int, series: int = 0) -> list[Path]:
     """The bundles of this shape under ``data``, written there the first time (a "done" file marks a
     complete set: an interrupted write is redone)."""
-    home = data / f"{total}-samples-{count}-bundles"
+    home = data / (f"{total}-samples-{count}-bundles" + (f"-{series}-series" if series else ""))
     done = home / "done"
     if not done.exists():
         shutil.rmtree(home, ignore_errors=True)
-        paths = sealed(make_bundles(home, total, count))
+        paths = sealed(make_bundles(home, total, count, series))
         done.write_text("\n".join(str(p.relative_to(home)) for p in paths))
     return [home / line for line in done.read_text().splitlines()]
 
@@ -276,8 +353,20 @@ def parquet_costs(paths: list[Path], rounds: int, src: str) -> tuple[float, floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument(
+        "--samples", type=int, help="samples in all (default 100,000; with --series 3,000,000: 1M a bundle)"
+    )
     parser.add_argument("--bundles", type=int, default=3, help="bundles the samples are spread over")
+    parser.add_argument(
+        "--series",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the many-series shape: one configuration per machine, each with N distinct series "
+        "(cases x 5 metrics over 100 hosts), every repetition's raw directory on each row "
+        "(compare --json: N rows per configuration other than the baseline); times compare, "
+        "export and history add, not the report",
+    )
     parser.add_argument(
         "--rounds", type=int, default=3, help="runs of each command, interleaved; the median is printed"
     )
@@ -303,11 +392,13 @@ def main() -> None:
         "--only", action="append", metavar="WORDS", help="run only the commands whose name contains WORDS (repeatable)"
     )
     args = parser.parse_args()
+    if args.samples is None:
+        args.samples = 3_000_000 if args.series else 100_000
     this_src = str(REPO / "src")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        paths = stored_bundles(Path(args.data), args.samples, args.bundles) if args.data else None
-        paths = paths or sealed(make_bundles(root, args.samples, args.bundles))
+        paths = stored_bundles(Path(args.data), args.samples, args.bundles, args.series) if args.data else None
+        paths = paths or sealed(make_bundles(root, args.samples, args.bundles, args.series))
         count = sum(sum(1 for _ in open(p / "samples.jsonl", "rb")) for p in paths)
         cli = [sys.executable, "-m", "ccbench"]
         bundles = list(map(str, paths))
@@ -318,7 +409,13 @@ def main() -> None:
             "ccbench report -o report.html": cli + ["report", *bundles, "-o", str(root / "report.html")],
             "ccbench report -o report.html -j 1": cli
             + ["report", *bundles, "-o", str(root / "report.html"), "-j", "1"],
+            "ccbench export -o samples.parquet": cli
+            + ["export", *bundles, "-o", str(root / "export.parquet"), "--force"],
+            # a new store each time (a bundle already in a store adds nothing): removed before each run
+            "ccbench history add": cli + ["history", "add", *bundles, "--store", str(root / HISTORY_STORE)],
         }
+        if args.series:
+            commands = {name: argv for name, argv in commands.items() if "report" not in name and "load" not in name}
         if args.verify_cost:
             for jobs in ([], ["-j", "1"]):
                 name = "ccbench compare --json" + (" -j 1" if jobs else "")
@@ -346,6 +443,8 @@ def main() -> None:
         for _ in range(args.rounds):  # interleaved, so that drift on a shared machine hits all alike
             for name, argv in commands.items():
                 for prefix, src in sources.items():
+                    for store in root.glob(HISTORY_STORE + "*"):  # with DuckDB's write-ahead log
+                        store.unlink()
                     elapsed, peak = timed(argv, src, cache)
                     times.setdefault(prefix + name, []).append(elapsed)
                     peaks.setdefault(prefix + name, []).append(peak)
@@ -400,7 +499,8 @@ def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: d
     median = {name: statistics.median(values) for name, values in times.items()}
     peak = {name: statistics.median(values) for name, values in peaks.items()}
     load = median.get("load only (python -c ccbench.load)")
-    print(f"samples: {count:,} in {bundles} bundles, 6 configurations; median of {args.rounds} interleaved runs")
+    shape = f"3 configurations of {args.series:,} series each" if args.series else "6 configurations"
+    print(f"samples: {count:,} in {bundles} bundles, {shape}; median of {args.rounds} interleaved runs")
     for name, value in median.items():
         if name.startswith("against: "):
             continue
@@ -415,7 +515,7 @@ def report(args, count: int, bundles: int, times: dict, peaks: dict, commands: d
                 f"peak {peak[name]:5.0f} vs {peak['against: ' + name]:5.0f} MiB  "
                 f"ratio {peak[name] / peak['against: ' + name]:.2f}"
             )
-    if not args.no_single_process and not args.only:
+    if not args.no_single_process and not args.only and not args.series:
         compare, report_time = median["ccbench compare --json"], median["ccbench report -o report.html"]
         print(
             f"helper process (default) vs -j 1: compare {compare / median['ccbench compare --json -j 1']:.2f}x, "

@@ -352,6 +352,8 @@ def _isolates_a_mechanism(row: Mapping[str, Any]) -> bool:
 
     params = row.get("params")
     if isinstance(params, str):
+        if "mechanism" not in params:  # canonical JSON writes the key as it is: no object to parse
+            return False
         try:
             params = json.loads(params)
         except ValueError:
@@ -398,7 +400,9 @@ def breakdowns(
     pairs: dict[tuple[str, str], tuple[bool, dict[str, Twin]]] = {}
     counted: dict[tuple[str, str, str], dict[str, tuple[float, str]]] = {}
     out, findings = [], []
-    for seed, row in enumerate(table.to_dict(orient="records")):
+    from ccbench.analysis.compare import records
+
+    for seed, row in enumerate(records(table)):
         pair = (row["baseline"], row["config"])
         if pair not in pairs:
             applies = cross_machine(row, sides) and not _forced_twin_row(sides, row, named_twins)
@@ -428,7 +432,11 @@ def _all_unexplained(row: Mapping[str, Any]) -> list[dict]:
     if ratio is None or not np.isfinite(ratio):
         return []
     worse = ratio < 1 if row.get("better") == "higher" else ratio > 1
-    return [Part(UNEXPLAINED, 1.0, 1.0, 1.0, "rest", log_share=1.0).to_dict()] if worse else []
+    return [dict(_ALL_UNEXPLAINED)] if worse else []
+
+
+#: the one part of a row that is all unexplained (a copy per row: thousands of rows, one asdict)
+_ALL_UNEXPLAINED = Part(UNEXPLAINED, 1.0, 1.0, 1.0, "rest", log_share=1.0).to_dict()
 
 
 def _row_parts(

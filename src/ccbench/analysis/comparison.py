@@ -17,7 +17,13 @@ import pandas as pd
 
 from ccbench.analysis.compare import NOISY_CV, compare, resolve_baseline
 from ccbench.analysis.engine import SampleSet, sample_set
-from ccbench.analysis.lint import THROUGHPUT, TRANSPORT_CEILING, bundle_machines, lint_comparison
+from ccbench.analysis.lint import (
+    STORAGE_CEILING,
+    THROUGHPUT,
+    TRANSPORT_CEILING,
+    bundle_machines,
+    lint_comparison,
+)
 from ccbench.analysis.load import load_bundles
 from ccbench.errors import CCBenchError
 from ccbench.helper import Helper
@@ -114,16 +120,51 @@ def _lint_rows(engine: SampleSet) -> pd.DataFrame:
     """What the lint reads of the samples without a per-sample frame: one row of facts per
     configuration and bundle (the machines compared) and every sample of the metrics its cipher-speed
     check reads (throughputs and the AEAD ceiling)."""
-    rows = engine.measured_frame(lambda group: group[3] in (THROUGHPUT, TRANSPORT_CEILING))
+    # without a cipher speed measured (no transport ceiling among the metrics, no storage one among
+    # the facts) the check has nothing to hold a throughput against: the first row of each bundle and
+    # configuration stands for the rest (the machines compared, in the same order)
+    ceiling = any(group[3] == TRANSPORT_CEILING for group in engine.groups) or bool(
+        STORAGE_CEILING in engine.facts and engine.facts[STORAGE_CEILING].notna().any()
+    )
+    rows = engine.measured_frame(lambda group: group[3] in (THROUGHPUT, TRANSPORT_CEILING), firsts=not ceiling)
     facts = engine.facts.drop(columns=["first", "first_quiet"]).assign(metric=None, value=np.nan, warmup=False)
     return pd.concat([rows, facts], ignore_index=True)
 
 
-def raw_sources(raw: pd.DataFrame) -> dict:
-    """{(workload, params, metric, config): the raw directories (bundle-relative) of its samples} for
-    bundles of format 2, so that a number in ``compare --json`` leads to the tool's own output in one
-    hop. ``raw``: the SampleSet's distinct measured (workload, params, metric, config, raw)."""
-    if raw.empty:
+def raw_sources(engine: SampleSet) -> dict[tuple[str, str, str, str], list[str]]:
+    """{(workload, params, metric, config): the raw directories (bundle-relative, sorted, each once)
+    of its measured samples} for bundles of format 2, so that a number in ``compare --json`` leads to
+    the tool's own output in one hop. Worked out on the engine's codes: one sort of the distinct
+    (group, configuration, directory) codes, and one list per distinct set of directories, shared by
+    the keys that have the same set (a fleet's thousands of series measured by the same executions)."""
+    codes = engine.sources
+    if not len(codes):
         return {}
-    grouped = raw.groupby(["workload", "params", "metric", "config"], sort=False)["raw"].unique()
-    return {key: sorted(values) for key, values in grouped.items()}
+    # a group is (workload, params, case, metric); the directories are per (workload, params, metric)
+    keys: dict[tuple, int] = {}
+    key_of_group = np.array([keys.setdefault((g[0], g[1], g[3]), len(keys)) for g in engine.groups], dtype=np.int64)
+    sizes = (len(keys), len(engine.configs), len(engine.raws))
+    rank = np.empty(len(engine.raws), dtype=np.int64)
+    rank[sorted(range(len(engine.raws)), key=engine.raws.__getitem__)] = np.arange(len(engine.raws))
+    by_rank = np.array(sorted(engine.raws), dtype=object)
+    if sizes[0] * sizes[1] * sizes[2] < 2**62:
+        # one int64 per (key, configuration, directory's rank): one sort orders and deduplicates them
+        combined = np.sort((key_of_group[codes[:, 0]] * sizes[1] + codes[:, 1]) * sizes[2] + rank[codes[:, 2]])
+        combined = combined[np.r_[True, combined[1:] != combined[:-1]]]
+        pair, ranks = np.divmod(combined, sizes[2])
+    else:
+        frame = pd.DataFrame({"pair": key_of_group[codes[:, 0]] * sizes[1] + codes[:, 1], "rank": rank[codes[:, 2]]})
+        frame = frame.drop_duplicates().sort_values(["pair", "rank"])
+        pair, ranks = frame["pair"].to_numpy(), frame["rank"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+    ends = np.r_[starts[1:], len(pair)]
+    described = list(keys)
+    lists: dict[bytes, list[str]] = {}
+    out = {}
+    for start, end, number in zip(starts.tolist(), ends.tolist(), pair[starts].tolist(), strict=True):
+        segment = ranks[start:end]
+        found = lists.get(segment.tobytes())
+        if found is None:
+            found = lists[segment.tobytes()] = by_rank[segment].tolist()
+        out[(*described[number // sizes[1]], engine.configs[number % sizes[1]])] = found
+    return out

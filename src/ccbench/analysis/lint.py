@@ -320,6 +320,8 @@ def slow_cipher(frame: Any) -> list[Finding]:
             by_storage = rows.dropna(subset=[STORAGE_CEILING]).groupby("storage")[STORAGE_CEILING]
             ceilings.update({f"storage:{name}": _median(values) for name, values in by_storage})
         for axis in ("transport", "storage"):
+            if not any(speed for name, speed in ceilings.items() if name.partition(":")[0] == axis):
+                continue  # no cipher speed to hold a throughput against (and a fleet's many series to skip)
             for case, speeds in _bulk_cases(_throughputs(rows, axis), axis).items():
                 for value in speeds:
                     ceiling = ceilings.get(axis if axis == "transport" else f"storage:{value}")

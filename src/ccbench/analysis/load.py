@@ -297,7 +297,7 @@ class Described:
         would infer from the objects, without it looking at every row's object to infer it."""
         values = [described if position is None else described[position] for described in self.distinct]
         if self._used is None:
-            self._used = np.unique(self.indices)
+            self._used = np.flatnonzero(np.bincount(self.indices))  # np.unique's, without its sort
         used = [values[index] for index in self._used]
         if any(type(v) is str for v in used) and all(v is None or type(v) is str for v in used):
             strings = pa.array(values, type=pa.large_string()).take(pa.array(self.indices))

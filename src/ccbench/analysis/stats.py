@@ -88,11 +88,12 @@ def minimum_detectable_effect(se, dof, confidence: float = CONFIDENCE, power: fl
     higher-is-better one. Arrays in, arrays out; NaN where se or dof is not finite or dof < 1."""
     se, dof = np.broadcast_arrays(np.asarray(se, dtype=float), np.asarray(dof, dtype=float))
     usable = np.isfinite(se) & np.isfinite(dof) & (dof >= 1) & (se >= 0)
-    safe_dof = np.where(usable, dof, 1.0)
+    out = np.full(se.shape, np.nan)
+    # the noncentrality is a root found per element: only where there is one to find
     with np.errstate(invalid="ignore", over="ignore"):
-        critical = special.stdtrit(safe_dof, 0.5 + confidence / 2)
-        noncentrality = special.nctdtrinc(safe_dof, 1 - power, critical)
-        out = np.where(usable, np.expm1(noncentrality * np.where(usable, se, 0.0)), np.nan)
+        critical = special.stdtrit(dof[usable], 0.5 + confidence / 2)
+        noncentrality = special.nctdtrinc(dof[usable], 1 - power, critical)
+        out[usable] = np.expm1(noncentrality * se[usable])
     return out if out.ndim else float(out)
 
 

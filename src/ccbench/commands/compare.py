@@ -87,7 +87,7 @@ def command(
     if as_json and summary:
         _print_verdict_json(layers)
     elif as_json:
-        _print_rows_json(table, result.engine.sources, parts)
+        _print_rows_json(table, result.engine, parts)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
         _print_verdict(table, result.engine.executions, layers, excluded, details)
@@ -135,7 +135,11 @@ def _compare(
 
 
 def _json_line(record: dict) -> str:
-    return json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()})
+    return json.dumps({k: (None if _is_nan(v) else v) for k, v in record.items()})
+
+
+def _is_nan(value) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _print_verdict_json(layers) -> None:
@@ -150,20 +154,40 @@ def _print_verdict_json(layers) -> None:
         click.echo(_json_line(record))
 
 
-def _print_rows_json(table, raw, parts) -> None:
+def _print_rows_json(table, engine, parts) -> None:
     """--json: one object per comparison row, with the raw directories of both sides' samples and the
-    row's breakdown by mechanism (empty where none applies)."""
+    row's breakdown by mechanism (empty where none applies). A list of directories is written as JSON
+    once and spliced into every row that has it (they are the object's last fields): a fleet's
+    thousands of series share the executions that measured them."""
+    from ccbench.analysis.compare import records
     from ccbench.analysis.comparison import raw_sources
 
-    sources = raw_sources(raw)
-    for row, breakdown in zip(table.to_dict(orient="records"), parts, strict=True):
+    sources = raw_sources(engine)
+    written: dict[int, str] = {}
+
+    def text(directories: list[str]) -> str:
+        found = written.get(id(directories))
+        if found is None:
+            found = written[id(directories)] = json.dumps(directories)
+        return found
+
+    none: list[str] = []
+    echo = click.echo
+    rows = records(table)
+    # _json_line's NaN -> null, looked for only in the columns that hold a missing value somewhere
+    nan_columns = [name for name in table.columns if table[name].isna().any()]
+    for row, breakdown in zip(rows, parts, strict=True):
+        for name in nan_columns:
+            if _is_nan(row[name]):
+                row[name] = None
         row["breakdown"] = breakdown
         key = (row["workload"], row["params"], row["metric"])
         row["params"] = json.loads(row["params"])
+        line = json.dumps(row)
         if sources:
-            row["raw_baseline"] = sources.get(key + (row["baseline"],), [])
-            row["raw"] = sources.get(key + (row["config"],), [])
-        click.echo(_json_line(row))
+            baseline = text(sources.get((*key, row["baseline"]), none))
+            line = f'{line[:-1]}, "raw_baseline": {baseline}, "raw": {text(sources.get((*key, row["config"]), none))}}}'
+        echo(line)
 
 
 def _print_verdict(table, executions, layers, excluded: str, details: bool = False) -> None:
