@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.fleet import k8s
+from ccbench import kube
 
 yaml = pytest.importorskip("yaml", reason="install the fleet component (PyYAML): bash scripts/setup.sh --with fleet")
 
@@ -69,7 +69,7 @@ def test_one_job_per_runtime_class_with_requests_equal_to_limits(tmp_path):
     gathering = (out / "GATHERING.md").read_text()
     assert "nothing here was run" in gathering and "kubectl -n ccbench cp gather-kata-qemu-snp" in gathering
     # every object passes the strict schema check
-    assert k8s.validate_objects(objects) == []
+    assert kube.validate_objects(objects) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a network namespace")
@@ -92,7 +92,7 @@ def test_the_validator_works_offline_on_the_rendered_files(tmp_path):
     files = sorted(str(p) for p in out.glob("*.yaml"))
     # in a fresh network namespace: no network at all, so nothing can be fetched
     done = subprocess.run(
-        ["unshare", "-n", _validator_cli(), "--strict", "-k", k8s.KUBERNETES_VERSION, *files],
+        ["unshare", "-n", _validator_cli(), "--strict", "-k", kube.KUBERNETES_VERSION, *files],
         capture_output=True,
         text=True,
         timeout=120,
@@ -113,31 +113,31 @@ def test_a_plan_file_travels_in_a_config_map(tmp_path):
     assert config["data"]["plan.toml"] == plan.read_text()
     job = next(o for o in objects if o["kind"] == "Job")
     assert job["spec"]["template"]["spec"]["containers"][0]["args"][1] == "/plan/plan.toml"
-    assert k8s.validate_objects(objects) == []
+    assert kube.validate_objects(objects) == []
 
 
 def test_the_strict_check_catches_a_wrong_manifest():
-    job = k8s.job("x", "ns", k8s.pod_spec([k8s.container("c", "example/i:1")]))
-    assert k8s.validate_objects([job]) == []
+    job = kube.job("x", "ns", kube.pod_spec([kube.container("c", "example/i:1")]))
+    assert kube.validate_objects([job]) == []
     job["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}  # unknown field
-    problems = k8s.validate_objects([job])
+    problems = kube.validate_objects([job])
     assert problems and "Job/x" in problems[0]
-    service = k8s.service("s", "ns", selector={"a": "b"}, ports=[80])
+    service = kube.service("s", "ns", selector={"a": "b"}, ports=[80])
     service["spec"]["ports"][0]["port"] = "eighty"  # wrong type
-    assert k8s.validate_objects([service])
+    assert kube.validate_objects([service])
 
 
 def test_deployments_and_services_render_and_validate_for_other_users():
-    box = k8s.container(
+    box = kube.container(
         "api", "registry.example/api:1", args=["serve"], cpu="500m", memory="512Mi", ports=[8080], env={"MODE": "tls"}
     )
     objects = [
-        k8s.namespace("shop"),
-        k8s.runtime_class("kata-qemu-snp"),
-        k8s.deployment("api", "shop", k8s.pod_spec([box], runtime_class="kata-qemu-snp"), replicas=2),
-        k8s.service("api", "shop", selector={k8s.APP_LABEL: "api"}, ports=[8080]),
+        kube.namespace("shop"),
+        kube.runtime_class("kata-qemu-snp"),
+        kube.deployment("api", "shop", kube.pod_spec([box], runtime_class="kata-qemu-snp"), replicas=2),
+        kube.service("api", "shop", selector={kube.APP_LABEL: "api"}, ports=[8080]),
     ]
-    assert k8s.validate_objects(objects) == []
+    assert kube.validate_objects(objects) == []
     deployment = objects[2]
     assert deployment["spec"]["selector"]["matchLabels"] == deployment["spec"]["template"]["metadata"]["labels"]
 
@@ -158,6 +158,6 @@ def test_bad_input_is_a_one_line_error(tmp_path, args, expected):
 
 
 def test_k8s_names():
-    assert k8s.k8s_name("Kata QEMU/SNP") == "kata-qemu-snp"
-    with pytest.raises(k8s.ManifestError):
-        k8s.k8s_name("///")
+    assert kube.k8s_name("Kata QEMU/SNP") == "kata-qemu-snp"
+    with pytest.raises(kube.ManifestError):
+        kube.k8s_name("///")
