@@ -5,9 +5,10 @@ Measures, in one run:
     the wheelhouse is copied and installed first; the install time is reported) and on a warm host
     (installed by an earlier run); target for warm: at most 10 s per host;
   * the same with two warm hosts at once (parallel mode);
-  * gathering speed of a 100 MB bundle over the veth link: pack (tar on the host), fetch (one
-    Ansible task) and unpack with its checks (controller), each time beside a plain `ssh cat` of
-    the same bytes (the floor) and their ratio; target at least 100 MB/s.
+  * gathering speed of a 100 MB bundle over the veth link: the agent's listing, then one Ansible
+    task streaming the bundle as tar through the play's ssh connection into the controller's
+    checked unpack, each time beside a plain `ssh cat` of the same bytes (the floor) and their
+    ratio; target at least 100 MB/s.
 
 Usage: python benchmarks/bench_fleet.py [--size-mb 100] [--gather-runs 5] [--gather-only] [--out DIR]
 The wheelhouse is built (or taken from the cache) before the timed runs, as a user's second
@@ -29,7 +30,6 @@ from pathlib import Path
 
 from ccbench.fleet import wheelhouse
 from ccbench.fleet.engine import PLAYBOOK, ansible_environment
-from ccbench.fleet.gather import unpack_bundle
 from ccbench.fleet.inventory import ansible_tool
 
 # the emulated SSH hosts are test support (tests/fleet_testhosts.py), not part of the package: this
@@ -85,41 +85,44 @@ def timings(manifest: dict) -> dict[str, dict]:
 
 def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, work: Path) -> dict:
     """Gather a bundle of size_mb through the shipped playbook's stop action (nothing running: it
-    packs and fetches), then unpack and check it as `fleet run` does; beside it, a plain `ssh cat`
-    of the same payload (a fresh SSH connection, the cipher list the fleet uses) as the floor.
+    lists the bundle and the fetch streams it into the controller's checked unpack); beside it, a
+    plain `ssh cat` of the same payload (a fresh SSH connection, the cipher list the fleet uses) as
+    the floor.
 
-    gathering = pack on the host + fetch (both from Ansible's own event stream) + unpack and checks
-    on the controller (timed here, the same function the controller calls)."""
+    gathering = the agent's listing (pack_s, inside the run's last status poll) + the fetch, which
+    streams, unpacks and checks (both from Ansible's own event stream); unpack_s is what is left
+    on the controller after the playbook (none: the fetch did it)."""
     host = hosts.hosts["h1"]
     run_id = f"bench-gather-{time.time_ns()}"
     bundle = _remote_bundle(host, run_id, size_mb)
-    destination = work / "gathered" / run_id / "bundle.tar"
-    env, done = _stop_playbook(inventory, key, run_id, destination, work)
+    destination = work / "gathered" / run_id / "received.json"
+    target = work / "gathered" / run_id / "h1"
+    env, done = _stop_playbook(inventory, key, run_id, destination, target, work)
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     starts = {e["task"]: e["time"] for e in events if e["event"] == "host_task_start"}
     ends = {e["task"]: e for e in events if e["event"] == "ok"}
     if "ccbench:fetch" not in ends or not destination.exists():
         raise SystemExit(f"gathering failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    # the stop task packs (nothing is running here: the stop itself is a no-op)
     packed = json.loads(ends["ccbench:stop"]["result"]["stdout"])
     fetched = json.loads(ends["ccbench:fetch"]["result"]["stdout"])
-    size = destination.stat().st_size
+    checks = fetched["checks"]
+    size = checks["bytes"]
     pack_s = ends["ccbench:stop"]["time"] - starts["ccbench:stop"]
     fetch_s = ends["ccbench:fetch"]["time"] - starts["ccbench:fetch"]
-    started = time.perf_counter()
-    unpacked, checks = unpack_bundle(destination, work / "gathered" / run_id / "h1", packed)
-    unpack_s = time.perf_counter() - started
-    leftover = Path(packed["packed"]).relative_to("/root")
-    if (host.home / leftover).exists():
-        raise SystemExit(f"the remote archive {packed['packed']} was not removed after the fetch")
+    unpack_s = 0.0
+    if (Path(fetched["bundle"]) / "raw" / "payload.bin").stat().st_size != size_mb << 20:
+        raise SystemExit("the gathered payload differs in size from the host's")
+    leftovers = [p for p in (host.home / ".ccbench-fleet" / "runs" / run_id / "run").iterdir() if p.name != "out"]
+    if leftovers:
+        raise SystemExit(f"gathering left files on the host: {leftovers}")
     ssh_s = _ssh_cat_seconds(hosts, host, env, bundle / "raw" / "payload.bin")
     shutil.rmtree(host.home / ".ccbench-fleet" / "runs" / run_id)
     shutil.rmtree(work / "gathered" / run_id)
     mb = size / 1e6
-    # what gathering adds to a run: the pack inside the run's last status poll (timed by the agent),
-    # from the end of that task to the end of the fetch (the tasks between included), the unpacking
+    # what gathering adds to a run: the listing inside the run's last status poll (timed by the
+    # agent), from the end of that task to the end of the fetch (the tasks between included)
     gather_s = packed["pack_s"] + ends["ccbench:fetch"]["time"] - ends["ccbench:stop"]["time"] + unpack_s
-    # the interrupted path pays a task of its own for the stop that packs
+    # the interrupted path pays a task of its own for the stop that lists
     stop_path_s = ends["ccbench:fetch"]["time"] - starts["ccbench:stop"] + unpack_s
     return {
         "bytes": size,
@@ -127,7 +130,7 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
         "pack_task_s": round(pack_s, 3),
         "pack_s": packed["pack_s"],
         "fetch_s": round(fetch_s, 3),
-        "transfer_s": fetched["transfer_s"],
+        "transfer_s": fetched["seconds"],
         "unpack_s": round(unpack_s, 3),
         "gather_s": round(gather_s, 3),
         "gather_MB_per_s": round(mb / gather_s, 1),
@@ -135,6 +138,7 @@ def gather(hosts: testhosts.SSHHosts, inventory: Path, key: str, size_mb: int, w
         "fetch_MB_per_s": round(mb / fetch_s, 1),
         "ssh_cat_MB_per_s": round(mb / ssh_s, 1),
         "gather_vs_ssh_cat": round(ssh_s / gather_s, 2),
+        "way": fetched.get("way"),
     }
 
 
@@ -150,7 +154,7 @@ def _remote_bundle(host, run_id: str, size_mb: int) -> Path:
 
 
 def _stop_playbook(
-    inventory: Path, key: str, run_id: str, destination: Path, work: Path
+    inventory: Path, key: str, run_id: str, destination: Path, target: Path, work: Path
 ) -> tuple[dict[str, str], subprocess.CompletedProcess]:
     """The shipped playbook's stop action for h1 in the environment `ccbench fleet run` gives Ansible
     (ANSIBLE_SSH_TRANSFER_METHOD etc. from ours); the environment and the finished playbook."""
@@ -161,6 +165,7 @@ def _stop_playbook(
             "python": wheelhouse.python_tag(),
             "wheelhouse_tar": "",
             "wheelhouse_key": key,
+            "controller_python": sys.executable,
             "plan_content": "",
             "plan_suffix": "",
             "poll_s": 1,
@@ -172,6 +177,7 @@ def _stop_playbook(
                     "label": "h1",
                     "round": "run",
                     "dest": str(destination),
+                    "target": str(target),
                     "components": [],
                     "ccbench_args": [],
                 }
@@ -238,8 +244,8 @@ def gather_series(hosts, inventory: Path, key: str, size_mb: int, work: Path, re
         result = gather(hosts, inventory, key, size_mb, work)
         results.append(result)
         print(
-            f"gather {index + 1}/{repetitions}: {result['bytes'] / 1e6:.0f} MB, pack {result['pack_s']:.2f} s + fetch "
-            f"{result['fetch_s']:.2f} s (transfer {result['transfer_s']:.2f} s) + unpack {result['unpack_s']:.2f} s: "
+            f"gather {index + 1}/{repetitions}: {result['bytes'] / 1e6:.0f} MB, list {result['pack_s']:.2f} s + fetch "
+            f"{result['fetch_s']:.2f} s (stream and checked unpack {result['transfer_s']:.2f} s): "
             f"{result['gather_MB_per_s']} MB/s | ssh cat {result['ssh_cat_MB_per_s']} MB/s | ratio "
             f"{result['gather_vs_ssh_cat']} | stop path (a task of its own for the pack) {result['stop_path_MB_per_s']} MB/s",
             flush=True,

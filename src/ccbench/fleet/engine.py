@@ -4,7 +4,7 @@ The controller's life cycle (this module): a new run or a resumed one, the wheel
 ``ansible-playbook`` run per round and batch with the shipped playbook, whose event stream (the
 ``ccbench_events`` callback: JSON lines) ``events.advance`` turns into each host's state and one
 progress line per host; then each fetched bundle unpacked into ``<out>/<fleet-run>/<label>/`` and
-checked (``gather.unpack_bundle``), ``fleet.json`` written (``records``), and ``ccbench compare``
+checked as it streams in (``gather.receive_bundle``, run by the fetch), ``fleet.json`` written (``records``), and ``ccbench compare``
 and ``ccbench report`` run over the bundles with the inventory's baseline.
 
 Modes: ``parallel`` (one playbook run over all hosts, ``--forks`` at once, strategy ``free`` so
@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from ccbench.errors import CCBenchError
 from ccbench.fleet import events, gather, peers
 from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
-from ccbench.fleet.gather import GatherError, gathering_settings, probe_summary, unpack_bundle
+from ccbench.fleet.gather import gathering_settings, probe_summary
 from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -414,7 +415,8 @@ class Controller:
             name: {
                 "label": label,
                 "round": round_name,
-                "dest": str(fleet.directory / ".incoming" / label / round_name / "bundle.tar"),
+                "dest": str(fleet.directory / ".incoming" / label / round_name / "received.json"),
+                "target": str(fleet.directory / label / (round_name if len(fleet.rounds) > 1 else "")),
                 "components": fleet.hosts[label].get("setup_components", []),
                 "ccbench_args": self._ccbench_args(fleet, fleet.runs[label][round_name]),
                 "peer_address": fleet.hosts[label].get("peer_address") or "",
@@ -429,6 +431,7 @@ class Controller:
                 "python": wheelhouse.python,
                 "wheelhouse_tar": str(wheelhouse.tar),
                 "wheelhouse_key": wheelhouse.key,
+                "controller_python": sys.executable,
                 "plan_content": Path(fleet.plan_file).read_text() if fleet.plan_file and action == "run" else "",
                 "plan_suffix": Path(fleet.plan_file).suffix if fleet.plan_file else "",
                 "stop_flag": str(self.stop_flag),
@@ -535,22 +538,21 @@ class Controller:
         self.control_dir = None
 
     def _collect(self, fleet: FleetRun, label: str, run: HostRun) -> None:
-        """Unpack a fetched bundle into <fleet>/<label>/[<round>/], checking it on the way."""
-        incoming = fleet.directory / ".incoming" / label / run.round / "bundle.tar"
+        """Take in a bundle the fetch received into <fleet>/<label>/[<round>/], checked on the way
+        (``gather.receive_bundle``: the fetch writes what it checked to .incoming/)."""
+        incoming = fleet.directory / ".incoming" / label / run.round / "received.json"
         if not incoming.is_file():
             return
-        target = fleet.directory / label / (run.round if len(fleet.rounds) > 1 else "")
-        started = time.monotonic()
         try:
-            bundle, checks = unpack_bundle(incoming, target, run.packed)
-        except GatherError as exc:
-            # the archive stays in .incoming/ (nothing measured is thrown away); the host's run failed
-            run.outcome, run.reason = "failed", str(exc)
+            received = json.loads(incoming.read_text())
+            bundle = Path(received["bundle"])
+            checks = received["checks"]
+            run.bundle = str(bundle.relative_to(fleet.directory))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            run.outcome, run.reason = "failed", f"the fetch's record {incoming} is not readable ({exc})"
             return
-        run.timings["unpack_s"] = round(time.monotonic() - started, 3)
         incoming.unlink()
         run.gathered = checks
-        run.bundle = str(bundle.relative_to(fleet.directory))
         if checks.get("attestation") == "mismatch" and run.outcome == "ok":
             run.outcome = "failed"
             run.reason = f"the fetched bundle does not match its attestation.json: {checks['attestation_detail']}"

@@ -88,6 +88,7 @@ def _host_vars(fleet: FleetRun, name: str, services: list[list[str]], bound: flo
         "label": name,
         "round": "peer",
         "dest": "",
+        "target": "",
         "components": components,
         "ccbench_args": [],
         "services": services,

@@ -9,7 +9,8 @@ progress line is built from it). A run directory holds::
     run.log         its stdout and stderr
     out/            the --out directory: one bundle inside
     setup/NAME.log  the set-up script's output per component (``setup``)
-    bundle.tar      the bundle packed for fetching (``pack``; removed by the fetch)
+    bundle.tar      under become, or without a streaming connection: the bundle packed for fetching
+                    (``pack``; removed by the fetch); otherwise the controller streams it (``pack --stream``)
     fetch-dir       under become: where ``pack`` put the archive for the login user (recorded first)
     services.json   on a serving host (``serve``): the services started for the fleet's run, each
                     recorded before it starts; ``unserve`` stops them (each ends by itself at its bound)
@@ -210,21 +211,45 @@ def _listing(bundle: Path) -> tuple[int, int]:
     return files, size
 
 
-def pack(run_dir: Path, readable_by: str | None = None) -> dict:
-    """The bundle as one uncompressed tar, for one fetch (one file moves far faster than a tree of
-    them; compression costs more CPU than it saves on the links measured: results are mostly raw
-    tool output and random-looking payloads). Packed by GNU tar where present (several times faster
-    than Python's tarfile), tarfile otherwise.
+def pack(run_dir: Path, readable_by: str | None = None, stream: bool = False) -> dict:
+    """What the controller fetches: with ``stream``, no archive at all, only the bundle's listing
+    (its files and their bytes, which the controller checks the stream against) and ``send``,
+    the command that writes the bundle as one tar to its standard output (GNU tar where present,
+    ``send`` of this module otherwise), which the controller runs through the connection and
+    unpacks as it arrives. Otherwise the bundle as one uncompressed tar file, for one fetch (one
+    file moves far faster than a tree of them; compression costs more CPU than it saves on the
+    links measured: results are mostly raw tool output and random-looking payloads), packed by
+    GNU tar where present (several times faster than Python's tarfile), tarfile otherwise.
 
     The archive goes to ``run_dir/bundle.tar``. With ``readable_by`` (the SSH login user, when the
     play runs with become and the run directory is someone else's), it goes to a directory of its
     own in the system's temporary directory instead, owned by that user, so that the fetch can run
-    as the login user over sftp/scp; that directory's path is written to ``run_dir/fetch-dir``
-    before it is made. The fetch removes the archive (and that directory) when done."""
+    as the login user; that directory's path is written to ``run_dir/fetch-dir`` before it is made.
+    The fetch removes the archive (and that directory) when done; the bundle itself always stays."""
     started = time.monotonic()
     bundle = _bundle(run_dir)
     if bundle is None:
         return {"packed": None, **status(run_dir)}
+    tar = shutil.which("tar")
+    if stream and not readable_by:
+        files, size = _listing(bundle)
+        send = (
+            [tar, "-c", "-f", "-", "--format=pax", "-C", str(bundle.parent), "--", bundle.name]
+            if tar
+            else [sys.executable, "-m", "ccbench.fleet.remote", "send", "--run-dir", str(run_dir)]
+        )
+        return {
+            "packed": str(bundle),
+            "stream": True,
+            "send": send,
+            "remove": None,
+            "bytes": None,
+            "files": files,
+            "file_bytes": size,
+            "packer": "tar" if tar else "tarfile",
+            "pack_s": round(time.monotonic() - started, 3),
+            **status(run_dir),
+        }
     owner = None
     if readable_by:
         entry = pwd.getpwnam(readable_by)
@@ -244,7 +269,6 @@ def pack(run_dir: Path, readable_by: str | None = None) -> dict:
         target = run_dir / "bundle.tar"
         remove = target
     files, size = _listing(bundle)
-    tar = shutil.which("tar")
     with atomic_target(target) as temporary:
         if tar:
             done = subprocess.run(
@@ -269,6 +293,18 @@ def pack(run_dir: Path, readable_by: str | None = None) -> dict:
         "pack_s": round(time.monotonic() - started, 3),
         **status(run_dir),
     }
+
+
+def send(run_dir: Path) -> int:
+    """The bundle as one tar on standard output (Python's tarfile: where the host has no GNU tar)."""
+    bundle = _bundle(run_dir)
+    if bundle is None:
+        print(f"no bundle under {run_dir / 'out'}", file=sys.stderr)
+        return 1
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT, bufsize=1 << 20) as archive:
+        archive.add(bundle, arcname=bundle.name)
+    sys.stdout.buffer.flush()
+    return 0
 
 
 def _apt_endpoints() -> list[str]:
@@ -454,7 +490,8 @@ def unserve(run_dir: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ccbench.fleet.remote", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "action", choices=["start", "supervise", "status", "stop", "pack", "setup", "mirror", "serve", "unserve"]
+        "action",
+        choices=["start", "supervise", "status", "stop", "pack", "send", "setup", "mirror", "serve", "unserve"],
     )
     parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--scripts", type=Path, help="the shipped scripts/ directory (setup)")
@@ -466,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
         "--pack", action="store_true", help="status, stop: pack the bundle as well once the run has ended"
     )
     parser.add_argument("--readable-by", help="user the packed archive is given to (pack, under become)")
+    parser.add_argument(
+        "--stream", action="store_true", help="pack: no archive, the listing and the command that streams the bundle"
+    )
     parser.add_argument("--peer", help="the serving host's address, given to the run as $CCBENCH_PEER (start)")
     parser.add_argument("--services", help="a JSON list of argv lists to serve (serve)")
     parser.add_argument("--seconds", type=float, default=3600.0, help="how long the services may run (serve)")
@@ -485,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.action == "supervise":
         return supervise(run_dir, args.ccbench_args)
+    if args.action == "send":
+        return send(run_dir)
     if args.action == "serve":
         result = serve(run_dir, json.loads(args.services or "[]"), args.seconds)
     elif args.action == "unserve":
@@ -492,13 +534,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.action == "start":
         result = start(run_dir, args.ccbench_args, args.plan_file, args.plan_content, args.peer or None)
     elif args.action == "pack":
-        result = pack(run_dir, args.readable_by or None)
+        result = pack(run_dir, args.readable_by or None, args.stream)
     else:
         result = status(run_dir) if args.action == "status" else stop(run_dir, args.grace)
         # the last status poll (or the stop) packs in the same call: one Ansible task less per gathering
         if args.pack and result["state"] != "running":
             signals = {"signals": result["signals"]} if "signals" in result else {}
-            result = {**pack(run_dir, args.readable_by or None), **signals}
+            result = {**pack(run_dir, args.readable_by or None, args.stream), **signals}
     print(json.dumps(result))
     return 0
 

@@ -1,22 +1,32 @@
-"""Ansible action ``ccbench_fetch``: bring one packed bundle archive to the controller, then remove it.
+"""Ansible action ``ccbench_fetch``: bring one host's bundle to the controller, unpacked and checked.
 
-It moves the file with the task's own connection plugin (``fetch_file``: for the ssh connection
-that is sftp or scp through the shared SSH connection, per ``ANSIBLE_SSH_TRANSFER_METHOD``), the
-same transfer ``ansible.builtin.fetch`` uses, without what makes that module slow for one large
-file: ``fetch`` hashes the file three times whatever ``validate_checksum`` says (a remote ``stat``
-module run computing its SHA-1, then SHA-1 and MD5 of the local copy), which on the development
-machine took longer than the transfer itself. The controller checks the archive instead: its size
-here (this action), then every member and the bundle's own SHA-256 list after unpacking
-(``ccbench.fleet.gather.unpack_bundle``).
+Streaming (the usual case: the ssh connection, key or agent authentication, the bundle readable by
+the login user): the host's ``send`` command (``tar -c -f - ...`` of the bundle, given by the
+agent's ``pack --stream``) runs through the task's own ssh connection, built by the connection
+plugin itself (``_build_command``: the inventory's user, port, key, ssh arguments and control
+path, so the stream shares the play's SSH connection), and its standard output goes straight into
+``python -m ccbench.fleet.receive`` on the controller, which checks every member before
+writing it, hashes each file as it arrives, compares the result with the host's listing and the
+bundle's attestation.json, and renames the staged bundle into place only when all of that passed
+(``ccbench.fleet.receive.receive_bundle``). No archive is written on either side and nothing on
+the host is removed: the host's bundle stays, so a failed or interrupted gathering loses nothing.
 
-Arguments: ``src`` (the remote archive), ``dest`` (the local path; written as ``dest.partial`` and
-renamed when complete), ``bytes`` (the size ``pack`` reported), ``remove`` (the remote path to
-delete afterwards, on success and on failure: the bundle itself stays on the host and can be packed
-again). Under become the login user could not read the archive: the playbook runs this task with
-``become: false`` and ``pack`` hands the archive to the login user.
+Otherwise (under become the archive is packed for the login user; a connection other than ssh, or
+a password to type): one archive file moves with the connection's ``fetch_file`` (sftp or scp for
+ssh), as ``ansible.builtin.fetch`` would without its three hashings of the file; it is unpacked
+through the same checks and removed on both sides. Under become the host's ``pack`` made the
+archive (handed to the login user); without become the host's ``send`` writes it first.
+
+Arguments: ``src`` (the remote bundle directory when streaming, else the remote archive), ``send``
+(the command writing the tar stream), ``target`` (the local directory the bundle goes into),
+``dest`` (a local file: the receiver's result, one JSON object, is written there for the
+controller), ``files`` and ``file_bytes`` (the host's listing), ``bytes`` (an archive's size),
+``remove`` (the remote archive or its directory, removed afterwards), ``python`` (the controller's
+Python with ccbench; this interpreter when not given). Runs as the login user: the task has
+``become: false``.
 
 The result's ``stdout`` is one JSON line (the fleet's event callback passes it to the controller):
-bytes received, seconds, the transfer method.
+the bundle, the checks, bytes received, seconds, the way it travelled.
 """
 
 from __future__ import annotations
@@ -24,6 +34,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
+import sys
+import tempfile
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -31,6 +44,8 @@ from ansible.plugins.action import ActionBase
 
 #: what ``pack`` creates: nothing else is ever removed by this action
 _REMOVABLE = ("bundle.tar", "ccbench-fetch-")
+#: the pipe from ssh to the receiver (Linux: F_SETPIPE_SZ): 1 MiB rather than 64 KiB
+_PIPE_BYTES = 1 << 20
 
 
 class ActionModule(ActionBase):
@@ -40,53 +55,133 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        source, dest = args.get("src"), args.get("dest")
-        expected = args.get("bytes")
-        remove = args.get("remove")
-        if not source or not dest:
-            raise AnsibleActionFail("ccbench_fetch needs src and dest")
+        source, target, dest = args.get("src"), args.get("target"), args.get("dest")
+        if not source or not target or not dest:
+            raise AnsibleActionFail("ccbench_fetch needs src, target and dest")
         if self._connection.become:
             raise AnsibleActionFail("ccbench_fetch runs as the login user: give its task 'become: false'")
-        partial = dest + ".partial"
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        receiver = [
+            args.get("python") or sys.executable,
+            "-m",
+            "ccbench.fleet.receive",
+            "--target",
+            str(target),
+            "--where",
+            f"the bundle {source} from {self._connection.get_option('host') or self._play_context.remote_addr}",
+        ]
+        if args.get("files") not in (None, "", "None"):
+            receiver += ["--files", str(int(args["files"])), "--file-bytes", str(int(args["file_bytes"]))]
+        send = args.get("send") or []
+        ssh = self._ssh_command(shlex.join(send)) if send else None
         started = time.monotonic()
-        transfer_s = None
+        if ssh is not None:
+            document, how = self._stream(ssh, receiver), "stream: one ssh channel into the checked unpack"
+        else:
+            document, how = self._fetch_archive(args, source, send, receiver), "archive: the connection's fetch_file"
+        seconds = time.monotonic() - started
+        document.update(seconds=round(seconds, 3), way=how)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest + ".partial", "w") as handle:
+            json.dump(document, handle)
+        os.replace(dest + ".partial", dest)
+        result.update(changed=True, stdout=json.dumps(document))
+        return result
+
+    def _ssh_command(self, remote: str) -> list[bytes] | None:
+        """The ssh command line the connection plugin would run for ``remote`` (the inventory's
+        settings, the play's control path), or None where streaming is not available: a connection
+        other than ssh, or a password (it is typed by sshpass or askpass in the plugin's own run)."""
+        connection = self._connection
+        if getattr(connection, "transport", None) != "ssh" or not hasattr(connection, "_build_command"):
+            return None
         try:
-            self._connection.fetch_file(source, partial)
-            transfer_s = time.monotonic() - started
-            received = os.path.getsize(partial)
-            if expected is not None and received != int(expected):
+            if connection.get_option("password") or self._play_context.password:
+                return None
+        except KeyError:
+            pass
+        connection.host = connection.get_option("host") or self._play_context.remote_addr
+        return connection._build_command(connection.get_option("ssh_executable"), "ssh", connection.host, remote)
+
+    def _stream(self, ssh: list[bytes], receiver: list[str]) -> dict:
+        """ssh's standard output piped into the receiver; its result, or the failure of either."""
+        read_end, write_end = os.pipe()
+        try:
+            import fcntl
+
+            fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_BYTES)
+        except OSError:
+            pass  # the default pipe size: slower, not wrong
+        with tempfile.TemporaryFile() as ssh_errors:
+            try:
+                sender = subprocess.Popen(ssh, stdin=subprocess.DEVNULL, stdout=write_end, stderr=ssh_errors)
+            except OSError as exc:
+                os.close(read_end)
+                os.close(write_end)
+                raise AnsibleActionFail(f"cannot start ssh: {exc}") from None
+            os.close(write_end)
+            try:
+                unpacking = subprocess.Popen(receiver, stdin=read_end, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            except OSError as exc:
+                sender.kill()
+                sender.wait()
+                raise AnsibleActionFail(f"cannot start the receiver {receiver[0]}: {exc}") from None
+            finally:
+                os.close(read_end)
+            try:
+                out, err = unpacking.communicate()
+                sent = sender.wait()
+            finally:
+                for process in (unpacking, sender):
+                    if process.poll() is None:
+                        process.kill()
+                        process.wait()
+            ssh_errors.seek(0)
+            ssh_err = ssh_errors.read().decode(errors="replace").strip()
+        if unpacking.returncode != 0:
+            why = err.decode(errors="replace").strip() or f"the receiver exited {unpacking.returncode}"
+            if sent != 0:
+                why += f" (ssh exited {sent}: {ssh_err[-300:]})"
+            raise AnsibleActionFail(why)
+        document = json.loads(out)
+        if sent != 0:
+            # the stream was complete and every check passed: what the sender said is kept
+            document["sender_exit"] = sent
+            document["sender_stderr"] = ssh_err[-300:]
+        return document
+
+    def _fetch_archive(self, args: dict, source: str, send: list[str], receiver: list[str]) -> dict:
+        """One archive file through fetch_file, then the same receiver over it; removed on both sides."""
+        remote, remove = source, args.get("remove")
+        if send:
+            # no archive yet (no become): the host's send command writes one beside the run's out/
+            remote = remove = os.path.join(os.path.dirname(os.path.dirname(source.rstrip("/"))), "bundle.tar")
+            done = self._low_level_execute_command(
+                f"{shlex.join(send)} > {shlex.quote(remote)}.partial && mv -f -- {shlex.quote(remote)}.partial {shlex.quote(remote)}",
+                sudoable=False,
+            )
+            if done.get("rc") != 0:
+                raise AnsibleActionFail(f"packing {source} on the host failed: {done.get('stderr', '')[-300:]}")
+        local = tempfile.NamedTemporaryFile(prefix="ccbench-fetch-", suffix=".tar", delete=False)
+        local.close()
+        try:
+            self._connection.fetch_file(remote, local.name)
+            expected = args.get("bytes")
+            received = os.path.getsize(local.name)
+            if expected not in (None, "", "None") and received != int(expected):
                 raise AnsibleActionFail(
-                    f"the bundle archive arrived incomplete: {received} of {int(expected)} bytes from {source}"
+                    f"the bundle archive arrived incomplete: {received} of {int(expected)} bytes from {remote}"
                 )
-            os.replace(partial, dest)
-        except BaseException:
-            if os.path.exists(partial):
-                os.unlink(partial)
-            raise
+            with open(local.name, "rb") as archive:
+                done = subprocess.run(receiver, stdin=archive, capture_output=True)
+            if done.returncode != 0:
+                raise AnsibleActionFail(
+                    done.stderr.decode(errors="replace").strip() or f"the receiver exited {done.returncode}"
+                )
+            return json.loads(done.stdout)
         finally:
-            seconds = time.monotonic() - started
+            os.unlink(local.name)
             if remove and os.path.basename(remove.rstrip("/")).startswith(_REMOVABLE):
                 try:
                     self._low_level_execute_command(f"rm -rf -- {shlex.quote(remove)}", sudoable=False)
                 except Exception:  # noqa: BLE001 - a lost connection must not hide why the fetch failed
                     pass
-        method = None
-        try:
-            method = self._connection.get_option("ssh_transfer_method")
-        except (KeyError, AttributeError):
-            pass
-        result.update(
-            changed=True,
-            stdout=json.dumps(
-                {
-                    "fetched": dest,
-                    "bytes": received,
-                    "seconds": round(seconds, 3),
-                    "transfer_s": round(transfer_s, 3),
-                    "transfer_method": method or "smart",
-                    "removed": remove,
-                }
-            ),
-        )
-        return result
