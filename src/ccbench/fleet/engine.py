@@ -552,13 +552,29 @@ class Controller:
             run.outcome, run.reason = "failed", f"the fetch's record {incoming} is not readable ({exc})"
             return
         incoming.unlink()
-        run.gathered = checks
+        run.gathered = {**checks, **self._columnar(bundle)}
         if checks.get("attestation") == "mismatch" and run.outcome == "ok":
             run.outcome = "failed"
             run.reason = f"the fetched bundle does not match its attestation.json: {checks['attestation_detail']}"
         summary = probe_summary(bundle)
         if summary:
             fleet.hosts[label]["probe"] = summary
+
+    @staticmethod
+    def _columnar(bundle: Path) -> dict:
+        """The journal converted to Parquet on the controller (gather.columnar_on_gathering); a
+        failure is recorded, never the host's: the journal holds every sample and the analysis
+        converts it itself."""
+        started = time.monotonic()
+        try:
+            result = gather.columnar_on_gathering(bundle)
+        except (ImportError, OSError, CCBenchError) as exc:
+            return {"parquet": "failed", "parquet_reason": one_line(str(exc))}
+        except Exception as exc:  # noqa: BLE001 - pyarrow's own errors: the bundle is gathered all the same
+            return {"parquet": "failed", "parquet_reason": one_line(f"{type(exc).__name__}: {exc}")}
+        if result.get("parquet") == "controller":
+            result["parquet_s"] = round(time.monotonic() - started, 3)
+        return result
 
     def _summary(self, fleet: FleetRun) -> None:
         for label in fleet.hosts:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ccbench.attestation import digests
 from ccbench.attestation.onread import split_verified
 from ccbench.errors import CCBenchError
 from ccbench.fleet.receive import GatherError, receive_bundle  # noqa: F401 - GatherError: the name callers know
@@ -33,6 +34,36 @@ def unpack_bundle(archive: Path, target: Path, packed: dict | None = None) -> tu
     ``receive_bundle`` does for a stream; return that directory and what was checked."""
     with open(archive, "rb") as stream:
         return receive_bundle(stream, target, packed, where=f"the bundle archive {archive}")
+
+
+def columnar_on_gathering(bundle: Path) -> dict:
+    """The gathered bundle's samples as Parquet, converted here when the host wrote none (a fleet
+    host's wheelhouse has no pyarrow): into the controller's columnar cache, keyed by the journal's
+    SHA-256 (``ccbench.bundle.columnar.columnar_file``, where compare and report then find it),
+    not into the bundle, whose digest list stays exactly what the host wrote. What is returned
+    says where the Parquet is and whether the journal it was made from is the journal the host's
+    digest list (which any TEE evidence covers) names: ``journal`` match, mismatch or unlisted."""
+    from ccbench.bundle.layout import SAMPLES, SAMPLES_PARQUET
+
+    if (bundle / SAMPLES_PARQUET).is_file():
+        return {"parquet": "host"}
+    if not (bundle / SAMPLES).is_file():
+        return {"parquet": "none", "parquet_reason": "no journal"}
+    import pyarrow.parquet as pq
+
+    from ccbench.bundle.columnar import META_JOURNAL_SHA256, columnar_file
+    from ccbench.bundle.reader import read_bundle
+
+    parquet = columnar_file(read_bundle(bundle, samples=False))
+    made_from = (pq.read_schema(parquet).metadata or {}).get(META_JOURNAL_SHA256, b"").decode()
+    listed = None
+    try:
+        entries = json.loads((bundle / digests.ATTESTATION_FILE).read_text()).get("files") or []
+        listed = next((e.get("sha256") for e in entries if e.get("path") == SAMPLES), None)
+    except (OSError, ValueError, AttributeError):
+        pass
+    journal = "unlisted" if listed is None else ("match" if listed == made_from else "mismatch")
+    return {"parquet": "controller", "parquet_file": str(parquet), "journal_sha256": made_from, "journal": journal}
 
 
 def gathering_settings(env: dict[str, str]) -> dict:

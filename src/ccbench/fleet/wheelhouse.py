@@ -6,7 +6,7 @@ Remote hosts often have no internet (confidential VMs are locked down; the test 
 none), so they install with ``pip --no-index`` from this tar. It holds only what running a plan
 needs (click, rich, pydantic, psutil, orjson, and numpy and scipy for the run summary's
 coefficient of variation and the --precision intervals), not the rest of the analysis stack
-(pandas, matplotlib: compare and report run on the controller), plus the
+(pandas, matplotlib, pyarrow, DuckDB: compare, report and the Parquet conversion run on the controller), plus the
 Python packages of the set-up components a host asks for (``ccbench_components``) where the
 package has such an extra, and the set-up scripts (``scripts/setup.sh``, ``scripts/setup.d/``)
 that hosts run in fleet-host mode for their components.
@@ -38,7 +38,10 @@ from ccbench.errors import EnvironmentProblem
 from ccbench.fsutil import atomic_target
 
 #: what `ccbench run` imports on a host (checked by the fleet tests, which run plans with only these)
-# pyarrow: every run ends by writing samples.parquet; cryptography: the per-run CA of TLS variants
+# cryptography: the per-run CA of TLS variants. No pyarrow and no DuckDB (80 of the 143 MB the
+# wheelhouse had, most of a cold host's install time): a host's run keeps its samples in the
+# journal (samples.jsonl, in the digest list) and writes no samples.parquet; the controller
+# converts the journal when it gathers the bundle (engine: Controller._columnar)
 RUNNER_REQUIREMENTS = (
     "click",
     "rich",
@@ -48,11 +51,7 @@ RUNNER_REQUIREMENTS = (
     "packaging",
     "numpy",
     "scipy",
-    "pyarrow",
     "cryptography",
-    # samples.parquet at a run's end: DuckDB's JSON reader converts the journal in a fifth of the
-    # record reader's CPU time (without it the run falls back to the record reader)
-    "duckdb",
 )
 
 
