@@ -127,7 +127,9 @@ def _task_reported(run: HostRun, kind: str, task: str, document: dict | None, re
         _run_ended(run, document)
     if kind == "ok" and document is not None and document.get("packed"):
         # packed by the run's last status poll, by the stop, or by the fallback pack task
-        run.packed = {k: document.get(k) for k in ("bytes", "files", "file_bytes", "packer", "stream")}
+        run.packed = {k: document.get(k) for k in ("bytes", "files", "file_bytes", "packer")}
+        if document.get("stream"):
+            run.packed["stream"] = True  # listed, not packed: the fetch streams the bundle
         run.timings["pack_s"] = document.get("pack_s")
     if task == "ccbench:fetch" and kind == "ok":
         run.timings["fetch_s"] = round(now - run.phase_started.get("fetch", now), 3)

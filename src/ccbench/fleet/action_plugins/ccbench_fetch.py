@@ -67,7 +67,7 @@ class ActionModule(ActionBase):
             "--target",
             str(target),
             "--where",
-            f"the bundle {source} from {self._connection.get_option('host') or self._play_context.remote_addr}",
+            f"the bundle {source} from {(task_vars or {}).get('inventory_hostname') or self._play_context.remote_addr}",
         ]
         if args.get("files") not in (None, "", "None"):
             receiver += ["--files", str(int(args["files"])), "--file-bytes", str(int(args["file_bytes"]))]
