@@ -154,6 +154,15 @@ impl Endpoint {
         }
     }
 
+    /// Send `data` sealed in place (the secure channel's `send_in_place`: `data` then holds
+    /// ciphertext); the other transports send it as `send_message` does.
+    pub async fn send_message_in_place(&mut self, data: &mut [u8]) -> std::io::Result<()> {
+        match self {
+            Endpoint::Secure(Secure(channel)) => channel.send_in_place(data).await.map_err(io_error),
+            other => other.send_message(data).await,
+        }
+    }
+
     pub async fn recv_message(&mut self, buffer: &mut Vec<u8>) -> std::io::Result<()> {
         match self {
             Endpoint::Plain(m) => m.recv_message(buffer).await,

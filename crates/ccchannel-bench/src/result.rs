@@ -64,6 +64,10 @@ pub struct ThroughputResult {
     pub seconds: f64,
     #[serde(rename = "MBps")]
     pub mbps: f64,
+    /// the secure channel only: the same messages sent with `Channel::send_in_place` (sealed in the
+    /// sender's own buffer, no copy of its bytes), over a second connection right after
+    #[serde(rename = "in_place_MBps", default, skip_serializing_if = "Option::is_none")]
+    pub in_place_mbps: Option<f64>,
 }
 
 /// One core sealing and opening 1 MiB with the channel's AEAD: the ceiling of its throughput.
@@ -189,6 +193,7 @@ mod tests {
                 bytes: 64 << 20,
                 seconds: 0.5,
                 mbps: 134.2,
+                in_place_mbps: None,
             }],
             aead: AeadCeiling {
                 cipher: "AesGcm".into(),

@@ -228,6 +228,19 @@ impl tokio::io::AsyncWrite for Inbound {
         std::pin::Pin::new(&mut self.tcp).poll_write(cx, data)
     }
 
+    // the channel's in-place send writes header, sealed chunk and tag as one vectored write
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        parts: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.tcp).poll_write_vectored(cx, parts)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        tokio::io::AsyncWrite::is_write_vectored(&self.tcp)
+    }
+
     fn poll_flush(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -300,7 +313,8 @@ pub async fn relay(
                         }
                     }
                     Ok(n) => {
-                        channel.send(&Frame::bytes(&chunk[..n])).await.map_err(|e| format!("channel send: {e}"))?;
+                        // sealed where it was read: the chunk is read afresh on the next turn
+                        channel.send_in_place(&mut chunk[..n]).await.map_err(|e| format!("channel send: {e}"))?;
                         stats.bytes_to_peer.fetch_add(n as u64, Ordering::Relaxed);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}

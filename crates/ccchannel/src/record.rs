@@ -263,6 +263,67 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
         }
     }
 
+    /// Send one message of raw bytes sealed in place in the caller's buffer: no copy of `data` is
+    /// made on this side. Each record's chunk of `data` is sealed where it lies (ring's
+    /// `seal_in_place_separate_tag`) and written with one vectored write of its header, the sealed
+    /// chunk and its tag, so the one copy a byte takes is the stream's own (the pipe's or the
+    /// socket's). On return, successful or not, `data` holds ciphertext: the caller's plaintext is
+    /// consumed. The records are those `send(&Frame::bytes(data))` writes (the same wire format).
+    ///
+    /// A stream without vectored writes (`is_write_vectored` false) would turn each record into
+    /// three writes; there the message goes through [`Channel::send`]'s send buffer instead.
+    pub async fn send_in_place(&mut self, data: &mut [u8]) -> Result<(), ChannelError> {
+        if !self.stream.is_write_vectored() {
+            return self.send(&Frame::bytes(data)).await;
+        }
+        if self.closed {
+            return Err(ChannelError::Closed);
+        }
+        let total = data.len();
+        if total > self.max_message {
+            return Err(ChannelError::MessageTooLarge {
+                len: total as u64,
+                max: self.max_message as u64,
+            });
+        }
+        let result = async {
+            let mut header = [0u8; BASE_HEADER + START_EXTRA];
+            let mut kind = RecordType::Start;
+            let mut chunks = data.chunks_mut(MAX_CHUNK);
+            // an empty message is one START record with an empty body
+            let mut next: Option<&mut [u8]> = Some(chunks.next().unwrap_or(&mut []));
+            while let Some(chunk) = next.take() {
+                let header_len = if kind == RecordType::Start {
+                    header[BASE_HEADER] = KIND_BYTES;
+                    header[BASE_HEADER + 1..].copy_from_slice(&(total as u64).to_be_bytes());
+                    BASE_HEADER + START_EXTRA
+                } else {
+                    BASE_HEADER
+                };
+                header[..4].copy_from_slice(&((chunk.len() + TAG_LEN) as u32).to_be_bytes());
+                header[4] = kind as u8;
+                let nonce = self.send.next_nonce()?;
+                let tag = self
+                    .send
+                    .key
+                    .seal_in_place_separate_tag(nonce, Aad::from(&header[..header_len]), chunk)
+                    .map_err(|_| ChannelError::Protocol(ProtocolViolation::SealFailed))?;
+                write_all_vectored(&mut self.stream, [&header[..header_len], chunk, tag.as_ref()]).await?;
+                self.send.bytes_since_rekey += chunk.len() as u64;
+                self.maybe_rekey().await?;
+                kind = RecordType::Continue;
+                next = chunks.next();
+            }
+            self.stream.flush().await?;
+            Ok::<(), ChannelError>(())
+        }
+        .await;
+        match result {
+            Ok(()) => Ok(()),
+            Err(error) => self.fail(error),
+        }
+    }
+
     pub(crate) async fn send_attestation(&mut self, json: &[u8]) -> Result<(), ChannelError> {
         if json.len() > MAX_CHUNK {
             return Err(ChannelError::Protocol(ProtocolViolation::EvidenceTooLarge {
@@ -484,10 +545,33 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
         Ok(())
     }
 
+    /// Switch to the next key after `bytes` sent in one direction (for tests of REKEY without a handshake).
+    #[doc(hidden)]
+    pub fn set_rekey_after_for_tests(&mut self, bytes: u64) {
+        self.rekey_after = bytes;
+    }
+
     /// The underlying stream (for tests that need to observe or tamper with records).
     pub fn stream_mut(&mut self) -> &mut S {
         &mut self.stream
     }
+}
+
+/// Write all of `parts`, in order, with vectored writes (one call when the stream takes it all).
+async fn write_all_vectored<S: AsyncWrite + Unpin>(stream: &mut S, mut parts: [&[u8]; 3]) -> Result<(), ChannelError> {
+    while parts.iter().any(|part| !part.is_empty()) {
+        let slices = parts.map(std::io::IoSlice::new);
+        let mut written = stream.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+        }
+        for part in parts.iter_mut() {
+            let step = written.min(part.len());
+            *part = &part[step..];
+            written -= step;
+        }
+    }
+    Ok(())
 }
 
 /// Read exactly `len` more bytes onto the end of `into`, straight into its spare capacity.

@@ -733,3 +733,125 @@ async fn a_stream_cut_inside_a_large_record_is_truncated() {
         assert_eq!(error, ChannelError::Truncated, "cut at {cut}");
     }
 }
+
+/// What `send` and `send_in_place` write for the same messages, with the same keys: the bytes on
+/// the wire, and the sender's buffers after `send_in_place` (which hold ciphertext).
+async fn wire_of(messages: &[Vec<u8>], in_place: bool, rekey_after: u64) -> Vec<u8> {
+    let (a, mut b) = duplex(64 << 20);
+    let mut sender = ccchannel::testing::channel_with_keys(a, [1; 32], [2; 32], 1 << 22);
+    sender.set_rekey_after_for_tests(rekey_after);
+    for message in messages {
+        if in_place {
+            let mut buffer = message.clone();
+            sender.send_in_place(&mut buffer).await.unwrap();
+            assert!(
+                buffer.is_empty() || buffer != *message,
+                "the plaintext is left in the buffer"
+            );
+        } else {
+            sender.send(&Frame::bytes(message)).await.unwrap();
+        }
+    }
+    sender.close().await.unwrap();
+    drop(sender);
+    let mut wire = Vec::new();
+    b.read_to_end(&mut wire).await.unwrap();
+    wire
+}
+
+#[tokio::test]
+async fn sending_in_place_writes_the_same_records_as_sending_a_borrowed_message() {
+    let messages: Vec<Vec<u8>> = sizes_around_the_record_boundary().into_iter().map(pattern_of).collect();
+    // the same keys and nonces give the same bytes: header, ciphertext and tag of every record,
+    // with and without REKEY records between them
+    for rekey_after in [1 << 30, 100_000] {
+        let borrowed = wire_of(&messages, false, rekey_after).await;
+        let in_place = wire_of(&messages, true, rekey_after).await;
+        assert_eq!(borrowed.len(), in_place.len(), "rekey after {rekey_after}");
+        assert!(borrowed == in_place, "rekey after {rekey_after}: the records differ");
+    }
+}
+
+#[tokio::test]
+async fn messages_sent_in_place_arrive_whole_over_small_pipes() {
+    for pipe in [1 << 20, 4096, 7] {
+        // a small pipe takes a vectored write a few bytes at a time, splitting header, body and tag
+        let (a, b) = duplex(pipe);
+        let (mut sender, mut receiver) = (keyed_sender(a), keyed_receiver(b));
+        let sizes = sizes_around_the_record_boundary();
+        let sent = async {
+            let mut buffer = Vec::new();
+            for &len in &sizes {
+                buffer.clear();
+                buffer.extend_from_slice(&pattern_of(len));
+                sender.send_in_place(&mut buffer).await.unwrap();
+            }
+            sender.close().await.unwrap();
+        };
+        let received = async {
+            let mut buffer = Vec::new();
+            for &len in &sizes {
+                receiver.recv_into(&mut buffer).await.unwrap();
+                assert!(buffer == pattern_of(len), "pipe {pipe}, message of {len} bytes");
+            }
+            assert_eq!(receiver.recv_into(&mut buffer).await.unwrap(), None);
+        };
+        tokio::join!(sent, received);
+    }
+}
+
+/// A stream without vectored writes (tokio's default `poll_write_vectored`: the first buffer only).
+struct Unvectored(DuplexStream);
+
+impl AsyncRead for Unvectored {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Unvectored {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test]
+async fn a_stream_without_vectored_writes_gets_the_same_messages() {
+    let (a, b) = duplex(1 << 20);
+    let (mut sender, mut receiver) = (keyed_sender(Unvectored(a)), keyed_receiver(b));
+    let chunk = ccchannel::record::MAX_CHUNK;
+    let message = pattern_of(2 * chunk + 1);
+    let sent = async {
+        sender.send_in_place(&mut message.clone()).await.unwrap();
+        sender.close().await.unwrap();
+    };
+    let received = async {
+        let mut buffer = Vec::new();
+        receiver.recv_into(&mut buffer).await.unwrap();
+        assert!(buffer == message);
+        assert_eq!(receiver.recv_into(&mut buffer).await.unwrap(), None);
+    };
+    tokio::join!(sent, received);
+}
