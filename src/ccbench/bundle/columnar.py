@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -115,50 +116,90 @@ def _laid_out(columns: dict[str, pa.Array]) -> pa.Table:
 
 #: DuckDB's types for the journal's fields, for read_json (the JSON fields read as their text)
 _DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.float64(): "DOUBLE", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN"}
+#: the string columns kept dictionary-encoded, by their index into one dictionary per column and file
+_ENCODED = ("workload", "kind", "metric", "unit", "better", "execution", "raw", *JSON_FIELDS)
+#: rows per record batch DuckDB hands over (bounded, so that a journal's size does not set the memory)
+_BATCH_ROWS = 16_384
+#: rows per row group of the file written from a journal (DuckDB writes 122,880)
+ROW_GROUP_ROWS = 131_072
 
 
 def table_from_journal(journal: Path) -> pa.Table | None:
-    """The journal's samples in the layout above, parsed by DuckDB's JSON reader (multi-threaded, in
-    C++: a fifth of the CPU time of parsing records in Python); None when the journal needs what
-    only the record-by-record reader gives: a line that is not a complete sample (the one-line error,
-    the warning about a cut last line), a value of another type than the layout's, a field beyond
-    them. The JSON fields' text is rewritten by orjson once per distinct value, so the table is the
-    same as table_from_records makes (tests/test_columnar.py compares them). None too where DuckDB is
-    not installed (a host whose environment lacks it): the record reader converts then."""
+    """The journal's samples in the layout above as one table, as the streamed conversion writes them
+    (stream_journal, into memory here: for tests and small journals); None where that conversion
+    leaves the journal to the record reader."""
+    sink = pa.BufferOutputStream()
+    if not stream_journal(journal, sink, {}):
+        return None
+    return pq.read_table(pa.BufferReader(sink.getvalue()))
+
+
+def stream_journal(journal: Path, target: Any, metadata: dict[bytes, bytes], scratch: Path | None = None) -> bool:
+    """Write the journal's samples in the layout above to ``target`` (a path or an Arrow output
+    stream) as Parquet, parsed by DuckDB's JSON reader (multi-threaded, in C++: a fifth of the CPU
+    time of parsing records in Python) and streamed: record batches of _BATCH_ROWS rows, their
+    strings replaced by indices into one dictionary per column, go to a temporary Arrow file (in
+    ``scratch``, the target's directory by default; unlinked from the start), since the flattened
+    columns' names and types are known only once every line is read; that file is then read back in
+    row groups of ROW_GROUP_ROWS rows into the Parquet file. The memory is a few batches and the
+    distinct values, whatever the journal's size. The JSON fields' text is rewritten by orjson once
+    per distinct value, so the values are those table_from_records gives (tests/test_columnar.py).
+
+    False, with nothing written, when the journal needs what only the record-by-record reader gives:
+    a line that is not a complete sample (the one-line error, the warning about a cut last line), a
+    value of another type than the layout's, a field beyond them; False too where DuckDB is not
+    installed (a host whose environment lacks it): the record reader converts then."""
     try:
         import duckdb
     except ImportError:
-        return None
+        return False
 
     try:
         handle = open(journal, "rb")
     except OSError:
-        return None
+        return False
     with handle:
         try:
             handle.seek(-1, os.SEEK_END)
             if handle.read(1) != b"\n":
-                return None  # a cut last line: the record reader warns about it
+                return False  # a cut last line: the record reader warns about it
+            handle.seek(0)
         except OSError:
-            return None
-        return _duckdb_table(duckdb, journal, handle.fileno())
+            return False
+        directory = scratch if scratch is not None else (Path(target).parent if isinstance(target, Path) else None)
+        with tempfile.TemporaryFile(dir=directory) as spill:
+            encoded = _duckdb_batches(duckdb, handle, spill)
+            if encoded is None:
+                return False
+            spill.seek(0)
+            _write_from_spill(spill, encoded, target, metadata)
+    return True
 
 
-def _duckdb_table(duckdb: Any, journal: Path, descriptor: int) -> pa.Table | None:
-    """table_from_journal's DuckDB part, reading the journal through its open descriptor: DuckDB
-    reads a path's ``*``, ``?`` and ``[`` as a glob, and a bundle's directory may be named with
-    them (``[1]`` matches a sibling ``1``); ``/dev/fd/N`` names exactly this file."""
-    exact = Path(f"/dev/fd/{descriptor}")
+def _duckdb_batches(duckdb: Any, handle: Any, spill: Any) -> dict[str, list[str]] | None:
+    """stream_journal's first pass: the journal parsed by DuckDB into ``spill`` (an Arrow IPC
+    stream: the encoded columns as int32 indices, the rest as they are). Returns each encoded
+    column's dictionary (its values in order of first appearance), or None where the record reader
+    must convert. DuckDB reads the journal through its open descriptor: it reads a path's ``*``,
+    ``?`` and ``[`` as a glob, and a bundle's directory may be named with them (``[1]`` matches a
+    sibling ``1``); ``/dev/fd/N`` names exactly this file."""
+    exact = Path(f"/dev/fd/{handle.fileno()}")
     if not exact.exists():
         return None  # no /dev/fd on this system: the record reader converts
     columns = {name: _DUCKDB_TYPES[kind] for name, kind in SCALARS} | {name: "JSON" for name in JSON_FIELDS}
     source = f"read_json({_quoted(exact)}, format='newline_delimited', columns={_struct(columns)})"
     objects = f"read_ndjson_objects({_quoted(exact)})"
+    dictionaries = {name: _Dictionary(name) for name in _ENCODED}
+    types = dict(SCALARS)
+    spill_schema = pa.schema(
+        [(name, pa.int32() if name in dictionaries else types[name]) for name, _ in SCALARS]
+        + [(name, pa.int32()) for name in JSON_FIELDS]
+    )
     # no progress bar: DuckDB would draw it on stdout (a compare's JSON) for a long conversion
     connection = duckdb.connect()
     try:
         connection.execute("SET enable_progress_bar = false")
-        if not _only_known_fields(journal):
+        if not _only_known_fields(handle):
             # a line with other fields than the layout's (a Sample may carry extra ones, kept in
             # ``extra``) is rare: the record reader converts such a journal
             keys = "json_keys(json)"
@@ -167,34 +208,172 @@ def _duckdb_table(duckdb: Any, journal: Path, descriptor: int) -> pa.Table | Non
             ).fetchall()
             if not odd or odd[0][0]:
                 return None
-        table = connection.sql(f"SELECT * FROM {source}").to_arrow_table()
+        relation = connection.sql(f"SELECT * FROM {source}")
+        # to_arrow_reader from DuckDB 1.4 (fetch_arrow_reader before, deprecated since)
+        stream = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
+        reader = stream(_BATCH_ROWS)
+        with pa.ipc.new_stream(spill, spill_schema) as writer:
+            for batch in reader:
+                # a required field that is missing reads as NULL: the record reader says which line lacks it
+                if any(batch.column(name).null_count for name in SAMPLE_FIELDS):
+                    return None
+                arrays = [
+                    dictionaries[name].indices(batch.column(name))
+                    if name in dictionaries
+                    else batch.column(name).cast(spill_schema.field(name).type)
+                    for name in spill_schema.names
+                ]
+                writer.write_batch(pa.record_batch(arrays, schema=spill_schema))
     except duckdb.Error:
         return None
     finally:
         connection.close()
-    # a required field that is missing reads as NULL here: the record reader says which line lacks it
-    if any(table.column(name).null_count for name in SAMPLE_FIELDS):
-        return None
-    plain = {name: table.column(name).combine_chunks() for name, _ in SCALARS}
-    for name in JSON_FIELDS:
-        option = 0 if name == "metadata" else _SORT
-        text = table.column(name).combine_chunks().fill_null("null").dictionary_encode()
-        rewritten = [orjson.dumps(orjson.loads(value), option=option).decode() for value in text.dictionary.to_pylist()]
-        plain[name] = pa.array(rewritten, type=pa.string()).take(text.indices)
-    plain[EXTRA] = pa.nulls(table.num_rows, type=pa.string())
-    return _laid_out(plain)
+    return {name: dictionary.values for name, dictionary in dictionaries.items()}
+
+
+class _Dictionary:
+    """One column's distinct values over a whole journal, numbered in order of first appearance (as
+    dictionary_encode numbers them); the JSON fields' values rewritten by orjson into their form in
+    the layout (params and variant with sorted keys), two texts of one value becoming one."""
+
+    def __init__(self, name: str):
+        self.json = name in JSON_FIELDS
+        self.option = 0 if name == "metadata" else _SORT
+        self.values: list[str] = []
+        self.numbers: dict[str, int] = {}  # a value in the layout's form -> its number
+        self.read: dict[str | None, int] = {}  # a value as read -> its number
+
+    def indices(self, column: pa.Array) -> pa.Array:
+        encoded = column.dictionary_encode()  # a null stays null (its index is)
+        numbers = [self._number(value) for value in encoded.dictionary.to_pylist()]
+        indices = encoded.indices
+        if not indices.null_count:
+            return pa.array(np.asarray(numbers, dtype=np.int32)[indices.to_numpy()], type=pa.int32())
+        if self.json:  # a JSON field's null is the text null
+            return pa.array(
+                np.asarray([*numbers, self._number("null")], dtype=np.int32)[
+                    indices.fill_null(len(numbers)).to_numpy()
+                ],
+                type=pa.int32(),
+            )
+        # better, execution, raw: null stays null
+        numbers.append(0)
+        mapped = np.asarray(numbers, dtype=np.int32)[indices.fill_null(len(numbers) - 1).to_numpy()]
+        return pa.array(mapped, type=pa.int32(), mask=_nulls(indices))
+
+    def _number(self, value: str) -> int:
+        number = self.read.get(value)
+        if number is None:  # a value not seen yet (as read: two texts of one value are read once each)
+            text = orjson.dumps(orjson.loads(value), option=self.option).decode() if self.json else value
+            number = self.numbers.setdefault(text, len(self.values))
+            if number == len(self.values):
+                self.values.append(text)
+            self.read[value] = number
+        return number
+
+
+def _write_from_spill(spill: Any, dictionaries: dict[str, list[str]], target: Any, metadata: dict) -> None:
+    """stream_journal's second pass: the spilled batches read back in row groups into the layout's
+    Parquet file; each row group's dictionaries hold the values it uses, in order of first appearance."""
+    values = {name: pa.array(texts, type=pa.string()) for name, texts in dictionaries.items()}
+    flattened: dict[str, tuple[str, pa.Array]] = {}
+    for prefix in FLATTENED:
+        objects = [orjson.loads(text) or {} for text in dictionaries[prefix]]
+        keys = sorted({key for obj in objects if isinstance(obj, dict) for key in obj})
+        for key in keys:
+            flattened[f"{prefix}.{key}"] = (
+                prefix,
+                _typed([obj.get(key) if isinstance(obj, dict) else None for obj in objects]),
+            )
+    types = dict(SCALARS)
+    dictionary = pa.dictionary(pa.int32(), pa.string())
+    schema = pa.schema(
+        [(name, dictionary if name in values else types[name]) for name, _ in SCALARS]
+        + [(name, dictionary) for name in JSON_FIELDS]
+        + [(EXTRA, pa.string())]
+        + [(name, typed.type) for name, (_, typed) in flattened.items()],
+        metadata=metadata,
+    )
+    reader = pa.ipc.open_stream(spill)
+    with pq.ParquetWriter(target, schema, compression="zstd") as writer:
+        pending: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in [*reader, None]:
+            if batch is not None:
+                pending.append(batch)
+                rows += batch.num_rows
+            # whole row groups while the batches hold one, then the rest at the end
+            while rows >= ROW_GROUP_ROWS or (batch is None and rows):
+                held = pa.Table.from_batches(pending, schema=reader.schema)
+                group = held.slice(0, ROW_GROUP_ROWS).combine_chunks()
+                pending = held.slice(group.num_rows).to_batches()
+                rows -= group.num_rows
+                writer.write_table(_row_group(group, schema, values, flattened), row_group_size=ROW_GROUP_ROWS)
+
+
+def _row_group(group: pa.Table, schema: pa.Schema, values: dict, flattened: dict) -> pa.Table:
+    """One row group of the layout from the spilled columns."""
+    columns: dict[str, pa.Array] = {}
+    for name in schema.names[: len(SCALARS) + len(JSON_FIELDS)]:
+        column = group.column(name).combine_chunks()
+        columns[name] = _used(column, values[name]) if name in values else column
+    columns[EXTRA] = pa.nulls(group.num_rows, type=pa.string())
+    for name, (prefix, typed) in flattened.items():
+        columns[name] = typed.take(group.column(prefix).combine_chunks())
+    return pa.table(columns, schema=schema)
+
+
+def _used(indices: pa.Array, values: pa.Array) -> pa.DictionaryArray:
+    """The column as a dictionary array of the values its rows use (renumbered in the whole
+    dictionary's order: first appearance), nulls kept."""
+    present = np.zeros(len(values), dtype=bool)
+    present[indices.drop_null().to_numpy()] = True
+    if present.all():  # every value (or none: a column of nulls)
+        renumbered = indices
+        used = values
+    else:
+        numbers = (np.cumsum(present, dtype=np.int32) - 1)[indices.fill_null(0).to_numpy()]
+        renumbered = pa.array(numbers, type=pa.int32(), mask=_nulls(indices))
+        used = values.filter(pa.array(present))
+    return pa.DictionaryArray.from_arrays(renumbered, used)
+
+
+def _nulls(array: pa.Array) -> Any:
+    """The array's nulls as a numpy mask, or None when it has none."""
+    return array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
 
 
 #: how a line that ccbench's Sample wrote ends: its last field, ``contended``, and no other after it
 _LINE_ENDS = (b'"contended":false}\n', b'"contended":true}\n', b'"contended":null}\n')
+#: bytes kept from one block to the next, so that each newline's ending is seen whole
+_CARRY = 32
+_BLOCK = 1 << 20
 
 
-def _only_known_fields(journal: Path) -> bool:
+def _only_known_fields(handle: Any) -> bool:
     """Whether every line ends with the Sample's last field, so that no line carries fields beyond
-    the layout's (pydantic writes a Sample's extra fields after its declared ones); a count of bytes,
-    where asking DuckDB for every line's keys would cost a third of the conversion."""
-    data = journal.read_bytes()
-    return data.count(b"\n") == sum(data.count(end) for end in _LINE_ENDS)
+    the layout's (pydantic writes a Sample's extra fields after its declared ones); the bytes before
+    each newline compared in blocks by numpy, eight at a time, where asking DuckDB for every line's
+    keys would cost a third of the conversion. Reads the open journal from its start."""
+    handle.seek(0)
+    carry = b" " * _CARRY  # no sample's ending: a line shorter than one fails
+    while block := handle.read(_BLOCK):
+        data = np.frombuffer(carry + block, dtype=np.uint8)
+        # the eight bytes from each offset on, as one number (overlapping, unaligned views)
+        words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+        newlines = np.flatnonzero(data[_CARRY:] == 10) + _CARRY
+        fine = np.zeros(len(newlines), dtype=bool)
+        for end in _LINE_ENDS:
+            first = newlines - (len(end) - 1)
+            match = np.ones(len(newlines), dtype=bool)
+            for offset in (0, 8, len(end) - 8):  # the whole ending in three words (the last ones overlap)
+                match &= words[first + offset] == int.from_bytes(end[offset : offset + 8], "little")
+            fine |= match
+        if not fine.all():
+            return False
+        carry = block[-_CARRY:] if len(block) >= _CARRY else (carry + block)[-_CARRY:]
+    handle.seek(0)
+    return True
 
 
 def _quoted(path: Path) -> str:
@@ -238,11 +417,10 @@ def _typed(values: list[Any]) -> pa.Array:
     return pa.array([None if v is None else orjson.dumps(v, option=_SORT).decode() for v in values], type=pa.string())
 
 
-def convert(
-    bundle: Bundle | Path, target: Path, durable: bool = True, digest: tuple[int, str] | None = None
-) -> pa.Table:
+def convert(bundle: Bundle | Path, target: Path, durable: bool = True, digest: tuple[int, str] | None = None) -> None:
     """Read the bundle's journal and write its samples to ``target`` (through a temporary file and a
-    rename, so that a reader never sees half a file). Returns the table as written. ``digest``: the
+    rename, so that a reader never sees half a file): streamed by DuckDB where it can read the
+    journal (stream_journal), else by the record reader (a table in memory). ``digest``: the
     journal's size and SHA-256 where the caller has just computed them (else computed here)."""
     if not isinstance(bundle, Bundle):
         bundle = read_bundle(bundle, samples=False)
@@ -250,24 +428,24 @@ def convert(
     if digest is None:
         digest = sized_sha256(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
     size, sha = digest
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        # a format-1 journal is upgraded record by record as it is read
-        table = table_from_journal(journal) if journal.exists() and bundle.format_version != 1 else None
-        if table is None:
+    metadata = {META_LAYOUT: LAYOUT, META_JOURNAL_BYTES: str(size), META_JOURNAL_SHA256: sha}
+    target = Path(target)
+    # through fsutil: a name of its own per writer, the bundle's file mode (the umask's), fsync
+    with atomic_target(target, durable=durable) as temporary:
+        # a format-1 journal is upgraded record by record as it is read; the DuckDB path warns of nothing
+        if journal.exists() and bundle.format_version != 1:
+            streamed = stream_journal(journal, temporary, metadata | {META_WARNINGS: b"[]"})
+        else:
+            streamed = False
+        if streamed:
+            return
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             table = _records_table(bundle)
-    # kept in the file: every load of it says them again (read_samples), the first one included
-    messages = [str(w.message) for w in caught]
-    table = table.replace_schema_metadata(
-        {
-            META_LAYOUT: LAYOUT,
-            META_JOURNAL_BYTES: str(size),
-            META_JOURNAL_SHA256: sha,
-            META_WARNINGS: orjson.dumps(messages),
-        }
-    )
-    _write_atomic(table, Path(target), durable)
-    return table
+        # kept in the file: every load of it says them again (read_samples), the first one included
+        messages = [str(w.message) for w in caught]
+        table = table.replace_schema_metadata(metadata | {META_WARNINGS: orjson.dumps(messages)})
+        pq.write_table(table, temporary, compression="zstd", row_group_size=ROW_GROUP_ROWS)
 
 
 def _records_table(bundle: Bundle) -> pa.Table:
@@ -278,12 +456,6 @@ def _records_table(bundle: Bundle) -> pa.Table:
         return table_from_records(bundle.sample_chunks())
     finally:
         gc.enable()
-
-
-def _write_atomic(table: pa.Table, target: Path, durable: bool) -> None:
-    # through fsutil: a name of its own per writer, the bundle's file mode (the umask's), fsync
-    with atomic_target(target, durable=durable) as temporary:
-        pq.write_table(table, temporary, compression="zstd")
 
 
 def write_bundle_parquet(bundle: Path) -> Path:
