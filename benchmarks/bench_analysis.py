@@ -339,13 +339,15 @@ print(statistics.median(seconds))
 #: them), and the converted samples.parquet files scanned once (every column of the layout's)
 JOURNAL_FLOOR = """
 import sys, duckdb
-from ccbench.bundle import columnar
-columns = {n: columnar._DUCKDB_TYPES[k] for n, k in columnar.SCALARS} | {n: "JSON" for n in columnar.JSON_FIELDS}
+from ccbench.bundle import columnar_layout, journal_stream
+columns = {n: journal_stream.DUCKDB_TYPES[k] for n, k in columnar_layout.SCALARS} | {
+    n: "JSON" for n in columnar_layout.JSON_FIELDS
+}
 counts = ", ".join(f'count("{n}")' for n in columns)
 files = sys.argv[1:]
 duckdb.sql("SET enable_progress_bar = false")
 duckdb.sql(
-    f"SELECT {counts} FROM read_json({files!r}, format='newline_delimited', columns={columnar._struct(columns)})"
+    f"SELECT {counts} FROM read_json({files!r}, format='newline_delimited', columns={journal_stream.struct_type(columns)})"
 ).fetchall()
 """
 SCAN_FLOOR = """

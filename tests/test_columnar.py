@@ -19,7 +19,7 @@ from conftest import DATA, only_bundle, start_run, wait_for_samples
 from ccbench.analysis.load import load
 from ccbench.attestation import finish_bundle
 from ccbench.attestation.verify import EXIT_TAMPERED, verify_bundle
-from ccbench.bundle import BundleWriter, columnar, read_bundle
+from ccbench.bundle import BundleWriter, columnar, columnar_layout, journal_stream, read_bundle
 from ccbench.errors import BundleError, CCBenchError
 from ccbench.model import Sample
 
@@ -283,13 +283,13 @@ def test_the_cache_removes_its_least_recently_used_files_beyond_its_limit(tmp_pa
 
 
 def test_a_journal_streamed_in_small_batches_and_row_groups_gives_the_same_values(tmp_path, monkeypatch):
-    """The streamed conversion (columnar.stream_journal) in batches and row groups of a few rows and
+    """The streamed conversion (journal_stream.stream_journal) in batches and row groups of a few rows and
     byte blocks that cut lines: each row group's dictionaries renumbered, nulls kept, a key that
     appears only in a later batch flattened, the same values as the record reader's table; a field
     beyond the layout's in the last line is still seen."""
-    monkeypatch.setattr(columnar, "_BATCH_ROWS", 2)
-    monkeypatch.setattr(columnar, "ROW_GROUP_ROWS", 3)
-    monkeypatch.setattr(columnar, "_BLOCK", 100)
+    monkeypatch.setattr(journal_stream, "_BATCH_ROWS", 2)
+    monkeypatch.setattr(columnar_layout, "ROW_GROUP_ROWS", 3)
+    monkeypatch.setattr(journal_stream, "_BLOCK", 100)
     samples = [sample(value=float(n), repetition=n, execution=None if n % 3 else f"e|{n}") for n in range(7)]
     samples += [sample(params={"bs": "1m", "depth": 4}, variant={}, better=None, raw="raw/y", value=8.5)]
     bundle = write_bundle(tmp_path / "plain", samples)
