@@ -334,6 +334,32 @@ print(statistics.median(seconds))
 """
 
 
+#: the floors (issue 32), each one DuckDB query in a fresh process, as the commands start: the
+#: journals read once by DuckDB's JSON reader (every field of the layout, as the conversion reads
+#: them), and the converted samples.parquet files scanned once (every column of the layout's)
+JOURNAL_FLOOR = """
+import sys, duckdb
+from ccbench.bundle import columnar_layout, journal_stream
+columns = {n: journal_stream.DUCKDB_TYPES[k] for n, k in columnar_layout.SCALARS} | {
+    n: "JSON" for n in columnar_layout.JSON_FIELDS
+}
+counts = ", ".join(f'count("{n}")' for n in columns)
+files = sys.argv[1:]
+duckdb.sql("SET enable_progress_bar = false")
+duckdb.sql(
+    f"SELECT {counts} FROM read_json({files!r}, format='newline_delimited', columns={journal_stream.struct_type(columns)})"
+).fetchall()
+"""
+SCAN_FLOOR = """
+import sys, duckdb
+from ccbench.bundle import columnar
+names = [n for n, _ in columnar.SCALARS] + [*columnar.JSON_FIELDS, columnar.EXTRA]
+counts = ", ".join(f'count("{n}")' for n in names)
+duckdb.sql("SET enable_progress_bar = false")
+duckdb.sql(f"SELECT {counts} FROM read_parquet({sys.argv[1:]!r}, union_by_name = true)").fetchall()
+"""
+
+
 def parquet_costs(paths: list[Path], rounds: int, src: str) -> tuple[float, float, int]:
     """CPU seconds to write samples.parquet per 100,000 samples with the ccbench under ``src`` (median
     over ``rounds`` writes of the first bundle's, elsewhere; CPU time of every thread, since on a
@@ -386,6 +412,11 @@ def main() -> None:
         "--verify-cost",
         action="store_true",
         help="also run compare with the check of each bundle's digests patched out (the cost of verifying on read)",
+    )
+    parser.add_argument(
+        "--no-floors",
+        action="store_true",
+        help="skip the floors (DuckDB reading the journals, scanning the Parquet files)",
     )
     parser.add_argument("--no-single-process", action="store_true", help="skip the -j 1 runs of compare and report")
     parser.add_argument(
@@ -440,7 +471,19 @@ def main() -> None:
         parquet_bytes = sum(p.stat().st_size for p in cache.rglob("*.parquet"))
         times: dict[str, list[float]] = {}
         peaks: dict[str, list[float]] = {}
+        journals = [str(p / "samples.jsonl") for p in paths]
+        floors = {
+            FLOOR_JOURNAL: [sys.executable, "-c", JOURNAL_FLOOR, *journals],
+            FLOOR_SCAN: [sys.executable, "-c", SCAN_FLOOR, *map(str, sorted(cache.rglob("*.parquet")))],
+        }
+        if not args.no_floors:
+            first_floor = timed(floors[FLOOR_JOURNAL], this_src)  # beside the first compare, as near in time
         for _ in range(args.rounds):  # interleaved, so that drift on a shared machine hits all alike
+            if not args.no_floors:
+                for name, argv in floors.items():
+                    elapsed, peak = timed(argv, this_src, cache)
+                    times.setdefault(name, []).append(elapsed)
+                    peaks.setdefault(name, []).append(peak)
             for name, argv in commands.items():
                 for prefix, src in sources.items():
                     for store in root.glob(HISTORY_STORE + "*"):  # with DuckDB's write-ahead log
@@ -450,6 +493,8 @@ def main() -> None:
                     peaks.setdefault(prefix + name, []).append(peak)
         check_seconds = check_alone(paths, cache, max(args.rounds, 5)) if args.verify_cost else 0.0
     report(args, count, len(paths), times, peaks, commands)
+    if not args.no_floors:
+        floors_report(times, peaks, first[""], first_floor)
     if args.verify_cost:
         verify_cost(times, {name: CPU.get((this_src, *argv), []) for name, argv in commands.items()})
         print(f"the digest check alone, digests remembered: {check_seconds * 1000:.1f} ms")
@@ -467,6 +512,28 @@ def main() -> None:
     for prefix, cost in costs.items():
         other = f"  ratio {cost / costs['against: ']:.2f}" if prefix == "" and args.against else ""
         print(f"{prefix}writing samples.parquet: {cost:.2f} CPU s per 100,000 samples (a bundle of {rows:,}){other}")
+
+
+FLOOR_JOURNAL = "floor: DuckDB read_json of the journals"
+FLOOR_SCAN = "floor: DuckDB scan of the samples.parquet files"
+
+
+def floors_report(times: dict, peaks: dict, first: tuple[float, float], first_floor: tuple[float, float]) -> None:
+    """The targets of issue 32 as ratios to their floors, measured in the same run."""
+    median = {name: statistics.median(values) for name, values in times.items()}
+    journal, scan = median[FLOOR_JOURNAL], median[FLOOR_SCAN]
+    print(
+        f"{FLOOR_JOURNAL}: {journal:.2f} s (median), {first_floor[0]:.2f} s beside the first compare; "
+        f"first compare / floor: {first[0] / journal:.2f} (median floor), {first[0] / first_floor[0]:.2f} (beside it)"
+    )
+    print(f"{FLOOR_SCAN}: {scan:.2f} s, peak {statistics.median(peaks[FLOOR_SCAN]):.0f} MiB")
+    for name in ("ccbench compare --json", "ccbench compare --json -j 1"):
+        if name in median:
+            print(f"{name} / scan floor: {median[name] / scan:.2f}")
+    compare = median.get("ccbench compare --json")
+    for name in ("ccbench report -o report.html", "ccbench report -o report.html -j 1"):
+        if name in median and compare:
+            print(f"{name} / compare: {median[name] / compare:.2f}")
 
 
 def check_alone(paths: list[Path], cache: Path, rounds: int) -> float:

@@ -19,7 +19,7 @@ from conftest import DATA, only_bundle, start_run, wait_for_samples
 from ccbench.analysis.load import load
 from ccbench.attestation import finish_bundle
 from ccbench.attestation.verify import EXIT_TAMPERED, verify_bundle
-from ccbench.bundle import BundleWriter, columnar, read_bundle
+from ccbench.bundle import BundleWriter, columnar, columnar_layout, journal_stream, read_bundle
 from ccbench.errors import BundleError, CCBenchError
 from ccbench.model import Sample
 
@@ -240,8 +240,8 @@ def test_duckdbs_reading_of_a_journal_is_the_record_readers_table(tmp_path):
 
     extra = write_bundle(tmp_path / "extra", [sample(), sample(note="kept")])
     assert columnar.table_from_journal(extra / "samples.jsonl") is None
-    table = columnar.convert(extra, tmp_path / "extra.parquet")
-    assert table.column("extra").to_pylist() == [None, '{"note":"kept"}']
+    columnar.convert(extra, tmp_path / "extra.parquet")
+    assert pq.read_table(tmp_path / "extra.parquet").column("extra").to_pylist() == [None, '{"note":"kept"}']
 
     lines = journal.read_text().splitlines()
     record = json.loads(lines[1])
@@ -259,7 +259,8 @@ def test_without_duckdb_the_record_reader_converts(tmp_path, monkeypatch):
     expected = columnar.table_from_records(read_bundle(bundle, samples=False).sample_chunks())
     monkeypatch.setitem(sys.modules, "duckdb", None)  # import duckdb raises ImportError
     assert columnar.table_from_journal(bundle / "samples.jsonl") is None
-    written = columnar.convert(bundle, tmp_path / "plain.parquet")
+    columnar.convert(bundle, tmp_path / "plain.parquet")
+    written = pq.read_table(tmp_path / "plain.parquet")
     assert written.replace_schema_metadata(None).equals(expected.replace_schema_metadata(None))
 
 
@@ -279,3 +280,27 @@ def test_the_cache_removes_its_least_recently_used_files_beyond_its_limit(tmp_pa
     monkeypatch.setenv("CCBENCH_COLUMNAR_CACHE_MB", "lots")
     with pytest.raises(CCBenchError, match="CCBENCH_COLUMNAR_CACHE_MB='lots' is not a size in MB"):
         columnar.prune_cache(third)
+
+
+def test_a_journal_streamed_in_small_batches_and_row_groups_gives_the_same_values(tmp_path, monkeypatch):
+    """The streamed conversion (journal_stream.stream_journal) in batches and row groups of a few rows and
+    byte blocks that cut lines: each row group's dictionaries renumbered, nulls kept, a key that
+    appears only in a later batch flattened, the same values as the record reader's table; a field
+    beyond the layout's in the last line is still seen."""
+    monkeypatch.setattr(journal_stream, "_BATCH_ROWS", 2)
+    monkeypatch.setattr(columnar_layout, "ROW_GROUP_ROWS", 3)
+    monkeypatch.setattr(journal_stream, "_BLOCK", 100)
+    samples = [sample(value=float(n), repetition=n, execution=None if n % 3 else f"e|{n}") for n in range(7)]
+    samples += [sample(params={"bs": "1m", "depth": 4}, variant={}, better=None, raw="raw/y", value=8.5)]
+    bundle = write_bundle(tmp_path / "plain", samples)
+    columnar.convert(bundle, tmp_path / "small.parquet")
+    written = pq.ParquetFile(tmp_path / "small.parquet")
+    assert written.num_row_groups == 3
+    expected = columnar.table_from_records(read_bundle(bundle, samples=False).sample_chunks())
+    table = written.read()
+    assert table.schema.remove_metadata() == expected.schema.remove_metadata()
+    assert table.to_pylist() == expected.to_pylist()
+    assert table.column("params.depth").to_pylist() == [None] * 7 + [4]
+
+    extra = write_bundle(tmp_path / "extra", [*samples, sample(note="kept")])
+    assert columnar.table_from_journal(extra / "samples.jsonl") is None

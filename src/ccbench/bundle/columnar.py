@@ -35,46 +35,29 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ccbench.bundle.columnar_layout import (  # noqa: F401 (the layout's names, as columnar's API)
+    EXTRA,
+    FLATTENED,
+    JSON_FIELDS,
+    KNOWN,
+    LAYOUT,
+    META_JOURNAL_BYTES,
+    META_JOURNAL_SHA256,
+    META_LAYOUT,
+    META_WARNINGS,
+    PARQUET,
+    REQUIRED_COLUMNS,
+    ROW_GROUP_ROWS,
+    SCALARS,
+    SORT,
+)
+from ccbench.bundle.columnar_layout import typed as _typed
 from ccbench.bundle.digests import journal_sha256, sized_sha256
-from ccbench.bundle.layout import SAMPLE_FIELDS, SAMPLES, SAMPLES_PARQUET
+from ccbench.bundle.journal_stream import stream_journal
+from ccbench.bundle.layout import SAMPLES
 from ccbench.bundle.reader import Bundle, read_bundle
 from ccbench.errors import BundleError, CCBenchError
 from ccbench.fsutil import atomic_target
-
-PARQUET = SAMPLES_PARQUET
-#: changes when the layout does, so that a cache written by an older ccbench is not read as current
-LAYOUT = "1"
-#: the sample fields kept as typed columns, in this order
-SCALARS: list[tuple[str, pa.DataType]] = [
-    ("workload", pa.string()),
-    ("kind", pa.string()),
-    ("metric", pa.string()),
-    ("unit", pa.string()),
-    ("value", pa.float64()),
-    ("better", pa.string()),
-    ("repetition", pa.int64()),
-    ("warmup", pa.bool_()),
-    ("timestamp", pa.string()),
-    ("contended", pa.bool_()),
-    ("execution", pa.string()),
-    ("raw", pa.string()),
-]
-#: the sample fields kept as JSON text; params and variant with sorted keys (their canonical form),
-#: metadata as written (the case label follows the order of its keys)
-JSON_FIELDS = ("params", "variant", "metadata")
-#: any other field a sample carries (Sample allows extra ones), as one JSON object; null when none
-EXTRA = "extra"
-FLATTENED = ("params", "variant")
-_KNOWN = {name for name, _ in SCALARS} | set(JSON_FIELDS)
-#: the columns a file of this layout has whatever its samples (the flattened ones vary)
-REQUIRED_COLUMNS = _KNOWN | {EXTRA}
-_SORT = orjson.OPT_SORT_KEYS
-
-META_LAYOUT = b"ccbench.columnar"
-META_JOURNAL_BYTES = b"ccbench.journal_bytes"
-META_JOURNAL_SHA256 = b"ccbench.journal_sha256"
-META_WARNINGS = b"ccbench.warnings"
-
 
 # -- writing ---------------------------------------------------------------------------------------
 
@@ -91,7 +74,7 @@ def table_from_records(chunks: Iterable[list[dict[str, Any]]]) -> pa.Table:
         for index, (name, _) in enumerate(SCALARS):
             parts[name].append(converted.field(index))
         for name in JSON_FIELDS:
-            option = 0 if name == "metadata" else _SORT
+            option = 0 if name == "metadata" else SORT
             parts[name].append(pa.array([orjson.dumps(r.get(name), option=option).decode() for r in chunk]))
         parts[EXTRA].append(pa.array([_extra(r) for r in chunk], type=pa.string()))
     types = dict(SCALARS)
@@ -113,101 +96,19 @@ def _laid_out(columns: dict[str, pa.Array]) -> pa.Table:
     return pa.table(columns)
 
 
-#: DuckDB's types for the journal's fields, for read_json (the JSON fields read as their text)
-_DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.float64(): "DOUBLE", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN"}
-
-
 def table_from_journal(journal: Path) -> pa.Table | None:
-    """The journal's samples in the layout above, parsed by DuckDB's JSON reader (multi-threaded, in
-    C++: a fifth of the CPU time of parsing records in Python); None when the journal needs what
-    only the record-by-record reader gives: a line that is not a complete sample (the one-line error,
-    the warning about a cut last line), a value of another type than the layout's, a field beyond
-    them. The JSON fields' text is rewritten by orjson once per distinct value, so the table is the
-    same as table_from_records makes (tests/test_columnar.py compares them). None too where DuckDB is
-    not installed (a host whose environment lacks it): the record reader converts then."""
-    try:
-        import duckdb
-    except ImportError:
+    """The journal's samples in the layout above as one table, as the streamed conversion writes them
+    (stream_journal, into memory here: for tests and small journals); None where that conversion
+    leaves the journal to the record reader."""
+    sink = pa.BufferOutputStream()
+    if not stream_journal(journal, sink, {}):
         return None
-
-    try:
-        handle = open(journal, "rb")
-    except OSError:
-        return None
-    with handle:
-        try:
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":
-                return None  # a cut last line: the record reader warns about it
-        except OSError:
-            return None
-        return _duckdb_table(duckdb, journal, handle.fileno())
-
-
-def _duckdb_table(duckdb: Any, journal: Path, descriptor: int) -> pa.Table | None:
-    """table_from_journal's DuckDB part, reading the journal through its open descriptor: DuckDB
-    reads a path's ``*``, ``?`` and ``[`` as a glob, and a bundle's directory may be named with
-    them (``[1]`` matches a sibling ``1``); ``/dev/fd/N`` names exactly this file."""
-    exact = Path(f"/dev/fd/{descriptor}")
-    if not exact.exists():
-        return None  # no /dev/fd on this system: the record reader converts
-    columns = {name: _DUCKDB_TYPES[kind] for name, kind in SCALARS} | {name: "JSON" for name in JSON_FIELDS}
-    source = f"read_json({_quoted(exact)}, format='newline_delimited', columns={_struct(columns)})"
-    objects = f"read_ndjson_objects({_quoted(exact)})"
-    # no progress bar: DuckDB would draw it on stdout (a compare's JSON) for a long conversion
-    connection = duckdb.connect()
-    try:
-        connection.execute("SET enable_progress_bar = false")
-        if not _only_known_fields(journal):
-            # a line with other fields than the layout's (a Sample may carry extra ones, kept in
-            # ``extra``) is rare: the record reader converts such a journal
-            keys = "json_keys(json)"
-            odd = connection.sql(
-                f"SELECT count(*) FROM {objects} WHERE NOT list_has_all({sorted(_KNOWN)}, {keys})"
-            ).fetchall()
-            if not odd or odd[0][0]:
-                return None
-        table = connection.sql(f"SELECT * FROM {source}").to_arrow_table()
-    except duckdb.Error:
-        return None
-    finally:
-        connection.close()
-    # a required field that is missing reads as NULL here: the record reader says which line lacks it
-    if any(table.column(name).null_count for name in SAMPLE_FIELDS):
-        return None
-    plain = {name: table.column(name).combine_chunks() for name, _ in SCALARS}
-    for name in JSON_FIELDS:
-        option = 0 if name == "metadata" else _SORT
-        text = table.column(name).combine_chunks().fill_null("null").dictionary_encode()
-        rewritten = [orjson.dumps(orjson.loads(value), option=option).decode() for value in text.dictionary.to_pylist()]
-        plain[name] = pa.array(rewritten, type=pa.string()).take(text.indices)
-    plain[EXTRA] = pa.nulls(table.num_rows, type=pa.string())
-    return _laid_out(plain)
-
-
-#: how a line that ccbench's Sample wrote ends: its last field, ``contended``, and no other after it
-_LINE_ENDS = (b'"contended":false}\n', b'"contended":true}\n', b'"contended":null}\n')
-
-
-def _only_known_fields(journal: Path) -> bool:
-    """Whether every line ends with the Sample's last field, so that no line carries fields beyond
-    the layout's (pydantic writes a Sample's extra fields after its declared ones); a count of bytes,
-    where asking DuckDB for every line's keys would cost a third of the conversion."""
-    data = journal.read_bytes()
-    return data.count(b"\n") == sum(data.count(end) for end in _LINE_ENDS)
-
-
-def _quoted(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
-def _struct(columns: dict[str, str]) -> str:
-    return "{" + ", ".join(f"{_quoted(Path(name))}: '{kind}'" for name, kind in columns.items()) + "}"
+    return pq.read_table(pa.BufferReader(sink.getvalue()))
 
 
 def _extra(record: dict[str, Any]) -> str | None:
-    other = record.keys() - _KNOWN
-    return orjson.dumps({key: record[key] for key in other}, option=_SORT).decode() if other else None
+    other = record.keys() - KNOWN
+    return orjson.dumps({key: record[key] for key in other}, option=SORT).decode() if other else None
 
 
 def _flatten(prefix: str, encoded: pa.DictionaryArray) -> dict[str, pa.Array]:
@@ -223,26 +124,10 @@ def _flatten(prefix: str, encoded: pa.DictionaryArray) -> dict[str, pa.Array]:
     return flat
 
 
-def _typed(values: list[Any]) -> pa.Array:
-    """The values as one Arrow type: bool, int64, float64 or string as they are; a key whose values
-    are of mixed or nested types becomes JSON text, so that every file has one type per column."""
-    kinds = {type(v) for v in values if v is not None}
-    if kinds and kinds <= {bool}:
-        return pa.array(values, type=pa.bool_())
-    if kinds and kinds <= {int}:
-        return pa.array(values, type=pa.int64())
-    if kinds and kinds <= {int, float}:
-        return pa.array([None if v is None else float(v) for v in values], type=pa.float64())
-    if kinds <= {str}:
-        return pa.array(values, type=pa.string())
-    return pa.array([None if v is None else orjson.dumps(v, option=_SORT).decode() for v in values], type=pa.string())
-
-
-def convert(
-    bundle: Bundle | Path, target: Path, durable: bool = True, digest: tuple[int, str] | None = None
-) -> pa.Table:
+def convert(bundle: Bundle | Path, target: Path, durable: bool = True, digest: tuple[int, str] | None = None) -> None:
     """Read the bundle's journal and write its samples to ``target`` (through a temporary file and a
-    rename, so that a reader never sees half a file). Returns the table as written. ``digest``: the
+    rename, so that a reader never sees half a file): streamed by DuckDB where it can read the
+    journal (stream_journal), else by the record reader (a table in memory). ``digest``: the
     journal's size and SHA-256 where the caller has just computed them (else computed here)."""
     if not isinstance(bundle, Bundle):
         bundle = read_bundle(bundle, samples=False)
@@ -250,24 +135,24 @@ def convert(
     if digest is None:
         digest = sized_sha256(journal) if journal.exists() else (0, hashlib.sha256().hexdigest())
     size, sha = digest
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        # a format-1 journal is upgraded record by record as it is read
-        table = table_from_journal(journal) if journal.exists() and bundle.format_version != 1 else None
-        if table is None:
+    metadata = {META_LAYOUT: LAYOUT, META_JOURNAL_BYTES: str(size), META_JOURNAL_SHA256: sha}
+    target = Path(target)
+    # through fsutil: a name of its own per writer, the bundle's file mode (the umask's), fsync
+    with atomic_target(target, durable=durable) as temporary:
+        # a format-1 journal is upgraded record by record as it is read; the DuckDB path warns of nothing
+        if journal.exists() and bundle.format_version != 1:
+            streamed = stream_journal(journal, temporary, metadata | {META_WARNINGS: b"[]"})
+        else:
+            streamed = False
+        if streamed:
+            return
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             table = _records_table(bundle)
-    # kept in the file: every load of it says them again (read_samples), the first one included
-    messages = [str(w.message) for w in caught]
-    table = table.replace_schema_metadata(
-        {
-            META_LAYOUT: LAYOUT,
-            META_JOURNAL_BYTES: str(size),
-            META_JOURNAL_SHA256: sha,
-            META_WARNINGS: orjson.dumps(messages),
-        }
-    )
-    _write_atomic(table, Path(target), durable)
-    return table
+        # kept in the file: every load of it says them again (read_samples), the first one included
+        messages = [str(w.message) for w in caught]
+        table = table.replace_schema_metadata(metadata | {META_WARNINGS: orjson.dumps(messages)})
+        pq.write_table(table, temporary, compression="zstd", row_group_size=ROW_GROUP_ROWS)
 
 
 def _records_table(bundle: Bundle) -> pa.Table:
@@ -278,12 +163,6 @@ def _records_table(bundle: Bundle) -> pa.Table:
         return table_from_records(bundle.sample_chunks())
     finally:
         gc.enable()
-
-
-def _write_atomic(table: pa.Table, target: Path, durable: bool) -> None:
-    # through fsutil: a name of its own per writer, the bundle's file mode (the umask's), fsync
-    with atomic_target(target, durable=durable) as temporary:
-        pq.write_table(table, temporary, compression="zstd")
 
 
 def write_bundle_parquet(bundle: Path) -> Path:
@@ -487,10 +366,10 @@ def records_from_table(table: pa.Table) -> Iterator[dict[str, Any]]:
 
 def _normalised(record: dict[str, Any]) -> bytes:
     full = {name: record.get(name) for name, _ in SCALARS} | {n: record.get(n) for n in JSON_FIELDS}
-    full |= {k: v for k, v in record.items() if k not in _KNOWN}
+    full |= {k: v for k, v in record.items() if k not in KNOWN}
     if full["value"] is not None:
         full["value"] = float(full["value"])
-    return orjson.dumps(full, option=_SORT)
+    return orjson.dumps(full, option=SORT)
 
 
 def check_bundle(bundle: Path) -> str | None:
