@@ -165,17 +165,63 @@ def export(
     rows = taken = 0
     try:
         with staged_file(out, replace=force) as temporary, _Writer(temporary, format_name) as writer:
-            for bundle in bundles:
-                before = rows
-                for batch in bundle_batches(bundle, labels or {}):
-                    writer.write(batch)
-                    rows += batch.num_rows
-                taken += rows > before
+            made = ((i, batch) for i, bundle in enumerate(bundles) for batch in bundle_batches(bundle, labels or {}))
+            taken_from = set()
+            for index, batch in _ahead(made):
+                writer.write(batch)
+                rows += batch.num_rows
+                taken_from.add(index)
+            taken = len(taken_from)
     except FileExistsError:
         raise CCBenchError(f"-o {out}: another process wrote it meanwhile; give another name, or --force") from None
     except OSError as exc:
         raise CCBenchError(f"-o {out}: cannot write it ({exc.strerror or exc})") from None
     return rows, taken
+
+
+def _ahead(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """The items, made by a thread while the caller uses the ones before: the next batch is read and
+    built while this one is compressed and written (both mostly outside the GIL). At most ``depth``
+    items wait; the maker's exception is raised here; the maker stops when the caller does."""
+    import queue
+    import threading
+
+    waiting: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def make() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        waiting.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            waiting.put((done, None))
+        except BaseException as exc:  # handed to the caller, raised there
+            waiting.put((done, exc))
+
+    maker = threading.Thread(target=make, name="ccbench-export-reader", daemon=True)
+    maker.start()
+    try:
+        while True:
+            item, error = waiting.get()
+            if item is done:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+        while maker.is_alive():  # a maker waiting to put is let through, then ends
+            try:
+                waiting.get_nowait()
+            except queue.Empty:
+                maker.join(0.05)
 
 
 class _Writer:
@@ -188,7 +234,14 @@ class _Writer:
         if self.format_name == "parquet":
             import pyarrow.parquet as pq
 
-            self.writer = pq.ParquetWriter(self.path, SCHEMA, compression="zstd")
+            # the batches' text is dictionary-encoded, written as Parquet dictionary pages; without
+            # Arrow's own schema in the file it reads back as plain text (SCHEMA), which is the
+            # type every reader of the export is promised. The measured values are rarely repeated:
+            # written plain (a dictionary of them is hashed, then dropped for being too large)
+            dictionary = [name for name in WRITTEN.names if name != "value"]
+            self.writer = pq.ParquetWriter(
+                self.path, WRITTEN, compression="zstd", store_schema=False, use_dictionary=dictionary
+            )
         else:
             import pyarrow.csv as pcsv
 
@@ -196,7 +249,7 @@ class _Writer:
         return self
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self.writer.write_batch(batch)
+        self.writer.write_batch(batch if self.format_name == "parquet" else batch.cast(SCHEMA))
 
     def __exit__(self, *_: object) -> None:
         self.writer.close()
@@ -205,6 +258,14 @@ class _Writer:
 #: rows built and written at a time (a Parquet row group): the strings of a batch, the bundle's
 #: facts repeated on every row, are what the export holds beside one bundle's encoded columns
 BATCH_ROWS = 1 << 17
+
+
+#: SCHEMA's text columns
+_STRINGS = frozenset(f.name for f in SCHEMA if pa.types.is_string(f.type))
+#: SCHEMA as the batches hold it: text dictionary-encoded (a file reads back as SCHEMA)
+WRITTEN = pa.schema(
+    [pa.field(f.name, pa.dictionary(pa.int32(), pa.string()) if f.name in _STRINGS else f.type) for f in SCHEMA]
+)
 
 
 def bundle_batches(bundle: Bundle, labels: dict[str, str], rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
@@ -243,25 +304,47 @@ def bundle_batches(bundle: Bundle, labels: dict[str, str], rows: int = BATCH_ROW
     for name in ("execution", "raw"):
         encoded[name] = _encoded(loading.Described(table.column(name), _same("")), pa.string())
     facts = {"label": machine, "bundle": str(bundle.path), "machine_id": machine_id, **bundle_facts(bundle)}
-    constants = {name: _typed([value], SCHEMA.field(name).type)[0] for name, value in facts.items()}
+    constants = {}
+    for name, value in facts.items():
+        constant = _typed([value], SCHEMA.field(name).type)
+        if name in _STRINGS:  # one value, and every row's index 0
+            encoded[name] = (np.zeros(table.num_rows, dtype=np.int32), constant)
+        else:
+            constants[name] = constant[0]
+    own_cipher = encoded.pop("own_cipher")
+    own_used = bool(
+        own_cipher[1].null_count < len(own_cipher[1])
+        and own_cipher[1].is_valid().to_numpy(zero_copy_only=False)[own_cipher[0]].any()
+    )
+    nulls = {
+        name: values.is_null().to_numpy(zero_copy_only=False) if values.null_count else None
+        for name, (_, values) in encoded.items()
+    }
     for start in range(0, table.num_rows, rows):
         part = table.slice(start, rows)
-        columns = {name: constant for name, constant in constants.items()}
+        size = part.num_rows
+        columns: dict[str, pa.Array] = {name: pa.repeat(constant, size) for name, constant in constants.items()}
         for name, (indices, values) in encoded.items():
-            columns[name] = values.take(pa.array(indices[start : start + part.num_rows]))
-        # a workload that negotiates its own cipher (TLS) records it on the sample; it wins over the
-        # variant's, which was fixed before the run
-        columns["transport_cipher"] = pc.coalesce(columns.pop("own_cipher"), columns["transport_cipher"])
+            chosen = indices[start : start + size]
+            if name in _STRINGS:  # written as the dictionary it is: no string repeated per row, none hashed again
+                mask = None if nulls[name] is None else nulls[name][chosen]
+                columns[name] = pa.DictionaryArray.from_arrays(
+                    pa.array(chosen.astype(np.int32, copy=False), mask=mask), values.fill_null("")
+                )
+            else:
+                columns[name] = values.take(pa.array(chosen))
+        if own_used:
+            # a workload that negotiates its own cipher (TLS) records it on the sample; it wins over
+            # the variant's, which was fixed before the run
+            own = own_cipher[1].take(pa.array(own_cipher[0][start : start + size]))
+            chosen = pc.coalesce(own, columns["transport_cipher"].cast(pa.string()))
+            columns["transport_cipher"] = chosen.dictionary_encode()
         value = part.column("value").combine_chunks().cast(pa.float64())
         columns["value"] = pc.if_else(pc.is_nan(value), pa.scalar(None, pa.float64()), value)  # NaN: missing
         columns["repetition"] = part.column("repetition").combine_chunks().cast(pa.int64())
         for name in ("warmup", "contended"):
             columns[name] = part.column(name).combine_chunks().fill_null(False).cast(pa.bool_())
-        arrays = [
-            pa.repeat(columns[name], part.num_rows) if isinstance(columns[name], pa.Scalar) else columns[name]
-            for name in SCHEMA.names
-        ]
-        yield pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+        yield pa.RecordBatch.from_arrays([columns[name] for name in SCHEMA.names], schema=WRITTEN)
 
 
 def _same(missing: str | None) -> Callable[[Any], Any]:
