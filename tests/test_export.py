@@ -209,3 +209,163 @@ def test_two_exports_to_one_name_never_mix_and_a_dead_exports_leftover_is_remove
     assert len({r["bundle"] for r in rows}) == 1 and winners[0][1].startswith(f"{out}: {len(rows)} samples")
     assert not dead.exists() and alive.exists()
     assert [p.name for p in tmp_path.glob(".*.partial")] == [alive.name]
+
+
+#: a bundle of every shape a sample may have: the variant's protection layers and what served
+#: them, a cipher the workload negotiated itself, a summary statistic, contended and warmup samples,
+#: no direction, no execution, times with and without fractions and offsets, and one that is no time
+CRAFTED_VARIANTS = [
+    {"storage": "encrypted", "storage_mechanism": "dm-crypt", "storage_cipher_driver": "xts-aes-aesni",
+     "storage_cipher_accelerated": True, "storage_cipher_MBps": 1234.5, "transport": "tls",
+     "transport_aes_accelerated": False, "transport_cipher": "aes-gcm"},
+    {"storage": "tmpfs", "storage_mechanism": "user-path"},
+    {},
+]  # fmt: skip
+CRAFTED_TIMES = ["2026-01-01T00:00:00Z", "2026-01-01T00:00:01.123456Z", "2026-01-01T02:00:01+02:00", "not a time"]
+
+
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory) -> Path:
+    from ccbench.attestation import finish_bundle
+    from ccbench.bundle import BundleWriter
+    from ccbench.model import Sample
+
+    environment = {
+        "hostname": "crafted-host",
+        "machine_id": "m-1",
+        "tee": {"technology": "tdx", "evidence": []},
+        "cpu": {"model": "Xeon Crafted", "threads": 8, "microcode": "0x2b"},
+        "memory": {"total_bytes": 1 << 34},
+        "kernel": {"release": "6.9.0"},
+        "storage": {"protection": "plain"},
+        "virtualization": "kvm",
+        "provenance": {"page_size": 4096, "vcpus": 8, "smt": True, "thp": {"enabled": "always", "defrag": "madvise"},
+                       "swiotlb": {"bytes": 67108864, "source": "kernel-log"}, "kernel_cmdline": "ro quiet",
+                       "hugepages_total": 0, "tdx_idle": "tdx idle line", "hypervisor": "kvm", "microcode": "0x2b"},
+    }  # fmt: skip
+    writer = BundleWriter.create(
+        tmp_path_factory.mktemp("crafted"), {"plan": {"name": "c"}, "environment": environment}
+    )
+    samples = []
+    for i in range(41):
+        metadata = {"case": {"rw": "randread", "bs": "4k"}} if i % 2 else {}
+        if i % 10 == 0:
+            metadata = {"statistic": "mean", "transport_cipher": "TLS_AES_256_GCM_SHA384"}
+        samples.append(
+            Sample(
+                workload=f"w{i % 4}",
+                kind="fio" if i % 4 else "prime",
+                params={"z": 1, "a": [i % 2, 2]} if i % 3 else {},
+                variant=CRAFTED_VARIANTS[i % 3],
+                metric="m",
+                unit="s" if i % 7 else "MB/s",
+                value=i / 3,
+                better=None if i % 6 == 0 else "lower",
+                repetition=i % 3,
+                warmup=i % 9 == 0,
+                timestamp=CRAFTED_TIMES[i % 4],
+                contended=i % 8 == 0,
+                execution=f"e{i % 5}" if i % 2 else None,
+                raw=f"raw/e{i % 5}" if i % 2 else None,
+                metadata=metadata,
+            )
+        )
+    writer.append_samples(samples)
+    writer.close()
+    finish_bundle(writer.path, provider=None)
+    return writer.path
+
+
+def _expected_time(text):
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def test_every_row_is_its_journal_line_with_its_bundles_facts(crafted, tmp_path):
+    """Row n of the export is line n of the journal (read here with json, not by ccbench), every
+    column, with the facts of its manifest: the file, not only its agreement with the CSV."""
+    from ccbench.cases import case_text
+
+    out = tmp_path / "crafted.parquet"
+    done = run_ccbench("export", crafted, "-o", out)
+    assert done.returncode == 0, done.stderr
+    rows = pq.read_table(out).to_pylist()
+    lines = [json.loads(line) for line in (crafted / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == len(lines) == 41
+    layers = {
+        0: ("dm-crypt", "tls", "crafted-host / TDX / dm-crypt / tls"),
+        1: ("tmpfs (own path)", None, "crafted-host / TDX / tmpfs (own path)"),
+        2: (None, None, "crafted-host / TDX"),
+    }
+    for number, (row, sample) in enumerate(zip(rows, lines, strict=True)):
+        variant, metadata = sample["variant"], sample["metadata"]
+        assert (row["label"], row["bundle"], row["machine_id"]) == ("crafted-host", str(crafted), "m-1")
+        assert (row["storage"], row["transport"], row["config"]) == layers[number % 3]
+        for name in ("workload", "kind", "metric", "unit", "better", "repetition", "warmup", "contended"):
+            assert row[name] == sample[name], (number, name)
+        assert row["value"] == sample["value"]
+        assert row["params"] == json.dumps(sample["params"], sort_keys=True, separators=(",", ":"))
+        assert row["execution"] == (sample["execution"] or "") and row["raw"] == (sample["raw"] or "")
+        assert row["timestamp"] == _expected_time(sample["timestamp"]), number
+        assert row["case"] == (case_text(metadata.get("case") or {}) or "")
+        assert row["summary_statistic"] is (metadata.get("statistic") == "mean")
+        # the cipher the workload negotiated wins over the variant's
+        assert row["transport_cipher"] == (metadata.get("transport_cipher") or variant.get("transport_cipher"))
+        assert row["storage_cipher_driver"] == variant.get("storage_cipher_driver")
+        assert row["storage_cipher_accelerated"] is variant.get("storage_cipher_accelerated")
+        assert row["transport_aes_accelerated"] is variant.get("transport_aes_accelerated")
+        assert row["storage_cipher_MBps"] == variant.get("storage_cipher_MBps")
+        assert (row["tee_technology"], row["cpu_model"], row["cpu_threads"]) == ("tdx", "Xeon Crafted", 8)
+        assert (row["memory_bytes"], row["kernel_release"], row["virtualization"]) == (1 << 34, "6.9.0", "kvm")
+        assert (row["storage_protection"], row["hostname"], row["imported"]) == ("plain", "crafted-host", False)
+        assert (row["page_size"], row["vcpus"], row["smt"], row["swiotlb_bytes"]) == (4096, 8, True, 67108864)
+        assert (row["thp_enabled"], row["microcode"], row["tdx_idle"]) == ("always", "0x2b", "tdx idle line")
+        assert row["snp_policy"] is None and row["tee_evidence_verified"] is None
+
+
+def test_the_file_has_the_documented_types_whatever_its_values(bundles, tmp_path):
+    """The Parquet file's schema is the documented one (docs/bundle-format.md, Export), also where a
+    column's values are all missing (the prime bundle has no storage cipher, no evidence): a flag
+    stays a flag, a speed a number, the text plain text (not dictionary-encoded)."""
+    docs = (REPO / "docs" / "bundle-format.md").read_text()
+    section = docs[docs.index("## Export") :]
+    kinds = {"string": pa.string(), "double": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}
+    kinds["timestamp (UTC)"] = pa.timestamp("us", tz="UTC")
+    documented = {name: kinds[kind] for name, kind in re.findall(r"^\| `(\w+)` \| ([^|]+?) \|", section, re.MULTILINE)}
+    out = tmp_path / "measured.parquet"
+    assert run_ccbench("export", bundles[0], "-o", out).returncode == 0
+    schema = pq.read_schema(out)
+    assert {field.name: field.type for field in schema} == documented
+    assert list(schema.names) == list(documented)  # in the documented order
+
+
+def test_a_bundle_split_over_batches_is_the_same_table(crafted, bundles):
+    """A bundle larger than one batch is written in several, each of the same schema, together the
+    same rows as in one."""
+    from ccbench.bundle import read_bundle
+    from ccbench.results.export import SCHEMA, WRITTEN, bundle_batches
+
+    for path in (crafted, *bundles):
+        bundle = read_bundle(path, samples=False)
+        whole = pa.Table.from_batches(list(bundle_batches(bundle, {}, rows=1 << 20)), schema=WRITTEN)
+        parts = list(bundle_batches(bundle, {}, rows=4))
+        assert len(parts) == -(-whole.num_rows // 4) and all(p.schema == WRITTEN for p in parts)
+        assert pa.Table.from_batches(parts).cast(SCHEMA).equals(whole.cast(SCHEMA))
+
+
+def test_a_bundle_that_cannot_be_read_midway_leaves_no_output(crafted, bundles, tmp_path):
+    """The export is written as it reads: a bundle that fails after others were written (here a
+    journal line cut, read with --allow-unverified) is the one-line error, with no output file and
+    no staged file left, the reading thread's error raised by the command."""
+    broken = shutil.copytree(crafted, tmp_path / "broken" / crafted.name)
+    lines = (broken / "samples.jsonl").read_text().splitlines()
+    (broken / "samples.jsonl").write_text("\n".join([*lines[:5], lines[5][:20], *lines[6:]]) + "\n")
+    out = tmp_path / "never.parquet"
+    done = run_ccbench("export", bundles[0], crafted, broken, "-o", out, "--allow-unverified")
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert len([line for line in done.stderr.splitlines() if not line.startswith("warning:")]) == 1, done.stderr
+    assert not out.exists() and not list(tmp_path.glob(".*.partial"))

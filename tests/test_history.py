@@ -451,3 +451,43 @@ def test_the_history_page_works_in_headless_chromium(tmp_path):
     assert "<dt>kernel_cmdline</dt><dd>quiet swiotlb=force</dd>" in hovered
     nothing, _ = dom("#workload=prime&moved=1")
     assert re.search(r'id="count"[^>]*>0 of 3 series<', nothing) and "no series matches these filters" in nothing
+
+
+def test_an_add_hashes_each_journal_once(tmp_path, monkeypatch):
+    """The check before reading, the run id and the columnar reader all need the journal's SHA-256:
+    one read of it serves the three (remembered by the file's identity), a second add none; the
+    run id is still the digest over the bundle's files, as a fresh full read gives it."""
+    from bundles import write
+
+    from ccbench.attestation import digests as listed
+    from ccbench.attestation.digests import digest_list, list_digest
+    from ccbench.attestation.onread import check_before_reading
+    from ccbench.bundle import digests
+    from ccbench.results.history import Store, add_bundles
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    samples = [
+        Sample(workload="prime", kind="prime", params={"n": i % 7}, variant={}, metric="time", unit="s",
+               value=1.0 + i / 1e4, better="lower", repetition=i, warmup=False, timestamp="2026-01-01T00:00:00Z")
+        for i in range(6000)
+    ]  # fmt: skip
+    bundle = write(tmp_path / "runs", "host", "none", samples)
+    assert (bundle / "samples.jsonl").stat().st_size > digests.REMEMBER_FROM  # a journal whose digest is remembered
+    reads = []
+    hash_file = digests.sha256_file
+
+    def counted(path):
+        reads.append(Path(path).name)
+        return hash_file(path)
+
+    monkeypatch.setattr(digests, "sha256_file", counted)
+    monkeypatch.setattr(listed, "sha256_file", counted)
+    store = Store(tmp_path / "history.duckdb")
+    for expected_added in (1, 0):
+        check_before_reading([bundle], finished_only=True)
+        assert add_bundles([bundle], store) == (expected_added, 1 - expected_added)
+    assert reads.count("samples.jsonl") == 1, reads
+    monkeypatch.setattr(digests, "sha256_file", hash_file)
+    monkeypatch.setattr(listed, "sha256_file", hash_file)
+    run_ids = set(store.frame()["run_id"])
+    assert run_ids == {"bundle-" + list_digest(digest_list(bundle, remembered=False))}

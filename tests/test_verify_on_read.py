@@ -234,8 +234,8 @@ def test_the_digest_of_a_large_file_is_remembered_by_identity(tmp_path, cache):
 
 
 def test_the_journal_digest_is_one_helper_remembered_or_read_in_full(tmp_path, cache):
-    """bundle.digests.journal_sha256: the columnar cache's key (remembered) and the history's run
-    identity (read in full) are the same SHA-256 of samples.jsonl; a bundle without one has the
+    """bundle.digests.journal_sha256: remembered (the columnar cache's key, the history's run
+    identity) and read in full, the same SHA-256 of samples.jsonl; a bundle without one has the
     empty file's."""
     import hashlib
 

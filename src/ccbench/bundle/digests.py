@@ -75,8 +75,8 @@ def remembered_sha256(path: Path) -> str:
 
 def journal_sha256(bundle: Path, remembered: bool = True) -> str:
     """The SHA-256 of the bundle's journal (samples.jsonl), an empty file's where it has none;
-    ``remembered``: through remembered_sha256 (the analysis), else read in full (the history's run
-    identity, recomputed from the content every time)."""
+    ``remembered``: through remembered_sha256 (the analysis, the history's run identity), else read
+    in full."""
     journal = Path(bundle) / SAMPLES
     if not journal.exists():
         return hashlib.sha256().hexdigest()

@@ -29,7 +29,7 @@ def command(bundles, out: Path, format_name: str | None, force: bool, labels, al
     are included and flagged. The columns are documented in docs/bundle-format.md ("Export")."""
     from ccbench.analysis.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.results.export import check_output, export_table, write
+    from ccbench.results.export import check_output, export
 
     unverified = check_before_reading(bundles, allow_unverified, finished_only=True)
     if unverified:
@@ -37,6 +37,5 @@ def command(bundles, out: Path, format_name: str | None, force: bool, labels, al
 
     format_name = format_name or ("csv" if out.suffix.lower() == ".csv" else "parquet")
     check_output(out, format_name, force)  # before the work, as well as when writing
-    frame = export_table(bundles, parse_labels(labels))
-    write(frame, out, format_name, force)
-    click.echo(f"{out}: {len(frame)} samples from {frame['bundle'].nunique()} bundle(s), {format_name}")
+    rows, taken = export(bundles, out, format_name, parse_labels(labels), force)
+    click.echo(f"{out}: {rows} samples from {taken} bundle(s), {format_name}")

@@ -85,6 +85,24 @@ def section(probe: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def recorded_facts(probe: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The machine as the probe itself recorded it (no provenance block, no fallback, None where it
+    said nothing): what the export joins to each sample and the history keeps with each run."""
+    probe = probe or {}
+    cpu = section(probe, "cpu")
+    return {
+        "tee_technology": section(probe, "tee").get("technology"),
+        "cpu_model": cpu.get("model"),
+        "cpu_threads": cpu.get("threads"),
+        "microcode": cpu.get("microcode"),
+        "memory_bytes": section(probe, "memory").get("total_bytes"),
+        "kernel_release": section(probe, "kernel").get("release"),
+        "virtualization": probe.get("virtualization"),
+        "storage_protection": section(probe, "storage").get("protection"),
+        "hostname": probe.get("hostname"),
+    }
+
+
 def machine_identity(probe: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
     """(hostname, machine_id) as the probe recorded them; the machine_id falls back to the hostname."""
     probe = probe or {}

@@ -63,13 +63,17 @@ def otava_binary() -> Path | None:
 def run_id_of(bundle_path: Path) -> str:
     """The run's identity, recomputed from the bundle's content (never read from what attestation.json
     claims, which a tampered copy could share with the genuine bundle): the digest over every file
-    (attestation's list digest) for an attested bundle, else the journal's SHA-256."""
+    (attestation's list digest) for an attested bundle, else the journal's SHA-256. A large file's
+    digest is the one remembered by its identity (ccbench.bundle.digests.remembered_sha256: the
+    same file, unchanged since), so the journal that the check before reading and the columnar
+    reader hash too is read once per ``history add``, not three times; a tampered copy is another
+    file, hashed anew."""
     from ccbench.attestation.digests import ATTESTATION_FILE, digest_list, list_digest
     from ccbench.bundle.digests import journal_sha256
 
     if (bundle_path / ATTESTATION_FILE).exists():
-        return "bundle-" + list_digest(digest_list(bundle_path))
-    return "journal-" + journal_sha256(bundle_path, remembered=False)
+        return "bundle-" + list_digest(digest_list(bundle_path, remembered=True))
+    return "journal-" + journal_sha256(bundle_path)
 
 
 def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFrame:
@@ -81,6 +85,7 @@ def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFr
     samples = sample_set(bundles, labels, frame=False)
     connection = samples.connection()
     try:
+        connection.execute("SET enable_progress_bar = false")  # DuckDB would draw it on the terminal
         medians = connection.sql(
             "SELECT bundle, grp, cfg, unit, better, median(value) AS median, count(*) AS n, "
             "bool_or(contended) AS contended, min(row) AS first FROM measured "
@@ -107,21 +112,18 @@ def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFr
 
 
 def _run_facts(bundle, run_id: str, labels: dict[str, str]) -> dict[str, Any]:
+    from ccbench.probe.facts import recorded_facts
     from ccbench.results.export import provenance_columns
 
-    probe, manifest = bundle.probe, bundle.manifest
-    cpu = probe.get("cpu") or {}
+    manifest, recorded = bundle.manifest, recorded_facts(bundle.probe)
     facts = {
         "run_id": run_id,
         "bundle": str(bundle.path),
         "label": machine_of(bundle.probe, bundle.path, labels)[0],
         "started_at": pd.to_datetime(manifest.get("started_at"), utc=True),
-        "kernel_release": (probe.get("kernel") or {}).get("release"),
         "ccbench_version": (manifest.get("tool") or {}).get("version"),
-        "cpu_model": cpu.get("model"),
-        "microcode": cpu.get("microcode"),
-        "tee_technology": (probe.get("tee") or {}).get("technology"),
         "plan": (manifest.get("plan") or {}).get("name"),
+        **{name: recorded[name] for name in ("kernel_release", "cpu_model", "microcode", "tee_technology")},
     }
     provenance = provenance_columns(bundle)
     facts.update({name: _text(provenance.get(name)) for name in PROVENANCE})
