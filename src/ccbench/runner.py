@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import ccbench.schedule as scheduling
-from ccbench.bundle import BundleWriter, read_bundle
+from ccbench.bundle import BundleWriter, finish_samples, read_bundle
 from ccbench.errors import CCBenchError
 from ccbench.model import (
     ExecutionRecord,
@@ -303,14 +303,7 @@ class Runner:
                 writer.manifest["status"] = "failed" if failed else "complete"
             writer.write_manifest()
             writer.close()
-            try:
-                from ccbench.bundle.columnar import finish_run_samples  # pyarrow: only when a run ends
-            except ImportError:
-                # a fleet host's wheelhouse has no pyarrow: the journal is the record (its digest
-                # is in the list below), and the controller converts it when it gathers the bundle
-                self.reporter.message("samples.parquet not written (no pyarrow here): samples.jsonl holds every sample")
-            else:
-                finish_run_samples(writer.path, self.reporter.message)  # before the digest list, which covers it
+            finish_samples(writer.path, self.reporter.message)  # before the digest list, which covers it
             self._attest(writer.path)
         return RunResult(
             bundle=writer.path,

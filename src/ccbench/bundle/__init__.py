@@ -19,7 +19,7 @@ is needed).
 
 from __future__ import annotations
 
-from ccbench.bundle.journal import BundleWriter, bundle_dir_name, cut_torn_line, unused_path
+from ccbench.bundle.journal import BundleWriter, bundle_dir_name, cut_torn_line, finish_samples, unused_path
 from ccbench.bundle.layout import (
     CHUNK,
     EXECUTIONS,
@@ -49,6 +49,7 @@ __all__ = [
     "bundle_holding",
     "cut_torn_line",
     "find_bundles",
+    "finish_samples",
     "read_bundle",
     "unused_path",
 ]

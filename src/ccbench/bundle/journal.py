@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,3 +144,15 @@ class BundleWriter:
         for handle in (self._samples, self._executions):
             if handle is not None and not handle.closed:
                 handle.close()
+
+
+def finish_samples(bundle: Path, report: Callable[[str], None]) -> None:
+    """When a run ends, before its digest list: samples.parquet from the journal (bundle.columnar),
+    where pyarrow is installed. A fleet host's wheelhouse has none: the journal stays the record (its
+    digest is in the list) and the controller converts it when it gathers the bundle."""
+    try:
+        from ccbench.bundle.columnar import finish_run_samples  # pyarrow: only when a run ends
+    except ImportError:
+        report("samples.parquet not written (no pyarrow here): samples.jsonl holds every sample")
+        return
+    finish_run_samples(bundle, report)

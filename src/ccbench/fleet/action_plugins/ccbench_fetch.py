@@ -92,7 +92,8 @@ class ActionModule(ActionBase):
         settings, the play's control path), or None where streaming is not available: a connection
         other than ssh, or a password (it is typed by sshpass or askpass in the plugin's own run)."""
         connection = self._connection
-        if getattr(connection, "transport", None) != "ssh" or not hasattr(connection, "_build_command"):
+        # every Ansible connection names its kind in .transport (an abstract property of ConnectionBase)
+        if connection.transport != "ssh" or not hasattr(connection, "_build_command"):
             return None
         try:
             if connection.get_option("password") or self._play_context.password:
