@@ -222,19 +222,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
         Ok(())
     }
 
-    /// Send one message (bytes or a tensor), fragmented into records as needed.
-    pub async fn send(&mut self, frame: &Frame<'_>) -> Result<(), ChannelError> {
+    /// Whether a message of `total` bytes may be sent: the channel open, the size within its limit.
+    fn admit(&self, total: usize) -> Result<(), ChannelError> {
         if self.closed {
             return Err(ChannelError::Closed);
         }
-        let (kind, tensor_header, data) = frame.encode_parts();
-        let total = tensor_header.len() + data.len();
         if total > self.max_message {
             return Err(ChannelError::MessageTooLarge {
                 len: total as u64,
                 max: self.max_message as u64,
             });
         }
+        Ok(())
+    }
+
+    /// Send one message (bytes or a tensor), fragmented into records as needed.
+    pub async fn send(&mut self, frame: &Frame<'_>) -> Result<(), ChannelError> {
+        let (kind, tensor_header, data) = frame.encode_parts();
+        let total = tensor_header.len() + data.len();
+        self.admit(total)?;
         let mut extra = [0u8; START_EXTRA];
         extra[0] = kind;
         extra[1..].copy_from_slice(&(total as u64).to_be_bytes());
@@ -257,10 +263,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
             Ok::<(), ChannelError>(())
         }
         .await;
-        match result {
-            Ok(()) => Ok(()),
-            Err(error) => self.fail(error),
-        }
+        result.or_else(|error| self.fail(error))
     }
 
     /// Send one message of raw bytes sealed in place in the caller's buffer: no copy of `data` is
@@ -276,16 +279,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
         if !self.stream.is_write_vectored() {
             return self.send(&Frame::bytes(data)).await;
         }
-        if self.closed {
-            return Err(ChannelError::Closed);
-        }
         let total = data.len();
-        if total > self.max_message {
-            return Err(ChannelError::MessageTooLarge {
-                len: total as u64,
-                max: self.max_message as u64,
-            });
-        }
+        self.admit(total)?;
         let result = async {
             let mut header = [0u8; BASE_HEADER + START_EXTRA];
             let mut kind = RecordType::Start;
@@ -318,10 +313,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
             Ok::<(), ChannelError>(())
         }
         .await;
-        match result {
-            Ok(()) => Ok(()),
-            Err(error) => self.fail(error),
-        }
+        result.or_else(|error| self.fail(error))
     }
 
     pub(crate) async fn send_attestation(&mut self, json: &[u8]) -> Result<(), ChannelError> {
