@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from bundles import write_bundle
+from conftest import run_ccbench
 
 from ccbench.attestation import digests
 from ccbench.attestation.verify import verify_bundle
@@ -215,21 +216,14 @@ def test_a_host_run_without_pyarrow_keeps_the_journal_and_the_controller_convert
         '[[workloads]]\nkind = "command"\ncommand = "true"\n'
     )
     run_dir = tmp_path / "run"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ccbench",
-            "run",
-            str(plan),
-            "--out",
-            str(run_dir / "out"),
-            "--workdir",
-            str(tmp_path / "work"),
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": f"{tmp_path / 'block'}:{SRC}"},
+    done = run_ccbench(
+        "run",
+        plan,
+        "--out",
+        run_dir / "out",
+        "--workdir",
+        tmp_path / "work",
+        env={"PYTHONPATH": f"{tmp_path / 'block'}:{SRC}"},
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
