@@ -10,7 +10,7 @@ Measures, in one run:
     checked unpack, each time beside a plain `ssh cat` of the same bytes (the floor) and their
     ratio; target at least 100 MB/s.
 
-Usage: python benchmarks/bench_fleet.py [--size-mb 100] [--gather-runs 5] [--gather-only] [--out DIR]
+Usage: python benchmarks/bench_fleet.py [--size-mb 100] [--gather-runs 5] [--gather-only] [--cold-only N] [--out DIR]
 The wheelhouse is built (or taken from the cache) before the timed runs, as a user's second
 `fleet run` would find it; the first-ever build (a few MB from PyPI) is reported separately.
 """
@@ -269,12 +269,23 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--gather-only", action="store_true", help="only the gathering measurement")
     parser.add_argument("--gather-runs", type=int, default=5, help="gatherings (each beside its ssh cat)")
+    parser.add_argument(
+        "--cold-only",
+        type=int,
+        metavar="N",
+        default=0,
+        help="only N cold starts, each on a host whose ccbench directory was removed first (to compare "
+        "revisions: run this script with PYTHONPATH set to each revision's src, in turns)",
+    )
     args = parser.parse_args()
     reason = testhosts.unavailable()
     if reason:
         raise SystemExit(f"cannot make SSH test hosts here: {reason}")
     started = time.time()
-    built = wheelhouse.build()
+    # the wheelhouse this plan's hosts get (no precision target: no scipy, where the revision under
+    # measurement knows that distinction), built before the timed runs
+    precision = {"precision": False} if hasattr(wheelhouse, "plan_needs_precision") else {}
+    built = wheelhouse.build(**precision)
     print(
         f"wheelhouse {built.key}: {built.tar.stat().st_size / 1e6:.1f} MB, "
         f"{'built' if built.built else 'from the cache'} in {time.time() - started:.1f} s"
@@ -287,6 +298,18 @@ def main() -> None:
         with testhosts.SSHHosts(work / "hosts", ["h1", "h2"]) as hosts:
             inventory = work / "hosts.ini"
             inventory.write_text(hosts.inventory_text(baseline="h1"))
+            if args.cold_only:
+                cold = []
+                for number in range(args.cold_only):
+                    shutil.rmtree(hosts.hosts["h1"].home / ".ccbench-fleet", ignore_errors=True)
+                    manifest, wall = fleet_run(plan, inventory, work / f"cold{number}", "--limit", "h1")
+                    cold.append(timings(manifest)["h1"])
+                    print(
+                        f"cold host: first remote execution {cold[-1]['first_execution_s']:.1f} s after the command "
+                        f"(install {cold[-1].get('install_s', 0):.1f} s), whole run {wall:.1f} s"
+                    )
+                print(json.dumps({"cold": cold}))
+                return
             if args.gather_only:
                 fleet_run(plan, inventory, work / "cold", "--limit", "h1")  # installs the agent that packs
                 results = gather_series(hosts, inventory, built.key, args.size_mb, work, args.gather_runs)

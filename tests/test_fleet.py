@@ -172,7 +172,15 @@ def test_two_hosts_bring_back_two_bundles_and_one_report(hosts, inventory, plans
         assert "first_execution_s" in host["rounds"]["run"]["timings"]
     # each host has its own tree: the install happened in two different homes
     for host in hosts.hosts.values():
-        assert (host.home / ".ccbench-fleet" / "venv" / "bin" / "ccbench").exists()
+        venv = host.home / ".ccbench-fleet" / "venv"
+        assert (venv / "bin" / "ccbench").exists()
+        # installed by the pip shipped in the wheelhouse (no ensurepip), into the venv as well, and
+        # nothing compiled ahead: a module no run imports has no bytecode
+        pip = subprocess.run([venv / "bin" / "python", "-m", "pip", "--version"], capture_output=True, text=True)
+        assert pip.returncode == 0 and str(venv) in pip.stdout, pip
+        site = next((venv / "lib").glob("python3.*/site-packages"))
+        assert (site / "pip" / "_internal" / "cli" / "main.py").is_file()
+        assert not list((site / "pip" / "_internal" / "operations").rglob("*.pyc"))
     report = (directory / "report.html").read_text()
     assert "plain" in report and "confidential" in report
     comparison = (directory / "compare.txt").read_text()

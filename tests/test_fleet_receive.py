@@ -198,7 +198,7 @@ BLOCK_PYARROW = """
 import sys
 class _Block:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("pyarrow", "duckdb", "pandas"):
+        if name.split(".")[0] in ("pyarrow", "duckdb", "pandas", "scipy"):
             raise ImportError("not in a fleet host's wheelhouse: " + name)
 sys.meta_path.insert(0, _Block())
 """

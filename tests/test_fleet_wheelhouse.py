@@ -48,3 +48,20 @@ def test_a_planned_extra_the_controller_lacks_is_left_out_with_the_reason(monkey
     reason = left_out["datascience"]
     assert "ccbench-absent-package is not installed on the controller" in reason
     assert "bash scripts/setup.sh --with datascience" in reason and "skip" in reason
+
+
+def test_scipy_goes_to_hosts_only_for_a_plan_with_a_precision_or_detect_target(tmp_path):
+    """scipy (more than half of what a host installs) serves only the precision rule's t intervals;
+    pip goes in always (hosts run it from its wheel: no ensurepip)."""
+    from ccbench.plan import load_plan
+
+    base = 'name = "p"\n[[workloads]]\nkind = "command"\ncommand = "true"\n'
+    fixed, precise, detecting = (tmp_path / f"{n}.toml" for n in ("fixed", "precise", "detect"))
+    fixed.write_text(base)
+    precise.write_text(base + 'precision = "2%"\n')
+    detecting.write_text(base + 'detect = "5%"\n')
+    needs = [wheelhouse.plan_needs_precision(load_plan(str(p))) for p in (fixed, precise, detecting)]
+    assert needs == [False, True, True]
+    without = wheelhouse.closure(wheelhouse.host_requirements([], precision=False))
+    assert "scipy" not in without and {"numpy", "pip", "cryptography"} <= set(without)
+    assert "scipy" in wheelhouse.closure(wheelhouse.host_requirements([], precision=True))

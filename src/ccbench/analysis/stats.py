@@ -16,7 +16,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special  # the t distribution without importing all of scipy.stats (0.5 s)
+
+# scipy.special (the t distributions, without importing all of scipy.stats: 0.5 s) is imported where
+# it is used: the run summary takes only coefficient_of_variation from here, and a fleet host gets
+# scipy only when its plan has a precision or detect target (ccbench.fleet.wheelhouse)
 
 CONFIDENCE = 0.95
 MIN_SAMPLES = 3
@@ -54,6 +57,8 @@ def ratio_interval(baseline: np.ndarray, other: np.ndarray, confidence: float = 
     dof = (var_a + var_b) ** 2 / (
         (var_a**2 / (len(log_a) - 1) if var_a else 0) + (var_b**2 / (len(log_b) - 1) if var_b else 0)
     )
+    from scipy import special
+
     t = special.stdtrit(dof, 0.5 + confidence / 2)
     p_value = 2 * special.stdtr(dof, -abs(diff / se))
     return RatioInterval(math.exp(diff), math.exp(diff - t * se), math.exp(diff + t * se), float(p_value))
@@ -86,6 +91,8 @@ def minimum_detectable_effect(se, dof, confidence: float = CONFIDENCE, power: fl
     below -t, adds under 0.1 point at 80% and is left out). A fraction (0.021 for 2.1%), the same
     either way on the log scale: a ratio of 1.021 for a lower-is-better metric, 1/1.021 for a
     higher-is-better one. Arrays in, arrays out; NaN where se or dof is not finite or dof < 1."""
+    from scipy import special
+
     se, dof = np.broadcast_arrays(np.asarray(se, dtype=float), np.asarray(dof, dtype=float))
     usable = np.isfinite(se) & np.isfinite(dof) & (dof >= 1) & (se >= 0)
     out = np.full(se.shape, np.nan)
@@ -113,6 +120,8 @@ def reported_mde(se, dof, smaller_side):
 def detection_power(effect, se, dof, confidence: float = CONFIDENCE):
     """The chance that the two-sided t test above finds a relative ``effect`` (a fraction) significant
     in the direction of the effect: the inverse of minimum_detectable_effect, for the simulations."""
+    from scipy import special
+
     effect, se, dof = (np.asarray(a, dtype=float) for a in (effect, se, dof))
     critical = special.stdtrit(dof, 0.5 + confidence / 2)
     return 1 - special.nctdtr(dof, np.log1p(effect) / se, critical)

@@ -197,7 +197,10 @@ class Controller:
         )
         for component, reason in left_out.items():
             self.echo(f"{component}: {reason}")
-        wheelhouse = wheelhouse_module.build(components, log=self.echo)
+        # scipy only for plans with a precision or detect target (a fleet.json of an older version,
+        # resumed, has no such field: it gets scipy, as it did then)
+        precision = any(h.get("precision", True) for h in fleet.hosts.values())
+        wheelhouse = wheelhouse_module.build(components, precision=precision, log=self.echo)
         fleet.wheelhouse = {
             "key": wheelhouse.key,
             "python": wheelhouse.python,
@@ -307,6 +310,7 @@ class Controller:
             h.key: {
                 **h.public(),
                 "setup_components": self._components(plan, h.components),
+                "precision": wheelhouse_module.plan_needs_precision(plan),
                 "peer_address": inventory.by_name(h.peer).address if h.peer else None,
             }
             for h in inventory.hosts

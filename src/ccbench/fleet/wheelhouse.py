@@ -4,9 +4,9 @@ environment, packed as one tar and cached on the controller.
 
 Remote hosts often have no internet (confidential VMs are locked down; the test hosts have
 none), so they install with ``pip --no-index`` from this tar. It holds only what running a plan
-needs (click, rich, pydantic, psutil, orjson, and numpy and scipy for the run summary's
-coefficient of variation and the --precision intervals), not the rest of the analysis stack
-(pandas, matplotlib, pyarrow, DuckDB: compare, report and the Parquet conversion run on the controller), plus the
+needs (click, rich, pydantic, psutil, orjson, numpy; scipy only when a host's plan has a precision
+or detect target, for its intervals), not the rest of the analysis stack (pandas, matplotlib,
+pyarrow, DuckDB: compare, report and the Parquet conversion run on the controller), plus the
 Python packages of the set-up components a host asks for (``ccbench_components``) where the
 package has such an extra, and the set-up scripts (``scripts/setup.sh``, ``scripts/setup.d/``)
 that hosts run in fleet-host mode for their components.
@@ -50,9 +50,14 @@ RUNNER_REQUIREMENTS = (
     "orjson",
     "packaging",
     "numpy",
-    "scipy",
     "cryptography",
 )
+#: only for plans with a precision or detect target (the t and noncentral t distributions of
+#: ccbench.analysis.precision): scipy is 113 of the 203 MB a host installs and more than half its files
+PRECISION_REQUIREMENTS = ("scipy",)
+#: what installs them on a host: pip, run from its wheel (the host's venv is made without ensurepip,
+#: which byte-compiles pip and took most of a cold host's install)
+INSTALLER_REQUIREMENTS = ("pip",)
 
 
 @dataclass
@@ -177,11 +182,23 @@ def python_tag() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def build(components: list[str] | None = None, *, log=None) -> Wheelhouse:
-    """The wheelhouse for these components, from the cache when it is there."""
+def plan_needs_precision(plan) -> bool:
+    """Whether a plan's run repeats towards a precision or detect target (then hosts need scipy)."""
+    return any(w.precision is not None or w.detect is not None for w in plan.workloads)
+
+
+def host_requirements(components: list[str], *, precision: bool) -> list[str]:
+    """The distributions a host's wheelhouse starts from (their dependencies are added by closure)."""
+    extra = list(PRECISION_REQUIREMENTS) if precision else []
+    return list(RUNNER_REQUIREMENTS) + extra + list(INSTALLER_REQUIREMENTS) + component_requirements(components)
+
+
+def build(components: list[str] | None = None, *, precision: bool = True, log=None) -> Wheelhouse:
+    """The wheelhouse for these components (with scipy when ``precision``: a plan with a precision or
+    detect target), from the cache when it is there."""
     components = sorted(set(components or []))
     root = checkout_root()
-    pins = closure(list(RUNNER_REQUIREMENTS) + component_requirements(components))
+    pins = closure(host_requirements(components, precision=precision))
     platform = sysconfig.get_platform()
     material = "\n".join([python_tag(), platform, *[f"{k}=={v}" for k, v in sorted(pins.items())], source_digest(root)])
     key = hashlib.sha256(material.encode()).hexdigest()[:16]
