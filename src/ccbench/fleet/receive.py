@@ -120,6 +120,13 @@ class _ForwardReader:
     def __init__(self, stream: BinaryIO):
         self.stream = stream
         self.position = 0
+        # one read of the pipe at a time (what is there) rather than as many as fill the buffer:
+        # what arrived is hashed and written while ssh goes on filling the pipe, instead of ssh
+        # waiting on a full pipe while the receiver hashes and writes a whole buffer (measured over
+        # one SSH connection, 105 MB, medians of 7 interleaved rounds: 1.22 s instead of 1.42 s at
+        # load 8-9, 1.29 s instead of 1.95 s at load 12; tar into SHA-256 alone 1.10 and 0.86 s).
+        # A reading thread ahead of the hashing, or a writing thread behind it, measured slower.
+        self._readinto = getattr(stream, "readinto1", None) or stream.readinto
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
@@ -137,7 +144,7 @@ class _ForwardReader:
         return data
 
     def readinto(self, view: memoryview) -> int:
-        count = self.stream.readinto(view) or 0
+        count = self._readinto(view) or 0
         self.position += count
         return count
 
