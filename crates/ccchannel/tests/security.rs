@@ -855,3 +855,47 @@ async fn a_stream_without_vectored_writes_gets_the_same_messages() {
     };
     tokio::join!(sent, received);
 }
+
+#[tokio::test]
+async fn a_reader_polled_alongside_the_sender_takes_each_record_before_the_next_is_sealed() {
+    // the sender yields between a message's records, so a reader polled by the same executor (here
+    // the other branch of a join!, which rotates which branch it polls first) finds one or two
+    // records in the pipe at a time, however deep the pipe: without the yields its first read would
+    // take the whole four-record message at once
+    let chunk = ccchannel::record::MAX_CHUNK;
+    let message = pattern_of(4 * chunk);
+    for in_place in [false, true] {
+        let (a, mut b) = duplex(16 << 20);
+        let mut sender = keyed_sender(a);
+        let sent = async {
+            if in_place {
+                sender.send_in_place(&mut message.clone()).await.unwrap();
+            } else {
+                sender.send(&Frame::bytes(&message)).await.unwrap();
+            }
+            sender.close().await.unwrap();
+        };
+        let read = async {
+            let mut buffer = vec![0u8; 16 << 20];
+            let (mut largest, mut reads, mut total) = (0, 0, 0);
+            loop {
+                let n = b.read(&mut buffer).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                largest = largest.max(n);
+                reads += 1;
+                total += n;
+            }
+            (largest, reads, total)
+        };
+        let ((), (largest, reads, total)) = tokio::join!(sent, read);
+        // START (14-byte header), three CONTINUEs and CLOSE (5 each)
+        assert_eq!(total, (14 + chunk + 16) + 3 * (5 + chunk + 16) + (5 + 16));
+        assert!(reads >= 3, "in place {in_place}: {reads} reads");
+        assert!(
+            largest < 3 * chunk,
+            "in place {in_place}: one read took {largest} bytes, three records or more"
+        );
+    }
+}
