@@ -559,9 +559,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
 /// executor gets to it). A message of several records yields after each: a reader polled by the
 /// same executor (another task on this thread, or the other branch of a `join!`) takes each record
 /// while it is still in this core's cache, instead of the sender running ahead by a whole pipe's
-/// depth and the reader copying the records back out of memory (examples/paired_throughput, 4 MiB
-/// pipe, 2026-11-26, load 10 on 2 cores: send_in_place from 0.69 to 0.82 of the AEAD floor, send
-/// from 0.61 to 0.74, medians of six runs of 7 rounds). On a socket it costs one re-poll per record.
+/// depth and the reader copying the records back out of memory. examples/paired_throughput on
+/// 2026-11-26, load 8-13 on 2 cores, medians of runs of 7 rounds interleaved with the code before:
+/// over a 4 MiB pipe send_in_place went from 0.70 to 0.84 of the AEAD floor and send from 0.63 to
+/// 0.75 (11 runs), over 1 MiB from 0.72 to 0.82 (3 runs); over a 512 KiB pipe, which already holds
+/// the sender back, it measured 0.74 against 0.80 without the yields (6 runs): not a win at every
+/// depth. On a socket it costs one re-poll per record.
 async fn yield_once() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {
