@@ -256,7 +256,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
             };
             self.maybe_rekey().await?;
             for chunk in rest.chunks(MAX_CHUNK) {
-                yield_once().await;
                 self.write_record(RecordType::Continue, &[], chunk).await?;
                 self.maybe_rekey().await?;
             }
@@ -273,8 +272,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
     /// chunk and its tag, so the one copy a byte takes is the stream's own (the pipe's or the
     /// socket's). On return, successful or not, `data` holds ciphertext: the caller's plaintext is
     /// consumed. The records are those `send(&Frame::bytes(data))` writes (the same wire format).
-    ///
-    /// Between records the sender yields once to the executor (see `yield_once`).
     ///
     /// A stream without vectored writes (`is_write_vectored` false) would turn each record into
     /// three writes; there the message goes through [`Channel::send`]'s send buffer instead.
@@ -311,9 +308,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
                 self.maybe_rekey().await?;
                 kind = RecordType::Continue;
                 next = chunks.next();
-                if next.is_some() {
-                    yield_once().await;
-                }
             }
             self.stream.flush().await?;
             Ok::<(), ChannelError>(())
@@ -553,30 +547,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Channel<S> {
     pub fn stream_mut(&mut self) -> &mut S {
         &mut self.stream
     }
-}
-
-/// Return to the executor once (the task is woken at once, so it is polled again as soon as the
-/// executor gets to it). A message of several records yields after each: a reader polled by the
-/// same executor (another task on this thread, or the other branch of a `join!`) takes each record
-/// while it is still in this core's cache, instead of the sender running ahead by a whole pipe's
-/// depth and the reader copying the records back out of memory. examples/paired_throughput on
-/// 2026-11-26, load 8-13 on 2 cores, medians of runs of 7 rounds interleaved with the code before:
-/// over a 4 MiB pipe send_in_place went from 0.70 to 0.84 of the AEAD floor and send from 0.63 to
-/// 0.75 (11 runs), over 1 MiB from 0.72 to 0.82 (3 runs); over a 512 KiB pipe, which already holds
-/// the sender back, it measured 0.74 against 0.80 without the yields (6 runs): not a win at every
-/// depth. On a socket it costs one re-poll per record.
-async fn yield_once() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await
 }
 
 /// Write all of `parts`, in order, with vectored writes (one call when the stream takes it all).
