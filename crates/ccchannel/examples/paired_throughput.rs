@@ -1,12 +1,13 @@
 //! Paired on CPU time: one core's AEAD seal+open of 1 MiB (ccchannel-bench's floor loop) against
-//! the channel moving 1 MiB messages one way over a 4 MiB tokio duplex pipe, sent borrowed
+//! the channel moving 1 MiB messages one way over a tokio duplex pipe (4 MiB deep unless told, as in
+//! ccchannel-bench), sent borrowed
 //! (`send(&Frame::bytes(..))`: copied into the send buffer, sealed there) and in place
 //! (`send_in_place`: sealed in the sender's buffer), received with `recv_into`. The three alternate
 //! inside one process, in a rotating order, each timed on this thread's CPU time
 //! (`/proc/thread-self/schedstat`), so that a shared, loaded machine's preemptions count against
 //! none of them; the figures are per-round ratios and their medians.
 //!
-//!     cargo run --release -p ccchannel --example paired_throughput [rounds] [MiB per round]
+//!     cargo run --release -p ccchannel --example paired_throughput [rounds] [MiB per round] [pipe KiB]
 
 use ccchannel::testing::channel_with_keys;
 use ccchannel::{Cipher, Frame};
@@ -46,8 +47,8 @@ fn aead(messages: usize) -> f64 {
     (messages * MIB) as f64 / ((cpu_ns() - start) as f64 / 1e9) / 1e6
 }
 
-async fn channel(messages: usize, in_place: bool) -> f64 {
-    let (a, b) = duplex(4 * MIB);
+async fn channel(messages: usize, in_place: bool, pipe: usize) -> f64 {
+    let (a, b) = duplex(pipe);
     let mut sender = channel_with_keys(a, [1; 32], [2; 32], 64 * MIB);
     let mut receiver = channel_with_keys(b, [2; 32], [1; 32], 64 * MIB);
     let mut message = vec![0xA5u8; MIB];
@@ -82,6 +83,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(15, |a| a.parse().expect("rounds"));
     let messages: usize = args.next().map_or(64, |a| a.parse().expect("MiB per round"));
+    let pipe: usize = args.next().map_or(4096, |a| a.parse::<usize>().expect("pipe KiB")) << 10;
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let (mut floor, mut borrowed, mut in_place) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
@@ -89,8 +91,8 @@ fn main() {
         for step in 0..3 {
             match (round + step) % 3 {
                 0 => f = aead(messages),
-                1 => b = runtime.block_on(channel(messages, false)),
-                _ => i = runtime.block_on(channel(messages, true)),
+                1 => b = runtime.block_on(channel(messages, false, pipe)),
+                _ => i = runtime.block_on(channel(messages, true, pipe)),
             }
         }
         println!(
