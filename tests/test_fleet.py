@@ -355,6 +355,21 @@ def test_components_are_set_up_by_the_shipped_scripts_or_skipped_with_the_reason
         gathered = manifest["hosts"][label]["rounds"]["run"]["gathered"]
         assert gathered["files"] > 3 and gathered["attestation"] == "match", gathered
     assert manifest["gathering"]["transfer_method"]
+    # again, same wheelhouse and components: h1, where every one was ok, is not set up again (its
+    # earlier results are reported, marked); h2, where storage was unavailable, is set up again
+    again = tmp_path / "again"
+    done = fleet(
+        "run", plan, "--inventory", inventory(extra_vars="ccbench_components=browser"), "--out", again, "--no-report"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    second = json.loads((_fleet_dir(again) / "fleet.json").read_text())["hosts"]
+    assert {n: r.get("earlier") for n, r in second["plain"]["component_setup"].items()} == {
+        "browser": True,
+        "storage": True,
+    }, second["plain"]["component_setup"]
+    assert second["plain"]["component_setup"]["storage"]["status"] == "ok"
+    assert "earlier" not in second["confidential"]["component_setup"]["storage"]
+    assert second["confidential"]["component_setup"]["storage"]["status"] == "unavailable"
 
 
 def test_rounds_mode_runs_each_repetition_on_every_host_before_the_next(hosts, inventory, plans, tmp_path):

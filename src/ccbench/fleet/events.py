@@ -117,6 +117,9 @@ def _task_reported(run: HostRun, kind: str, task: str, document: dict | None, re
             run.started = True
         if task == "ccbench:components" and kind == "ok":
             run.components = document.get("components")
+        if task == "ccbench:connect" and kind == "ok" and isinstance(document.get("components"), dict):
+            # set up by this wheelhouse on an earlier run (the components task is then skipped)
+            run.components = {name: {**result, "earlier": True} for name, result in document["components"].items()}
         if task == "ccbench:stop" and kind == "ok":
             run.stopped = document.get("state") != "running"
             if document.get("exit_code") == 0 and run.outcome == "pending":

@@ -391,11 +391,13 @@ def mirror(timeout_s: float = 4.0) -> str:
     return "; ".join(reasons)
 
 
-def setup(scripts: Path, venv: Path, components: list[str], run_dir: Path) -> dict:
+def setup(scripts: Path, venv: Path, components: list[str], run_dir: Path, record: Path | None = None) -> dict:
     """Run the shipped set-up scripts for each component in fleet-host mode (``setup.sh --host
     --with NAME``: system packages only, no apt call when they are all there, none either when no
     mirror answers). One component's failure does not stop the others; each one's log is kept in
-    ``run_dir/setup/NAME.log``."""
+    ``run_dir/setup/NAME.log``. When every one is ok, the results go to ``record`` (the playbook's
+    connect task reads it: later runs of this wheelhouse asking for the same components skip the
+    set-up and report these results, marked ``earlier``)."""
     results = {}
     logs = run_dir / "setup"
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -430,6 +432,10 @@ def setup(scripts: Path, venv: Path, components: list[str], run_dir: Path) -> di
             "apt_called": any(line.startswith("[setup] apt-get") for line in output.splitlines()),
             "seconds": round(time.monotonic() - started, 2),
         }
+    if record is not None and all(r["status"] == "ok" for r in results.values()):
+        partial = record.with_name(record.name + ".partial")
+        partial.write_text(json.dumps({"asked": components, "components": results}))
+        os.replace(partial, record)
     return {"components": results}
 
 
@@ -496,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--scripts", type=Path, help="the shipped scripts/ directory (setup)")
     parser.add_argument("--venv", type=Path, help="the host's ccbench venv (setup)")
+    parser.add_argument("--record", type=Path, help="where the results go when every component is ok (setup)")
     parser.add_argument("--grace", type=float, default=120.0, help="seconds a SIGINTed run may take to stop")
     parser.add_argument("--plan-file", help="name of the plan file to write into the run directory (start)")
     parser.add_argument("--plan-content", help="its content (start)")
@@ -521,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--run-dir is required")
     run_dir = args.run_dir.expanduser()
     if args.action == "setup":
-        print(json.dumps(setup(args.scripts, args.venv, ccbench_args, run_dir)))
+        print(json.dumps(setup(args.scripts, args.venv, ccbench_args, run_dir, args.record)))
         return 0
     if args.action == "supervise":
         return supervise(run_dir, args.ccbench_args)
