@@ -725,3 +725,24 @@ def test_the_report_machines_table_has_a_row_per_provenance_key(tmp_path):
         "TDX TEE_TCB_SVN 04010700000000000000000000000000, MRSEAM ffc97a"
     )
     assert "TD attributes 0000001000000000 (debug off, SEPT_VE_DISABLE on)" in rows["provenance: TEE evidence"]
+
+
+def test_the_reports_verdict_from_remembered_digests_is_verifys_and_still_sees_a_change(tmp_path, monkeypatch):
+    # the report's machines section reads the large files' digests the check on reading remembered
+    # (verify_bundle(remembered=True)); `ccbench verify` hashes every byte: the two say the same,
+    # before and after a large file changes
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    bundle = make_bundle(tmp_path)
+    journal = bundle / "samples.jsonl"
+    journal.write_text('{"metric": "x", "value": 1}\n' * 80_000)  # past the 1 MiB from which digests are remembered
+    finish_bundle(bundle, provider=MockProvider())
+    for _ in range(2):  # the second reads the note the first wrote
+        assert verify_bundle(bundle, remembered=True).summary() == verify_bundle(bundle).summary()
+        assert verify_bundle(bundle, remembered=True).exit_code == 0
+    assert list((tmp_path / "cache").rglob("*-*")), "no digest remembered"
+    changed = bytearray(journal.read_bytes())
+    changed[len(changed) // 2] ^= 0x01
+    journal.write_bytes(bytes(changed))
+    verdict = verify_bundle(bundle, remembered=True)
+    assert (verdict.exit_code, verdict.changes) == (EXIT_TAMPERED, {"changed": ["samples.jsonl"]})
+    assert verdict.summary() == verify_bundle(bundle).summary()

@@ -156,3 +156,11 @@ def test_a_first_load_converts_in_the_helper_too(tmp_path, monkeypatch):
         shared = engine.sample_set(load_bundles(paths, samples=False), helper=helper)
     assert len(list(cache_dir().glob("*.parquet"))) == len(paths)
     pd.testing.assert_frame_equal(compare(shared), compare(ccbench.load(paths)))
+
+
+def test_the_engines_duckdb_draws_no_progress_bar(tmp_path):
+    # DuckDB's progress bar is on by default and drawn on stdout past two seconds: into a compare's JSON
+    samples = engine.sample_set(load_bundles(write_bundles(tmp_path), samples=False))
+    for connection in (samples.connection(), engine.connect()):
+        assert connection.sql("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
+        connection.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 from scipy import special
@@ -307,7 +306,7 @@ def _statistics(data: pd.DataFrame) -> pd.DataFrame:
     contended samples, the group's labels, unit and direction, and the machine level (machines,
     m_log_mean, m_log_var: ccbench.analysis.engine.group_statistics), computed in DuckDB."""
     rows, codes = engine.frame_rows(data, GROUP)
-    connection = duckdb.connect()
+    connection = engine.connect()
     try:
         connection.register("frame_rows", rows)
         stats = engine.group_statistics(connection, "SELECT * FROM frame_rows")

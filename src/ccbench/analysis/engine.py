@@ -99,7 +99,7 @@ class SampleSet:
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with ``measured`` and the small tables registered."""
-        connection = duckdb.connect()
+        connection = connect()
         connection.register("measured", self.measured)
         machines = pd.DataFrame(
             {
@@ -152,6 +152,13 @@ class SampleSet:
             connection.close()
         table["config"] = [self.configs[c] for c in table["cfg"]]
         return table[["config", "measured", "contended"]]
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection without the progress bar (on by default: drawn on stdout past 2 s)."""
+    connection = duckdb.connect()
+    connection.execute("SET enable_progress_bar = false")
+    return connection
 
 
 def sample_set(

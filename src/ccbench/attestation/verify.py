@@ -121,9 +121,12 @@ def verify_bundle(
     collateral: str | Path | None = None,
     require_attestation: bool = False,
     at: int | None = None,
+    remembered: bool = False,
 ) -> Verdict:
     """``at``: the verification time (Unix seconds) for certificate validity and the CRL's freshness;
-    None is now."""
+    None is now. ``remembered``: large files' digests as the analysis remembers them by file identity
+    (attestation.digests.digest_list), for the report, which has just checked them on reading;
+    `ccbench verify` hashes every byte."""
     bundle = Path(bundle_path)
     if not bundle.is_dir():
         raise CCBenchError(
@@ -146,7 +149,7 @@ def verify_bundle(
         verdict.exit_code = EXIT_TAMPERED
         return verdict
     recorded = document["files"]
-    current = digest_list(bundle)
+    current = digest_list(bundle, remembered=remembered)
     verdict.files = len(current)
     changes = compare(recorded, current)
     verdict.changes = {k: v for k, v in changes.items() if v}

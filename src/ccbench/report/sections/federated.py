@@ -36,7 +36,7 @@ def _source(params: dict) -> str:
 
 def build(ctx: ReportContext) -> Section | None:
     samples = ctx.samples
-    if samples.empty or "federated" not in set(samples["kind"]):
+    if samples.empty or not samples["kind"].eq("federated").any():
         return None
     data = samples[(samples["kind"] == "federated") & (~samples["warmup"])].copy()
     if data.empty:

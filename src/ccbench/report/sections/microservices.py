@@ -28,7 +28,7 @@ def _load_label(row: pd.Series) -> str:
 
 def _frame(ctx: ReportContext) -> pd.DataFrame | None:
     samples = ctx.samples
-    if samples.empty or "microservices" not in set(samples["kind"]):
+    if samples.empty or not samples["kind"].eq("microservices").any():
         return None
     data = samples[(samples["kind"] == "microservices") & (~samples["warmup"])].copy()
     if data.empty:

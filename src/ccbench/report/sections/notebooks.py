@@ -27,7 +27,7 @@ CHARTS = [
 
 def build(ctx: ReportContext) -> Section | None:
     samples = ctx.samples
-    if samples.empty or "notebook" not in set(samples["kind"]):
+    if samples.empty or not samples["kind"].eq("notebook").any():
         return None
     data = samples[(samples["kind"] == "notebook") & (~samples["warmup"])]
     totals = data[data["metric"] == "total_s"]

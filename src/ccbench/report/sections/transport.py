@@ -170,7 +170,7 @@ def build(ctx: ReportContext) -> Section | None:
 def _transport_samples(samples: pd.DataFrame) -> pd.DataFrame | None:
     """The measured transport samples with their pipe and payload as columns (a missing transport is
     plaintext), or None when there are none."""
-    if samples.empty or "transport" not in set(samples["kind"]):
+    if samples.empty or not samples["kind"].eq("transport").any():
         return None
     data = samples[(samples["kind"] == "transport") & (~samples["warmup"])].copy()
     if data.empty:
