@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from ccbench.analysis import load as loading
 from ccbench.bundle import Bundle
 from ccbench.bundle.columnar import columnar_file, is_converted, read_samples
+from ccbench.bundle.journal_stream import connect
 from ccbench.helper import Helper, outcome
 from ccbench.probe import facts
 
@@ -152,13 +153,6 @@ class SampleSet:
             connection.close()
         table["config"] = [self.configs[c] for c in table["cfg"]]
         return table[["config", "measured", "contended"]]
-
-
-def connect() -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection without the progress bar (on by default: drawn on stdout past 2 s)."""
-    connection = duckdb.connect()
-    connection.execute("SET enable_progress_bar = false")
-    return connection
 
 
 def sample_set(

@@ -27,6 +27,16 @@ _ENCODED = ("workload", "kind", "metric", "unit", "better", "execution", "raw", 
 _BATCH_ROWS = 16_384
 
 
+def connect() -> Any:
+    """An in-memory DuckDB connection without the progress bar (on by default, and drawn on stdout
+    past 2 s: into a compare's JSON); the conversion here and the analysis engine use it."""
+    import duckdb
+
+    connection = duckdb.connect()
+    connection.execute("SET enable_progress_bar = false")
+    return connection
+
+
 def stream_journal(journal: Path, target: Any, metadata: dict[bytes, bytes], scratch: Path | None = None) -> bool:
     """Write the journal's samples in the layout above to ``target`` (a path or an Arrow output
     stream) as Parquet, parsed by DuckDB's JSON reader (multi-threaded, in C++: a fifth of the CPU
@@ -88,10 +98,8 @@ def _duckdb_batches(duckdb: Any, handle: Any, spill: Any) -> dict[str, list[str]
         [(name, pa.int32() if name in dictionaries else types[name]) for name, _ in SCALARS]
         + [(name, pa.int32()) for name in JSON_FIELDS]
     )
-    # no progress bar: DuckDB would draw it on stdout (a compare's JSON) for a long conversion
-    connection = duckdb.connect()
+    connection = connect()
     try:
-        connection.execute("SET enable_progress_bar = false")
         if not _only_known_fields(handle):
             # a line with other fields than the layout's (a Sample may carry extra ones, kept in
             # ``extra``) is rare: the record reader converts such a journal

@@ -85,7 +85,6 @@ def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFr
     samples = sample_set(bundles, labels, frame=False)
     connection = samples.connection()
     try:
-        connection.execute("SET enable_progress_bar = false")  # DuckDB would draw it on the terminal
         medians = connection.sql(
             "SELECT bundle, grp, cfg, unit, better, median(value) AS median, count(*) AS n, "
             "bool_or(contended) AS contended, min(row) AS first FROM measured "
