@@ -434,8 +434,11 @@ def setup(scripts: Path, venv: Path, components: list[str], run_dir: Path, recor
         }
     if record is not None and all(r["status"] == "ok" for r in results.values()):
         partial = record.with_name(record.name + ".partial")
-        partial.write_text(json.dumps({"asked": components, "components": results}))
-        os.replace(partial, record)
+        try:
+            partial.write_text(json.dumps({"asked": components, "components": results}))
+            os.replace(partial, record)
+        except OSError:
+            pass  # only a shortcut for the next run: without it the next run sets them up again
     return {"components": results}
 
 
