@@ -55,6 +55,17 @@ class Section:
     css_class: str = ""
 
 
+def measured_of_kind(samples: pd.DataFrame, kind: str) -> pd.DataFrame | None:
+    """The measured samples (no warmup) of one workload kind, or None when there is no sample of
+    that kind at all (the kind's section is then left out)."""
+    if samples.empty:
+        return None
+    of_kind = samples["kind"].eq(kind)
+    if not of_kind.any():
+        return None
+    return samples[of_kind & ~samples["warmup"]]
+
+
 @dataclass
 class ReportContext:
     #: ccbench.load(...) output, warmup rows included (filter on the ``warmup`` column)

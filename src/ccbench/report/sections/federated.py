@@ -10,7 +10,7 @@ import json
 
 import pandas as pd
 
-from ccbench.report.sections import ReportContext, Section, Table
+from ccbench.report.sections import ReportContext, Section, Table, measured_of_kind
 
 ORDER = 52
 TRANSPORTS = ["plain", "tls", "securechannel"]
@@ -36,9 +36,10 @@ def _source(params: dict) -> str:
 
 def build(ctx: ReportContext) -> Section | None:
     samples = ctx.samples
-    if samples.empty or not samples["kind"].eq("federated").any():
+    data = measured_of_kind(samples, "federated")
+    if data is None:
         return None
-    data = samples[(samples["kind"] == "federated") & (~samples["warmup"])].copy()
+    data = data.copy()
     if data.empty:
         return None
     params = data["params"].map(json.loads)

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from ccbench.analysis.stats import ratio_interval
 from ccbench.report.charts import PALETTE
-from ccbench.report.sections import Figure, ReportContext, Section, Table
+from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
 
 ORDER = 55
 PERCENTILES = ("p50", "p99", "p99.9")
@@ -28,9 +28,10 @@ def _load_label(row: pd.Series) -> str:
 
 def _frame(ctx: ReportContext) -> pd.DataFrame | None:
     samples = ctx.samples
-    if samples.empty or not samples["kind"].eq("microservices").any():
+    data = measured_of_kind(samples, "microservices")
+    if data is None:
         return None
-    data = samples[(samples["kind"] == "microservices") & (~samples["warmup"])].copy()
+    data = data.copy()
     if data.empty:
         return None
     params = data["params"].map(json.loads)

@@ -10,7 +10,7 @@ import pandas as pd
 from ccbench.analysis import format as fmt
 from ccbench.analysis.stats import NOISY_CV, coefficients_of_variation
 from ccbench.report import charts
-from ccbench.report.sections import Figure, ReportContext, Section, Table
+from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
 from ccbench.report.takeaways import from_comparison
 
 ORDER = 55
@@ -27,9 +27,9 @@ CHARTS = [
 
 def build(ctx: ReportContext) -> Section | None:
     samples = ctx.samples
-    if samples.empty or not samples["kind"].eq("notebook").any():
+    data = measured_of_kind(samples, "notebook")
+    if data is None:
         return None
-    data = samples[(samples["kind"] == "notebook") & (~samples["warmup"])]
     totals = data[data["metric"] == "total_s"]
     if totals.empty:
         return None

@@ -9,7 +9,7 @@ from functools import partial
 import pandas as pd
 
 from ccbench.report import charts
-from ccbench.report.sections import Figure, ReportContext, Section, Table
+from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
 
 ORDER = 50
 #: charted here, left out of the per-workload charts (sections/workloads): the per-cell metrics
@@ -170,9 +170,10 @@ def build(ctx: ReportContext) -> Section | None:
 def _transport_samples(samples: pd.DataFrame) -> pd.DataFrame | None:
     """The measured transport samples with their pipe and payload as columns (a missing transport is
     plaintext), or None when there are none."""
-    if samples.empty or not samples["kind"].eq("transport").any():
+    data = measured_of_kind(samples, "transport")
+    if data is None:
         return None
-    data = samples[(samples["kind"] == "transport") & (~samples["warmup"])].copy()
+    data = data.copy()
     if data.empty:
         return None
     data["pipe"] = _param(data, "pipe")
