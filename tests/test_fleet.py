@@ -173,9 +173,11 @@ def test_two_hosts_bring_back_two_bundles_and_one_report(hosts, inventory, plans
     # each host has its own tree: the install happened in two different homes
     for host in hosts.hosts.values():
         venv = host.home / ".ccbench-fleet" / "venv"
-        assert (venv / "bin" / "ccbench").exists()
-        # installed by the pip shipped in the wheelhouse (no ensurepip), into the venv as well, and
-        # nothing compiled ahead: a module no run imports has no bytecode
+        # the files the controller installed once, moved in: the entry point runs with the host's
+        # venv python, pip is there (no ensurepip), and nothing was compiled ahead (a module no run
+        # imports has no bytecode)
+        launcher = (venv / "bin" / "ccbench").read_text().splitlines()[0]
+        assert launcher == "#!/root/.ccbench-fleet/venv/bin/python", launcher
         pip = subprocess.run([venv / "bin" / "python", "-m", "pip", "--version"], capture_output=True, text=True)
         assert pip.returncode == 0 and str(venv) in pip.stdout, pip
         site = next((venv / "lib").glob("python3.*/site-packages"))

@@ -21,9 +21,11 @@ from ccbench.fleet.records import HostRun, iso_to_epoch, one_line
 PHASES = {
     "ccbench:connect": "connect",
     "ccbench:python": "connect",
+    "ccbench:platform": "connect",
     "ccbench:install": "install",
     "ccbench:install copy": "install",
-    "ccbench:install pip": "install",
+    "ccbench:install files": "install",
+    "ccbench:install pip": "install",  # the name of that task before 0.1's installed-files wheelhouse
     "ccbench:components": "install",
     "ccbench:start": "run",
     "ccbench:run": "run",

@@ -106,9 +106,7 @@ def _play(controller, fleet: FleetRun, wheelhouse, names: list[str], action: str
             "action": action,
             "run_id": fleet.run_id,
             "hosts": {name: _host_vars(fleet, name, services, bound) for name in names},
-            "python": wheelhouse.python,
-            "wheelhouse_tar": str(wheelhouse.tar),
-            "wheelhouse_key": wheelhouse.key,
+            **wheelhouse.play_vars(),
             "plan_content": "",
             "plan_suffix": "",
             # a serving host is never stopped through the flag: unserve follows whatever happens

@@ -1,15 +1,24 @@
 """The wheelhouse shipped to fleet hosts: ccbench built from this checkout plus the Python
 packages a remote ``ccbench run`` needs, pinned to the versions resolved in the controller's
-environment, packed as one tar and cached on the controller.
+environment, installed once on the controller into a staging tree, packed as one tar of the
+installed files and cached on the controller.
 
 Remote hosts often have no internet (confidential VMs are locked down; the test hosts have
-none), so they install with ``pip --no-index`` from this tar. It holds only what running a plan
-needs (click, rich, pydantic, psutil, orjson, numpy; scipy only when a host's plan has a precision
-or detect target, for its intervals), not the rest of the analysis stack (pandas, matplotlib,
+none), so everything comes in this tar. It holds only what running a plan needs (click, rich,
+pydantic, psutil, orjson, numpy, cryptography; scipy only when a host's plan has a precision or
+detect target, for its intervals), not the rest of the analysis stack (pandas, matplotlib,
 pyarrow, DuckDB: compare, report and the Parquet conversion run on the controller), plus the
 Python packages of the set-up components a host asks for (``ccbench_components``) where the
 package has such an extra, and the set-up scripts (``scripts/setup.sh``, ``scripts/setup.d/``)
 that hosts run in fleet-host mode for their components.
+
+Installed, not as wheels: a host does no pip run, unpacks no wheel and compiles nothing (the
+controller's pip did the work once per wheelhouse; ``hostinstall``, shipped as ``install.py``, moves
+the files into the host's venv). pip on the host checked that the wheels suit it; the playbook's
+connect task checks instead what ``host_needs`` records in the tar (``requires.json``, its first
+member): the platform, the Python implementation and version, and the newest glibc the wheels'
+manylinux tags ask. The price: the tar holds the installed bytes (about 3x the wheels' for a plan
+without scipy), which the copy to each host carries.
 
 Cache: ``$CCBENCH_CACHE`` or ``~/.cache/ccbench``, under ``fleet/``: downloaded wheels in
 ``wheels/`` (kept across versions), one ``wheelhouse-<key>.tar`` per key, the key covering the
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata as metadata
+import json
 import os
 import re
 import shutil
@@ -33,8 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import parse_wheel_filename
 
 from ccbench.errors import EnvironmentProblem
+from ccbench.fleet import hostinstall
 from ccbench.fsutil import atomic_target
 
 #: what `ccbench run` imports on a host (checked by the fleet tests, which run plans with only these)
@@ -55,9 +67,13 @@ RUNNER_REQUIREMENTS = (
 #: only for plans with a precision or detect target (the t and noncentral t distributions of
 #: ccbench.analysis.precision): scipy is 113 of the 203 MB a host installs and more than half its files
 PRECISION_REQUIREMENTS = ("scipy",)
-#: what installs them on a host: pip, run from its wheel (the host's venv is made without ensurepip,
-#: which byte-compiles pip and took most of a cold host's install)
+#: pip, among the installed files: the host's venv is made without ensurepip (which byte-compiled pip
+#: and took most of a cold host's install), and a venv without pip would surprise its user
 INSTALLER_REQUIREMENTS = ("pip",)
+
+
+#: what the tar holds: the files installed once by the controller (site-packages/, prefix/, install.py)
+LAYOUT = "installed-tree-1"
 
 
 @dataclass
@@ -67,6 +83,12 @@ class Wheelhouse:
     pins: dict[str, str]
     python: str
     built: bool  # False when it came from the cache
+    #: what a host needs for these installed files: {"platform", "implementation", "glibc" ("" for none)}
+    requires: dict[str, str]
+
+    def play_vars(self) -> dict[str, str]:
+        """The playbook's view: the tar to copy, its key, and what the connect task checks the host against."""
+        return {"python": self.python, "wheelhouse_tar": str(self.tar), "wheelhouse_key": self.key, **self.requires}
 
 
 def cache_root() -> Path:
@@ -200,12 +222,14 @@ def build(components: list[str] | None = None, *, precision: bool = True, log=No
     root = checkout_root()
     pins = closure(host_requirements(components, precision=precision))
     platform = sysconfig.get_platform()
-    material = "\n".join([python_tag(), platform, *[f"{k}=={v}" for k, v in sorted(pins.items())], source_digest(root)])
+    material = "\n".join(
+        [LAYOUT, python_tag(), platform, *[f"{k}=={v}" for k, v in sorted(pins.items())], source_digest(root)]
+    )
     key = hashlib.sha256(material.encode()).hexdigest()[:16]
     cache = cache_root()
     tar = cache / f"wheelhouse-{key}.tar"
     if tar.is_file():
-        return Wheelhouse(key, tar, pins, python_tag(), built=False)
+        return Wheelhouse(key, tar, pins, python_tag(), built=False, requires=_read_requires(tar))
     cache.mkdir(parents=True, exist_ok=True)
     wheels = cache / "wheels"
     wheels.mkdir(exist_ok=True)
@@ -238,19 +262,109 @@ def build(components: list[str] | None = None, *, precision: bool = True, log=No
                 f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
                 "(needs setuptools and wheel in this environment)"
             )
+        shipped = [*sorted(out.glob("ccbench-*.whl")), *(_cached_wheel(wheels, n, v) for n, v in sorted(pins.items()))]
+        if log:
+            log(f"installing {len(shipped)} wheel(s) once for the fleet hosts (they receive the installed files)")
+        site, rest = _prepare(shipped, Path(temporary) / "prefix")
+        requires = host_needs(shipped)
         with atomic_target(tar) as partial, tarfile.open(partial, "w") as archive:
-            for wheel in sorted(out.glob("ccbench-*.whl")):
-                archive.add(wheel, arcname=wheel.name)
-            for name, version in sorted(pins.items()):
-                wheel = _cached_wheel(wheels, name, version)
-                archive.add(wheel, arcname=wheel.name)
+            # first member: what the host needs, read back from the cache without a scan of the tar
+            needs = Path(temporary) / "requires.json"
+            needs.write_text(json.dumps(requires))
+            archive.add(needs, arcname="requires.json")
+            archive.add(site, arcname="site-packages")
+            for entry in rest:
+                archive.add(entry, arcname=f"prefix/{entry.name}")
+            archive.add(Path(hostinstall.__file__), arcname="install.py")
             # the hosts run these in fleet-host mode for the set-up components (scripts/ inside the tar)
             for script in setup_scripts(root):
                 archive.add(script, arcname=str(script.relative_to(root)))
     for stale in cache.glob("wheelhouse-*.tar"):
         if stale != tar and len(list(cache.glob("wheelhouse-*.tar"))) > 4:
             stale.unlink(missing_ok=True)
-    return Wheelhouse(key, tar, pins, python_tag(), built=True)
+    return Wheelhouse(key, tar, pins, python_tag(), built=True, requires=requires)
+
+
+#: glibc versions of the manylinux tags named before PEP 600 (manylinux_X_Y)
+_LEGACY_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+def host_needs(wheels: list[Path]) -> dict[str, str]:
+    """What a host must have for the files these wheels install: this platform and Python
+    implementation, and the newest glibc any wheel's manylinux tags ask (a wheel tagged for several
+    needs the oldest of them; "" when none asks one). pip on the host checked this; the installed
+    files are checked by the playbook's connect task instead."""
+    needed: tuple[int, int] | None = None
+    for wheel in wheels:
+        _, _, _, tags = parse_wheel_filename(wheel.name)
+        versions = []
+        for tag in tags:
+            legacy = _LEGACY_MANYLINUX.get(tag.platform.split("_", 1)[0])
+            match = re.fullmatch(r"manylinux_(\d+)_(\d+)_\w+", tag.platform)
+            if legacy or match:
+                versions.append(legacy or (int(match.group(1)), int(match.group(2))))
+            else:
+                versions = []  # a tag without a glibc floor ("any", "linux_x86_64"): this wheel asks none
+                break
+        if versions and (needed is None or min(versions) > needed):
+            needed = min(versions)
+    return {
+        "platform": sysconfig.get_platform(),
+        "implementation": sys.implementation.name,
+        "glibc": f"{needed[0]}.{needed[1]}" if needed else "",
+    }
+
+
+def _read_requires(tar: Path) -> dict[str, str]:
+    with tarfile.open(tar) as archive:
+        first = archive.next()
+        handle = archive.extractfile(first) if first is not None and first.name == "requires.json" else None
+        if handle is None:
+            raise EnvironmentProblem(f"{tar} is not a wheelhouse of this ccbench (no requires.json first): delete it")
+        return json.loads(handle.read())
+
+
+#: pip's launcher for an interpreter path too long for a shebang line: three lines, then the script
+_SH_LAUNCHER = b"#!/bin/sh\n'''exec' "
+
+
+def _prepare(wheels: list[Path], prefix: Path) -> tuple[Path, list[Path]]:
+    """Installs the wheels into a staging prefix with this environment's pip (the wheelhouse is
+    built for this Python and platform, and the connect task holds hosts to both): the
+    site-packages directory, and the prefix's other entries (``bin/``, ``share/``, ...), the first
+    line of their scripts the placeholder the host replaces with its venv's python (hostinstall)."""
+    done = _pip(
+        [
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--ignore-installed",
+            "--no-warn-script-location",
+            "--prefix",
+            str(prefix),
+            *map(str, wheels),
+        ],
+        timeout=900,
+    )
+    if done.returncode != 0:
+        raise EnvironmentProblem(
+            f"installing the fleet hosts' wheels into a staging tree failed: {done.stderr.strip()[-300:]}"
+        )
+    sites = sorted(prefix.glob("lib*/python*/site-packages"))
+    if len(sites) != 1:
+        raise EnvironmentProblem(f"pip --prefix made {len(sites)} site-packages directories in {prefix}, not one")
+    for script in sorted((prefix / "bin").glob("*")):
+        content = script.read_bytes()
+        if content.startswith(_SH_LAUNCHER):
+            body = content.split(b"\n", 3)[3]
+        elif content.startswith(b"#!") and b"python" in content.split(b"\n", 1)[0]:
+            body = content.split(b"\n", 1)[1]
+        else:
+            continue
+        script.write_bytes(hostinstall.SHEBANG_PLACEHOLDER + body)
+    lib = sites[0].parents[1]  # lib/ holding pythonX.Y/site-packages and nothing else
+    return sites[0], [entry for entry in sorted(prefix.iterdir()) if entry != lib]
 
 
 def _pip(args: list[str], timeout: float) -> subprocess.CompletedProcess:

@@ -1,0 +1,93 @@
+"""Installs a prepared wheelhouse into a fleet host's venv: the host's side of ``wheelhouse.build``.
+
+The controller installs the wheels once per wheelhouse (its own pip, ``--prefix`` into a staging
+tree) and ships the installed files: ``site-packages/`` (what goes into the venv's purelib),
+``prefix/`` (the rest: ``bin/``, ``share/``, ...) and this file as ``install.py``. On the host,
+``python3 install.py VENV TREE`` makes the venv when there is none (``--without-pip``: pip comes in
+the tree), empties its site-packages when it holds an earlier wheelhouse (no package of that one
+stays behind), and moves the tree's files in: renames on one file system, no unpacking of wheels,
+no compiling (Python compiles what a run imports, on first import). Scripts in ``bin/`` get the
+venv's python as their interpreter (the controller wrote a placeholder there).
+
+Standard library only: it runs with the host's python3 before ccbench is installed there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+#: the first line of the scripts in the tree's prefix/bin/, replaced by the venv's python on the host
+SHEBANG_PLACEHOLDER = b"#!@CCBENCH_VENV_PYTHON@\n"
+
+
+def purelib(python: str) -> str:
+    """The venv's site-packages, as the venv's own python finds it (distributions patch sysconfig)."""
+    asked = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    return subprocess.run([python, "-c", asked], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _move_tree(source: str, target: str) -> None:
+    """Moves every file under ``source`` to the same place under ``target`` (replacing a file there)."""
+    for directory, subdirectories, files in os.walk(source):
+        relative = os.path.relpath(directory, source)
+        destination = os.path.normpath(os.path.join(target, relative))
+        os.makedirs(destination, exist_ok=True)
+        for name in files:
+            os.replace(os.path.join(directory, name), os.path.join(destination, name))
+        for name in subdirectories:
+            link = os.path.join(directory, name)
+            if os.path.islink(link):
+                os.replace(link, os.path.join(destination, name))
+
+
+def _point_scripts(bin_dir: str, python: str) -> None:
+    """Gives the tree's scripts (their first line the placeholder) the venv's python."""
+    if not os.path.isdir(bin_dir):
+        return
+    for name in os.listdir(bin_dir):
+        path = os.path.join(bin_dir, name)
+        with open(path, "rb") as handle:
+            content = handle.read()
+        if content.startswith(SHEBANG_PLACEHOLDER):
+            with open(path, "wb") as handle:
+                handle.write(b"#!" + python.encode() + b"\n" + content[len(SHEBANG_PLACEHOLDER) :])
+
+
+def install(venv: str, tree: str) -> None:
+    venv = os.path.abspath(venv)
+    python = os.path.join(venv, "bin", "python")
+    if not os.access(python, os.X_OK):
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    site = purelib(python)
+    os.makedirs(site, exist_ok=True)
+    # an earlier wheelhouse: its packages go (the venv's own directories beside site-packages, such
+    # as the federated or Otava venvs a component set up, stay)
+    for name in os.listdir(site):
+        path = os.path.join(site, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    staged_prefix = os.path.join(tree, "prefix")
+    _point_scripts(os.path.join(staged_prefix, "bin"), python)
+    _move_tree(os.path.join(tree, "site-packages"), site)
+    if os.path.isdir(staged_prefix):
+        _move_tree(staged_prefix, venv)
+    for leftover in ("site-packages", "prefix"):
+        shutil.rmtree(os.path.join(tree, leftover), ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: install.py VENV TREE", file=sys.stderr)
+        return 2
+    install(args[0], args[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
