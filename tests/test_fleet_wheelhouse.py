@@ -200,3 +200,16 @@ def test_a_host_of_another_platform_is_refused_before_anything_is_installed(tmp_
     assert done.returncode != 0, done.stdout
     assert "wheelhouse was installed on the controller for linux-aarch64" in done.stdout, done.stdout
     assert not (home / "venv").exists()
+
+
+def test_the_cache_keeps_the_newest_wheelhouses_and_installed_trees(tmp_path):
+    """Two checkouts taking turns must not evict each other: the pruning goes by last use."""
+    for age, name in enumerate(
+        ["wheelhouse-a.tar", "wheelhouse-b.tar", "wheelhouse-c.tar", "installed-x", "installed-y"]
+    ):
+        path = tmp_path / name
+        path.mkdir() if name.startswith("installed-") else path.write_bytes(b"t")
+        os.utime(path, (1_000_000 - age * 100, 1_000_000 - age * 100))  # a the newest
+    wheelhouse._prune(tmp_path, "wheelhouse-*.tar", keep=2)
+    wheelhouse._prune(tmp_path, "installed-*", keep=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["installed-x", "wheelhouse-a.tar", "wheelhouse-b.tar"]

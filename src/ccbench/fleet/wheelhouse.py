@@ -221,68 +221,99 @@ def build(components: list[str] | None = None, *, precision: bool = True, log=No
     components = sorted(set(components or []))
     root = checkout_root()
     pins = closure(host_requirements(components, precision=precision))
-    platform = sysconfig.get_platform()
-    material = "\n".join(
-        [LAYOUT, python_tag(), platform, *[f"{k}=={v}" for k, v in sorted(pins.items())], source_digest(root)]
-    )
-    key = hashlib.sha256(material.encode()).hexdigest()[:16]
+    pinned = [LAYOUT, python_tag(), sysconfig.get_platform(), *[f"{k}=={v}" for k, v in sorted(pins.items())]]
+    key = hashlib.sha256("\n".join([*pinned, source_digest(root)]).encode()).hexdigest()[:16]
     cache = cache_root()
     tar = cache / f"wheelhouse-{key}.tar"
     if tar.is_file():
+        os.utime(tar)  # recently used: the pruning keeps the newest
         return Wheelhouse(key, tar, pins, python_tag(), built=False, requires=_read_requires(tar))
     cache.mkdir(parents=True, exist_ok=True)
     wheels = cache / "wheels"
     wheels.mkdir(exist_ok=True)
-    missing = [
-        f"{name}=={version}" for name, version in sorted(pins.items()) if not _cached_wheel(wheels, name, version)
-    ]
-    if missing:
+    _download(wheels, pins, log)
+    dependencies = [_cached_wheel(wheels, name, version) for name, version in sorted(pins.items())]
+    # the pinned packages installed once per pin set (an edited checkout reinstalls only ccbench)
+    installed = cache / f"installed-{hashlib.sha256(chr(10).join(pinned).encode()).hexdigest()[:16]}"
+    if not installed.is_dir():
         if log:
-            log(f"downloading {len(missing)} wheel(s) for the fleet hosts into {wheels}")
-        done = _pip(["download", "--only-binary=:all:", "--no-deps", "-d", str(wheels), *missing], timeout=900)
-        if done.returncode != 0:
-            raise EnvironmentProblem(
-                f"cannot download the wheels fleet hosts install ({', '.join(missing[:4])}...): "
-                f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'pip download failed'}; "
-                "the controller needs PyPI once (the wheels are cached in " + str(wheels) + ")"
-            )
+            log(f"installing {len(dependencies)} wheel(s) once for the fleet hosts (they receive the installed files)")
+        with tempfile.TemporaryDirectory(prefix=".installing-", dir=cache) as staging:
+            _prepare(dependencies, Path(staging) / "prefix")
+            try:
+                os.replace(Path(staging) / "prefix", installed)
+            except OSError:
+                if not installed.is_dir():  # not another build's, finished first
+                    raise
+    os.utime(installed)
     with tempfile.TemporaryDirectory(prefix="ccbench-wheel-") as temporary:
-        source = Path(temporary) / "source"
-        # build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout
-        shutil.copytree(
-            root / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-        )
-        for name in ("pyproject.toml", "README.md", "LICENSE"):
-            if (root / name).is_file():
-                shutil.copy2(root / name, source / name)
-        out = Path(temporary) / "dist"
-        done = _pip(["wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)], timeout=600)
-        if done.returncode != 0:
-            raise EnvironmentProblem(
-                f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
-                "(needs setuptools and wheel in this environment)"
-            )
-        shipped = [*sorted(out.glob("ccbench-*.whl")), *(_cached_wheel(wheels, n, v) for n, v in sorted(pins.items()))]
-        if log:
-            log(f"installing {len(shipped)} wheel(s) once for the fleet hosts (they receive the installed files)")
-        site, rest = _prepare(shipped, Path(temporary) / "prefix")
-        requires = host_needs(shipped)
+        own = _ccbench_wheel(root, Path(temporary))
+        _prepare([own], Path(temporary) / "prefix")
+        requires = host_needs([own, *dependencies])
         with atomic_target(tar) as partial, tarfile.open(partial, "w") as archive:
             # first member: what the host needs, read back from the cache without a scan of the tar
             needs = Path(temporary) / "requires.json"
             needs.write_text(json.dumps(requires))
             archive.add(needs, arcname="requires.json")
-            archive.add(site, arcname="site-packages")
-            for entry in rest:
-                archive.add(entry, arcname=f"prefix/{entry.name}")
+            for prefix in (installed, Path(temporary) / "prefix"):
+                for entry in sorted(_site(prefix).iterdir()):
+                    archive.add(entry, arcname=f"site-packages/{entry.name}")
+                for entry in sorted(prefix.iterdir()):
+                    if entry != _site(prefix).parents[1]:
+                        archive.add(entry, arcname=f"prefix/{entry.name}")
             archive.add(Path(hostinstall.__file__), arcname="install.py")
             # the hosts run these in fleet-host mode for the set-up components (scripts/ inside the tar)
             for script in setup_scripts(root):
                 archive.add(script, arcname=str(script.relative_to(root)))
-    for stale in cache.glob("wheelhouse-*.tar"):
-        if stale != tar and len(list(cache.glob("wheelhouse-*.tar"))) > 4:
-            stale.unlink(missing_ok=True)
+    _prune(cache, "wheelhouse-*.tar", keep=4)
+    _prune(cache, "installed-*", keep=2)
     return Wheelhouse(key, tar, pins, python_tag(), built=True, requires=requires)
+
+
+def _download(wheels: Path, pins: dict[str, str], log) -> None:
+    """The pinned wheels not in the cache yet, from PyPI (the controller needs it once)."""
+    missing = [
+        f"{name}=={version}" for name, version in sorted(pins.items()) if not _cached_wheel(wheels, name, version)
+    ]
+    if not missing:
+        return
+    if log:
+        log(f"downloading {len(missing)} wheel(s) for the fleet hosts into {wheels}")
+    done = _pip(["download", "--only-binary=:all:", "--no-deps", "-d", str(wheels), *missing], timeout=900)
+    if done.returncode != 0:
+        raise EnvironmentProblem(
+            f"cannot download the wheels fleet hosts install ({', '.join(missing[:4])}...): "
+            f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'pip download failed'}; "
+            "the controller needs PyPI once (the wheels are cached in " + str(wheels) + ")"
+        )
+
+
+def _ccbench_wheel(root: Path, temporary: Path) -> Path:
+    """ccbench's wheel, built from a copy of the checkout (an in-tree build would leave build/ and
+    *.egg-info in it)."""
+    source = temporary / "source"
+    shutil.copytree(root / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (root / name).is_file():
+            shutil.copy2(root / name, source / name)
+    out = temporary / "dist"
+    done = _pip(["wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)], timeout=600)
+    if done.returncode != 0:
+        raise EnvironmentProblem(
+            f"building the ccbench wheel failed: {done.stderr.strip()[-300:]} "
+            "(needs setuptools and wheel in this environment)"
+        )
+    return next(out.glob("ccbench-*.whl"))
+
+
+def _prune(cache: Path, pattern: str, keep: int) -> None:
+    """The newest ``keep`` of these cache entries stay (a tar just used was just written or read)."""
+    entries = sorted(cache.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in entries[keep:]:
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
 
 
 #: glibc versions of the manylinux tags named before PEP 600 (manylinux_X_Y)
@@ -328,11 +359,11 @@ def _read_requires(tar: Path) -> dict[str, str]:
 _SH_LAUNCHER = b"#!/bin/sh\n'''exec' "
 
 
-def _prepare(wheels: list[Path], prefix: Path) -> tuple[Path, list[Path]]:
+def _prepare(wheels: list[Path], prefix: Path) -> Path:
     """Installs the wheels into a staging prefix with this environment's pip (the wheelhouse is
-    built for this Python and platform, and the connect task holds hosts to both): the
-    site-packages directory, and the prefix's other entries (``bin/``, ``share/``, ...), the first
-    line of their scripts the placeholder the host replaces with its venv's python (hostinstall)."""
+    built for this Python and platform, and the connect task holds hosts to both); the first line
+    of the scripts in its ``bin/`` becomes the placeholder the host replaces with its venv's python
+    (hostinstall). Returns the prefix's site-packages directory."""
     done = _pip(
         [
             "install",
@@ -351,9 +382,7 @@ def _prepare(wheels: list[Path], prefix: Path) -> tuple[Path, list[Path]]:
         raise EnvironmentProblem(
             f"installing the fleet hosts' wheels into a staging tree failed: {done.stderr.strip()[-300:]}"
         )
-    sites = sorted(prefix.glob("lib*/python*/site-packages"))
-    if len(sites) != 1:
-        raise EnvironmentProblem(f"pip --prefix made {len(sites)} site-packages directories in {prefix}, not one")
+    site = _site(prefix)
     for script in sorted((prefix / "bin").glob("*")):
         content = script.read_bytes()
         if content.startswith(_SH_LAUNCHER):
@@ -363,8 +392,16 @@ def _prepare(wheels: list[Path], prefix: Path) -> tuple[Path, list[Path]]:
         else:
             continue
         script.write_bytes(hostinstall.SHEBANG_PLACEHOLDER + body)
-    lib = sites[0].parents[1]  # lib/ holding pythonX.Y/site-packages and nothing else
-    return sites[0], [entry for entry in sorted(prefix.iterdir()) if entry != lib]
+    return site
+
+
+def _site(prefix: Path) -> Path:
+    """The one site-packages directory pip laid out under a staging prefix (lib/pythonX.Y/site-packages;
+    the lib/ holding it holds nothing else)."""
+    sites = sorted(prefix.glob("lib*/python*/site-packages"))
+    if len(sites) != 1:
+        raise EnvironmentProblem(f"pip --prefix made {len(sites)} site-packages directories in {prefix}, not one")
+    return sites[0]
 
 
 def _pip(args: list[str], timeout: float) -> subprocess.CompletedProcess:
