@@ -23,6 +23,7 @@ PHASES = {
     "ccbench:python": "connect",
     "ccbench:platform": "connect",
     "ccbench:install": "install",
+    "ccbench:install stream": "install",
     "ccbench:install copy": "install",
     "ccbench:install files": "install",
     "ccbench:install pip": "install",  # the name of that task before 0.1's installed-files wheelhouse
