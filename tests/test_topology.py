@@ -181,7 +181,7 @@ def test_teardown_kills_every_process_in_the_namespace(workdir):
         # a daemon that leaves its parent: recorded by nobody, still in the namespace
         host.run(["sh", "-c", "setsid sleep 301 >/dev/null 2>&1 < /dev/null &"], check=True)
         time.sleep(0.2)
-        escaped = [p for p in topology._pids_in_netns(host.netns) if p != direct.pid]
+        escaped = [p for p in topology.records._pids_in_netns(host.netns) if p != direct.pid]
         assert escaped
         rid = topo.rid
     assert direct.wait(timeout=10) is not None
