@@ -27,8 +27,10 @@ started in a host are recorded with their pid, and at teardown everything still 
 host's namespace is killed (``ip netns pids``), so a child that escaped its parent goes too.
 ``teardown`` runs on ``__exit__``, at interpreter exit, and on SIGTERM (turned into SystemExit
 inside the ``with`` block; SIGINT arrives as KeyboardInterrupt). The owner holds a lock on
-``owner.lock`` while alive; ``cleanup_stale`` removes the topologies whose owner is gone (a
-SIGKILLed run) and never a live one.
+``owner.lock`` while alive. Before anything is made, the topology also enters itself in a
+machine-wide index under /run (``records.py``: a copy of every record, with a lock of its own), so
+``cleanup_stale`` removes the topologies whose owner is gone (a SIGKILLed run) whatever work
+directory they were made under, and never a live one.
 """
 
 from __future__ import annotations
@@ -49,7 +51,17 @@ from pathlib import Path
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
 from ccbench.ledger import Ledger
-from ccbench.topology.records import LOCK_FILE, STATE_FILE, _process_start_time, _undo, cleanup_stale
+from ccbench.topology.records import (
+    INDEX_ENV,
+    LOCK_FILE,
+    STATE_FILE,
+    _process_start_time,
+    _undo,
+    cleanup_stale,
+    enter_index,
+    index_root,
+    leave_index,
+)
 
 __all__ = [
     "ADDRESS_RANGE",
@@ -308,12 +320,13 @@ class Topology:
         if not _TOPO_NAME.match(name):
             raise CCBenchError(f"topology name {name!r}: use up to 16 letters, digits, '-' or '_'")
         self.name = name
-        self.rid = secrets.token_hex(3)
-        self.directory = Path(workdir).resolve() / "topology" / f"{name}-{self.rid}"
+        self._workdir = Path(workdir).resolve()
+        self._new_rid()
         self.hosts: list[Host] = []
         self.segments: list[Segment] = []
-        self._ledger = Ledger(self.directory / STATE_FILE, {"name": name, "rid": self.rid, "owner_pid": os.getpid()})
         self._lock_handle = None
+        self._index: Ledger | None = None
+        self._index_lock = None
         self._started = False
         self._closed = False
         self._previous_sigterm = None
@@ -326,12 +339,18 @@ class Topology:
         reason = available()
         if reason:
             raise TopologyError(reason)
-        self.directory.mkdir(parents=True, exist_ok=False)
-        self._lock_handle = open(self.directory / LOCK_FILE, "w")
-        fcntl.flock(self._lock_handle, fcntl.LOCK_EX)
-        self._lock_handle.write(str(os.getpid()))
-        self._lock_handle.flush()
-        self._save()
+        self._enter_index()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=False)
+            self._lock_handle = open(self.directory / LOCK_FILE, "w")
+            fcntl.flock(self._lock_handle, fcntl.LOCK_EX)
+            self._lock_handle.write(str(os.getpid()))
+            self._lock_handle.flush()
+            self._save()
+        except BaseException:
+            leave_index(self._index.path.parent, self._index_lock)  # nothing was made yet
+            self._index = None
+            raise
         self._started = True
         atexit.register(self.teardown)
         return self
@@ -367,6 +386,8 @@ class Topology:
             shutil.rmtree(self.directory, ignore_errors=True)
             if self._lock_handle:
                 self._lock_handle.close()
+            if self._index is not None:
+                leave_index(self._index.path.parent, self._index_lock)
             atexit.unregister(self.teardown)
             return removed
 
@@ -476,11 +497,50 @@ class Topology:
                 return subnet
         raise TopologyError("no free /24 left in 10.204.0.0/16 (tear down other topologies)")
 
+    def _new_rid(self) -> None:
+        self.rid = secrets.token_hex(3)
+        self.directory = self._workdir / "topology" / f"{self.name}-{self.rid}"
+        self._ledger = Ledger(
+            self.directory / STATE_FILE, {"name": self.name, "rid": self.rid, "owner_pid": os.getpid()}
+        )
+
+    def _enter_index(self) -> None:
+        """Enter this topology in the machine-wide index (records.py) before anything is made: a rid
+        another topology holds is drawn again, since it names the interfaces."""
+        for _ in range(16):
+            header = {
+                "name": self.name,
+                "rid": self.rid,
+                "owner_pid": os.getpid(),
+                "state_directory": str(self.directory),
+            }
+            try:
+                entered = enter_index(self.rid, header)
+            except OSError as exc:
+                raise TopologyError(
+                    f"cannot enter the topology in the machine-wide index {index_root()} ({exc.strerror or exc}), "
+                    f"which lets any later run remove what a killed one left; make it writable for root "
+                    f"({INDEX_ENV} names another directory, which every run must then share)"
+                ) from None
+            if entered is not None:
+                self._index = Ledger(entered[0] / STATE_FILE, header)
+                self._index_lock = entered[1]
+                return
+            self._new_rid()
+        raise TopologyError(
+            f"no free topology id in {index_root()} after 16 draws (ccbench cleanup removes stale ones)"
+        )
+
     def _record(self, kind: str, name: str, **extra) -> None:
-        self._ledger.record({"kind": kind, "name": name, **extra})
+        self._record_entry({"kind": kind, "name": name, **extra})
+
+    def _record_entry(self, entry: dict) -> None:
+        """Written to the index's copy and to the state directory, before the thing is made."""
+        self._index.record(dict(entry))
+        self._ledger.record(entry)
 
     def _record_process(self, host: Host, process: subprocess.Popen, argv: Sequence[str]) -> None:
-        self._ledger.record(
+        self._record_entry(
             {
                 "kind": "process",
                 "pid": process.pid,
