@@ -348,6 +348,23 @@ def test_a_live_topology_in_another_workdir_is_left_alone(tmp_path, index):
     assert list(index.iterdir()) == []
 
 
+def test_a_sweep_from_another_network_namespace_leaves_the_entry_alone(tmp_path, index):
+    """Inside an emulated host the root namespace's bridges and veths are out of sight: a sweep from
+    there would drop index entries whose links still exist."""
+    dead, rid, _ = _start_owner(tmp_path / "a")
+    dead.send_signal(signal.SIGKILL)
+    dead.wait(timeout=10)
+    with Topology(tmp_path / "b", name="inside") as topo:
+        host = topo.add_host("h")
+        sweep = "from ccbench.topology import records; print(records.sweep_index())"
+        done = host.run([PYTHON, "-c", sweep], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+        assert (index / rid).is_dir() and _leftovers(rid)["links"]
+        assert any(rid in line for line in topology.records.sweep_index())
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert list(index.iterdir()) == []
+
+
 def test_a_workdir_sweep_takes_the_index_entry_along(workdir, index):
     dead, rid, _ = _start_owner(workdir)
     dead.send_signal(signal.SIGKILL)

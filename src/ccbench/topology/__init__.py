@@ -61,6 +61,7 @@ from ccbench.topology.records import (
     enter_index,
     index_root,
     leave_index,
+    own_network_namespace,
 )
 
 __all__ = [
@@ -513,6 +514,7 @@ class Topology:
                 "rid": self.rid,
                 "owner_pid": os.getpid(),
                 "state_directory": str(self.directory),
+                "network_namespace": own_network_namespace(),
             }
             try:
                 entered = enter_index(self.rid, header)

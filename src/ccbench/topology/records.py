@@ -150,6 +150,8 @@ def _sweep_state_directory(directory: Path) -> list[str]:
             entry_handle = _try_lock(entry / LOCK_FILE)
             if entry_handle is None:
                 return []  # its owner is alive (still making its state directory), or a sweep of the index has it
+            if not _made_here(read_entries(entry / STATE_FILE)[1]):
+                return []
         # state files of older versions kept processes in a list of their own
         entries += [{**p, "kind": "process"} for p in header.get("processes", [])]
         removed = _undo(entries)
@@ -227,6 +229,21 @@ def sweep_index() -> list[str]:
     return removed
 
 
+def _made_here(header: dict[str, Any]) -> bool:
+    """Whether an index entry's topology was made from this process's network namespace: from
+    another one (a ccbench run inside an emulated host, or outside one) its bridges and veths are out
+    of sight, and a sweep would drop the record of what stays behind."""
+    return header.get("network_namespace", own_network_namespace()) == own_network_namespace()
+
+
+def own_network_namespace() -> int | None:
+    """The inode of this process's network namespace: where a topology's bridges and veths live."""
+    try:
+        return os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        return None
+
+
 def _sweep_entry(entry: Path) -> list[str]:
     handle = _try_lock(entry / LOCK_FILE)
     if handle is None:
@@ -234,6 +251,8 @@ def _sweep_entry(entry: Path) -> list[str]:
     state = None
     try:
         entries, header = read_entries(entry / STATE_FILE)
+        if not _made_here(header):
+            return []
         recorded = header.get("state_directory")
         state = Path(recorded) if isinstance(recorded, str) and os.path.isabs(recorded) else None
         if state is not None and not (state.parent.name == "topology" and state.name.endswith(f"-{entry.name}")):
