@@ -248,7 +248,7 @@ def _sweep_entry(entry: Path) -> list[str]:
     handle = _try_lock(entry / LOCK_FILE)
     if handle is None:
         return []  # its owner is alive, another sweep has it, or it is gone
-    state = None
+    state_handle = None
     try:
         entries, header = read_entries(entry / STATE_FILE)
         if not _made_here(header):
@@ -261,7 +261,6 @@ def _sweep_entry(entry: Path) -> list[str]:
             state_handle = _try_lock(state / LOCK_FILE)
             if state_handle is None:
                 return []  # a sweep of its work directory has it
-            state_handle.close()
         removed = _undo(entries)
         if state is not None and state.is_dir():
             shutil.rmtree(state, ignore_errors=True)
@@ -271,7 +270,9 @@ def _sweep_entry(entry: Path) -> list[str]:
         shutil.rmtree(entry, ignore_errors=True)
         return removed
     finally:
-        handle.close()
+        for held in (state_handle, handle):
+            if held:
+                held.close()
 
 
 def _sweep_staging(staging: Path) -> list[str]:
