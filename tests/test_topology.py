@@ -321,6 +321,18 @@ def test_a_killed_owners_topology_is_swept_from_another_workdir(tmp_path, index)
     assert list((tmp_path / "a" / "topology").iterdir()) == []
 
 
+def test_ccbench_cleanup_in_another_workdir_removes_a_killed_owners_topology(tmp_path, index, ccbench):
+    dead, rid, _ = _start_owner(tmp_path / "a")
+    dead.send_signal(signal.SIGKILL)
+    dead.wait(timeout=10)
+    (tmp_path / "b").mkdir()
+    done = ccbench("cleanup", "--workdir", tmp_path / "b")
+    assert done.returncode == 0, done.stderr
+    assert f"removed {tmp_path / 'a' / 'topology'}" in done.stdout and rid in done.stdout
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert list(index.iterdir()) == []
+
+
 def test_the_index_copy_undoes_a_topology_whose_workdir_was_deleted(tmp_path, index):
     dead, rid, sleeper = _start_owner(tmp_path / "a")
     dead.send_signal(signal.SIGKILL)
