@@ -321,11 +321,13 @@ def test_a_killed_owners_topology_is_swept_from_another_workdir(tmp_path, index)
     assert list((tmp_path / "a" / "topology").iterdir()) == []
 
 
-def test_ccbench_cleanup_in_another_workdir_removes_a_killed_owners_topology(tmp_path, index, ccbench):
+@pytest.mark.parametrize("exists", [True, False], ids=["workdir", "no-workdir"])
+def test_ccbench_cleanup_in_another_workdir_removes_a_killed_owners_topology(tmp_path, index, ccbench, exists):
     dead, rid, _ = _start_owner(tmp_path / "a")
     dead.send_signal(signal.SIGKILL)
     dead.wait(timeout=10)
-    (tmp_path / "b").mkdir()
+    if exists:
+        (tmp_path / "b").mkdir()
     done = ccbench("cleanup", "--workdir", tmp_path / "b")
     assert done.returncode == 0, done.stderr
     assert f"removed {tmp_path / 'a' / 'topology'}" in done.stdout and rid in done.stdout

@@ -27,7 +27,13 @@ def command(workdir) -> None:
 
     path = Path(workdir)
     if not path.exists():
-        click.echo(f"nothing to clean: {path} does not exist")
+        from ccbench.topology.records import sweep_index
+
+        # what killed runs left under other work directories is still found
+        removed = sweep_index()
+        for item in removed:
+            click.echo(item)
+        click.echo(f"nothing else to clean: {path} does not exist")
         return
     with WorkdirLock(path.resolve()):
         removed = cleanup_stale(path.resolve())
