@@ -16,6 +16,7 @@ import pytest
 
 from ccbench import topology
 from ccbench.errors import CCBenchError
+from ccbench.ledger import read_entries
 from ccbench.topology import LinkShape, Topology
 
 pytestmark = [
@@ -214,8 +215,13 @@ OWNER = textwrap.dedent("""
 """)
 
 
+#: every owner process a test started (the index fixture kills what a failed test left running)
+_OWNERS: list[subprocess.Popen] = []
+
+
 def _start_owner(workdir):
     owner = subprocess.Popen([PYTHON, "-c", OWNER, str(workdir)], stdout=subprocess.PIPE, text=True)
+    _OWNERS.append(owner)
     rid, pid = owner.stdout.readline().split()
     return owner, rid, int(pid)
 
@@ -285,7 +291,17 @@ def index(tmp_path, monkeypatch):
     below neither see nor touch the entries of other runs on this machine."""
     path = tmp_path / "index"
     monkeypatch.setenv(topology.records.INDEX_ENV, str(path))
-    return path
+    yield path
+    # a failed test may leave a killed owner's topology behind (or a live one): undone here from the
+    # index's own records, without the sweep's checks (they may be what failed)
+    while _OWNERS:
+        owner = _OWNERS.pop()
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(timeout=10)
+    for entry in sorted(path.glob("*/state.json")):
+        topology.records._undo(read_entries(entry)[0])
+        shutil.rmtree(entry.parent)
 
 
 def test_the_index_is_under_run_unless_moved(monkeypatch):
