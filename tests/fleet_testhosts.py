@@ -206,7 +206,7 @@ class SSHHosts:
         host = self.hosts[name]
         from ccbench import topology
 
-        for pid in topology._pids_in_netns(host.host.netns):
+        for pid in topology.records._pids_in_netns(host.host.netns):
             try:
                 if Path(f"/proc/{pid}/exe").resolve() == Path(SSHD).resolve():
                     subprocess.run(["kill", "-TERM", str(pid)], check=False)

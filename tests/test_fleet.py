@@ -139,7 +139,7 @@ def _fleet_dir(out: Path) -> Path:
 def _remote_ccbench_processes(hosts) -> list[str]:
     found = []
     for host in hosts.hosts.values():
-        for pid in topology._pids_in_netns(host.host.netns):
+        for pid in topology.records._pids_in_netns(host.host.netns):
             try:
                 command_line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:

@@ -120,7 +120,7 @@ def test_a_peer_is_read_and_limit_must_keep_it(tmp_path):
 
 def _in_namespace(host, name: str) -> list[str]:
     found = []
-    for pid in topology._pids_in_netns(host.host.netns):
+    for pid in topology.records._pids_in_netns(host.host.netns):
         try:
             if psutil.Process(pid).name() == name:
                 found.append(str(pid))

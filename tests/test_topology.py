@@ -3,10 +3,12 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 
 from ccbench import topology
 from ccbench.errors import CCBenchError
+from ccbench.ledger import read_entries
 from ccbench.topology import LinkShape, Topology
 
 pytestmark = [
@@ -181,7 +184,7 @@ def test_teardown_kills_every_process_in_the_namespace(workdir):
         # a daemon that leaves its parent: recorded by nobody, still in the namespace
         host.run(["sh", "-c", "setsid sleep 301 >/dev/null 2>&1 < /dev/null &"], check=True)
         time.sleep(0.2)
-        escaped = [p for p in topology._pids_in_netns(host.netns) if p != direct.pid]
+        escaped = [p for p in topology.records._pids_in_netns(host.netns) if p != direct.pid]
         assert escaped
         rid = topo.rid
     assert direct.wait(timeout=10) is not None
@@ -212,8 +215,13 @@ OWNER = textwrap.dedent("""
 """)
 
 
+#: every owner process a test started (the index fixture kills what a failed test left running)
+_OWNERS: list[subprocess.Popen] = []
+
+
 def _start_owner(workdir):
     owner = subprocess.Popen([PYTHON, "-c", OWNER, str(workdir)], stdout=subprocess.PIPE, text=True)
+    _OWNERS.append(owner)
     rid, pid = owner.stdout.readline().split()
     return owner, rid, int(pid)
 
@@ -272,3 +280,190 @@ def test_bad_shapes_and_names_are_one_line_errors(workdir):
             topo.add_host("a")
         with pytest.raises(CCBenchError):
             topo.add_host("bad/name")
+
+
+# ------------------------------------------------------------------- the machine-wide index (records.py)
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch):
+    """An index of this test's own (the owners started from here inherit it), so that the sweeps
+    below neither see nor touch the entries of other runs on this machine."""
+    path = tmp_path / "index"
+    monkeypatch.setenv(topology.records.INDEX_ENV, str(path))
+    yield path
+    # a failed test may leave a killed owner's topology behind (or a live one): undone here from the
+    # index's own records, without the sweep's checks (they may be what failed)
+    while _OWNERS:
+        owner = _OWNERS.pop()
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(timeout=10)
+    for entry in sorted(path.glob("*/state.json")):
+        topology.records._undo(read_entries(entry)[0])
+        shutil.rmtree(entry.parent)
+
+
+def test_the_index_is_under_run_unless_moved(monkeypatch):
+    monkeypatch.delenv(topology.records.INDEX_ENV, raising=False)
+    assert topology.records.index_root() == Path("/run/ccbench/topologies")
+    monkeypatch.setenv(topology.records.INDEX_ENV, "/elsewhere/index")
+    assert topology.records.index_root() == Path("/elsewhere/index")
+
+
+def test_a_topology_is_in_the_index_while_it_lives(tmp_path, index):
+    with Topology(tmp_path / "a", name="idx") as topo:
+        host = topo.add_host("a")
+        topo.connect([host])
+        entry = index / topo.rid
+        recorded = json.loads((entry / "state.json").read_text())
+        assert recorded["state_directory"] == str(topo.directory)
+        assert [e["kind"] for e in recorded["entries"]] == ["netns", "bridge", "veth"]
+        assert recorded["entries"] == json.loads((topo.directory / "state.json").read_text())["entries"]
+    assert list(index.iterdir()) == []
+
+
+def test_a_killed_owners_topology_is_swept_from_another_workdir(tmp_path, index):
+    dead, rid, sleeper = _start_owner(tmp_path / "a")
+    dead.send_signal(signal.SIGKILL)
+    dead.wait(timeout=10)
+    assert len(_leftovers(rid)["netns"]) == 2 and _alive(sleeper)
+    assert (index / rid).is_dir()
+    removed = topology.cleanup_stale(tmp_path / "b")  # a workdir that never saw this topology
+    assert any(rid in line and str(tmp_path / "a") in line for line in removed), removed
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert not _alive(sleeper)
+    assert list(index.iterdir()) == []
+    assert list((tmp_path / "a" / "topology").iterdir()) == []
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["workdir", "no-workdir"])
+def test_ccbench_cleanup_in_another_workdir_removes_a_killed_owners_topology(tmp_path, index, ccbench, exists):
+    dead, rid, _ = _start_owner(tmp_path / "a")
+    dead.send_signal(signal.SIGKILL)
+    dead.wait(timeout=10)
+    if exists:
+        (tmp_path / "b").mkdir()
+    done = ccbench("cleanup", "--workdir", tmp_path / "b")
+    assert done.returncode == 0, done.stderr
+    assert f"removed {tmp_path / 'a' / 'topology'}" in done.stdout and rid in done.stdout
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert list(index.iterdir()) == []
+
+
+def test_the_index_copy_undoes_a_topology_whose_workdir_was_deleted(tmp_path, index):
+    dead, rid, sleeper = _start_owner(tmp_path / "a")
+    dead.send_signal(signal.SIGKILL)
+    dead.wait(timeout=10)
+    shutil.rmtree(tmp_path / "a")  # e.g. pytest dropping an old basetemp
+    removed = topology.cleanup_stale(tmp_path / "b")
+    assert any(rid in line and "was gone" in line for line in removed), removed
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert not _alive(sleeper)
+    assert list(index.iterdir()) == []
+
+
+def test_a_live_topology_in_another_workdir_is_left_alone(tmp_path, index):
+    live, rid, sleeper = _start_owner(tmp_path / "a")
+    try:
+        assert topology.cleanup_stale(tmp_path / "b") == []
+        assert topology.records.sweep_index() == []
+        assert len(_leftovers(rid)["netns"]) == 2 and _alive(sleeper)
+        assert (index / rid / "owner.lock").exists()
+    finally:
+        live.send_signal(signal.SIGTERM)
+        live.wait(timeout=30)
+    # its owner tore it down and took its entry out of the index
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert list(index.iterdir()) == []
+
+
+def test_a_sweep_from_another_network_namespace_leaves_the_entry_alone(tmp_path, index):
+    """Inside an emulated host the root namespace's bridges and veths are out of sight: a sweep from
+    there would drop index entries whose links still exist."""
+    dead, rid, _ = _start_owner(tmp_path / "a")
+    dead.send_signal(signal.SIGKILL)
+    dead.wait(timeout=10)
+    with Topology(tmp_path / "b", name="inside") as topo:
+        host = topo.add_host("h")
+        sweep = "from ccbench.topology import records; print(records.sweep_index())"
+        done = host.run([PYTHON, "-c", sweep], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+        assert (index / rid).is_dir() and _leftovers(rid)["links"]
+        assert any(rid in line for line in topology.records.sweep_index())
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert list(index.iterdir()) == []
+
+
+def test_a_workdir_sweep_takes_the_index_entry_along(workdir, index):
+    dead, rid, _ = _start_owner(workdir)
+    dead.send_signal(signal.SIGKILL)
+    dead.wait(timeout=10)
+    removed = topology.records._sweep_state_directory(next((workdir / "topology").iterdir()))
+    assert any(rid in line for line in removed)
+    assert _leftovers(rid) == {"netns": [], "links": []}
+    assert list(index.iterdir()) == []
+
+
+def test_a_taken_id_is_drawn_again_and_an_unwritable_index_refused(tmp_path, index, monkeypatch):
+    with Topology(tmp_path / "a", name="one") as first:
+        # the id names the interfaces: a second topology whose first draw is taken draws again
+        draws = iter([first.rid, "0cc0cc"])
+        with monkeypatch.context() as patch:
+            patch.setattr(topology.secrets, "token_hex", lambda _: next(draws))
+            second = Topology(tmp_path / "b", name="two").start()
+        with second:
+            assert second.rid == "0cc0cc" and second.directory.name == "two-0cc0cc"
+            assert sorted(p.name for p in index.iterdir()) == sorted([first.rid, "0cc0cc"])
+        assert [p.name for p in index.iterdir()] == [first.rid]
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(topology.records.INDEX_ENV, str(tmp_path / "file" / "index"))
+    with pytest.raises(topology.TopologyError, match="machine-wide index"):
+        Topology(tmp_path / "c", name="nowhere").start()
+    assert not (tmp_path / "c" / "topology").exists()
+
+
+def test_an_entry_never_finished_goes_once_it_is_old(index):
+    index.mkdir()
+    young, old = index / ".abcdef.young", index / ".abcdef.old"
+    for staging in (young, old):
+        staging.mkdir()
+        (staging / "owner.lock").write_text("")
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    assert topology.records.sweep_index() == [f"removed {old} (an index entry never finished)"]
+    assert [p.name for p in index.iterdir()] == [young.name]
+
+
+def test_sweeps_while_topologies_are_being_made_touch_none_of_them(tmp_path, index):
+    removed: list[str] = []
+    sweeps = []
+    done = threading.Event()
+
+    def sweep():
+        while not done.is_set():
+            removed.extend(topology.cleanup_stale(tmp_path / "sweeper"))
+            sweeps.append(1)
+
+    sweeper = threading.Thread(target=sweep)
+    sweeper.start()
+    owners = [
+        subprocess.Popen([PYTHON, "-c", OWNER, str(tmp_path / f"w{i}")], stdout=subprocess.PIPE, text=True)
+        for i in range(4)
+    ]
+    try:
+        started = [owner.stdout.readline().split() for owner in owners]
+        done.set()
+        sweeper.join()
+        assert removed == [] and len(sweeps) > 10
+        for rid, sleeper in started:
+            assert len(_leftovers(rid)["netns"]) == 2 and _alive(int(sleeper))
+        assert sorted(p.name for p in index.iterdir()) == sorted(rid for rid, _ in started)
+    finally:
+        done.set()
+        sweeper.join()
+        for owner in owners:
+            owner.send_signal(signal.SIGTERM)
+        for owner in owners:
+            owner.wait(timeout=30)
+    assert list(index.iterdir()) == []
+    assert all(_leftovers(rid) == {"netns": [], "links": []} for rid, _ in started)

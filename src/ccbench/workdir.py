@@ -51,7 +51,9 @@ def cleanup_stale(workdir: Path) -> list[str]:
     """Undo what a killed earlier run left behind under workdir: what workloads left (servers,
     first: their data may sit in a storage variant's directory), mounts, loop devices and keys, and
     emulated hosts (network namespaces, bridges, veths) whose owner is gone. Callers hold the
-    workdir lock, so nothing here belongs to a live run."""
+    workdir lock, so nothing here belongs to a live run. Emulated hosts a killed run made under
+    another work directory go too (topology's machine-wide index): each has a lock of its own, held
+    by its owner while it lives."""
     from ccbench import counters, topology
     from ccbench.variants import storage
     from ccbench.workloads import cleanup_stale as workloads_cleanup_stale

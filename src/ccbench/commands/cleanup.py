@@ -20,13 +20,20 @@ def command(workdir) -> None:
     a killed run left under WORKDIR/storage, the network namespaces, bridges, veths and processes of
     emulated hosts under WORKDIR/topology whose owner is gone, and the servers workloads started (the
     microservices chain, the network workload's iperf3 and sockperf).
-    Touches nothing outside the work directory.
+    Touches nothing else outside the work directory but emulated hosts whose owner is gone that
+    were made under another work directory (listed in /run/ccbench/topologies).
     (Every `ccbench run` does the same at start.)"""
     from ccbench.runner import WorkdirLock, cleanup_stale
 
     path = Path(workdir)
     if not path.exists():
-        click.echo(f"nothing to clean: {path} does not exist")
+        from ccbench.topology.records import sweep_index
+
+        # what killed runs left under other work directories is still found
+        removed = sweep_index()
+        for item in removed:
+            click.echo(item)
+        click.echo(f"nothing else to clean: {path} does not exist")
         return
     with WorkdirLock(path.resolve()):
         removed = cleanup_stale(path.resolve())

@@ -27,8 +27,10 @@ started in a host are recorded with their pid, and at teardown everything still 
 host's namespace is killed (``ip netns pids``), so a child that escaped its parent goes too.
 ``teardown`` runs on ``__exit__``, at interpreter exit, and on SIGTERM (turned into SystemExit
 inside the ``with`` block; SIGINT arrives as KeyboardInterrupt). The owner holds a lock on
-``owner.lock`` while alive; ``cleanup_stale`` removes the topologies whose owner is gone (a
-SIGKILLed run) and never a live one.
+``owner.lock`` while alive. Before anything is made, the topology also enters itself in a
+machine-wide index under /run (``records.py``: a copy of every record, with a lock of its own), so
+``cleanup_stale`` removes the topologies whose owner is gone (a SIGKILLed run) whatever work
+directory they were made under, and never a live one.
 """
 
 from __future__ import annotations
@@ -43,19 +45,38 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
-from ccbench.ledger import Ledger, read_entries
+from ccbench.ledger import Ledger
+from ccbench.topology.records import (
+    INDEX_ENV,
+    LOCK_FILE,
+    STATE_FILE,
+    _process_start_time,
+    _undo,
+    cleanup_stale,
+    enter_index,
+    index_root,
+    leave_index,
+    own_network_namespace,
+)
+
+__all__ = [
+    "ADDRESS_RANGE",
+    "Host",
+    "LinkShape",
+    "Segment",
+    "Topology",
+    "TopologyError",
+    "available",
+    "cleanup_stale",
+]
 
 #: 10.204.0.0/16 (204 = 0xCC); each segment takes one /24 of it
 ADDRESS_RANGE = ipaddress.ip_network("10.204.0.0/16")
-STATE_FILE = "state.json"
-LOCK_FILE = "owner.lock"
 #: serialises subnet choice across topologies (the root namespace's routes must not overlap)
 GLOBAL_LOCK = Path("/run/lock/ccbench-topology.lock")
 IFNAMSIZ = 15
@@ -215,119 +236,6 @@ def _netem_limit(shape: LinkShape) -> int:
     return int(min(max(per_second / 1500, 1000), 100000))
 
 
-# ------------------------------------------------------------------------------------------- state
-
-
-def _pids_in_netns(netns: str) -> list[int]:
-    done = _run(["ip", "netns", "pids", netns], check=False)
-    return [int(p) for p in done.stdout.split() if p.isdigit()] if done.returncode == 0 else []
-
-
-def _kill_netns_processes(netns: str, grace_s: float = 3.0) -> list[int]:
-    """SIGTERM everything in the namespace, then SIGKILL what is left after grace_s."""
-    pids = _pids_in_netns(netns)
-    for pid in pids:
-        _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _pids_in_netns(netns):
-        time.sleep(0.05)
-    for pid in _pids_in_netns(netns):
-        _signal(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _pids_in_netns(netns):
-        time.sleep(0.05)
-    return pids
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _link_exists(name: str) -> bool:
-    return Path("/sys/class/net", name).exists()
-
-
-def _netns_exists(name: str) -> bool:
-    return Path("/run/netns", name).exists() or Path("/var/run/netns", name).exists()
-
-
-def _undo(recorded: list[dict[str, Any]]) -> list[str]:
-    """Remove what the ledger lists, newest first. Missing things are fine (already gone). Processes go
-    first (asked, then everything inside each namespace, then killed), then namespaces and links."""
-    processes = [e for e in recorded if e.get("kind") == "process"]
-    entries = [e for e in recorded if e.get("kind") != "process"]
-    removed = []
-    for proc in processes:
-        pid = proc.get("pid")
-        if pid and _is_same_process(pid, proc.get("start_time")):
-            _signal(pid, signal.SIGTERM)
-    for entry in reversed(entries):
-        if entry["kind"] == "netns" and _netns_exists(entry["name"]):
-            killed = _kill_netns_processes(entry["name"])
-            if killed:
-                removed.append(f"killed {len(killed)} process(es) in network namespace {entry['name']}")
-    for proc in processes:
-        pid = proc.get("pid")
-        if pid and _is_same_process(pid, proc.get("start_time")):
-            _signal(pid, signal.SIGKILL)
-            removed.append(f"killed process {pid} ({proc.get('argv0', '?')})")
-    for entry in reversed(entries):
-        kind, name = entry["kind"], entry["name"]
-        if kind == "netns" and _netns_exists(name):
-            _run(["ip", "netns", "delete", name], check=False)
-            removed.append(f"deleted network namespace {name}")
-        elif kind in ("veth", "bridge") and _link_exists(name):
-            _run(["ip", "link", "delete", name], check=False)
-            removed.append(f"deleted {kind} {name}")
-    return removed
-
-
-def _process_start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rpartition(")")[2].split()[19]
-
-
-def _is_same_process(pid: int, start_time: str | None) -> bool:
-    current = _process_start_time(pid)
-    return current is not None and (start_time is None or current == start_time)
-
-
-def cleanup_stale(workdir: str | os.PathLike) -> list[str]:
-    """Remove the namespaces, links and processes of topologies under ``<workdir>/topology/``
-    whose owner is gone (killed). A live topology (its owner holds its lock) is left alone."""
-    root = Path(workdir) / "topology"
-    if not root.is_dir():
-        return []
-    removed: list[str] = []
-    for directory in sorted(p for p in root.iterdir() if p.is_dir()):
-        lock_path = directory / LOCK_FILE
-        handle = None
-        if lock_path.exists():
-            handle = open(lock_path, "a")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
-                continue  # its owner is alive
-        try:
-            entries, header = read_entries(directory / STATE_FILE)
-            # state files of older versions kept processes in a list of their own
-            entries += [{**p, "kind": "process"} for p in header.get("processes", [])]
-            removed += _undo(entries)
-            shutil.rmtree(directory, ignore_errors=True)
-            removed.append(f"removed {directory}")
-        finally:
-            if handle:
-                handle.close()
-    return removed
-
-
 # ------------------------------------------------------------------------------------- hosts, links
 
 
@@ -413,12 +321,13 @@ class Topology:
         if not _TOPO_NAME.match(name):
             raise CCBenchError(f"topology name {name!r}: use up to 16 letters, digits, '-' or '_'")
         self.name = name
-        self.rid = secrets.token_hex(3)
-        self.directory = Path(workdir).resolve() / "topology" / f"{name}-{self.rid}"
+        self._workdir = Path(workdir).resolve()
+        self._new_rid()
         self.hosts: list[Host] = []
         self.segments: list[Segment] = []
-        self._ledger = Ledger(self.directory / STATE_FILE, {"name": name, "rid": self.rid, "owner_pid": os.getpid()})
         self._lock_handle = None
+        self._index: Ledger | None = None
+        self._index_lock = None
         self._started = False
         self._closed = False
         self._previous_sigterm = None
@@ -431,12 +340,18 @@ class Topology:
         reason = available()
         if reason:
             raise TopologyError(reason)
-        self.directory.mkdir(parents=True, exist_ok=False)
-        self._lock_handle = open(self.directory / LOCK_FILE, "w")
-        fcntl.flock(self._lock_handle, fcntl.LOCK_EX)
-        self._lock_handle.write(str(os.getpid()))
-        self._lock_handle.flush()
-        self._save()
+        self._enter_index()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=False)
+            self._lock_handle = open(self.directory / LOCK_FILE, "w")
+            fcntl.flock(self._lock_handle, fcntl.LOCK_EX)
+            self._lock_handle.write(str(os.getpid()))
+            self._lock_handle.flush()
+            self._save()
+        except BaseException:
+            leave_index(self._index.path.parent, self._index_lock)  # nothing was made yet
+            self._index = None
+            raise
         self._started = True
         atexit.register(self.teardown)
         return self
@@ -472,6 +387,8 @@ class Topology:
             shutil.rmtree(self.directory, ignore_errors=True)
             if self._lock_handle:
                 self._lock_handle.close()
+            if self._index is not None:
+                leave_index(self._index.path.parent, self._index_lock)
             atexit.unregister(self.teardown)
             return removed
 
@@ -581,11 +498,51 @@ class Topology:
                 return subnet
         raise TopologyError("no free /24 left in 10.204.0.0/16 (tear down other topologies)")
 
+    def _new_rid(self) -> None:
+        self.rid = secrets.token_hex(3)
+        self.directory = self._workdir / "topology" / f"{self.name}-{self.rid}"
+        self._ledger = Ledger(
+            self.directory / STATE_FILE, {"name": self.name, "rid": self.rid, "owner_pid": os.getpid()}
+        )
+
+    def _enter_index(self) -> None:
+        """Enter this topology in the machine-wide index (records.py) before anything is made: a rid
+        another topology holds is drawn again, since it names the interfaces."""
+        for _ in range(16):
+            header = {
+                "name": self.name,
+                "rid": self.rid,
+                "owner_pid": os.getpid(),
+                "state_directory": str(self.directory),
+                "network_namespace": own_network_namespace(),
+            }
+            try:
+                entered = enter_index(self.rid, header)
+            except OSError as exc:
+                raise TopologyError(
+                    f"cannot enter the topology in the machine-wide index {index_root()} ({exc.strerror or exc}), "
+                    f"which lets any later run remove what a killed one left; make it writable for root "
+                    f"({INDEX_ENV} names another directory, which every run must then share)"
+                ) from None
+            if entered is not None:
+                self._index = Ledger(entered[0] / STATE_FILE, header)
+                self._index_lock = entered[1]
+                return
+            self._new_rid()
+        raise TopologyError(
+            f"no free topology id in {index_root()} after 16 draws (ccbench cleanup removes stale ones)"
+        )
+
     def _record(self, kind: str, name: str, **extra) -> None:
-        self._ledger.record({"kind": kind, "name": name, **extra})
+        self._record_entry({"kind": kind, "name": name, **extra})
+
+    def _record_entry(self, entry: dict) -> None:
+        """Written to the index's copy and to the state directory, before the thing is made."""
+        self._index.record(dict(entry))
+        self._ledger.record(entry)
 
     def _record_process(self, host: Host, process: subprocess.Popen, argv: Sequence[str]) -> None:
-        self._ledger.record(
+        self._record_entry(
             {
                 "kind": "process",
                 "pid": process.pid,
