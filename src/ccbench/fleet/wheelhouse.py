@@ -21,7 +21,9 @@ manylinux tags ask. The price: the tar holds the installed bytes (about 3x the w
 without scipy), which the copy to each host carries.
 
 Cache: ``$CCBENCH_CACHE`` or ``~/.cache/ccbench``, under ``fleet/``: downloaded wheels in
-``wheels/`` (kept across versions), one ``wheelhouse-<key>.tar`` per key, the key covering the
+``wheels/`` (kept across versions), the pinned packages installed once per pin set in
+``installed-<key>/`` (the two most recently used kept), one ``wheelhouse-<key>.tar`` per key (the
+four most recently used kept), the key covering the
 Python version, the platform, the pins and a digest of ccbench's source and those scripts (so an edited checkout
 ships again and an unchanged one never rebuilds).
 """
