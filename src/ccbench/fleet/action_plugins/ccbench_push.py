@@ -44,7 +44,8 @@ class ActionModule(ActionBase):
             f"mkdir -p -m 700 {shlex.quote(parent)} && rm -rf -- {shlex.quote(dest)} && mkdir -m 700 {shlex.quote(dest)}"
             f" && tar -xf - -C {shlex.quote(dest)} && cd {shlex.quote(posixpath.dirname(parent))} && {then}"
         )
-        ssh = None if self._play_context.become else self._ssh_command(remote)
+        # through /bin/sh whatever the login shell is, as Ansible runs its own commands
+        ssh = None if self._play_context.become else self._ssh_command(f"/bin/sh -c {shlex.quote(remote)}")
         if ssh is None:
             result.update(changed=False, stdout=json.dumps({"streamed": False}))
             return result
