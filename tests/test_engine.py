@@ -204,3 +204,19 @@ def test_the_facts_and_executions_are_the_frames_first_rows(tmp_path):
     pd.testing.assert_frame_equal(samples.executions[columns].astype(object), theirs)
     # 16 (bundle, storage, rep), 4 more for the first rep's warmups, 4 + 6 for the contended rows
     assert len(theirs) == 16 + 4 + 10
+
+
+@pytest.mark.parametrize("high", [1, 7, 5_000, 2**40])
+def test_first_rows_and_sorted_unique_are_pandas_and_numpys(high):
+    """Both ways of each (a table of first positions for a few small keys, else hashing or sorting)
+    give drop_duplicates' rows and np.unique's three arrays."""
+    rng = np.random.default_rng(high)
+    values = rng.integers(0, high, 3_000)
+    flags = rng.integers(0, 2, 3_000).astype(bool)
+    expected = np.flatnonzero(~pd.DataFrame({"v": values, "f": flags}).duplicated())
+    np.testing.assert_array_equal(engine.first_rows(values, flags), expected)
+    firsts = np.sort(np.unique(values, return_index=True)[1])  # in row order
+    np.testing.assert_array_equal(engine.first_rows(values.astype(np.int32) if high < 2**31 else values), firsts)
+    for ours, numpys in zip(engine.sorted_unique(values), np.unique(values, return_index=True, return_inverse=True)):
+        np.testing.assert_array_equal(ours, numpys.reshape(-1))
+    assert engine.first_rows(values[:0]).tolist() == [] and len(engine.sorted_unique(values[:0])[0]) == 0

@@ -275,18 +275,8 @@ _MEASURED_SCHEMA = pa.schema(
         ("summary", pa.bool_()),
     ]
 )
-_FACT_COLUMNS = [
-    "bundle",
-    "machine",
-    "machine_id",
-    "tee",
-    "storage",
-    "transport",
-    "config",
-    *loading.CAUSE_KEYS,
-    "first",
-    "first_quiet",
-]
+#: a configuration's facts: the frame's columns of one value per bundle and variant, and its first rows
+_FACT_COLUMNS = [*loading.BUNDLE_COLUMNS, *loading.CAUSE_KEYS, "first", "first_quiet"]
 _EXECUTION_COLUMNS = ["bundle", "execution", "workload", "config", "repetition", "warmup", "contended"]
 
 
@@ -383,7 +373,8 @@ class _RowCodes:
 
     def measured_table(self, bundle: int, offset: int) -> pa.Table:
         keep = ~self.columns.warmup
-        rows = np.flatnonzero(keep)
+        keep = slice(None) if keep.all() else keep  # no warmups: the arrays as they are, not copied
+        rows = np.arange(len(self.cfg))[keep]
         return pa.table(
             {
                 "row": pa.array(rows + offset, type=pa.int64()),
@@ -484,8 +475,16 @@ class _RowCodes:
 
 def sorted_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.unique(values, return_index=True, return_inverse=True)`` of a 1-D array, the same three
-    arrays, by one stable argsort: numpy's own took ten times a sort's time on millions of int64."""
+    arrays, by one stable argsort (numpy's own took ten times a sort's time on millions of int64), or
+    where the values are a few small non-negative ints, by the table of their first positions."""
     values = np.asarray(values)
+    if len(values) and values.dtype.kind in "iu" and values.min() >= 0:
+        least = _least(values, int(values.max()) + 1)
+        if least is not None:
+            present = np.flatnonzero(least < len(values))
+            number = np.empty(len(least), dtype=np.intp)
+            number[present] = np.arange(len(present))
+            return present.astype(values.dtype), least[present], number[values]
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     new = np.empty(len(ordered), dtype=bool)
@@ -498,7 +497,8 @@ def sorted_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def first_rows(*columns: Any) -> np.ndarray:
     """The positions of the first row of each distinct combination of the columns' values, in row
-    order (drop_duplicates on integers, numbered into one int64 key)."""
+    order (drop_duplicates on integers, numbered into one int64 key: by the table of each key's first
+    position where the keys are few for the rows, else hashed)."""
     key = np.zeros(len(columns[0]), dtype=np.int64)
     scale = 1
     for column in columns:
@@ -507,7 +507,20 @@ def first_rows(*columns: Any) -> np.ndarray:
         scale *= size
         if scale >= 2**62:
             return np.flatnonzero(~pd.DataFrame({i: np.asarray(c) for i, c in enumerate(columns)}).duplicated())
+    least = _least(key, scale)
+    if least is not None:
+        return np.sort(least[least < len(key)])
     return np.flatnonzero(~pd.Series(key).duplicated().to_numpy())  # hashed: no sort
+
+
+def _least(key: np.ndarray, size: int) -> np.ndarray | None:
+    """Per key value 0..size-1, the first position holding it (len(key) where none), the positions
+    scattered into a table (no sort, no hashing): None where that table would be large beside the keys."""
+    if size > max(4 * len(key), 2**16):
+        return None
+    least = np.full(size, len(key), dtype=np.intp)
+    np.minimum.at(least, key, np.arange(len(key)))
+    return least
 
 
 def _small_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
