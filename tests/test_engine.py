@@ -164,3 +164,59 @@ def test_the_engines_duckdb_draws_no_progress_bar(tmp_path):
     for connection in (samples.connection(), engine.connect()):
         assert connection.sql("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
         connection.close()
+
+
+def test_the_facts_and_executions_are_the_frames_first_rows(tmp_path):
+    """Each configuration's facts with its first measured row (and first uncontended one), and the
+    distinct executions, as the per-sample frame gives them: warmups, contended executions, rows
+    without a direction and a workload's own cipher mixed in, in two bundles (row numbers run on)."""
+    from ccbench.analysis.load import CAUSE_KEYS
+
+    def rows(shift):
+        out = []
+        for rep in range(4):
+            for storage in ("disk", "encrypted"):
+                common = {"workload": "w", "variant": {"storage": storage}, "repetition": rep}
+                common["execution"] = f"w|storage={storage}|rep|{rep}"
+                out.append({**common, "metric": "t", "value": 1.0 + rep, "warmup": rep == 0})
+                out.append({**common, "metric": "n", "value": 2.0, "better": None})  # no direction
+                out.append({**common, "metric": "t", "value": 3.0, "contended": rep < 2 + shift})
+                cipher = "TLS_AES_256_GCM_SHA384" if rep % 2 else None
+                out.append({**common, "metric": "tls", "value": 4.0, "metadata": {"transport_cipher": cipher}})
+        return out
+
+    paths = [write_samples(tmp_path, "a", "none", rows(0)), write_samples(tmp_path, "b", "sev-snp", rows(1))]
+    frame = ccbench.load(paths)
+    samples = engine.sample_set(load_bundles(paths, samples=False), frame=False)
+    keys = ["bundle", "machine", "machine_id", "tee", "storage", "transport", "config", *CAUSE_KEYS]
+    keyed = frame[keys].astype(object).where(frame[keys].notna(), None).apply(tuple, axis=1)
+    comparable = frame["better"].isin(engine.DIRECTED) & ~frame["warmup"].astype(bool)
+    quiet = comparable & ~frame["contended"].astype(bool)
+    expected = [
+        (*key, float(frame.index[(keyed == key) & comparable].min()), float(frame.index[(keyed == key) & quiet].min()))
+        for key in pd.unique(keyed)
+    ]
+    facts = samples.facts[[*keys, "first", "first_quiet"]].astype(object)
+    assert [tuple(None if pd.isna(v) else v for v in row) for row in facts.itertuples(index=False)] == expected
+    assert len(expected) == 2 * 2 * 2 and any(key[7 + CAUSE_KEYS.index("transport_cipher")] for key in expected)
+    columns = ["bundle", "execution", "workload", "config", "repetition", "warmup", "contended"]
+    theirs = frame[columns].drop_duplicates().astype(object).reset_index(drop=True)
+    pd.testing.assert_frame_equal(samples.executions[columns].astype(object), theirs)
+    # 16 (bundle, storage, rep), 4 more for the first rep's warmups, 4 + 6 for the contended rows
+    assert len(theirs) == 16 + 4 + 10
+
+
+@pytest.mark.parametrize("high", [1, 7, 5_000, 2**40])
+def test_first_rows_and_sorted_unique_are_pandas_and_numpys(high):
+    """Both ways of each (a table of first positions for a few small keys, else hashing or sorting)
+    give drop_duplicates' rows and np.unique's three arrays."""
+    rng = np.random.default_rng(high)
+    values = rng.integers(0, high, 3_000)
+    flags = rng.integers(0, 2, 3_000).astype(bool)
+    expected = np.flatnonzero(~pd.DataFrame({"v": values, "f": flags}).duplicated())
+    np.testing.assert_array_equal(engine.first_rows(values, flags), expected)
+    firsts = np.sort(np.unique(values, return_index=True)[1])  # in row order
+    np.testing.assert_array_equal(engine.first_rows(values.astype(np.int32) if high < 2**31 else values), firsts)
+    for ours, numpys in zip(engine.sorted_unique(values), np.unique(values, return_index=True, return_inverse=True)):
+        np.testing.assert_array_equal(ours, numpys.reshape(-1))
+    assert engine.first_rows(values[:0]).tolist() == [] and len(engine.sorted_unique(values[:0])[0]) == 0

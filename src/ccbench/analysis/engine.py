@@ -162,15 +162,13 @@ def sample_set(
     frame=False its ``sample`` frame is left empty (compare needs none)."""
     labels = labels or {}
     _convert_missing(bundles, helper)
-    sizes = [_rows(bundle) for bundle in bundles]
-    total = sum(sizes)
-    stride = max(1, math.ceil(total / SAMPLE_BUDGET))
-    reader = _Reader(labels, stride if frame else 0)
-    offset = 0
+    # the stride of the per-sample frame needs the total before reading (without a frame: none)
+    stride = max(1, math.ceil(sum(map(_rows, bundles)) / SAMPLE_BUDGET)) if frame else 0
+    reader = _Reader(labels, stride)
+    total = 0
     for index, bundle in enumerate(bundles):
-        reader.read(index, bundle, offset)
-        offset += sizes[index]
-    return reader.result(bundles, total, stride)
+        total += reader.read(index, bundle, total)
+    return reader.result(bundles, total, stride or max(1, math.ceil(total / SAMPLE_BUDGET)))
 
 
 def _rows(bundle: Bundle) -> int:
@@ -216,10 +214,11 @@ class _Reader:
         self.counts: list[pd.DataFrame] = []
         self.machine_ids: dict[str, str] = {}
 
-    def read(self, index: int, bundle: Bundle, offset: int) -> None:
+    def read(self, index: int, bundle: Bundle, offset: int) -> int:
+        """Reads the bundle (its rows numbered from ``offset``); its number of samples."""
         table = read_samples(bundle, READ if self.stride else READ_REDUCED)
         if not table.num_rows:
-            return
+            return 0
         machine, machine_id, tee = facts.machine_of(bundle.probe, bundle.path, self.labels)
         self.machine_ids[str(bundle.path)] = machine_id
         columns = _Columns(table, machine, tee)
@@ -229,13 +228,13 @@ class _Reader:
         self.executions.append(rows.executions(bundle))
         self.sources.append(rows.sources())
         self.counts.append(rows.config_counts())
-        if not self.stride:
-            return
-        kept = rows.kept(self.stride)
-        part = table if kept is None else table.take(pa.array(kept))
-        frame = loading.frame_of_table(bundle, part, self.labels)
-        if frame is not None:
-            self.frames.append(frame)
+        if self.stride:
+            kept = rows.kept(self.stride)
+            part = table if kept is None else table.take(pa.array(kept))
+            frame = loading.frame_of_table(bundle, part, self.labels)
+            if frame is not None:
+                self.frames.append(frame)
+        return table.num_rows
 
     def result(self, bundles: list[Bundle], total: int, stride: int) -> SampleSet:
         schema = _MEASURED_SCHEMA
@@ -276,18 +275,8 @@ _MEASURED_SCHEMA = pa.schema(
         ("summary", pa.bool_()),
     ]
 )
-_FACT_COLUMNS = [
-    "bundle",
-    "machine",
-    "machine_id",
-    "tee",
-    "storage",
-    "transport",
-    "config",
-    *loading.CAUSE_KEYS,
-    "first",
-    "first_quiet",
-]
+#: a configuration's facts: the frame's columns of one value per bundle and variant, and its first rows
+_FACT_COLUMNS = [*loading.BUNDLE_COLUMNS, *loading.CAUSE_KEYS, "first", "first_quiet"]
 _EXECUTION_COLUMNS = ["bundle", "execution", "workload", "config", "repetition", "warmup", "contended"]
 
 
@@ -384,7 +373,8 @@ class _RowCodes:
 
     def measured_table(self, bundle: int, offset: int) -> pa.Table:
         keep = ~self.columns.warmup
-        rows = np.flatnonzero(keep)
+        keep = slice(None) if keep.all() else keep  # no warmups: the arrays as they are, not copied
+        rows = np.arange(len(self.cfg))[keep]
         return pa.table(
             {
                 "row": pa.array(rows + offset, type=pa.int64()),
@@ -403,13 +393,13 @@ class _RowCodes:
     def facts(self, bundle: Bundle, machine: str, machine_id: str, tee: str, offset: int) -> pd.DataFrame:
         c = self.columns
         cipher = _lookup(c.metadata, lambda d: self.reader.strings.code(d[2]))
-        work = pd.DataFrame({"v": c.variant.indices, "cipher": cipher})
+        variant = c.variant.indices
         comparable = self.directed & ~c.warmup
-        combos = work.iloc[first_rows(work["v"], work["cipher"])]
-        first = _first_of(work, comparable)
-        quiet = _first_of(work, comparable & ~c.contended) if c.contended.any() else first
+        first = _first_of(variant, cipher, comparable)
+        quiet = _first_of(variant, cipher, comparable & ~c.contended) if c.contended.any() else first
+        combos = first_rows(variant, cipher)  # each (variant, cipher) once, in order of its first row
         rows = []
-        for row, v, own in zip(combos.index, combos["v"], combos["cipher"]):
+        for v, own in zip(variant[combos].tolist(), cipher[combos].tolist()):
             storage, transport, config, *causes = c.variant.distinct[v]
             causes = dict(zip(loading.CAUSE_KEYS, causes))
             # a workload that negotiates its own cipher (TLS) records it on the sample; it wins
@@ -426,31 +416,24 @@ class _RowCodes:
                     **causes,
                     "first": _first(first, v, own, offset),
                     "first_quiet": _first(quiet, v, own, offset),
-                    "_row": row,
                 }
             )
-        return pd.DataFrame(rows).sort_values("_row", kind="stable").drop(columns="_row")
+        return pd.DataFrame(rows)
 
     def executions(self, bundle: Bundle) -> pd.DataFrame:
         c = self.columns
-        columns = {
-            "execution": c.execution.indices,
-            "workload": c.workload.indices,
-            "cfg": self.cfg,
-            "repetition": c.repetition,
-            "warmup": c.warmup,
-            "contended": c.contended,
-        }
-        work = pd.DataFrame(columns).iloc[first_rows(*columns.values())]
+        codes = (c.execution.indices, c.workload.indices, self.cfg, c.repetition, c.warmup, c.contended)
+        rows = first_rows(*codes)
+        execution, workload, cfg, repetition, warmup, contended = (column[rows] for column in codes)
         return pd.DataFrame(
             {
                 "bundle": str(bundle.path),
-                "execution": [c.execution.distinct[i] for i in work["execution"]],
-                "workload": [c.workload.distinct[i] for i in work["workload"]],
-                "config": [self.reader.configs.values[i] for i in work["cfg"]],
-                "repetition": work["repetition"].to_numpy(),
-                "warmup": work["warmup"].to_numpy(),
-                "contended": work["contended"].to_numpy(),
+                "execution": [c.execution.distinct[i] for i in execution.tolist()],
+                "workload": [c.workload.distinct[i] for i in workload.tolist()],
+                "config": [self.reader.configs.values[i] for i in cfg.tolist()],
+                "repetition": repetition,
+                "warmup": warmup,
+                "contended": contended,
             }
         )
 
@@ -492,8 +475,16 @@ class _RowCodes:
 
 def sorted_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.unique(values, return_index=True, return_inverse=True)`` of a 1-D array, the same three
-    arrays, by one stable argsort: numpy's own took ten times a sort's time on millions of int64."""
+    arrays, by one stable argsort (numpy's own took ten times a sort's time on millions of int64), or
+    where the values are a few small non-negative ints, by the table of their first positions."""
     values = np.asarray(values)
+    if len(values) and values.dtype.kind in "iu" and values.min() >= 0:
+        least = _least(values, int(values.max()) + 1)
+        if least is not None:
+            present = np.flatnonzero(least < len(values))
+            number = np.empty(len(least), dtype=np.intp)
+            number[present] = np.arange(len(present))
+            return present.astype(values.dtype), least[present], number[values]
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     new = np.empty(len(ordered), dtype=bool)
@@ -506,7 +497,8 @@ def sorted_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def first_rows(*columns: Any) -> np.ndarray:
     """The positions of the first row of each distinct combination of the columns' values, in row
-    order (drop_duplicates on integers, numbered into one int64 key)."""
+    order (drop_duplicates on integers, numbered into one int64 key: by the table of each key's first
+    position where the keys are few for the rows, else hashed)."""
     key = np.zeros(len(columns[0]), dtype=np.int64)
     scale = 1
     for column in columns:
@@ -515,7 +507,20 @@ def first_rows(*columns: Any) -> np.ndarray:
         scale *= size
         if scale >= 2**62:
             return np.flatnonzero(~pd.DataFrame({i: np.asarray(c) for i, c in enumerate(columns)}).duplicated())
+    least = _least(key, scale)
+    if least is not None:
+        return np.sort(least[least < len(key)])
     return np.flatnonzero(~pd.Series(key).duplicated().to_numpy())  # hashed: no sort
+
+
+def _least(key: np.ndarray, size: int) -> np.ndarray | None:
+    """Per key value 0..size-1, the first position holding it (len(key) where none), the positions
+    scattered into a table (no sort, no hashing): None where that table would be large beside the keys."""
+    if size > max(4 * len(key), 2**16):
+        return None
+    least = np.full(size, len(key), dtype=np.intp)
+    np.minimum.at(least, key, np.arange(len(key)))
+    return least
 
 
 def _small_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -530,17 +535,17 @@ def _small_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64) + 1, len(uniques) + 1  # a missing value (-1) is code 0
 
 
-def _first_of(work: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    """The first row (by its index: the row number) of each distinct (v, cipher) among ``mask``."""
-    chosen = work[mask]
-    if chosen.empty:
-        return chosen
-    return chosen.iloc[first_rows(chosen["v"].to_numpy(), chosen["cipher"].to_numpy())]
+def _first_of(variant: np.ndarray, cipher: np.ndarray, mask: np.ndarray) -> dict[tuple[int, int], int]:
+    """{(variant, cipher) code: its first row} among the rows ``mask`` selects."""
+    rows = np.flatnonzero(mask)
+    if len(rows):
+        rows = rows[first_rows(variant[rows], cipher[rows])]
+    return dict(zip(zip(variant[rows].tolist(), cipher[rows].tolist()), rows.tolist()))
 
 
-def _first(firsts: pd.DataFrame, variant: int, cipher: int, offset: int) -> float:
-    match = firsts.index[(firsts["v"] == variant) & (firsts["cipher"] == cipher)]
-    return float(match[0] + offset) if len(match) else math.inf
+def _first(firsts: dict[tuple[int, int], int], variant: int, cipher: int, offset: int) -> float:
+    row = firsts.get((variant, cipher))
+    return math.inf if row is None else float(row + offset)
 
 
 # -- the reductions ------------------------------------------------------------------------------
