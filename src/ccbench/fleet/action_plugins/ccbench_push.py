@@ -3,7 +3,8 @@ command, over the play's ssh connection: one task and no remote module for what 
 did in three steps (a checksum of the tar on each side, a temporary file, the unpacking after it).
 
 Arguments: ``src`` (the local tar), ``dest`` (the remote directory it is unpacked into: emptied
-first, created with mode 0700 under its parent), ``then`` (a shell command run on the host after
+first, created with mode 0700 under its parent; the files become the login user's, whatever
+owner the controller's tar recorded), ``then`` (a shell command run on the host after
 the unpacking succeeded, in the directory above ``dest``'s parent: the install).
 
 Only for the ssh connection without a password and without become (the command runs as the login
@@ -42,7 +43,7 @@ class ActionModule(ActionBase):
         parent = posixpath.dirname(dest)
         remote = (
             f"mkdir -p -m 700 {shlex.quote(parent)} && rm -rf -- {shlex.quote(dest)} && mkdir -m 700 {shlex.quote(dest)}"
-            f" && tar -xf - -C {shlex.quote(dest)} && cd {shlex.quote(posixpath.dirname(parent))} && {then}"
+            f" && tar --no-same-owner -xf - -C {shlex.quote(dest)} && cd {shlex.quote(posixpath.dirname(parent))} && {then}"
         )
         # through /bin/sh whatever the login shell is, as Ansible runs its own commands
         ssh = None if self._play_context.become else self._ssh_command(f"/bin/sh -c {shlex.quote(remote)}")
