@@ -26,7 +26,7 @@ PHASES = {
     "ccbench:install stream": "install",
     "ccbench:install copy": "install",
     "ccbench:install files": "install",
-    "ccbench:install pip": "install",  # the name of that task before 0.1's installed-files wheelhouse
+    "ccbench:install pip": "install",  # its name before the installed-files wheelhouse (recorded streams)
     "ccbench:components": "install",
     "ccbench:start": "run",
     "ccbench:run": "run",

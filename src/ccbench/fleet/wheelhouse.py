@@ -258,10 +258,11 @@ def build(components: list[str] | None = None, *, precision: bool = True, log=No
             needs.write_text(json.dumps(requires))
             archive.add(needs, arcname="requires.json")
             for prefix in (installed, Path(temporary) / "prefix"):
-                for entry in sorted(_site(prefix).iterdir()):
+                site = _site(prefix)
+                for entry in sorted(site.iterdir()):
                     archive.add(entry, arcname=f"site-packages/{entry.name}")
                 for entry in sorted(prefix.iterdir()):
-                    if entry != _site(prefix).parents[1]:
+                    if entry != site.parents[1]:  # lib/, holding pythonX.Y/site-packages only
                         archive.add(entry, arcname=f"prefix/{entry.name}")
             archive.add(Path(hostinstall.__file__), arcname="install.py")
             # the hosts run these in fleet-host mode for the set-up components (scripts/ inside the tar)
@@ -361,11 +362,11 @@ def _read_requires(tar: Path) -> dict[str, str]:
 _SH_LAUNCHER = b"#!/bin/sh\n'''exec' "
 
 
-def _prepare(wheels: list[Path], prefix: Path) -> Path:
+def _prepare(wheels: list[Path], prefix: Path) -> None:
     """Installs the wheels into a staging prefix with this environment's pip (the wheelhouse is
     built for this Python and platform, and the connect task holds hosts to both); the first line
     of the scripts in its ``bin/`` becomes the placeholder the host replaces with its venv's python
-    (hostinstall). Returns the prefix's site-packages directory."""
+    (hostinstall)."""
     done = _pip(
         [
             "install",
@@ -384,7 +385,7 @@ def _prepare(wheels: list[Path], prefix: Path) -> Path:
         raise EnvironmentProblem(
             f"installing the fleet hosts' wheels into a staging tree failed: {done.stderr.strip()[-300:]}"
         )
-    site = _site(prefix)
+    _site(prefix)  # exactly one site-packages, or say so now
     for script in sorted((prefix / "bin").glob("*")):
         content = script.read_bytes()
         if content.startswith(_SH_LAUNCHER):
@@ -394,7 +395,6 @@ def _prepare(wheels: list[Path], prefix: Path) -> Path:
         else:
             continue
         script.write_bytes(hostinstall.SHEBANG_PLACEHOLDER + body)
-    return site
 
 
 def _site(prefix: Path) -> Path:
