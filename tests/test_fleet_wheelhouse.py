@@ -146,6 +146,20 @@ def test_a_host_install_moves_the_files_in_and_a_new_wheelhouse_replaces_every_e
     assert (venv / "federated").is_dir()
 
 
+def test_a_host_install_that_cannot_write_says_so_in_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    tree = _tree(tmp_path / "tree", {"alpha": "VERSION = 1"})
+    python3 = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    done = subprocess.run(
+        [python3, hostinstall.__file__, str(blocker / "venv"), str(tree)], capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert str(blocker / "venv") in lines[0] and "free space" in lines[0], lines[0]
+
+
 def _ansible_playbook() -> Path:
     found = Path(sys.executable).with_name("ansible-playbook")
     if not found.exists():

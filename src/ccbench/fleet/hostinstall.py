@@ -60,7 +60,9 @@ def install(venv: str, tree: str) -> None:
     venv = os.path.abspath(venv)
     python = os.path.join(venv, "bin", "python")
     if not os.access(python, os.X_OK):
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", venv], check=True, capture_output=True, text=True
+        )
     site = purelib(python)
     os.makedirs(site, exist_ok=True)
     # an earlier wheelhouse: its packages go (the venv's own directories beside site-packages, such
@@ -85,7 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: install.py VENV TREE", file=sys.stderr)
         return 2
-    install(args[0], args[1])
+    try:
+        install(args[0], args[1])
+    except (OSError, subprocess.CalledProcessError) as exc:
+        why = exc.stderr.strip().splitlines()[-1] if getattr(exc, "stderr", None) else str(exc)
+        print(
+            f"install.py: cannot install the wheelhouse {args[1]} into {args[0]} on this host: {why}; "
+            "check its free space and that the login user can write there, then run the fleet again",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

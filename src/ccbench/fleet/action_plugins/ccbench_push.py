@@ -57,10 +57,12 @@ class ActionModule(ActionBase):
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise AnsibleActionFail(f"streaming {source} to the host failed: {exc}") from None
             errors.seek(0)
-            said = errors.read().decode(errors="replace").strip()
+            said = errors.read().decode(errors="replace").strip().splitlines()
         if done.returncode != 0:
+            # the last line says why (install.py writes one line; tar and ssh end with theirs)
             raise AnsibleActionFail(
-                f"unpacking and installing on the host failed (exit {done.returncode}): {said[-400:]}"
+                f"unpacking and installing ccbench on the host failed (exit {done.returncode}): "
+                f"{said[-1][-400:] if said else 'no message'}"
             )
         document = {"streamed": True, "bytes": os.path.getsize(source), "seconds": round(time.monotonic() - started, 3)}
         result.update(changed=True, stdout=json.dumps(document))
