@@ -210,7 +210,8 @@ class Seed000Adapter:
     name = "seed000"
     description = (
         "the result directory of the seed-000 study's runner (<Label>_<YYYYmmdd_HHMMSS>_<benchmark>.txt: "
-        "systeminfo, fio_*, *.ipynb, pyperformance *): one bundle per label"
+        "systeminfo, fio_*, *.ipynb, pyperformance *): one bundle per label, its -Encrypted suffix read as Azure "
+        "confidential disk encryption, systeminfo's cores and memory kept"
     )
 
     def collect(self, paths: list[Path], label: str | None) -> list[Imported]:
