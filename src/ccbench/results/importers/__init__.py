@@ -114,8 +114,8 @@ def import_results(
         if imported.storage_protection and "storage_protection" not in statements.for_label(imported.label):
             if report:
                 report(
-                    f"{written[-1].name}: storage protection {imported.storage_protection} "
-                    f"({imported.storage_protection_source})"
+                    f"{written[-1].name}: storage protection {imported.storage_protection}, "
+                    f"{imported.storage_protection_source}"
                 )
         for execution in imported.executions:
             for note in execution.notes if report else ():

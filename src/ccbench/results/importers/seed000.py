@@ -147,11 +147,11 @@ def storage_protection(label: str) -> tuple[str, str] | None:
     if not match:
         return None
     if match["non"]:
-        return "none", f"the label's {match.group(0)!r} suffix: no disk encryption"
+        return "none", f"read from the label's {match.group(0)!r} suffix: no disk encryption"
     return (
         "azure-confidential-disk",
-        f"the label's {match.group(0)!r} suffix, read as Azure confidential disk encryption "
-        "(seed 000's machines are Azure VMs); state otherwise with --storage-protection LABEL=...",
+        f"read from the label's {match.group(0)!r} suffix as Azure confidential disk encryption "
+        "(seed 000 ran on Azure); --storage-protection LABEL=... states otherwise",
     )
 
 
