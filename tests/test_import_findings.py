@@ -82,6 +82,25 @@ def test_fio_client_output_from_two_servers_reads_each_servers_global_options(tm
     assert {(s["params"]["bs"], s["params"]["rw"]) for s in bundle.samples} == {("4k", "randread")}
 
 
+def test_fio_client_servers_on_one_host_are_told_apart_by_port(tmp_path):
+    """Two fio servers on one host (fio --server=,8766 beside the default 8765): each is its own
+    execution, named hostname:port, with its own global options."""
+    document = json.loads((IMPORT / "fio-3.43-client-two-servers.json").read_text())
+    for number, entry in enumerate(document["global options"]):
+        entry.update(hostname="localhost", port=8765 + number)
+    ports = {}
+    for job in document["client_stats"]:
+        ports.setdefault(job["hostname"], 8765 + len(ports))
+        job.update(port=ports[job["hostname"]], hostname="localhost")
+    document["global options"][1]["bs"] = "64k"
+    source = tmp_path / "one-host.json"
+    source.write_text(json.dumps(document))
+    [bundle] = _import("fio", source, tmp_path / "out")
+    cases = {(s["metadata"]["host"], s["params"]["bs"]) for s in bundle.samples}
+    assert cases == {("localhost:8765", "4k"), ("localhost:8766", "64k")}
+    assert len(bundle.executions) == 2
+
+
 def test_the_fio_version_is_provenance_so_two_versions_compare(tmp_path):
     older = tmp_path / "older.json"
     document = json.loads(FIO3.read_text())
