@@ -691,8 +691,10 @@ def test_a_td_log_fragment_holding_only_the_tdx_idle_line_reads_tdx_on_weak_evid
     (entry,) = tee["evidence"]
     assert entry["signal"] == "process: using TDX aware idle routine" and entry["strength"] == "weak"
     assert any(note.startswith("tdx rests on weak evidence alone") for note in tee["notes"]), tee["notes"]
-    # without the line the same machine reads "none"
-    assert probe(root=root, dmesg=dmesg(tmp_path, "[    0.1] nothing here\n"))["tee"]["technology"] == "none"
+    # without the line a fragment says nothing either way ("unknown"); a log from boot without it: "none"
+    assert probe(root=root, dmesg=dmesg(tmp_path, "[    0.1] nothing here\n"))["tee"]["technology"] == "unknown"
+    boot = "[    0.000000] Linux version 6.8.0 (buildd@lcy02)\n[    0.1] nothing here\n"
+    assert probe(root=root, dmesg=dmesg(tmp_path, boot))["tee"]["technology"] == "none"
 
 
 def test_weak_evidence_never_contradicts_strong_evidence(tmp_path):
