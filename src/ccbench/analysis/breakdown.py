@@ -544,8 +544,35 @@ def breakdowns(
         if key not in counted and row.get("unit") in TIME_UNITS:
             records = [r for b in bundles_of.get(row["config"], []) for r in (executions or {}).get(str(b), [])]
             counted[key] = counted_seconds(units, records, *key)
-        out.append(_row_parts(row, group, counted.get(key, {}), twins, seed))
+        parts = _row_parts(row, group, counted.get(key, {}), twins, seed)
+        if "idle" in twins:
+            _add_ipis(parts, row, twins["idle"], bundles_of, executions or {})
+        out.append(parts)
     return out, findings
+
+
+#: the IPIs a polling idle loop takes away with the halts (set_nr_if_polling skips the reschedule
+#: IPI to a polling CPU): each an exit in a CVM (an x2APIC ICR write: #VE or #VC)
+IPI_KINDS = ("RES", "CAL")
+
+
+def _add_ipis(parts: list[dict], row: Mapping[str, Any], twin: Twin, bundles_of, executions) -> None:
+    """Beside the idle share: the median reschedule (RES) and function-call (CAL) interrupts per
+    execution on the CVM and on its idle=poll twin, where their counters were recorded: the idle
+    share includes those IPIs' exits, not only the halts'."""
+    seen: dict[str, dict[str, float]] = {}
+    for side, config in (("cvm", row["config"]), ("twin", twin.config)):
+        records = [r for b in bundles_of.get(config, []) for r in executions.get(str(b), [])]
+        for kind in IPI_KINDS:
+            rule = CountRule((f"interrupts.{kind}",), 1.0, "", {}, float)
+            counts = execution_counts(records, row["workload"], config, rule)
+            if counts:
+                seen.setdefault(kind, {})[side] = float(np.median(counts))
+    if not seen:
+        return
+    for part in parts:
+        if part["mechanism"] == "idle":
+            part["ipis"] = seen
 
 
 def _values_by_group(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, dict[str, np.ndarray]]:
