@@ -491,7 +491,7 @@ class CounterSession:
             value = float(text)
             if name != "transient_nslabs" and pool is not None and value > pool:
                 self.missing[f"swiotlb.{name}"] = (
-                    f"{file} read {int(value)}, above the pool's {int(pool)} slabs: rejected (a counter that "
+                    f"{file} read {text.strip()}, above the pool's {int(pool)} slabs: rejected (a counter that "
                     "underflowed, as on some 6.5-6.8 kernels)"
                 )
                 continue

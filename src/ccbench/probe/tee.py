@@ -198,7 +198,7 @@ def _cpuid_signals(sources: Sources, evidence: list[dict[str, str]], notes: list
                 # the TDX module answers leaf 0x21 in every TD: a guest without it is no TD
                 evidence.append(_evidence("cpuid", "Intel guest without the leaf 0x21 'IntelTDX' signature", "none"))
         elif vendor == "AuthenticAMD":
-            _amd_signals(cpuid, evidence, notes, isolated)
+            _amd_signals(cpuid, evidence, notes, isolated, sources.live)
         if signature:
             notes.append(f"hypervisor signature {signature!r}")
         return True
@@ -206,7 +206,7 @@ def _cpuid_signals(sources: Sources, evidence: list[dict[str, str]], notes: list
         cpuid.close()
 
 
-def _amd_signals(cpuid, evidence: list, notes: list[str], isolated: bool) -> None:
+def _amd_signals(cpuid, evidence: list, notes: list[str], isolated: bool, live: bool) -> None:
     ext = cpuid(0x80000000)
     sev_leaf = cpuid(0x8000001F) if ext and ext[0] >= 0x8000001F else None
     if not sev_leaf or not (sev_leaf[0] >> 1) & 1:
@@ -214,7 +214,8 @@ def _amd_signals(cpuid, evidence: list, notes: list[str], isolated: bool) -> Non
             # an SEV guest needs leaf 0x8000001F (the C-bit position): without SEV in it, no SEV guest
             evidence.append(_evidence("cpuid", "AMD guest without SEV in leaf 0x8000001F", "none"))
         return
-    value, error = read_msr(SEV_STATUS_MSR)
+    # a snapshot's MSR is not recorded (and this machine's says nothing of it)
+    value, error = read_msr(SEV_STATUS_MSR) if live else (None, "a snapshot holds no MSR")
     if error:
         notes.append(
             f"CPUID 0x8000001F advertises SEV but whether this guest runs with it is in the SEV status MSR, "
