@@ -852,3 +852,24 @@ def test_a_paravisor_cvm_without_configfs_tsm_is_told_the_vtpm_path(tmp_path):
     reason = TsmProvider(tmp_path / "no-tsm").available(tee)
     assert "paravisor" in reason and "vTPM" in reason and "not a confidential VM" not in reason
     assert "not a confidential VM" in TsmProvider(tmp_path / "no-tsm").available({"technology": "none"})
+
+
+def test_each_virtio_device_records_whether_access_platform_was_negotiated(tmp_path):
+    """/sys/bus/virtio/devices/*/features: one '0' or '1' per feature bit, bit 0 first; bit 33 is
+    VIRTIO_F_ACCESS_PLATFORM (this development VM's devices have it clear)."""
+    bits = ["0"] * 64
+    bits[32] = "1"  # VIRTIO_F_VERSION_1
+    plain = "".join(bits)
+    bits[33] = "1"
+    platform = "".join(bits)
+    files = {
+        "/sys/bus/virtio/devices/virtio0/features": plain + "\n",
+        "/sys/bus/virtio/devices/virtio0/device": "0x0001\n",
+        "/sys/bus/virtio/devices/virtio1/features": platform + "\n",
+        "/sys/bus/virtio/devices/virtio1/device": "0x0002\n",
+    }
+    devices = probe(root=make_root(tmp_path, GUEST_FLAGS, files=files))["virtio_devices"]
+    assert devices == [
+        {"name": "virtio0", "type": "net", "access_platform": False},
+        {"name": "virtio1", "type": "block", "access_platform": True},
+    ]
