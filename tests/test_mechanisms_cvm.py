@@ -269,6 +269,21 @@ def test_under_lockdown_the_unreadable_high_water_mark_names_lockdown(tmp_path):
     assert values["swiotlb.used"] == 12
     assert "locked down (integrity)" in session.missing["swiotlb.hiwater"], session.missing
     assert lockdown_mode(tmp_path / "sys") == "integrity"
+    # what lockdown can refuse says so (debugfs under any lockdown, perf only under confidentiality);
+    # a counter this machine lacks for another reason is not blamed on it
+    session.missing |= {
+        "debugfs": "could not mount debugfs: mount: Operation not permitted",
+        "pmu.cycles": "perf_event_open(cycles): Operation not permitted: not permitted (run as root, ...)",
+        "cpuidle": "no cpuidle states in sysfs (no idle driver: the CPUs halt or poll directly)",
+    }
+    session._name_lockdown()
+    assert session.missing["debugfs"].endswith("(the kernel is locked down: integrity)")
+    assert "locked down" not in session.missing["pmu.cycles"] and "locked down" not in session.missing["cpuidle"]
+    (tmp_path / "sys/kernel/security/lockdown").write_text("none integrity [confidentiality]\n")
+    session._name_lockdown()
+    assert session.missing["pmu.cycles"].endswith("(the kernel is locked down: confidentiality)")
+    assert "locked down" not in session.missing["cpuidle"] and "exits" in session.missing
+    assert "locked down" not in session.missing["exits"]
     (tmp_path / "sys/kernel/security/lockdown").write_text("[none] integrity confidentiality\n")
     assert lockdown_mode(tmp_path / "sys") is None
 

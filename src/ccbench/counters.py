@@ -399,13 +399,28 @@ class CounterSession:
         self.perf = PerfCounters(PMU_EVENTS, online_cpus(self.sys_root))
         for name, reason in self.perf.missing.items():
             self.missing[f"pmu.{name}"] = reason
-        lockdown = lockdown_mode(self.sys_root)
-        if lockdown:
-            # debugfs refuses writable files under any lockdown, tracefs and perf under confidentiality
-            for name in list(self.missing):
-                if name != "exits" and "lockdown" not in self.missing[name]:
-                    self.missing[name] += f" (the kernel is locked down: {lockdown})"
+        self._name_lockdown()
         return self
+
+    def _name_lockdown(self) -> None:
+        """Under kernel lockdown, say so in the reason of each counter it can refuse: debugfs files with
+        write bits under any lockdown (LOCKDOWN_DEBUGFS), tracefs and perf under confidentiality
+        (LOCKDOWN_TRACEFS, LOCKDOWN_PERF); where the refusal was a permission error or a failed mount."""
+        lockdown = lockdown_mode(self.sys_root)
+        if not lockdown:
+            return
+        refused = ("not permitted", "Permission denied", "could not", "unavailable", "needs root", "not reset")
+        for name, reason in list(self.missing.items()):
+            debugfs = name.startswith(("debugfs", "swiotlb"))
+            tracefs_or_perf = name.startswith(("tracefs", "trace.", "pmu."))
+            applies = debugfs or (tracefs_or_perf and lockdown == "confidentiality")
+            if (
+                applies
+                and "lockdown" not in reason
+                and "locked down" not in reason
+                and any(w in reason for w in refused)
+            ):
+                self.missing[name] = f"{reason} (the kernel is locked down: {lockdown})"
 
     def _filesystem(self, fstype: str, standard: Path) -> Path | None:
         """Where ``fstype`` can be read: its standard place when mounted there, else a private mount of
@@ -511,6 +526,7 @@ class CounterSession:
                     self.missing["swiotlb.hiwater.reset"] = (
                         f"io_tlb_used_hiwater not reset ({exc.strerror}): the mark is since boot or its last reset"
                     )
+                    self._name_lockdown()
         return self.snapshot()
 
     def _tracepoints(self) -> None:
@@ -523,7 +539,11 @@ class CounterSession:
                 continue
             group, name = event.split(":")
             if not (tracefs / "events" / group / name).is_dir():
-                self.missing[f"trace.{event}"] = f"this kernel has no {event} tracepoint"
+                self.missing[f"trace.{event}"] = f"this kernel has no {event} tracepoint" + (
+                    " (it exists only in Intel's downstream TDX kernels, and counts kernel-mode #VEs only)"
+                    if group == "tdx"
+                    else ""
+                )
                 continue
             if self.ledger is None:
                 self.missing[f"trace.{event}"] = "counting a tracepoint needs root"
