@@ -98,32 +98,61 @@ def test_the_workload_keeps_the_cases_of_a_ccmech_that_dies_by_sigsegv(tmp_path,
     assert set(figures) == {"exit cpuid 0xb", "exit cpuid 0x40000000", "exit out 0x80"}
 
 
-@pytest.mark.skipif(
-    not BINARY.is_file(), reason=f"{BINARY} is not built: run 'bash scripts/setup.sh --with mechanisms'"
+#: ccmech built, a C compiler for the ioperm() stand-ins, an x86_64 CPU
+needs_ccmech = pytest.mark.skipif(
+    not BINARY.is_file() or shutil.which("cc") is None or os.uname().machine != "x86_64",
+    reason=f"needs {BINARY} built ('bash scripts/setup.sh --with mechanisms'), a C compiler and x86_64",
 )
-@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build the ioperm shim")
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="port I/O is an x86_64 instruction")
-def test_a_port_write_that_faults_loses_only_the_port_case(tmp_path):
-    """The LD_PRELOAD shim makes ioperm() succeed without granting the port: the `out` faults (SIGSEGV),
-    as a user-space port write does in a TD. ccmech still exits 0 with every CPUID case."""
-    shim = tmp_path / "ioperm.so"
-    source = tmp_path / "ioperm.c"
-    source.write_text("int ioperm(unsigned long from, unsigned long num, int on) { return 0; }\n")
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(shim), str(source)], check=True)
-    done = subprocess.run(
-        [str(BINARY), "exits", "--iterations", "200", "--batches", "2"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "LD_PRELOAD": str(shim)},
-        timeout=120,
-    )
+#: ioperm() stand-ins: one that says yes without granting the port (the `out` then faults, as a
+#: user-space port write does in a TD), one that refuses with EPERM (as lockdown does, even to root)
+SHIMS = {
+    "grants": "int ioperm(unsigned long from, unsigned long num, int on) { return 0; }\n",
+    "refuses": "#include <errno.h>\nint ioperm(unsigned long from, unsigned long num, int on) { errno = EPERM; return -1; }\n",
+}
+
+
+def run_ccmech(tmp_path, shim, root=None):
+    """ccmech exits under an ioperm() stand-in (and a fake /proc, /sys tree): it must exit 0 with every
+    CPUID case; the port case's reason is returned."""
+    source = tmp_path / f"{shim}.c"
+    source.write_text(SHIMS[shim])
+    library = tmp_path / f"{shim}.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    env = {**os.environ, "LD_PRELOAD": str(library)}
+    if root is not None:
+        env["CCMECH_ROOT"] = str(root)
+    argv = [str(BINARY), "exits", "--iterations", "200", "--batches", "2"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr)
     document, lost = parse.exit_document(done.stdout, done.returncode)
     found, missing = parse.exit_measurements(document)
     assert lost == []
     assert {m.case["leaf"] for m in found if m.metric == "exit_ns"} == {"0x0", "0xb", "0x40000000"}
     (port,) = missing
-    assert port["figure"] == "exit out 0x80" and "SIGSEGV" in port["why"], port
+    assert port["figure"] == "exit out 0x80"
+    return port["why"]
+
+
+@needs_ccmech
+def test_a_port_write_that_faults_loses_only_the_port_case(tmp_path):
+    """ioperm() says yes without granting the port: the `out` faults (SIGSEGV), as it does in a TD.
+    ccmech still exits 0 with every CPUID case (main's printed nothing and exited 139)."""
+    assert "SIGSEGV" in run_ccmech(tmp_path, "grants")
+
+
+@needs_ccmech
+def test_in_a_tdx_guest_port_io_is_not_attempted_and_under_lockdown_lockdown_is_the_reason(tmp_path):
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    (root / "proc/cpuinfo").write_text("processor\t: 0\nflags\t\t: fpu tsc msr hypervisor tdx_guest\n")
+    # the stand-in would let the write through (and fault): the TD's flag keeps it from being tried
+    why = run_ccmech(tmp_path, "grants", root)
+    assert why.startswith("not attempted in a TDX guest (the cpuinfo flag tdx_guest)"), why
+    (root / "proc/cpuinfo").write_text("processor\t: 0\nflags\t\t: fpu tsc msr hypervisor\n")
+    (root / "sys/kernel/security").mkdir(parents=True)
+    (root / "sys/kernel/security/lockdown").write_text("none [integrity] confidentiality\n")
+    why = run_ccmech(tmp_path, "refuses", root)
+    assert "kernel lockdown (integrity)" in why and "needs root" not in why, why
 
 
 # --- who serves each exit, by platform ------------------------------------------------------------------

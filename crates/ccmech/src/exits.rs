@@ -68,6 +68,15 @@ fn signature(ebx: u32, ecx: u32, edx: u32) -> String {
         .collect()
 }
 
+/// A system file's path, under `$CCMECH_ROOT` where that is set: a fake /proc and /sys tree, so that
+/// tests can show ccmech a TDX guest's cpuinfo or a locked-down kernel this machine is not.
+fn under_root(path: &str) -> String {
+    match std::env::var("CCMECH_ROOT") {
+        Ok(root) if !root.is_empty() => format!("{}{path}", root.trim_end_matches('/')),
+        _ => path.to_string(),
+    }
+}
+
 /// Why a user-space port write is not attempted here, from the cpuinfo text and CPUID's answers
 /// (leaf 0 and leaf 0x21 as [eax, ebx, ecx, edx]): Some in a TDX guest.
 pub fn tdx_guest_reason(cpuinfo: &str, leaf0: [u32; 4], leaf21: Option<[u32; 4]>) -> Option<String> {
@@ -125,7 +134,7 @@ fn grant_port() -> Result<(), String> {
         return Ok(());
     }
     let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-    let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown").ok();
+    let lockdown = std::fs::read_to_string(under_root("/sys/kernel/security/lockdown")).ok();
     // SAFETY: geteuid has no preconditions
     let root = unsafe { libc::geteuid() } == 0;
     Err(ioperm_reason(errno, lockdown.as_deref(), root))
@@ -217,7 +226,7 @@ fn emit(out: &mut impl Write, case: &Value) -> Result<(), String> {
 pub fn exits(out: &mut impl Write, iterations: u64, count: usize) -> Result<(), String> {
     let leaf0 = cpuid_registers(0);
     let leaf21 = (leaf0[0] >= 0x21).then(|| cpuid_registers(0x21));
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpuinfo = std::fs::read_to_string(under_root("/proc/cpuinfo")).unwrap_or_default();
     let tdx = tdx_guest_reason(&cpuinfo, leaf0, leaf21);
     let leaves: Vec<String> = CPUID_LEAVES.iter().map(|leaf| format!("{leaf:#x}")).collect();
     emit(

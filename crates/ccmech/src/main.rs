@@ -2,7 +2,8 @@
 //! JSON on stdout, read by ccbench's `mechanisms` workload: `exits` one line per case as it finishes
 //! (a first line saying how they were measured), the others one document.
 //!
-//! ccmech exits  [--iterations N] [--batches N]
+//! ccmech exits  [--iterations N] [--batches N]   (reads /proc/cpuinfo and the lockdown file under
+//!                                                 $CCMECH_ROOT where set: a fake tree for tests)
 //! ccmech memory --pages 4k|2m [--array-bytes N] [--chase-bytes N] [--passes N]
 //! ccmech touch  --pages 4k|2m [--bytes N]
 
