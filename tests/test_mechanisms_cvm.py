@@ -58,6 +58,10 @@ def test_a_run_that_died_keeps_every_case_it_printed_and_names_the_rest_with_the
     assert parse.exit_measurements(document)[1] == [
         {"figure": "exits", "why": "ccmech exits printed nothing readable (exited with status 139)"}
     ]
+    document, lost = parse.exit_document("", 2, 'ccmech: --batches must be a positive integer, not "0"\n')
+    assert parse.exit_measurements(document)[1][0]["why"].endswith(
+        'status 2: ccmech: --batches must be a positive integer, not "0")'
+    )
 
 
 def _context(tmp_path, environment):

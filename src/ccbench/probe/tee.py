@@ -250,7 +250,8 @@ def detect(sources: Sources) -> dict[str, Any]:
         checked.append("cpuid/msr")
     evidence = _defer_generic_amd_to_hyperv(evidence, notes, hyperv)
     technology = _decide(evidence, checked)
-    if technology == "unknown" and not any(e["indicates"] not in ("none", "unknown") for e in evidence):
+    blind = "cpuid/msr" not in checked and not any(c.startswith("kernel log") for c in checked)
+    if technology == "unknown" and blind and not any(e["indicates"] not in ("none", "unknown") for e in evidence):
         notes.append(
             "no positive evidence either way: the kernel log is unread or does not reach back to boot, and "
             "CPUID was not consulted; a guest's cpuinfo flags and device nodes cannot rule out a confidential "

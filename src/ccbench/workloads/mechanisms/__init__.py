@@ -142,7 +142,7 @@ class Mechanisms(Workload):
         p = self.params
         argv = [str(binary_path()), "exits", "--iterations", str(p.exit_iterations), "--batches", str(p.exit_batches)]
         done = ctx.run_command(argv, log_name="ccmech-exits", check=False)
-        document, lost = parse.exit_document(done.stdout, done.returncode)
+        document, lost = parse.exit_document(done.stdout, done.returncode, done.stderr)
         environment = ctx.environment or {}
         flags = (environment.get("cpu") or {}).get("flags")
         hypervisor = "hypervisor" in flags if isinstance(flags, list | set | tuple) else None

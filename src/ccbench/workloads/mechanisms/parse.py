@@ -19,7 +19,7 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values))
 
 
-def exit_document(stdout: str, returncode: int = 0) -> tuple[dict[str, Any], list[Missing]]:
+def exit_document(stdout: str, returncode: int = 0, stderr: str = "") -> tuple[dict[str, Any], list[Missing]]:
     """ccmech exits' output as one document ({"iterations", "batches", "cases": [...]}) from the lines
     it printed, one per case as each finished (a single document, as older builds print, is read too),
     and the cases it never printed where it died: each named with how it ended. A run that printed
@@ -34,6 +34,9 @@ def exit_document(stdout: str, returncode: int = 0) -> tuple[dict[str, Any], lis
         if isinstance(value, dict):
             parsed.append(value)
     ending = _ending(returncode)
+    said = stderr.strip().splitlines()
+    if said:
+        ending += f": {said[-1]}"
     if len(parsed) == 1 and "cases" in parsed[0]:
         return parsed[0], []
     if not parsed:
