@@ -241,14 +241,16 @@ class Runner:
         """The before-run check, printed and kept in the manifest; nothing is changed. The TLS
         library's AES check (3 s) runs only when a workload of the plan asks for it."""
         from ccbench.probe.syscheck import format_checks, system_check
-        from ccbench.workloads import system_checks
+        from ccbench.workloads import crosses_no_device, system_checks
         from ccbench.workloads.base import DEVICE_IO_CHECK, TLS_AES_CHECK
 
         asked = system_checks((spec.kind, spec.variants) for spec in self.plan.workloads)
+        # the bounce-buffer check only for workloads whose data crosses a device (not emulated hosts)
+        device_io = DEVICE_IO_CHECK in system_checks(
+            (spec.kind, spec.variants) for spec in self.plan.workloads if not crosses_no_device(spec.kind, spec.params)
+        )
         try:
-            checks = system_check(
-                aes=TLS_AES_CHECK in asked, environment=self.environment, device_io=DEVICE_IO_CHECK in asked
-            )
+            checks = system_check(aes=TLS_AES_CHECK in asked, environment=self.environment, device_io=device_io)
         except Exception as exc:  # a check that cannot run must not stop the benchmark
             return [{"name": "system check", "value": f"failed: {type(exc).__name__}: {exc}", "ok": None, "advice": ""}]
         self.reporter.message("system check (nothing is changed; see the advice):\n" + format_checks(checks))

@@ -17,9 +17,9 @@ Two sources attribute parts of the cost:
   taken away (booted with ``idle=poll``: no halt exits), share ``1 - cost(twin) / cost(cvm)``; every
   cost against the same baseline.
 * **counts times unit costs**: a mechanism's count in the CVM's executions (the mechanism counters
-  of each execution record, ``counters``: the pages accepted as ``vmstat.nr_unaccepted`` falls; bytes
-  bounced where a counter records them) times its unit cost measured by the ``mechanisms`` workload
-  on the same machine, less the baseline machine's where it has one. For a row whose metric is an
+  of each execution record, ``counters``: the pages accepted as ``vmstat.nr_unaccepted`` falls) times
+  its unit cost measured by the ``mechanisms`` workload on the same machine (the time per accepted
+  page, from touches that accepted), less the baseline machine's where it has one. For a row whose metric is an
   execution's time: the counted time's part of the time the CVM adds,
   ``count x unit / (T_cvm - T_base)``.
 
@@ -73,19 +73,18 @@ class CountRule:
     seconds_per_count: Callable[[float], float]
 
 
-#: a bounced byte costs a copy (private <-> shared memory): the STREAM copy rate counts the bytes read
-#: and written, so one bounced byte takes 2 / the copy rate. A page accepted during the execution
-#: (nr_unaccepted falls) costs the first touch's time per 4K page. Each less the baseline machine's.
+#: A page accepted during the execution (nr_unaccepted falls) costs the mechanisms workload's time per
+#: accepted page (``accept_ns_per_page``: measured only by touches during which nr_unaccepted fell),
+#: less the baseline machine's. Bounce buffers have no count rule: the only bounce counter a guest
+#: has, ``trace.swiotlb:swiotlb_bounced``, counts mappings, not bytes, and no unit cost per mapping
+#: is measured; their share comes from a twin alone.
 COUNT_RULES = {
-    "bounce-buffers": CountRule(
-        ("swiotlb.bounced_bytes", "trace.swiotlb:swiotlb_bounced_bytes"),
-        1.0,
-        "copy_bandwidth",
-        {"pages": "4k"},
-        lambda gb_per_s: 2.0 / (gb_per_s * 1e9),
-    ),
     "page-acceptance": CountRule(
-        ("vmstat.nr_unaccepted",), -1.0, "first_touch_ns", {"pages": "4k"}, lambda ns: ns * 1e-9
+        ("vmstat.nr_unaccepted",),
+        -1.0,
+        "accept_ns_per_page",
+        {"mechanism": "page-acceptance", "pages": "4k"},
+        lambda ns: ns * 1e-9,
     ),
 }
 
@@ -112,6 +111,122 @@ class Twin:
     config: str
     #: "forced" (the baseline with the mechanism on) or "removed" (the CVM without it)
     kind: str
+    #: what the share rests on beyond the twin's configuration ("assumed to bounce: no counters")
+    note: str = ""
+
+    @property
+    def basis(self) -> str:
+        return f"{self.config} ({self.note})" if self.note else self.config
+
+
+#: the swiotlb tracepoint's counter in an execution record (ccbench.counters): one per bounce mapping
+BOUNCED = "trace.swiotlb:swiotlb_bounced"
+#: virtio devices whose traffic is DMA a forced swiotlb would bounce, given VIRTIO_F_ACCESS_PLATFORM
+DMA_VIRTIO = ("net", "block", "scsi", "fs")
+#: the advice for a twin whose devices bypass the DMA API
+ACCESS_PLATFORM_ADVICE = (
+    "give the twin's virtio devices VIRTIO_F_ACCESS_PLATFORM (QEMU: iommu_platform=on on each -device virtio-*), "
+    "as a CVM's are; without it virtio bypasses the DMA API and swiotlb=force bounces none of its I/O"
+)
+
+
+def vet_bounce_twin(
+    sides: Mapping[str, list],
+    config: str,
+    twins: Mapping[str, Twin],
+    twin_records: list[Mapping[str, Any]],
+) -> tuple[dict[str, Twin], list]:
+    """Keep a bounce-buffers twin only with evidence that it bounces: refused (with a finding) where its
+    virtio devices lack VIRTIO_F_ACCESS_PLATFORM or where its executions' counters ran and counted no
+    ``swiotlb:swiotlb_bounced``; kept and marked "assumed to bounce: no counters" where none of its
+    executions has that counter (an import); a pool smaller than the CVM's is a finding (it fills
+    and stalls sooner, overstating the share)."""
+    from ccbench.probe.lint import HIGH, MEDIUM, Finding
+
+    twin = twins.get("bounce-buffers")
+    if twin is None or twin.kind != "forced":
+        return dict(twins), []
+    kept, findings = dict(twins), []
+    source = "docs/mechanisms.md (Bounce buffers)"
+    probes = _side_probes(sides, twin.config)
+    lacking = sorted(
+        {
+            f"{device.get('name')} ({device.get('type')})"
+            for probe in probes
+            for device in (probe.get("virtio_devices") or [])
+            if device.get("type") in DMA_VIRTIO and device.get("access_platform") is False
+        }
+    )
+    counted = [float(r["counters"][BOUNCED]) for r in twin_records if BOUNCED in (r.get("counters") or {})]
+    if lacking:
+        findings.append(
+            Finding(
+                "twin-bounces-nothing",
+                HIGH,
+                f"the bounce-buffers twin {twin.config} has virtio devices without VIRTIO_F_ACCESS_PLATFORM "
+                f"({', '.join(lacking)}): their I/O bypasses the DMA API, so swiotlb=force bounces none of it; the "
+                "twin is not used",
+                {"virtio_devices": lacking},
+                ACCESS_PLATFORM_ADVICE,
+                source,
+            )
+        )
+        del kept["bounce-buffers"]
+    elif counted and sum(counted) == 0:
+        findings.append(
+            Finding(
+                "twin-bounces-nothing",
+                HIGH,
+                f"the bounce-buffers twin {twin.config} counted no swiotlb:swiotlb_bounced in its {len(counted)} "
+                "execution(s) with counters: it bounced nothing, so it cannot stand for the CVM's bounce buffers; "
+                "the twin is not used",
+                {"swiotlb_bounced": counted},
+                ACCESS_PLATFORM_ADVICE + "; check that the workload's I/O goes through a device (not emulated hosts)",
+                source,
+            )
+        )
+        del kept["bounce-buffers"]
+    elif not counted:
+        kept["bounce-buffers"] = Twin(twin.config, twin.kind, "assumed to bounce: no counters")
+    pool = _pool_bytes(_side_probes(sides, twin.config))
+    cvm_pool = _pool_bytes(_side_probes(sides, config))
+    if "bounce-buffers" in kept and pool is not None and cvm_pool is not None and pool < cvm_pool:
+        findings.append(
+            Finding(
+                "confounded-twin",
+                MEDIUM,
+                f"the bounce-buffers twin {twin.config} has a smaller swiotlb pool ({pool / 2**20:.0f} MiB) than "
+                f"{config} ({cvm_pool / 2**20:.0f} MiB): it fills and stalls sooner, so its share overstates the "
+                "CVM's bounce buffers",
+                {"twin_swiotlb_bytes": pool, "cvm_swiotlb_bytes": cvm_pool},
+                f"boot the twin with swiotlb={cvm_pool // 2048},force (slabs of 2 KiB: the CVM's pool)",
+                source,
+            )
+        )
+    return kept, findings
+
+
+def _pool_bytes(probes: list[Mapping[str, Any]]) -> int | None:
+    """The smallest swiotlb pool among the machines (provenance.swiotlb.bytes), or None where unknown."""
+    sizes = [((p.get("provenance") or {}).get("swiotlb") or {}).get("bytes") for p in probes]
+    known = [int(size) for size in sizes if isinstance(size, int | float)]
+    return min(known) if known else None
+
+
+def crosses_no_device(row: Mapping[str, Any]) -> bool:
+    """Whether the row's workload ran between emulated hosts (its params say ``hosts = "emulated"``):
+    veth and a bridge inside one guest, no DMA, nothing bounced."""
+    import json
+
+    params = row.get("params")
+    if isinstance(params, str):
+        if "emulated" not in params:
+            return False
+        try:
+            params = json.loads(params)
+        except ValueError:
+            return False
+    return isinstance(params, Mapping) and params.get("hosts") == "emulated"
 
 
 def _technology(probe: Mapping[str, Any] | None) -> str:
@@ -260,7 +375,7 @@ def row_breakdown(
             # forced: the twin's cost is the mechanism's; removed: what the CVM loses without it
             if twin.kind != "forced":
                 share, log_share = 1.0 - share, 1.0 - log_share
-            parts.append((mechanism, share, log_share, "twin", twin.config))
+            parts.append((mechanism, share, log_share, "twin", twin.basis))
     for mechanism, (seconds, what) in sorted((counted or {}).items()):
         if mechanism in twins or sign < 0:
             continue
@@ -407,8 +522,16 @@ def breakdowns(
             applies = cross_machine(row, sides) and not _forced_twin_row(sides, row, named_twins)
             twins = find_twins(sides, *pair, named_twins) if applies else {}
             findings += twin_findings(sides, *pair, twins)
+            if "bounce-buffers" in twins:
+                twin_config = twins["bounce-buffers"].config
+                twin_records = [r for b in bundles_of.get(twin_config, []) for r in (executions or {}).get(str(b), [])]
+                twins, refused = vet_bounce_twin(sides, row["config"], twins, twin_records)
+                findings += refused
             pairs[pair] = (applies, twins)
         applies, twins = pairs[pair]
+        if "bounce-buffers" in twins and crosses_no_device(row):
+            # emulated hosts move packets in memory: no bounce-buffer share, whatever the twin measured
+            twins = {m: t for m, t in twins.items() if m != "bounce-buffers"}
         group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
         # a row that measures one mechanism on its own is a unit cost, not a cost to split
         if not applies or _isolates_a_mechanism(row):
@@ -421,8 +544,35 @@ def breakdowns(
         if key not in counted and row.get("unit") in TIME_UNITS:
             records = [r for b in bundles_of.get(row["config"], []) for r in (executions or {}).get(str(b), [])]
             counted[key] = counted_seconds(units, records, *key)
-        out.append(_row_parts(row, group, counted.get(key, {}), twins, seed))
+        parts = _row_parts(row, group, counted.get(key, {}), twins, seed)
+        if "idle" in twins:
+            _add_ipis(parts, row, twins["idle"], bundles_of, executions or {})
+        out.append(parts)
     return out, findings
+
+
+#: the IPIs a polling idle loop takes away with the halts (set_nr_if_polling skips the reschedule
+#: IPI to a polling CPU): each an exit in a CVM (an x2APIC ICR write: #VE or #VC)
+IPI_KINDS = ("RES", "CAL")
+
+
+def _add_ipis(parts: list[dict], row: Mapping[str, Any], twin: Twin, bundles_of, executions) -> None:
+    """Beside the idle share: the median reschedule (RES) and function-call (CAL) interrupts per
+    execution on the CVM and on its idle=poll twin, where their counters were recorded: the idle
+    share includes those IPIs' exits, not only the halts'."""
+    seen: dict[str, dict[str, float]] = {}
+    for side, config in (("cvm", row["config"]), ("twin", twin.config)):
+        records = [r for b in bundles_of.get(config, []) for r in executions.get(str(b), [])]
+        for kind in IPI_KINDS:
+            rule = CountRule((f"interrupts.{kind}",), 1.0, "", {}, float)
+            counts = execution_counts(records, row["workload"], config, rule)
+            if counts:
+                seen.setdefault(kind, {})[side] = float(np.median(counts))
+    if not seen:
+        return
+    for part in parts:
+        if part["mechanism"] == "idle":
+            part["ipis"] = seen
 
 
 def _values_by_group(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, dict[str, np.ndarray]]:
