@@ -1,0 +1,260 @@
+"""Verdict semantics (issue 40, docs/analysis.md "Verdict semantics"), held over generated
+comparisons: any mix of signs and sizes, n = 1..30 a side, 1..100 cases, implausible rows or none.
+
+No line of any output (the headline in both sizes, the sentence, the verdict table, the
+``--summary --json`` record, the report's chart takeaway, ``gate --markdown``) calls a scope
+(layer, workload, case) costless, "within the noise" or "not distinguishable" when that scope holds
+a significant row; a pooled figure is given only over rows that agree in direction; "no cost above"
+only where nothing in the scope is significant; rows marked implausible are named and never
+counted. CI runs a few examples; ``CCBENCH_HYPOTHESIS_EXAMPLES=500`` runs more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from ccbench.analysis import format as fmt  # noqa: E402
+from ccbench.analysis import gate, semantics  # noqa: E402
+from ccbench.analysis.compare import COMPARE_COLUMNS  # noqa: E402
+from ccbench.analysis.headline import layer_lines  # noqa: E402
+from ccbench.analysis.verdict import verdict_table, verdicts  # noqa: E402
+from ccbench.commands.compare import verdict_record  # noqa: E402
+from ccbench.report import takeaways  # noqa: E402
+
+EXAMPLES = int(os.environ.get("CCBENCH_HYPOTHESIS_EXAMPLES", "40"))
+#: words that call a scope costless or unresolved
+NOTHING = ("no cost", "within the noise", "not distinguishable", "do not differ", "no significant change")
+LAYERS = ["TEE: TDX", "storage encryption: fscrypt", "in-memory storage: tmpfs"]
+WORKLOADS = ["fio", "compression", "ycsb", "pyperformance"]
+
+
+@st.composite
+def cases(draw):
+    """One comparison row's parts: layer, workload, case, effect (log of the time ratio), n, spread."""
+    return {
+        "layer": draw(st.sampled_from(LAYERS)),
+        "workload": draw(st.sampled_from(WORKLOADS)),
+        "case": draw(st.sampled_from(["4k randread", "1m randread", "4k randwrite", "1m randwrite", "a", "b"])),
+        "effect": draw(
+            st.one_of(
+                st.floats(-0.05, 0.05),  # near no change
+                st.floats(-6.0, 6.0),  # up to 400x either way
+            )
+        ),
+        "n": draw(st.integers(1, 30)),
+        "spread": draw(st.floats(0.001, 2.0)),
+        "better": draw(st.sampled_from(["lower", "higher"])),
+        "implausible": draw(st.sampled_from(["", "", "", "faster than tmpfs", "served buffered"])),
+    }
+
+
+def comparison_frame(parts: list[dict], with_implausible: bool) -> pd.DataFrame:
+    """Comparison rows as ccbench.analysis.compare makes them: ratio and its 95% interval (none with
+    one value a side), significant where the interval leaves out 1."""
+    rows = []
+    for index, part in enumerate(parts):
+        te = math.exp(part["effect"])
+        computable = part["n"] >= 2
+        half = 1.96 * part["spread"] / math.sqrt(part["n"]) if computable else math.nan
+        te_low, te_high = (
+            (math.exp(part["effect"] - half), math.exp(part["effect"] + half))
+            if computable
+            else (
+                math.nan,
+                math.nan,
+            )
+        )
+        significant = bool(computable and (te_low > 1 or te_high < 1))
+        if part["better"] == "higher":
+            ratio, low, high = 1 / te, 1 / te_high, 1 / te_low
+        else:
+            ratio, low, high = te, te_low, te_high
+        rows.append(
+            {
+                "workload": part["workload"],
+                "case": f"{part['case']} #{index}",
+                "params": "{}",
+                "metric": "throughput" if part["better"] == "higher" else "time",
+                "unit": "MB/s" if part["better"] == "higher" else "s",
+                "better": part["better"],
+                "baseline": "plain",
+                "config": f"protected / {part['layer']}",
+                "baseline_median": 100.0,
+                "median": 100.0 * ratio,
+                "ratio": ratio,
+                "ci_low": low,
+                "ci_high": high,
+                "p_value": 0.01 if significant else (0.5 if computable else math.nan),
+                "overhead_percent": (te - 1) * 100,
+                "mde": 0.5 * part["spread"] if computable else math.nan,
+                "significant": significant,
+                "verdict": ("slower" if te > 1 else "faster") if significant else "not significant",
+                "cv_baseline": 0.01,
+                "cv": 0.01,
+                "n_baseline": part["n"],
+                "n": part["n"],
+                "machines_baseline": 1,
+                "machines": 1,
+                "interval_from": "same machines",
+                "contended_baseline": 0,
+                "contended": 0,
+                "layer": part["layer"],
+                "flags": [],
+                "implausible": part["implausible"],
+            }
+        )
+    frame = pd.DataFrame(rows, columns=[*COMPARE_COLUMNS, "implausible"])
+    return frame if with_implausible else frame.drop(columns=["implausible"])
+
+
+def _says_nothing(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in NOTHING)
+
+
+def _plausible(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[~semantics.implausible_mask(rows)]
+
+
+def _shows(rows: pd.DataFrame) -> bool:
+    return bool(_plausible(rows)["significant"].any())
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=EXAMPLES <= 50,
+)
+@given(parts=st.lists(cases(), min_size=1, max_size=100), with_implausible=st.booleans())
+def test_no_output_calls_a_scope_with_a_significant_row_costless(parts, with_implausible):
+    table = comparison_frame(parts, with_implausible)
+    items = verdicts(table)
+    cells = verdict_table(items)
+    for item, (_, cell) in zip(items, cells.iterrows(), strict=True):
+        rows = table[table["layer"] == item.layer]
+        short, full = layer_lines(item), layer_lines(item, full=True)
+        record = verdict_record(item)
+        json.dumps(record, default=str)  # serialisable as compare prints it
+        # sizes a person reads: at most two lines of at most 100 columns in the summary
+        assert len(short) <= 2 and all(len(line) <= 100 for line in short + full), short + full
+        outputs = [short[0], item.sentence(), cell["typical cost"], record["words"], record["headline"][0]]
+        if _shows(rows):
+            for text in outputs:
+                assert not _says_nothing(text), (text, item.judgement)
+            assert item.distinguishable and record["distinguishable"]
+        # the scope of each workload: its own line in the full headline and in the JSON record
+        for workload, judged in item.workload_judgements:
+            scope = rows[rows["workload"] == workload]
+            mine = [line for line in full[1:] if line.strip().startswith(f"{workload}:")]
+            words = next(w["words"] for w in record["workload_judgements"] if w["workload"] == workload)
+            if _shows(scope):
+                assert not any(_says_nothing(text) for text in [*mine, words]), (mine, words)
+            else:
+                assert judged.significant == 0
+        judgement = item.judgement
+        plausible = _plausible(rows)
+        significant = plausible[plausible["significant"]]
+        te = semantics.with_time_equivalent(significant)["te"]
+        # "no cost above" only where nothing in the scope is significant
+        if "no cost above" in short[0]:
+            assert significant.empty
+        # a pooled figure only over significant rows of one direction, and on their side
+        if judgement.kind == semantics.POOLED:
+            assert (te > 1).all() or (te < 1).all()
+            assert (judgement.typical >= 1) == bool((te > 1).all())
+            assert ("slower" in fmt.effect(judgement.typical)) == (judgement.typical >= 1)
+        if judgement.kind == semantics.DISAGREE:
+            assert "slower" in short[0] and "faster" in short[0], short[0]
+        # rows marked implausible: never counted, always named
+        if with_implausible:
+            marked = rows[semantics.implausible_mask(rows)]
+            assert item.comparisons == len(rows)
+            assert judgement.comparisons <= len(plausible)
+            for _, row in marked.iterrows():
+                assert any(row["implausible"] in text for text in judgement.left_out)
+            if not marked.empty:
+                assert "left out:" in short[-1] or "left out:" in item.sentence()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(parts=st.lists(cases(), min_size=1, max_size=60))
+def test_the_report_and_the_gate_say_the_same(parts):
+    table = comparison_frame(parts, True)
+    for workload in table["workload"].unique():
+        scope = table[table["workload"] == workload]
+        sentence = takeaways.from_comparison(table, workload, set(scope["metric"]), "plain")
+        if _shows(scope):
+            assert not _says_nothing(sentence.split(" Left out:")[0]), sentence
+    results = gate.judge(table)
+    text = gate.markdown(results, "plain", None)
+    lines = text.splitlines()
+    for result in results:
+        if result.significant:
+            assert "no significant change" not in result.why
+            assert ("slower" in result.why) == (result.change_percent > 0), result.why
+            mine = [line for line in lines if line.startswith(f"| {result.name} |")]
+            assert mine and not any(_says_nothing(line) for line in mine), mine
+    if any(r.significant and r.change_percent > 0 for r in results) and "passed" in text.splitlines()[0]:
+        assert "significantly slower" in text.splitlines()[0]
+
+
+def test_one_value_per_benchmark_is_pooled_across_benchmarks():
+    """Seed 000's shape: 92 benchmarks of one value each, 90 faster: a sign test and the geometric mean
+    with an interval from the spread between benchmarks; never "no cost" (failed on main's code:
+    "no cost distinguishable from noise (typical -23.4%)")."""
+    rng = np.random.default_rng(0)
+    effects = np.log(0.77) + rng.normal(0, 0.05, 92)
+    effects[[3, 50]] = np.log(1.04)
+    parts = [
+        {"layer": "TEE: TDX", "workload": "pyperformance", "case": f"b{i}", "effect": float(e), "n": 1,
+         "spread": 0.1, "better": "lower", "implausible": ""}
+        for i, e in enumerate(effects)
+    ]  # fmt: skip
+    (item,) = verdicts(comparison_frame(parts, False))
+    line = layer_lines(item)[0]
+    mean = math.exp(float(effects.mean()))
+    assert f"faster in 90 of 92 benchmarks, {mean:.2f}x [" in line, line
+    assert item.judgement.kind == semantics.ACROSS and item.judgement.sign_p < 0.001
+    assert not _says_nothing(line) and not _says_nothing(item.sentence())
+    assert "sign test" in item.sentence()
+
+
+def test_cases_that_disagree_are_a_range_with_directions():
+    """The storage case of issue 40: fscrypt 1m randread 340x slower, 4k randwrite 2.9x faster,
+    both significant: no pooled figure, no "no cost above", both ends named with their directions
+    (failed on main's code: "no cost above 1083.7%")."""
+    parts = [
+        {"layer": "storage encryption: fscrypt", "workload": "fio", "case": case, "effect": math.log(te), "n": 3,
+         "spread": spread, "better": "higher", "implausible": ""}
+        for case, te, spread in (("1m randread", 340, 0.9), ("4k randwrite", 1 / 2.9, 0.05), ("4k randread", 30, 1.5),
+                                 ("1m randwrite", 1.0, 0.4))
+    ]  # fmt: skip
+    (item,) = verdicts(comparison_frame(parts, False))
+    line = layer_lines(item)[0]
+    assert "1m randread #0 340x slower ... 4k randwrite #1 2.9x faster" in line, line
+    assert "no cost" not in line and item.judgement.kind == semantics.DISAGREE
+    assert math.isnan(item.typical)  # no pooled number in the JSON either
+
+
+def test_one_convention():
+    assert fmt.effect(2.9, 2.6, 3.3) == "2.9x slower [2.6x, 3.3x]"
+    assert fmt.effect(1 / 1.31) == "1.31x faster"
+    assert fmt.effect(1.042, 1.021, 1.063) == "4.2% slower [2.1%, 6.3%]"
+    assert fmt.effect(340.2) == "340x slower"
+    # an interval that reaches the other direction says so
+    assert fmt.effect(1.01, 0.98, 1.031) == "1.0% slower [1.02x faster, 3.1%]"
+    # a throughput's ratio is inverted: 0.25x the rate is 4x slower
+    assert fmt.row_effect({"ratio": 0.25, "ci_low": 0.2, "ci_high": 0.3, "better": "higher"}) == (
+        "4.0x slower [3.3x, 5.0x]"
+    )
