@@ -166,6 +166,8 @@ def layer_lines(item, full: bool = False) -> list[str]:
     name = "no layer (other machine or run)" if item.layer == "none" else item.layer
     if item.cpu_note:
         name += f" ({item.cpu_note})"
+    elif item.confounded and item.layer != "none":
+        name += " (machines differ: confounded)"
     plural = "s" if item.workloads != 1 else ""
     rests = f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}"
     short = f"{item.significant}/{item.comparisons} significant"
@@ -174,19 +176,18 @@ def layer_lines(item, full: bool = False) -> list[str]:
     if item._per_message_only() or item.judgement is None:
         return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"])]
     judgement = item.judgement
-    confounded = "; confounded, machines differ" if item.confounded and item.layer != "none" else ""
     phrase = judgement.phrase()
     lines = [
         _first_fitting(
             [
-                f"{name}: {phrase}; {rests}{confounded}",
-                f"{name}: {phrase}; {short}{confounded}",
+                f"{name}: {phrase}; {rests}",
+                f"{name}: {phrase}; {short}",
                 *(
-                    [f"{name}: {judgement.named_range()}; {short}{confounded}", f"{name}: {judgement.named_range()}"]
+                    [f"{name}: {judgement.named_range()}; {short}", f"{name}: {judgement.named_range()}"]
                     if judgement.kind == semantics.DISAGREE
                     else []
                 ),
-                f"{name}: {_short(judgement)}; {short}{confounded}",
+                f"{name}: {_short(judgement)}; {short}",
                 f"{name}: {judgement.phrase(where=False)}; {short}",
                 f"{name}: {judgement.phrase(where=False)}",
                 f"{name}: {_short(judgement)}; {short}",
