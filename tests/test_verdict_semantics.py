@@ -258,3 +258,126 @@ def test_one_convention():
     assert fmt.row_effect({"ratio": 0.25, "ci_low": 0.2, "ci_high": 0.3, "better": "higher"}) == (
         "4.0x slower [3.3x, 5.0x]"
     )
+
+
+# ---- matched baselines and sizes a person reads, through the command line -----------------------------
+
+MILAN = {"model": "AMD EPYC 7763 64-Core Processor", "vendor": "AuthenticAMD", "family": "25", "model_number": "1"}
+
+
+def _four_machines(tmp_path):
+    """Seed 000's design in small: an AMD machine with and without SEV-SNP (the same CPU), an Intel
+    machine without TDX (Ice Lake) and one with (Sapphire Rapids); raytrace 5 executions each."""
+    from bundles import (
+        ICE_LAKE,
+        SAPPHIRE_RAPIDS,
+        provenance_probe,
+        sample,
+        snp_evidence,
+        tdx_evidence,
+        write_environment,
+    )
+
+    def raytrace(milliseconds, seed):
+        rng = np.random.default_rng(seed)
+        return [
+            sample(workload="pyperformance", kind="pyperformance", params={"benchmark": "raytrace"}, variant={},
+                   metric="time_s", unit="s", value=milliseconds / 1000 * float(np.exp(noise)), repetition=rep,
+                   metadata={"case": {"benchmark": "raytrace"}})
+            for rep, noise in enumerate(rng.normal(0, 0.01, 5))
+        ]  # fmt: skip
+
+    machines = [
+        (provenance_probe("AMD-Non-SEV", "none", cpu=MILAN), 700, 1),
+        (provenance_probe("SEV-SNP", "sev-snp", cpu=MILAN, tee_evidence=snp_evidence(False)), 720, 2),
+        (provenance_probe("Intel-Non-TDX", "none", cpu=ICE_LAKE), 673, 3),
+        (
+            provenance_probe("Intel-TDX", "tdx", cpu=SAPPHIRE_RAPIDS, tee_evidence=tdx_evidence(False)),
+            495,
+            4,
+        ),
+    ]
+    return [write_environment(tmp_path, probe, raytrace(ms, seed)) for probe, ms, seed in machines]
+
+
+def _rows(ccbench, *args):
+    done = ccbench("compare", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return [r for r in map(json.loads, done.stdout.splitlines()) if "finding" not in r]
+
+
+def test_each_tee_machine_is_compared_with_a_plain_machine_of_its_cpu(tmp_path, ccbench):
+    """Without --baseline, SEV-SNP is compared with the AMD machine of the same CPU and TDX with the
+    Intel one (on main's code both were compared with the first bundle: TDX against AMD)."""
+    paths = _four_machines(tmp_path)
+    pairs = {(r["config"].split(" / ")[0], r["baseline"].split(" / ")[0]) for r in _rows(ccbench, *paths)}
+    assert ("SEV-SNP", "AMD-Non-SEV") in pairs and ("Intel-TDX", "Intel-Non-TDX") in pairs
+    assert ("Intel-TDX", "AMD-Non-SEV") not in pairs
+    summary = ccbench("compare", *paths, "--summary").stdout.splitlines()
+    tdx = next(line for line in summary if line.startswith("TEE: TDX"))
+    sev = next(line for line in summary if line.startswith("TEE: SEV-SNP"))
+    # the TDX machine has a newer CPU than its baseline: said in its headline line; SEV-SNP's CPU is the same
+    assert tdx.startswith("TEE: TDX (machines differ in CPU): ") and "faster" in tdx
+    assert sev.startswith("TEE: SEV-SNP: ") and "slower" in sev
+
+
+def test_pair_names_each_baseline_and_bad_pairs_are_one_line(tmp_path, ccbench):
+    paths = _four_machines(tmp_path)
+    rows = _rows(ccbench, *paths, "--pair", "Intel-TDX=AMD-Non-SEV", "--pair", "SEV*=AMD*")
+    pairs = {(r["config"].split(" / ")[0], r["baseline"].split(" / ")[0]) for r in rows}
+    assert pairs == {("Intel-TDX", "AMD-Non-SEV"), ("SEV-SNP", "AMD-Non-SEV")}
+    for bad, said in (
+        ("Intel-TDX=Nowhere", "BASELINE matches no machine"),
+        ("TDX=AMD-Non-SEV", "CONFIG matches no machine"),
+        ("TDX", "give CONFIG=BASELINE"),
+        ("Intel-TDX=*Non*", "BASELINE matches several machines"),
+    ):
+        done = ccbench("compare", *paths, "--pair", bad)
+        assert done.returncode == 2 and said in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_summary_is_sized_for_a_person(tmp_path, ccbench):
+    """At most two lines a layer, one line per kind of finding with a count, every line within 100
+    columns, no breakdown where no mechanism was measured (on main's code: the sentences, the lint
+    block once per pair, and "unexplained 100% [100%, 100%]" per row)."""
+    paths = _four_machines(tmp_path)
+    summary = ccbench("compare", *paths, "--baseline", "Intel-Non-TDX", "--summary")
+    assert summary.returncode == 0, summary.stderr
+    lines = summary.stdout.splitlines()
+    assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
+    assert not any(line.startswith("- ") for line in lines) and "unexplained" not in summary.stdout
+    verdict, lint = summary.stdout.split("\nlint: ")
+    layers = [line for line in verdict.splitlines()[1:] if not line.startswith(" ")]
+    assert len(verdict.splitlines()[1:]) <= 2 * len(layers)
+    findings = lint.splitlines()[1:]
+    kinds = [line.split(":")[0] for line in findings]
+    assert len(kinds) == len(set(kinds))  # deduplicated
+    total = int(lint.split()[0])
+    counted = sum(1 + int(line.rsplit("(+", 1)[1].split()[0]) if "more like it)" in line else 1 for line in findings)
+    assert counted == total
+    full = ccbench("compare", *paths, "--baseline", "Intel-Non-TDX").stdout
+    assert "unexplained 100%" not in full  # no mechanism measured, no twin: no breakdown
+
+
+def test_default_compare_shows_primary_metrics_and_details_the_rest(tmp_path, ccbench, monkeypatch):
+    from bundles import sample, write
+
+    monkeypatch.setenv("COLUMNS", "300")  # wide enough that no cell is folded
+
+    samples = []
+    for variant, factor in (({"storage": "disk"}, 1.0), ({"storage": "fscrypt"}, 3.0)):
+        for rep, noise in enumerate(np.random.default_rng(1).normal(0, 0.01, 4)):
+            for metric, unit, better, value in (("throughput", "MB/s", "higher", 300 / factor),
+                                                ("clat_mean", "us", "lower", 50 * factor)):  # fmt: skip
+                samples.append(
+                    sample(workload="fio", kind="fio", params={"bs": "4k", "rw": "randread"}, variant=variant,
+                           metric=metric, unit=unit, better=better, value=value * float(np.exp(noise)),
+                           repetition=rep, metadata={"case": {"bs": "4k", "rw": "randread"}})
+                )  # fmt: skip
+    bundle = write(tmp_path, "box", "none", samples)
+    plain = ccbench("compare", bundle).stdout
+    assert "throughput" in plain and "clat_mean" not in plain and "behind --details" in plain
+    assert "3.0x slower [" in plain and "overhead" not in plain and "CV %" not in plain
+    detailed = ccbench("compare", bundle, "--details").stdout
+    assert "clat_mean" in detailed and "CV %" in detailed and "ratio [95% CI]" in detailed

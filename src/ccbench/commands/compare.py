@@ -260,9 +260,8 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
     against = (
         baselines[0] if len(baselines) == 1 else "matched baselines " + ", ".join(b.split(" / ")[0] for b in baselines)
     )
-    title = (
-        f"verdict per protection layer against {against}{excluded}; {contended} of {executions} executions contended"
-    )
+    what = "verdict per protection layer" if len(baselines) == 1 else "verdict"
+    title = f"{what} against {against}{excluded}; {contended} of {executions} executions contended"
     stdout.print(fit(title), markup=False, highlight=False, soft_wrap=True)
     for line in headline(layers, full=not summary):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
