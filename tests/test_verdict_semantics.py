@@ -381,3 +381,8 @@ def test_default_compare_shows_primary_metrics_and_details_the_rest(tmp_path, cc
     assert "3.0x slower [" in plain and "overhead" not in plain and "CV %" not in plain
     detailed = ccbench("compare", bundle, "--details").stdout
     assert "clat_mean" in detailed and "CV %" in detailed and "ratio [95% CI]" in detailed
+    # --json keeps the ratio and adds the words
+    rows = [json.loads(line) for line in ccbench("compare", bundle, "--json").stdout.splitlines()]
+    throughput = next(r for r in rows if r.get("metric") == "throughput")
+    assert throughput["ratio"] == pytest.approx(1 / 3, rel=0.03)
+    assert throughput["effect"] == fmt.row_effect(throughput) and throughput["effect"].startswith("3.0x slower [")

@@ -78,17 +78,27 @@ def command(
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
-    (geometric means) with its 95% interval (Welch on log values), the overhead in percent,
-    whether it is significant, the protection layer that differs, the CV of each side, the sample
-    counts and how many of them came from contended executions. Warmups are excluded. Flags: "not
-    enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended",
-    "confounded by <what>" (the machines of the two sides differ in CPU model, vCPUs, memory, SMT or
-    kernel). Each row carries the smallest cost it could detect (MDE: 80% power at the 5% level). The
-    table opens with the verdict per protection layer, one line each (--summary prints only that;
-    --details adds the verdict's wide table) and
-    the lint's findings (docs/trust.md, Lint); with --json each finding is one more object
-    ({"finding": code, ...}) after the rows or layers. Each row that compares two machines carries its
-    breakdown by mechanism (from mechanism twins and counts times unit costs; docs/analysis.md).
+    (geometric means) with its 95% interval (Welch on log values), the effect in words ("2.9x
+    slower [2.6x, 3.3x]", "1.31x faster", "4.2% slower"), whether it is significant, the protection
+    layer that differs, the CV of each side, the sample counts and how many came from contended
+    executions. Warmups are excluded. Flags: "not enough samples" (n < 3), "noisy" (CV above
+    --noisy-cv), "not significant", "contended", "confounded by <what>" (the machines of the two
+    sides differ in CPU model, vCPUs, memory, SMT or kernel). Each row carries the smallest cost it
+    could detect (MDE: 80% power at the 5% level).
+
+    The output opens with the verdict per protection layer (docs/analysis.md, Verdict semantics):
+    one figure only where a layer's rows agree in direction and are not heterogeneous, else the
+    range with directions; "no cost above X%" only where nothing is significant; then one line
+    per workload, each layer's sentence, the lint's findings (docs/trust.md, Lint), a breakdown
+    by mechanism for the rows where a mechanism was measured or a twin given, and the table: one
+    row per case and primary metric, grouped by workload (--details: every metric and column, and
+    the verdict's wide table). --summary prints only the verdict's lines (at most two a layer) and
+    one line per kind of finding. With --json each row is one object ({"finding": code, ...}
+    after the rows); with --summary --json one object per layer, with its words.
+
+    Without --baseline or --pair, each machine with a TEE is compared with a machine without one of
+    the same CPU model (else vendor) where one exists, the rest with the first bundle's least
+    protected configuration.
     """
     from ccbench.analysis.breakdown import for_comparison, parse_twins
     from ccbench.console import skip_teardown
@@ -219,6 +229,7 @@ def _print_rows_json(table, engine, parts) -> None:
     thousands of series share the executions that measured them."""
     from ccbench.analysis.compare import records
     from ccbench.analysis.comparison import raw_sources
+    from ccbench.analysis.format import row_effect
 
     sources = raw_sources(engine)
     written: dict[int, str] = {}
@@ -239,6 +250,7 @@ def _print_rows_json(table, engine, parts) -> None:
             if _is_nan(row[name]):
                 row[name] = None
         row["breakdown"] = breakdown
+        row["effect"] = row_effect(row)  # the one convention's words beside the ratio
         key = (row["workload"], row["params"], row["metric"])
         row["params"] = json.loads(row["params"])
         line = json.dumps(row)
