@@ -39,6 +39,9 @@ I2_LIMIT = 0.5
 MIN_POOLED = 6
 SIGN_LEVEL = 0.05
 
+#: the columns a judgement reads
+COLUMNS = ["workload", "case", "metric", "config", "te", "te_low", "te_high", "significant", "mde", "implausible"]
+
 #: kinds of judgement
 POOLED = "pooled"  # one figure (significant rows of one direction, not heterogeneous)
 SIZES = "sizes differ"  # one direction, heterogeneous sizes: a range
@@ -172,6 +175,16 @@ def left_out(rows: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+class _Names:
+    """names[i]: the label of the i-th of ``rows``, made only for the rows asked for."""
+
+    def __init__(self, rows: pd.DataFrame, label) -> None:
+        self.rows, self.label = rows, label
+
+    def __getitem__(self, index: int) -> str:
+        return self.label(self.rows.iloc[int(index)])
+
+
 def _heterogeneity(logs: np.ndarray, se: np.ndarray) -> tuple[float, float, float, float, float]:
     """Fixed-effect pooling of log effects with standard errors: (pooled, low, high, Q's p, I^2)."""
     weights = 1 / se**2
@@ -213,7 +226,9 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
     has_ci = np.isfinite(se) & (se > 0)
     if significant.any():
         sig_te = te[significant]
-        names = [label(r) for _, r in rows[significant].iterrows()]
+        chosen = rows[significant]
+        # only the two ends are named: found by position, then labelled (a fleet's thousands of rows)
+        names = _Names(chosen, label)
         if has_ci.sum() >= 2:
             _, _, _, base.q_p, base.i2 = _heterogeneity(np.log(te[has_ci]), se[has_ci])
         if base.slower and base.faster:
