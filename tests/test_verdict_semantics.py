@@ -113,7 +113,7 @@ def comparison_frame(parts: list[dict], with_implausible: bool) -> pd.DataFrame:
                 "implausible": part["implausible"],
             }
         )
-    frame = pd.DataFrame(rows, columns=[*COMPARE_COLUMNS, "implausible"])
+    frame = pd.DataFrame(rows, columns=list(dict.fromkeys([*COMPARE_COLUMNS, "implausible"])))
     return frame if with_implausible else frame.drop(columns=["implausible"])
 
 
