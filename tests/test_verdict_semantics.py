@@ -140,6 +140,8 @@ def _shows(rows: pd.DataFrame) -> bool:
 def test_no_output_calls_a_scope_with_a_significant_row_costless(parts, with_implausible):
     table = comparison_frame(parts, with_implausible)
     items = verdicts(table)
+    # every layer is said, even one whose every row was left out as implausible
+    assert {item.layer for item in items} == set(table["layer"])
     cells = verdict_table(items)
     for item, (_, cell) in zip(items, cells.iterrows(), strict=True):
         rows = table[table["layer"] == item.layer]

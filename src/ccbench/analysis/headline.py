@@ -177,6 +177,11 @@ def layer_lines(item, full: bool = False) -> list[str]:
         return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"])]
     judgement = item.judgement
     phrase = judgement.phrase()
+    if judgement.kind == semantics.LEFT_OUT:
+        return [
+            fit(f"{name}: {phrase}"),
+            _first_fitting([f"  {item.left_out_text()}", f"  {item.left_out_text(True)}"]),
+        ]
     lines = [
         _first_fitting(
             [
@@ -198,6 +203,8 @@ def layer_lines(item, full: bool = False) -> list[str]:
     parts = item.workload_judgements if len(item.workload_judgements) > 1 else []
     shows = [(w, j) for w, j in parts if j.holds_significant]
     left = item.left_out_text()
+    if left and len(left) + 2 > WIDTH:
+        left = item.left_out_text(short=True)
     if full:
         for workload, part in parts:
             counts = f"{part.significant} of {part.comparisons} significant"

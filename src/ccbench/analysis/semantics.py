@@ -49,6 +49,7 @@ DISAGREE = "disagree"  # significant rows of both directions: a range with direc
 ACROSS = "pooled across benchmarks"  # one value each, sign test and geometric mean found a difference
 UNCLEAR = "not distinguishable"  # one value each, pooled, the sign test or the interval allows no change
 NONE_SEEN = "no cost seen"  # nothing significant: no cost above the MDE
+LEFT_OUT = "all left out"  # every row marked implausible: no figure
 
 
 @dataclass
@@ -79,6 +80,8 @@ class Judgement:
     #: how many others showed none
     only_in: str = ""
     others: int = 0
+    #: with LEFT_OUT: how many rows were left out
+    left_count: int = 0
 
     def _where(self) -> str:
         if not self.only_in:
@@ -115,6 +118,8 @@ class Judgement:
         """The judgement in words (no counts): "2.9x slower [2.6x, 3.3x]", "slower, 1.5x to 340x
         (sizes differ)", "1m randread 340x slower ... 4k randwrite 2.9x faster", "faster in 90 of 92
         benchmarks, 0.77x [0.75, 0.79]", "no cost above 4.1% (the smallest it could see)"."""
+        if self.kind == LEFT_OUT:
+            return f"no figure: all {self.left_count} comparisons left out as implausible"
         if self.kind == POOLED:
             return fmt.effect(self.typical, self.low, self.high) + (self._where() if where else "")
         if self.kind == SIZES:
@@ -165,14 +170,27 @@ def implausible_mask(rows: pd.DataFrame) -> np.ndarray:
     return rows["implausible"].map(lambda v: isinstance(v, str) and bool(v.strip())).to_numpy(dtype=bool)
 
 
-def left_out(rows: pd.DataFrame) -> list[str]:
-    """The implausible rows as "workload case on config (reason)", each once."""
+def left_out_parts(rows: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """The implausible rows as (names, reason, configuration), one per configuration and reason;
+    names "fio 4k randread, 4k randwrite" (a workload named once, its cases after it)."""
     mask = implausible_mask(rows)
-    out = [
-        f"{row['workload']} {name_of(row)} on {row['config']} ({row['implausible'].strip()})"
-        for _, row in rows[mask].iterrows()
+    groups: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for _, row in rows[mask].iterrows():
+        key = (str(row["config"]), row["implausible"].strip())
+        cases = groups.setdefault(key, {}).setdefault(str(row["workload"]), [])
+        name = name_of(row)
+        if name not in cases:
+            cases.append(name)
+    return [
+        ("; ".join(f"{w} " + ", ".join(c) for w, c in workloads.items()), reason, config)
+        for (config, reason), workloads in groups.items()
     ]
-    return list(dict.fromkeys(out))
+
+
+def left_out(rows: pd.DataFrame) -> list[str]:
+    """The implausible rows, one entry per configuration and reason: "fio 4k randread, 4k randwrite
+    on x / fscrypt (direct I/O served buffered)"."""
+    return [f"{names} on {config} ({reason})" for names, reason, config in left_out_parts(rows)]
 
 
 class _Names:

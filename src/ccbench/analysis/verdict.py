@@ -92,6 +92,8 @@ class LayerVerdict:
     #: the machines behind its two sides differ in CPU ("machines differ in CPU") or a side's CPU is
     #: not recorded ("CPU unknown"): said in the headline line
     cpu_note: str = ""
+    #: the rows left out as implausible: (names, reason, configuration)
+    left_out_parts: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def overhead(self) -> float:
@@ -114,10 +116,16 @@ class LayerVerdict:
             return self.typical_text()
         return self.judgement.phrase()
 
-    def left_out_text(self) -> str:
-        """ "left out: fio 4k randwrite on x (faster than tmpfs)" for the implausible rows, or ""."""
+    def left_out_text(self, short: bool = False) -> str:
+        """ "left out: fio 4k randwrite on x (faster than tmpfs)" for the implausible rows, or "";
+        ``short``: the reasons first, "left out (faster than tmpfs): fio 4k randwrite", for a line
+        that may be cut to fit."""
         if self.judgement is None or not self.judgement.left_out:
             return ""
+        if short and self.left_out_parts:
+            reasons = list(dict.fromkeys(reason for _, reason, _ in self.left_out_parts))
+            names = list(dict.fromkeys(names for names, _, _ in self.left_out_parts))
+            return f"left out ({'; '.join(reasons)}): {'; '.join(names)}"
         shown = self.judgement.left_out
         more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
         return f"left out: {'; '.join(shown[:3])}{more}"
@@ -164,6 +172,8 @@ class LayerVerdict:
         """The layer's judgement with its counts, the test behind it and, where the workloads differ,
         each workload's own words; then the rows left out as implausible."""
         j = self.judgement
+        if j.kind == semantics.LEFT_OUT:
+            return f"{j.phrase()}; {self.left_out_text()}"
         counts = f"{self.significant} of {self.comparisons} comparisons significant across {where}"
         test = j.test_named()
         text = f"{j.phrase()} ({counts})"
@@ -315,6 +325,8 @@ def verdicts(
         # rows the plausibility lint marked are named, never counted (ccbench.analysis.semantics)
         usable = rows[np.isfinite(rows["te"]) & (rows["te"] > 0) & ~semantics.implausible_mask(rows)]
         if usable.empty:
+            if semantics.implausible_mask(rows).any():
+                out.append(_all_left_out(layer, rows))
             continue
         costs = impact.message_costs(rows, samples, declared)
         counted, basis = _counted_rows(usable)
@@ -330,6 +342,7 @@ def verdicts(
         judgement = semantics.combine(parts) if parts else None
         if judgement is not None:
             judgement.left_out = semantics.left_out(rows)
+            left_parts = semantics.left_out_parts(rows)
             if not counted.empty:
                 # a figure only where one may be given (ccbench.analysis.semantics)
                 given = judgement.kind in (semantics.POOLED, semantics.ACROSS)
@@ -368,6 +381,7 @@ def verdicts(
                 judgement=judgement if not counted.empty else None,
                 workload_judgements=parts,
                 cpu_note=cpu_note(rows, samples, machines) if layer != "none" or machines else "",
+                left_out_parts=left_parts if judgement is not None else [],
             )
         )
     return out
@@ -393,6 +407,31 @@ def cpu_note(rows: pd.DataFrame, samples: pd.DataFrame | None, machines: dict | 
         if "CPU model" in unknown:
             return "CPU unknown"
     return ""
+
+
+def _all_left_out(layer: str, rows: pd.DataFrame) -> LayerVerdict:
+    """A layer whose every comparison the plausibility lint marked: no figure, the rows named."""
+    judgement = semantics.Judgement(kind=semantics.LEFT_OUT, left_out=semantics.left_out(rows))
+    judgement.left_count = len(rows)
+    return LayerVerdict(
+        layer=layer,
+        typical=math.nan,
+        low=math.nan,
+        high=math.nan,
+        interval_over="-",
+        range_low=math.nan,
+        range_high=math.nan,
+        workloads=rows["workload"].nunique(),
+        comparisons=len(rows),
+        significant=int(rows["significant"].astype(bool).sum()),
+        contended=int(rows["flags"].map(lambda f: "contended" in f).sum()),
+        noisy=int(rows["flags"].map(lambda f: "noisy" in f).sum()),
+        not_significant=int((~rows["significant"].astype(bool)).sum()),
+        worst="",
+        worst_overhead=0.0,
+        judgement=judgement,
+        left_out_parts=semantics.left_out_parts(rows),
+    )
 
 
 def _count_range(values: pd.Series) -> str:
