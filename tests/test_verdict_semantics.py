@@ -388,3 +388,26 @@ def test_default_compare_shows_primary_metrics_and_details_the_rest(tmp_path, cc
     throughput = next(r for r in rows if r.get("metric") == "throughput")
     assert throughput["ratio"] == pytest.approx(1 / 3, rel=0.03)
     assert throughput["effect"] == fmt.row_effect(throughput) and throughput["effect"].startswith("3.0x slower [")
+
+
+def test_a_layer_across_machines_whose_cpu_is_unknown_says_so(tmp_path, ccbench):
+    from bundles import ICE_LAKE, provenance_probe, sample, tdx_evidence, write_environment
+
+    def prime(seconds, seed):
+        rng = np.random.default_rng(seed)
+        return [
+            sample(workload="prime", kind="prime", variant={}, metric="time", value=seconds * float(np.exp(noise)),
+                   repetition=rep)
+            for rep, noise in enumerate(rng.normal(0, 0.01, 5))
+        ]  # fmt: skip
+
+    unknown = provenance_probe("cvm", "tdx", cpu={"model": None, "vendor": None}, tee_evidence=tdx_evidence(False))
+    unknown["provenance"]["cpu_model"] = None
+    paths = [
+        write_environment(tmp_path, provenance_probe("plain", "none", cpu=ICE_LAKE), prime(2.0, 1)),
+        write_environment(tmp_path, unknown, prime(2.4, 2)),
+    ]
+    done = ccbench("compare", *paths, "--baseline", "plain", "--summary")
+    assert done.returncode == 0, done.stderr
+    tdx = next(line for line in done.stdout.splitlines() if line.startswith("TEE: TDX"))
+    assert tdx.startswith("TEE: TDX (CPU unknown): 1") and "% slower [" in tdx, tdx  # 2.4 s against 2.0 s
