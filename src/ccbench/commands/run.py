@@ -192,6 +192,8 @@ def command(
     console.print(f"plan [bold]{the_plan.name}[/bold]: {len(the_plan.workloads)} workload(s)")
     result = runner.run()
     print_run_summary(result)
+    if not result.interrupted:
+        print_run_verdict(result.bundle)
     if result.interrupted:
         console.print(f"interrupted. Resume with:  ccbench run --resume {result.bundle}")
         sys.exit(130)
@@ -231,3 +233,51 @@ def print_run_summary(result) -> None:
     if warning:
         stdout.print(f"[yellow]warning:[/yellow] {warning}")
     stdout.print(f"bundle: {result.bundle}")
+
+
+def print_run_verdict(bundle: Path) -> None:
+    """The verdict per protection layer of the variants this run compared (the same comparison,
+    verdict and lint as ``ccbench compare``), then the next command to run. A run with one
+    configuration per workload says that there is nothing to compare in it and how to compare it
+    with another machine's bundle."""
+    from ccbench.analysis.comparison import comparison
+    from ccbench.analysis.headline import headline
+    from ccbench.console import stdout
+
+    def say(text: str) -> None:
+        stdout.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        result = comparison([bundle])
+    except CCBenchError as exc:
+        say(f"verdict: not computed: {exc}")
+        return
+    if result.table.empty:
+        say(
+            "verdict: nothing to compare in this run (one configuration per workload); "
+            f"to compare it with another machine's run: ccbench compare {_shell_path(bundle)} OTHER_BUNDLE --summary"
+        )
+        return
+    shown = _shell_path(bundle)
+    say(f"verdict of this run against {result.baseline}:")
+    for line in headline(result.verdicts()):
+        say(f"  {line}")
+    findings = result.findings()
+    for finding in findings:
+        say(f"  {finding.line()}")
+    say(
+        f"next: ccbench compare {shown} --summary   (the verdict's sentences and the lint; without --summary, every row)"
+    )
+    say(f"      ccbench report {shown} -o report.html")
+
+
+def _shell_path(path: Path) -> str:
+    """The path as a command line takes it: relative to the current directory when under it, quoted
+    where the shell needs it."""
+    import shlex
+
+    try:
+        shown = str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(path)
+    return shlex.quote(shown)
