@@ -72,6 +72,17 @@ def test_a_shortened_quick_run_answers_and_the_readme_next_step_works(tmp_path):
         step = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert step.returncode == 0, f"{line}: {step.stdout[-2000:]}{step.stderr[-2000:]}"
 
+    if mechanism == "fscrypt":
+        # fio asked the kernel: it serves O_DIRECT on the fscrypt file as buffered I/O (statx)
+        samples = [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
+        served = {
+            (s["variant"].get("storage"), s["metadata"]["direct_served"], s["metadata"]["direct_effective"])
+            for s in samples
+            if s["workload"] == "fio"
+        }
+        assert ("encrypted", "buffered", False) in served and not any(
+            storage == "encrypted" and how != "buffered" for storage, how, _ in served
+        ), served
     if mechanism in ("fscrypt", "gocryptfs"):
         # a real fio run on a mechanism whose O_DIRECT the kernel serves buffered: flagged
         rows = [json.loads(line) for line in run_ccbench("compare", bundle, "--json", cwd=tmp_path).stdout.splitlines()]

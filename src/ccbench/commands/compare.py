@@ -59,7 +59,9 @@ def command(
     counts and how many of them came from contended executions. Warmups are excluded. Flags: "not
     enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended",
     "confounded by <what>" (the machines of the two sides differ in CPU model, vCPUs, memory, SMT or
-    kernel). Each row carries the smallest cost it could detect (MDE: 80% power at the 5% level). The
+    kernel), "implausible" (numbers that cannot be what they claim: throughput and latency against
+    Little's law, direct I/O the kernel served buffered, faster than tmpfs; the reason is the row's
+    ``implausible`` field, docs/analysis.md "Implausible rows"). Each row carries the smallest cost it could detect (MDE: 80% power at the 5% level). The
     table opens with the verdict per protection layer, one line each (--summary prints only that;
     --details adds the verdict's wide table) and
     the lint's findings (docs/trust.md, Lint); with --json each finding is one more object

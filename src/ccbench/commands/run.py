@@ -1,4 +1,5 @@
-"""ccbench run: run a plan into a result bundle, then a short summary."""
+"""ccbench run: run a plan into a result bundle, then a short summary, the verdict of the variants it
+compared and the next commands."""
 
 from __future__ import annotations
 
@@ -136,7 +137,9 @@ def command(
     Each execution runs in its own process; samples are on disk before the next one starts. A
     system check is printed first; each execution is watched for other work on the machine and
     flagged contended when there was too much. Ctrl-C stops after cleaning up and prints how to
-    resume. Exit code: 0 when everything ran, 1 when an execution failed or timed out, 2 for bad
+    resume. The run ends with a summary per workload and variant, the verdict of the variants it
+    compared (the line per layer that 'ccbench compare --summary' opens with, and the lint's
+    findings) and the next commands. Exit code: 0 when everything ran, 1 when an execution failed or timed out, 2 for bad
     input, 130 when interrupted.
     """
     from ccbench.bundle import read_bundle
