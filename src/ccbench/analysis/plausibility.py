@@ -239,7 +239,7 @@ def findings(table: pd.DataFrame) -> list:
                 "implausible",
                 HIGH,
                 f"{config}: {kind} in {count} rows ({'; '.join(_named(w, c) for w, c in workloads.items())}), "
-                "left out of the verdict's headline",
+                "not a measure of the layer",
                 {config: {"rows": workloads, "reasons": reasons}},
                 _why(kind, reasons) + ADVICE[kind],
             )
