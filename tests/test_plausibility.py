@@ -140,6 +140,17 @@ def test_throughput_and_latency_that_disagree_by_littles_law(tmp_path):
     assert reasons(table, "tmpfs", "1m randread") == {""}
 
 
+def test_a_mixed_pattern_shares_its_depth_between_the_directions():
+    from ccbench.analysis.plausibility import side_reasons
+
+    # rwmixread = 95: the writes keep 0.8 of 16 in flight, the reads 15.2
+    job = {**JOB, "bs": "4k", "rw": "randrw", "rwmixread": 95}
+    writes = {"iops": 2000, "clat_mean": 400, "throughput": 2000 * 4096 / 1e6}
+    assert side_reasons(writes, job) == []
+    assert side_reasons(writes, {**job, "rw": "randwrite"}) != []
+    assert side_reasons({**writes, "clat_mean": 40000}, job) != []  # 80 in flight: above, mixed or not
+
+
 def test_a_synchronous_engine_keeps_one_io_in_flight_per_job():
     assert job_depth({"iodepth": 16, "ioengine": "psync", "numjobs": 4}) == 4
     assert job_depth({"iodepth": 16, "ioengine": "io_uring", "numjobs": 2}) == 32

@@ -11,7 +11,8 @@ of a storage benchmark (the groups that report ``iops`` and ``clat_mean``, as fi
   engine; a synchronous one, psync and the like, one per job), so IOPS x mean completion latency
   (the mean number in flight) cannot exceed it; far below it (under an eighth), the completion
   latency does not account for the time the throughput took (the I/O was done at submission, as
-  buffered I/O is, or the job was held elsewhere). The throughput is also IOPS x block size.
+  buffered I/O is, or the job was held elsewhere); a mixed pattern shares the depth between its
+  directions, so only the upper bound is held there. The throughput is also IOPS x block size.
 * **Direct I/O served buffered.** A job that asked for O_DIRECT on fscrypt or gocryptfs is served
   through the page cache: ext4 (fs/ext4/inode.c ``ext4_dio_alignment``) answers 0, "no direct I/O",
   for an encrypted file unless ``fscrypt_dio_supported`` (fs/crypto/inline_crypt.c) says the file
@@ -49,6 +50,9 @@ BUFFERED_DIRECT = {
 }
 #: fio's engines that keep several I/Os in flight per job (others: one at a time, iodepth unused)
 ASYNC_ENGINES = {"libaio", "io_uring", "io_uring_cmd", "posixaio", "windowsaio", "solarisaio", "rdma", "spdk"}
+#: fio's mixed patterns: the job's depth is shared between the directions, each reported apart, so
+#: a direction may keep few in flight (rwmixread = 95: the writes); only the upper bound holds
+MIXED = {"rw", "readwrite", "randrw", "trimwrite", "randtrimwrite"}
 #: the memory-backed variant: the ceiling of the storage variants on its machine
 CEILING = "tmpfs"
 #: the fio metrics the checks read
@@ -122,7 +126,7 @@ def side_reasons(metrics: dict[str, float], params: dict[str, Any]) -> list[str]
             reasons.append(
                 f"Little's law: {_figure(iops)} IOPS x {_figure(clat)} us = {inflight:.1f} in flight, above the job's {depth}"
             )
-        elif inflight < depth * INFLIGHT_UNDER:
+        elif inflight < depth * INFLIGHT_UNDER and str(params.get("rw", "")) not in MIXED:
             reasons.append(
                 f"Little's law: {_figure(iops)} IOPS x {_figure(clat)} us = {inflight:.2g} in flight of the job's {depth}"
             )
@@ -150,7 +154,9 @@ def implausible(table: pd.DataFrame, facts: pd.DataFrame | None) -> list[str]:
         return []
     described: dict[str, tuple[str, str | None]] = {}
     if facts is not None and not facts.empty and {"config", "machine", "storage"} <= set(facts.columns):
-        for config, machine, storage in facts[["config", "machine", "storage"]].itertuples(index=False):
+        # the engine's facts hold a row per configuration and bundle; a per-sample frame, one per sample
+        distinct = facts[["config", "machine", "storage"]].drop_duplicates()
+        for config, machine, storage in distinct.itertuples(index=False):
             described.setdefault(str(config), (str(machine), storage if isinstance(storage, str) and storage else None))
     case_keys = list(zip(table["workload"], table["params"], table["case"], strict=True))
     # each side's medians per case: {(case key, configuration): {metric: median}}
