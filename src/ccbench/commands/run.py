@@ -243,15 +243,24 @@ def print_run_verdict(bundle: Path) -> None:
     verdict and lint as ``ccbench compare``), then the next command to run. A run with one
     configuration per workload says that there is nothing to compare in it and how to compare it
     with another machine's bundle."""
-    from ccbench.analysis.comparison import comparison
-    from ccbench.analysis.headline import headline
     from ccbench.console import stdout
 
     def say(text: str) -> None:
         stdout.print(text, markup=False, highlight=False, soft_wrap=True)
 
     try:
+        from ccbench.analysis.comparison import comparison
+        from ccbench.analysis.headline import headline
+
         result = comparison([bundle])
+    except ModuleNotFoundError as exc:
+        # a fleet host gets only what its plan needs to run, not the analysis libraries: the
+        # controller compares the gathered bundles
+        say(
+            f"verdict: not computed here ({exc.name} is not installed); compare the bundle where ccbench's "
+            f"analysis is installed: ccbench compare {_shell_path(bundle)} --summary"
+        )
+        return
     except CCBenchError as exc:
         say(f"verdict: not computed: {exc}")
         return
