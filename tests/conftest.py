@@ -2,6 +2,8 @@
 interruption tests (start a run in the background, wait until it has done something, find its bundle)."""
 
 import os
+import pwd
+import signal
 import subprocess
 import sys
 import time
@@ -9,6 +11,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# What the suite assumes about how it was started, stated here rather than inherited from whatever
+# started it. A process started by nohup, as a background job of a script or by some CI runners
+# inherits SIGINT and SIGHUP ignored, and its children (the ccbench commands the tests start and
+# interrupt) would inherit that too; the shell's COLUMNS, locale and umask vary from one user to the
+# next. Each test that is about one of these sets it itself.
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a child's Python then installs KeyboardInterrupt
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)  # rich lays out 80 columns where its output is no terminal
+os.environ["LC_ALL"] = "C.UTF-8"  # the tools' output (fio, iperf3, ping) with '.' decimals, English words
+os.umask(0o022)
+os.environ.setdefault("HOME", pwd.getpwuid(os.getuid()).pw_dir)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"

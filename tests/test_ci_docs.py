@@ -44,3 +44,20 @@ def test_gitlab_job_runs_the_quick_plan_then_the_gate_and_reports_junit():
     _runs_then_gates(job["script"])
     assert any("ccbench run quick" in line for line in job["script"])
     assert job["artifacts"]["reports"]["junit"] == "gate.xml"
+
+
+def test_the_fresh_machine_check_runs_the_readmes_two_commands_and_refuses_what_it_should(tmp_path):
+    """scripts/fresh-check.sh takes its commands from the README (the same two CI's .ci/run matches) and
+    refuses, in one line with exit code 2, a directory that exists or an unknown option, before cloning."""
+    import subprocess
+
+    root = Path(__file__).parents[1]
+    script = root / "scripts" / "fresh-check.sh"
+    readme = (root / "README.md").read_text()
+    block = re.search(r"## Quickstart.*?```sh\n(.*?)```", readme, flags=re.S).group(1)
+    commands = [line for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2 and commands[1] in (root / ".ci" / "run").read_text()
+    for args, said in (([str(tmp_path)], "exists"), (["--only", "3"], "--only"), (["--bogus"], "unknown option")):
+        done = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done
+    assert list(tmp_path.iterdir()) == []

@@ -143,3 +143,93 @@ def test_the_breakdown_attributes_the_bounce_buffer_share_of_a_sev_snp_vms_loss(
     assert abs(bounce["log_share"] - math.log(twin_ratio) / math.log(cvm_ratio)) < 0.005
     # the twin compares plain to plain: no TEE cost to split
     assert not rows["plain-vm-swiotlb-force"].get("breakdown")
+
+
+# ---- issue 39: what a log holds that is not a measurement ------------------------------------------
+
+
+def _rate_mbit(line: str) -> float:
+    value, unit = re.search(r"([\d.]+) ([KMG]?bits/sec)", line).groups()
+    return float(value) * {"bits/sec": 1e-6, **_RATE}[unit]
+
+
+def test_intervals_omitted_by_dash_o_are_not_samples(tmp_path):
+    log = DATA / "iperf3-tcp-client-omitted.txt"
+    lines = log.read_text().splitlines()
+    kept = [
+        _rate_mbit(line)
+        for line in lines
+        if "/sec" in line and "omitted" not in line and not line.rstrip().endswith(("sender", "receiver"))
+    ]
+    done = run_ccbench("import", "iperf3", log, "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "2 intervals marked (omitted) by -O left out of the samples" in done.stdout
+    intervals = [s["value"] for s in samples(bundle_of(done.stdout)) if s["metric"].endswith("interval_throughput")]
+    assert intervals == kept and len(kept) == 4  # the measured intervals, not -O's warm-up
+
+
+def test_an_old_servers_zero_byte_lines_are_placeholders_and_its_reverse_test_is_recognised(tmp_path):
+    """iperf3 3.1's server prints 0.00 Bytes for the side it did not see; its intervals in a reverse
+    test have no Retr/Cwnd columns."""
+    log = DATA / "iperf3-3.1-server-forward-then-reverse.txt"
+    sender_lines = [_rate_mbit(line) for line in log.read_text().splitlines() if line.rstrip().endswith("sender")]
+    done = run_ccbench("import", "iperf3", log, "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = samples(bundle_of(done.stdout))
+    forward = [s for s in found if s["repetition"] == 0]
+    reverse = [s for s in found if s["repetition"] == 1]
+    # forward: the server received; its "0.00 bits/sec sender" line is no sender's figure
+    assert not [s for s in forward if s["metric"] == "sender_throughput"]
+    assert [s["value"] for s in forward if s["metric"] == "throughput"] == [886.0]
+    assert "reverse" not in forward[0]["params"]
+    # reverse: the server sent; the real figure is its sender line, not the 0.00 receiver placeholder
+    (result,) = [s for s in reverse if s["metric"] == "throughput"]
+    assert result["value"] == sender_lines[1] > 0 and result["metadata"]["result_side"] == "sender"
+    assert all(s["params"].get("reverse") is True for s in reverse)
+    assert {s["metric"] for s in reverse} == {"throughput", "sender_throughput", "sender_interval_throughput"}
+    assert "throughput is the sender's line" in done.stdout
+
+
+def test_a_udp_server_log_after_the_client_terminated_reads_the_intervals_rate(tmp_path):
+    log = DATA / "iperf3-3.1-udp-server-client-terminated.txt"
+    text = log.read_text()
+    intervals = re.findall(r"^\[\s*5\]\s+([\d.]+)-\s*([\d.]+)\s+sec\s+([\d.]+) MBytes\s+\d+ Mbits/sec", text, re.M)
+    got = sum(float(mb) * 1024**2 for _, _, mb in intervals)
+    span = float(intervals[-1][1]) - float(intervals[0][0])
+    done = run_ccbench("import", "iperf3", log, "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "client has terminated" in done.stdout
+    found = samples(bundle_of(done.stdout))
+    (result,) = [s for s in found if s["metric"] == "throughput"]
+    assert abs(result["value"] - got * 8 / span / 1e6) < 0.5 and 140 < result["value"] < 160
+    assert result["metadata"]["result_side"] == "intervals"
+    lost, total, percent = re.search(r"0\.00 bits/sec\s+[\d.]+ ms\s+(\d+)/(\d+) \(([\d.]+)%\)", text).groups()
+    assert [s["value"] for s in found if s["metric"] == "loss"] == [float(percent)]
+    assert len([s for s in found if s["metric"] == "interval_throughput"]) == len(intervals) == 13
+
+
+def _reply_times(log: Path) -> list[float]:
+    """The round trips of the reply lines a log prints (duplicates left out), read with a regex of its own."""
+    return [float(m) for m in re.findall(r"^\d+ bytes from .*?time=([\d.]+) ms\s*$", log.read_text(), re.M)]
+
+
+def test_busybox_ping_replies_are_read(tmp_path):
+    """busybox prints seq=, not icmp_seq=, and counts duplicates in its statistics line."""
+    log = DATA / "ping-busybox.txt"
+    done = run_ccbench("import", "ping", log, "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = samples(bundle_of(done.stdout))
+    rtts = [s for s in found if s["metric"] == "rtt"]
+    assert [s["value"] for s in rtts] == _reply_times(log) and len(rtts) == 4
+    assert [s["metadata"]["icmp_seq"] for s in rtts] == [0, 1, 3, 4]
+    assert [s["value"] for s in found if s["metric"] == "loss"] == [20.0]
+    assert "1 duplicate replies left out" in done.stdout
+
+
+def test_bsd_macos_and_ipv6_ping_replies_are_read(tmp_path):
+    for name in ("ping-macos.txt", "ping-iputils-ipv6.txt"):
+        log = DATA / name
+        done = run_ccbench("import", "ping", log, "--out", tmp_path / name)
+        assert done.returncode == 0, done.stderr
+        rtts = [s["value"] for s in samples(bundle_of(done.stdout)) if s["metric"] == "rtt"]
+        assert rtts == _reply_times(log) and rtts, name

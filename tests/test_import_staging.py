@@ -170,3 +170,40 @@ def test_an_out_that_cannot_be_written_is_one_line(tmp_path):
     done = run_ccbench("import", "pyperf", PYPERF, "--out", blocker / "out")
     assert done.returncode == 2 and "cannot write under" in done.stderr and "--out" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_a_hang_up_or_sigterm_ends_an_import_through_its_clean_up_in_one_line(tmp_path, sig):
+    """The session that started an import drops (SIGHUP) or it is killed politely (SIGTERM) while it
+    reads its input: one line on stderr, exit 128 + the signal, no traceback, nothing under --out.
+    (On main before this, both signals ended the process on the spot, with no word.) The input is a
+    FIFO, so the test knows the import is inside its read when the signal arrives."""
+    fifo = tmp_path / "results.json"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ccbench", "import", "pyperf", str(fifo), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 300
+    writer = None
+    while writer is None:
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        try:  # a writer can open a FIFO without blocking only once its reader has it open
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            time.sleep(0.05)
+    try:
+        process.send_signal(sig)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    assert process.returncode == 128 + sig, stderr
+    assert stderr.strip() == (
+        f"ccbench: stopped by {signal.Signals(sig).name} before the command finished; "
+        "nothing half-written is left, run it again"
+    )
+    assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()]

@@ -2,6 +2,7 @@
 process is started, each execution's end is chosen by the test (tests/test_runner.py drives the
 real CLI end to end)."""
 
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -213,6 +214,32 @@ def test_precision_follows_the_declared_primary_metric_not_the_first_reported(ru
     assert result.outcomes["c"].precision["stopped_by"] != "max repetitions"
 
 
+@pytest.mark.parametrize("at_start", [signal.SIG_DFL, signal.SIG_IGN])
+def test_a_hang_up_stops_the_run_like_ctrl_c_unless_the_run_was_started_ignoring_it(run_plan, at_start):
+    """SIGHUP (the terminal or SSH session went away) stops a run cleanly, as SIGINT and SIGTERM do;
+    a run started ignoring it (nohup) was asked to outlive its session and keeps going."""
+
+    def answer(job):
+        if len(executor.jobs) == 2:
+            os.kill(os.getpid(), signal.SIGHUP)  # arrives between executions, in the runner
+        return measured()
+
+    executor = ScriptedExecutor(answer)
+    before = signal.signal(signal.SIGHUP, at_start)
+    try:
+        result, messages = run_plan(executor, repetitions=3)
+        assert signal.getsignal(signal.SIGHUP) == at_start
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    if at_start == signal.SIG_IGN:
+        assert not result.interrupted and len(executor.jobs) == 6
+        return
+    assert result.interrupted and result.stopped_by == signal.SIGHUP
+    assert result.outcomes["c"].status.value == "interrupted" and len(executor.jobs) == 2
+    assert any(line.startswith("SIGHUP: stopped") for line in messages.lines), messages.lines
+    assert read_bundle(result.bundle).manifest["status"] == "interrupted"
+
+
 def test_an_interrupted_execution_is_recorded_and_resume_runs_only_what_is_missing(run_plan):
     def answer(job):
         if len(first.jobs) == 3:
@@ -220,12 +247,25 @@ def test_an_interrupted_execution_is_recorded_and_resume_runs_only_what_is_missi
         return measured()
 
     first = ScriptedExecutor(answer)
-    result, _ = run_plan(first, repetitions=3)
+
+    # whatever the test process was started with (a background job ignores SIGINT, nohup SIGHUP), the
+    # run must put back what it found: three different dispositions, set here, are the ones to find
+    def mine(signum, frame):
+        raise AssertionError("not to be called")
+
+    found = {signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: mine, signal.SIGHUP: signal.SIG_DFL}
+    before = {sig: signal.signal(sig, disposition) for sig, disposition in found.items()}
+    try:
+        result, _ = run_plan(first, repetitions=3)
+        now = {sig: signal.getsignal(sig) for sig in found}
+    finally:
+        for sig, disposition in before.items():
+            signal.signal(sig, disposition)
     assert result.interrupted and result.outcomes["c"].status.value == "interrupted"
     records = read_bundle(result.bundle).executions
     assert [r["status"] for r in records] == ["ok", "ok", "interrupted"]
     # the handlers the run installed are gone again
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert now == found
 
     second = ScriptedExecutor()
     resumed, _ = run_plan(second, resume=result.bundle, repetitions=3)

@@ -1,6 +1,7 @@
 """Storage variants set up and torn down for real (as root), the compression workload on each,
 cleanup after a killed run, and the reasons a variant is skipped."""
 
+import json
 import os
 import shutil
 import signal
@@ -325,6 +326,47 @@ def test_interrupted_run_tears_its_variants_down(tmp_path, sig):
     assert mounts_under(work) == [], stderr
     assert str(work) not in loops_for(work)
     assert not list((work / "storage").rglob("key*"))
+
+
+@root_only
+def test_a_hang_up_leaves_no_mount_no_counter_session_and_says_how_to_resume(tmp_path):
+    """The SSH session that started a run drops: SIGHUP. The tmpfs variant, the counters' private
+    tracefs mount and trace instance are undone, the bundle says interrupted, and the last line
+    printed is the resume command (on today's main SIGHUP killed the run on the spot: exit 129,
+    everything left mounted)."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'name = "hup"\n[defaults]\nrepetitions = 50\ncooldown = 0\ncounters = true\n'
+        'variants = { storage = ["disk", "tmpfs"] }\n[storage]\ntmpfs_size = "16M"\n'
+        '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n'
+    )
+    work, out = tmp_path / "work", tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ccbench", "run", str(plan), "--out", str(out), "--workdir", str(work)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # as a login session's process has it, whatever this test was started with (nohup ignores it)
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+    )
+    ledger = work / "counters" / "mounts.json"
+
+    def counting() -> bool:
+        return ledger.exists() and any(e["kind"] == "trace-instance" for e in json.loads(ledger.read_text())["entries"])
+
+    wait_until(lambda: mounts_under(work) and counting(), what="the tmpfs variant and a counters' trace instance")
+    time.sleep(0.5)
+    process.send_signal(signal.SIGHUP)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    # the resume command is the last line on stderr (and in a log that takes both streams)
+    assert stderr.strip().splitlines()[-1].startswith("interrupted. Resume with:  ccbench run --resume"), stderr
+    assert mounts_under(work) == [], stderr
+    assert json.loads(ledger.read_text())["entries"] == []
+    assert not [line for line in open("/proc/self/mountinfo") if f"ccbench-counters-{process.pid}-" in line]
+    bundle = next(out.iterdir())
+    assert json.loads((bundle / "manifest.json").read_text())["status"] == "interrupted"
+    assert (bundle / "samples.parquet").exists()
 
 
 @root_only

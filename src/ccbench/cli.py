@@ -6,11 +6,12 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 
 import click
 
-from ccbench.errors import CCBenchError
+from ccbench.errors import CCBenchError, Stopped
 from ccbench.version import __version__
 
 
@@ -67,7 +68,24 @@ def _end_now() -> None:
     os._exit(0)
 
 
+def _stop(signum, frame) -> None:
+    raise Stopped(signum)
+
+
+def _catch_termination() -> dict:
+    """SIGTERM and SIGHUP (the terminal or SSH session went away) end any command through its
+    clean-up rather than on the spot; a SIGHUP ignored at start (``nohup``) stays ignored. Ctrl-C
+    is Python's KeyboardInterrupt already. Returns the dispositions found, to put back."""
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
+        previous[sig] = signal.signal(sig, _stop)
+    return previous
+
+
 def main(argv: list[str] | None = None) -> None:
+    previous = _catch_termination()
     try:
         cli.main(args=argv, prog_name="ccbench", standalone_mode=False)
         # only a command that imported the console can have set its switch; the others keep rich unloaded
@@ -87,11 +105,23 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except Stopped as exc:
+        try:
+            click.echo(
+                f"ccbench: stopped by {exc} before the command finished; nothing half-written is left, run it again",
+                err=True,
+            )
+        except OSError:
+            pass  # the terminal went away with the session
+        sys.exit(128 + exc.signum)
     except OSError as exc:
         # permissions, a full disk, a vanished file: say which file and what to do, without a traceback
         where = f" ({exc.filename})" if exc.filename else ""
         click.echo(f"ccbench: error: {exc.strerror or exc}{where}; check the path and its permissions", err=True)
         sys.exit(2)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
 if __name__ == "__main__":

@@ -17,3 +17,16 @@ class BundleError(CCBenchError):
 
 class EnvironmentProblem(CCBenchError):
     """The machine lacks something required (a tool, root, a writable directory)."""
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived in a command without a handler of its own (the runner and the
+    fleet have theirs). Raised so that every ``finally`` and ``with`` on the way out runs: an
+    import's staging directory, an export's temporary file. A BaseException, like
+    KeyboardInterrupt, so that ``except Exception`` cannot swallow it."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum

@@ -43,6 +43,7 @@ from ccbench.model import (
     utc_now_iso,
 )
 from ccbench.plan import Plan, WorkloadSpec
+from ccbench.procs import block_stop_signals, catch_stop_signals, restore_signals
 from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
@@ -68,7 +69,7 @@ DONE_STATUSES = (ExecutionStatus.OK, ExecutionStatus.FAILED, ExecutionStatus.TIM
 
 
 class Interrupted(BaseException):
-    """Raised in the runner when SIGINT or SIGTERM arrives. A BaseException, like
+    """Raised in the runner when SIGINT, SIGTERM or SIGHUP (a dropped session) arrives. A BaseException, like
     KeyboardInterrupt, so that the ``except Exception`` around best-effort steps (a prepare, the
     interference monitor, the system check) cannot swallow it."""
 
@@ -102,6 +103,8 @@ class RunResult:
     executions: list[ExecutionRecord] = field(default_factory=list)
     #: the manifest as written at the end
     manifest: dict[str, Any] = field(default_factory=dict)
+    #: the signal that interrupted the run (SIGINT, SIGTERM, SIGHUP), None when it was not
+    stopped_by: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -150,23 +153,18 @@ class Runner:
 
     # --- signals -------------------------------------------------------------------------------
     def _install_signals(self):
-        previous = {}
-
         def handler(signum, frame):
             raise Interrupted(signum)
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-        return previous
+        return catch_stop_signals(handler)
 
     @staticmethod
     def _restore_signals(previous) -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        restore_signals(previous)
 
     def _shield(self):
-        """Block SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot leave a mount behind."""
-        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        """Block the stop signals while cleaning up, so a second Ctrl-C cannot leave a mount behind."""
+        return block_stop_signals()
 
     # --- the run -------------------------------------------------------------------------------
     def check_inputs(self) -> None:
@@ -274,6 +272,7 @@ class Runner:
         total = sum(len(schedule(spec, self.order.draw)) for spec in self.plan.workloads if not spec.skip_reason)
         previous_handlers = self._install_signals()
         interrupted = False
+        stopped_by: int | None = None
         self.reporter.start(total)
         try:
             for spec in self.plan.workloads:
@@ -286,14 +285,15 @@ class Runner:
                 writer.write_manifest()
         except Interrupted as exc:
             interrupted = True
-            self.reporter.message(f"{exc}: stopped; everything measured so far is in {writer.path}")
+            stopped_by = exc.signum
+            self._tell(f"{exc}: stopped; everything measured so far is in {writer.path}")
             for spec in self.plan.workloads:
                 if outcomes[spec.name].status in (OutcomeStatus.PENDING, OutcomeStatus.RUNNING):
                     outcomes[spec.name].status = OutcomeStatus.INTERRUPTED
                 writer.manifest["outcomes"][spec.name] = outcomes[spec.name].as_dict()
         finally:
             getattr(self.executor, "close", lambda: None)()  # the counters' mounts, made for this run
-            self.reporter.stop()
+            self._tell(None)
             self._restore_signals(previous_handlers)
             writer.manifest["ended_at"] = utc_now_iso()
             if interrupted:
@@ -303,16 +303,25 @@ class Runner:
                 writer.manifest["status"] = "failed" if failed else "complete"
             writer.write_manifest()
             writer.close()
-            finish_samples(writer.path, self.reporter.message)  # before the digest list, which covers it
+            finish_samples(writer.path, self._tell)  # before the digest list, which covers it
             self._attest(writer.path)
         return RunResult(
             bundle=writer.path,
             outcomes=outcomes,
             interrupted=interrupted,
+            stopped_by=stopped_by,
             samples=self.samples,
             executions=self.records,
             manifest=writer.manifest,
         )
+
+    def _tell(self, text: str | None) -> None:
+        """A message (or, with None, the end of the progress display) on the way out of a run. After
+        a hang-up the terminal may be gone (writes fail with EIO): the clean-up goes on regardless."""
+        try:
+            self.reporter.message(text) if text is not None else self.reporter.stop()
+        except OSError:
+            pass
 
     def _attest(self, bundle: Path) -> None:
         """Every bundle ends with its digest list (attestation.json) and, where the machine has
@@ -323,10 +332,10 @@ class Runner:
         try:
             document = finish_bundle(bundle)
         except (OSError, CCBenchError) as exc:
-            self.reporter.message(f"attestation: the digest list could not be written: {exc}")
+            self._tell(f"attestation: the digest list could not be written: {exc}")
             return
         if document["status"] == "attested":
-            self.reporter.message(
+            self._tell(
                 f"attested: {document['evidence']['technology']} evidence over "
                 f"{len(document['files'])} files ('ccbench verify {bundle}')"
             )

@@ -34,37 +34,56 @@ class _ImportCommand(click.Command):
 )
 @click.option(
     "--tee",
-    default=None,
-    metavar="TECHNOLOGY",
+    "tee",
+    multiple=True,
+    metavar="[LABEL=]TECHNOLOGY",
     help="State the TEE the source ran in (sev-snp, tdx, sev, sev-es, sgx, none): recorded as stated by you, "
-    "never as measured, and used by compare's lint and analysis.",
+    "never as measured, and used by compare's lint and analysis. LABEL=T states it for the bundle of that label "
+    "(repeatable: one per machine of a seed000 directory); T alone holds for every bundle no LABEL= names.",
+)
+@click.option(
+    "--storage-protection",
+    "storage_protection",
+    multiple=True,
+    metavar="[LABEL=]PROTECTION",
+    help="State the storage protection the source ran on (none, dm-crypt, fscrypt, gocryptfs, tmpfs, "
+    "azure-confidential-disk), per label like --tee: recorded as stated, and compared as the storage layer. "
+    "It wins over what a source names itself (seed000's -Encrypted label suffix).",
 )
 @click.option(
     "--kernel-cmdline",
     default=None,
     metavar="TEXT",
-    help='State the kernel command line the source ran under (e.g. "swiotlb=force"): recorded as stated by you.',
+    help='State the kernel command line the source ran under (e.g. "swiotlb=force"), for every bundle of the '
+    "import: recorded as stated by you.",
 )
 def command(
     format_name: str,
     paths: tuple[Path, ...],
     out: Path,
     label: str | None,
-    tee: str | None,
+    tee: tuple[str, ...],
+    storage_protection: tuple[str, ...],
     kernel_cmdline: str | None,
 ) -> None:
     """Turn results other tools wrote into bundles that show, compare and report take like any other.
 
     Every imported sample says it was imported and from which file; the manifest lists what is unknown
     (no TEE evidence, no CPU model when the source lacks it) and what you stated (--tee,
-    --kernel-cmdline); `ccbench verify` says "imported, not measured by ccbench". Everything is read
-    before anything is written, and a bundle appears only when complete.
+    --storage-protection, --kernel-cmdline); `ccbench verify` says "imported, not measured by ccbench".
+    Everything is read before anything is written, and a bundle appears only when complete.
+
+    A seed-000 directory holds several machines: state each one's TEE with --tee LABEL=T, e.g.
+    --tee TDX-Encrypted=tdx --tee TDX-Non-Encrypted=tdx --tee Intel-Non-TDX=none. Its labels'
+    -Encrypted / -Non-Encrypted suffix is read as the storage protection (Azure confidential disk
+    encryption, or none).
     """
     from ccbench.results.importers import import_results
-    from ccbench.results.importers.stated import stated_facts
+    from ccbench.results.importers.stated import statements
 
     notes: list[str] = []
-    written = import_results(format_name, paths, out, label, stated_facts(tee, kernel_cmdline), notes.append)
+    stated = statements(tee, storage_protection, kernel_cmdline)
+    written = import_results(format_name, paths, out, label, stated, notes.append)
     for bundle in written:
         click.echo(str(bundle))
     for note in notes:

@@ -139,8 +139,10 @@ def command(
     flagged contended when there was too much. Ctrl-C stops after cleaning up and prints how to
     resume. The run ends with a summary per workload and variant, the verdict of the variants it
     compared (the line per layer that 'ccbench compare --summary' opens with, and the lint's
-    findings) and the next commands. Exit code: 0 when everything ran, 1 when an execution failed or timed out, 2 for bad
-    input, 130 when interrupted.
+    findings) and the next commands. Exit code: 0 when everything ran, 1 when an execution failed
+    or timed out, 2 for bad input, 130 when interrupted (Ctrl-C, SIGTERM, or SIGHUP when the
+    terminal or SSH session that started it goes away: see docs/plan-format.md on keeping a long
+    study alive).
     """
     from ccbench.bundle import read_bundle
     from ccbench.console import console
@@ -194,11 +196,15 @@ def command(
     runner.check_inputs()
     console.print(f"plan [bold]{the_plan.name}[/bold]: {len(the_plan.workloads)} workload(s)")
     result = runner.run()
-    print_run_summary(result)
-    if not result.interrupted:
-        print_run_verdict(result.bundle)
+    try:
+        print_run_summary(result)
+        if result.interrupted:
+            console.print(f"interrupted. Resume with:  ccbench run --resume {result.bundle}")
+        else:
+            print_run_verdict(result.bundle)
+    except OSError:
+        pass  # a hang-up took the terminal with it; the bundle, cleaned up, waits for --resume
     if result.interrupted:
-        console.print(f"interrupted. Resume with:  ccbench run --resume {result.bundle}")
         sys.exit(130)
     sys.exit(1 if result.failed else 0)
 

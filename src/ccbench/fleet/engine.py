@@ -11,7 +11,7 @@ Modes: ``parallel`` (one playbook run over all hosts, ``--forks`` at once, strat
 a slow host holds no one up), ``serial`` (one host after the other), ``rounds`` (repetition k
 on every host before repetition k+1: the plan runs once per round with ``--repeat 1``).
 
-Interruption (SIGINT/SIGTERM): the playbook is stopped, then a second playbook run sends SIGINT
+Interruption (SIGINT, SIGTERM, or SIGHUP from a dropped session): the playbook is stopped, then a second playbook run sends SIGINT
 to every started remote ``ccbench run`` (it stops cleanly and keeps what it measured) and fetches
 the partial bundles; ``--resume FLEETDIR`` continues each host's bundle with ``ccbench run --resume``.
 """
@@ -37,6 +37,7 @@ from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import gathering_settings, probe_summary
 from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
+from ccbench.procs import catch_stop_signals, restore_signals
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PLAYBOOK = PACKAGE_DIR / "playbook.yml"
@@ -141,7 +142,7 @@ class Controller:
         self.control_dir: Path | None = None
         self.stop_flag: Path | None = None
 
-    # -- signal handling: the first SIGINT/SIGTERM stops the playbook; stopping remote runs follows
+    # -- signal handling: the first SIGINT/SIGTERM/SIGHUP stops the playbook; stopping remote runs follows
     def _on_signal(self, signum, frame):
         """First signal: ask the running playbook to stop the remote runs and fetch what they
         measured (the flag file its tasks test). Second: interrupt the playbook itself (a
@@ -159,13 +160,12 @@ class Controller:
             pass
 
     def run(self) -> int:
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = catch_stop_signals(self._on_signal)
         try:
             return self._run()
         finally:
             self._close_connections()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            restore_signals(previous)
 
     def _run(self) -> int:
         fleet = self._resume() if self.options.resume else self._new()

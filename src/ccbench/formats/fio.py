@@ -7,8 +7,11 @@ microseconds: both are read, and the unit is always microseconds. The block size
 job (its case: ``bs``, ``rw``) come from the job's options or the global ones; where neither states
 them they are left out (unknown stays unknown): the caller may know them another way (ccbench's own
 job names). ``fio --client`` output holds its jobs under ``client_stats``, each with the
-``hostname`` of the server that ran it; ``jobs_by_host`` groups them (the ``All clients`` sum is not
-one machine's measurement and is left out).
+``hostname`` and ``port`` of the server that ran it; ``jobs_by_host`` groups them (the ``All
+clients`` sum is not one machine's measurement and is left out; a server is named by its hostname,
+or ``hostname:port`` where two servers share a hostname). With one server fio writes ``global
+options`` as one object; with several, as a list of objects, one per server, each naming its
+``hostname`` and ``port`` (fio's client.c): ``global_options`` gives the ones of one server.
 """
 
 from __future__ import annotations
@@ -85,14 +88,48 @@ def job_measurements(job: dict[str, Any], global_options: dict[str, Any] | None 
     return measurements
 
 
+def _server(entry: dict[str, Any]) -> tuple[str, Any]:
+    return str(entry.get("hostname") or "unknown host"), entry.get("port")
+
+
+def _server_names(document: dict[str, Any]) -> dict[tuple[str, Any], str]:
+    """{(hostname, port): the server's name}: the hostname, or ``hostname:port`` where two share it."""
+    servers = [
+        _server(job)
+        for job in document.get("client_stats") or []
+        if isinstance(job, dict) and job.get("jobname") != ALL_CLIENTS
+    ]
+    hosts = [host for host, _ in dict.fromkeys(servers)]
+    return {
+        (host, port): host if hosts.count(host) == 1 or port is None else f"{host}:{port}"
+        for host, port in dict.fromkeys(servers)
+    }
+
+
+def global_options(document: dict[str, Any], host: str | None = None) -> dict[str, Any]:
+    """The global options of a local run, or of the server ``host`` (a name from ``jobs_by_host``) in
+    ``--client`` output (a list of per-server objects when fio had several servers)."""
+    found = document.get("global options")
+    if isinstance(found, dict):
+        return {k: v for k, v in found.items() if k not in ("hostname", "port")}
+    if not isinstance(found, list):
+        return {}
+    names = _server_names(document)
+    for entry in found:
+        if isinstance(entry, dict) and names.get(_server(entry), _server(entry)[0]) == host:
+            return {k: v for k, v in entry.items() if k not in ("hostname", "port")}
+    return {}
+
+
 def jobs_by_host(document: dict[str, Any]) -> dict[str | None, list[dict[str, Any]]]:
-    """{server hostname (None for a local run): its jobs}; FormatError when there are none."""
+    """{server name (None for a local run): its jobs}; FormatError when there are none."""
     if isinstance(document.get("client_stats"), list):
         grouped: dict[str | None, list[dict[str, Any]]] = {}
+        names = _server_names(document)
         for job in document["client_stats"]:
             if not isinstance(job, dict) or job.get("jobname") == ALL_CLIENTS:
                 continue
-            grouped.setdefault(str(job.get("hostname") or "unknown host"), []).append(job)
+            grouped.setdefault(names[_server(job)], []).append(job)
         if grouped:
             return grouped
         raise FormatError("fio --client output without one server's job in 'client_stats'")
@@ -106,9 +143,11 @@ def jobs_by_host(document: dict[str, Any]) -> dict[str | None, list[dict[str, An
 
 def parse(document: dict[str, Any]) -> list[Measurement]:
     """Every job's samples, in file order (a local run; see ``jobs_by_host`` for ``--client`` output)."""
-    global_options = document.get("global options") or {}
     measurements = [
-        m for jobs in jobs_by_host(document).values() for job in jobs for m in job_measurements(job, global_options)
+        m
+        for host, jobs in jobs_by_host(document).items()
+        for job in jobs
+        for m in job_measurements(job, global_options(document, host))
     ]
     if not measurements:
         raise FormatError("fio reported no I/O")

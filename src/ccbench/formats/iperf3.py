@@ -14,6 +14,24 @@ The sample unit, the same for ccbench's network workload and ``ccbench import ip
   (% of datagrams) and ``jitter`` (ms); ``sender_throughput`` and, for TCP, ``retransmits`` from
   the sender's summary.
 
+What a text log holds that is not a measurement is not taken as one:
+
+* intervals iperf3 marks ``(omitted)`` (the ``-O`` warm-up) are not samples (the JSON path skips
+  them the same way); their count is kept in ``facts["omitted_intervals"]``;
+* a summary line of 0 bytes is a placeholder for a side the printing process did not see (an old
+  server's ``0.00 Bytes  0.00 bits/sec  receiver`` in a reverse test, its ``sender`` line in a
+  forward one; a UDP ``0/0`` line): it is dropped. A TCP test whose receiver line was such a
+  placeholder takes its ``throughput`` from the sender's line (TCP delivers what was sent), and the
+  sample's metadata says ``result_side: sender``;
+* a UDP summary of 0 bytes over a non-zero datagram count (iperf3 up to 3.1 printed the sender's
+  byte count there, which a server never got when the client terminated): the loss and jitter are the
+  receiver's own and are kept; the throughput is the receiver's intervals' bytes over their span
+  (``result_side: intervals``). A server log's "the client has terminated" is kept in
+  ``facts["client_terminated"]``;
+* a server log is a reverse test when the server sent: its intervals carry the sender's Retr/Cwnd
+  columns, or (old servers, whose intervals have no such columns) its summary has a real sender line
+  and only a placeholder (or nothing) for the receiver's.
+
 The case: ``protocol`` (tcp, udp), ``streams``, for UDP ``datagram_size`` (bytes), and
 ``reverse: true`` for a reverse-mode test. iperf3's text log does not name the datagram size: it
 is derived from each line's transfer and datagram count (the printed transfer is rounded, so each
@@ -59,10 +77,12 @@ _LINE = re.compile(
     re.MULTILINE,
 )
 _UDP_RECEIVED = re.compile(
-    r"^\s+(?P<jitter>\d+(?:\.\d+)?)\s+ms\s+(?P<lost>-?\d+)/\s*(?P<total>\d+)\s+\((?P<percent>[^)%]*)%\)"
+    r"^\s+(?P<jitter>\d+(?:\.\d+)?)\s+ms\s+(?P<lost>-?\d+|Unknown)/\s*(?P<total>\d+)(?:\s+\((?P<percent>[^)%]*)%\))?"
 )
 _TCP_SENT = re.compile(r"^\s+(?P<retr>\d+)(?:\s+(?P<cwnd>\d+(?:\.\d+)?)\s+(?P<cunit>[KMGT]?)Bytes)?")
-_DATAGRAMS = re.compile(r"^\s+(?P<datagrams>\d+)\s*$")
+_DATAGRAMS = re.compile(r"^\s+(?P<datagrams>\d+)\s*(?:\(omitted\)\s*)?$")
+#: what iperf3 appends to an interval of the -O warm-up (iperf_locale.c's report_omitted)
+OMITTED = "(omitted)"
 _ROLE = re.compile(r"\b(sender|receiver)\s*$")
 #: the lines that begin a test in a log, and whose side of it follows them (a client run with
 #: --get-server-output prints the server's log after "Server output:")
@@ -154,8 +174,10 @@ def _parse_line(match: re.Match, protocol: str | None, summary: bool) -> tuple[L
     if received := _UDP_RECEIVED.match(rest):
         protocol = "udp"
         line.jitter_ms = float(received["jitter"])
-        line.lost, line.datagrams = int(received["lost"]), int(received["total"])
-        line.lost_percent = _percent(received["percent"], line.lost, line.datagrams)
+        line.datagrams = int(received["total"])
+        if received["lost"] != "Unknown":  # iperf3 prints "Unknown/N" when -O's lost count is unknown
+            line.lost = int(received["lost"])
+            line.lost_percent = _percent(received["percent"] or "", line.lost, line.datagrams)
     elif (datagrams := _DATAGRAMS.match(rest)) and protocol == "udp":
         line.datagrams, line.side = int(datagrams["datagrams"]), "sender"
     elif (sent := _TCP_SENT.match(rest)) and protocol != "udp":
@@ -197,7 +219,9 @@ def parse_text(text: str) -> list[Iperf3Test]:
                 continue
         if current is None:
             continue
-        if line.startswith("Reverse mode"):
+        if "the client has terminated" in line:
+            current.facts["client_terminated"] = True
+        elif line.startswith("Reverse mode"):
             current.reverse = True
         elif line.startswith("- - - -"):
             after_separator = True
@@ -206,6 +230,10 @@ def parse_text(text: str) -> list[Iperf3Test]:
             if "Datagrams" in line or "Jitter" in line:
                 protocol = "udp"
         elif match := _LINE.match(line):
+            if OMITTED in match["rest"]:
+                if match["id"] != "SUM":
+                    current.facts["omitted_intervals"] = current.facts.get("omitted_intervals", 0) + 1
+                continue
             parsed, protocol = _parse_line(match, protocol, in_summary or bool(_ROLE.search(match["rest"])))
             (current.summary if in_summary or _ROLE.search(match["rest"]) else current.intervals).append(parsed)
             current.protocol = protocol
@@ -213,11 +241,34 @@ def parse_text(text: str) -> list[Iperf3Test]:
     if not tests:
         raise FormatError("no iperf3 interval or summary line in it (lines like '[  5]   0.00-1.00   sec ...')")
     for test in tests:
-        if test.role == "server" and any(line.side == "sender" for line in test.intervals):
-            test.reverse = True  # a server log does not say so; the server sent the streams
+        _drop_placeholders(test)
         if test.protocol == "udp":
             _derive_datagram_size(test)
     return tests
+
+
+def _placeholder(line: Line) -> bool:
+    """A summary line that stands for a side the printing process did not see: 0 bytes (and, for
+    UDP, no datagram counted)."""
+    return line.bytes == 0 and not line.datagrams and not line.lost
+
+
+def _drop_placeholders(test: Iperf3Test) -> None:
+    """Drop the summary's placeholders and decide a server log's direction (see the module's docstring)."""
+    placeholders = [line for line in test.summary if _placeholder(line)]
+    test.summary = [line for line in test.summary if not _placeholder(line)]
+    if test.role != "server":
+        return
+    sent = any(line.side == "sender" for line in test.summary)
+    received = any(line.side == "receiver" for line in test.summary)
+    unseen_receiver = any(line.side == "receiver" for line in placeholders)
+    if any(line.side == "sender" for line in test.intervals):
+        test.reverse = True  # a server log does not say so; the server sent the streams
+    elif test.protocol == "tcp" and sent and unseen_receiver and not received:
+        # an old server's reverse test: intervals without Retr/Cwnd columns, the receiver's side unseen
+        test.reverse = True
+        for line in test.intervals:
+            line.side = "sender"
 
 
 def _derive_datagram_size(test: Iperf3Test) -> None:
@@ -353,11 +404,21 @@ def measurements(test: Iperf3Test, *, case: dict[str, Any] | None = None) -> lis
     received, sent = test.result("receiver"), test.result("sender")
     if received is not None:
         summary = {**facts, **_interval_metadata(received)}
-        out.append(_result("throughput", "Mbit/s", received.bits_per_second / 1e6, "higher", case, summary))
+        rate = received.bits_per_second
+        if received.bytes == 0 and received.datagrams:
+            # the byte figure was the sender's, never received (see the module's docstring)
+            rate = _interval_rate(test, "receiver")
+            summary["result_side"] = "intervals"
+        if rate is not None:
+            out.append(_result("throughput", "Mbit/s", rate / 1e6, "higher", case, summary))
         if test.protocol == "udp" and received.datagrams is not None:
-            percent = received.lost_percent if received.lost_percent is not None else 0.0
-            out.append(_result("loss", "%", percent, "lower", case, summary))
+            if received.lost_percent is not None:
+                out.append(_result("loss", "%", received.lost_percent, "lower", case, summary))
             out.append(_result("jitter", "ms", received.jitter_ms or 0.0, "lower", case, summary))
+    elif sent is not None and test.protocol == "tcp":
+        # the receiver's side was not seen (a placeholder): TCP delivered what the sender's line says
+        summary = {**facts, **_interval_metadata(sent), "result_side": "sender"}
+        out.append(_result("throughput", "Mbit/s", sent.bits_per_second / 1e6, "higher", case, summary))
     if sent is not None:
         summary = {**facts, **_interval_metadata(sent)}
         out.append(_result("sender_throughput", "Mbit/s", sent.bits_per_second / 1e6, "higher", case, summary))
@@ -379,6 +440,17 @@ def measurements(test: Iperf3Test, *, case: dict[str, Any] | None = None) -> lis
             )
         )
     return out
+
+
+def _interval_rate(test: Iperf3Test, side: str) -> float | None:
+    """bits/s over the intervals of ``side`` (the SUM lines where there are several streams)."""
+    lines = [line for line in test.intervals if line.side == side]
+    sums = [line for line in lines if line.stream == "SUM"]
+    lines = sums if sums else lines
+    if not lines:
+        return None
+    span = max(line.end for line in lines) - min(line.start for line in lines)
+    return sum(line.bytes for line in lines) * 8 / span if span > 0 else None
 
 
 def _result(metric: str, unit: str, value: float, better: str, case: dict, metadata: dict) -> Measurement:

@@ -1,6 +1,13 @@
-"""ping's output: iputils and BSD/macOS ping (``64 bytes from ...: icmp_seq=1 ttl=64 time=0.148 ms``,
-with ``-D``'s ``[epoch]`` prefix or without) and Windows ping (``Reply from ...: bytes=32 time=1ms
-TTL=57``, ``time<1ms``).
+"""ping's output, as each implementation prints it:
+
+- iputils (Linux): ``64 bytes from HOST (ADDR): icmp_seq=1 ttl=64 time=0.148 ms``, with ``-D``'s
+  ``[epoch]`` prefix or without, ``icmp_req=`` in old versions; statistics ``5 packets transmitted,
+  5 received, 0% packet loss``;
+- busybox (Alpine, embedded systems, minimal images): ``64 bytes from ADDR: seq=0 ttl=64 time=0.063
+  ms``; statistics ``5 packets transmitted, 5 packets received, 0% packet loss``;
+- BSD and macOS: ``64 bytes from ADDR: icmp_seq=0 ttl=64 time=0.045 ms``; statistics ``5 packets
+  transmitted, 5 packets received, 0.0% packet loss`` (``+1 duplicates`` where there were some);
+- Windows: ``Reply from ADDR: bytes=32 time=1ms TTL=57``, ``time<1ms``.
 
 The sample unit, the same for the network workload's ping fallback and ``ccbench import ping``:
 **each reply's time is one sample** (``rtt``, ms) with its sequence number, TTL and, with ``-D``,
@@ -25,8 +32,8 @@ _WINDOWS_HEADER = re.compile(
     r"^Pinging\s+(?P<target>\S+)(?:\s+\[(?P<address>[^\]]+)\])?\s+with\s+(?P<payload>\d+)\s+bytes"
 )
 _REPLY = re.compile(
-    r"^(?:\[(?P<stamp>\d+(?:\.\d+)?)\]\s+)?\d+\s+bytes\s+from\s+(?P<source>[^:]+?):?\s+"
-    r"icmp_[sr]eq=(?P<seq>\d+)\s+ttl=(?P<ttl>\d+)\s+time[=<](?P<time>\d+(?:\.\d+)?)\s*(?P<unit>ms|us|µs|s)\b(?P<rest>.*)$"
+    r"^(?:\[(?P<stamp>\d+(?:\.\d+)?)\]\s+)?\d+\s+bytes\s+from\s+(?P<source>.+?):?\s+"
+    r"(?:icmp_[sr]eq|seq)=(?P<seq>\d+)\s+ttl=(?P<ttl>\d+)\s+time[=<](?P<time>\d+(?:\.\d+)?)\s*(?P<unit>ms|us|µs|s)\b(?P<rest>.*)$"
 )
 _WINDOWS_REPLY = re.compile(
     r"^Reply\s+from\s+(?P<source>[^:]+):\s+bytes=(?P<bytes>\d+)\s+time(?P<op>[=<])(?P<time>\d+(?:\.\d+)?)ms\s+TTL=(?P<ttl>\d+)"

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ccbench.results.importers.base import Execution, Imported, ImportProblem, safe_component
+from ccbench.results.importers.base import Execution, Imported, ImportProblem, Statements, safe_component
 
 __all__ = [
     "REGISTRY",
@@ -96,18 +96,27 @@ def import_results(
     paths: Iterable[Path],
     out: Path,
     label: str | None = None,
-    stated: dict[str, Any] | None = None,
+    stated: dict[str, Any] | Statements | None = None,
     report: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Read everything first, then write one bundle per Imported; ``stated`` holds the facts the user
-    stated (``stated.stated_facts``); ``report`` is told what each bundle's sources say a reader must
-    know (runs left out, and why)."""
+    stated: one dict for every bundle (``stated.stated_facts``), or ``stated.Statements`` (some per
+    label: a label no bundle has is refused before anything is written); ``report`` is told what each
+    bundle's sources say a reader must know (runs left out, and why)."""
     from ccbench.results.importers.staging import write_bundle
 
     bundles = collect(format_name, paths, label)
+    statements = stated if isinstance(stated, Statements) else Statements(common=dict(stated or {}))
+    statements.check(imported.label for imported in bundles)
     written = []
     for imported in bundles:
-        written.append(write_bundle(imported, Path(out), stated))
+        written.append(write_bundle(imported, Path(out), statements.for_label(imported.label)))
+        if imported.storage_protection and "storage_protection" not in statements.for_label(imported.label):
+            if report:
+                report(
+                    f"{written[-1].name}: storage protection {imported.storage_protection}, "
+                    f"{imported.storage_protection_source}"
+                )
         for execution in imported.executions:
             for note in execution.notes if report else ():
                 report(f"{written[-1].name}: {execution.workload} rep {execution.repetition}: {note}")

@@ -9,7 +9,7 @@ import gzip
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,6 +83,32 @@ class Imported:
     executions: list[Execution] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     unknown: list[str] = field(default_factory=list)
+    #: the storage protection the source itself names (a ``stated.STORAGE_CHOICES`` name), and how it
+    #: names it; a user's --storage-protection wins over it
+    storage_protection: str | None = None
+    storage_protection_source: str = ""
+
+
+@dataclass
+class Statements:
+    """What the user stated: ``common`` for every bundle, ``by_label`` for the bundle of one label."""
+
+    common: dict[str, Any] = field(default_factory=dict)
+    by_label: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_label(self, label: str) -> dict[str, Any]:
+        return {**self.common, **self.by_label.get(label, {})}
+
+    def check(self, labels: Iterable[str]) -> None:
+        """A one-line error for a LABEL= that names no bundle of this import."""
+        known = sorted(set(labels))
+        for label, facts in self.by_label.items():
+            if label not in known:
+                option = "--tee" if "tee" in facts else "--storage-protection"
+                raise ImportProblem(
+                    f"{option} {label}=...: no bundle of this import has the label {label!r} "
+                    f"(its labels: {', '.join(known) or 'none'}); give one of them, or the value alone for all"
+                )
 
 
 def iso(moment: datetime) -> str:

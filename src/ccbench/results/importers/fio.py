@@ -29,11 +29,11 @@ def measurements(document: dict[str, Any], source: Path) -> dict[str | None, lis
     """{server hostname (None for a local run): its samples}; ImportProblem naming the file."""
     if not fio_format.is_fio(document) and "jobs" not in document:
         raise wrong_shape(source, document, "fio's JSON output", "a JSON object with 'jobs'")
-    global_options = document.get("global options") or {}
     found: dict[str | None, list[Measurement]] = {}
     try:
         for host, jobs in fio_format.jobs_by_host(document).items():
-            found[host] = [m for job in jobs for m in fio_format.job_measurements(job, global_options)]
+            options = fio_format.global_options(document, host)
+            found[host] = [m for job in jobs for m in fio_format.job_measurements(job, options)]
             for measurement in found[host]:
                 if host is not None:
                     measurement.metadata["host"] = host

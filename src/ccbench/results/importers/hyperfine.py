@@ -1,11 +1,12 @@
 """hyperfine's ``--export-json`` files: every run's wall time, per command (one execution each),
 with the command's parameters as the case.
 
-Runs that failed are not timings of the command: a run whose exit code (``exit_codes``, hyperfine
->= 1.12 with ``--ignore-failure``) is not 0, or was ended by a signal (``null``), is left out of the
-samples, and the execution record's ``notes`` say how many and with which codes; a command whose
-name hyperfine marked ``[ERROR]`` counts as failed in every run. A command none of whose runs
-succeeded is an execution with status ``failed`` and no samples.
+hyperfine exports runs that exited non-zero only under ``-i``/``--ignore-failure`` (without it a
+failing command stops the benchmark): the user asked for those runs to be timed, so they are kept as
+samples, each with its exit code in ``metadata.exit_code`` (``exit_codes``, hyperfine >= 1.12; null
+for a run a signal ended), and the execution record's ``notes`` say how many runs exited non-zero,
+with which codes. A command whose name hyperfine marked ``[ERROR]`` counts as failed in every run
+(no timing of it is kept).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def execution(path: Path, result: dict[str, Any], started: str) -> Execution:
     }
     failed = dict(_failed(result, len(times)))
     codes = result.get("exit_codes") if isinstance(result.get("exit_codes"), list) else []
+    errored = any(code == ERROR_MARK for code in failed.values())
     measurements = [
         Measurement(
             metric="wall_s",
@@ -55,13 +57,17 @@ def execution(path: Path, result: dict[str, Any], started: str) -> Execution:
             },
         )
         for i, seconds in enumerate(times)
-        if i not in failed
+        if not errored
     ]
     notes = []
-    if failed:
-        shown = sorted({str(code) for code in failed.values()})
+    if errored:
+        notes.append(f"hyperfine marked the command {ERROR_MARK}: its {len(times)} runs are left out of the samples")
+    elif failed:
+        shown = [f"exit {code}" for code in sorted({c for c in failed.values() if c is not None})]
+        shown += ["ended by a signal"] if None in failed.values() else []
         notes.append(
-            f"{len(failed)} of {len(times)} runs failed (exit {', '.join(shown)}) and are left out of the samples"
+            f"{len(failed)} of {len(times)} runs exited non-zero ({', '.join(shown)}); kept as samples, "
+            "each with its exit code (hyperfine -i timed them)"
         )
     return Execution(
         workload="hyperfine",
@@ -85,6 +91,7 @@ def read(path: Path) -> list[Execution]:
 
 ADAPTER = FileFormat(
     name="hyperfine",
-    description="hyperfine --export-json files: every run's wall time, per command (failed runs left out, and said so)",
+    description="hyperfine --export-json files: every run's wall time, per command (runs that exited non-zero "
+    "under -i kept, each with its exit code)",
     read=read,
 )

@@ -7,6 +7,8 @@ tests). A text log does not name the datagram size: it is derived from the trans
 counts, and each sample's metadata says so, with the bounds the log's rounding allows. A JSON
 document's ``system_info`` (``Linux HOST RELEASE ...``) gives the machine's hostname and kernel;
 a text log states no machine (``--label``, ``--tee`` and ``--kernel-cmdline`` say what it lacks).
+What a log holds that is not a measurement (``-O``'s omitted intervals, an old server's 0-byte
+placeholder for the side it did not see) is not imported as one, and each execution's notes say so.
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ def read(path: Path) -> list[Execution]:
             notes.append(
                 f"datagram size {test.datagram_size} B derived from the log's transfers and counts ({low}-{high})"
             )
+        if test.facts.get("omitted_intervals"):
+            notes.append(f"{test.facts['omitted_intervals']} intervals marked (omitted) by -O left out of the samples")
+        if test.facts.get("client_terminated"):
+            notes.append("the server log says the client has terminated: the test ended early")
+        sides = {m.metadata.get("result_side") for m in measurements if m.metric == "throughput"}
+        if "sender" in sides:
+            notes.append("the receiver's summary was a 0-byte placeholder: throughput is the sender's line")
+        if "intervals" in sides:
+            notes.append("the summary's byte count was not the receiver's: throughput is the intervals' bytes")
         executions.append(
             Execution(
                 workload=WORKLOAD,

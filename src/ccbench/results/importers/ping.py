@@ -1,5 +1,7 @@
-"""ping's output (iputils, BSD/macOS, Windows): each reply's round trip one sample (``rtt``, ms) and
-the run's ``loss``, as the network workload's ping fallback records them (ccbench.formats.ping).
+"""ping's output (iputils, busybox, BSD/macOS, Windows: each one's lines in ccbench.formats.ping): each
+reply's round trip one sample (``rtt``, ms) and the run's ``loss``, as the network workload's ping
+fallback records them. A file whose statistics count replies but whose reply lines were not read
+(``ping -q``) imports the loss alone, and its notes say so.
 One file is one execution of the workload ``network``; a ping log states no machine.
 """
 
@@ -20,6 +22,10 @@ def read(path: Path) -> list[Execution]:
     except FormatError as exc:
         raise ImportProblem(f"{path}: {what_it_is(text) or exc}; give ping's own output") from None
     notes = [f"ping {run.target} ({run.address})"] if run.target else []
+    if run.received and not run.replies:
+        notes.append(
+            f"the statistics count {run.received} replies but no reply line was printed (ping -q?): only the loss"
+        )
     if run.duplicates:
         notes.append(f"{run.duplicates} duplicate replies left out of the samples")
     return [
@@ -37,7 +43,8 @@ def read(path: Path) -> list[Execution]:
 
 ADAPTER = FileFormat(
     name="ping",
-    description="ping's output (iputils, BSD/macOS, Windows): each reply's round trip a sample (rtt, ms), and the loss",
+    description="ping's output (iputils, busybox, BSD/macOS, Windows): each reply's round trip a sample (rtt, ms), "
+    "and the loss",
     read=read,
     suffixes=(".txt", ".log", ".out", ".gz"),
 )

@@ -3,6 +3,18 @@ the benchmark names being those of its CSV plan (ccbench.formats.seed000, shared
 loader). One bundle per label; each file one execution at its time stamp: ``systeminfo`` gives the
 machine facts, ``fio_*`` fio's JSON, ``*.ipynb`` the notebook's execution time, ``pyperformance *``
 pyperf's console summary (a mean and a standard deviation, recorded as such).
+
+``systeminfo`` is the runner's ``key: value`` lines in sections (``==== CPU Info ====``, ``====
+Memory Information ====``, ``==== SWAP ====``): besides the CPU model and kernel release it gives
+the logical CPUs (``Total cores``; ``CPU(s)`` as lscpu prints it) and the memory (the ``Total`` of
+the memory section, never the swap's; ``MemTotal`` as /proc/meminfo prints it), so the lint can
+check that compared machines have the same cores and memory. Sizes are read in binary units (the
+runner's ``7.76GB`` is 7.76 GiB, psutil's figure scaled by 1024; meminfo's ``kB`` is KiB).
+
+The study's labels name their second factor: a label ending in ``-Encrypted`` ran on Azure
+confidential disk encryption (the confidential VM's OS disk encrypted with keys bound to its vTPM,
+storage protection ``azure-confidential-disk``), one ending in ``-Non-Encrypted`` on a plain disk
+(``none``); a label with neither states nothing (``--storage-protection LABEL=...`` does).
 """
 
 from __future__ import annotations
@@ -92,13 +104,55 @@ def _fio(path: Path, name: str, started: str) -> Execution:
     )
 
 
+_SECTION = re.compile(r"^\s*=+\s*(?P<title>[^=]*?)\s*=+\s*$")
+_SIZE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]?)(?:i?B)?$", re.IGNORECASE)
+_BINARY = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+#: a label's suffix that names its storage protection: -Encrypted, -Non-Encrypted (-NonEncrypted, -Unencrypted)
+ENCRYPTED_SUFFIX = re.compile(r"[-_](?P<non>non[-_]?|un)?encrypted$", re.IGNORECASE)
+
+
+def _size_bytes(text: str) -> int | None:
+    """Bytes of a size as the runner (``7.76GB``) or meminfo (``8123456 kB``) prints it, binary units."""
+    match = _SIZE.match(text.strip().replace(" ", ""))
+    return round(float(match["number"]) * _BINARY[match["unit"].upper()]) if match else None
+
+
 def _systeminfo(path: Path) -> dict[str, Any]:
+    """The file's ``key: value`` facts (the first of each key), with the machine's size read by section."""
     facts: dict[str, Any] = {}
+    section = ""
     for line in path.read_text(errors="replace").splitlines():
+        if heading := _SECTION.match(line):
+            section = heading["title"].lower()
+            continue
         key, colon, value = line.partition(":")
-        if colon and key.strip() and value.strip():
-            facts[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if not (colon and key and value):
+            continue
+        facts.setdefault(key, value)
+        lowered = key.lower()
+        if lowered in ("total cores", "cpu(s)", "logical cores") and value.isdigit():
+            facts.setdefault("cpu_threads", int(value))
+        elif lowered in ("physical cores",) and value.isdigit():
+            facts.setdefault("cpu_cores", int(value))
+        elif lowered == "memtotal" or (lowered in ("total", "total memory") and "memory" in section):
+            if "swap" not in section and (size := _size_bytes(value)):
+                facts.setdefault("memory_bytes", size)
     return facts
+
+
+def storage_protection(label: str) -> tuple[str, str] | None:
+    """(storage protection, how the label names it) from a seed-000 label's suffix, or None."""
+    match = ENCRYPTED_SUFFIX.search(label)
+    if not match:
+        return None
+    if match["non"]:
+        return "none", f"read from the label's {match.group(0)!r} suffix: no disk encryption"
+    return (
+        "azure-confidential-disk",
+        f"read from the label's {match.group(0)!r} suffix as Azure confidential disk encryption "
+        "(seed 000 ran on Azure); --storage-protection LABEL=... states otherwise",
+    )
 
 
 def _cpu_model(facts: dict[str, Any]) -> str | None:
@@ -106,7 +160,13 @@ def _cpu_model(facts: dict[str, Any]) -> str | None:
         lowered = key.lower()
         if "cpu" in lowered and ("model" in lowered or "brand" in lowered or "name" in lowered):
             return value
-    return facts.get("Processor") or facts.get("processor")
+    processor = facts.get("Processor") or facts.get("processor")
+    # platform.processor() is often only the architecture: no CPU model
+    return processor if processor and processor.lower() not in ARCHITECTURES else None
+
+
+#: what platform.processor() prints where it knows no more than the architecture
+ARCHITECTURES = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l", "ppc64le", "s390x", "riscv64"}
 
 
 READERS = {"fio": _fio, "notebook": _notebook, "pyperformance": _pyperformance}
@@ -138,6 +198,9 @@ def read_directory(directory: Path) -> list[Imported]:
             f"{directory}: no seed-000 result file in it (names like <Label>_<YYYYmmdd_HHMMSS>_<benchmark>.txt)"
         )
     for imported in by_label.values():
+        named = storage_protection(imported.label)
+        if named:
+            imported.storage_protection, imported.storage_protection_source = named
         if skipped:
             imported.unknown.append(f"files not recognised and left out: {', '.join(skipped[:10])}")
     return list(by_label.values())
@@ -147,7 +210,8 @@ class Seed000Adapter:
     name = "seed000"
     description = (
         "the result directory of the seed-000 study's runner (<Label>_<YYYYmmdd_HHMMSS>_<benchmark>.txt: "
-        "systeminfo, fio_*, *.ipynb, pyperformance *): one bundle per label"
+        "systeminfo, fio_*, *.ipynb, pyperformance *): one bundle per label, its -Encrypted suffix read as Azure "
+        "confidential disk encryption, systeminfo's cores and memory kept"
     )
 
     def collect(self, paths: list[Path], label: str | None) -> list[Imported]:

@@ -75,17 +75,25 @@ def _environment(imported: Imported, stated: dict[str, Any]) -> dict[str, Any]:
         unknown.append("cpu: the source names no CPU model")
     if not facts.get("kernel_release"):
         unknown.append("kernel: not in the source")
-    unknown.append("memory, storage protection: not in the source")
+    if not facts.get("memory_bytes"):
+        unknown.append("memory: not in the source")
+    storage: dict[str, Any] = {"protection": "unknown"}
+    if imported.storage_protection:
+        storage = {"protection": imported.storage_protection, "from_source": imported.storage_protection_source}
+    elif "storage_protection" not in stated:
+        unknown.append("storage protection: not in the source (state it with --storage-protection)")
+    cpu = {"model": cpu_model}
+    cpu.update({key: facts[f"cpu_{key}"] for key in ("threads", "cores") if facts.get(f"cpu_{key}")})
     environment = {
         "hostname": imported.label,
         "imported": True,
-        "cpu": {"model": cpu_model},
-        "memory": {},
+        "cpu": cpu,
+        "memory": {"total_bytes": facts["memory_bytes"]} if facts.get("memory_bytes") else {},
         "kernel": {"release": facts.get("kernel_release")},
         "os": {},
         "virtualization": "unknown",
         "tee": {"technology": "unknown", "evidence": [], "note": "imported: no TEE evidence"},
-        "storage": {"protection": "unknown"},
+        "storage": storage,
         "source_facts": facts,
         "unknown": unknown + imported.unknown,
     }
@@ -134,11 +142,15 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
     from ccbench import attestation
     from ccbench.bundle import BundleWriter, bundle_dir_name, unused_path
     from ccbench.bundle.columnar import write_bundle_parquet
+    from ccbench.results.importers.stated import STORAGE_CHOICES
 
     out = Path(out)
     clean_leftovers(out)
     number_executions(imported.executions)
-    manifest = _manifest(imported, stated or {})
+    stated = stated or {}
+    manifest = _manifest(imported, stated)
+    protection = stated.get("storage_protection") or imported.storage_protection
+    variant = dict(STORAGE_CHOICES[protection]) if protection else {}
     staging = out / STAGING
     name = unused_path(staging, bundle_dir_name(imported.label)).name
     owner = staging / f"{name}{OWNER_SUFFIX}"
@@ -154,7 +166,7 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
     try:
         writer = BundleWriter.create(staging, manifest, name=name)
         writer.close()
-        _write_journals(writer.path, imported.executions)
+        _write_journals(writer.path, imported.executions, variant)
         write_bundle_parquet(writer.path)  # as a run ends: the samples as Parquet, under the digest list
         writer.manifest["status"] = "complete"  # last, just before the digest list that covers it
         writer.write_manifest()
@@ -174,7 +186,9 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
     return target
 
 
-def _sample_lines(execution: Execution, key: str, raw: str) -> tuple[list[str], int, int]:
+def _sample_lines(
+    execution: Execution, key: str, raw: str, variant: dict[str, Any] | None = None
+) -> tuple[list[str], int, int]:
     """The journal text of an execution's samples (the fields of ccbench.model.Sample, in its order),
     one line per value, in chunks (one per series); the number of samples; the values a JSON document
     cannot hold (NaN, infinities), counted, not written."""
@@ -190,7 +204,7 @@ def _sample_lines(execution: Execution, key: str, raw: str) -> tuple[list[str], 
             "workload": execution.workload,
             "kind": execution.kind,
             "params": {**params, **one.case},
-            "variant": {},
+            "variant": variant or {},
             "metric": one.metric,
             "unit": one.unit,
         }
@@ -218,7 +232,12 @@ def _sample_lines(execution: Execution, key: str, raw: str) -> tuple[list[str], 
     return lines, count, dropped
 
 
-def _write_journals(bundle: Path, executions: list[Execution]) -> None:
+def variant_key(variant: dict[str, Any]) -> str:
+    """The executions' variant key (``storage=encrypted``; ``-`` without one), as a run writes it."""
+    return f"storage={variant['storage']}" if variant.get("storage") else "-"
+
+
+def _write_journals(bundle: Path, executions: list[Execution], variant: dict[str, Any] | None = None) -> None:
     from ccbench.bundle import EXECUTIONS, SAMPLES
 
     copied: dict[Path, str] = {}
@@ -230,14 +249,14 @@ def _write_journals(bundle: Path, executions: list[Execution]) -> None:
                 shutil.copy2(execution.source, bundle / raw / safe_component(execution.source.name))
                 copied[execution.source] = raw
             raw = copied[execution.source]
-            key = str(ExecutionKey(execution.workload, "-", False, execution.repetition))
-            lines, count, dropped = _sample_lines(execution, key, raw)
+            key = str(ExecutionKey(execution.workload, variant_key(variant or {}), False, execution.repetition))
+            lines, count, dropped = _sample_lines(execution, key, raw, variant)
             samples.writelines(lines)
             notes = execution.notes + ([f"{dropped} value(s) that are not finite numbers left out"] if dropped else [])
             record = {
                 "key": key,
                 "workload": execution.workload,
-                "variant": {},
+                "variant": variant or {},
                 "repetition": execution.repetition,
                 "warmup": False,
                 "status": execution.status,

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ccbench.ledger import Ledger, read_entries
-from ccbench.procs import same_process, stop_tree
+from ccbench.procs import block_stop_signals, same_process, stop_tree
 from ccbench.workloads.base import ExecutionContext, WorkloadFailed, tail
 from ccbench.workloads.network.params import NetworkParams
 
@@ -164,7 +164,7 @@ def placement(params: NetworkParams, ctx: ExecutionContext) -> Iterator[Placemen
     finally:
         # a second SIGTERM (the runner signals the worker and its process group) must not cut the
         # clean-up short: signals wait until it is done, then end the process as they would have
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        mask = block_stop_signals()
         try:
             servers.stop_all()
         finally:
