@@ -83,8 +83,11 @@ def command(
     layer that differs, the CV of each side, the sample counts and how many came from contended
     executions. Warmups are excluded. Flags: "not enough samples" (n < 3), "noisy" (CV above
     --noisy-cv), "not significant", "contended", "confounded by <what>" (the machines of the two
-    sides differ in CPU model, vCPUs, memory, SMT or kernel). Each row carries the smallest cost it
-    could detect (MDE: 80% power at the 5% level).
+    sides differ in CPU model, vCPUs, memory, SMT or kernel), "implausible" (numbers that cannot be
+    what they claim: throughput and latency against Little's law, direct I/O the kernel served
+    buffered, faster than tmpfs; the reason is the row's ``implausible`` field, docs/analysis.md
+    "Implausible rows"; such rows are left out of the verdict and named). Each row carries the
+    smallest cost it could detect (MDE: 80% power at the 5% level).
 
     The output opens with the verdict per protection layer (docs/analysis.md, Verdict semantics):
     one figure only where a layer's rows agree in direction and are not heterogeneous, else the
