@@ -66,6 +66,17 @@ def test_a_shortened_quick_run_answers_and_the_readme_next_step_works(tmp_path):
     else:
         assert re.search(r"^  storage encryption: ", verdict, re.M), verdict
 
+    # the README's example of this closing summary has the shape of the real one: its lines, in
+    # order, each as its indentation and first word (the figures differ from machine to machine)
+    example = re.search(r"## What you get.*?```text\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert example, "README.md: no text block under 'What you get'"
+    heads = [re.match(r"\s*\S+", line).group() for line in example.group(1).splitlines() if line.strip()]
+    if mechanism is None:  # the example ran with the encrypted variant
+        heads = [h for h in heads if h.strip() not in ("storage", "left", "[high]")]
+    real = iter(re.match(r"\s*\S+", line).group() for line in out[out.index("bundle: ") :].splitlines() if line.strip())
+    shown = out[out.index("bundle: ") :]
+    assert all(head in real for head in heads), "\n".join(["README:", *heads, "run:", shown])
+
     # the README's next step, as written, from the directory the run was made in
     for line in readme_next_step():
         command = line.replace(".venv/bin/ccbench", f"{sys.executable} -m ccbench", 1)

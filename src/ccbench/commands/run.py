@@ -280,12 +280,13 @@ def print_run_verdict(bundle: Path) -> None:
     say(f"verdict of this run against {result.baseline}:")
     for line in headline(result.verdicts()):
         say(f"  {line}")
-    findings = result.findings()
-    for finding in findings:
-        say(f"  {finding.line()}")
-    say(
-        f"next: ccbench compare {shown} --summary   (the verdict's sentences and the lint; without --summary, every row)"
-    )
+    from ccbench.commands.compare import finding_lines
+
+    # the lint as compare --summary gives it: one line per kind of finding, at most 100 columns
+    for line in finding_lines(result.findings(), width=98):
+        say(f"  {line}")
+    say(f"next: ccbench compare {shown} --summary")
+    say(f"      ccbench compare {shown}   (every case with its 95% interval)")
     say(f"      ccbench report {shown} -o report.html")
 
 
