@@ -78,6 +78,10 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+def _interrupt(signum, frame):
+    raise Interrupted(signum)
+
+
 class Reporter:
     """What the runner tells the user as it goes (the CLI plugs in a rich progress bar)."""
 
@@ -150,21 +154,6 @@ class Runner:
         self._earlier: list[Sample] = []
         #: the last progress position handed out (1-based positions over the whole plan)
         self._position = 0
-
-    # --- signals -------------------------------------------------------------------------------
-    def _install_signals(self):
-        def handler(signum, frame):
-            raise Interrupted(signum)
-
-        return catch_stop_signals(handler)
-
-    @staticmethod
-    def _restore_signals(previous) -> None:
-        restore_signals(previous)
-
-    def _shield(self):
-        """Block the stop signals while cleaning up, so a second Ctrl-C cannot leave a mount behind."""
-        return block_stop_signals()
 
     # --- the run -------------------------------------------------------------------------------
     def check_inputs(self) -> None:
@@ -272,7 +261,7 @@ class Runner:
                 # a failure known to repeat is not tried again by a resumed run
                 outcomes[name].repeating_failures = dict(previous.get("repeating_failures", {}))
         total = sum(len(schedule(spec, self.order.draw)) for spec in self.plan.workloads if not spec.skip_reason)
-        previous_handlers = self._install_signals()
+        previous_handlers = catch_stop_signals(_interrupt)
         interrupted = False
         stopped_by: int | None = None
         self.reporter.start(total)
@@ -296,7 +285,7 @@ class Runner:
         finally:
             getattr(self.executor, "close", lambda: None)()  # the counters' mounts, made for this run
             self._tell(None)
-            self._restore_signals(previous_handlers)
+            restore_signals(previous_handlers)
             writer.manifest["ended_at"] = utc_now_iso()
             if interrupted:
                 writer.manifest["status"] = "interrupted"
@@ -523,7 +512,7 @@ class Runner:
     def _clean_up(self, job: WorkloadRun) -> None:
         """Phase 5: the workload's cleanup per prepared context, then the variants' teardown in
         reverse order, with SIGINT/SIGTERM held back until done."""
-        mask = self._shield()
+        mask = block_stop_signals()  # a second Ctrl-C cannot leave a mount behind
         try:
             for ctx in job.prepared:
                 try:
@@ -598,7 +587,7 @@ class Runner:
             setattr(record, name, value)
         # samples and record go to the bundle together: a signal in between would leave samples that
         # a resume cannot see as done, and would measure again
-        mask = self._shield()
+        mask = block_stop_signals()  # a second Ctrl-C cannot leave a mount behind
         try:
             self._record(job, execution, ctx, record, attempt)
         finally:

@@ -29,6 +29,10 @@ from ccbench.analysis.causes import causes_of
 from ccbench.analysis.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
 from ccbench.analysis.stats import CONFIDENCE
 
+# the verdict's text cells (the report's table, compare --details) and its count of contended
+# executions live in their own module; their names are this one's too, as before
+from ccbench.analysis.verdict_table import VERDICT_HEADERS, contended_executions, verdict_table  # noqa: F401
+
 #: order of the layers in the verdict (by the start of the layer label)
 LAYER_ORDER = [
     "TEE",
@@ -499,20 +503,6 @@ def confounded_sentence(item: LayerVerdict) -> str:
     )
 
 
-def _typical_cell(item: LayerVerdict) -> str:
-    if item.confounded and item.layer != "none":
-        return f"confounded ({item.words()} measured)"
-    return item.words()
-
-
-def _interval_cell(item: LayerVerdict) -> str:
-    return "-" if item.confounded and item.layer != "none" else item.interval_text()
-
-
-def _interval_over_cell(item: LayerVerdict) -> str:
-    return "-" if item.confounded and item.layer != "none" else item.interval_over
-
-
 def _counted_rows(usable: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The rows a layer's typical cost is taken from, and what it rests on: the workloads' primary
     (application-level) metrics; where the layer has none, the metrics of workloads that are no
@@ -611,68 +601,3 @@ def _causes(layer: str, rows: pd.DataFrame, facts: pd.DataFrame | None) -> tuple
             "time): compare again with --exclude-contended"
         )
     return causes, contended
-
-
-VERDICT_HEADERS = [
-    "layer",
-    "typical cost",
-    "95% interval",
-    "interval from",
-    "smallest detectable",
-    "rests on",
-    "range between workloads",
-    "hurts most",
-    "causes recorded",
-    "machines",
-    "comparisons",
-    "significant",
-    "contended",
-    "noisy",
-    "not significant",
-]
-
-
-def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
-    """The verdict as text cells (the report's table and ``compare --summary``)."""
-    return pd.DataFrame(
-        [
-            {
-                "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
-                "typical cost": _typical_cell(v),
-                "95% interval": _interval_cell(v),
-                "interval from": _interval_over_cell(v),
-                "smallest detectable": "-" if math.isnan(v.mde) else f"{v.mde * 100:.1f}% (median MDE)",
-                "rests on": v.rests_on or "-",
-                "range between workloads": (
-                    f"{fmt.effect(v.range_low)} to {fmt.effect(v.range_high)}" if v.workloads > 1 else "-"
-                ),
-                "hurts most": v.worst if v.worst_overhead > 0 else "-",
-                "causes recorded": "; ".join(v.causes) or "-",
-                "machines": v.machines,
-                "comparisons": str(v.comparisons),
-                "significant": str(v.significant),
-                "contended": str(v.contended),
-                "noisy": str(v.noisy),
-                "not significant": str(v.not_significant),
-            }
-            for v in items
-        ],
-        columns=VERDICT_HEADERS,
-    )
-
-
-def contended_executions(samples: pd.DataFrame | None) -> tuple[int, int]:
-    """(contended, all) measured executions in the samples: by execution key where the bundle has one
-    (format 2), else by bundle, workload, variant and repetition."""
-    if samples is None or samples.empty:
-        return 0, 0
-    data = samples[~samples["warmup"]]
-    if "contended" not in data:
-        return 0, 0
-    keys = (
-        ["bundle", "execution"]
-        if "execution" in data and (data["execution"] != "").all()
-        else ["bundle", "workload", "config", "repetition"]
-    )
-    executions = data.drop_duplicates(keys)
-    return int(executions["contended"].sum()), len(executions)
