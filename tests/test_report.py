@@ -334,3 +334,124 @@ def test_model_grouping_is_the_users_choice_and_bad_choices_are_refused(tmp_path
     assert "### pooled over every case of every workload" in section and "| all workloads | 6 cases pooled |" in section
     done = ccbench("report", *paths, "-o", out, "--model-by", "machine")
     assert done.returncode == 2 and "--model-by" in done.stderr and "Traceback" not in done.stderr
+
+
+#: run in the page by the first-screen test: where the verdict's lines and its chart are laid out in
+#: a 1400x1000 window, and per forest panel how many markers, intervals and n = 1 marks were drawn
+FIRST_SCREEN_PROBE = """
+<script>
+const box = (el) => { const r = el.getBoundingClientRect(); return [r.top, r.bottom, r.left, r.right]; };
+const verdict = document.querySelector("section.verdict");
+const chart = verdict ? verdict.querySelector("svg") : null;
+const count = (id, tag) => { const g = document.getElementById(id); return g ? g.querySelectorAll(tag).length : 0; };
+const panels = [];
+for (let n = 0; chart && n < 50; n++) {
+  const markers = ["points", "pooled", "one-value"].map((w) => count(`forest:${n}:${w}`, "use"));
+  if (markers.every((m) => m === 0) && !document.getElementById(`forest:${n}:intervals`)) continue;
+  panels.push({markers: markers[0] + markers[1], one_value: markers[2],
+               intervals: count(`forest:${n}:intervals`, "path")});
+}
+const probe = document.createElement("pre");
+probe.id = "first-screen-probe";
+probe.textContent = JSON.stringify({
+  viewport: [window.innerWidth, window.innerHeight],
+  lines: verdict ? [...verdict.querySelectorAll("li")].map((li) => [li.textContent, ...box(li)]) : [],
+  chart: chart ? box(chart) : null,
+  panels: panels,
+  one_value_marks: chart ? [...chart.querySelectorAll("text, g[id^='forest:one-value']")]
+      .filter((e) => (e.id || "").startsWith("forest:one-value")).length : 0,
+  chart_text: chart ? chart.textContent : "",
+});
+document.body.appendChild(probe);
+</script>
+"""
+
+
+def first_screen(html_path, tmp_path) -> dict:
+    """The report opened in headless Chromium at 1400x1000: the probe's measurements."""
+    page = tmp_path / "probed.html"
+    page.write_text(html_path.read_text().replace("</body>", FIRST_SCREEN_PROBE + "</body>"))
+    done = subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1400,1000",
+            "--hide-scrollbars",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    found = re.search(r'<pre id="first-screen-probe">(.*?)</pre>', done.stdout, re.S)
+    assert found, done.stderr[-2000:]
+    import html as html_module
+
+    return json.loads(html_module.unescape(found.group(1)))
+
+
+def check_first_screen(probe: dict) -> None:
+    """The verdict (one line per layer) and its chart lie within the first 1000 px, and every row
+    of the chart has its interval or the n = 1 mark."""
+    # headless Chromium lays the page out 1400 wide (its window's inner height is less than the
+    # window's; its screenshot at this size shows the page's first 1000 px)
+    assert probe["viewport"][0] == 1400, probe["viewport"]
+    assert probe["lines"], "no verdict lines"
+    for text, top, bottom, _left, _right in probe["lines"]:
+        assert 0 <= top and bottom <= 1000, (text, top, bottom)
+    assert probe["chart"] is not None, "no chart in the verdict"
+    top, bottom, left, right = probe["chart"]
+    assert 0 <= top and bottom <= 1000 and right <= 1400, probe["chart"]
+    assert probe["panels"], "the chart is no forest plot"
+    for panel in probe["panels"]:
+        # each row drawn is a marker; each has its interval, or is an open circle of one value
+        assert panel["markers"] + panel["one_value"] > 0, panel
+        assert panel["intervals"] == panel["markers"], panel
+    if any(panel["one_value"] for panel in probe["panels"]):
+        assert probe["one_value_marks"] > 0 and "one value: no interval" in probe["chart_text"]
+    assert "slower ->" in probe["chart_text"] and "1x" in probe["chart_text"]
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)"
+)
+def test_first_screen_holds_the_verdict_and_a_forest_plot_with_intervals(tmp_path, ccbench):
+    """Three machines x two storage variants (several runs each): every row has its interval."""
+    paths = three_configuration_bundles(tmp_path)
+    html_path = tmp_path / "r.html"
+    done = ccbench("report", *paths, "-o", html_path)
+    assert done.returncode == 0, done.stderr
+    probe = first_screen(html_path, tmp_path)
+    check_first_screen(probe)
+    # one verdict line per layer at least (SEV-SNP, TDX, fscrypt), and one panel per configuration
+    assert len(probe["lines"]) >= 3
+    assert len(probe["panels"]) == 5
+    assert sum(panel["intervals"] for panel in probe["panels"]) >= 5
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="chromium is not installed (bash scripts/setup.sh --with browser)"
+)
+def test_first_screen_of_seed_000_marks_one_value_rows(tmp_path, ccbench):
+    """seed 000's machines, one pyperformance value per benchmark: those rows say they have no interval."""
+    from pathlib import Path
+
+    seed = Path(__file__).parent / "data" / "import" / "seed000-azure"
+    tees = ["--tee", "TDX-Encrypted=tdx", "--tee", "TDX-Non-Encrypted=tdx", "--tee", "Intel-Non-TDX=none"]
+    done = ccbench("import", "seed000", seed, "--out", tmp_path / "bundles", *tees)
+    assert done.returncode == 0, done.stderr
+    html_path = tmp_path / "r.html"
+    done = ccbench("report", *sorted((tmp_path / "bundles").iterdir()), "-o", html_path)
+    assert done.returncode == 0, done.stderr
+    probe = first_screen(html_path, tmp_path)
+    check_first_screen(probe)
+    assert sum(panel["one_value"] for panel in probe["panels"]) > 0

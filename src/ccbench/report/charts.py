@@ -262,3 +262,157 @@ def svg_document(fig: Figure) -> str:
 def inline_svg(document: str) -> str:
     """An SVG document without its XML prolog and doctype, to place inside an HTML page."""
     return document[document.find("<svg") :]
+
+
+#: the ratios a forest plot's axis may label, and the closer ones used where the data span little
+FOREST_TICKS = (0.001, 0.01, 0.1, 0.25, 0.5, 1, 2, 4, 10, 100, 1000)
+FOREST_FINE_TICKS = (0.8, 0.9, 0.95, 1.05, 1.1, 1.25)
+#: inches per row of a forest plot, and for its title, axis and the panels' headings
+FOREST_ROW = 0.17
+FOREST_MARGIN = 0.95
+
+
+def ratio_tick(value: float) -> str:
+    """A ratio as an axis label: 4x, 1x, 0.25x (never 10^0)."""
+    if value >= 1:
+        return f"{value:,.0f}x" if value >= 10 else f"{value:g}x"
+    return f"{value:.3g}x"
+
+
+def _forest_limits(rows: pd.DataFrame) -> tuple[float, float]:
+    values = pd.concat([rows[c] for c in ("te", "te_low", "te_high", "range_low", "range_high")]).to_numpy(float)
+    values = values[np.isfinite(values) & (values > 0)]
+    low, high = (float(values.min()), float(values.max())) if len(values) else (1.0, 1.0)
+    low, high = min(low, 1 / 1.15), max(high, 1.15)
+    pad = (math.log(high) - math.log(low)) * 0.06
+    return math.exp(math.log(low) - pad), math.exp(math.log(high) + pad)
+
+
+def forest(data, title: str, colours: dict[str, str] | None = None, width: float = MAX_WIDTH) -> Figure:
+    """A forest plot of ``data`` (a ccbench.report.forest.Forest): one panel per configuration, one
+    row per label (labels on the left, shared), each row the time ratio against the baseline with
+    its 95% interval on one log axis for every panel (1x marked, "slower ->" to the right).
+    Significant rows (interval clear of 1x) are drawn in the configuration's colour, the others in
+    grey; a pooled row is a diamond with the range of its cases dotted; a row of one value is an
+    open circle, and its label is marked "one value: no interval" on the right. The artists carry
+    SVG ids ``forest:<panel>:<what>`` (what: intervals, points, pooled, ranges, one-value: one
+    element per row drawn) and ``forest:one-value:<row>`` for the marks on the right."""
+    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    rows, labels, configs = data.rows, data.labels, data.configs
+    one_value_labels = set(rows.loc[rows["kind"] == "one value", "label"])
+    longest = max((len(label) for label in labels), default=10)
+    label_width = min(4.2, 0.25 + 0.062 * longest)
+    mark_width = 1.15 if one_value_labels else 0.1
+    height = FOREST_MARGIN + FOREST_ROW * max(len(labels), 1) + 0.45
+    fig = Figure(figsize=(width, height))
+    # the panels share the rows but not matplotlib's y axis: the labels are made once, on the first
+    axes = fig.subplots(1, max(len(configs), 1), squeeze=False)[0]
+    low, high = _forest_limits(rows)
+    # powers of ten over a wide span (labels of 0.25x and 0.5x would collide), then halves and
+    # quarters, then the closer ratios where the data span little
+    ticks = [t for t in FOREST_TICKS if low <= t <= high and math.log10(t).is_integer()]
+    for extra in (FOREST_TICKS, FOREST_FINE_TICKS):
+        if len(ticks) < 4:
+            ticks = sorted({*ticks, *(t for t in extra if low <= t <= high)})
+    position = {label: index for index, label in enumerate(labels)}
+    grey = "#888888"
+    for panel_number, (ax, config) in enumerate(zip(axes, configs)):
+        colour = _colour(config, panel_number, colours)
+        ax.set_xscale("log")
+        ax.axvline(1.0, color="#333333", linewidth=0.9, zorder=1)
+        mine = rows[rows["config"] == config]
+        y = mine["label"].map(position).to_numpy(dtype=float)
+        te, te_low, te_high = (mine[c].to_numpy(dtype=float) for c in ("te", "te_low", "te_high"))
+        kind = mine["kind"].to_numpy()
+        shade = np.where(mine["significant"].to_numpy(dtype=bool), colour, grey)
+        has_interval = np.isfinite(te_low) & np.isfinite(te_high) & (kind != "one value")
+        pooled = kind == "pooled"
+        ranges = pooled & np.isfinite(mine["range_low"].to_numpy(dtype=float))
+        if ranges.any():
+            segments = [
+                [(a, b), (c, b)] for a, b, c in zip(mine["range_low"][ranges], y[ranges], mine["range_high"][ranges])
+            ]
+            collection = LineCollection(segments, colors=grey, linestyles=":", linewidths=1.0)
+            collection.set_gid(f"forest:{panel_number}:ranges")
+            ax.add_collection(collection)
+        if has_interval.any():
+            segments = [
+                [(a, b), (c, b)] for a, b, c in zip(te_low[has_interval], y[has_interval], te_high[has_interval])
+            ]
+            collection = LineCollection(segments, colors=list(shade[has_interval]), linewidths=1.8)
+            collection.set_gid(f"forest:{panel_number}:intervals")
+            ax.add_collection(collection)
+        for what, mask, marker, face in (
+            ("points", kind == "row", "o", None),
+            ("pooled", pooled, "D", None),
+            ("one-value", kind == "one value", "o", "white"),
+        ):
+            if mask.any():
+                points = ax.scatter(
+                    te[mask],
+                    y[mask],
+                    s=14 if marker == "D" else 10,
+                    marker=marker,
+                    c=list(shade[mask]) if face is None else "white",
+                    edgecolors=list(shade[mask]) if face is None else colour,
+                    linewidths=0.8,
+                    zorder=3,
+                )
+                points.set_gid(f"forest:{panel_number}:{what}")
+        ax.set_xlim(low, high)
+        ax.set_title(f"{config}\n{data.layers.get(config, '')}", fontsize=7)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: ratio_tick(value)))
+        ax.tick_params(axis="x", labelsize=6.5)
+        # the direction under each panel's axis: faster at the left end, slower at the right
+        for x, text, align in ((0.0, "<- faster", "left"), (1.0, "slower ->", "right")):
+            ax.annotate(
+                text,
+                (x, 0),
+                xycoords="axes fraction",
+                xytext=(0, -20),
+                textcoords="offset points",
+                ha=align,
+                va="top",
+                fontsize=7,
+            )
+        ax.grid(axis="x", alpha=0.3)
+    stripes = [[(0, y - 0.5), (1, y - 0.5), (1, y + 0.5), (0, y + 0.5)] for y in range(1, len(labels), 2)]
+    for number, ax in enumerate(axes):
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        if number:
+            ax.set_yticks([])
+        # every other row shaded, across the panel (x in axes fraction, y in rows)
+        ax.add_collection(
+            PolyCollection(
+                stripes, facecolors="#f2f2f2", edgecolors="none", zorder=0, transform=ax.get_yaxis_transform()
+            )
+        )
+    axes[0].set_yticks(range(len(labels)))
+    axes[0].set_yticklabels(labels, fontsize=7)
+    last = axes[-1]
+    for label in one_value_labels:
+        mark = last.annotate(
+            "one value: no interval",
+            (1.0, position[label]),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=6,
+            color=grey,
+            annotation_clip=False,
+        )
+        mark.set_gid(f"forest:one-value:{position[label]}")
+    fig.suptitle(title, fontsize=9)
+    fig.subplots_adjust(
+        left=label_width / width,
+        right=1 - mark_width / width,
+        top=1 - 0.62 / height,
+        bottom=0.42 / height,
+        wspace=0.08,
+    )
+    return fig

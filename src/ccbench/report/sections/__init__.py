@@ -1,6 +1,6 @@
 """Report sections contributed by workload families.
 
-Each module in this package exports ``build(ctx: ReportContext) -> Section | None`` and an
+Each module in this package exports ``build(ctx: ReportContext) -> Section | list[Section] | None`` and an
 integer ``ORDER`` (position in the report; lower first). The report (ccbench.report) finds them,
 calls each, and renders what they return as HTML (figures inlined as SVG), as Markdown with
 ``--format md``, and as PNG+SVG files with ``--figures DIR``. A section returns None when the
