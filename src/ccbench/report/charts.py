@@ -223,24 +223,41 @@ def percentile_lines(
     return fig
 
 
+#: the heatmap's colour scale ends here (log2 of the time ratio): 1/4x and 4x; beyond is clipped
+HEATMAP_LIMIT = 2.0
+
+
 def heatmap(matrix: pd.DataFrame, title: str) -> Figure:
-    """Overhead percent, rows = workload/case/metric, columns = configuration; red = slower."""
-    values = matrix.to_numpy(dtype=float)
+    """Rows = workload/case/metric, columns = configuration, cells = time-equivalent overhead in
+    percent (a throughput ratio of 0.8 is +25%), coloured by log2 of the time ratio, clipped at 1/4x
+    and 4x (a 776x cell would otherwise turn every other cell the same pale colour); red = slower.
+    Each cell is labelled with its ratio ("2.9x"), clipped or not."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = 1 + matrix.to_numpy(dtype=float) / 100
+        values = np.log2(np.where(ratios > 0, ratios, np.nan))
     height = max(2.5, 0.28 * len(matrix) + 1.5)
     fig = Figure(figsize=(max(5.0, 1.6 * len(matrix.columns) + 3), height))
     ax = fig.subplots()
-    limit = np.nanmax(np.abs(values)) if np.isfinite(values).any() else 1.0
-    limit = max(limit, 1.0)
-    image = ax.imshow(values, cmap="RdYlGn_r", vmin=-limit, vmax=limit, aspect="auto")
+    image = ax.imshow(
+        np.clip(values, -HEATMAP_LIMIT, HEATMAP_LIMIT),
+        cmap="RdBu_r",
+        vmin=-HEATMAP_LIMIT,
+        vmax=HEATMAP_LIMIT,
+        aspect="auto",
+    )
     ax.set_xticks(range(len(matrix.columns)))
     ax.set_xticklabels(matrix.columns, rotation=20, ha="right", fontsize=7)
     ax.set_yticks(range(len(matrix.index)))
     ax.set_yticklabels(matrix.index, fontsize=7)
     if values.size <= 400:
-        for (i, j), value in np.ndenumerate(values):
-            if np.isfinite(value):
-                ax.text(j, i, f"{value:+.0f}%", ha="center", va="center", fontsize=6)
-    fig.colorbar(image, ax=ax, label="overhead % (time-equivalent)")
+        for (i, j), value in np.ndenumerate(ratios):
+            if np.isfinite(value) and value > 0:
+                ax.text(
+                    j, i, ratio_tick(value) if value >= 10 else f"{value:.2g}x", ha="center", va="center", fontsize=6
+                )
+    bar = fig.colorbar(image, ax=ax, label="time ratio (log scale; clipped at 1/4x and 4x)")
+    bar.set_ticks([-2, -1, 0, 1, 2])
+    bar.set_ticklabels(["<=0.25x", "0.5x", "1x", "2x", ">=4x"])
     ax.set_title(title, fontsize=10)
     longest = max((len(str(label)) for label in matrix.index), default=10)
     fig.subplots_adjust(
@@ -292,12 +309,14 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
     """A forest plot of ``data`` (a ccbench.report.forest.Forest): one panel per configuration, one
     row per label (labels on the left, shared), each row the time ratio against the baseline with
     its 95% interval on one log axis for every panel (1x marked, "slower ->" to the right).
-    Significant rows (interval clear of 1x) are drawn in the configuration's colour, the others in
-    grey; a pooled row is a diamond with the range of its cases dotted; a row of one value is an
-    open circle, and its label is marked "one value: no interval" on the right. The artists carry
-    SVG ids ``forest:<panel>:<what>`` (what: intervals, points, pooled, ranges, one-value: one
-    element per row drawn) and ``forest:one-value:<row>`` for the marks on the right."""
+    Every row is in its configuration's colour; significant rows (interval clear of 1x) solid,
+    the others faint and thin; a pooled row is a diamond with the range of its cases dotted; a row
+    of one value is an open circle, and its label is marked "one value: no interval" on the right.
+    The artists carry SVG ids ``<series_id(config)>:forest-<what>`` (what: intervals, points,
+    pooled, ranges, one-value: one element per row drawn) and ``forest:one-value:<row>`` for the
+    marks on the right."""
     from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.colors import to_rgba
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     rows, labels, configs = data.rows, data.labels, data.configs
@@ -326,7 +345,10 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
         y = mine["label"].map(position).to_numpy(dtype=float)
         te, te_low, te_high = (mine[c].to_numpy(dtype=float) for c in ("te", "te_low", "te_high"))
         kind = mine["kind"].to_numpy()
-        shade = np.where(mine["significant"].to_numpy(dtype=bool), colour, grey)
+        significant = mine["significant"].to_numpy(dtype=bool)
+        shade = np.array([to_rgba(colour, 1.0 if sig else 0.4) for sig in significant]).reshape(-1, 4)
+        widths = np.where(significant, 1.8, 1.0)
+        series = series_id(config)
         has_interval = np.isfinite(te_low) & np.isfinite(te_high) & (kind != "one value")
         pooled = kind == "pooled"
         ranges = pooled & np.isfinite(mine["range_low"].to_numpy(dtype=float))
@@ -335,14 +357,14 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
                 [(a, b), (c, b)] for a, b, c in zip(mine["range_low"][ranges], y[ranges], mine["range_high"][ranges])
             ]
             collection = LineCollection(segments, colors=grey, linestyles=":", linewidths=1.0)
-            collection.set_gid(f"forest:{panel_number}:ranges")
+            collection.set_gid(f"{series}:forest-ranges")
             ax.add_collection(collection)
         if has_interval.any():
             segments = [
                 [(a, b), (c, b)] for a, b, c in zip(te_low[has_interval], y[has_interval], te_high[has_interval])
             ]
-            collection = LineCollection(segments, colors=list(shade[has_interval]), linewidths=1.8)
-            collection.set_gid(f"forest:{panel_number}:intervals")
+            collection = LineCollection(segments, colors=shade[has_interval], linewidths=widths[has_interval])
+            collection.set_gid(f"{series}:forest-intervals")
             ax.add_collection(collection)
         for what, mask, marker, face in (
             ("points", kind == "row", "o", None),
@@ -355,12 +377,12 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
                     y[mask],
                     s=14 if marker == "D" else 10,
                     marker=marker,
-                    c=list(shade[mask]) if face is None else "white",
-                    edgecolors=list(shade[mask]) if face is None else colour,
+                    c=shade[mask] if face is None else "white",
+                    edgecolors=shade[mask] if face is None else colour,
                     linewidths=0.8,
                     zorder=3,
                 )
-                points.set_gid(f"forest:{panel_number}:{what}")
+                points.set_gid(f"{series}:forest-{what}")
         ax.set_xlim(low, high)
         ax.set_title(f"{config}\n{data.layers.get(config, '')}", fontsize=7)
         ax.xaxis.set_major_locator(FixedLocator(ticks))
@@ -388,7 +410,7 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
         # every other row shaded, across the panel (x in axes fraction, y in rows)
         ax.add_collection(
             PolyCollection(
-                stripes, facecolors="#f2f2f2", edgecolors="none", zorder=0, transform=ax.get_yaxis_transform()
+                stripes, facecolors="#ececec", edgecolors="none", zorder=0, transform=ax.get_yaxis_transform()
             )
         )
     axes[0].set_yticks(range(len(labels)))
