@@ -190,7 +190,7 @@ def caption(data: Forest, baseline: str | None) -> str:
         f"Time of each configuration against the baseline ({baseline}) per workload case, primary metrics, "
         "95% interval; 1x = the same, right of it slower (log scale). "
         f"{len(significant)} of {len(rows)} rows significant (interval clear of 1x): {slower} slower, {faster} faster; "
-        "coloured rows are significant, grey ones are not."
+        "solid rows are significant, faint ones are not."
     ]
     one_value = int((rows["kind"] == "one value").sum())
     if one_value:
