@@ -7,18 +7,34 @@ from __future__ import annotations
 
 import io
 import math
+from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
-matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable SVG
-# the same data gives the same SVG (element ids are hashes salted with this, not a random salt), so
-# reports can be diffed, and charts drawn in a helper process match those drawn here
-matplotlib.rcParams["svg.hashsalt"] = "ccbench"
-#: no creation date inside the files (with the salt above, a figure's SVG depends on its data only)
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: no creation date inside the files (with the salt set in new_figure, a figure's SVG depends on its data only)
 SVG_METADATA = {"Date": None}
+
+
+def new_figure(**options) -> Figure:
+    """A matplotlib Figure (imported here, on the first chart: a report whose figures a helper
+    process draws never loads matplotlib in the main process)."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable SVG
+    # the same data gives the same SVG (element ids are hashes salted with this, not a random salt), so
+    # reports can be diffed, and charts drawn in a helper process match those drawn here
+    matplotlib.rcParams["svg.hashsalt"] = "ccbench"
+    return Figure(**options)
+
+
+def prepare() -> None:
+    """Load matplotlib (a helper process calls this first, while the main one reads the bundles)."""
+    new_figure()
 
 
 def literal_text(fig: Figure) -> Figure:
@@ -137,7 +153,7 @@ def grouped_bars(
     # scaled down to fit is unreadable
     legend_width = 0.5 + 0.055 * max((len(str(c)) for c in configs), default=10)
     fig_width = min(MAX_WIDTH, max(5.0, 1.1 * len(cases) * max(1, len(configs)) * 0.5 + 2) + legend_width)
-    fig = Figure(figsize=(fig_width, 3.4))
+    fig = new_figure(figsize=(fig_width, 3.4))
     ax = fig.subplots()
     x = np.arange(len(cases))
     for index, config in enumerate(configs):
@@ -183,7 +199,7 @@ def percentile_lines(
     cases = list(dict.fromkeys(summary["case"].fillna("")))[:max_panels]
     columns = min(4, len(cases))
     rows_count = (len(cases) + columns - 1) // columns
-    fig = Figure(figsize=(3.0 * columns + 1, 2.6 * rows_count))
+    fig = new_figure(figsize=(3.0 * columns + 1, 2.6 * rows_count))
     axes = fig.subplots(rows_count, columns, squeeze=False)
     configs = list(dict.fromkeys(summary["config"]))
     for number, (panel, case) in enumerate(zip(axes.flat, cases)):
@@ -236,7 +252,7 @@ def heatmap(matrix: pd.DataFrame, title: str) -> Figure:
         ratios = 1 + matrix.to_numpy(dtype=float) / 100
         values = np.log2(np.where(ratios > 0, ratios, np.nan))
     height = max(2.5, 0.28 * len(matrix) + 1.5)
-    fig = Figure(figsize=(max(5.0, 1.6 * len(matrix.columns) + 3), height))
+    fig = new_figure(figsize=(max(5.0, 1.6 * len(matrix.columns) + 3), height))
     ax = fig.subplots()
     image = ax.imshow(
         np.clip(values, -HEATMAP_LIMIT, HEATMAP_LIMIT),
@@ -325,7 +341,7 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
     label_width = min(4.2, 0.25 + 0.062 * longest)
     mark_width = 1.15 if one_value_labels else 0.1
     height = FOREST_MARGIN + FOREST_ROW * max(len(labels), 1) + 0.45
-    fig = Figure(figsize=(width, height))
+    fig = new_figure(figsize=(width, height))
     # the panels share the rows but not matplotlib's y axis: the labels are made once, on the first
     axes = fig.subplots(1, max(len(configs), 1), squeeze=False)[0]
     low, high = _forest_limits(rows)
