@@ -460,3 +460,26 @@ def test_first_screen_of_seed_000_marks_one_value_rows(tmp_path, ccbench):
     probe = first_screen(html_path, tmp_path)
     check_first_screen(probe)
     assert sum(panel["one_value"] for panel in probe["panels"]) > 0
+
+
+def test_machines_identical_facts_once_and_differences_highlighted(tmp_path, ccbench):
+    """Three machines that differ in host and TEE and share their kernel: the shared facts are
+    one row each, the differing ones a table whose cells unlike the first machine's are set apart."""
+    paths = three_configuration_bundles(tmp_path)
+    html_path = tmp_path / "r.html"
+    assert ccbench("report", *paths, "-o", html_path).returncode == 0
+    section = html_path.read_text().split("<h2>Machines</h2>", 1)[1].split("</section>", 1)[0]
+    differs, same = section.split("the same on every machine", 1)
+    assert "what differs between the 3 machines" in differs
+    rows = {
+        re.sub(r"<[^>]+>", "", row.split("</td>", 1)[0]): row
+        for row in re.findall(r"<tr>(.*?)</tr>", differs, re.S)
+        if "<td" in row
+    }
+    # the TEE differs: the SEV-SNP and TDX machines' cells set apart, the first (plain) machine's not
+    tee = re.findall(r"<td( class='differs')?>([^<]*)</td>", rows["TEE"])[1:]
+    assert [(bool(mark), value) for mark, value in tee] == [(False, "no TEE"), (True, "SEV-SNP"), (True, "TDX")]
+    assert "<td>TEE</td>" not in same  # each fact in one place
+    shared = dict(re.findall(r"<tr>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>\s*</tr>", same))
+    assert shared and len(shared) + len(rows) >= 10  # the facts they share: one value each
+    assert all(fact not in rows for fact in shared)

@@ -62,7 +62,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
 def answer_figures(ctx: ReportContext) -> list[Figure]:
     """The forest plot of the first screen: every configuration's cost per workload case (primary
     metrics), a workload of many cases pooled into one row (its own chart lists them)."""
-    data = forest.build(ctx.comparison, ctx.samples)
+    data = ctx.shared["forest"] = forest.build(ctx.comparison, ctx.samples)
     if data.empty:
         return []
     return [
