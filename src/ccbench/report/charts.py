@@ -299,7 +299,8 @@ def inline_svg(document: str) -> str:
 
 #: the ratios a forest plot's axis may label, and the closer ones used where the data span little
 FOREST_TICKS = (0.001, 0.01, 0.1, 0.25, 0.5, 1, 2, 4, 10, 100, 1000)
-FOREST_FINE_TICKS = (0.8, 0.9, 0.95, 1.05, 1.1, 1.25)
+FOREST_FINE_TICKS = (0.8, 0.9, 1.1, 1.25)
+FOREST_FINER_TICKS = (0.95, 1.05)
 #: inches per row of a forest plot, and for its title, axis and the panels' headings
 FOREST_ROW = 0.17
 FOREST_MARGIN = 0.95
@@ -348,7 +349,7 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
     # powers of ten over a wide span (labels of 0.25x and 0.5x would collide), then halves and
     # quarters, then the closer ratios where the data span little
     ticks = [t for t in FOREST_TICKS if low <= t <= high and math.log10(t).is_integer()]
-    for extra in (FOREST_TICKS, FOREST_FINE_TICKS):
+    for extra in (FOREST_TICKS, FOREST_FINE_TICKS, FOREST_FINER_TICKS):
         if len(ticks) < 4:
             ticks = sorted({*ticks, *(t for t in extra if low <= t <= high)})
     position = {label: index for index, label in enumerate(labels)}
