@@ -1,4 +1,5 @@
-"""Charts (matplotlib): grouped bars with error bars, percentile lines, the overhead heatmap.
+"""Charts (matplotlib): the forest plot of ratios with their intervals, grouped bars with error bars,
+percentile lines, the overhead heatmap.
 
 Figures are made with matplotlib.figure.Figure directly, not through pyplot: no global figure
 registry to close, no GUI backend, and a lighter import (matplotlib's advice for servers)."""
