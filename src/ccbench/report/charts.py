@@ -333,10 +333,6 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
     The artists carry SVG ids ``<series_id(config)>:forest-<what>`` (what: intervals, points,
     pooled, ranges, one-value: one element per row drawn) and ``forest:one-value:<row>`` for the
     marks on the right."""
-    from matplotlib.collections import LineCollection, PolyCollection
-    from matplotlib.colors import to_rgba
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
     rows, labels, configs = data.rows, data.labels, data.configs
     one_value_labels = set(rows.loc[rows["kind"] == "one value", "label"])
     longest = max((len(label) for label in labels), default=10)
@@ -347,106 +343,12 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
     # the panels share the rows but not matplotlib's y axis: the labels are made once, on the first
     axes = fig.subplots(1, max(len(configs), 1), squeeze=False)[0]
     low, high = _forest_limits(rows)
-    # powers of ten over a wide span (labels of 0.25x and 0.5x would collide), then halves and
-    # quarters, then the closer ratios where the data span little
-    ticks = [t for t in FOREST_TICKS if low <= t <= high and math.log10(t).is_integer()]
-    for extra in (FOREST_TICKS, FOREST_FINE_TICKS, FOREST_FINER_TICKS):
-        if len(ticks) < 4:
-            ticks = sorted({*ticks, *(t for t in extra if low <= t <= high)})
     position = {label: index for index, label in enumerate(labels)}
-    grey = "#888888"
     for panel_number, (ax, config) in enumerate(zip(axes, configs)):
-        colour = _colour(config, panel_number, colours)
-        ax.set_xscale("log")
-        ax.axvline(1.0, color="#333333", linewidth=0.9, zorder=1)
-        mine = rows[rows["config"] == config]
-        y = mine["label"].map(position).to_numpy(dtype=float)
-        te, te_low, te_high = (mine[c].to_numpy(dtype=float) for c in ("te", "te_low", "te_high"))
-        kind = mine["kind"].to_numpy()
-        significant = mine["significant"].to_numpy(dtype=bool)
-        shade = np.array([to_rgba(colour, 1.0 if sig else 0.4) for sig in significant]).reshape(-1, 4)
-        widths = np.where(significant, 1.8, 1.0)
-        series = series_id(config)
-        has_interval = np.isfinite(te_low) & np.isfinite(te_high) & (kind != "one value")
-        pooled = kind == "pooled"
-        ranges = pooled & np.isfinite(mine["range_low"].to_numpy(dtype=float))
-        if ranges.any():
-            segments = [
-                [(a, b), (c, b)] for a, b, c in zip(mine["range_low"][ranges], y[ranges], mine["range_high"][ranges])
-            ]
-            collection = LineCollection(segments, colors=grey, linestyles=":", linewidths=1.0)
-            collection.set_gid(f"{series}:forest-ranges")
-            ax.add_collection(collection)
-        if has_interval.any():
-            segments = [
-                [(a, b), (c, b)] for a, b, c in zip(te_low[has_interval], y[has_interval], te_high[has_interval])
-            ]
-            collection = LineCollection(segments, colors=shade[has_interval], linewidths=widths[has_interval])
-            collection.set_gid(f"{series}:forest-intervals")
-            ax.add_collection(collection)
-        for what, mask, marker, face in (
-            ("points", kind == "row", "o", None),
-            ("pooled", pooled, "D", None),
-            ("one-value", kind == "one value", "o", "white"),
-        ):
-            if mask.any():
-                points = ax.scatter(
-                    te[mask],
-                    y[mask],
-                    s=14 if marker == "D" else 10,
-                    marker=marker,
-                    c=shade[mask] if face is None else "white",
-                    edgecolors=shade[mask] if face is None else colour,
-                    linewidths=0.8,
-                    zorder=3,
-                )
-                points.set_gid(f"{series}:forest-{what}")
-        ax.set_xlim(low, high)
+        _forest_panel(ax, rows[rows["config"] == config], position, _colour(config, panel_number, colours), config)
+        _forest_axis(ax, low, high)
         ax.set_title(f"{config}\n{data.layers.get(config, '')}", fontsize=7)
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: ratio_tick(value)))
-        ax.tick_params(axis="x", labelsize=6.5)
-        # the direction under each panel's axis: faster at the left end, slower at the right
-        for x, text, align in ((0.0, "<- faster", "left"), (1.0, "slower ->", "right")):
-            ax.annotate(
-                text,
-                (x, 0),
-                xycoords="axes fraction",
-                xytext=(0, -20),
-                textcoords="offset points",
-                ha=align,
-                va="top",
-                fontsize=7,
-            )
-        ax.grid(axis="x", alpha=0.3)
-    stripes = [[(0, y - 0.5), (1, y - 0.5), (1, y + 0.5), (0, y + 0.5)] for y in range(1, len(labels), 2)]
-    for number, ax in enumerate(axes):
-        ax.set_ylim(len(labels) - 0.5, -0.5)
-        if number:
-            ax.set_yticks([])
-        # every other row shaded, across the panel (x in axes fraction, y in rows)
-        ax.add_collection(
-            PolyCollection(
-                stripes, facecolors="#ececec", edgecolors="none", zorder=0, transform=ax.get_yaxis_transform()
-            )
-        )
-    axes[0].set_yticks(range(len(labels)))
-    axes[0].set_yticklabels(labels, fontsize=7)
-    last = axes[-1]
-    for label in one_value_labels:
-        mark = last.annotate(
-            "one value: no interval",
-            (1.0, position[label]),
-            xycoords=("axes fraction", "data"),
-            xytext=(4, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize=6,
-            color=grey,
-            annotation_clip=False,
-        )
-        mark.set_gid(f"forest:one-value:{position[label]}")
+    _forest_rows(axes, labels, one_value_labels)
     fig.suptitle(title, fontsize=9)
     fig.subplots_adjust(
         left=label_width / width,
@@ -456,3 +358,114 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
         wspace=0.08,
     )
     return fig
+
+
+FOREST_GREY = "#888888"
+
+
+def _forest_panel(ax, mine: pd.DataFrame, position: dict[str, int], colour: str, config: str) -> None:
+    """One configuration's rows: the cases' ranges of pooled rows, the intervals, the points."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgba
+
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="#333333", linewidth=0.9, zorder=1)
+    y = mine["label"].map(position).to_numpy(dtype=float)
+    te, te_low, te_high = (mine[c].to_numpy(dtype=float) for c in ("te", "te_low", "te_high"))
+    kind = mine["kind"].to_numpy()
+    significant = mine["significant"].to_numpy(dtype=bool)
+    shade = np.array([to_rgba(colour, 1.0 if sig else 0.4) for sig in significant]).reshape(-1, 4)
+    widths = np.where(significant, 1.8, 1.0)
+    series = series_id(config)
+    has_interval = np.isfinite(te_low) & np.isfinite(te_high) & (kind != "one value")
+    pooled = kind == "pooled"
+    ranges = pooled & np.isfinite(mine["range_low"].to_numpy(dtype=float))
+    for what, mask, ends, style in (
+        ("ranges", ranges, (mine["range_low"].to_numpy(dtype=float), mine["range_high"].to_numpy(dtype=float)), ":"),
+        ("intervals", has_interval, (te_low, te_high), "-"),
+    ):
+        if mask.any():
+            segments = [[(a, b), (c, b)] for a, b, c in zip(ends[0][mask], y[mask], ends[1][mask])]
+            collection = LineCollection(
+                segments,
+                colors=FOREST_GREY if what == "ranges" else shade[mask],
+                linestyles=style,
+                linewidths=1.0 if what == "ranges" else widths[mask],
+            )
+            collection.set_gid(f"{series}:forest-{what}")
+            ax.add_collection(collection)
+    for what, mask, marker, face in (
+        ("points", kind == "row", "o", None),
+        ("pooled", pooled, "D", None),
+        ("one-value", kind == "one value", "o", "white"),
+    ):
+        if mask.any():
+            points = ax.scatter(
+                te[mask],
+                y[mask],
+                s=14 if marker == "D" else 10,
+                marker=marker,
+                c=shade[mask] if face is None else "white",
+                edgecolors=shade[mask] if face is None else colour,
+                linewidths=0.8,
+                zorder=3,
+            )
+            points.set_gid(f"{series}:forest-{what}")
+
+
+def _forest_axis(ax, low: float, high: float) -> None:
+    """The ratio axis: labelled ratios (powers of ten over a wide span, where labels of 0.25x and
+    0.5x would collide; then halves and quarters; then closer ratios where the data span little),
+    and the direction under it: faster at the left end, slower at the right."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ticks = [t for t in FOREST_TICKS if low <= t <= high and math.log10(t).is_integer()]
+    for extra in (FOREST_TICKS, FOREST_FINE_TICKS, FOREST_FINER_TICKS):
+        if len(ticks) < 4:
+            ticks = sorted({*ticks, *(t for t in extra if low <= t <= high)})
+    ax.set_xlim(low, high)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: ratio_tick(value)))
+    ax.tick_params(axis="x", labelsize=6.5)
+    for x, text, align in ((0.0, "<- faster", "left"), (1.0, "slower ->", "right")):
+        ax.annotate(
+            text, (x, 0), xycoords="axes fraction", xytext=(0, -20), textcoords="offset points", ha=align, va="top",
+            fontsize=7,
+        )  # fmt: skip
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _forest_rows(axes, labels: list[str], one_value_labels: set[str]) -> None:
+    """The rows across the panels: labels on the first, every other row shaded, and on the right of
+    the last the mark of each row that has one value on a side."""
+    from matplotlib.collections import PolyCollection
+
+    stripes = [[(0, y - 0.5), (1, y - 0.5), (1, y + 0.5), (0, y + 0.5)] for y in range(1, len(labels), 2)]
+    for number, ax in enumerate(axes):
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        if number:
+            ax.set_yticks([])
+        # x in axes fraction, y in rows
+        ax.add_collection(
+            PolyCollection(
+                stripes, facecolors="#ececec", edgecolors="none", zorder=0, transform=ax.get_yaxis_transform()
+            )
+        )
+    axes[0].set_yticks(range(len(labels)))
+    axes[0].set_yticklabels(labels, fontsize=7)
+    for row, label in enumerate(labels):
+        if label not in one_value_labels:
+            continue
+        mark = axes[-1].annotate(
+            "one value: no interval",
+            (1.0, row),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=6,
+            color=FOREST_GREY,
+            annotation_clip=False,
+        )
+        mark.set_gid(f"forest:one-value:{row}")
