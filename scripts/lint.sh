@@ -27,4 +27,4 @@ PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$LINT_IMPORTS" --no-cache
 echo "[lint] cargo fmt --check" >&2
 (cd crates && cargo fmt --all --check)
 echo "[lint] cargo clippy -D warnings" >&2
-(cd crates && cargo clippy --quiet --workspace --all-targets -- -D warnings)
+bash "$ROOT/scripts/cargo.sh" clippy --quiet --workspace --all-targets -- -D warnings

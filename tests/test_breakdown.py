@@ -177,13 +177,15 @@ def test_the_report_draws_the_breakdown_as_a_stacked_bar_per_workload(tmp_path, 
 
 def test_counts_from_execution_records_times_the_mechanism_workloads_unit_cost(tmp_path, ccbench):
     """A CVM whose job takes 2.0 s against 1.0 s, and whose executions each accepted 250,000 pages
-    (nr_unaccepted fell by that much) at a first-touch excess of 2,000 ns per 4K page over the plain
-    machine: 0.5 s of the second the CVM adds, a share of 0.5."""
+    (nr_unaccepted fell by that much) at 2,000 ns per accepted page (the mechanisms workload's
+    accept_ns_per_page, from touches that accepted; the plain machine accepts nothing): 0.5 s of the
+    second the CVM adds, a share of 0.5. The first touch's time per page (faults and zeroing, 700 ns
+    against 500) is no unit of acceptance and must not be used."""
     from ccbench.bundle import BundleWriter
 
     rng = np.random.default_rng(11)
     paths = []
-    for host, tee, seconds, touch_ns in (("plain", "none", 1.0, 500.0), ("cvm", "sev-snp", 2.0, 2500.0)):
+    for host, tee, seconds, touch_ns in (("plain", "none", 1.0, 500.0), ("cvm", "sev-snp", 2.0, 700.0)):
         writer = BundleWriter.create(tmp_path / host, {"plan": {"name": "t"}, "environment": machine(host, tee)})
         samples = []
         for rep, noise in enumerate(rng.normal(0, 0.01, 8)):
@@ -213,6 +215,21 @@ def test_counts_from_execution_records_times_the_mechanism_workloads_unit_cost(t
                     repetition=rep,
                 )
             )
+            if tee != "none":
+                case = {"mechanism": "page-acceptance", "pages": "4k"}
+                samples.append(
+                    sample(
+                        workload="mechanisms",
+                        kind="mechanisms",
+                        variant={},
+                        metric="accept_ns_per_page",
+                        unit="ns",
+                        params=case,
+                        metadata={"case": case},
+                        value=2000.0 * float(np.exp(noise)),
+                        repetition=rep,
+                    )
+                )
         writer.append_samples(samples)
         writer.close()
         paths.append(seal(writer.path))
@@ -267,3 +284,135 @@ def test_the_report_leaves_the_breakdown_out_where_nothing_explains_anything(tmp
     done = ccbench("report", *paths, "--baseline", "plain", "-o", markdown)
     assert done.returncode == 0, done.stderr
     assert "the cost by mechanism" not in markdown.read_text()
+
+
+# --- issue 39: a bounce-buffer share only with evidence that the twin bounced ------------------------
+
+VIRTIO = [{"name": "virtio0", "type": "net", "access_platform": True}, {"name": "virtio1", "type": "block"}]
+
+
+def bounce_study(tmp_path, twin_devices=None, twin_counts=None, twin_swiotlb=512 * 2**20, params=None):
+    """plain, its swiotlb=force twin and an SEV-SNP VM (issue 31's rates); the twin's virtio devices,
+    the swiotlb:swiotlb_bounced count of each of its executions (None: no counters, an import), its
+    pool, and the samples' params (the network workload's hosts)."""
+    from ccbench.bundle import BundleWriter
+
+    rng = np.random.default_rng(31)
+    probes = {
+        "plain": machine("plain", "none"),
+        "twin": machine("twin", "none", "console=ttyS0 swiotlb=262144,force", swiotlb_bytes=twin_swiotlb),
+        "snp": machine("snp", "sev-snp"),
+    }
+    if twin_devices is not None:
+        probes["twin"]["virtio_devices"] = twin_devices
+    paths = []
+    for host, probe in probes.items():
+        writer = BundleWriter.create(tmp_path / host, {"plan": {"name": "t"}, "environment": probe})
+        samples = rate_samples(RATES[host], rng)
+        if params is not None:
+            samples = [s.model_copy(update={"params": params}) for s in samples]
+        writer.append_samples(samples)
+        if host == "twin" and twin_counts is not None:
+            for rep, count in enumerate(twin_counts):
+                record = {"key": f"net|-|rep|{rep}", "workload": "net", "variant": {}, "repetition": rep}
+                record |= {"warmup": False, "status": "ok", "counters": {"trace.swiotlb:swiotlb_bounced": count}}
+                writer.append_execution(record)
+        writer.close()
+        paths.append(seal(writer.path))
+    return paths
+
+
+def snp_parts(ccbench, paths):
+    rows, findings = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    snp = next(r for r in rows if r["config"].startswith("snp"))
+    return {p["mechanism"]: p for p in snp["breakdown"]}, findings
+
+
+def test_a_twin_whose_virtio_devices_lack_access_platform_is_refused_with_a_finding(tmp_path, ccbench):
+    lacking = [{"name": "virtio0", "type": "net", "access_platform": False}, *VIRTIO[1:]]
+    parts, findings = snp_parts(ccbench, bounce_study(tmp_path, twin_devices=lacking))
+    assert "bounce-buffers" not in parts and set(parts) == {"unexplained"}, parts
+    (refused,) = [f for f in findings if f["finding"] == "twin-bounces-nothing"]
+    assert "virtio0 (net)" in refused["what"] and "iommu_platform=on" in refused["advice"]
+
+
+def test_a_twin_that_counted_no_bounces_is_refused_and_one_without_counters_is_marked(tmp_path, ccbench):
+    parts, findings = snp_parts(ccbench, bounce_study(tmp_path / "zero", twin_devices=VIRTIO, twin_counts=[0, 0, 0]))
+    assert "bounce-buffers" not in parts
+    assert any(f["finding"] == "twin-bounces-nothing" and "counted no" in f["what"] for f in findings), findings
+    # counters that saw bounces: used as it is
+    parts, _ = snp_parts(ccbench, bounce_study(tmp_path / "some", twin_devices=VIRTIO, twin_counts=[900, 950, 1000]))
+    assert parts["bounce-buffers"]["basis"].startswith("twin") and "assumed" not in parts["bounce-buffers"]["basis"]
+    # no counters at all (an imported twin): used, and the basis says what it rests on
+    parts, findings = snp_parts(ccbench, bounce_study(tmp_path / "none"))
+    bounce = parts["bounce-buffers"]
+    assert bounce["basis"].endswith("(assumed to bounce: no counters)"), bounce
+    assert bounce["ci_low"] <= PLANTED <= bounce["ci_high"]
+    assert not [f for f in findings if f["finding"] == "twin-bounces-nothing"]
+
+
+def test_a_twin_with_a_smaller_pool_than_the_cvm_is_a_finding(tmp_path, ccbench):
+    parts, findings = snp_parts(ccbench, bounce_study(tmp_path, twin_swiotlb=64 * 2**20))
+    assert "bounce-buffers" in parts
+    (pool,) = [f for f in findings if f["finding"] == "confounded-twin" and "swiotlb pool" in f["what"]]
+    assert "64 MiB" in pool["what"] and "512 MiB" in pool["what"] and "swiotlb=262144,force" in pool["advice"]
+
+
+def test_rows_measured_between_emulated_hosts_never_carry_a_bounce_buffer_share(tmp_path, ccbench):
+    parts, _ = snp_parts(ccbench, bounce_study(tmp_path / "emulated", params={"hosts": "emulated", "test": "udp"}))
+    assert set(parts) == {"unexplained"}, parts
+    parts, _ = snp_parts(ccbench, bounce_study(tmp_path / "peer", params={"hosts": "peer", "test": "udp"}))
+    assert "bounce-buffers" in parts
+
+
+def test_the_device_io_check_is_for_workloads_whose_data_crosses_a_device():
+    from ccbench.workloads import plan_device_io
+
+    def plan(**params):
+        return {"workloads": [{"kind": "network", "params": params}]}
+
+    assert plan_device_io(plan(hosts="emulated")) is False
+    assert plan_device_io(plan()) is False  # emulated is the default
+    assert plan_device_io(plan(hosts="peer")) is True
+
+
+def test_the_idle_twin_is_the_cvm_with_idle_poll_in_the_docs_as_in_the_code():
+    from pathlib import Path
+
+    assert breakdown.TWIN_MARKERS["idle"][1] == "removed"
+    docs = (Path(__file__).parents[1] / "docs" / "mechanisms.md").read_text()
+    (row,) = [line for line in docs.splitlines() if line.startswith("| idle |")]
+    assert "on the CVM only" in row and "on both" not in row, row
+
+
+def test_the_idle_share_carries_the_ipis_of_the_cvm_and_of_its_twin(tmp_path, ccbench):
+    from ccbench.bundle import BundleWriter
+
+    rng = np.random.default_rng(2)
+    probes = {
+        "plain": machine("plain", "none"),
+        "td": machine("td", "tdx"),
+        "tdpoll": machine("tdpoll", "tdx", "idle=poll"),
+    }
+    seconds = {"plain": 1.0, "td": 1.5, "tdpoll": 1.2}
+    reschedules = {"plain": 100, "td": 5000, "tdpoll": 300}
+    paths = []
+    for host, probe in probes.items():
+        writer = BundleWriter.create(tmp_path / host, {"plan": {"name": "t"}, "environment": probe})
+        values = seconds[host] * np.exp(rng.normal(0, 0.01, 6))
+        writer.append_samples(
+            [
+                sample(workload="job", variant={}, metric="time", value=float(v), repetition=i)
+                for i, v in enumerate(values)
+            ]
+        )
+        for rep in range(6):
+            record = {"key": f"job|-|rep|{rep}", "workload": "job", "variant": {}, "repetition": rep, "warmup": False}
+            record |= {"status": "ok", "counters": {"interrupts.RES": reschedules[host], "interrupts.CAL": 40}}
+            writer.append_execution(record)
+        writer.close()
+        paths.append(seal(writer.path))
+    rows, _ = json_rows(ccbench("compare", *paths, "--baseline", "plain", "--json"))
+    td = next(r for r in rows if r["config"].startswith("td /"))
+    idle = next(p for p in td["breakdown"] if p["mechanism"] == "idle")
+    assert idle["ipis"] == {"RES": {"cvm": 5000, "twin": 300}, "CAL": {"cvm": 40, "twin": 40}}, idle

@@ -15,6 +15,8 @@ import pytest
 from bundles import probe, sample, seal
 
 import ccbench
+from ccbench.analysis import format as fmt
+from ccbench.analysis import semantics
 from ccbench.analysis.compare import compare
 from ccbench.analysis.verdict import verdicts
 from ccbench.bundle import BundleWriter, read_bundle
@@ -151,7 +153,12 @@ def test_without_an_inference_the_transport_verdict_gives_no_application_cost(tm
 
 def test_compare_summary_and_the_report_lead_with_the_share(tmp_path, document, ccbench):
     path = write_declared(tmp_path, "vm", transport_samples(document))
-    done = ccbench("compare", path, "--baseline", "plain", "--summary")
+    summary = ccbench("compare", path, "--baseline", "plain", "--summary")
+    assert summary.returncode == 0, summary.stderr
+    assert "TLS: +15% of one unit of application work; 16 of 16 significant" in summary.stdout
+    assert "costs about" not in summary.stdout
+    # the sentences follow the headline in the full comparison
+    done = ccbench("compare", path, "--baseline", "plain")
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     assert "- TLS adds 15% to one MiniLM-L6-v2 sentence embedding" in text
@@ -206,13 +213,17 @@ def notebook_and_fio(tmp_path: Path, declarations: dict | None = None) -> Path:
 
 def test_notebook_and_fio_costs_rest_on_their_primary_metrics(tmp_path):
     storage = by_layer(notebook_and_fio(tmp_path), baseline="disk")["storage encryption: fscrypt"]
-    assert storage.overhead == pytest.approx((math.sqrt(1.02 * 1.05) - 1) * 100, abs=0.3)
+    # 2% and 5% slower, both tight: one direction, sizes that differ, so the range and no pooled figure
+    judged = storage.judgement
+    assert judged.kind == semantics.SIZES and math.isnan(storage.typical)
+    assert judged.least == pytest.approx(1.02, abs=0.01) and judged.most == pytest.approx(1.05, abs=0.01)
     assert storage.rests_on == "application metrics: nb total_s; fio throughput"
     assert storage.not_counted == 3
     sentence = storage.sentence()
     assert "it rests on application metrics: nb total_s; fio throughput; 3 other comparisons" in sentence
+    assert f"slower, {(judged.least - 1) * 100:.1f}% to {(judged.most - 1) * 100:.1f}%" in sentence
     # the largest cost is an application's, not the tiny cell's +300%
-    assert "it hurts most on fio 4k randread throughput" in sentence and "cell_s" not in sentence
+    assert "it costs most on fio 4k randread throughput" in sentence and "cell_s" not in sentence
 
 
 def test_a_bundle_carries_its_declaration_and_older_bundles_fall_back_to_the_registry(tmp_path):
@@ -222,7 +233,8 @@ def test_a_bundle_carries_its_declaration_and_older_bundles_fall_back_to_the_reg
     }
     storage = by_layer(notebook_and_fio(tmp_path / "new", declared), baseline="disk")["storage encryption: fscrypt"]
     assert storage.rests_on == "application metrics: nb cell_s; fio clat_p99"
-    assert storage.overhead == pytest.approx((math.sqrt(4.0 * 3.0) - 1) * 100, abs=2)
+    # the declared metrics are the ones judged: 4x and 3x slower (cell_s, clat_p99)
+    assert sorted([storage.judgement.least, storage.judgement.most]) == pytest.approx([3.0, 4.0], abs=0.1)
     older = by_layer(notebook_and_fio(tmp_path / "old"), baseline="disk")["storage encryption: fscrypt"]
     assert older.rests_on == "application metrics: nb total_s; fio throughput"
 
@@ -260,7 +272,8 @@ def test_application_metrics_lead_and_a_benchmark_beside_them_adds_its_share(tmp
     tls = by_layer(write_declared(tmp_path, "vm", samples))["TLS"]
     assert tls.overhead == pytest.approx(4, abs=0.5) and tls.rests_on == "application metrics: social latency_p99"
     sentence = tls.sentence()
-    assert sentence.startswith("TLS costs about 4.")
+    assert sentence.startswith(f"TLS: {fmt.effect(tls.typical, tls.low, tls.high)} (")
+    assert fmt.effect(tls.typical).startswith("4.")
     assert (
         "per request of transport on vm / no TEE / tls it adds 15% to one MiniLM-L6-v2 sentence embedding" in sentence
     )

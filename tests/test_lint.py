@@ -20,6 +20,7 @@ from bundles import (
     write_environment,
 )
 
+from ccbench.analysis import format as fmt
 from ccbench.analysis import lint as comparison_lint
 from ccbench.analysis.compare import compare
 from ccbench.analysis.load import load
@@ -83,9 +84,12 @@ def test_seed000_tdx_cost_is_confounded_by_the_cpu_and_kernel(tmp_path, ccbench)
 
     summary = ccbench("compare", *paths, "--summary")
     assert summary.returncode == 0, summary.stderr
-    text = " ".join(summary.stdout.split())
+    # the headline line says the machines differ in CPU; the sentence (full compare) names them
+    head = next(line for line in summary.stdout.splitlines() if line.startswith("TEE: TDX"))
+    assert head.startswith("TEE: TDX (machines differ in CPU): ") and "faster" in head
+    assert "[high] confounded:" in summary.stdout and "saves about" not in summary.stdout
+    text = " ".join(ccbench("compare", *paths).stdout.split())
     assert "TEE: TDX: cost confounded by CPU model (Ice Lake vs Sapphire Rapids)" in text
-    assert "[high] confounded:" in text and "saves about" not in text
     lines = [json.loads(line) for line in ccbench("compare", *paths, "--summary", "--json").stdout.splitlines()]
     layers = [line for line in lines if "finding" not in line]
     assert layers[0]["confounded"] == [flag[len("confounded by ") :]]
@@ -103,7 +107,9 @@ def test_twins_that_differ_only_in_the_tee_are_not_confounded(tmp_path):
     table = compare(frame, machines=machines_of(paths))
     assert not any(f.startswith("confounded") for flags in table["flags"] for f in flags)
     (layer,) = verdicts(table, frame)
-    assert layer.confounded == [] and "TEE: TDX saves about" in layer.sentence()
+    assert layer.confounded == [] and layer.cpu_note == ""
+    assert layer.sentence().startswith(f"TEE: TDX: {fmt.effect(layer.typical, layer.low, layer.high)} (")
+    assert "faster" in layer.sentence().split("(")[0]  # 495 ms against 673 ms
     findings = comparison_lint.lint_comparison(frame, table, machines_of(paths))
     assert [f.code for f in findings] == []
 
@@ -120,7 +126,7 @@ def test_a_layer_with_some_comparisons_confounded_gives_no_interval_either(tmp_p
     flagged = dict(zip(table["config"], table["flags"].map(lambda f: any(x.startswith("confounded") for x in f))))
     assert flagged == {"tdx-twin / TDX": False, "tdx-spr / TDX": True}
     (layer,) = verdicts(table, frame)
-    assert "(2 comparisons, 1 confounded)" in layer.sentence() and "95% interval" not in layer.sentence()
+    assert "(2 comparisons, 1 confounded: " in layer.sentence() and "95% interval" not in layer.sentence()
     assert layer.confounded == ["CPU model (Ice Lake vs Sapphire Rapids)"]
 
 

@@ -128,6 +128,12 @@ wakeup_seconds = 1
     assert set(leaves) == {"0x0", "0xb", "0x40000000"} and all(v > 0 for v in leaves.values()), leaves
     cpuid_meta = next(s["metadata"] for s in by["exit_ns"] if s["params"].get("leaf") == "0x0")
     assert cpuid_meta["ns_per_op_raw"] > cpuid_meta["empty_loop_ns"]
+    # who serves each exit is derived from the run's own probe of this machine, not a constant
+    environment = json.loads((bundle / "manifest.json").read_text())["environment"]
+    on_hypervisor = "hypervisor" in environment["cpu"]["flags"]
+    for s in by["exit_ns"]:
+        case = s["params"].get("leaf") or "port"
+        assert s["metadata"]["served_by"] == parse.served_by(environment["tee"], case, on_hypervisor), s
     # both page sizes, and what the kernel gave recorded; a 2M first touch costs more than a 4K one
     assert {s["params"]["pages"] for s in by["load_latency"]} == {"4k", "2m"}
     touch = {s["params"]["pages"]: s for s in by["first_touch_ns"]}

@@ -691,8 +691,10 @@ def test_a_td_log_fragment_holding_only_the_tdx_idle_line_reads_tdx_on_weak_evid
     (entry,) = tee["evidence"]
     assert entry["signal"] == "process: using TDX aware idle routine" and entry["strength"] == "weak"
     assert any(note.startswith("tdx rests on weak evidence alone") for note in tee["notes"]), tee["notes"]
-    # without the line the same machine reads "none"
-    assert probe(root=root, dmesg=dmesg(tmp_path, "[    0.1] nothing here\n"))["tee"]["technology"] == "none"
+    # without the line a fragment says nothing either way ("unknown"); a log from boot without it: "none"
+    assert probe(root=root, dmesg=dmesg(tmp_path, "[    0.1] nothing here\n"))["tee"]["technology"] == "unknown"
+    boot = "[    0.000000] Linux version 6.8.0 (buildd@lcy02)\n[    0.1] nothing here\n"
+    assert probe(root=root, dmesg=dmesg(tmp_path, boot))["tee"]["technology"] == "none"
 
 
 def test_weak_evidence_never_contradicts_strong_evidence(tmp_path):
@@ -710,3 +712,164 @@ def test_weak_evidence_never_contradicts_strong_evidence(tmp_path):
     root = make_root(tmp_path / "td", GUEST_FLAGS + " tdx_guest", vendor="GenuineIntel")
     tee = probe(root=root, dmesg=dmesg(tmp_path, "[    0.4] process: using TDX aware idle routine\n"))["tee"]
     assert tee["technology"] == "tdx" and not any("weak evidence alone" in n for n in tee["notes"])
+
+
+# --- issue 39: "none" only on positive evidence; CPUID of the probed machine --------------------------
+
+
+def test_an_amd_guest_seen_only_through_cpuinfo_and_a_vtpm_is_unknown_not_none(tmp_path):
+    """KVM hides the sev flags from its SEV guests and Azure's have no guest device: a guest whose
+    flags say only "hypervisor", with a vTPM and no kernel log, could be any of them."""
+    root = make_root(tmp_path, GUEST_FLAGS, dev=["/dev/tpmrm0"])
+    tee = probe(root=root)["tee"]
+    assert tee["technology"] == "unknown", tee
+    assert any("no positive evidence either way" in note for note in tee["notes"]), tee["notes"]
+    # a log that rolled over (it does not reach back to boot) is no evidence either
+    fragment = dmesg(tmp_path, "[84000.1] systemd[1]: Started Daily apt upgrade.\n")
+    assert probe(root=root, dmesg=fragment)["tee"]["technology"] == "unknown"
+    # the whole log from boot, silent about memory encryption: positive evidence of none
+    boot = dmesg(tmp_path, "[    0.000000] Linux version 6.8.0-1021-azure\n[0.1] Hypervisor detected: KVM\n")
+    assert probe(root=root, dmesg=boot)["tee"]["technology"] == "none"
+
+
+def test_the_pre_5_10_sev_line_is_read(tmp_path):
+    root = make_root(tmp_path, GUEST_FLAGS)
+    log = dmesg(
+        tmp_path,
+        "[    0.000000] Linux version 5.4.0-1043-gcp (buildd@lcy01-amd64-012)\n"
+        "[    0.150000] AMD Secure Encrypted Virtualization (SEV) active\n",
+    )
+    tee = probe(root=root, dmesg=log)["tee"]
+    assert tee["technology"] == "sev", tee
+    # a host's SME line is no guest protection
+    sme = dmesg(tmp_path, "[    0.000000] Linux version 5.4.0\n[    0.1] AMD Secure Memory Encryption (SME) active\n")
+    assert probe(root=make_root(tmp_path / "h", HOST_FLAGS), dmesg=sme)["tee"]["technology"] == "none"
+
+
+def _registers(text):
+    """(ebx, edx, ecx) of a 12-character signature, as CPUID returns it."""
+    words = [int.from_bytes(text[i : i + 4].encode(), "little") for i in (0, 4, 8)]
+    return words[0], words[1], words[2]
+
+
+def cpuid_dump(path, leaves):
+    """A CPUID dump as `cpuid -r -1` prints it: {(leaf, subleaf): (eax, ebx, ecx, edx)}."""
+    lines = ["CPU:"]
+    for (leaf, subleaf), (eax, ebx, ecx, edx) in sorted(leaves.items()):
+        lines.append(f"   {leaf:#010x} {subleaf:#04x}: eax={eax:#010x} ebx={ebx:#010x} ecx={ecx:#010x} edx={edx:#010x}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def vendor_leaf(vendor, top):
+    ebx, edx, ecx = _registers(vendor)
+    return (top, ebx, ecx, edx)
+
+
+def signature_leaf(signature, eax=0):
+    ebx, edx, ecx = _registers(signature)
+    return (eax, ebx, ecx, edx)
+
+
+def kvm_leaf(eax=0x40000001):
+    # the hypervisor leaf holds its name in EBX, ECX, EDX order
+    words = [int.from_bytes(b"KVMKVMKVM\0\0\0"[i : i + 4], "little") for i in (0, 4, 8)]
+    return (eax, words[0], words[1], words[2])
+
+
+GUEST_LEAF1 = (0x000806F8, 0x00000800, 0x80000000, 0x0)  # ECX[31]: a hypervisor
+
+
+def test_a_recorded_cpuid_dump_decides_where_the_log_and_flags_cannot(tmp_path):
+    intel = {(0, 0): vendor_leaf("GenuineIntel", 0x23), (1, 0): GUEST_LEAF1, (0x40000000, 0): kvm_leaf()}
+    amd = {
+        (0, 0): vendor_leaf("AuthenticAMD", 0x10),
+        (1, 0): GUEST_LEAF1,
+        (0x40000000, 0): kvm_leaf(),
+        (0x80000000, 0): (0x80000021, 0, 0, 0),
+    }
+    cases = {
+        "td": ({**intel, (0x21, 0): signature_leaf("IntelTDX    ")}, "tdx"),
+        "intel plain": (intel, "none"),
+        # SEV advertised: whether this guest runs with it is in the status MSR, which a snapshot lacks
+        "amd sev advertised": ({**amd, (0x8000001F, 0): (0x0001007B, 0x0000016F, 0, 0)}, "unknown"),
+        "amd plain": ({**amd, (0x8000001F, 0): (0, 0, 0, 0)}, "none"),
+        # Azure's vTOM guest: the Hyper-V isolation leaf (type 2, SEV-SNP; paravisor present)
+        "azure snp": (
+            {
+                **amd,
+                (0x40000000, 0): (0x4000000C, *_hv_words()),
+                (0x40000003, 0): (0, 1 << 22, 0, 0),
+                (0x4000000C, 0): (0x1, 0xBA2, 0, 0),
+                (0x8000001F, 0): (0, 0, 0, 0),
+            },
+            "sev-snp",
+        ),
+    }
+    root = make_root(tmp_path, GUEST_FLAGS, dev=["/dev/tpmrm0"])
+    for name, (leaves, expected) in cases.items():
+        dump = cpuid_dump(tmp_path / f"{name}.txt", leaves)
+        tee = probe(root=root, cpuid=dump)["tee"]
+        assert tee["technology"] == expected, (name, tee)
+        assert any(e["source"] == "cpuid" for e in tee["evidence"]) or expected == "unknown", (name, tee)
+
+
+def _hv_words():
+    return tuple(int.from_bytes(b"Microsoft Hv"[i : i + 4], "little") for i in (0, 4, 8))
+
+
+def test_env_reads_a_recorded_cpuid_dump_and_a_bad_one_is_one_line(tmp_path, ccbench):
+    root = make_root(tmp_path, GUEST_FLAGS)
+    leaves = {
+        (0, 0): vendor_leaf("GenuineIntel", 0x23),
+        (1, 0): GUEST_LEAF1,
+        (0x21, 0): signature_leaf("IntelTDX    "),
+    }
+    done = ccbench("env", "--root", root, "--cpuid", cpuid_dump(tmp_path / "td.txt", leaves), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tee"]["technology"] == "tdx"
+    done = ccbench("env", "--root", root, "--cpuid", tmp_path / "absent.txt")
+    assert done.returncode != 0 and "--cpuid" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_live_cpuid_runs_unprivileged_and_agrees_with_the_kernel():
+    """CPUID executed by this process (no /dev/cpu, no root needed) gives the vendor /proc/cpuinfo names."""
+    from ccbench.probe.sources import UserCpuid
+
+    reader = UserCpuid()
+    if reader.error:
+        pytest.skip(reader.error)
+    leaf0 = reader(0)
+    vendor = b"".join(r.to_bytes(4, "little") for r in (leaf0[1], leaf0[3], leaf0[2])).decode()
+    assert f"vendor_id\t: {vendor}" in open("/proc/cpuinfo").read()
+
+
+def test_a_paravisor_cvm_without_configfs_tsm_is_told_the_vtpm_path(tmp_path):
+    from ccbench.attestation.evidence import TsmProvider
+
+    root = make_root(tmp_path, GUEST_FLAGS)
+    tee = probe(root=root, dmesg=DMESG_FIXTURES / "azure-snp-cvm.txt")["tee"]
+    reason = TsmProvider(tmp_path / "no-tsm").available(tee)
+    assert "paravisor" in reason and "vTPM" in reason and "not a confidential VM" not in reason
+    assert "not a confidential VM" in TsmProvider(tmp_path / "no-tsm").available({"technology": "none"})
+
+
+def test_each_virtio_device_records_whether_access_platform_was_negotiated(tmp_path):
+    """/sys/bus/virtio/devices/*/features: one '0' or '1' per feature bit, bit 0 first; bit 33 is
+    VIRTIO_F_ACCESS_PLATFORM (this development VM's devices have it clear)."""
+    bits = ["0"] * 64
+    bits[32] = "1"  # VIRTIO_F_VERSION_1
+    plain = "".join(bits)
+    bits[33] = "1"
+    platform = "".join(bits)
+    files = {
+        "/sys/bus/virtio/devices/virtio0/features": plain + "\n",
+        "/sys/bus/virtio/devices/virtio0/device": "0x0001\n",
+        "/sys/bus/virtio/devices/virtio1/features": platform + "\n",
+        "/sys/bus/virtio/devices/virtio1/device": "0x0002\n",
+    }
+    devices = probe(root=make_root(tmp_path, GUEST_FLAGS, files=files))["virtio_devices"]
+    assert devices == [
+        {"name": "virtio0", "type": "net", "access_platform": False},
+        {"name": "virtio1", "type": "block", "access_platform": True},
+    ]

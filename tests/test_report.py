@@ -168,7 +168,6 @@ def three_configuration_bundles(root):
 
 
 def test_summary_numbers_match_the_comparison_table(tmp_path, ccbench):
-    import numpy as np
 
     paths = three_configuration_bundles(tmp_path)
     rows = [r for r in map(json.loads, ccbench("compare", *paths, "--json").stdout.splitlines()) if "finding" not in r]
@@ -179,24 +178,40 @@ def test_summary_numbers_match_the_comparison_table(tmp_path, ccbench):
         mine = [r for r in rows if r["layer"] == item["layer"]]
         assert item["comparisons"] == len(mine)
         assert item["significant"] == sum(r["significant"] for r in mine)
-        # typical: geometric mean over workloads of each workload's geometric mean of time-equivalent
-        # ratios of its primary (application-level) metrics: fio's throughput, prime's time
+        # judged per workload on the time-equivalent ratios of its primary (application-level)
+        # metrics: fio's throughput, prime's time (ccbench.analysis.semantics)
         primary = [r for r in mine if (r["workload"], r["metric"]) in {("fio", "throughput"), ("prime", "time")}]
         assert item["not_counted"] == len(mine) - len(primary) > 0
         per_workload = {}
         for r in primary:
-            per_workload.setdefault(r["workload"], []).append(r["ratio"] if r["better"] == "lower" else 1 / r["ratio"])
-        typical = np.exp(np.mean([np.mean(np.log(v)) for v in per_workload.values()]))
-        assert item["typical"] == pytest.approx(typical)
+            te = r["ratio"] if r["better"] == "lower" else 1 / r["ratio"]
+            per_workload.setdefault(r["workload"], []).append((te, r["significant"]))
+        for judged in item["workload_judgements"]:
+            values = per_workload[judged["workload"]]
+            significant = [te for te, sig in values if sig]
+            assert judged["significant"] == len(significant)
+            if judged["kind"] == "pooled":  # one direction, and the figure within its rows
+                assert all(te > 1 for te in significant) or all(te < 1 for te in significant)
+                assert min(te for te, _ in values) <= judged["typical"] <= max(te for te, _ in values)
+            elif judged["kind"] in ("sizes differ", "disagree"):
+                assert sorted([judged["least"], judged["most"]]) == pytest.approx([min(significant), max(significant)])
+            else:
+                assert not significant and "no cost above" in judged["words"]
+        if item["judgement"]["kind"] not in ("pooled", "pooled across benchmarks"):
+            assert item["typical"] is None  # no pooled figure where the rows do not agree
         # the worst comparison quoted is a row of the table, with its numbers as the table prints them
         worst = max((r for r in primary if r["significant"]), key=lambda r: r["overhead_percent"])
+        from ccbench.analysis import format as fmt
+
         assert (
-            f"{worst['overhead_percent']:+.1f}%, ratio {worst['ratio']:.3f} [{worst['ci_low']:.3f}, {worst['ci_high']:.3f}]"
+            f"{fmt.row_effect(worst)}, ratio {worst['ratio']:.3f} [{worst['ci_low']:.3f}, {worst['ci_high']:.3f}]"
             in item["worst"]
         )
     text = ccbench("compare", *paths).stdout
     summary = ccbench("compare", *paths, "--summary").stdout
-    assert summary.strip() and summary.split("baseline:")[0].strip() in text  # the table opens with the same verdict
+    # the table opens with the same verdict: each layer's line of the summary, word for word
+    heads = [line for line in summary.split("lint:")[0].splitlines()[1:] if not line.startswith(" ")]
+    assert heads and all(line in text.splitlines() for line in heads), (heads, text)
     assert "ratio [95% CI]" not in summary
 
 

@@ -287,7 +287,10 @@ def test_run_summary_is_short_and_ends_with_the_machine_protection(tmp_path, ccb
     done = ccbench("run", plan, "--out", tmp_path / "out", "--workdir", workdir)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert lines[-1].startswith("bundle: ")
+    # the bundle, then the verdict of the variants it ran: here one configuration per workload
+    assert lines[-2].startswith("bundle: ")
+    assert lines[-1].startswith("verdict: nothing to compare in this run (one configuration per workload)")
+    assert f"ccbench compare {lines[-2].removeprefix('bundle: ')} OTHER_BUNDLE --summary" in lines[-1]
     machine = [line for line in lines if line.startswith(("TEE: ", "storage at "))]
     assert len(machine) == 2 and machine[0].split()[1] in ("none", "unknown", "sev", "sev-es", "sev-snp", "tdx", "sgx")
     assert f"storage at {workdir}" in machine[1]

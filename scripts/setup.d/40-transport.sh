@@ -7,6 +7,6 @@ need_checkout crates "the secure channel's benchmark binary"
 command -v cargo >/dev/null || die "cargo is not installed: install Rust with rustup (https://rustup.rs), then re-run"
 command -v cc >/dev/null || apt_install gcc   # ring compiles its assembly with the C toolchain
 command -v openssl >/dev/null || apt_install openssl   # the verifier's tests generate their test chain with it
-log "building crates/ (cargo build --release; a few minutes the first time)"
-(cd "$ROOT/crates" && cargo build --release --quiet --bin ccchannel-bench --bin ccverify --bin ccmech) || die "the Rust workspace in crates/ did not build"
+log "building crates/ (cargo build --release through scripts/cargo.sh; a few minutes the first time, the dependencies kept in ~/.cache/ccbench/cargo-target)"
+bash "$ROOT/scripts/cargo.sh" build --release --quiet --bin ccchannel-bench --bin ccverify --bin ccmech || die "the Rust workspace in crates/ did not build"
 pip_install -e "$ROOT[inference]"

@@ -10,4 +10,4 @@ fi
 [ -x "$HOME/.cargo/bin/cargo" ] && case ":$PATH:" in *":$HOME/.cargo/bin:"*) ;; *) export PATH="$HOME/.cargo/bin:$PATH" ;; esac
 command -v cargo >/dev/null || die "cargo is not installed: install Rust with rustup (https://rustup.rs), then re-run"
 log "building crates/ccmech (cargo build --release)"
-(cd "$ROOT/crates" && cargo build --release --quiet --bin ccmech) || die "crates/ccmech did not build"
+bash "$ROOT/scripts/cargo.sh" build --release --quiet --bin ccmech || die "crates/ccmech did not build"

@@ -28,7 +28,7 @@ else
   [ -x "$HOME/.cargo/bin/cargo" ] && case ":$PATH:" in *":$HOME/.cargo/bin:"*) ;; *) export PATH="$HOME/.cargo/bin:$PATH" ;; esac
   if [ -d "$ROOT/crates/ccchannel-proxy" ]; then
     if command -v cargo >/dev/null; then
-      (cd "$ROOT/crates" && cargo build --release --quiet --bin ccchannel-proxy) || die "crates/ccchannel-proxy did not build"
+      bash "$ROOT/scripts/cargo.sh" build --release --quiet --bin ccchannel-proxy || die "crates/ccchannel-proxy did not build"
     else
       log "federated: cargo not found, the securechannel transport will be skipped (install Rust with rustup)"
     fi

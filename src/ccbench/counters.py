@@ -10,19 +10,25 @@ two snapshots and records their differences in the execution record (docs/mechan
 - ``interrupts.*``: interrupts per kind (/proc/interrupts: LOC, RES, CAL, TLB... and each device's
   action name), summed over CPUs, those that moved;
 - ``softirqs.*``: softirqs per kind (/proc/softirqs), summed over CPUs;
-- ``swiotlb.used.end``, ``swiotlb.hiwater.end``: bounce-buffer slabs in use and the high-water mark
-  (debugfs ``swiotlb/io_tlb_used``, ``io_tlb_used_hiwater``; the mark is since boot or its last
-  reset: ccbench never resets it);
+- ``swiotlb.used.end``, ``swiotlb.hiwater.end``: bounce-buffer slabs in use at the end (about 0 once
+  the I/O stopped) and the high-water mark of the execution (debugfs ``swiotlb/io_tlb_used``,
+  ``io_tlb_used_hiwater``: reset to 0 at the start of each execution where the file is writable,
+  else the mark since boot, said in ``counters_missing``); a value above the pool
+  (``io_tlb_nslabs`` plus the transient slabs) is rejected with the reason (some 6.5-6.8 kernels
+  read 18446744073709551615 after an underflow); ``swiotlb.transient_nslabs`` (.end and change):
+  the slabs of dynamic pools (CONFIG_SWIOTLB_DYNAMIC), each a private-to-shared conversion in a CVM;
 - ``cpuidle.<state>.usage``, ``cpuidle.<state>.time_us``: how often the CPUs entered each idle
   state and how long they stayed, summed over CPUs (the halts behind idle exits; POLL never halts);
 - ``trace.<event>``: how often a tracepoint fired (``swiotlb:swiotlb_bounced``,
   ``tdx:tdx_virtualization_exception``), from a tracefs instance of ccbench's own per event
   (events written plus overwritten in a tiny ring buffer: counting, never reading the events);
-- ``pmu.cycles``, ``pmu.instructions``: hardware counters over all CPUs, where a PMU exists.
+- ``pmu.cycles``, ``pmu.instructions``: hardware counters over the online CPUs
+  (/sys/devices/system/cpu/online), where a PMU exists.
 
 All of them count the whole machine, as the guest sees it. What cannot be read says why in
 ``counters_missing`` (name -> reason): no PMU, no bounce-buffer pool, a tracepoint this kernel lacks,
-and exits, which only the host counts.
+kernel lockdown (/sys/kernel/security/lockdown: debugfs then refuses its writable files, such as the
+high-water mark), and exits, which only the host counts.
 
 debugfs and tracefs are mounted, where they are not already, at private mount points of this run
 (never on /sys/kernel/*, which other tools may mount and unmount), each recorded in the run's ledger
@@ -70,11 +76,11 @@ STAT_COUNTS = {"ctxt": "ctxt", "intr": "intr", "softirq": "softirq", "processes"
 TRACEPOINTS = ("swiotlb:swiotlb_bounced", "tdx:tdx_virtualization_exception")
 #: perf_event_open (type, config): PERF_TYPE_HARDWARE cycles and instructions
 PMU_EVENTS = {"cycles": (0, 0), "instructions": (0, 1)}
-LEVELS = {f"vmstat.{key}" for key in VMSTAT_LEVELS} | {"swiotlb.used", "swiotlb.hiwater"}
+LEVELS = {f"vmstat.{key}" for key in VMSTAT_LEVELS} | {"swiotlb.used", "swiotlb.hiwater", "swiotlb.transient_nslabs"}
 EXITS_REASON = (
     "exits (#VC/GHCB on SEV-SNP, #VE/TDVMCALL on TDX, VM exits on a plain VM) are counted by the "
-    "hypervisor; a guest sees their cost, not their number (tdx:tdx_virtualization_exception counts #VE "
-    "where the kernel has it)"
+    "hypervisor; a guest sees their cost, not their number (tdx:tdx_virtualization_exception exists only in "
+    "Intel's downstream kernels, and counts kernel-mode #VEs only)"
 )
 LEDGER = "counters/mounts.json"
 
@@ -135,12 +141,37 @@ def differences(before: dict[str, float], after: dict[str, float]) -> dict[str, 
         change = end - before[name]
         if name in LEVELS:
             result[f"{name}.end"] = end
-            if name.startswith("swiotlb."):
+            if name in ("swiotlb.used", "swiotlb.hiwater"):
                 continue
         if name.startswith("interrupts.") and change == 0:
             continue
         result[name] = change
     return result
+
+
+def lockdown_mode(sys_root: Path) -> str | None:
+    """The kernel's lockdown mode ("integrity", "confidentiality") from security/lockdown, the bracketed
+    word; None where it is "none" or unreadable."""
+    text = _read(Path(sys_root) / "kernel/security/lockdown") or ""
+    for word in text.split():
+        if word.startswith("[") and word.endswith("]"):
+            return None if word[1:-1] == "none" else word[1:-1]
+    return None
+
+
+def online_cpus(sys_root: Path) -> list[int] | None:
+    """The online CPUs from devices/system/cpu/online ("0-3,6"), or None where unreadable."""
+    text = (_read(Path(sys_root) / "devices/system/cpu/online") or "").strip()
+    if not text:
+        return None
+    cpus: list[int] = []
+    try:
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cpus.extend(range(int(low), int(high or low) + 1))
+    except ValueError:
+        return None
+    return cpus
 
 
 # --- mounts and the ledger ---------------------------------------------------------------------------
@@ -280,7 +311,8 @@ class _PerfEventAttr(ctypes.Structure):
 class PerfCounters:
     """System-wide counting events, one per CPU (perf_event_open with pid -1), summed when read."""
 
-    def __init__(self, events: dict[str, tuple[int, int]]):
+    def __init__(self, events: dict[str, tuple[int, int]], cpus: list[int] | None = None):
+        cpus = cpus if cpus is not None else list(range(os.cpu_count() or 1))
         self.fds: dict[str, list[int]] = {}
         self.missing: dict[str, str] = {}
         number = _PERF_EVENT_OPEN.get(platform.machine())
@@ -291,7 +323,7 @@ class PerfCounters:
                 continue
             attr = _PerfEventAttr(type=kind, size=ctypes.sizeof(_PerfEventAttr), config=config)
             fds = []
-            for cpu in range(os.cpu_count() or 1):
+            for cpu in cpus:
                 fd = libc.syscall(number, ctypes.byref(attr), -1, cpu, -1, 0)
                 if fd < 0:
                     error = ctypes.get_errno()
@@ -364,10 +396,31 @@ class CounterSession:
             self.missing["cpuidle"] = "no cpuidle states in sysfs (no idle driver: the CPUs halt or poll directly)"
         self.swiotlb = self._swiotlb()
         self._tracepoints()
-        self.perf = PerfCounters(PMU_EVENTS)
+        self.perf = PerfCounters(PMU_EVENTS, online_cpus(self.sys_root))
         for name, reason in self.perf.missing.items():
             self.missing[f"pmu.{name}"] = reason
+        self._name_lockdown()
         return self
+
+    def _name_lockdown(self) -> None:
+        """Under kernel lockdown, say so in the reason of each counter it can refuse: debugfs files with
+        write bits under any lockdown (LOCKDOWN_DEBUGFS), tracefs and perf under confidentiality
+        (LOCKDOWN_TRACEFS, LOCKDOWN_PERF); where the refusal was a permission error or a failed mount."""
+        lockdown = lockdown_mode(self.sys_root)
+        if not lockdown:
+            return
+        refused = ("not permitted", "Permission denied", "could not", "unavailable", "needs root", "not reset")
+        for name, reason in list(self.missing.items()):
+            debugfs = name.startswith(("debugfs", "swiotlb"))
+            tracefs_or_perf = name.startswith(("tracefs", "trace.", "pmu."))
+            applies = debugfs or (tracefs_or_perf and lockdown == "confidentiality")
+            if (
+                applies
+                and "lockdown" not in reason
+                and "locked down" not in reason
+                and any(w in reason for w in refused)
+            ):
+                self.missing[name] = f"{reason} (the kernel is locked down: {lockdown})"
 
     def _filesystem(self, fstype: str, standard: Path) -> Path | None:
         """Where ``fstype`` can be read: its standard place when mounted there, else a private mount of
@@ -414,6 +467,68 @@ class CounterSession:
             self.missing["swiotlb.hiwater"] = "this kernel has no swiotlb/io_tlb_used_hiwater (added in 2023)"
         return directory
 
+    def _pool_slabs(self) -> float | None:
+        """The slabs the values can reach: io_tlb_nslabs plus io_tlb_transient_nslabs where present."""
+        assert self.swiotlb is not None
+        total = None
+        for file in ("io_tlb_nslabs", "io_tlb_transient_nslabs"):
+            text = _read(self.swiotlb / file)
+            if text is not None and text.strip().isdigit():
+                total = (total or 0.0) + float(text)
+        return total
+
+    def _swiotlb_values(self) -> dict[str, float]:
+        """used, hiwater and transient slabs; a value above the pool is rejected with the reason, an
+        unreadable file says why (under lockdown debugfs refuses the 0600 high-water file)."""
+        assert self.swiotlb is not None
+        values: dict[str, float] = {}
+        pool = self._pool_slabs()
+        files = (
+            ("used", "io_tlb_used"),
+            ("hiwater", "io_tlb_used_hiwater"),
+            ("transient_nslabs", "io_tlb_transient_nslabs"),
+        )
+        for name, file in files:
+            path = self.swiotlb / file
+            try:
+                text = path.read_text()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                lockdown = lockdown_mode(self.sys_root)
+                why = f"{file}: {exc.strerror}"
+                if lockdown:
+                    why += f": the kernel is locked down ({lockdown}), and debugfs refuses files with write bits"
+                self.missing[f"swiotlb.{name}"] = why
+                continue
+            if not text.strip().isdigit():
+                continue
+            value = float(text)
+            if name != "transient_nslabs" and pool is not None and value > pool:
+                self.missing[f"swiotlb.{name}"] = (
+                    f"{file} read {text.strip()}, above the pool's {int(pool)} slabs: rejected (a counter that "
+                    "underflowed, as on some 6.5-6.8 kernels)"
+                )
+                continue
+            values[f"swiotlb.{name}"] = value
+        return values
+
+    def begin(self) -> dict[str, float]:
+        """The snapshot at an execution's start, the swiotlb high-water mark first reset to 0 where the
+        file is writable (so its value at the end is this execution's peak)."""
+        if self.swiotlb is not None:
+            hiwater = self.swiotlb / "io_tlb_used_hiwater"
+            if hiwater.exists():
+                try:
+                    hiwater.write_text("0")
+                    self.missing.pop("swiotlb.hiwater.reset", None)
+                except OSError as exc:
+                    self.missing["swiotlb.hiwater.reset"] = (
+                        f"io_tlb_used_hiwater not reset ({exc.strerror}): the mark is since boot or its last reset"
+                    )
+                    self._name_lockdown()
+        return self.snapshot()
+
     def _tracepoints(self) -> None:
         tracefs = self._filesystem("tracefs", self.sys_root / "kernel/tracing")
         if self.ledger is not None:
@@ -424,7 +539,11 @@ class CounterSession:
                 continue
             group, name = event.split(":")
             if not (tracefs / "events" / group / name).is_dir():
-                self.missing[f"trace.{event}"] = f"this kernel has no {event} tracepoint"
+                self.missing[f"trace.{event}"] = f"this kernel has no {event} tracepoint" + (
+                    " (it exists only in Intel's downstream TDX kernels, and counts kernel-mode #VEs only)"
+                    if group == "tdx"
+                    else ""
+                )
                 continue
             if self.ledger is None:
                 self.missing[f"trace.{event}"] = "counting a tracepoint needs root"
@@ -448,10 +567,7 @@ class CounterSession:
     def snapshot(self) -> dict[str, float]:
         values = read_proc(self.proc_root)
         if self.swiotlb is not None:
-            for name, file in (("used", "io_tlb_used"), ("hiwater", "io_tlb_used_hiwater")):
-                text = _read(self.swiotlb / file)
-                if text is not None and text.strip().isdigit():
-                    values[f"swiotlb.{name}"] = float(text)
+            values.update(self._swiotlb_values())
         for event, instance in self.traces.items():
             values[f"trace.{event}"] = float(_events_written(instance))
         for state, name in self.idle_states:

@@ -43,8 +43,8 @@ from ccbench.model import (
     utc_now_iso,
 )
 from ccbench.plan import Plan, WorkloadSpec
-from ccbench.procs import block_stop_signals, catch_stop_signals, restore_signals
 from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
+from ccbench.stopping import block_stop_signals, catch_stop_signals, restore_signals
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
 from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
@@ -76,6 +76,10 @@ class Interrupted(BaseException):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(signum)
 
 
 class Reporter:
@@ -150,21 +154,6 @@ class Runner:
         self._earlier: list[Sample] = []
         #: the last progress position handed out (1-based positions over the whole plan)
         self._position = 0
-
-    # --- signals -------------------------------------------------------------------------------
-    def _install_signals(self):
-        def handler(signum, frame):
-            raise Interrupted(signum)
-
-        return catch_stop_signals(handler)
-
-    @staticmethod
-    def _restore_signals(previous) -> None:
-        restore_signals(previous)
-
-    def _shield(self):
-        """Block the stop signals while cleaning up, so a second Ctrl-C cannot leave a mount behind."""
-        return block_stop_signals()
 
     # --- the run -------------------------------------------------------------------------------
     def check_inputs(self) -> None:
@@ -241,14 +230,16 @@ class Runner:
         """The before-run check, printed and kept in the manifest; nothing is changed. The TLS
         library's AES check (3 s) runs only when a workload of the plan asks for it."""
         from ccbench.probe.syscheck import format_checks, system_check
-        from ccbench.workloads import system_checks
+        from ccbench.workloads import crosses_no_device, system_checks
         from ccbench.workloads.base import DEVICE_IO_CHECK, TLS_AES_CHECK
 
         asked = system_checks((spec.kind, spec.variants) for spec in self.plan.workloads)
+        # the bounce-buffer check only for workloads whose data crosses a device (not emulated hosts)
+        device_io = DEVICE_IO_CHECK in system_checks(
+            (spec.kind, spec.variants) for spec in self.plan.workloads if not crosses_no_device(spec.kind, spec.params)
+        )
         try:
-            checks = system_check(
-                aes=TLS_AES_CHECK in asked, environment=self.environment, device_io=DEVICE_IO_CHECK in asked
-            )
+            checks = system_check(aes=TLS_AES_CHECK in asked, environment=self.environment, device_io=device_io)
         except Exception as exc:  # a check that cannot run must not stop the benchmark
             return [{"name": "system check", "value": f"failed: {type(exc).__name__}: {exc}", "ok": None, "advice": ""}]
         self.reporter.message("system check (nothing is changed; see the advice):\n" + format_checks(checks))
@@ -270,7 +261,7 @@ class Runner:
                 # a failure known to repeat is not tried again by a resumed run
                 outcomes[name].repeating_failures = dict(previous.get("repeating_failures", {}))
         total = sum(len(schedule(spec, self.order.draw)) for spec in self.plan.workloads if not spec.skip_reason)
-        previous_handlers = self._install_signals()
+        previous_handlers = catch_stop_signals(_interrupt)
         interrupted = False
         stopped_by: int | None = None
         self.reporter.start(total)
@@ -294,7 +285,7 @@ class Runner:
         finally:
             getattr(self.executor, "close", lambda: None)()  # the counters' mounts, made for this run
             self._tell(None)
-            self._restore_signals(previous_handlers)
+            restore_signals(previous_handlers)
             writer.manifest["ended_at"] = utc_now_iso()
             if interrupted:
                 writer.manifest["status"] = "interrupted"
@@ -521,7 +512,7 @@ class Runner:
     def _clean_up(self, job: WorkloadRun) -> None:
         """Phase 5: the workload's cleanup per prepared context, then the variants' teardown in
         reverse order, with SIGINT/SIGTERM held back until done."""
-        mask = self._shield()
+        mask = block_stop_signals()  # a second Ctrl-C cannot leave a mount behind
         try:
             for ctx in job.prepared:
                 try:
@@ -596,7 +587,7 @@ class Runner:
             setattr(record, name, value)
         # samples and record go to the bundle together: a signal in between would leave samples that
         # a resume cannot see as done, and would measure again
-        mask = self._shield()
+        mask = block_stop_signals()  # a second Ctrl-C cannot leave a mount behind
         try:
             self._record(job, execution, ctx, record, attempt)
         finally:

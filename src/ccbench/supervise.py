@@ -189,7 +189,7 @@ class WorkerExecutor:
             if self.counters is None:
                 self.counters = CounterSession(self.workdir)  # kept first: close() undoes a half-open one
                 self.counters.open()
-            return self.counters.snapshot()
+            return self.counters.begin()
         except Exception as exc:  # the counters are evidence about the run, never a reason to fail it
             self.message(f"mechanism counters could not be read: {type(exc).__name__}: {exc}")
             return None

@@ -1,7 +1,9 @@
 //! ccmech: the mechanism probes no packaged tool measures (see the modules); each subcommand prints
-//! one JSON document on stdout, read by ccbench's `mechanisms` workload.
+//! JSON on stdout, read by ccbench's `mechanisms` workload: `exits` one line per case as it finishes
+//! (a first line saying how they were measured), the others one document.
 //!
-//! ccmech exits  [--iterations N] [--batches N]
+//! ccmech exits  [--iterations N] [--batches N]   (reads /proc/cpuinfo and the lockdown file under
+//!                                                 $CCMECH_ROOT where set: a fake tree for tests)
 //! ccmech memory --pages 4k|2m [--array-bytes N] [--chase-bytes N] [--passes N]
 //! ccmech touch  --pages 4k|2m [--bytes N]
 
@@ -52,10 +54,11 @@ fn run(args: &[String]) -> Result<serde_json::Value, String> {
         .ok_or("usage: ccmech exits|memory|touch [--option value ...]")?;
     let options = Options::parse(rest)?;
     match command.as_str() {
-        "exits" => Ok(exits::exits(
-            options.number("iterations", 100_000)?,
-            options.number("batches", 5)? as usize,
-        )),
+        "exits" => {
+            let (iterations, count) = (options.number("iterations", 100_000)?, options.number("batches", 5)?);
+            exits::exits(&mut std::io::stdout().lock(), iterations, count as usize)?;
+            Ok(serde_json::Value::Null)
+        }
         "memory" => memory::memory(
             options.pages()?,
             options.number("array-bytes", 256 << 20)? as usize,
@@ -71,7 +74,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
         Ok(document) => {
-            println!("{document}");
+            if !document.is_null() {
+                println!("{document}");
+            }
             ExitCode::SUCCESS
         }
         Err(message) => {

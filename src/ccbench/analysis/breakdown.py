@@ -17,9 +17,9 @@ Two sources attribute parts of the cost:
   taken away (booted with ``idle=poll``: no halt exits), share ``1 - cost(twin) / cost(cvm)``; every
   cost against the same baseline.
 * **counts times unit costs**: a mechanism's count in the CVM's executions (the mechanism counters
-  of each execution record, ``counters``: the pages accepted as ``vmstat.nr_unaccepted`` falls; bytes
-  bounced where a counter records them) times its unit cost measured by the ``mechanisms`` workload
-  on the same machine, less the baseline machine's where it has one. For a row whose metric is an
+  of each execution record, ``counters``: the pages accepted as ``vmstat.nr_unaccepted`` falls) times
+  its unit cost measured by the ``mechanisms`` workload on the same machine (the time per accepted
+  page, from touches that accepted), less the baseline machine's where it has one. For a row whose metric is an
   execution's time: the counted time's part of the time the CVM adds,
   ``count x unit / (T_cvm - T_base)``.
 
@@ -31,7 +31,6 @@ is not significantly worse gets no breakdown: there is no cost to split.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -39,15 +38,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: the mechanisms a twin can isolate, by a kernel command-line parameter: one that forces the
-#: mechanism on a plain VM (a "forced" twin: plain + swiotlb=force bounces like a CVM), or one that
-#: takes it away from a CVM (a "removed" twin: the CVM with idle=poll never halts, so it has no halt
-#: exits; a plain VM with idle=poll would only make the baseline faster)
-TWIN_MARKERS = {
-    "bounce-buffers": (re.compile(r"(?:^|\s)swiotlb=(?:[^\s]*,)?force(?:\s|,|$)"), "forced"),
-    "idle": (re.compile(r"(?:^|\s)idle=poll(?:\s|$)"), "removed"),
-}
-PLAIN_OR_UNKNOWN = ("none", "unknown")
+# the twins (what counts as one, whether it may stand for its mechanism) live in their own module;
+# their names are this module's too, as before
+from ccbench.analysis.twins import (  # noqa: F401
+    PLAIN_OR_UNKNOWN,
+    TWIN_MARKERS,
+    Twin,
+    crosses_no_device,
+    find_twins,
+    twin_findings,
+    twin_mechanisms,
+    vet_bounce_twin,
+)
+
 #: every mechanism a breakdown names (docs/mechanisms.md), and the rest
 MECHANISMS = ("exits", "bounce-buffers", "page-acceptance", "encrypted-memory", "idle")
 UNEXPLAINED = "unexplained"
@@ -73,19 +76,18 @@ class CountRule:
     seconds_per_count: Callable[[float], float]
 
 
-#: a bounced byte costs a copy (private <-> shared memory): the STREAM copy rate counts the bytes read
-#: and written, so one bounced byte takes 2 / the copy rate. A page accepted during the execution
-#: (nr_unaccepted falls) costs the first touch's time per 4K page. Each less the baseline machine's.
+#: A page accepted during the execution (nr_unaccepted falls) costs the mechanisms workload's time per
+#: accepted page (``accept_ns_per_page``: measured only by touches during which nr_unaccepted fell),
+#: less the baseline machine's. Bounce buffers have no count rule: the only bounce counter a guest
+#: has, ``trace.swiotlb:swiotlb_bounced``, counts mappings, not bytes, and no unit cost per mapping
+#: is measured; their share comes from a twin alone.
 COUNT_RULES = {
-    "bounce-buffers": CountRule(
-        ("swiotlb.bounced_bytes", "trace.swiotlb:swiotlb_bounced_bytes"),
-        1.0,
-        "copy_bandwidth",
-        {"pages": "4k"},
-        lambda gb_per_s: 2.0 / (gb_per_s * 1e9),
-    ),
     "page-acceptance": CountRule(
-        ("vmstat.nr_unaccepted",), -1.0, "first_touch_ns", {"pages": "4k"}, lambda ns: ns * 1e-9
+        ("vmstat.nr_unaccepted",),
+        -1.0,
+        "accept_ns_per_page",
+        {"mechanism": "page-acceptance", "pages": "4k"},
+        lambda ns: ns * 1e-9,
     ),
 }
 
@@ -105,98 +107,6 @@ class Part:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Twin:
-    config: str
-    #: "forced" (the baseline with the mechanism on) or "removed" (the CVM without it)
-    kind: str
-
-
-def _technology(probe: Mapping[str, Any] | None) -> str:
-    return str(((probe or {}).get("tee") or {}).get("technology") or "unknown")
-
-
-def twin_mechanisms(probe: Mapping[str, Any] | None) -> set[str]:
-    """The mechanisms a machine's kernel command line makes it a twin for: forced ones on a machine
-    that is plain or whose TEE is unknown (an import stating its command line and nothing else; a
-    CVM's ``swiotlb=force`` is what it does anyway), removed ones on a CVM or an unknown machine."""
-    technology = _technology(probe)
-    cmdline = ((probe or {}).get("provenance") or {}).get("kernel_cmdline") or ""
-    cmdline = cmdline.split(" -- ")[0]  # what follows "--" is init's, not the kernel's
-    found = set()
-    for name, (marker, kind) in TWIN_MARKERS.items():
-        fits = technology in PLAIN_OR_UNKNOWN if kind == "forced" else technology != "none"
-        if fits and marker.search(cmdline):
-            found.add(name)
-    return found
-
-
-def _side_probes(sides: Mapping[str, list], config: str) -> list[Mapping[str, Any]]:
-    return [probe for _label, probe in sides.get(config, [])]
-
-
-def _marked(sides: Mapping[str, list], config: str) -> set[str]:
-    """The mechanisms every machine of a configuration is a twin for (none for no machine)."""
-    probes = _side_probes(sides, config)
-    return set.intersection(*(twin_mechanisms(p) for p in probes)) if probes else set()
-
-
-def find_twins(
-    sides: Mapping[str, list], baseline: str, config: str, named: Mapping[str, str] | None = None
-) -> dict[str, Twin]:
-    """{mechanism: its twin} for the row baseline -> config: a forced twin is a configuration of plain
-    machines forcing a mechanism the baseline's do not; a removed twin is one of machines with the
-    CVM's technology without a mechanism the CVM's have; the user's (a mechanism to a machine label
-    or configuration) win."""
-    base_marks, cvm_marks = _marked(sides, baseline), _marked(sides, config)
-    cvm_techs = {_technology(p) for p in _side_probes(sides, config)}
-    twins: dict[str, Twin] = {}
-    for other in sides:
-        if other in (baseline, config):
-            continue
-        marks = _marked(sides, other)
-        for mechanism in sorted(marks):
-            kind = TWIN_MARKERS[mechanism][1]
-            if kind == "forced" and mechanism not in base_marks:
-                twins.setdefault(mechanism, Twin(other, kind))
-            elif kind == "removed" and mechanism not in cvm_marks:
-                if {_technology(p) for p in _side_probes(sides, other)} == cvm_techs:
-                    twins.setdefault(mechanism, Twin(other, kind))
-    for mechanism, label in (named or {}).items():
-        matches = [c for c, side in sides.items() if c == label or any(m == label for m, _p in side)]
-        if matches and matches[0] not in (baseline, config):
-            kind = TWIN_MARKERS[mechanism][1] if mechanism in TWIN_MARKERS else "forced"
-            twins[mechanism] = Twin(matches[0], kind)
-    return twins
-
-
-def twin_findings(sides: Mapping[str, list], baseline: str, config: str, twins: Mapping[str, Twin]) -> list:
-    """A lint finding for each twin whose machines differ from those it must equal (the baseline's for
-    a forced twin, the CVM's for a removed one) in more than its mechanism (CPU model, vCPUs, memory,
-    SMT, kernel: ccbench.analysis.lint's confounders)."""
-    from ccbench.analysis.lint import HIGH, Finding, confounded_by, differences, machine_facts
-
-    findings = []
-    for mechanism, twin in twins.items():
-        reference = baseline if twin.kind == "forced" else config
-        base, other = sides.get(reference, []), sides.get(twin.config, [])
-        found, _unknown = differences(base, other)
-        if not found:
-            continue
-        findings.append(
-            Finding(
-                "confounded-twin",
-                HIGH,
-                f"the {mechanism} twin {twin.config} differs from {reference} in more than {mechanism}: "
-                f"{confounded_by(found)}; its share of the breakdown is not that mechanism's alone",
-                {label: machine_facts(probe) for label, probe in [*base, *other]},
-                f"boot the twin on {reference}'s machine type and kernel, changing only the kernel command line",
-                "docs/analysis.md (Breakdown)",
-            )
-        )
-    return findings
 
 
 def _cost_sign(better: Any) -> float:
@@ -260,7 +170,7 @@ def row_breakdown(
             # forced: the twin's cost is the mechanism's; removed: what the CVM loses without it
             if twin.kind != "forced":
                 share, log_share = 1.0 - share, 1.0 - log_share
-            parts.append((mechanism, share, log_share, "twin", twin.config))
+            parts.append((mechanism, share, log_share, "twin", twin.basis))
     for mechanism, (seconds, what) in sorted((counted or {}).items()):
         if mechanism in twins or sign < 0:
             continue
@@ -407,8 +317,16 @@ def breakdowns(
             applies = cross_machine(row, sides) and not _forced_twin_row(sides, row, named_twins)
             twins = find_twins(sides, *pair, named_twins) if applies else {}
             findings += twin_findings(sides, *pair, twins)
+            if "bounce-buffers" in twins:
+                twin_config = twins["bounce-buffers"].config
+                twin_records = [r for b in bundles_of.get(twin_config, []) for r in (executions or {}).get(str(b), [])]
+                twins, refused = vet_bounce_twin(sides, row["config"], twins, twin_records)
+                findings += refused
             pairs[pair] = (applies, twins)
         applies, twins = pairs[pair]
+        if "bounce-buffers" in twins and crosses_no_device(row):
+            # emulated hosts move packets in memory: no bounce-buffer share, whatever the twin measured
+            twins = {m: t for m, t in twins.items() if m != "bounce-buffers"}
         group = grouped.get(tuple(str(row[k]) if k in ("params", "case") else row[k] for k in keys))
         # a row that measures one mechanism on its own is a unit cost, not a cost to split
         if not applies or _isolates_a_mechanism(row):
@@ -421,8 +339,35 @@ def breakdowns(
         if key not in counted and row.get("unit") in TIME_UNITS:
             records = [r for b in bundles_of.get(row["config"], []) for r in (executions or {}).get(str(b), [])]
             counted[key] = counted_seconds(units, records, *key)
-        out.append(_row_parts(row, group, counted.get(key, {}), twins, seed))
+        parts = _row_parts(row, group, counted.get(key, {}), twins, seed)
+        if "idle" in twins:
+            _add_ipis(parts, row, twins["idle"], bundles_of, executions or {})
+        out.append(parts)
     return out, findings
+
+
+#: the IPIs a polling idle loop takes away with the halts (set_nr_if_polling skips the reschedule
+#: IPI to a polling CPU): each an exit in a CVM (an x2APIC ICR write: #VE or #VC)
+IPI_KINDS = ("RES", "CAL")
+
+
+def _add_ipis(parts: list[dict], row: Mapping[str, Any], twin: Twin, bundles_of, executions) -> None:
+    """Beside the idle share: the median reschedule (RES) and function-call (CAL) interrupts per
+    execution on the CVM and on its idle=poll twin, where their counters were recorded: the idle
+    share includes those IPIs' exits, not only the halts'."""
+    seen: dict[str, dict[str, float]] = {}
+    for side, config in (("cvm", row["config"]), ("twin", twin.config)):
+        records = [r for b in bundles_of.get(config, []) for r in executions.get(str(b), [])]
+        for kind in IPI_KINDS:
+            rule = CountRule((f"interrupts.{kind}",), 1.0, "", {}, float)
+            counts = execution_counts(records, row["workload"], config, rule)
+            if counts:
+                seen.setdefault(kind, {})[side] = float(np.median(counts))
+    if not seen:
+        return
+    for part in parts:
+        if part["mechanism"] == "idle":
+            part["ipis"] = seen
 
 
 def _values_by_group(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, dict[str, np.ndarray]]:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from ccbench.analysis import engine, replicas
+from ccbench.analysis import engine, plausibility, replicas
 from ccbench.analysis.stats import (
     CONFIDENCE,
     MIN_SAMPLES,
@@ -50,6 +50,7 @@ COMPARE_COLUMNS = [
     "contended",
     "layer",
     "flags",
+    "implausible",
 ]
 
 #: storage and transport values that protect nothing (the unprotected side of a layer)
@@ -547,6 +548,13 @@ def _table(
             "flags": judged["flags"],
         }
     )
+    # numbers that cannot be what they claim (ccbench.analysis.plausibility): the reason on the row, a
+    # flag beside the others; the verdict leaves these rows out of its headline
+    out["implausible"] = plausibility.implausible(out, data)
+    out["flags"] = [
+        [*flags, "implausible"] if reason else flags
+        for flags, reason in zip(out["flags"], out["implausible"], strict=True)
+    ]
     return out[COMPARE_COLUMNS].reset_index(drop=True)
 
 

@@ -48,7 +48,7 @@ class Comparison:
         """The verdict per protection layer (reads the engine's bounded per-sample frame)."""
         from ccbench.analysis.verdict import verdicts
 
-        return verdicts(self.table, self.engine.sample)
+        return verdicts(self.table, self.engine.sample, self.machines)
 
     def findings(self, per_sample: bool = True) -> list:
         """The lint's findings on the compared machines. ``per_sample`` False: read only the rows the
@@ -86,10 +86,15 @@ def comparison(
     frame: bool = True,
     noisy_cv: float = NOISY_CV,
     exclude_contended: bool = False,
+    pairs: Iterable[str] = (),
 ) -> Comparison:
     """The comparison of the bundles (or directories of bundles) at ``paths``: ``baseline`` a
     configuration, a machine label or None (the first bundle's least protected configuration).
-    ``frame`` False: the engine makes no per-sample frame (enough for the rows alone)."""
+    ``frame`` False: the engine makes no per-sample frame (enough for the rows alone). ``pairs``:
+    "CONFIG=BASELINE" (globs on machine labels or configurations): each matching machine compared
+    with its own baseline; without pairs and without ``baseline``, each TEE machine is paired with a
+    machine without a TEE of the same CPU vendor and model (else vendor) where one exists
+    (matched_pairs)."""
     bundles = load_bundles(paths, samples=False)
     engine = sample_set(bundles, labels, helper, frame=frame)
     machines, device_io = bundle_machines(bundles)
@@ -100,14 +105,102 @@ def comparison(
     if facts.empty and exclude_contended:
         facts = _in_order(engine, "first")
     resolved = resolve_baseline(facts, baseline) if not facts.empty else None
-    table = compare(
-        engine,
-        resolved if resolved is not None else baseline,
-        noisy_cv=noisy_cv,
-        exclude_contended=exclude_contended,
-        machines=machines,
-    )
+    given = parse_pairs(pairs, facts) if pairs else []
+    matched = given or (matched_pairs(facts, machines) if baseline is None and not facts.empty else [])
+
+    def against(chosen):
+        return compare(engine, chosen, noisy_cv=noisy_cv, exclude_contended=exclude_contended, machines=machines)
+
+    if not matched:
+        table = against(resolved if resolved is not None else baseline)
+    else:
+        table = _paired(facts, matched, against, None if given else resolved)
+        resolved = resolve_baseline(facts, matched[0][1])
     return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended)
+
+
+def parse_pairs(pairs: Iterable[str], facts: pd.DataFrame) -> list[tuple[list[str], str]]:
+    """``--pair CONFIG=BASELINE`` values as [(the machines CONFIG matches, BASELINE's machine)]: each
+    side a glob on machine labels (or configurations); a pair that matches nothing is an error that
+    lists what there is."""
+    from fnmatch import fnmatchcase
+
+    labels = list(dict.fromkeys(facts["machine"].astype(str)))
+    by_config = dict(zip(facts["config"].astype(str), facts["machine"].astype(str), strict=True))
+    out = []
+    for text in pairs:
+        config, equals, base = (part.strip() for part in text.partition("="))
+        if not equals or not config or not base:
+            raise CCBenchError(f"--pair {text!r}: give CONFIG=BASELINE (globs on machine labels), e.g. 'TDX*=Intel-*'")
+
+        def matching(pattern: str) -> list[str]:
+            found = [m for m in labels if fnmatchcase(m.lower(), pattern.lower())]
+            found += [m for c, m in by_config.items() if fnmatchcase(c.lower(), pattern.lower()) and m not in found]
+            return found
+
+        configs, bases = matching(config), matching(base)
+        for side, found in (("CONFIG", configs), ("BASELINE", bases)):
+            if not found:
+                raise CCBenchError(f"--pair {text!r}: {side} matches no machine; the machines are: {'; '.join(labels)}")
+        if len(bases) > 1:
+            raise CCBenchError(f"--pair {text!r}: BASELINE matches several machines ({'; '.join(bases)}); give one")
+        out.append(([m for m in configs if m != bases[0]], bases[0]))
+    return out
+
+
+def _vendor(model: str | None) -> str | None:
+    if not model:
+        return None
+    lowered = model.lower()
+    for vendor in ("amd", "intel", "arm", "ampere"):
+        if vendor in lowered:
+            return vendor
+    return None
+
+
+def matched_pairs(facts: pd.DataFrame, machines: dict[str, dict[str, Any]]) -> list[tuple[list[str], str]]:
+    """The default matched baselines: each machine with a TEE against a machine without one whose CPU
+    model is the same (else whose CPU vendor is), the first such in load order; [] where no TEE
+    machine has one (then one baseline for all, as before)."""
+    from ccbench.probe.facts import machine_facts
+
+    rows = facts.drop_duplicates("machine")
+    cpu = {
+        str(row.machine): machine_facts(machines.get(str(row.bundle))).get("CPU model")
+        for row in rows.itertuples(index=False)
+    }
+    tee = dict(zip(rows["machine"].astype(str), rows["tee"].astype(object), strict=True))
+    plain = [m for m, t in tee.items() if t in ("none", None)]
+    found: dict[str, list[str]] = {}
+    for machine, technology in tee.items():
+        if technology in ("none", None) or not cpu.get(machine):
+            continue
+        same = [p for p in plain if cpu.get(p) == cpu[machine]]
+        same = same or [p for p in plain if _vendor(cpu.get(p)) and _vendor(cpu.get(p)) == _vendor(cpu[machine])]
+        if same:
+            found.setdefault(same[0], []).append(machine)
+    return [(configs, base) for base, configs in found.items()]
+
+
+def _paired(facts: pd.DataFrame, pairs, against, rest_baseline: str | None) -> pd.DataFrame:
+    """The rows of each pair's machines against its baseline (one comparison per baseline); with
+    ``rest_baseline`` the machines no pair names against that one, as without pairs."""
+    machine_of = dict(zip(facts["config"].astype(str), facts["machine"].astype(str), strict=True))
+    tables, named = [], set()
+    for configs, base in pairs:
+        table = against(resolve_baseline(facts, base))
+        wanted = set(configs)
+        keep = table["config"].map(lambda c, wanted=wanted: machine_of.get(str(c)) in wanted)
+        tables.append(table[keep.to_numpy(dtype=bool)])
+        named |= set(configs)
+    if rest_baseline is not None:
+        table = against(rest_baseline)
+        keep = table["config"].map(lambda c: machine_of.get(str(c)) not in named)
+        tables.append(table[keep.to_numpy(dtype=bool)])
+    tables = [t for t in tables if not t.empty]
+    if not tables:
+        return against(resolve_baseline(facts, pairs[0][1])).iloc[0:0]
+    return pd.concat(tables, ignore_index=True)
 
 
 def _in_order(engine: SampleSet, first: str) -> pd.DataFrame:

@@ -78,7 +78,7 @@ COMPARISON_HEADERS = [
     "baseline median",
     "median",
     "ratio [95% CI]",
-    "overhead",
+    "effect [95% CI]",
     "MDE",
     "verdict",
     "CV % (base/config)",
@@ -108,7 +108,7 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
                 ratio_interval(r, lo, hi)
                 for r, lo, hi in zip(comparison["ratio"], comparison["ci_low"], comparison["ci_high"])
             ],
-            "overhead": [percent(v) for v in comparison["overhead_percent"]],
+            "effect [95% CI]": [row_effect(row) for row in _effect_rows(comparison)],
             "MDE": [mde(v) for v in comparison["mde"]] if "mde" in comparison else ["-"] * len(comparison),
             "verdict": comparison["verdict"].to_numpy(),
             "CV % (base/config)": [cv_pair(a, b) for a, b in zip(comparison["cv_baseline"], comparison["cv"])],
@@ -120,6 +120,15 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
             "flags": [", ".join(f) for f in comparison["flags"]],
         }
     )
+
+
+#: the default table's columns (the rest behind ``compare --details``)
+NARROW_HEADERS = ["workload", "case", "metric", "config", "baseline median", "median", "effect [95% CI]", "verdict"]
+
+
+def _effect_rows(comparison: pd.DataFrame) -> list[dict]:
+    columns = ["ratio", "ci_low", "ci_high", "better"]
+    return comparison[[c for c in columns if c in comparison]].to_dict(orient="records")
 
 
 def machine_counts(comparison: pd.DataFrame) -> list[str]:
@@ -134,3 +143,71 @@ def machine_counts(comparison: pd.DataFrame) -> list[str]:
         f"{b} same" if is_same else f"{a}/{b}"
         for a, b, is_same in zip(comparison["machines_baseline"], comparison["machines"], same)
     ]
+
+
+#: below this factor an effect that costs time is said in percent ("4.2% slower"); from it on as a
+#: factor ("2.9x slower"); an effect that saves time always as a factor ("1.31x faster")
+FACTOR_FROM = 2.0
+
+
+def _factor(value: float) -> str:
+    """A factor of at least 1: "1.31", "2.9", "34", "340"."""
+    if value < 2:
+        return f"{value:.2f}"
+    if value < 10:
+        return f"{value:.1f}"
+    if value < 1000:
+        return f"{value:.0f}"
+    return f"{value:,.0f}"
+
+
+def _bare(te: float) -> str:
+    """One side of an effect without its direction word: "4.2%" / "2.9x" (slower) or "1.31x" (faster)."""
+    if te >= 1:
+        return f"{(te - 1) * 100:.1f}%" if te < FACTOR_FROM else f"{_factor(te)}x"
+    return f"{_factor(1 / te)}x"
+
+
+def _kind(te: float) -> tuple[bool, bool]:
+    """(slower, said as a percentage) of a time-equivalent ratio."""
+    return te >= 1, 1 <= te < FACTOR_FROM
+
+
+def effect(te, low=None, high=None) -> str:
+    """A time-equivalent ratio (> 1: takes more time) in the project's one convention, with its
+    interval where given: "2.9x slower [2.6x, 3.3x]", "1.31x faster [1.27x, 1.35x]", "4.2% slower
+    [2.1%, 6.3%]"; an interval that reaches the other direction names it: "1.0% slower [1.02x faster,
+    3.1% slower]". A throughput's ratio must be inverted first (time_equivalent). "-" when missing."""
+    if missing(te) or not math.isfinite(float(te)) or float(te) <= 0:
+        return "-"
+    te = float(te)
+    text = f"{_bare(te)} {'slower' if te >= 1 else 'faster'}"
+    if missing(low) or missing(high) or not (math.isfinite(float(low)) and math.isfinite(float(high))):
+        return text
+    low, high = float(low), float(high)
+    if low <= 0:
+        return text
+    ends = []
+    for end in (low, high) if te >= 1 else (high, low):  # faster: the smaller factor first
+        ends.append(_bare(end) if _kind(end) == _kind(te) else effect(end))
+    return f"{text} [{ends[0]}, {ends[1]}]"
+
+
+def time_equivalent(ratio, better) -> float:
+    """The ratio as time (> 1: slower): a throughput's (higher is better) inverted."""
+    if missing(ratio):
+        return math.nan
+    ratio = float(ratio)
+    if better == "higher":
+        return 1 / ratio if ratio > 0 else math.inf
+    return ratio
+
+
+def row_effect(row) -> str:
+    """A comparison row's effect in words with its interval (the same words everywhere)."""
+    better = row.get("better")
+    te = time_equivalent(row.get("ratio"), better)
+    low, high = time_equivalent(row.get("ci_low"), better), time_equivalent(row.get("ci_high"), better)
+    if better == "higher":
+        low, high = high, low
+    return effect(te, low, high)

@@ -112,17 +112,18 @@ def judge(rows: pd.DataFrame, threshold: float | None = None) -> list[CaseResult
         significant = bool(row["significant"])
         limit = threshold * 100 if threshold is not None else mde
         worse = significant and change > 0
+        words = fmt.effect(1 + change / 100)
         if math.isnan(low):
             status, why = PASSED, "no interval (too few executions): not judged"
         elif worse and not math.isnan(limit) and change > limit:
             status = REGRESSION
             named = f"the threshold {threshold * 100:g}%" if threshold is not None else f"the MDE {mde:.1f}%"
-            why = f"{fmt.percent(change)} worse, significant, beyond {named}"
+            why = f"{words}, significant, beyond {named}"
         elif worse:
             named = f"the threshold {threshold * 100:g}%" if threshold is not None else f"the MDE {mde:.1f}%"
-            status, why = PASSED, f"{fmt.percent(change)} worse but within {named}"
+            status, why = PASSED, f"{words}, significant but within {named}"
         elif significant:
-            status, why = PASSED, f"{fmt.percent(change)}: better"
+            status, why = PASSED, f"{words}: better"
         else:
             could = "" if math.isnan(mde) else f"; could have detected {mde:.1f}% or more"
             status, why = PASSED, f"no significant change{could}"
@@ -160,23 +161,27 @@ def markdown(results: list[CaseResult], against: str, threshold: float | None) -
         f"**ccbench gate: {len(failing)} regression{'s' if len(failing) != 1 else ''}** of {len(results)} primary "
         f"metric case{'s' if len(results) != 1 else ''} against {against} (a regression: significant at 95%, {rule})"
         if failing
-        else f"**ccbench gate: passed**: no primary metric of {len(results)} got worse against {against} ({rule})"
+        else f"**ccbench gate: passed**: no regression among {len(results)} primary metric case"
+        f"{'s' if len(results) != 1 else ''} against {against} (a regression: significant at 95%, {rule})"
     )
+    slower = [r for r in results if not r.failed and r.significant and r.change_percent > 0]
+    if slower:
+        # a significant slow-down within the rule is no regression, but it is not "no change" either
+        head += f"; {len(slower)} significantly slower within the rule: {', '.join(r.name for r in slower[:5])}"
+        head += f" and {len(slower) - 5} more" if len(slower) > 5 else ""
     lines = [head, ""]
     if failing:
         lines += [f"Rerun only these: `ccbench run PLAN --only {','.join(failing_workloads(results))}`", ""]
     lines += [
-        "| case | baseline | new | change | 95% interval | MDE | result |",
-        "|---|---|---|---|---|---|---|",
+        "| case | baseline | new | change [95% interval] | MDE | result |",
+        "|---|---|---|---|---|---|",
     ]
     for r in sorted(results, key=lambda r: (not r.failed, r.name)):
-        interval = (
-            "-" if math.isnan(r.low_percent) else f"{fmt.percent(r.low_percent)} to {fmt.percent(r.high_percent)}"
-        )
+        change = fmt.effect(1 + r.change_percent / 100, 1 + r.low_percent / 100, 1 + r.high_percent / 100)
         result = r.status if r.confirmation is None else f"{r.status}, {r.confirmation}"
         lines.append(
             f"| {r.name} | {fmt.number(r.baseline_median, r.unit)} | {fmt.number(r.median, r.unit)} | "
-            f"{fmt.percent(r.change_percent)} | {interval} | "
+            f"{change} | "
             f"{'-' if math.isnan(r.mde_percent) else f'{r.mde_percent:.1f}%'} | {result}: {r.why} |"
         )
     return "\n".join(lines) + "\n"
@@ -199,9 +204,8 @@ def junit(results: list[CaseResult], against: str) -> str:
             failure = ElementTree.SubElement(case, "failure", message=r.why, type="regression")
             failure.text = (
                 f"{r.name}: {fmt.number(r.baseline_median, r.unit)} -> {fmt.number(r.median, r.unit)} "
-                f"({fmt.percent(r.change_percent)}; 95% interval {fmt.percent(r.low_percent)} to "
-                f"{fmt.percent(r.high_percent)}; MDE {r.mde_percent:.1f}%)"
-                + (f"; {r.confirmation}" if r.confirmation else "")
+                f"({fmt.effect(1 + r.change_percent / 100, 1 + r.low_percent / 100, 1 + r.high_percent / 100)}, "
+                f"95% interval; MDE {r.mde_percent:.1f}%)" + (f"; {r.confirmation}" if r.confirmation else "")
             )
         else:
             ElementTree.SubElement(case, "system-out").text = r.why

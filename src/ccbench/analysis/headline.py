@@ -1,11 +1,13 @@
-"""The verdict in one glance: one line per protection layer that fits 100 columns.
+"""The verdict in one glance: at most two lines per protection layer, each within 100 columns.
 
-Each layer's line gives the typical cost with its interval, or "no cost above X% (the smallest this
-comparison could see)" where no cost is distinguishable from noise (X: the median minimum detectable
-effect of the comparisons it rests on, ccbench.analysis.stats.minimum_detectable_effect); what it
-rests on; and the worst case. Where the layer's workloads disagree (a workload's significant cost
-whose interval leaves out another workload's typical cost: costs of different sizes or signs), a
-pooled interval would describe none of them, so the line says so and one line per workload follows.
+Each layer's first line gives its judgement (ccbench.analysis.semantics) in the one convention:
+one figure with its interval where its rows agree in direction and are not heterogeneous ("2.9x
+slower [2.6x, 3.3x]"), the range with directions where they do not ("1m randread 340x slower ...
+4k randwrite 2.9x faster"), "faster in 90 of 92 benchmarks, 0.77x [0.75, 0.79] the time" pooled
+across benchmarks of one value each, or "no cost above X% (the smallest it could see)" only where
+nothing in the layer is significant; whether the machines behind it differ in CPU; how many
+comparisons were significant. The second line, where needed, names the rows left out as
+implausible and each workload that shows a difference.
 
 Built from the comparison rows a layer's typical cost is taken from (ccbench.analysis.verdict), so
 the lines never contradict the rows.
@@ -132,7 +134,7 @@ def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, 
     return f"{fmt.percent((typical - 1) * 100)}{interval}"
 
 
-def _fit(text: str, width: int = WIDTH) -> str:
+def fit(text: str, width: int = WIDTH) -> str:
     return text if len(text) <= width else text[: width - 3].rstrip() + "..."
 
 
@@ -141,52 +143,87 @@ def _first_fitting(candidates: list[str]) -> str:
     for text in candidates:
         if len(text) <= WIDTH:
             return text
-    return _fit(candidates[-1])
+    return fit(candidates[-1])
 
 
-def layer_lines(item) -> list[str]:
-    """The headline of one LayerVerdict (ccbench.analysis.verdict): one line of at most 100 columns,
-    and one more per workload where the workloads disagree."""
+def _short(judgement) -> str:
+    """A judgement's words without the rows' names, for a line that must fit."""
+    from ccbench.analysis import semantics
+
+    if judgement.kind == semantics.DISAGREE:
+        return f"{fmt.effect(judgement.most)} ... {fmt.effect(judgement.least)} (both directions)"
+    if judgement.only_in:
+        return judgement.phrase(where=False) + f" in {judgement.only_in}"
+    if judgement.kind == semantics.NONE_SEEN and not math.isnan(judgement.mde):
+        return f"no cost above {judgement.mde * 100:.1f}%"
+    return judgement.phrase()
+
+
+def layer_lines(item, full: bool = False) -> list[str]:
+    """The headline of one LayerVerdict (ccbench.analysis.verdict): one line of at most 100 columns
+    with the layer's judgement (ccbench.analysis.semantics), and at most one more (``full``: one per
+    workload) with its workloads' own words where they differ and the rows left out as implausible."""
     name = "no layer (other machine or run)" if item.layer == "none" else item.layer
-    costs = item.workload_costs
+    if item.cpu_note:
+        name += f" ({item.cpu_note})"
+    elif item.confounded and item.layer != "none":
+        name += " (machines differ: confounded)"
     plural = "s" if item.workloads != 1 else ""
     rests = f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}"
     short = f"{item.significant}/{item.comparisons} significant"
-    if item.confounded and item.layer != "none":
-        return [_fit(f"{name}: confounded ({fmt.percent(item.overhead)} measured, machines differ); {rests}")]
-    if costs and disagree(costs):
-        signs = {c.typical > 1 for c in costs if c.distinguishable}
-        what = "signs" if len(signs) > 1 else "sizes"
-        head = f"{name}: workloads disagree (significant costs of different {what})"
-        lines = [_first_fitting([f"{head}; {rests}:", f"{head}:", f"{name}: workloads disagree ({what}):"])]
-        for cost in costs:
-            counts = f"{cost.significant} of {cost.comparisons} significant"
-            worst = f"; worst {cost.worst}" if cost.distinguishable and cost.comparisons > 1 else ""
-            lines.append(
-                _first_fitting(
-                    [f"  {cost.workload}: {cost.phrase()}; {counts}{worst}", f"  {cost.workload}: {cost.phrase()}"]
-                )
-            )
-        return lines
-    if item._per_message_only():
+    from ccbench.analysis import semantics
+
+    if item._per_message_only() or item.judgement is None:
         return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"])]
-    phrase = cost_phrase(item.typical, item.low, item.high, item.distinguishable, item.mde)
-    worst = ""
-    if item.worst and item.worst_overhead > 0:
-        top = max(costs, key=lambda c: c.typical) if len(costs) > 1 else None
-        worst = f"; worst {fmt.percent(item.worst_overhead)}" + (f" ({top.workload})" if top else "")
-    return [
+    judgement = item.judgement
+    phrase = judgement.phrase()
+    if judgement.kind == semantics.LEFT_OUT:
+        return [
+            fit(f"{name}: {phrase}"),
+            _first_fitting([f"  {item.left_out_text()}", f"  {item.left_out_text(True)}"]),
+        ]
+    lines = [
         _first_fitting(
             [
-                f"{name}: {phrase}; {rests}{worst}",
-                f"{name}: {phrase}; {short}{worst}",
+                f"{name}: {phrase}; {rests}",
                 f"{name}: {phrase}; {short}",
-                f"{name}: {phrase}",
+                *(
+                    [f"{name}: {judgement.named_range()}; {short}", f"{name}: {judgement.named_range()}"]
+                    if judgement.kind == semantics.DISAGREE
+                    else []
+                ),
+                f"{name}: {_short(judgement)}; {short}",
+                f"{name}: {judgement.phrase(where=False)}; {short}",
+                f"{name}: {judgement.phrase(where=False)}",
+                f"{name}: {_short(judgement)}; {short}",
+                f"{name}: {_short(judgement)}",
             ]
         )
     ]
+    parts = item.workload_judgements if len(item.workload_judgements) > 1 else []
+    shows = [(w, j) for w, j in parts if j.holds_significant]
+    left = item.left_out_text()
+    if left and len(left) + 2 > WIDTH:
+        left = item.left_out_text(short=True)
+    if full:
+        for workload, part in parts:
+            counts = f"{part.significant} of {part.comparisons} significant"
+            lines.append(
+                _first_fitting([f"  {workload}: {part.phrase()}; {counts}", f"  {workload}: {_short(part)}; {counts}"])
+            )
+        if left:
+            lines.append(fit(f"  {left}"))
+        return lines
+    second = []
+    if left:
+        second.append(left)
+    if len(shows) > 1:
+        second.append("; ".join(f"{w} {_short(j)}" for w, j in shows))
+    if second:
+        lines.append(fit("  " + "; ".join(second)))
+    return lines
 
 
-def headline(items) -> list[str]:
-    """Every layer's lines, in the verdict's order."""
-    return [line for item in items for line in layer_lines(item)]
+def headline(items, full: bool = False) -> list[str]:
+    """Every layer's lines, in the verdict's order (``full``: one line per workload)."""
+    return [line for item in items for line in layer_lines(item, full)]

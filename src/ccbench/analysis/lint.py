@@ -1,6 +1,7 @@
 """The known traps of a comparison (docs/trust.md, "Lint"): machines that differ in more than the
 layer, 4K vs 2M pages, encryption far below its cipher's speed measured in the same run, and each
-bundle's own machine findings (ccbench.probe.lint). Pure functions over probe documents (read
+bundle's own machine findings (ccbench.probe.lint), and rows whose numbers cannot be what they claim
+(ccbench.analysis.plausibility). Pure functions over probe documents (read
 through ccbench.probe.facts), a plan's needs and the comparison's rows; each returns Findings, never
 raises on odd input and never changes anything. Shown by ``compare`` (a flag on the rows, a findings
 list in --json and --summary) and the report (a block after the verdict).
@@ -12,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ccbench.analysis import plausibility
 from ccbench.analysis.engine import first_rows
 from ccbench.probe.facts import machine_facts, microarchitecture, page_sizes
 from ccbench.probe.lint import HIGH, INFO, MEDIUM, Finding, gib, lint_machine, make_finding
@@ -352,7 +354,7 @@ def lint_comparison(
     for bundle, probe in machines.items():
         name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
         findings += lint_machine(probe, device_io.get(bundle), name)
-    findings += lint_pairs(frame, table, machines) + slow_cipher(frame)
+    findings += lint_pairs(frame, table, machines) + slow_cipher(frame) + plausibility.findings(table)
     unique = {}
     for finding in findings:
         unique.setdefault((finding.code, finding.what), finding)

@@ -24,10 +24,14 @@ import pandas as pd
 from scipy import special
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis import headline, impact
+from ccbench.analysis import headline, impact, semantics
 from ccbench.analysis.causes import causes_of
 from ccbench.analysis.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
 from ccbench.analysis.stats import CONFIDENCE
+
+# the verdict's text cells (the report's table, compare --details) and its count of contended
+# executions live in their own module; their names are this one's too, as before
+from ccbench.analysis.verdict_table import VERDICT_HEADERS, contended_executions, verdict_table  # noqa: F401
 
 #: order of the layers in the verdict (by the start of the layer label)
 LAYER_ORDER = [
@@ -86,6 +90,14 @@ class LayerVerdict:
     mde: float = math.nan
     #: per workload of those comparisons, its own cost (ccbench.analysis.headline.WorkloadCost)
     workload_costs: list = field(default_factory=list)
+    #: what may be said of the layer (ccbench.analysis.semantics), and of each of its workloads
+    judgement: semantics.Judgement | None = None
+    workload_judgements: list[tuple[str, semantics.Judgement]] = field(default_factory=list)
+    #: the machines behind its two sides differ in CPU ("machines differ in CPU") or a side's CPU is
+    #: not recorded ("CPU unknown"): said in the headline line
+    cpu_note: str = ""
+    #: the rows left out as implausible: (names, reason, configuration)
+    left_out_parts: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def overhead(self) -> float:
@@ -93,10 +105,34 @@ class LayerVerdict:
 
     @property
     def distinguishable(self) -> bool:
-        """Some comparison is significant and the typical cost's interval, where there is one, excludes no cost."""
+        """Whether the layer shows a difference: a significant comparison, or a difference pooled
+        across benchmarks of one value each (ccbench.analysis.semantics)."""
+        if self.judgement is not None:
+            return self.judgement.holds_significant
         if not self.significant:
             return False
         return math.isnan(self.low) or not (self.low <= 1.0 <= self.high)
+
+    def words(self) -> str:
+        """What the layer costs in the one convention ("2.9x slower [2.6x, 3.3x]", "1m randread 340x
+        slower ... 4k randwrite 2.9x faster", "no cost above 4.1% ..."), the same in every output."""
+        if self.judgement is None or self._per_message_only():
+            return self.typical_text()
+        return self.judgement.phrase()
+
+    def left_out_text(self, short: bool = False) -> str:
+        """ "left out: fio 4k randwrite on x (faster than tmpfs)" for the implausible rows, or "";
+        ``short``: the reasons first, "left out (faster than tmpfs): fio 4k randwrite", for a line
+        that may be cut to fit."""
+        if self.judgement is None or not self.judgement.left_out:
+            return ""
+        if short and self.left_out_parts:
+            reasons = list(dict.fromkeys(reason for _, reason, _ in self.left_out_parts))
+            names = list(dict.fromkeys(names for names, _, _ in self.left_out_parts))
+            return f"left out ({'; '.join(reasons)}): {'; '.join(names)}"
+        shown = self.judgement.left_out
+        more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+        return f"left out: {'; '.join(shown[:3])}{more}"
 
     def sentence(self) -> str:
         """What to take from this layer, in one sentence."""
@@ -124,40 +160,51 @@ class LayerVerdict:
         """The sentence's head: the typical cost, or that it is not distinguishable from noise."""
         if self.layer == "none":
             # an A/A comparison: any difference is the machines' or the runs', not a protection's
-            word = "differ by" if self.distinguishable else "do not differ beyond the noise:"
-            head = (
-                f"Configurations with the same protections (another machine or run) {word} "
-                f"{fmt.percent(self.overhead)} typically across {where} ({self.significant} of {self.comparisons} "
-                f"comparisons significant{'; ' + detail if detail else ''})"
+            head = f"Configurations with the same protections (another machine or run){self._cpu_text()}: " + (
+                self.judgement_sentence(where) if self.judgement is not None else "-"
             )
             if self.distinguishable:
-                head += ": that much difference is not caused by any protection layer"
-        elif headline.disagree(self.workload_costs):
-            parts = [f"{c.workload} {c.phrase()}" for c in self.workload_costs]
-            head = (
-                f"{name}: the workloads disagree, so no pooled cost is given: {'; '.join(parts)} "
-                f"({self.significant} of {self.comparisons} comparisons significant)"
-            )
-        elif not self.distinguishable:
-            could = "" if math.isnan(self.mde) else f"; it could have detected {self.mde * 100:.1f}% or more"
-            head = (
-                f"{name}: no cost distinguishable from noise across {where} "
-                f"(typical {fmt.percent(self.overhead)}; {self.significant} of {self.comparisons} comparisons "
-                f"significant{'; ' + detail if detail else ''}{could})"
-            )
+                head += ": that difference is not caused by any protection layer"
         else:
-            word = "costs" if self.typical > 1 else "saves"
-            head = (
-                f"{name} {word} about {fmt.percent(abs(self.overhead), signed=False)} of time typically across "
-                f"{where} ({self.significant} of {self.comparisons} comparisons significant"
-                f"{'; ' + detail if detail else ''})"
-            )
+            head = f"{name}{self._cpu_text()}: {self.judgement_sentence(where)}"
         return head
+
+    def _cpu_text(self) -> str:
+        return f" ({self.cpu_note})" if self.cpu_note else ""
+
+    def judgement_sentence(self, where: str) -> str:
+        """The layer's judgement with its counts, the test behind it and, where the workloads differ,
+        each workload's own words; then the rows left out as implausible."""
+        j = self.judgement
+        if j.kind == semantics.LEFT_OUT:
+            return f"{j.phrase()}; {self.left_out_text()}"
+        counts = f"{self.significant} of {self.comparisons} comparisons significant across {where}"
+        test = j.test_named()
+        text = f"{j.phrase()} ({counts})"
+        if j.kind == semantics.POOLED and not j.only_in:
+            text += f"; one figure: the rows agree in direction and are not heterogeneous ({test or 'one row'})"
+        elif j.kind in (semantics.SIZES, semantics.DISAGREE):
+            why = "of both directions" if j.kind == semantics.DISAGREE else "of one direction but different sizes"
+            text += f"; no pooled figure: the differences are {why}{' (' + test + ')' if test else ''}"
+        elif j.kind in (semantics.ACROSS, semantics.UNCLEAR):
+            text += f"; pooled across benchmarks of one value each ({test}; interval from their spread)"
+        if len(self.workload_judgements) > 1:
+            shows = [(w, wj) for w, wj in self.workload_judgements if wj.holds_significant]
+            rest = len(self.workload_judgements) - len(shows)
+            parts = [f"{w} {wj.phrase()}" for w, wj in shows]
+            if rest and shows:
+                parts.append(f"none significant in the other {rest}")
+            if len(shows) > 1:
+                text += "; per workload: " + "; ".join(parts)
+        left = self.left_out_text()
+        if left:
+            text += f"; {left}"
+        return text
 
     def _tail(self) -> str:
         """Where it hurts most, what served the layer, contention and the machines behind each side."""
         tail = (
-            f"; it hurts most on {self.worst}"
+            f"; it costs most on {self.worst}"
             if self.worst and self.worst_overhead > 0 and self.layer != "none"
             else ""
         )
@@ -224,12 +271,12 @@ class LayerVerdict:
         a percent) with two significant digits."""
         if self._per_message_only() and not math.isnan(self.typical):
             return f"+{impact.share_text(self.typical - 1)}"
-        return fmt.percent(self.overhead)
+        return fmt.effect(self.typical)
 
     def interval_text(self) -> str:
         if math.isnan(self.low):
             return "-"
-        return f"{fmt.percent((self.low - 1) * 100)} to {fmt.percent((self.high - 1) * 100)}"
+        return f"{fmt.effect(self.low)} to {fmt.effect(self.high)}"
 
 
 def _time_equivalent(comparison: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -256,8 +303,11 @@ def _order(layer: str) -> tuple[int, str]:
     return len(LAYER_ORDER), layer
 
 
-def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = None) -> list[LayerVerdict]:
-    """One LayerVerdict per layer found in the comparison, in LAYER_ORDER."""
+def verdicts(
+    comparison: pd.DataFrame | None, samples: pd.DataFrame | None = None, machines: dict | None = None
+) -> list[LayerVerdict]:
+    """One LayerVerdict per layer found in the comparison, in LAYER_ORDER. ``machines`` ({bundle:
+    probe}) lets a layer measured across machines of different or unknown CPUs say so."""
     if comparison is None or comparison.empty or "layer" not in comparison:
         return []
     data = comparison.copy()
@@ -276,8 +326,11 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
     out = []
     for layer in sorted(set(data["layer"]), key=_order):
         rows = data[data["layer"] == layer]
-        usable = rows[np.isfinite(rows["te"]) & (rows["te"] > 0)]
+        # rows the plausibility lint marked are named, never counted (ccbench.analysis.semantics)
+        usable = rows[np.isfinite(rows["te"]) & (rows["te"] > 0) & ~semantics.implausible_mask(rows)]
         if usable.empty:
+            if semantics.implausible_mask(rows).any():
+                out.append(_all_left_out(layer, rows))
             continue
         costs = impact.message_costs(rows, samples, declared)
         counted, basis = _counted_rows(usable)
@@ -287,6 +340,19 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
         else:
             per_workload, typical, low, high, over = _typical(counted)
             worst, worst_overhead = _worst(counted)
+        # judged on the few columns it reads (a fleet's thousands of rows, hundreds of workloads)
+        narrow = counted[[c for c in semantics.COLUMNS if c in counted]]
+        parts = [(str(w), semantics.judge(r)) for w, r in narrow.groupby("workload", sort=False)]
+        judgement = semantics.combine(parts) if parts else None
+        if judgement is not None:
+            judgement.left_out = semantics.left_out(rows)
+            left_parts = semantics.left_out_parts(rows)
+            if not counted.empty:
+                # a figure only where one may be given (ccbench.analysis.semantics)
+                given = judgement.kind in (semantics.POOLED, semantics.ACROSS)
+                typical = judgement.typical if given else math.nan
+                low, high = (judgement.low, judgement.high) if given else (math.nan, math.nan)
+                over = judgement.test_named() or over if given else "-"
         flags = rows["flags"]
         confounded, confounded_rows = confounding(flags)
         causes, contended = _causes(layer, rows, facts)
@@ -316,9 +382,60 @@ def verdicts(comparison: pd.DataFrame | None, samples: pd.DataFrame | None = Non
                 message_costs=costs,
                 mde=headline.median_mde(counted),
                 workload_costs=headline.workload_costs(counted) if not counted.empty else [],
+                judgement=judgement if not counted.empty else None,
+                workload_judgements=parts,
+                cpu_note=cpu_note(rows, samples, machines) if layer != "none" or machines else "",
+                left_out_parts=left_parts if judgement is not None else [],
             )
         )
     return out
+
+
+def cpu_note(rows: pd.DataFrame, samples: pd.DataFrame | None, machines: dict | None) -> str:
+    """ "machines differ in CPU" where a row's sides ran on different CPU models (its "confounded by
+    CPU model" flag, or the probes), "CPU unknown" where a side's machine records none; "" else."""
+    if rows["flags"].map(lambda flags: any(f.startswith(CONFOUNDED + "CPU model") for f in flags)).any():
+        return "machines differ in CPU"
+    if not machines or samples is None or samples.empty or "bundle" not in samples:
+        return ""
+    from ccbench.analysis.lint import config_sides, differences
+
+    sides = config_sides(samples, machines)
+    for base, config in rows[["baseline", "config"]].drop_duplicates().itertuples(index=False):
+        a, b = sides.get(base, []), sides.get(config, [])
+        if {label for label, _ in a} == {label for label, _ in b}:
+            continue  # the same machines on both sides
+        found, unknown = differences(a, b)
+        if any(d.fact == "CPU model" for d in found):
+            return "machines differ in CPU"
+        if "CPU model" in unknown:
+            return "CPU unknown"
+    return ""
+
+
+def _all_left_out(layer: str, rows: pd.DataFrame) -> LayerVerdict:
+    """A layer whose every comparison the plausibility lint marked: no figure, the rows named."""
+    judgement = semantics.Judgement(kind=semantics.LEFT_OUT, left_out=semantics.left_out(rows))
+    judgement.left_count = len(rows)
+    return LayerVerdict(
+        layer=layer,
+        typical=math.nan,
+        low=math.nan,
+        high=math.nan,
+        interval_over="-",
+        range_low=math.nan,
+        range_high=math.nan,
+        workloads=rows["workload"].nunique(),
+        comparisons=len(rows),
+        significant=int(rows["significant"].astype(bool).sum()),
+        contended=int(rows["flags"].map(lambda f: "contended" in f).sum()),
+        noisy=int(rows["flags"].map(lambda f: "noisy" in f).sum()),
+        not_significant=int((~rows["significant"].astype(bool)).sum()),
+        worst="",
+        worst_overhead=0.0,
+        judgement=judgement,
+        left_out_parts=semantics.left_out_parts(rows),
+    )
 
 
 def _count_range(values: pd.Series) -> str:
@@ -378,25 +495,12 @@ def confounded_sentence(item: LayerVerdict) -> str:
     rows = f"{item.comparisons} comparison{'s' if item.comparisons != 1 else ''}"
     share = "all confounded" if item.confounded_rows == item.comparisons else f"{item.confounded_rows} confounded"
     where = f"{item.workloads} workload{'s' if item.workloads != 1 else ''}"
+    measured = item.judgement.phrase() if item.judgement is not None else fmt.effect(item.typical)
     return (
-        f"{item.layer}: cost confounded by {what}: the {fmt.percent(item.overhead)} measured typically across "
-        f"{where} ({rows}, {share}) is the difference between the machines as a whole, not the layer's own; "
+        f"{item.layer}: cost confounded by {what}: what was measured across {where} ({rows}, {share}: "
+        f"{measured}) is the difference between the machines as a whole, not the layer's own; "
         "compare machines that differ only in the layer to measure it."
     )
-
-
-def _typical_cell(item: LayerVerdict) -> str:
-    if item.confounded and item.layer != "none":
-        return f"confounded ({fmt.percent(item.overhead)} measured)"
-    return item.typical_text()
-
-
-def _interval_cell(item: LayerVerdict) -> str:
-    return "-" if item.confounded and item.layer != "none" else item.interval_text()
-
-
-def _interval_over_cell(item: LayerVerdict) -> str:
-    return "-" if item.confounded and item.layer != "none" else item.interval_over
 
 
 def _counted_rows(usable: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -474,7 +578,7 @@ def _worst(usable: pd.DataFrame) -> tuple[str, float]:
     top = (significant if not significant.empty else ranked).iloc[0]
     worst = (
         f"{' '.join(p for p in (top['workload'], top['case'] if isinstance(top['case'], str) else '', top['metric']) if p)} on {top['config']}: "
-        f"{fmt.percent(top['overhead_percent'])}, ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}"
+        f"{fmt.row_effect(top)}, ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}"
         f"{'' if top['significant'] else ' (not significant)'}"
     )
     return worst, float(top["overhead_percent"])
@@ -497,70 +601,3 @@ def _causes(layer: str, rows: pd.DataFrame, facts: pd.DataFrame | None) -> tuple
             "time): compare again with --exclude-contended"
         )
     return causes, contended
-
-
-VERDICT_HEADERS = [
-    "layer",
-    "typical cost",
-    "95% interval",
-    "interval from",
-    "smallest detectable",
-    "rests on",
-    "range between workloads",
-    "hurts most",
-    "causes recorded",
-    "machines",
-    "comparisons",
-    "significant",
-    "contended",
-    "noisy",
-    "not significant",
-]
-
-
-def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
-    """The verdict as text cells (the report's table and ``compare --summary``)."""
-    return pd.DataFrame(
-        [
-            {
-                "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
-                "typical cost": _typical_cell(v),
-                "95% interval": _interval_cell(v),
-                "interval from": _interval_over_cell(v),
-                "smallest detectable": "-" if math.isnan(v.mde) else f"{v.mde * 100:.1f}% (median MDE)",
-                "rests on": v.rests_on or "-",
-                "range between workloads": (
-                    f"{fmt.percent((v.range_low - 1) * 100)} to {fmt.percent((v.range_high - 1) * 100)}"
-                    if v.workloads > 1
-                    else "-"
-                ),
-                "hurts most": v.worst,
-                "causes recorded": "; ".join(v.causes) or "-",
-                "machines": v.machines,
-                "comparisons": str(v.comparisons),
-                "significant": str(v.significant),
-                "contended": str(v.contended),
-                "noisy": str(v.noisy),
-                "not significant": str(v.not_significant),
-            }
-            for v in items
-        ],
-        columns=VERDICT_HEADERS,
-    )
-
-
-def contended_executions(samples: pd.DataFrame | None) -> tuple[int, int]:
-    """(contended, all) measured executions in the samples: by execution key where the bundle has one
-    (format 2), else by bundle, workload, variant and repetition."""
-    if samples is None or samples.empty:
-        return 0, 0
-    data = samples[~samples["warmup"]]
-    if "contended" not in data:
-        return 0, 0
-    keys = (
-        ["bundle", "execution"]
-        if "execution" in data and (data["execution"] != "").all()
-        else ["bundle", "workload", "config", "repetition"]
-    )
-    executions = data.drop_duplicates(keys)
-    return int(executions["contended"].sum()), len(executions)

@@ -59,7 +59,7 @@ def finish_bundle(
     }
     reason = None
     if provider == "auto":
-        provider, reason = detect_provider()
+        provider, reason = detect_provider(_probed_tee(bundle))
     elif provider is None:
         reason = "attestation was not requested"
     evidence = None
@@ -95,3 +95,15 @@ def finish_bundle(
             document["warning"] = "MOCK evidence, for tests only: it proves nothing about the machine"
     write_json_atomic(bundle / ATTESTATION_FILE, document)
     return document
+
+
+def _probed_tee(bundle: Path) -> dict[str, Any] | None:
+    """The TEE section of the probe in the bundle's manifest, or None."""
+    import json
+
+    try:
+        manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    tee = (manifest.get("environment") or {}).get("tee") if isinstance(manifest, dict) else None
+    return tee if isinstance(tee, dict) else None

@@ -20,6 +20,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ccbench.errors import CCBenchError
 
@@ -53,12 +54,11 @@ class TsmProvider:
         self.root = Path(root)
         self.attempts = attempts
 
-    def available(self) -> str | None:
+    def available(self, tee: dict[str, Any] | None = None) -> str | None:
+        """None where evidence can be had, else why not; ``tee``: the probe's TEE section, which tells a
+        paravisor CVM (whose evidence is not where configfs-tsm looks) from a machine with no TEE."""
         if not self.root.is_dir():
-            return (
-                f"no configfs-tsm report interface at {self.root}: not a confidential VM (SEV-SNP or TDX guest "
-                "with Linux 6.7+ and configfs mounted)"
-            )
+            return no_tsm_reason(self.root, tee)
         if not os.access(self.root, os.W_OK):
             return f"{self.root} is not writable (configfs-tsm needs root)"
         return None
@@ -149,10 +149,34 @@ def parse_mock(raw: bytes) -> tuple[bytes, bytes]:
     return raw[start : start + 48], raw[start + 48 :]
 
 
-def detect_provider() -> tuple[TsmProvider | MockProvider | None, str | None]:
-    """(provider, None) where evidence can be had, else (None, why not)."""
+def no_tsm_reason(root: Path, tee: dict[str, Any] | None) -> str:
+    """Why there is no configfs-tsm report interface, by what the probe found: a paravisor CVM (Azure:
+    the hardware report sits in the vTPM), a CVM of another kind, or no TEE (or an unknown one)."""
+    tee = tee or {}
+    technology = tee.get("technology") or "unknown"
+    if (tee.get("hyperv_isolation") or {}).get("paravisor_present") and technology in ("sev-snp", "tdx"):
+        return (
+            f"no configfs-tsm report interface at {root}: this {technology} CVM runs under a paravisor (Hyper-V "
+            "isolation, Azure), which keeps the hardware report in the vTPM (the HCL report in a TPM NV index), "
+            "not in a guest driver; ccbench does not read the vTPM path"
+        )
+    if technology in ("sev-snp", "tdx"):
+        return (
+            f"no configfs-tsm report interface at {root}: this {technology} guest needs Linux 6.7+ with its "
+            "guest driver (sev-guest, tdx-guest) loaded and configfs mounted"
+        )
+    if technology in ("sev", "sev-es"):
+        return f"no configfs-tsm report interface at {root}: {technology} guests have no attestation report"
+    return (
+        f"no configfs-tsm report interface at {root}: not a confidential VM as far as the probe can tell "
+        f"(TEE {technology}; an SEV-SNP or TDX guest needs Linux 6.7+ and configfs mounted)"
+    )
+
+
+def detect_provider(tee: dict[str, Any] | None = None) -> tuple[TsmProvider | MockProvider | None, str | None]:
+    """(provider, None) where evidence can be had, else (None, why not); ``tee``: the probe's TEE section."""
     if os.environ.get(TEST_PROVIDER_ENV) == "mock":
         return MockProvider(), None
     tsm = TsmProvider()
-    reason = tsm.available()
+    reason = tsm.available(tee)
     return (None, reason) if reason else (tsm, None)

@@ -32,12 +32,25 @@ from ccbench.commands.options import (
 @click.option(
     "--summary",
     is_flag=True,
-    help="Print only the verdict per protection layer: one line per layer, then its sentence.",
+    help="Print only the verdict per protection layer (at most two lines each) and the lint's findings, "
+    "one line per kind of finding.",
 )
 @click.option(
-    "--details", is_flag=True, help="With the verdict, its wide table (typical cost, interval, causes, counts)."
+    "--details",
+    is_flag=True,
+    help="Also the verdict's wide table, every metric (supporting ones too) and the table's wide columns "
+    "(layer, MDE, CV, n, machines, contended, flags).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
+@click.option(
+    "--pair",
+    "pairs",
+    multiple=True,
+    metavar="CONFIG=BASELINE",
+    help="Compare the machines CONFIG matches against BASELINE (globs on machine labels, e.g. 'TDX*=Intel-Non-TDX'; "
+    "repeatable). Without --pair or --baseline each TEE machine is compared with a machine without a TEE of the "
+    "same CPU model (else vendor) where one exists.",
+)
 @click.option(
     "--twin",
     "twins",
@@ -49,22 +62,46 @@ from ccbench.commands.options import (
 @jobs_option("reading bundles")
 @allow_unverified_option
 def command(
-    bundles, baseline, labels, noisy_cv, exclude_contended, summary, details, as_json, twins, jobs, allow_unverified
+    bundles,
+    baseline,
+    labels,
+    noisy_cv,
+    exclude_contended,
+    summary,
+    details,
+    as_json,
+    pairs,
+    twins,
+    jobs,
+    allow_unverified,
 ) -> None:
     """Compare configurations in BUNDLE... (bundles or directories of bundles).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
-    (geometric means) with its 95% interval (Welch on log values), the overhead in percent,
-    whether it is significant, the protection layer that differs, the CV of each side, the sample
-    counts and how many of them came from contended executions. Warmups are excluded. Flags: "not
-    enough samples" (n < 3), "noisy" (CV above --noisy-cv), "not significant", "contended",
-    "confounded by <what>" (the machines of the two sides differ in CPU model, vCPUs, memory, SMT or
-    kernel). Each row carries the smallest cost it could detect (MDE: 80% power at the 5% level). The
-    table opens with the verdict per protection layer, one line each (--summary prints only that;
-    --details adds the verdict's wide table) and
-    the lint's findings (docs/trust.md, Lint); with --json each finding is one more object
-    ({"finding": code, ...}) after the rows or layers. Each row that compares two machines carries its
-    breakdown by mechanism (from mechanism twins and counts times unit costs; docs/analysis.md).
+    (geometric means) with its 95% interval (Welch on log values), the effect in words ("2.9x
+    slower [2.6x, 3.3x]", "1.31x faster", "4.2% slower"), whether it is significant, the protection
+    layer that differs, the CV of each side, the sample counts and how many came from contended
+    executions. Warmups are excluded. Flags: "not enough samples" (n < 3), "noisy" (CV above
+    --noisy-cv), "not significant", "contended", "confounded by <what>" (the machines of the two
+    sides differ in CPU model, vCPUs, memory, SMT or kernel), "implausible" (numbers that cannot be
+    what they claim: throughput and latency against Little's law, direct I/O the kernel served
+    buffered, faster than tmpfs; the reason is the row's ``implausible`` field, docs/analysis.md
+    "Implausible rows"; such rows are left out of the verdict and named). Each row carries the
+    smallest cost it could detect (MDE: 80% power at the 5% level).
+
+    The output opens with the verdict per protection layer (docs/analysis.md, Verdict semantics):
+    one figure only where a layer's rows agree in direction and are not heterogeneous, else the
+    range with directions; "no cost above X%" only where nothing is significant; then one line
+    per workload, each layer's sentence, the lint's findings (docs/trust.md, Lint), a breakdown
+    by mechanism for the rows where a mechanism was measured or a twin given, and the table: one
+    row per case and primary metric, grouped by workload (--details: every metric and column, and
+    the verdict's wide table). --summary prints only the verdict's lines (at most two a layer) and
+    one line per kind of finding. With --json each row is one object ({"finding": code, ...}
+    after the rows); with --summary --json one object per layer, with its words.
+
+    Without --baseline or --pair, each machine with a TEE is compared with a machine without one of
+    the same CPU model (else vendor) where one exists, the rest with the first bundle's least
+    protected configuration.
     """
     from ccbench.analysis.breakdown import for_comparison, parse_twins
     from ccbench.console import skip_teardown
@@ -74,8 +111,12 @@ def command(
     # application shares need a per-message workload's samples (every sample up to the engine's
     # budget, a systematic sample beyond); --json alone needs none
     with_verdict = summary or not as_json
+    if pairs and baseline:
+        from ccbench.errors import CCBenchError
+
+        raise CCBenchError("--pair and --baseline: give one (--pair names a baseline per machine)")
     result = _compare(
-        bundles, labels, jobs, baseline, with_verdict, noisy_cv / 100, exclude_contended, allow_unverified
+        bundles, labels, jobs, baseline, with_verdict, noisy_cv / 100, exclude_contended, allow_unverified, pairs
     )
     result.require_rows()
     skip_teardown()  # nothing left to clean up: output only
@@ -90,11 +131,12 @@ def command(
         _print_rows_json(table, result.engine, parts)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
-        _print_verdict(table, result.engine.executions, layers, excluded, details)
-        _print_breakdowns(table, parts)
-        _print_findings(findings)
+        _print_verdict(table, result.engine.executions, layers, excluded, details, summary)
         if not summary:
-            _print_comparison(table, excluded)
+            _print_breakdowns(table, parts)
+        _print_findings(findings, summary)
+        if not summary:
+            _print_comparison(table, excluded, details, result.engine.sample)
     if as_json:
         for finding in findings:
             record = finding.to_dict()
@@ -102,7 +144,15 @@ def command(
 
 
 def _compare(
-    bundles, labels, jobs, baseline, frame: bool, noisy_cv: float, exclude_contended: bool, allow_unverified: bool
+    bundles,
+    labels,
+    jobs,
+    baseline,
+    frame: bool,
+    noisy_cv: float,
+    exclude_contended: bool,
+    allow_unverified: bool,
+    pairs=(),
 ):
     """The comparison of the bundles (ccbench.analysis.comparison), only of bundles that verify (or
     with --allow-unverified, said); their warnings printed, no samples an error."""
@@ -126,6 +176,7 @@ def _compare(
             frame=frame,
             noisy_cv=noisy_cv,
             exclude_contended=exclude_contended,
+            pairs=pairs,
         )
     for warning in caught:
         console.print(f"warning: {warning.message}")
@@ -144,14 +195,34 @@ def _is_nan(value) -> bool:
 
 def _print_verdict_json(layers) -> None:
     """--summary --json: one object per protection layer."""
+    for item in layers:
+        click.echo(_json_line(verdict_record(item)))
+
+
+def verdict_record(item) -> dict:
+    """One layer of ``--summary --json``: its fields, its headline lines, and the judgement's words
+    beside its numbers (ccbench.analysis.semantics)."""
     from ccbench.analysis.headline import layer_lines
 
-    for item in layers:
-        record = {k: v for k, v in item.__dict__.items()}
-        record["overhead_percent"] = item.overhead
-        record["workload_costs"] = [cost.as_dict() for cost in item.workload_costs]
-        record["headline"] = layer_lines(item)
-        click.echo(_json_line(record))
+    record = {k: v for k, v in item.__dict__.items()}
+    record["overhead_percent"] = item.overhead
+    record["workload_costs"] = [cost.as_dict() for cost in item.workload_costs]
+    record["headline"] = layer_lines(item)
+    # the judgement in the one convention's words (ccbench.analysis.semantics), beside the numbers
+    judgement = record.pop("judgement")
+    record["workload_judgements"] = [
+        {"workload": w, "kind": j.kind, "words": j.phrase(), **_numbers(j)} for w, j in item.workload_judgements
+    ]
+    record["words"] = item.words()
+    record["distinguishable"] = item.distinguishable
+    record["judgement"] = {"kind": judgement.kind, **_numbers(judgement)} if judgement is not None else None
+    return record
+
+
+def _numbers(judgement) -> dict:
+    from dataclasses import asdict
+
+    return {k: (None if _is_nan(v) else v) for k, v in asdict(judgement).items() if k != "kind"}
 
 
 def _print_rows_json(table, engine, parts) -> None:
@@ -161,6 +232,7 @@ def _print_rows_json(table, engine, parts) -> None:
     thousands of series share the executions that measured them."""
     from ccbench.analysis.compare import records
     from ccbench.analysis.comparison import raw_sources
+    from ccbench.analysis.format import row_effect
 
     sources = raw_sources(engine)
     written: dict[int, str] = {}
@@ -181,6 +253,7 @@ def _print_rows_json(table, engine, parts) -> None:
             if _is_nan(row[name]):
                 row[name] = None
         row["breakdown"] = breakdown
+        row["effect"] = row_effect(row)  # the one convention's words beside the ratio
         key = (row["workload"], row["params"], row["metric"])
         row["params"] = json.loads(row["params"])
         line = json.dumps(row)
@@ -190,25 +263,28 @@ def _print_rows_json(table, engine, parts) -> None:
         echo(line)
 
 
-def _print_verdict(table, executions, layers, excluded: str, details: bool = False) -> None:
+def _print_verdict(table, executions, layers, excluded: str, details: bool = False, summary: bool = False) -> None:
     """The verdict per protection layer: one line per layer (ccbench.analysis.headline), with
     ``details`` the verdict's wide table, then each layer's sentence."""
-    from ccbench.analysis.headline import headline
+    from ccbench.analysis.headline import fit, headline
     from ccbench.analysis.verdict import contended_executions
     from ccbench.console import stdout
 
     contended, executions = contended_executions(executions)
-    title = (
-        f"verdict per protection layer against {table['baseline'].iloc[0]}{excluded}; "
-        f"{contended} of {executions} executions contended"
+    baselines = list(dict.fromkeys(table["baseline"]))
+    against = (
+        baselines[0] if len(baselines) == 1 else "matched baselines " + ", ".join(b.split(" / ")[0] for b in baselines)
     )
-    stdout.print(title, markup=False, highlight=False, soft_wrap=True)
-    for line in headline(layers):
+    what = "verdict per protection layer" if len(baselines) == 1 else "verdict"
+    title = f"{what} against {against}{excluded}; {contended} of {executions} executions contended"
+    stdout.print(fit(title), markup=False, highlight=False, soft_wrap=True)
+    for line in headline(layers, full=not summary):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
     if details:
         _print_verdict_table(layers)
-    for item in layers:
-        stdout.print(f"- {item.sentence()}")
+    if not summary:
+        for item in layers:
+            stdout.print(f"- {item.sentence()}", markup=False, highlight=False)
 
 
 def _print_verdict_table(layers) -> None:
@@ -228,13 +304,14 @@ def _print_verdict_table(layers) -> None:
 
 def _print_breakdowns(table, parts) -> None:
     """Each cross-machine row's breakdown by mechanism, one line per row that has one."""
-    from ccbench.analysis.breakdown import breakdown_text
+    from ccbench.analysis.breakdown import UNEXPLAINED, breakdown_text
     from ccbench.console import stdout
 
+    # only where a mechanism was measured or a twin given: a row that is all "unexplained" says nothing
     lines = [
         f"- {row['workload']} {row['metric']} ({row['config']}): " + "; ".join(breakdown_text(p) for p in breakdown)
         for row, breakdown in zip(table.to_dict(orient="records"), parts, strict=True)
-        if breakdown
+        if any(p.get("mechanism") != UNEXPLAINED for p in breakdown)
     ]
     if lines:
         stdout.print(
@@ -244,37 +321,81 @@ def _print_breakdowns(table, parts) -> None:
             stdout.print(line, markup=False, highlight=False)
 
 
-def _print_findings(findings) -> None:
-    """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict."""
+def _print_findings(findings, summary: bool = False) -> None:
+    """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict; with
+    ``summary`` one line per kind of finding (its first instance, and how many more like it)."""
     from ccbench.console import stdout
     from ccbench.probe.lint import format_findings
 
-    if findings:
-        stdout.print(f"lint: {len(findings)} finding{'s' if len(findings) != 1 else ''} (docs/trust.md, Lint)")
-        stdout.print(format_findings(findings), markup=False, highlight=False)
-    else:
+    if not findings:
         stdout.print("lint: no findings (docs/trust.md, Lint)")
+        return
+    stdout.print(f"lint: {len(findings)} finding{'s' if len(findings) != 1 else ''} (docs/trust.md, Lint)")
+    if not summary:
+        stdout.print(format_findings(findings), markup=False, highlight=False)
+        return
+    for line in finding_lines(findings):
+        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def _print_comparison(table, excluded: str) -> None:
-    """The comparison table, each verdict coloured (slower red, faster green; "~" not significant)."""
+def finding_lines(findings, width: int = 100) -> list[str]:
+    """One line per (severity, code) of the findings, at most ``width`` columns: the first one's
+    words, then "(+N more like it)"; the order of first appearance."""
+    groups: dict[tuple[str, str], list] = {}
+    for finding in findings:
+        groups.setdefault((finding.severity, finding.code), []).append(finding)
+    out = []
+    for (severity, code), found in groups.items():
+        head = f"[{severity}] {code}: "
+        tail = f" (+{len(found) - 1} more like it)" if len(found) > 1 else ""
+        room = width - len(head) - len(tail)
+        what = " ".join(found[0].what.split())
+        if len(what) > room:
+            what = what[: room - 3].rstrip() + "..."
+        out.append(head + what + tail)
+    return out
+
+
+def _print_comparison(table, excluded: str, details: bool = False, samples=None) -> None:
+    """The comparison table grouped by workload, each verdict coloured (slower red, faster green; "~"
+    not significant): by default one row per case and primary metric with the narrow columns; with
+    ``details`` every metric and every column."""
     from rich.table import Table
 
     from ccbench.analysis import format as fmt
+    from ccbench.analysis import impact
     from ccbench.console import stdout
 
-    out = Table(title=f"baseline: {table['baseline'].iloc[0]}{excluded}", title_justify="left")
-    cells = fmt.comparison_table(table)
+    shown = table
+    if not details:
+        primary = impact.primary_mask(table, impact.declarations(samples))
+        if primary.any():
+            shown = table[primary]
+    order = {w: i for i, w in enumerate(dict.fromkeys(shown["workload"]))}
+    shown = shown.iloc[sorted(range(len(shown)), key=lambda i: order[shown["workload"].iloc[i]])]
+    baselines = list(dict.fromkeys(shown["baseline"]))
+    left = len(table) - len(shown)
+    title = f"baseline: {baselines[0] if len(baselines) == 1 else ', '.join(baselines)}{excluded}"
+    if left:
+        title += f"; {left} supporting-metric rows behind --details"
+    out = Table(title=title, title_justify="left")
+    cells = fmt.comparison_table(shown)
+    if not details:
+        cells = cells[[c for c in fmt.NARROW_HEADERS if c in cells.columns]]
     for column in cells.columns:
         out.add_column(column, overflow="fold")
-    for row, verdict_word in zip(cells.itertuples(index=False), table["verdict"]):
+    index = list(cells.columns).index("verdict")
+    previous = None
+    for row, verdict_word, workload in zip(cells.itertuples(index=False), shown["verdict"], shown["workload"]):
         values = list(row)
         colour = "red" if verdict_word == "slower" else "green" if verdict_word == "faster" else ""
-        index = list(cells.columns).index("verdict")
         values[index] = (
             f"[{colour}]{verdict_word}[/{colour}]"
             if colour
             else ("~" if verdict_word == "not significant" else verdict_word)
         )
+        if previous is not None and workload != previous:
+            out.add_section()
+        previous = workload
         out.add_row(*values)
     stdout.print(out)

@@ -19,6 +19,12 @@ from ccbench.errors import CCBenchError
 )
 @click.option("--dmesg", type=click.Path(dir_okay=False), help="Read the kernel log from this file instead of dmesg.")
 @click.option(
+    "--cpuid",
+    "cpuid_file",
+    type=click.Path(dir_okay=False),
+    help="With --root: the snapshot machine's CPUID, as 'cpuid -r -1' printed it there.",
+)
+@click.option(
     "--bench-dir",
     type=click.Path(),
     default=".",
@@ -36,11 +42,13 @@ from ccbench.errors import CCBenchError
 @click.option(
     "--plan", "plan_name", help="With --lint: the plan (a file or bundled name) whose needs the checks consider."
 )
-def command(root, dmesg, bench_dir, as_json, lint, plan_name) -> None:
+def command(root, dmesg, cpuid_file, bench_dir, as_json, lint, plan_name) -> None:
     """Probe this machine: CPU, memory, kernel, virtualization, TEE technology with evidence, storage protection.
 
-    With --root (and optionally --dmesg) the probe reads a captured snapshot instead, and CPUID
-    and MSRs are not consulted.
+    With --root (and optionally --dmesg) the probe reads a captured snapshot instead: the MSRs are
+    not consulted, and CPUID only as --cpuid recorded it. On a live machine CPUID is executed here
+    (no root needed). The TEE is "none" only on positive evidence (bare metal, CPUID, the SEV status
+    MSR, a kernel log from boot); with none either way it is "unknown".
     """
     import json
     from pathlib import Path
@@ -51,6 +59,8 @@ def command(root, dmesg, bench_dir, as_json, lint, plan_name) -> None:
         raise CCBenchError(f"--root {root}: no such directory")
     if dmesg and not Path(dmesg).is_file():
         raise CCBenchError(f"--dmesg {dmesg}: no such file")
+    if cpuid_file and not Path(cpuid_file).is_file():
+        raise CCBenchError(f"--cpuid {cpuid_file}: no such file (record it on the machine with 'cpuid -r -1')")
     if plan_name and not lint:
         raise CCBenchError("--plan is an option of --lint: add --lint")
     device_io = None
@@ -59,7 +69,7 @@ def command(root, dmesg, bench_dir, as_json, lint, plan_name) -> None:
         from ccbench.workloads import plan_device_io
 
         device_io = plan_device_io(load_plan(plan_name).model_dump(mode="json"))
-    document = probe(root=root, dmesg=dmesg, bench_dir=bench_dir if root == "/" else None)
+    document = probe(root=root, dmesg=dmesg, bench_dir=bench_dir if root == "/" else None, cpuid=cpuid_file)
     findings = None
     if lint:
         from ccbench.probe.lint import lint_machine

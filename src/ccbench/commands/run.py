@@ -1,4 +1,5 @@
-"""ccbench run: run a plan into a result bundle, then a short summary."""
+"""ccbench run: run a plan into a result bundle, then a short summary, the verdict of the variants it
+compared and the next commands."""
 
 from __future__ import annotations
 
@@ -136,9 +137,12 @@ def command(
     Each execution runs in its own process; samples are on disk before the next one starts. A
     system check is printed first; each execution is watched for other work on the machine and
     flagged contended when there was too much. Ctrl-C stops after cleaning up and prints how to
-    resume. Exit code: 0 when everything ran, 1 when an execution failed or timed out, 2 for bad
-    input, 130 when interrupted (Ctrl-C, SIGTERM, or SIGHUP when the terminal or SSH session that
-    started it goes away: see docs/plan-format.md on keeping a long study alive).
+    resume. The run ends with a summary per workload and variant, the verdict of the variants it
+    compared (the line per layer that 'ccbench compare --summary' opens with, and the lint's
+    findings) and the next commands. Exit code: 0 when everything ran, 1 when an execution failed
+    or timed out, 2 for bad input, 130 when interrupted (Ctrl-C, SIGTERM, or SIGHUP when the
+    terminal or SSH session that started it goes away: see docs/plan-format.md on keeping a long
+    study alive).
     """
     from ccbench.bundle import read_bundle
     from ccbench.console import console
@@ -196,6 +200,8 @@ def command(
         print_run_summary(result)
         if result.interrupted:
             console.print(f"interrupted. Resume with:  ccbench run --resume {result.bundle}")
+        else:
+            print_run_verdict(result.bundle)
     except OSError:
         pass  # a hang-up took the terminal with it; the bundle, cleaned up, waits for --resume
     if result.interrupted:
@@ -236,3 +242,61 @@ def print_run_summary(result) -> None:
     if warning:
         stdout.print(f"[yellow]warning:[/yellow] {warning}")
     stdout.print(f"bundle: {result.bundle}")
+
+
+def print_run_verdict(bundle: Path) -> None:
+    """The verdict per protection layer of the variants this run compared (the same comparison,
+    verdict and lint as ``ccbench compare``), then the next command to run. A run with one
+    configuration per workload says that there is nothing to compare in it and how to compare it
+    with another machine's bundle."""
+    from ccbench.console import stdout
+
+    def say(text: str) -> None:
+        stdout.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        from ccbench.analysis.comparison import comparison
+        from ccbench.analysis.headline import headline
+
+        result = comparison([bundle])
+    except ModuleNotFoundError as exc:
+        # a fleet host gets only what its plan needs to run, not the analysis libraries: the
+        # controller compares the gathered bundles
+        say(
+            f"verdict: not computed here ({exc.name} is not installed); compare the bundle where ccbench's "
+            f"analysis is installed: ccbench compare {_shell_path(bundle)} --summary"
+        )
+        return
+    except CCBenchError as exc:
+        say(f"verdict: not computed: {exc}")
+        return
+    if result.table.empty:
+        say(
+            "verdict: nothing to compare in this run (one configuration per workload); "
+            f"to compare it with another machine's run: ccbench compare {_shell_path(bundle)} OTHER_BUNDLE --summary"
+        )
+        return
+    shown = _shell_path(bundle)
+    say(f"verdict of this run against {result.baseline}:")
+    for line in headline(result.verdicts()):
+        say(f"  {line}")
+    from ccbench.commands.compare import finding_lines
+
+    # the lint as compare --summary gives it: one line per kind of finding, at most 100 columns
+    for line in finding_lines(result.findings(), width=98):
+        say(f"  {line}")
+    say(f"next: ccbench compare {shown} --summary")
+    say(f"      ccbench compare {shown}   (every case with its 95% interval)")
+    say(f"      ccbench report {shown} -o report.html")
+
+
+def _shell_path(path: Path) -> str:
+    """The path as a command line takes it: relative to the current directory when under it, quoted
+    where the shell needs it."""
+    import shlex
+
+    try:
+        shown = str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(path)
+    return shlex.quote(shown)

@@ -13,7 +13,7 @@ from typing import Any
 from ccbench.probe.crypto import cipher_from_text, cpu_crypto
 from ccbench.probe.sources import Sources
 from ccbench.probe.storage import describe_path, probe_storage
-from ccbench.probe.system import machine_id, probe_provenance, probe_system
+from ccbench.probe.system import machine_id, probe_provenance, probe_system, virtio_devices
 from ccbench.probe.tee import detect as detect_tee
 from ccbench.probe.tee import tdx_idle_line
 
@@ -50,11 +50,18 @@ def _kernel_crypto(sources: Sources) -> dict[str, Any]:
 
 
 def probe(
-    root: str | Path = "/", dmesg: str | Path | None = None, bench_dir: str | Path | None = None
+    root: str | Path = "/",
+    dmesg: str | Path | None = None,
+    bench_dir: str | Path | None = None,
+    cpuid: str | Path | None = None,
 ) -> dict[str, Any]:
+    """The probe document of the machine under ``root``; ``cpuid``: the CPUID dump (``cpuid -r -1``)
+    recorded on a snapshot's machine (a live machine's CPUID is executed here)."""
     root = Path(root)
     live = root.resolve() == Path("/")
-    sources = Sources(root=root, dmesg_file=Path(dmesg) if dmesg else None, live=live)
+    sources = Sources(
+        root=root, dmesg_file=Path(dmesg) if dmesg else None, live=live, cpuid_file=Path(cpuid) if cpuid else None
+    )
     document = probe_system(sources)
     document["probe_version"] = PROBE_VERSION
     document["root"] = str(root)
@@ -71,4 +78,5 @@ def probe(
     document["is_root"] = os.geteuid() == 0 if live else None
     document["provenance"] = probe_provenance(sources, document, tdx_idle_line(sources))
     document["machine_id"] = machine_id(sources)
+    document["virtio_devices"] = virtio_devices(sources)
     return document

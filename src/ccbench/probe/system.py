@@ -284,3 +284,32 @@ def probe_provenance(sources: Sources, document: dict[str, Any], tdx_idle: str |
         "tdx_idle": tdx_idle,
         "tee_evidence": None,
     }
+
+
+#: virtio device IDs (the virtio specification, 5 Device Types) of the devices whose traffic is DMA
+VIRTIO_TYPES = {1: "net", 2: "block", 3: "console", 4: "rng", 5: "balloon", 8: "scsi", 9: "9p", 16: "gpu"}
+VIRTIO_TYPES |= {18: "input", 19: "vsock", 26: "fs"}
+#: VIRTIO_F_ACCESS_PLATFORM: the device goes through the platform's DMA API (and so through swiotlb
+#: where it bounces); without it virtio_ring bypasses the DMA API (vring_use_dma_api)
+ACCESS_PLATFORM_BIT = 33
+
+
+def virtio_devices(sources: Sources) -> list[dict[str, Any]]:
+    """Each virtio device with its type and whether VIRTIO_F_ACCESS_PLATFORM was negotiated, from
+    /sys/bus/virtio/devices/*/features (one '0' or '1' per feature bit, bit 0 first)."""
+    found = []
+    for device in sorted(sources.path("/sys/bus/virtio/devices").glob("virtio*")):
+        features = sources.read_text(f"/sys/bus/virtio/devices/{device.name}/features")
+        kind = (sources.read_text(f"/sys/bus/virtio/devices/{device.name}/device") or "").strip()
+        number = int(kind, 16) if re.fullmatch(r"0x[0-9a-fA-F]+", kind) else None
+        bits = (features or "").strip()
+        found.append(
+            {
+                "name": device.name,
+                "type": VIRTIO_TYPES.get(number, kind or "unknown") if number is not None else kind or "unknown",
+                "access_platform": (bits[ACCESS_PLATFORM_BIT] == "1")
+                if len(bits) > ACCESS_PLATFORM_BIT and set(bits) <= {"0", "1"}
+                else None,
+            }
+        )
+    return found

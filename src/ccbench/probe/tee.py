@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ccbench.probe.sources import CpuidReader, Sources, read_msr
+from ccbench.probe.sources import CpuidReader, RecordedCpuid, Sources, UserCpuid, read_msr
 
 TECHNOLOGIES = ("none", "sev", "sev-es", "sev-snp", "tdx", "sgx", "unknown")
 #: order of strength within the AMD family: SNP implies ES implies SEV
@@ -32,6 +32,9 @@ _KERNEL_LOG_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"Memory Encryption Features active:.*SEV-ES"), "sev-es"),
     (re.compile(r"Memory Encryption Features active:.*\bSEV\b"), "sev"),
     (re.compile(r"Memory Encryption Features active:.*Intel TDX"), "tdx"),
+    # before 5.10 mem_encrypt_init() printed "AMD Secure Encrypted Virtualization (SEV) active" in a guest
+    # (and "AMD Secure Memory Encryption (SME) active" on a host: not a guest's protection)
+    (re.compile(r"AMD Secure Encrypted Virtualization \(SEV\) active"), "sev"),
     (re.compile(r"\btdx: Guest detected"), "tdx"),
     (re.compile(r"\bSEV: SNP guest platform device"), "sev-snp"),
     # the SGX driver (arch/x86/kernel/cpu/sgx/main.c) prints each EPC section it initialised: enclaves can
@@ -69,6 +72,14 @@ _GENERIC_AMD = re.compile(r"Memory Encryption Features active: AMD( SEV)?\s*$|SE
 #: routine"): idle vCPUs leave the TD through a TDCALL, a cost a plain VM's HLT does not have
 _TDX_IDLE = re.compile(r"using TDX aware idle routine")
 
+
+#: tdx_announce() (arch/x86/coco/tdx/debug.c, 6.13+) prints the TD's controls once the kernel set them:
+#: "tdx: TD_CTLS: PENDING_VE_DISABLE ENUM_TOPOLOGY VIRT_CPUID2 REDUCE_VE"
+_TD_CTLS = re.compile(r"\btdx: TD_CTLS:(.*)$")
+#: snp_cpuid_get_table's report: "SEV: Using SNP CPUID table, 29 entries present."
+_SNP_CPUID_TABLE = re.compile(r"SEV: Using SNP CPUID table, (\d+) entries present")
+#: lines only the start of a boot prints: a log holding one reaches back to boot, so what it lacks is evidence
+_BOOT_LINE = re.compile(r"\] Linux version \d|\] Command line: |^Linux version \d")
 
 _TDX_IDLE_WHY = (
     "the kernel selects this idle routine only in a TD (X86_FEATURE_TDX_GUEST), but it is one line of a"
@@ -124,67 +135,103 @@ def _weak_evidence(source: str, signal: str, indicates: str, why: str) -> dict[s
     return {**_evidence(source, signal, indicates), "strength": WEAK, "why": why}
 
 
-def _cpuid_signals(evidence: list[dict[str, str]], notes: list[str]) -> None:
-    cpuid = CpuidReader()
-    if cpuid.error:
-        notes.append(f"CPUID not consulted: {cpuid.error}")
-        return
+def _cpuid_reader(sources: Sources):
+    """CPUID of the probed machine: executed here (unprivileged) on a live machine, else the snapshot's
+    recorded dump (``cpuid -r -1``), else None with the reason."""
+    if sources.live:
+        reader = UserCpuid()
+        if reader.error:
+            device = CpuidReader()  # the cpuid driver (root) where user space cannot execute the code
+            return (None, f"{reader.error}; {device.error}") if device.error else (device, None)
+        return reader, None
+    if sources.cpuid_file is not None:
+        reader = RecordedCpuid(sources.cpuid_file)
+        return (None, reader.error) if reader.error else (reader, None)
+    return None, "a snapshot's CPUID is that of its machine: give it recorded (cpuid -r -1) with --cpuid FILE"
+
+
+def _text(*registers: int) -> str:
+    return b"".join(r.to_bytes(4, "little") for r in registers).decode("ascii", "replace")
+
+
+def _cpuid_signals(sources: Sources, evidence: list[dict[str, str]], notes: list[str]) -> bool:
+    """The CPUID leaves that tell a confidential guest (0x4000000C Hyper-V isolation, 0x21 the TDX
+    signature, 0x8000001F the SEV features, then the SEV status MSR where root can read it). Positive
+    evidence of "none" only where the leaf a guest of that vendor could not hide says so. Returns
+    whether CPUID was read."""
+    cpuid, error = _cpuid_reader(sources)
+    if cpuid is None:
+        notes.append(f"CPUID not consulted: {error}")
+        return False
     try:
         leaf1 = cpuid(1)
         if leaf1 is None:
             notes.append("CPUID leaf 1 unreadable")
-            return
+            return False
         if not (leaf1[2] >> 31) & 1:
             evidence.append(_evidence("cpuid", "leaf 1 ECX[31] clear: no hypervisor (bare metal)", "none"))
-            return
+            return True
         base = cpuid(0x40000000)
-        signature = (
-            b"".join(r.to_bytes(4, "little") for r in base[1:4]).decode("ascii", "replace").strip("\0 ") if base else ""
-        )
+        signature = _text(*base[1:4]).strip("\0 ") if base else ""
+        isolated = False
         if signature == "Microsoft Hv" and base and base[0] >= 0x4000000C:
             features = cpuid(0x40000003)
             if features and (features[1] >> 22) & 1:
                 isolation = cpuid(0x4000000C)
-                kind = _HYPERV_ISOLATION.get(isolation[1] & 0xF) if isolation else None
-                if kind in ("sev-snp", "tdx"):
-                    evidence.append(_evidence("cpuid", f"Hyper-V isolation type {isolation[1] & 0xF} ({kind})", kind))
-                elif kind:
-                    notes.append(f"Hyper-V isolation type {kind} (not memory encryption)")
+                if isolation:
+                    config = hyperv_isolation(isolation[0], isolation[1])
+                    kind = config["technology"]
+                    if kind in ("sev-snp", "tdx"):
+                        isolated = True
+                        evidence.append(
+                            _evidence("cpuid", f"Hyper-V isolation type {isolation[1] & 0xF} ({kind})", kind)
+                        )
+                    else:
+                        notes.append(f"Hyper-V isolation type {kind} (not memory encryption)")
         vendor_leaf = cpuid(0)
-        vendor = (
-            b"".join(r.to_bytes(4, "little") for r in (vendor_leaf[1], vendor_leaf[3], vendor_leaf[2])).decode(
-                "ascii", "replace"
-            )
-            if vendor_leaf
-            else ""
-        )
-        if vendor == "GenuineIntel" and vendor_leaf and vendor_leaf[0] >= 0x21:
-            tdx = cpuid(0x21, 0)
-            if tdx:
-                tdx_sig = b"".join(r.to_bytes(4, "little") for r in (tdx[1], tdx[3], tdx[2])).decode("ascii", "replace")
-                if tdx_sig == "IntelTDX    ":
-                    evidence.append(_evidence("cpuid", "leaf 0x21 vendor 'IntelTDX'", "tdx"))
-        if vendor == "AuthenticAMD":
-            ext = cpuid(0x80000000)
-            if ext and ext[0] >= 0x8000001F:
-                sev_leaf = cpuid(0x8000001F)
-                if sev_leaf and (sev_leaf[0] >> 1) & 1:
-                    value, error = read_msr(SEV_STATUS_MSR)
-                    if error:
-                        notes.append(f"SEV status MSR not read: {error}")
-                    elif value is not None:
-                        if value & 0b100:
-                            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SNP enabled", "sev-snp"))
-                        elif value & 0b10:
-                            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SEV-ES enabled", "sev-es"))
-                        elif value & 0b1:
-                            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SEV enabled", "sev"))
-                        else:
-                            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: no SEV feature enabled", "none"))
+        vendor = _text(vendor_leaf[1], vendor_leaf[3], vendor_leaf[2]) if vendor_leaf else ""
+        if vendor == "GenuineIntel":
+            tdx = cpuid(0x21, 0) if vendor_leaf and vendor_leaf[0] >= 0x21 else None
+            if tdx and _text(tdx[1], tdx[3], tdx[2]) == "IntelTDX    ":
+                evidence.append(_evidence("cpuid", "leaf 0x21 vendor 'IntelTDX'", "tdx"))
+            elif not isolated:
+                # the TDX module answers leaf 0x21 in every TD: a guest without it is no TD
+                evidence.append(_evidence("cpuid", "Intel guest without the leaf 0x21 'IntelTDX' signature", "none"))
+        elif vendor == "AuthenticAMD":
+            _amd_signals(cpuid, evidence, notes, isolated, sources.live)
         if signature:
             notes.append(f"hypervisor signature {signature!r}")
+        return True
     finally:
         cpuid.close()
+
+
+def _amd_signals(cpuid, evidence: list, notes: list[str], isolated: bool, live: bool) -> None:
+    ext = cpuid(0x80000000)
+    sev_leaf = cpuid(0x8000001F) if ext and ext[0] >= 0x8000001F else None
+    if not sev_leaf or not (sev_leaf[0] >> 1) & 1:
+        if not isolated:
+            # an SEV guest needs leaf 0x8000001F (the C-bit position): without SEV in it, no SEV guest
+            evidence.append(_evidence("cpuid", "AMD guest without SEV in leaf 0x8000001F", "none"))
+        return
+    # a snapshot's MSR is not recorded (and this machine's says nothing of it)
+    value, error = read_msr(SEV_STATUS_MSR) if live else (None, "a snapshot holds no MSR")
+    if error:
+        notes.append(
+            f"CPUID 0x8000001F advertises SEV but whether this guest runs with it is in the SEV status MSR, "
+            f"not read: {error}"
+        )
+        if not isolated:
+            evidence.append(_evidence("cpuid", "leaf 0x8000001F advertises SEV; SEV status MSR unreadable", "unknown"))
+    elif value is not None:
+        if value & 0b100:
+            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SNP enabled", "sev-snp"))
+        elif value & 0b10:
+            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SEV-ES enabled", "sev-es"))
+        elif value & 0b1:
+            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: SEV enabled", "sev"))
+        else:
+            evidence.append(_evidence("msr", f"SEV_STATUS {value:#x}: no SEV feature enabled", "none"))
 
 
 def detect(sources: Sources) -> dict[str, Any]:
@@ -197,12 +244,19 @@ def detect(sources: Sources) -> dict[str, Any]:
     _tsm_signals(sources, evidence, notes, checked)
     if sources.exists("/sys/firmware/acpi/tables/CCEL"):
         evidence.append(_evidence("/sys/firmware/acpi/tables/CCEL", "ACPI CC event log table present", "tdx"))
-    hyperv = _kernel_log_signals(sources, evidence, notes, checked)
-    if sources.live:
+    log_facts: dict[str, Any] = {}
+    hyperv = _kernel_log_signals(sources, evidence, notes, checked, log_facts)
+    if _cpuid_signals(sources, evidence, notes):
         checked.append("cpuid/msr")
-        _cpuid_signals(evidence, notes)
     evidence = _defer_generic_amd_to_hyperv(evidence, notes, hyperv)
     technology = _decide(evidence, checked)
+    blind = "cpuid/msr" not in checked and not any(c.startswith("kernel log") for c in checked)
+    if technology == "unknown" and blind and not any(e["indicates"] not in ("none", "unknown") for e in evidence):
+        notes.append(
+            "no positive evidence either way: the kernel log is unread or does not reach back to boot, and "
+            "CPUID was not consulted; a guest's cpuinfo flags and device nodes cannot rule out a confidential "
+            "VM (KVM hides the sev flags, Azure and SEV/SEV-ES guests have no guest device)"
+        )
     _note_weak_decision(technology, evidence, notes)
     if technology == "none":
         evidence += _negative_evidence(evidence, notes, checked)
@@ -214,6 +268,7 @@ def detect(sources: Sources) -> dict[str, Any]:
     }
     if hyperv is not None:
         result["hyperv_isolation"] = hyperv
+    result.update(log_facts)
     return result
 
 
@@ -233,6 +288,8 @@ def _cpu_flag_signals(sources: Sources, evidence: list, notes: list[str], checke
                 notes.append(f"host CPU supports {tech} (flag {flag}, no hypervisor flag): capability, not protection")
     if "sgx" in flags:
         evidence.append(_evidence("/proc/cpuinfo", "flag sgx", "sgx"))
+    if not guest and "tdx_guest" not in flags:
+        evidence.append(_evidence("/proc/cpuinfo", "no hypervisor flag: bare metal, not a guest", "none"))
 
 
 def _device_signals(sources: Sources, evidence: list, notes: list[str], checked: list[str]) -> None:
@@ -265,14 +322,31 @@ def _tsm_signals(sources: Sources, evidence: list, notes: list[str], checked: li
 
 
 def _kernel_log_signals(
-    sources: Sources, evidence: list, notes: list[str], checked: list[str]
+    sources: Sources, evidence: list, notes: list[str], checked: list[str], facts: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
-    """Each distinct kernel-log line that names a technology; returns the Hyper-V isolation config if printed."""
+    """Each distinct kernel-log line that names a technology; returns the Hyper-V isolation config if
+    printed. ``facts`` gets the TD's controls (``tdx_td_ctls``) and the SNP CPUID table's entries
+    (``snp_cpuid_table_entries``) where the log prints them. Only a log that reaches back to boot
+    counts as checked: the silence of a fragment (rolled over, or cut) is no evidence."""
+    facts = facts if facts is not None else {}
     log, origin = sources.kernel_log()
     if log is None:
         notes.append(f"kernel log not read: {origin}")
         return None
-    checked.append(f"kernel log ({origin})")
+    if any(_BOOT_LINE.search(line) for line in log.splitlines()):
+        checked.append(f"kernel log ({origin})")
+    else:
+        notes.append(
+            f"kernel log ({origin}) does not reach back to boot (no 'Linux version' or 'Command line' line: "
+            "rolled over or cut): what it lacks is no evidence"
+        )
+    for line in log.splitlines():
+        ctls = _TD_CTLS.search(line)
+        if ctls:
+            facts["tdx_td_ctls"] = ctls.group(1).split()
+        table = _SNP_CPUID_TABLE.search(line)
+        if table:
+            facts["snp_cpuid_table_entries"] = int(table.group(1))
     hyperv = None
     seen: set[tuple[str, str]] = set()
     idle = tdx_idle_line(sources)
@@ -303,6 +377,8 @@ def _hyperv_line(text: str, config: dict[str, Any], seen: set, evidence: list, n
         evidence.append(_evidence("kernel log", f"{text}: {meaning}", config["technology"]))
     else:
         notes.append(f"{text}: {meaning}, not hardware memory encryption")
+        if config["technology"] in ("none", "vbs"):
+            evidence.append(_evidence("kernel log", f"{text}: {meaning}", "none"))
 
 
 def _defer_generic_amd_to_hyperv(evidence: list, notes: list[str], hyperv: dict[str, Any] | None) -> list:
@@ -382,6 +458,8 @@ def _decide(evidence: list[dict[str, str]], checked: list[str]) -> str:
         return "sgx"
     if any(e["indicates"] == "unknown" for e in evidence):
         return "unknown"
-    if not checked or checked == ["device nodes"]:
-        return "unknown"  # nothing could be read: no grounds for "none"
-    return "none"
+    # "none" only on positive evidence (bare metal, CPUID, the SEV status MSR, a Hyper-V isolation type
+    # without encryption, a kernel log from boot): absent flags and device nodes prove nothing in a guest
+    if any(e["indicates"] == "none" for e in evidence) or any(c.startswith("kernel log") for c in checked):
+        return "none"
+    return "unknown"

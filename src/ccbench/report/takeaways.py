@@ -1,11 +1,13 @@
 """What a reader should take from a chart, in one sentence, from the comparison rows behind it
-(the same numbers as the comparison table)."""
+(the same numbers as the comparison table, judged as the verdict judges a scope:
+ccbench.analysis.semantics)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from ccbench.analysis import format as fmt
+from ccbench.analysis import semantics
 
 
 def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline: str | None) -> str:
@@ -16,11 +18,19 @@ def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline
     rows = comparison[comparison["workload"].isin(workloads) & comparison["metric"].isin(set(metrics))]
     if rows.empty:
         return ""
-    significant = rows[rows["significant"].astype(bool)]
+    judged = semantics.judge(semantics.with_time_equivalent(rows))
+    left = f" Left out: {'; '.join(judged.left_out)}." if judged.left_out else ""
+    plausible = rows[~semantics.implausible_mask(rows)]
+    significant = plausible[plausible["significant"].astype(bool)]
     if significant.empty:
+        if judged.holds_significant:  # pooled across benchmarks of one value each
+            return (
+                f"No single comparison against the baseline ({baseline}) is significant, but across "
+                f"{judged.comparisons} benchmarks of one value each: {judged.phrase()} ({judged.test_named()}).{left}"
+            )
         return (
             f"No configuration differs significantly from the baseline ({baseline}) in these "
-            f"{len(rows)} comparisons: the differences seen are within the noise."
+            f"{len(plausible)} comparisons: {judged.phrase()}.{left}"
         )
     top = significant.loc[significant["overhead_percent"].abs().idxmax()]
     where = " ".join(
@@ -32,9 +42,8 @@ def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline
         )
         if p
     )
-    direction = "slower" if top["overhead_percent"] > 0 else "faster"
     return (
-        f"{len(significant)} of {len(rows)} differences from the baseline are significant; the largest: "
-        f"{top['config']} at {where}, {fmt.percent(top['overhead_percent'])} ({direction}; "
-        f"ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])})."
+        f"{len(significant)} of {len(plausible)} differences from the baseline are significant "
+        f"({judged.phrase()}); the largest: {top['config']} at {where}, {fmt.row_effect(top)} "
+        f"(ratio {fmt.ratio_interval(top['ratio'], top['ci_low'], top['ci_high'])}).{left}"
     )

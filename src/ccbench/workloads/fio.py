@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -70,6 +71,34 @@ def supports_direct_io(directory: Path) -> bool:
             test.unlink()
         except OSError:
             pass
+
+
+#: statx(2)'s request for the direct-I/O alignment (Linux 6.1+) and where struct statx keeps it
+STATX_DIOALIGN = 0x2000
+_STATX_SIZE, _DIO_MEM_ALIGN_OFFSET = 256, 152
+
+
+def kernel_direct_io(path: Path) -> bool | None:
+    """Whether the kernel serves O_DIRECT on this file as direct I/O, as statx(2) reports it
+    (STATX_DIOALIGN: a memory alignment of 0 means "no direct I/O": the filesystem falls back to
+    buffered I/O, as ext4 does for an fscrypt file without inline encryption, although the open with
+    O_DIRECT succeeds). None where the kernel, the C library or the filesystem (tmpfs, FUSE) does not
+    say."""
+    import ctypes
+
+    try:
+        statx = ctypes.CDLL(None, use_errno=True).statx
+    except (OSError, AttributeError):
+        return None
+    buffer = ctypes.create_string_buffer(_STATX_SIZE)
+    at_fdcwd = -100
+    if statx(at_fdcwd, os.fsencode(path), 0, STATX_DIOALIGN, buffer) != 0:
+        return None
+    mask = int.from_bytes(buffer.raw[0:4], sys.byteorder)
+    if not mask & STATX_DIOALIGN:
+        return None
+    offset = _DIO_MEM_ALIGN_OFFSET
+    return int.from_bytes(buffer.raw[offset : offset + 4], sys.byteorder) != 0
 
 
 def job_file(params: FioParams, directory: Path, direct: bool) -> str:
@@ -155,6 +184,12 @@ class Fio(Workload):
         output = ctx.raw_dir / "fio.json"
         ctx.run_command(["fio", "--output-format=json", f"--output={output}", str(job_path)], log_name="fio")
         measurements = parse_fio_json(_load_json_output(output.read_text(errors="replace")))
+        # O_DIRECT opened is not O_DIRECT served: the kernel says per file (ext4 with fscrypt without
+        # inline encryption serves it buffered; docs/analysis.md, "Implausible rows")
+        served = kernel_direct_io(ctx.workdir / DATA_FILE) if direct else None
+        facts = {"direct_effective": direct and served is not False, "ioengine": params.ioengine}
+        if direct:
+            facts["direct_served"] = {True: "direct", False: "buffered", None: "not reported"}[served]
         for m in measurements:
-            m.metadata.update({"direct_effective": direct, "ioengine": params.ioengine})
+            m.metadata.update(facts)
         return measurements

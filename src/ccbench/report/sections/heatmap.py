@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from ccbench.analysis import format as fmt
+from ccbench.analysis import semantics
 from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
@@ -44,16 +45,22 @@ def build(ctx: ReportContext) -> Section | None:
     draw = partial(charts.heatmap, matrix, f"overhead against {ctx.baseline}")
     significant = data[data["significant"].astype(bool)]
     if significant.empty:
-        takeaway = "No cell is significant: every difference from the baseline is within the noise."
+        # judged as the verdict judges a scope: benchmarks of one value each may still show a difference
+        judged = semantics.judge(semantics.with_time_equivalent(data))
+        takeaway = f"No cell is significant on its own; all cells together: {judged.phrase()}."
     else:
         per_config = significant.groupby("config", sort=False)["overhead_percent"].median()
         worst = per_config.idxmax()
         takeaway = (
             f"{len(significant)} of {len(data)} cells are significant; {worst} has the highest median significant "
-            f"overhead ({fmt.percent(per_config[worst])}). Read rows across for what a configuration costs each "
-            "workload, columns down for which workloads a configuration hurts."
+            f"cost ({fmt.effect(1 + per_config[worst] / 100)}). Read rows across for what a configuration costs "
+            "each workload, columns down for which workloads a configuration hurts."
         )
-    text = matrix.map(fmt.percent) if hasattr(matrix, "map") else matrix.applymap(fmt.percent)
+
+    def words(percent):
+        return fmt.effect(1 + percent / 100) if not fmt.missing(percent) else "-"
+
+    text = matrix.map(words) if hasattr(matrix, "map") else matrix.applymap(words)
     text.index.name = "workload case metric"
     return Section(
         title="Overhead heatmap",
@@ -69,5 +76,5 @@ def build(ctx: ReportContext) -> Section | None:
                 takeaway=takeaway,
             )
         ],
-        tables=[Table("overhead % (the numbers of the heatmap)", text.reset_index(), formats=("md",))],
+        tables=[Table("the cost in words (the numbers of the heatmap)", text.reset_index(), formats=("md",))],
     )

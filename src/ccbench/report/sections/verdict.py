@@ -20,7 +20,11 @@ ORDER = 5
 def build(ctx: ReportContext) -> list[Section] | None:
     engine = ctx.engine
     # the per-sample frame (the engine's bounded one): application shares and causes read a few metrics of it
-    items = verdicts(ctx.comparison, ctx.samples)
+    from ccbench.analysis.lint import bundle_machines
+
+    # the machines' probes: a layer measured across machines of different or unknown CPUs says so
+    machines = bundle_machines(ctx.bundles)[0] if ctx.bundles else None
+    items = verdicts(ctx.comparison, ctx.samples, machines)
     if not items:
         return None
     contended, executions = contended_executions(ctx.samples if engine is None else engine.executions)
@@ -28,8 +32,12 @@ def build(ctx: ReportContext) -> list[Section] | None:
         " They were left out of every comparison (--exclude-contended)." if ctx.exclude_contended and contended else ""
     )
     intro = (
-        f"Against the baseline {ctx.baseline}: the time-equivalent cost of each protection layer (positive = slower), "
-        "typical across the workloads measured, with a 95% interval and the comparison it hurts most. "
+        f"Against the baseline {ctx.baseline}: what each protection layer costs in time, in one convention "
+        '("2.9x slower [2.6x, 3.3x]", "1.31x faster", "4.2% slower" under 2x): one figure with its 95% interval '
+        "only where the layer's comparisons agree in direction and are not heterogeneous (Cochran's Q, I2), "
+        "otherwise the range with each end's direction; many benchmarks of one value each are pooled with a sign "
+        'test ("faster in 90 of 92 benchmarks, 0.77x [0.75, 0.79]" the time); "no cost above X%" only where '
+        "nothing in the layer is significant. "
         f"{contended} of {executions} measured executions were contended (other processes' CPU or steal time while "
         f"they ran).{excluded} Each typical cost rests on the workloads' application-level metrics (a notebook's "
         "wall time, a request's latency, fio throughput); per-message benchmarks (round trips, handshakes) are "

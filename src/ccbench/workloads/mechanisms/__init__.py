@@ -3,9 +3,11 @@ measured alone on this machine, so that the breakdown (ccbench.analysis.breakdow
 against a unit cost and a reader can compare machines mechanism by mechanism:
 
 * ``exits``: the round trip of an instruction the hypervisor (or the TEE's firmware) serves: CPUID of
-  a leaf an SEV-SNP CPUID page or the TDX module serves alone (0x0), of one that reaches the
-  hypervisor on SEV-SNP (0xB) and on TDX (0x40000000), and a write to port 0x80; ns and TSC cycles per
-  operation with the empty loop subtracted (ccmech, crates/ccmech);
+  a leaf an SEV-SNP CPUID table or the TDX module serves alone (0x0), of one that reaches the
+  hypervisor on SEV-SNP (0xB) and on TDX (0x40000000), and a write to port 0x80 (in a child process,
+  never in a TDX guest, where it faults); ns and TSC cycles per operation with the empty loop
+  subtracted (ccmech, crates/ccmech), each with who serves it on this machine (``served_by``, from
+  the probe: parse.served_by);
 * ``memory``: STREAM copy and triad bandwidth and the latency of a dependent load chased in random
   order, over buffers four times the last-level cache, on 4K and on 2M pages (the share the kernel
   backed with 2M pages recorded; ccmech);
@@ -135,11 +137,17 @@ class Mechanisms(Workload):
             raise WorkloadFailed(f"ccmech {args[0]} printed no JSON document ({exc}): see {log_name}.stdout") from None
 
     def _exits(self, ctx: ExecutionContext):
+        """Every case ccmech printed before it ended counts, however it ended (a case that killed it is
+        named as missing with the signal); who serves each exit comes from the machine's probe."""
         p = self.params
-        document = self._ccmech(
-            ctx, "ccmech-exits", "exits", "--iterations", str(p.exit_iterations), "--batches", str(p.exit_batches)
-        )
-        return parse.exit_measurements(document)
+        argv = [str(binary_path()), "exits", "--iterations", str(p.exit_iterations), "--batches", str(p.exit_batches)]
+        done = ctx.run_command(argv, log_name="ccmech-exits", check=False)
+        document, lost = parse.exit_document(done.stdout, done.returncode, done.stderr)
+        environment = ctx.environment or {}
+        flags = (environment.get("cpu") or {}).get("flags")
+        hypervisor = "hypervisor" in flags if isinstance(flags, list | set | tuple) else None
+        found, missing = parse.exit_measurements(document, environment.get("tee") or {}, hypervisor)
+        return found, missing + lost
 
     def _memory_bytes(self) -> int:
         if self.params.memory_size != "auto":

@@ -29,7 +29,8 @@ class Network(Workload):
     #: trip; ping's round trips (the fallback)
     primary_metrics = ("throughput", "latency_p50", "rtt")
     setup_component: ClassVar[str | None] = "network"
-    #: network DMA is bounced through swiotlb in a SEV or TDX guest
+    #: network DMA is bounced through swiotlb in a SEV or TDX guest; only hosts = "peer" crosses a NIC,
+    #: so the check runs for that alone (ccbench.workloads.crosses_no_device)
     system_checks = (DEVICE_IO_CHECK,)
 
     @classmethod

@@ -1,0 +1,204 @@
+"""Implausible rows (ccbench.analysis.plausibility; docs/analysis.md, "Implausible rows"): each check
+triggered by a study of known values and not by its consistent twin, the ``implausible`` column on
+the comparison table the verdict is built from, and the lint finding that names the rows."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from bundles import sample, write
+
+from ccbench.analysis.comparison import comparison
+from ccbench.analysis.plausibility import block_bytes, job_depth
+
+#: a consistent fio case per storage variant: (IOPS, mean completion latency in us) with 16 in flight
+CONSISTENT = {"disk": (40000, 400), "tmpfs": (400000, 40), "ext4-loop": (30000, 530)}
+JOB = {"iodepth": 16, "numjobs": 1, "ioengine": "libaio", "direct": True, "size": "128M"}
+
+
+def fio_samples(variant: dict, bs: str, rw: str, iops: float, clat: float, *, throughput=None, job=None, seed=0):
+    """Three executions of one fio case: throughput (IOPS x block size unless given), IOPS, clat_mean."""
+    rng = np.random.default_rng(seed)
+    case = {"bs": bs, "rw": rw, "direction": "write" if "write" in rw else "read"}
+    params = {**(job or JOB), **case}
+    mb_s = throughput if throughput is not None else iops * block_bytes(bs) / 1e6
+    samples = []
+    for rep, noise in enumerate(rng.normal(0, 0.01, 3)):
+        factor = float(np.exp(noise))
+        for metric, unit, better, value in (
+            ("throughput", "MB/s", "higher", mb_s * factor),
+            ("iops", "IOPS", "higher", iops * factor),
+            ("clat_mean", "us", "lower", clat / factor),
+        ):
+            samples.append(
+                sample(
+                    workload="fio",
+                    kind="fio",
+                    params=params,
+                    variant=variant,
+                    metric=metric,
+                    unit=unit,
+                    better=better,
+                    value=value,
+                    repetition=rep,
+                    metadata={"case": case, "direct_effective": True},
+                )
+            )
+    return samples
+
+
+def study(tmp_path, cases: dict, host="vm"):
+    """A bundle of fio cases: {(variant dict as tuple of pairs, bs, rw): (iops, clat[, throughput])}."""
+    samples = []
+    for i, ((variant, bs, rw), numbers) in enumerate(cases.items()):
+        iops, clat, *rest = numbers
+        samples += fio_samples(dict(variant), bs, rw, iops, clat, throughput=rest[0] if rest else None, seed=i)
+    return write(tmp_path, host, "none", samples)
+
+
+DISK = (("storage", "disk"),)
+TMPFS = (("storage", "tmpfs"),)
+FSCRYPT = (("storage", "encrypted"), ("storage_mechanism", "fscrypt"))
+GOCRYPTFS = (("storage", "encrypted"), ("storage_mechanism", "gocryptfs"))
+LOOP = (("storage", "ext4-loop"), ("storage_mechanism", "none"))
+
+
+def reasons(table, config_part: str, case: str) -> set[str]:
+    rows = table[table["config"].str.contains(config_part, regex=False) & (table["case"] == case)]
+    assert len(rows), (config_part, case, table[["config", "case"]].drop_duplicates().to_string())
+    return set(rows["implausible"])
+
+
+def test_a_consistent_study_has_nothing_implausible(tmp_path):
+    bundle = study(
+        tmp_path,
+        {
+            (DISK, "4k", "randread"): CONSISTENT["disk"],
+            (TMPFS, "4k", "randread"): CONSISTENT["tmpfs"],
+            (LOOP, "4k", "randread"): CONSISTENT["ext4-loop"],
+        },
+    )
+    result = comparison([bundle])
+    assert list(result.table["implausible"]) == [""] * len(result.table)
+    assert not [f for f in result.findings() if f.code == "implausible"]
+
+
+@pytest.mark.parametrize("mechanism", [FSCRYPT, GOCRYPTFS])
+def test_direct_io_on_fscrypt_or_gocryptfs_is_served_buffered(tmp_path, mechanism):
+    # the issue's case: 4k randwrite 3x faster than the plain disk with direct I/O asked for; the
+    # numbers agree with each other (16 in flight), only the mechanism gives it away
+    bundle = study(
+        tmp_path,
+        {
+            (DISK, "4k", "randwrite"): (36000, 444),
+            (mechanism, "4k", "randwrite"): (108000, 148),
+            (TMPFS, "4k", "randwrite"): (400000, 40),
+        },
+    )
+    result = comparison([bundle])
+    name = dict(mechanism)["storage_mechanism"]
+    assert reasons(result.table, name, "4k randwrite") == {f"direct I/O served buffered on {name}"}
+    assert reasons(result.table, "tmpfs", "4k randwrite") == {""}
+    assert "implausible" in result.table.loc[result.table["config"].str.contains(name), "flags"].iloc[0]
+    (finding,) = [f for f in result.findings() if f.code == "implausible"]
+    assert finding.severity == "high"
+    assert f"vm / no TEE / {name}: direct I/O served buffered in 3 rows (fio 4k randwrite (3 metrics" in finding.what
+    assert finding.evidence[f"vm / no TEE / {name}"]["rows"] == {
+        "fio": {"4k randwrite": ["throughput", "iops", "clat_mean"]}
+    }
+
+
+def test_direct_false_on_fscrypt_is_not_flagged(tmp_path):
+    samples = []
+    job = {**JOB, "direct": False}
+    for i, (variant, (iops, clat)) in enumerate(((DISK, (36000, 444)), (FSCRYPT, (30000, 530)))):
+        samples += fio_samples(dict(variant), "4k", "randread", iops, clat, job=job, seed=i)
+    result = comparison([write(tmp_path, "vm", "none", samples)])
+    assert set(result.table["implausible"]) == {""}
+
+
+def test_throughput_and_latency_that_disagree_by_littles_law(tmp_path):
+    # the issue's 1m randread at 0.001x with a lower mean completion latency: 1.2 IOPS x 9 ms is
+    # 0.011 I/Os in flight where the job keeps 16; and a case claiming more in flight than allowed
+    bundle = study(
+        tmp_path,
+        {
+            (DISK, "1m", "randread"): (1175, 13600),
+            (LOOP, "1m", "randread"): (1.2, 9000),
+            (DISK, "4k", "randread"): (40000, 400),
+            (LOOP, "4k", "randread"): (40000, 4000),
+            (TMPFS, "1m", "randread"): (8000, 1990),
+            (TMPFS, "4k", "randread"): (400000, 40),
+        },
+    )
+    table = comparison([bundle]).table
+    (low,) = reasons(table, "ext4-loop", "1m randread")
+    assert re.fullmatch(r"Little's law: 1\.2 IOPS x \d{4} us = 0\.011 in flight of the job's 16", low), low
+    (high,) = reasons(table, "ext4-loop", "4k randread")
+    assert re.fullmatch(r"Little's law: \d{5} IOPS x \d{4} us = 160\.0 in flight, above the job's 16", high), high
+    assert reasons(table, "tmpfs", "1m randread") == {""}
+
+
+def test_a_mixed_pattern_shares_its_depth_between_the_directions():
+    from ccbench.analysis.plausibility import side_reasons
+
+    # rwmixread = 95: the writes keep 0.8 of 16 in flight, the reads 15.2
+    job = {**JOB, "bs": "4k", "rw": "randrw", "rwmixread": 95}
+    writes = {"iops": 2000, "clat_mean": 400, "throughput": 2000 * 4096 / 1e6}
+    assert side_reasons(writes, job) == []
+    assert side_reasons(writes, {**job, "rw": "randwrite"}) != []
+    assert side_reasons({**writes, "clat_mean": 40000}, job) != []  # 80 in flight: above, mixed or not
+
+
+def test_a_synchronous_engine_keeps_one_io_in_flight_per_job():
+    assert job_depth({"iodepth": 16, "ioengine": "psync", "numjobs": 4}) == 4
+    assert job_depth({"iodepth": 16, "ioengine": "io_uring", "numjobs": 2}) == 32
+    assert job_depth({"ioengine": "libaio"}) is None  # not stated: not checked
+
+
+def test_throughput_that_is_not_iops_times_block_size(tmp_path):
+    bundle = study(
+        tmp_path,
+        {
+            (DISK, "64k", "read"): (10000, 1600),  # 655 MB/s
+            (LOOP, "64k", "read"): (10000, 1600, 65.5),  # ten times too little for its IOPS
+        },
+    )
+    (reason,) = reasons(comparison([bundle]).table, "ext4-loop", "64k read")
+    assert re.fullmatch(r"throughput 6\d\.\d MB/s, IOPS x block size 6\d\d\.\d MB/s", reason), reason
+
+
+def test_a_variant_faster_than_tmpfs_and_a_baseline_faster_than_tmpfs(tmp_path):
+    bundle = study(
+        tmp_path,
+        {
+            (DISK, "1m", "read"): (12000, 1333),  # 12.6 GB/s: faster than memory on this machine
+            (TMPFS, "1m", "read"): (8000, 2000),
+            (LOOP, "1m", "read"): (1000, 16000),
+        },
+    )
+    table = comparison([bundle]).table
+    assert reasons(table, "ext4-loop", "1m read") == {"baseline: 1.5x faster than tmpfs on this machine"}
+    assert reasons(table, "tmpfs", "1m read") == {"baseline: 1.5x faster than tmpfs on this machine"}
+
+
+def test_the_column_reaches_compare_json(tmp_path, ccbench):
+    bundle = study(tmp_path, {(DISK, "4k", "randwrite"): (36000, 444), (FSCRYPT, "4k", "randwrite"): (108000, 148)})
+    done = ccbench("compare", bundle, "--json")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    rows = [line for line in lines if "config" in line]
+    assert rows and {row["implausible"] for row in rows} == {"direct I/O served buffered on fscrypt"}
+    assert [line["finding"] for line in lines if "finding" in line] == ["implausible"]
+
+
+def test_block_sizes_as_fio_writes_them():
+    assert [block_bytes(v) for v in ("4k", "1m", "4096", "64KiB", "4k-64k", "4k,64k")] == [
+        4096,
+        2**20,
+        4096,
+        65536,
+        None,
+        None,
+    ]
