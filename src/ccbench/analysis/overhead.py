@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
 
 from ccbench.analysis.compare import measured
 
@@ -37,13 +38,6 @@ def layer_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """NNLS: a small design by enumerating its supports (_fit_many, the same solution), a larger one
-    by scipy.optimize.nnls (loaded on first use: the package takes about half a second to import,
-    more than a report's whole overhead model)."""
-    if design.shape[1] <= ENUMERATE_MAX:
-        return _fit_many(design, np.asarray(y, dtype=float)[None, :])[0]
-    from scipy.optimize import nnls
-
     coefficients, _ = nnls(design, y)
     return coefficients
 
