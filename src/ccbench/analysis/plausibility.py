@@ -62,7 +62,7 @@ _SIZE = re.compile(r"^(\d+)([kmgt]?)(i?b?)$")
 
 
 def block_bytes(text: Any) -> int | None:
-    """fio's block size ("4k", "1m", "4096", "64KiB") in bytes (fio's k is 1024); None for ranges
+    """A block size as fio writes it ("4k", "1m", "4096", "64KiB") in bytes (fio's k is 1024); None for ranges
     and per-direction lists."""
     match = _SIZE.match(str(text or "").strip().lower())
     if not match:

@@ -259,11 +259,11 @@ def print_run_verdict(bundle: Path) -> None:
         from ccbench.analysis.headline import headline
 
         result = comparison([bundle])
-    except ModuleNotFoundError as exc:
+    except ImportError as exc:  # ModuleNotFoundError, or a module that would not load
         # a fleet host gets only what its plan needs to run, not the analysis libraries: the
         # controller compares the gathered bundles
         say(
-            f"verdict: not computed here ({exc.name} is not installed); compare the bundle where ccbench's "
+            f"verdict: not computed here ({exc.name or exc} is not installed); compare the bundle where ccbench's "
             f"analysis is installed: ccbench compare {_shell_path(bundle)} --summary"
         )
         return
