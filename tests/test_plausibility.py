@@ -207,3 +207,18 @@ def test_block_sizes_as_fio_writes_them():
         None,
         None,
     ]
+
+
+def test_the_reports_forest_draws_an_implausible_row_as_left_out(tmp_path):
+    """The report's first chart agrees with the verdict: an implausible row is a grey cross, never a
+    significant row of its layer's colour, and its caption counts it apart (before, the fscrypt rows
+    the verdict left out were drawn solid and counted '1 slower, 4 faster')."""
+    from ccbench.report import forest
+
+    bundle = study(tmp_path, {(DISK, "4k", "randwrite"): (36000, 444), (FSCRYPT, "4k", "randwrite"): (108000, 148)})
+    result = comparison([bundle])
+    data = forest.build(result.table, None)
+    fscrypt = data.rows[data.rows["config"].str.contains("fscrypt")]
+    assert not fscrypt.empty and set(fscrypt["kind"]) == {"implausible"} and not fscrypt["significant"].any()
+    text = forest.caption(data, result.baseline)
+    assert f"Grey crosses ({len(fscrypt)})" in text and "0 of " in text, text

@@ -329,9 +329,10 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
     its 95% interval on one log axis for every panel (1x marked, "slower ->" to the right).
     Every row is in its configuration's colour; significant rows (interval clear of 1x) solid,
     the others faint and thin; a pooled row is a diamond with the range of its cases dotted; a row
-    of one value is an open circle, and its label is marked "one value: no interval" on the right.
+    of one value is an open circle, and its label is marked "one value: no interval" on the right; an
+    implausible row (left out of the verdict) is a grey cross.
     The artists carry SVG ids ``<series_id(config)>:forest-<what>`` (what: intervals, points,
-    pooled, ranges, one-value: one element per row drawn) and ``forest:one-value:<row>`` for the
+    pooled, ranges, one-value, implausible: one element per row drawn) and ``forest:one-value:<row>`` for the
     marks on the right."""
     rows, labels, configs = data.rows, data.labels, data.configs
     one_value_labels = set(rows.loc[rows["kind"] == "one value", "label"])
@@ -375,6 +376,7 @@ def _forest_panel(ax, mine: pd.DataFrame, position: dict[str, int], colour: str,
     kind = mine["kind"].to_numpy()
     significant = mine["significant"].to_numpy(dtype=bool)
     shade = np.array([to_rgba(colour, 1.0 if sig else 0.4) for sig in significant]).reshape(-1, 4)
+    shade[kind == "implausible"] = to_rgba(FOREST_GREY, 0.7)  # left out of the verdict: no layer's colour
     widths = np.where(significant, 1.8, 1.0)
     series = series_id(config)
     has_interval = np.isfinite(te_low) & np.isfinite(te_high) & (kind != "one value")
@@ -398,6 +400,7 @@ def _forest_panel(ax, mine: pd.DataFrame, position: dict[str, int], colour: str,
         ("points", kind == "row", "o", None),
         ("pooled", pooled, "D", None),
         ("one-value", kind == "one value", "o", "white"),
+        ("implausible", kind == "implausible", "x", None),
     ):
         if mask.any():
             points = ax.scatter(
@@ -406,7 +409,8 @@ def _forest_panel(ax, mine: pd.DataFrame, position: dict[str, int], colour: str,
                 s=14 if marker == "D" else 10,
                 marker=marker,
                 c=shade[mask] if face is None else "white",
-                edgecolors=shade[mask] if face is None else colour,
+                # a cross has no edge (matplotlib warns about one): its colour is the face's
+                edgecolors=None if marker == "x" else shade[mask] if face is None else colour,
                 linewidths=0.8,
                 zorder=3,
             )

@@ -32,7 +32,9 @@ LAYER_ORDER = ("TEE", "storage encryption", "in-memory storage", "TLS", "secure 
 class Forest:
     """What a forest chart draws: ``rows`` (one per label and configuration: label, config, layer,
     te, te_low, te_high, range_low, range_high, cases, significant, kind in {"row", "pooled",
-    "one value"}), the labels and configurations in drawing order, and what was left out."""
+    "one value", "implausible"}), the labels and configurations in drawing order, and what was left
+    out. An implausible row (the plausibility checks left it out of the verdict) is drawn as a grey
+    cross, never counted significant, and never pooled."""
 
     rows: pd.DataFrame
     labels: list[str]
@@ -40,6 +42,8 @@ class Forest:
     layers: dict[str, str]
     hidden: list[str] = field(default_factory=list)
     pooled: list[str] = field(default_factory=list)
+    #: implausible cases of pooled workloads, left out of their pools
+    left_out: int = 0
 
     @property
     def empty(self) -> bool:
@@ -99,19 +103,29 @@ def pooled(te: np.ndarray) -> tuple[float, float, float]:
     return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
 
 
+def _implausible(data: pd.DataFrame) -> np.ndarray:
+    """Which rows the plausibility checks left out of the verdict (ccbench.analysis.plausibility)."""
+    if "implausible" not in data:
+        return np.zeros(len(data), dtype=bool)
+    return data["implausible"].fillna("").astype(str).ne("").to_numpy()
+
+
 def _case_rows(data: pd.DataFrame, several: dict) -> pd.DataFrame:
     out = data.copy()
     out["label"] = [_case_label(row, several[row["workload"]]) for row in out.to_dict(orient="records")]
     out["range_low"] = out["range_high"] = math.nan
     out["cases"] = 1
     one_value = ~(np.isfinite(out["te_low"]) & np.isfinite(out["te_high"]))
-    out["kind"] = np.where(one_value, "one value", "row")
+    implausible = _implausible(out)
+    out["kind"] = np.where(implausible, "implausible", np.where(one_value, "one value", "row"))
+    out["significant"] = out["significant"].astype(bool) & ~implausible
     return out
 
 
 def _pooled_rows(data: pd.DataFrame, workload: str) -> pd.DataFrame:
     records = []
-    for (config, metric), rows in data.groupby(["config", "metric"], sort=False):
+    # an implausible case measures no layer: it is left out of the pool (the caption counts it)
+    for (config, metric), rows in data[~_implausible(data)].groupby(["config", "metric"], sort=False):
         te = rows["te"].to_numpy(dtype=float)
         typical, low, high = pooled(te)
         records.append(
@@ -177,13 +191,15 @@ def build(
     frame = frame[frame["label"].isin(labels)]
     layers = frame.drop_duplicates("config").set_index("config")["layer"].astype(str).to_dict()
     configs = sorted(layers, key=lambda c: (_layer_rank(layers[c]), list(layers).index(c)))
-    return Forest(frame.reset_index(drop=True), labels, configs, layers, hidden, pooled_workloads)
+    left_out = int(_implausible(data[data["workload"].isin(pooled_workloads)]).sum())
+    return Forest(frame.reset_index(drop=True), labels, configs, layers, hidden, pooled_workloads, left_out)
 
 
 def caption(data: Forest, baseline: str | None) -> str:
     """What the chart shows, in words that match it: how many rows are significant (interval clear
     of 1x) and which way, what a diamond and an open circle mean, and what was pooled or hidden."""
     rows = data.rows
+    left_out = int(data.left_out)
     significant = rows[rows["significant"]]
     slower, faster = int((significant["te"] > 1).sum()), int((significant["te"] < 1).sum())
     parts = [
@@ -192,6 +208,12 @@ def caption(data: Forest, baseline: str | None) -> str:
         f"{len(significant)} of {len(rows)} rows significant (interval clear of 1x): {slower} slower, {faster} faster; "
         "solid rows are significant, faint ones are not."
     ]
+    implausible = int((rows["kind"] == "implausible").sum())
+    if implausible:
+        parts.append(
+            f"Grey crosses ({implausible}): implausible rows (the lint says why), left out of the verdict "
+            "and of the counts above."
+        )
     one_value = int((rows["kind"] == "one value").sum())
     if one_value:
         parts.append(f"Open circles ({one_value}): one value on a side, so no interval.")
@@ -202,6 +224,8 @@ def caption(data: Forest, baseline: str | None) -> str:
             f"Diamonds: {listed} pooled, the geometric mean with an interval from the spread between cases; "
             "the dotted line spans the cases; each case is in the workload's own chart below."
         )
+    if left_out:
+        parts.append(f"{left_out} implausible cases left out of the pooled rows.")
     if data.hidden:
         parts.append(f"{len(data.hidden)} more rows not shown here (the comparison table below has them).")
     return " ".join(parts)
