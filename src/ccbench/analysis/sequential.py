@@ -80,7 +80,8 @@ def interval(
 @dataclass
 class Settlement:
     """Where one case stands: its answer (``cost``, ``gain``, ``no cost above``, or None while
-    unsettled), the estimate and the interval as time-equivalent fractions (0.05 = 5% slower),
+    unsettled), the estimate and the interval as time-equivalent fractions (0.05 = 5% slower; the
+    interval None while it is not finite),
     the rounds (paired values) it rests on and the target."""
 
     state: str | None
@@ -98,6 +99,8 @@ class Settlement:
         """One phrase: what the case's answer is, with its numbers."""
         if self.estimate is None:
             return f"no interval yet ({self.rounds} paired rounds)"
+        if self.low is None or self.high is None:
+            return f"unsettled: {_pct(self.estimate)} (too few rounds for a finite interval: {self.rounds})"
         bounds = f"[{_pct(self.low)}, {_pct(self.high)}]"
         if self.state == COST:
             return f"a cost of {_pct(self.estimate)} {bounds}"
@@ -112,7 +115,7 @@ class Settlement:
 
 
 def _pct(fraction: float | None) -> str:
-    return "n/a" if fraction is None else ("-inf" if fraction == -1 else f"{fraction:+.1%}")
+    return "n/a" if fraction is None else f"{fraction:+.1%}"
 
 
 def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixture: float = MIXTURE) -> Settlement:
@@ -133,7 +136,9 @@ def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixt
         state = GAIN
     elif high < math.log1p(target):
         state = NO_COST_ABOVE
-    return Settlement(state, n, target, math.expm1(estimate), math.expm1(low), math.expm1(high))
+    # an interval not yet finite is kept as None (JSON has no infinity)
+    bounds = (math.expm1(low), math.expm1(high)) if math.isfinite(high - low) else (None, None)
+    return Settlement(state, n, target, math.expm1(estimate), *bounds)
 
 
 def paired_log_costs(

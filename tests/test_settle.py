@@ -1,0 +1,146 @@
+"""Settle rounds in the runner (ccbench.settle) with the scripted executor of test_scheduling: no
+workload runs, each execution's value is chosen by the test. An easy case (a 10x cost) leaves the
+rounds early; a hard one (no cost, noise above the target) runs on, with its baseline, to the limit."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_scheduling import Messages, ScriptedExecutor, measured
+
+from ccbench.commands.run import settle_lines
+from ccbench.errors import PlanError
+from ccbench.plan import plan_from_dict
+from ccbench.runner import Runner
+from ccbench.schedule import Order
+
+VALUES = ("disk", "tmpfs", "ext4-loop")
+
+
+@pytest.fixture
+def run_settle(tmp_path, monkeypatch):
+    """run_settle(executor, plan_extra={}, **defaults) -> (RunResult, Messages): one command workload
+    on three storage variants (directories of the test's own: nothing is mounted), disk first."""
+    import ccbench.probe.syscheck
+
+    monkeypatch.setattr(ccbench.probe.syscheck, "system_check", lambda **options: [])
+    paths = {}
+    for value in VALUES:
+        paths[value] = str(tmp_path / f"dir-{value}")
+        Path(paths[value]).mkdir()
+
+    def run(executor, plan_extra=None, order="random", **defaults):
+        document = {
+            "name": "scripted",
+            "defaults": {
+                "repetitions": 3,
+                "warmup": 1,
+                "cooldown": 0,
+                "variants": {"storage": list(VALUES)},
+                **defaults,
+            },
+            "workloads": [{"kind": "command", "name": "c", "command": "true"}],
+            **(plan_extra or {}),
+        }
+        messages = Messages()
+        runner = Runner(
+            plan_from_dict(document, "test"),
+            out=tmp_path / "out",
+            workdir=tmp_path / "work",
+            storage_paths=paths,
+            reporter=messages,
+            environment={},
+            executor=executor,
+            order=Order(order, 11),
+        )
+        return runner.run(), messages
+
+    return run
+
+
+def easy_and_hard(seed: int = 5) -> ScriptedExecutor:
+    """disk ~1 s, tmpfs 10x slower (1% noise), ext4-loop the same as disk but with 3% noise."""
+    rng = np.random.default_rng(seed)
+    scale = {"disk": (1.0, 0.01), "tmpfs": (10.0, 0.01), "ext4-loop": (1.0, 0.03)}
+    return ScriptedExecutor(
+        lambda job: measured(scale[job.variant["storage"]][0] * rng.lognormal(0, scale[job.variant["storage"]][1]))
+    )
+
+
+def rounds_of(executor: ScriptedExecutor) -> dict[int, list[str]]:
+    rounds: dict[int, list[str]] = {}
+    for job in executor.jobs:
+        if not job.warmup:
+            rounds.setdefault(job.repetition, []).append(job.variant["storage"])
+    return rounds
+
+
+def test_an_easy_case_leaves_the_rounds_early_and_a_hard_one_runs_on_with_its_baseline(run_settle):
+    executor = easy_and_hard()
+    result, messages = run_settle(executor, settle="1%", max_repetitions=12)
+    settled = result.outcomes["c"].settled
+    easy, hard = settled["cases"]["storage=tmpfs"], settled["cases"]["storage=ext4-loop"]
+    assert settled["baseline"] == "storage=disk"
+    assert easy["stopped_by"] == "settled" and easy["state"] == "cost"
+    assert easy["estimate"] == pytest.approx(9.0, abs=0.2) and easy["low"] > 8
+    assert hard["stopped_by"] == "max repetitions" and hard["state"] is None and hard["rounds"] == 12
+    rounds = rounds_of(executor)
+    ran = {value: sum(value in r for r in rounds.values()) for value in VALUES}
+    assert ran["tmpfs"] < 6 and ran["ext4-loop"] == 12 and ran["disk"] == 12
+    # every round keeps the baseline; warm-ups ran once per variant, first
+    assert all("disk" in r for r in rounds.values())
+    assert [job.variant["storage"] for job in executor.jobs if job.warmup] and all(
+        job.warmup for job in executor.jobs[:3]
+    )
+    # the rounds after the easy case left hold the two others, in a drawn order
+    later = [tuple(r) for rep, r in rounds.items() if rep >= ran["tmpfs"]]
+    assert {frozenset(r) for r in later} == {frozenset({"disk", "ext4-loop"})}
+    assert len(set(later)) == 2  # both orders drawn, not a fixed A B
+    assert any("storage=tmpfs]: settled: a cost of" in line for line in messages.lines)
+    manifest_outcome = result.manifest["outcomes"]["c"]
+    assert manifest_outcome["settled"]["cases"]["storage=tmpfs"]["stopped_by"] == "settled"
+
+
+def test_without_settle_the_schedule_is_the_fixed_one(run_settle):
+    executor = easy_and_hard()
+    result, _ = run_settle(executor, order="fixed")
+    assert len([job for job in executor.jobs if not job.warmup]) == 3 * 3
+    assert result.outcomes["c"].settled is None and "settled" not in result.manifest["outcomes"]["c"]
+
+
+def test_the_budget_cuts_the_unsettled_cases_and_the_summary_names_them(run_settle):
+    import time
+
+    rng = np.random.default_rng(2)
+
+    def answer(job):
+        time.sleep(0.002)  # the study takes longer than its 1 ms budget whatever the machine
+        return measured(rng.lognormal(0, 0.03))
+
+    executor = ScriptedExecutor(answer)
+    result, _ = run_settle(executor, plan_extra={"budget": 0.001}, settle="1%", max_repetitions=30)
+    cases = result.outcomes["c"].settled["cases"]
+    assert {case["stopped_by"] for case in cases.values()} == {"budget"}
+    assert len([job for job in executor.jobs if not job.warmup]) == 3 * 3  # only the minimum rounds
+    lines = settle_lines("c", result.outcomes["c"].settled)
+    assert lines[0] == "c: the budget cut 2 unsettled case(s): storage=tmpfs, storage=ext4-loop"
+    assert "c [storage=tmpfs] against storage=disk: budget after 3 rounds: unsettled: " in lines[1]
+    assert "too few rounds for a finite interval: 3" in lines[1]
+
+
+def test_settle_and_budget_in_a_plan_and_their_errors():
+    document = {
+        "name": "p",
+        "budget": "20m",
+        "defaults": {"settle": "5%"},
+        "workloads": [{"kind": "command", "command": "true"}],
+    }
+    plan = plan_from_dict(document, "p.toml")
+    assert plan.budget == 1200 and plan.workloads[0].settle == 0.05
+    assert plan.with_settle("2%").workloads[0].settle == 0.02 and plan.with_budget("1h").budget == 3600
+    with pytest.raises(PlanError, match=r"p.toml: budget: duration 'soon'"):
+        plan_from_dict({**document, "budget": "soon"}, "p.toml")
+    with pytest.raises(PlanError, match=r"--settle 200%: .*below 100%"):
+        plan.with_settle("200%")
+    with pytest.raises(PlanError, match=r"--budget 0: must be positive"):
+        plan.with_budget("0")
