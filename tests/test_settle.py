@@ -6,8 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import only_bundle
 from test_scheduling import Messages, ScriptedExecutor, measured
 
+from ccbench.bundle import read_bundle
 from ccbench.commands.run import settle_lines
 from ccbench.errors import PlanError
 from ccbench.plan import plan_from_dict
@@ -144,3 +146,32 @@ def test_settle_and_budget_in_a_plan_and_their_errors():
         plan.with_settle("200%")
     with pytest.raises(PlanError, match=r"--budget 0: must be positive"):
         plan.with_budget("0")
+
+
+def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_path, ccbench, workdir):
+    """Real worker processes: a command that sleeps what its variant's directory says, 10x longer
+    on one of them; --settle stops that case after the first rounds, the budget leaves it alone."""
+    paths = {}
+    for value, delay in (("disk", "0.02"), ("tmpfs", "0.3")):
+        paths[value] = tmp_path / f"dir-{value}"
+        paths[value].mkdir()
+        (paths[value] / "delay").write_text(delay)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'name = "settle"\n[defaults]\nrepetitions = 3\nwarmup = 0\ncooldown = 0\nmax_repetitions = 8\n'
+        'variants = { storage = ["disk", "tmpfs"] }\n'
+        '[[workloads]]\nkind = "command"\nname = "sleepy"\ncommand = "sleep $(cat ../delay)"\n'
+    )
+    out = tmp_path / "out"
+    paths_args = [f"--storage-path={value}={path}" for value, path in paths.items()]
+    done = ccbench("run", plan, "--out", out, "--workdir", workdir, *paths_args, "--settle", "5%", "--budget", "10m")
+    assert done.returncode == 0, done.stderr
+    assert "sleepy [storage=tmpfs] against storage=disk: settled after" in done.stdout
+    assert "budget cut" not in done.stdout
+    manifest = read_bundle(only_bundle(out), samples=False).manifest
+    case = manifest["outcomes"]["sleepy"]["settled"]["cases"]["storage=tmpfs"]
+    assert case["state"] == "cost" and case["low"] > 1 and case["rounds"] < 8
+    assert manifest["plan"]["budget"] == 600
+    bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")
+    assert bad.returncode == 2 and "--budget soon: expected seconds" in bad.stderr
+    assert "Traceback" not in bad.stderr
