@@ -111,7 +111,21 @@ def test_paired_costs_pair_by_repetition_and_follow_the_metrics_direction():
         sample("tmpfs", 2, 1.0),
     ]
     costs = paired_log_costs(samples, "storage=disk", ["storage=disk", "storage=tmpfs"])
-    assert costs == {"storage=tmpfs": pytest.approx([math.log(2.0), math.log(0.5)])}
+    assert costs == {"storage=tmpfs": {"t": pytest.approx([math.log(2.0), math.log(0.5)])}}
     higher = [sample(v, 0, x, better="higher") for v, x in (("disk", 100.0), ("tmpfs", 50.0))]
     costs = paired_log_costs(higher, "storage=disk", ["storage=disk", "storage=tmpfs"])
-    assert costs["storage=tmpfs"] == pytest.approx([math.log(2.0)])  # half the throughput: twice the time
+    assert costs["storage=tmpfs"]["t"] == pytest.approx([math.log(2.0)])  # half the throughput: twice the time
+
+
+def test_every_case_of_the_declared_primary_metrics_is_a_case_of_its_own():
+    samples = []
+    for rep in range(3):
+        for variant, slow in (("disk", 1.0), ("tmpfs", 3.0)):
+            for bs, base in (("4k", 10.0), ("1m", 200.0)):
+                s = sample(variant, rep, base / (slow if bs == "4k" else 1.0), better="higher", metric="throughput")
+                samples.append(s.model_copy(update={"params": {"bs": bs}, "metadata": {"case": {"bs": bs}}}))
+            samples.append(sample(variant, rep, 0.5, metric="latency"))  # not declared: not a case
+    costs = paired_log_costs(samples, "storage=disk", ["storage=disk", "storage=tmpfs"], ("throughput",))
+    assert set(costs["storage=tmpfs"]) == {"throughput bs=4k", "throughput bs=1m"}
+    assert costs["storage=tmpfs"]["throughput bs=4k"] == pytest.approx([math.log(3.0)] * 3)
+    assert costs["storage=tmpfs"]["throughput bs=1m"] == pytest.approx([0.0] * 3)

@@ -81,11 +81,13 @@ def test_an_easy_case_leaves_the_rounds_early_and_a_hard_one_runs_on_with_its_ba
     executor = easy_and_hard()
     result, messages = run_settle(executor, settle="1%", max_repetitions=12)
     settled = result.outcomes["c"].settled
-    easy, hard = settled["cases"]["storage=tmpfs"], settled["cases"]["storage=ext4-loop"]
+    easy_variant, hard_variant = settled["variants"]["storage=tmpfs"], settled["variants"]["storage=ext4-loop"]
+    assert list(easy_variant["cases"]) == ["wall_time"]
+    easy, hard = easy_variant["cases"]["wall_time"], hard_variant["cases"]["wall_time"]
     assert settled["baseline"] == "storage=disk"
-    assert easy["stopped_by"] == "settled" and easy["state"] == "cost"
+    assert easy_variant["stopped_by"] == "settled" and easy["state"] == "cost"
     assert easy["estimate"] == pytest.approx(9.0, abs=0.2) and easy["low"] > 8
-    assert hard["stopped_by"] == "max repetitions" and hard["state"] is None and hard["rounds"] == 12
+    assert hard_variant["stopped_by"] == "max repetitions" and hard["state"] is None and hard["rounds"] == 12
     rounds = rounds_of(executor)
     ran = {value: sum(value in r for r in rounds.values()) for value in VALUES}
     assert ran["tmpfs"] < 6 and ran["ext4-loop"] == 12 and ran["disk"] == 12
@@ -98,9 +100,9 @@ def test_an_easy_case_leaves_the_rounds_early_and_a_hard_one_runs_on_with_its_ba
     later = [tuple(r) for rep, r in rounds.items() if rep >= ran["tmpfs"]]
     assert {frozenset(r) for r in later} == {frozenset({"disk", "ext4-loop"})}
     assert len(set(later)) == 2  # both orders drawn, not a fixed A B
-    assert any("storage=tmpfs]: settled: a cost of" in line for line in messages.lines)
+    assert any("storage=tmpfs] wall_time: settled: a cost of" in line for line in messages.lines)
     manifest_outcome = result.manifest["outcomes"]["c"]
-    assert manifest_outcome["settled"]["cases"]["storage=tmpfs"]["stopped_by"] == "settled"
+    assert manifest_outcome["settled"]["variants"]["storage=tmpfs"]["stopped_by"] == "settled"
 
 
 def test_without_settle_the_schedule_is_the_fixed_one(run_settle):
@@ -121,13 +123,14 @@ def test_the_budget_cuts_the_unsettled_cases_and_the_summary_names_them(run_sett
 
     executor = ScriptedExecutor(answer)
     result, _ = run_settle(executor, plan_extra={"budget": 0.001}, settle="1%", max_repetitions=30)
-    cases = result.outcomes["c"].settled["cases"]
-    assert {case["stopped_by"] for case in cases.values()} == {"budget"}
+    variants = result.outcomes["c"].settled["variants"]
+    assert {variant["stopped_by"] for variant in variants.values()} == {"budget"}
     assert len([job for job in executor.jobs if not job.warmup]) == 3 * 3  # only the minimum rounds
     lines = settle_lines("c", result.outcomes["c"].settled)
-    assert lines[0] == "c: the budget cut 2 unsettled case(s): storage=tmpfs, storage=ext4-loop"
-    assert "c [storage=tmpfs] against storage=disk: budget after 3 rounds: unsettled: " in lines[1]
-    assert "too few rounds for a finite interval: 3" in lines[1]
+    assert lines[0] == "c: the budget cut 2 unsettled variant(s): storage=tmpfs, storage=ext4-loop"
+    assert lines[1] == "c [storage=tmpfs] against storage=disk: budget"
+    assert lines[2].startswith("  wall_time: unsettled: ") and lines[2].endswith("(3 rounds)")
+    assert "too few rounds for a finite interval: 3" in lines[2]
 
 
 def test_settle_and_budget_in_a_plan_and_their_errors():
@@ -166,10 +169,10 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     paths_args = [f"--storage-path={value}={path}" for value, path in paths.items()]
     done = ccbench("run", plan, "--out", out, "--workdir", workdir, *paths_args, "--settle", "5%", "--budget", "10m")
     assert done.returncode == 0, done.stderr
-    assert "sleepy [storage=tmpfs] against storage=disk: settled after" in done.stdout
+    assert "sleepy [storage=tmpfs] against storage=disk: settled\n  wall_time: a cost of" in done.stdout
     assert "budget cut" not in done.stdout
     manifest = read_bundle(only_bundle(out), samples=False).manifest
-    case = manifest["outcomes"]["sleepy"]["settled"]["cases"]["storage=tmpfs"]
+    case = manifest["outcomes"]["sleepy"]["settled"]["variants"]["storage=tmpfs"]["cases"]["wall_time"]
     assert case["state"] == "cost" and case["low"] > 1 and case["rounds"] < 8
     assert manifest["plan"]["budget"] == 600
     bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")

@@ -2,9 +2,10 @@
 unsettled, until each variant's case is settled (ccbench.analysis.sequential) or a limit ends them
 (``settle`` in the plan, ``ccbench run --settle 5% --budget 20m``; docs/plan-format.md).
 
-A case is a variant against the workload's baseline (its first variant combination) on the
-workload's primary metric. After every round each unsettled case is looked at; a settled case
-leaves the rounds. The baseline runs in every round while any case is unsettled, so every round
+A case is a variant against the workload's baseline (its first variant combination) on one series
+of the workload's primary metrics (each of fio's block size and pattern, say). After every round
+each case is looked at; a variant whose every case is settled leaves the rounds (its executions
+measure all its cases at once). The baseline runs in every round while any case is unsettled, so every round
 still pairs each variant with a baseline execution of the same round; the order within a round is
 drawn as for any round (ccbench.schedule.round_order, from the seed, the workload, the round's number
 and the combinations in it), and each execution has its cooldown before it. The limits:
@@ -60,7 +61,7 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
     spec, outcome = job.spec, job.outcome
     combos = job.combinations()
     keys = [Execution(spec, combo, 0, False).variant_key for combo in combos]
-    record: dict[str, Any] = {"target": spec.settle, "baseline": keys[0] if keys else None, "cases": {}}
+    record: dict[str, Any] = {"target": spec.settle, "baseline": keys[0] if keys else None, "variants": {}}
     if len(keys) < 2:
         record["reason"] = "one variant combination: no case to settle; ran its repetitions"
         outcome.settled = record
@@ -74,10 +75,13 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         mine = [s for s in (*runner._earlier, *runner.samples) if s.workload == spec.name]
         return settle_all(paired_log_costs(mine, keys[0], keys, declared), spec.settle)
 
+    def done(key: str) -> bool:
+        return bool(cases[key]) and all(case.settled for case in cases[key].values())
+
     cases, repetition, round_s, stopped_by = look(), spec.repetitions, 0.0, None
     while True:
         failed = set(outcome.repeating_failures)
-        open_cases = [k for k in keys[1:] if not cases[k].settled and k not in failed]
+        open_cases = [k for k in keys[1:] if not done(k) and k not in failed]
         if not open_cases:
             break
         if keys[0] in failed:
@@ -91,9 +95,9 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         round_s, repetition = time.monotonic() - round_started, repetition + 1
         cases = look()
     for key in keys[1:]:
-        case = cases[key]
-        why = SETTLED if case.settled else ("failed" if key in outcome.repeating_failures else stopped_by)
-        record["cases"][key] = {**case.as_dict(), "stopped_by": why}
-        runner.reporter.message(f"{spec.name} [{key}]: {why}: {case.describe()}")
+        why = SETTLED if done(key) else ("failed" if key in outcome.repeating_failures else stopped_by)
+        record["variants"][key] = {"stopped_by": why, "cases": {c: v.as_dict() for c, v in cases[key].items()}}
+        for label, case in cases[key].items():
+            runner.reporter.message(f"{spec.name} [{key}] {label}: {why}: {case.describe()}")
     record["rounds"] = repetition
     outcome.settled = record

@@ -141,37 +141,56 @@ def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixt
     return Settlement(state, n, target, math.expm1(estimate), *bounds)
 
 
+def _label(sample: Any) -> str:
+    """The metric and the case it measures (e.g. fio's ``throughput bs=4k rw=randread``)."""
+    case = (sample.metadata or {}).get("case")
+    if isinstance(case, dict):
+        case = " ".join(f"{k}={v}" for k, v in case.items())
+    return f"{sample.metric} {case}" if case else sample.metric
+
+
 def paired_log_costs(
     samples: Iterable[Any], baseline: str, variants: Sequence[str], declared: Sequence[str] = ()
-) -> dict[str, list[float]]:
-    """Per variant key other than the baseline, the log time-equivalent costs of its primary metric
-    against the baseline's, paired by repetition (rounds where either is missing are left out), in
-    repetition order. samples: ccbench.model.Sample of one workload, repetitions only; the primary
-    metric is chosen as ccbench.analysis.precision.primary_values chooses it."""
+) -> dict[str, dict[str, list[float]]]:
+    """Per variant key other than the baseline, per case (a series of the workload's primary
+    metrics: every metric it declares in ``declared`` and each of its cases, e.g. fio's throughput
+    at 4k randread, that every variant reported; without one, the series
+    ccbench.analysis.precision.primary_series chooses), the log time-equivalent costs against the
+    baseline, paired by repetition (rounds where either is missing are left out), in repetition
+    order. samples: ccbench.model.Sample of one workload."""
     from ccbench.analysis.precision import primary_series
     from ccbench.model import ExecutionKey
 
     keys = [baseline, *[v for v in variants if v != baseline]]
     mine = [s for s in samples if not s.warmup and s.execution]
-    primary = primary_series(mine, keys, declared)
-    by_variant: dict[str, dict[int, float]] = {key: {} for key in keys}
-    higher = False
+    values: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
+    labels: dict[tuple[str, str], str] = {}
+    higher: dict[tuple[str, str], bool] = {}
     for sample in mine:
-        if (sample.metric, json.dumps(sample.params, sort_keys=True)) != primary:
-            continue
+        series = (sample.metric, json.dumps(sample.params, sort_keys=True))
         variant = ExecutionKey.parse(sample.execution).variant
-        if variant in by_variant and sample.value > 0:
-            by_variant[variant].setdefault(sample.repetition, sample.value)
-            higher = sample.better == "higher"
-    base = by_variant[baseline]
-    sign = -1.0 if higher else 1.0
-    return {
-        key: [sign * math.log(values[r] / base[r]) for r in sorted(values) if r in base]
-        for key, values in by_variant.items()
-        if key != baseline
-    }
+        if variant in keys and sample.value > 0:
+            values.setdefault(series, {}).setdefault(variant, {}).setdefault(sample.repetition, sample.value)
+            labels[series], higher[series] = _label(sample), sample.better == "higher"
+    chosen = [key for key in values if key[0] in declared and set(keys) <= set(values[key])]
+    if not chosen:
+        primary = primary_series(mine, keys, declared)
+        chosen = [primary] if primary in values else []
+    named = [labels[series] for series in chosen]
+    for series in chosen:  # two series that the case does not tell apart are told by their parameters
+        if named.count(labels[series]) > 1:
+            labels[series] = f"{labels[series]} {series[1]}"
+    costs: dict[str, dict[str, list[float]]] = {key: {} for key in keys[1:]}
+    for series in chosen:
+        base, sign = values[series].get(baseline, {}), -1.0 if higher[series] else 1.0
+        for key in keys[1:]:
+            mine_values = values[series].get(key, {})
+            costs[key][labels[series]] = [
+                sign * math.log(mine_values[r] / base[r]) for r in sorted(mine_values) if r in base
+            ]
+    return costs
 
 
-def settle_all(costs: Mapping[str, Sequence[float]], target: float) -> dict[str, Settlement]:
-    """settle() for each variant's paired log costs."""
-    return {name: settle(values, target) for name, values in costs.items()}
+def settle_all(costs: Mapping[str, Mapping[str, Sequence[float]]], target: float) -> dict[str, dict[str, Settlement]]:
+    """settle() for each variant's cases."""
+    return {name: {case: settle(values, target) for case, values in cases.items()} for name, cases in costs.items()}

@@ -267,23 +267,25 @@ def print_run_summary(result) -> None:
 
 
 def settle_lines(name: str, settle: dict | None) -> list[str]:
-    """Per case of a settled workload: its answer, or what cut it (the budget named first)."""
+    """Per case of a settled workload: its answer, and for each variant what stopped it; first,
+    which variants the budget cut."""
     if not settle:
         return []
-    if not settle.get("cases"):
+    if not settle.get("variants"):
         return [f"{name}: settle: {settle.get('reason', 'no case to settle')}"]
     from ccbench.analysis.sequential import Settlement
 
     lines, cut = [], []
-    for key, case in settle["cases"].items():
-        known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
-        answer = Settlement(**known).describe()
-        why = case.get("stopped_by")
-        lines.append(f"{name} [{key}] against {settle['baseline']}: {why} after {case['rounds']} rounds: {answer}")
+    for key, variant in settle["variants"].items():
+        why = variant.get("stopped_by")
+        lines.append(f"{name} [{key}] against {settle['baseline']}: {why}")
+        for label, case in variant.get("cases", {}).items():
+            known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
+            lines.append(f"  {label}: {Settlement(**known).describe()} ({case['rounds']} rounds)")
         if why == "budget":
             cut.append(key)
     if cut:
-        lines.insert(0, f"{name}: the budget cut {len(cut)} unsettled case(s): {', '.join(cut)}")
+        lines.insert(0, f"{name}: the budget cut {len(cut)} unsettled variant(s): {', '.join(cut)}")
     return lines
 
 
