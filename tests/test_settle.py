@@ -175,6 +175,12 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     case = manifest["outcomes"]["sleepy"]["settled"]["variants"]["storage=tmpfs"]["cases"]["wall_time"]
     assert case["state"] == "cost" and case["low"] > 1 and case["rounds"] < 8
     assert manifest["plan"]["budget"] == 600
+    # compare recomputes each case from the bundle's samples with the run's rule: the same answer
+    compared = ccbench("compare", only_bundle(out), "--summary")
+    assert compared.returncode == 0, compared.stderr
+    run_line = next(line for line in done.stdout.splitlines() if line.startswith("  wall_time: a cost of"))
+    assert f"  {run_line}" in compared.stdout.splitlines()
+    assert "settled in " in compared.stdout and "(anytime-valid interval, target 5.0%)" in compared.stdout
     bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")
     assert bad.returncode == 2 and "--budget soon: expected seconds" in bad.stderr
     assert "Traceback" not in bad.stderr

@@ -194,3 +194,40 @@ def paired_log_costs(
 def settle_all(costs: Mapping[str, Mapping[str, Sequence[float]]], target: float) -> dict[str, dict[str, Settlement]]:
     """settle() for each variant's cases."""
     return {name: {case: settle(values, target) for case, values in cases.items()} for name, cases in costs.items()}
+
+
+def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
+    """Per workload a bundle's run settled (its manifest's ``outcomes.<workload>.settled``), the
+    record recomputed from the bundle's samples with the same rule: the target, the baseline, and
+    per variant what stopped it (the run's word) and each case's settlement. ``bundle``: a
+    ccbench.bundle.Bundle (its samples are read in chunks)."""
+    from ccbench.model import Sample
+
+    settled = {
+        name: outcome["settled"]
+        for name, outcome in (bundle.manifest.get("outcomes") or {}).items()
+        if (outcome.get("settled") or {}).get("variants")
+    }
+    if not settled:
+        return {}
+    declared = {
+        name: spec.get("primary_metrics", ()) for name, spec in (bundle.manifest.get("declarations") or {}).items()
+    }
+    samples: dict[str, list[Sample]] = {name: [] for name in settled}
+    for chunk in bundle.sample_chunks():
+        for record in chunk:
+            if record.get("workload") in samples and not record.get("warmup"):
+                samples[record["workload"]].append(Sample(**record))
+    found = {}
+    for name, record in settled.items():
+        keys = [record["baseline"], *record["variants"]]
+        costs = paired_log_costs(samples[name], record["baseline"], keys, declared.get(name, ()))
+        cases = settle_all(costs, record["target"])
+        found[name] = {
+            **record,
+            "variants": {
+                key: {"stopped_by": variant.get("stopped_by"), "cases": {c: v.as_dict() for c, v in cases[key].items()}}
+                for key, variant in record["variants"].items()
+            },
+        }
+    return found
