@@ -96,7 +96,8 @@ def command(
     by mechanism for the rows where a mechanism was measured or a twin given, and the table: one
     row per case and primary metric, grouped by workload (--details: every metric and column, and
     the verdict's wide table). --summary prints only the verdict's lines (at most two a layer) and
-    one line per kind of finding. With --json each row is one object ({"finding": code, ...}
+    one line per kind of finding. A bundle whose run settled its cases (run --settle) adds each
+    case's answer, recomputed from its samples with the run's anytime-valid interval. With --json each row is one object ({"finding": code, ...}
     after the rows); with --summary --json one object per layer, with its words.
 
     Without --baseline or --pair, each machine with a TEE is compared with a machine without one of
