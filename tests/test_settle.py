@@ -31,7 +31,7 @@ def run_settle(tmp_path, monkeypatch):
         paths[value] = str(tmp_path / f"dir-{value}")
         Path(paths[value]).mkdir()
 
-    def run(executor, plan_extra=None, order="random", **defaults):
+    def run(executor, plan_extra=None, order="random", resume=None, **defaults):
         document = {
             "name": "scripted",
             "defaults": {
@@ -54,6 +54,7 @@ def run_settle(tmp_path, monkeypatch):
             environment={},
             executor=executor,
             order=Order(order, 11),
+            resume=resume,
         )
         return runner.run(), messages
 
@@ -103,6 +104,33 @@ def test_an_easy_case_leaves_the_rounds_early_and_a_hard_one_runs_on_with_its_ba
     assert any("storage=tmpfs] wall_time: settled: a cost of" in line for line in messages.lines)
     manifest_outcome = result.manifest["outcomes"]["c"]
     assert manifest_outcome["settled"]["variants"]["storage=tmpfs"]["stopped_by"] == "settled"
+
+
+def test_a_run_interrupted_in_its_settle_rounds_resumes_them_where_it_stopped(run_settle):
+    from ccbench.model import ExecutionStatus
+    from ccbench.runner import Interrupted
+    from ccbench.supervise import Attempt
+
+    values = easy_and_hard()
+
+    def answer(job):
+        if len(first.jobs) == 14:  # 3 warm-ups, 9 repetitions, then the second execution of round 3
+            return Attempt(ExecutionStatus.INTERRUPTED, "interrupted by a signal", interruption=Interrupted(2))
+        return values.answer(job)
+
+    first = ScriptedExecutor(answer)
+    result, _ = run_settle(first, settle="1%", max_repetitions=12)
+    assert result.interrupted and result.outcomes["c"].settled is None
+    second = ScriptedExecutor(lambda job: values.answer(job))
+    resumed, _ = run_settle(second, resume=result.bundle, settle="1%", max_repetitions=12)
+    assert not resumed.interrupted and not any(job.warmup for job in second.jobs)
+    settled = resumed.outcomes["c"].settled
+    assert settled["variants"]["storage=tmpfs"]["stopped_by"] == "settled"
+    assert settled["variants"]["storage=ext4-loop"]["cases"]["wall_time"]["rounds"] == 12
+    records = read_bundle(result.bundle).executions
+    ok = [(r["warmup"], r["repetition"], r["variant"]["storage"]) for r in records if r["status"] == "ok"]
+    assert len(ok) == len(set(ok))  # nothing measured twice
+    assert {(False, 11, "disk"), (False, 11, "ext4-loop")} <= set(ok) and (False, 11, "tmpfs") not in ok
 
 
 def test_without_settle_the_schedule_is_the_fixed_one(run_settle):
