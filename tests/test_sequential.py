@@ -40,9 +40,10 @@ def test_the_interval_ends_where_the_bayes_factor_reaches_one_over_alpha():
 def test_too_few_rounds_give_no_finite_interval():
     low, high = interval(2, 0.1, 0.02)
     assert math.isinf(low) and math.isinf(high)
-    early = settle([0.5, 0.5001, 0.4999], 0.05)
+    early = settle([0.5, 0.5001], 0.05)
     assert early.state is None and early.low is None and early.high is None
-    assert "too few rounds for a finite interval: 3" in early.describe()
+    assert "too few rounds for a finite interval: 2" in early.describe()
+    assert settle([0.5, 0.5001, 0.4999], 0.05).state == COST  # finite, and a clear cost, from 3
 
 
 def running(rng, trials: int, rounds: int, sd: float):

@@ -48,8 +48,8 @@ import numpy as np
 
 #: the chance that a case is ever settled wrongly (its interval ever misses the true cost)
 ALPHA = 0.05
-#: the prior precision of the standardised effect (c above); 0.5 gives a finite interval from 4 rounds
-MIXTURE = 0.5
+#: the prior precision of the standardised effect (c above); 0.1 gives a finite interval from 3 rounds
+MIXTURE = 0.1
 COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
 
 
