@@ -3,6 +3,7 @@ by Apache Otava, validated by simulation, and the show/report commands on bundle
 
 import importlib.util
 import json
+import re
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -491,3 +492,28 @@ def test_an_add_hashes_each_journal_once(tmp_path, monkeypatch):
     monkeypatch.setattr(listed, "sha256_file", hash_file)
     run_ids = set(store.frame()["run_id"])
     assert run_ids == {"bundle-" + list_digest(digest_list(bundle, remembered=False))}
+
+
+@needs_duckdb
+def test_machines_imported_once_read_as_machines_not_one_point_series(tmp_path):
+    """seed 000's machines imported once: one line per machine (its series counted, none listed:
+    none can move with one run), labels not repeated, numbers without scientific notation."""
+    tees = ["--tee", "TDX-Encrypted=tdx", "--tee", "TDX-Non-Encrypted=tdx", "--tee", "Intel-Non-TDX=none"]
+    done = run_ccbench("import", "seed000", DATA / "import" / "seed000-azure", "--out", tmp_path / "b", *tees)
+    assert done.returncode == 0, done.stderr
+    store = tmp_path / "h.duckdb"
+    added = run_ccbench("history", "add", *sorted((tmp_path / "b").iterdir()), "--store", store)
+    assert added.returncode == 0, added.stderr
+    shown = run_ccbench("history", "show", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    lines = [line for line in shown.stdout.splitlines() if not line.startswith("change points not computed")]
+    series = [json.loads(s) for s in run_ccbench("history", "show", "--store", store, "--json").stdout.splitlines()]
+    assert len(series) > 3
+    assert lines[0] == f"3 configurations, {len(series)} series, 0 with a change point"
+    heads = [line for line in lines[1:] if not line.startswith(" ")]
+    assert len(heads) == 3 and len(lines) <= 1 + 2 * 3, lines
+    for machine in ("Intel-Non-TDX", "TDX-Encrypted", "TDX-Non-Encrypted"):
+        (head,) = [h for h in heads if h.startswith(f"{machine} /")]
+        assert "1 run (0 contended) each; 0 moved" in head
+        assert sum(machine in line for line in lines) == 1  # the label once
+    assert not re.search(r"\de[+-]\d", shown.stdout)

@@ -166,7 +166,9 @@ def test_compare_summary_and_the_report_lead_with_the_share(tmp_path, document, 
     report = ccbench("report", path, "--baseline", "plain", "--format", "md", "-o", tmp_path / "r.md")
     assert report.returncode == 0, report.stderr
     markdown = (tmp_path / "r.md").read_text()
+    # the verdict's lines, then how it was reached (each layer's sentence and the tables behind it)
     verdict = markdown.split("## Verdict per protection layer")[1].split("\n## ")[0]
+    verdict += markdown.split("## How the verdict was reached")[1].split("\n## ")[0]
     assert "- TLS adds 15% to one MiniLM-L6-v2 sentence embedding" in verdict
     assert "### what a protected transport adds to one request" in verdict
     assert "| TLS | vm / no TEE / tls | one MiniLM-L6-v2 sentence embedding (10.8 ms) |" in verdict

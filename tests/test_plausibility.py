@@ -191,6 +191,11 @@ def test_the_column_reaches_compare_json(tmp_path, ccbench):
     rows = [line for line in lines if "config" in line]
     assert rows and {row["implausible"] for row in rows} == {"direct I/O served buffered on fscrypt"}
     assert [line["finding"] for line in lines if "finding" in line] == ["implausible"]
+    # the table's verdict cell says so too, never "faster" for a row the verdict left out
+    table = ccbench("compare", bundle, env={"COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    fscrypt_rows = [line for line in table.stdout.splitlines() if "fscrypt" in line and "│" in line]
+    assert fscrypt_rows and all("implausible" in line and "faster │" not in line for line in fscrypt_rows), table.stdout
 
 
 def test_block_sizes_as_fio_writes_them():

@@ -12,6 +12,7 @@ import sys
 import click
 
 from ccbench.errors import CCBenchError, Stopped
+from ccbench.stopping import catch_stop_signals, restore_signals
 from ccbench.version import __version__
 
 
@@ -76,12 +77,7 @@ def _catch_termination() -> dict:
     """SIGTERM and SIGHUP (the terminal or SSH session went away) end any command through its
     clean-up rather than on the spot; a SIGHUP ignored at start (``nohup``) stays ignored. Ctrl-C
     is Python's KeyboardInterrupt already. Returns the dispositions found, to put back."""
-    previous = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
-            continue
-        previous[sig] = signal.signal(sig, _stop)
-    return previous
+    return catch_stop_signals(_stop, (signal.SIGTERM, signal.SIGHUP))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -120,8 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"ccbench: error: {exc.strerror or exc}{where}; check the path and its permissions", err=True)
         sys.exit(2)
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        restore_signals(previous)
 
 
 if __name__ == "__main__":

@@ -42,9 +42,9 @@ from ccbench.model import (
     utc_now_iso,
 )
 from ccbench.plan import Plan, WorkloadSpec
-from ccbench.procs import block_stop_signals, catch_stop_signals, restore_signals
 from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.settle import settle_rounds
+from ccbench.stopping import block_stop_signals, catch_stop_signals, restore_signals
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
 from ccbench.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable

@@ -110,7 +110,14 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
             ],
             "effect [95% CI]": [row_effect(row) for row in _effect_rows(comparison)],
             "MDE": [mde(v) for v in comparison["mde"]] if "mde" in comparison else ["-"] * len(comparison),
-            "verdict": comparison["verdict"].to_numpy(),
+            # a row the plausibility checks left out of the verdict says so where its verdict would be
+            "verdict": [
+                "implausible" if reason else verdict
+                for verdict, reason in zip(
+                    comparison["verdict"],
+                    comparison["implausible"] if "implausible" in comparison else [""] * len(comparison),
+                )
+            ],
             "CV % (base/config)": [cv_pair(a, b) for a, b in zip(comparison["cv_baseline"], comparison["cv"])],
             "n": [f"{a}/{b}" for a, b in zip(comparison["n_baseline"], comparison["n"])],
             "machines": machine_counts(comparison),
@@ -176,8 +183,8 @@ def _kind(te: float) -> tuple[bool, bool]:
 def effect(te, low=None, high=None) -> str:
     """A time-equivalent ratio (> 1: takes more time) in the project's one convention, with its
     interval where given: "2.9x slower [2.6x, 3.3x]", "1.31x faster [1.27x, 1.35x]", "4.2% slower
-    [2.1%, 6.3%]"; an interval that reaches the other direction names it: "1.0% slower [1.02x faster,
-    3.1% slower]". A throughput's ratio must be inverted first (time_equivalent). "-" when missing."""
+    [2.1%, 6.3%]"; an interval that reaches the other direction names the direction of both ends:
+    "1.0% slower [1.02x faster, 3.1% slower]". A throughput's ratio must be inverted first (time_equivalent). "-" when missing."""
     if missing(te) or not math.isfinite(float(te)) or float(te) <= 0:
         return "-"
     te = float(te)
@@ -187,10 +194,12 @@ def effect(te, low=None, high=None) -> str:
     low, high = float(low), float(high)
     if low <= 0:
         return text
-    ends = []
-    for end in (low, high) if te >= 1 else (high, low):  # faster: the smaller factor first
-        ends.append(_bare(end) if _kind(end) == _kind(te) else effect(end))
-    return f"{text} [{ends[0]}, {ends[1]}]"
+    ends = (low, high) if te >= 1 else (high, low)  # faster: the smaller factor first
+    # an interval that reaches the other direction names the direction of both ends, so that
+    # neither reads as the point's: "22x slower [14x faster, 6,694x slower]"
+    same = all(_kind(end) == _kind(te) for end in ends)
+    words = [_bare(end) if same else effect(end) for end in ends]
+    return f"{text} [{words[0]}, {words[1]}]"
 
 
 def time_equivalent(ratio, better) -> float:

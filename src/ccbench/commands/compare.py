@@ -401,7 +401,7 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
         out.add_column(column, overflow="fold")
     index = list(cells.columns).index("verdict")
     previous = None
-    for row, verdict_word, workload in zip(cells.itertuples(index=False), shown["verdict"], shown["workload"]):
+    for row, verdict_word, workload in zip(cells.itertuples(index=False), cells["verdict"], shown["workload"]):
         values = list(row)
         colour = "red" if verdict_word == "slower" else "green" if verdict_word == "faster" else ""
         values[index] = (

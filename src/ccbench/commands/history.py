@@ -65,30 +65,20 @@ def _filters(function):
 @_filters
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per series.")
 def show(store_path, label, workload, metric, as_json) -> None:
-    """Per configuration and metric: the runs over time and the change points found, each with its
-    size, its 95% interval and what changed between the runs around it (kernel, ccbench version, CPU
-    microcode, TEE, plan, and every field of the CC provenance). Contended runs are listed but left
-    out of the detection."""
-    from ccbench.results.history import describe, history, series_json
+    """Per configuration one line (its series, its runs, how many moved), then one line per series
+    that moved with each change point: its size, its 95% interval and what changed between the runs
+    around it (kernel, ccbench version, CPU microcode, TEE, plan, and every field of the CC
+    provenance); the series that did not move are counted, not listed (--json lists every series).
+    Contended runs are counted but left out of the detection."""
+    from ccbench.results.history import history, series_json, show_lines
 
     series, reason = history(_store(store_path), label, workload, metric)
     if as_json:
         for s in series:
             click.echo(json.dumps({**series_json(s), "change_points_not_computed": reason}, default=str))
         return
-    if reason:
-        click.echo(f"change points not computed: {reason}")
-    for s in series:
-        points = s.points
-        contended = int(points["contended"].astype(bool).sum())
-        click.echo(
-            f"{s.key['label']} / {s.key['config']}  {s.key['workload']} {s.key['case']}  {s.key['metric']} ({s.unit}): "
-            f"{len(points)} runs ({contended} contended), last {points['median'].iloc[-1]:.4g}"
-        )
-        for cp in s.change_points:
-            click.echo(f"  change point {describe(cp, s.unit)}")
-        if s.note:
-            click.echo(f"  {s.note}")
+    for line in show_lines(series, reason):
+        click.echo(line)
 
 
 @command.command()

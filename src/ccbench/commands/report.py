@@ -53,17 +53,20 @@ from ccbench.commands.options import (
 def command(
     bundles, output, fmt, figures, baseline, exclude_contended, model_by, labels, title, jobs, allow_unverified
 ) -> None:
-    """Write a report over BUNDLE... (bundles or directories of bundles). It opens with the verdict
-    per protection layer (what each costs, where it hurts most, the causes recorded), then the
-    machines side by side, the comparison with 95% intervals, charts per workload (one colour per
-    configuration throughout), latency percentiles, the overhead heatmap, the overhead model,
-    flagged noisy results and the methods as the bundles recorded them."""
+    """Write a report over BUNDLE... (bundles or directories of bundles). Its first screen holds the
+    answer: one line per protection layer and a forest plot of every configuration's cost per
+    workload case (time ratio with its 95% interval, log scale). Then how the verdict was reached,
+    the machines (what differs, then what they share), the comparison with 95% intervals, every
+    case of the pooled workloads, latency percentiles, the overhead heatmap (log2 of the time ratio,
+    clipped at 1/4x and 4x), the overhead model, flagged noisy results and the methods as the
+    bundles recorded them."""
     from ccbench.analysis.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.console import console, skip_teardown
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
     from ccbench.report import FigureDrawer, build_context, build_sections, render_html, render_markdown
+    from ccbench.report.charts import prepare as charts_prepare
 
     output_path = Path(output)
     fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
@@ -82,6 +85,8 @@ def command(
         console.print(f"warning: {unverified_warning(unverified)}", markup=False)
         title = f"{title} (UNVERIFIED bundles: {len(unverified)})"
     with Helper(jobs) as helper:
+        # the helper loads matplotlib while this process reads the bundles (it draws the figures)
+        helper.submit(charts_prepare)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ctx = build_context(

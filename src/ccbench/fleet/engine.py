@@ -37,7 +37,7 @@ from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import gathering_settings, probe_summary
 from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
-from ccbench.procs import catch_stop_signals, restore_signals
+from ccbench.stopping import catch_stop_signals, restore_signals
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PLAYBOOK = PACKAGE_DIR / "playbook.yml"

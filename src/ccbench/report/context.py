@@ -56,9 +56,11 @@ def build_sections(ctx: ReportContext, drawer: FigureDrawer | None = None) -> li
     being computed)."""
     sections = []
     for module in discover():
-        section = module.build(ctx)
-        if section is not None:
-            sections.append(section)
-            if drawer is not None:
-                drawer.add(section.figures)
+        built = module.build(ctx)
+        # a module may give several sections (the verdict: the answer first, how it was reached after)
+        for section in built if isinstance(built, list) else [built]:
+            if section is not None:
+                sections.append(section)
+                if drawer is not None:
+                    drawer.add(section.figures)
     return sections

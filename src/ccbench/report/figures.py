@@ -10,6 +10,9 @@ from ccbench.helper import Helper, outcome
 from ccbench.report import charts
 from ccbench.report.sections import Figure, Section
 
+#: up to this many figures, a helper process draws them all (see FigureDrawer.finish)
+HELPER_ONLY = 4
+
 
 def _unique_stem(name: str, used: set[str]) -> str:
     stem, counter = name, 2
@@ -48,9 +51,12 @@ class FigureDrawer:
     def finish(self) -> dict[int, str]:
         """{position in the report: SVG text} for every figure added."""
         results: dict[int, str] = {}
+        # a few figures a helper has queued are left to it: drawing one here would first load
+        # matplotlib here (a third of a second), which the helper has already done
+        few = len(self.jobs) <= HELPER_ONLY and all(future is not None for future in self.futures)
         for index in reversed(range(len(self.jobs))):
             future = self.futures[index]
-            if future is None or future.cancel():
+            if future is None or (not few and future.cancel()):
                 results[index] = _draw_one(*self.jobs[index])
         for index, future in enumerate(self.futures):
             if index not in results:

@@ -24,6 +24,7 @@ nav a{margin-right:1rem}summary{cursor:pointer;color:#2a5db0;font-size:.85rem;ma
 .verdict{background:#fff7e0;border:1px solid #e8d9a8;border-radius:6px;padding:.2rem 1rem 1rem}
 .verdict h2{border-bottom-color:#e8d9a8}.verdict th{background:#fbeec4}.verdict td{background:#fffdf5}
 .takeaway{font-size:.85rem;color:#222;display:block;margin-top:.2rem}
+td.differs{background:#ffe3b3;font-weight:600}
 """
 
 
@@ -80,7 +81,10 @@ def _section(section: Section, svgs: dict[int, str], first_figure: int) -> list[
 
 def _table(table: Table) -> list[str]:
     parts = [f"<h3>{html.escape(table.title)}</h3>"]
-    rendered = table.frame.to_html(index=False, escape=True, border=0, na_rep="-", float_format=fmt.number)
+    if table.highlight is not None:
+        rendered = _highlighted(table)
+    else:
+        rendered = table.frame.to_html(index=False, escape=True, border=0, na_rep="-", float_format=fmt.number)
     if len(table.frame) > FOLD_ROWS:
         # a long table (the comparison has a row per case, metric and configuration) folds
         # away so that the charts after it stay in reach; no script needed
@@ -89,6 +93,25 @@ def _table(table: Table) -> list[str]:
     if table.note:
         parts.append(f"<p class='meta'>{html.escape(table.note)}</p>")
     return parts
+
+
+def _cell(value) -> str:
+    text = fmt.number(value) if isinstance(value, float) or value is None else str(value)
+    return html.escape(text)
+
+
+def _highlighted(table: Table) -> str:
+    """The table with the cells its ``highlight`` marks set apart (class 'differs')."""
+    frame, marks = table.frame, table.highlight.reindex_like(table.frame).fillna(False)
+    head = "".join(f"<th>{html.escape(str(column))}</th>" for column in frame.columns)
+    rows = []
+    for values, flags in zip(frame.itertuples(index=False), marks.itertuples(index=False), strict=True):
+        cells = "".join(
+            f"<td class='differs'>{_cell(v)}</td>" if bool(flag) else f"<td>{_cell(v)}</td>"
+            for v, flag in zip(values, flags, strict=True)
+        )
+        rows.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _figure(figure: Figure, svg: str) -> str:

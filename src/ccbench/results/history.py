@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ccbench.analysis import format as fmt
 from ccbench.errors import CCBenchError, EnvironmentProblem
 from ccbench.probe.facts import machine_of
 from ccbench.results.history_store import COLUMNS, PROVENANCE, Store, points_table
@@ -385,5 +386,47 @@ def describe(cp: ChangePoint, unit: str) -> str:
     )
     return (
         f"{cp.started_at[:19]}Z: {cp.change_percent:+.1f}%{interval} "
-        f"({cp.mean_before:.4g} -> {cp.mean_after:.4g} {unit}, p {cp.p_value:.4f}); {what}"
+        f"({fmt.number(cp.mean_before)} -> {fmt.number(cp.mean_after)} {unit}, p {cp.p_value:.4f}); {what}"
     )
+
+
+def _runs_text(items: list[Series]) -> str:
+    """ "24 runs (1 contended)" when every series has as many, else the range."""
+    runs = {len(s.points) for s in items}
+    contended = {int(s.points["contended"].astype(bool).sum()) for s in items}
+    if len(runs) == 1 and len(contended) == 1:
+        count, busy = next(iter(runs)), next(iter(contended))
+        return f"{count} run{'s' if count != 1 else ''} ({busy} contended)" + (" each" if len(items) > 1 else "")
+    return f"{min(runs)} to {max(runs)} runs"
+
+
+def show_lines(series: list[Series], reason: str | None) -> list[str]:
+    """``history show`` in words: per configuration one line (its series and runs, how many moved),
+    then one line per series that moved with its change points; the series that did not move, or
+    have too few runs to tell, counted by the reason, not listed. Numbers as the report prints them
+    (no scientific notation)."""
+    lines = [f"change points not computed: {reason}"] if reason else []
+    groups: dict[tuple[str, str], list[Series]] = {}
+    for s in series:
+        groups.setdefault((str(s.key["label"]), str(s.key["config"])), []).append(s)
+    moved_total = sum(1 for s in series if s.change_points)
+    lines.append(
+        f"{len(groups)} configuration{'s' if len(groups) != 1 else ''}, {len(series):,} series, "
+        f"{moved_total} with a change point"
+    )
+    for (label, config), items in groups.items():
+        name = config if config == label or config.startswith(f"{label} /") else f"{label} / {config}"
+        moved = [s for s in items if s.change_points]
+        lines.append(f"{name}: {len(items):,} series, {_runs_text(items)}; {len(moved)} moved")
+        for s in moved:
+            where = " ".join(str(p) for p in (s.key["workload"], s.key["case"]) if p and str(p) != "nan")
+            last = fmt.number(float(s.points["median"].iloc[-1]))
+            lines.append(f"  {where} {s.key['metric']} ({s.unit}): {_runs_text([s])}, last {last}")
+            lines += [f"    change point {describe(cp, s.unit)}" for cp in s.change_points]
+        steady: dict[str, int] = {}
+        for s in items:
+            if not s.change_points:
+                note = s.note or "no change point"
+                steady[note] = steady.get(note, 0) + 1
+        lines += [f"  {count:,} series: {note}" for note, count in steady.items()]
+    return lines

@@ -1,6 +1,6 @@
 """Report sections contributed by workload families.
 
-Each module in this package exports ``build(ctx: ReportContext) -> Section | None`` and an
+Each module in this package exports ``build(ctx: ReportContext) -> Section | list[Section] | None`` and an
 integer ``ORDER`` (position in the report; lower first). The report (ccbench.report) finds them,
 calls each, and renders what they return as HTML (figures inlined as SVG), as Markdown with
 ``--format md``, and as PNG+SVG files with ``--figures DIR``. A section returns None when the
@@ -27,6 +27,8 @@ class Table:
     #: where the table is shown: ("html", "md") by default; ("md",) for a table that stands in for a
     #: chart in Markdown (the heatmap's numbers, the workloads' medians)
     formats: tuple[str, ...] = ("html", "md")
+    #: cells to set apart on the page (True: highlighted), the frame's shape; None: none
+    highlight: pd.DataFrame | None = None
 
 
 @dataclass
@@ -90,6 +92,8 @@ class ReportContext:
     #: from bundles: its exact counts and executions. ``samples`` is then every sample up to
     #: engine.SAMPLE_BUDGET of them, beyond it every ``engine.stride``-th of each group and configuration
     engine: Any = None
+    #: what one section computed and a later one reuses (the verdict's forest rows: "forest")
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sample_count(self) -> int:

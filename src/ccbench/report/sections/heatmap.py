@@ -1,4 +1,4 @@
-"""The overhead heatmap: workload x configuration, time-equivalent overhead against the baseline."""
+"""The overhead heatmap: workload case x configuration, the time ratio against the baseline (primary metrics)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from functools import partial
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis import semantics
-from ccbench.report import charts
+from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 40
@@ -31,7 +31,10 @@ def build(ctx: ReportContext) -> Section | None:
     comparison = ctx.comparison
     if comparison is None or comparison.empty:
         return None
-    data = comparison.copy()
+    # the workloads' primary (application-level) metrics only: the supporting ones are in the table
+    data = forest.primary(comparison, ctx.samples).copy()
+    if data.empty:
+        return None
     data["row"] = data["workload"] + " " + data["case"].fillna("") + " " + data["metric"]
     data["row"] = data["row"].str.replace(r"\s+", " ", regex=True)
     data["config"] = data["config"].map(merge_columns(list(dict.fromkeys(data["config"]))))
@@ -61,14 +64,15 @@ def build(ctx: ReportContext) -> Section | None:
     text.index.name = "workload case metric"
     return Section(
         title="Overhead heatmap",
-        intro="Time-equivalent overhead in percent against the baseline (red = slower, green = faster)"
+        intro="Time ratio against the baseline on the workloads' primary metrics (red = slower, blue = faster)"
         + (f"; the {MAX_ROWS} rows with the largest effects" if len(data["row"].unique()) > MAX_ROWS else "")
         + ".",
         figures=[
             Figure(
                 name="overhead-heatmap",
                 draw=draw,
-                caption="overhead % by workload and configuration",
+                caption="time ratio by workload case (primary metrics) and configuration; colour = log2 of the ratio, "
+                "clipped at 1/4x and 4x (the cell's label gives its ratio)",
                 takeaway=takeaway,
             )
         ],

@@ -70,8 +70,43 @@ def build(ctx: ReportContext) -> Section | None:
         }
     frame = pd.DataFrame(columns)
     frame.index.name = "fact"
+    if frame.shape[1] < 2:
+        return Section(
+            title="Machines",
+            intro="What the bundle ran on, from its environment probe.",
+            tables=[Table(title="the machine", frame=frame.reset_index())],
+        )
     return Section(
         title="Machines",
-        intro="What each bundle ran on, from its environment probe.",
-        tables=[Table(title="machines side by side", frame=frame.reset_index())],
+        intro="What each bundle ran on, from its environment probe: first the facts in which the machines differ "
+        "(a cell unlike the first machine's highlighted), then the facts they share, once.",
+        tables=side_by_side(frame),
     )
+
+
+def side_by_side(frame: pd.DataFrame) -> list[Table]:
+    """The facts (rows) of several machines (columns): those that differ between them, the cells
+    unlike the first machine's highlighted, then those every machine shares, one value each."""
+    text = frame.astype(object).where(frame.notna(), "-").astype(str)
+    same = text.nunique(axis=1) <= 1
+    tables = []
+    differ = text[~same]
+    if not differ.empty:
+        marks = differ.ne(differ.iloc[:, 0], axis=0)
+        marks.insert(0, "fact", False)
+        tables.append(
+            Table(
+                title=f"what differs between the {frame.shape[1]} machines ({len(differ)} of {len(text)} facts)",
+                frame=differ.reset_index(),
+                highlight=marks.reset_index(drop=True),
+            )
+        )
+    shared = text[same]
+    if not shared.empty:
+        tables.append(
+            Table(
+                title=f"the same on every machine ({len(shared)} facts)",
+                frame=pd.DataFrame({"fact": shared.index, "value": shared.iloc[:, 0].to_numpy()}),
+            )
+        )
+    return tables

@@ -92,7 +92,8 @@ def build(ctx: ReportContext) -> Section | None:
         "by simulation (A/A false-positive rate at most 5%, a 5% slowdown at 1% CV found in over 90% of trials "
         f"at n = 10). Significant = the interval excludes 1. Flags: noisy (CV > {NOISY_CV:.0%}), not enough "
         f"samples (n < {MIN_SAMPLES}), contended (other processes' CPU or steal time during the execution). "
-        "Bar charts show medians with the interquartile range."
+        "Forest plots show the time ratio against the baseline with its 95% interval; bar charts (a workload "
+        "family's own) show medians with the interquartile range."
     )
     counts = _counts(ctx)
     counts = counts[["config", "samples", "warmup", "measured", "contended"]].astype(

@@ -9,10 +9,9 @@ from functools import partial
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure as MplFigure
 
 from ccbench.analysis.stats import ratio_interval
-from ccbench.report.charts import PALETTE
+from ccbench.report.charts import PALETTE, new_figure
 from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
 
 ORDER = 55
@@ -74,9 +73,9 @@ def _curves(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def draw_curves(curves: pd.DataFrame) -> MplFigure:
+def draw_curves(curves: pd.DataFrame):
     """One panel per percentile: latency (log) against achieved throughput, one line per configuration."""
-    fig = MplFigure(figsize=(11.0, 3.6))
+    fig = new_figure(figsize=(11.0, 3.6))
     axes = fig.subplots(1, len(PERCENTILES), sharex=True)
     configs = list(dict.fromkeys(curves["config"]))
     for ax, q in zip(axes, PERCENTILES):

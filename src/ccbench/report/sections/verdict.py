@@ -3,18 +3,21 @@ most, the causes ccbench recorded, and how far to trust it (the same numbers as 
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis.headline import headline
 from ccbench.analysis.impact import share_text
 from ccbench.analysis.verdict import LayerVerdict, contended_executions, verdict_table, verdicts
-from ccbench.report.sections import ReportContext, Section, Table
+from ccbench.report import charts, forest
+from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 5
 
 
-def build(ctx: ReportContext) -> Section | None:
+def build(ctx: ReportContext) -> list[Section] | None:
     engine = ctx.engine
     # the per-sample frame (the engine's bounded one): application shares and causes read a few metrics of it
     from ccbench.analysis.lint import bundle_machines
@@ -45,14 +48,38 @@ def build(ctx: ReportContext) -> Section | None:
     per_message = message_cost_table(items)
     if per_message is not None:
         tables.append(per_message)
-    return Section(
+    # the first screen: one line per layer and one chart of every cost with its interval; then how
+    # the verdict was reached (each layer's sentence, the table behind it)
+    answer = Section(
         title="Verdict per protection layer",
-        intro=intro,
-        # one line per layer first (the verdict in one glance), then each layer's sentence
-        points=headline(items) + [item.sentence() for item in items],
-        tables=tables,
+        intro=f"Against the baseline {ctx.baseline}: one line per protection layer; below, what each configuration "
+        "costs each workload, as a time ratio with its 95% interval.",
+        points=headline(items),
+        figures=answer_figures(ctx),
         css_class="verdict",
     )
+    detail = Section(
+        title="How the verdict was reached",
+        intro=intro,
+        points=[item.sentence() for item in items],
+        tables=tables,
+    )
+    return [answer, detail]
+
+
+def answer_figures(ctx: ReportContext) -> list[Figure]:
+    """The forest plot of the first screen: every configuration's cost per workload case (primary
+    metrics), a workload of many cases pooled into one row (its own chart lists them)."""
+    data = ctx.shared["forest"] = forest.build(ctx.comparison, ctx.samples)
+    if data.empty:
+        return []
+    return [
+        Figure(
+            name="verdict-forest",
+            draw=partial(charts.forest, data, f"time against {ctx.baseline} (95% intervals, log scale)", ctx.colours),
+            caption=forest.caption(data, ctx.baseline),
+        )
+    ]
 
 
 def message_cost_table(items: list[LayerVerdict]) -> Table | None:

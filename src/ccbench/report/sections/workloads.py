@@ -1,4 +1,4 @@
-"""Per workload: grouped bars with error bars by configuration, and latency percentile charts."""
+"""Per workload: every case of a workload the first chart pooled (a forest plot), and latency percentile charts."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from functools import partial
 import pandas as pd
 
 from ccbench.analysis import format as fmt
-from ccbench.report import charts
+from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 from ccbench.report.takeaways import from_comparison
 
 ORDER = 30
 PERCENTILE = re.compile(r"(?:^|_)p(\d{2,3}(?:\.\d+)?)(?:_|$)")
-MAX_CASES = 24
+#: panels of a latency percentile chart
+PERCENTILE_PANELS = 8
 
 
 def slug(*parts: str) -> str:
@@ -45,33 +46,44 @@ def build(ctx: ReportContext) -> Section | None:
         summary["metric"].map(lambda m: bool(PERCENTILE.search(m)))
         & ~summary["workload"].map(lambda w: own.get(kinds.get(w)) == "")
     ].copy()
-    in_percentile_charts: set[tuple[str, str]] = set()
     percentile_figures = []
     if not percentile_rows.empty:
         percentile_rows["percentile"] = percentile_rows["metric"].str.extract(PERCENTILE)[0].astype(float)
         percentile_rows["family"] = percentile_rows["metric"].str.replace(PERCENTILE, "_", regex=True).str.strip("_")
-        for (workload, family), rows in percentile_rows.groupby(["workload", "family"], sort=False):
+        # one chart per kind and family: fio's files imported as one workload each share one chart,
+        # a panel per workload and case (the first 8; the others counted in the caption)
+        percentile_rows["kind"] = percentile_rows["workload"].map(kinds).fillna(percentile_rows["workload"])
+        for (kind, family), rows in percentile_rows.groupby(["kind", "family"], sort=False):
+            rows = rows.copy()
             if rows["percentile"].nunique() < 2:
                 continue
+            workloads = list(dict.fromkeys(rows["workload"]))
             metrics = list(dict.fromkeys(rows["metric"]))
-            in_percentile_charts.update((workload, m) for m in metrics)
+            if len(workloads) > 1:
+                rows["case"] = (rows["workload"] + " " + rows["case"].fillna("")).str.strip()
+            panels = list(dict.fromkeys(rows["case"].fillna("")))
+            hidden = len(panels) - PERCENTILE_PANELS
+            name = workloads[0] if len(workloads) == 1 else f"{kind} ({len(workloads)} workloads)"
             draw = partial(
                 charts.percentile_lines,
                 rows,
-                f"{workload} {family}: latency percentiles",
+                f"{name} {family}: latency percentiles",
                 rows["unit"].iloc[0],
+                max_panels=PERCENTILE_PANELS,
                 colours=ctx.colours,
             )
+            percentiles = ", ".join(f"p{p:g}" for p in sorted(rows["percentile"].unique()))
             percentile_figures.append(
                 Figure(
-                    name=slug(workload, family, "percentiles"),
+                    name=slug(name, family, "percentiles"),
                     draw=draw,
-                    caption=f"{workload} {family}: {', '.join(f'p{p:g}' for p in sorted(rows['percentile'].unique()))} per case "
-                    "and configuration (medians over runs; up to 8 cases; log axis where values span orders of magnitude)",
-                    takeaway=from_comparison(ctx.comparison, workload, metrics, ctx.baseline),
+                    caption=f"{name} {family}: {percentiles} per case and configuration (medians over runs, no "
+                    "interval; log axis where values span orders of magnitude)"
+                    + (f"; {hidden} more cases not drawn (the table below has them)" if hidden > 0 else ""),
+                    takeaway=from_comparison(ctx.comparison, workloads, metrics, ctx.baseline),
                 )
             )
-    figures, medians = [], []
+    medians = []
     for (workload, metric), rows in summary.groupby(["workload", "metric"], sort=False):
         prefix = own.get(kinds.get(workload))
         if prefix is not None and metric.startswith(prefix):
@@ -79,40 +91,43 @@ def build(ctx: ReportContext) -> Section | None:
         if rows["better"].isna().all():
             continue  # facts, not measurements
         medians.append(rows)
-        if (workload, metric) in in_percentile_charts:
+    # every case of a workload the first chart pooled (pyperformance's benchmarks), each with its
+    # interval; the other workloads' cases are rows of the first chart already
+    figures = []
+    first_chart = ctx.shared.get("forest") or forest.build(ctx.comparison, ctx.samples)
+    for workload in first_chart.pooled:
+        data = forest.build(
+            ctx.comparison, ctx.samples, max_rows=forest.WORKLOAD_ROWS, workloads=[workload], pool=False
+        )
+        if data.empty:
             continue
-        cases = list(dict.fromkeys(rows["case"].fillna("")))
-        if len(cases) > MAX_CASES:
-            keep = rows.groupby("case")["median"].max().nlargest(MAX_CASES).index
-            rows = rows[rows["case"].isin(keep)]
-        unit = rows["unit"].iloc[0]
-        draw = partial(charts.grouped_bars, rows, f"{workload}: {metric}", unit, rows["better"].iloc[0], ctx.colours)
         figures.append(
             Figure(
-                name=slug(workload, metric),
-                draw=draw,
-                caption=f"{workload} {metric}: median per configuration, error bars = interquartile range",
-                takeaway=from_comparison(ctx.comparison, workload, [metric], ctx.baseline),
+                name=slug(workload, "forest"),
+                draw=partial(charts.forest, data, f"{workload}: every case against {ctx.baseline}", ctx.colours),
+                caption=forest.caption(data, ctx.baseline),
+                takeaway=from_comparison(
+                    ctx.comparison, workload, list(dict.fromkeys(data.rows["metric"])), ctx.baseline
+                ),
             )
         )
     figures += percentile_figures
-    if not figures:
+    if not figures and not medians:
         return None
     tables = []
     if medians:
-        # Markdown has no charts without --figures: the numbers behind them
+        # the numbers behind the charts, every measured metric (folded on the page when long)
         data = pd.concat(medians)
         wide = data.pivot_table(
             index=["workload", "case", "metric", "unit"], columns="config", values="median", aggfunc="first", sort=False
         )
         wide = wide.map(fmt.number) if hasattr(wide, "map") else wide.applymap(fmt.number)
-        tables.append(
-            Table("medians per configuration (the numbers behind the charts)", wide.reset_index(), formats=("md",))
-        )
+        tables.append(Table("medians per configuration (the numbers behind the charts)", wide.reset_index()))
     return Section(
         title="Workloads by configuration",
-        intro="Each chart: the median over measured executions per configuration; error bars span the "
-        "interquartile range; one colour per configuration in every chart. Warmups are excluded.",
+        intro="Every case of a workload the first chart pooled, as a time ratio against the baseline with its 95% "
+        "interval, and latency percentiles (medians over runs) where a workload records them; one colour per "
+        "configuration in every chart. Warmups are excluded; every metric is in the comparison table.",
         figures=figures,
         tables=tables,
     )

@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ccbench.ledger import Ledger, read_entries
-from ccbench.procs import block_stop_signals, same_process, stop_tree
+from ccbench.procs import same_process, stop_tree
+from ccbench.stopping import block_stop_signals
 from ccbench.workloads.base import ExecutionContext, WorkloadFailed, tail
 from ccbench.workloads.network.params import NetworkParams
 

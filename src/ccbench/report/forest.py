@@ -1,0 +1,207 @@
+"""The rows of the report's forest plots: each configuration's cost against the baseline as a time
+ratio (configuration / baseline, > 1 = slower) with its 95% interval, per workload case, on the
+workloads' primary (application-level) metrics.
+
+A workload with many cases (pyperformance's 92 benchmarks) is one pooled row in the first chart:
+the geometric mean of its cases' ratios with a t interval from the spread between them (the cases
+are the sample), and the range of the cases beside it; its own chart lists every case. A row
+whose comparison had one value on a side has no interval, and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from ccbench.analysis import impact
+from ccbench.analysis.stats import CONFIDENCE
+
+#: rows the first screen's chart holds before workloads are pooled, then hidden (and counted)
+FIRST_SCREEN_ROWS = 28
+#: rows (cases) a workload's own chart holds before the rest are hidden (and counted)
+WORKLOAD_ROWS = 120
+#: the layers' order in the charts: the verdict's
+LAYER_ORDER = ("TEE", "storage encryption", "in-memory storage", "TLS", "secure channel", "transport")
+
+
+@dataclass
+class Forest:
+    """What a forest chart draws: ``rows`` (one per label and configuration: label, config, layer,
+    te, te_low, te_high, range_low, range_high, cases, significant, kind in {"row", "pooled",
+    "one value"}), the labels and configurations in drawing order, and what was left out."""
+
+    rows: pd.DataFrame
+    labels: list[str]
+    configs: list[str]
+    layers: dict[str, str]
+    hidden: list[str] = field(default_factory=list)
+    pooled: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return self.rows.empty
+
+
+def time_equivalent(comparison: pd.DataFrame) -> pd.DataFrame:
+    """The rows with ``te``, ``te_low``, ``te_high``: the time ratio and its interval (a throughput
+    ratio of 0.5 is a time ratio of 2); rows without a direction (facts) or a usable ratio dropped."""
+    rows = comparison[comparison["better"].isin(["lower", "higher"])].copy()
+    higher = (rows["better"] == "higher").to_numpy()
+    ratio = rows["ratio"].to_numpy(dtype=float)
+    low, high = rows["ci_low"].to_numpy(dtype=float), rows["ci_high"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rows["te"] = np.where(higher, 1 / ratio, ratio)
+        rows["te_low"] = np.where(higher, 1 / high, low)
+        rows["te_high"] = np.where(higher, 1 / low, high)
+    return rows[np.isfinite(rows["te"]) & (rows["te"] > 0)]
+
+
+def primary(comparison: pd.DataFrame, samples: pd.DataFrame | None) -> pd.DataFrame:
+    """Each workload's primary-metric rows; a workload that declares none (an import of an unknown
+    kind) keeps every metric, a per-message benchmark (round trips, handshakes) none: the verdict
+    states those as a share of application work instead."""
+    declared = impact.declarations(samples)
+    mask = impact.primary_mask(comparison, declared)
+    has_primary = set(comparison.loc[mask, "workload"])
+
+    def undeclared(workload) -> bool:
+        known = declared.get(workload)
+        return workload not in has_primary and not (known is not None and known.message_costs)
+
+    return comparison[mask | comparison["workload"].map(undeclared).to_numpy(dtype=bool)]
+
+
+def _layer_rank(layer: str) -> tuple[int, str]:
+    for index, prefix in enumerate(LAYER_ORDER):
+        if str(layer).startswith(prefix):
+            return index, str(layer)
+    return len(LAYER_ORDER), str(layer)
+
+
+def _case_label(row, several_metrics: bool) -> str:
+    case = row["case"] if isinstance(row["case"], str) and row["case"] else ""
+    parts = [str(row["workload"]), case, str(row["metric"]) if several_metrics or not case else ""]
+    return " ".join(p for p in parts if p)
+
+
+def pooled(te: np.ndarray) -> tuple[float, float, float]:
+    """Geometric mean of ratios with a t interval from their spread (the cases are the sample)."""
+    logs = np.log(te)
+    mean = float(logs.mean())
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    se = float(logs.std(ddof=1)) / math.sqrt(len(logs))
+    t = float(special.stdtrit(len(logs) - 1, 0.5 + CONFIDENCE / 2))
+    return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
+
+
+def _case_rows(data: pd.DataFrame, several: dict) -> pd.DataFrame:
+    out = data.copy()
+    out["label"] = [_case_label(row, several[row["workload"]]) for row in out.to_dict(orient="records")]
+    out["range_low"] = out["range_high"] = math.nan
+    out["cases"] = 1
+    one_value = ~(np.isfinite(out["te_low"]) & np.isfinite(out["te_high"]))
+    out["kind"] = np.where(one_value, "one value", "row")
+    return out
+
+
+def _pooled_rows(data: pd.DataFrame, workload: str) -> pd.DataFrame:
+    records = []
+    for (config, metric), rows in data.groupby(["config", "metric"], sort=False):
+        te = rows["te"].to_numpy(dtype=float)
+        typical, low, high = pooled(te)
+        records.append(
+            {
+                "workload": workload,
+                "metric": metric,
+                "config": config,
+                "layer": rows["layer"].iloc[0],
+                "label": f"{workload} {metric}: {len(rows)} cases pooled",
+                "te": typical,
+                "te_low": low,
+                "te_high": high,
+                "range_low": float(te.min()),
+                "range_high": float(te.max()),
+                "cases": len(rows),
+                # the interval from the spread between the cases leaves out 1x
+                "significant": bool(np.isfinite(low) and (low > 1 or high < 1)),
+                "kind": "pooled",
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def build(
+    comparison: pd.DataFrame | None,
+    samples: pd.DataFrame | None,
+    max_rows: int = FIRST_SCREEN_ROWS,
+    workloads: list[str] | None = None,
+    pool: bool = True,
+) -> Forest:
+    """The forest of ``comparison``'s primary rows (of ``workloads`` only, when given). Workloads
+    are pooled into one row each, those with the most cases first, until the chart holds at most
+    ``max_rows`` labels (with ``pool``); what still does not fit is hidden and counted."""
+    empty = Forest(pd.DataFrame(), [], [], {})
+    if comparison is None or comparison.empty:
+        return empty
+    data = time_equivalent(primary(comparison, samples))
+    if workloads is not None:
+        data = data[data["workload"].isin(workloads)]
+    if data.empty:
+        return empty
+    several = data.groupby("workload")["metric"].nunique().gt(1).to_dict()
+    labels_of = {
+        workload: list(dict.fromkeys(_case_rows(rows, several)["label"]))
+        for workload, rows in data.groupby("workload", sort=False)
+    }
+    pooled_workloads: list[str] = []
+    if pool:
+        by_size = sorted(labels_of, key=lambda w: -len(labels_of[w]))
+        for workload in by_size:
+            if sum(len(labels_of[w]) if w not in pooled_workloads else 1 for w in labels_of) <= max_rows:
+                break
+            if len(labels_of[workload]) > 1:
+                pooled_workloads.append(workload)
+    parts = []
+    for workload, rows in data.groupby("workload", sort=False):
+        parts.append(_pooled_rows(rows, workload) if workload in pooled_workloads else _case_rows(rows, several))
+    frame = pd.concat(parts, ignore_index=True)
+    frame["significant"] = frame["significant"].astype(bool)
+    labels = list(dict.fromkeys(frame["label"]))
+    hidden = labels[max_rows:]
+    labels = labels[:max_rows]
+    frame = frame[frame["label"].isin(labels)]
+    layers = frame.drop_duplicates("config").set_index("config")["layer"].astype(str).to_dict()
+    configs = sorted(layers, key=lambda c: (_layer_rank(layers[c]), list(layers).index(c)))
+    return Forest(frame.reset_index(drop=True), labels, configs, layers, hidden, pooled_workloads)
+
+
+def caption(data: Forest, baseline: str | None) -> str:
+    """What the chart shows, in words that match it: how many rows are significant (interval clear
+    of 1x) and which way, what a diamond and an open circle mean, and what was pooled or hidden."""
+    rows = data.rows
+    significant = rows[rows["significant"]]
+    slower, faster = int((significant["te"] > 1).sum()), int((significant["te"] < 1).sum())
+    parts = [
+        f"Time of each configuration against the baseline ({baseline}) per workload case, primary metrics, "
+        "95% interval; 1x = the same, right of it slower (log scale). "
+        f"{len(significant)} of {len(rows)} rows significant (interval clear of 1x): {slower} slower, {faster} faster; "
+        "solid rows are significant, faint ones are not."
+    ]
+    one_value = int((rows["kind"] == "one value").sum())
+    if one_value:
+        parts.append(f"Open circles ({one_value}): one value on a side, so no interval.")
+    if data.pooled:
+        counts = rows[rows["kind"] == "pooled"].groupby("workload")["cases"].max()
+        listed = ", ".join(f"{workload} ({int(counts.get(workload, 0))} cases)" for workload in data.pooled)
+        parts.append(
+            f"Diamonds: {listed} pooled, the geometric mean with an interval from the spread between cases; "
+            "the dotted line spans the cases; each case is in the workload's own chart below."
+        )
+    if data.hidden:
+        parts.append(f"{len(data.hidden)} more rows not shown here (the comparison table below has them).")
+    return " ".join(parts)
