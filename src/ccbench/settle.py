@@ -78,7 +78,9 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
     def done(key: str) -> bool:
         return bool(cases[key]) and all(case.settled for case in cases[key].values())
 
-    cases, repetition, round_s, stopped_by = look(), spec.repetitions, 0.0, None
+    # before the first settle round, a round's length is estimated from the rounds run so far
+    round_s = (time.monotonic() - started) / max(spec.repetitions + spec.warmup, 1)
+    cases, repetition, stopped_by = look(), spec.repetitions, None
     while True:
         failed = set(outcome.repeating_failures)
         open_cases = [k for k in keys[1:] if not done(k) and k not in failed]
