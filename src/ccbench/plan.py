@@ -25,6 +25,7 @@ PER_WORKLOAD_SETTINGS = (
     "variants",
     "precision",
     "detect",
+    "settle",
     "max_repetitions",
     "max_time",
     "counters",
@@ -68,12 +69,16 @@ class PrecisionSettings(BaseModel):
     #: target minimum detectable effect (0.02: repeat until a 2% cost would be seen 4 times in 5; the
     #: plan may write "2%"); None: no such target. With both set, detect decides when to stop
     detect: float | None = None
+    #: settle each case (a variant against the first): after ``repetitions``, rounds of the baseline
+    #: and the unsettled variants until each variant's anytime-valid interval calls a cost or gain, or
+    #: puts every cost above this below it ("5%"); None: off. With precision or detect too, settle decides
+    settle: float | None = None
     #: the most repetitions per variant when precision is set (default: ccbench.analysis.precision's, 30)
     max_repetitions: int | None = Field(None, ge=1)
     #: the most seconds a workload's executions may take when precision is set ("30m", "2h", 90)
     max_time: float | None = None
 
-    @field_validator("precision", "detect", mode="before")
+    @field_validator("precision", "detect", "settle", mode="before")
     @classmethod
     def _precision(cls, value):
         if value is None:
@@ -136,6 +141,13 @@ class Plan(BaseModel):
     #: thresholds above which an execution counts as contended (ccbench.interference.Thresholds); {} = defaults
     contention: dict[str, float | None] = Field(default_factory=dict)
     workloads: list[WorkloadSpec] = Field(default_factory=list)
+    #: seconds the whole study may take before settle rounds stop (``budget = "20m"``, ``--budget``); None: no limit
+    budget: float | None = None
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget(cls, value):
+        return None if value is None else parse_duration(value)
 
     def select(self, names: list[str]) -> Plan:
         known = [w.name for w in self.workloads]
@@ -166,6 +178,21 @@ class Plan(BaseModel):
         return self.model_copy(
             update={"workloads": [w.model_copy(update={"precision": target}) for w in self.workloads]}
         )
+
+    def with_settle(self, settle: str | float) -> Plan:
+        """Every workload settled case by case at this target (``--settle``)."""
+        try:
+            target = PrecisionSettings(settle=settle).settle
+        except ValidationError as exc:
+            raise PlanError(f"--settle {settle}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        return self.model_copy(update={"workloads": [w.model_copy(update={"settle": target}) for w in self.workloads]})
+
+    def with_budget(self, budget: str | float) -> Plan:
+        """The whole study within this much time (``--budget``)."""
+        try:
+            return self.model_copy(update={"budget": parse_duration(budget)})
+        except ValueError as exc:
+            raise PlanError(f"--budget {budget}: {str(exc).removeprefix(f'duration {budget!r}: ')}") from None
 
     def with_detect(self, detect: str | float) -> Plan:
         """Every workload with this target minimum detectable effect (``--detect``)."""
@@ -272,7 +299,7 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
 
 
 def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "plan") -> Plan:
-    allowed = {"name", "description", "defaults", "workloads", "contention", *AXES}
+    allowed = {"name", "description", "defaults", "workloads", "contention", "budget", *AXES}
     unknown = [key for key in document if key not in allowed]
     if unknown:
         raise PlanError(
@@ -322,7 +349,12 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
     description = document.get("description", "")
     if not isinstance(name, str) or not isinstance(description, str):
         raise PlanError(f"{source}: 'name' and 'description' must be strings")
+    try:
+        budget = None if document.get("budget") is None else parse_duration(document["budget"])
+    except ValueError as exc:
+        raise PlanError(f"{source}: budget: {exc}") from None
     return Plan(
+        budget=budget,
         name=name,
         description=description,
         source=source,

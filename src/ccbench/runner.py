@@ -5,8 +5,7 @@ A run takes each workload of the plan through the same phases, one method each i
 1. admit      skip it, with the reason, when the plan or the machine cannot run it
 2. set up     each variant value once (a mount serves all its repetitions)
 3. prepare    the workload once per variant combination (not timed)
-4. execute    the schedule: warmups, then repetitions with the variants interleaved; with a
-              precision target, more interleaved rounds until the interval is narrow enough
+4. execute    warmups, repetitions interleaved; then rounds for a precision or settle target (ccbench.settle)
 5. clean up   the workload's preparations, then tear the variants down, whatever happened before
 
 Before the first workload, a system check (governor, boost, swap, THP, busy processes) is printed
@@ -44,6 +43,7 @@ from ccbench.model import (
 )
 from ccbench.plan import Plan, WorkloadSpec
 from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
+from ccbench.settle import settle_rounds
 from ccbench.stopping import block_stop_signals, catch_stop_signals, restore_signals
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
@@ -202,7 +202,7 @@ class Runner:
             writer.manifest.setdefault("resumed_at", []).append(utc_now_iso())
             self.order = scheduling.Order.recorded(writer.manifest)
             writer.manifest["status"] = "running"
-            if any(spec.precision or spec.detect for spec in self.plan.workloads):
+            if any(spec.precision or spec.detect or spec.settle for spec in self.plan.workloads):
                 self._earlier = [Sample(**record) for record in read_bundle(self.resume).samples]
             return writer
         if self.environment is None:
@@ -251,6 +251,7 @@ class Runner:
         if self.executor is None:
             thresholds = Thresholds.from_mapping(self.plan.contention)
             self.executor = WorkerExecutor(thresholds, self.reporter.message, self.workdir)
+        self.started = time.monotonic()  # the study's clock (the plan's budget)
         writer = self._writer = self._open_bundle()
         self.environment = writer.manifest.get("environment", {})
         outcomes = {spec.name: Outcome() for spec in self.plan.workloads}
@@ -356,7 +357,9 @@ class Runner:
             if self._set_up_variants(job) and self._prepare(job):
                 started = time.monotonic()
                 self._execute_schedule(job)
-                if spec.precision is not None or spec.detect is not None:
+                if spec.settle is not None:
+                    settle_rounds(self, job, started)
+                elif spec.precision is not None or spec.detect is not None:
                     self._repeat_for_precision(job, started)
                 outcome.settle()
         finally:

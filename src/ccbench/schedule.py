@@ -136,6 +136,8 @@ class Outcome:
     repeating_failures: dict[str, str] = field(default_factory=dict)
     #: with a precision target: why the workload stopped repeating (ccbench.analysis.precision.Decision)
     precision: dict[str, Any] | None = None
+    #: with a settle target: each case's answer and why it stopped (ccbench.settle)
+    settled: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, document: dict[str, Any]) -> Outcome:
@@ -159,6 +161,8 @@ class Outcome:
             document["repeating_failures"] = self.repeating_failures
         if self.precision:
             document["precision"] = self.precision
+        if self.settled:
+            document["settled"] = self.settled
         return document
 
     def skip(self, reason: str) -> None:

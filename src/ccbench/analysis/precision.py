@@ -240,36 +240,42 @@ def decide(
     return Decision(True, None, f"{goal} {waiting} ({shown})", n, widths, streak)
 
 
-def primary_values(samples: Sequence[Any], variants: Sequence[str], declared: Sequence[str]) -> dict[str, list[float]]:
-    """Per variant key (in the order given), the values of a workload's primary metric among its
-    measured ``samples`` (ccbench.model.Sample, in execution order): the first metric and case
-    reported among those the workload declares as its application-level result (``declared``: its
-    ``primary_metrics``) that every variant reported, else the first metric and case it reported."""
+def _series(sample: Any) -> tuple[str, str]:
     import json
 
+    return sample.metric, json.dumps(sample.params, sort_keys=True)
+
+
+def _variant_of(sample: Any) -> str | None:
     from ccbench.model import ExecutionKey
 
-    values: dict[str, list[float]] = {variant: [] for variant in variants}
+    return ExecutionKey.parse(sample.execution).variant if sample.execution else None
+
+
+def primary_series(samples: Sequence[Any], variants: Sequence[str], declared: Sequence[str]) -> tuple[str, str] | None:
+    """The (metric, params as JSON) of a workload's primary metric among its measured ``samples``:
+    the first reported among those it declares as its application-level result (``declared``: its
+    ``primary_metrics``) that every variant reported, else the first it reported; None without samples."""
     if not samples:
-        return values
-
-    def variant_of(sample: Any) -> str | None:
-        return ExecutionKey.parse(sample.execution).variant if sample.execution else None
-
-    def series(sample: Any) -> tuple[str, str]:
-        return sample.metric, json.dumps(sample.params, sort_keys=True)
-
+        return None
     reported: dict[tuple[str, str], set] = {}
     for sample in samples:
-        reported.setdefault(series(sample), set()).add(variant_of(sample))
-    every = set.union(*reported.values()) & set(values)
-    primary = next(
+        reported.setdefault(_series(sample), set()).add(_variant_of(sample))
+    every = set.union(*reported.values()) & set(variants)
+    return next(
         (key for key, seen in reported.items() if key[0] in declared and every <= seen),
-        series(samples[0]),
+        _series(samples[0]),
     )
+
+
+def primary_values(samples: Sequence[Any], variants: Sequence[str], declared: Sequence[str]) -> dict[str, list[float]]:
+    """Per variant key (in the order given), the values of a workload's primary metric
+    (primary_series) among its measured ``samples`` (ccbench.model.Sample, in execution order)."""
+    values: dict[str, list[float]] = {variant: [] for variant in variants}
+    primary = primary_series(samples, variants, declared)
     for sample in samples:
-        variant = variant_of(sample)
-        if variant in values and series(sample) == primary:
+        variant = _variant_of(sample)
+        if variant in values and _series(sample) == primary:
             values[variant].append(sample.value)
     return values
 

@@ -96,7 +96,8 @@ def command(
     by mechanism for the rows where a mechanism was measured or a twin given, and the table: one
     row per case and primary metric, grouped by workload (--details: every metric and column, and
     the verdict's wide table). --summary prints only the verdict's lines (at most two a layer) and
-    one line per kind of finding. With --json each row is one object ({"finding": code, ...}
+    one line per kind of finding. A bundle whose run settled its cases (run --settle) adds each
+    case's answer, recomputed from its samples with the run's anytime-valid interval. With --json each row is one object ({"finding": code, ...}
     after the rows); with --summary --json one object per layer, with its words.
 
     Without --baseline or --pair, each machine with a TEE is compared with a machine without one of
@@ -135,6 +136,7 @@ def command(
         if not summary:
             _print_breakdowns(table, parts)
         _print_findings(findings, summary)
+        _print_settled(result.bundles)
         if not summary:
             _print_comparison(table, excluded, details, result.engine.sample)
     if as_json:
@@ -285,6 +287,19 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
     if not summary:
         for item in layers:
             stdout.print(f"- {item.sentence()}", markup=False, highlight=False)
+
+
+def _print_settled(bundles) -> None:
+    """For a bundle whose run settled its cases (``run --settle``): each case's answer, recomputed
+    from its samples with the run's rule (the same anytime-valid interval, docs/analysis.md)."""
+    from ccbench.analysis.sequential import bundle_settlements
+    from ccbench.commands.run import settle_lines
+
+    for bundle in bundles:
+        for name, record in bundle_settlements(bundle).items():
+            click.echo(f"settled in {bundle.path.name} (anytime-valid interval, target {record['target']:.1%}):")
+            for line in settle_lines(name, record):
+                click.echo(f"  {line}")
 
 
 def _print_verdict_table(layers) -> None:

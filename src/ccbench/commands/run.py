@@ -101,6 +101,21 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     "level), or a limit is reached (max_repetitions, max_time); the summary says what it reached.",
 )
 @click.option(
+    "--settle",
+    metavar="PERCENT",
+    help="After the repetitions, keep running rounds of each workload's baseline (its first variant) and the "
+    "variants not yet settled, until each variant's anytime-valid 95% interval against the baseline calls a "
+    'cost or a gain, or puts every cost of this size, e.g. 5%, or more out ("no cost above 5%"); settled '
+    "variants leave the rounds. Limits: max_repetitions (default 30), max_time, --budget. Decides over "
+    "--precision and --detect.",
+)
+@click.option(
+    "--budget",
+    metavar="DURATION",
+    help="The whole study's time, e.g. 20m or 2h: no --settle round starts that would pass it; the summary "
+    "says which cases it cut (as 'budget = \"20m\"' in the plan).",
+)
+@click.option(
     "--order",
     type=click.Choice(["random", "fixed"]),
     default="random",
@@ -128,6 +143,8 @@ def command(
     resume,
     precision,
     detect,
+    settle,
+    budget,
     order,
     order_seed,
     no_counters,
@@ -175,10 +192,13 @@ def command(
             the_plan = the_plan.with_precision(precision)
         if detect:
             the_plan = the_plan.with_detect(detect)
-    if resume and (precision or detect):
-        raise CCBenchError(
-            f"{'--precision' if precision else '--detect'} cannot change a resumed run (it keeps its plan)"
-        )
+        if settle:
+            the_plan = the_plan.with_settle(settle)
+        if budget:
+            the_plan = the_plan.with_budget(budget)
+    given = [name for name, value in (("--precision", precision), ("--detect", detect), ("--settle", settle)) if value]
+    if resume and (given or budget):
+        raise CCBenchError(f"{(given or ['--budget'])[0]} cannot change a resumed run (it keeps its plan)")
     if no_counters:
         the_plan = the_plan.without_counters()
     runner = Runner(
@@ -236,12 +256,37 @@ def print_run_summary(result) -> None:
                 markup=False,
                 highlight=False,
             )
+        for line in settle_lines(name, outcome.settled):
+            stdout.print(line, markup=False, highlight=False)
     for line in machine_lines(result.manifest.get("environment") or {}):
         stdout.print(line)
     warning = contention_summary([record.as_json() for record in result.executions])
     if warning:
         stdout.print(f"[yellow]warning:[/yellow] {warning}")
     stdout.print(f"bundle: {result.bundle}")
+
+
+def settle_lines(name: str, settle: dict | None) -> list[str]:
+    """Per case of a settled workload: its answer, and for each variant what stopped it; first,
+    which variants the budget cut."""
+    if not settle:
+        return []
+    if not settle.get("variants"):
+        return [f"{name}: settle: {settle.get('reason', 'no case to settle')}"]
+    from ccbench.analysis.sequential import Settlement
+
+    lines, cut = [], []
+    for key, variant in settle["variants"].items():
+        why = variant.get("stopped_by")
+        lines.append(f"{name} [{key}] against {settle['baseline']}: {why}")
+        for label, case in variant.get("cases", {}).items():
+            known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
+            lines.append(f"  {label}: {Settlement(**known).describe()} ({case['rounds']} rounds)")
+        if why == "budget":
+            cut.append(key)
+    if cut:
+        lines.insert(0, f"{name}: the budget cut {len(cut)} unsettled variant(s): {', '.join(cut)}")
+    return lines
 
 
 def print_run_verdict(bundle: Path) -> None:

@@ -1,0 +1,233 @@
+"""Settling a case: an interval on a variant's cost against its baseline that stays valid however
+often it is looked at (``ccbench run --settle 5%``, docs/analysis.md "Settling each case").
+
+The method: Lai's confidence sequence for the mean of a normal sample with unknown variance (Lai
+1976; Wang and Ramdas 2023, "Anytime-valid t-tests and confidence sequences for Gaussian means with
+unknown variance"). Each round runs the baseline and the variant once, interleaved, so the round
+gives one paired value: the log of the variant's time-equivalent cost against the baseline
+(``log(variant / baseline)`` for a lower-is-better metric, its negative for a higher-is-better
+one). Against a hypothesised mean cost m, the Bayes factor of "mean != m" (a normal prior of
+precision ``c`` on the standardised effect, the scale-invariant prior 1/sigma on the spread) is
+
+    B_n(m) = sqrt(c / (n + c)) * (S2 / (S2 - S1**2 / (n + c))) ** (n / 2)
+
+with S1 and S2 the sum and the sum of squares of the n values minus m. Under "mean = m" it is a
+nonnegative martingale starting at 1 whatever the spread (the prior on the spread is the
+scale group's right Haar measure), so by Ville's inequality it ever reaches 1/alpha with
+probability at most alpha: the set of m with B_n(m) < 1/alpha, an interval in closed form
+(``interval``), covers the true mean cost at every round at once with probability 1 - alpha. A
+case may therefore be looked at after every round and stopped the first time its interval
+answers, and the answer is wrong at most alpha of the time.
+
+Why this one: it needs no variance known in advance (a benchmark's spread is what it measures),
+no planned number of looks (a group-sequential design with alpha spending needs the looks' count
+or their information fractions fixed in advance, and the budget cuts rounds at times no design
+foresaw), it is exact for normal noise on the log scale (what compare's Welch interval assumes
+too), and it is scale-invariant: only the cost relative to the spread decides. scipy has no
+confidence sequences and no maintained Python library implements this one (confseq implements
+Howard et al.'s bounded and sub-Gaussian boundaries, which need the variance or bounds), and the
+formula is a line.
+
+A case is settled when its interval
+- excludes no cost: it has a ``cost`` (the interval above 0) or a ``gain`` (below 0), with its size
+  (the estimate is the mean of the paired logs, the interval's centre);
+- or lies below the target: ``no cost above`` the target (every cost at or above it excluded).
+``MIXTURE`` (c) sets the rounds where the interval is narrowest for its confidence; chosen by
+benchmarks/sim_sequential.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+#: the chance that a case is ever settled wrongly (its interval ever misses the true cost)
+ALPHA = 0.05
+#: the prior precision of the standardised effect (c above); 0.1 gives a finite interval from 3 rounds
+MIXTURE = 0.1
+COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
+
+
+def interval(
+    count: np.ndarray | int,
+    total: np.ndarray | float,
+    squares: np.ndarray | float,
+    alpha: float = ALPHA,
+    mixture: float = MIXTURE,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The interval on the mean after ``count`` values with this sum and sum of squares (arrays
+    broadcast; vectorised for the simulation). Infinite where the values cannot yet bound it (too
+    few of them for the confidence), nan below 2 values."""
+    n = np.asarray(count, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mean = np.asarray(total, dtype=float) / n
+        spread = np.maximum(np.asarray(squares, dtype=float) - n * mean**2, 0.0)  # sum of squared deviations
+        # B_n(m) < 1/alpha  <=>  n d^2 (1 - K c / (n + c)) < (K - 1) * spread, d = mean - m,
+        # K = exp(2 (log(1/alpha) + log(sqrt((n + c) / c))) / n)
+        level = math.log(1 / alpha) + 0.5 * np.log((n + mixture) / mixture)
+        k = np.exp(2 * level / n)
+        room = 1 - k * mixture / (n + mixture)
+        half = np.where(room > 0, np.sqrt((k - 1) * spread / (n * np.where(room > 0, room, 1.0))), np.inf)
+        half = np.where(n >= 2, half, np.nan)
+    return mean - half, mean + half
+
+
+@dataclass
+class Settlement:
+    """Where one case stands: its answer (``cost``, ``gain``, ``no cost above``, or None while
+    unsettled), the estimate and the interval as time-equivalent fractions (0.05 = 5% slower; the
+    interval None while it is not finite),
+    the rounds (paired values) it rests on and the target."""
+
+    state: str | None
+    rounds: int
+    target: float
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.state is not None
+
+    def describe(self) -> str:
+        """One phrase: what the case's answer is, with its numbers."""
+        if self.estimate is None:
+            return f"no interval yet ({self.rounds} paired rounds)"
+        if self.low is None or self.high is None:
+            return f"unsettled: {_pct(self.estimate)} (too few rounds for a finite interval: {self.rounds})"
+        bounds = f"[{_pct(self.low)}, {_pct(self.high)}]"
+        if self.state == COST:
+            return f"a cost of {_pct(self.estimate)} {bounds}"
+        if self.state == GAIN:
+            return f"a gain of {_pct(-self.estimate)} {bounds}"
+        if self.state == NO_COST_ABOVE:
+            return f"no cost above {self.target:.1%} (estimate {_pct(self.estimate)}, {bounds})"
+        return f"unsettled: {_pct(self.estimate)} {bounds}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pct(fraction: float | None) -> str:
+    return "n/a" if fraction is None else f"{fraction:+.1%}"
+
+
+def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixture: float = MIXTURE) -> Settlement:
+    """The settlement of a case from its paired log costs (one a round, in round order). target:
+    the cost (a fraction, 0.05 = 5%) below which "no cost above" it settles the case."""
+    if not (0 < target < 1):
+        raise ValueError(f"settle target must be between 0 and 100% (exclusive), not {target:g}")
+    values = np.asarray(log_costs, dtype=float)
+    n = len(values)
+    if n < 2 or not np.isfinite(values).all():
+        return Settlement(None, n, target)
+    low, high = (float(x) for x in interval(n, values.sum(), (values**2).sum(), alpha, mixture))
+    estimate = float(values.mean())
+    state = None
+    if low > 0:
+        state = COST
+    elif high < 0:
+        state = GAIN
+    elif high < math.log1p(target):
+        state = NO_COST_ABOVE
+    # an interval not yet finite is kept as None (JSON has no infinity)
+    bounds = (math.expm1(low), math.expm1(high)) if math.isfinite(high - low) else (None, None)
+    return Settlement(state, n, target, math.expm1(estimate), *bounds)
+
+
+def _label(sample: Any) -> str:
+    """The metric and the case it measures (e.g. fio's ``throughput bs=4k rw=randread``)."""
+    case = (sample.metadata or {}).get("case")
+    if isinstance(case, dict):
+        case = " ".join(f"{k}={v}" for k, v in case.items())
+    return f"{sample.metric} {case}" if case else sample.metric
+
+
+def paired_log_costs(
+    samples: Iterable[Any], baseline: str, variants: Sequence[str], declared: Sequence[str] = ()
+) -> dict[str, dict[str, list[float]]]:
+    """Per variant key other than the baseline, per case (a series of the workload's primary
+    metrics: every metric it declares in ``declared`` and each of its cases, e.g. fio's throughput
+    at 4k randread, that every variant reported; without one, the series
+    ccbench.analysis.precision.primary_series chooses), the log time-equivalent costs against the
+    baseline, paired by repetition (rounds where either is missing are left out), in repetition
+    order. samples: ccbench.model.Sample of one workload."""
+    from ccbench.analysis.precision import primary_series
+    from ccbench.model import ExecutionKey
+
+    keys = [baseline, *[v for v in variants if v != baseline]]
+    mine = [s for s in samples if not s.warmup and s.execution]
+    values: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
+    labels: dict[tuple[str, str], str] = {}
+    higher: dict[tuple[str, str], bool] = {}
+    for sample in mine:
+        series = (sample.metric, json.dumps(sample.params, sort_keys=True))
+        variant = ExecutionKey.parse(sample.execution).variant
+        if variant in keys and sample.value > 0:
+            values.setdefault(series, {}).setdefault(variant, {}).setdefault(sample.repetition, sample.value)
+            labels[series], higher[series] = _label(sample), sample.better == "higher"
+    chosen = [key for key in values if key[0] in declared and set(keys) <= set(values[key])]
+    if not chosen:
+        primary = primary_series(mine, keys, declared)
+        chosen = [primary] if primary in values else []
+    named = [labels[series] for series in chosen]
+    for series in chosen:  # two series that the case does not tell apart are told by their parameters
+        if named.count(labels[series]) > 1:
+            labels[series] = f"{labels[series]} {series[1]}"
+    costs: dict[str, dict[str, list[float]]] = {key: {} for key in keys[1:]}
+    for series in chosen:
+        base, sign = values[series].get(baseline, {}), -1.0 if higher[series] else 1.0
+        for key in keys[1:]:
+            mine_values = values[series].get(key, {})
+            costs[key][labels[series]] = [
+                sign * math.log(mine_values[r] / base[r]) for r in sorted(mine_values) if r in base
+            ]
+    return costs
+
+
+def settle_all(costs: Mapping[str, Mapping[str, Sequence[float]]], target: float) -> dict[str, dict[str, Settlement]]:
+    """settle() for each variant's cases."""
+    return {name: {case: settle(values, target) for case, values in cases.items()} for name, cases in costs.items()}
+
+
+def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
+    """Per workload a bundle's run settled (its manifest's ``outcomes.<workload>.settled``), the
+    record recomputed from the bundle's samples with the same rule: the target, the baseline, and
+    per variant what stopped it (the run's word) and each case's settlement. ``bundle``: a
+    ccbench.bundle.Bundle (its samples are read in chunks)."""
+    from ccbench.model import Sample
+
+    settled = {
+        name: outcome["settled"]
+        for name, outcome in (bundle.manifest.get("outcomes") or {}).items()
+        if (outcome.get("settled") or {}).get("variants")
+    }
+    if not settled:
+        return {}
+    declared = {
+        name: spec.get("primary_metrics", ()) for name, spec in (bundle.manifest.get("declarations") or {}).items()
+    }
+    samples: dict[str, list[Sample]] = {name: [] for name in settled}
+    for chunk in bundle.sample_chunks():
+        for record in chunk:
+            if record.get("workload") in samples and not record.get("warmup"):
+                samples[record["workload"]].append(Sample(**record))
+    found = {}
+    for name, record in settled.items():
+        keys = [record["baseline"], *record["variants"]]
+        costs = paired_log_costs(samples[name], record["baseline"], keys, declared.get(name, ()))
+        cases = settle_all(costs, record["target"])
+        found[name] = {
+            **record,
+            "variants": {
+                key: {"stopped_by": variant.get("stopped_by"), "cases": {c: v.as_dict() for c, v in cases[key].items()}}
+                for key, variant in record["variants"].items()
+            },
+        }
+    return found

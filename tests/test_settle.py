@@ -1,0 +1,213 @@
+"""Settle rounds in the runner (ccbench.settle) with the scripted executor of test_scheduling: no
+workload runs, each execution's value is chosen by the test. An easy case (a 10x cost) leaves the
+rounds early; a hard one (no cost, noise above the target) runs on, with its baseline, to the limit."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import only_bundle
+from test_scheduling import Messages, ScriptedExecutor, measured
+
+from ccbench.bundle import read_bundle
+from ccbench.commands.run import settle_lines
+from ccbench.errors import PlanError
+from ccbench.plan import plan_from_dict
+from ccbench.runner import Runner
+from ccbench.schedule import Order
+
+VALUES = ("disk", "tmpfs", "ext4-loop")
+
+
+@pytest.fixture
+def run_settle(tmp_path, monkeypatch):
+    """run_settle(executor, plan_extra={}, **defaults) -> (RunResult, Messages): one command workload
+    on three storage variants (directories of the test's own: nothing is mounted), disk first."""
+    import ccbench.probe.syscheck
+
+    monkeypatch.setattr(ccbench.probe.syscheck, "system_check", lambda **options: [])
+    paths = {}
+    for value in VALUES:
+        paths[value] = str(tmp_path / f"dir-{value}")
+        Path(paths[value]).mkdir()
+
+    def run(executor, plan_extra=None, order="random", resume=None, **defaults):
+        document = {
+            "name": "scripted",
+            "defaults": {
+                "repetitions": 3,
+                "warmup": 1,
+                "cooldown": 0,
+                "variants": {"storage": list(VALUES)},
+                **defaults,
+            },
+            "workloads": [{"kind": "command", "name": "c", "command": "true"}],
+            **(plan_extra or {}),
+        }
+        messages = Messages()
+        runner = Runner(
+            plan_from_dict(document, "test"),
+            out=tmp_path / "out",
+            workdir=tmp_path / "work",
+            storage_paths=paths,
+            reporter=messages,
+            environment={},
+            executor=executor,
+            order=Order(order, 11),
+            resume=resume,
+        )
+        return runner.run(), messages
+
+    return run
+
+
+def easy_and_hard(seed: int = 5) -> ScriptedExecutor:
+    """disk ~1 s, tmpfs 10x slower (1% noise), ext4-loop the same as disk but with 3% noise."""
+    rng = np.random.default_rng(seed)
+    scale = {"disk": (1.0, 0.01), "tmpfs": (10.0, 0.01), "ext4-loop": (1.0, 0.03)}
+    return ScriptedExecutor(
+        lambda job: measured(scale[job.variant["storage"]][0] * rng.lognormal(0, scale[job.variant["storage"]][1]))
+    )
+
+
+def rounds_of(executor: ScriptedExecutor) -> dict[int, list[str]]:
+    rounds: dict[int, list[str]] = {}
+    for job in executor.jobs:
+        if not job.warmup:
+            rounds.setdefault(job.repetition, []).append(job.variant["storage"])
+    return rounds
+
+
+def test_an_easy_case_leaves_the_rounds_early_and_a_hard_one_runs_on_with_its_baseline(run_settle):
+    executor = easy_and_hard()
+    result, messages = run_settle(executor, settle="1%", max_repetitions=12)
+    settled = result.outcomes["c"].settled
+    easy_variant, hard_variant = settled["variants"]["storage=tmpfs"], settled["variants"]["storage=ext4-loop"]
+    assert list(easy_variant["cases"]) == ["wall_time"]
+    easy, hard = easy_variant["cases"]["wall_time"], hard_variant["cases"]["wall_time"]
+    assert settled["baseline"] == "storage=disk"
+    assert easy_variant["stopped_by"] == "settled" and easy["state"] == "cost"
+    assert easy["estimate"] == pytest.approx(9.0, abs=0.2) and easy["low"] > 8
+    assert hard_variant["stopped_by"] == "max repetitions" and hard["state"] is None and hard["rounds"] == 12
+    rounds = rounds_of(executor)
+    ran = {value: sum(value in r for r in rounds.values()) for value in VALUES}
+    assert ran["tmpfs"] < 6 and ran["ext4-loop"] == 12 and ran["disk"] == 12
+    # every round keeps the baseline; warm-ups ran once per variant, first
+    assert all("disk" in r for r in rounds.values())
+    assert [job.variant["storage"] for job in executor.jobs if job.warmup] and all(
+        job.warmup for job in executor.jobs[:3]
+    )
+    # the rounds after the easy case left hold the two others, in a drawn order
+    later = [tuple(r) for rep, r in rounds.items() if rep >= ran["tmpfs"]]
+    assert {frozenset(r) for r in later} == {frozenset({"disk", "ext4-loop"})}
+    assert len(set(later)) == 2  # both orders drawn, not a fixed A B
+    assert any("storage=tmpfs] wall_time: settled: a cost of" in line for line in messages.lines)
+    manifest_outcome = result.manifest["outcomes"]["c"]
+    assert manifest_outcome["settled"]["variants"]["storage=tmpfs"]["stopped_by"] == "settled"
+
+
+def test_a_run_interrupted_in_its_settle_rounds_resumes_them_where_it_stopped(run_settle):
+    from ccbench.model import ExecutionStatus
+    from ccbench.runner import Interrupted
+    from ccbench.supervise import Attempt
+
+    values = easy_and_hard()
+
+    def answer(job):
+        if len(first.jobs) == 14:  # 3 warm-ups, 9 repetitions, then the second execution of round 3
+            return Attempt(ExecutionStatus.INTERRUPTED, "interrupted by a signal", interruption=Interrupted(2))
+        return values.answer(job)
+
+    first = ScriptedExecutor(answer)
+    result, _ = run_settle(first, settle="1%", max_repetitions=12)
+    assert result.interrupted and result.outcomes["c"].settled is None
+    second = ScriptedExecutor(lambda job: values.answer(job))
+    resumed, _ = run_settle(second, resume=result.bundle, settle="1%", max_repetitions=12)
+    assert not resumed.interrupted and not any(job.warmup for job in second.jobs)
+    settled = resumed.outcomes["c"].settled
+    assert settled["variants"]["storage=tmpfs"]["stopped_by"] == "settled"
+    assert settled["variants"]["storage=ext4-loop"]["cases"]["wall_time"]["rounds"] == 12
+    records = read_bundle(result.bundle).executions
+    ok = [(r["warmup"], r["repetition"], r["variant"]["storage"]) for r in records if r["status"] == "ok"]
+    assert len(ok) == len(set(ok))  # nothing measured twice
+    assert {(False, 11, "disk"), (False, 11, "ext4-loop")} <= set(ok) and (False, 11, "tmpfs") not in ok
+
+
+def test_without_settle_the_schedule_is_the_fixed_one(run_settle):
+    executor = easy_and_hard()
+    result, _ = run_settle(executor, order="fixed")
+    assert len([job for job in executor.jobs if not job.warmup]) == 3 * 3
+    assert result.outcomes["c"].settled is None and "settled" not in result.manifest["outcomes"]["c"]
+
+
+def test_the_budget_cuts_the_unsettled_cases_and_the_summary_names_them(run_settle):
+    import time
+
+    rng = np.random.default_rng(2)
+
+    def answer(job):
+        time.sleep(0.002)  # the study takes longer than its 1 ms budget whatever the machine
+        return measured(rng.lognormal(0, 0.03))
+
+    executor = ScriptedExecutor(answer)
+    result, _ = run_settle(executor, plan_extra={"budget": 0.001}, settle="1%", max_repetitions=30)
+    variants = result.outcomes["c"].settled["variants"]
+    assert {variant["stopped_by"] for variant in variants.values()} == {"budget"}
+    assert len([job for job in executor.jobs if not job.warmup]) == 3 * 3  # only the minimum rounds
+    lines = settle_lines("c", result.outcomes["c"].settled)
+    assert lines[0] == "c: the budget cut 2 unsettled variant(s): storage=tmpfs, storage=ext4-loop"
+    assert lines[1] == "c [storage=tmpfs] against storage=disk: budget"
+    assert lines[2].startswith("  wall_time: unsettled: ") and lines[2].endswith("(3 rounds)")
+
+
+def test_settle_and_budget_in_a_plan_and_their_errors():
+    document = {
+        "name": "p",
+        "budget": "20m",
+        "defaults": {"settle": "5%"},
+        "workloads": [{"kind": "command", "command": "true"}],
+    }
+    plan = plan_from_dict(document, "p.toml")
+    assert plan.budget == 1200 and plan.workloads[0].settle == 0.05
+    assert plan.with_settle("2%").workloads[0].settle == 0.02 and plan.with_budget("1h").budget == 3600
+    with pytest.raises(PlanError, match=r"p.toml: budget: duration 'soon'"):
+        plan_from_dict({**document, "budget": "soon"}, "p.toml")
+    with pytest.raises(PlanError, match=r"--settle 200%: .*below 100%"):
+        plan.with_settle("200%")
+    with pytest.raises(PlanError, match=r"--budget 0: must be positive"):
+        plan.with_budget("0")
+
+
+def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_path, ccbench, workdir):
+    """Real worker processes: a command that sleeps what its variant's directory says, 10x longer
+    on one of them; --settle stops that case after the first rounds, the budget leaves it alone."""
+    paths = {}
+    for value, delay in (("disk", "0.02"), ("tmpfs", "0.3")):
+        paths[value] = tmp_path / f"dir-{value}"
+        paths[value].mkdir()
+        (paths[value] / "delay").write_text(delay)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'name = "settle"\n[defaults]\nrepetitions = 3\nwarmup = 0\ncooldown = 0\nmax_repetitions = 8\n'
+        'variants = { storage = ["disk", "tmpfs"] }\n'
+        '[[workloads]]\nkind = "command"\nname = "sleepy"\ncommand = "sleep $(cat ../delay)"\n'
+    )
+    out = tmp_path / "out"
+    paths_args = [f"--storage-path={value}={path}" for value, path in paths.items()]
+    done = ccbench("run", plan, "--out", out, "--workdir", workdir, *paths_args, "--settle", "5%", "--budget", "10m")
+    assert done.returncode == 0, done.stderr
+    assert "sleepy [storage=tmpfs] against storage=disk: settled\n  wall_time: a cost of" in done.stdout
+    assert "budget cut" not in done.stdout
+    manifest = read_bundle(only_bundle(out), samples=False).manifest
+    case = manifest["outcomes"]["sleepy"]["settled"]["variants"]["storage=tmpfs"]["cases"]["wall_time"]
+    assert case["state"] == "cost" and case["low"] > 1 and case["rounds"] < 8
+    assert manifest["plan"]["budget"] == 600
+    # compare recomputes each case from the bundle's samples with the run's rule: the same answer
+    compared = ccbench("compare", only_bundle(out), "--summary")
+    assert compared.returncode == 0, compared.stderr
+    run_line = next(line for line in done.stdout.splitlines() if line.startswith("  wall_time: a cost of"))
+    assert f"  {run_line}" in compared.stdout.splitlines()
+    assert "settled in " in compared.stdout and "(anytime-valid interval, target 5.0%)" in compared.stdout
+    bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")
+    assert bad.returncode == 2 and "--budget soon: expected seconds" in bad.stderr
+    assert "Traceback" not in bad.stderr
