@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     except Stopped as exc:
         try:
             click.echo(
-                f"ccbench: stopped by {exc} before the command finished; nothing half-written is left, run it again",
+                f"ccbench: stopped by {exc} before the command finished; run it again",
                 err=True,
             )
         except OSError:

@@ -36,11 +36,15 @@ def fsync_dir(path: Path) -> None:
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:  # a full disk, or a stop signal in the middle: no half file left beside it
+        temporary.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

@@ -14,6 +14,7 @@ from ccbench.commands.options import (
     jobs_option,
     labels_option,
 )
+from ccbench.fsutil import write_text_atomic
 
 
 @click.command()
@@ -118,7 +119,7 @@ def command(
     else:
         text = render_html(sections, ctx, title, svgs)
     try:
-        output_path.write_text(text, encoding="utf-8")
+        write_text_atomic(output_path, text)  # a stopped report leaves the old file or none, never half
     except OSError as exc:
         raise CCBenchError(f"-o {output}: cannot write ({exc.strerror})") from None
     console.print(f"wrote {output_path} ({len(sections)} sections)" + (f" and figures in {figures}" if figures else ""))
