@@ -287,7 +287,8 @@ def _time_equivalent(comparison: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, 
         return (np.where(higher, 1 / ratio, ratio), np.where(higher, 1 / high, low), np.where(higher, 1 / low, high))
 
 
-def _t_interval(logs: np.ndarray) -> tuple[float, float, float]:
+def t_interval(logs: np.ndarray) -> tuple[float, float, float]:
+    """The geometric mean of ratios given as logs, with a t interval from their spread (nan with one)."""
     mean = float(logs.mean())
     if len(logs) < 2:
         return math.exp(mean), math.nan, math.nan
@@ -551,14 +552,14 @@ def _typical(usable: pd.DataFrame) -> tuple[pd.Series, float, float, float, str]
     interval spans."""
     per_workload = usable.groupby("workload", sort=False)["te"].agg(lambda v: float(np.exp(np.log(v).mean())))
     if len(per_workload) >= 3:
-        typical, low, high = _t_interval(np.log(per_workload.to_numpy()))
+        typical, low, high = t_interval(np.log(per_workload.to_numpy()))
         over = f"spread between {len(per_workload)} workloads"
     elif len(per_workload) == 2:
-        typical, low, high = _t_interval(np.log(per_workload.to_numpy()))
+        typical, low, high = t_interval(np.log(per_workload.to_numpy()))
         low = high = math.nan
         over = "two workloads: see the range between them"
     elif len(usable) >= 2:
-        typical, low, high = _t_interval(np.log(usable["te"].to_numpy()))
+        typical, low, high = t_interval(np.log(usable["te"].to_numpy()))
         over = f"spread between {len(usable)} cases and metrics of one workload"
     else:
         row = usable.iloc[0]

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from ccbench.analysis import impact
-from ccbench.analysis.stats import CONFIDENCE
+from ccbench.analysis.verdict import t_interval
 
 #: rows the first screen's chart holds before workloads are pooled, then hidden (and counted)
 FIRST_SCREEN_ROWS = 28
@@ -93,14 +92,9 @@ def _case_label(row, several_metrics: bool) -> str:
 
 
 def pooled(te: np.ndarray) -> tuple[float, float, float]:
-    """Geometric mean of ratios with a t interval from their spread (the cases are the sample)."""
-    logs = np.log(te)
-    mean = float(logs.mean())
-    if len(logs) < 2:
-        return math.exp(mean), math.nan, math.nan
-    se = float(logs.std(ddof=1)) / math.sqrt(len(logs))
-    t = float(special.stdtrit(len(logs) - 1, 0.5 + CONFIDENCE / 2))
-    return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
+    """Geometric mean of ratios with a t interval from their spread (the cases are the sample): the
+    verdict's own interval between workloads."""
+    return t_interval(np.log(te))
 
 
 def _implausible(data: pd.DataFrame) -> np.ndarray:
