@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ccbench.analysis import impact
+from ccbench.analysis.semantics import with_time_equivalent
 from ccbench.analysis.verdict import t_interval
 
 #: rows the first screen's chart holds before workloads are pooled, then hidden (and counted)
@@ -52,14 +53,7 @@ class Forest:
 def time_equivalent(comparison: pd.DataFrame) -> pd.DataFrame:
     """The rows with ``te``, ``te_low``, ``te_high``: the time ratio and its interval (a throughput
     ratio of 0.5 is a time ratio of 2); rows without a direction (facts) or a usable ratio dropped."""
-    rows = comparison[comparison["better"].isin(["lower", "higher"])].copy()
-    higher = (rows["better"] == "higher").to_numpy()
-    ratio = rows["ratio"].to_numpy(dtype=float)
-    low, high = rows["ci_low"].to_numpy(dtype=float), rows["ci_high"].to_numpy(dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rows["te"] = np.where(higher, 1 / ratio, ratio)
-        rows["te_low"] = np.where(higher, 1 / high, low)
-        rows["te_high"] = np.where(higher, 1 / low, high)
+    rows = with_time_equivalent(comparison[comparison["better"].isin(["lower", "higher"])])
     return rows[np.isfinite(rows["te"]) & (rows["te"] > 0)]
 
 
