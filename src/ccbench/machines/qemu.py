@@ -9,7 +9,7 @@ twin, and for SEV-SNP and TDX arms the confidential guest object, its firmware a
 SEV-SNP is rendered as QEMU >= 9.1 documents it (docs/system/i386/amd-memory-encryption.rst: an
 ``sev-snp-guest`` object named by ``-machine confidential-guest-support``; qapi/qom.json,
 SevSnpGuestProperties), TDX as QEMU >= 10.1 does (docs/system/i386/tdx.rst: a ``tdx-guest`` object,
-``kernel-irqchip=split``, the firmware by ``-bios``; qapi/qom.json, TdxGuestProperties)."""
+``kernel-irqchip=split`` (a property of the kvm accelerator), the firmware by ``-bios``; qapi/qom.json, TdxGuestProperties)."""
 
 from __future__ import annotations
 
@@ -155,12 +155,14 @@ def render(study: Study, arm: Arm, boot: Boot) -> Launch:
     machine_opts = ["q35", f"memory-backend={MEMORY_ID}"]
     if arm.confidential:
         machine_opts.append(f"confidential-guest-support={CVM_ID}")
+    accel = boot.accel
     if arm.kind == "tdx":
-        machine_opts.append("kernel-irqchip=split")
+        # a TD's interrupt controller: the local APIC in KVM, the IOAPIC in QEMU (tdx.rst, Restrictions)
+        accel += ",kernel-irqchip=split"
     cpu = cpu_model(study, boot.accel)
     argv = [
         boot.qemu,
-        "-accel", boot.accel,
+        "-accel", accel,
         "-machine", ",".join(machine_opts),
         "-cpu", cpu,
         "-smp", f"{machine.vcpus},sockets={machine.sockets},cores={machine.cores},threads={machine.threads}",
