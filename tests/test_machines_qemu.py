@@ -139,7 +139,7 @@ def test_each_twin_puts_its_knobs_where_they_belong(tmp_path):
     launches = {arm.name: render(study, arm, boot) for arm in study.arms}
     plain, bounce = launches["plain"], launches["plain+bounce"]
     assert plain.append == "root=/dev/vda1 console=ttyS0"
-    assert bounce.append == f"root=/dev/vda1 console=ttyS0 swiotlb={cvm_swiotlb_slabs(1024)},force"
+    assert bounce.append == f"root=/dev/vda1 console=ttyS0 swiotlb={cvm_swiotlb_slabs(1024, 2)},force"
     assert option(bounce.argv, "-append") == [bounce.append]
     for device in option(bounce.argv, "-device"):
         assert props(device)[1].get("iommu_platform") == "on" and props(device)[1].get("disable-legacy") == "on"

@@ -56,9 +56,9 @@ def test_a_study_of_a_plain_arm_its_bounce_twin_and_cvm_twins(tmp_path):
     assert study.image.kind == "debian-12" and study.machine.memory_mib == 2048 and study.machine.cores == 2
     by = {a.name: a for a in study.arms}
     bounce = by["plain+bounce"].knobs
-    # the pool a 2 GiB CVM gives itself: 6% of memory, in 2 KiB slabs, in whole 128-slab segments
-    assert bounce.kernel_params == (f"swiotlb={cvm_swiotlb_slabs(2048)},force",)
-    assert cvm_swiotlb_slabs(2048) * SLAB_BYTES >= 2048 * 2**20 * 6 // 100
+    # the pool a 2 GiB CVM gives itself: 6% of memory (123 MiB) in 2 KiB slabs, rounded up to a power
+    # of two (the kernel's "SWIOTLB bounce buffer size roundup to 128MB")
+    assert bounce.kernel_params == ("swiotlb=65536,force",)
     assert bounce.iommu_platform and bounce.disable_legacy
     assert not by["plain"].knobs.iommu_platform and by["plain"].knobs.kernel_params == ()
     assert by["snp+poll"].knobs.kernel_params == ("idle=poll",)
@@ -79,14 +79,17 @@ def test_the_bounce_pool_follows_the_cvm_arms_own_swiotlb_and_caps_at_1_gib(tmp_
             tmp_path,
             BASE
             + arms(
-                'name = "snp"\nkind = "sev-snp"\nkernel_params = ["swiotlb=131072"]',
+                'name = "snp"\nkind = "sev-snp"\nkernel_params = ["swiotlb=100000"]',
                 'name = "b"\nkind = "plain"\ntwins = ["bounce"]',
             ),
         )
     )
+    # what that kernel allocates for swiotlb=100000: whole segments, rounded up to a power of two
     assert study.arm("b").knobs.kernel_params == ("swiotlb=131072,force",)
-    assert cvm_swiotlb_slabs(64 * 1024) * SLAB_BYTES == CVM_POOL_MAX
-    assert cvm_swiotlb_slabs(512) * SLAB_BYTES == 64 * 2**20  # the 64 MiB floor
+    assert cvm_swiotlb_slabs(64 * 1024, 2) * SLAB_BYTES == CVM_POOL_MAX
+    assert cvm_swiotlb_slabs(512, 2) * SLAB_BYTES == 64 * 2**20  # the 64 MiB floor
+    assert cvm_swiotlb_slabs(8 * 1024, 4) == 262144  # 491 MiB -> 512 MiB
+    assert cvm_swiotlb_slabs(512, 512) == 128 * 512  # at least one segment per area (per CPU)
 
 
 def test_the_default_baseline_is_the_first_plain_arm_without_knobs(tmp_path):

@@ -91,14 +91,30 @@ TWINS: dict[str, Twin] = {
 }
 
 
-def cvm_swiotlb_slabs(memory_mib: int) -> int:
+def _power_of_two_at_least(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def cvm_swiotlb_slabs(memory_mib: int, vcpus: int) -> int:
     """The bounce-buffer pool, in 2 KiB slabs, that a confidential guest's kernel gives itself with this
-    much memory (computed from the configured memory: the guest's own total is a little lower, so its
-    pool may be one 128-slab segment smaller, never larger)."""
+    much memory and this many vCPUs: 6% of memory clamped to [64 MiB, 1 GiB] (mem_encrypt_setup_arch),
+    in whole 128-slab segments (swiotlb_adjust_size), then, with one area per possible CPU, at least a
+    segment per area and rounded up to a power of two (swiotlb_adjust_nareas, round_up_default_nslabs,
+    kernel/dma/swiotlb.c since 6.0). Computed from the configured memory: the guest's own total is a
+    little lower, which the power-of-two rounding hides unless 6% sits just above a power of two."""
     size = memory_mib * MIB * CVM_POOL_PERCENT // 100
     size = min(max(size, CVM_POOL_MIN), CVM_POOL_MAX)
     slabs = -(-size // SLAB_BYTES)
-    return -(-slabs // SEGMENT_SLABS) * SEGMENT_SLABS
+    return swiotlb_pool(slabs, vcpus)
+
+
+def swiotlb_pool(slabs: int, vcpus: int) -> int:
+    """The slabs a kernel allocates when asked for this many (swiotlb=N or its own size): whole
+    128-slab segments, at least one per area (one area per possible CPU, a power of two), rounded
+    up to a power of two."""
+    slabs = -(-slabs // SEGMENT_SLABS) * SEGMENT_SLABS
+    areas = _power_of_two_at_least(max(vcpus, 1))
+    return _power_of_two_at_least(max(slabs, SEGMENT_SLABS * areas))
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from ccbench.machines.study import (
     Nic,
     StudyError,
     cvm_swiotlb_slabs,
+    swiotlb_pool,
 )
 
 CLOUD = "cloud arms are not supported yet; remove 'provider' and launch the arm on this host"
@@ -242,8 +243,8 @@ def bounce_pool(raw_arms: list[Any], machine: Machine) -> int:
             for param in raw["kernel_params"]:
                 match = re.fullmatch(r"swiotlb=(\d+)(?:,.*)?", str(param))
                 if match:
-                    pools.append(int(match.group(1)))
-    return max(pools) if pools else cvm_swiotlb_slabs(machine.memory_mib)
+                    pools.append(swiotlb_pool(int(match.group(1)), machine.vcpus))
+    return max(pools) if pools else cvm_swiotlb_slabs(machine.memory_mib, machine.vcpus)
 
 
 def _twins(value: Any, kind: str, where: Where, at: str) -> tuple[str, ...]:
