@@ -20,10 +20,11 @@ from ccbench.machines.study import StudyError, cvm_swiotlb_slabs, load_study
 
 QEMU = "qemu-system-x86_64"
 
-# Property names as QEMU 10.1's qapi/qom.json documents them (read at the qemu-ci mirror of QEMU's
-# master of 2025, commit 04a5764c; the structs carry "Since: 9.1" and "Since: 10.1"):
-# SevCommonProperties + SevSnpGuestProperties, TdxGuestProperties, and the memory backends
-# (MemoryBackendProperties + MemoryBackendMemfdProperties). ObjectOptions adds "qom-type" and "id".
+# Property names as QEMU's qapi/qom.json documents them in QEMU 10.1 (read in a mirror of QEMU's tree,
+# github.com/pbo-linaro/qemu-ci at commit 04a5764cd197, where TdxGuestProperties says "Since: 10.1"
+# and SevSnpGuestProperties "Since: 9.1"): SevCommonProperties + SevSnpGuestProperties,
+# TdxGuestProperties, MemoryBackendProperties + MemoryBackendMemfdProperties. ObjectOptions adds
+# "qom-type" (the object's name on the command line) and "id".
 QOM_OBJECT_BASE = {"id"}
 SEV_COMMON = {"sev-device", "cbitpos", "reduced-phys-bits", "kernel-hashes"}
 SEV_SNP_GUEST = SEV_COMMON | {
