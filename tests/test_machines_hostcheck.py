@@ -150,3 +150,20 @@ def test_a_missing_qemu_is_one_line(tmp_path):
     assert lines == [
         "no-such-qemu-binary not found: install QEMU (Debian: apt-get install qemu-system-x86) or pass its path"
     ]
+
+
+def test_a_cpu_model_tcg_lacks_and_a_disk_cache_the_overlay_folder_refuses(tmp_path):
+    intel = mock_host(tmp_path, "intel")
+    (intel / "dev/kvm").unlink()
+    lines = check(study(tmp_path, PLAIN, 'cpu = "host"'), mock_qemu(tmp_path, "9.2.0"), root=intel)
+    assert len(lines) == 1 and "machine.cpu 'host' needs KVM" in lines[0] and 'cpu = "auto"' in lines[0]
+    assert check(study(tmp_path, PLAIN), mock_qemu(tmp_path, "9.2.0"), root=intel) == []
+    # O_DIRECT, which cache = "none" asks for, tried for real in a folder on this machine's disk
+    overlays = tmp_path / "overlays"
+    overlays.mkdir()
+    assert check(study(tmp_path, PLAIN), mock_qemu(tmp_path, "9.2.0"), root=intel, overlay_dir=overlays) == []
+    assert list(overlays.iterdir()) == []  # the probe file is gone
+    lines = check(study(tmp_path, PLAIN), mock_qemu(tmp_path, "9.2.0"), root=intel, overlay_dir=tmp_path / "absent")
+    assert len(lines) == 1 and "O_DIRECT" in lines[0] and "cannot be tried" in lines[0]
+    writeback = study(tmp_path, PLAIN, '[machine.disk]\ncache = "writeback"')
+    assert check(writeback, mock_qemu(tmp_path, "9.2.0"), root=intel, overlay_dir=tmp_path / "absent") == []

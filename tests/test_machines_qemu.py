@@ -239,6 +239,12 @@ def test_differences_names_what_is_no_declared_knob(tmp_path):
     assert any("'mitigations=off' is neither the image's nor a declared knob" in line for line in lines), lines
     assert any("in devices" in line and "num-queues=4" in line for line in lines), lines
     assert len(lines) == 4
+    snp = render(study, study.arm("snp"), boot_at(tmp_path)).record
+    snp_poll = render(study, study.arm("snp+poll"), boot_at(tmp_path, firmware=Path("/elsewhere/OVMF.fd"))).record
+    assert differences([base, snp]) == []  # the kind's own firmware and objects are declared by the kind
+    assert differences([snp, snp_poll]) == [
+        "arm 'snp+poll' boots other firmware than 'snp' of its kind (/elsewhere/OVMF.fd against /usr/share/OVMF/OVMF.fd)"
+    ]
     # the hugepages twin's backend is declared; the same change without the twin is not
     huge = render(study, study.arm("plain+huge"), boot_at(tmp_path)).record
     assert differences([base, huge]) == []

@@ -85,6 +85,11 @@ def differences(records: list[dict[str, Any]], baseline: str | None = None) -> l
                         f"arm '{name}' differs from '{base.get('arm')}' in {what} ({path}: "
                         f"{mine.get(path)!r} against {theirs.get(path)!r}), which is no declared knob"
                     )
+        if record.get("kind") == base.get("kind") and record.get("firmware") != base.get("firmware"):
+            lines.append(
+                f"arm '{name}' boots other firmware than '{base.get('arm')}' of its kind "
+                f"({record.get('firmware')} against {base.get('firmware')})"
+            )
         backend, base_backend = record.get("memory_backend") or {}, base.get("memory_backend") or {}
         declared_backend = (record.get("knobs") or {}).get("memory_backend") or (base.get("knobs") or {}).get(
             "memory_backend"

@@ -97,7 +97,7 @@ def _sev_snp(sources: Sources, flags: set[str]) -> list[str]:
         lacks.append("no /dev/sev (the ccp driver found no SEV firmware, or SEV is off in the BIOS)")
     snp = _param(sources, "kvm_amd", "sev_snp")
     if snp is None:
-        lacks.append("kvm_amd is not loaded or has no sev_snp parameter (a host kernel before 6.11)")
+        lacks.append("kvm_amd is not loaded or has no sev_snp parameter (SNP host support came with Linux 6.11)")
     elif snp not in ("Y", "1"):
         lacks.append(
             f"SNP is not enabled (kvm_amd sev_snp={snp}: enable SEV-SNP in the BIOS, then load kvm_amd sev_snp=1)"
@@ -111,14 +111,18 @@ def _tdx(sources: Sources, flags: set[str]) -> list[str]:
         lacks.append("not an Intel host with VMX (no vmx flag)")
     tdx = _param(sources, "kvm_intel", "tdx")
     if tdx is None:
-        lacks.append("kvm_intel is not loaded or has no tdx parameter (a host kernel before 6.16)")
+        lacks.append("kvm_intel is not loaded or has no tdx parameter (TDX host support came with Linux 6.16)")
     elif tdx not in ("Y", "1"):
         lacks.append(f"TDX is off in KVM (kvm_intel tdx={tdx}: enable TDX in the BIOS, then load kvm_intel tdx=1)")
     return lacks
 
 
-def check(study: Study, qemu: str = "qemu-system-x86_64", root: Path = Path("/")) -> list[str]:
-    """One line per problem: the QEMU missing, and each arm this host cannot launch with every reason."""
+def check(
+    study: Study, qemu: str = "qemu-system-x86_64", root: Path = Path("/"), overlay_dir: Path | None = None
+) -> list[str]:
+    """One line per problem: the QEMU missing, each arm this host cannot launch with every reason, and
+    what the shared machine asks of the host (a CPU model TCG lacks, O_DIRECT in ``overlay_dir`` for
+    the disk's cache mode, pinned CPUs that are not online)."""
     sources = Sources(root=root, live=root == Path("/"))
     version, said = qemu_version(qemu)
     if version is None:
@@ -142,7 +146,38 @@ def check(study: Study, qemu: str = "qemu-system-x86_64", root: Path = Path("/")
         if lacks:
             problems.append(f"arm '{arm.name}' ({arm.kind}) cannot run on this host: {'; '.join(lacks)}")
     problems += _pin_problems(study, sources)
+    if kvm and study.machine.cpu == "host":
+        problems.append(
+            f"machine.cpu 'host' needs KVM, and this host has none ({kvm}): "
+            'use cpu = "auto" (max under TCG) or a named model'
+        )
+    if overlay_dir is not None and study.machine.disk.cache in ("none", "directsync"):
+        problem = _direct_io_problem(overlay_dir)
+        if problem:
+            problems.append(
+                f"machine.disk.cache '{study.machine.disk.cache}' opens the disk with O_DIRECT, which {problem}: "
+                'put the overlays on a disk filesystem or use cache = "writeback"'
+            )
     return problems
+
+
+def _direct_io_problem(folder: Path) -> str | None:
+    """Why files in ``folder`` cannot be opened with O_DIRECT (tmpfs before 6.6 refuses it), or None."""
+    import os
+    import tempfile
+
+    try:
+        handle, name = tempfile.mkstemp(dir=folder, prefix=".ccbench-odirect-")
+    except OSError as exc:
+        return f"cannot be tried in {folder} ({exc.strerror})"
+    os.close(handle)
+    try:
+        os.close(os.open(name, os.O_RDONLY | os.O_DIRECT))
+    except OSError as exc:
+        return f"the filesystem of {folder} refuses ({exc.strerror})"
+    finally:
+        os.unlink(name)
+    return None
 
 
 def _memory_lacks(study: Study, arm, sources: Sources) -> list[str]:
