@@ -92,6 +92,17 @@ def test_the_bounce_pool_follows_the_cvm_arms_own_swiotlb_and_caps_at_1_gib(tmp_
     assert cvm_swiotlb_slabs(512, 512) == 128 * 512  # at least one segment per area (per CPU)
 
 
+def test_a_hand_made_bounce_twin_with_iommu_platform_is_taken_as_written(tmp_path):
+    study = load_study(
+        write(
+            tmp_path,
+            BASE + arms('name = "p"\nkind = "plain"\nkernel_params = ["swiotlb=65536,force"]\niommu_platform = true'),
+        )
+    )
+    knobs = study.arm("p").knobs
+    assert knobs.kernel_params == ("swiotlb=65536,force",) and knobs.iommu_platform and knobs.disable_legacy
+
+
 def test_the_default_baseline_is_the_first_plain_arm_without_knobs(tmp_path):
     study = load_study(
         write(tmp_path, BASE + arms('name = "b"\nkind = "plain"\ntwins = ["bounce"]', 'name = "p"\nkind = "plain"'))
@@ -119,6 +130,10 @@ def test_the_default_baseline_is_the_first_plain_arm_without_knobs(tmp_path):
         ('name = "s"\nkind = "sev-snp"\ndisable_legacy = false', ["disable_legacy", "sev-snp guest needs it"]),
         ('name = "b"\nkind = "plain"\ntwins = ["bounce"]\nkernel_params = ["swiotlb=1024,force"]', ["sets 'swiotlb="]),
         ('name = "p"\nkind = "plain"\nkernel_params = ["a b"]', ["kernel_params", "list of kernel parameters"]),
+        (
+            'name = "p"\nkind = "plain"\nkernel_params = ["swiotlb=65536,force"]',
+            ["bounces nothing", "bypass the DMA API"],
+        ),
         ('name = "bad name"\nkind = "plain"', ["arm[1].name"]),
         ('name = "p"\nkind = "plain"\nbaseline = "yes"', ["baseline", "true or false"]),
     ],

@@ -325,6 +325,13 @@ def _knobs(raw: dict[str, Any], kind: str, twins: tuple[str, ...], pool: int, wh
             raise where.error(f"{at}.{key}", f"cannot be false here: {reason} ({why}); remove the key")
     iommu = iommu or bool(raw.get("iommu_platform", False))
     disable_legacy = disable_legacy or bool(raw.get("disable_legacy", False)) or iommu
+    forced = [p for p in explicit if re.fullmatch(r"swiotlb=(\d+,)?(\d+,)?force", p)]
+    if forced and not iommu:
+        raise where.error(
+            f"{at}.kernel_params",
+            f"{forced[0]!r} without iommu_platform bounces nothing: virtio devices without "
+            'VIRTIO_F_ACCESS_PLATFORM bypass the DMA API; use twins = ["bounce"], or add iommu_platform = true',
+        )
     return Knobs(
         kernel_params=tuple(derived.values()) + tuple(explicit),
         iommu_platform=iommu,
