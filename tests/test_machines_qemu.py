@@ -219,6 +219,10 @@ def test_render_refuses_what_cannot_launch(tmp_path):
         render(study, study.arm("td"), boot_at(tmp_path, firmware=None))
     with pytest.raises(StudyError, match="need direct kernel boot"):
         render(study, study.arm("plain+bounce"), boot_at(tmp_path, kernel=False))
+    with pytest.raises(StudyError, match="fw_cfg name 'a,b'"):
+        render(study, study.arm("plain"), boot_at(tmp_path, fw_cfg={"a,b": tmp_path / "key"}))
+    with pytest.raises(StudyError, match="at most 43 bytes"):
+        render(study, study.arm("plain"), boot_at(tmp_path, fw_cfg={"k" * 44: tmp_path / "key"}))
     # TCG has no "host" CPU: "auto" becomes "max" for every arm alike
     assert option(render(study, study.arm("plain"), boot_at(tmp_path, accel="tcg")).argv, "-cpu") == ["max"]
 

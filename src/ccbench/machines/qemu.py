@@ -29,6 +29,8 @@ HUGEPAGE_SIZE = "2M"
 #: the properties the iommu knobs add to every virtio device
 KNOB_DEVICE_PROPS = ("iommu_platform=on", "disable-legacy=on")
 CVM_OBJECTS = {"sev-snp": "sev-snp-guest", "tdx": "tdx-guest"}
+#: where the guest finds the launcher's files: /sys/firmware/qemu_fw_cfg/by_name/opt/ccbench/NAME/raw
+FW_CFG_PREFIX = "opt/ccbench/"
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _refuse(study: Study, arm: Arm, boot: Boot) -> None:
         )
     if arm.confidential and boot.firmware is None:
         raise StudyError(
-            f"{where}: a {arm.kind} guest boots through OVMF, and none was given; install OVMF (see 'ccbench machines check')"
+            f"{where}: a {arm.kind} guest boots through OVMF, and none was given; install OVMF (Debian: apt-get install ovmf)"
         )
     if arm.knobs.kernel_params and boot.kernel is None:
         raise StudyError(
@@ -141,9 +143,11 @@ def _refuse(study: Study, arm: Arm, boot: Boot) -> None:
     if boot.accel not in ("kvm", "tcg"):
         raise StudyError(f"{where}: accelerator {boot.accel!r} is not kvm or tcg")
     for name in boot.fw_cfg:
-        if not name or "," in name or name.startswith("/"):
+        # QEMU keeps a fw_cfg file name in 56 bytes with its NUL (FW_CFG_MAX_FILE_PATH)
+        if not name or "," in name or name.startswith("/") or len(f"{FW_CFG_PREFIX}{name}".encode()) > 55:
             raise StudyError(
-                f"{where}: fw_cfg name {name!r} must be a relative name without commas (it goes under opt/ccbench/)"
+                f"{where}: fw_cfg name {name!r} must be a relative name without commas, "
+                f"at most {55 - len(FW_CFG_PREFIX)} bytes (it goes under {FW_CFG_PREFIX})"
             )
 
 
@@ -192,7 +196,7 @@ def render(study: Study, arm: Arm, boot: Boot) -> Launch:
     for device in devices:
         argv += ["-device", device]
     for name, path in sorted(boot.fw_cfg.items()):
-        argv += ["-fw_cfg", f"name=opt/ccbench/{name},file={_escape(path)}"]
+        argv += ["-fw_cfg", f"name={FW_CFG_PREFIX}{name},file={_escape(path)}"]
     argv += [
         "-serial", f"file:{boot.serial_log}",
         "-pidfile", str(boot.pidfile),
