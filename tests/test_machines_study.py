@@ -1,6 +1,8 @@
 """The study file: what it expresses, and every bad input refused in one line naming file and key."""
 
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -213,3 +215,22 @@ def test_an_unreadable_study_is_one_line(tmp_path):
         load_study(tmp_path / "absent.toml")
     with pytest.raises(StudyError, match="is a directory"):
         load_study(tmp_path)
+
+
+def test_the_documented_study_loads_and_the_documented_errors_are_the_codes(tmp_path):
+    doc = (Path(__file__).parents[1] / "docs" / "machines.md").read_text()
+    example = re.search(r"```toml\n(name = \"bounce\".*?)```", doc, re.DOTALL).group(1)
+    study = load_study(write(tmp_path, example))
+    assert [a.name for a in study.arms] == ["plain", "plain+bounce", "snp", "snp+poll", "td", "td+eager"]
+    assert study.baseline == "plain" and study.machine.pin == (2, 3)
+    errors = re.search(r"```\n(study.toml: arm 'plain\+idle'.*?)```", doc, re.DOTALL).group(1).splitlines()
+    (tmp_path / "nightly").unlink(missing_ok=True)
+    cases = [
+        BASE + arms('name = "plain+idle"\nkind = "plain"\ntwins = ["poll-idle"]'),
+        BASE.replace("vcpus = 2", "vcpus = 4\nsockets = 2\ncores = 1") + arms('name = "p"\nkind = "plain"'),
+        BASE.replace('"quick"', '"nightly"') + arms('name = "p"\nkind = "plain"'),
+        BASE + arms('name = "azure-snp"\nkind = "sev-snp"\nprovider = "azure"'),
+    ]
+    for documented, text in zip(errors, cases, strict=True):
+        message = refused(tmp_path, text).replace(str(tmp_path / "study.toml"), "study.toml")
+        assert message == documented.replace("/home/me/nightly", str(tmp_path / "nightly"))

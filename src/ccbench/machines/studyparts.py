@@ -345,11 +345,12 @@ def arm_of(raw: Any, index: int, where: Where, machine: Machine, image: Image, p
     at = f"arm[{index}]"
     if not isinstance(raw, dict):
         raise where.error(at, "must be a table: [[arm]]")
-    no_provider(raw, where, at)
     name = raw.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
+        no_provider(raw, where, at)
         raise where.error(f"{at}.name", f"{name!r}: every arm needs a name of letters, digits, '-', '_', '.' or '+'")
     at = f"arm '{name}'"
+    no_provider(raw, where, at)
     kind = raw.get("kind")
     if kind not in KINDS:
         raise where.error(f"{at}.kind", f"{kind!r} is not a kind; use one of: {', '.join(KINDS)}")
