@@ -5,6 +5,7 @@ Every read goes through ``root`` (default "/"), so a test can show a fake SEV-SN
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -73,6 +74,8 @@ def kvm_problem(root: Path = Path("/")) -> str | None:
     flags = _flags(sources)
     if not flags & {"vmx", "svm"}:
         return "/dev/kvm exists but the CPU shows no vmx or svm flag (a guest without nested virtualization)"
+    if sources.live and not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "no permission to open /dev/kvm (run as root, or join the kvm group)"
     return None
 
 
@@ -163,7 +166,6 @@ def check(
 
 def _direct_io_problem(folder: Path) -> str | None:
     """Why files in ``folder`` cannot be opened with O_DIRECT (tmpfs before 6.6 refuses it), or None."""
-    import os
     import tempfile
 
     try:
