@@ -1,0 +1,169 @@
+"""The host check: what this host lacks for each arm, in one line per arm, before anything starts;
+and the host's facts. SEV-SNP and TDX hosts are fake trees under a root directory and a fake QEMU
+that only prints a version (mocks: this machine is neither, and its QEMU is 7.2); this machine
+itself is checked for what it has."""
+
+import shutil
+import textwrap
+
+import pytest
+
+from ccbench.machines.hostcheck import accel, check, host_facts, qemu_version
+from ccbench.machines.study import load_study
+
+STUDY = """
+name = "hosts"
+plan = "quick"
+[machine]
+vcpus = 2
+memory = "1G"
+{machine}
+{arms}
+"""
+PLAIN = '[[arm]]\nname = "plain"\nkind = "plain"\n'
+SNP = '[[arm]]\nname = "snp"\nkind = "sev-snp"\n'
+TDX = '[[arm]]\nname = "td"\nkind = "tdx"\n'
+
+
+def study(tmp_path, arms, machine=""):
+    path = tmp_path / "study.toml"
+    path.write_text(textwrap.dedent(STUDY.format(arms=arms, machine=machine)))
+    return load_study(path)
+
+
+def mock_qemu(tmp_path, version):
+    """MOCK: a QEMU that only answers --version (this machine's QEMU is 7.2)."""
+    path = tmp_path / f"mock-qemu-{version}"
+    path.write_text(f"#!/bin/sh\necho 'QEMU emulator version {version} (mock)'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def mock_host(tmp_path, vendor):
+    """MOCK: the files an SEV-SNP (vendor "amd") or TDX ("intel") host shows, under a root."""
+    root = tmp_path / f"mock-{vendor}-root"
+    files = {
+        "dev/kvm": "",
+        "proc/sys/kernel/osrelease": "6.16.0-snp\n",
+        "sys/class/dmi/id/bios_version": "1.8.3\n",
+        "sys/devices/system/cpu/online": "0-7\n",
+    }
+    if vendor == "amd":
+        files |= {
+            "proc/cpuinfo": "model name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: fpu svm sev sev_es sev_snp\n",
+            "dev/sev": "",
+            "sys/module/kvm_amd/parameters/sev_snp": "Y\n",
+            "usr/share/OVMF/OVMF.amdsev.fd": "firmware",
+        }
+    else:
+        files |= {
+            "proc/cpuinfo": "model name\t: INTEL(R) XEON(R) PLATINUM 8580\nflags\t\t: fpu vmx tdx_host_platform\n",
+            "sys/module/kvm_intel/parameters/tdx": "Y\n",
+            "usr/share/OVMF/OVMF.inteltdx.fd": "firmware",
+            "sys/firmware/tdx/tdx_module/major_version": "1\n",
+            "sys/firmware/tdx/tdx_module/minor_version": "5\n",
+            "sys/firmware/tdx/tdx_module/build_num": "744\n",
+        }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_a_ready_snp_host_and_a_ready_tdx_host_pass_the_check(tmp_path):
+    both = study(tmp_path, PLAIN + SNP + TDX)
+    amd, intel = mock_host(tmp_path, "amd"), mock_host(tmp_path, "intel")
+    qemu = mock_qemu(tmp_path, "10.1.0")
+    assert [line for line in check(both, qemu, root=amd) if "'snp'" in line] == []
+    assert [line for line in check(both, qemu, root=intel) if "'td'" in line] == []
+    assert accel(amd) == "kvm"
+
+
+def test_what_a_host_lacks_is_said_in_one_line_per_arm(tmp_path):
+    both = study(tmp_path, SNP + TDX)
+    amd = mock_host(tmp_path, "amd")
+    (amd / "sys/module/kvm_amd/parameters/sev_snp").write_text("N\n")
+    (amd / "dev/sev").unlink()
+    lines = check(both, mock_qemu(tmp_path, "9.0.2"), root=amd)
+    assert len(lines) == 2 and all("\n" not in line for line in lines)
+    snp, td = lines
+    assert snp.startswith("arm 'snp' (sev-snp) cannot run on this host:")
+    for words in ("QEMU 9.0.2 is too old", ">= 9.1", "no /dev/sev", "sev_snp=N"):
+        assert words in snp, snp
+    for words in ("QEMU 9.0.2 is too old", ">= 10.1", "no vmx flag", "kvm_intel", "no OVMF"):
+        assert words in td, td
+    intel = mock_host(tmp_path, "intel")
+    (intel / "sys/module/kvm_intel/parameters/tdx").write_text("N\n")
+    (intel / "dev/kvm").unlink()
+    td_line = check(study(tmp_path, TDX), mock_qemu(tmp_path, "10.1.0"), root=intel)
+    assert len(td_line) == 1 and "tdx=N" in td_line[0] and "no /dev/kvm" in td_line[0]
+    assert accel(intel) == "tcg"
+
+
+def test_huge_pages_and_pinning_are_checked_against_the_host(tmp_path):
+    amd = mock_host(tmp_path, "amd")
+    (amd / "proc/meminfo").write_text("HugePages_Free:      100\nHugepagesize:       2048 kB\n")
+    pinned = study(tmp_path, PLAIN + '[[arm]]\nname = "huge"\nkind = "plain"\ntwins = ["hugepages"]\n', "pin = [6, 9]")
+    lines = check(pinned, mock_qemu(tmp_path, "9.2.0"), root=amd)
+    assert any("arm 'huge'" in line and "200 MiB of free huge pages for 1024 MiB" in line for line in lines), lines
+    assert any("machine.pin" in line and "[9]" in line for line in lines), lines
+    assert not any("arm 'plain'" in line for line in lines)
+
+
+def test_host_facts_of_mock_hosts_and_what_is_absent(tmp_path):
+    amd = mock_host(tmp_path, "amd")
+    facts = host_facts(
+        mock_qemu(tmp_path, "9.2.0"), root=amd, kernel_log="[    3.1] ccp 0000:01:00.5: SEV API:1.55 build:21\n"
+    )
+    assert facts["kernel"] == "6.16.0-snp" and facts["cpu_model"] == "AMD EPYC 9654 96-Core Processor"
+    assert facts["qemu_version"] == "9.2.0" and facts["sev_firmware"] == "SEV API:1.55 build:21"
+    assert facts["sev_snp"] == "Y" and facts["firmware"]["bios_version"] == "1.8.3"
+    assert facts["tdx_module"].startswith("absent") and facts["kvm_intel_tdx"] == "absent"
+    assert facts["firmware"]["bios_date"] == "absent"
+    intel = mock_host(tmp_path, "intel")
+    facts = host_facts(mock_qemu(tmp_path, "10.1.0"), root=intel, kernel_log="")
+    assert facts["tdx_module"] == "1.5 (build_num 744)"
+    assert facts["sev_firmware"].startswith("absent (no /dev/sev)")
+    assert host_facts("no-such-qemu", root=intel, kernel_log="")["qemu_version"].startswith(
+        "absent (no-such-qemu not found"
+    )
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="qemu-system-x86_64 is not installed")
+def test_this_machine_runs_plain_arms_and_refuses_snp_and_tdx_in_one_line_each(tmp_path):
+    version, _ = qemu_version()
+    assert version is not None
+    assert check(study(tmp_path, PLAIN)) == []
+    lines = check(study(tmp_path, PLAIN + SNP + TDX))
+    assert [line.split(":")[0] for line in lines] == [
+        "arm 'snp' (sev-snp) cannot run on this host",
+        "arm 'td' (tdx) cannot run on this host",
+    ]
+    if version[:2] < (9, 1):
+        assert "too old" in lines[0] and "too old" in lines[1]
+    facts = host_facts()
+    assert facts["qemu_version"] == ".".join(map(str, version)) and facts["kernel"] != "absent"
+
+
+def test_a_missing_qemu_is_one_line(tmp_path):
+    lines = check(study(tmp_path, PLAIN), "no-such-qemu-binary")
+    assert lines == [
+        "no-such-qemu-binary not found: install QEMU (Debian: apt-get install qemu-system-x86) or pass its path"
+    ]
+
+
+def test_a_cpu_model_tcg_lacks_and_a_disk_cache_the_overlay_folder_refuses(tmp_path):
+    intel = mock_host(tmp_path, "intel")
+    (intel / "dev/kvm").unlink()
+    lines = check(study(tmp_path, PLAIN, 'cpu = "host"'), mock_qemu(tmp_path, "9.2.0"), root=intel)
+    assert len(lines) == 1 and "machine.cpu 'host' needs KVM" in lines[0] and 'cpu = "auto"' in lines[0]
+    assert check(study(tmp_path, PLAIN), mock_qemu(tmp_path, "9.2.0"), root=intel) == []
+    # O_DIRECT, which cache = "none" asks for, tried for real in a folder on this machine's disk
+    overlays = tmp_path / "overlays"
+    overlays.mkdir()
+    assert check(study(tmp_path, PLAIN), mock_qemu(tmp_path, "9.2.0"), root=intel, overlay_dir=overlays) == []
+    assert list(overlays.iterdir()) == []  # the probe file is gone
+    lines = check(study(tmp_path, PLAIN), mock_qemu(tmp_path, "9.2.0"), root=intel, overlay_dir=tmp_path / "absent")
+    assert len(lines) == 1 and "O_DIRECT" in lines[0] and "cannot be tried" in lines[0]
+    writeback = study(tmp_path, PLAIN, '[machine.disk]\ncache = "writeback"')
+    assert check(writeback, mock_qemu(tmp_path, "9.2.0"), root=intel, overlay_dir=tmp_path / "absent") == []
