@@ -270,7 +270,39 @@ def compare(
         return pd.DataFrame(columns=COMPARE_COLUMNS)
     intervals = _ratio_intervals(base, rows, replicas.across_machines(facts, base, rows))
     judged = _judge(base, rows, intervals, noisy_cv, _confounded(facts, rows, machines))
-    return _table(facts, base, rows, intervals, judged)
+    return _twin_layers(_table(facts, base, rows, intervals, judged), facts, machines)
+
+
+def _twin_layers(table: pd.DataFrame, facts: pd.DataFrame, machines: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
+    """Rows where no protection layer differs but the compared configuration is a forced mechanism
+    twin of the baseline (a plain VM booted with swiotlb=force against the same plain VM) measure that
+    mechanism: their layer says so ("mechanism twin: bounce buffers"), unless the twin's virtio
+    devices cannot bounce (no VIRTIO_F_ACCESS_PLATFORM: the lint's twin-bounces-nothing finding)."""
+    if not machines or table.empty or not (table["layer"] == "none").any():
+        return table
+    from ccbench.analysis.lint import config_sides
+    from ccbench.analysis.twins import TWIN_MARKERS, Twin, twin_mechanisms, vet_bounce_twin
+
+    sides = config_sides(facts, machines)
+    names = {}
+    for base, config in set(zip(table["baseline"], table["config"], strict=True)):
+        probes = [probe for _label, probe in sides.get(config, [])]
+        if not probes:
+            continue
+        base_marks = set().union(*(twin_mechanisms(probe) for _label, probe in sides.get(base, [])))
+        marks = set.intersection(*(twin_mechanisms(probe) for probe in probes)) - base_marks
+        twins = {m: Twin(config, "forced") for m in marks if TWIN_MARKERS[m][1] == "forced"}
+        if "bounce-buffers" in twins:
+            twins, _refused = vet_bounce_twin(sides, base, twins, [])
+        if twins:
+            names[(base, config)] = "mechanism twin: " + " + ".join(m.replace("-", " ") for m in sorted(twins))
+    if not names:
+        return table
+    keys = list(zip(table["baseline"], table["config"], strict=True))
+    relabel = [names.get(key) if layer == "none" else None for key, layer in zip(keys, table["layer"], strict=True)]
+    table = table.copy()
+    table["layer"] = [new or old for new, old in zip(relabel, table["layer"], strict=True)]
+    return table
 
 
 def _reduced(frame: pd.DataFrame | engine.SampleSet, exclude_contended: bool) -> tuple[pd.DataFrame, pd.DataFrame]:

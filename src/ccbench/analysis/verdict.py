@@ -44,6 +44,7 @@ LAYER_ORDER = [
     "storage removed",
     "transport removed",
     "TEE removed",
+    "mechanism twin",
     "combined",
     "none",
 ]

@@ -19,12 +19,17 @@ def command(workdir) -> None:
     """Unmount tmpfs, fscrypt, gocryptfs and LUKS variants, detach loop devices and remove key files that
     a killed run left under WORKDIR/storage, the network namespaces, bridges, veths and processes of
     emulated hosts under WORKDIR/topology whose owner is gone, and the servers workloads started (the
-    microservices chain, the network workload's iperf3 and sockperf).
+    microservices chain, the network workload's iperf3 and sockperf), and the guests (QEMU and their
+    overlays) of `ccbench machines` studies whose controller is gone (listed in /run/ccbench/guests).
     Touches nothing else outside the work directory but emulated hosts whose owner is gone that
     were made under another work directory (listed in /run/ccbench/topologies).
     (Every `ccbench run` does the same at start.)"""
     from ccbench.runner import WorkdirLock, cleanup_stale
 
+    from ccbench.machines.guest import sweep as sweep_guests
+
+    for item in sweep_guests():
+        click.echo(item)
     path = Path(workdir)
     if not path.exists():
         from ccbench.topology.records import sweep_index

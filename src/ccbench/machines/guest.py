@@ -97,7 +97,9 @@ class Guest:
             log.close()
         write_json_atomic(self.entry, self.record())
 
-    def wait_ready(self, ssh: Callable[[], bool], timeout_s: float, on_wait: Callable[[float], None] | None = None) -> float:
+    def wait_ready(
+        self, ssh: Callable[[], bool], timeout_s: float, on_wait: Callable[[float], None] | None = None
+    ) -> float:
         """Seconds from start until the guest's init said ready and SSH answered; a guest that dies or
         never answers is an error naming its console's last line."""
         deadline = self.started + timeout_s

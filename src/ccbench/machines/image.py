@@ -50,6 +50,9 @@ PACKAGES = (
     "fio",
     "fscrypt",
     "e2fsprogs",
+    "gocryptfs",
+    "fuse3",
+    "cryptsetup-bin",
 )
 #: bumped when the way the image is made changes (not only its inputs)
 RECIPE_VERSION = 1
@@ -73,6 +76,12 @@ class GuestImage:
     digest: str
     disk_format: str = "qcow2"
     facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kernel_config(self) -> str | None:
+        """The kernel's build configuration, where the image keeps it (ccbench's own does)."""
+        path = self.kernel.parent / "kernel.config"
+        return path.read_text(errors="replace") if path.is_file() else None
 
     def record(self) -> dict[str, Any]:
         return {
@@ -220,12 +229,16 @@ def _build(directory: Path, echo: Callable[[str], None]) -> None:
             raise EnvironmentProblem(f"the {OWN_IMAGE} image has no kernel or initrd in {tree}/boot")
         shutil.copyfile(kernel[-1], staging / "vmlinuz")
         shutil.copyfile(initrd[-1], staging / "initrd.img")
+        for config in sorted((tree / "boot").glob("config-*"))[-1:]:
+            shutil.copyfile(config, staging / "kernel.config")
         raw = staging / "disk.raw"
-        _step(["mke2fs", "-q", "-F", "-t", "ext4", "-L", "ccbench", "-d", str(tree), str(raw), DISK_SIZE], None, "mke2fs")
+        _step(
+            ["mke2fs", "-q", "-F", "-t", "ext4", "-L", "ccbench", "-d", str(tree), str(raw), DISK_SIZE], None, "mke2fs"
+        )
         shutil.rmtree(tree)
         _step(["qemu-img", "convert", "-O", "qcow2", str(raw), str(staging / "disk.qcow2")], None, "qemu-img convert")
         raw.unlink()
-        for name in ("disk.qcow2", "vmlinuz", "initrd.img"):
+        for name in ("disk.qcow2", "vmlinuz", "initrd.img", "kernel.config"):
             (staging / name).chmod(0o444)
         facts = {
             "name": OWN_IMAGE,
@@ -280,7 +293,9 @@ def user_image(disk: Path, kernel: Path, initrd: Path, append: str, disk_format:
     """A user's image: its digests are computed (once per file version: cached by path, size and time)."""
     for what, path in (("disk", disk), ("kernel", kernel), ("initrd", initrd)):
         if not path.is_file():
-            raise EnvironmentProblem(f"the study's image {what} {path} does not exist: give the path of an existing file")
+            raise EnvironmentProblem(
+                f"the study's image {what} {path} does not exist: give the path of an existing file"
+            )
     return GuestImage(
         name=disk.name,
         disk=disk.resolve(),

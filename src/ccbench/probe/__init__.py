@@ -13,7 +13,7 @@ from typing import Any
 from ccbench.probe.crypto import cipher_from_text, cpu_crypto
 from ccbench.probe.sources import Sources
 from ccbench.probe.storage import describe_path, probe_storage
-from ccbench.probe.system import machine_id, probe_provenance, probe_system, virtio_devices
+from ccbench.probe.system import machine_id, machine_launch, probe_provenance, probe_system, virtio_devices
 from ccbench.probe.tee import detect as detect_tee
 from ccbench.probe.tee import tdx_idle_line
 
@@ -79,4 +79,5 @@ def probe(
     document["provenance"] = probe_provenance(sources, document, tdx_idle_line(sources))
     document["machine_id"] = machine_id(sources)
     document["virtio_devices"] = virtio_devices(sources)
+    document["machine_launch"] = machine_launch(sources)
     return document

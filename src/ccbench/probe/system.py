@@ -258,6 +258,28 @@ def machine_id(sources: Sources) -> str | None:
     return hashlib.sha256((f"{text}\n{uuid}" if uuid else text).encode()).hexdigest()[:16]
 
 
+#: where a guest that ccbench launched (ccbench machines) finds its launch record: QEMU's fw_cfg
+#: entry opt/ccbench/launch (the qemu_fw_cfg module), copied by the image's init to /run/ccbench
+LAUNCH_SOURCES = ("/sys/firmware/qemu_fw_cfg/by_name/opt/ccbench/launch/raw", "/run/ccbench/launch.json")
+
+
+def machine_launch(sources: Sources) -> dict[str, Any] | None:
+    """How this guest was launched, as the launcher recorded it (the QEMU command line, the kernel
+    command line, the arm's knobs, the image's digest), or None on a machine ccbench did not launch.
+    The host wrote it: it says what the host claims, as the kernel command line does."""
+    import json
+
+    for path in LAUNCH_SOURCES:
+        text = sources.read_text(path)
+        if text:
+            try:
+                record = json.loads(text)
+            except ValueError:
+                return {"unreadable": f"{path}: not JSON"}
+            return record if isinstance(record, dict) else {"unreadable": f"{path}: not an object"}
+    return None
+
+
 def probe_provenance(sources: Sources, document: dict[str, Any], tdx_idle: str | None) -> dict[str, Any]:
     """What decides a confidential machine's performance, each value null when not known (never guessed).
 

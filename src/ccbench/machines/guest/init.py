@@ -27,7 +27,13 @@ def run(*argv):
 
 
 def mount_all():
-    for fstype, target in (("proc", "/proc"), ("sysfs", "/sys"), ("devtmpfs", "/dev"), ("tmpfs", "/run"), ("tmpfs", "/tmp")):
+    for fstype, target in (
+        ("proc", "/proc"),
+        ("sysfs", "/sys"),
+        ("devtmpfs", "/dev"),
+        ("tmpfs", "/run"),
+        ("tmpfs", "/tmp"),
+    ):
         os.makedirs(target, exist_ok=True)
         if not os.path.ismount(target):
             run("mount", "-t", fstype, fstype, target)

@@ -1,0 +1,87 @@
+"""ccbench machines: launch the machines a study compares (a plain VM, its SEV-SNP and TDX twins, one
+mechanism twin per knob, from one image on one host) and run a plan in each."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+STUDY_HELP = "A study file (TOML; docs/machines.md): the plan, the image, the shared machine and the arms."
+
+
+@click.group()
+def command() -> None:
+    """Launch the machines a study compares (QEMU, from one image on this host), run the plan in each
+    through the fleet, and compare arm against arm (docs/machines.md)."""
+
+
+@command.command("run")
+@click.argument("study", type=click.Path(dir_okay=False))
+@click.option(
+    "--out",
+    default="results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory that receives the study run (<out>/machines-<study>-<time>/: study.json, the arms' "
+    "console logs, each round's fleet run, compare.txt, report.html).",
+)
+@click.option(
+    "--boot-timeout",
+    type=click.FloatRange(min=1),
+    default=300,
+    show_default=True,
+    help="Seconds a guest may take from launch until SSH answers (software emulation: 10-20 s for ccbench's image).",
+)
+def run_command(study, out, boot_timeout) -> None:
+    """Check the host, build or reuse the image, boot the arms, run the plan in every arm through the
+    fleet (Ansible over SSH to the loopback port forwarded to each guest), compare the arms against the
+    baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP.
+
+    Exit code: 0 when every arm ran the plan, 1 when an arm failed (the others go on) or nothing could
+    be compared, 2 for a bad study or a host that cannot launch an arm (every reason, one line each),
+    130 when interrupted."""
+    from ccbench.machines.lifecycle import run_study
+
+    code = run_study(study, out, _echo, boot_timeout_s=boot_timeout)
+    sys.exit(code)
+
+
+@command.command("check")
+@click.argument("study", type=click.Path(dir_okay=False))
+def check_command(study) -> None:
+    """Say whether this host can launch every arm of STUDY (one line per problem), and print each arm's
+    knobs and kernel command line as they would be launched. Starts nothing.
+
+    Exit code: 0 when every arm can be launched here, 2 otherwise."""
+    from ccbench.machines import hostcheck
+    from ccbench.machines.lifecycle import QEMU
+    from ccbench.machines.study import load_study
+
+    loaded = load_study(study)
+    problems = hostcheck.check(loaded, QEMU, overlay_dir=Path.cwd())
+    click.echo(
+        f"study {loaded.name}: plan {loaded.plan}, {loaded.rounds} round(s) {loaded.order}, baseline {loaded.baseline}"
+    )
+    for arm in loaded.arms:
+        knobs = arm.knobs
+        parts = [f"kind {arm.kind}"]
+        if arm.twins:
+            parts.append("twins " + ", ".join(arm.twins))
+        if knobs.kernel_params:
+            parts.append("kernel " + " ".join(knobs.kernel_params))
+        if knobs.iommu_platform:
+            parts.append("virtio iommu_platform=on")
+        if knobs.memory_backend:
+            parts.append(f"memory {knobs.memory_backend}")
+        click.echo(f"  {arm.name}: {'; '.join(parts)}")
+    for line in problems:
+        click.echo(f"ccbench machines: {line}", err=True)
+    if problems:
+        sys.exit(2)
+    click.echo("this host can launch every arm")
+
+
+def _echo(text: str) -> None:
+    click.echo(text)

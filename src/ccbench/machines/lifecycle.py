@@ -1,0 +1,389 @@
+"""A study of machines from nothing to a comparison: host check, image, guests, the plan through the
+fleet, the comparison, and every guest stopped on success, failure and interruption.
+
+One directory per study run (``<out>/machines-<study>-<time>/``): ``study.json`` (the study as
+loaded, the host's facts, the image, each arm's launch record and boot time, the schedule and how
+each round ended), the study's SSH client key and known_hosts (each guest's host key is made here
+and handed to it through fw_cfg, so SSH checks it strictly), ``arms/<arm>/`` (console and QEMU
+logs), ``round-<k>/`` (the fleet run of round k: ``fleet-*/<arm>/<bundle>``), and ``compare.txt``
+and ``report.html`` over every round's bundles, each labelled with its arm.
+
+``interleaved``: every arm is booted once and stays up; each round is one fleet run over the arms
+one after the other in the round's order (``Study.schedule``). ``rounds``: each round boots each
+arm afresh, runs the plan in it and stops it, in the round's order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ccbench.errors import CCBenchError, EnvironmentProblem
+from ccbench.fsutil import write_json_atomic, write_text_atomic
+from ccbench.machines import guest as guests
+from ccbench.machines import hostcheck, qemu
+from ccbench.machines.image import GuestImage, ensure_image, user_image
+from ccbench.machines.study import Study, load_study
+
+QEMU = "qemu-system-x86_64"
+BOOT_TIMEOUT_S = 300.0
+
+
+def resolve_image(study: Study, echo: Callable[[str], None]) -> GuestImage:
+    image = study.image
+    if image.kind == "debian-12":
+        return ensure_image(echo=echo)
+    if image.kind == "kernel":
+        return user_image(image.disk, image.kernel, image.initrd, image.append, image.format)
+    raise EnvironmentProblem(
+        f"{study.source}: an image that boots itself through firmware is not launched by this version; "
+        "name its kernel and initrd in [image] (direct kernel boot)"
+    )
+
+
+class StudyRun:
+    """The guests of one study run and their records; a context manager that stops every guest."""
+
+    def __init__(self, study: Study, image: GuestImage, directory: Path, echo: Callable[[str], None], **options):
+        self.study, self.image, self.directory, self.echo = study, image, directory, echo
+        self.boot_timeout_s = float(options.get("boot_timeout_s") or BOOT_TIMEOUT_S)
+        self.accel = options.get("accel") or hostcheck.accel()
+        self.running: dict[str, guests.Guest] = {}
+        self.document: dict[str, Any] = {
+            "study": str(study.source),
+            "name": study.name,
+            "plan": study.plan,
+            "order": study.order,
+            "schedule": [list(names) for _r, names in study.schedule()],
+            "image": image.record(),
+            "host": hostcheck.host_facts(QEMU),
+            "accel": self.accel,
+            "arms": {},
+            "rounds": [],
+            "status": "running",
+        }
+        self.key = directory / "id_ed25519"
+        self.known_hosts = directory / "known_hosts"
+
+    def __enter__(self) -> StudyRun:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        guests.keygen(self.key, f"ccbench-study-{self.study.name}")
+        self.known_hosts.write_text("")
+        self.save()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down_all()
+        self.save()
+
+    def save(self) -> None:
+        write_json_atomic(self.directory / "study.json", self.document)
+
+    # -- guests
+    def up(self, arm_name: str) -> guests.Guest:
+        arm = self.study.arm(arm_name)
+        run_dir = self.directory / "arms" / _safe(arm.name)
+        files = run_dir / "fw_cfg"
+        files.mkdir(parents=True, exist_ok=True)
+        port = guests.free_port()
+        host_key = guests.keygen(files / "ssh_host_ed25519_key", f"{arm.name}@ccbench")
+        Path(f"{files / 'ssh_host_ed25519_key'}.pub").unlink()
+        shutil.copyfile(f"{self.key}.pub", files / "authorized_keys")
+        (files / "hostname").write_text(_safe(arm.name).replace("+", "-") + "\n")
+        (files / "machine_id").write_text(
+            hashlib.sha256(f"{self.study.name}\0{arm.name}".encode()).hexdigest()[:32] + "\n"
+        )
+        fw_cfg = {name: files / name for name in ("authorized_keys", "ssh_host_ed25519_key", "hostname", "machine_id")}
+        fw_cfg["launch"] = files / "launch"
+        overlay = run_dir / "overlay.qcow2"
+        boot = qemu.Boot(
+            qemu=QEMU,
+            accel=self.accel,
+            kernel=self.image.kernel,
+            initrd=self.image.initrd,
+            disk=overlay,
+            disk_format="qcow2",
+            base_append=self.image.base_append,
+            ssh_port=port,
+            serial_log=run_dir / "console.log",
+            pidfile=run_dir / "qemu.pid",
+            qmp_socket=run_dir / "qmp.sock",
+            fw_cfg=fw_cfg,
+            firmware=hostcheck.find_firmware(arm.kind) if arm.confidential else None,
+            image_digest=self.image.digest,
+        )
+        launch = qemu.render(self.study, arm, boot)
+        record = {**launch.record, "image": {**launch.record.get("image", {}), **self.image.record()}}
+        write_json_atomic(files / "launch", record)
+        with open(self.known_hosts, "a") as handle:
+            handle.write(f"[127.0.0.1]:{port} {host_key}\n")
+        guest = guests.Guest(arm.name, run_dir, port)
+        guest.enter()  # recorded before anything is made
+        self.running[arm.name] = guest
+        (run_dir / "console.log").unlink(missing_ok=True)
+        subprocess.run(
+            [
+                "qemu-img",
+                "create",
+                "-q",
+                "-f",
+                "qcow2",
+                "-b",
+                str(self.image.disk),
+                "-F",
+                self.image.disk_format,
+                str(overlay),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        self.echo(f"{arm.name}: booting ({arm.kind}, {self.accel}) ...")
+        guest.start(launch.argv)
+        ready = guest.wait_ready(guests.ssh_probe(port, self.key, self.known_hosts), self.boot_timeout_s)
+        if launch.pin:
+            qemu.pin_vcpus(_query_cpus(run_dir / "qmp.sock"), launch.pin)
+        self.echo(f"{arm.name}: ready in {ready:.1f} s (ssh -p {port} root@127.0.0.1)")
+        self.document["arms"].setdefault(arm.name, {"launch": record, "boots": []})["boots"].append(
+            {"ready_s": round(ready, 2), "ssh_port": port}
+        )
+        self.save()
+        return guest
+
+    def down(self, arm_name: str) -> None:
+        guest = self.running.pop(arm_name, None)
+        if guest is not None:
+            guest.stop()
+
+    def down_all(self) -> None:
+        for name in list(self.running):
+            self.down(name)
+
+    # -- the plan
+    def inventory(self, names: tuple[str, ...], path: Path) -> Path:
+        lines = ["[study]"]
+        for name in names:
+            guest = self.running[name]
+            baseline = " ccbench_baseline=true" if name == self.study.baseline else ""
+            lines.append(
+                f"{_host(name)} ansible_host=127.0.0.1 ansible_port={guest.ssh_port} ansible_user=root "
+                f"ansible_ssh_private_key_file={self.key} "
+                f"ansible_ssh_common_args='-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes' "
+                f"ansible_python_interpreter=/usr/bin/python3 ccbench_label={name}{baseline}"
+            )
+        write_text_atomic(path, "\n".join(lines) + "\n")
+        return path
+
+    def run_round(self, index: int, names: tuple[str, ...]) -> int:
+        from ccbench.fleet.engine import FleetOptions, run_fleet
+
+        out = self.directory / f"round-{index + 1}"
+        out.mkdir(parents=True, exist_ok=True)
+        inventory = self.inventory(names, out / "hosts.ini")
+        self.echo(f"round {index + 1} of {self.study.rounds}: {' then '.join(names)}")
+        options = FleetOptions(
+            plan=self.study.plan, inventory=str(inventory), out=str(out), mode="serial", report=False
+        )
+        code = run_fleet(options, self.echo)
+        self.document["rounds"].append({"round": index + 1, "arms": list(names), "exit": code})
+        self.save()
+        return code
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._+-" else "_" for c in name)
+
+
+def _host(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def _query_cpus(socket_path: Path) -> list[dict[str, Any]]:
+    """QMP ``query-cpus-fast`` (the vCPU threads, for pinning)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as qmp:
+        qmp.settimeout(10)
+        qmp.connect(str(socket_path))
+        reader = qmp.makefile("rb")
+        reader.readline()  # greeting
+        for command in ("qmp_capabilities", "query-cpus-fast"):
+            qmp.sendall(json.dumps({"execute": command}).encode() + b"\n")
+            while True:
+                answer = json.loads(reader.readline())
+                if "return" in answer or "error" in answer:
+                    break
+        return answer.get("return") or []
+
+
+def bundles_by_arm(directory: Path) -> list[tuple[str, Path]]:
+    """(arm, bundle) for every bundle the rounds brought back, in round order."""
+    found = []
+    for fleet_json in sorted(directory.glob("round-*/fleet-*/fleet.json"), key=_round_order):
+        fleet = json.loads(fleet_json.read_text())
+        for key, host in (fleet.get("hosts") or {}).items():
+            label = host.get("label") or key.split("/")[0]
+            for run in (host.get("rounds") or {}).values():
+                if run.get("bundle") and run.get("outcome") in ("ok", "failed"):
+                    found.append((label, fleet_json.parent / run["bundle"]))
+    return found
+
+
+def _round_order(path: Path) -> tuple[int, str]:
+    return int(path.parts[-3].split("-")[1]), path.parts[-2]
+
+
+class HostRefused(CCBenchError):
+    """The host (or the image's kernel) cannot launch some arm: every reason, one line each."""
+
+    def __init__(self, lines: list[str]):
+        # the CLI prints "ccbench: error: " before the first line; every line gets it
+        super().__init__("\nccbench: error: ".join(lines))
+        self.lines = lines
+
+
+def preflight(study: Study, out: Path) -> list[str]:
+    """What keeps the study from starting on this host, one line each ([] when nothing does)."""
+    return hostcheck.check(study, QEMU, overlay_dir=out)
+
+
+def run_study(
+    path: str | Path, out: str | Path, echo: Callable[[str], None], *, boot_timeout_s: float | None = None
+) -> int:
+    """Run a study from nothing to its comparison; the exit code (0 ok, 1 an arm failed, 130 interrupted)."""
+    from ccbench.machines.guestkernel import guest_kernel_lacks
+
+    study = load_study(path)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    problems = preflight(study, out)
+    if problems:
+        raise HostRefused(problems)
+    image = resolve_image(study, echo)
+    if image.kernel_config:
+        problems = guest_kernel_lacks(study, image.kernel_config, image.facts.get("kernel_release", ""))
+        if problems:
+            raise HostRefused(problems)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    directory = out / f"machines-{_safe(study.name)}-{stamp}"
+    echo(
+        f"study {study.name}: {len(study.arms)} arms ({', '.join(a.name for a in study.arms)}), plan {study.plan}, "
+        f"{study.rounds} round(s) {study.order}, baseline {study.baseline} -> {directory}"
+    )
+    code = 0
+    with StudyRun(study, image, directory, echo, boot_timeout_s=boot_timeout_s) as run:
+        try:
+            code = _rounds(run)
+        except KeyboardInterrupt:
+            code = 130
+        finally:
+            run.document["status"] = "interrupted" if code == 130 else "complete"
+    if code == 130:
+        echo(f"interrupted: every guest is stopped; what was measured is in {directory}; run the study again")
+        return 130
+    code = max(code, compare_arms(directory, study, echo))
+    return code
+
+
+def _rounds(run: StudyRun) -> int:
+    worst = 0
+    schedule = run.study.schedule()
+    if run.study.order == "interleaved":
+        for name in schedule[0][1]:
+            run.up(name)
+    for index, names in schedule:
+        if run.study.order == "interleaved":
+            code = run.run_round(index, names)
+        else:
+            code = 0
+            for name in names:
+                run.up(name)
+                try:
+                    code = max(code, run.run_round(index, (name,)))
+                finally:
+                    run.down(name)
+                if code == 130:
+                    break
+        if code == 130:
+            return 130
+        worst = max(worst, code)
+    return worst
+
+
+def compare_arms(directory: Path, study: Study, echo: Callable[[str], None]) -> int:
+    """compare and report over every round's bundles, labelled with their arms (the baseline's
+    first); the twins' evidence; 1 when there is nothing to compare."""
+    from ccbench.attestation.onread import split_verified
+
+    found = bundles_by_arm(directory)
+    verified, unverified = split_verified(path for _label, path in found)
+    for line in unverified:
+        echo(f"left out, unverified: {line}")
+    found = sorted(
+        ((label, path) for label, path in found if Path(path) in verified), key=lambda item: item[0] != study.baseline
+    )
+    if len({label for label, _p in found}) < 2:
+        echo("fewer than two arms brought back a bundle: nothing to compare")
+        return 1
+    args = [str(p) for _l, p in found] + [x for label, p in found for x in ("--label", f"{p}={label}")]
+    env = {**os.environ, "COLUMNS": os.environ.get("COLUMNS", "160")}
+    done = subprocess.run([sys.executable, "-m", "ccbench", "compare", *args], capture_output=True, text=True, env=env)
+    write_text_atomic(directory / "compare.txt", done.stdout + done.stderr)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ccbench",
+            "report",
+            *args,
+            "-o",
+            str(directory / "report.html"),
+            "--title",
+            f"study {study.name}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    echo(done.stdout.rstrip())
+    for line in twin_evidence(study, found):
+        echo(line)
+    echo(f"comparison: {directory / 'compare.txt'}; report: {directory / 'report.html'}")
+    return 0 if done.returncode == 0 else 1
+
+
+def twin_evidence(study: Study, found: list[tuple[str, Path]]) -> list[str]:
+    """For each arm, the bounces its guests' counters saw: the evidence a bounce twin is used on."""
+    from ccbench.analysis.twins import BOUNCED
+
+    lines = []
+    for arm in study.arms:
+        total, counted, executions = 0.0, 0, 0
+        for label, path in found:
+            if label != arm.name:
+                continue
+            for line in (Path(path) / "executions.jsonl").read_text().splitlines():
+                record = json.loads(line) if line.strip() else {}
+                if record.get("warmup") or record.get("status") != "ok":
+                    continue
+                executions += 1
+                value = (record.get("counters") or {}).get(BOUNCED)
+                if value is not None:
+                    total += value
+                    counted += 1
+        if not executions:
+            continue
+        if not counted:
+            lines.append(f"{arm.name}: bounce buffers not counted (no swiotlb tracepoint in its guests)")
+            continue
+        what = "bounce-buffers twin" if "bounce" in arm.twins else arm.kind
+        lines.append(
+            f"{arm.name} ({what}): {total:,.0f} bounced mappings in {counted} executions (swiotlb:swiotlb_bounced)"
+        )
+    return lines
