@@ -17,9 +17,11 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ INDEX_ROOT = Path("/run/ccbench/guests")
 INDEX_ENV = "CCBENCH_GUEST_INDEX"
 READY = "ccbench-guest: ready"
 #: what stop removes from a run directory (the console and QEMU logs stay)
-SCRATCH = ("overlay.qcow2", "qmp.sock", "qemu.pid", "fw_cfg")
+SCRATCH = ("overlay.qcow2", "qemu.pid", "fw_cfg")
 
 
 def index_root() -> Path:
@@ -63,6 +65,12 @@ class Guest:
         return self.run_dir / "console.log"
 
     @property
+    def qmp_socket(self) -> Path:
+        """QEMU's monitor socket: in a short directory of its own (a socket path has at most 107
+        bytes, and a study's run directory can be longer)."""
+        return socket_dir(self.rid) / "qmp.sock"
+
+    @property
     def entry(self) -> Path:
         return index_root() / f"{self.rid}.json"
 
@@ -82,6 +90,7 @@ class Guest:
         self._lock = open(index_root() / f"{self.rid}.lock", "a+")
         fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         write_json_atomic(self.entry, self.record())
+        socket_dir(self.rid).mkdir(mode=0o700, exist_ok=True)
 
     def start(self, argv: list[str]) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +138,7 @@ class Guest:
             _end(self.process.pid, grace_s, lambda: self.process.poll() is not None)
             done.append(f"stopped guest {self.name} (QEMU pid {self.process.pid})")
         _remove_scratch(self.run_dir)
+        shutil.rmtree(socket_dir(self.rid), ignore_errors=True)
         if self._lock is not None:
             self.entry.unlink(missing_ok=True)
             Path(self._lock.name).unlink(missing_ok=True)
@@ -164,9 +174,11 @@ def _end(pid: int, grace_s: float, gone: Callable[[], bool]) -> None:
             time.sleep(0.05)
 
 
-def _remove_scratch(run_dir: Path) -> None:
-    import shutil
+def socket_dir(rid: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"ccbench-guest-{rid}"
 
+
+def _remove_scratch(run_dir: Path) -> None:
     for name in SCRATCH:
         path = run_dir / name
         if path.is_dir():
@@ -217,6 +229,7 @@ def sweep() -> list[str]:
                     _end(pid, 10.0, lambda pid=pid: not Path(f"/proc/{pid}").exists() or _zombie(pid))
                     removed.append(f"stopped guest {record.get('name')} (QEMU pid {pid}) left by a run that died")
                 _remove_scratch(Path(record["run_dir"]))
+            shutil.rmtree(socket_dir(entry.stem), ignore_errors=True)
             entry.unlink(missing_ok=True)
         lock_path.unlink(missing_ok=True)
     return removed

@@ -36,24 +36,15 @@ from ccbench.fsutil import write_json_atomic
 
 OWN_IMAGE = "debian-12"
 SUITE = "bookworm"
-#: what the image holds beyond minbase: the fleet's road (python3, its venv module, sshd), the
-#: kernel, the init's tools, and what the bundled plans' workloads run
-PACKAGES = (
-    "python3",
-    "python3-venv",
-    "openssh-server",
-    "linux-image-cloud-amd64",
-    "iproute2",
-    "kmod",
-    "procps",
-    "zstd",
-    "fio",
-    "fscrypt",
-    "e2fsprogs",
-    "gocryptfs",
-    "fuse3",
-    "cryptsetup-bin",
-)
+#: what the image holds beyond minbase (guest/packages.txt says why each)
+PACKAGES_FILE = Path(__file__).parent / "guest" / "packages.txt"
+
+
+def packages() -> tuple[str, ...]:
+    lines = PACKAGES_FILE.read_text().splitlines()
+    return tuple(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+
+
 #: bumped when the way the image is made changes (not only its inputs)
 RECIPE_VERSION = 1
 DISK_SIZE = "4G"
@@ -106,7 +97,7 @@ def recipe() -> dict[str, Any]:
         "version": RECIPE_VERSION,
         "suite": SUITE,
         "variant": "minbase",
-        "packages": list(PACKAGES),
+        "packages": list(packages()),
         "disk_size": DISK_SIZE,
         "init_sha256": hashlib.sha256(init_script()).hexdigest(),
     }
@@ -172,7 +163,19 @@ def ensure_image(name: str = OWN_IMAGE, *, echo: Callable[[str], None] = lambda 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (directory / "image.json").exists():
             _build(directory, echo)
+            _prune(root, keep=directory)
     return load_built(directory)
+
+
+def _prune(root: Path, keep: Path, count: int = 2) -> None:
+    """Keep the ``count`` most recently built images (another checkout may use the older recipe)."""
+    built = sorted(
+        (d for d in root.glob(f"{OWN_IMAGE}-*") if (d / "image.json").exists() and d != keep),
+        key=lambda d: (d / "image.json").stat().st_mtime,
+        reverse=True,
+    )
+    for old in built[count - 1 :]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def load_built(directory: Path) -> GuestImage:
@@ -213,7 +216,7 @@ def _build(directory: Path, echo: Callable[[str], None]) -> None:
             [
                 "debootstrap",
                 "--variant=minbase",
-                f"--include={','.join(PACKAGES)}",
+                f"--include={','.join(packages())}",
                 SUITE,
                 str(tree),
                 mirror,
@@ -282,7 +285,7 @@ def _prepare_tree(tree: Path) -> None:
 
 def _package_versions(tree: Path) -> dict[str, str]:
     done = subprocess.run(
-        ["dpkg-query", f"--admindir={tree}/var/lib/dpkg", "-W", "-f", "${Package}\t${Version}\n", *PACKAGES],
+        ["dpkg-query", f"--admindir={tree}/var/lib/dpkg", "-W", "-f", "${Package}\t${Version}\n", *packages()],
         capture_output=True,
         text=True,
     )

@@ -104,6 +104,8 @@ class StudyRun:
         fw_cfg = {name: files / name for name in ("authorized_keys", "ssh_host_ed25519_key", "hostname", "machine_id")}
         fw_cfg["launch"] = files / "launch"
         overlay = run_dir / "overlay.qcow2"
+        guest = guests.Guest(arm.name, run_dir, port)
+        guest_id = guest.rid
         boot = qemu.Boot(
             qemu=QEMU,
             accel=self.accel,
@@ -115,7 +117,7 @@ class StudyRun:
             ssh_port=port,
             serial_log=run_dir / "console.log",
             pidfile=run_dir / "qemu.pid",
-            qmp_socket=run_dir / "qmp.sock",
+            qmp_socket=guests.socket_dir(guest_id) / "qmp.sock",
             fw_cfg=fw_cfg,
             firmware=hostcheck.find_firmware(arm.kind) if arm.confidential else None,
             image_digest=self.image.digest,
@@ -125,7 +127,6 @@ class StudyRun:
         write_json_atomic(files / "launch", record)
         with open(self.known_hosts, "a") as handle:
             handle.write(f"[127.0.0.1]:{port} {host_key}\n")
-        guest = guests.Guest(arm.name, run_dir, port)
         guest.enter()  # recorded before anything is made
         self.running[arm.name] = guest
         (run_dir / "console.log").unlink(missing_ok=True)
@@ -149,7 +150,7 @@ class StudyRun:
         guest.start(launch.argv)
         ready = guest.wait_ready(guests.ssh_probe(port, self.key, self.known_hosts), self.boot_timeout_s)
         if launch.pin:
-            qemu.pin_vcpus(_query_cpus(run_dir / "qmp.sock"), launch.pin)
+            qemu.pin_vcpus(_query_cpus(guest.qmp_socket), launch.pin)
         self.echo(f"{arm.name}: ready in {ready:.1f} s (ssh -p {port} root@127.0.0.1)")
         self.document["arms"].setdefault(arm.name, {"launch": record, "boots": []})["boots"].append(
             {"ready_s": round(ready, 2), "ssh_port": port}
