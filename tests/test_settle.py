@@ -2,6 +2,7 @@
 workload runs, each execution's value is chosen by the test. An easy case (a 10x cost) leaves the
 rounds early; a hard one (no cost, noise above the target) runs on, with its baseline, to the limit."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +209,13 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     run_line = next(line for line in done.stdout.splitlines() if line.startswith("  wall_time: a cost of"))
     assert f"  {run_line}" in compared.stdout.splitlines()
     assert "settled in " in compared.stdout and "(anytime-valid interval, target 5.0%)" in compared.stdout
+    # and compare's own row of that case: the run's interval, its answer, its numbers
+    rows = [json.loads(line) for line in ccbench("compare", only_bundle(out), "--json").stdout.splitlines()]
+    (row,) = [r for r in rows if r.get("metric") == "wall_time"]
+    assert (row["interval"], row["settled"], row["verdict"]) == ("anytime-valid", "cost", "slower")
+    numbers = f"a cost of {row['ratio'] - 1:+.1%} [{row['ci_low'] - 1:+.1%}, {row['ci_high'] - 1:+.1%}]"
+    assert run_line.startswith(f"  wall_time: {numbers}")
+    assert "slower" in compared.stdout.splitlines()[1]  # the layer's line: a cost, as the run said
     bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")
     assert bad.returncode == 2 and "--budget soon: expected seconds" in bad.stderr
     assert "Traceback" not in bad.stderr
