@@ -219,3 +219,21 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")
     assert bad.returncode == 2 and "--budget soon: expected seconds" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_the_storage_settle_plan_is_the_storage_plan_run_to_be_settled():
+    """The bundled twin differs from ``storage`` only in what settling needs: a target, a limit
+    on the repetitions and a budget (the workloads, variants, sizes and minimum are the same)."""
+    from ccbench.plan import load_plan
+
+    def shape(plan):
+        document = plan.model_dump(exclude={"name", "description", "source", "budget"})
+        for part in (document["defaults"], *document["workloads"]):
+            assert part.pop("settle") in (None, 0.05) and part.pop("max_repetitions") in (None, 10)
+        return document
+
+    fixed, settled = load_plan("storage"), load_plan("storage-settle")
+    assert shape(fixed) == shape(settled)
+    assert all(w.settle == 0.05 and w.max_repetitions == 10 for w in settled.workloads)
+    assert all(w.settle is None for w in fixed.workloads) and fixed.budget is None
+    assert settled.budget == 3600 and settled.workloads[0].repetitions == fixed.workloads[0].repetitions == 3
