@@ -62,7 +62,8 @@ def _budget(text: str) -> float:
     help="On a failure, run PLAN again for the failing workloads only (ccbench run PLAN --only ...), run after "
     "run until each failing case is settled against the baseline by an interval valid however often it is looked "
     "at (the threshold, else the case's MDE, as the target), or --confirm-budget / --confirm-runs end them; report "
-    "each as confirmed, not reproduced or unsettled; exit 1 unless every failing case is not reproduced.",
+    "each as confirmed, not reproduced or unsettled; exit 1 unless every failing case is not reproduced. Against a "
+    "history store: one run, judged as the gate judges.",
 )
 @click.option(
     "--confirm-budget",
@@ -83,7 +84,7 @@ def _budget(text: str) -> float:
     type=click.Path(),
     default="results/confirm",
     show_default=True,
-    help="Where --confirm writes its bundle.",
+    help="Where --confirm writes its bundles.",
 )
 @click.option(
     "--workdir",
