@@ -186,10 +186,11 @@ def _confirm(results, plan, where, against, labels, limit, limits) -> None:
                 click.echo(f"  {r.confirmation}: {r.name}")
         return
     baseline = sources.case_logs(against, labels)
-    made, open_cases, started, run_s, stop = [], failing, time.monotonic(), 0.0, f"{most} confirmation runs"
+    made, open_cases, started, run_s = [], failing, time.monotonic(), 0.0
+    stop = f"--confirm-runs {most} (the most confirmation runs)"
     for attempt in range(most):
         if attempt and time.monotonic() - started + run_s > budget:
-            stop = f"the confirmation budget ({budget:g} s)"
+            stop = f"--confirm-budget ({budget:g} s; another run would pass it)"
             break
         run_started = time.monotonic()
         new_bundles = _run_once(plan, list(dict.fromkeys(r.workload for r in open_cases)), where)
