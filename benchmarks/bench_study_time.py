@@ -1,18 +1,22 @@
-"""A study both ways on this machine: its fixed repetitions, then ``--settle`` (issue 42).
+"""A study both ways on this machine: its fixed repetitions, then settled case by case (issue 42).
 
-Runs a plan twice through the real CLI, one after the other: as written (fixed repetitions), and with
-``--settle TARGET --repeat 3`` (3 repetitions, ``--minimum``, then rounds until each case is
-settled or the plan's ``max_repetitions``). Prints each run's wall time and their ratio, the settle run's machine time
-per settled variant, each case's answer (settled, or what cut it), and whether the two bundles'
-verdicts agree: for every row of the workloads' primary metrics, compare's verdict (slower, faster, or
-not significant) in both bundles, and for the rows the fixed run found not significant, the
-fixed run's MDE (what it could have seen) next to it.
+Runs two plans of one shape through the real CLI, one after the other: the fixed one as written
+(its repetitions), and the one designed for settling as written (fewer repetitions, ``settle`` and
+``max_repetitions`` in its defaults: rounds until each case is settled or the limit). Prints each
+run's wall time and their ratio, the settle run's machine time per settled variant, each case's
+answer (settled, or what cut it), and whether the two bundles' verdicts agree: for every row of
+the workloads' primary metrics, compare's verdict (slower, faster, or not significant; compare
+judges a settled case on the run's own anytime-valid interval) in both bundles, and for the rows
+the fixed run found not significant, the fixed run's MDE (what it could have seen) next to it.
 
-The default plan is a short one of the bundled ``storage`` plan's shape (fio on disk, tmpfs and
-the ext4 loop file, two block sizes; about 2-4 minutes both ways). ``--plan storage`` runs the
-bundled plan itself (about half an hour fixed; needs root for its mounts).
+The default pair is short, of the bundled ``storage`` plan's shape (fio on disk, tmpfs and the
+ext4 loop file, two block sizes; 5 fixed repetitions against 3 then settled at 5%, at most 15;
+about 2-4 minutes both ways). ``--plan storage`` runs the bundled plan and ``storage-settle``, its
+twin designed for settling (about half an hour fixed, at most an hour settled; needs root for its
+mounts). Another ``--plan`` without ``--settle-plan`` is run the second time with ``--settle TARGET
+--repeat MINIMUM``.
 
-    python benchmarks/bench_study_time.py [--plan PLAN] [--settle 5%] [--out DIR]
+    python benchmarks/bench_study_time.py [--plan PLAN [--settle-plan PLAN]] [--settle 5%] [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,10 +29,10 @@ import time
 from pathlib import Path
 
 SHORT_PLAN = """\
-name = "storage-short"
+name = "storage-short@SUFFIX@"
 description = "the storage plan's shape, short: fio on disk, tmpfs and the ext4 loop file"
 [defaults]
-repetitions = 5
+@REPETITIONS@
 warmup = 1
 cooldown = 0.5
 timeout = 300
@@ -76,27 +80,17 @@ def rows(bundle: Path) -> dict[tuple[str, str, str], dict]:
     return found
 
 
-def main() -> None:
+#: the short pair: fixed, and designed for settling (fewer repetitions, a target, the same limit)
+SHORT_FIXED = SHORT_PLAN.replace("@SUFFIX@", "").replace("@REPETITIONS@", "repetitions = 5")
+SHORT_SETTLE = SHORT_PLAN.replace("@SUFFIX@", "-settle").replace("@REPETITIONS@", 'repetitions = 3\nsettle = "5%"')
+#: the bundled plans' twins designed for settling
+SETTLE_TWINS = {"storage": "storage-settle"}
+
+
+def answers(settled: Path) -> int:
+    """Print each settled case's answer; the count of variants settled."""
     from ccbench.bundle import read_bundle
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--plan", help="a plan file or bundled plan name (default: a short storage-shaped plan)")
-    parser.add_argument("--settle", default="5%")
-    parser.add_argument(
-        "--minimum", type=int, default=3, help="the settle run's repetitions before its first look (--repeat)"
-    )
-    parser.add_argument("--out", type=Path, help="where the two bundles go (default: a temporary directory)")
-    args = parser.parse_args()
-    base = args.out or Path(tempfile.mkdtemp(prefix="bench-study-time-"))
-    plan = args.plan
-    if plan is None:
-        plan = str(base / "storage-short.toml")
-        Path(plan).write_text(SHORT_PLAN)
-    fixed_s, fixed = run(plan, base / "fixed", base / "work")
-    settle_s, settled = run(
-        plan, base / "settle", base / "work", "--settle", args.settle, "--repeat", str(args.minimum)
-    )
-    print(f"plan {plan}: fixed {fixed_s:.0f} s, settle {args.settle} {settle_s:.0f} s: {settle_s / fixed_s:.2f}x")
     outcomes = read_bundle(settled, samples=False).manifest["outcomes"]
     variants = 0
     for workload, outcome in outcomes.items():
@@ -105,8 +99,11 @@ def main() -> None:
             for label, case in variant["cases"].items():
                 rounds = case["rounds"]
                 print(f"  {workload} [{key}] {label}: {variant['stopped_by']}, {rounds} rounds: {case['state']}")
-    if variants:
-        print(f"the settle run's wall time per settled variant: {settle_s / variants:.0f} s ({variants} settled)")
+    return variants
+
+
+def agreement(fixed: Path, settled: Path) -> None:
+    """compare's verdict per primary row in both bundles, and how many agree."""
     fixed_rows, settle_rows = rows(fixed), rows(settled)
     agree = 0
     for key, row in sorted(fixed_rows.items()):
@@ -117,8 +114,40 @@ def main() -> None:
         agree += same
         # what the fixed run could have seen where it saw nothing (settle's own answer is listed above)
         note = f"; the fixed run's MDE {row['mde']:.1%}" if not row["significant"] and row["mde"] == row["mde"] else ""
-        print(f"  {' '.join(key)}: fixed {row['verdict']}, settle {other['verdict']}{'' if same else '  DIFFER'}{note}")
+        how = f" ({other['interval']}: {other['settled']})" if other.get("settled") else ""
+        print(
+            f"  {' '.join(key)}: fixed {row['verdict']}, settle {other['verdict']}{how}{'' if same else '  DIFFER'}{note}"
+        )
     print(f"verdicts agree on {agree} of {len(fixed_rows)} rows")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--plan", help="a plan file or bundled plan name (default: a short storage-shaped plan)")
+    parser.add_argument("--settle", default="5%")
+    parser.add_argument(
+        "--minimum", type=int, default=3, help="the settle run's repetitions before its first look (--repeat)"
+    )
+    parser.add_argument("--out", type=Path, help="where the two bundles go (default: a temporary directory)")
+    parser.add_argument("--settle-plan", help="the plan designed for settling (default: the --plan's twin, if any)")
+    args = parser.parse_args()
+    base = args.out or Path(tempfile.mkdtemp(prefix="bench-study-time-"))
+    base.mkdir(parents=True, exist_ok=True)
+    plan, settle_plan, extra = args.plan, args.settle_plan or SETTLE_TWINS.get(args.plan or ""), ()
+    if plan is None:
+        plan, settle_plan = str(base / "storage-short.toml"), str(base / "storage-short-settle.toml")
+        Path(plan).write_text(SHORT_FIXED)
+        Path(settle_plan).write_text(SHORT_SETTLE)
+    if settle_plan is None:
+        settle_plan, extra = plan, ("--settle", args.settle, "--repeat", str(args.minimum))
+    fixed_s, fixed = run(plan, base / "fixed", base / "work")
+    settle_s, settled = run(settle_plan, base / "settle", base / "work", *extra)
+    print(f"fixed {plan}: {fixed_s:.0f} s; settled {' '.join((settle_plan, *extra))}: {settle_s:.0f} s")
+    print(f"settled / fixed wall time: {settle_s / fixed_s:.2f}x")
+    variants = answers(settled)
+    if variants:
+        print(f"the settle run's wall time per settled variant: {settle_s / variants:.0f} s ({variants} settled)")
+    agreement(fixed, settled)
 
 
 if __name__ == "__main__":

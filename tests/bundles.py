@@ -210,3 +210,34 @@ def write_environment(out: Path, environment: dict, samples: list[Sample], plan:
     writer.append_samples(samples)
     writer.close()
     return seal(writer.path)
+
+
+def write_settled(out: Path, host: str, values_by_variant: dict, target: float = 0.05, stopped_by=None, **fields):
+    """A closed bundle of a run that settled its cases (``run --settle``): per variant key
+    ("storage=disk", the baseline first) its values, one per round, with their execution keys; the
+    manifest's ``outcomes.<workload>.settled`` names the target, the baseline and what stopped
+    each variant (``stopped_by``: {key: word}, "settled" where not given). ``fields``: the samples'
+    workload, metric, better, ..."""
+    common = {"workload": "w", "metric": "time", **fields}
+    samples = []
+    for key, values in values_by_variant.items():
+        variant = dict(part.split("=") for part in key.split(","))
+        samples += [
+            sample(**common, variant=variant, value=v, repetition=r, execution=f"{common['workload']}|{key}|rep|{r}")
+            for r, v in enumerate(values)
+        ]
+    keys = list(values_by_variant)
+    settled = {
+        "target": target,
+        "baseline": keys[0],
+        "variants": {key: {"stopped_by": (stopped_by or {}).get(key, "settled"), "cases": {}} for key in keys[1:]},
+    }
+    manifest = {
+        "plan": {"name": "t"},
+        "environment": probe(host, "none"),
+        "outcomes": {common["workload"]: {"status": "ok", "settled": settled}},
+    }
+    writer = BundleWriter.create(out / host, manifest)
+    writer.append_samples(samples)
+    writer.close()
+    return seal(writer.path)

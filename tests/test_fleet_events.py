@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,57 @@ def test_fleet_json_round_trips_for_resume_keeping_only_the_rounds_that_ended_ok
     )
     assert resumed.hosts["confidential"] == {"inventory_hostname": "h2"} and resumed.accept_new_host_keys
     assert resumed.forks == 10
+
+
+def test_settle_and_budget_reach_every_hosts_run_and_survive_a_resume(tmp_path):
+    """``fleet run --settle 5% --budget 20m``: the arguments each host's ``ccbench run`` gets (a unit
+    test of the arguments: the SSH test hosts of tests/test_fleet.py are not needed to see them)."""
+    from ccbench.commands.fleet import _run_args
+    from ccbench.fleet.engine import Controller, FleetOptions
+
+    args = _run_args("5%", "20m", "parallel", None)
+    assert args == ("--settle", "5%", "--budget", "20m")
+    fleet = FleetRun(
+        directory=tmp_path,
+        plan="quick",
+        plan_file=None,
+        inventory=tmp_path / "hosts.ini",
+        mode="parallel",
+        forks=10,
+        limit=None,
+        accept_new_host_keys=False,
+        run_id="fleet-x",
+        rounds=["run"],
+        hosts={"plain": {"inventory_hostname": "h1"}},
+        runs={"plain": {"run": HostRun(round="run")}},
+        baseline="plain",
+        started_at="2026-01-01T00:00:00+00:00",
+        run_args=list(args),
+    )
+    controller = Controller(FleetOptions(plan="quick", inventory=None, run_args=args), print)
+    command = controller._ccbench_args(fleet, fleet.runs["plain"]["run"])
+    assert command[:2] == ["run", "quick"] and command[-4:] == ["--settle", "5%", "--budget", "20m"]
+    fleet.save()
+    resumed = FleetRun.from_json(
+        tmp_path, json.loads((tmp_path / "fleet.json").read_text()), forks=None, accept_new_host_keys=False
+    )
+    assert resumed.run_args == list(args)  # a host not yet started when it was interrupted still settles
+    assert _run_args(None, None, "rounds", None) == ()
+
+
+@pytest.mark.parametrize(
+    ("settle", "budget", "mode", "resume", "words"),
+    [
+        ("200%", None, "parallel", None, "--settle 200%: "),
+        (None, "soon", "parallel", None, "--budget soon: expected seconds"),
+        ("5%", None, "rounds", None, "--mode rounds"),
+        ("5%", None, "parallel", "fleet-x", "continues a fleet run as it was started"),
+    ],
+)
+def test_bad_settle_or_budget_for_a_fleet_is_one_line(settle, budget, mode, resume, words):
+    from ccbench.commands.fleet import _run_args
+    from ccbench.errors import CCBenchError
+
+    with pytest.raises(CCBenchError, match=re.escape(words)) as caught:
+        _run_args(settle, budget, mode, resume)
+    assert len(str(caught.value).splitlines()) == 1

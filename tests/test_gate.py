@@ -169,4 +169,47 @@ def test_confirm_reruns_the_failing_workloads_and_reports_not_reproduced(tmp_pat
     assert "not reproduced: prime time on no TEE" in result.stdout, result.stdout + result.stderr
     assert result.returncode == 0
     assert "regression, not reproduced" in (tmp_path / "g.md").read_text()
-    assert len(list(confirm_out.glob("*/manifest.json"))) == 1
+    # runs until settled: one run on a quiet machine, more where its noise leaves the case open
+    runs = len(list(confirm_out.glob("*/manifest.json")))
+    assert 1 <= runs <= 5 and result.stdout.count("confirming: ccbench run") == runs
+
+
+def test_confirm_runs_until_a_real_regression_is_settled_as_confirmed(tmp_path, ccbench, workdir, write_plan):
+    """A baseline of known values far faster than any real run of the plan (1 us): the real reruns
+    are a regression beyond any doubt, settled as confirmed, with its numbers, and the gate fails."""
+    plan = write_plan(PLAN)
+    done = ccbench("run", plan, "--out", tmp_path / "first", "--workdir", workdir)
+    assert done.returncode == 0, done.stderr
+    first = only_bundle(tmp_path / "first")
+    baseline = _copy(first, tmp_path / "baseline", 1e-4, host="earlier", known=True)
+    slower = _copy(first, tmp_path / "slower", 3e-4, known=True)
+    args = ["--against", baseline, "--threshold", "50%", "--confirm", plan, "--workdir", workdir]
+    result = ccbench("gate", slower, *args, "--confirm-out", tmp_path / "confirm", "--junit", tmp_path / "j.xml")
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("  confirmed: prime time on no TEE"))
+    assert "confirmation executions: worse, beyond 50.0%" in line
+    assert len(list((tmp_path / "confirm").glob("*/manifest.json"))) == 1  # settled after one run
+    bad = ccbench("gate", slower, *args, "--confirm-budget", "soon")
+    assert bad.returncode == 2 and "--confirm-budget soon: expected seconds" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_settle_confirmation_with_known_values_and_its_error_when_looked_at_after_every_run():
+    from ccbench.analysis.gate import CONFIRMED, NOT_REPRODUCED, UNSETTLED, settle_confirmation
+
+    rng = np.random.default_rng(7)
+    base = rng.normal(0, 0.02, 10)
+    assert settle_confirmation(np.log(3) + rng.normal(0, 0.02, 5), base, "lower", 0.5).state == CONFIRMED
+    # a rate a third of the baseline's: 3x the time
+    assert settle_confirmation(-np.log(3) + rng.normal(0, 0.02, 5), base, "higher", 0.5).state == CONFIRMED
+    same = settle_confirmation(rng.normal(0, 0.02, 10), base, "lower", 0.5)
+    assert same.state == NOT_REPRODUCED and same.high < 0.5
+    assert settle_confirmation(rng.normal(0, 0.5, 3), base, "lower", 0.05).state == UNSETTLED
+    assert settle_confirmation([0.1], base, "lower", 0.05).change is None
+    # no change, five executions a run, looked at after each of 6 runs: confirmed (any worse) rarely
+    wrong = 0
+    for _ in range(1000):
+        baseline, new = rng.normal(0, 0.05, 10), rng.normal(0, 0.05, 30)
+        looks = (settle_confirmation(new[:n], baseline, "lower", 0.0).state for n in range(5, 31, 5))
+        wrong += any(state == CONFIRMED for state in looks)
+    assert wrong / 1000 <= 0.05

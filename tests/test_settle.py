@@ -2,6 +2,7 @@
 workload runs, each execution's value is chosen by the test. An easy case (a 10x cost) leaves the
 rounds early; a hard one (no cost, noise above the target) runs on, with its baseline, to the limit."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +209,31 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     run_line = next(line for line in done.stdout.splitlines() if line.startswith("  wall_time: a cost of"))
     assert f"  {run_line}" in compared.stdout.splitlines()
     assert "settled in " in compared.stdout and "(anytime-valid interval, target 5.0%)" in compared.stdout
+    # and compare's own row of that case: the run's interval, its answer, its numbers
+    rows = [json.loads(line) for line in ccbench("compare", only_bundle(out), "--json").stdout.splitlines()]
+    (row,) = [r for r in rows if r.get("metric") == "wall_time"]
+    assert (row["interval"], row["settled"], row["verdict"]) == ("anytime-valid", "cost", "slower")
+    numbers = f"a cost of {row['ratio'] - 1:+.1%} [{row['ci_low'] - 1:+.1%}, {row['ci_high'] - 1:+.1%}]"
+    assert run_line.startswith(f"  wall_time: {numbers}")
+    assert "slower" in compared.stdout.splitlines()[1]  # the layer's line: a cost, as the run said
     bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")
     assert bad.returncode == 2 and "--budget soon: expected seconds" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_the_storage_settle_plan_is_the_storage_plan_run_to_be_settled():
+    """The bundled twin differs from ``storage`` only in what settling needs: a target, a limit
+    on the repetitions and a budget (the workloads, variants, sizes and minimum are the same)."""
+    from ccbench.plan import load_plan
+
+    def shape(plan):
+        document = plan.model_dump(exclude={"name", "description", "source", "budget"})
+        for part in (document["defaults"], *document["workloads"]):
+            assert part.pop("settle") in (None, 0.05) and part.pop("max_repetitions") in (None, 10)
+        return document
+
+    fixed, settled = load_plan("storage"), load_plan("storage-settle")
+    assert shape(fixed) == shape(settled)
+    assert all(w.settle == 0.05 and w.max_repetitions == 10 for w in settled.workloads)
+    assert all(w.settle is None for w in fixed.workloads) and fixed.budget is None
+    assert settled.budget == 3600 and settled.workloads[0].repetitions == fixed.workloads[0].repetitions == 3

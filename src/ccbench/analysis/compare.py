@@ -9,6 +9,7 @@ import pandas as pd
 from scipy import special
 
 from ccbench.analysis import engine, plausibility, replicas
+from ccbench.analysis.settled import interval_names
 from ccbench.analysis.stats import (
     CONFIDENCE,
     MIN_SAMPLES,
@@ -46,6 +47,8 @@ COMPARE_COLUMNS = [
     "machines_baseline",
     "machines",
     "interval_from",
+    "interval",
+    "settled",
     "contended_baseline",
     "contended",
     "layer",
@@ -574,6 +577,9 @@ def _table(
             "machines_baseline": base["machines"].to_numpy(dtype=float).astype(int),
             "machines": rows["machines"].to_numpy(dtype=float).astype(int),
             "interval_from": intervals["interval_from"],
+            # the interval the row uses; a settled case's (ccbench.analysis.settled) is set after
+            "interval": interval_names(intervals["interval_from"]),
+            "settled": None,
             "contended_baseline": judged["contended_a"],
             "contended": judged["contended_b"],
             "layer": [layers[pair] for pair in zip(rows["baseline"], rows["config"])],

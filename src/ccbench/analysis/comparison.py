@@ -25,6 +25,7 @@ from ccbench.analysis.lint import (
     lint_comparison,
 )
 from ccbench.analysis.load import load_bundles
+from ccbench.analysis.settled import settled_cases, with_settled
 from ccbench.errors import CCBenchError
 from ccbench.helper import Helper
 
@@ -116,6 +117,9 @@ def comparison(
     else:
         table = _paired(facts, matched, against, None if given else resolved)
         resolved = resolve_baseline(facts, matched[0][1])
+    # the cases a run settled: on its anytime-valid interval, so compare says what the run said
+    cases = settled_cases(bundles, labels, exclude_contended)
+    table = with_settled(table, cases, facts) if cases else table
     return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended)
 
 

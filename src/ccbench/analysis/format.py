@@ -95,7 +95,7 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
 
     if comparison.empty:
         return pd.DataFrame(columns=COMPARISON_HEADERS)
-    return pd.DataFrame(
+    cells = pd.DataFrame(
         {
             "workload": comparison["workload"].to_numpy(),
             "case": comparison["case"].fillna("").to_numpy(),
@@ -127,10 +127,43 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
             "flags": [", ".join(f) for f in comparison["flags"]],
         }
     )
+    return _with_interval(cells, comparison)
+
+
+def _answer(answer: str, target: float) -> str:
+    """A settled case's answer; "no cost above" with its target (a settled row's MDE)."""
+    from ccbench.analysis.sequential import NO_COST_ABOVE
+
+    return f"{answer} {target:.1%}" if answer == NO_COST_ABOVE else answer
+
+
+def _with_interval(cells: pd.DataFrame, comparison: pd.DataFrame) -> pd.DataFrame:
+    """Where a run settled some of the cases (ccbench.analysis.settled), an ``interval`` column
+    after the effect: which interval each row uses, with a settled case's answer."""
+    from ccbench.analysis.sequential import ANYTIME
+
+    if "interval" not in comparison or not (comparison["interval"] == ANYTIME).any():
+        return cells
+    names = [
+        f"{kind} ({_answer(answer, target)})" if kind == ANYTIME and isinstance(answer, str) else kind
+        for kind, answer, target in zip(comparison["interval"], comparison["settled"], comparison["mde"])
+    ]
+    cells.insert(list(cells.columns).index("effect [95% CI]") + 1, "interval", names)
+    return cells
 
 
 #: the default table's columns (the rest behind ``compare --details``)
-NARROW_HEADERS = ["workload", "case", "metric", "config", "baseline median", "median", "effect [95% CI]", "verdict"]
+NARROW_HEADERS = [
+    "workload",
+    "case",
+    "metric",
+    "config",
+    "baseline median",
+    "median",
+    "effect [95% CI]",
+    "interval",  # only where a run settled cases (_with_interval)
+    "verdict",
+]
 
 
 def _effect_rows(comparison: pd.DataFrame) -> list[dict]:

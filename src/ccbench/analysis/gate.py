@@ -29,6 +29,8 @@ REGRESSION = "regression"
 PASSED = "passed"
 CONFIRMED = "confirmed"
 NOT_REPRODUCED = "not reproduced"
+#: a --confirm that reached its budget (or its count of runs) before the case was settled
+UNSETTLED = "unsettled"
 
 
 @dataclass
@@ -49,8 +51,9 @@ class CaseResult:
     significant: bool
     status: str
     why: str
-    #: after --confirm: CONFIRMED or NOT_REPRODUCED
+    #: after --confirm: CONFIRMED, NOT_REPRODUCED or UNSETTLED (still failing), and its numbers
     confirmation: str | None = None
+    confirmation_why: str = ""
 
     @property
     def name(self) -> str:
@@ -148,6 +151,65 @@ def judge(rows: pd.DataFrame, threshold: float | None = None) -> list[CaseResult
     return out
 
 
+@dataclass
+class Settled:
+    """A failing case's confirmation: its state (CONFIRMED, NOT_REPRODUCED, UNSETTLED), the
+    time-equivalent change of the confirmation runs against the baseline as a fraction, its
+    anytime-valid interval (None while not finite) and the confirmation executions it rests on."""
+
+    state: str
+    change: float | None
+    low: float | None
+    high: float | None
+    executions: int
+    limit: float
+
+    def describe(self) -> str:
+        if self.change is None:
+            return f"no interval yet ({self.executions} confirmation executions)"
+        if self.low is None or self.high is None:
+            return f"{self.change:+.1%}, interval not yet finite ({self.executions} confirmation executions)"
+        bounds = (
+            f"{self.change:+.1%} [{self.low:+.1%}, {self.high:+.1%}] over {self.executions} confirmation executions"
+        )
+        if self.state == CONFIRMED:
+            return f"{bounds}: worse, beyond {self.limit:.1%}"
+        if self.state == NOT_REPRODUCED:
+            return f"{bounds}: no regression above {self.limit:.1%}"
+        return f"{bounds}: neither settled"
+
+
+def settle_confirmation(new_logs, base_logs, better: str | None, limit: float, alpha: float = 0.05) -> Settled:
+    """Whether the confirmation runs (``new_logs``: the log values of every confirmation execution
+    of one case, looked at after each run) confirm a regression against the baseline's
+    (``base_logs``, fixed), an interval valid however often it is looked at: the new side's mean
+    by the settle rule's confidence sequence (ccbench.analysis.sequential.interval) at alpha / 2,
+    the baseline's fixed mean by a t interval at alpha / 2 (it does not grow), their difference
+    bounded by the union of the two (Bonferroni). CONFIRMED when the whole interval is worse and
+    the change is beyond ``limit`` (a fraction: the gate's rule on this interval); NOT_REPRODUCED
+    when the interval excludes every regression beyond ``limit``; else UNSETTLED."""
+    from ccbench.analysis.sequential import interval
+
+    new, base = np.asarray(new_logs, dtype=float), np.asarray(base_logs, dtype=float)
+    if len(new) < 2 or len(base) < 2:
+        return Settled(UNSETTLED, None, None, None, len(new), limit)
+    sign = -1.0 if better == "higher" else 1.0
+    low_new, high_new = (float(x) for x in interval(len(new), new.sum(), (new**2).sum(), alpha / 2))
+    t = float(special.stdtrit(len(base) - 1, 1 - alpha / 4))
+    half = t * float(base.std(ddof=1)) / math.sqrt(len(base))
+    change = sign * (float(new.mean()) - float(base.mean()))
+    # the difference of the means lies between these; the change (worse > 0) is it with the direction's sign
+    ends = sorted(sign * d for d in (low_new - float(base.mean()) - half, high_new - float(base.mean()) + half))
+    if not all(math.isfinite(e) for e in ends):
+        return Settled(UNSETTLED, math.expm1(change), None, None, len(new), limit)
+    state = UNSETTLED
+    if ends[0] > 0 and math.expm1(change) > limit:
+        state = CONFIRMED
+    elif ends[1] < math.log1p(limit):
+        state = NOT_REPRODUCED
+    return Settled(state, math.expm1(change), math.expm1(ends[0]), math.expm1(ends[1]), len(new), limit)
+
+
 def failing_workloads(results: list[CaseResult]) -> list[str]:
     """The workloads with a failing case, in order: what ``ccbench run --only`` takes."""
     return list(dict.fromkeys(r.workload for r in results if r.failed))
@@ -179,6 +241,8 @@ def markdown(results: list[CaseResult], against: str, threshold: float | None) -
     for r in sorted(results, key=lambda r: (not r.failed, r.name)):
         change = fmt.effect(1 + r.change_percent / 100, 1 + r.low_percent / 100, 1 + r.high_percent / 100)
         result = r.status if r.confirmation is None else f"{r.status}, {r.confirmation}"
+        if r.confirmation_why:
+            result += f" ({r.confirmation_why})"
         lines.append(
             f"| {r.name} | {fmt.number(r.baseline_median, r.unit)} | {fmt.number(r.median, r.unit)} | "
             f"{change} | "

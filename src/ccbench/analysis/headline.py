@@ -42,6 +42,8 @@ class WorkloadCost:
     worst: str
     #: the directions of its significant comparisons (True: slower)
     directions: frozenset = frozenset()
+    #: what ``mde`` is (ccbench.analysis.semantics.BOUND_WORDS: the MDE, or a settled case's target)
+    bound: str = "mde"
 
     @property
     def distinguishable(self) -> bool:
@@ -55,7 +57,7 @@ class WorkloadCost:
 
     def phrase(self) -> str:
         if not self.distinguishable:
-            return cost_phrase(self.typical, self.low, self.high, False, self.mde)
+            return cost_phrase(self.typical, self.low, self.high, False, self.mde, self.bound)
         if self.comparisons == 1:
             return cost_phrase(self.typical, self.low, self.high, True, self.mde)
         return (
@@ -77,6 +79,8 @@ def workload_costs(counted: pd.DataFrame) -> list[WorkloadCost]:
     """Per workload of a layer's counted rows (with ``te``, ``te_low``, ``te_high`` time-equivalent
     columns): the geometric mean of its rows, with the row's interval for one row and the range of
     the rows' costs for several (an interval between a workload's cases would mix 2x and 500x)."""
+    from ccbench.analysis import semantics
+
     out = []
     for workload, rows in counted.groupby("workload", sort=False):
         te = rows["te"].to_numpy(dtype=float)
@@ -99,6 +103,7 @@ def workload_costs(counted: pd.DataFrame) -> list[WorkloadCost]:
                 mde=median_mde(rows),
                 worst=f"{fmt.percent((float(top['te']) - 1) * 100)} {case}",
                 directions=frozenset(bool(v > 1) for v in significant["te"]),
+                bound=semantics.bound_of(rows),
             )
         )
     return out
@@ -124,12 +129,16 @@ def disagree(costs: list[WorkloadCost]) -> bool:
     return False
 
 
-def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, mde: float) -> str:
-    """ "+4.2% [+2.1% to +6.3%]", or "no cost above 2.1% (the smallest this comparison could see)"."""
+def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, mde: float, bound: str = "mde") -> str:
+    """ "+4.2% [+2.1% to +6.3%]", or "no cost above 2.1% (the smallest this comparison could see)"
+    (for a case a run settled, what its anytime-valid interval excludes: semantics.BOUND_WORDS)."""
+    from ccbench.analysis import semantics
+
     if not distinguishable:
         if math.isnan(mde):
             return f"no cost distinguishable from noise (typical {fmt.percent((typical - 1) * 100)})"
-        return f"no cost above {mde * 100:.1f}% (the smallest this comparison could see)"
+        words = "the smallest this comparison could see" if bound == "mde" else semantics.BOUND_WORDS[bound]
+        return f"no cost above {mde * 100:.1f}% ({words})"
     interval = "" if math.isnan(low) else f" [{fmt.percent((low - 1) * 100)} to {fmt.percent((high - 1) * 100)}]"
     return f"{fmt.percent((typical - 1) * 100)}{interval}"
 

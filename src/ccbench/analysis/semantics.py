@@ -16,8 +16,10 @@ A scope's rows are time-equivalent (``te`` > 1: takes more time, with ``te_low``
   benchmark): pooled across them with a sign test (two-sided binomial) and the geometric mean with
   a t interval from the spread between them ("faster in 90 of 92 benchmarks, 0.77x [0.75, 0.79]");
   only when both the sign test and the interval exclude no change is that a finding;
-- otherwise "no cost above X%" (X: the median minimum detectable effect of its rows), or "not
-  distinguishable from noise" where no row could say (no interval, too few values).
+- otherwise "no cost above X%" (X: the median minimum detectable effect of its rows; for the cases
+  a run settled, ccbench.analysis.settled, its target, or the cost an unsettled case's anytime-valid
+  interval excludes, and said so), or "not distinguishable from noise" where no row could say (no
+  interval, too few values).
 """
 
 from __future__ import annotations
@@ -40,7 +42,20 @@ MIN_POOLED = 6
 SIGN_LEVEL = 0.05
 
 #: the columns a judgement reads
-COLUMNS = ["workload", "case", "metric", "config", "te", "te_low", "te_high", "significant", "mde", "implausible"]
+COLUMNS = [
+    "workload",
+    "case",
+    "metric",
+    "config",
+    "te",
+    "te_low",
+    "te_high",
+    "significant",
+    "mde",
+    "implausible",
+    "interval",
+    "settled",
+]
 
 #: kinds of judgement
 POOLED = "pooled"  # one figure (significant rows of one direction, not heterogeneous)
@@ -50,6 +65,16 @@ ACROSS = "pooled across benchmarks"  # one value each, sign test and geometric m
 UNCLEAR = "not distinguishable"  # one value each, pooled, the sign test or the interval allows no change
 NONE_SEEN = "no cost seen"  # nothing significant: no cost above the MDE
 LEFT_OUT = "all left out"  # every row marked implausible: no figure
+
+#: what a "no cost above X%" rests on: the rows' minimum detectable effects; the target of cases a
+#: run settled as "no cost above" it (ccbench.analysis.settled); the costs the anytime-valid
+#: intervals of cases left unsettled exclude
+BOUND_MDE, BOUND_SETTLED, BOUND_EXCLUDED = "mde", "settled", "excluded"
+BOUND_WORDS = {
+    BOUND_MDE: "the smallest it could see",
+    BOUND_SETTLED: "settled: the run's anytime-valid interval excludes every cost above it",
+    BOUND_EXCLUDED: "what the anytime-valid interval excludes; not settled at the run's target",
+}
 
 
 @dataclass
@@ -82,6 +107,8 @@ class Judgement:
     others: int = 0
     #: with LEFT_OUT: how many rows were left out
     left_count: int = 0
+    #: what ``mde`` is (BOUND_WORDS)
+    bound: str = BOUND_MDE
 
     def _where(self) -> str:
         if not self.only_in:
@@ -142,7 +169,7 @@ class Judgement:
             return head + (self._where() if where else "")
         if math.isnan(self.mde):
             return "not distinguishable from noise (no interval: too few values)"
-        return f"no cost above {self.mde * 100:.1f}% (the smallest it could see)"
+        return f"no cost above {self.mde * 100:.1f}% ({BOUND_WORDS[self.bound]})"
 
 
 def _p(value: float) -> str:
@@ -234,6 +261,7 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
         faster=int((te[significant] < 1).sum()),
         mde=float(np.median(mde_values)) if len(mde_values) else math.nan,
         left_out=dropped,
+        bound=bound_of(rows),
     )
     if rows.empty:
         return base
@@ -295,6 +323,20 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
     return base
 
 
+def bound_of(rows: pd.DataFrame) -> str:
+    """What the rows' ``mde`` values are: BOUND_SETTLED where every row with one is a case its run
+    settled as "no cost above" (its anytime-valid interval, ccbench.analysis.settled),
+    BOUND_EXCLUDED where every one is on that interval but not all settled, else BOUND_MDE."""
+    from ccbench.analysis.sequential import ANYTIME, NO_COST_ABOVE
+
+    if "interval" not in rows or "mde" not in rows:
+        return BOUND_MDE
+    with_mde = rows[np.isfinite(rows["mde"].to_numpy(dtype=float))]
+    if with_mde.empty or not (with_mde["interval"] == ANYTIME).all():
+        return BOUND_MDE
+    return BOUND_SETTLED if (with_mde["settled"] == NO_COST_ABOVE).all() else BOUND_EXCLUDED
+
+
 def with_time_equivalent(comparison: pd.DataFrame) -> pd.DataFrame:
     """A copy of comparison rows with ``te``, ``te_low``, ``te_high`` (a throughput's ratio inverted)."""
     data = comparison.copy()
@@ -322,6 +364,13 @@ def _ends(workload: str, judgement: Judgement) -> list[tuple[float, str]]:
     return []
 
 
+def _common_bound(judgements: list[Judgement]) -> str:
+    bounds = {j.bound for j in judgements}
+    if len(bounds) == 1:
+        return bounds.pop()
+    return BOUND_EXCLUDED if bounds == {BOUND_SETTLED, BOUND_EXCLUDED} else BOUND_MDE
+
+
 def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
     """A layer's judgement from its workloads' (each judged on its own rows): one figure only where
     the workloads that show a difference agree in direction and, pooled, are not heterogeneous
@@ -339,6 +388,7 @@ def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
         faster=sum(j.faster for j in judgements if j.kind not in (ACROSS, UNCLEAR)),
         mde=float(np.median(mdes)) if mdes else math.nan,
         left_out=[x for j in judgements for x in j.left_out],
+        bound=_common_bound([j for j in judgements if not math.isnan(j.mde)]),
     )
     shown = [(w, j) for w, j in parts if j.holds_significant]
     if not shown:

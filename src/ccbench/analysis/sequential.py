@@ -51,6 +51,8 @@ ALPHA = 0.05
 #: the prior precision of the standardised effect (c above); 0.1 gives a finite interval from 3 rounds
 MIXTURE = 0.1
 COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
+#: the name of this interval where a comparison row uses it (ccbench.analysis.settled)
+ANYTIME = "anytime-valid"
 
 
 def interval(
@@ -158,6 +160,19 @@ def paired_log_costs(
     ccbench.analysis.precision.primary_series chooses), the log time-equivalent costs against the
     baseline, paired by repetition (rounds where either is missing are left out), in repetition
     order. samples: ccbench.model.Sample of one workload."""
+    keys = [baseline, *[v for v in variants if v != baseline]]
+    costs: dict[str, dict[str, list[float]]] = {key: {} for key in keys[1:]}
+    for _, label, per_key in paired_series(samples, baseline, variants, declared):
+        for key in keys[1:]:
+            costs[key][label] = per_key[key]
+    return costs
+
+
+def paired_series(
+    samples: Iterable[Any], baseline: str, variants: Sequence[str], declared: Sequence[str] = ()
+) -> list[tuple[tuple[str, str], str, dict[str, list[float]]]]:
+    """paired_log_costs per series: (the series: its metric and its params as sorted-key JSON, the
+    case's label, {variant key: the paired log costs against the baseline})."""
     from ccbench.analysis.precision import primary_series
     from ccbench.model import ExecutionKey
 
@@ -180,15 +195,33 @@ def paired_log_costs(
     for series in chosen:  # two series that the case does not tell apart are told by their parameters
         if named.count(labels[series]) > 1:
             labels[series] = f"{labels[series]} {series[1]}"
-    costs: dict[str, dict[str, list[float]]] = {key: {} for key in keys[1:]}
+    out = []
     for series in chosen:
         base, sign = values[series].get(baseline, {}), -1.0 if higher[series] else 1.0
+        per_key = {}
         for key in keys[1:]:
             mine_values = values[series].get(key, {})
-            costs[key][labels[series]] = [
-                sign * math.log(mine_values[r] / base[r]) for r in sorted(mine_values) if r in base
-            ]
-    return costs
+            per_key[key] = [sign * math.log(mine_values[r] / base[r]) for r in sorted(mine_values) if r in base]
+        out.append((series, labels[series], per_key))
+    return out
+
+
+def p_value(log_costs: Sequence[float], mixture: float = MIXTURE) -> float:
+    """The anytime-valid p value of "no cost" (the mean paired log cost is 0): 1 / B_n(0), at most
+    1 (the Bayes factor of the module's docstring). It is at most alpha exactly where the interval
+    excludes 0; nan below 2 values."""
+    values = np.asarray(log_costs, dtype=float)
+    n = len(values)
+    if n < 2 or not np.isfinite(values).all():
+        return math.nan
+    s1, s2 = float(values.sum()), float((values**2).sum())
+    rest = s2 - s1**2 / (n + mixture)
+    if s2 <= 0:
+        return 1.0
+    if rest <= 0:
+        return 0.0
+    log_b = 0.5 * math.log(mixture / (n + mixture)) + n / 2 * (math.log(s2) - math.log(rest))
+    return float(min(1.0, math.exp(-log_b)))
 
 
 def settle_all(costs: Mapping[str, Mapping[str, Sequence[float]]], target: float) -> dict[str, dict[str, Settlement]]:
@@ -196,11 +229,10 @@ def settle_all(costs: Mapping[str, Mapping[str, Sequence[float]]], target: float
     return {name: {case: settle(values, target) for case, values in cases.items()} for name, cases in costs.items()}
 
 
-def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
-    """Per workload a bundle's run settled (its manifest's ``outcomes.<workload>.settled``), the
-    record recomputed from the bundle's samples with the same rule: the target, the baseline, and
-    per variant what stopped it (the run's word) and each case's settlement. ``bundle``: a
-    ccbench.bundle.Bundle (its samples are read in chunks)."""
+def settled_workloads(bundle: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Sequence[str]], dict[str, list[Any]]]:
+    """A bundle's settled workloads (its manifest's ``outcomes.<workload>.settled`` with variants),
+    each workload's declared primary metrics, and each settled workload's measured samples
+    (ccbench.model.Sample, read in chunks); three empty dicts for a bundle whose run settled nothing."""
     from ccbench.model import Sample
 
     settled = {
@@ -209,7 +241,7 @@ def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
         if (outcome.get("settled") or {}).get("variants")
     }
     if not settled:
-        return {}
+        return {}, {}, {}
     declared = {
         name: spec.get("primary_metrics", ()) for name, spec in (bundle.manifest.get("declarations") or {}).items()
     }
@@ -218,6 +250,15 @@ def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
         for record in chunk:
             if record.get("workload") in samples and not record.get("warmup"):
                 samples[record["workload"]].append(Sample(**record))
+    return settled, declared, samples
+
+
+def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
+    """Per workload a bundle's run settled (its manifest's ``outcomes.<workload>.settled``), the
+    record recomputed from the bundle's samples with the same rule: the target, the baseline, and
+    per variant what stopped it (the run's word) and each case's settlement. ``bundle``: a
+    ccbench.bundle.Bundle (its samples are read in chunks)."""
+    settled, declared, samples = settled_workloads(bundle)
     found = {}
     for name, record in settled.items():
         keys = [record["baseline"], *record["variants"]]

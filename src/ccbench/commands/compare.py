@@ -97,7 +97,9 @@ def command(
     row per case and primary metric, grouped by workload (--details: every metric and column, and
     the verdict's wide table). --summary prints only the verdict's lines (at most two a layer) and
     one line per kind of finding. A bundle whose run settled its cases (run --settle) adds each
-    case's answer, recomputed from its samples with the run's anytime-valid interval. With --json each row is one object ({"finding": code, ...}
+    case's answer, recomputed from its samples with the run's anytime-valid interval, and those
+    cases' rows use that interval on the paired rounds instead of Welch's (the row's "interval" and
+    "settled"), so the verdict says what the run said. With --json each row is one object ({"finding": code, ...}
     after the rows); with --summary --json one object per layer, with its words.
 
     Without --baseline or --pair, each machine with a TEE is compared with a machine without one of

@@ -68,7 +68,20 @@ def command() -> None:
     help="Also add the gathered bundles, under their hosts' labels, to this results store "
     "(ccbench history; a DuckDB file, or a directory ending in '/').",
 )
-def run(plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, no_report, history_store) -> None:
+@click.option(
+    "--settle",
+    metavar="PCT",
+    help="Every host runs the plan with ccbench run --settle PCT: each host settles its own variants against "
+    "its own first variant (docs/fleet.md says what this does not do across hosts).",
+)
+@click.option(
+    "--budget",
+    metavar="DURATION",
+    help="Every host runs the plan with ccbench run --budget DURATION (each host's own run time, e.g. 20m).",
+)
+def run(
+    plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, no_report, history_store, settle, budget
+) -> None:
     """Run PLAN (a bundled plan name or a plan file; default quick) on every host of the inventory.
 
     For each host: ship ccbench (a wheelhouse built from this checkout, cached; hosts need no
@@ -91,7 +104,9 @@ def run(plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, 
         raise CCBenchError("--resume FLEETDIR continues a fleet run as it was started: give no PLAN or --inventory")
     if not resume and not inventory:
         raise CCBenchError("--inventory FILE is required (an Ansible inventory, INI or YAML)")
+    run_args = _run_args(settle, budget, mode, resume)
     options = FleetOptions(
+        run_args=run_args,
         plan=plan,
         inventory=inventory,
         out=out,
@@ -104,6 +119,39 @@ def run(plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, 
         history=history_store,
     )
     sys.exit(run_fleet(options, lambda text: console.print(text, markup=False, highlight=False)))
+
+
+def _run_args(settle: str | None, budget: str | None, mode: str, resume: str | None) -> tuple[str, ...]:
+    """``--settle`` and ``--budget`` as every host's ``ccbench run`` takes them, checked here (a bad
+    value is exit 2 before any host is touched)."""
+    from pydantic import ValidationError
+
+    from ccbench.errors import CCBenchError
+    from ccbench.plan import PrecisionSettings, parse_duration
+
+    if not (settle or budget):
+        return ()
+    if resume:
+        raise CCBenchError("--resume FLEETDIR continues a fleet run as it was started: give no --settle or --budget")
+    if mode == "rounds":
+        raise CCBenchError(
+            "--settle/--budget with --mode rounds: each round is a run of one repetition, with no rounds of its own "
+            "to settle; use --mode parallel or serial"
+        )
+    args: tuple[str, ...] = ()
+    if settle:
+        try:
+            PrecisionSettings(settle=settle)
+        except ValidationError as exc:
+            raise CCBenchError(f"--settle {settle}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        args += ("--settle", settle)
+    if budget:
+        try:
+            parse_duration(budget)
+        except ValueError as exc:
+            raise CCBenchError(f"--budget {budget}: {str(exc).removeprefix(f'duration {budget!r}: ')}") from None
+        args += ("--budget", budget)
+    return args
 
 
 @command.command("k8s")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -23,6 +24,16 @@ def _threshold(text: str | None) -> float | None:
     if not 0 <= value < 1000:
         raise CCBenchError(f"--threshold {text!r}: give a percentage between 0 and 1000, e.g. 5%")
     return value / 100
+
+
+def _budget(text: str) -> float:
+    from ccbench.errors import CCBenchError
+    from ccbench.plan import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise CCBenchError(f"--confirm-budget {text}: {str(exc).removeprefix(f'duration {text!r}: ')}") from None
 
 
 @click.command()
@@ -48,15 +59,32 @@ def _threshold(text: str | None) -> float | None:
     "--confirm",
     "confirm_plan",
     metavar="PLAN",
-    help="On a failure, run PLAN again for the failing workloads only (ccbench run PLAN --only ...) and "
-    "report each failing case as confirmed or not reproduced; exit 1 only for confirmed ones.",
+    help="On a failure, run PLAN again for the failing workloads only (ccbench run PLAN --only ...), run after "
+    "run until each failing case is settled against the baseline by an interval valid however often it is looked "
+    "at (the threshold, else the case's MDE, as the target), or --confirm-budget / --confirm-runs end them; report "
+    "each as confirmed, not reproduced or unsettled; exit 1 unless every failing case is not reproduced. Against a "
+    "history store: one run, judged as the gate judges.",
+)
+@click.option(
+    "--confirm-budget",
+    default="10m",
+    show_default=True,
+    metavar="DURATION",
+    help="No further --confirm run starts that would pass this time since the first (e.g. 10m, 1h).",
+)
+@click.option(
+    "--confirm-runs",
+    type=click.IntRange(1, 100),
+    default=5,
+    show_default=True,
+    help="The most --confirm runs.",
 )
 @click.option(
     "--confirm-out",
     type=click.Path(),
     default="results/confirm",
     show_default=True,
-    help="Where --confirm writes its bundle.",
+    help="Where --confirm writes its bundles.",
 )
 @click.option(
     "--workdir",
@@ -68,7 +96,18 @@ def _threshold(text: str | None) -> float | None:
 @labels_option
 @allow_unverified_option
 def command(
-    new, against, threshold, markdown_path, junit_path, confirm_plan, confirm_out, workdir, labels, allow_unverified
+    new,
+    against,
+    threshold,
+    markdown_path,
+    junit_path,
+    confirm_plan,
+    confirm_budget,
+    confirm_runs,
+    confirm_out,
+    workdir,
+    labels,
+    allow_unverified,
 ) -> None:
     """Judge the run in NEW (bundles or directories of bundles) against a baseline: exit 1 when a
     primary metric got worse beyond the threshold, 0 otherwise, 2 on bad input.
@@ -82,6 +121,8 @@ def command(
     from ccbench.results import gate as sources
 
     limit = _threshold(threshold)
+    if confirm_plan:
+        _budget(confirm_budget)  # a bad budget fails before anything is judged or run
     label_map = parse_labels(labels)
     # only what verifies is judged: the new run, and baseline bundles (a store holds medians already read)
     unverified = check_before_reading([*new, *(a for a in against if not sources.is_store(a))], allow_unverified)
@@ -100,7 +141,8 @@ def command(
                 click.echo(f"  FAIL {r.name}: {r.why}")
         click.echo(f"rerun: ccbench run {confirm_plan or 'PLAN'} --only {only}")
         if confirm_plan:
-            _confirm(results, confirm_plan, only, (confirm_out, workdir), against, label_map, limit)
+            limits = (_budget(confirm_budget), confirm_runs)
+            _confirm(results, confirm_plan, (confirm_out, workdir), against, label_map, limit, limits)
     else:
         click.echo(f"passed: none of {len(results)} primary metric cases got worse against {what}")
     _write(markdown_path, gate.markdown(results, what, limit))
@@ -121,30 +163,71 @@ def _rows(new, against, labels):
     return sources.rows_against_bundles(new, against, labels), f"the baseline {', '.join(against)}"
 
 
-def _confirm(results, plan, only, where, against, labels, limit) -> None:
-    """Run the plan again for the failing workloads only (``where``: its out and work directories),
-    judge that run against the same baseline, and mark each failing case confirmed (it fails again)
-    or not reproduced."""
+def _confirm(results, plan, where, against, labels, limit, limits) -> None:
+    """Run the plan again for the failing workloads (``where``: its out and work directories) until
+    each failing case is settled against the same baseline (ccbench.analysis.gate.settle_confirmation,
+    an interval valid however often it is looked at: after every run), or ``limits`` (the budget in
+    seconds, the most runs) end them; each failing case is then confirmed, not reproduced or
+    unsettled. Against a history store: one run, judged as the gate judges (a past run's median
+    has no executions to settle on)."""
     from ccbench.analysis import gate
+    from ccbench.results import gate as sources
 
+    budget, most = limits
+    failing = [r for r in results if r.status == gate.REGRESSION]
+    if any(sources.is_store(a) for a in against):
+        made = _run_once(plan, gate.failing_workloads(results), where)
+        if made:
+            rows, _ = _rows([str(b) for b in made], against, labels)
+            again = {r.key: r for r in gate.judge(rows, limit)}
+            for r in failing:
+                repeat = again.get(r.key)
+                r.confirmation = gate.CONFIRMED if repeat and repeat.status == gate.REGRESSION else gate.NOT_REPRODUCED
+                click.echo(f"  {r.confirmation}: {r.name}")
+        return
+    baseline = sources.case_logs(against, labels)
+    made, open_cases, started, run_s = [], failing, time.monotonic(), 0.0
+    stop = f"--confirm-runs {most} (the most confirmation runs)"
+    for attempt in range(most):
+        if attempt and time.monotonic() - started + run_s > budget:
+            stop = f"--confirm-budget ({budget:g} s; another run would pass it)"
+            break
+        run_started = time.monotonic()
+        new_bundles = _run_once(plan, list(dict.fromkeys(r.workload for r in open_cases)), where)
+        run_s = time.monotonic() - run_started
+        if not new_bundles:
+            stop = "a failed confirmation run"
+            break
+        made += new_bundles
+        new = sources.case_logs([str(b) for b in made], labels)
+        for r in open_cases:
+            case_limit = limit if limit is not None else r.mde_percent / 100
+            better, base_logs = baseline.get(r.key, (None, []))
+            settled = gate.settle_confirmation(new.get(r.key, (better, []))[1], base_logs, better, case_limit)
+            r.confirmation, r.confirmation_why = settled.state, settled.describe()
+        open_cases = [r for r in open_cases if r.confirmation == gate.UNSETTLED]
+        if not open_cases:
+            break
+    for r in failing:
+        if r.confirmation is None:
+            r.confirmation, r.confirmation_why = gate.UNSETTLED, "not measured again"
+        cut = f"; stopped by {stop}: stays failing" if r.confirmation == gate.UNSETTLED else ""
+        click.echo(f"  {r.confirmation}: {r.name}: {r.confirmation_why}{cut}")
+
+
+def _run_once(plan, workloads, where) -> list[Path]:
+    """One confirmation run of ``plan`` for ``workloads``: the bundles it made (none: it failed, said)."""
     out, workdir = where
     before = set(Path(out).glob("*/manifest.json"))
-    command = [sys.executable, "-m", "ccbench", "run", plan, "--only", only, "--out", out, "--workdir", workdir]
+    command = [sys.executable, "-m", "ccbench", "run", plan, "--only", ",".join(workloads), "--out", out]
+    command += ["--workdir", workdir]
     click.echo(f"confirming: {' '.join(command[2:])}")
     done = subprocess.run(command, check=False)
     bundles = sorted(set(Path(out).glob("*/manifest.json")) - before)
     if done.returncode not in (0, 1) or not bundles:
-        click.echo(f"confirmation run failed (exit {done.returncode}): every failing case stays failing")
-        return
-    rows, _ = _rows([str(b.parent) for b in bundles], against, labels)
-    again = {r.key: r for r in gate.judge(rows, limit)}
-    for r in results:
-        if r.status == gate.REGRESSION:
-            repeat = again.get(r.key)
-            r.confirmation = (
-                gate.CONFIRMED if repeat is not None and repeat.status == gate.REGRESSION else gate.NOT_REPRODUCED
-            )
-            click.echo(f"  {r.confirmation}: {r.name}")
+        click.echo(f"confirmation run failed (exit {done.returncode}): every failing case still open stays failing")
+        return []
+    return [b.parent for b in bundles]
 
 
 def _write(path, text: str) -> None:

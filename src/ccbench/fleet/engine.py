@@ -63,6 +63,8 @@ class FleetOptions:
     report: bool = True
     #: a results store (ccbench history) to add the gathered bundles to
     history: str | None = None
+    #: what every host's ``ccbench run`` gets besides the plan (``--settle 5% --budget 20m``)
+    run_args: tuple[str, ...] = ()
     poll_s: float = 1.0
     stop_grace_s: float = 120.0
 
@@ -331,6 +333,7 @@ class Controller:
             runs={label: {name: HostRun(round=name) for name in rounds} for label in hosts},
             baseline=next(h for h in [inventory.baseline, *inventory.hosts] if h.name not in serving).label,
             started_at=now_iso(),
+            run_args=list(options.run_args),
         )
 
     def _resume(self) -> FleetRun:
@@ -371,7 +374,7 @@ class Controller:
         if run.remote_bundle:
             return ["run", "--resume", run.remote_bundle, "--workdir", "@BASE@/work"]
         plan = "@RUN_DIR@/plan" + Path(fleet.plan_file).suffix if fleet.plan_file else fleet.plan
-        args = ["run", plan, "--out", "@RUN_DIR@/out", "--workdir", "@BASE@/work"]
+        args = ["run", plan, "--out", "@RUN_DIR@/out", "--workdir", "@BASE@/work", *fleet.run_args]
         if fleet.mode == "rounds":
             args += ["--repeat", "1"]
         return args

@@ -86,6 +86,8 @@ class FleetRun:
     compare: str | None = None
     report: str | None = None
     analysis_error: str | None = None
+    #: what every host's ``ccbench run`` gets besides the plan (``--settle 5% --budget 20m``)
+    run_args: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -98,6 +100,7 @@ class FleetRun:
             "plan_file": self.plan_file,
             "inventory": str(self.inventory),
             "mode": self.mode,
+            "run_args": self.run_args,
             "forks": self.forks,
             "limit": self.limit,
             "accept_new_host_keys": self.accept_new_host_keys,
@@ -152,6 +155,7 @@ class FleetRun:
             runs=runs,
             baseline=document["baseline"],
             started_at=document["started_at"],
+            run_args=list(document.get("run_args") or []),
         )
 
     def label_of(self, key: str) -> str:

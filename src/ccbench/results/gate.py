@@ -127,3 +127,22 @@ def rows_against_store(new_paths, store_path: str, labels: dict[str, str] | None
         )
     rows = pd.DataFrame(records)
     return _primary(new, rows)
+
+
+def case_logs(paths, labels: dict[str, str] | None = None) -> dict[tuple[str, str, str, str], tuple[str, np.ndarray]]:
+    """Per case of the bundles at ``paths`` (workload, case, metric and configuration without its
+    machine, as the gate names a case): its direction and the logs of its measured values, every
+    bundle's pooled (what --confirm settles on)."""
+    from ccbench.analysis.load import frame_from_bundles, load_bundles
+
+    frame = _relabelled(frame_from_bundles(load_bundles(paths, samples=False), labels or {}), NEW)
+    frame = frame[~frame["warmup"] & frame["better"].isin(["lower", "higher"]) & (frame["value"] > 0)]
+    out = {}
+    for (workload, case, metric, rest, better), group in frame.groupby(
+        ["workload", "case", "metric", "rest", "better"], sort=False, dropna=False
+    ):
+        out[(str(workload), case if isinstance(case, str) else "", str(metric), str(rest))] = (
+            str(better),
+            np.log(group["value"].to_numpy(dtype=float)),
+        )
+    return out
