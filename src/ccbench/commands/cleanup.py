@@ -24,9 +24,8 @@ def command(workdir) -> None:
     Touches nothing else outside the work directory but emulated hosts whose owner is gone that
     were made under another work directory (listed in /run/ccbench/topologies).
     (Every `ccbench run` does the same at start.)"""
-    from ccbench.runner import WorkdirLock, cleanup_stale
-
     from ccbench.machines.guest import sweep as sweep_guests
+    from ccbench.runner import WorkdirLock, cleanup_stale
 
     for item in sweep_guests():
         click.echo(item)
