@@ -139,6 +139,8 @@ def test_a_two_arm_study_runs_from_nothing_to_a_comparison_that_names_the_twin(t
             assert pool["cmdline"].endswith(",force") and pool["bytes"] > 0
     assert bounced["plain+bounce"] > 0 and bounced["plain"] == 0, bounced
     assert "plain+bounce (bounce-buffers twin):" in done.stdout
+    assert "the arms differ only in their declared knobs (2 launch records compared)" in done.stdout
+    assert json.loads((directory / "study.json").read_text())["launch_differences"] == []
     compared = (directory / "compare.txt").read_text()
     assert "mechanism twin: bounce buffers" in compared
     assert "confounded" not in compared  # the pool missing from MemTotal is the twin's, not another size

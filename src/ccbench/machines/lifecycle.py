@@ -355,8 +355,25 @@ def compare_arms(directory: Path, study: Study, echo: Callable[[str], None]) -> 
     echo(done.stdout.rstrip())
     for line in twin_evidence(study, found):
         echo(line)
+    for line in launch_differences(directory, study):
+        echo(line)
     echo(f"comparison: {directory / 'compare.txt'}; report: {directory / 'report.html'}")
     return 0 if done.returncode == 0 else 1
+
+
+def launch_differences(directory: Path, study: Study) -> list[str]:
+    """Whether the arms, as launched, differ only in their declared kind, twins and knobs (the
+    launch records in study.json; ccbench.machines.arms); recorded in study.json too."""
+    from ccbench.machines.arms import differences
+
+    document = json.loads((directory / "study.json").read_text())
+    records = [arm["launch"] for arm in document.get("arms", {}).values() if arm.get("launch")]
+    found = differences(records, study.baseline)
+    document["launch_differences"] = found
+    write_json_atomic(directory / "study.json", document)
+    if not found:
+        return [f"the arms differ only in their declared knobs ({len(records)} launch records compared)"]
+    return [f"launch confounded: {line}" for line in found]
 
 
 def twin_evidence(study: Study, found: list[tuple[str, Path]]) -> list[str]:
