@@ -123,7 +123,13 @@ class StudyRun:
             image_digest=self.image.digest,
         )
         launch = qemu.render(self.study, arm, boot)
-        record = {**launch.record, "image": {**launch.record.get("image", {}), **self.image.record()}}
+        # the host's kernel, firmware and TEE module versions travel with every bundle, beside the
+        # guest's own evidence (a slow CVM is often an old SEV firmware or TDX module)
+        record = {
+            **launch.record,
+            "image": {**launch.record.get("image", {}), **self.image.record()},
+            "host": self.document["host"],
+        }
         write_json_atomic(files / "launch", record)
         with open(self.known_hosts, "a") as handle:
             handle.write(f"[127.0.0.1]:{port} {host_key}\n")
