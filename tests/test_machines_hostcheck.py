@@ -167,3 +167,21 @@ def test_a_cpu_model_tcg_lacks_and_a_disk_cache_the_overlay_folder_refuses(tmp_p
     assert len(lines) == 1 and "O_DIRECT" in lines[0] and "cannot be tried" in lines[0]
     writeback = study(tmp_path, PLAIN, '[machine.disk]\ncache = "writeback"')
     assert check(writeback, mock_qemu(tmp_path, "9.2.0"), root=intel, overlay_dir=tmp_path / "absent") == []
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="no QEMU: bash scripts/setup.sh --with machines")
+def test_machines_check_says_whether_the_arms_would_run_under_kvm_or_tcg(tmp_path):
+    """`ccbench machines check` on a plain study: every arm can run, and under what (this host's own
+    answer: KVM where it can run guests, else TCG with the reason)."""
+    from conftest import run_ccbench
+
+    from ccbench.machines.hostcheck import kvm_problem
+
+    study(tmp_path, PLAIN)  # writes tmp_path/study.toml
+    done = run_ccbench("machines", "check", tmp_path / "study.toml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    problem = kvm_problem()
+    expected = f"under TCG, software emulation: {problem}" if problem else "under KVM"
+    assert last == f"this host can launch every arm ({expected})"
+    assert "  plain: kind plain" in done.stdout

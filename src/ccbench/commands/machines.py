@@ -39,9 +39,10 @@ def run_command(study, out, boot_timeout) -> None:
     fleet (Ansible over SSH to the loopback port forwarded to each guest), compare the arms against the
     baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP.
 
-    Exit code: 0 when every arm ran the plan, 1 when an arm failed (the others go on) or nothing could
-    be compared, 2 for a bad study or a host that cannot launch an arm (every reason, one line each),
-    130 when interrupted."""
+    Exit code: 0 when every arm ran the plan, 1 when an arm's run failed (the other arms go on) or
+    fewer than two arms brought back a bundle, 2 for a bad study, a host that cannot launch an arm
+    (every reason, one line each) or a guest that does not boot (one line naming its log), 130 when
+    interrupted."""
     from ccbench.machines.lifecycle import run_study
 
     code = run_study(study, out, _echo, boot_timeout_s=boot_timeout)
@@ -51,8 +52,10 @@ def run_command(study, out, boot_timeout) -> None:
 @command.command("check")
 @click.argument("study", type=click.Path(dir_okay=False))
 def check_command(study) -> None:
-    """Say whether this host can launch every arm of STUDY (one line per problem), and print each arm's
-    knobs and kernel command line as they would be launched. Starts nothing.
+    """Say whether this host can launch every arm of STUDY (one line per problem, every reason), and
+    print each arm's kind, twins and what its knobs add (kernel parameters, virtio iommu_platform=on,
+    the memory backend), and whether the arms would run under KVM or TCG. Starts nothing, and does
+    not read the image's kernel (`machines run` does, once the image is there).
 
     Exit code: 0 when every arm can be launched here, 2 otherwise."""
     from ccbench.machines import hostcheck
@@ -80,7 +83,9 @@ def check_command(study) -> None:
         click.echo(f"ccbench machines: {line}", err=True)
     if problems:
         sys.exit(2)
-    click.echo("this host can launch every arm")
+    no_kvm = hostcheck.kvm_problem()
+    how = f"under TCG, software emulation: {no_kvm}" if no_kvm else "under KVM"
+    click.echo(f"this host can launch every arm ({how})")
 
 
 def _echo(text: str) -> None:
