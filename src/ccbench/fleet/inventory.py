@@ -390,7 +390,8 @@ def _host(path: Path, name: str, variables: dict, unresolved: dict[str, str]) ->
     label = str(variables.get("ccbench_label", name))
     if not _LABEL.match(label):
         raise InventoryError(
-            f"{where}: ccbench_label {label!r}: use letters, digits, '.', '_' or '-' (it names a directory)"
+            f"{where}: ccbench_label {label!r}: use letters, digits, '.', '_', '-' or '+', "
+            "at most 64, starting with a letter or digit (it names a directory)"
         )
     connection = str(variables.get("ansible_connection", "ssh"))
     address = variables.get("ansible_host") or variables.get("ansible_ssh_host")
