@@ -148,7 +148,7 @@ def test_this_machine_runs_plain_arms_and_refuses_snp_and_tdx_in_one_line_each(t
 def test_a_missing_qemu_is_one_line(tmp_path):
     lines = check(study(tmp_path, PLAIN), "no-such-qemu-binary")
     assert lines == [
-        "no-such-qemu-binary not found: install QEMU (Debian: apt-get install qemu-system-x86) or pass its path"
+        "no-such-qemu-binary not found: install QEMU (Debian: apt-get install qemu-system-x86; bash scripts/setup.sh --with machines) or put its qemu-system-x86_64 first on PATH"
     ]
 
 

@@ -129,7 +129,9 @@ def check(
     sources = Sources(root=root, live=root == Path("/"))
     version, said = qemu_version(qemu)
     if version is None:
-        return [f"{said}: install QEMU (Debian: apt-get install qemu-system-x86) or pass its path"]
+        return [
+            f"{said}: install QEMU (Debian: apt-get install qemu-system-x86; bash scripts/setup.sh --with machines) or put its qemu-system-x86_64 first on PATH"
+        ]
     problems = []
     flags = _flags(sources)
     kvm = kvm_problem(root)

@@ -61,7 +61,7 @@ class GuestImage:
     name: str
     disk: Path
     kernel: Path
-    initrd: Path
+    initrd: Path | None
     base_append: str
     #: SHA-256 of the disk file (what a bundle records as the image's identity)
     digest: str
@@ -292,10 +292,11 @@ def _package_versions(tree: Path) -> dict[str, str]:
     return dict(line.split("\t", 1) for line in done.stdout.splitlines() if "\t" in line)
 
 
-def user_image(disk: Path, kernel: Path, initrd: Path, append: str, disk_format: str = "qcow2") -> GuestImage:
-    """A user's image: its digests are computed (once per file version: cached by path, size and time)."""
+def user_image(disk: Path, kernel: Path, initrd: Path | None, append: str, disk_format: str = "qcow2") -> GuestImage:
+    """A user's image: its digests are computed (once per file version: cached by path, size and time);
+    the initrd is optional (a kernel that mounts its root itself)."""
     for what, path in (("disk", disk), ("kernel", kernel), ("initrd", initrd)):
-        if not path.is_file():
+        if path is not None and not path.is_file():
             raise EnvironmentProblem(
                 f"the study's image {what} {path} does not exist: give the path of an existing file"
             )
@@ -303,11 +304,16 @@ def user_image(disk: Path, kernel: Path, initrd: Path, append: str, disk_format:
         name=disk.name,
         disk=disk.resolve(),
         kernel=kernel.resolve(),
-        initrd=initrd.resolve(),
+        initrd=initrd.resolve() if initrd is not None else None,
         base_append=append,
         digest=_cached_digest(disk),
         disk_format=disk_format,
-        facts={"kernel_sha256": _cached_digest(kernel), "initrd_sha256": _cached_digest(initrd), "recipe": None},
+        facts={
+            "kernel_sha256": _cached_digest(kernel),
+            "initrd_sha256": _cached_digest(initrd) if initrd is not None else None,
+            "recipe": None,
+            "kernel_release": kernel.name.removeprefix("vmlinuz-"),
+        },
     )
 
 

@@ -156,13 +156,19 @@ class StudyRun:
         guest.start(launch.argv)
         ready = guest.wait_ready(guests.ssh_probe(port, self.key, self.known_hosts), self.boot_timeout_s)
         if launch.pin:
-            qemu.pin_vcpus(_query_cpus(guest.qmp_socket), launch.pin)
+            qemu.pin_vcpus(qmp(guest.qmp_socket, "query-cpus-fast") or [], launch.pin)
         self.echo(f"{arm.name}: ready in {ready:.1f} s (ssh -p {port} root@127.0.0.1)")
         self.document["arms"].setdefault(arm.name, {"launch": record, "boots": []})["boots"].append(
             {"ready_s": round(ready, 2), "ssh_port": port}
         )
         self.save()
         return guest
+
+    def pause(self, arm_name: str) -> None:
+        qmp(self.running[arm_name].qmp_socket, "stop")
+
+    def resume(self, arm_name: str) -> None:
+        qmp(self.running[arm_name].qmp_socket, "cont")
 
     def down(self, arm_name: str) -> None:
         guest = self.running.pop(arm_name, None)
@@ -194,7 +200,8 @@ class StudyRun:
         out = self.directory / f"round-{index + 1}"
         out.mkdir(parents=True, exist_ok=True)
         inventory = self.inventory(names, out / "hosts.ini")
-        self.echo(f"round {index + 1} of {self.study.rounds}: {' then '.join(names)}")
+        others = " (the other arms paused)" if self.study.order == "interleaved" and len(self.running) > 1 else ""
+        self.echo(f"round {index + 1} of {self.study.rounds}: {', '.join(names)}{others}")
         options = FleetOptions(
             plan=self.study.plan, inventory=str(inventory), out=str(out), mode="serial", report=False
         )
@@ -212,22 +219,25 @@ def _host(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
 
 
-def _query_cpus(socket_path: Path) -> list[dict[str, Any]]:
-    """QMP ``query-cpus-fast`` (the vCPU threads, for pinning)."""
+def qmp(socket_path: Path, command: str) -> Any:
+    """One QMP command on a guest's monitor socket; its return value."""
     import socket
 
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as qmp:
-        qmp.settimeout(10)
-        qmp.connect(str(socket_path))
-        reader = qmp.makefile("rb")
-        reader.readline()  # greeting
-        for command in ("qmp_capabilities", "query-cpus-fast"):
-            qmp.sendall(json.dumps({"execute": command}).encode() + b"\n")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(30)
+        connection.connect(str(socket_path))
+        reader = connection.makefile("rb")
+        reader.readline()  # the greeting
+        answer: dict[str, Any] = {}
+        for name in ("qmp_capabilities", command):
+            connection.sendall(json.dumps({"execute": name}).encode() + b"\n")
             while True:
-                answer = json.loads(reader.readline())
-                if "return" in answer or "error" in answer:
-                    break
-        return answer.get("return") or []
+                answer = json.loads(reader.readline() or b"{}")
+                if "return" in answer or "error" in answer or not answer:
+                    break  # events (STOP, RESUME) come between
+        if "error" in answer:
+            raise EnvironmentProblem(f"QEMU's monitor refused {command}: {answer['error'].get('desc')}")
+        return answer.get("return")
 
 
 def bundles_by_arm(directory: Path) -> list[tuple[str, Path]]:
@@ -257,8 +267,16 @@ class HostRefused(CCBenchError):
 
 
 def preflight(study: Study, out: Path) -> list[str]:
-    """What keeps the study from starting on this host, one line each ([] when nothing does)."""
-    return hostcheck.check(study, QEMU, overlay_dir=out)
+    """What keeps the study from starting on this host, one line each ([] when nothing does): the
+    host check, and Ansible (the fleet's road into the guests) checked before any guest boots."""
+    from ccbench.fleet.inventory import ansible_tool
+
+    problems = hostcheck.check(study, QEMU, overlay_dir=out)
+    try:
+        ansible_tool("ansible-playbook")
+    except EnvironmentProblem as missing:
+        problems.append(str(missing))
+    return problems
 
 
 def run_study(
@@ -286,12 +304,15 @@ def run_study(
     )
     code = 0
     with StudyRun(study, image, directory, echo, boot_timeout_s=boot_timeout_s) as run:
+        run.document["status"] = "failed"  # until the rounds say otherwise: a guest that never booted, a stop
         try:
             code = _rounds(run)
         except KeyboardInterrupt:
             code = 130
-        finally:
-            run.document["status"] = "interrupted" if code == 130 else "complete"
+        except BaseException as error:  # a guest that did not boot, SIGTERM or SIGHUP (errors.Stopped)
+            run.document["status"] = f"failed: {error}" if isinstance(error, CCBenchError) else f"stopped: {error!r}"
+            raise
+        run.document["status"] = "interrupted" if code == 130 else "complete"
     if code == 130:
         echo(f"interrupted: every guest is stopped; what was measured is in {directory}; run the study again")
         return 130
@@ -300,27 +321,31 @@ def run_study(
 
 
 def _rounds(run: StudyRun) -> int:
+    """Every round's arms in the round's order. Interleaved: every arm booted once, and while one runs
+    the plan the others are paused (QMP ``stop``: their vCPUs do not run, so a waiting arm takes no
+    CPU from the measured one, even one that polls when idle). Rounds: each arm booted for its turn."""
     worst = 0
-    schedule = run.study.schedule()
-    if run.study.order == "interleaved":
-        for name in schedule[0][1]:
+    interleaved = run.study.order == "interleaved"
+    if interleaved:
+        for name in run.study.schedule()[0][1]:
             run.up(name)
-    for index, names in schedule:
-        if run.study.order == "interleaved":
-            code = run.run_round(index, names)
-        else:
-            code = 0
-            for name in names:
+            run.pause(name)
+    for index, names in run.study.schedule():
+        for name in names:
+            if interleaved:
+                run.resume(name)
+            else:
                 run.up(name)
-                try:
-                    code = max(code, run.run_round(index, (name,)))
-                finally:
+            try:
+                code = run.run_round(index, (name,))
+            finally:
+                if interleaved:
+                    run.pause(name)
+                else:
                     run.down(name)
-                if code == 130:
-                    break
-        if code == 130:
-            return 130
-        worst = max(worst, code)
+            worst = max(worst, code)
+            if code == 130:
+                return 130
     return worst
 
 
