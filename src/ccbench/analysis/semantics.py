@@ -109,6 +109,10 @@ class Judgement:
     left_count: int = 0
     #: what ``mde`` is (BOUND_WORDS)
     bound: str = BOUND_MDE
+    #: with nothing significant and no MDE: the outer ends of the rows' 95% intervals (what the
+    #: comparisons could not tell apart), NaN where no row has one
+    span_low: float = math.nan
+    span_high: float = math.nan
 
     def _where(self) -> str:
         if not self.only_in:
@@ -168,7 +172,11 @@ class Judgement:
                 return f"not distinguishable across benchmarks ({head}; sign test p={_p(self.sign_p)})"
             return head + (self._where() if where else "")
         if math.isnan(self.mde):
-            return "not distinguishable from noise (no interval: too few values)"
+            if math.isnan(self.span_low):
+                return "not distinguishable from noise (no interval: too few values)"
+            ends = f"{fmt.effect(self.span_low)} to {fmt.effect(self.span_high)}"
+            what = "its 95% interval" if self.comparisons == 1 else "the 95% intervals span"
+            return f"not distinguishable from noise ({what} {ends}: too few values to bound the cost)"
         return f"no cost above {self.mde * 100:.1f}% ({BOUND_WORDS[self.bound]})"
 
 
@@ -320,6 +328,8 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
         found = base.sign_p < SIGN_LEVEL and not (base.low <= 1 <= base.high)
         base.kind = ACROSS if found else UNCLEAR
         return base
+    if has_ci.any():
+        base.span_low, base.span_high = float(low[has_ci].min()), float(high[has_ci].max())
     return base
 
 
