@@ -7,10 +7,10 @@ the ratio report / compare, which issue 41 asks to keep at or under 1.2.
 
 Without BUNDLE arguments it imports the seed-000-shaped directory of the tests
 (tests/data/import/seed000-azure: three Azure machines, systeminfo, a notebook and pyperformance)
-into a temporary directory first. ``--src DIR`` runs another checkout's ``src`` (a before/after:
-run it once with each).
+into a temporary directory first. ``--src DIR`` runs another checkout's ``src``; given several
+times, every source is timed in the same interleaved rounds (a before/after in one run).
 
-    .venv/bin/python benchmarks/bench_report.py [BUNDLE ...] [--rounds 5] [--src ../main/src]
+    .venv/bin/python benchmarks/bench_report.py [BUNDLE ...] [--rounds 5] [--src ../main/src --src src]
 """
 
 from __future__ import annotations
@@ -46,28 +46,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bundles", nargs="*", type=Path, help="bundles (default: seed 000's test directory imported)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--src", type=Path, default=REPO / "src", help="the ccbench source directory to time")
+    parser.add_argument(
+        "--src", type=Path, action="append", help="a ccbench source directory to time (repeatable; default: this one)"
+    )
     options = parser.parse_args()
-    src = options.src.resolve()
+    sources = [src.resolve() for src in options.src or [REPO / "src"]]
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch:
         work = Path(scratch)
         bundles = [str(p) for p in options.bundles]
         if not bundles:
             tees = [arg for tee in SEED000_TEE for arg in ("--tee", tee)]
-            ccbench(src, "import", "seed000", str(SEED000), "--out", str(work / "bundles"), *tees)
+            ccbench(sources[0], "import", "seed000", str(SEED000), "--out", str(work / "bundles"), *tees)
             bundles = [str(p) for p in sorted((work / "bundles").iterdir())]
         output = str(work / "report.html")
-        ccbench(src, "compare", *bundles)  # warm: the columnar cache of every bundle is written once
-        times: dict[str, list[float]] = {"compare": [], "report": []}
+        ccbench(sources[0], "compare", *bundles)  # warm: the columnar cache of every bundle is written once
+        times = {src: {"compare": [], "report": []} for src in sources}
         for _ in range(options.rounds):
-            times["compare"].append(ccbench(src, "compare", *bundles))
-            times["report"].append(ccbench(src, "report", *bundles, "-o", output))
+            for src in sources:
+                times[src]["compare"].append(ccbench(src, "compare", *bundles))
+                times[src]["report"].append(ccbench(src, "report", *bundles, "-o", output))
         size = Path(output).stat().st_size
-    compare, report = statistics.median(times["compare"]), statistics.median(times["report"])
-    print(f"source: {src}; {len(bundles)} bundles; {options.rounds} interleaved rounds")
-    print(f"compare  median {compare:6.2f} s  (min {min(times['compare']):.2f}, max {max(times['compare']):.2f})")
-    print(f"report   median {report:6.2f} s  (min {min(times['report']):.2f}, max {max(times['report']):.2f})")
-    print(f"report / compare: {report / compare:.2f}x (the HTML page: {size / 1024:.0f} KiB)")
+    print(f"{len(bundles)} bundles; {options.rounds} interleaved rounds (the HTML page: {size / 1024:.0f} KiB)")
+    for src in sources:
+        compare, report = (statistics.median(times[src][command]) for command in ("compare", "report"))
+        spread = {command: f"{min(times[src][command]):.2f}-{max(times[src][command]):.2f}" for command in times[src]}
+        print(
+            f"{src}: compare median {compare:.2f} s ({spread['compare']}), report median {report:.2f} s "
+            f"({spread['report']}); report / compare: {report / compare:.2f}x"
+        )
 
 
 if __name__ == "__main__":
