@@ -357,7 +357,8 @@ def forest(data, title: str, colours: dict[str, str] | None = None, width: float
         _forest_axis(ax, low, high)
         ax.set_title(f"{config}\n{data.layers.get(config, '')}", fontsize=7)
     _forest_rows(axes, labels, one_value_labels)
-    fig.suptitle(title, fontsize=9)
+    # placed in inches from the top: as a fraction of a tall chart (92 rows) it fell onto the panels' titles
+    fig.suptitle(title, fontsize=9, y=1 - 0.08 / height)
     fig.subplots_adjust(
         left=label_width / width,
         right=1 - mark_width / width,
