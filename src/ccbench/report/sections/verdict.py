@@ -74,7 +74,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
 def answer_figures(ctx: ReportContext) -> list[Figure]:
     """The forest plot of the first screen: every configuration's cost per workload case (primary
     metrics), a workload of many cases pooled into one row (its own chart lists them)."""
-    data = ctx.shared["forest"] = forest.build(ctx.comparison, ctx.samples)
+    data = first_chart(ctx)
     if data.empty:
         return []
     return [
@@ -84,6 +84,14 @@ def answer_figures(ctx: ReportContext) -> list[Figure]:
             caption=forest.caption(data, ctx.baseline),
         )
     ]
+
+
+def first_chart(ctx: ReportContext) -> forest.Forest:
+    """The first screen's forest rows, built once for the sections that need them (this one, and
+    the workloads' section, which charts every case of the workloads it pooled)."""
+    if "forest" not in ctx.shared:
+        ctx.shared["forest"] = forest.build(ctx.comparison, ctx.samples)
+    return ctx.shared["forest"]
 
 
 def message_cost_table(items: list[LayerVerdict]) -> Table | None:

@@ -96,8 +96,9 @@ def build(ctx: ReportContext) -> Section | None:
     # every case of a workload the first chart pooled (pyperformance's benchmarks), each with its
     # interval; the other workloads' cases are rows of the first chart already
     figures = []
-    first_chart = ctx.shared.get("forest") or forest.build(ctx.comparison, ctx.samples)
-    for workload in first_chart.pooled:
+    from ccbench.report.sections.verdict import first_chart
+
+    for workload in first_chart(ctx).pooled:
         data = forest.build(
             ctx.comparison, ctx.samples, max_rows=forest.WORKLOAD_ROWS, workloads=[workload], pool=False
         )
