@@ -436,7 +436,7 @@ def test_the_history_page_works_in_headless_chromium(tmp_path):
     assert 'data-ready="1"' in shown and "<canvas" in shown
     assert re.search(r'id="count"[^>]*>3 of 3 series<', shown), shown[-3000:]
     assert re.search(r'id="title"[^>]*>cvm \$x\$ &lt;/script&gt;&lt;b&gt; / ', shown)  # the one that moved
-    assert "kernel_cmdline: quiet -&gt; quiet swiotlb=force" in shown
+    assert "kernel_cmdline quiet -&gt; quiet swiotlb=force" in shown  # what moved, as history show says it
     filtered, log = dom("#workload=prime")
     assert not [line for line in log.splitlines() if "Uncaught" in line]
     assert re.search(r'id="count"[^>]*>1 of 3 series<', filtered)
@@ -452,6 +452,15 @@ def test_the_history_page_works_in_headless_chromium(tmp_path):
     assert "<dt>kernel_cmdline</dt><dd>quiet swiotlb=force</dd>" in hovered
     nothing, _ = dom("#workload=prime&moved=1")
     assert re.search(r'id="count"[^>]*>0 of 3 series<', nothing) and "no series matches these filters" in nothing
+    # machines imported once: their one-run series are counted, not listed or drawn, until asked for
+    page.write_text(render(_one_run_series(6, 40), None, tmp_path / "h.duckdb"))
+    once, log = dom("")
+    assert not [line for line in log.splitlines() if "Uncaught" in line]
+    assert re.search(r'id="count"[^>]*>0 of 240 series; 240 of one run not listed', once), once[-3000:]
+    assert "every series has one run: nothing to draw over time yet" in once and "<canvas" not in once
+    listed, _ = dom("#single=1&label=vm-2")
+    assert re.search(r'id="count"[^>]*>40 of 240 series<', listed)
+    assert '<optgroup label="vm-2 / TDX"><option value="80">pyperf / bench_0 / time</option>' in listed
 
 
 def test_an_add_hashes_each_journal_once(tmp_path, monkeypatch):
@@ -517,3 +526,71 @@ def test_machines_imported_once_read_as_machines_not_one_point_series(tmp_path):
         assert "1 run (0 contended) each; 0 moved" in head
         assert sum(machine in line for line in lines) == 1  # the label once
     assert not re.search(r"\de[+-]\d", shown.stdout)
+
+
+def _overview(body: str) -> str:
+    return body[body.index("<ul id='overview'>") : body.index("<h2>Series</h2>")]
+
+
+def _one_run_series(machines: int, per_machine: int) -> list[Series]:
+    """Machines imported once: every series one run (none can move), times of a few microseconds."""
+    out = []
+    for machine in range(machines):
+        for number in range(per_machine):
+            s = _series([1.5e-5 * (1 + number)])
+            s.key = {"label": f"vm-{machine}", "config": f"vm-{machine} / TDX", "workload": "pyperf",
+                     "case": f"bench_{number}", "metric": "time"}  # fmt: skip
+            s.points["run_id"], s.points["bundle"], s.points["n"] = f"run-{machine}", f"/b/{machine}", 1
+            s.note = "fewer than 4 uncontended runs: no change point can be found"
+            out.append(s)
+    return out
+
+
+def test_the_history_page_says_what_moved_as_history_show_does(tmp_path):
+    """One line per configuration, the configuration named once; under it one line per series that
+    moved with its change point; the series that did not move counted, not listed."""
+    import html as html_module
+
+    from ccbench.results.history import show_lines
+    from ccbench.results.history_report import render
+
+    series = _page_series()
+    overview = _overview(render(series, None, tmp_path / "h.duckdb"))
+    assert overview.count("<li class='config'>") == 2  # the odd-named machine; plain (its two series)
+    lines = [line for line in re.sub(r"<[^>]+>", "\n", overview).splitlines() if line.strip()]
+    # the page's lines are history show's, line for line
+    assert [html_module.unescape(line) for line in lines] == [line.strip() for line in show_lines(series, None)[1:]]
+    assert "fio 4k iops (s): 12 runs (0 contended), last 1.20 s" in lines
+    assert re.findall(r"<li class='pick' data-series='(\d+)'>", overview) == ["0"]  # the one that moved: its chart
+    assert overview.count(html_module.escape("cvm $x$ </script><b>")) == 1  # its label once, as text
+
+
+def test_machines_imported_once_are_machines_on_the_history_page(tmp_path):
+    """Six machines of one run each: six lines, none of the one-run series listed in the picker or drawn,
+    and times in microseconds, never in scientific notation."""
+    from ccbench.results.history import show_lines
+    from ccbench.results.history_report import render
+
+    series = _one_run_series(6, 40)
+    body = render(series, None, tmp_path / "h.duckdb")
+    overview = _overview(body)
+    assert overview.count("<li class='config'>") == 6
+    for machine in range(6):
+        assert overview.count(f"vm-{machine} / TDX") == 1
+    assert "40 series, 1 run (0 contended) each; 0 moved" in overview
+    assert "data-series" not in overview  # nothing moved: no series listed
+    hover = _page_data(body)["series"][1]["ytext"]
+    assert hover == ["30.0 µs"]
+    assert not re.search(r"\de[+-]\d", "\n".join(show_lines(series, None)) + overview + json.dumps(hover))
+
+
+def test_a_change_in_microseconds_is_written_in_microseconds():
+    from ccbench.results.history import _change_point, show_lines
+
+    s = _series([2e-5] * 6 + [2.4e-5] * 6)
+    s.points["run_id"], s.points["bundle"], s.points["n"] = "r", "/b", 3
+    change = {"mean_before": 2e-5, "mean_after": 2.4e-5, "stddev_before": 0, "stddev_after": 0, "pvalue": 0.0}
+    s.change_points = [_change_point(s, 6, change)]
+    text = "\n".join(show_lines([s], None))
+    assert "(20.0 µs -> 24.0 µs, p 0.0000)" in text and "last 24.0 µs" in text
+    assert not re.search(r"\de[+-]\d", text)

@@ -502,3 +502,33 @@ def test_machines_identical_facts_once_and_differences_highlighted(tmp_path, ccb
     shared = dict(re.findall(r"<tr>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>\s*</tr>", same))
     assert shared and len(shared) + len(rows) >= 10  # the facts they share: one value each
     assert all(fact not in rows for fact in shared)
+
+
+@pytest.mark.parametrize("rows", [3, 28, 92])
+def test_a_forest_charts_title_clears_its_panels_titles(rows):
+    """The chart's title sits above the panels' titles however many rows the chart has (placed as a
+    fraction of a 92-row chart's height it fell onto them)."""
+    import pandas as pd
+
+    from ccbench.report import charts
+    from ccbench.report.forest import Forest
+
+    labels = [f"bench_{i:02d}" for i in range(rows)]
+    configs = ["SEV-Encrypted / SEV-SNP", "TDX-Non-Encrypted / TDX"]
+    frame = pd.DataFrame(
+        [
+            {"label": label, "config": config, "layer": "TEE", "te": 1.1, "te_low": 1.0, "te_high": 1.2,
+             "range_low": float("nan"), "range_high": float("nan"), "cases": 1, "significant": True, "kind": "row"}
+            for label in labels
+            for config in configs
+        ]
+    )  # fmt: skip
+    fig = charts.forest(Forest(frame, labels, configs, {c: "TEE" for c in configs}), "every case against x")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    title = fig._suptitle.get_window_extent(renderer)
+    for ax in fig.axes:
+        panel_title = ax.title.get_window_extent(renderer)
+        assert title.y0 > panel_title.y1, (rows, title, panel_title)
+        assert title.y1 <= fig.bbox.y1  # and on the figure

@@ -411,3 +411,15 @@ def test_a_layer_across_machines_whose_cpu_is_unknown_says_so(tmp_path, ccbench)
     assert done.returncode == 0, done.stderr
     tdx = next(line for line in done.stdout.splitlines() if line.startswith("TEE: TDX"))
     assert tdx.startswith("TEE: TDX (CPU unknown): 1") and "% slower [" in tdx, tdx  # 2.4 s against 2.0 s
+
+
+def test_sign_test_p_is_scipys_binomial_test():
+    """The sign test's p-value from the binomial distribution function is binomtest's, every split."""
+    from scipy import stats
+
+    from ccbench.analysis.semantics import sign_test_p
+
+    for n in range(0, 80):
+        for slower in range(n + 1):
+            expected = stats.binomtest(slower, n).pvalue if n else 1.0
+            assert sign_test_p(slower, n - slower) == pytest.approx(expected, rel=1e-9, abs=1e-300), (slower, n)

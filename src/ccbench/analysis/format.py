@@ -40,6 +40,38 @@ def number(value, unit: str | None = None) -> str:
     return f"{text} {unit}" if unit else text
 
 
+#: time units, each with its size in seconds, largest first: a time is shown in the largest that
+#: leaves it at least 1 (0.0000123 s is "12.3 µs", never "1.23e-05 s")
+TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+_TIME_ALIASES = {"s": 1.0, "sec": 1.0, "seconds": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def quantity(value, unit: str | None = None) -> str:
+    """A measured value with its unit for a reader, never in scientific notation: a time in the
+    largest unit that leaves it at least 1 ("12.3 µs", "2.14 s"), any other value as ``number``
+    gives it, with fixed decimals where that would be scientific (0.000012, 12,300,000,000)."""
+    if missing(value):
+        return "-"
+    value = float(value)
+    scale = _TIME_ALIASES.get(str(unit or "").strip())
+    if scale is not None and value != 0:
+        seconds = value * scale
+        name, size = next(((n, z) for n, z in TIME_UNITS if abs(seconds) >= z), TIME_UNITS[-1])
+        return f"{_plain_number(seconds / size)} {name}"
+    text = _plain_number(value)
+    return f"{text} {unit}" if unit else text
+
+
+def _plain_number(value: float) -> str:
+    magnitude = abs(value)
+    if magnitude >= 1e9:
+        return f"{value:,.0f}"
+    if 0 < magnitude < 1e-3:
+        digits = 2 - math.floor(math.log10(magnitude))  # three significant digits, fixed
+        return f"{value:.{digits}f}"
+    return number(value)
+
+
 def ratio(value) -> str:
     return "-" if missing(value) else f"{float(value):.3f}"
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
+from scipy import special
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis.stats import CONFIDENCE
@@ -246,7 +246,7 @@ def _heterogeneity(logs: np.ndarray, se: np.ndarray) -> tuple[float, float, floa
     z = float(special.ndtri(0.5 + CONFIDENCE / 2))
     q = float((weights * (logs - pooled) ** 2).sum())
     df = len(logs) - 1
-    q_p = float(stats.chi2.sf(q, df)) if df > 0 else 1.0
+    q_p = float(special.chdtrc(df, q)) if df > 0 else 1.0
     i2 = max(0.0, (q - df) / q) if q > 0 and df > 0 else 0.0
     return pooled, pooled - z * pooled_se, pooled + z * pooled_se, q_p, i2
 
@@ -314,7 +314,7 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
     if len(single) >= MIN_POOLED and len(single) * 2 >= len(te):
         logs = np.log(single)
         slower, faster = int((single > 1).sum()), int((single < 1).sum())
-        base.sign_p = float(stats.binomtest(slower, slower + faster).pvalue) if slower + faster else 1.0
+        base.sign_p = sign_test_p(slower, faster)
         mean = float(logs.mean())
         spread = float(logs.std(ddof=1)) / math.sqrt(len(logs))
         t = float(special.stdtrit(len(logs) - 1, 0.5 + CONFIDENCE / 2))
@@ -345,6 +345,19 @@ def bound_of(rows: pd.DataFrame) -> str:
     if with_mde.empty or not (with_mde["interval"] == ANYTIME).all():
         return BOUND_MDE
     return BOUND_SETTLED if (with_mde["settled"] == NO_COST_ABOVE).all() else BOUND_EXCLUDED
+
+
+def sign_test_p(slower: int, faster: int) -> float:
+    """The two-sided sign test's p-value of ``slower`` against ``faster`` (ties left out): what
+    scipy.stats.binomtest(slower, slower + faster, 0.5) gives, from the binomial distribution function
+    (scipy.special.bdtr) directly. At p = 0.5 the distribution is symmetric, so the outcomes as
+    unlikely as the one seen are both tails: twice the smaller one, 1 at an even split. (Loading
+    scipy.stats for this took a third of a second of every compare and report.)"""
+    n = slower + faster
+    smaller = min(slower, faster)
+    if n == 0 or 2 * smaller == n:
+        return 1.0
+    return min(1.0, 2 * float(special.bdtr(smaller, n, 0.5)))
 
 
 def with_time_equivalent(comparison: pd.DataFrame) -> pd.DataFrame:

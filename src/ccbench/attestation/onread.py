@@ -66,14 +66,19 @@ def _shown(path: str) -> str:
 
 
 def check_before_reading(
-    paths: Iterable[str | Path], allow_unverified: bool = False, *, finished_only: bool = False
+    paths: Iterable[str | Path],
+    allow_unverified: bool = False,
+    *,
+    finished_only: bool = False,
+    verified: list[Path] | None = None,
 ) -> list[str]:
     """Check every bundle under ``paths``; the first that fails is an UnverifiedBundle (or the
     CCBenchError of a damaged attestation.json) unless ``allow_unverified``. Returns one note per
     unverified bundle let through ("<bundle>: <why>"), for the output to spell out. With
     ``finished_only`` (a reader that takes only finished runs: export, history add), the bundles are
     found as that reader finds them: a named one still running is its one-line error, one under a
-    directory is left out, not refused."""
+    directory is left out, not refused. ``verified``, when given, gets every bundle whose files held
+    (the report then does not hash them again to say whether they are attested)."""
     notes = []
     for bundle in find_bundles(paths, finished_only=finished_only):
         try:
@@ -83,6 +88,8 @@ def check_before_reading(
                 raise
             problem = str(exc)
         if problem is None:
+            if verified is not None:
+                verified.append(Path(bundle))
             continue
         if _still_running(bundle):
             problem = f"the run is still going or was killed (manifest status 'running'): {problem}"

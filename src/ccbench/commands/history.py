@@ -69,7 +69,8 @@ def show(store_path, label, workload, metric, as_json) -> None:
     that moved with each change point: its size, its 95% interval and what changed between the runs
     around it (kernel, ccbench version, CPU microcode, TEE, plan, and every field of the CC
     provenance); the series that did not move are counted, not listed (--json lists every series).
-    Contended runs are counted but left out of the detection."""
+    Times in the unit that needs no exponent (12.3 µs). Contended runs are counted but left out of the
+    detection."""
     from ccbench.results.history import history, series_json, show_lines
 
     series, reason = history(_store(store_path), label, workload, metric)
@@ -85,7 +86,9 @@ def show(store_path, label, workload, metric, as_json) -> None:
 @_filters
 @click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path), help="The HTML file.")
 def report(store_path, label, workload, metric, out) -> None:
-    """One HTML page: the change points first, then a chart per metric over time."""
+    """One offline HTML page: what moved first, in history show's lines (a line per configuration, a
+    line per series that moved with its change points), then a series picker grouped by configuration
+    (series of one run counted, listed on request) and an interactive chart of the chosen series."""
     from ccbench.errors import CCBenchError
     from ccbench.fsutil import write_text_atomic
     from ccbench.results.history import history

@@ -81,7 +81,8 @@ def command(
             raise CCBenchError(
                 f"--figures {figures}: cannot create the directory ({exc.strerror}); give a writable path"
             ) from None
-    unverified = check_before_reading(bundles, allow_unverified)
+    verified: list[Path] = []
+    unverified = check_before_reading(bundles, allow_unverified, verified=verified)
     if unverified:
         console.print(f"warning: {unverified_warning(unverified)}", markup=False)
         title = f"{title} (UNVERIFIED bundles: {len(unverified)})"
@@ -95,6 +96,7 @@ def command(
             )
         for warning in caught:
             console.print(f"warning: {warning.message}")
+        ctx.verified_on_read = {str(path) for path in verified}
         if ctx.samples.empty:
             raise CCBenchError("the bundles hold no samples to report")
         contended = int(ctx.engine.config_counts["contended"].sum())
@@ -113,11 +115,14 @@ def command(
         sections = build_sections(ctx, drawer)
         if unverified:
             sections.insert(0, _unverified_section(unverified))
-        svgs = drawer.finish() if drawer is not None else {}
-    if fmt == "md":
-        text = render_markdown(sections, ctx, title, drawer.links() if drawer is not None else None)
-    else:
-        text = render_html(sections, ctx, title, svgs)
+        order = [figure for section in sections for figure in section.figures]
+        if fmt == "md":
+            if drawer is not None:
+                drawer.finish(order)
+            text = render_markdown(sections, ctx, title, drawer.links() if drawer is not None else None)
+        else:
+            # the page is written while the helpers draw; the charts go in last
+            text = render_html(sections, ctx, title, lambda: drawer.finish(order))
     try:
         write_text_atomic(output_path, text)  # a stopped report leaves the old file or none, never half
     except OSError as exc:

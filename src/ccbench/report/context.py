@@ -53,14 +53,18 @@ def build_context(
 def build_sections(ctx: ReportContext, drawer: FigureDrawer | None = None) -> list[Section]:
     """Every section with something to show, in order. With a FigureDrawer, each section's figures
     are handed to it as soon as the section is built (a helper draws them while later sections are
-    being computed)."""
-    sections = []
-    for module in discover():
+    being computed), and the modules that draw (DRAWS) are built first, in their order, so that the
+    helper has charts to draw while the others are computed; the page keeps every module's ORDER."""
+    ctx.drawer = drawer
+    modules = discover()
+    built_by: dict[str, list[Section]] = {}
+    first = sorted(modules, key=lambda module: not getattr(module, "DRAWS", False)) if drawer else modules
+    for module in first:
         built = module.build(ctx)
         # a module may give several sections (the verdict: the answer first, how it was reached after)
-        for section in built if isinstance(built, list) else [built]:
-            if section is not None:
-                sections.append(section)
-                if drawer is not None:
-                    drawer.add(section.figures)
-    return sections
+        built_by[module.__name__] = [s for s in (built if isinstance(built, list) else [built]) if s is not None]
+        if drawer is not None:
+            for section in built_by[module.__name__]:
+                drawer.add(section.figures)
+    ctx.drawer = None
+    return [section for module in modules for section in built_by[module.__name__]]

@@ -3,6 +3,7 @@ SVG files (--figures), in helper processes where there are any."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -38,18 +39,27 @@ class FigureDrawer:
         self.futures: list = []
         self.names: list[str] = []  # each figure's name, in report order
         self.stems: set[str] = set()
+        self.position: dict[int, int] = {}  # id(figure): its job's index
+        self.kept: list[Figure] = []
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
 
     def add(self, figures: Iterable[Figure]) -> None:
+        """Queue ``figures`` (a figure added before, by a section that handed it over early with
+        ReportContext.draw_soon, is not queued again)."""
         for figure in figures:
+            if id(figure) in self.position:
+                continue
+            self.position[id(figure)] = len(self.jobs)
+            self.kept.append(figure)  # its id stays its own while the drawer holds it
             self.names.append(figure.name)
             job = (figure.draw, self.svg, self.directory, _unique_stem(figure.name, self.stems))
             self.jobs.append(job)
             self.futures.append(self.helper.submit(_draw_one, *job) if self.helper is not None else None)
 
-    def finish(self) -> dict[int, str]:
-        """{position in the report: SVG text} for every figure added."""
+    def finish(self, order: Iterable[Figure] | None = None) -> dict[int, str]:
+        """{position: SVG text} for every figure added: the position in ``order`` (the report's
+        figures in page order) where it is given, else the order they were added in."""
         results: dict[int, str] = {}
         # a few figures a helper has queued are left to it: drawing one here would first load
         # matplotlib here (a third of a second), which the helper has already done
@@ -61,7 +71,9 @@ class FigureDrawer:
         for index, future in enumerate(self.futures):
             if index not in results:
                 results[index] = outcome(future, lambda index=index: _draw_one(*self.jobs[index]))
-        return results
+        if order is None:
+            return results
+        return {place: results[self.position[id(figure)]] for place, figure in enumerate(order)}
 
     def links(self) -> dict[str, str]:
         """{figure name: absolute path of its PNG file} for the Markdown report; empty without a directory."""
@@ -77,15 +89,24 @@ def draw_figures(
     drawer = FigureDrawer(svg, directory, helper)
     for section in sections:
         drawer.add(section.figures)
-    return drawer.finish()
+    return drawer.finish([figure for section in sections for figure in section.figures])
 
 
 def _draw_one(draw, svg: bool, directory: Path | None, stem: str) -> str:
     """Draw one figure; its SVG is rendered once, for the page and the file alike."""
-    fig = draw()  # a matplotlib Figure outside pyplot: nothing to close, the garbage collector frees it
-    charts.literal_text(fig)  # labels are the user's: a "$" in one is a dollar sign, not math
-    document = charts.svg_document(fig) if svg or directory is not None else ""
-    if directory is not None:
-        (directory / f"{stem}.svg").write_text(document, encoding="utf-8")
-        fig.savefig(directory / f"{stem}.png", format="png", dpi=150)
+    # no cyclic garbage collection while one figure is drawn: its thousands of short-lived artists
+    # would set off collections over the whole heap (a third of the heatmap's time); the figure's
+    # cycles are collected after it
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        fig = draw()  # a matplotlib Figure outside pyplot: nothing to close, the garbage collector frees it
+        charts.literal_text(fig)  # labels are the user's: a "$" in one is a dollar sign, not math
+        document = charts.svg_document(fig) if svg or directory is not None else ""
+        if directory is not None:
+            (directory / f"{stem}.svg").write_text(document, encoding="utf-8")
+            fig.savefig(directory / f"{stem}.png", format="png", dpi=150)
+    finally:
+        if collecting:
+            gc.enable()
     return charts.inline_svg(document) if svg else ""

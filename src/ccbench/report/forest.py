@@ -17,8 +17,10 @@ import numpy as np
 import pandas as pd
 
 from ccbench.analysis import impact
-from ccbench.analysis.semantics import with_time_equivalent
-from ccbench.analysis.verdict import t_interval
+
+# the verdict's own conversions (ccbench.analysis.semantics, .verdict) are imported where they are
+# used: a helper process that draws a Forest unpickles this module, and should not load scipy.stats
+# (a third of a second) for charts that never call them
 
 #: rows the first screen's chart holds before workloads are pooled, then hidden (and counted)
 FIRST_SCREEN_ROWS = 28
@@ -53,6 +55,8 @@ class Forest:
 def time_equivalent(comparison: pd.DataFrame) -> pd.DataFrame:
     """The rows with ``te``, ``te_low``, ``te_high``: the time ratio and its interval (a throughput
     ratio of 0.5 is a time ratio of 2); rows without a direction (facts) or a usable ratio dropped."""
+    from ccbench.analysis.semantics import with_time_equivalent
+
     rows = with_time_equivalent(comparison[comparison["better"].isin(["lower", "higher"])])
     return rows[np.isfinite(rows["te"]) & (rows["te"] > 0)]
 
@@ -88,6 +92,8 @@ def _case_label(row, several_metrics: bool) -> str:
 def pooled(te: np.ndarray) -> tuple[float, float, float]:
     """Geometric mean of ratios with a t interval from their spread (the cases are the sample): the
     verdict's own interval between workloads."""
+    from ccbench.analysis.verdict import t_interval
+
     return t_interval(np.log(te))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from ccbench.analysis import format as fmt
@@ -33,19 +34,24 @@ def _anchor(title: str) -> str:
 
 
 def render_html(
-    sections: list[Section], ctx: ReportContext, title: str = "ccbench report", svgs: dict[int, str] | None = None
+    sections: list[Section],
+    ctx: ReportContext,
+    title: str = "ccbench report",
+    svgs: dict[int, str] | Callable[[], dict[int, str]] | None = None,
 ) -> str:
     """The report as one HTML file; ``svgs`` (from draw_figures) holds each figure's SVG by its
-    position in the report, and figures are drawn here when it is not given."""
+    position in the report, or is a function that returns them (called once the rest of the page is
+    written: helpers draw the charts meanwhile), and figures are drawn here when it is not given."""
     if svgs is None:
         svgs = draw_figures(sections, svg=True)
-    parts = _head(sections, ctx, title)
+    parts: list[str | tuple[int, Figure]] = list(_head(sections, ctx, title))
     position = 0  # the figures' positions run on across sections
     for section in sections:
-        parts += _section(section, svgs, position)
+        parts += _section(section, position)
         position += len(section.figures)
     parts.append("</body></html>")
-    return "\n".join(parts)
+    drawn = svgs() if callable(svgs) else svgs
+    return "\n".join(part if isinstance(part, str) else _figure(part[1], drawn[part[0]]) for part in parts)
 
 
 def _head(sections: list[Section], ctx: ReportContext, title: str) -> list[str]:
@@ -61,11 +67,13 @@ def _head(sections: list[Section], ctx: ReportContext, title: str) -> list[str]:
     ]
 
 
-def _section(section: Section, svgs: dict[int, str], first_figure: int) -> list[str]:
-    """One section: heading, intro, points, its HTML tables, then its figures (the first of them at
-    ``first_figure`` in ``svgs``)."""
+def _section(section: Section, first_figure: int) -> list[str | tuple[int, Figure]]:
+    """One section: heading, intro, points, its HTML tables, then its figures, each as (its position
+    in the report, the figure), for render_html to fill in; the first of them at ``first_figure``."""
     css = f" class='{html.escape(section.css_class)}'" if section.css_class else ""
-    parts = [f"<section id='{_anchor(section.title)}'{css}><h2>{html.escape(section.title)}</h2>"]
+    parts: list[str | tuple[int, Figure]] = [
+        f"<section id='{_anchor(section.title)}'{css}><h2>{html.escape(section.title)}</h2>"
+    ]
     if section.intro:
         parts.append(f"<p>{html.escape(section.intro)}</p>")
     if section.points:
@@ -73,8 +81,7 @@ def _section(section: Section, svgs: dict[int, str], first_figure: int) -> list[
     for table in section.tables:
         if "html" in table.formats:
             parts += _table(table)
-    for offset, figure in enumerate(section.figures):
-        parts.append(_figure(figure, svgs[first_figure + offset]))
+    parts += [(first_figure + offset, figure) for offset, figure in enumerate(section.figures)]
     parts.append("</section>")
     return parts
 

@@ -386,7 +386,7 @@ def describe(cp: ChangePoint, unit: str) -> str:
     )
     return (
         f"{cp.started_at[:19]}Z: {cp.change_percent:+.1f}%{interval} "
-        f"({fmt.number(cp.mean_before)} -> {fmt.number(cp.mean_after)} {unit}, p {cp.p_value:.4f}); {what}"
+        f"({fmt.quantity(cp.mean_before, unit)} -> {fmt.quantity(cp.mean_after, unit)}, p {cp.p_value:.4f}); {what}"
     )
 
 
@@ -400,33 +400,60 @@ def _runs_text(items: list[Series]) -> str:
     return f"{min(runs)} to {max(runs)} runs"
 
 
-def show_lines(series: list[Series], reason: str | None) -> list[str]:
-    """``history show`` in words: per configuration one line (its series and runs, how many moved),
-    then one line per series that moved with its change points; the series that did not move, or
-    have too few runs to tell, counted by the reason, not listed. Numbers as the report prints them
-    (no scientific notation)."""
-    lines = [f"change points not computed: {reason}"] if reason else []
-    groups: dict[tuple[str, str], list[Series]] = {}
-    for s in series:
-        groups.setdefault((str(s.key["label"]), str(s.key["config"])), []).append(s)
+@dataclass
+class Group:
+    """One configuration's series as ``history show`` and the history page put them: its line, the
+    series that moved (each with its own line), and the others counted by why they did not."""
+
+    name: str
+    line: str
+    moved: list[tuple[int, Series, str]] = field(default_factory=list)  # (its index in ``series``, it, its line)
+    steady: dict[str, int] = field(default_factory=dict)
+
+
+def series_line(s: Series) -> str:
+    """A series that moved, named without its configuration (its group's line names that once)."""
+    where = " ".join(str(p) for p in (s.key["workload"], s.key["case"]) if p and str(p) != "nan")
+    last = fmt.quantity(float(s.points["median"].iloc[-1]), s.unit)
+    return f"{where} {s.key['metric']} ({s.unit}): {_runs_text([s])}, last {last}"
+
+
+def overview(series: list[Series]) -> tuple[str, list[Group]]:
+    """The first line (configurations, series, how many moved) and one Group per configuration."""
+    groups: dict[tuple[str, str], list[tuple[int, Series]]] = {}
+    for number, s in enumerate(series):
+        groups.setdefault((str(s.key["label"]), str(s.key["config"])), []).append((number, s))
     moved_total = sum(1 for s in series if s.change_points)
-    lines.append(
+    head = (
         f"{len(groups)} configuration{'s' if len(groups) != 1 else ''}, {len(series):,} series, "
         f"{moved_total} with a change point"
     )
-    for (label, config), items in groups.items():
+    out = []
+    for (label, config), numbered in groups.items():
+        items = [s for _, s in numbered]
         name = config if config == label or config.startswith(f"{label} /") else f"{label} / {config}"
-        moved = [s for s in items if s.change_points]
-        lines.append(f"{name}: {len(items):,} series, {_runs_text(items)}; {len(moved)} moved")
-        for s in moved:
-            where = " ".join(str(p) for p in (s.key["workload"], s.key["case"]) if p and str(p) != "nan")
-            last = fmt.number(float(s.points["median"].iloc[-1]))
-            lines.append(f"  {where} {s.key['metric']} ({s.unit}): {_runs_text([s])}, last {last}")
-            lines += [f"    change point {describe(cp, s.unit)}" for cp in s.change_points]
-        steady: dict[str, int] = {}
+        moved = [(number, s, series_line(s)) for number, s in numbered if s.change_points]
+        group = Group(name, f"{name}: {len(items):,} series, {_runs_text(items)}; {len(moved)} moved", moved)
         for s in items:
             if not s.change_points:
                 note = s.note or "no change point"
-                steady[note] = steady.get(note, 0) + 1
-        lines += [f"  {count:,} series: {note}" for note, count in steady.items()]
+                group.steady[note] = group.steady.get(note, 0) + 1
+        out.append(group)
+    return head, out
+
+
+def show_lines(series: list[Series], reason: str | None) -> list[str]:
+    """``history show`` in words: per configuration one line (its series and runs, how many moved),
+    then one line per series that moved with its change points; the series that did not move, or
+    have too few runs to tell, counted by the reason, not listed. Numbers as the report prints them,
+    times in a unit that needs no scientific notation ("12.3 µs")."""
+    lines = [f"change points not computed: {reason}"] if reason else []
+    head, groups = overview(series)
+    lines.append(head)
+    for group in groups:
+        lines.append(group.line)
+        for _, s, line in group.moved:
+            lines.append(f"  {line}")
+            lines += [f"    change point {describe(cp, s.unit)}" for cp in s.change_points]
+        lines += [f"  {count:,} series: {note}" for note, count in group.steady.items()]
     return lines

@@ -1,8 +1,10 @@
 """``ccbench history report``: one self-contained HTML page people can work with.
 
-It opens on what moved (every change point, largest first, with what changed around it), then a
-series picker with filters (machine, workload, metric, free text), and one interactive chart of the
-chosen series (uPlot, inlined from the package's assets: drag to zoom, double-click to reset; change
+It opens on what moved, as ``history show`` says it: one line per configuration (its series and runs,
+how many moved), under it one line per series that moved with its change points (their size, interval
+and what changed around them), the others counted by why they did not move; then a series picker
+(grouped by configuration; series of one run, which cannot move, left out unless asked for) with
+filters (machine, workload, metric, free text), and one interactive chart of the chosen series (uPlot, inlined from the package's assets: drag to zoom, double-click to reset; change
 points drawn as dashed lines; contended runs hollow). Hovering a point shows its run: the median,
 how many samples, the run id, the bundle and the run's provenance. The data is one JSON blob: one
 entry per run (its facts once) and per series only times, medians and run numbers. Nothing is
@@ -20,7 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ccbench.results.history import EXPLAINING, Series, describe
+from ccbench.analysis import format as fmt
+from ccbench.results.history import EXPLAINING, Series, describe, overview
 from ccbench.version import __version__
 
 #: the run facts shown on hover (the change-point causes, plus what identifies the run)
@@ -81,6 +84,8 @@ def page_data(series: list[Series], reason: str | None, store: Path) -> dict[str
                 "note": s.note,
                 "t": [row.timestamp() for row in points["started_at"]],
                 "y": [_number(v) for v in points["median"]],
+                # as history show writes it (a time in a unit that needs no exponent: "12.3 µs")
+                "ytext": [fmt.quantity(v, s.unit) for v in points["median"]],
                 "n": [int(v) for v in points["n"]],
                 "contended": [bool(v) for v in points["contended"]],
                 "run": numbers,
@@ -115,13 +120,32 @@ def _json_for_script(document: dict[str, Any]) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def _overview_html(series: list[Series]) -> str:
+    """What moved, as ``history show`` says it: a line per configuration, a line per series that
+    moved (click: its chart) with its change points, the others counted."""
+    _, groups = overview(series)
+    items = []
+    for group in groups:
+        moved = "".join(
+            f"<li class='pick' data-series='{number}'>{html.escape(line)}<ul>"
+            + "".join(
+                f"<li class='change'>change point {html.escape(describe(cp, s.unit))}</li>" for cp in s.change_points
+            )
+            + "</ul></li>"
+            for number, s, line in group.moved
+        )
+        steady = "".join(
+            f"<li class='note'>{count:,} series: {html.escape(note)}</li>" for note, count in group.steady.items()
+        )
+        items.append(
+            f"<li class='config'><span class='head'>{html.escape(group.line)}</span><ul>{moved}{steady}</ul></li>"
+        )
+    return f"<ul id='overview'>{''.join(items)}</ul>"
+
+
 def render(series: list[Series], reason: str | None, store: Path) -> str:
-    changes = sum(len(s.change_points) for s in series)
-    summary = (
-        f"change points not computed: {reason}"
-        if reason
-        else f"{changes} change point(s) in {sum(1 for s in series if s.change_points)} of {len(series)} series"
-    )
+    head, _ = overview(series)
+    summary = f"{head}; change points not computed: {reason}" if reason else head
     return "\n".join(
         [
             "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
@@ -129,18 +153,18 @@ def render(series: list[Series], reason: str | None, store: Path) -> str:
             "<title>ccbench history</title>",
             f"<style>{_asset('uPlot.min.css')}\n{_asset('history.css')}</style></head><body>",
             "<h1>How the cost moved over time</h1>",
-            f"<p class='note'>store {html.escape(str(store))}; {len(series)} series; ccbench "
-            f"{html.escape(__version__)}</p>",
+            f"<p class='note'>store {html.escape(str(store))}; ccbench {html.escape(__version__)}</p>",
             "<h2 id='verdict'>Verdict: what moved</h2>",
             f"<p id='summary'>{html.escape(summary)}</p>",
-            "<div id='moved'></div>",
+            f"<div id='moved'>{_overview_html(series)}</div>",
             "<h2>Series</h2>",
             "<div id='filters'>"
             "<label>machine <select id='f-label'></select></label>"
             "<label>workload <select id='f-workload'></select></label>"
             "<label>metric <select id='f-metric'></select></label>"
             "<label>search <input id='f-text' type='search' placeholder='case, configuration'></label>"
-            "<label><input id='f-moved' type='checkbox'> only series that moved</label></div>",
+            "<label><input id='f-moved' type='checkbox'> only series that moved</label>"
+            "<label><input id='f-single' type='checkbox'> series of one run (none can move)</label></div>",
             "<p id='count' class='note'></p>",
             "<div id='layout'><select id='picker' size='14'></select>",
             "<div id='main'><h3 id='title'></h3><div id='chart'></div>",

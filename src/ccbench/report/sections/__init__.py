@@ -1,7 +1,9 @@
 """Report sections contributed by workload families.
 
 Each module in this package exports ``build(ctx: ReportContext) -> Section | list[Section] | None`` and an
-integer ``ORDER`` (position in the report; lower first). The report (ccbench.report) finds them,
+integer ``ORDER`` (position in the report; lower first); a module that draws charts sets ``DRAWS = True``
+(the report builds those first, so that a helper process draws their charts while the others are
+computed). The report (ccbench.report) finds them,
 calls each, and renders what they return as HTML (figures inlined as SVG), as Markdown with
 ``--format md``, and as PNG+SVG files with ``--figures DIR``. A section returns None when the
 loaded bundles hold nothing for it. Charts are given as functions that draw them (``Figure.draw``),
@@ -94,6 +96,19 @@ class ReportContext:
     engine: Any = None
     #: what one section computed and a later one reuses (the verdict's forest rows: "forest")
     shared: dict[str, Any] = field(default_factory=dict)
+    #: the bundles (their paths, as text) whose files the check on reading found as their digest lists
+    #: say (ccbench.attestation.onread): the machines' attestation is then checked without hashing again
+    verified_on_read: set[str] = field(default_factory=set)
+    #: the report's FigureDrawer while the sections are built (None: figures are drawn afterwards)
+    drawer: Any = None
+
+    def draw_soon(self, figures: list[Figure]) -> list[Figure]:
+        """Hand ``figures`` to the report's drawer now, before their section is done, so that a helper
+        process draws them while the section computes the rest; the section still lists them (they are
+        drawn once). Returns ``figures``."""
+        if self.drawer is not None:
+            self.drawer.add(figures)
+        return figures
 
     @property
     def sample_count(self) -> int:

@@ -13,6 +13,7 @@ from ccbench.analysis.lint import bundle_machines
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 8
+DRAWS = True
 #: one colour per mechanism (Paul Tol's bright palette), the unexplained rest grey
 MECHANISM_COLOURS = dict(zip(MECHANISMS, ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE"], strict=True))
 MECHANISM_COLOURS[UNEXPLAINED] = "#BBBBBB"

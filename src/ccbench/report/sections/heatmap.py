@@ -10,6 +10,7 @@ from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 40
+DRAWS = True
 MAX_ROWS = 60
 
 

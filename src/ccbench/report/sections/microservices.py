@@ -15,6 +15,7 @@ from ccbench.report.charts import PALETTE, new_figure
 from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
 
 ORDER = 55
+DRAWS = True
 PERCENTILES = ("p50", "p99", "p99.9")
 TIER_ORDER = ["client", "nginx", "proxy_hop", "app", "memcached", "redis", "postgres"]
 

@@ -14,6 +14,7 @@ from ccbench.report.sections import Figure, ReportContext, Section, Table, measu
 from ccbench.report.takeaways import from_comparison
 
 ORDER = 55
+DRAWS = True
 #: charted here, left out of the per-workload charts (sections/workloads): every notebook metric
 CHARTED_HERE = {"notebook": ""}
 TOP_CELLS = 8

@@ -12,6 +12,7 @@ from ccbench.report import charts
 from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
 
 ORDER = 50
+DRAWS = True
 #: charted here, left out of the per-workload charts (sections/workloads): the per-cell metrics
 CHARTED_HERE = {"transport": "cell"}
 TRANSPORTS = ["plain", "tls", "securechannel"]

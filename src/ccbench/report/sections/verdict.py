@@ -15,10 +15,14 @@ from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 5
+# not DRAWS: its chart goes to the drawer (draw_soon) before the verdict is computed, and the charts
+# of the modules that draw are handed over before it, so a helper draws them during the verdict
 
 
 def build(ctx: ReportContext) -> list[Section] | None:
     engine = ctx.engine
+    # the chart first, to the drawer at once: a helper draws it while the verdict is computed
+    figures = ctx.draw_soon(answer_figures(ctx))
     # the per-sample frame (the engine's bounded one): application shares and causes read a few metrics of it
     from ccbench.analysis.lint import bundle_machines
 
@@ -55,7 +59,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
         intro=f"Against the baseline {ctx.baseline}: one line per protection layer; below, what each configuration "
         "costs each workload, as a time ratio with its 95% interval.",
         points=headline(items),
-        figures=answer_figures(ctx),
+        figures=figures,
         css_class="verdict",
     )
     detail = Section(
@@ -70,7 +74,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
 def answer_figures(ctx: ReportContext) -> list[Figure]:
     """The forest plot of the first screen: every configuration's cost per workload case (primary
     metrics), a workload of many cases pooled into one row (its own chart lists them)."""
-    data = ctx.shared["forest"] = forest.build(ctx.comparison, ctx.samples)
+    data = first_chart(ctx)
     if data.empty:
         return []
     return [
@@ -80,6 +84,14 @@ def answer_figures(ctx: ReportContext) -> list[Figure]:
             caption=forest.caption(data, ctx.baseline),
         )
     ]
+
+
+def first_chart(ctx: ReportContext) -> forest.Forest:
+    """The first screen's forest rows, built once for the sections that need them (this one, and
+    the workloads' section, which charts every case of the workloads it pooled)."""
+    if "forest" not in ctx.shared:
+        ctx.shared["forest"] = forest.build(ctx.comparison, ctx.samples)
+    return ctx.shared["forest"]
 
 
 def message_cost_table(items: list[LayerVerdict]) -> Table | None:

@@ -13,6 +13,7 @@ from ccbench.report.sections import Figure, ReportContext, Section, Table
 from ccbench.report.takeaways import from_comparison
 
 ORDER = 30
+DRAWS = True
 PERCENTILE = re.compile(r"(?:^|_)p(\d{2,3}(?:\.\d+)?)(?:_|$)")
 #: panels of a latency percentile chart
 PERCENTILE_PANELS = 8
@@ -83,6 +84,7 @@ def build(ctx: ReportContext) -> Section | None:
                     takeaway=from_comparison(ctx.comparison, workloads, metrics, ctx.baseline),
                 )
             )
+    ctx.draw_soon(percentile_figures)
     medians = []
     for (workload, metric), rows in summary.groupby(["workload", "metric"], sort=False):
         prefix = own.get(kinds.get(workload))
@@ -94,23 +96,24 @@ def build(ctx: ReportContext) -> Section | None:
     # every case of a workload the first chart pooled (pyperformance's benchmarks), each with its
     # interval; the other workloads' cases are rows of the first chart already
     figures = []
-    first_chart = ctx.shared.get("forest") or forest.build(ctx.comparison, ctx.samples)
-    for workload in first_chart.pooled:
+    from ccbench.report.sections.verdict import first_chart
+
+    for workload in first_chart(ctx).pooled:
         data = forest.build(
             ctx.comparison, ctx.samples, max_rows=forest.WORKLOAD_ROWS, workloads=[workload], pool=False
         )
         if data.empty:
             continue
-        figures.append(
-            Figure(
-                name=slug(workload, "forest"),
-                draw=partial(charts.forest, data, f"{workload}: every case against {ctx.baseline}", ctx.colours),
-                caption=forest.caption(data, ctx.baseline),
-                takeaway=from_comparison(
-                    ctx.comparison, workload, list(dict.fromkeys(data.rows["metric"])), ctx.baseline
-                ),
-            )
+        figure = Figure(
+            name=slug(workload, "forest"),
+            draw=partial(charts.forest, data, f"{workload}: every case against {ctx.baseline}", ctx.colours),
+            caption=forest.caption(data, ctx.baseline),
         )
+        ctx.draw_soon([figure])  # drawn while its takeaway is judged (a sign test over many benchmarks)
+        figure.takeaway = from_comparison(
+            ctx.comparison, workload, list(dict.fromkeys(data.rows["metric"])), ctx.baseline
+        )
+        figures.append(figure)
     figures += percentile_figures
     if not figures and not medians:
         return None

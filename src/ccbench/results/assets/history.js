@@ -13,36 +13,29 @@
   };
   // the configuration names the machine first ("label / TEE / storage / transport")
   const name = (s) => [s.config || s.label, s.workload, s.case, s.metric].filter((p) => p).join(" / ");
-  const pct = (v) => (v === null || v === undefined ? "?" : (v > 0 ? "+" : "") + v.toFixed(1) + "%");
+  // a series without its configuration, which its group in the picker names once
+  const short = (s) => [s.workload, s.case, s.metric].filter((p) => p).join(" / ");
+  const single = (s) => s.t.length < 2;
   let chart = null;
   let current = null;
   let pendingPoint = null;
 
   // ------------------------------------------------------------------ what moved (first)
+  // the page lists it (one line per series that moved, under its configuration): a click shows its chart
   function moved() {
-    const rows = [];
-    data.series.forEach((s) => s.changes.forEach((c) => rows.push([s, c])));
-    rows.sort((a, b) => Math.abs(b[1].percent || 0) - Math.abs(a[1].percent || 0));
-    const box = $("moved");
-    if (!rows.length) return;
-    const table = make("table");
-    const head = make("tr");
-    ["series", "when", "change", "95% interval", "what changed"].forEach((h) => head.appendChild(make("th", h)));
-    table.appendChild(head);
-    rows.forEach(([s, c]) => {
-      const tr = make("tr", null, "pick");
-      tr.dataset.series = s.id;
-      tr.appendChild(make("td", name(s)));
-      tr.appendChild(make("td", new Date(s.t[c.index] * 1000).toISOString().slice(0, 19) + "Z"));
-      const worse = (s.better === "lower" && c.percent > 0) || (s.better === "higher" && c.percent < 0);
-      tr.appendChild(make("td", pct(c.percent), worse ? "up" : "down"));
-      tr.appendChild(make("td", c.interval ? pct(c.interval[0]) + " to " + pct(c.interval[1]) : ""));
-      const causes = Object.entries(c.changed).map(([k, v]) => k + ": " + v[0] + " -> " + v[1]);
-      tr.appendChild(make("td", causes.join("; ") || "nothing recorded changed"));
-      tr.addEventListener("click", () => select(s.id, true));
-      table.appendChild(tr);
-    });
-    box.appendChild(table);
+    document.querySelectorAll("#moved li.pick").forEach((item) =>
+      item.addEventListener("click", (event) => {
+        event.stopPropagation();
+        const s = data.series[Number(item.dataset.series)];
+        if (s && !matching().includes(s)) {
+          ["f-label", "f-workload", "f-metric", "f-text"].forEach((id) => ($(id).value = ""));
+          $("f-moved").checked = false;
+          $("f-single").checked = true;
+          refresh();
+        }
+        select(Number(item.dataset.series), true);
+      })
+    );
   }
 
   // ------------------------------------------------------------------ filters and picker
@@ -54,31 +47,45 @@
   function matching() {
     const label = $("f-label").value, workload = $("f-workload").value, metric = $("f-metric").value;
     const text = $("f-text").value.toLowerCase(), onlyMoved = $("f-moved").checked;
+    const withSingle = $("f-single").checked;
     return data.series.filter(
       (s) =>
         (!label || s.label === label) &&
         (!workload || s.workload === workload) &&
         (!metric || s.metric === metric) &&
         (!text || name(s).toLowerCase().includes(text)) &&
-        (!onlyMoved || s.changes.length)
+        (!onlyMoved || s.changes.length) &&
+        (withSingle || !single(s))
     );
   }
   function refresh() {
     const shown = matching();
     const picker = $("picker");
     picker.replaceChildren();
+    const groups = new Map();
     shown.forEach((s) => {
-      const option = make("option", (s.changes.length ? "\u25B2 " : "") + name(s));
+      const config = s.config || s.label;
+      if (!groups.has(config)) groups.set(config, picker.appendChild(make("optgroup")));
+      groups.get(config).label = config;
+      const option = make("option", (s.changes.length ? "\u25B2 " : "") + short(s));
       option.value = s.id;
-      picker.appendChild(option);
+      groups.get(config).appendChild(option);
     });
-    $("count").textContent = shown.length + " of " + data.series.length + " series";
+    const hidden = $("f-single").checked ? 0 : data.series.filter(single).length;
+    $("count").textContent =
+      shown.length + " of " + data.series.length + " series" +
+      (hidden ? "; " + hidden + " of one run not listed (none can move: tick 'series of one run')" : "");
     if (shown.length && !shown.some((s) => s.id === current)) select(shown[0].id, false);
     if (!shown.length) {
       current = null;
       if (chart) chart.destroy();
       chart = null;
-      $("title").textContent = "no series matches these filters";
+      $("title").textContent =
+        hidden && hidden === data.series.length
+          ? "every series has one run: nothing to draw over time yet (add later runs with ccbench history add)"
+          : "no series matches these filters";
+      $("changes").replaceChildren();
+      $("hover").replaceChildren();
     }
     picker.value = current === null ? "" : String(current);
     writeHash();
@@ -114,7 +121,7 @@
     };
     add("run", run.id);
     add("started", run.started_at);
-    add("median", s.y[i] + " " + s.unit);
+    add("median", s.ytext[i]);
     add("samples", s.n[i]);
     add("contended", s.contended[i] ? "yes" : "no");
     Object.keys(run).forEach((k) => k !== "id" && k !== "started_at" && add(k, run[k]));
@@ -174,6 +181,7 @@
       if ($(id).value) parts.push(k + "=" + encodeURIComponent($(id).value));
     });
     if ($("f-moved").checked) parts.push("moved=1");
+    if ($("f-single").checked) parts.push("single=1");
     if (current !== null) parts.push("series=" + current);
     history.replaceState(null, "", "#" + parts.join("&"));
   }
@@ -185,10 +193,12 @@
         $(id).dispatchEvent(new Event("change"));
       }
     });
-    if (wanted.get("moved") === "1") {
-      $("f-moved").checked = true;
-      $("f-moved").dispatchEvent(new Event("change"));
-    }
+    [["moved", "f-moved"], ["single", "f-single"]].forEach(([k, id]) => {
+      if (wanted.get(k) === "1") {
+        $(id).checked = true;
+        $(id).dispatchEvent(new Event("change"));
+      }
+    });
     const id = Number(wanted.get("series"));
     if (wanted.has("series") && data.series[id] && matching().includes(data.series[id])) select(id, false);
     // a link to one run: the cursor put on it, as if hovered, once the chart has its scales
@@ -202,14 +212,14 @@
   fill($("f-label"), "label");
   fill($("f-workload"), "workload");
   fill($("f-metric"), "metric");
-  ["f-label", "f-workload", "f-metric", "f-moved"].forEach((id) => $(id).addEventListener("change", refresh));
+  ["f-label", "f-workload", "f-metric", "f-moved", "f-single"].forEach((id) => $(id).addEventListener("change", refresh));
   $("f-text").addEventListener("input", refresh);
   $("picker").addEventListener("change", () => select(Number($("picker").value), false));
   moved();
-  const first = data.series.slice().sort((a, b) => b.changes.length - a.changes.length)[0];
+  const first = data.series.filter((s) => !single(s)).sort((a, b) => b.changes.length - a.changes.length)[0];
   if (first) current = first.id;
   refresh();
-  if (first) select(current, false);
+  if (current !== null) select(current, false);
   readHash();
   window.addEventListener("resize", () => current !== null && draw());
   document.body.dataset.ready = "1";

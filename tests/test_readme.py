@@ -1,0 +1,45 @@
+"""The README's examples are the real output of the commands they show: each sh block followed by a
+text block is run as written (from a directory where the repository's tests/ is at hand), and its
+last command's output has the example's lines: the same lines and labels, numbers free to differ.
+The quick run's example takes minutes and is checked against a real run in test_quick.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+#: an sh block, then (blank lines apart) the text block of what its last command printed
+EXAMPLE = re.compile(r"```sh\n(?P<commands>(?:(?!```).)*?)```\s*```text\n(?P<output>.*?)```", re.S)
+#: examples checked elsewhere (a run of minutes): test_quick.py
+ELSEWHERE = ("run quick", "scripts/setup.sh")
+
+
+def readme_examples() -> list[tuple[list[str], str]]:
+    text = (REPO / "README.md").read_text()
+    found = []
+    for match in EXAMPLE.finditer(text):
+        commands = [line for line in match.group("commands").splitlines() if line.strip()]
+        if not any(marker in line for line in commands for marker in ELSEWHERE):
+            found.append((commands, match.group("output")))
+    return found
+
+
+def shape(output: str) -> list[str]:
+    """The lines, each with its numbers masked (a figure may differ from one version to the next)."""
+    return [re.sub(r"\d[\d,.]*", "N", line.rstrip()) for line in output.splitlines() if line.strip()]
+
+
+def test_every_readme_example_prints_what_the_readme_shows(tmp_path):
+    examples = readme_examples()
+    assert examples, "README.md: no example (an sh block followed by its output in a text block)"
+    (tmp_path / "tests").symlink_to(REPO / "tests")
+    for commands, shown in examples:
+        assert all(line.startswith(".venv/bin/ccbench ") for line in commands), commands
+        for line in commands:
+            command = line.replace(".venv/bin/ccbench", f"{sys.executable} -m ccbench", 1)
+            done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        assert shape(done.stdout) == shape(shown), "\n".join(["README:", shown, "real:", done.stdout])
