@@ -61,8 +61,6 @@ def _side_values(side: Side, fact: str) -> list[Any]:
     values = []
     for _label, probe in side:
         value = machine_facts(probe)[fact]
-        if fact == "memory" and value is not None:
-            value = value + _bounce_pool(probe)
         if value is not None and value not in values:
             values.append(value)
     return values
@@ -76,6 +74,12 @@ def _cpu_names(baseline: Side, other: Side) -> tuple[list[str], list[str]]:
     if None not in a + b and set(a) != set(b):
         return a, b
     return [str(v) for v in _side_values(baseline, "CPU model")], [str(v) for v in _side_values(other, "CPU model")]
+
+
+def _sizes(side: Side) -> list[int]:
+    """Each machine's memory with its boot-time bounce pool (MemTotal leaves the pool out): the size
+    it was given, which is what two machines must share."""
+    return [machine_facts(probe)["memory"] + _bounce_pool(probe) for _label, probe in side]
 
 
 def _unknown(side: Side, fact: str) -> list[str]:
@@ -96,7 +100,7 @@ def differences(baseline: Side, other: Side) -> tuple[list[Difference], dict[str
             unknown[fact] = list(dict.fromkeys(missing))
             continue
         a, b = _side_values(baseline, fact), _side_values(other, fact)
-        if fact == "memory" and not _memory_differs(a, b):
+        if fact == "memory" and not _memory_differs(_sizes(baseline), _sizes(other)):
             continue
         if set(map(str, a)) != set(map(str, b)):
             found.append(Difference(fact, a, b, _cpu_names(baseline, other) if fact == "CPU model" else None))
