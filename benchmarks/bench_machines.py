@@ -8,8 +8,8 @@ disk), or on a study file you name, and prints per arm, from the run's own recor
   * boot to SSH: ``study.json`` ``arms.<arm>.boots[].ready_s`` (launch until SSH lets the study in);
   * the fleet's phases in each round (``round-<k>/fleet-*/fleet.json``, ``hosts.<arm>.rounds.*.timings``):
     ``connect_s`` (SSH to the guest and its checks), ``install_s`` (the wheelhouse into the guest),
-    ``first_execution_s`` (from the fleet command's start to the arm's first execution; the rounds
-    run the arms one after the other, so a later arm's figure includes the earlier arms' turns) and
+    ``first_execution_s`` (from the start of the arm's own fleet run, one per arm and round, to its
+    first execution) and
     ``run_s`` (the plan's run in the guest);
   * the bounced mappings its guests counted (``trace.swiotlb:swiotlb_bounced``, measured executions);
 
@@ -170,10 +170,7 @@ def main() -> int:
                     f"{_seconds(timing.get('install_s'))} {_seconds(timing.get('first_execution_s'))} "
                     f"{_seconds(timing.get('run_s'))}  {total:,.0f} ({executions})"
                 )
-        print(
-            "1st exec: from the round's fleet command start (the arms run one after the other: a later arm's "
-            "figure includes the earlier arms' turns)"
-        )
+        print("1st exec: from the start of the arm's own fleet run (one per arm and round) to its first execution")
         print(f"study wall time: {wall:.0f} s (ccbench machines run, from start to exit)")
         print(f"study run: {directory}" + ("" if args.out else " (temporary: removed now; keep it with --out)"))
         return done.returncode

@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -168,7 +169,23 @@ class StudyRun:
         qmp(self.running[arm_name].qmp_socket, "stop")
 
     def resume(self, arm_name: str) -> None:
-        qmp(self.running[arm_name].qmp_socket, "cont")
+        """Let a paused arm run again, and set its clock: a guest's wall clock stands still while its
+        vCPUs are stopped, and would stamp its bundle and executions as far in the past as it waited
+        (to within the SSH command's latency, well under a second)."""
+        guest = self.running[arm_name]
+        qmp(guest.qmp_socket, "cont")
+        done = subprocess.run(
+            [*guests.ssh_command(guest.ssh_port, self.key, self.known_hosts), f"date -u -s @{time.time():.3f}"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if done.returncode != 0:
+            raise EnvironmentProblem(
+                f"guest {arm_name}: its clock could not be set after the pause (ssh exit {done.returncode}: "
+                f"{(done.stderr or done.stdout).strip()[:200]})"
+            )
 
     def down(self, arm_name: str) -> None:
         guest = self.running.pop(arm_name, None)
