@@ -8,9 +8,11 @@ and handed to it through fw_cfg, so SSH checks it strictly), ``arms/<arm>/`` (co
 logs), ``round-<k>/`` (the fleet run of round k: ``fleet-*/<arm>/<bundle>``), and ``compare.txt``
 and ``report.html`` over every round's bundles, each labelled with its arm.
 
-``interleaved``: every arm is booted once and stays up; each round is one fleet run over the arms
-one after the other in the round's order (``Study.schedule``). ``rounds``: each round boots each
-arm afresh, runs the plan in it and stops it, in the round's order.
+``interleaved``: every arm is booted once and stays up, paused (QMP ``stop``) except during its own
+turns; each turn is one fleet run of that arm alone, in the round's order (``Study.schedule``), and
+the arm's clock is set from the host's when it resumes. ``rounds``: each round boots each arm
+afresh, runs the plan in it and stops it, in the round's order. Guests that a killed study left
+are swept first (``guest.sweep``), as ``ccbench cleanup`` does.
 """
 
 from __future__ import annotations
@@ -305,6 +307,8 @@ def run_study(
     study = load_study(path)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    for line in guests.sweep():
+        echo(line)
     problems = preflight(study, out)
     if problems:
         raise HostRefused(problems)
