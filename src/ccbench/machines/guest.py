@@ -39,7 +39,14 @@ SCRATCH = ("overlay.qcow2", "qemu.pid", "fw_cfg")
 
 
 def index_root() -> Path:
-    return Path(os.environ.get(INDEX_ENV) or INDEX_ROOT)
+    """The machine-wide index (root), or the user's own: a user who is not root can launch guests
+    under TCG too, and cannot write /run/ccbench."""
+    given = os.environ.get(INDEX_ENV)
+    if given:
+        return Path(given)
+    if os.geteuid() == 0:
+        return INDEX_ROOT
+    return Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"ccbench-{os.geteuid()}" / "guests"
 
 
 def free_port() -> int:
