@@ -124,7 +124,8 @@ class Guest:
             if self.process is not None and self.process.poll() is not None:
                 raise EnvironmentProblem(
                     f"guest {self.name}: QEMU exited with {self.process.returncode} during boot: "
-                    f"{self._last_line(self.run_dir / 'qemu.log')} (see {self.run_dir / 'qemu.log'})"
+                    f"{self._last_line(self.run_dir / 'qemu.log')}; its console's last line: "
+                    f"{self._last_line(self.serial_log)!r} (see {self.run_dir / 'qemu.log'} and {self.serial_log})"
                 )
             said_ready = said_ready or READY in self._console()
             if said_ready and ssh():
