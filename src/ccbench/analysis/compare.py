@@ -93,7 +93,9 @@ def measured(frame: pd.DataFrame) -> pd.DataFrame:
 
 def protection_count(row: pd.Series) -> int:
     count = 0 if row["tee"] in ("none", None) else 1
-    count += 0 if row["storage"] in (None, "disk") or pd.isna(row["storage"]) else 1
+    # "disk (own path)": the plain disk at a path the user gave (--storage-path) is still no protection
+    storage = row["storage"]
+    count += 0 if storage is None or pd.isna(storage) or str(storage).split(" (")[0] == "disk" else 1
     count += 0 if row["transport"] in (None, "plain") or pd.isna(row["transport"]) else 1
     return count
 
