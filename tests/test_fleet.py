@@ -538,3 +538,6 @@ def test_hosts_sharing_a_label_run_as_replicas_each_in_its_own_directory(hosts, 
         assert host["outcome"] == "ok" and host["label"] == "plain", host
         assert (directory / host["bundles"][0]).parent == directory / key
     assert "fewer than two labels brought back a bundle" in manifest["analysis_error"]
+    # one configuration: the summary names no baseline (nothing is compared against it)
+    said = done.stdout + done.stderr
+    assert "plain/h1: ok" in said and "(baseline)" not in said, said

@@ -582,10 +582,11 @@ class Controller:
         return result
 
     def _summary(self, fleet: FleetRun) -> None:
+        compared = len({fleet.label_of(label) for label in fleet.hosts}) > 1  # one label: no baseline to name
         for label in fleet.hosts:
             bundles = [r.bundle for r in fleet.runs[label].values() if r.bundle]
             reason = fleet.reason(label)
-            base = " (baseline)" if fleet.label_of(label) == fleet.baseline else ""
+            base = " (baseline)" if compared and fleet.label_of(label) == fleet.baseline else ""
             where = (
                 f" -> {fleet.directory / bundles[0]}"
                 if len(bundles) == 1
