@@ -2,6 +2,7 @@
 arm, SEV-SNP and TDX objects with the property names QEMU's schema documents, and this machine's
 real QEMU (7.2) accepting a plain arm's and its bounce twin's command line."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -270,31 +271,19 @@ def multiboot_kernel(path: Path) -> Path:
     return path
 
 
-class Qmp:
-    def __init__(self, path: Path, timeout: float = 30):
-        deadline = time.monotonic() + timeout
-        while not path.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no QMP socket at {path}")
-            time.sleep(0.05)
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
-        self.file = self.sock.makefile("rw")
-        assert "QMP" in json.loads(self.file.readline())
-        self.execute("qmp_capabilities")
+def monitor(path: Path, timeout: float = 30):
+    """The QEMU project's QMP client (qemu.qmp), connected once QEMU has made its socket."""
+    from qemu.qmp.legacy import QEMUMonitorProtocol
 
-    def execute(self, command):
-        self.file.write(json.dumps({"execute": command}) + "\n")
-        self.file.flush()
-        while True:
-            reply = json.loads(self.file.readline())
-            if "return" in reply or "error" in reply:
-                return reply
-
-    def close(self):
-        self.file.close()
-        self.sock.close()
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no QMP socket at {path}")
+        time.sleep(0.05)
+    client = QEMUMonitorProtocol(str(path))
+    client.connect(negotiate=True)
+    client.settimeout(timeout)
+    return client
 
 
 def free_port():
@@ -318,18 +307,19 @@ def test_this_machines_qemu_accepts_a_plain_arm_and_its_bounce_twin(tmp_path, ma
         launch = render(study, study.arm(name), boot)
         process = subprocess.Popen([*launch.argv, "-S"], stderr=subprocess.PIPE, text=True)
         try:
-            qmp = Qmp(boot.qmp_socket)
-            status = qmp.execute("query-status")["return"]
+            qmp = monitor(boot.qmp_socket)
+            status = qmp.cmd("query-status")
             assert status["status"] == "prelaunch" and status["running"] is False
-            cpus = qmp.execute("query-cpus-fast")["return"]
+            cpus = qmp.cmd("query-cpus-fast")
             assert len(cpus) == 2
             pinned = pin_vcpus(cpus, launch.pin)
             assert len(pinned) == 2
             for thread in pinned:
                 assert os.sched_getaffinity(thread) == {cpu}
             assert int(boot.pidfile.read_text()) == process.pid
-            qmp.execute("quit")
-            qmp.close()
+            qmp.cmd("quit")
+            with contextlib.suppress(EOFError):  # QEMU closes the socket as it quits
+                qmp.close()
             assert process.wait(timeout=30) == 0, process.stderr.read()
         finally:
             if process.poll() is None:
@@ -337,3 +327,44 @@ def test_this_machines_qemu_accepts_a_plain_arm_and_its_bounce_twin(tmp_path, ma
                 process.wait()
         with pytest.raises(ProcessLookupError):  # quit, and reaped: no QEMU left behind
             os.kill(process.pid, 0)
+
+
+@pytest.mark.skipif(
+    shutil.which(QEMU) is None, reason="qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
+)
+def test_a_guests_monitor_pauses_and_resumes_it_and_a_refusal_is_one_line(tmp_path):
+    """Guest.qmp through the QEMU project's client: stop and cont reach the real QEMU's monitor; a
+    command it refuses, or a monitor that is gone, is an EnvironmentProblem naming the guest."""
+    from ccbench.errors import EnvironmentProblem
+    from ccbench.machines.guest import Guest, socket_dir
+
+    guest = Guest(name="plain", run_dir=tmp_path, ssh_port=0)
+    socket_dir(guest.rid).mkdir(mode=0o700)
+    process = subprocess.Popen(
+        [
+            QEMU,
+            "-machine",
+            "none",
+            "-nodefaults",
+            "-display",
+            "none",
+            "-qmp",
+            f"unix:{guest.qmp_socket},server=on,wait=off",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        monitor(guest.qmp_socket).close()  # waits for the socket
+        guest.qmp("stop")
+        assert guest.qmp("query-status")["status"] == "paused"
+        guest.qmp("cont")
+        assert guest.qmp("query-status")["running"] is True
+        with pytest.raises(EnvironmentProblem, match=r"^guest plain: QEMU's monitor refused no-such-command: "):
+            guest.qmp("no-such-command")
+    finally:
+        process.kill()
+        process.wait()
+        shutil.rmtree(socket_dir(guest.rid), ignore_errors=True)
+    with pytest.raises(EnvironmentProblem, match=r"^guest plain: QEMU's monitor refused stop: "):
+        guest.qmp("stop")

@@ -36,6 +36,8 @@ INDEX_ENV = "CCBENCH_GUEST_INDEX"
 READY = "ccbench-guest: ready"
 #: what stop removes from a run directory (the console and QEMU logs stay)
 SCRATCH = ("overlay.qcow2", "qemu.pid", "fw_cfg")
+#: seconds a monitor command may take (stop, cont and query-cpus-fast answer at once)
+QMP_TIMEOUT_S = 30.0
 
 
 def index_root() -> Path:
@@ -153,6 +155,30 @@ class Guest:
             self._lock.close()
             self._lock = None
         return done
+
+    def qmp(self, command: str) -> Any:
+        """One command on the guest's QEMU monitor (QMP, through the QEMU project's own client,
+        qemu.qmp); its return value. A refusal or a monitor that does not answer is an error naming
+        the guest."""
+        try:
+            from qemu.qmp import QMPError
+            from qemu.qmp.legacy import QEMUMonitorProtocol
+        except ImportError:
+            raise EnvironmentProblem(
+                "the QMP client (qemu.qmp) is not installed: run bash scripts/setup.sh --with machines"
+            ) from None
+        monitor = QEMUMonitorProtocol(str(self.qmp_socket))
+        try:
+            monitor.connect(negotiate=True)
+            monitor.settimeout(QMP_TIMEOUT_S)
+            return monitor.cmd(command)
+        except (QMPError, OSError, TimeoutError) as exc:
+            raise EnvironmentProblem(f"guest {self.name}: QEMU's monitor refused {command}: {exc}") from None
+        finally:
+            try:
+                monitor.close()
+            except (QMPError, OSError, EOFError):
+                pass  # a monitor that went away while closing has nothing more to say
 
     def _console(self) -> str:
         try:

@@ -159,7 +159,7 @@ class StudyRun:
         guest.start(launch.argv)
         ready = guest.wait_ready(guests.ssh_probe(port, self.key, self.known_hosts), self.boot_timeout_s)
         if launch.pin:
-            qemu.pin_vcpus(qmp(guest.qmp_socket, "query-cpus-fast") or [], launch.pin)
+            qemu.pin_vcpus(guest.qmp("query-cpus-fast") or [], launch.pin)
         self.echo(f"{arm.name}: ready in {ready:.1f} s (ssh -p {port} root@127.0.0.1)")
         self.document["arms"].setdefault(arm.name, {"launch": record, "boots": []})["boots"].append(
             {"ready_s": round(ready, 2), "ssh_port": port}
@@ -168,14 +168,14 @@ class StudyRun:
         return guest
 
     def pause(self, arm_name: str) -> None:
-        qmp(self.running[arm_name].qmp_socket, "stop")
+        self.running[arm_name].qmp("stop")
 
     def resume(self, arm_name: str) -> None:
         """Let a paused arm run again, and set its clock: a guest's wall clock stands still while its
         vCPUs are stopped, and would stamp its bundle and executions as far in the past as it waited
         (to within the SSH command's latency, well under a second)."""
         guest = self.running[arm_name]
-        qmp(guest.qmp_socket, "cont")
+        guest.qmp("cont")
         done = subprocess.run(
             [*guests.ssh_command(guest.ssh_port, self.key, self.known_hosts), f"date -u -s @{time.time():.3f}"],
             stdin=subprocess.DEVNULL,
@@ -236,27 +236,6 @@ def _safe(name: str) -> str:
 
 def _host(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
-
-
-def qmp(socket_path: Path, command: str) -> Any:
-    """One QMP command on a guest's monitor socket; its return value."""
-    import socket
-
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-        connection.settimeout(30)
-        connection.connect(str(socket_path))
-        reader = connection.makefile("rb")
-        reader.readline()  # the greeting
-        answer: dict[str, Any] = {}
-        for name in ("qmp_capabilities", command):
-            connection.sendall(json.dumps({"execute": name}).encode() + b"\n")
-            while True:
-                answer = json.loads(reader.readline() or b"{}")
-                if "return" in answer or "error" in answer or not answer:
-                    break  # events (STOP, RESUME) come between
-        if "error" in answer:
-            raise EnvironmentProblem(f"QEMU's monitor refused {command}: {answer['error'].get('desc')}")
-        return answer.get("return")
 
 
 def bundles_by_arm(directory: Path) -> list[tuple[str, Path]]:
