@@ -161,6 +161,7 @@ def _compare(
     """The comparison of the bundles (ccbench.analysis.comparison), only of bundles that verify (or
     with --allow-unverified, said); their warnings printed, no samples an error."""
     from ccbench.analysis.comparison import comparison
+    from ccbench.analysis.fleet_settle import fleet_baseline, fleet_labels
     from ccbench.analysis.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.console import console
@@ -170,11 +171,15 @@ def _compare(
     unverified = check_before_reading(bundles, allow_unverified)
     if unverified:
         console.print(f"warning: {unverified_warning(unverified)}", markup=False)
+    # a fleet directory: its bundles labelled by their hosts' labels and its baseline, as the fleet's own compare
+    given_labels = {**fleet_labels(bundles), **parse_labels(labels)}
+    if baseline is None and not pairs and not labels:
+        baseline = fleet_baseline(bundles)
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
         result = comparison(
             bundles,
-            parse_labels(labels),
+            given_labels,
             baseline,
             helper=helper,
             frame=frame,
@@ -293,7 +298,9 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
 
 def _print_settled(bundles) -> None:
     """For a bundle whose run settled its cases (``run --settle``): each case's answer, recomputed
-    from its samples with the run's rule (the same anytime-valid interval, docs/analysis.md)."""
+    from its samples with the run's rule (the same anytime-valid interval, docs/analysis.md); and
+    for a fleet that settled its cases across labels (``fleet run --mode rounds --settle``), each
+    of those (ccbench.analysis.fleet_settle)."""
     from ccbench.analysis.sequential import bundle_settlements
     from ccbench.commands.run import settle_lines
 
@@ -302,6 +309,10 @@ def _print_settled(bundles) -> None:
             click.echo(f"settled in {bundle.path.name} (anytime-valid interval, target {record['target']:.1%}):")
             for line in settle_lines(name, record):
                 click.echo(f"  {line}")
+    from ccbench.analysis.fleet_settle import fleet_settlement_lines
+
+    for line in fleet_settlement_lines(bundle.path for bundle in bundles):
+        click.echo(line)
 
 
 def _print_verdict_table(layers) -> None:
