@@ -8,13 +8,14 @@ import math
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
 from bundles import sample, write
 
 from ccbench.analysis.comparison import comparison
-from ccbench.analysis.fleet_settle import fleet_baseline, fleet_labels, round_table
+from ccbench.analysis.fleet_settle import fleet_paths, round_table
 from ccbench.analysis.sequential import ANYTIME
 from ccbench.fleet import settling
 from ccbench.plan import plan_from_dict
@@ -88,9 +89,10 @@ def test_replicas_are_averaged_per_round_and_the_cost_settles_at_the_minimum(tmp
 def test_compare_of_the_fleet_directory_uses_the_controllers_interval(tmp_path):
     directory, record = _fleet(tmp_path)
     (case,) = record["cases"]
-    labels = fleet_labels([directory])
-    assert set(labels.values()) == {"plain", "snp"} and fleet_baseline([directory]) == "plain"
-    result = comparison([directory], labels, "plain")
+    paths, labels = fleet_paths([directory])
+    assert set(labels.values()) == {"plain", "snp"} and len(paths) == len(HOSTS) * ROUNDS
+    assert [labels[str(Path(p).resolve())] for p in paths[:ROUNDS]] == ["plain"] * ROUNDS  # the baseline's first
+    result = comparison(paths, labels)
     (row,) = [r for r in result.table.to_dict("records") if r["metric"] == "wall_time"]
     assert (row["interval"], row["settled"]) == (ANYTIME, "cost")
     assert row["ratio"] == pytest.approx(1 + case["estimate"])
@@ -117,12 +119,10 @@ def test_a_hand_edited_record_does_not_change_the_numbers_and_part_of_a_fleet_ke
     document = json.loads((directory / "fleet.json").read_text())
     document["settling"]["cases"][0]["estimate"] = 9.0
     (directory / "fleet.json").write_text(json.dumps(document))
-    labels = fleet_labels([directory])
-    (row,) = [
-        r for r in comparison([directory], labels, "plain").table.to_dict("records") if r["metric"] == "wall_time"
-    ]
+    paths, labels = fleet_paths([directory])
+    (row,) = [r for r in comparison(paths, labels).table.to_dict("records") if r["metric"] == "wall_time"]
     assert row["ratio"] == pytest.approx(1 + case["estimate"])  # recomputed from the samples, not read
     # without round 1's bundles compare cannot recompute the fleet's case: its own interval stays
     some = [p for p in (directory / key / f"round-{k}" for key, *_ in HOSTS for k in range(2, ROUNDS + 1))]
-    (row,) = [r for r in comparison(some, labels, "plain").table.to_dict("records") if r["metric"] == "wall_time"]
+    (row,) = [r for r in comparison(some, labels).table.to_dict("records") if r["metric"] == "wall_time"]
     assert row["interval"] != ANYTIME and row["settled"] is None

@@ -178,3 +178,12 @@ def test_the_first_rounds_run_every_workload_and_later_ones_only_those_left():
     assert settling.only_args(Fleet, "round-1") == []
     record["rounds"]["round-4"] = ["same"]
     assert settling.only_args(Fleet, "round-4") == ["--only", "same"]
+
+
+def test_a_serving_hosts_bound_covers_every_round_settling_may_run():
+    from ccbench.fleet.peers import SETUP_ALLOWANCE_S, plan_bound_s
+
+    plan, record = _plan(), _record(max_rounds=6)
+    per_round = sum((w.timeout + w.cooldown) * (1 + w.warmup) for w in plan.workloads)
+    assert plan_bound_s(plan, record) == pytest.approx(6 * per_round + SETUP_ALLOWANCE_S)
+    assert plan_bound_s(plan) < plan_bound_s(plan, record)

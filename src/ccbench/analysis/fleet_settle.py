@@ -192,25 +192,31 @@ def fleet_bundles(directory: Path, document: Mapping[str, Any]) -> list[tuple[st
     return out
 
 
-def fleet_labels(paths: Iterable[str | Path]) -> dict[str, str]:
-    """{bundle path: its host's ccbench_label} for the bundles of every fleet run among ``paths``
-    (a fleet directory given to compare): compare labels them as the fleet's own compare does."""
+def fleet_paths(paths: Iterable[str | Path]) -> tuple[list[str], dict[str, str]]:
+    """The paths compare reads, each fleet directory among them (one holding a ``fleet.json``)
+    replaced by its gathered bundles, the baseline label's first (as the fleet's own compare orders
+    them: compare's default baseline is the first bundle's least protected configuration), and
+    {bundle path: its host's ccbench_label}, so that ``ccbench compare FLEETDIR`` compares what the
+    fleet's compare.txt compares."""
+    out: list[str] = []
     labels: dict[str, str] = {}
     for path in paths:
-        candidate = Path(path) / FLEET_FILE
-        if not candidate.is_file():
-            continue
         try:
-            document = json.loads(candidate.read_text())
+            document = json.loads((Path(path) / FLEET_FILE).read_text())
         except (OSError, ValueError):
+            document = None
+        if not isinstance(document, dict) or document.get("format") != "ccbench-fleet":
+            out.append(str(path))
             continue
-        if document.get("format") != "ccbench-fleet":
-            continue
-        for key, host in (document.get("hosts") or {}).items():
-            for run in (host.get("rounds") or {}).values():
-                if run.get("bundle"):
-                    labels[str((Path(path) / run["bundle"]).resolve())] = host.get("label") or key
-    return labels
+        hosts = document.get("hosts") or {}
+        order = sorted(hosts, key=lambda key: (hosts[key].get("label") or key) != document.get("baseline"))
+        for key in order:
+            for run in (hosts[key].get("rounds") or {}).values():
+                if run.get("bundle") and run.get("outcome") in ("ok", "failed"):
+                    bundle = Path(path) / run["bundle"]
+                    out.append(str(bundle))
+                    labels[str(bundle.resolve())] = hosts[key].get("label") or key
+    return out, labels
 
 
 def _recomputed(directory: Path, document: Mapping[str, Any], exclude_contended: bool):
@@ -295,17 +301,3 @@ def fleet_settlement_lines(bundle_paths: Iterable[str | Path]) -> list[str]:
         if cut:
             lines.append(f"  not settled ({len(cut)}): {'; '.join(cut)}")
     return lines
-
-
-def fleet_baseline(paths: Iterable[str | Path]) -> str | None:
-    """The baseline label of the fleet run(s) among ``paths`` (fleet directories given to compare),
-    when they name one; None otherwise."""
-    named = set()
-    for path in paths:
-        try:
-            document = json.loads((Path(path) / FLEET_FILE).read_text())
-        except (OSError, ValueError):
-            continue
-        if document.get("format") == "ccbench-fleet" and document.get("baseline"):
-            named.add(document["baseline"])
-    return named.pop() if len(named) == 1 else None

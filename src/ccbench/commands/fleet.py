@@ -87,8 +87,8 @@ def command() -> None:
     "--max-rounds",
     type=int,
     metavar="N",
-    help="With --mode rounds --settle: at most N rounds per workload (default: the plan's max_repetitions, else 30; "
-    "at least 3, the fewest with a finite interval).",
+    help="With --mode rounds --settle: at most N rounds per workload (default: the workload's max_repetitions, "
+    "else 30 or its repetitions when more; at least 3, the fewest with a finite interval).",
 )
 def run(
     plan,
