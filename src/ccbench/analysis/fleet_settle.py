@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ccbench.analysis.sequential import MIXTURE, interval, p_value, settle
+from ccbench.errors import CCBenchError
 
 #: the fleet's record, beside its label directories
 FLEET_FILE = "fleet.json"
@@ -96,11 +97,15 @@ def round_table(
     bundles: Iterable[tuple[str, int, str | Path]], exclude_contended: bool = False
 ) -> tuple[dict[CaseId, dict[str, dict[int, float]]], dict[CaseId, dict]]:
     """Per case, per label, per round: the label's value (its hosts' values in that round averaged
-    on the log scale). ``bundles``: (label, round number, bundle path), replicas sharing a label."""
+    on the log scale). ``bundles``: (label, round number, bundle path), replicas sharing a label; a
+    bundle that cannot be read is left out."""
     logs: dict[CaseId, dict[str, dict[int, list[float]]]] = {}
     info: dict[CaseId, dict] = {}
     for label, round_number, path in bundles:
-        values, described = bundle_values(path, exclude_contended)
+        try:
+            values, described = bundle_values(path, exclude_contended)
+        except (CCBenchError, OSError, ValueError):
+            continue  # a bundle that cannot be read adds no value to its round (compare leaves it out alike)
         for case, value in values.items():
             logs.setdefault(case, {}).setdefault(label, {}).setdefault(round_number, []).append(math.log(value))
             info.setdefault(case, described[case])

@@ -159,6 +159,13 @@ class Controller:
     def _play_rounds(self, fleet: FleetRun, wheelhouse, progress: Progress) -> None:
         """Each round on every host not done yet: all at once, or one host after the other (serial).
         Settling across labels looks after each round and appends the next one, or ends them."""
+        try:
+            self._each_round(fleet, wheelhouse, progress)
+        finally:
+            settling.close(fleet, self.interrupted)
+            fleet.save()
+
+    def _each_round(self, fleet: FleetRun, wheelhouse, progress: Progress) -> None:
         for round_name in fleet.rounds:
             pending = [
                 label
@@ -171,11 +178,9 @@ class Controller:
                     return
                 self._play(fleet, wheelhouse, round_name, batch, "run", progress)
             if self.interrupted:
-                break
+                return
             if fleet.settling and not settling.after_round(fleet, round_name, self.echo):
-                break
-        settling.close(fleet, self.interrupted)
-        fleet.save()
+                return
 
     def _stop_remote_runs(self, fleet: FleetRun, wheelhouse, progress: Progress) -> None:
         """After an interruption: SIGINT to every remote run still going, its bundle fetched, and
