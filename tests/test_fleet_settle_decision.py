@@ -163,6 +163,15 @@ def test_a_workload_with_no_case_across_labels_leaves_after_its_minimum():
 def test_bad_input_is_a_one_line_error():
     with pytest.raises(CCBenchError, match="--max-rounds 2: the anytime-valid interval is finite only from 3"):
         _record(max_rounds=2)
+    with pytest.raises(CCBenchError, match="gives marked, same a target of its own"):
+        settling.new_record(
+            _plan(PLAN.replace("repetitions = 1", 'repetitions = 1\nsettle = "5%"')),
+            target=0.05,
+            budget_s=None,
+            max_rounds=None,
+            baseline="plain",
+            labels={"plain", "snp"},
+        )
     with pytest.raises(CCBenchError, match="every host has that label"):
         settling.new_record(_plan(), target=0.05, budget_s=None, max_rounds=None, baseline="plain", labels={"plain"})
 

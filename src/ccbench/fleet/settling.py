@@ -47,6 +47,13 @@ def new_record(
             f"--settle with --mode rounds compares each label with the baseline label {baseline!r}, and every "
             "host has that label: give the hosts to compare another ccbench_label (and the baseline ccbench_baseline=true)"
         )
+    own = [w.name for w in plan.workloads if w.settle is not None or w.precision is not None or w.detect is not None]
+    if own:
+        raise CCBenchError(
+            f"--mode rounds --settle: plan {plan.name!r} gives {', '.join(own)} a target of its own (settle, "
+            "precision or detect), which every host would pursue within each round; use a plan without them and give the "
+            "limits here (--max-rounds, --budget)"
+        )
     least = minimum_rounds()
     if max_rounds is not None and max_rounds < least:
         raise CCBenchError(
