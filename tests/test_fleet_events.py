@@ -196,7 +196,6 @@ def test_settle_and_budget_reach_every_hosts_run_and_survive_a_resume(tmp_path):
     [
         ("200%", None, "parallel", None, "--settle 200%: "),
         (None, "soon", "parallel", None, "--budget soon: expected seconds"),
-        ("5%", None, "rounds", None, "--mode rounds"),
         ("5%", None, "parallel", "fleet-x", "continues a fleet run as it was started"),
     ],
 )
@@ -207,3 +206,24 @@ def test_bad_settle_or_budget_for_a_fleet_is_one_line(settle, budget, mode, resu
     with pytest.raises(CCBenchError, match=re.escape(words)) as caught:
         _run_args(settle, budget, mode, resume)
     assert len(str(caught.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("settle", "budget", "max_rounds", "mode", "words"),
+    [
+        ("200%", None, None, "rounds", "--settle 200%: "),
+        ("5%", "soon", None, "rounds", "--budget soon: expected seconds"),
+        (None, "20m", None, "rounds", "--budget with --mode rounds bounds the rounds of --settle"),
+        ("5%", None, 4, "parallel", "--max-rounds N limits the rounds of --mode rounds --settle"),
+    ],
+)
+def test_bad_settling_across_labels_is_one_line(settle, budget, max_rounds, mode, words):
+    """--settle in rounds mode is the controller's (ccbench.fleet.settling), checked before any host."""
+    from ccbench.commands.fleet import _settle_across
+    from ccbench.errors import CCBenchError
+
+    with pytest.raises(CCBenchError, match=re.escape(words)) as caught:
+        _settle_across(settle, budget, max_rounds, mode, None)
+    assert len(str(caught.value).splitlines()) == 1
+    assert _settle_across("5%", "20m", 6, "rounds", None) == {"target": 0.05, "budget_s": 1200.0, "max_rounds": 6}
+    assert _settle_across("5%", None, None, "parallel", None) is None  # each host's own rule, as before

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ccbench.analysis.compare import NOISY_CV, compare, resolve_baseline
 from ccbench.analysis.engine import SampleSet, sample_set
+from ccbench.analysis.fleet_settle import fleet_settled_cases
 from ccbench.analysis.lint import (
     STORAGE_CEILING,
     THROUGHPUT,
@@ -119,6 +120,8 @@ def comparison(
         resolved = resolve_baseline(facts, matched[0][1])
     # the cases a run settled: on its anytime-valid interval, so compare says what the run said
     cases = settled_cases(bundles, labels, exclude_contended)
+    # and the cases a fleet settled across its labels (ccbench.analysis.fleet_settle): the controller's rule
+    cases.update(fleet_settled_cases(bundles, labels, exclude_contended))
     table = with_settled(table, cases, facts) if cases else table
     return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended)
 

@@ -107,7 +107,8 @@ def with_settled(table: pd.DataFrame, cases: Mapping[Key, dict[str, Any]], facts
         settlement = case["settlement"] if case else None
         if settlement is None or settlement.estimate is None:
             continue
-        if bundles_of.get(key[3], 0) != 1 or bundles_of.get(key[4], 0) != 1:
+        # a fleet's case pools its rounds' bundles by design (ccbench.analysis.fleet_settle)
+        if not case.get("across_bundles") and (bundles_of.get(key[3], 0) != 1 or bundles_of.get(key[4], 0) != 1):
             continue
         better = table.at[index, "better"]
         te = 1 + settlement.estimate

@@ -75,7 +75,9 @@ def command(
     jobs,
     allow_unverified,
 ) -> None:
-    """Compare configurations in BUNDLE... (bundles or directories of bundles).
+    """Compare configurations in BUNDLE... (bundles or directories of bundles; a fleet run's directory
+    is read as the fleet compares it: its bundles labelled by their hosts' ccbench_label, the
+    baseline label's first).
 
     Per workload, case and metric: the median per configuration, the ratio to the baseline
     (geometric means) with its 95% interval (Welch on log values), the effect in words ("2.9x
@@ -99,7 +101,8 @@ def command(
     one line per kind of finding. A bundle whose run settled its cases (run --settle) adds each
     case's answer, recomputed from its samples with the run's anytime-valid interval, and those
     cases' rows use that interval on the paired rounds instead of Welch's (the row's "interval" and
-    "settled"), so the verdict says what the run said. With --json each row is one object ({"finding": code, ...}
+    "settled"), so the verdict says what the run said; a fleet run that settled its cases across labels
+    (fleet run --mode rounds --settle) likewise for its cross-label rows, recomputed from its bundles. With --json each row is one object ({"finding": code, ...}
     after the rows); with --summary --json one object per layer, with its words.
 
     Without --baseline or --pair, each machine with a TEE is compared with a machine without one of
@@ -161,20 +164,25 @@ def _compare(
     """The comparison of the bundles (ccbench.analysis.comparison), only of bundles that verify (or
     with --allow-unverified, said); their warnings printed, no samples an error."""
     from ccbench.analysis.comparison import comparison
+    from ccbench.analysis.fleet_settle import fleet_paths
     from ccbench.analysis.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.console import console
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
 
+    # a fleet directory: its bundles, the baseline label's first and labelled by their hosts' labels, as the
+    # fleet's own compare reads them
+    bundles, fleet_labels = fleet_paths(bundles)
     unverified = check_before_reading(bundles, allow_unverified)
     if unverified:
         console.print(f"warning: {unverified_warning(unverified)}", markup=False)
+    given_labels = {**fleet_labels, **parse_labels(labels)}
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
         result = comparison(
             bundles,
-            parse_labels(labels),
+            given_labels,
             baseline,
             helper=helper,
             frame=frame,
@@ -293,7 +301,9 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
 
 def _print_settled(bundles) -> None:
     """For a bundle whose run settled its cases (``run --settle``): each case's answer, recomputed
-    from its samples with the run's rule (the same anytime-valid interval, docs/analysis.md)."""
+    from its samples with the run's rule (the same anytime-valid interval, docs/analysis.md); and
+    for a fleet that settled its cases across labels (``fleet run --mode rounds --settle``), each
+    of those (ccbench.analysis.fleet_settle)."""
     from ccbench.analysis.sequential import bundle_settlements
     from ccbench.commands.run import settle_lines
 
@@ -302,6 +312,10 @@ def _print_settled(bundles) -> None:
             click.echo(f"settled in {bundle.path.name} (anytime-valid interval, target {record['target']:.1%}):")
             for line in settle_lines(name, record):
                 click.echo(f"  {line}")
+    from ccbench.analysis.fleet_settle import fleet_settlement_lines
+
+    for line in fleet_settlement_lines(bundle.path for bundle in bundles):
+        click.echo(line)
 
 
 def _print_verdict_table(layers) -> None:

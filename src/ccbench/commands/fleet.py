@@ -71,16 +71,39 @@ def command() -> None:
 @click.option(
     "--settle",
     metavar="PCT",
-    help="Every host runs the plan with ccbench run --settle PCT: each host settles its own variants against "
-    "its own first variant (docs/fleet.md says what this does not do across hosts).",
+    help="With --mode rounds: after every round the controller settles each case (a primary metric's series "
+    "of a variant) of each label against the baseline label with the anytime-valid interval on the per-round "
+    "paired values (a cost, a gain, or no cost above PCT), and the next round runs, on every host, only the "
+    "workloads with an unsettled case. Other modes: every host runs ccbench run --settle PCT, settling its own "
+    "variants against its first (docs/fleet.md).",
 )
 @click.option(
     "--budget",
     metavar="DURATION",
-    help="Every host runs the plan with ccbench run --budget DURATION (each host's own run time, e.g. 20m).",
+    help="With --mode rounds --settle: the fleet's wall time, e.g. 20m (no round starts that would pass it). "
+    "Other modes: every host runs ccbench run --budget DURATION (each host's own run time).",
+)
+@click.option(
+    "--max-rounds",
+    type=int,
+    metavar="N",
+    help="With --mode rounds --settle: at most N rounds per workload (default: the workload's max_repetitions, "
+    "else 30 or its repetitions when more; at least 3, the fewest with a finite interval).",
 )
 def run(
-    plan, inventory, out, mode, limit, forks, accept_new_host_keys, resume, no_report, history_store, settle, budget
+    plan,
+    inventory,
+    out,
+    mode,
+    limit,
+    forks,
+    accept_new_host_keys,
+    resume,
+    no_report,
+    history_store,
+    settle,
+    budget,
+    max_rounds,
 ) -> None:
     """Run PLAN (a bundled plan name or a plan file; default quick) on every host of the inventory.
 
@@ -104,9 +127,11 @@ def run(
         raise CCBenchError("--resume FLEETDIR continues a fleet run as it was started: give no PLAN or --inventory")
     if not resume and not inventory:
         raise CCBenchError("--inventory FILE is required (an Ansible inventory, INI or YAML)")
-    run_args = _run_args(settle, budget, mode, resume)
+    run_args = _run_args(settle, budget, mode, resume) if mode != "rounds" or resume else ()
+    across = _settle_across(settle, budget, max_rounds, mode, resume)
     options = FleetOptions(
         run_args=run_args,
+        settle=across,
         plan=plan,
         inventory=inventory,
         out=out,
@@ -133,11 +158,6 @@ def _run_args(settle: str | None, budget: str | None, mode: str, resume: str | N
         return ()
     if resume:
         raise CCBenchError("--resume FLEETDIR continues a fleet run as it was started: give no --settle or --budget")
-    if mode == "rounds":
-        raise CCBenchError(
-            "--settle/--budget with --mode rounds: each round is a run of one repetition, with no rounds of its own "
-            "to settle; use --mode parallel or serial"
-        )
     args: tuple[str, ...] = ()
     if settle:
         try:
@@ -152,6 +172,37 @@ def _run_args(settle: str | None, budget: str | None, mode: str, resume: str | N
             raise CCBenchError(f"--budget {budget}: {str(exc).removeprefix(f'duration {budget!r}: ')}") from None
         args += ("--budget", budget)
     return args
+
+
+def _settle_across(
+    settle: str | None, budget: str | None, max_rounds: int | None, mode: str, resume: str | None
+) -> dict | None:
+    """--settle, --budget and --max-rounds for settling across labels in rounds mode (checked here:
+    a bad value is exit 2 before any host is touched); None in the other modes."""
+    from pydantic import ValidationError
+
+    from ccbench.errors import CCBenchError
+    from ccbench.plan import PrecisionSettings, parse_duration
+
+    if max_rounds is not None and (mode != "rounds" or not settle):
+        raise CCBenchError("--max-rounds N limits the rounds of --mode rounds --settle: give both, or leave it out")
+    if mode != "rounds" or not (settle or budget):
+        return None
+    if resume:
+        raise CCBenchError("--resume FLEETDIR continues a fleet run as it was started: give no --settle or --budget")
+    if not settle:
+        raise CCBenchError("--budget with --mode rounds bounds the rounds of --settle: give --settle PCT too")
+    try:
+        target = PrecisionSettings(settle=settle).settle
+    except ValidationError as exc:
+        raise CCBenchError(f"--settle {settle}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    budget_s = None
+    if budget:
+        try:
+            budget_s = parse_duration(budget)
+        except ValueError as exc:
+            raise CCBenchError(f"--budget {budget}: {str(exc).removeprefix(f'duration {budget!r}: ')}") from None
+    return {"target": target, "budget_s": budget_s, "max_rounds": max_rounds}
 
 
 @command.command("k8s")

@@ -32,10 +32,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ccbench.errors import CCBenchError
-from ccbench.fleet import events, gather, peers
+from ccbench.fleet import events, gather, peers, settling
 from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import gathering_settings, probe_summary
+from ccbench.fleet.hostprogress import Progress
 from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
 from ccbench.stopping import catch_stop_signals, restore_signals
 
@@ -65,70 +66,10 @@ class FleetOptions:
     history: str | None = None
     #: what every host's ``ccbench run`` gets besides the plan (``--settle 5% --budget 20m``)
     run_args: tuple[str, ...] = ()
+    #: rounds mode settling across labels (ccbench.fleet.settling): target, budget_s, max_rounds
+    settle: dict | None = None
     poll_s: float = 1.0
     stop_grace_s: float = 120.0
-
-
-class Progress:
-    """One line per host: phase, execution i/n, elapsed. Live on a terminal, a line per change
-    otherwise (logs, CI)."""
-
-    def __init__(self, fleet: FleetRun, stream=None):
-        from ccbench.console import console
-
-        self.fleet = fleet
-        self.console = console
-        self.live = None
-        self.last: dict[str, str] = {}
-        if console.is_terminal:
-            from rich.live import Live
-
-            self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
-            self.live.start()
-
-    def line(self, label: str, current: HostRun) -> str:
-        elapsed = time.time() - self.fleet.command_started
-        counter = (
-            f" {current.executions_done}/{current.executions_total}"
-            if current.phase == "run" and current.executions_total
-            else ""
-        )
-        state = current.phase if current.outcome == "pending" else current.outcome
-        rounds = f" [{current.round}]" if len(self.fleet.rounds) > 1 else ""
-        reason = f": {current.reason}" if current.reason and current.outcome != "ok" else ""
-        return f"{label}{rounds}: {state}{counter} {elapsed:.0f} s{reason}"
-
-    def _render(self):
-        from rich.text import Text
-
-        lines = []
-        for label, rounds in self.fleet.runs.items():
-            current = self._current(rounds)
-            lines.append(self.line(label, current))
-        return Text("\n".join(lines))
-
-    @staticmethod
-    def _current(rounds: dict[str, HostRun]) -> HostRun:
-        active = [r for r in rounds.values() if r.phase != "pending" or r.outcome != "pending"]
-        return active[-1] if active else next(iter(rounds.values()))
-
-    def update(self, label: str) -> None:
-        if self.live is not None:
-            self.live.update(self._render())
-            return
-        current = self._current(self.fleet.runs[label])
-        text = self.line(label, current)
-        # without a terminal: a line when what it says changes (the elapsed time aside)
-        signature = f"{current.round}|{current.phase if current.outcome == 'pending' else current.outcome}|{current.executions_done}"
-        if self.last.get(label) != signature:
-            self.last[label] = signature
-            self.console.print(text, markup=False, highlight=False)
-
-    def stop(self) -> None:
-        if self.live is not None:
-            self.live.update(self._render())
-            self.live.stop()
-            self.live = None
 
 
 # ----------------------------------------------------------------------------------------- driving
@@ -216,7 +157,15 @@ class Controller:
         return wheelhouse
 
     def _play_rounds(self, fleet: FleetRun, wheelhouse, progress: Progress) -> None:
-        """Each round on every host not done yet: all at once, or one host after the other (serial)."""
+        """Each round on every host not done yet: all at once, or one host after the other (serial).
+        Settling across labels looks after each round and appends the next one, or ends them."""
+        try:
+            self._each_round(fleet, wheelhouse, progress)
+        finally:
+            settling.close(fleet, self.interrupted)
+            fleet.save()
+
+    def _each_round(self, fleet: FleetRun, wheelhouse, progress: Progress) -> None:
         for round_name in fleet.rounds:
             pending = [
                 label
@@ -229,6 +178,8 @@ class Controller:
                     return
                 self._play(fleet, wheelhouse, round_name, batch, "run", progress)
             if self.interrupted:
+                return
+            if fleet.settling and not settling.after_round(fleet, round_name, self.echo):
                 return
 
     def _stop_remote_runs(self, fleet: FleetRun, wheelhouse, progress: Progress) -> None:
@@ -266,7 +217,12 @@ class Controller:
             self.echo(gather.add_to_history(fleet, self.options.history))
         self._summary(fleet)
         if self.interrupted:
-            self.echo(f"interrupted. Resume with:  ccbench fleet run --resume {fleet.directory}")
+            if fleet.settling:
+                self.echo(
+                    f"interrupted. A run settling across labels does not resume; compare: ccbench compare {fleet.directory}"
+                )
+            else:
+                self.echo(f"interrupted. Resume with:  ccbench fleet run --resume {fleet.directory}")
             return 130
         return 0 if all(fleet.outcome(label) == "ok" for label in fleet.hosts) else 1
 
@@ -289,7 +245,15 @@ class Controller:
         plan_arg = options.plan or "quick"
         plan = load_plan(plan_arg)  # a broken plan is exit 2 before anything starts
         plan_file = str(Path(plan_arg).resolve()) if Path(plan_arg).is_file() else None
-        if options.mode == "rounds":
+        # a host another one names as its ccbench_peer serves it and runs no plan (fleet/peers.py)
+        serving = {h.peer for h in inventory.hosts if h.peer}
+        baseline = next(h for h in [inventory.baseline, *inventory.hosts] if h.name not in serving).label
+        record = None
+        if options.settle:
+            labels = {h.label for h in inventory.hosts if h.name not in serving}
+            record = settling.new_record(plan, baseline=baseline, labels=labels, **options.settle)
+            rounds = list(record["rounds"])
+        elif options.mode == "rounds":
             repetitions = max((w.repetitions for w in plan.workloads), default=1)
             rounds = [f"round-{k + 1}" for k in range(max(repetitions, 1))]
         else:
@@ -306,8 +270,6 @@ class Controller:
         except OSError as exc:
             raise CCBenchError(f"--out {options.out}: cannot create {directory} ({exc.strerror})") from None
         # keyed by each host's own key (its label, or "<label>/<host>" for replicas sharing a label)
-        # a host another one names as its ccbench_peer serves it and runs no plan (fleet/peers.py)
-        serving = {h.peer for h in inventory.hosts if h.peer}
         hosts = {
             h.key: {
                 **h.public(),
@@ -331,9 +293,10 @@ class Controller:
             rounds=rounds,
             hosts=hosts,
             runs={label: {name: HostRun(round=name) for name in rounds} for label in hosts},
-            baseline=next(h for h in [inventory.baseline, *inventory.hosts] if h.name not in serving).label,
+            baseline=baseline,
             started_at=now_iso(),
             run_args=list(options.run_args),
+            settling=record,
         )
 
     def _resume(self) -> FleetRun:
@@ -344,6 +307,12 @@ class Controller:
             raise ResumeError(
                 f"--resume {directory}: no readable fleet.json there; pass a directory written by 'ccbench fleet run'"
             ) from None
+        if document.get("settling"):
+            raise ResumeError(
+                f"--resume {directory}: this run settled its cases across labels round by round (--settle with "
+                "--mode rounds), which does not resume; its rounds so far are in fleet.json: compare them with "
+                f"'ccbench compare {directory}', or start a new run"
+            )
         inventory = inventory_module.read_inventory(document["inventory"], document.get("limit"))
         known = {h.key for h in inventory.hosts}
         missing = [label for label in document["hosts"] if label not in known]
@@ -376,7 +345,7 @@ class Controller:
         plan = "@RUN_DIR@/plan" + Path(fleet.plan_file).suffix if fleet.plan_file else fleet.plan
         args = ["run", plan, "--out", "@RUN_DIR@/out", "--workdir", "@BASE@/work", *fleet.run_args]
         if fleet.mode == "rounds":
-            args += ["--repeat", "1"]
+            args += ["--repeat", "1", *settling.only_args(fleet, run.round)]
         return args
 
     def _play(
@@ -596,6 +565,8 @@ class Controller:
                 f"{label}{base}: {fleet.outcome(label)}{where}"
                 + (f" ({reason})" if reason and fleet.outcome(label) != "ok" else "")
             )
+        for line in settling.summary_lines(fleet):
+            self.echo(line)
         self.echo(f"fleet manifest: {fleet.directory / 'fleet.json'}")
         if fleet.compare:
             self.echo(f"comparison: {fleet.directory / fleet.compare}")

@@ -43,8 +43,10 @@ def plan_services(plan: Any) -> list[list[str]]:
     return peer_services((w.kind, w.name, w.params) for w in plan.workloads if not w.skip_reason)
 
 
-def plan_bound_s(plan: Any) -> float:
-    """The most seconds the plan's executions can take on one host, plus the set-up allowance."""
+def plan_bound_s(plan: Any, settling: dict | None = None) -> float:
+    """The most seconds the plan's executions can take on one host, plus the set-up allowance. With
+    a settling record (rounds mode, ccbench.fleet.settling) each workload may run up to its round
+    limit, its warmups in every round."""
     total = 0.0
     for workload in plan.workloads:
         if workload.skip_reason:
@@ -52,7 +54,10 @@ def plan_bound_s(plan: Any) -> float:
         combinations = 1
         for values in (workload.variants or {}).values():
             combinations *= max(len(values), 1)
-        total += (workload.repetitions + workload.warmup) * combinations * (workload.timeout + workload.cooldown)
+        executions = workload.repetitions + workload.warmup
+        if settling and workload.name in settling["workloads"]:
+            executions = settling["workloads"][workload.name]["max_rounds"] * (1 + workload.warmup)
+        total += executions * combinations * (workload.timeout + workload.cooldown)
     return total + SETUP_ALLOWANCE_S
 
 
@@ -71,7 +76,7 @@ def serving(controller, fleet: FleetRun, wheelhouse) -> Iterator[None]:
         controller.echo(f"ccbench_peer: no workload of the plan serves anything; {', '.join(names)} stay idle")
         yield
         return
-    bound = plan_bound_s(plan)
+    bound = plan_bound_s(plan, fleet.settling)
     controller.echo(f"serving on {', '.join(names)}: {len(services)} service(s), for at most {bound:.0f} s")
     _play(controller, fleet, wheelhouse, names, "serve", services, bound)
     try:

@@ -88,6 +88,9 @@ class FleetRun:
     analysis_error: str | None = None
     #: what every host's ``ccbench run`` gets besides the plan (``--settle 5% --budget 20m``)
     run_args: list[str] = field(default_factory=list)
+    #: rounds mode settling each case across labels (ccbench.fleet.settling): its parameters, the
+    #: workloads each round ran, each case's answer and what stopped it; None otherwise
+    settling: dict[str, Any] | None = None
 
     def to_json(self) -> dict:
         return {
@@ -115,6 +118,7 @@ class FleetRun:
             "compare": self.compare,
             "report": self.report,
             "analysis_error": self.analysis_error,
+            "settling": self.settling,
         }
 
     def _host_json(self, label: str) -> dict:
@@ -156,6 +160,7 @@ class FleetRun:
             baseline=document["baseline"],
             started_at=document["started_at"],
             run_args=list(document.get("run_args") or []),
+            settling=document.get("settling"),
         )
 
     def label_of(self, key: str) -> str:
