@@ -18,7 +18,8 @@ SEED000 = Path(__file__).parent / "data" / "import" / "seed000-azure"
 TEES = ["--tee", "TDX-Encrypted=tdx", "--tee", "TDX-Non-Encrypted=tdx", "--tee", "Intel-Non-TDX=none"]
 
 # runs one ccbench command in this interpreter and prints, as JSON on its last line, how often each
-# file under the bundles was opened (an audit hook sees every open) and whether scipy.stats was loaded
+# file under the bundles was opened (an audit hook sees every open) and whether scipy.stats and
+# matplotlib were loaded
 PROBE = """
 import json, os, sys
 root, args = sys.argv[1], sys.argv[2:]
@@ -35,7 +36,8 @@ try:
     code = main(args)
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"code": code, "opened": opened, "scipy_stats": "scipy.stats" in sys.modules}))
+print(json.dumps({"code": code, "opened": opened, "scipy_stats": "scipy.stats" in sys.modules,
+                  "matplotlib": "matplotlib" in sys.modules}))
 """
 
 
@@ -90,6 +92,23 @@ def test_compare_and_report_never_load_scipy_stats(seed000_bundles, tmp_path):
     paths = [str(p) for p in seed000_bundles]
     assert probed(root, "compare", *paths, "--summary")["scipy_stats"] is False
     assert probed(root, "report", *paths, "-o", str(tmp_path / "r.html"))["scipy_stats"] is False
+
+
+def test_the_pages_charts_are_drawn_without_matplotlib(seed000_bundles, tmp_path):
+    """The forest plot, the heatmap (seed 000) and the latency percentiles (the synthetic study) are
+    written as SVG directly: a report in one process (-j 1) never loads matplotlib, with --figures
+    neither (their PNG files come from Pillow)."""
+    from bundles import write_bundles
+
+    synthetic = write_bundles(tmp_path / "synthetic")
+    for root, paths in ((seed000_bundles[0].parent, seed000_bundles), (tmp_path / "synthetic", synthetic)):
+        figures = tmp_path / f"figures-{len(paths)}"
+        page = tmp_path / "r.html"
+        result = probed(root, "report", *map(str, paths), "-o", str(page), "-j", "1", "--figures", str(figures))
+        assert result["matplotlib"] is False, root
+        text = page.read_text()
+        assert ":forest-" in text and text.count("<svg") >= 2
+        assert sorted(p.suffix for p in figures.iterdir()).count(".png") == text.count("<svg") >= 2
 
 
 def test_the_forest_module_loads_without_the_verdicts_statistics():

@@ -1,0 +1,129 @@
+"""The report's charts as SVG written directly (ccbench.report.svg, .forestplot, .plots): what each
+says is in the markup a browser reads (rows, intervals, marks and labels as real text), the user's
+labels stay text, and the PNG files of --figures are drawn from the same chart."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ccbench.report import charts
+from ccbench.report.forest import Forest
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def parsed(document: str) -> ET.Element:
+    return ET.fromstring(document.split("?>", 1)[1])
+
+
+def texts(root: ET.Element) -> list[str]:
+    return [element.text or "" for element in root.iter(f"{SVG}text")]
+
+
+def group(root: ET.Element, gid: str) -> ET.Element | None:
+    return next((g for g in root.iter(f"{SVG}g") if g.get("id") == gid), None)
+
+
+def forest_of(rows: list[dict], configs: list[str]) -> Forest:
+    frame = pd.DataFrame(rows)
+    labels = list(dict.fromkeys(frame["label"]))
+    return Forest(frame, labels, configs, {c: "TEE: TDX" for c in configs})
+
+
+def row(label, config, te, low, high, kind="row", significant=True):
+    return {"label": label, "config": config, "layer": "TEE", "te": te, "te_low": low, "te_high": high,
+            "range_low": np.nan, "range_high": np.nan, "cases": 1, "significant": significant, "kind": kind}  # fmt: skip
+
+
+def test_forest_rows_intervals_and_one_value_marks_are_in_the_markup():
+    weird = "<b>$x$ & y</b>"
+    configs = ["tdx / TDX", "snp / SEV-SNP"]
+    rows = [
+        row("prime time", "tdx / TDX", 1.3, 1.2, 1.4),
+        row("prime time", "snp / SEV-SNP", 1.02, 0.97, 1.08, significant=False),
+        row(weird, "tdx / TDX", 0.8, np.nan, np.nan, kind="one value", significant=False),
+        row(weird, "snp / SEV-SNP", 1.1, 1.05, 1.2),
+    ]
+    document = charts.forest(forest_of(rows, configs), "time against plain").svg()
+    root = parsed(document)  # well-formed XML: the user's label is escaped, not markup
+    words = texts(root)
+    assert weird in words and "prime time" in words  # labels are text, not paths
+    assert "slower ->" in words and "<- faster" in words and "1x" in words
+    assert words.count("one value: no interval") == 1
+    assert group(root, "forest:one-value:1") is None  # the mark is a text element with its row's id
+    mark = next(e for e in root.iter(f"{SVG}text") if e.get("id") == "forest:one-value:1")
+    assert mark.text == "one value: no interval"
+    tdx, snp = charts.series_id("tdx / TDX"), charts.series_id("snp / SEV-SNP")
+    # every row with an interval has one path; the row of one value has an open circle and no interval
+    assert len(group(root, f"{tdx}:forest-intervals").findall(f"{SVG}path")) == 1
+    assert len(group(root, f"{snp}:forest-intervals").findall(f"{SVG}path")) == 2
+    assert len(group(root, f"{tdx}:forest-one-value").findall(f"{SVG}use")) == 1
+    assert len(group(root, f"{tdx}:forest-points").findall(f"{SVG}use")) == 1
+    # solid where significant, faint where not
+    styles = [p.get("style") for p in group(root, f"{snp}:forest-intervals").findall(f"{SVG}path")]
+    assert sum("stroke-opacity: 0.4" in s for s in styles) == 1
+
+
+def test_forest_axis_is_logarithmic_with_1x_between_its_ends():
+    """An interval twice as far from 1x in ratio is twice as long on the chart (log scale)."""
+    rows = [row("a", "c", 2.0, 1.0, 2.0), row("b", "c", 4.0, 1.0, 4.0)]
+    root = parsed(charts.forest(forest_of(rows, ["c"]), "t").svg())
+    paths = group(root, f"{charts.series_id('c')}:forest-intervals").findall(f"{SVG}path")
+    lengths = []
+    for path in paths:
+        x0, x1 = (float(v) for v in re.findall(r"[ML] ([-0-9.]+) ", path.get("d")))
+        lengths.append(x1 - x0)
+    assert lengths[1] == pytest.approx(2 * lengths[0], rel=0.01)
+
+
+def test_heatmap_colours_log2_ratio_clipped_and_labels_every_cell():
+    matrix = pd.DataFrame(
+        {"slow": [77_500.0, 300.0, 0.0], "fast": [-50.0, -90.0, np.nan]},
+        index=["huge", "four", "same"],
+    )  # percent: 776x, 4x, 1x; 0.5x, 0.1x, no value
+    root = parsed(charts.heatmap(matrix, "overhead").svg())
+    cells = [p.get("style") for p in group(root, "heatmap:cells").findall(f"{SVG}path")]
+    colour = [re.search(r"fill: (#[0-9a-f]{6})", s).group(1) for s in cells]
+    assert len(colour) == 5  # the cell with no value stays blank
+    huge, half, four, tenth, same = colour  # row by row
+    assert huge == four == "#67001f"  # clipped at 4x: 776x is no redder than 4x
+    assert same == "#f7f7f7" and tenth == "#053061"
+    assert half not in (same, tenth) and int(half[5:7], 16) > int(half[1:3], 16)  # bluish, not clipped
+    words = texts(root)
+    assert {"776x", "4x", "1x", "0.5x", "0.1x"} <= set(words)
+    assert "<=0.25x" in words and ">=4x" in words
+
+
+def test_percentile_lines_one_path_per_configuration_and_panel():
+    summary = pd.DataFrame(
+        [
+            {"case": case, "config": config, "percentile": p, "median": base * p * (2 if config == "b" else 1)}
+            for case, base in (("4k", 10.0), ("1m", 1000.0))
+            for config in ("a", "b")
+            for p in (50.0, 99.0)
+        ]
+    )
+    root = parsed(charts.percentile_lines(summary, "latency", "us", colours={"a": "#4477AA", "b": "#EE6677"}).svg())
+    for config, colour in (("a", "#4477aa"), ("b", "#ee6677")):
+        for panel in (0, 1):
+            paths = group(root, f"{charts.series_id(config)}:panel{panel}").findall(f"{SVG}path")
+            assert len(paths) == 1 and f"stroke: {colour}" in paths[0].get("style")
+    words = texts(root)
+    assert {"p50", "p99", "4k", "1m", "latency"} <= set(words)
+
+
+def test_png_of_a_chart_has_its_colours(tmp_path):
+    from PIL import Image
+
+    rows = [row("a", "c", 2.0, 1.5, 2.5), row("b", "c", 3.0, 2.0, 4.0)]
+    canvas = charts.forest(forest_of(rows, ["c"]), "t", {"c": "#4477AA"})
+    canvas.png(tmp_path / "f.png", dpi=150)
+    image = np.asarray(Image.open(tmp_path / "f.png").convert("RGB")).reshape(-1, 3).astype(int)
+    assert Image.open(tmp_path / "f.png").size == (round(canvas.width * 150 / 72), round(canvas.height * 150 / 72))
+    assert ((np.abs(image - [0x44, 0x77, 0xAA]) < 8).all(axis=1)).sum() > 20  # the rows are drawn
+    assert ((image < 60).all(axis=1)).sum() > 100  # and the text and frame
