@@ -18,8 +18,8 @@ SEED000 = Path(__file__).parent / "data" / "import" / "seed000-azure"
 TEES = ["--tee", "TDX-Encrypted=tdx", "--tee", "TDX-Non-Encrypted=tdx", "--tee", "Intel-Non-TDX=none"]
 
 # runs one ccbench command in this interpreter and prints, as JSON on its last line, how often each
-# file under the bundles was opened (an audit hook sees every open) and whether scipy.stats and
-# matplotlib were loaded
+# file under the bundles was opened (an audit hook sees every open) and whether scipy.stats,
+# scipy.optimize and matplotlib were loaded
 PROBE = """
 import json, os, sys
 root, args = sys.argv[1], sys.argv[2:]
@@ -37,7 +37,7 @@ try:
 except SystemExit as exc:
     code = exc.code
 print(json.dumps({"code": code, "opened": opened, "scipy_stats": "scipy.stats" in sys.modules,
-                  "matplotlib": "matplotlib" in sys.modules}))
+                  "matplotlib": "matplotlib" in sys.modules, "scipy_optimize": "scipy.optimize" in sys.modules}))
 """
 
 
@@ -92,6 +92,17 @@ def test_compare_and_report_never_load_scipy_stats(seed000_bundles, tmp_path):
     paths = [str(p) for p in seed000_bundles]
     assert probed(root, "compare", *paths, "--summary")["scipy_stats"] is False
     assert probed(root, "report", *paths, "-o", str(tmp_path / "r.html"))["scipy_stats"] is False
+
+
+def test_the_overhead_model_of_a_few_layers_is_fitted_without_scipy_optimize(seed000_bundles, tmp_path):
+    """seed 000's report fits the overhead model (T_base and the TEE's cost: two unknowns) by the
+    supports, as its bootstrap does (tests/test_analysis.py checks both against scipy's nnls);
+    loading scipy.optimize took a fifth of the report's time."""
+    root = seed000_bundles[0].parent
+    page = tmp_path / "r.html"
+    result = probed(root, "report", *map(str, seed000_bundles), "-o", str(page), "-j", "1")
+    assert result["scipy_optimize"] is False
+    assert "<h2>Overhead model</h2>" in page.read_text()
 
 
 def test_the_pages_charts_are_drawn_without_matplotlib(seed000_bundles, tmp_path):
