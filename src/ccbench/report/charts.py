@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ccbench.analysis import format as fmt
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -116,7 +118,7 @@ def series_id(config: str) -> str:
 
 
 def _tick(value: float) -> str:
-    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+    return f"{value:,.0f}" if value >= 1 else fmt.significant(value, 3)
 
 
 def _minor_tick(value: float, _position=None) -> str:
@@ -236,7 +238,7 @@ def ratio_tick(value: float) -> str:
     """A ratio as an axis label: 4x, 1x, 0.25x (never 10^0)."""
     if value >= 1:
         return f"{value:,.0f}x" if value >= 10 else f"{value:g}x"
-    return f"{value:.3g}x"
+    return f"{fmt.significant(value, 3)}x"
 
 
 def forest(data, title: str, colours: dict[str, str] | None = None, width: float = MAX_WIDTH):

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ccbench.analysis import format as fmt
 from ccbench.report import charts
 from ccbench.report.svg import Canvas, fit, text_width
 
@@ -66,7 +67,7 @@ def heatmap(matrix: pd.DataFrame, title: str) -> Canvas:
             canvas.rect(x, y, cell_w, cell_h, colour)
             if labelled:
                 ratio = float(ratios[i, j])
-                label = charts.ratio_tick(ratio) if ratio >= 10 else f"{ratio:.2g}x"
+                label = charts.ratio_tick(ratio) if ratio >= 10 else f"{fmt.significant(ratio, 2)}x"
                 ink = "#ffffff" if _dark(colour) else "#000000"
                 canvas.text(x + cell_w / 2, y + cell_h / 2 + 2.2, label, 6, "middle", colour=ink)
     canvas.rect(left, top, right - left, bottom - top, None, "#000000", 0.8)
@@ -170,7 +171,9 @@ def _percentile_panel(canvas, mine, box, percentiles, configs, colours, number, 
     for tick in nice_ticks(low, high, log):
         y = y_of(tick)
         canvas.line([(left, y), (left + panel_w, y)], "#b0b0b0", 0.8, 0.3)
-        canvas.text(left - 4, y + 2.5, charts._tick(tick) if log or tick >= 1 else f"{tick:g}", 7, "end")
+        canvas.text(
+            left - 4, y + 2.5, charts._tick(tick) if log or abs(tick) >= 1000 else fmt.significant(tick, 6), 7, "end"
+        )
     for percentile in percentiles:
         canvas.text(x_of(percentile), top + panel_h + 10, f"p{percentile:g}", 7, "middle")
     canvas.rect(left, top, panel_w, panel_h, None, "#000000", 0.8)
