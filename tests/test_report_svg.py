@@ -13,6 +13,7 @@ import pytest
 
 from ccbench.report import charts
 from ccbench.report.forest import Forest
+from ccbench.report.svg import text_width
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -127,3 +128,22 @@ def test_png_of_a_chart_has_its_colours(tmp_path):
     assert Image.open(tmp_path / "f.png").size == (round(canvas.width * 150 / 72), round(canvas.height * 150 / 72))
     assert ((np.abs(image - [0x44, 0x77, 0xAA]) < 8).all(axis=1)).sum() > 20  # the rows are drawn
     assert ((image < 60).all(axis=1)).sum() > 100  # and the text and frame
+
+
+def test_percentile_legend_wraps_inside_the_chart():
+    """Six configurations with long names: every legend entry starts and (about) ends on the chart."""
+    configs = [f"machine-{n} / SEV-SNP / encrypted storage {n}" for n in range(6)]
+    summary = pd.DataFrame(
+        [
+            {"case": "4k", "config": c, "percentile": p, "median": 10.0 + n}
+            for n, c in enumerate(configs)
+            for p in (50.0, 99.0)
+        ]
+    )
+    canvas = charts.percentile_lines(summary, "latency", "us")
+    root = parsed(canvas.svg())
+    entries = [e for e in root.iter(f"{SVG}text") if (e.text or "").startswith("machine-")]
+    assert len(entries) == 6
+    for entry in entries:
+        assert 0 <= float(entry.get("x")) and float(entry.get("x")) + text_width(entry.text, 7) <= canvas.width
+    assert len({entry.get("y") for entry in entries}) > 1  # on more than one line

@@ -125,20 +125,27 @@ def percentile_lines(
     configs = list(dict.fromkeys(summary["config"]))
     columns = min(4, max(len(cases), 1))
     count = (len(cases) + columns - 1) // columns
-    width, height = (3.0 * columns + 1) * 72, (2.6 * max(count, 1)) * 72 + 32
+    width = (3.0 * columns + 1) * 72
+    # the legend under the title, clear of every panel's lines, in as many lines as it needs
+    places, x, line = [], 0.7 * 72, 0
+    for config in configs:
+        room = 15 + text_width(config, 7) + 12
+        if x + room > width - 10 and x > 0.7 * 72:
+            x, line = 0.7 * 72, line + 1
+        places.append((x, 25 + 10 * line))
+        x += room
+    legend = 10 * line
+    height = (2.6 * max(count, 1)) * 72 + 32 + legend
     canvas = Canvas(width, height, _key("p", title, *cases, *configs), title)
     canvas.text(width / 2, 14, title, 10, "middle")
-    # the legend in one line under the title, clear of every panel's lines
-    x = 0.7 * 72
-    for index, config in enumerate(configs):
-        canvas.line([(x, 25), (x + 12, 25)], charts.panel_colour(config, index, colours), 1.5)
-        canvas.text(x + 15, 27.5, config, 7)
-        x += 15 + text_width(config, 7) + 12
+    for index, (config, (x, y)) in enumerate(zip(configs, places)):
+        canvas.line([(x, y), (x + 12, y)], charts.panel_colour(config, index, colours), 1.5)
+        canvas.text(x + 15, y + 2.5, fit(config, 7, width - x - 30), 7)
     panel_w, panel_h = 3.0 * 72 * 0.74, 2.6 * 72 * 0.62
     percentiles = sorted(summary["percentile"].dropna().unique())
     for number, case in enumerate(cases):
         left = 0.7 * 72 + (number % columns) * 3.0 * 72
-        top = 32 + 0.35 * 72 + (number // columns) * 2.6 * 72
+        top = 32 + legend + 0.35 * 72 + (number // columns) * 2.6 * 72
         mine = summary[summary["case"].fillna("") == case]
         _percentile_panel(canvas, mine, (left, top, panel_w, panel_h), percentiles, configs, colours, number, unit)
         canvas.text(left + panel_w / 2, top - 5, fit(case or "(all)", 8, panel_w), 8, "middle")
