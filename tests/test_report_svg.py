@@ -147,3 +147,31 @@ def test_percentile_legend_wraps_inside_the_chart():
     for entry in entries:
         assert 0 <= float(entry.get("x")) and float(entry.get("x")) + text_width(entry.text, 7) <= canvas.width
     assert len({entry.get("y") for entry in entries}) > 1  # on more than one line
+
+
+def test_grouped_bars_one_bar_per_case_and_configuration_with_its_quartiles():
+    summary = pd.DataFrame(
+        [
+            {"case": case, "config": config, "median": m, "q1": m * 0.9, "q3": m * 1.1}
+            for case, base in (("64 B", 60.0), ("1 MiB", 1e6))
+            for config, m in (("plain", base), ("tls", 2 * base))
+        ]
+    )
+    root = parsed(
+        charts.grouped_bars(summary, "round trip", "us", "lower", {"plain": "#4477AA", "tls": "#EE6677"}).svg()
+    )
+    for config, colour in (("plain", "#4477aa"), ("tls", "#ee6677")):
+        for number in (0, 1):
+            (bar,) = group(root, f"{charts.series_id(config)}:{number}").findall(f"{SVG}path")
+            assert f"fill: {colour}" in bar.get("style")
+    words = texts(root)
+    assert "us (lower is better), log scale" in words  # 60 beside 1,000,000: a log axis, said
+    assert {"64 B", "1 MiB", "plain", "tls", "round trip"} <= set(words)
+    # the bars' heights follow the medians on the log axis: 2x is the same step for both cases
+    tops = {}
+    for config in ("plain", "tls"):
+        for number in (0, 1):
+            (bar,) = group(root, f"{charts.series_id(config)}:{number}").findall(f"{SVG}path")
+            tops[(config, number)] = float(re.findall(r"[ML] [-0-9.]+ ([-0-9.]+)", bar.get("d"))[0])
+    step = [tops[("plain", n)] - tops[("tls", n)] for n in (0, 1)]
+    assert step[0] > 0 and step[0] == pytest.approx(step[1], abs=0.05)

@@ -8,7 +8,6 @@ figure registry to close, no GUI backend, and a lighter import (matplotlib's adv
 from __future__ import annotations
 
 import io
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -121,26 +120,6 @@ def _tick(value: float) -> str:
     return f"{value:,.0f}" if value >= 1 else fmt.significant(value, 3)
 
 
-def _minor_tick(value: float, _position=None) -> str:
-    """Minor ticks labelled at 2x and 5x a power of ten (a panel spanning less than a decade still
-    gets numbers), the others left blank."""
-    if value <= 0:
-        return ""
-    mantissa = value / 10 ** math.floor(math.log10(value))
-    return _tick(value) if round(mantissa, 6) in (2.0, 5.0) else ""
-
-
-def use_log_axis(ax) -> None:
-    """A log y axis labelled in plain numbers (1, 10, 100, 1,000; 200 and 500 between them), not the
-    repeated powers of ten matplotlib prints on minor ticks when the span is small."""
-    from matplotlib.ticker import FuncFormatter
-
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: _tick(value)))
-    ax.yaxis.set_minor_formatter(FuncFormatter(_minor_tick))
-    ax.tick_params(axis="y", which="minor", labelsize=6)
-
-
 def wants_log(values) -> bool:
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values) & (values > 0)]
@@ -154,52 +133,12 @@ def grouped_bars(
     better: str | None,
     colours: dict[str, str] | None = None,
     log: bool | None = None,
-) -> Figure:
-    """Bars = median per configuration for each case; error bars = interquartile range. A log axis
-    where the medians span more than LOG_SPAN (or as ``log`` says)."""
-    cases = list(dict.fromkeys(summary["case"].fillna("")))
-    configs = list(dict.fromkeys(summary["config"]))
-    width = 0.8 / max(len(configs), 1)
-    # wide enough for the bars plus the legend beside them, but no wider than a page: a figure
-    # scaled down to fit is unreadable
-    legend_width = 0.5 + 0.055 * max((len(str(c)) for c in configs), default=10)
-    fig_width = min(MAX_WIDTH, max(5.0, 1.1 * len(cases) * max(1, len(configs)) * 0.5 + 2) + legend_width)
-    fig = new_figure(figsize=(fig_width, 3.4))
-    ax = fig.subplots()
-    x = np.arange(len(cases))
-    for index, config in enumerate(configs):
-        rows = summary[summary["config"] == config].set_index("case").reindex(cases)
-        medians = rows["median"].to_numpy(dtype=float)
-        low = np.clip(medians - rows["q1"].to_numpy(dtype=float), 0, None)
-        high = np.clip(rows["q3"].to_numpy(dtype=float) - medians, 0, None)
-        bars = ax.bar(
-            x + index * width - 0.4 + width / 2,
-            medians,
-            width,
-            yerr=[low, high],
-            capsize=3,
-            label=config,
-            color=_colour(config, index, colours),
-        )
-        for number, patch in enumerate(bars.patches):
-            patch.set_gid(f"{series_id(config)}:{number}")
-    log = wants_log(summary["median"]) if log is None else log
-    if log:
-        use_log_axis(ax)
-    ax.set_xticks(x)
-    ax.set_xticklabels(
-        [c or "(all)" for c in cases], rotation=20 if len(cases) > 4 else 0, ha="right" if len(cases) > 4 else "center"
-    )
-    direction = {"lower": " (lower is better)", "higher": " (higher is better)"}.get(better or "", "")
-    ax.set_ylabel(f"{unit}{direction}" + (", log scale" if log else ""))
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside, not over, the bars
-    ax.grid(axis="y", alpha=0.3)
-    # fixed margins instead of tight_layout, which draws every figure an extra time
-    fig.subplots_adjust(
-        left=0.8 / fig_width, right=1 - legend_width / fig_width, top=0.9, bottom=0.28 if len(cases) > 4 else 0.15
-    )
-    return fig
+):
+    """Median bars per case and configuration with interquartile error bars, drawn as SVG without
+    matplotlib (ccbench.report.plots.grouped_bars)."""
+    from ccbench.report.plots import grouped_bars as draw
+
+    return draw(summary, title, unit, better, colours, log)
 
 
 #: the heatmap's colour scale ends here (log2 of the time ratio): 1/4x and 4x; beyond is clipped
@@ -255,4 +194,4 @@ def panel_colour(config: str, index: int, colours: dict[str, str] | None) -> str
 
 
 #: charts drawn as SVG by ccbench.report.svg (no matplotlib): drawn where the page is written
-forest.native_svg = heatmap.native_svg = percentile_lines.native_svg = True
+forest.native_svg = heatmap.native_svg = percentile_lines.native_svg = grouped_bars.native_svg = True

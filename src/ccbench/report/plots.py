@@ -197,3 +197,81 @@ def _percentile_panel(canvas, mine, box, percentiles, configs, colours, number, 
             canvas.line(points, colour, 1.5)
             for x, y in points:
                 canvas.marker("o", x, y, 2.2, colour, colour, 0.8)
+
+
+def grouped_bars(
+    summary: pd.DataFrame,
+    title: str,
+    unit: str,
+    better: str | None,
+    colours: dict[str, str] | None = None,
+    log: bool | None = None,
+) -> Canvas:
+    """Bars = median per configuration for each case; error bars = interquartile range (q1 to q3).
+    A log axis where the medians span more than LOG_SPAN (or as ``log`` says). Each bar is a group
+    ``<series_id(config)>:<case number>`` holding its <path>; the legend is beside the bars."""
+    cases = list(dict.fromkeys(summary["case"].fillna("")))
+    configs = list(dict.fromkeys(summary["config"]))
+    legend_width = (0.5 + 0.055 * max((len(str(c)) for c in configs), default=10)) * 72
+    width = min(charts.MAX_WIDTH, max(5.0, 1.1 * len(cases) * max(1, len(configs)) * 0.5 + 2) + legend_width / 72) * 72
+    rotate = len(cases) > 4
+    height = 3.4 * 72
+    canvas = Canvas(width, height, _key("b", title, *cases, *configs), title)
+    left, right = 0.8 * 72, width - legend_width
+    top, bottom = 0.1 * height, height - (0.28 if rotate else 0.15) * height
+    canvas.text((left + right) / 2, top - 7, title, 10, "middle")
+    log = charts.wants_log(summary["median"]) if log is None else log
+    values = pd.concat([summary[c] for c in ("median", "q1", "q3")]).to_numpy(dtype=float)
+    values = values[np.isfinite(values) & ((values > 0) if log else True)]
+    high = float(values.max()) if len(values) else 1.0
+    low = float(values.min()) / 1.5 if log and len(values) else 0.0
+    high = high * 1.5 if log else high * 1.05 or 1.0
+
+    def y_of(value: float) -> float:
+        if log:
+            value = max(value, low)
+            return bottom - (math.log(value) - math.log(low)) / (math.log(high) - math.log(low)) * (bottom - top)
+        return bottom - (value - low) / (high - low) * (bottom - top)
+
+    for tick in nice_ticks(low if log else 0.0, high, log):
+        canvas.line([(left, y_of(tick)), (right, y_of(tick))], "#b0b0b0", 0.8, 0.3)
+        canvas.text(
+            left - 4,
+            y_of(tick) + 2.5,
+            charts._tick(tick) if log or tick >= 1000 else fmt.significant(tick, 6),
+            7,
+            "end",
+        )
+    slot = (right - left) / max(len(cases), 1)
+    bar = 0.8 * slot / max(len(configs), 1)
+    for index, config in enumerate(configs):
+        colour = charts.panel_colour(config, index, colours)
+        rows = summary[summary["config"] == config].set_index("case").reindex(cases)
+        for number, (median, q1, q3) in enumerate(zip(rows["median"], rows["q1"], rows["q3"])):
+            if not np.isfinite(median) or (log and median <= 0):
+                continue
+            x = left + number * slot + 0.1 * slot + index * bar
+            with canvas.group(f"{charts.series_id(config)}:{number}"):
+                canvas.rect(x, y_of(median), bar, y_of(low if log else 0.0) - y_of(median), colour)
+            if np.isfinite(q1) and np.isfinite(q3) and q3 > q1:
+                middle = x + bar / 2
+                canvas.line([(middle, y_of(q1)), (middle, y_of(q3))], "#000000", 1.0)
+                for end in (q1, q3):
+                    canvas.line([(middle - 3, y_of(end)), (middle + 3, y_of(end))], "#000000", 1.0)
+    canvas.rect(left, top, right - left, bottom - top, None, "#000000", 0.8)
+    for number, case in enumerate(cases):
+        x = left + (number + 0.5) * slot
+        canvas.line([(x, bottom), (x, bottom + 3.5)], "#000000", 0.8)
+        label = fit(case or "(all)", 8, 1.5 * 72 if rotate else slot)
+        if rotate:
+            canvas.text(x + 3, bottom + 12, label, 8, "end", rotate=20)
+        else:
+            canvas.text(x, bottom + 13, label, 8, "middle")
+    direction = {"lower": " (lower is better)", "higher": " (higher is better)"}.get(better or "", "")
+    axis = f"{unit}{direction}" + (", log scale" if log else "")
+    canvas.text(left - 42, (top + bottom) / 2, fit(axis, 8, bottom - top), 8, "middle", rotate=90)
+    for index, config in enumerate(configs):
+        y = top + 8 + index * 10
+        canvas.rect(right + 8, y - 6, 10, 7, charts.panel_colour(config, index, colours))
+        canvas.text(right + 22, y, fit(str(config), 7, legend_width - 26), 7)
+    return canvas
