@@ -1,6 +1,7 @@
 """The report's charts: the forest plot of ratios with their intervals, the latency percentile
-lines and the overhead heatmap are written as SVG directly (ccbench.report.forestplot, .plots),
-without loading matplotlib; the grouped bars (notebooks, transport) are drawn with matplotlib.
+lines, the overhead heatmap and the grouped bars are written as SVG directly
+(ccbench.report.forestplot, .plots), without loading matplotlib; the breakdown's and the
+microservices' charts are drawn with matplotlib (new_figure, literal_text, svg_document here).
 
 matplotlib's figures are made with matplotlib.figure.Figure directly, not through pyplot: no global
 figure registry to close, no GUI backend, and a lighter import (matplotlib's advice for servers)."""
