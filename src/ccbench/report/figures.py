@@ -28,10 +28,12 @@ def _unique_stem(name: str, used: set[str]) -> str:
 class FigureDrawer:
     """Draws figures once each: SVG text for the HTML report and, with ``directory``, PNG and SVG files.
 
-    Figures added are queued to the helper processes at once; finish() then draws, here, every
-    queued figure that no helper has started yet, from the last one back, and collects the rest:
-    the two ends meet wherever the work splits evenly. A figure a helper could not draw (it died,
-    or the drawing function does not pickle) is drawn here.
+    Charts written as SVG directly (``native``) are drawn here, in finish(): cheap, and no
+    matplotlib to load. matplotlib's figures are queued to the helper processes at once (the
+    first one after a job that loads matplotlib there); finish() then draws, here, every queued
+    figure that no helper has started yet, from the last one back, and collects the rest: the two
+    ends meet wherever the work splits evenly. A figure a helper could not draw (it died, or the
+    drawing function does not pickle) is drawn here.
     """
 
     def __init__(self, svg: bool = True, directory: Path | None = None, helper: Helper | None = None):
