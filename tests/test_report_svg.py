@@ -175,3 +175,21 @@ def test_grouped_bars_one_bar_per_case_and_configuration_with_its_quartiles():
             tops[(config, number)] = float(re.findall(r"[ML] [-0-9.]+ ([-0-9.]+)", bar.get("d"))[0])
     step = [tops[("plain", n)] - tops[("tls", n)] for n in (0, 1)]
     assert step[0] > 0 and step[0] == pytest.approx(step[1], abs=0.05)
+
+
+def test_long_configuration_names_wrap_in_their_panel_headings_clear_of_the_title():
+    """Five panels of long names: each name is whole on the chart (on two lines where one would need
+    a font under 6 pt), and every heading's line lies below the chart's title."""
+    configs = [f"SEV-Non-Encrypted-{n} / SEV-SNP / azure-confidential-disk" for n in range(5)]
+    rows = [row("bench", config, 1.1, 1.0, 1.2) for config in configs]
+    root = parsed(charts.forest(forest_of(rows, configs), "time against AMD-Non-SEV / no TEE").svg())
+    elements = list(root.iter(f"{SVG}text"))
+    words = [e.text for e in elements]
+    for n in range(5):
+        assert f"SEV-Non-Encrypted-{n} / SEV-SNP /" in words and "..." not in "".join(words)
+    box = {}
+    for e in elements:
+        size = float(re.search(r"font-size: ([0-9.]+)px", e.get("style")).group(1))
+        box.setdefault(e.text, []).append((float(e.get("y")) - size, float(e.get("y")) + 0.25 * size))
+    (title,) = box["time against AMD-Non-SEV / no TEE"]
+    assert all(top > title[1] for text, boxes in box.items() if "SEV-Non" in text for top, _ in boxes)

@@ -61,6 +61,8 @@ class Layout:
         room = self.width - self.label_width - mark_width
         self.panel = room / (count + 0.08 * (count - 1))  # panels 8% of a panel apart
         self.lefts = [self.label_width + n * 1.08 * self.panel for n in range(count)]
+        if any(len(_split(config, self.panel)) > 1 for config in data.configs):  # a heading of three lines
+            self.height, self.top, self.bottom = self.height + 9, self.top + 9, self.bottom + 9
         self.row = (self.bottom - self.top) / max(len(labels), 1)
 
     def y(self, index: float) -> float:
@@ -88,11 +90,7 @@ def draw(data, title: str, colours: dict[str, str] | None = None, width: float =
 
         colour = charts.panel_colour(config, number, colours)
         _frame(canvas, layout, left, x, low, high, len(data.labels))
-        for line, text in enumerate((config, data.layers.get(config, ""))):
-            baseline = layout.top - 4 - (1 - line) * (HEADING_SIZE + 1.5)
-            canvas.text(
-                left + layout.panel / 2, baseline, fit(text, HEADING_SIZE, layout.panel), HEADING_SIZE, "middle"
-            )
+        _heading(canvas, layout, left, [*_split(config, layout.panel), data.layers.get(config, "")])
         mine = data.rows[data.rows["config"] == config]
         _rows(canvas, mine, position, layout, x, colour, charts.series_id(config))
     label_room = layout.label_width - 8
@@ -105,6 +103,28 @@ def draw(data, title: str, colours: dict[str, str] | None = None, width: float =
             canvas.text(right, layout.y(index) + 2, "one value: no interval", MARK_SIZE, colour=GREY,
                         gid=f"forest:one-value:{index}")  # fmt: skip
     return canvas
+
+
+def _split(name: str, width: float) -> list[str]:
+    """A configuration's name on one line, or on two (at the " / " nearest its middle) where one
+    line would need a font under 6 pt."""
+    parts = name.split(" / ")
+    if text_width(name, 6.0) <= width or len(parts) < 2:
+        return [name]
+    cut = min(range(1, len(parts)), key=lambda n: abs(len(" / ".join(parts[:n])) - len(name) / 2))
+    return [" / ".join(parts[:cut]) + " /", " / ".join(parts[cut:])]
+
+
+def _heading(canvas: Canvas, layout: Layout, left: float, lines: list[str]) -> None:
+    """A panel's heading, its last line just above the panel: each line in a smaller font where
+    it would not fit (down to 5 pt), cut only beyond that."""
+    baseline = layout.top - 4
+    for text in reversed(lines):
+        size = HEADING_SIZE
+        while size > 5 and text_width(text, size) > layout.panel:
+            size -= 0.5
+        canvas.text(left + layout.panel / 2, baseline, fit(text, size, layout.panel), size, "middle")
+        baseline -= size + 1.5
 
 
 def _frame(canvas: Canvas, layout: Layout, left: float, x, low: float, high: float, rows: int) -> None:
