@@ -235,6 +235,18 @@ def test_bootstrap_refits_agree_with_scipy_nnls():
                 assert np.linalg.norm(design @ solution - row) == pytest.approx(reference_residual, rel=1e-6, abs=1e-9)
                 if np.linalg.matrix_rank(design) == unknowns:
                     np.testing.assert_allclose(solution, reference, rtol=1e-6, atol=1e-8)
+    # the pooled bootstrap: every draw its own design (resampled rows), solved at once
+    design = np.column_stack([np.ones(8), rng.integers(0, 2, size=(8, 2))]).astype(float)
+    y = rng.normal(10, 4, size=8)
+    index = rng.integers(0, 8, size=(60, 8))
+    for solution, rows in zip(_fit_many(design[index], y[index]), index):
+        reference, reference_residual = nnls(design[rows], y[rows])
+        assert (solution >= 0).all()
+        assert np.linalg.norm(design[rows] @ solution - y[rows]) == pytest.approx(
+            reference_residual, rel=1e-6, abs=1e-9
+        )
+        if np.linalg.matrix_rank(design[rows]) == 3:
+            np.testing.assert_allclose(solution, reference, rtol=1e-6, atol=1e-8)
     confounded = np.array([[1, 0, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]], dtype=float)
     targets = np.array([[10, 12, 10, 12], [10, 8, 10, 8]], dtype=float)
     fitted = _fit_many(confounded, targets)

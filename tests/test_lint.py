@@ -84,9 +84,13 @@ def test_seed000_tdx_cost_is_confounded_by_the_cpu_and_kernel(tmp_path, ccbench)
 
     summary = ccbench("compare", *paths, "--summary")
     assert summary.returncode == 0, summary.stderr
-    # the headline line says the machines differ in CPU; the sentence (full compare) names them
-    head = next(line for line in summary.stdout.splitlines() if line.startswith("TEE: TDX"))
-    assert head.startswith("TEE: TDX (machines differ in CPU): ") and "faster" in head
+    # the headline line says the machines differ in CPU and kernel, with the kernels' values on it
+    # or on the layer's next line; the sentence (full compare) names them
+    out = summary.stdout.splitlines()
+    at = next(n for n, line in enumerate(out) if line.startswith("TEE: TDX"))
+    head = out[at]
+    assert head.startswith("TEE: TDX (machines differ in CPU; kernels differ") and "faster" in head
+    assert "kernels differ: 6.2.0-1018-azure vs 6.5.0-1025-azure" in head + out[at + 1]
     assert "[high] confounded:" in summary.stdout and "saves about" not in summary.stdout
     text = " ".join(ccbench("compare", *paths).stdout.split())
     assert "TEE: TDX: cost confounded by CPU model (Ice Lake vs Sapphire Rapids)" in text
@@ -385,3 +389,34 @@ def test_a_bounce_pool_missing_from_memtotal_is_part_of_the_machine_size():
     without_pool = [("twin", provenance_probe("twin", "none", memory_bytes=1938845696, swiotlb_bytes=None))]
     found, _ = comparison_lint.differences(plain, without_pool)
     assert comparison_lint.confounded_by(found) == "memory (1.9 GiB vs 1.8 GiB)"
+
+
+def test_seed000_import_names_the_kernels_wherever_the_verdict_is_printed(tmp_path, ccbench):
+    """seed 000's published results (a slice in tests/data): the TDX VMs and the plain one run
+    different kernels; the layer's own headline lines say so with both kernels in the terminal, in
+    `compare --summary --json` and in the report's verdict, not only in the lint and the table."""
+    import html
+    import re
+    from pathlib import Path
+
+    seed = Path(__file__).parent / "data" / "import" / "seed000-azure"
+    tees = ["--tee", "TDX-Encrypted=tdx", "--tee", "TDX-Non-Encrypted=tdx", "--tee", "Intel-Non-TDX=none"]
+    assert ccbench("import", "seed000", seed, "--out", tmp_path / "b", *tees).returncode == 0
+    paths = sorted((tmp_path / "b").iterdir())
+    kernels = "kernels differ: 6.8.0-1017-azure vs 6.5.0-1025-azure"
+
+    def layer_lines(lines: list[str]) -> str:
+        at = next(n for n, line in enumerate(lines) if line.startswith("TEE: TDX"))
+        return "\n".join([lines[at], *[line for line in lines[at + 1 : at + 3] if line.startswith("  ")]])
+
+    terminal = layer_lines(ccbench("compare", *paths, "--summary").stdout.splitlines())
+    assert terminal.startswith("TEE: TDX (CPU unknown; kernels differ") and kernels in terminal, terminal
+    assert all(len(line) <= 100 for line in terminal.splitlines())
+    records = [json.loads(line) for line in ccbench("compare", *paths, "--summary", "--json").stdout.splitlines()]
+    (tdx,) = [r for r in records if r.get("layer") == "TEE: TDX"]
+    assert kernels in "\n".join(tdx["headline"]) and tdx["headline"][0].startswith("TEE: TDX (CPU unknown; kernels")
+    page = tmp_path / "r.html"
+    assert ccbench("report", *paths, "-o", page).returncode == 0
+    verdict = page.read_text().split("<section id='verdict-per-protection-layer'", 1)[1].split("</section>", 1)[0]
+    points = [html.unescape(re.sub(r"<[^>]+>", "", li)) for li in re.findall(r"<li>(.*?)</li>", verdict, re.S)]
+    assert any(kernels in point for point in points), points

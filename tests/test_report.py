@@ -523,12 +523,19 @@ def test_a_forest_charts_title_clears_its_panels_titles(rows):
             for config in configs
         ]
     )  # fmt: skip
-    fig = charts.forest(Forest(frame, labels, configs, {c: "TEE" for c in configs}), "every case against x")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    document = charts.forest(Forest(frame, labels, configs, {c: "TEE" for c in configs}), "every case against x").svg()
+    import xml.etree.ElementTree as ET
 
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    title = fig._suptitle.get_window_extent(renderer)
-    for ax in fig.axes:
-        panel_title = ax.title.get_window_extent(renderer)
-        assert title.y0 > panel_title.y1, (rows, title, panel_title)
-        assert title.y1 <= fig.bbox.y1  # and on the figure
+    # each text's box from its baseline and font size (a descent of a quarter of the size under it)
+    root = ET.fromstring(document.split("?>", 1)[1])
+    texts = {}
+    for element in root.iter("{http://www.w3.org/2000/svg}text"):
+        size = float(re.search(r"font-size: ([0-9.]+)px", element.get("style")).group(1))
+        baseline = float(element.get("y"))
+        texts.setdefault(element.text, []).append((baseline - size, baseline + 0.25 * size))
+    ((title_top, title_bottom),) = texts["every case against x"]
+    headings = [box for config in configs for box in texts[config]]
+    assert len(headings) == len(configs)
+    for heading_top, _ in headings:
+        assert title_bottom < heading_top, (rows, title_bottom, heading_top)
+    assert title_top >= 0  # and on the chart

@@ -40,6 +40,7 @@ import pandas as pd
 
 # the twins (what counts as one, whether it may stand for its mechanism) live in their own module;
 # their names are this module's too, as before
+from ccbench.analysis import format as fmt
 from ccbench.analysis.twins import (  # noqa: F401
     PLAIN_OR_UNKNOWN,
     TWIN_MARKERS,
@@ -240,7 +241,8 @@ def counted_seconds(
         excess = unit - base_unit if base_unit is not None else unit
         count = float(np.median(counts))
         if excess > 0 and count > 0:
-            out[mechanism] = (count * excess, f"{count:.4g} x {excess:.3g} s ({rule.counters[0]})")
+            said = f"{fmt.significant(count, 4)} x {fmt.quantity(excess, 's')} ({rule.counters[0]})"
+            out[mechanism] = (count * excess, said)
     return out
 
 

@@ -1,7 +1,7 @@
 """One number format and one formatter per table, shared by the terminal and the report.
 
-Numbers: thousands separators from 1,000 up, three significant figures below, no exponent between
-0.001 and 1e9 (no ``6.657e+04`` beside ``66,573``). Ratios keep three decimals, overheads one.
+Numbers: thousands separators from 1,000 up, three significant figures below, never an exponent
+(no ``6.657e+04`` beside ``66,573``, no ``4e-05`` for 0.00004). Ratios keep three decimals, overheads one.
 """
 
 from __future__ import annotations
@@ -17,16 +17,42 @@ def missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def significant(value, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant figures in plain decimals, never an exponent: 0.00004,
+    0.000123, 0.5, 42.7; from 10**digits up every digit, with thousands separators (57,199)."""
+    if missing(value):
+        return "-"
+    value = float(value)
+    if not math.isfinite(value):
+        return str(value)
+    magnitude = abs(value)
+    if magnitude == 0:
+        return "0"
+    if magnitude >= 10**digits:
+        return f"{value:,.0f}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(magnitude)))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def number(value, unit: str | None = None) -> str:
-    """A measured value for a reader: 66,573 / 512 / 42.7 / 3.14 / 0.0123; "-" when missing."""
+    """A measured value for a reader: 66,573 / 512 / 42.7 / 3.14 / 0.0123 / 0.0004; "-" when
+    missing; never an exponent. A time under a thousandth of its unit is said in a smaller unit
+    (0.0004 s: "0.4 ms"), as ``quantity`` says it."""
     if missing(value):
         return "-"
     value = float(value)
     magnitude = abs(value)
+    if unit and 0 < magnitude < 1e-3 and str(unit).strip() in _TIME_ALIASES:
+        return quantity(value, unit)
     if magnitude == 0:
         text = "0"
-    elif magnitude >= 1e9 or magnitude < 1e-3:
-        text = f"{value:.3g}"
+    elif not math.isfinite(value):
+        text = str(value)
+    elif magnitude >= 1e9:
+        text = f"{value:,.0f}"
+    elif magnitude < 1e-3:
+        text = significant(value, 3)
     elif magnitude >= 1000:
         text = f"{value:,.0f}"
     elif magnitude >= 100:
@@ -64,8 +90,6 @@ def quantity(value, unit: str | None = None) -> str:
 
 def _plain_number(value: float) -> str:
     magnitude = abs(value)
-    if magnitude >= 1e9:
-        return f"{value:,.0f}"
     if 0 < magnitude < 1e-3:
         digits = 2 - math.floor(math.log10(magnitude))  # three significant digits, fixed
         return f"{value:.{digits}f}"

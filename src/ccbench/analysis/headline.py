@@ -16,6 +16,7 @@ the lines never contradict the rows.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -168,15 +169,55 @@ def _short(judgement) -> str:
     return judgement.phrase()
 
 
+#: how the headline says that the machines differ in a confounding fact (ccbench.analysis.lint)
+DIFFER = {"CPU model": "CPU models differ", "kernel": "kernels differ", "vCPUs": "vCPUs differ"}
+
+
+def confounders(item) -> list[tuple[str, str]]:
+    """What besides the layer differs between the machines behind a layer's comparisons: (fact,
+    "6.8.0-1017-azure vs 6.5.0-1025-azure") from the rows' "confounded by" flags
+    (ccbench.analysis.lint); the CPU left out where the CPU note already says it differs."""
+    if item.layer == "none":
+        return []
+    out: list[tuple[str, str]] = []
+    for text in item.confounded:
+        # "CPU model (a vs b), memory (c vs d) and kernel (e vs f)"
+        for fact, values in re.findall(r"(?:^|, | and )([^(),]+?) \(([^()]*(?:\([^()]*\)[^()]*)*)\)", text):
+            if fact == "CPU model" and item.cpu_note == "machines differ in CPU":
+                continue
+            if (fact, values) not in out:
+                out.append((fact, values))
+    return out
+
+
+def _differ(fact: str) -> str:
+    return DIFFER.get(fact, f"{fact} differs")
+
+
+def _layer_name(item, judgement_words: str) -> tuple[str, str]:
+    """The layer's name on its headline line with its notes: the CPU note and what else differs
+    between the machines ("TEE: TDX (CPU unknown; kernels differ: 6.8.0-1017-azure vs
+    6.5.0-1025-azure)"); where the values would push ``judgement_words`` off the line, the facts
+    alone ("kernels differ") and, for the second line, the detail with the values."""
+    name = "no layer (other machine or run)" if item.layer == "none" else item.layer
+    notes = [item.cpu_note] if item.cpu_note else []
+    found = confounders(item)
+    if not found:
+        return (f"{name} ({notes[0]})" if notes else name), ""
+    with_values = "; ".join(f"{_differ(fact)}: {values}" for fact, values in found)
+    full = f"{name} ({'; '.join([*notes, with_values])})"
+    if len(f"{full}: {judgement_words}") <= WIDTH:
+        return full, ""
+    brief = f"{name} ({'; '.join([*notes, *dict.fromkeys(_differ(fact) for fact, _ in found)])})"
+    return brief, f"{with_values} (not the layer's own cost)"
+
+
 def layer_lines(item, full: bool = False) -> list[str]:
     """The headline of one LayerVerdict (ccbench.analysis.verdict): one line of at most 100 columns
     with the layer's judgement (ccbench.analysis.semantics), and at most one more (``full``: one per
     workload) with its workloads' own words where they differ and the rows left out as implausible."""
-    name = "no layer (other machine or run)" if item.layer == "none" else item.layer
-    if item.cpu_note:
-        name += f" ({item.cpu_note})"
-    elif item.confounded and item.layer != "none":
-        name += " (machines differ: confounded)"
+    words = item.typical_text() if item._per_message_only() or item.judgement is None else _short(item.judgement)
+    name, detail = _layer_name(item, words)
     plural = "s" if item.workloads != 1 else ""
     rests = f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}"
     short = f"{item.significant}/{item.comparisons} significant"
@@ -220,10 +261,12 @@ def layer_lines(item, full: bool = False) -> list[str]:
             lines.append(
                 _first_fitting([f"  {workload}: {part.phrase()}; {counts}", f"  {workload}: {_short(part)}; {counts}"])
             )
+        if detail:
+            lines.insert(1, fit(f"  {detail}"))
         if left:
             lines.append(fit(f"  {left}"))
         return lines
-    second = []
+    second = [detail] if detail else []
     if left:
         second.append(left)
     if len(shows) > 1:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from ccbench.analysis.compare import measured
 
@@ -38,6 +37,12 @@ def layer_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fit(design: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """NNLS of ``y`` on ``design``: by the supports (_fit_many) for a handful of unknowns, else
+    scipy.optimize.nnls (imported only then: loading it is a fifth of a report's time on seed 000)."""
+    if design.shape[1] <= ENUMERATE_MAX:
+        return _fit_many(design, y[None, :])[0]
+    from scipy.optimize import nnls
+
     coefficients, _ = nnls(design, y)
     return coefficients
 
@@ -47,26 +52,35 @@ ENUMERATE_MAX = 6
 
 
 def _fit_many(design: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """NNLS for each row of ``targets`` against one small design: an array (draws x unknowns).
+    """NNLS for each row of ``targets`` against one small design, or against its own design where
+    ``design`` is a stack of them (draws x observations x unknowns): an array (draws x unknowns).
 
     The NNLS solution is the least-squares solution on its support, so for a handful of unknowns
-    every support is tried at once for all draws (one pseudo-inverse per support), and each draw
-    keeps the feasible solution (all >= 0) with the smallest residual, the smaller support on a
-    tie, which is also the solution scipy's active-set nnls returns. Larger designs fall back to
-    scipy.optimize.nnls per draw. tests/test_analysis.py checks the two agree.
+    every support is tried at once for all draws (one pseudo-inverse per support, or per support
+    and draw), and each draw keeps the feasible solution (all >= 0) with the smallest residual, the
+    smaller support on a tie, which is also the solution scipy's active-set nnls returns. Larger
+    designs fall back to scipy.optimize.nnls per draw. tests/test_analysis.py checks the two agree.
     """
-    unknowns = design.shape[1]
+    unknowns = design.shape[-1]
+    stacked = design.ndim == 3
     if unknowns > ENUMERATE_MAX:
-        return np.array([_fit(design, row) for row in targets])
+        from scipy.optimize import nnls
+
+        designs = design if stacked else [design] * len(targets)
+        return np.array([nnls(d, row)[0] for d, row in zip(designs, targets)])
     draws = len(targets)
     best = np.zeros((draws, unknowns))
     best_residual = np.einsum("ij,ij->i", targets, targets)
     scale = np.abs(targets).max(axis=1) + 1e-300
     supports = sorted((tuple(i for i in range(unknowns) if mask >> i & 1) for mask in range(1, 1 << unknowns)), key=len)
     for support in supports:
-        columns = design[:, support]
-        solution = targets @ np.linalg.pinv(columns).T  # draws x len(support)
-        residuals = targets - solution @ columns.T
+        columns = design[..., support]
+        if stacked:  # draws x observations x len(support): a pseudo-inverse per draw
+            solution = np.einsum("dso,do->ds", np.linalg.pinv(columns), targets)
+            residuals = targets - np.einsum("dos,ds->do", columns, solution)
+        else:
+            solution = targets @ np.linalg.pinv(columns).T  # draws x len(support)
+            residuals = targets - solution @ columns.T
         residual = np.einsum("ij,ij->i", residuals, residuals)
         feasible = (solution >= -1e-12 * scale[:, None]).all(axis=1)
         better = feasible & (residual < best_residual * (1 - 1e-9) - 1e-12 * scale**2)
@@ -119,14 +133,11 @@ def fit_pooled(y: np.ndarray, layers: np.ndarray, rng: np.random.Generator, boot
     coefficients = _fit(design, y)
     base = coefficients[0]
     c = coefficients[1:] / base if base > 0 else np.full(layers.shape[1], np.nan)
-    draws = []
-    for index in rng.integers(0, len(y), size=(bootstrap, len(y))):
-        fitted = _fit(design[index], y[index])
-        if fitted[0] > 0:
-            draws.append(fitted[1:] / fitted[0])
+    index = rng.integers(0, len(y), size=(bootstrap, len(y)))
+    draws = _ratios(_fit_many(design[index], y[index]))  # every draw's own design, solved at once
     low, high = (
-        np.percentile(np.array(draws), [2.5, 97.5], axis=0)
-        if draws
+        np.percentile(draws, [2.5, 97.5], axis=0)
+        if len(draws)
         else (np.full(layers.shape[1], np.nan), np.full(layers.shape[1], np.nan))
     )
     return float(base), c, low, high

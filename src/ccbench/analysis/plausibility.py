@@ -111,8 +111,17 @@ def _number(value: Any) -> float | None:
 
 
 def _figure(value: float) -> str:
-    """3 significant digits below 100, whole numbers above: 1.2, 45.3, 8969"""
-    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    """3 significant digits below 100, whole numbers above: 1.2, 45.3, 8969; never an exponent"""
+    from ccbench.analysis.format import significant
+
+    return significant(value, 3) if abs(value) < 100 else f"{value:.0f}"
+
+
+def _small(value: float) -> str:
+    """Two significant digits, never an exponent: 0.45, 0.0031"""
+    from ccbench.analysis.format import significant
+
+    return significant(value, 2)
 
 
 def side_reasons(metrics: dict[str, float], params: dict[str, Any]) -> list[str]:
@@ -128,7 +137,7 @@ def side_reasons(metrics: dict[str, float], params: dict[str, Any]) -> list[str]
             )
         elif inflight < depth * INFLIGHT_UNDER and str(params.get("rw", "")) not in MIXED:
             reasons.append(
-                f"Little's law: {_figure(iops)} IOPS x {_figure(clat)} us = {inflight:.2g} in flight of the job's {depth}"
+                f"Little's law: {_figure(iops)} IOPS x {_figure(clat)} us = {_small(inflight)} in flight of the job's {depth}"
             )
     size = block_bytes(params.get("bs"))
     if iops and throughput and size and iops > 0:

@@ -67,7 +67,6 @@ def command(
     from ccbench.errors import CCBenchError
     from ccbench.helper import Helper
     from ccbench.report import FigureDrawer, build_context, build_sections, render_html, render_markdown
-    from ccbench.report.charts import prepare as charts_prepare
 
     output_path = Path(output)
     fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
@@ -87,8 +86,6 @@ def command(
         console.print(f"warning: {unverified_warning(unverified)}", markup=False)
         title = f"{title} (UNVERIFIED bundles: {len(unverified)})"
     with Helper(jobs) as helper:
-        # the helper loads matplotlib while this process reads the bundles (it draws the figures)
-        helper.submit(charts_prepare)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ctx = build_context(

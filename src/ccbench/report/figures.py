@@ -1,5 +1,6 @@
 """The report's figures, each drawn once: SVG text for the HTML page and, with a directory, PNG and
-SVG files (--figures), in helper processes where there are any."""
+SVG files (--figures). Charts drawn as SVG directly (ccbench.report.svg) are drawn here, when the
+page asks for them; matplotlib's, in helper processes where there are any."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ def _unique_stem(name: str, used: set[str]) -> str:
 class FigureDrawer:
     """Draws figures once each: SVG text for the HTML report and, with ``directory``, PNG and SVG files.
 
-    Figures added are queued to the helper processes at once; finish() then draws, here, every
-    queued figure that no helper has started yet, from the last one back, and collects the rest:
-    the two ends meet wherever the work splits evenly. A figure a helper could not draw (it died,
-    or the drawing function does not pickle) is drawn here.
+    Charts written as SVG directly (``native``) are drawn here, in finish(): cheap, and no
+    matplotlib to load. matplotlib's figures are queued to the helper processes at once (the
+    first one after a job that loads matplotlib there); finish() then draws, here, every queued
+    figure that no helper has started yet, from the last one back, and collects the rest: the two
+    ends meet wherever the work splits evenly. A figure a helper could not draw (it died, or the
+    drawing function does not pickle) is drawn here.
     """
 
     def __init__(self, svg: bool = True, directory: Path | None = None, helper: Helper | None = None):
@@ -41,6 +44,7 @@ class FigureDrawer:
         self.stems: set[str] = set()
         self.position: dict[int, int] = {}  # id(figure): its job's index
         self.kept: list[Figure] = []
+        self.prepared = False
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
 
@@ -55,7 +59,12 @@ class FigureDrawer:
             self.names.append(figure.name)
             job = (figure.draw, self.svg, self.directory, _unique_stem(figure.name, self.stems))
             self.jobs.append(job)
-            self.futures.append(self.helper.submit(_draw_one, *job) if self.helper is not None else None)
+            future = None
+            if self.helper is not None and not native(figure.draw):
+                if not self.prepared:  # matplotlib loaded in the helper before its first chart
+                    self.prepared = self.helper.submit(charts.prepare) is not None
+                future = self.helper.submit(_draw_one, *job)
+            self.futures.append(future)
 
     def finish(self, order: Iterable[Figure] | None = None) -> dict[int, str]:
         """{position: SVG text} for every figure added: the position in ``order`` (the report's
@@ -63,7 +72,10 @@ class FigureDrawer:
         results: dict[int, str] = {}
         # a few figures a helper has queued are left to it: drawing one here would first load
         # matplotlib here (a third of a second), which the helper has already done
-        few = len(self.jobs) <= HELPER_ONLY and all(future is not None for future in self.futures)
+        queued = [future for future in self.futures if future is not None]
+        few = len(queued) <= HELPER_ONLY and all(
+            native(job[0]) for job, future in zip(self.jobs, self.futures) if future is None
+        )
         for index in reversed(range(len(self.jobs))):
             future = self.futures[index]
             if future is None or (not few and future.cancel()):
@@ -92,8 +104,20 @@ def draw_figures(
     return drawer.finish([figure for section in sections for figure in section.figures])
 
 
+def native(draw) -> bool:
+    """Whether ``draw`` (a function or a functools.partial of one) draws SVG itself (no matplotlib)."""
+    return bool(getattr(getattr(draw, "func", draw), "native_svg", False))
+
+
 def _draw_one(draw, svg: bool, directory: Path | None, stem: str) -> str:
     """Draw one figure; its SVG is rendered once, for the page and the file alike."""
+    if native(draw):
+        canvas = draw()
+        document = canvas.svg()
+        if directory is not None:
+            (directory / f"{stem}.svg").write_text(document, encoding="utf-8")
+            canvas.png(directory / f"{stem}.png", dpi=150)
+        return charts.inline_svg(document) if svg else ""
     # no cyclic garbage collection while one figure is drawn: its thousands of short-lived artists
     # would set off collections over the whole heap (a third of the heatmap's time); the figure's
     # cycles are collected after it

@@ -37,9 +37,10 @@ class Table:
 class Figure:
     #: file-name stem for --figures (letters, digits, dashes)
     name: str
-    #: draws the chart: a function of no arguments returning a matplotlib.figure.Figure, called when
-    #: the report is written. A picklable one (a module-level function, or functools.partial of one)
-    #: can be drawn by a helper process; any other is drawn in the main process.
+    #: draws the chart: a function of no arguments returning a ccbench.report.svg.Canvas (a function
+    #: marked ``native_svg``: drawn where the page is written) or a matplotlib.figure.Figure, called
+    #: when the report is written. A picklable matplotlib one (a module-level function, or
+    #: functools.partial of one) can be drawn by a helper process; any other is drawn in the main one.
     draw: Callable[[], Any]
     caption: str = ""
     #: what a reader should take from the chart, in a sentence (shown under it, and in Markdown)

@@ -1,0 +1,93 @@
+"""Numbers as users read them never carry an exponent: the formatter (ccbench.analysis.format), and
+the terminal, the report (HTML and Markdown) and history show over bundles of tiny and huge values."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ccbench.analysis import format as fmt
+
+#: an exponent as Python prints one: 4e-05, 1.5e+09
+EXPONENT = re.compile(r"\d(?:\.\d+)?e[-+]\d")
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "expected"),
+    [
+        (0.0004, None, "0.0004"),
+        (0.00004, None, "0.00004"),
+        (0.000123, None, "0.000123"),
+        (-0.00004, None, "-0.00004"),
+        (0.0004, "s", "400 µs"),
+        (0.0004, "ms", "400 ns"),
+        (0.00004, "MB/s", "0.00004 MB/s"),
+        (1.5e9, None, "1,500,000,000"),
+        (0.0123, None, "0.0123"),
+        (66573.0, None, "66,573"),
+        (3.14159, "s", "3.14 s"),
+        (0.0, "s", "0 s"),
+    ],
+)
+def test_number_writes_plain_decimals(value, unit, expected):
+    assert fmt.number(value, unit) == expected
+
+
+def test_no_magnitude_gets_an_exponent():
+    for exponent in range(-12, 16):
+        for mantissa in (1.0, 2.5, 9.99):
+            value = mantissa * 10.0**exponent
+            for text in (fmt.number(value), fmt.number(value, "s"), fmt.quantity(value, "us"), fmt.significant(value)):
+                assert not EXPONENT.search(text), (value, text)
+
+
+def test_significant_keeps_the_digits_it_is_asked_for():
+    assert fmt.significant(0.000123456, 3) == "0.000123"
+    assert fmt.significant(0.5, 3) == "0.5"
+    assert fmt.significant(57199.0, 4) == "57,199"
+    assert fmt.significant(0.00004, 2) == "0.00004"
+
+
+def test_compare_report_and_history_of_tiny_times_write_no_exponent(tmp_path, ccbench):
+    """Two machines timing a 40 us operation (0.00004 s) and a 1.5e9-byte copy: every page and
+    table a user reads says them without an exponent."""
+    from bundles import write_samples
+
+    paths = []
+    for host, tee, factor in (("plain", "none", 1.0), ("tdx", "tdx", 1.2)):
+        samples = [
+            {"workload": "tiny", "variant": {}, "metric": "time", "unit": "s", "value": factor * 4e-5 * v, "repetition": i}
+            for i, v in enumerate([1.0, 1.02, 0.98, 1.01])
+        ] + [
+            {"workload": "copy", "variant": {}, "metric": "bytes", "unit": "B", "better": "higher",
+             "value": 1.5e9 / factor * v, "repetition": i}
+            for i, v in enumerate([1.0, 1.01, 0.99, 1.0])
+        ]  # fmt: skip
+        paths.append(write_samples(tmp_path, host, tee, samples))
+    outputs = {}
+    for args in (("compare",), ("compare", "--details"), ("compare", "--summary")):
+        done = ccbench(*args, *paths)
+        assert done.returncode == 0, done.stderr
+        outputs[" ".join(args)] = done.stdout
+    assert "0.00004" in outputs["compare --details"]  # the baseline's median, as a plain decimal
+    for name in ("r.html", "r.md"):
+        done = ccbench("report", *paths, "-o", tmp_path / name)
+        assert done.returncode == 0, done.stderr
+        outputs[name] = (tmp_path / name).read_text()
+    store = tmp_path / "history.duckdb"
+    assert ccbench("history", "add", *paths, "--store", store).returncode == 0
+    shown = ccbench("history", "show", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    outputs["history show"] = shown.stdout
+    for name, text in outputs.items():
+        assert not EXPONENT.search(text), (name, EXPONENT.findall(text)[:5])
+
+
+def test_the_lints_figures_are_plain_decimals():
+    """fio's Little's-law check says a tiny number in flight as a decimal (it said 4e-05)."""
+    from ccbench.analysis.plausibility import side_reasons
+
+    reasons = side_reasons({"iops": 1.0, "clat_mean": 40.0}, {"iodepth": 16, "ioengine": "libaio", "rw": "randread"})
+    assert reasons and "= 0.00004 in flight of the job's 16" in reasons[0], reasons
+    assert not EXPONENT.search(" ".join(reasons))
