@@ -45,6 +45,24 @@ def unavailable() -> str | None:
     return None
 
 
+def marks() -> list:
+    """What a test module of real fleet runs is marked with: root, slow, and skipped with the reason
+    where Ansible or the SSH test hosts are missing."""
+    import importlib.util
+
+    import pytest
+
+    return [
+        pytest.mark.root,
+        pytest.mark.slow,
+        pytest.mark.skipif(
+            importlib.util.find_spec("ansible") is None,
+            reason="Ansible (ansible-core) is not installed: run 'bash scripts/setup.sh --with fleet'",
+        ),
+        pytest.mark.skipif(unavailable() is not None, reason=f"SSH test hosts unavailable: {unavailable()}"),
+    ]
+
+
 def _keygen(path: Path, comment: str) -> str:
     subprocess.run(
         ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True, capture_output=True

@@ -2,7 +2,6 @@
 driven by real Ansible (ansible-core from the project's venv), with a wheelhouse for hosts that
 have no internet. One set of hosts serves the whole module (started once, torn down at the end)."""
 
-import importlib.util
 import json
 import re
 import signal
@@ -18,17 +17,7 @@ from conftest import PATIENCE_S
 
 from ccbench import topology
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("ansible") is None,
-        reason="Ansible (ansible-core) is not installed: run 'bash scripts/setup.sh --with fleet'",
-    ),
-    pytest.mark.skipif(
-        testhosts.unavailable() is not None, reason=f"SSH test hosts unavailable: {testhosts.unavailable()}"
-    ),
-]
+pytestmark = testhosts.marks()
 
 SECRET = "ccbench-sentinel-s3cr3t"
 

@@ -6,7 +6,6 @@ the first round where the interval can be finite and leaves the rounds on every 
 case runs on to the round limit or settles as "no cost above"; fleet.json, the summary and compare
 say the same."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -17,17 +16,7 @@ import pytest
 
 from ccbench.analysis.fleet_settle import minimum_rounds
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("ansible") is None,
-        reason="Ansible (ansible-core) is not installed: run 'bash scripts/setup.sh --with fleet'",
-    ),
-    pytest.mark.skipif(
-        testhosts.unavailable() is not None, reason=f"SSH test hosts unavailable: {testhosts.unavailable()}"
-    ),
-]
+pytestmark = testhosts.marks()
 
 MARKER = "ccbench-slow-marker"
 PLAN = f"""
