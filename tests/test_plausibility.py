@@ -222,3 +222,24 @@ def test_the_reports_forest_draws_an_implausible_row_as_left_out(tmp_path):
     assert not fscrypt.empty and set(fscrypt["kind"]) == {"implausible"} and not fscrypt["significant"].any()
     text = forest.caption(data, result.baseline)
     assert f"Grey crosses ({len(fscrypt)})" in text and "0 of " in text, text
+
+
+def test_the_loop_file_control_is_never_called_storage_encryption(tmp_path, ccbench):
+    """ext4-loop is the encrypted variants' loop file without the cipher: its cost is the loop
+    file's, so its rows and its headline line name it as the control, never as storage encryption
+    (the storage plan's verdict called it "storage encryption: ext4-loop: 51.6% slower")."""
+    bundle = study(
+        tmp_path,
+        {
+            (DISK, "4k", "randread"): CONSISTENT["disk"],
+            (LOOP, "4k", "randread"): CONSISTENT["ext4-loop"],
+            (TMPFS, "4k", "randread"): CONSISTENT["tmpfs"],
+        },
+    )
+    layers = dict(zip(comparison([bundle]).table["config"], comparison([bundle]).table["layer"], strict=True))
+    assert layers["vm / no TEE / ext4-loop"] == "loop file, no cipher: ext4-loop", layers
+    assert layers["vm / no TEE / tmpfs"] == "in-memory storage: tmpfs", layers
+    done = ccbench("compare", bundle, "--summary")
+    assert done.returncode == 0, done.stderr
+    assert "storage encryption" not in done.stdout, done.stdout
+    assert "loop file, no cipher: ext4-loop:" in done.stdout, done.stdout

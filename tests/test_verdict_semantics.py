@@ -423,3 +423,24 @@ def test_sign_test_p_is_scipys_binomial_test():
         for slower in range(n + 1):
             expected = stats.binomtest(slower, n).pvalue if n else 1.0
             assert sign_test_p(slower, n - slower) == pytest.approx(expected, rel=1e-9, abs=1e-300), (slower, n)
+
+
+def test_a_figure_that_holds_in_one_workload_keeps_that_workload_on_a_long_line():
+    """A layer whose only significant rows are in one workload: its headline, shortened to fit 100
+    columns, keeps "in <workload>" (failed before: a long layer name and a workload's name left
+    "ext4-loop: 51.6% slower [32.2%, 73.9%]; 11/85 significant", a figure for the whole layer)."""
+    parts = [
+        {"layer": "loop file, no cipher: ext4-loop-with-a-long-name", "workload": "ycsb-durable-writes",
+         "case": f"c{i}", "effect": math.log(1.5 + 0.01 * i), "n": 3, "spread": 0.02, "better": "lower",
+         "implausible": ""}
+        for i in range(3)
+    ] + [
+        {"layer": "loop file, no cipher: ext4-loop-with-a-long-name", "workload": "fio-seed003-long-name",
+         "case": f"f{i}", "effect": 0.0, "n": 3, "spread": 0.9, "better": "higher", "implausible": ""}
+        for i in range(20)
+    ]  # fmt: skip
+    (item,) = verdicts(comparison_frame(parts, False))
+    assert item.judgement.only_in == "ycsb-durable-writes"
+    line = layer_lines(item)[0]
+    assert len(line) <= 100 and "slower" in line, line
+    assert " in ycsb-durable-writes" in line, line

@@ -226,9 +226,16 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
     return labels
 
 
+#: the storage variant that is the encrypted variants' loop-file stack without their cipher
+#: (ccbench.variants.storage.LOOP_CONTROL): a control, not a protection layer
+LOOP_CONTROL = "ext4-loop"
+
+
 def storage_layer(storage: str) -> str:
     if storage.startswith("tmpfs"):
         return f"in-memory storage: {storage}"
+    if storage.startswith(LOOP_CONTROL):  # its cost is the loop file's, not a cipher's
+        return f"loop file, no cipher: {storage}"
     return f"storage encryption: {storage}"
 
 

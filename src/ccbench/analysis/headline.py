@@ -243,9 +243,15 @@ def layer_lines(item, full: bool = False) -> list[str]:
                     else []
                 ),
                 f"{name}: {_short(judgement)}; {short}",
-                f"{name}: {judgement.phrase(where=False)}; {short}",
-                f"{name}: {judgement.phrase(where=False)}",
-                f"{name}: {_short(judgement)}; {short}",
+                # without its rows' names, but never without the one workload a figure holds in
+                *(
+                    []
+                    if judgement.only_in
+                    else [
+                        f"{name}: {judgement.phrase(where=False)}; {short}",
+                        f"{name}: {judgement.phrase(where=False)}",
+                    ]
+                ),
                 f"{name}: {_short(judgement)}",
             ]
         )

@@ -38,6 +38,7 @@ LAYER_ORDER = [
     "TEE",
     "storage encryption",
     "in-memory storage",
+    "loop file, no cipher",
     "TLS",
     "secure channel",
     "transport",

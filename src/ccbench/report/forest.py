@@ -27,7 +27,15 @@ FIRST_SCREEN_ROWS = 28
 #: rows (cases) a workload's own chart holds before the rest are hidden (and counted)
 WORKLOAD_ROWS = 120
 #: the layers' order in the charts: the verdict's
-LAYER_ORDER = ("TEE", "storage encryption", "in-memory storage", "TLS", "secure channel", "transport")
+LAYER_ORDER = (
+    "TEE",
+    "storage encryption",
+    "in-memory storage",
+    "loop file, no cipher",
+    "TLS",
+    "secure channel",
+    "transport",
+)
 
 
 @dataclass
