@@ -82,6 +82,26 @@ def test_forest_axis_is_logarithmic_with_1x_between_its_ends():
     assert lengths[1] == pytest.approx(2 * lengths[0], rel=0.01)
 
 
+def test_forest_tick_labels_never_print_over_each_other_on_a_wide_span():
+    """Three panels and an interval from 1e-6x to 1e6x (as wide as an implausible row of the storage plan):
+    twelve decades on a narrow panel. The labels written clear each other and 1x is among them; the
+    grid keeps every decade (failed before: "0.0010.1x1x 10x100x1,000x" printed over each other)."""
+    configs = ["a / disk", "b / fscrypt", "c / tmpfs"]
+    long = "ycsb-durable f run read-modify-write latency_p99"  # labels this long leave narrow panels
+    rows = [row(long, c, 2.0, 1e-6, 1e6) for c in configs] + [row("narrow", c, 1.1, 1.0, 1.2) for c in configs]
+    root = parsed(charts.forest(forest_of(rows, configs), "t").svg())
+    labels = [e for e in root.iter(f"{SVG}text") if re.fullmatch(r"[0-9.,]+x", e.text or "")]
+    by_panel: dict[float, list[tuple[float, float]]] = {}
+    for element in labels:
+        middle, width = float(element.get("x")), text_width(element.text, float(element.get("font-size", 6.5)))
+        by_panel.setdefault(round(float(element.get("y")), 1), [])  # one axis row for all panels
+        by_panel[round(float(element.get("y")), 1)].append((middle - width / 2, middle + width / 2))
+    for spans in by_panel.values():
+        spans.sort()
+        assert all(left >= previous[1] for previous, (left, _) in zip(spans, spans[1:], strict=False)), spans
+    assert [e.text for e in labels].count("1x") == len(configs)
+
+
 def test_heatmap_colours_log2_ratio_clipped_and_labels_every_cell():
     matrix = pd.DataFrame(
         {"slow": [77_500.0, 300.0, 0.0], "fast": [-50.0, -90.0, np.nan]},

@@ -45,6 +45,30 @@ def ticks(low: float, high: float) -> list[float]:
     return chosen
 
 
+def _labelled(chosen: list[float], x) -> set[float]:
+    """The ticks whose labels are written: every one where they clear each other, else, from the
+    one nearest 1x outwards, each that clears the last label written on its side (a wide span on a
+    narrow panel: 0.001x to 1,000x would print over each other). Every tick keeps its grid line."""
+    gap = 3.0
+
+    def edges(tick: float) -> tuple[float, float]:
+        half = text_width(charts.ratio_tick(tick), TICK_SIZE) / 2
+        return x(tick) - half, x(tick) + half
+
+    if not chosen:
+        return set()
+    centre = min(chosen, key=lambda t: abs(math.log(t)))
+    kept = {centre}
+    for side in (sorted(t for t in chosen if t > centre), sorted((t for t in chosen if t < centre), reverse=True)):
+        last = edges(centre)
+        for tick in side:
+            left, right = edges(tick)
+            if (left >= last[1] + gap) if tick > centre else (right <= last[0] - gap):
+                kept.add(tick)
+                last = (left, right)
+    return kept
+
+
 class Layout:
     """Where things go, in points: the panels' left edges and width, the rows' centres."""
 
@@ -132,10 +156,13 @@ def _frame(canvas: Canvas, layout: Layout, left: float, x, low: float, high: flo
     right = left + layout.panel
     for row in range(1, rows, 2):
         canvas.rect(left, layout.y(row) - layout.row / 2, layout.panel, layout.row, "#ececec")
-    for tick in ticks(low, high):
+    chosen = ticks(low, high)
+    labelled = _labelled(chosen, x)
+    for tick in chosen:
         canvas.line([(x(tick), layout.top), (x(tick), layout.bottom)], "#b0b0b0", 0.8, 0.3)
         canvas.line([(x(tick), layout.bottom), (x(tick), layout.bottom + 3.5)], "#000000", 0.8)
-        canvas.text(x(tick), layout.bottom + 3.5 + 2 + TICK_SIZE, charts.ratio_tick(tick), TICK_SIZE, "middle")
+        if tick in labelled:
+            canvas.text(x(tick), layout.bottom + 3.5 + 2 + TICK_SIZE, charts.ratio_tick(tick), TICK_SIZE, "middle")
     canvas.line([(x(1.0), layout.top), (x(1.0), layout.bottom)], "#333333", 0.9)
     canvas.rect(left, layout.top, layout.panel, layout.bottom - layout.top, None, "#000000", 0.8)
     below = layout.bottom + 20 + HEADING_SIZE
