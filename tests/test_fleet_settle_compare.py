@@ -126,3 +126,20 @@ def test_a_hand_edited_record_does_not_change_the_numbers_and_part_of_a_fleet_ke
     some = [p for p in (directory / key / f"round-{k}" for key, *_ in HOSTS for k in range(2, ROUNDS + 1))]
     (row,) = [r for r in comparison(some, labels).table.to_dict("records") if r["metric"] == "wall_time"]
     assert row["interval"] != ANYTIME and row["settled"] is None
+
+
+def test_a_record_naming_a_bundle_outside_the_fleet_directory_is_refused_in_one_line(tmp_path):
+    """fleet.json's text never becomes a path elsewhere: a bundle named '../..' or absolute stops
+    compare with one line naming the record, before anything is read."""
+    directory, _ = _fleet(tmp_path)
+    document = json.loads((directory / "fleet.json").read_text())
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    first = next(iter(document["hosts"].values()))
+    next(iter(first["rounds"].values()))["bundle"] = "../elsewhere"
+    (directory / "fleet.json").write_text(json.dumps(document))
+    done = subprocess.run([sys.executable, "-m", "ccbench", "compare", str(directory)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "lies outside the fleet directory" in lines[0] and "Traceback" not in done.stderr, lines
+    assert str(directory / "fleet.json") in lines[0]

@@ -187,13 +187,26 @@ def fleet_documents(bundle_paths: Iterable[str | Path]) -> dict[Path, dict]:
     return found
 
 
+def member(directory: Path, relative: Any) -> Path:
+    """A bundle a fleet record names, which must lie inside the fleet's directory: a record's text
+    never becomes a path elsewhere (an absolute path or ``..`` is refused in one line)."""
+    bundle = (directory / str(relative)).resolve()
+    if not bundle.is_relative_to(directory.resolve()):
+        raise CCBenchError(
+            f"{directory / FLEET_FILE}: bundle {relative!r} lies outside the fleet directory; "
+            "the record was altered: restore it or pass the bundles themselves"
+        )
+    return bundle
+
+
 def fleet_bundles(directory: Path, document: Mapping[str, Any]) -> list[tuple[str, int, Path]]:
     """(label, round number, bundle path) of every gathered bundle of a fleet run."""
     out = []
     for key, host in document.get("hosts", {}).items():
         for name, run in (host.get("rounds") or {}).items():
             if run.get("bundle") and run.get("outcome") in ("ok", "failed") and name in document["rounds"]:
-                out.append((host.get("label") or key, document["rounds"].index(name) + 1, directory / run["bundle"]))
+                bundle = member(directory, run["bundle"])
+                out.append((host.get("label") or key, document["rounds"].index(name) + 1, bundle))
     return out
 
 
@@ -218,7 +231,7 @@ def fleet_paths(paths: Iterable[str | Path]) -> tuple[list[str], dict[str, str]]
         for key in order:
             for run in (hosts[key].get("rounds") or {}).values():
                 if run.get("bundle") and run.get("outcome") in ("ok", "failed"):
-                    bundle = Path(path) / run["bundle"]
+                    bundle = member(Path(path), run["bundle"])
                     out.append(str(bundle))
                     labels[str(bundle.resolve())] = hosts[key].get("label") or key
     return out, labels
