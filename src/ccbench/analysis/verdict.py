@@ -299,7 +299,10 @@ def t_interval(logs: np.ndarray) -> tuple[float, float, float]:
     return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
 
 
-def _order(layer: str) -> tuple[int, str]:
+def layer_rank(layer: str) -> tuple[int, str]:
+    """Where a layer stands in the verdict's order (LAYER_ORDER, by the start of its label); the
+    report's charts order their panels by it too."""
+    layer = str(layer)
     for index, prefix in enumerate(LAYER_ORDER):
         if layer.startswith(prefix):
             return index, layer
@@ -327,7 +330,7 @@ def verdicts(
         columns = ["config", "machine"] + [c for c in CAUSE_KEYS if c in samples]
         facts = samples[columns].drop_duplicates()
     out = []
-    for layer in sorted(set(data["layer"]), key=_order):
+    for layer in sorted(set(data["layer"]), key=layer_rank):
         rows = data[data["layer"] == layer]
         # rows the plausibility lint marked are named, never counted (ccbench.analysis.semantics)
         usable = rows[np.isfinite(rows["te"]) & (rows["te"] > 0) & ~semantics.implausible_mask(rows)]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ccbench.analysis import impact
+from ccbench.analysis.verdict import layer_rank
 
 # the verdict's own conversions (ccbench.analysis.semantics, .verdict) are imported where they are
 # used: a helper process that draws a Forest unpickles this module, and should not load scipy.stats
@@ -26,16 +27,6 @@ from ccbench.analysis import impact
 FIRST_SCREEN_ROWS = 28
 #: rows (cases) a workload's own chart holds before the rest are hidden (and counted)
 WORKLOAD_ROWS = 120
-#: the layers' order in the charts: the verdict's
-LAYER_ORDER = (
-    "TEE",
-    "storage encryption",
-    "in-memory storage",
-    "loop file, no cipher",
-    "TLS",
-    "secure channel",
-    "transport",
-)
 
 
 @dataclass
@@ -82,13 +73,6 @@ def primary(comparison: pd.DataFrame, samples: pd.DataFrame | None) -> pd.DataFr
         return workload not in has_primary and not (known is not None and known.message_costs)
 
     return comparison[mask | comparison["workload"].map(undeclared).to_numpy(dtype=bool)]
-
-
-def _layer_rank(layer: str) -> tuple[int, str]:
-    for index, prefix in enumerate(LAYER_ORDER):
-        if str(layer).startswith(prefix):
-            return index, str(layer)
-    return len(LAYER_ORDER), str(layer)
 
 
 def _case_label(row, several_metrics: bool) -> str:
@@ -192,7 +176,7 @@ def build(
     labels = labels[:max_rows]
     frame = frame[frame["label"].isin(labels)]
     layers = frame.drop_duplicates("config").set_index("config")["layer"].astype(str).to_dict()
-    configs = sorted(layers, key=lambda c: (_layer_rank(layers[c]), list(layers).index(c)))
+    configs = sorted(layers, key=lambda c: (layer_rank(layers[c]), list(layers).index(c)))
     left_out = int(_implausible(data[data["workload"].isin(pooled_workloads)]).sum())
     return Forest(frame.reset_index(drop=True), labels, configs, layers, hidden, pooled_workloads, left_out)
 
