@@ -14,7 +14,12 @@ and then what fixed designs spend against the same floor (a t test sized for 80%
 target, which has to estimate the spread; and the fixed counts plans use), and the chance that a
 study of k A/A cases calls at least one of them.
 
-    python benchmarks/sim_sequential.py [--trials 2000] [--target 5%] [--seed 42]
+With ``--limit N`` the cap is N rounds and a case leaves for futility once it cannot settle by it
+(ccbench.analysis.sequential.reachable, as the settle rounds judge it): the "left" column gives the
+share that left so, and the power shows what the rule costs against the same limit without it
+(run both ways to compare).
+
+    python benchmarks/sim_sequential.py [--trials 2000] [--target 5%] [--seed 42] [--limit N]
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import time
 import numpy as np
 from scipy import special, stats
 
-from ccbench.analysis.sequential import ALPHA, interval
+from ccbench.analysis.sequential import ALPHA, interval, reachable
 from ccbench.plan import parse_precision
 
 CVS = (0.005, 0.01, 0.02, 0.05, 0.10, 0.20)
@@ -52,14 +57,21 @@ def fixed_t_rounds(cv: float, target: float) -> int:
 
 
 def simulate(
-    cv: float, cost: float, target: float, trials: int, cap: int, min_rounds: int, rng
+    cv: float, cost: float, target: float, trials: int, cap: int, min_rounds: int, rng, futility: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per trial: the answer (0 unsettled, 1 cost, -1 gain, 2 no cost above) and the rounds spent."""
+    """Per trial: the answer (0 unsettled, 1 cost, -1 gain, 2 no cost above, 3 left for futility:
+    it could not settle by the cap, as the settle rounds judge it) and the rounds spent."""
     sigma = math.log1p(cv)
     diffs = rng.normal(math.log1p(cost), sigma, (trials, cap)) - rng.normal(0.0, sigma, (trials, cap))
     n = np.arange(1, cap + 1)
-    low, high = interval(n, diffs.cumsum(axis=1), (diffs**2).cumsum(axis=1))
+    total, squares = diffs.cumsum(axis=1), (diffs**2).cumsum(axis=1)
+    low, high = interval(n, total, squares)
     answer = np.zeros((trials, cap), dtype=int)
+    if futility:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = total / n
+            sd = np.sqrt(np.maximum(squares - n * mean**2, 0) / np.maximum(n - 1, 1))
+            answer[~reachable(n, mean, sd, target, cap - n) & (n >= 3)] = 3
     answer[high < math.log1p(target)] = 2
     answer[high < 0] = -1
     answer[low > 0] = 1
@@ -75,19 +87,35 @@ def main() -> None:
     parser.add_argument("--target", default="5%")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--min-rounds", type=int, default=3)
+    parser.add_argument(
+        "--limit",
+        type=int,
+        help="the round limit of a plan (max_repetitions): with it, the cap is the limit and a case that "
+        "cannot settle by it leaves for futility, as in the settle rounds; prints the share that left so",
+    )
     args = parser.parse_args()
     target = parse_precision(args.target)
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     print(f"settle {target:.0%}, alpha {ALPHA}, {args.trials} cases per line, looks after every round")
-    print(f"{'CV':>5} {'cost':>14} {'floor':>6} {'wrong':>7} {'power':>7} {'rounds':>8} {'/floor':>7}")
-    ratios, worst_fp, worst_power, aa, against_t = [], 0.0, 1.0, {}, []
+    print(
+        f"{'CV':>5} {'cost':>14} {'floor':>6} {'wrong':>7} {'power':>7} {'rounds':>8} {'/floor':>7} {'left':>6} {'w/o rule':>9}"
+    )
+    ratios, worst_fp, worst_power, aa, against_t, futile, saved = [], 0.0, 1.0, {}, [], [], []
+    if args.limit:
+        print(f"round limit {args.limit}: a case that cannot settle by it leaves for futility ('left' column)")
     for cv in CVS:
         floor = floor_rounds(cv, target)
-        cap = max(30, 4 * floor)
+        cap = args.limit or max(30, 4 * floor)
         for label, multiple in EFFECTS:
             cost = multiple * target
-            answer, rounds = simulate(cv, cost, target, args.trials, cap, args.min_rounds, rng)
+            answer, rounds = simulate(cv, cost, target, args.trials, cap, args.min_rounds, rng, bool(args.limit))
+            futile.append(float(np.mean(answer == 3)))
+            without = np.nan
+            if args.limit and cost:  # the same limit without the futility rule: what the rule costs in power
+                plain, spent = simulate(cv, cost, target, args.trials, cap, args.min_rounds, rng)
+                without = float(np.mean(plain == 1))
+                saved.append(spent.mean() / max(rounds.mean(), 1e-9))
             called = (answer == 1) | (answer == -1) if cost == 0 else (answer == 2) | (answer == -1)
             wrong = np.mean(called)
             power = np.mean(answer == 1) if cost else float("nan")
@@ -101,8 +129,11 @@ def main() -> None:
                 worst_power = min(worst_power, power)
             print(
                 f"{cv:>5.1%} {label:>14} {floor:>6} {wrong:>7.2%} "
-                f"{'' if cost == 0 else f'{power:.1%}':>7} {rounds.mean():>8.1f} {ratio:>7.2f}"
+                f"{'' if cost == 0 else f'{power:.1%}':>7} {rounds.mean():>8.1f} {ratio:>7.2f} {futile[-1]:>6.1%} "
+                f"{'' if np.isnan(without) else f'{without:.1%}':>9}"
             )
+    if saved:
+        print(f"\nfutility rule: rounds without it / with it, mean over the true costs: {np.mean(saved):.2f}x")
     print(f"\nworst A/A false positives per case: {worst_fp:.2%} (goal <= 5%)")
     print(f"worst power at the target: {worst_power:.1%} (goal >= 80%)")
     print(f"mean rounds / floor over CVs and costs: {np.mean(ratios):.2f} (goal <= 1.3)")

@@ -113,3 +113,20 @@ def test_a_failing_tool_is_a_workload_failure(tmp_path):
     (execution.workdir / DATASET).mkdir()
     with pytest.raises(WorkloadFailed, match="exited with"):
         workload.run(execution)
+
+
+@needs_tools
+def test_an_execution_given_parts_runs_only_their_algorithms(tmp_path):
+    """A settle round's execution names its parts (Workload.selectable: the algorithm): only
+    those run; a part of no algorithm of the plan is a workload failure, not an empty result."""
+    from dataclasses import replace
+
+    prepare, execution = contexts(tmp_path)
+    workload = Compression("compression", CompressionParams(size="1M"))
+    assert workload.selectable == ("algorithm",)
+    workload.prepare(prepare)
+    only_zstd = workload.run(replace(execution, parts=[{"algorithm": "zstd"}]))
+    assert {m.case["algorithm"] for m in only_zstd} == {"zstd"}
+    assert not (execution.raw_dir / "gzip-compress.stderr").exists()
+    with pytest.raises(WorkloadFailed, match="is one of this workload.s algorithm values"):
+        workload.run(replace(execution, parts=[{"algorithm": "lz4"}]))

@@ -123,6 +123,8 @@ class WorkerJob(BaseModel):
     repetition: int
     #: whether this is a warmup execution
     warmup: bool
+    #: the parts of the workload to run (its Workload.selectable case keys), None for all of them
+    parts: list[dict[str, str]] | None = None
     #: the variant info recorded on every sample (e.g. storage mechanism and cipher)
     variant: dict[str, Any]
     #: seconds before the runner ends the worker's process tree; None for none

@@ -32,15 +32,7 @@ from typing import Any
 import ccbench.schedule as scheduling
 from ccbench.bundle import BundleWriter, finish_samples, read_bundle
 from ccbench.errors import CCBenchError
-from ccbench.model import (
-    ExecutionRecord,
-    ExecutionStatus,
-    Measurement,
-    OutcomeStatus,
-    Sample,
-    WorkerJob,
-    utc_now_iso,
-)
+from ccbench.model import ExecutionRecord, ExecutionStatus, Measurement, OutcomeStatus, Sample, WorkerJob, utc_now_iso
 from ccbench.plan import Plan, WorkloadSpec
 from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.settle import settle_rounds
@@ -567,6 +559,7 @@ class Runner:
             raw_dir=str(raw_dir),
             repetition=execution.repetition,
             warmup=execution.warmup,
+            parts=execution.parts,
             variant=ctx.variant,
             timeout=spec.timeout,
             environment=self.environment or {},

@@ -34,6 +34,9 @@ class Execution:
     combo: dict[str, str]
     repetition: int
     warmup: bool
+    #: the parts of the workload this execution runs (Workload.selectable), None for all of it; a
+    #: settle round runs only the parts that hold open cases (ccbench.settle)
+    parts: list[dict[str, str]] | None = None
 
     @property
     def variant_key(self) -> str:

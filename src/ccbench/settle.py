@@ -22,6 +22,8 @@ from typing import Any
 from ccbench.schedule import Execution, WorkloadRun, round_order
 
 SETTLED = "settled"
+#: a case that could not be settled by the round limit, even with a smaller spread (sequential.can_settle)
+FUTILE = "cannot settle within the round limit"
 
 
 def _limit(runner: Any, job: WorkloadRun, repetition: int, started: float, round_s: float) -> str | None:
@@ -39,11 +41,13 @@ def _limit(runner: Any, job: WorkloadRun, repetition: int, started: float, round
     return None
 
 
-def _run_round(runner: Any, job: WorkloadRun, combos: list[dict[str, str]], repetition: int) -> None:
+def _run_round(
+    runner: Any, job: WorkloadRun, combos: list[dict[str, str]], repetition: int, parts: list[dict[str, str]] | None
+) -> None:
     spec = job.spec
     runner.reporter.extend(len(combos))
     for combo in round_order(combos, spec.name, False, repetition, runner.order.draw):
-        execution = Execution(spec, combo, repetition, False)
+        execution = Execution(spec, combo, repetition, False, parts)
         index = runner._next_position()
         if execution.key in runner._done:
             continue
@@ -55,9 +59,26 @@ def _run_round(runner: Any, job: WorkloadRun, combos: list[dict[str, str]], repe
         job.outcome.count(runner._execute(job, execution))
 
 
+def open_parts(selectable: tuple[str, ...], open_cases: list[dict | None]) -> list[dict[str, str]] | None:
+    """The parts a round runs for these open cases (each a case as its samples name it): one per
+    distinct value of the workload's selectable keys, in first-seen order; None (all of the
+    workload) when it has no selectable keys or a case lacks one."""
+    if not selectable:
+        return None
+    parts: list[dict[str, str]] = []
+    for case in open_cases:
+        if not isinstance(case, dict) or any(key not in case for key in selectable):
+            return None
+        part = {key: str(case[key]) for key in selectable}
+        if part not in parts:
+            parts.append(part)
+    return parts
+
+
 def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
-    """Phase 4 with a settle target: rounds until every case is settled or a limit; each case's
-    answer and why it stopped go into the outcome (``outcome.settled``)."""
+    """Phase 4 with a settle target: rounds until every case is settled, cannot settle by the round
+    limit, or a limit ends them; each case's answer and why it stopped go into the outcome
+    (``outcome.settled``)."""
     spec, outcome = job.spec, job.outcome
     combos = job.combinations()
     keys = [Execution(spec, combo, 0, False).variant_key for combo in combos]
@@ -67,23 +88,32 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         outcome.settled = record
         runner.reporter.message(f"{spec.name}: settle: {record['reason']}")
         return
-    from ccbench.analysis.sequential import paired_log_costs, settle_all  # the analysis libraries when asked
+    from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
+    from ccbench.analysis.sequential import can_settle, case_of, paired_log_costs, settle_all
 
     declared = getattr(job.workload, "primary_metrics", ())
+    selectable = getattr(job.workload, "selectable", ())
+    limit = spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions)
 
-    def look() -> dict:
+    def look() -> tuple[dict, dict, dict]:
         mine = [s for s in (*runner._earlier, *runner.samples) if s.workload == spec.name]
-        return settle_all(paired_log_costs(mine, keys[0], keys, declared), spec.settle)
+        costs = paired_log_costs(mine, keys[0], keys, declared)
+        return settle_all(costs, spec.settle), costs, case_of(mine)
 
-    def done(key: str) -> bool:
-        return bool(cases[key]) and all(case.settled for case in cases[key].values())
+    def reason(key: str, label: str) -> str | None:
+        """Why a case takes no more rounds (None: it is open)."""
+        if cases[key][label].settled:
+            return SETTLED
+        return None if can_settle(costs[key][label], spec.settle, limit - repetition) else FUTILE
 
     # before the first settle round, a round's length is estimated from the rounds run so far
     round_s = (time.monotonic() - started) / max(spec.repetitions + spec.warmup, 1)
-    cases, repetition, stopped_by = look(), spec.repetitions, None
+    (cases, costs, named), repetition, stopped_by, ran = look(), spec.repetitions, None, []
     while True:
         failed = set(outcome.repeating_failures)
-        open_cases = [k for k in keys[1:] if not done(k) and k not in failed]
+        # a variant with no case yet (nothing paired) stays in the rounds whole
+        open_cases = {k: [c for c in cases[k] if not reason(k, c)] for k in keys[1:] if k not in failed}
+        open_cases = {k: labels for k, labels in open_cases.items() if labels or not cases[k]}
         if not open_cases:
             break
         if keys[0] in failed:
@@ -92,14 +122,29 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         stopped_by = _limit(runner, job, repetition, started, round_s)
         if stopped_by:
             break
+        # every execution of the round runs the same parts (the union of the open cases' parts), so
+        # a part's neighbours are the same for the baseline and each variant in the round
+        parts = open_parts(selectable, [named.get(c) for labels in open_cases.values() for c in labels or [None]])
         round_started = time.monotonic()
-        _run_round(runner, job, [c for k, c in zip(keys, combos) if k == keys[0] or k in open_cases], repetition)
+        _run_round(runner, job, [c for k, c in zip(keys, combos) if k == keys[0] or k in open_cases], repetition, parts)
+        ran.append({"round": repetition, "variants": sorted(open_cases), "parts": parts})
         round_s, repetition = time.monotonic() - round_started, repetition + 1
-        cases = look()
+        cases, costs, named = look()
     for key in keys[1:]:
-        why = SETTLED if done(key) else ("failed" if key in outcome.repeating_failures else stopped_by)
-        record["variants"][key] = {"stopped_by": why, "cases": {c: v.as_dict() for c, v in cases[key].items()}}
+        why = {c: ("failed" if key in outcome.repeating_failures else reason(key, c) or stopped_by) for c in cases[key]}
+        record["variants"][key] = {
+            "stopped_by": "failed" if key in outcome.repeating_failures else _variant_reason(why, stopped_by),
+            "cases": {c: {**v.as_dict(), "stopped_by": why[c]} for c, v in cases[key].items()},
+        }
         for label, case in cases[key].items():
-            runner.reporter.message(f"{spec.name} [{key}] {label}: {why}: {case.describe()}")
-    record["rounds"] = repetition
+            runner.reporter.message(f"{spec.name} [{key}] {label}: {why[label]}: {case.describe()}")
+    record["rounds"], record["settle_rounds"] = repetition, ran
     outcome.settled = record
+
+
+def _variant_reason(why: dict[str, str | None], stopped_by: str | None) -> str | None:
+    """What stopped a variant: settled when every case is; else what left its unsettled cases."""
+    left = {w for w in why.values() if w != SETTLED}
+    if not why or not left:
+        return SETTLED if why else stopped_by
+    return stopped_by if stopped_by in left else sorted(left, key=str)[0]

@@ -36,6 +36,7 @@ def run_job(job: WorkerJob) -> WorkerResult:
             variant=job.variant,
             timeout=job.timeout,
             environment=job.environment,
+            parts=job.parts,
         )
         try:
             measurements = workload.run(ctx)

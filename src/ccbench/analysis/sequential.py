@@ -143,12 +143,60 @@ def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixt
     return Settlement(state, n, target, math.expm1(estimate), *bounds)
 
 
+#: the quantile of the measured spread's sampling distribution taken as the spread when judging
+#: whether more rounds could settle a case (reachable): a spread from 3-5 values is often far above
+#: the true one, so a case is given up only when even a spread this much smaller would not answer
+FUTILITY_QUANTILE = 0.2
+
+
+def reachable(
+    count: np.ndarray | int,
+    mean: np.ndarray | float,
+    sd: np.ndarray | float,
+    target: float,
+    more: np.ndarray | int,
+) -> np.ndarray:
+    """Whether ``more`` further rounds could settle a case of ``count`` paired values with this
+    mean and standard deviation (arrays broadcast): the interval after them, with the estimate as
+    measured and the spread at its FUTILITY_QUANTILE lower bound (chi-square, ``count - 1``
+    degrees of freedom), would answer: a cost, a gain, or no cost above the target."""
+    from scipy import special  # the settle rounds and the simulation, not compare
+
+    n = np.asarray(count, dtype=float)
+    df = np.maximum(n - 1, 1)
+    low_sd = np.asarray(sd, dtype=float) * np.sqrt(2 * special.gammaincinv(df / 2, FUTILITY_QUANTILE) / df)
+    total = n + np.maximum(np.asarray(more, dtype=float), 0)
+    low, high = interval(total, total * mean, total * np.asarray(mean, dtype=float) ** 2 + (total - 1) * low_sd**2)
+    return (low > 0) | (high < math.log1p(target))
+
+
+def can_settle(log_costs: Sequence[float], target: float, more: int) -> bool:
+    """Whether ``more`` further rounds could settle a case (reachable), from 3 paired values on
+    (True below). A case that cannot leaves the rounds unsettled: a stop for futility claims
+    nothing, so it cannot make an answer wrong, only cost power (docs/analysis.md;
+    benchmarks/sim_sequential.py --limit measures how much)."""
+    values = np.asarray(log_costs, dtype=float)
+    if len(values) < 3 or not np.isfinite(values).all():
+        return True
+    return bool(reachable(len(values), float(values.mean()), float(values.std(ddof=1)), target, more))
+
+
 def _label(sample: Any) -> str:
     """The metric and the case it measures (e.g. fio's ``throughput bs=4k rw=randread``)."""
     case = (sample.metadata or {}).get("case")
     if isinstance(case, dict):
         case = " ".join(f"{k}={v}" for k, v in case.items())
     return f"{sample.metric} {case}" if case else sample.metric
+
+
+def case_of(samples: Iterable[Any]) -> dict[str, dict | None]:
+    """Each case label (as paired_log_costs names them) and the case it measures, as its samples
+    record it (e.g. ``{"bs": "4k", "rw": "randread", "direction": "read"}``; None without one)."""
+    found: dict[str, dict | None] = {}
+    for sample in samples:
+        case = (sample.metadata or {}).get("case")
+        found.setdefault(_label(sample), case if isinstance(case, dict) else None)
+    return found
 
 
 def paired_log_costs(
@@ -267,8 +315,17 @@ def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
         found[name] = {
             **record,
             "variants": {
-                key: {"stopped_by": variant.get("stopped_by"), "cases": {c: v.as_dict() for c, v in cases[key].items()}}
+                key: {
+                    "stopped_by": variant.get("stopped_by"),
+                    "cases": {c: {**v.as_dict(), **_case_reason(variant, c)} for c, v in cases[key].items()},
+                }
                 for key, variant in record["variants"].items()
             },
         }
     return found
+
+
+def _case_reason(variant: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """The run's word on why one case stopped (``stopped_by``; runs before per-case reasons have none)."""
+    why = ((variant.get("cases") or {}).get(label) or {}).get("stopped_by")
+    return {"stopped_by": why} if why else {}

@@ -68,17 +68,23 @@ def settled_cases(
             if baseline not in config_of or shared[config_of[baseline]] > 1:
                 continue
             keys = [baseline, *record["variants"]]
-            for series, _, per_key in paired_series(mine, baseline, keys, declared.get(name, ())):
+            for series, label, per_key in paired_series(mine, baseline, keys, declared.get(name, ())):
                 for key, values in per_key.items():
                     if key not in config_of or shared[config_of[key]] > 1:
                         continue
                     out[(name, series[0], canonical_params(series[1]), config_of[baseline], config_of[key])] = {
                         "settlement": settle(values, record["target"]),
                         "p_value": p_value(values),
-                        "stopped_by": (record["variants"].get(key) or {}).get("stopped_by"),
+                        "stopped_by": _stopped_by(record["variants"].get(key) or {}, label),
                         "bundle": str(bundle.path),
                     }
     return out
+
+
+def _stopped_by(variant: Mapping[str, Any], label: str) -> str | None:
+    """Why the run stopped one case: its own reason (runs since cases stop one by one), else its
+    variant's."""
+    return ((variant.get("cases") or {}).get(label) or {}).get("stopped_by") or variant.get("stopped_by")
 
 
 def answer(settlement: Settlement, stopped_by: str | None) -> str:

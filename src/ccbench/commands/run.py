@@ -281,7 +281,9 @@ def settle_lines(name: str, settle: dict | None) -> list[str]:
         lines.append(f"{name} [{key}] against {settle['baseline']}: {why}")
         for label, case in variant.get("cases", {}).items():
             known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
-            lines.append(f"  {label}: {Settlement(**known).describe()} ({case['rounds']} rounds)")
+            own = case.get("stopped_by")  # a case's own reason, where it differs from its variant's
+            note = f"; {own}" if own and own not in ("settled", why) else ""
+            lines.append(f"  {label}: {Settlement(**known).describe()} ({case['rounds']} rounds{note})")
         if why == "budget":
             cut.append(key)
     if cut:

@@ -67,6 +67,18 @@ class CommandResult:
         return f"{shlex.join(self.argv)} exited with {self.returncode}: {output}"
 
 
+def selected(parts: list[dict[str, str]] | None, key: str, values: Sequence[Any]) -> list[Any]:
+    """The values of one selectable case key (Workload.selectable) that an execution's parts name,
+    in the workload's order; all of them when it runs the whole workload (parts None)."""
+    if parts is None:
+        return list(values)
+    wanted = {part.get(key) for part in parts}
+    chosen = [value for value in values if str(value) in wanted]
+    if not chosen:
+        raise WorkloadFailed(f"none of the parts asked for ({parts}) is one of this workload's {key} values")
+    return chosen
+
+
 def tail(text: str, lines: int = 20, chars: int = 4000) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
 
@@ -115,6 +127,8 @@ class ExecutionContext:
     variant: dict[str, Any]
     timeout: float | None = None
     environment: dict[str, Any] = field(default_factory=dict)
+    #: the parts to run, each a case by the workload's ``selectable`` keys; None: all of them
+    parts: list[dict[str, str]] | None = None
 
     def run_command(
         self,
@@ -270,6 +284,10 @@ class Workload(ABC):
     #: application work (see MessageCosts): how the verdict turns them into the share of that work
     #: the protection adds, and which floors measured in the same run they are held against
     message_costs: ClassVar[MessageCosts | None] = None
+    #: the case keys that name a part of an execution that can run alone (fio: a job, by its block
+    #: size and pattern): rounds that settle cases run only the parts whose cases are still open
+    #: (ExecutionContext.parts; ccbench.settle). Empty: every execution runs all of the workload.
+    selectable: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, params: WorkloadParams):
         self.name = name

@@ -26,6 +26,7 @@ from ccbench.workloads.base import (
     WorkloadFailed,
     WorkloadParams,
     missing_tools,
+    selected,
     size_bytes,
 )
 
@@ -93,6 +94,8 @@ class Compression(Workload):
     matrix_params = frozenset({"algorithms"})
     #: the time to compress and to decompress (the throughputs say the same per byte)
     primary_metrics = ("compress_time", "decompress_time")
+    #: each algorithm compresses and restores the dataset on its own: one runs alone in a settle round
+    selectable = ("algorithm",)
 
     def requirements(self) -> str | None:
         missing = missing_tools(*self.params.algorithms, "sync", "bash")
@@ -119,7 +122,7 @@ class Compression(Workload):
         digest_file = ctx.workdir / (DATASET + ".sha256")
         expected_digest = digest_file.read_text().strip() if digest_file.exists() else None
         measurements = []
-        for algorithm in self.params.algorithms:
+        for algorithm in selected(ctx.parts, "algorithm", self.params.algorithms):
             suffix, command = TOOLS[algorithm]
             level = self.params.gzip_level if algorithm == "gzip" else self.params.zstd_level
             archive = ctx.workdir / f"archive.{suffix}"

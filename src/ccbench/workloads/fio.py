@@ -101,7 +101,10 @@ def kernel_direct_io(path: Path) -> bool | None:
     return int.from_bytes(buffer.raw[offset : offset + 4], sys.byteorder) != 0
 
 
-def job_file(params: FioParams, directory: Path, direct: bool) -> str:
+def job_file(params: FioParams, directory: Path, direct: bool, parts: list[dict[str, str]] | None = None) -> str:
+    """fio's job file: one job per block size and pattern, in that order; with ``parts``, only the
+    jobs they name (``{"bs": "4k", "rw": "randread"}``; ExecutionContext.parts)."""
+    chosen = None if parts is None else {(part.get("bs"), part.get("rw")) for part in parts}
     lines = [
         "[global]",
         f"directory={directory}",
@@ -121,6 +124,8 @@ def job_file(params: FioParams, directory: Path, direct: bool) -> str:
     ]
     for bs in params.blocksizes:
         for pattern in params.patterns:
+            if chosen is not None and (bs, pattern) not in chosen:
+                continue
             lines += [f"[{bs}_{pattern}]", "stonewall", f"bs={bs}", f"rw={pattern}"]
             if pattern in ("readwrite", "randrw"):
                 lines.append(f"rwmixread={params.rwmixread}")
@@ -162,6 +167,8 @@ class Fio(Workload):
     matrix_params = frozenset({"blocksizes", "patterns"})
     #: throughput per block size and pattern (IOPS is the same figure per operation; latencies explain it)
     primary_metrics = ("throughput",)
+    #: a job runs alone in a settle round (each job lays out or reuses the one data file)
+    selectable = ("bs", "rw")
 
     def requirements(self) -> str | None:
         if shutil.which("fio") is None:
@@ -180,7 +187,10 @@ class Fio(Workload):
         direct = params.direct and supports_direct_io(ctx.workdir)
         ctx.raw_dir.mkdir(parents=True, exist_ok=True)
         job_path = ctx.raw_dir / "fio.job"
-        job_path.write_text(job_file(params, ctx.workdir, direct))
+        text = job_file(params, ctx.workdir, direct, ctx.parts)
+        if "stonewall" not in text:
+            raise WorkloadFailed(f"none of the parts asked for is a job of this matrix: {ctx.parts}")
+        job_path.write_text(text)
         output = ctx.raw_dir / "fio.json"
         ctx.run_command(["fio", "--output-format=json", f"--output={output}", str(job_path)], log_name="fio")
         measurements = parse_fio_json(_load_json_output(output.read_text(errors="replace")))

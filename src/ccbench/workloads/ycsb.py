@@ -18,7 +18,14 @@ from typing import Literal
 from pydantic import Field
 
 from ccbench.model import Measurement
-from ccbench.workloads.base import DEVICE_IO_CHECK, ExecutionContext, Workload, WorkloadFailed, WorkloadParams
+from ccbench.workloads.base import (
+    DEVICE_IO_CHECK,
+    ExecutionContext,
+    Workload,
+    WorkloadFailed,
+    WorkloadParams,
+    selected,
+)
 
 BINDING_DIR = Path(__file__).resolve().parents[3] / "java" / "ycsb-rocksdb"
 BINDING_CLASS = "ccbench.ycsb.RocksDbBinding"
@@ -147,6 +154,8 @@ class Ycsb(Workload):
     matrix_params = frozenset({"workloads"})
     #: operations per second of each YCSB workload, and its operations' tail latency
     primary_metrics = ("throughput", "latency_p99")
+    #: each core workload loads and runs its own database: one runs alone in a settle round
+    selectable = ("workload",)
 
     def requirements(self) -> str | None:
         if shutil.which(self.params.java) is None:
@@ -191,7 +200,7 @@ class Ycsb(Workload):
 
     def run(self, ctx: ExecutionContext) -> list[Measurement]:
         measurements = []
-        for letter in self.params.workloads:
+        for letter in selected(ctx.parts, "workload", self.params.workloads):
             database = ctx.workdir / f"ycsb-rocksdb-{letter}"
             shutil.rmtree(database, ignore_errors=True)
             try:
