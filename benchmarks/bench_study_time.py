@@ -3,8 +3,9 @@
 Runs two plans of one shape through the real CLI, one after the other: the fixed one as written
 (its repetitions), and the one designed for settling as written (fewer repetitions, ``settle`` and
 ``max_repetitions`` in its defaults: rounds until each case is settled or the limit). Prints each
-run's wall time and their ratio, the settle run's machine time per settled variant, each case's
-answer (settled, or what cut it), and whether the two bundles' verdicts agree: for every row of
+run's wall time and their ratio, the settle run's machine time per settled case, each case's
+answer (settled, or what stopped it: a limit, or that it could not settle by the round limit), and
+whether the two bundles' verdicts agree: for every row of
 the workloads' primary metrics, compare's verdict (slower, faster, or not significant; compare
 judges a settled case on the run's own anytime-valid interval) in both bundles, and for the rows
 the fixed run found not significant, the fixed run's MDE (what it could have seen) next to it.
@@ -87,38 +88,47 @@ SHORT_SETTLE = SHORT_PLAN.replace("@SUFFIX@", "-settle").replace("@REPETITIONS@"
 SETTLE_TWINS = {"storage": "storage-settle"}
 
 
-def answers(settled: Path) -> int:
-    """Print each settled case's answer; the count of variants settled."""
+def answers(settled: Path) -> tuple[int, int]:
+    """Print each settled case's answer and what stopped it (its own reason, else its variant's);
+    the count of cases settled and of cases in all."""
     from ccbench.bundle import read_bundle
 
     outcomes = read_bundle(settled, samples=False).manifest["outcomes"]
-    variants = 0
+    count = total = 0
     for workload, outcome in outcomes.items():
         for key, variant in (outcome.get("settled") or {}).get("variants", {}).items():
-            variants += variant["stopped_by"] == "settled"
             for label, case in variant["cases"].items():
-                rounds = case["rounds"]
-                print(f"  {workload} [{key}] {label}: {variant['stopped_by']}, {rounds} rounds: {case['state']}")
-    return variants
+                why = case.get("stopped_by") or variant["stopped_by"]
+                count, total = count + (case["state"] is not None), total + 1
+                print(f"  {workload} [{key}] {label}: {why}, {case['rounds']} rounds: {case['state'] or 'unsettled'}")
+    return count, total
 
 
 def agreement(fixed: Path, settled: Path) -> None:
     """compare's verdict per primary row in both bundles, and how many agree."""
     fixed_rows, settle_rows = rows(fixed), rows(settled)
-    agree = 0
+    agree, tally = 0, {"fixed only": 0, "settle only": 0, "opposite": 0, "no cost above beyond the fixed MDE": 0}
     for key, row in sorted(fixed_rows.items()):
         other = settle_rows.get(key)
         if other is None:
             continue
         same = (row["significant"], row["verdict"]) == (other["significant"], other["verdict"])
         agree += same
+        if row["significant"] and other["significant"] and not same:
+            tally["opposite"] += 1
+        elif not same:
+            tally["fixed only" if row["significant"] else "settle only"] += 1
+        # "no cost above" the target is the settle run's answer; the fixed run's "not significant"
+        # could see only down to its MDE, so the settled one is the same answer or a sharper one
+        if other.get("settled") == "no cost above" and row["mde"] == row["mde"] and other["mde"] > row["mde"]:
+            tally["no cost above beyond the fixed MDE"] += 1
         # what the fixed run could have seen where it saw nothing (settle's own answer is listed above)
         note = f"; the fixed run's MDE {row['mde']:.1%}" if not row["significant"] and row["mde"] == row["mde"] else ""
         how = f" ({other['interval']}: {other['settled']})" if other.get("settled") else ""
         print(
             f"  {' '.join(key)}: fixed {row['verdict']}, settle {other['verdict']}{how}{'' if same else '  DIFFER'}{note}"
         )
-    print(f"verdicts agree on {agree} of {len(fixed_rows)} rows")
+    print(f"verdicts agree on {agree} of {len(fixed_rows)} rows; " + ", ".join(f"{k}: {v}" for k, v in tally.items()))
 
 
 def main() -> None:
@@ -144,9 +154,9 @@ def main() -> None:
     settle_s, settled = run(settle_plan, base / "settle", base / "work", *extra)
     print(f"fixed {plan}: {fixed_s:.0f} s; settled {' '.join((settle_plan, *extra))}: {settle_s:.0f} s")
     print(f"settled / fixed wall time: {settle_s / fixed_s:.2f}x")
-    variants = answers(settled)
-    if variants:
-        print(f"the settle run's wall time per settled variant: {settle_s / variants:.0f} s ({variants} settled)")
+    count, total = answers(settled)
+    if count:
+        print(f"the settle run's wall time per settled case: {settle_s / count:.1f} s ({count} of {total} settled)")
     agreement(fixed, settled)
 
 
