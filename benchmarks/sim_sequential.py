@@ -98,12 +98,12 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     print(f"settle {target:.0%}, alpha {ALPHA}, {args.trials} cases per line, looks after every round")
+    if args.limit:
+        print(f"round limit {args.limit}: a case that cannot settle by it leaves for futility ('left' column)")
     print(
         f"{'CV':>5} {'cost':>14} {'floor':>6} {'wrong':>7} {'power':>7} {'rounds':>8} {'/floor':>7} {'left':>6} {'w/o rule':>9}"
     )
     ratios, worst_fp, worst_power, aa, against_t, futile, saved = [], 0.0, 1.0, {}, [], [], []
-    if args.limit:
-        print(f"round limit {args.limit}: a case that cannot settle by it leaves for futility ('left' column)")
     for cv in CVS:
         floor = floor_rounds(cv, target)
         cap = args.limit or max(30, 4 * floor)

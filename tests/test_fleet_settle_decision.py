@@ -30,8 +30,11 @@ SAME = ("same", "-", "wall_time", "{}")
 INFO = {case: {"case": "wall_time", "better": "lower", "variant": {}} for case in (MARKED, SAME)}
 #: the equal case's values: a spread of a few percent around the same value on both labels
 NOISE = [1.00, 1.04, 0.97, 1.02, 0.99, 1.05, 0.96, 1.01, 1.03, 0.98]
-#: a noisier equal case: no interval this short can put every 5% cost out
-WIDE = [1.00, 1.25, 0.80, 1.15, 0.90, 1.20, 0.85, 1.10, 0.95, 1.05]
+#: a noisier equal case: no interval this short can put every 5% cost out, yet one of 6 rounds
+#: could if the spread were at the low end of what 3 values allow (it is not given up)
+WIDE = [1.00, 1.125, 0.90, 1.075, 0.95, 1.10, 0.925, 1.05, 0.975, 1.025]
+#: an equal case far noisier than the target: no interval of the round limit could answer
+HOPELESS = [1.00, 1.25, 0.80, 1.15, 0.90, 1.20, 0.85, 1.10, 0.95, 1.05]
 
 
 def _plan(text=PLAN):
@@ -44,7 +47,7 @@ def _record(max_rounds=6, budget_s=None):
     )
 
 
-def _table(k, marked_ratio=3.0):
+def _table(k, marked_ratio=3.0, same=WIDE):
     """Rounds 1..k: the marked case 3x slower on snp (with a little noise), the same case equal."""
     rounds = range(1, k + 1)
     return {
@@ -52,7 +55,7 @@ def _table(k, marked_ratio=3.0):
             "plain": {r: 1.0 * NOISE[r - 1] for r in rounds},
             "snp": {r: marked_ratio * NOISE[-r] for r in rounds},
         },
-        SAME: {"plain": {r: WIDE[r - 1] for r in rounds}, "snp": {r: WIDE[(r + 3) % len(WIDE)] for r in rounds}},
+        SAME: {"plain": {r: same[r - 1] for r in rounds}, "snp": {r: same[(r + 3) % len(same)] for r in rounds}},
     }
 
 
@@ -112,6 +115,21 @@ def test_an_equal_case_runs_to_the_round_limit_and_is_cut_by_it():
     assert record["ended_by"] == "max rounds"
     # what was computed is what settle() says on the same paired values
     assert settle(paired(SAME, 5), 0.05).state is None
+
+
+def test_a_case_that_cannot_settle_by_the_round_limit_stops_and_its_workload_leaves():
+    record = _record(max_rounds=6)
+    for k in (1, 2, 3):
+        going = settling.decide(record, _table(k, same=HOPELESS), INFO, k, {"plain", "snp"}, 10.0 * k, 10.0)
+    same = _cases(record)["same"]
+    assert going == [] and same["answer"] is None and same["stopped_by"] == "cannot settle within the round limit"
+    assert record["workloads"]["same"]["stopped_by"] == "cannot settle within the round limit"
+    assert record["ended_by"] == "cannot settle within the round limit"
+    # the same values with a limit far away are still worth rounds
+    patient = _record(max_rounds=60)
+    for k in (1, 2, 3):
+        going = settling.decide(patient, _table(k, same=HOPELESS), INFO, k, {"plain", "snp"}, 10.0 * k, 10.0)
+    assert going == ["same"] and "stopped_by" not in _cases(patient)["same"]
 
 
 def test_the_budget_ends_the_rounds_when_the_next_round_would_pass_it():

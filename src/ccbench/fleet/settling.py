@@ -21,8 +21,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ccbench.analysis.fleet_settle import QUANTITY, case_id, case_record, judge, minimum_rounds, round_table
-from ccbench.analysis.sequential import ANYTIME
+from ccbench.analysis.fleet_settle import (
+    QUANTITY,
+    case_id,
+    case_record,
+    judge,
+    minimum_rounds,
+    paired_costs,
+    round_table,
+)
+from ccbench.analysis.sequential import ANYTIME, can_settle
 from ccbench.errors import CCBenchError
 from ccbench.fleet.records import FleetRun, HostRun
 
@@ -33,6 +41,8 @@ NO_CASE = "no case to settle"
 INTERRUPTED = "interrupted"
 BASELINE_FAILED = "baseline failed"
 HOST_FAILED = "every host of the label failed"
+#: as in a run's settle rounds (ccbench.settle.FUTILE)
+FUTILE = "cannot settle within the round limit"
 
 
 def new_record(
@@ -130,11 +140,21 @@ def _look(record: dict, table: dict, info: dict, k: int) -> None:
                 known[(case, label)] = entry
             if entry.get("settled_at"):
                 continue
-            settlement, p, _ = judge(table, case, label, baseline, entry["better"] == "higher", record["target"])
+            higher = entry["better"] == "higher"
+            settlement, p, _ = judge(table, case, label, baseline, higher, record["target"])
             entry.update(settlement.as_dict(), answer=settlement.state, p_value=p, describe=settlement.describe())
             entry.pop("state", None)
             if settlement.settled:
                 entry["settled_at"], entry["stopped_by"] = k, SETTLED
+                continue
+            # a case that cannot settle by the round limit stops, unsettled (looked at again while its
+            # workload runs on for others: more rounds may bring it back within reach)
+            values = [v for _, v in paired_costs(per_label, baseline, label, higher)]
+            more = record["workloads"][entry["workload"]]["max_rounds"] - k
+            if not can_settle(values, record["target"], more):
+                entry["stopped_by"] = FUTILE
+            elif entry.get("stopped_by") == FUTILE:
+                del entry["stopped_by"]
 
 
 def decide(
@@ -161,7 +181,7 @@ def decide(
         elif not mine:
             workload["stopped_by"] = NO_CASE
         elif all(c.get("stopped_by") for c in mine):
-            workload["stopped_by"] = SETTLED
+            workload["stopped_by"] = SETTLED if all(c["stopped_by"] == SETTLED for c in mine) else FUTILE
         elif k >= workload["max_rounds"]:
             workload["stopped_by"] = MAX_ROUNDS
         else:
