@@ -91,3 +91,13 @@ def test_the_lints_figures_are_plain_decimals():
     reasons = side_reasons({"iops": 1.0, "clat_mean": 40.0}, {"iodepth": 16, "ioengine": "libaio", "rw": "randread"})
     assert reasons and "= 0.00004 in flight of the job's 16" in reasons[0], reasons
     assert not EXPONENT.search(" ".join(reasons))
+
+
+def test_a_bound_on_a_cost_reads_as_costs_do_and_a_huge_one_is_not_spelt_out():
+    """An MDE or an excluded cost: a percentage below 2x, a factor from there, and "over 1,000x"
+    beyond (the storage plan's fscrypt rows had an MDE printed as 158,242,393.8%)."""
+    from ccbench.analysis.format import mde
+
+    assert [mde(v) for v in (0.021, 0.999, 1.0, 2.2, 56.0, 998.0)] == ["2.1%", "99.9%", "2.0x", "3.2x", "57x", "999x"]
+    assert mde(1_582_423.938) == mde(float("inf")) == "over 1,000x"
+    assert mde(None) == mde(float("nan")) == "-"

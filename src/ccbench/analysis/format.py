@@ -115,9 +115,23 @@ def percent(value, signed: bool = True) -> str:
     return f"{float(value):+.1f}%" if signed else f"{float(value):.1f}%"
 
 
+#: a bound on a cost (an MDE, what an interval excludes) from this factor up is said as "over" it
+BOUND_CEILING = 1000.0
+
+
 def mde(value) -> str:
-    """A minimum detectable effect (a fraction) as the table shows it: "2.1%"; "-" when missing."""
-    return "-" if missing(value) else f"{float(value) * 100:.1f}%"
+    """A minimum detectable effect or another bound on a cost (a fraction) as every output says
+    it, in the convention of costs (``effect``): "2.1%" below FACTOR_FROM; from it a factor ("3.2x",
+    "57x"); from 1,000x up "over 1,000x" (a comparison that could not see a thousandfold cost saw
+    nothing, whatever the digits); "-" when missing."""
+    if missing(value):
+        return "-"
+    factor = 1 + float(value)
+    if factor < FACTOR_FROM:
+        return f"{(factor - 1) * 100:.1f}%"
+    if not factor < BOUND_CEILING - 0.5:  # what would print as 1,000x or more, and infinity
+        return f"over {BOUND_CEILING:,.0f}x"
+    return f"{_factor(factor)}x"
 
 
 def cv_pair(baseline_cv, cv) -> str:

@@ -120,10 +120,10 @@ def judge(rows: pd.DataFrame, threshold: float | None = None) -> list[CaseResult
             status, why = PASSED, "no interval (too few executions): not judged"
         elif worse and not math.isnan(limit) and change > limit:
             status = REGRESSION
-            named = f"the threshold {threshold * 100:g}%" if threshold is not None else f"the MDE {mde:.1f}%"
+            named = f"the threshold {threshold * 100:g}%" if threshold is not None else f"the MDE {fmt.mde(mde / 100)}"
             why = f"{words}, significant, beyond {named}"
         elif worse:
-            named = f"the threshold {threshold * 100:g}%" if threshold is not None else f"the MDE {mde:.1f}%"
+            named = f"the threshold {threshold * 100:g}%" if threshold is not None else f"the MDE {fmt.mde(mde / 100)}"
             status, why = PASSED, f"{words}, significant but within {named}"
         elif significant:
             status, why = PASSED, f"{words}: better"
@@ -246,7 +246,7 @@ def markdown(results: list[CaseResult], against: str, threshold: float | None) -
         lines.append(
             f"| {r.name} | {fmt.number(r.baseline_median, r.unit)} | {fmt.number(r.median, r.unit)} | "
             f"{change} | "
-            f"{'-' if math.isnan(r.mde_percent) else f'{r.mde_percent:.1f}%'} | {result}: {r.why} |"
+            f"{fmt.mde(r.mde_percent / 100)} | {result}: {r.why} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -269,7 +269,7 @@ def junit(results: list[CaseResult], against: str) -> str:
             failure.text = (
                 f"{r.name}: {fmt.number(r.baseline_median, r.unit)} -> {fmt.number(r.median, r.unit)} "
                 f"({fmt.effect(1 + r.change_percent / 100, 1 + r.low_percent / 100, 1 + r.high_percent / 100)}, "
-                f"95% interval; MDE {r.mde_percent:.1f}%)" + (f"; {r.confirmation}" if r.confirmation else "")
+                f"95% interval; MDE {fmt.mde(r.mde_percent / 100)})" + (f"; {r.confirmation}" if r.confirmation else "")
             )
         else:
             ElementTree.SubElement(case, "system-out").text = r.why

@@ -139,7 +139,7 @@ def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, 
         if math.isnan(mde):
             return f"no cost distinguishable from noise (typical {fmt.percent((typical - 1) * 100)})"
         words = "the smallest this comparison could see" if bound == "mde" else semantics.BOUND_WORDS[bound]
-        return f"no cost above {mde * 100:.1f}% ({words})"
+        return f"no cost above {fmt.mde(mde)} ({words})"
     interval = "" if math.isnan(low) else f" [{fmt.percent((low - 1) * 100)} to {fmt.percent((high - 1) * 100)}]"
     return f"{fmt.percent((typical - 1) * 100)}{interval}"
 
@@ -165,7 +165,7 @@ def _short(judgement) -> str:
     if judgement.only_in:
         return judgement.phrase(where=False) + f" in {judgement.only_in}"
     if judgement.kind == semantics.NONE_SEEN and not math.isnan(judgement.mde):
-        return f"no cost above {judgement.mde * 100:.1f}%"
+        return f"no cost above {fmt.mde(judgement.mde)}"
     return judgement.phrase()
 
 

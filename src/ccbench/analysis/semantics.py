@@ -177,7 +177,7 @@ class Judgement:
             ends = f"{fmt.effect(self.span_low)} to {fmt.effect(self.span_high)}"
             what = "its 95% interval" if self.comparisons == 1 else "the 95% intervals span"
             return f"not distinguishable from noise ({what} {ends}: too few values to bound the cost)"
-        return f"no cost above {self.mde * 100:.1f}% ({BOUND_WORDS[self.bound]})"
+        return f"no cost above {fmt.mde(self.mde)} ({BOUND_WORDS[self.bound]})"
 
 
 def _p(value: float) -> str:

@@ -57,7 +57,7 @@ def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
                 "typical cost": _typical_cell(v),
                 "95% interval": _interval_cell(v),
                 "interval from": _interval_over_cell(v),
-                "smallest detectable": "-" if math.isnan(v.mde) else f"{v.mde * 100:.1f}% (median MDE)",
+                "smallest detectable": "-" if math.isnan(v.mde) else f"{fmt.mde(v.mde)} (median MDE)",
                 "rests on": v.rests_on or "-",
                 "range between workloads": (
                     f"{fmt.effect(v.range_low)} to {fmt.effect(v.range_high)}" if v.workloads > 1 else "-"
