@@ -444,3 +444,14 @@ def test_a_figure_that_holds_in_one_workload_keeps_that_workload_on_a_long_line(
     line = layer_lines(item)[0]
     assert len(line) <= 100 and "slower" in line, line
     assert " in ycsb-durable-writes" in line, line
+
+
+def test_the_named_test_reads_p_with_its_relation():
+    """A tiny p value reads "p<0.001", never "p=<0.001" (the method text printed that)."""
+    judgement = semantics.Judgement.__new__(semantics.Judgement)
+    judgement.kind, judgement.q_p, judgement.i2, judgement.sign_p = semantics.POOLED, 0.00002, 0.7, math.nan
+    assert judgement.test_named() == "Cochran's Q p<0.001, I2 70%"
+    judgement.q_p = 0.034
+    assert judgement.test_named() == "Cochran's Q p=0.034, I2 70%"
+    judgement.kind, judgement.sign_p = semantics.ACROSS, 0.2
+    assert judgement.test_named() == "sign test p=0.2"

@@ -136,9 +136,9 @@ class Judgement:
     def test_named(self) -> str:
         """The test behind the judgement, as a reader needs it."""
         if self.kind in (ACROSS, UNCLEAR):
-            return f"sign test p={_p(self.sign_p)}"
+            return f"sign test {_p(self.sign_p)}"
         if not math.isnan(self.q_p):
-            return f"Cochran's Q p={_p(self.q_p)}, I2 {self.i2 * 100:.0f}%"
+            return f"Cochran's Q {_p(self.q_p)}, I2 {self.i2 * 100:.0f}%"
         return ""
 
     def named_range(self) -> str:
@@ -169,7 +169,7 @@ class Judgement:
             ratio = f"{self.typical:.2f}x [{self.low:.2f}, {self.high:.2f}]" if not math.isnan(self.low) else ""
             head = f"{word} in {count} of {self.comparisons} benchmarks, {ratio}".rstrip(", ")
             if self.kind == UNCLEAR:
-                return f"not distinguishable across benchmarks ({head}; sign test p={_p(self.sign_p)})"
+                return f"not distinguishable across benchmarks ({head}; sign test {_p(self.sign_p)})"
             return head + (self._where() if where else "")
         if math.isnan(self.mde):
             if math.isnan(self.span_low):
@@ -181,10 +181,10 @@ class Judgement:
 
 
 def _p(value: float) -> str:
-    """A p value for a reader."""
+    """A p value for a reader, with its relation: "p=0.034", "p<0.001" ("p=-" when missing)."""
     if math.isnan(value):
-        return "-"
-    return "<0.001" if value < 0.001 else f"{value:.2g}"
+        return "p=-"
+    return "p<0.001" if value < 0.001 else f"p={value:.2g}"
 
 
 def _range(ends: list[float], word: str) -> str:
