@@ -19,6 +19,7 @@ fleet's verdict and compare's agree and a hand-edited fleet.json cannot change a
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -240,7 +241,8 @@ def fleet_paths(paths: Iterable[str | Path]) -> tuple[list[str], dict[str, str]]
 def _recomputed(directory: Path, document: Mapping[str, Any], exclude_contended: bool):
     """Each case of a fleet's record recomputed from its gathered samples: (record, settlement, p value)."""
     settling = document["settling"]
-    table, _ = round_table(fleet_bundles(directory, document), exclude_contended)
+    members = tuple((label, k, str(path)) for label, k, path in fleet_bundles(directory, document))
+    table = _member_table(members, exclude_contended)
     out = []
     for record in settling.get("cases", []):
         settlement, p, _ = judge(
@@ -254,6 +256,13 @@ def _recomputed(directory: Path, document: Mapping[str, Any], exclude_contended:
         )
         out.append((record, settlement, p))
     return out
+
+
+@functools.lru_cache(maxsize=4)
+def _member_table(members: tuple[tuple[str, int, str], ...], exclude_contended: bool) -> dict:
+    """round_table of a fleet's gathered bundles, read once per compare: its rows and its printed
+    lines both need it (the bundles were verified before, and do not change within a process)."""
+    return round_table(members, exclude_contended)[0]
 
 
 def fleet_settled_cases(
