@@ -9,6 +9,10 @@ whether the two bundles' verdicts agree: for every row of
 the workloads' primary metrics, compare's verdict (slower, faster, or not significant; compare
 judges a settled case on the run's own anytime-valid interval) in both bundles, and for the rows
 the fixed run found not significant, the fixed run's MDE (what it could have seen) next to it.
+Last, an estimate (said so where it prints): the time a fixed design would take whose repetitions
+per workload are sized so that every primary row's MDE reaches the target (at most the settle
+plan's limit), from the fixed run's MDEs and its time per repetition: the design settling replaces
+for a user who wants those answers, against which the issue's one-third target is set.
 
 The default pair is short, of the bundled ``storage`` plan's shape (fio on disk, tmpfs and the
 ext4 loop file, two block sizes; 5 fixed repetitions against 3 then settled at 5%, at most 15;
@@ -131,6 +135,36 @@ def agreement(fixed: Path, settled: Path) -> None:
     print(f"verdicts agree on {agree} of {len(fixed_rows)} rows; " + ", ".join(f"{k}: {v}" for k, v in tally.items()))
 
 
+def equal_power(fixed: Path, target: float, limit: int) -> tuple[float, dict[str, int]]:
+    """An estimate, not a measurement: the wall time of a fixed design that sizes each workload's
+    repetitions so that every primary row's MDE would reach the target (the fixed run's MDE scaled
+    by the square root of the count, as an MDE shrinks), at most ``limit`` (the settle plan's
+    max_repetitions), at the fixed run's own time per repetition of that workload (its executions'
+    times and cooldowns). What a fixed or ``--detect`` run that wanted the settle run's answers
+    would have spent; (seconds, repetitions per workload)."""
+    import json
+    import math
+
+    from ccbench.bundle import read_bundle
+
+    bundle = read_bundle(fixed, samples=False)
+    plan = {w["name"]: w for w in bundle.manifest["plan"]["workloads"]}
+    spent: dict[str, float] = {}
+    for line in (fixed / "executions.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if not record["warmup"]:
+            cooldown = plan.get(record["workload"], {}).get("cooldown") or 0.0
+            spent[record["workload"]] = spent.get(record["workload"], 0.0) + record["elapsed_s"] + cooldown
+    needed: dict[str, int] = {}
+    for (workload, _, _), row in rows(fixed).items():
+        n0 = plan[workload]["repetitions"]
+        mde = row["mde"]
+        n = limit if not mde == mde else math.ceil(n0 * (math.log1p(mde) / math.log1p(target)) ** 2)
+        needed[workload] = max(needed.get(workload, n0), min(max(n, n0), limit))
+    seconds = sum(spent.get(w, 0.0) / plan[w]["repetitions"] * n for w, n in needed.items())
+    return seconds, needed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", help="a plan file or bundled plan name (default: a short storage-shaped plan)")
@@ -158,6 +192,20 @@ def main() -> None:
     if count:
         print(f"the settle run's wall time per settled case: {settle_s / count:.1f} s ({count} of {total} settled)")
     agreement(fixed, settled)
+    from ccbench.bundle import read_bundle
+    from ccbench.plan import parse_precision
+
+    limits = [w.get("max_repetitions") for w in read_bundle(settled, samples=False).manifest["plan"]["workloads"]]
+    limit = max([x for x in limits if x] or [30])
+    estimate, needed = equal_power(fixed, parse_precision(args.settle), limit)
+    shown = ", ".join(f"{w} {n}" for w, n in needed.items())
+    print(
+        f"estimated, not measured: a fixed design sized for an MDE of {args.settle} on every primary row (at most "
+        f"{limit} repetitions: {shown}) would take about {estimate:.0f} s of executions; settled / that: "
+        f"{settle_s / estimate:.2f}x"
+        if estimate
+        else "no estimate of an equal-power fixed design (no rows)"
+    )
 
 
 if __name__ == "__main__":
