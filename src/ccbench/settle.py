@@ -4,8 +4,11 @@ unsettled, until each variant's case is settled (ccbench.analysis.sequential) or
 
 A case is a variant against the workload's baseline (its first variant combination) on one series
 of the workload's primary metrics (each of fio's block size and pattern, say). After every round
-each case is looked at; a variant whose every case is settled leaves the rounds (its executions
-measure all its cases at once). The baseline runs in every round while any case is unsettled, so every round
+each case is looked at; a case stops when it is settled or when no interval of the round limit
+could answer it (``can_settle``: leaving for futility claims nothing), and a variant whose every case
+has stopped leaves the rounds. Where the workload's executions are made of parts that run alone
+(``Workload.selectable``: fio's jobs, ...), a round runs only the parts holding an open case, the
+same parts in every execution of the round. The baseline runs in every round while any case is open, so every round
 still pairs each variant with a baseline execution of the same round; the order within a round is
 drawn as for any round (ccbench.schedule.round_order, from the seed, the workload, the round's number
 and the combinations in it), and each execution has its cooldown before it. The limits:
@@ -104,7 +107,8 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         """Why a case takes no more rounds (None: it is open)."""
         if cases[key][label].settled:
             return SETTLED
-        return None if can_settle(costs[key][label], spec.settle, limit - repetition) else FUTILE
+        more = limit - repetition  # at the limit, the limit is what stops it
+        return None if more <= 0 or can_settle(costs[key][label], spec.settle, more) else FUTILE
 
     # before the first settle round, a round's length is estimated from the rounds run so far
     round_s = (time.monotonic() - started) / max(spec.repetitions + spec.warmup, 1)

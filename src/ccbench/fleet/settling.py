@@ -151,7 +151,7 @@ def _look(record: dict, table: dict, info: dict, k: int) -> None:
             # workload runs on for others: more rounds may bring it back within reach)
             values = [v for _, v in paired_costs(per_label, baseline, label, higher)]
             more = record["workloads"][entry["workload"]]["max_rounds"] - k
-            if not can_settle(values, record["target"], more):
+            if more > 0 and not can_settle(values, record["target"], more):  # at the limit, the limit stops it
                 entry["stopped_by"] = FUTILE
             elif entry.get("stopped_by") == FUTILE:
                 del entry["stopped_by"]
