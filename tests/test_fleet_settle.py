@@ -93,9 +93,9 @@ def test_a_clear_cost_settles_early_and_leaves_the_rounds_on_every_host(hosts, t
         bundle = directory / host["rounds"][f"round-{least}"]["bundle"]
         assert {s["workload"] for s in _samples(bundle)} == {"marked", "same"}
     # the summary says what fleet.json says
-    assert f"settled at round {least}" in said and "a cost of" in said, said
+    assert f"settled at round {least}" in said and "a cost: " in said, said
     compare_txt = (directory / "compare.txt").read_text()
-    assert "settled across the fleet" in compare_txt and "a cost of" in compare_txt, compare_txt
+    assert "settled across the fleet" in compare_txt and "a cost: " in compare_txt, compare_txt
 
     # compare of the fleet directory uses the controller's interval for those rows
     compared = fleet("compare", directory, "--json", timeout=300)

@@ -71,12 +71,12 @@ def test_a_large_cost_settles_with_its_size_and_a_null_one_as_no_cost_above_the_
     big = settle(np.log(3.0) + rng.normal(0, 0.01, 4), 0.05)
     assert big.state == COST and big.rounds == 4
     assert big.estimate == pytest.approx(2.0, abs=0.05) and big.low > 1.0
-    assert f"a cost of {big.estimate:+.1%}" in big.describe()
+    assert big.describe().startswith(f"a cost: {1 + big.estimate:.1f}x slower [")  # the project's one convention
     null = settle(rng.normal(0, 0.01, 40), 0.05)
     assert null.state == NO_COST_ABOVE and null.high < 0.05 and null.low < 0
     assert "no cost above 5.0%" in null.describe()
     gain = settle(np.log(0.5) + rng.normal(0, 0.01, 5), 0.05)
-    assert gain.state == GAIN and "a gain of" in gain.describe()
+    assert gain.state == GAIN and gain.describe().startswith(f"a gain: {1 / (1 + gain.estimate):.2f}x faster [")
     unsure = settle(rng.normal(0.05, 0.05, 6), 0.05)
     assert unsure.state is None and unsure.low < 0 < unsure.high
 

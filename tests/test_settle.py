@@ -11,6 +11,7 @@ import pytest
 from conftest import only_bundle
 from test_scheduling import Messages, ScriptedExecutor, measured
 
+from ccbench.analysis import format as fmt
 from ccbench.bundle import read_bundle
 from ccbench.commands.run import settle_lines
 from ccbench.errors import PlanError
@@ -107,7 +108,7 @@ def test_an_easy_case_leaves_the_rounds_early_and_a_hard_one_runs_on_with_its_ba
     later = [tuple(r) for rep, r in rounds.items() if rep >= ran["tmpfs"]]
     assert {frozenset(r) for r in later} == {frozenset({"disk", "ext4-loop"})}
     assert len(set(later)) == 2  # both orders drawn, not a fixed A B
-    assert any("storage=tmpfs] wall_time: settled: a cost of" in line for line in messages.lines)
+    assert any("storage=tmpfs] wall_time: settled: a cost: " in line for line in messages.lines)
     manifest_outcome = result.manifest["outcomes"]["c"]
     assert manifest_outcome["settled"]["variants"]["storage=tmpfs"]["stopped_by"] == "settled"
 
@@ -202,7 +203,7 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     paths_args = [f"--storage-path={value}={path}" for value, path in paths.items()]
     done = ccbench("run", plan, "--out", out, "--workdir", workdir, *paths_args, "--settle", "5%", "--budget", "10m")
     assert done.returncode == 0, done.stderr
-    assert "sleepy [storage=tmpfs] against storage=disk: settled\n  wall_time: a cost of" in done.stdout
+    assert "sleepy [storage=tmpfs] against storage=disk: settled\n  wall_time: a cost: " in done.stdout
     assert "budget cut" not in done.stdout
     manifest = read_bundle(only_bundle(out), samples=False).manifest
     case = manifest["outcomes"]["sleepy"]["settled"]["variants"]["storage=tmpfs"]["cases"]["wall_time"]
@@ -211,14 +212,14 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     # compare recomputes each case from the bundle's samples with the run's rule: the same answer
     compared = ccbench("compare", only_bundle(out), "--summary")
     assert compared.returncode == 0, compared.stderr
-    run_line = next(line for line in done.stdout.splitlines() if line.startswith("  wall_time: a cost of"))
+    run_line = next(line for line in done.stdout.splitlines() if line.startswith("  wall_time: a cost: "))
     assert f"  {run_line}" in compared.stdout.splitlines()
     assert "settled in " in compared.stdout and "(anytime-valid interval, target 5.0%)" in compared.stdout
     # and compare's own row of that case: the run's interval, its answer, its numbers
     rows = [json.loads(line) for line in ccbench("compare", only_bundle(out), "--json").stdout.splitlines()]
     (row,) = [r for r in rows if r.get("metric") == "wall_time"]
     assert (row["interval"], row["settled"], row["verdict"]) == ("anytime-valid", "cost", "slower")
-    numbers = f"a cost of {row['ratio'] - 1:+.1%} [{row['ci_low'] - 1:+.1%}, {row['ci_high'] - 1:+.1%}]"
+    numbers = f"a cost: {fmt.effect(row['ratio'], row['ci_low'], row['ci_high'])}"
     assert run_line.startswith(f"  wall_time: {numbers}")
     assert "slower" in compared.stdout.splitlines()[1]  # the layer's line: a cost, as the run said
     bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")

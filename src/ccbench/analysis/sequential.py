@@ -98,26 +98,25 @@ class Settlement:
         return self.state is not None
 
     def describe(self) -> str:
-        """One phrase: what the case's answer is, with its numbers."""
+        """One phrase: what the case's answer is, with its numbers in the project's one convention
+        (ccbench.analysis.format.effect: "28.6% slower [18.0%, 40.1%]", "7.5x faster [5.8x, 9.7x]")."""
+        from ccbench.analysis import format as fmt
+
         if self.estimate is None:
             return f"no interval yet ({self.rounds} paired rounds)"
         if self.low is None or self.high is None:
-            return f"unsettled: {_pct(self.estimate)} (too few rounds for a finite interval: {self.rounds})"
-        bounds = f"[{_pct(self.low)}, {_pct(self.high)}]"
+            return f"unsettled: {fmt.effect(1 + self.estimate)} (too few rounds for a finite interval: {self.rounds})"
+        said = fmt.effect(1 + self.estimate, 1 + self.low, 1 + self.high)
         if self.state == COST:
-            return f"a cost of {_pct(self.estimate)} {bounds}"
+            return f"a cost: {said}"
         if self.state == GAIN:
-            return f"a gain of {_pct(-self.estimate)} {bounds}"
+            return f"a gain: {said}"
         if self.state == NO_COST_ABOVE:
-            return f"no cost above {self.target:.1%} (estimate {_pct(self.estimate)}, {bounds})"
-        return f"unsettled: {_pct(self.estimate)} {bounds}"
+            return f"no cost above {fmt.mde(self.target)} (estimate {said})"
+        return f"unsettled: {said}"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _pct(fraction: float | None) -> str:
-    return "n/a" if fraction is None else f"{fraction:+.1%}"
 
 
 def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixture: float = MIXTURE) -> Settlement:
