@@ -423,6 +423,11 @@ def test_the_microservices_chain_alone_is_not_contended(microservices_chain, tmp
     if _busy_fraction(1.0) > 0.15:
         pytest.skip("this machine is busy with other work: no quiet interval to measure")
     watch = _execute(_microservices_job(microservices_chain, tmp_path / "raw"), tmp_path / "raw")
+    if watch["contended"]:
+        # a burst of outside work inside the 4 s (another job's test beside this suite; seen once)
+        # is over before the check below: measured again, a miscount of the chain's own servers as
+        # others would repeat, a burst would not
+        watch = _execute(_microservices_job(microservices_chain, tmp_path / "raw2"), tmp_path / "raw2")
     if watch["contended"] and _busy_fraction(1.0) > 0.15:
         pytest.skip("other work started on this machine during the interval")
     # the whole record in the message (pytest shortens a bare dict): which processes were counted as others
