@@ -142,7 +142,6 @@ def equal_power(fixed: Path, target: float, limit: int) -> tuple[float, dict[str
     max_repetitions), at the fixed run's own time per repetition of that workload (its executions'
     times and cooldowns). What a fixed or ``--detect`` run that wanted the settle run's answers
     would have spent; (seconds, repetitions per workload)."""
-    import json
     import math
 
     from ccbench.bundle import read_bundle
@@ -150,8 +149,7 @@ def equal_power(fixed: Path, target: float, limit: int) -> tuple[float, dict[str
     bundle = read_bundle(fixed, samples=False)
     plan = {w["name"]: w for w in bundle.manifest["plan"]["workloads"]}
     spent: dict[str, float] = {}
-    for line in (fixed / "executions.jsonl").read_text().splitlines():
-        record = json.loads(line)
+    for record in bundle.executions:
         if not record["warmup"]:
             cooldown = plan.get(record["workload"], {}).get("cooldown") or 0.0
             spent[record["workload"]] = spent.get(record["workload"], 0.0) + record["elapsed_s"] + cooldown
@@ -186,6 +184,9 @@ def main() -> None:
         settle_plan, extra = plan, ("--settle", args.settle, "--repeat", str(args.minimum))
     fixed_s, fixed = run(plan, base / "fixed", base / "work")
     settle_s, settled = run(settle_plan, base / "settle", base / "work", *extra)
+    from ccbench.attestation.onread import check_before_reading
+
+    check_before_reading([fixed, settled])  # what is read below is what the runs sealed
     print(f"fixed {plan}: {fixed_s:.0f} s; settled {' '.join((settle_plan, *extra))}: {settle_s:.0f} s")
     print(f"settled / fixed wall time: {settle_s / fixed_s:.2f}x")
     count, total = answers(settled)

@@ -25,8 +25,6 @@ from typing import Any
 from ccbench.schedule import Execution, WorkloadRun, round_order
 
 SETTLED = "settled"
-#: a case that could not be settled by the round limit, even with a smaller spread (sequential.can_settle)
-FUTILE = "cannot settle within the round limit"
 
 
 def _limit(runner: Any, job: WorkloadRun, repetition: int, started: float, round_s: float) -> str | None:
@@ -92,7 +90,7 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         runner.reporter.message(f"{spec.name}: settle: {record['reason']}")
         return
     from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
-    from ccbench.analysis.sequential import can_settle, case_of, paired_log_costs, settle_all
+    from ccbench.analysis.sequential import FUTILE, can_settle, case_of, paired_log_costs, settle_all
 
     declared = getattr(job.workload, "primary_metrics", ())
     selectable = getattr(job.workload, "selectable", ())

@@ -127,11 +127,9 @@ def mde(value) -> str:
     if missing(value):
         return "-"
     factor = 1 + float(value)
-    if factor < FACTOR_FROM:
-        return f"{(factor - 1) * 100:.1f}%"
     if not factor < BOUND_CEILING - 0.5:  # what would print as 1,000x or more, and infinity
         return f"over {BOUND_CEILING:,.0f}x"
-    return f"{_factor(factor)}x"
+    return _bare(max(factor, 1.0))
 
 
 def cv_pair(baseline_cv, cv) -> str:

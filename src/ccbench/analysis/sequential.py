@@ -51,6 +51,9 @@ ALPHA = 0.05
 #: the prior precision of the standardised effect (c above); 0.1 gives a finite interval from 3 rounds
 MIXTURE = 0.1
 COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
+#: what stopped a case that no interval of the round limit could answer (can_settle), in a run's
+#: settle rounds and a fleet's alike
+FUTILE = "cannot settle within the round limit"
 #: the name of this interval where a comparison row uses it (ccbench.analysis.settled)
 ANYTIME = "anytime-valid"
 

@@ -30,7 +30,7 @@ from ccbench.analysis.fleet_settle import (
     paired_costs,
     round_table,
 )
-from ccbench.analysis.sequential import ANYTIME, can_settle
+from ccbench.analysis.sequential import ANYTIME, FUTILE, can_settle
 from ccbench.errors import CCBenchError
 from ccbench.fleet.records import FleetRun, HostRun
 
@@ -41,8 +41,6 @@ NO_CASE = "no case to settle"
 INTERRUPTED = "interrupted"
 BASELINE_FAILED = "baseline failed"
 HOST_FAILED = "every host of the label failed"
-#: as in a run's settle rounds (ccbench.settle.FUTILE)
-FUTILE = "cannot settle within the round limit"
 
 
 def new_record(
