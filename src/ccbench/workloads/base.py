@@ -75,7 +75,10 @@ def selected(parts: list[dict[str, str]] | None, key: str, values: Sequence[Any]
     wanted = {part.get(key) for part in parts}
     chosen = [value for value in values if str(value) in wanted]
     if not chosen:
-        raise WorkloadFailed(f"none of the parts asked for ({parts}) is one of this workload's {key} values")
+        raise WorkloadFailed(
+            f"none of the parts asked for ({parts}) is one of this workload's {key} values "
+            "(a ccbench bug: run the plan without settle, and report it)"
+        )
     return chosen
 
 

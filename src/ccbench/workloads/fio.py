@@ -189,7 +189,10 @@ class Fio(Workload):
         job_path = ctx.raw_dir / "fio.job"
         text = job_file(params, ctx.workdir, direct, ctx.parts)
         if "stonewall" not in text:
-            raise WorkloadFailed(f"none of the parts asked for is a job of this matrix: {ctx.parts}")
+            raise WorkloadFailed(
+                f"none of the parts a settle round asked for is a job of this matrix: {ctx.parts} "
+                "(a ccbench bug: run the plan without settle, and report it)"
+            )
         job_path.write_text(text)
         output = ctx.raw_dir / "fio.json"
         ctx.run_command(["fio", "--output-format=json", f"--output={output}", str(job_path)], log_name="fio")
