@@ -27,6 +27,7 @@ mounts). Another ``--plan`` without ``--settle-plan`` is run the second time wit
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -72,15 +73,18 @@ def run(plan: str, out: Path, workdir: Path, *extra: str) -> tuple[float, Path]:
 
 
 def rows(bundle: Path) -> dict[tuple[str, str, str], dict]:
-    """compare's rows of the workloads' primary metrics (the series settle looks at):
+    """compare's rows of the series settle judges (ccbench.analysis.sequential.judged: the
+    workloads' primary metrics, or the figures their per-message verdict is made of):
     (workload, config, metric and case) -> the row."""
     from ccbench.analysis.comparison import comparison
+    from ccbench.analysis.sequential import declares, judged
     from ccbench.bundle import read_bundle
 
     declared = read_bundle(bundle, samples=False).manifest.get("declarations") or {}
     found = {}
     for row in comparison([bundle]).table.to_dict("records"):
-        if row["metric"] in (declared.get(row["workload"]) or {}).get("primary_metrics", ()):
+        params = json.loads(row["params"]) if row["params"] else {}
+        if declares(judged(declared.get(row["workload"])), row["metric"], params):
             found[(row["workload"], str(row["config"]), f"{row['metric']} {row['case'] or ''}".strip())] = row
     return found
 

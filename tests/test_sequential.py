@@ -130,3 +130,30 @@ def test_every_case_of_the_declared_primary_metrics_is_a_case_of_its_own():
     assert set(costs["storage=tmpfs"]) == {"throughput bs=4k", "throughput bs=1m"}
     assert costs["storage=tmpfs"]["throughput bs=4k"] == pytest.approx([math.log(3.0)] * 3)
     assert costs["storage=tmpfs"]["throughput bs=1m"] == pytest.approx([0.0] * 3)
+
+
+def test_a_workload_whose_result_is_measured_on_one_side_is_judged_on_what_its_verdict_is_made_of():
+    # transport: its primary metric (the embedding's time) is measured on plain only, so it is never
+    # paired; its verdict is made of the round trip at 1536 B and the handshake (its message costs)
+    from ccbench.analysis.sequential import declares, judged
+    from ccbench.workloads import declaration, workload_class
+
+    declared = judged(declaration(workload_class("transport")))
+    assert declared[0] == "embedding_time" and ("rtt_p50", {"payload": 1536}) in declared
+    samples = []
+    for rep in range(3):
+        samples.append(sample("disk", rep, 0.009, metric="embedding_time"))
+        for variant, slow in (("disk", 1.0), ("tmpfs", 2.0)):
+            for payload in (1536, 4096):
+                for pipe in ("duplex", "tcp"):
+                    params = {"payload": payload, "pipe": pipe}
+                    s = sample(variant, rep, 1e-6 * slow * payload / 1536, metric="rtt_p50")
+                    samples.append(s.model_copy(update={"params": params, "metadata": {"case": params}}))
+        handshake = sample("tmpfs", rep, 2e-4, metric="handshake_p50")  # plaintext has no handshake
+        samples.append(handshake.model_copy(update={"params": {"pipe": "tcp"}}))
+    costs = paired_log_costs(samples, "storage=disk", ["storage=disk", "storage=tmpfs"], declared)
+    assert set(costs["storage=tmpfs"]) == {"rtt_p50 payload=1536 pipe=duplex", "rtt_p50 payload=1536 pipe=tcp"}
+    assert costs["storage=tmpfs"]["rtt_p50 payload=1536 pipe=tcp"] == pytest.approx([math.log(2.0)] * 3)
+    assert declares(declared, "rtt_p50", {"payload": 1536, "pipe": "tcp"})
+    assert not declares(declared, "rtt_p50", {"payload": 4096, "pipe": "tcp"})
+    assert judged(None) == () and judged({"primary_metrics": ["t"]}) == ("t",)

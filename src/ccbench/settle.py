@@ -90,9 +90,11 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         runner.reporter.message(f"{spec.name}: settle: {record['reason']}")
         return
     from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
-    from ccbench.analysis.sequential import FUTILE, can_settle, case_of, paired_log_costs, settle_all
+    from ccbench.analysis.sequential import FUTILE, can_settle, case_of, judged, paired_log_costs, settle_all
 
-    declared = getattr(job.workload, "primary_metrics", ())
+    from ccbench.workloads import declaration
+
+    declared = judged(declaration(type(job.workload)))
     selectable = getattr(job.workload, "selectable", ())
     limit = spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions)
 

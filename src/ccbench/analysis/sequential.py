@@ -201,12 +201,45 @@ def case_of(samples: Iterable[Any]) -> dict[str, dict | None]:
     return found
 
 
+#: what settle judges a workload on (judged): a primary metric's name (every case of it) or a
+#: (metric, case) pair (the series whose params hold the case)
+Judged = Sequence["str | tuple[str, Mapping[str, Any]]"]
+
+
+def judged(declaration: Mapping[str, Any] | None) -> tuple[str | tuple[str, dict], ...]:
+    """What settle judges a workload on, from its declaration (a manifest's
+    ``declarations.<workload>``, ccbench.workloads.declaration): every case of each primary metric,
+    then, for a workload that sets per-message costs against application work (transport: the
+    embedding, measured on the unprotected variant only, so never paired), the per-request and
+    per-connection figures at their declared cases: the figures its verdict is made of. A series
+    that some variant did not report (plaintext has no handshake) is not judged (paired_series)."""
+    declaration = declaration or {}
+    out: list[str | tuple[str, dict]] = [str(m) for m in declaration.get("primary_metrics") or ()]
+    costs = declaration.get("message_costs") or {}
+    for part in ("per_request", "per_connection"):
+        spec = costs.get(part) or {}
+        if spec.get("metric"):
+            out.append((str(spec["metric"]), dict(spec.get("case") or {})))
+    return tuple(out)
+
+
+def declares(declared: Judged, metric: str, params: Mapping[str, Any]) -> bool:
+    """Whether a series (its metric and params) is among what ``declared`` (judged) names."""
+    for entry in declared:
+        if isinstance(entry, str):
+            if entry == metric:
+                return True
+        elif entry[0] == metric and all(params.get(k) == v for k, v in entry[1].items()):
+            return True
+    return False
+
+
 def paired_log_costs(
-    samples: Iterable[Any], baseline: str, variants: Sequence[str], declared: Sequence[str] = ()
+    samples: Iterable[Any], baseline: str, variants: Sequence[str], declared: Judged = ()
 ) -> dict[str, dict[str, list[float]]]:
     """Per variant key other than the baseline, per case (a series of the workload's primary
-    metrics: every metric it declares in ``declared`` and each of its cases, e.g. fio's throughput
-    at 4k randread, that every variant reported; without one, the series
+    metrics: every series ``declared`` names (judged), e.g. fio's throughput at 4k randread, that
+    every variant reported; without one, the series
     ccbench.analysis.precision.primary_series chooses), the log time-equivalent costs against the
     baseline, paired by repetition (rounds where either is missing are left out), in repetition
     order. samples: ccbench.model.Sample of one workload."""
@@ -219,7 +252,7 @@ def paired_log_costs(
 
 
 def paired_series(
-    samples: Iterable[Any], baseline: str, variants: Sequence[str], declared: Sequence[str] = ()
+    samples: Iterable[Any], baseline: str, variants: Sequence[str], declared: Judged = ()
 ) -> list[tuple[tuple[str, str], str, dict[str, list[float]]]]:
     """paired_log_costs per series: (the series: its metric and its params as sorted-key JSON, the
     case's label, {variant key: the paired log costs against the baseline})."""
@@ -237,9 +270,11 @@ def paired_series(
         if variant in keys and sample.value > 0:
             values.setdefault(series, {}).setdefault(variant, {}).setdefault(sample.repetition, sample.value)
             labels[series], higher[series] = _label(sample), sample.better == "higher"
-    chosen = [key for key in values if key[0] in declared and set(keys) <= set(values[key])]
+    chosen = [
+        key for key in values if declares(declared, key[0], json.loads(key[1])) and set(keys) <= set(values[key])
+    ]
     if not chosen:
-        primary = primary_series(mine, keys, declared)
+        primary = primary_series(mine, keys, [d for d in declared if isinstance(d, str)])
         chosen = [primary] if primary in values else []
     named = [labels[series] for series in chosen]
     for series in chosen:  # two series that the case does not tell apart are told by their parameters
@@ -279,9 +314,9 @@ def settle_all(costs: Mapping[str, Mapping[str, Sequence[float]]], target: float
     return {name: {case: settle(values, target) for case, values in cases.items()} for name, cases in costs.items()}
 
 
-def settled_workloads(bundle: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Sequence[str]], dict[str, list[Any]]]:
+def settled_workloads(bundle: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Judged], dict[str, list[Any]]]:
     """A bundle's settled workloads (its manifest's ``outcomes.<workload>.settled`` with variants),
-    each workload's declared primary metrics, and each settled workload's measured samples
+    what each workload is judged on (judged, from its declaration), and each settled workload's measured samples
     (ccbench.model.Sample, read in chunks); three empty dicts for a bundle whose run settled nothing."""
     from ccbench.model import Sample
 
@@ -292,9 +327,7 @@ def settled_workloads(bundle: Any) -> tuple[dict[str, dict[str, Any]], dict[str,
     }
     if not settled:
         return {}, {}, {}
-    declared = {
-        name: spec.get("primary_metrics", ()) for name, spec in (bundle.manifest.get("declarations") or {}).items()
-    }
+    declared = {name: judged(spec) for name, spec in (bundle.manifest.get("declarations") or {}).items()}
     samples: dict[str, list[Sample]] = {name: [] for name in settled}
     for chunk in bundle.sample_chunks():
         for record in chunk:
