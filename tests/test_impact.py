@@ -149,6 +149,12 @@ def test_without_an_inference_the_transport_verdict_gives_no_application_cost(tm
     assert done.returncode == 0, done.stderr
     records = {r["layer"]: r for r in map(json.loads, done.stdout.splitlines())}
     assert records["TLS"]["typical"] is None and records["TLS"]["message_costs"][0]["share_open_connection"] is None
+    # the one-line headline says so too, not "- of one unit of application work ... in 0 workloads"
+    summary = ccbench("compare", path, "--baseline", "plain", "--summary")
+    tls_line = next(line for line in summary.stdout.splitlines() if line.startswith("TLS"))
+    assert tls_line.startswith("TLS: no application-level cost measured; "), tls_line
+    assert f"{tls.significant} of {tls.comparisons} per-message comparisons significant" in tls_line
+    assert "0 workloads" not in summary.stdout and "- of one unit" not in summary.stdout
 
 
 def test_compare_summary_and_the_report_lead_with_the_share(tmp_path, document, ccbench):

@@ -223,6 +223,19 @@ def layer_lines(item, full: bool = False) -> list[str]:
     short = f"{item.significant}/{item.comparisons} significant"
     from ccbench.analysis import semantics
 
+    if item._per_message_only() and math.isnan(item.typical):
+        # per-message comparisons with no application figure to set them against (transport without
+        # its timed embedding): no share to give, and no workload it was counted in
+        counted = f"{item.significant} of {item.comparisons} per-message comparisons significant"
+        return [
+            _first_fitting(
+                [
+                    f"{name}: no application-level cost measured; {counted} (see the table)",
+                    f"{name}: no application-level cost measured; {counted}",
+                    f"{name}: no application-level cost measured; {short} per-message",
+                ]
+            )
+        ]
     if item._per_message_only() or item.judgement is None:
         return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"])]
     judgement = item.judgement
