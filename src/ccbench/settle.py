@@ -91,7 +91,6 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         return
     from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
     from ccbench.analysis.sequential import FUTILE, can_settle, case_of, judged, paired_log_costs, settle_all
-
     from ccbench.workloads import declaration
 
     declared = judged(declaration(type(job.workload)))

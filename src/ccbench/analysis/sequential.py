@@ -270,9 +270,7 @@ def paired_series(
         if variant in keys and sample.value > 0:
             values.setdefault(series, {}).setdefault(variant, {}).setdefault(sample.repetition, sample.value)
             labels[series], higher[series] = _label(sample), sample.better == "higher"
-    chosen = [
-        key for key in values if declares(declared, key[0], json.loads(key[1])) and set(keys) <= set(values[key])
-    ]
+    chosen = [key for key in values if declares(declared, key[0], json.loads(key[1])) and set(keys) <= set(values[key])]
     if not chosen:
         primary = primary_series(mine, keys, [d for d in declared if isinstance(d, str)])
         chosen = [primary] if primary in values else []
