@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from ccbench.analysis import engine, plausibility, replicas
+from ccbench.analysis import engine, pairing, plausibility, replicas
 from ccbench.analysis.settled import interval_names
 from ccbench.analysis.stats import (
     CONFIDENCE,
@@ -226,9 +226,7 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
     return labels
 
 
-#: the storage variant that is the encrypted variants' loop-file stack without their cipher
-#: (ccbench.variants.storage.LOOP_CONTROL): a control, not a protection layer
-LOOP_CONTROL = "ext4-loop"
+LOOP_CONTROL = pairing.LOOP_CONTROL
 
 
 def storage_layer(storage: str) -> str:
@@ -276,45 +274,14 @@ def compare(
     if stats.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
     baseline = resolve_baseline(facts, baseline)
-    stats = _with_group_baselines(stats, baseline)
+    # a cipher on a loop file stands against the same loop file without it, where measured
+    stats = pairing.cipher_baselines(_with_group_baselines(stats, baseline))
     base, rows = _against_baseline(stats, configurations(facts))
     if rows.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
     intervals = _ratio_intervals(base, rows, replicas.across_machines(facts, base, rows))
     judged = _judge(base, rows, intervals, noisy_cv, _confounded(facts, rows, machines))
-    return _twin_layers(_table(facts, base, rows, intervals, judged), facts, machines)
-
-
-def _twin_layers(table: pd.DataFrame, facts: pd.DataFrame, machines: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
-    """Rows where no protection layer differs but the compared configuration is a forced mechanism
-    twin of the baseline (a plain VM booted with swiotlb=force against the same plain VM) measure that
-    mechanism: their layer says so ("mechanism twin: bounce buffers"), unless the twin's virtio
-    devices cannot bounce (no VIRTIO_F_ACCESS_PLATFORM: the lint's twin-bounces-nothing finding)."""
-    if not machines or table.empty or not (table["layer"] == "none").any():
-        return table
-    from ccbench.analysis.lint import config_sides
-    from ccbench.analysis.twins import TWIN_MARKERS, Twin, twin_mechanisms, vet_bounce_twin
-
-    sides = config_sides(facts, machines)
-    names = {}
-    for base, config in set(zip(table["baseline"], table["config"], strict=True)):
-        probes = [probe for _label, probe in sides.get(config, [])]
-        if not probes:
-            continue
-        base_marks = set().union(*(twin_mechanisms(probe) for _label, probe in sides.get(base, [])))
-        marks = set.intersection(*(twin_mechanisms(probe) for probe in probes)) - base_marks
-        twins = {m: Twin(config, "forced") for m in marks if TWIN_MARKERS[m][1] == "forced"}
-        if "bounce-buffers" in twins:
-            twins, _refused = vet_bounce_twin(sides, base, twins, [])
-        if twins:
-            names[(base, config)] = "mechanism twin: " + " + ".join(m.replace("-", " ") for m in sorted(twins))
-    if not names:
-        return table
-    keys = list(zip(table["baseline"], table["config"], strict=True))
-    relabel = [names.get(key) if layer == "none" else None for key, layer in zip(keys, table["layer"], strict=True)]
-    table = table.copy()
-    table["layer"] = [new or old for new, old in zip(relabel, table["layer"], strict=True)]
-    return table
+    return pairing.twin_layers(_table(facts, base, rows, intervals, judged), facts, machines)
 
 
 def _reduced(frame: pd.DataFrame | engine.SampleSet, exclude_contended: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -411,16 +378,17 @@ def _with_group_baselines(stats: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def _against_baseline(stats: pd.DataFrame, configs: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the baseline's statistics, the other configurations' statistics) row for row: each row of
-    the second beside its group's baseline in the first, in report order (groups as they first
-    appear, configurations in load order)."""
-    base = stats[stats["config"] == stats["baseline"]].set_index("group")
+    """(the baselines' statistics, the other configurations' statistics) row for row: each row of
+    the second beside its own baseline in its group (``baseline``: the group's, or a cipher's loop
+    twin) in the first, in report order (groups as they first appear, configurations in load order)."""
+    keyed = stats.set_index(["group", "config"])
     rows = stats[stats["config"] != stats["baseline"]].copy()
     if rows.empty:
-        return base, rows
+        return keyed.iloc[0:0].reset_index(level="config"), rows
     rows["order"] = rows["config"].map({c: i for i, c in enumerate(configs)})
     rows = rows.sort_values(["group", "order"], kind="stable")
-    return base.loc[rows["group"]], rows
+    base = keyed.loc[list(zip(rows["group"], rows["baseline"], strict=True))]
+    return base.reset_index(level="config"), rows  # indexed by group, as the group's baseline was
 
 
 def _ratio_intervals(base: pd.DataFrame, rows: pd.DataFrame, across: np.ndarray) -> dict[str, np.ndarray]:

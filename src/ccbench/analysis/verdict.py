@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import special
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis import headline, impact, semantics
+from ccbench.analysis import headline, impact, pairing, semantics
 from ccbench.analysis.causes import causes_of
 from ccbench.analysis.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
 from ccbench.analysis.stats import CONFIDENCE
@@ -100,6 +100,9 @@ class LayerVerdict:
     cpu_note: str = ""
     #: the rows left out as implausible: (names, reason, configuration)
     left_out_parts: list[tuple[str, str, str]] = field(default_factory=list)
+    #: what the layer's rows stand against where it is not the baseline (a cipher on a loop file:
+    #: ext4-loop; ccbench.analysis.pairing)
+    against: str = ""
 
     @property
     def overhead(self) -> float:
@@ -392,6 +395,7 @@ def verdicts(
                 workload_judgements=parts,
                 cpu_note=cpu_note(rows, samples, machines) if layer != "none" or machines else "",
                 left_out_parts=left_parts if judgement is not None else [],
+                against=pairing.twin_baseline(rows) if layer.startswith("storage encryption") else "",
             )
         )
     return out
@@ -600,6 +604,8 @@ def _causes(layer: str, rows: pd.DataFrame, facts: pd.DataFrame | None) -> tuple
             if any(machine.get(b) != machine.get(c) for b, c in pairs.itertuples(index=False)):
                 causes.append("measured across machines: the cost includes any other difference between them")
     causes += causes_of(facts, set(rows["config"]), layer)
+    if layer.startswith("storage encryption"):
+        causes += [note for note in (pairing.loop_note(rows),) if note]
     contended = int(rows["flags"].map(lambda f: "contended" in f).sum())
     if contended:
         causes.append(

@@ -278,12 +278,13 @@ def _print_rows_json(table, engine, parts) -> None:
 def _print_verdict(table, executions, layers, excluded: str, details: bool = False, summary: bool = False) -> None:
     """The verdict per protection layer: one line per layer (ccbench.analysis.headline), with
     ``details`` the verdict's wide table, then each layer's sentence."""
+    from ccbench.analysis import pairing
     from ccbench.analysis.headline import fit, headline
     from ccbench.analysis.verdict import contended_executions
     from ccbench.console import stdout
 
     contended, executions = contended_executions(executions)
-    baselines = list(dict.fromkeys(table["baseline"]))
+    baselines, _ = pairing.baselines(table)  # the layers name a loop twin themselves
     against = (
         baselines[0] if len(baselines) == 1 else "matched baselines " + ", ".join(b.split(" / ")[0] for b in baselines)
     )
@@ -394,7 +395,7 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
     from rich.table import Table
 
     from ccbench.analysis import format as fmt
-    from ccbench.analysis import impact
+    from ccbench.analysis import impact, pairing
     from ccbench.console import stdout
 
     shown = table
@@ -404,9 +405,9 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
             shown = table[primary]
     order = {w: i for i, w in enumerate(dict.fromkeys(shown["workload"]))}
     shown = shown.iloc[sorted(range(len(shown)), key=lambda i: order[shown["workload"].iloc[i]])]
-    baselines = list(dict.fromkeys(shown["baseline"]))
+    baselines, twins = pairing.baselines(shown)
     left = len(table) - len(shown)
-    title = f"baseline: {baselines[0] if len(baselines) == 1 else ', '.join(baselines)}{excluded}"
+    title = f"baseline: {', '.join(baselines)}{twins}{excluded}"
     if left:
         title += f"; {left} supporting-metric rows behind --details"
     out = Table(title=title, title_justify="left")

@@ -1,0 +1,110 @@
+"""A cipher on a loop file stands against the same loop file without it (ccbench.analysis.pairing;
+docs/analysis.md, "A cipher on a loop file"): the storage-encryption layer's cost is the cipher's,
+the loop file's own cost stays under "loop file, no cipher", and without that twin the verdict says
+its figure includes the loop file."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from bundles import sample, write
+
+from ccbench.analysis.comparison import comparison
+from ccbench.analysis.pairing import loop_twin
+
+DISK = {"storage": "disk"}
+LOOP = {"storage": "ext4-loop", "storage_mechanism": "none"}
+FSCRYPT = {"storage": "encrypted", "storage_mechanism": "fscrypt"}
+GOCRYPTFS = {"storage": "encrypted", "storage_mechanism": "gocryptfs"}
+
+
+def study(tmp_path, times: dict[str, tuple[dict, float]], workloads=("ycsb", "compression")):
+    """Five executions per variant of each workload, a time per variant (1% noise)."""
+    rng = np.random.default_rng(3)
+    samples = []
+    for workload in workloads:
+        for variant, seconds in times.values():
+            for rep, noise in enumerate(rng.normal(0, 0.01, 5)):
+                samples.append(
+                    sample(workload=workload, variant=variant, metric="time", value=seconds * math.exp(noise),
+                           repetition=rep, execution=f"{workload}|{json.dumps(variant)}|rep|{rep}")
+                )  # fmt: skip
+    return write(tmp_path, "vm", "none", samples)
+
+
+def rows_of(table):
+    return {(r["workload"], r["config"]): r for r in table.to_dict("records")}
+
+
+def test_the_twin_of_a_cipher_on_a_loop_file_is_the_same_configuration_on_ext4_loop():
+    assert loop_twin("vm / no TEE / fscrypt") == "vm / no TEE / ext4-loop"
+    assert loop_twin("vm / SEV-SNP / luks2 / tls") == "vm / SEV-SNP / ext4-loop / tls"
+    assert loop_twin("vm / no TEE / encrypted:fscrypt") == "vm / no TEE / ext4-loop"
+    for other in ("vm / no TEE / gocryptfs", "vm / no TEE / disk", "vm / no TEE / ext4-loop", "vm / no TEE"):
+        assert loop_twin(other) is None, other
+
+
+def test_a_cipher_on_a_loop_file_is_measured_against_the_loop_file_without_it(tmp_path, ccbench):
+    # the loop file costs 40%, the cipher 10% more on top of it: 1.54x against the disk
+    bundle = study(tmp_path, {"disk": (DISK, 1.0), "loop": (LOOP, 1.4), "fscrypt": (FSCRYPT, 1.54)})
+    result = comparison([bundle])
+    rows = rows_of(result.table)
+    fscrypt, loop = rows[("ycsb", "vm / no TEE / fscrypt")], rows[("ycsb", "vm / no TEE / ext4-loop")]
+    assert fscrypt["baseline"] == "vm / no TEE / ext4-loop" and fscrypt["ratio"] == pytest.approx(1.1, rel=0.03)
+    assert fscrypt["layer"] == "storage encryption: fscrypt"
+    assert fscrypt["baseline_median"] == pytest.approx(1.4, rel=0.03)
+    assert loop["baseline"] == "vm / no TEE / disk" and loop["ratio"] == pytest.approx(1.4, rel=0.03)
+    assert loop["layer"] == "loop file, no cipher: ext4-loop"
+    # the words: the cipher's 10%, not the stack's 54%, and they say what it stood against
+    done = ccbench("compare", bundle)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    encryption = text.split("- storage encryption: fscrypt")[1].split(" - ")[0]
+    assert "10." in encryption and "54" not in encryption, encryption
+    assert "measured against ext4-loop, the same loop file without the cipher" in encryption, encryption
+    summary = ccbench("compare", bundle, "--summary")
+    lines = summary.stdout.splitlines()
+    assert lines[0].startswith("verdict per protection layer against vm / no TEE / disk;"), lines[0]
+    assert any(line.startswith("storage encryption: fscrypt (against ext4-loop): 10.") for line in lines), lines
+    assert any(line.startswith("loop file, no cipher: ext4-loop: 4") for line in lines), lines
+    # the JSON says it too
+    records = [json.loads(line) for line in ccbench("compare", bundle, "--summary", "--json").stdout.splitlines()]
+    layer = next(r for r in records if r.get("layer") == "storage encryption: fscrypt")
+    assert layer["against"] == "ext4-loop", layer
+
+
+def test_without_the_loop_file_control_the_verdict_says_its_figure_includes_the_loop_file(tmp_path, ccbench):
+    bundle = study(tmp_path, {"disk": (DISK, 1.0), "fscrypt": (FSCRYPT, 1.54), "gocryptfs": (GOCRYPTFS, 2.0)})
+    rows = rows_of(comparison([bundle]).table)
+    assert rows[("ycsb", "vm / no TEE / fscrypt")]["baseline"] == "vm / no TEE / disk"
+    assert rows[("ycsb", "vm / no TEE / fscrypt")]["ratio"] == pytest.approx(1.54, rel=0.03)
+    done = ccbench("compare", bundle)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    fscrypt = text.split("- storage encryption: fscrypt")[1].split(" - ")[0]
+    assert "the figure includes the loop-file stack's own cost (add ext4-loop" in fscrypt, fscrypt
+    # gocryptfs is no loop file: nothing to say of one
+    gocryptfs = text.split("- storage encryption: gocryptfs")[1].split(" - ")[0]
+    assert "loop" not in gocryptfs, gocryptfs
+
+
+def test_a_workload_that_did_not_measure_the_twin_keeps_the_baseline(tmp_path):
+    # ycsb measured all three, compression only disk and fscrypt
+    rng = np.random.default_rng(5)
+    samples = []
+    for workload, variants in (("ycsb", (DISK, LOOP, FSCRYPT)), ("compression", (DISK, FSCRYPT))):
+        for variant in variants:
+            for rep in range(4):
+                value = {"disk": 1.0, "ext4-loop": 1.4}.get(variant["storage"], 1.54) * math.exp(rng.normal(0, 0.01))
+                samples.append(sample(workload=workload, variant=variant, metric="time", value=value, repetition=rep))
+    result = comparison([write(tmp_path, "vm", "none", samples)])
+    rows = rows_of(result.table)
+    assert rows[("ycsb", "vm / no TEE / fscrypt")]["baseline"] == "vm / no TEE / ext4-loop"
+    assert rows[("compression", "vm / no TEE / fscrypt")]["baseline"] == "vm / no TEE / disk"
+    # the words say which workload stands against which, and the headline names no twin for the layer
+    (layer,) = [v for v in result.verdicts() if v.layer == "storage encryption: fscrypt"]
+    assert layer.against == ""
+    sentence = layer.sentence()
+    assert "ycsb measured against ext4-loop (the cipher's cost alone); compression against vm / no TEE / disk: their" \
+        " figures include the loop-file stack's own cost" in sentence, sentence  # fmt: skip
