@@ -2,6 +2,7 @@
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,26 @@ def test_job_file_sections():
     text = job_file(FioParams(blocksizes=["1m"], patterns=["read", "randrw"], rwmixread=60), Path("/x"), False)
     assert "[1m_read]" in text and "[1m_randrw]" in text and "rwmixread=60" in text and "direct=0" in text
     assert text.count("stonewall") == 2
+    assert "time_based=1" in text and "sync=1" not in text
+
+
+@needs_fio
+def test_a_job_that_is_not_time_based_reads_and_writes_its_size_once(tmp_path):
+    # buffered, O_SYNC, sized: each job goes over the file once (a cold read after fio's invalidate,
+    # writes that return once written back), however long its runtime
+    params = FioParams(
+        blocksizes=["1m"], patterns=["read", "write"], size="16M", runtime=30, iodepth=1, ioengine="psync",
+        direct=False, time_based=False, sync=True,
+    )  # fmt: skip
+    text = job_file(params, tmp_path, False)
+    assert "time_based" not in text and "sync=1" in text
+    (tmp_path / "job.fio").write_text(text)
+    done = subprocess.run(["fio", "--output-format=json", str(tmp_path / "job.fio")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    jobs = {job["jobname"]: job for job in _load_json_output(done.stdout)["jobs"]}
+    assert jobs["1m_read"]["read"]["io_bytes"] == 16 * 2**20
+    assert jobs["1m_write"]["write"]["io_bytes"] == 16 * 2**20
+    assert jobs["1m_read"]["job_runtime"] < 30_000  # it ended when the file was read, not at its runtime
 
 
 FIO_DATA = Path(__file__).parent / "data" / "fio"

@@ -115,7 +115,8 @@ def test_missing_plan_is_an_error():
 
 def test_bundled_quick_plan_loads():
     plan = load_plan("quick")
-    assert [w.kind for w in plan.workloads] == ["systeminfo", "prime", "fio"]
+    assert [w.kind for w in plan.workloads] == ["systeminfo", "prime", "fio", "fio"]
+    assert [w.name for w in plan.workloads][2:] == ["fio", "fio-cold"]
 
 
 def test_select_and_repeat():

@@ -44,6 +44,13 @@ class FioParams(WorkloadParams):
     ioengine: str = "libaio"
     #: share of reads in the mixed patterns (readwrite, randrw)
     rwmixread: int = Field(70, ge=0, le=100)
+    #: run each job for ``runtime`` seconds, going over the file again (fio's time_based); false: each
+    #: job reads or writes ``size`` once (at most ``runtime``), so that buffered reads of a file fio
+    #: has dropped from the page cache (its ``invalidate``, on by default) read cold data only
+    time_based: bool = True
+    #: open the file O_SYNC (fio's sync): a buffered write returns once written back, so its time
+    #: holds what writeback costs (an encrypting file system encrypts there, not in the write call)
+    sync: bool = False
 
     @field_validator("blocksizes")
     @classmethod
@@ -116,7 +123,8 @@ def job_file(params: FioParams, directory: Path, direct: bool, parts: list[dict[
         f"direct={1 if direct else 0}",
         f"runtime={params.runtime}",
         f"ramp_time={params.ramp_time}",
-        "time_based=1",
+        *(["time_based=1"] if params.time_based else []),
+        *(["sync=1"] if params.sync else []),
         "group_reporting=1",
         "randrepeat=1",
         "norandommap=1",
