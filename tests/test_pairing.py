@@ -108,3 +108,68 @@ def test_a_workload_that_did_not_measure_the_twin_keeps_the_baseline(tmp_path):
     sentence = layer.sentence()
     assert "ycsb measured against ext4-loop (the cipher's cost alone); compression against vm / no TEE / disk: their" \
         " figures include the loop-file stack's own cost" in sentence, sentence  # fmt: skip
+
+
+def settled_bundle(tmp_path, against: bool):
+    """A run that settled a workload on disk, ext4-loop and fscrypt (``storage=encrypted``, its
+    mechanism fscrypt): the loop file 40% slower than the disk, the cipher 10% slower than the loop
+    file; the record pairs fscrypt with ext4-loop where ``against``."""
+    from bundles import probe, seal
+
+    from ccbench.bundle import BundleWriter
+
+    rng = np.random.default_rng(9)
+    variants = {"storage=disk": (DISK, 1.0), "storage=ext4-loop": (LOOP, 1.4), "storage=encrypted": (FSCRYPT, 1.54)}
+    samples = []
+    for rep in range(5):
+        drift = math.exp(rng.normal(0, 0.05))  # a round's drift hits every variant of it alike
+        for key, (variant, seconds) in variants.items():
+            value = seconds * drift * math.exp(rng.normal(0, 0.005))
+            samples.append(sample(workload="w", metric="time", variant=variant, value=value, repetition=rep,
+                                  execution=f"w|{key}|rep|{rep}"))  # fmt: skip
+    record = {
+        "target": 0.05,
+        "baseline": "storage=disk",
+        "variants": {
+            "storage=ext4-loop": {"stopped_by": "settled", "cases": {}},
+            "storage=encrypted": {"stopped_by": "settled", "cases": {}, **({"against": "storage=ext4-loop"} if against else {})},
+        },
+    }  # fmt: skip
+    manifest = {
+        "plan": {"name": "t"},
+        "environment": probe("vm", "none"),
+        "outcomes": {"w": {"status": "ok", "settled": record}},
+    }
+    writer = BundleWriter.create(tmp_path / "vm", manifest)
+    writer.append_samples(samples)
+    writer.close()
+    return seal(writer.path), samples
+
+
+def test_settle_pairs_a_cipher_on_a_loop_file_with_its_twin_and_compare_reads_it_so(tmp_path):
+    from ccbench.analysis.sequential import bundle_settlements, loop_twins, paired_against
+    from ccbench.bundle import read_bundle
+
+    path, samples = settled_bundle(tmp_path, against=True)
+    keys = ["storage=disk", "storage=ext4-loop", "storage=encrypted"]
+    assert loop_twins(samples, keys) == {"storage=encrypted": "storage=ext4-loop"}
+    assert loop_twins(samples, keys[::2]) == {}  # no twin measured: paired with the baseline
+    costs = paired_against(samples, "storage=disk", keys, {"storage=encrypted": "storage=ext4-loop"})
+    assert np.mean(costs["storage=encrypted"]["time"]) == pytest.approx(math.log(1.1), abs=0.01)
+    assert np.mean(costs["storage=ext4-loop"]["time"]) == pytest.approx(math.log(1.4), abs=0.01)
+    recomputed = bundle_settlements(read_bundle(path))["w"]["variants"]["storage=encrypted"]
+    assert recomputed["against"] == "storage=ext4-loop" and recomputed["cases"]["time"]["state"] == "cost"
+    # compare's row of the cipher (against the loop file) is the run's settled case, on its interval
+    rows = rows_of(comparison([path]).table)
+    fscrypt = rows[("w", "vm / no TEE / fscrypt")]
+    assert fscrypt["baseline"] == "vm / no TEE / ext4-loop" and fscrypt["interval"] == "anytime-valid", fscrypt
+    assert fscrypt["ratio"] == pytest.approx(1.1, rel=0.02)
+
+
+def test_a_settled_run_before_the_pairing_keeps_welch_on_the_ciphers_row(tmp_path):
+    # a record without "against" settled the cipher against the disk: compare's row of it (against
+    # the loop file) is not that case, so it keeps Welch's interval rather than borrowing another's
+    path, _ = settled_bundle(tmp_path, against=False)
+    rows = rows_of(comparison([path]).table)
+    assert rows[("w", "vm / no TEE / fscrypt")]["interval"] != "anytime-valid"
+    assert rows[("w", "vm / no TEE / ext4-loop")]["interval"] == "anytime-valid"

@@ -337,3 +337,37 @@ def test_fio_job_file_holds_only_the_parts_asked_for():
         "[4k_randread]",
         "[1m_write]",
     ]
+
+
+def test_a_cipher_on_a_loop_file_is_settled_against_its_twin_which_runs_with_it(run_settle, monkeypatch):
+    # tmpfs stands in for a cipher on a loop file here (the scripted run mounts nothing): the loop
+    # file costs 2x and settles early against the disk; the cipher adds 3% to it, near the target,
+    # so it runs on, paired with the loop file, which runs in its rounds although settled itself
+    import ccbench.analysis.load
+
+    real = ccbench.analysis.load.storage_label
+    monkeypatch.setattr(
+        ccbench.analysis.load, "storage_label", lambda v: "fscrypt" if v.get("storage") == "tmpfs" else real(v)
+    )
+    scale = {"disk": 1.0, "ext4-loop": 2.0, "tmpfs": 2.06}
+
+    def answer(job):
+        value = job.variant["storage"]
+        rng = np.random.default_rng([4, job.repetition, job.warmup])  # a round's drift: every variant alike
+        own = np.random.default_rng([5, VALUES.index(value), job.repetition])
+        return measured(scale[value] * rng.lognormal(0, 0.05) * own.lognormal(0, 0.01))
+
+    executor = ScriptedExecutor(answer)
+    result, _ = run_settle(executor, settle="5%", max_repetitions=8)
+    settled = result.outcomes["c"].settled
+    cipher, loop = settled["variants"]["storage=tmpfs"], settled["variants"]["storage=ext4-loop"]
+    assert cipher["against"] == "storage=ext4-loop" and "against" not in loop
+    # the loop file's case is settled (its later rounds, run for the cipher, count too: the interval
+    # holds at every look)
+    assert loop["cases"]["wall_time"]["state"] == "cost" and loop["stopped_by"] == "settled"
+    # against the loop file the cipher's cost is 3%, not the 2.06x it costs against the disk
+    assert cipher["cases"]["wall_time"]["estimate"] == pytest.approx(0.03, abs=0.02)
+    rounds = rounds_of(executor)
+    assert len(rounds) > 3, rounds  # the cipher did not settle at the first look
+    assert all({"disk", "ext4-loop", "tmpfs"} <= set(r) for rep, r in rounds.items())
+    assert all(set(entry["variants"]) == {"storage=ext4-loop", "storage=tmpfs"} for entry in settled["settle_rounds"])

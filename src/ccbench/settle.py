@@ -90,16 +90,20 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         runner.reporter.message(f"{spec.name}: settle: {record['reason']}")
         return
     from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
-    from ccbench.analysis.sequential import FUTILE, can_settle, case_of, judged, paired_log_costs, settle_all
+    from ccbench.analysis.sequential import FUTILE, can_settle, case_of, judged, loop_twins, paired_against, settle_all
     from ccbench.workloads import declaration
 
     declared = judged(declaration(type(job.workload)))
     selectable = getattr(job.workload, "selectable", ())
     limit = spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions)
 
+    against: dict[str, str] = {}
+
     def look() -> tuple[dict, dict, dict]:
         mine = [s for s in (*runner._earlier, *runner.samples) if s.workload == spec.name]
-        costs = paired_log_costs(mine, keys[0], keys, declared)
+        # a cipher on a loop file is paired with the same loop file without it, as compare sets it
+        against.update(loop_twins(mine, keys))
+        costs = paired_against(mine, keys[0], keys, against, declared)
         return settle_all(costs, spec.settle), costs, case_of(mine)
 
     def reason(key: str, label: str) -> str | None:
@@ -129,14 +133,17 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         # a part's neighbours are the same for the baseline and each variant in the round
         parts = open_parts(selectable, [named.get(c) for labels in open_cases.values() for c in labels or [None]])
         round_started = time.monotonic()
-        _run_round(runner, job, [c for k, c in zip(keys, combos) if k == keys[0] or k in open_cases], repetition, parts)
-        ran.append({"round": repetition, "variants": sorted(open_cases), "parts": parts})
+        # an open cipher on a loop file runs with its twin, whatever the twin's own cases say
+        running = {keys[0], *open_cases, *(against[k] for k in open_cases if k in against)}
+        _run_round(runner, job, [c for k, c in zip(keys, combos) if k in running], repetition, parts)
+        ran.append({"round": repetition, "variants": sorted(running - {keys[0]}), "parts": parts})
         round_s, repetition = time.monotonic() - round_started, repetition + 1
         cases, costs, named = look()
     for key in keys[1:]:
         why = {c: ("failed" if key in outcome.repeating_failures else reason(key, c) or stopped_by) for c in cases[key]}
         record["variants"][key] = {
             "stopped_by": "failed" if key in outcome.repeating_failures else _variant_reason(why, stopped_by),
+            **({"against": against[key]} if key in against else {}),
             "cases": {c: {**v.as_dict(), "stopped_by": why[c]} for c, v in cases[key].items()},
         }
         for label, case in cases[key].items():

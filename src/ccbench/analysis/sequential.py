@@ -234,6 +234,40 @@ def declares(declared: Judged, metric: str, params: Mapping[str, Any]) -> bool:
     return False
 
 
+def loop_twins(samples: Iterable[Any], keys: Sequence[str]) -> dict[str, str]:
+    """{the variant key of a cipher on a loop file: its loop twin's key} among ``keys`` (the same
+    axes with ``storage=ext4-loop``; ccbench.analysis.pairing), from the samples' storage labels:
+    settle pairs such a variant with its twin, as compare sets its rows against it."""
+    from ccbench.analysis.load import storage_label
+    from ccbench.analysis.pairing import LOOP_CONTROL, ON_LOOP
+    from ccbench.model import ExecutionKey
+
+    on_loop = {
+        ExecutionKey.parse(s.execution).variant
+        for s in samples
+        if s.execution and storage_label(s.variant or {}) in ON_LOOP
+    }
+    twins = {}
+    for key in keys[1:]:
+        if key in on_loop:
+            axes = [part.split("=", 1) for part in key.split(",")]
+            twin = ",".join(f"{axis}={LOOP_CONTROL if axis == 'storage' else value}" for axis, value in axes)
+            if twin in keys and twin != key:
+                twins[key] = twin
+    return twins
+
+
+def paired_against(
+    samples: Sequence[Any], baseline: str, keys: Sequence[str], against: Mapping[str, str], declared: Judged = ()
+) -> dict[str, dict[str, list[float]]]:
+    """paired_log_costs with each variant key against its own baseline: ``against[key]`` (a loop
+    twin, loop_twins) where given, else ``baseline``."""
+    costs = paired_log_costs(samples, baseline, [k for k in keys if k not in against], declared)
+    for key, twin in against.items():
+        costs.update(paired_log_costs(samples, twin, [twin, key], declared))
+    return {key: costs.get(key, {}) for key in keys if key != baseline}
+
+
 def paired_log_costs(
     samples: Iterable[Any], baseline: str, variants: Sequence[str], declared: Judged = ()
 ) -> dict[str, dict[str, list[float]]]:
@@ -343,13 +377,15 @@ def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
     found = {}
     for name, record in settled.items():
         keys = [record["baseline"], *record["variants"]]
-        costs = paired_log_costs(samples[name], record["baseline"], keys, declared.get(name, ()))
+        against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
+        costs = paired_against(samples[name], record["baseline"], keys, against, declared.get(name, ()))
         cases = settle_all(costs, record["target"])
         found[name] = {
             **record,
             "variants": {
                 key: {
                     "stopped_by": variant.get("stopped_by"),
+                    **({"against": variant["against"]} if variant.get("against") else {}),
                     "cases": {c: {**v.as_dict(), **_case_reason(variant, c)} for c, v in cases[key].items()},
                 }
                 for key, variant in record["variants"].items()

@@ -65,19 +65,22 @@ def settled_cases(
             config_of = {key: next(iter(configs)) for key, configs in seen.items() if len(configs) == 1}
             shared = Counter(config_of.values())
             baseline = record["baseline"]
-            if baseline not in config_of or shared[config_of[baseline]] > 1:
-                continue
-            keys = [baseline, *record["variants"]]
-            for series, label, per_key in paired_series(mine, baseline, keys, declared.get(name, ())):
-                for key, values in per_key.items():
-                    if key not in config_of or shared[config_of[key]] > 1:
-                        continue
-                    out[(name, series[0], canonical_params(series[1]), config_of[baseline], config_of[key])] = {
-                        "settlement": settle(values, record["target"]),
-                        "p_value": p_value(values),
-                        "stopped_by": _stopped_by(record["variants"].get(key) or {}, label),
-                        "bundle": str(bundle.path),
-                    }
+            # each variant against its own baseline: a cipher on a loop file against its loop twin
+            against = {k: v.get("against") or baseline for k, v in record["variants"].items()}
+            for base in dict.fromkeys(against.values()):
+                if base not in config_of or shared[config_of[base]] > 1:
+                    continue
+                keys = [base, *(k for k, b in against.items() if b == base)]
+                for series, label, per_key in paired_series(mine, base, keys, declared.get(name, ())):
+                    for key, values in per_key.items():
+                        if key not in config_of or shared[config_of[key]] > 1:
+                            continue
+                        out[(name, series[0], canonical_params(series[1]), config_of[base], config_of[key])] = {
+                            "settlement": settle(values, record["target"]),
+                            "p_value": p_value(values),
+                            "stopped_by": _stopped_by(record["variants"].get(key) or {}, label),
+                            "bundle": str(bundle.path),
+                        }
     return out
 
 
