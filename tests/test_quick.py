@@ -1,6 +1,6 @@
 """The first run answers (issue 40): the bundled ``quick`` plan compares storage variants, ``ccbench
 run``'s closing summary prints their verdict and the next command, and the README's next step works
-as written after it. The whole plan takes about 3 minutes, so the run here is a shortened copy of the
+as written after it. The whole plan takes about 4 minutes, so the run here is a shortened copy of the
 bundled plan file (its variants and workloads, shorter fio jobs): every shortening is checked to
 apply, so a change to the plan shows here."""
 
@@ -20,7 +20,6 @@ QUICK = REPO / "src" / "ccbench" / "plans" / "quick.toml"
 SHORTER = [
     ('blocksizes = ["4k", "1m"]', 'blocksizes = ["4k"]'),
     ('size = "128M"', 'size = "16M"'),
-    ('size = "256M"', 'size = "16M"'),
     ("runtime = 3", "runtime = 1"),
     ("n = 100000", "n = 20000"),
 ]
@@ -48,7 +47,7 @@ def readme_next_step() -> list[str]:
 def test_a_shortened_quick_run_answers_and_the_readme_next_step_works(tmp_path):
     text = QUICK.read_text()
     for bundled, shorter in SHORTER:
-        assert text.count(bundled) == 1, f"quick.toml no longer says {bundled!r}: update this test"
+        assert text.count(bundled) >= 1, f"quick.toml no longer says {bundled!r}: update this test"
         text = text.replace(bundled, shorter)
     plan = tmp_path / "quick.toml"
     plan.write_text(text)
