@@ -56,6 +56,12 @@ def test_a_cipher_on_a_loop_file_is_measured_against_the_loop_file_without_it(tm
     assert fscrypt["baseline_median"] == pytest.approx(1.4, rel=0.03)
     assert loop["baseline"] == "vm / no TEE / disk" and loop["ratio"] == pytest.approx(1.4, rel=0.03)
     assert loop["layer"] == "loop file, no cipher: ext4-loop"
+    # the table's config cell names the twin
+    from ccbench.analysis.format import comparison_table
+
+    cells = comparison_table(result.table)
+    assert "vm / no TEE / fscrypt (vs ext4-loop)" in set(cells["config"])
+    assert "vm / no TEE / ext4-loop" in set(cells["config"])
     # the words: the cipher's 10%, not the stack's 54%, and they say what it stood against
     done = ccbench("compare", bundle)
     assert done.returncode == 0, done.stderr

@@ -157,6 +157,14 @@ COMPARISON_HEADERS = [
 ]
 
 
+def _against(config: str, baseline: str) -> str:
+    """The config cell: the configuration, and " (vs ext4-loop)" where it stands against its loop twin."""
+    from ccbench.analysis.pairing import LOOP_CONTROL, loop_twin
+
+    twin = loop_twin(config)
+    return f"{config} (vs {LOOP_CONTROL})" if twin is not None and baseline == twin else config
+
+
 def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
     """The comparison as text cells, the same for ``ccbench compare`` and the report."""
     import pandas as pd
@@ -168,7 +176,9 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
             "workload": comparison["workload"].to_numpy(),
             "case": comparison["case"].fillna("").to_numpy(),
             "metric": (comparison["metric"] + " (" + comparison["unit"] + ")").to_numpy(),
-            "config": comparison["config"].to_numpy(),
+            # a row against another configuration than its group's baseline (a cipher on a loop
+            # file against its loop twin: ccbench.analysis.pairing) names it
+            "config": [_against(c, b) for c, b in zip(comparison["config"], comparison["baseline"])],
             "layer": comparison["layer"].to_numpy(),
             "baseline median": [number(v) for v in comparison["baseline_median"]],
             "median": [number(v) for v in comparison["median"]],
