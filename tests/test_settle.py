@@ -371,3 +371,6 @@ def test_a_cipher_on_a_loop_file_is_settled_against_its_twin_which_runs_with_it(
     assert len(rounds) > 3, rounds  # the cipher did not settle at the first look
     assert all({"disk", "ext4-loop", "tmpfs"} <= set(r) for rep, r in rounds.items())
     assert all(set(entry["variants"]) == {"storage=ext4-loop", "storage=tmpfs"} for entry in settled["settle_rounds"])
+    lines = settle_lines("c", settled)
+    assert "c [storage=tmpfs] against storage=ext4-loop: settled" in lines, lines
+    assert "c [storage=ext4-loop] against storage=disk: settled" in lines, lines

@@ -278,7 +278,7 @@ def settle_lines(name: str, settle: dict | None) -> list[str]:
     lines, cut = [], []
     for key, variant in settle["variants"].items():
         why = variant.get("stopped_by")
-        lines.append(f"{name} [{key}] against {settle['baseline']}: {why}")
+        lines.append(f"{name} [{key}] against {variant.get('against') or settle['baseline']}: {why}")
         for label, case in variant.get("cases", {}).items():
             known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
             own = case.get("stopped_by")  # a case's own reason, where it differs from its variant's
