@@ -8,8 +8,9 @@ each case is looked at; a case stops when it is settled or when no interval of t
 could answer it (``can_settle``: leaving for futility claims nothing), and a variant whose every case
 has stopped leaves the rounds. Where the workload's executions are made of parts that run alone
 (``Workload.selectable``: fio's jobs, ...), a round runs only the parts holding an open case, the
-same parts in every execution of the round. The baseline runs in every round while any case is open, so every round
-still pairs each variant with a baseline execution of the same round; the order within a round is
+same parts in every execution of the round. Each round runs what its open cases are paired with (the
+baseline; a cipher on a loop file, its twin, ccbench.analysis.pairing), so every round still pairs
+each variant with an execution of its pair in the same round; the order within a round is
 drawn as for any round (ccbench.schedule.round_order, from the seed, the workload, the round's number
 and the combinations in it), and each execution has its cooldown before it. The limits:
 ``max_repetitions`` (per variant), ``max_time`` (the workload's time), and the plan's ``budget``
@@ -133,10 +134,18 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         # a part's neighbours are the same for the baseline and each variant in the round
         parts = open_parts(selectable, [named.get(c) for labels in open_cases.values() for c in labels or [None]])
         round_started = time.monotonic()
-        # an open cipher on a loop file runs with its twin, whatever the twin's own cases say
-        running = {keys[0], *open_cases, *(against[k] for k in open_cases if k in against)}
+        # each open variant runs with what it is paired with: the baseline, or a cipher on a loop
+        # file its twin (whatever the twin's own cases say); the baseline only where a pair needs it
+        running = {*open_cases, *(against.get(k, keys[0]) for k in open_cases)}
         _run_round(runner, job, [c for k, c in zip(keys, combos) if k in running], repetition, parts)
-        ran.append({"round": repetition, "variants": sorted(running - {keys[0]}), "parts": parts})
+        ran.append(
+            {
+                "round": repetition,
+                "variants": sorted(running - {keys[0]}),
+                "baseline": keys[0] in running,
+                "parts": parts,
+            }
+        )
         round_s, repetition = time.monotonic() - round_started, repetition + 1
         cases, costs, named = look()
     for key in keys[1:]:
