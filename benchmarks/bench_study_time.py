@@ -116,6 +116,8 @@ def agreement(fixed: Path, settled: Path) -> None:
     """compare's verdict per primary row in both bundles, and how many agree."""
     fixed_rows, settle_rows = rows(fixed), rows(settled)
     agree, tally = 0, {"fixed only": 0, "settle only": 0, "opposite": 0, "no cost above beyond the fixed MDE": 0}
+    # a case each run names its own way (an open-loop rate each run calibrates) has no row to match
+    unmatched = len(set(fixed_rows) ^ set(settle_rows))
     for key, row in sorted(fixed_rows.items()):
         other = settle_rows.get(key)
         if other is None:
@@ -136,7 +138,10 @@ def agreement(fixed: Path, settled: Path) -> None:
         print(
             f"  {' '.join(key)}: fixed {row['verdict']}, settle {other['verdict']}{how}{'' if same else '  DIFFER'}{note}"
         )
-    print(f"verdicts agree on {agree} of {len(fixed_rows)} rows; " + ", ".join(f"{k}: {v}" for k, v in tally.items()))
+    both = len(set(fixed_rows) & set(settle_rows))
+    print(f"verdicts agree on {agree} of {both} rows in both runs; " + ", ".join(f"{k}: {v}" for k, v in tally.items()))
+    if unmatched:
+        print(f"  {unmatched} rows are in one run only (a case named by what the run calibrated: not compared)")
 
 
 def equal_power(fixed: Path, target: float, limit: int) -> tuple[float, dict[str, int]]:
