@@ -46,8 +46,11 @@ def cipher_baselines(stats: pd.DataFrame) -> pd.DataFrame:
     if stats.empty:
         return stats
     configs = stats["config"].astype(str).tolist()
+    twin_of = {config: loop_twin(config) for config in set(configs)}  # per distinct configuration
+    if not any(twin_of.values()):
+        return stats
     present = set(zip(stats["group"].tolist(), configs, strict=True))
-    twins = [loop_twin(config) for config in configs]
+    twins = [twin_of[config] for config in configs]
     use = np.array(
         [
             twin is not None and (group, twin) in present and config != baseline
