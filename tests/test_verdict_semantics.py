@@ -455,3 +455,22 @@ def test_the_named_test_reads_p_with_its_relation():
     assert judgement.test_named() == "Cochran's Q p=0.034, I2 70%"
     judgement.kind, judgement.sign_p = semantics.ACROSS, 0.2
     assert judgement.test_named() == "sign test p=0.2"
+
+
+def test_one_significant_row_among_rows_whose_sizes_differ_reads_as_one_figure():
+    # seen in a real quick run: "fio-cold slower, 20.3% (sizes differ: I2 93%)", a range of one
+    # value; the other row was not significant, and it is what made the sizes differ
+    rows = pd.DataFrame(
+        {
+            "te": [1.203, 0.7],
+            "te_low": [1.18, 0.45],
+            "te_high": [1.226, 1.09],
+            "significant": [True, False],
+            "case": ["1m write", "1m read"],
+        }
+    )
+    judgement = semantics.judge(rows)
+    assert judgement.kind == semantics.SIZES
+    phrase = judgement.phrase()
+    assert phrase.startswith("20.3% slower (sizes differ: I2 "), phrase
+    assert "slower, 20.3%" not in phrase

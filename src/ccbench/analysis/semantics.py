@@ -157,7 +157,10 @@ class Judgement:
             word = "slower" if self.typical >= 1 else "faster"
             ends = sorted((self.least, self.most), key=lambda v: abs(math.log(v)))
             why = f" (sizes differ: I2 {self.i2 * 100:.0f}%)" if not math.isnan(self.i2) and self.i2 >= I2_LIMIT else ""
-            return f"{word}, {_range(ends, word)}{why}{self._where() if where else ''}"
+            span = _range(ends, word)
+            # one significant row (or ends that print alike) is one figure, not a range
+            head = f"{word}, {span}" if " to " in span else fmt.effect(ends[-1])
+            return f"{head}{why}{self._where() if where else ''}"
         if self.kind == DISAGREE:
             return (
                 f"{self.most_name} {fmt.effect(self.most)} ... {self.least_name} {fmt.effect(self.least)} "
