@@ -570,10 +570,12 @@ def test_gocryptfs_daemon_is_the_layers_cpu(tmp_path):
         companions = PrepareContext("c", prepared.path, tmp_path, prepared.info, layer=[prepared.serving]).companions()
         assert len(companions["layer_pids"]) == 1  # the daemon serving this mount point, found by its command line
         # the measured process writes and reads through the mount: gocryptfs encrypts in its own process
+        # (32 MB a round: with 8 MB the daemon's share on an idle machine was 0.05 s, five clock
+        # ticks, right at the bound below)
         script = (
             "import os\n"
             f"path = {str(prepared.path / 'f')!r}\n"
-            "data = os.urandom(8 << 20)\n"
+            "data = os.urandom(32 << 20)\n"
             "for _ in range(4):\n"
             "    open(path, 'wb').write(data); os.sync(); open(path, 'rb').read()\n"
         )
