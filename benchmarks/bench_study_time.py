@@ -81,10 +81,11 @@ def rows(bundle: Path) -> dict[tuple[str, str, str], dict]:
     from ccbench.bundle import read_bundle
 
     declared = read_bundle(bundle, samples=False).manifest.get("declarations") or {}
+    series = {name: judged(spec) for name, spec in declared.items()}
     found = {}
     for row in comparison([bundle]).table.to_dict("records"):
         params = json.loads(row["params"]) if row["params"] else {}
-        if declares(judged(declared.get(row["workload"])), row["metric"], params):
+        if declares(series.get(row["workload"], ()), row["metric"], params):
             found[(row["workload"], str(row["config"]), f"{row['metric']} {row['case'] or ''}".strip())] = row
     return found
 

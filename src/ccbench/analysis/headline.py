@@ -201,7 +201,7 @@ def _layer_name(item, judgement_words: str) -> tuple[str, str]:
     alone ("kernels differ") and, for the second line, the detail with the values."""
     name = "no layer (other machine or run)" if item.layer == "none" else item.layer
     notes = [item.cpu_note] if item.cpu_note else []
-    if getattr(item, "against", ""):
+    if item.against:
         notes.insert(0, f"against {item.against}")
     found = confounders(item)
     if not found:

@@ -84,28 +84,21 @@ def baselines(table: pd.DataFrame) -> tuple[list[str], str]:
     return main, note
 
 
-def _on_loop(rows: pd.DataFrame) -> dict[str, list[str]]:
-    """Per workload with a cipher on a loop file among ``rows``, the baselines those rows stand
-    against (in order)."""
-    found: dict[str, list[str]] = {}
-    for workload, base, config in rows[["workload", "baseline", "config"]].drop_duplicates().itertuples(index=False):
-        if loop_twin(config):
-            found.setdefault(str(workload), [])
-            if str(base) not in found[str(workload)]:
-                found[str(workload)].append(str(base))
-    return found
-
-
 def _against_twins(rows: pd.DataFrame) -> tuple[list[str], dict[str, list[str]]]:
     """(the workloads whose ciphers on loop files all stand against their loop twin, the others with
-    the baselines they stand against)."""
-    twins, others = [], {}
-    for workload, bases in _on_loop(rows).items():
-        if all(LOOP_CONTROL in base.split(" / ") for base in bases):
-            twins.append(workload)
-        else:
-            others[workload] = [base for base in bases if LOOP_CONTROL not in base.split(" / ")]
-    return twins, others
+    the other baselines they stand against), in order."""
+    twins: dict[str, bool] = {}
+    others: dict[str, list[str]] = {}
+    for workload, base, config in rows[["workload", "baseline", "config"]].drop_duplicates().itertuples(index=False):
+        twin = loop_twin(config)
+        if twin is None:
+            continue
+        twins.setdefault(str(workload), True)
+        if base != twin:
+            twins[str(workload)] = False
+            if str(base) not in others.setdefault(str(workload), []):
+                others[str(workload)].append(str(base))
+    return [w for w, alone in twins.items() if alone], others
 
 
 def twin_baseline(rows: pd.DataFrame) -> str:

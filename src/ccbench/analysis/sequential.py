@@ -257,14 +257,23 @@ def loop_twins(samples: Iterable[Any], keys: Sequence[str]) -> dict[str, str]:
     return twins
 
 
+def by_pair(baseline: str, keys: Sequence[str], against: Mapping[str, str]) -> dict[str, list[str]]:
+    """The variant keys other than the baseline grouped by what each is paired with: ``against[key]``
+    (a loop twin, loop_twins) where given, else ``baseline``; {pair: [keys]}, in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        if key != baseline:
+            groups.setdefault(against.get(key, baseline), []).append(key)
+    return groups
+
+
 def paired_against(
     samples: Sequence[Any], baseline: str, keys: Sequence[str], against: Mapping[str, str], declared: Judged = ()
 ) -> dict[str, dict[str, list[float]]]:
-    """paired_log_costs with each variant key against its own baseline: ``against[key]`` (a loop
-    twin, loop_twins) where given, else ``baseline``."""
-    costs = paired_log_costs(samples, baseline, [k for k in keys if k not in against], declared)
-    for key, twin in against.items():
-        costs.update(paired_log_costs(samples, twin, [twin, key], declared))
+    """paired_log_costs with each variant key against its own pair (by_pair)."""
+    costs: dict[str, dict[str, list[float]]] = {}
+    for pair, mine in by_pair(baseline, keys, against).items():
+        costs.update(paired_log_costs(samples, pair, [pair, *mine], declared))
     return {key: costs.get(key, {}) for key in keys if key != baseline}
 
 

@@ -45,7 +45,7 @@ def settled_cases(
     rule), its anytime-valid p value, what stopped its variant and the bundle (its path). With
     ``exclude_contended`` the contended executions' rounds are left out, as from the rows."""
     from ccbench.analysis.load import canonical_params, config_label, storage_label
-    from ccbench.analysis.sequential import p_value, paired_series, settle, settled_workloads
+    from ccbench.analysis.sequential import by_pair, p_value, paired_series, settle, settled_workloads
     from ccbench.model import ExecutionKey
     from ccbench.probe.facts import machine_of
 
@@ -65,13 +65,12 @@ def settled_cases(
             config_of = {key: next(iter(configs)) for key, configs in seen.items() if len(configs) == 1}
             shared = Counter(config_of.values())
             baseline = record["baseline"]
-            # each variant against its own baseline: a cipher on a loop file against its loop twin
-            against = {k: v.get("against") or baseline for k, v in record["variants"].items()}
-            for base in dict.fromkeys(against.values()):
+            # each variant against its own pair: a cipher on a loop file against its loop twin
+            against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
+            for base, paired in by_pair(baseline, [baseline, *record["variants"]], against).items():
                 if base not in config_of or shared[config_of[base]] > 1:
                     continue
-                keys = [base, *(k for k, b in against.items() if b == base)]
-                for series, label, per_key in paired_series(mine, base, keys, declared.get(name, ())):
+                for series, label, per_key in paired_series(mine, base, [base, *paired], declared.get(name, ())):
                     for key, values in per_key.items():
                         if key not in config_of or shared[config_of[key]] > 1:
                             continue
