@@ -69,6 +69,12 @@ def test_a_cipher_on_a_loop_file_is_measured_against_the_loop_file_without_it(tm
     encryption = text.split("- storage encryption: fscrypt")[1].split(" - ")[0]
     assert "10." in encryption and "54" not in encryption, encryption
     assert "measured against ext4-loop, the same loop file without the cipher" in encryption, encryption
+    # the report says it where it names the baseline: the first screen's intro and the chart's caption
+    report = ccbench("report", bundle, "--format", "md", "-o", tmp_path / "r.md")
+    assert report.returncode == 0, report.stderr
+    markdown = (tmp_path / "r.md").read_text()
+    assert "Against the baseline vm / no TEE / disk (a cipher on a loop file: against ext4-loop):" in markdown
+    assert "against the baseline (vm / no TEE / disk; a cipher on a loop file: against ext4-loop)" in markdown
     summary = ccbench("compare", bundle, "--summary")
     lines = summary.stdout.splitlines()
     assert lines[0].startswith("verdict per protection layer against vm / no TEE / disk;"), lines[0]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis import impact
+from ccbench.analysis import impact, pairing
 from ccbench.analysis.verdict import layer_rank
 
 # the verdict's own conversions (ccbench.analysis.semantics, .verdict) are imported where they are
@@ -188,8 +188,10 @@ def caption(data: Forest, baseline: str | None) -> str:
     left_out = int(data.left_out)
     significant = rows[rows["significant"]]
     slower, faster = int((significant["te"] > 1).sum()), int((significant["te"] < 1).sum())
+    twins = pairing.baselines(rows)[1].strip(" ()") if {"baseline", "config"} <= set(rows.columns) else ""
+    against = f"{baseline}; {twins}" if twins else f"{baseline}"
     parts = [
-        f"Time of each configuration against the baseline ({baseline}) per workload case, primary metrics, "
+        f"Time of each configuration against the baseline ({against}) per workload case, primary metrics, "
         "95% interval; 1x = the same, right of it slower (log scale). "
         f"{len(significant)} of {len(rows)} rows significant (interval clear of 1x): {slower} slower, {faster} faster; "
         "solid rows are significant, faint ones are not."

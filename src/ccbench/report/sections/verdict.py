@@ -8,6 +8,7 @@ from functools import partial
 import pandas as pd
 
 from ccbench.analysis import format as fmt
+from ccbench.analysis import pairing
 from ccbench.analysis.headline import headline
 from ccbench.analysis.impact import share_text
 from ccbench.analysis.verdict import LayerVerdict, contended_executions, verdict_table, verdicts
@@ -35,8 +36,10 @@ def build(ctx: ReportContext) -> list[Section] | None:
     excluded = (
         " They were left out of every comparison (--exclude-contended)." if ctx.exclude_contended and contended else ""
     )
+    # a cipher on a loop file stands against its loop twin (ccbench.analysis.pairing): said once here
+    twins = pairing.baselines(ctx.comparison)[1] if not ctx.comparison.empty else ""
     intro = (
-        f"Against the baseline {ctx.baseline}: what each protection layer costs in time, in one convention "
+        f"Against the baseline {ctx.baseline}{twins}: what each protection layer costs in time, in one convention "
         '("2.9x slower [2.6x, 3.3x]", "1.31x faster", "4.2% slower" under 2x): one figure with its 95% interval '
         "only where the layer's comparisons agree in direction and are not heterogeneous (Cochran's Q, I2), "
         "otherwise the range with each end's direction; many benchmarks of one value each are pooled with a sign "
@@ -56,7 +59,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
     # the verdict was reached (each layer's sentence, the table behind it)
     answer = Section(
         title="Verdict per protection layer",
-        intro=f"Against the baseline {ctx.baseline}: one line per protection layer; below, what each configuration "
+        intro=f"Against the baseline {ctx.baseline}{twins}: one line per protection layer; below, what each configuration "
         "costs each workload, as a time ratio with its 95% interval.",
         points=headline(items),
         figures=figures,
