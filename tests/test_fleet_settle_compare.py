@@ -143,3 +143,59 @@ def test_a_record_naming_a_bundle_outside_the_fleet_directory_is_refused_in_one_
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "lies outside the fleet directory" in lines[0] and "Traceback" not in done.stderr, lines
     assert str(directory / "fleet.json") in lines[0]
+
+
+def test_a_fleet_settles_transport_on_the_round_trip_it_judges_not_only_the_plaintext_embedding(tmp_path):
+    """Transport's primary metric (the embedding) is measured on plaintext only; a fleet's cases are
+    what ``run --settle`` judges (sequential.judged): the round trip at its declared 1536 B on every
+    pipe, for every transport, and no other size."""
+    from bundles import probe, seal
+
+    from ccbench.analysis.fleet_settle import bundle_values
+    from ccbench.bundle import BundleWriter
+    from ccbench.workloads import declarations
+
+    samples = [
+        sample(
+            workload="t",
+            kind="transport",
+            variant={"transport": "plain"},
+            metric="embedding_time",
+            value=0.02,
+            execution="t|transport=plain|rep|0",
+            repetition=0,
+        )
+    ]
+    for transport in ("plain", "tls"):
+        for pipe in ("duplex", "tcp"):
+            for payload in (64, 1536):
+                samples.append(
+                    sample(
+                        workload="t",
+                        kind="transport",
+                        variant={"transport": transport},
+                        metric="rtt_p50",
+                        params={"pipe": pipe, "payload": payload},
+                        value=1e-5 * (2 if transport == "tls" else 1),
+                        execution=f"t|transport={transport}|rep|0",
+                        repetition=0,
+                    )
+                )
+    manifest = {
+        "plan": {"name": "t"},
+        "environment": probe("h", "none"),
+        "declarations": declarations([("t", "transport")]),
+    }
+    writer = BundleWriter.create(tmp_path / "h", manifest)
+    writer.append_samples(samples)
+    writer.close()
+    values, _ = bundle_values(seal(writer.path))
+    cases = {
+        (variant, metric, json.loads(params).get("pipe"), json.loads(params).get("payload"))
+        for _, variant, metric, params in values
+    }
+    assert ("transport=plain", "embedding_time", None, None) in cases
+    for transport in ("plain", "tls"):
+        for pipe in ("duplex", "tcp"):
+            assert (f"transport={transport}", "rtt_p50", pipe, 1536) in cases
+    assert not any(payload == 64 for *_, payload in cases)

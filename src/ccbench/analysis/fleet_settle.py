@@ -3,9 +3,9 @@ the per-round values the fleet's controller looks at after every round, the case
 them (ccbench.analysis.sequential's anytime-valid interval, the same code ``run --settle`` uses),
 and the rows compare takes from a fleet's record (docs/fleet.md, "Settling each case on a fleet").
 
-The quantity: a case is one series of a workload's primary metrics (the metrics it declares, e.g.
-fio's throughput at 4k randread) of one variant combination, measured on a label against the same
-series of the baseline label. Round k (every host ran the plan once, ``--repeat 1``) gives each
+The quantity: a case is one series of what settle judges a workload on (sequential.judged: the
+primary metrics it declares, e.g. fio's throughput at 4k randread) of one variant combination,
+measured on a label against the same series of the baseline label. Round k (every host ran the plan once, ``--repeat 1``) gives each
 label one value: the geometric mean of its hosts' values in that round (replicas averaged on the
 log scale), and the case one paired value: ``log(label / baseline)`` of round k, negated for a
 higher-is-better metric (the time-equivalent cost), only where both sides measured it in that
@@ -54,18 +54,18 @@ def minimum_rounds(mixture: float = MIXTURE) -> int:
 def bundle_values(path: str | Path, exclude_contended: bool = False) -> tuple[dict[CaseId, float], dict[CaseId, dict]]:
     """One gathered bundle's measured value per case (the geometric mean where a case was measured
     more than once) and what describes each case: its label text, whether higher is better, the
-    variant's axes. The series: every metric the workload declares as primary (its manifest's
-    ``declarations``), else ccbench.analysis.precision.primary_series's choice."""
+    variant's axes. The series: what ``run --settle`` judges the workload on (sequential.judged,
+    from its manifest's ``declarations``: the primary metrics, and transport's round trip at its
+    declared size), else ccbench.analysis.precision.primary_series's choice."""
     from ccbench.analysis.precision import primary_series
-    from ccbench.analysis.sequential import _label
+    from ccbench.analysis.sequential import _label, declares, judged
     from ccbench.bundle.reader import read_bundle
     from ccbench.model import ExecutionKey, Sample
 
     bundle = read_bundle(path, samples=False)
-    declared = {
-        name: tuple(spec.get("primary_metrics", ()))
-        for name, spec in (bundle.manifest.get("declarations") or {}).items()
-    }
+    # what settle judges each workload on (its primary metrics, and the per-message costs'
+    # declared cases for a kind whose verdict is made of them): the same series as ``run --settle``
+    declared = {name: judged(spec) for name, spec in (bundle.manifest.get("declarations") or {}).items()}
     by_workload: dict[str, list[Sample]] = {}
     for chunk in bundle.sample_chunks():
         for record in chunk:
@@ -79,10 +79,13 @@ def bundle_values(path: str | Path, exclude_contended: bool = False) -> tuple[di
     for name, samples in by_workload.items():
         keys = sorted({ExecutionKey.parse(s.execution).variant for s in samples})
         chosen = {
-            (s.metric, json.dumps(s.params, sort_keys=True)) for s in samples if s.metric in declared.get(name, ())
+            (s.metric, json.dumps(s.params, sort_keys=True))
+            for s in samples
+            if declares(declared.get(name, ()), s.metric, s.params)
         }
         if not chosen:
-            primary = primary_series(samples, keys, declared.get(name, ()))
+            metrics = tuple(m for m in declared.get(name, ()) if isinstance(m, str))
+            primary = primary_series(samples, keys, metrics)
             chosen = {primary} if primary else set()
         for sample in samples:
             series = (sample.metric, json.dumps(sample.params, sort_keys=True))

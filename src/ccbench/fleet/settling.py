@@ -1,8 +1,8 @@
 """Settling each case across the fleet's labels (``ccbench fleet run --mode rounds --settle 5%``).
 
 The controller looks after every round (round k: every host ran the plan once with ``--repeat 1``).
-For each case (a series of a workload's primary metrics on one variant combination) of each label
-against the baseline label it computes the anytime-valid interval on the per-round paired values
+For each case (a series settle judges a workload on, sequential.judged, on one variant
+combination) of each label against the baseline label it computes the anytime-valid interval on the per-round paired values
 (ccbench.analysis.fleet_settle, the code ``compare`` recomputes it with), and settles the case as a
 cost, a gain or "no cost above" the target. A settled case keeps the answer it had at the round it
 settled at. The finest the run command selects is a workload (``ccbench run --only``): a workload
