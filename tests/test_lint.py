@@ -420,3 +420,40 @@ def test_seed000_import_names_the_kernels_wherever_the_verdict_is_printed(tmp_pa
     verdict = page.read_text().split("<section id='verdict-per-protection-layer'", 1)[1].split("</section>", 1)[0]
     points = [html.unescape(re.sub(r"<[^>]+>", "", li)) for li in re.findall(r"<li>(.*?)</li>", verdict, re.S)]
     assert any(kernels in point for point in points), points
+
+
+def test_cases_measured_at_other_params_than_the_baselines_are_named_not_dropped(tmp_path, ccbench):
+    """Two runs of a workload that calibrates its open-loop rates per run (microservices) share only
+    the closed-loop case: the open-loop cases of the second run have no row, and the lint says so
+    (which, and the values on both sides) instead of the verdict resting silently on the rest."""
+    from bundles import write_samples
+
+    paths = []
+    for host, rates in (("run-a", (1107, 2213)), ("run-b", (626, 1253))):
+        rows = []
+        for repetition in range(3):
+            for transport in ("plain", "tls"):
+                for params in ({"mode": "closed", "connections": 16}, *({"mode": "open", "rate": r} for r in rates)):
+                    rows.append(
+                        {
+                            "workload": "svc",
+                            "variant": {"transport": transport},
+                            "metric": "latency_p50",
+                            "unit": "ms",
+                            "params": params,
+                            "value": (1.0 if transport == "plain" else 1.2) * (1 + repetition / 100),
+                            "repetition": repetition,
+                        }
+                    )
+        paths.append(write_samples(tmp_path, host, "none", rows))
+    alone = ccbench("compare", str(paths[1]), "--json")
+    assert alone.returncode == 0, alone.stderr
+    assert '"unpaired"' not in alone.stdout
+    both = ccbench("compare", *map(str, paths), "--baseline", "run-a", "--json")
+    assert both.returncode == 0, both.stderr
+    found = [json.loads(line) for line in both.stdout.splitlines() if line.startswith('{"finding": "unpaired"')]
+    assert {f["evidence"]["config"] for f in found} == {"run-b / no TEE / plain", "run-b / no TEE / tls"}
+    assert all("rate 626, 1253 against 1107, 2213" in f["what"] and f["severity"] == "medium" for f in found)
+    assert all(len(f["evidence"]["cases"]) == 2 for f in found)
+    summary = ccbench("compare", *map(str, paths), "--baseline", "run-a", "--summary")
+    assert "[medium] unpaired: run-b / no TEE / " in summary.stdout

@@ -56,7 +56,7 @@ class Comparison:
         """The lint's findings on the compared machines. ``per_sample`` False: read only the rows the
         lint needs from the engine (no per-sample frame was made)."""
         rows = self.engine.sample if per_sample else _lint_rows(self.engine)
-        return lint_comparison(rows, self.table, self.machines, self.device_io)
+        return lint_comparison(rows, self.table, self.machines, self.device_io, measured_series(self.engine))
 
     def require_rows(self) -> None:
         """An empty comparison is an error that says why: everything left out as contended, or one
@@ -229,6 +229,19 @@ def _lint_rows(engine: SampleSet) -> pd.DataFrame:
     rows = engine.measured_frame(lambda group: group[3] in (THROUGHPUT, TRANSPORT_CEILING), firsts=not ceiling)
     facts = engine.facts.drop(columns=["first", "first_quiet"]).assign(metric=None, value=np.nan, warmup=False)
     return pd.concat([rows, facts], ignore_index=True)
+
+
+def measured_series(engine: SampleSet) -> pd.DataFrame:
+    """The distinct (workload, params, case, metric, config) with measured samples: which cases each
+    configuration measured (the lint's unpaired cases read it), from the engine's codes."""
+    width = max(len(engine.configs), 1)
+    codes = np.unique(
+        engine.measured.column("grp").to_numpy().astype(np.int64) * width
+        + engine.measured.column("cfg").to_numpy().astype(np.int64)
+    )
+    groups = pd.DataFrame(engine.groups, columns=["workload", "params", "case", "metric"], dtype=object)
+    series = groups.iloc[codes // width].reset_index(drop=True)
+    return series.assign(config=np.array(engine.configs, dtype=object)[codes % width])
 
 
 def raw_sources(engine: SampleSet) -> dict[tuple[str, str, str, str], list[str]]:

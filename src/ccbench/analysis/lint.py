@@ -9,6 +9,7 @@ list in --json and --summary) and the report (a block after the verdict).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -348,6 +349,103 @@ def slow_cipher(frame: Any) -> list[Finding]:
     return findings
 
 
+# ---- cases a configuration measured that its baseline did not ---------------------------------------
+#
+# A row pairs a case (a workload's params) measured on both sides. Where the two sides measured the
+# same metric of a workload at other params (a workload that calibrates a parameter per run, such as
+# microservices' open-loop rates, or plans that differ), those cases have no row and the verdict rests
+# on the others: said, never silently dropped.
+
+
+def _param_values(cases: Iterable[str]) -> dict[str, list[Any]]:
+    values: dict[str, list[Any]] = {}
+    for text in cases:
+        try:
+            params = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        for key, value in (params if isinstance(params, dict) else {}).items():
+            if value not in values.setdefault(key, []):
+                values[key].append(value)
+    return values
+
+
+def _shown(values: list[Any]) -> str:
+    ordered = sorted(
+        values, key=lambda v: (not isinstance(v, int | float), v if isinstance(v, int | float) else str(v))
+    )
+    return ", ".join(map(str, ordered[:6])) + (", ..." if len(ordered) > 6 else "")
+
+
+def _differing(mine: Iterable[str], theirs: Iterable[str]) -> str:
+    """The params whose values differ between two sets of cases, with both sides' values."""
+    ours, base = _param_values(mine), _param_values(theirs)
+    said = [
+        f"{key} {_shown(values)} against {_shown(base.get(key, [])) or 'none'}"
+        for key, values in ours.items()
+        if sorted(map(str, values)) != sorted(map(str, base.get(key, [])))
+    ]
+    return "; ".join(said[:2]) or "other params"
+
+
+def _case_label(case: str, params: str) -> str:
+    """A case as the table names it, else its params (``mode=open rate=626``)."""
+    if case and case not in ("None", "nan"):
+        return case
+    try:
+        values = json.loads(params)
+    except (TypeError, ValueError):
+        return params
+    return " ".join(f"{k}={v}" for k, v in values.items()) if isinstance(values, dict) else params
+
+
+def unpaired(series: Any, table: Any) -> list[Finding]:
+    """One finding per configuration and workload that measured cases of a metric its baseline
+    measured too, but at params the baseline did not: series with no row, left out of the
+    comparison and the verdict. ``series``: the distinct (workload, params, case, metric, config)
+    measured (ccbench.analysis.comparison.measured_series); ``table``: the rows."""
+    if series is None or getattr(series, "empty", True) or table is None or table.empty:
+        return []
+    measured: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+    columns = series[["workload", "params", "case", "metric", "config"]].astype(str)
+    for workload, params, case, metric, config in columns.itertuples(index=False):
+        measured.setdefault((workload, config), {}).setdefault(metric, {})[params] = _case_label(case, params)
+    pairs = list(dict.fromkeys(map(tuple, table[["workload", "config", "baseline"]].astype(str).to_numpy().tolist())))
+    # a configuration none of whose cases paired has no row: set it against its workload's one baseline
+    for workload in dict.fromkeys(table["workload"].astype(str)):
+        rows = table[table["workload"].astype(str) == workload]
+        bases = set(rows["baseline"].astype(str))
+        if len(bases) == 1:
+            seen = bases | set(rows["config"].astype(str))
+            pairs += [(w, c, *bases) for w, c in measured if w == workload and c not in seen]
+    findings = []
+    for workload, config, baseline in pairs:
+        mine, base = measured.get((workload, config), {}), measured.get((workload, baseline), {})
+        extra = {p: case for m, cases in mine.items() if m in base for p, case in cases.items() if p not in base[m]}
+        if not extra:
+            continue
+        missing = {p for m, cases in base.items() if m in mine for p in cases if p not in mine[m]}
+        labels = sorted(set(extra.values()))
+        findings.append(
+            make_finding(
+                "unpaired",
+                MEDIUM,
+                f"{config}: {len(labels)} case{'s' if len(labels) != 1 else ''} of {workload} with no counterpart "
+                f"in {baseline} ({_differing(extra, missing)}): not compared, not in the verdict",
+                {
+                    "config": config,
+                    "baseline": baseline,
+                    "workload": workload,
+                    "cases": labels,
+                    "baseline cases": sorted({base[m][p] for m in base for p in missing if p in base[m]}),
+                },
+                "measure the same cases on both sides: where a workload calibrates a parameter per run "
+                "(microservices' open-loop rates) set it in the plan (docs/microservices.md)",
+            )
+        )
+    return findings
+
+
 # ---- everything, for compare and the report -------------------------------------------------------
 
 
@@ -356,9 +454,11 @@ def lint_comparison(
     table: Any,
     machines: Mapping[str, Mapping[str, Any]],
     device_io: Mapping[str, bool | None] | None = None,
+    series: Any = None,
 ) -> list[Finding]:
     """Every finding on the bundles of a comparison: each machine's own (``device_io`` per bundle:
-    whether its plan moves data through devices), each cross-machine pair's, and the cipher speeds."""
+    whether its plan moves data through devices), each cross-machine pair's, the cipher speeds, and
+    (with ``series``, the distinct cases each configuration measured) the cases left unpaired."""
     device_io = device_io or {}
     labels = {}
     if frame is not None and not frame.empty:
@@ -368,6 +468,7 @@ def lint_comparison(
         name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
         findings += lint_machine(probe, device_io.get(bundle), name)
     findings += lint_pairs(frame, table, machines) + slow_cipher(frame) + plausibility.findings(table)
+    findings += unpaired(series, table)
     unique = {}
     for finding in findings:
         unique.setdefault((finding.code, finding.what), finding)

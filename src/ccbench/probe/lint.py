@@ -39,6 +39,7 @@ SOURCES = {
     "small-pages": "https://github.com/AMDESE/AMDSEV/issues/225 (a memory slowdown traced to 4K vs 2M guest pages)",
     "slow-cipher": "docs/trust.md (Lint); the AEAD ceiling is measured by ccchannel-bench in the same run",
     "unchecked": "docs/trust.md (Lint)",
+    "unpaired": "docs/trust.md (Lint); docs/microservices.md (open-loop rates calibrated per run)",
     "implausible": "docs/analysis.md (Implausible rows); Linux fs/ext4/inode.c ext4_dio_alignment and "
     "fs/crypto/inline_crypt.c fscrypt_dio_supported (O_DIRECT on an encrypted file without inline encryption is "
     "served buffered); gocryptfs mangleOpenFlags (O_DIRECT cleared on backing files)",
@@ -47,7 +48,8 @@ SOURCES = {
 
 @dataclass
 class Finding:
-    #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked", "implausible"
+    #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked", "implausible",
+    #: "unpaired"
     code: str
     #: "high" (the number is not what it claims), "medium" (likely skews it), "info" (could not check)
     severity: str
