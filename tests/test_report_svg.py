@@ -213,3 +213,23 @@ def test_long_configuration_names_wrap_in_their_panel_headings_clear_of_the_titl
         box.setdefault(e.text, []).append((float(e.get("y")) - size, float(e.get("y")) + 0.25 * size))
     (title,) = box["time against AMD-Non-SEV / no TEE"]
     assert all(top > title[1] for text, boxes in box.items() if "SEV-Non" in text for top, _ in boxes)
+
+
+def test_an_implausible_row_does_not_stretch_the_forest_axis():
+    """An implausible row (left out of the verdict) 1,000x off does not set the axis the real rows
+    are read on: their axis stays within a decade of them, the grey cross sits at its edge and its
+    ratio is written beside it."""
+    configs = ["a / fscrypt"]
+    rows = [
+        row("fio 4k", "a / fscrypt", 1.3, 1.2, 1.4),
+        row("fio 1m", "a / fscrypt", 0.8, 0.7, 0.9),
+        row("fio direct", "a / fscrypt", 1200.0, 900.0, 1600.0, kind="implausible", significant=False),
+    ]
+    root = parsed(charts.forest(forest_of(rows, configs), "t").svg())
+    ticks = [e.text for e in root.iter(f"{SVG}text") if re.fullmatch(r"[0-9.,]+x", e.text or "")]
+    assert "1,000x" not in ticks and "100x" not in ticks and "1x" in ticks
+    assert "1,200x" in texts(root)
+    (cross,) = [g for g in root.iter(f"{SVG}g") if (g.get("id") or "").endswith(":forest-implausible")]
+    (mark,) = list(cross)
+    tick_x = [float(e.get("x")) for e in root.iter(f"{SVG}text") if re.fullmatch(r"[0-9.,]+x", e.text or "")]
+    assert float(mark.get("x")) > max(tick_x)  # at the right edge, past the last labelled ratio

@@ -200,7 +200,7 @@ def caption(data: Forest, baseline: str | None) -> str:
     if implausible:
         parts.append(
             f"Grey crosses ({implausible}): implausible rows (the lint says why), left out of the verdict "
-            "and of the counts above."
+            "and of the counts above; they do not set the axis: one beyond it sits at the edge, its ratio beside it."
         )
     one_value = int((rows["kind"] == "one value").sum())
     if one_value:

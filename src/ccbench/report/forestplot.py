@@ -26,7 +26,11 @@ TITLE_SIZE, HEADING_SIZE, LABEL_SIZE, TICK_SIZE, MARK_SIZE = 9.0, 7.0, 7.0, 6.5,
 
 
 def limits(rows: pd.DataFrame) -> tuple[float, float]:
-    """The axis' ends: every ratio, interval and range drawn, 1/1.15x and 1.15x at least, 6% padding."""
+    """The axis' ends: every ratio, interval and range drawn, 1/1.15x and 1.15x at least, 6% padding.
+    Implausible rows (left out of the verdict) do not stretch it where other rows exist: a 1,000x
+    artefact would squeeze every real interval into a few points; they are drawn at the edge."""
+    if "kind" in rows and (rows["kind"] != "implausible").any():
+        rows = rows[rows["kind"] != "implausible"]
     values = pd.concat([rows[c] for c in ("te", "te_low", "te_high", "range_low", "range_high")]).to_numpy(float)
     values = values[np.isfinite(values) & (values > 0)]
     low, high = (float(values.min()), float(values.max())) if len(values) else (1.0, 1.0)
@@ -116,7 +120,7 @@ def draw(data, title: str, colours: dict[str, str] | None = None, width: float =
         _frame(canvas, layout, left, x, low, high, len(data.labels))
         _heading(canvas, layout, left, [*_split(config, layout.panel), data.layers.get(config, "")])
         mine = data.rows[data.rows["config"] == config]
-        _rows(canvas, mine, position, layout, x, colour, charts.series_id(config))
+        _rows(canvas, mine, position, layout, x, colour, charts.series_id(config), (low, high))
     label_room = layout.label_width - 8
     for index, label in enumerate(data.labels):
         canvas.text(
@@ -173,12 +177,27 @@ def _frame(canvas: Canvas, layout: Layout, left: float, x, low: float, high: flo
     canvas.text(right, below, "slower ->", HEADING_SIZE, "end")
 
 
-def _rows(canvas: Canvas, mine: pd.DataFrame, position: dict, layout: Layout, x, colour: str, series: str) -> None:
-    """One configuration's rows: the pooled rows' ranges, the intervals, then the markers."""
+def _rows(
+    canvas: Canvas, mine: pd.DataFrame, position: dict, layout: Layout, x, colour: str, series: str, bounds
+) -> None:
+    """One configuration's rows: the pooled rows' ranges, the intervals, then the markers. An
+    implausible row beyond the axis (``bounds``, which it does not set) is clipped to its edge, its
+    ratio written beside the cross."""
     records = mine.to_dict(orient="records")
+    low, high = bounds
     for record in records:
         record["y"] = layout.y(position[record["label"]])
         implausible = record["kind"] == "implausible"
+        if implausible and _finite(record["te"]) and not low <= record["te"] <= high:
+            at = low if record["te"] < low else high
+            text = f"{record['te']:,.0f}x" if record["te"] >= 10 else f"{record['te']:.3g}x"
+            side = (4, "start") if at == low else (-4, "end")
+            canvas.text(x(at) + side[0], record["y"] + 2, text, MARK_SIZE, side[1], colour=GREY)
+            record["te"] = at
+        if implausible:
+            for end in ("te_low", "te_high"):
+                if _finite(record[end]):
+                    record[end] = min(max(record[end], low), high)
         record["colour"] = GREY if implausible else colour
         record["opacity"] = 0.7 if implausible else 1.0 if record["significant"] else 0.4
     ranges = [r for r in records if r["kind"] == "pooled" and _finite(r["range_low"], r["range_high"])]
