@@ -71,8 +71,8 @@ def command() -> None:
 @click.option(
     "--settle",
     metavar="PCT",
-    help="With --mode rounds: after every round the controller settles each case (a primary metric's series "
-    "of a variant) of each label against the baseline label with the anytime-valid interval on the per-round "
+    help="With --mode rounds: after every round the controller settles each case (a series "
+    "of a variant that run --settle judges: the primary metrics, transport's round trip) of each label against the baseline label with the anytime-valid interval on the per-round "
     "paired values (a cost, a gain, or no cost above PCT), and the next round runs, on every host, only the "
     "workloads with an unsettled case. Other modes: every host runs ccbench run --settle PCT, settling its own "
     "variants against its first (docs/fleet.md).",

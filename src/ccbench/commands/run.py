@@ -103,11 +103,12 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
 @click.option(
     "--settle",
     metavar="PERCENT",
-    help="After the repetitions, keep running rounds of each workload's baseline (its first variant) and the "
-    "variants not yet settled, until each variant's anytime-valid 95% interval against the baseline calls a "
-    'cost or a gain, or puts every cost of this size, e.g. 5%, or more out ("no cost above 5%"); settled '
-    "variants leave the rounds. Limits: max_repetitions (default 30), max_time, --budget. Decides over "
-    "--precision and --detect.",
+    help="After the repetitions, keep running rounds of each workload's baseline (its first variant; for a "
+    "cipher on a loop file, the same loop file without it, ext4-loop, where the plan runs it) and the "
+    "variants not yet settled, until each case's anytime-valid 95% interval against it calls a "
+    'cost or a gain, or puts every cost of this size, e.g. 5%, or more out ("no cost above 5%"); a case that '
+    "cannot settle by the round limit stops too; settled variants leave the rounds. Limits: max_repetitions "
+    "(default 30), max_time, --budget. Decides over --precision and --detect (docs/analysis.md).",
 )
 @click.option(
     "--budget",
