@@ -457,3 +457,45 @@ def test_cases_measured_at_other_params_than_the_baselines_are_named_not_dropped
     assert all(len(f["evidence"]["cases"]) == 2 for f in found)
     summary = ccbench("compare", *map(str, paths), "--baseline", "run-a", "--summary")
     assert "[medium] unpaired: run-b / no TEE / " in summary.stdout
+
+
+def test_a_protection_across_two_runs_that_each_measured_the_baseline_is_not_blamed_for_the_runs_difference(
+    tmp_path, ccbench
+):
+    """Two runs of one plan (plain and TLS each), the second run 30% faster on everything: against the
+    first run's plain, the second run's TLS row holds the runs' difference too. It is "combined: TLS +
+    other machine or run", and the TLS verdict rests on the first run's own pair (no cost). A run that
+    measured TLS only (no plain of its own) has nothing to separate: its row stays TLS's."""
+    from bundles import write_samples
+
+    def rows(speed, transports):
+        return [
+            {
+                "workload": "svc",
+                "variant": {"transport": transport},
+                "metric": "latency_p50",
+                "unit": "ms",
+                "value": speed * (1 + repetition / 200),
+                "repetition": repetition,
+            }
+            for repetition in range(5)
+            for transport in transports
+        ]
+
+    first = write_samples(tmp_path, "run-a", "none", rows(1.0, ("plain", "tls")))
+    second = write_samples(tmp_path, "run-b", "none", rows(0.7, ("plain", "tls")))
+    done = ccbench("compare", str(first), str(second), "--baseline", "run-a", "--json")
+    assert done.returncode == 0, done.stderr
+    layers = {r["config"]: r["layer"] for r in map(json.loads, done.stdout.splitlines()) if "config" in r}
+    assert layers == {
+        "run-a / no TEE / tls": "TLS",
+        "run-b / no TEE / plain": "none",
+        "run-b / no TEE / tls": "combined: TLS + other machine or run",
+    }
+    summary = ccbench("compare", str(first), str(second), "--baseline", "run-a", "--summary").stdout
+    tls = next(line for line in summary.splitlines() if line.startswith("TLS:"))
+    assert "0 of 1 significant" in tls and "faster" not in tls
+    alone = write_samples(tmp_path / "c", "run-c", "none", rows(0.7, ("tls",)))
+    done = ccbench("compare", str(first), str(alone), "--baseline", "run-a", "--json")
+    layers = {r["config"]: r["layer"] for r in map(json.loads, done.stdout.splitlines()) if "config" in r}
+    assert layers["run-c / no TEE / tls"] == "TLS"

@@ -194,11 +194,21 @@ def overhead_percent(ratio: float, better: str | None) -> float:
 def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
     """{(baseline, config): the protection layer that differs}, e.g. "TEE: SEV-SNP", "storage encryption:
     fscrypt", "in-memory storage: tmpfs", "TLS", "secure channel"; "combined: ..." when more than one
-    differs and "none" when only the machine or run does (an A/A comparison)."""
+    differs, or when a protection and the machine or run differ (not the TEE) and that machine also
+    measured the baseline's protections ("combined: TLS + other machine or run": two runs of one
+    plan; the row mixes the runs' difference, measured on its own row, into the layer's), and "none"
+    when only the machine or run does (an A/A comparison). A protection measured only across machines
+    (seed 000's encrypted disk on one VM, none on its twin) stays that protection's, with the caveat
+    the verdict gives any cross-machine layer."""
     from ccbench.analysis.load import TEE_NAMES
 
     facts = frame.drop_duplicates("config").set_index("config")[["machine", "tee", "storage", "transport"]]
     facts = facts.astype(object).where(facts.notna(), None)
+
+    def protections(row) -> tuple:
+        return row["tee"], row["storage"] or "disk", row["transport"] or "plain"
+
+    own = {(m, *protections({"tee": t, "storage": s, "transport": x})) for m, t, s, x in facts.itertuples(index=False)}
     labels = {}
     for base, config in set(pairs):
         a, b = facts.loc[base], facts.loc[config]
@@ -217,6 +227,10 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
             parts.append(
                 transport_layer(transport_b) if transport_b not in UNPROTECTED else f"transport removed: {transport_a}"
             )
+        if parts and a["tee"] == b["tee"] and a["machine"] != b["machine"] and (b["machine"], *protections(a)) in own:
+            # the row's machine or run differs too, and it measured the baseline's protections itself
+            # (another run of the same plan): the row mixes the run's difference into the layer's
+            parts.append(OTHER_MACHINE)
         if not parts:
             labels[(base, config)] = "none"
         elif len(parts) == 1:
@@ -227,6 +241,8 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
 
 
 LOOP_CONTROL = pairing.LOOP_CONTROL
+#: the part of a combined layer that is another machine or run with the same TEE
+OTHER_MACHINE = "other machine or run"
 
 
 def storage_layer(storage: str) -> str:
