@@ -499,3 +499,32 @@ def test_a_protection_across_two_runs_that_each_measured_the_baseline_is_not_bla
     done = ccbench("compare", str(first), str(alone), "--baseline", "run-a", "--json")
     layers = {r["config"]: r["layer"] for r in map(json.loads, done.stdout.splitlines()) if "config" in r}
     assert layers["run-c / no TEE / tls"] == "TLS"
+
+
+def test_a_baseline_named_by_its_fullest_label_once_in_the_verdicts_title(tmp_path, ccbench):
+    """Two runs of a plan with a storage workload (against "run-a / no TEE / disk") and one without
+    storage variants (against "run-a / no TEE"): one baseline, named once by its fullest label (it
+    read "matched baselines run-a, run-a")."""
+    from bundles import write_samples
+
+    paths = []
+    for host in ("run-a", "run-b"):
+        rows = [
+            {
+                "workload": "io",
+                "variant": {"storage": storage},
+                "metric": "time",
+                "value": v * (1 + r / 100),
+                "repetition": r,
+            }
+            for r in range(3)
+            for storage, v in (("disk", 1.0), ("tmpfs", 0.5))
+        ]
+        rows += [
+            {"workload": "cpu", "variant": {}, "metric": "time", "value": 2 + r / 100, "repetition": r}
+            for r in range(3)
+        ]
+        paths.append(write_samples(tmp_path, host, "none", rows))
+    done = ccbench("compare", *map(str, paths), "--baseline", "run-a", "--summary")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("verdict per protection layer against run-a / no TEE / disk;")

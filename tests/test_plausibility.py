@@ -243,3 +243,41 @@ def test_the_loop_file_control_is_never_called_storage_encryption(tmp_path, ccbe
     assert done.returncode == 0, done.stderr
     assert "storage encryption" not in done.stdout, done.stdout
     assert "loop file, no cipher: ext4-loop:" in done.stdout, done.stdout
+
+
+def test_a_settled_case_whose_row_is_implausible_says_so_beside_its_answer(tmp_path, ccbench):
+    """A run that settled fio on fscrypt with direct I/O (served buffered: implausible, left out of
+    the verdict): compare's settle summary gives the case's answer and says it is left out, so the
+    answer is not read as the cipher's cost; tmpfs's plausible case says nothing of the kind."""
+    from bundles import probe, seal
+
+    from ccbench.bundle import BundleWriter
+    from ccbench.workloads import declarations
+
+    samples = []
+    for variant, iops, clat in ((DISK, 1000, 16000), (FSCRYPT, 9000, 1777), (TMPFS, 20000, 800)):
+        key = f"storage={dict(variant)['storage']}"
+        for s in fio_samples(dict(variant), "4k", "randread", iops, clat):
+            samples.append(s.model_copy(update={"execution": f"fio|{key}|rep|{s.repetition}"}))
+    variants = {key: {"stopped_by": "settled", "cases": {}} for key in ("storage=encrypted", "storage=tmpfs")}
+    manifest = {
+        "plan": {"name": "t"},
+        "environment": probe("vm", "none"),
+        "declarations": declarations([("fio", "fio")]),
+        "outcomes": {
+            "fio": {"status": "ok", "settled": {"target": 0.05, "baseline": "storage=disk", "variants": variants}}
+        },
+    }
+    writer = BundleWriter.create(tmp_path / "vm", manifest)
+    writer.append_samples(samples)
+    writer.close()
+    done = ccbench("compare", str(seal(writer.path)), "--summary")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    start = {
+        name: i for i, line in enumerate(lines) for name in ("[storage=encrypted]", "[storage=tmpfs]") if name in line
+    }
+    encrypted = lines[start["[storage=encrypted]"] + 1]
+    tmpfs = lines[start["[storage=tmpfs]"] + 1]
+    assert "throughput" in encrypted and "implausible, left out of the verdict" in encrypted
+    assert "throughput" in tmpfs and "implausible" not in tmpfs

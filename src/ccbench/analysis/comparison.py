@@ -8,7 +8,7 @@ their own). Nothing else strings these steps together, so the three cannot drift
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class Comparison:
     #: one row per group and configuration other than the group's baseline (ccbench.analysis.compare)
     table: pd.DataFrame
     exclude_contended: bool = False
+    #: the cases runs and fleets settled (ccbench.analysis.settled.settled_cases), by row key
+    cases: dict = field(default_factory=dict)
 
     def verdicts(self) -> list:
         """The verdict per protection layer (reads the engine's bounded per-sample frame)."""
@@ -57,6 +59,19 @@ class Comparison:
         lint needs from the engine (no per-sample frame was made)."""
         rows = self.engine.sample if per_sample else _lint_rows(self.engine)
         return lint_comparison(rows, self.table, self.machines, self.device_io, measured_series(self.engine))
+
+    def implausible_settled(self) -> set[tuple[str, str, str, str]]:
+        """(bundle path, workload, variant key, case label) of the settled cases whose rows are
+        implausible (left out of the verdict), so the settle summary says so beside their answer."""
+        if self.table.empty or "implausible" not in self.table:
+            return set()
+        flagged = self.table[self.table["implausible"].fillna("").astype(str) != ""]
+        keys = set(zip(*(flagged[c] for c in ("workload", "metric", "params", "baseline", "config"))))
+        return {
+            (case["bundle"], key[0], case["variant"], case["label"])
+            for key, case in self.cases.items()
+            if key in keys and case.get("variant")
+        }
 
     def require_rows(self) -> None:
         """An empty comparison is an error that says why: everything left out as contended, or one
@@ -123,7 +138,7 @@ def comparison(
     # and the cases a fleet settled across its labels (ccbench.analysis.fleet_settle): the controller's rule
     cases.update(fleet_settled_cases(bundles, labels, exclude_contended))
     table = with_settled(table, cases, facts) if cases else table
-    return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended)
+    return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended, cases)
 
 
 def parse_pairs(pairs: Iterable[str], facts: pd.DataFrame) -> list[tuple[list[str], str]]:

@@ -79,6 +79,8 @@ def settled_cases(
                             "p_value": p_value(values),
                             "stopped_by": _stopped_by(record["variants"].get(key) or {}, label),
                             "bundle": str(bundle.path),
+                            "variant": key,
+                            "label": label,
                         }
     return out
 

@@ -141,7 +141,7 @@ def command(
         if not summary:
             _print_breakdowns(table, parts)
         _print_findings(findings, summary)
-        _print_settled(result.bundles)
+        _print_settled(result.bundles, result.implausible_settled())
         if not summary:
             _print_comparison(table, excluded, details, result.engine.sample)
     if as_json:
@@ -285,9 +285,11 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
 
     contended, executions = contended_executions(executions)
     baselines, _ = pairing.baselines(table)  # the layers name a loop twin themselves
-    against = (
-        baselines[0] if len(baselines) == 1 else "matched baselines " + ", ".join(b.split(" / ")[0] for b in baselines)
-    )
+    # a workload without a storage axis stands against "A / no TEE", the others against "A / no TEE /
+    # disk": the same baseline, named once by its fullest label
+    baselines = [b for b in baselines if not any(set(b.split(" / ")) < set(o.split(" / ")) for o in baselines)]
+    machines = list(dict.fromkeys(b.split(" / ")[0] for b in baselines))
+    against = baselines[0] if len(baselines) == 1 else "matched baselines " + ", ".join(machines)
     what = "verdict per protection layer" if len(baselines) == 1 else "verdict"
     title = f"{what} against {against}{excluded}; {contended} of {executions} executions contended"
     stdout.print(fit(title), markup=False, highlight=False, soft_wrap=True)
@@ -300,18 +302,24 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
             stdout.print(f"- {item.sentence()}", markup=False, highlight=False)
 
 
-def _print_settled(bundles) -> None:
+def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozenset()) -> None:
     """For a bundle whose run settled its cases (``run --settle``): each case's answer, recomputed
     from its samples with the run's rule (the same anytime-valid interval, docs/analysis.md); and
     for a fleet that settled its cases across labels (``fleet run --mode rounds --settle``), each
-    of those (ccbench.analysis.fleet_settle)."""
+    of those (ccbench.analysis.fleet_settle). ``implausible``: (bundle, workload, variant key, case)
+    of the settled cases whose rows are left out of the verdict: said beside their answer."""
     from ccbench.analysis.sequential import bundle_settlements
     from ccbench.commands.run import settle_lines
 
     for bundle in bundles:
         for name, record in bundle_settlements(bundle).items():
             click.echo(f"settled in {bundle.path.name} (anytime-valid interval, target {record['target']:.1%}):")
-            for line in settle_lines(name, record):
+            flagged = {
+                (key, label)
+                for path, workload, key, label in implausible
+                if (path, workload) == (str(bundle.path), name)
+            }
+            for line in settle_lines(name, record, flagged):
                 click.echo(f"  {line}")
     from ccbench.analysis.fleet_settle import fleet_settlement_lines
 

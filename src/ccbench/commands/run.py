@@ -267,9 +267,10 @@ def print_run_summary(result) -> None:
     stdout.print(f"bundle: {result.bundle}")
 
 
-def settle_lines(name: str, settle: dict | None) -> list[str]:
+def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = frozenset()) -> list[str]:
     """Per case of a settled workload: its answer, and for each variant what stopped it; first,
-    which variants the budget cut."""
+    which variants the budget cut. ``implausible``: (variant key, case label) of the cases whose rows
+    the comparison left out of the verdict (ccbench.analysis.plausibility), said beside them."""
     if not settle:
         return []
     if not settle.get("variants"):
@@ -284,6 +285,8 @@ def settle_lines(name: str, settle: dict | None) -> list[str]:
             known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
             own = case.get("stopped_by")  # a case's own reason, where it differs from its variant's
             note = f"; {own}" if own and own not in ("settled", why) else ""
+            if (key, label) in implausible:
+                note += "; implausible, left out of the verdict: see the lint"
             lines.append(f"  {label}: {Settlement(**known).describe()} ({case['rounds']} rounds{note})")
         if why == "budget":
             cut.append(key)
