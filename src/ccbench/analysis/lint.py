@@ -406,26 +406,28 @@ def unpaired(series: Any, table: Any) -> list[Finding]:
     measured (ccbench.analysis.comparison.measured_series); ``table``: the rows."""
     if series is None or getattr(series, "empty", True) or table is None or table.empty:
         return []
-    measured: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
-    columns = series[["workload", "params", "case", "metric", "config"]].astype(str)
-    for workload, params, case, metric, config in columns.itertuples(index=False):
-        measured.setdefault((workload, config), {}).setdefault(metric, {})[params] = _case_label(case, params)
-    pairs = list(dict.fromkeys(map(tuple, table[["workload", "config", "baseline"]].astype(str).to_numpy().tolist())))
+    measured: dict[tuple[str, str], dict[str, set[str]]] = {}
+    named: dict[tuple[str, str], str] = {}  # (workload, params): the case's name
+    columns = [series[c].astype(str).tolist() for c in ("workload", "params", "case", "metric", "config")]
+    for workload, params, case, metric, config in zip(*columns, strict=True):
+        measured.setdefault((workload, config), {}).setdefault(metric, set()).add(params)
+        named.setdefault((workload, params), case)
+    pairs = list(dict.fromkeys(zip(*(table[c].astype(str).tolist() for c in ("workload", "config", "baseline")))))
     # a configuration none of whose cases paired has no row: set it against its workload's one baseline
-    for workload in dict.fromkeys(table["workload"].astype(str)):
-        rows = table[table["workload"].astype(str) == workload]
-        bases = set(rows["baseline"].astype(str))
-        if len(bases) == 1:
-            seen = bases | set(rows["config"].astype(str))
-            pairs += [(w, c, *bases) for w, c in measured if w == workload and c not in seen]
+    bases: dict[str, set[str]] = {}
+    seen: dict[str, set[str]] = {}
+    for workload, config, baseline in pairs:
+        bases.setdefault(workload, set()).add(baseline)
+        seen.setdefault(workload, set()).update((config, baseline))
+    pairs += [(w, c, *bases[w]) for w, c in measured if len(bases.get(w, ())) == 1 and c not in seen[w]]
     findings = []
     for workload, config, baseline in pairs:
         mine, base = measured.get((workload, config), {}), measured.get((workload, baseline), {})
-        extra = {p: case for m, cases in mine.items() if m in base for p, case in cases.items() if p not in base[m]}
+        extra = {p for m, cases in mine.items() if m in base for p in cases - base[m]}
         if not extra:
             continue
-        missing = {p for m, cases in base.items() if m in mine for p in cases if p not in mine[m]}
-        labels = sorted(set(extra.values()))
+        missing = {p for m, cases in base.items() if m in mine for p in cases - mine[m]}
+        labels = sorted({_case_label(named[(workload, p)], p) for p in extra})
         findings.append(
             make_finding(
                 "unpaired",
@@ -437,7 +439,7 @@ def unpaired(series: Any, table: Any) -> list[Finding]:
                     "baseline": baseline,
                     "workload": workload,
                     "cases": labels,
-                    "baseline cases": sorted({base[m][p] for m in base for p in missing if p in base[m]}),
+                    "baseline cases": sorted({_case_label(named[(workload, p)], p) for p in missing}),
                 },
                 "measure the same cases on both sides: where a workload calibrates a parameter per run "
                 "(microservices' open-loop rates) set it in the plan (docs/microservices.md)",
