@@ -5,12 +5,12 @@ and the rows compare takes from a fleet's record (docs/fleet.md, "Settling each 
 
 The quantity: a case is one series of what settle judges a workload on (sequential.judged: the
 primary metrics it declares, e.g. fio's throughput at 4k randread) of one variant combination,
-measured on a label against the same series of the baseline label. Round k (every host ran the
-plan once, ``--repeat 1``) gives each label one value: the geometric mean of its hosts' values in
-that round (replicas averaged on the log scale), and the case one paired value: ``log(label / baseline)`` of round k, negated for a
-higher-is-better metric (the time-equivalent cost), only where both sides measured it in that
-round. Pairs come from one round, so drift between rounds (the day's heat, a neighbour) hits both
-sides of a pair and cancels.
+measured on a label against the same series of the baseline label. Round k (every host ran the plan
+once, ``--repeat 1``) gives each label one value: the geometric mean of its hosts' values in that
+round (replicas averaged on the log scale), and the case one paired value: ``log(label / baseline)``
+of round k, negated for a higher-is-better metric (the time-equivalent cost), only where both sides
+measured it in that round. Pairs come from one round, so drift between rounds (the day's heat, a
+neighbour) hits both sides of a pair and cancels.
 
 compare recomputes each case from the gathered samples (``fleet.json`` says which bundles, the
 baseline, the target and the round each case settled at; its numbers are not copied), so the
