@@ -75,6 +75,12 @@ def test_a_cipher_on_a_loop_file_is_measured_against_the_loop_file_without_it(tm
     markdown = (tmp_path / "r.md").read_text()
     assert "Against the baseline vm / no TEE / disk (a cipher on a loop file: against ext4-loop):" in markdown
     assert "against the baseline (vm / no TEE / disk; a cipher on a loop file: against ext4-loop)" in markdown
+    # and the chart's panel of the cipher under its heading; the loop file's own panel does not
+    from ccbench.report import forest
+
+    panels = forest.build(result.table, None).layers
+    assert panels["vm / no TEE / fscrypt"] == "storage encryption: fscrypt (against ext4-loop)"
+    assert panels["vm / no TEE / ext4-loop"] == "loop file, no cipher: ext4-loop"
     summary = ccbench("compare", bundle, "--summary")
     lines = summary.stdout.splitlines()
     assert lines[0].startswith("verdict per protection layer against vm / no TEE / disk;"), lines[0]

@@ -176,6 +176,12 @@ def build(
     labels = labels[:max_rows]
     frame = frame[frame["label"].isin(labels)]
     layers = frame.drop_duplicates("config").set_index("config")["layer"].astype(str).to_dict()
+    # a panel whose every row stands against its loop twin says so under its heading
+    if {"baseline", "config"} <= set(data.columns):
+        twin = pd.Series(pairing.against_twin(data), index=data.index).groupby(data["config"]).all()
+        layers = {
+            c: f"{layer} (against {pairing.LOOP_CONTROL})" if twin.get(c) else layer for c, layer in layers.items()
+        }
     configs = sorted(layers, key=lambda c: (layer_rank(layers[c]), list(layers).index(c)))
     left_out = int(_implausible(data[data["workload"].isin(pooled_workloads)]).sum())
     return Forest(frame.reset_index(drop=True), labels, configs, layers, hidden, pooled_workloads, left_out)
