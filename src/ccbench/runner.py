@@ -35,7 +35,7 @@ from ccbench.errors import CCBenchError
 from ccbench.model import ExecutionRecord, ExecutionStatus, Measurement, OutcomeStatus, Sample, WorkerJob, utc_now_iso
 from ccbench.plan import Plan, WorkloadSpec
 from ccbench.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
-from ccbench.settle import settle_rounds
+from ccbench.settle import run_round, settle_rounds
 from ccbench.stopping import block_stop_signals, catch_stop_signals, restore_signals
 from ccbench.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.variants import AXES
@@ -467,18 +467,7 @@ class Runner:
         # a round of combinations that all fail for good would only count skips
         while decision.more and repetition < rule.max_repetitions and not job.all_stopped():
             round_started = time.monotonic()
-            self.reporter.extend(len(combos))
-            for combo in scheduling.round_order(combos, spec.name, False, repetition, self.order.draw):
-                execution = Execution(spec, combo, repetition, False)
-                index = self._next_position()
-                if execution.key in self._done:
-                    continue
-                if job.stopped(execution):
-                    job.outcome.executions_skipped += 1
-                    continue
-                self._cool_down(job)
-                self.reporter.execution_started(execution, index)
-                job.outcome.count(self._execute(job, execution))
+            run_round(self, job, combos, repetition)
             repetition += 1
             round_s = time.monotonic() - round_started
             decision = decide(

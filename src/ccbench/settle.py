@@ -43,9 +43,16 @@ def _limit(runner: Any, job: WorkloadRun, repetition: int, started: float, round
     return None
 
 
-def _run_round(
-    runner: Any, job: WorkloadRun, combos: list[dict[str, str]], repetition: int, parts: list[dict[str, str]] | None
+def run_round(
+    runner: Any,
+    job: WorkloadRun,
+    combos: list[dict[str, str]],
+    repetition: int,
+    parts: list[dict[str, str]] | None = None,
 ) -> None:
+    """One round beyond the repetitions (settle's, or --precision/--detect's): the combinations in
+    the drawn order of round ``repetition``, each after its cooldown, those done (a resumed run)
+    or stopped (repeating failures) skipped; ``parts``: only these parts of the workload."""
     spec = job.spec
     runner.reporter.extend(len(combos))
     for combo in round_order(combos, spec.name, False, repetition, runner.order.draw):
@@ -137,7 +144,7 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         # each open variant runs with what it is paired with: the baseline, or a cipher on a loop
         # file its twin (whatever the twin's own cases say); the baseline only where a pair needs it
         running = {*open_cases, *(against.get(k, keys[0]) for k in open_cases)}
-        _run_round(runner, job, [c for k, c in zip(keys, combos) if k in running], repetition, parts)
+        run_round(runner, job, [c for k, c in zip(keys, combos) if k in running], repetition, parts)
         ran.append(
             {
                 "round": repetition,
