@@ -455,6 +455,7 @@ def test_cases_measured_at_other_params_than_the_baselines_are_named_not_dropped
     assert {f["evidence"]["config"] for f in found} == {"run-b / no TEE / plain", "run-b / no TEE / tls"}
     assert all("rate 626, 1253 against 1107, 2213" in f["what"] and f["severity"] == "medium" for f in found)
     assert all(len(f["evidence"]["cases"]) == 2 for f in found)
+    assert all("set it in the plan to the baseline's values (rate 1107, 2213)" in f["advice"] for f in found)
     summary = ccbench("compare", *map(str, paths), "--baseline", "run-a", "--summary")
     assert "[medium] unpaired: run-b / no TEE / " in summary.stdout
 

@@ -377,15 +377,14 @@ def _shown(values: list[Any]) -> str:
     return ", ".join(map(str, ordered[:6])) + (", ..." if len(ordered) > 6 else "")
 
 
-def _differing(mine: Iterable[str], theirs: Iterable[str]) -> str:
-    """The params whose values differ between two sets of cases, with both sides' values."""
+def _differing(mine: Iterable[str], theirs: Iterable[str]) -> tuple[str, str]:
+    """The params whose values differ between two sets of cases: with both sides' values, and with
+    the baseline's alone (what to set on the other side)."""
     ours, base = _param_values(mine), _param_values(theirs)
-    said = [
-        f"{key} {_shown(values)} against {_shown(base.get(key, [])) or 'none'}"
-        for key, values in ours.items()
-        if sorted(map(str, values)) != sorted(map(str, base.get(key, [])))
-    ]
-    return "; ".join(said[:2]) or "other params"
+    keys = [key for key, values in ours.items() if sorted(map(str, values)) != sorted(map(str, base.get(key, [])))]
+    both = "; ".join(f"{key} {_shown(ours[key])} against {_shown(base.get(key, [])) or 'none'}" for key in keys[:2])
+    theirs_only = "; ".join(f"{key} {_shown(base[key])}" for key in keys[:2] if base.get(key))
+    return both or "other params", theirs_only
 
 
 def _case_label(case: str, params: str) -> str:
@@ -428,12 +427,13 @@ def unpaired(series: Any, table: Any) -> list[Finding]:
             continue
         missing = {p for m, cases in base.items() if m in mine for p in cases - mine[m]}
         labels = sorted({_case_label(named[(workload, p)], p) for p in extra})
+        differ, wanted = _differing(extra, missing)
         findings.append(
             make_finding(
                 "unpaired",
                 MEDIUM,
                 f"{config}: {len(labels)} case{'s' if len(labels) != 1 else ''} of {workload} with no counterpart "
-                f"in {baseline} ({_differing(extra, missing)}): not compared, not in the verdict",
+                f"in {baseline} ({differ}): not compared, not in the verdict",
                 {
                     "config": config,
                     "baseline": baseline,
@@ -442,7 +442,9 @@ def unpaired(series: Any, table: Any) -> list[Finding]:
                     "baseline cases": sorted({_case_label(named[(workload, p)], p) for p in missing}),
                 },
                 "measure the same cases on both sides: where a workload calibrates a parameter per run "
-                "(microservices' open-loop rates) set it in the plan (docs/microservices.md)",
+                "(microservices' open-loop rates) set it in the plan"
+                + (f" to the baseline's values ({wanted})" if wanted else "")
+                + " and run again (docs/microservices.md)",
             )
         )
     return findings
