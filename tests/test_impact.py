@@ -323,3 +323,36 @@ embedding_repeats = 3
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "r.html").read_text()
     assert "to one MiniLM-L6-v2 sentence embedding" in html and "what a protected transport adds to one request" in html
+
+
+def test_no_cost_above_on_the_application_metric_says_its_significant_rows_are_supporting_ones(tmp_path):
+    """The notebook's wall time unchanged (nothing significant: a bound), one of its cells 4x slower
+    (significant): the headline gives the bound and says that what is significant is a supporting
+    metric, never "no cost above X%; 1 of 2 significant" alone (seen on a real federated run: its
+    wall time bounded, its communication time 61% slower)."""
+    from ccbench.analysis.headline import headline
+
+    rng = np.random.default_rng(3)
+    samples = []
+    for variant, protected in (
+        ({"storage": "disk"}, False),
+        ({"storage": "encrypted", "storage_mechanism": "fscrypt"}, True),
+    ):
+        for metric, case, base, factor in (("total_s", {}, 10.0, 1.0), ("cell_s", {"cell": 3}, 0.01, 4.0)):
+            for repetition, noise in enumerate(rng.normal(0, 0.05, 5)):
+                samples.append(
+                    sample(
+                        workload="nb",
+                        kind="notebook",
+                        params=case,
+                        variant=variant,
+                        metric=metric,
+                        value=base * (factor if protected else 1.0) * math.exp(noise),
+                        repetition=repetition,
+                        metadata={"case": case},
+                    )
+                )
+    storage = by_layer(write_declared(tmp_path, "vm", samples), baseline="disk")["storage encryption: fscrypt"]
+    assert storage.judgement.significant == 0 and storage.significant == 1
+    (line,) = [line for line in headline([storage]) if line.startswith("storage encryption")]
+    assert "no cost above" in line and "supporting metrics only" in line, line

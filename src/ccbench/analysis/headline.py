@@ -242,6 +242,12 @@ def layer_lines(item, full: bool = False) -> list[str]:
         return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"])]
     judgement = item.judgement
     phrase = judgement.phrase()
+    if judgement.significant == 0 and item.significant > 0:
+        # the figure rests on the application metrics, none of them significant; what is significant
+        # is a supporting metric (a phase's time, a tier's latency): said, so the bound is not read
+        # as covering it
+        rests = f"{item.significant} of {item.comparisons} significant, all in supporting metrics (see the table)"
+        short = f"{item.significant}/{item.comparisons} significant, supporting metrics only"
     if judgement.kind == semantics.LEFT_OUT:
         return [
             fit(f"{name}: {phrase}"),
