@@ -242,12 +242,12 @@ def layer_lines(item, full: bool = False) -> list[str]:
         return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"])]
     judgement = item.judgement
     phrase = judgement.phrase()
-    if judgement.significant == 0 and item.significant > 0:
+    if judgement.significant == 0 and 0 < item.significant == item.supporting_significant:
         # the figure rests on the application metrics, none of them significant; what is significant
-        # is a supporting metric (a phase's time, a tier's latency): said, so the bound is not read
-        # as covering it
-        rests = f"{item.significant} of {item.comparisons} significant, all in supporting metrics (see the table)"
-        short = f"{item.significant}/{item.comparisons} significant, supporting metrics only"
+        # is a metric not counted in it (a phase's time, a tier's latency, a round trip): said, so
+        # the bound is not read as covering it
+        rests = f"{item.significant} of {item.comparisons} significant, none in application metrics (see the table)"
+        short = f"{item.significant}/{item.comparisons} significant, none in application metrics"
     if judgement.kind == semantics.LEFT_OUT:
         return [
             fit(f"{name}: {phrase}"),

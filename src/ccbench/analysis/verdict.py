@@ -85,6 +85,8 @@ class LayerVerdict:
     rests_on: str = ""
     #: the layer's comparisons left out of the typical cost (per-message and supporting metrics)
     not_counted: int = 0
+    #: of its significant rows, how many are plausible supporting metrics (not counted in the figure)
+    supporting_significant: int = 0
     #: per protected configuration of a per-message benchmark: the share of one unit of application
     #: work it adds and its floors (ccbench.analysis.impact.message_cost)
     message_costs: list[dict] = field(default_factory=list)
@@ -388,6 +390,8 @@ def verdicts(
                 confounded_rows=confounded_rows,
                 rests_on=basis,
                 not_counted=len(rows) - len(counted),
+                supporting_significant=int(usable["significant"].astype(bool).sum())
+                - int(counted["significant"].astype(bool).sum()),
                 message_costs=costs,
                 mde=headline.median_mde(counted),
                 workload_costs=headline.workload_costs(counted) if not counted.empty else [],
