@@ -10,7 +10,7 @@ from bundles import write_bundle, write_samples
 import ccbench
 from ccbench.analysis.compare import compare
 from ccbench.analysis.overhead import overhead_model
-from ccbench.analysis.stats import ratio_interval
+from ccbench.analysis.stats import SKEWED, ratio_interval
 
 
 def test_load_labels_configurations(tmp_path):
@@ -62,6 +62,26 @@ def test_compare_directions_and_flags(tmp_path):
     noisy = write_bundle(tmp_path, "d", "none", {(): [1.0, 1.3, 0.8, 1.2]})
     row = compare(ccbench.load([few, noisy])).iloc[0]
     assert "not enough samples" in row["flags"] and "noisy" in row["flags"] and not row["significant"]
+
+
+def test_a_significant_row_whose_medians_move_the_other_way_is_flagged_skewed(tmp_path):
+    # most of the variant's executions are 1% faster, eight of twenty are 3x slower: the ratio of
+    # geometric means calls a cost the medians (10.0 -> 9.9) do not show
+    rng = np.random.default_rng(1)
+    plain = list(10.0 * np.exp(rng.normal(0, 0.005, 20)))
+    tail = [9.9 * float(v) for v in np.exp(rng.normal(0, 0.005, 12))] + [
+        30.0 * float(v) for v in np.exp(rng.normal(0, 0.005, 8))
+    ]
+    table = compare(
+        ccbench.load([write_bundle(tmp_path, "a", "none", {(): plain}), write_bundle(tmp_path, "b", "tdx", {(): tail})])
+    )
+    row = table.iloc[0]
+    assert row["median"] < row["baseline_median"] and row["ratio"] > 1.3 and row["significant"]
+    assert SKEWED in row["flags"]
+    # a row whose medians and ratio agree is not
+    steady = [11.0 * float(v) for v in np.exp(rng.normal(0, 0.005, 20))]
+    row = compare(ccbench.load([tmp_path / "a", write_bundle(tmp_path, "c", "tdx", {(): steady})])).iloc[0]
+    assert row["significant"] and SKEWED not in row["flags"]
 
 
 def test_aa_false_positive_rate_at_the_default_sample_size():

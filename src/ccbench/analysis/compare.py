@@ -16,6 +16,7 @@ from ccbench.analysis.stats import (
     NOISY_CV,
     coefficients_of_variation,
     reported_mde,
+    skew_flags,
 )
 from ccbench.errors import CCBenchError
 
@@ -586,6 +587,8 @@ def _table(
         [*flags, "implausible"] if reason else flags
         for flags, reason in zip(out["flags"], out["implausible"], strict=True)
     ]
+    values = zip(out["flags"], significant, out["baseline_median"], out["median"], ratio, strict=True)
+    out["flags"] = [skew_flags(*row) for row in values]
     return out[COMPARE_COLUMNS].reset_index(drop=True)
 
 

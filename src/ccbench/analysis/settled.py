@@ -23,6 +23,7 @@ import pandas as pd
 
 from ccbench.analysis.replicas import BETWEEN_MACHINES
 from ccbench.analysis.sequential import ANYTIME, COST, GAIN, Settlement
+from ccbench.analysis.stats import skew_flags
 
 #: the interval a comparison row uses (the table's ``interval`` column); ANYTIME: the settle rule's
 WELCH = "Welch t"
@@ -135,7 +136,9 @@ def with_settled(table: pd.DataFrame, cases: Mapping[Key, dict[str, Any]], facts
         table.at[index, "mde"] = mde
         table.at[index, "significant"] = significant
         table.at[index, "verdict"] = verdict(ratio, better, significant)
-        table.at[index, "flags"] = _flags(table.at[index, "flags"], significant)
+        flags = _flags(table.at[index, "flags"], significant)
+        medians = table.at[index, "baseline_median"], table.at[index, "median"]
+        table.at[index, "flags"] = skew_flags(flags, significant, *medians, ratio)
         table.at[index, "interval"] = ANYTIME
         table.at[index, "settled"] = answer(settlement, case["stopped_by"])
     table["significant"] = table["significant"].astype(bool)

@@ -24,6 +24,8 @@ import numpy as np
 CONFIDENCE = 0.95
 MIN_SAMPLES = 3
 NOISY_CV = 0.05
+#: the flag of a row whose medians and reported ratio disagree in direction
+SKEWED = "skewed (the medians move the other way)"
 #: the chance of detecting a cost of the minimum detectable effect (docs/analysis.md, "Minimum
 #: detectable effect")
 POWER = 0.80
@@ -125,3 +127,13 @@ def detection_power(effect, se, dof, confidence: float = CONFIDENCE):
     effect, se, dof = (np.asarray(a, dtype=float) for a in (effect, se, dof))
     critical = special.stdtrit(dof, 0.5 + confidence / 2)
     return 1 - special.nctdtr(dof, np.log1p(effect) / se, critical)
+
+
+def skew_flags(flags: list[str], significant: bool, baseline_median: float, median: float, ratio: float) -> list[str]:
+    """``flags`` with SKEWED where a significant row's medians move one way and its ratio (of
+    geometric means, or a settled case's paired ratios) the other: a few executions carry the cost
+    the row reports, which its medians do not show."""
+    kept = [flag for flag in flags if flag != SKEWED]
+    with np.errstate(invalid="ignore"):
+        against = np.sign(median - baseline_median) * np.sign(ratio - 1) < 0
+    return [*kept, SKEWED] if significant and against else kept
