@@ -11,6 +11,7 @@ import ccbench
 from ccbench.analysis.compare import compare
 from ccbench.analysis.overhead import overhead_model
 from ccbench.analysis.stats import SKEWED, ratio_interval
+from ccbench.analysis.verdict import verdicts
 
 
 def test_load_labels_configurations(tmp_path):
@@ -78,6 +79,9 @@ def test_a_significant_row_whose_medians_move_the_other_way_is_flagged_skewed(tm
     row = table.iloc[0]
     assert row["median"] < row["baseline_median"] and row["ratio"] > 1.3 and row["significant"]
     assert SKEWED in row["flags"]
+    # and the layer's sentence says so
+    (layer,) = verdicts(table)
+    assert layer.skewed == 1 and "1 significant comparison skewed: the medians move the other way" in layer.sentence()
     # a row whose medians and ratio agree is not
     steady = [11.0 * float(v) for v in np.exp(rng.normal(0, 0.005, 20))]
     row = compare(ccbench.load([tmp_path / "a", write_bundle(tmp_path, "c", "tdx", {(): steady})])).iloc[0]

@@ -27,7 +27,7 @@ from ccbench.analysis import format as fmt
 from ccbench.analysis import headline, impact, pairing, semantics
 from ccbench.analysis.causes import causes_of
 from ccbench.analysis.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
-from ccbench.analysis.stats import CONFIDENCE
+from ccbench.analysis.stats import CONFIDENCE, SKEWED
 
 # the verdict's text cells (the report's table, compare --details) and its count of contended
 # executions live in their own module; their names are this one's too, as before
@@ -87,6 +87,8 @@ class LayerVerdict:
     not_counted: int = 0
     #: of its significant rows, how many are plausible supporting metrics (not counted in the figure)
     supporting_significant: int = 0
+    #: of its significant rows, how many compare flags skewed (the medians move the other way)
+    skewed: int = 0
     #: per protected configuration of a per-message benchmark: the share of one unit of application
     #: work it adds and its floors (ccbench.analysis.impact.message_cost)
     message_costs: list[dict] = field(default_factory=list)
@@ -221,6 +223,9 @@ class LayerVerdict:
             tail += "; " + "; ".join(served)
         elif any(c.startswith("measured across machines") for c in self.causes):
             tail += "; measured across machines, so it includes their other differences"
+        if self.skewed:
+            rows = "comparison" if self.skewed == 1 else "comparisons"
+            tail += f"; {self.skewed} significant {rows} skewed: the medians move the other way, a few executions carry the difference"
         if self.contended:
             tail += f"; {self.contended} of {self.comparisons} comparisons include contended executions"
         if self.machines_note:
@@ -382,6 +387,7 @@ def verdicts(
                 contended=contended,
                 noisy=int(flags.map(lambda f: "noisy" in f).sum()),
                 not_significant=int((~rows["significant"].astype(bool)).sum()),
+                skewed=int(flags.map(lambda f: SKEWED in f).sum()),
                 worst=worst,
                 worst_overhead=worst_overhead,
                 causes=causes,
