@@ -507,3 +507,40 @@ def test_the_suite_a_workload_negotiated_names_the_transport_cause(tmp_path):
     assert set(frame["transport_cipher"].dropna()) == {"TLS13_CHACHA20_POLY1305_SHA256"}
     causes = {v.layer: v for v in verdicts(compare(frame), frame)}["TLS"].causes
     assert any("TLS13_CHACHA20_POLY1305_SHA256" in c for c in causes) and not any("AES-256-GCM" in c for c in causes)
+
+
+def test_each_machine_with_variants_of_its_own_is_also_compared_with_itself(tmp_path, ccbench):
+    """A plain machine and two TEE machines, each measured on disk and fscrypt: besides the TEE
+    rows and the combined ones against the plain machine's disk, each TEE machine's fscrypt stands
+    against its own disk ("storage encryption: fscrypt on SEV-SNP"), so the cost of encrypting the
+    disk inside the guest is measured, not only mixed into "combined"."""
+    from bundles import write_bundles
+
+    from ccbench.report import forest
+
+    paths = [str(p) for p in write_bundles(tmp_path)]
+    done = ccbench("compare", *paths, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = [r for r in map(json.loads, done.stdout.splitlines()) if "config" in r]
+    layers = {(r["baseline"], r["config"]): r["layer"] for r in rows if r["workload"] == "fio"}
+    assert layers[("snp / SEV-SNP / disk", "snp / SEV-SNP / fscrypt")] == "storage encryption: fscrypt on SEV-SNP"
+    assert layers[("tdx / TDX / disk", "tdx / TDX / fscrypt")] == "storage encryption: fscrypt on TDX"
+    assert layers[("plain / no TEE / disk", "snp / SEV-SNP / fscrypt")].startswith("combined: TEE: SEV-SNP + ")
+    assert layers[("plain / no TEE / disk", "plain / no TEE / fscrypt")] == "storage encryption: fscrypt"
+    # the fscrypt rows inside the SNP guest are its own 1.3x, not the 1.3 x 1.05 of the combined row
+    own = [r for r in rows if r["layer"] == "storage encryption: fscrypt on SEV-SNP" and r["metric"] == "clat_p50"]
+    assert own and all(1.2 < r["ratio"] < 1.4 for r in own)
+    summary = ccbench("compare", *paths, "--summary").stdout.splitlines()
+    assert summary[0].startswith(
+        "verdict per protection layer against plain / no TEE / disk; snp, tdx also against their own;"
+    )
+    assert any(line.startswith("storage encryption: fscrypt on SEV-SNP: ") for line in summary)
+    # the report's forest plot and heatmap draw those rows in a column of their own
+    table = pd.DataFrame(rows)
+    columns = set(forest.own_columns(table)["config"])
+    assert "snp / SEV-SNP / fscrypt (vs disk)" in columns and "snp / SEV-SNP / fscrypt" in columns
+    # one machine alone: nothing is added, nothing renamed
+    alone = ccbench("compare", paths[1], "--json")
+    alone_rows = [r for r in map(json.loads, alone.stdout.splitlines()) if "config" in r]
+    assert {r["layer"] for r in alone_rows} == {"storage encryption: fscrypt"}
+    assert set(forest.own_columns(pd.DataFrame(alone_rows))["config"]) == {"snp / SEV-SNP / fscrypt"}

@@ -487,15 +487,22 @@ def test_a_protection_across_two_runs_that_each_measured_the_baseline_is_not_bla
     second = write_samples(tmp_path, "run-b", "none", rows(0.7, ("plain", "tls")))
     done = ccbench("compare", str(first), str(second), "--baseline", "run-a", "--json")
     assert done.returncode == 0, done.stderr
-    layers = {r["config"]: r["layer"] for r in map(json.loads, done.stdout.splitlines()) if "config" in r}
+    layers = {
+        (r["baseline"], r["config"]): r["layer"] for r in map(json.loads, done.stdout.splitlines()) if "config" in r
+    }
     assert layers == {
-        "run-a / no TEE / tls": "TLS",
-        "run-b / no TEE / plain": "none",
-        "run-b / no TEE / tls": "combined: TLS + other machine or run",
+        ("run-a / no TEE / plain", "run-a / no TEE / tls"): "TLS",
+        ("run-a / no TEE / plain", "run-b / no TEE / plain"): "none",
+        ("run-a / no TEE / plain", "run-b / no TEE / tls"): "combined: TLS + other machine or run",
+        # and the second run's own TLS, against its own plain
+        ("run-b / no TEE / plain", "run-b / no TEE / tls"): "TLS",
     }
     summary = ccbench("compare", str(first), str(second), "--baseline", "run-a", "--summary").stdout
+    assert summary.splitlines()[0].startswith(
+        "verdict per protection layer against run-a / no TEE / plain; run-b also against its own;"
+    )
     tls = next(line for line in summary.splitlines() if line.startswith("TLS:"))
-    assert "0 of 1 significant" in tls and "faster" not in tls
+    assert "0 of 2 significant" in tls and "faster" not in tls
     alone = write_samples(tmp_path / "c", "run-c", "none", rows(0.7, ("tls",)))
     done = ccbench("compare", str(first), str(alone), "--baseline", "run-a", "--json")
     layers = {r["config"]: r["layer"] for r in map(json.loads, done.stdout.splitlines()) if "config" in r}

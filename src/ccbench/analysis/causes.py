@@ -82,7 +82,7 @@ def causes_of(samples: pd.DataFrame, configs, layer: str) -> list[str]:
         for driver, accelerated in keys.itertuples(index=False):
             if _present(driver):
                 sentences.append(storage_cause(driver, accelerated if _present(accelerated) else None))
-    elif layer in ("TLS", "secure channel") or layer.startswith("transport"):
+    elif layer.startswith(("TLS", "secure channel", "transport")):
         keys = rows[["transport_cipher", "transport_aes_accelerated"]].drop_duplicates()
         for cipher, accelerated in keys.itertuples(index=False):
             if _present(cipher):

@@ -198,9 +198,10 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
     differs, or when a protection and the machine or run differ (not the TEE) and that machine also
     measured the baseline's protections ("combined: TLS + other machine or run": two runs of one
     plan; the row mixes the runs' difference, measured on its own row, into the layer's), and "none"
-    when only the machine or run does (an A/A comparison). A protection measured only across machines
-    (seed 000's encrypted disk on one VM, none on its twin) stays that protection's, with the caveat
-    the verdict gives any cross-machine layer."""
+    when only the machine or run does (an A/A comparison). A layer measured within a TEE machine,
+    where another machine's TEE differs, names it: "TLS on SEV-SNP". A protection measured only
+    across machines (seed 000's encrypted disk on one VM, none on its twin) stays that protection's,
+    with the caveat the verdict gives any cross-machine layer."""
     from ccbench.analysis.load import TEE_NAMES
 
     facts = frame.drop_duplicates("config").set_index("config")[["machine", "tee", "storage", "transport"]]
@@ -210,6 +211,7 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
         return row["tee"], row["storage"] or "disk", row["transport"] or "plain"
 
     own = {(m, *protections({"tee": t, "storage": s, "transport": x})) for m, t, s, x in facts.itertuples(index=False)}
+    tees = set(facts["tee"].fillna("none"))
     labels = {}
     for base, config in set(pairs):
         a, b = facts.loc[base], facts.loc[config]
@@ -234,10 +236,13 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
             parts.append(OTHER_MACHINE)
         if not parts:
             labels[(base, config)] = "none"
-        elif len(parts) == 1:
-            labels[(base, config)] = parts[0]
         else:
-            labels[(base, config)] = "combined: " + " + ".join(parts)
+            labels[(base, config)] = (parts[0] if len(parts) == 1 else "combined: " + " + ".join(parts)) + (
+                # measured inside a TEE where another machine's TEE differs: which one it was measured in
+                f" on {TEE_NAMES.get(b['tee'], b['tee'])}"
+                if a["machine"] == b["machine"] and b["tee"] not in ("none", None) and len(tees) > 1
+                else ""
+            )
     return labels
 
 

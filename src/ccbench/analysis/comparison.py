@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.compare import NOISY_CV, compare, resolve_baseline
+from ccbench.analysis.compare import NOISY_CV, compare, least_protected, resolve_baseline
 from ccbench.analysis.engine import SampleSet, sample_set
 from ccbench.analysis.fleet_settle import fleet_settled_cases
 from ccbench.analysis.lint import (
@@ -133,6 +133,7 @@ def comparison(
     else:
         table = _paired(facts, matched, against, None if given else resolved)
         resolved = resolve_baseline(facts, matched[0][1])
+    table = _with_own_layers(facts, table, against)
     # the cases a run settled: on its anytime-valid interval, so compare says what the run said
     cases = settled_cases(bundles, labels, exclude_contended)
     # and the cases a fleet settled across its labels (ccbench.analysis.fleet_settle): the controller's rule
@@ -223,6 +224,33 @@ def _paired(facts: pd.DataFrame, pairs, against, rest_baseline: str | None) -> p
     if not tables:
         return against(resolve_baseline(facts, pairs[0][1])).iloc[0:0]
     return pd.concat(tables, ignore_index=True)
+
+
+def _with_own_layers(facts: pd.DataFrame, table: pd.DataFrame, against) -> pd.DataFrame:
+    """``table`` and, for each machine (or run) that measured several configurations but whose least
+    protected one is no row's baseline, its configurations against that one: its own layers (TLS on
+    the SEV-SNP guest beside TLS on its twin, whose rows against the twin's baseline are "combined"),
+    after the table's rows. A machine with one configuration adds nothing."""
+    if table.empty:
+        return table
+    machine_of = dict(zip(facts["config"].astype(str), facts["machine"].astype(str), strict=True))
+    pairs = set(zip(table["baseline"].astype(str), table["config"].astype(str)))
+    baselines = {b for b, _ in pairs}
+    added = []
+    for machine in dict.fromkeys(machine_of.values()):
+        configs = [c for c, m in machine_of.items() if m == machine]
+        own = least_protected(facts, configs) if len(configs) > 1 else None
+        if own is None or own in baselines:
+            continue
+        rows = against(own)
+        # its own configurations' rows that the table does not hold yet (a cipher against its loop twin may)
+        keep = [
+            machine_of.get(b) == machine == machine_of.get(c) and (b, c) not in pairs
+            for b, c in zip(rows["baseline"].astype(str), rows["config"].astype(str))
+        ]
+        added.append(rows[np.asarray(keep, dtype=bool)])
+    added = [rows for rows in added if not rows.empty]
+    return pd.concat([table, *added], ignore_index=True) if added else table
 
 
 def _in_order(engine: SampleSet, first: str) -> pd.DataFrame:

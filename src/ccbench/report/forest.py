@@ -135,6 +135,37 @@ def _pooled_rows(data: pd.DataFrame, workload: str) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+#: what own_columns adds to a configuration's name for its rows against its own machine's baseline
+OWN = " (vs"
+
+
+def measured_config(column: str) -> str:
+    """The configuration a panel or column of own_columns draws (its colour and series are that
+    configuration's)."""
+    return column.split(OWN)[0]
+
+
+def own_columns(data: pd.DataFrame) -> pd.DataFrame:
+    """A configuration that stands against another machine's baseline and against its own machine's
+    too (its own layers, ccbench.analysis.comparison) gets a panel for each: the rows against its own
+    are drawn under "<config> (vs <what its own baseline has instead>)": "snp / SEV-SNP / fscrypt (vs
+    disk)"."""
+    if data.empty or "baseline" not in data:
+        return data
+    machine_of = {c: str(c).split(" / ")[0] for c in (*data["baseline"], *data["config"])}
+    across = {c for b, c in zip(data["baseline"], data["config"]) if machine_of[b] != machine_of[c]}
+    own = [c in across and machine_of[b] == machine_of[c] for b, c in zip(data["baseline"], data["config"])]
+    if not any(own):
+        return data
+    data = data.copy()
+    renamed = [
+        f"{c}{OWN} {' / '.join(p for p in b.split(' / ') if p not in c.split(' / '))})"
+        for b, c in zip(data["baseline"], data["config"])
+    ]
+    data["config"] = np.where(own, renamed, data["config"].to_numpy(dtype=object))
+    return data
+
+
 def build(
     comparison: pd.DataFrame | None,
     samples: pd.DataFrame | None,
@@ -148,7 +179,7 @@ def build(
     empty = Forest(pd.DataFrame(), [], [], {})
     if comparison is None or comparison.empty:
         return empty
-    data = time_equivalent(primary(comparison, samples))
+    data = own_columns(time_equivalent(primary(comparison, samples)))
     if workloads is not None:
         data = data[data["workload"].isin(workloads)]
     if data.empty:

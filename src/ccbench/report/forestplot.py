@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ccbench.report import charts
+from ccbench.report.forest import measured_config
 from ccbench.report.svg import Canvas, fit, text_width
 
 #: the ratios the axis may label, and the closer ones used where the data span little
@@ -116,11 +117,11 @@ def draw(data, title: str, colours: dict[str, str] | None = None, width: float =
         def x(value, left=left):
             return left + (math.log(value) - math.log(low)) / (math.log(high) - math.log(low)) * layout.panel
 
-        colour = charts.panel_colour(config, number, colours)
+        colour = charts.panel_colour(measured_config(config), number, colours)
         _frame(canvas, layout, left, x, low, high, len(data.labels))
         _heading(canvas, layout, left, [*_split(config, layout.panel), data.layers.get(config, "")])
         mine = data.rows[data.rows["config"] == config]
-        _rows(canvas, mine, position, layout, x, colour, charts.series_id(config), (low, high))
+        _rows(canvas, mine, position, layout, x, colour, charts.series_id(measured_config(config)), (low, high))
     label_room = layout.label_width - 8
     for index, label in enumerate(data.labels):
         canvas.text(

@@ -33,7 +33,8 @@ def build(ctx: ReportContext) -> Section | None:
     if comparison is None or comparison.empty:
         return None
     # the workloads' primary (application-level) metrics only: the supporting ones are in the table
-    data = forest.primary(comparison, ctx.samples).copy()
+    # a machine's own layers (against its own baseline) in columns of their own, as in the forest plot
+    data = forest.own_columns(forest.primary(comparison, ctx.samples)).copy()
     if data.empty:
         return None
     data["row"] = data["workload"] + " " + data["case"].fillna("") + " " + data["metric"]
