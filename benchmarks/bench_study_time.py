@@ -19,7 +19,9 @@ ext4 loop file, two block sizes; 5 fixed repetitions against 3 then settled at 5
 about 2-4 minutes both ways). ``--plan storage`` runs the bundled plan and ``storage-settle``, its
 twin designed for settling (about half an hour fixed, at most an hour settled; needs root for its
 mounts). Another ``--plan`` without ``--settle-plan`` is run the second time with ``--settle TARGET
---repeat MINIMUM``.
+--repeat MINIMUM``. Each run's output goes to ``<out>/fixed.log`` and ``<out>/settle.log`` as it
+runs (a line here when each starts and ends); Ctrl-C is passed on to the run, which cleans up its
+mounts before the script stops.
 
     python benchmarks/bench_study_time.py [--plan PLAN [--settle-plan PLAN]] [--settle 5%] [--out DIR]
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,15 +62,35 @@ iodepth = 16
 
 
 def run(plan: str, out: Path, workdir: Path, *extra: str) -> tuple[float, Path]:
+    """``ccbench run`` of ``plan``, its output in ``out``.log; the wall time and the bundle. Ctrl-C
+    (or SIGINT to this script alone) is passed on to the run once and waited for, so that it
+    unmounts and detaches what it made before this script stops."""
+    log = out.with_suffix(".log")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"ccbench run {' '.join([plan, *extra])}: running (its output: {log})", flush=True)
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "ccbench", "run", plan, "--out", str(out), "--workdir", str(workdir), *extra],
-        capture_output=True,
-        text=True,
-    )
+    with log.open("w") as sink:
+        # a session of its own: the terminal's Ctrl-C reaches this script only, which passes it on once
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ccbench", "run", plan, "--out", str(out), "--workdir", str(workdir), *extra],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            code = process.wait()
+        except KeyboardInterrupt:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            raise
     elapsed = time.monotonic() - started
-    if done.returncode not in (0, 1):
-        sys.exit(f"ccbench run {plan} {' '.join(extra)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    if code not in (0, 1):
+        tail = log.read_text(errors="replace").strip()[-400:]
+        sys.exit(f"ccbench run {plan} {' '.join(extra)} failed ({code}; {log}): {tail}")
+    print(f"  done in {elapsed:,.0f} s", flush=True)
     bundle = next(p for p in out.iterdir() if (p / "manifest.json").exists())
     return elapsed, bundle
 
