@@ -84,6 +84,24 @@ def baselines(table: pd.DataFrame) -> tuple[list[str], str]:
     return main, note
 
 
+def own_machines(table: pd.DataFrame) -> list[str]:
+    """The machines (the first part of a configuration's label) whose rows stand against their own
+    baseline while other rows stand against another machine's (ccbench.analysis.comparison adds a
+    machine's own layers so), in order; none where no row crosses machines."""
+    if table.empty:
+        return []
+    machine = {str(c): str(c).split(" / ")[0] for c in (*table["baseline"], *table["config"])}
+    pairs = list(zip(table["baseline"].astype(str), table["config"].astype(str)))
+    across = {machine[b] for b, c in pairs if machine[b] != machine[c]}
+    return [m for m in dict.fromkeys(machine[b] for b, _ in pairs) if across and m not in across]
+
+
+def own_note(table: pd.DataFrame) -> str:
+    """ "; cvm also against its own" for the machines of own_machines ("" without one)."""
+    own = own_machines(table)
+    return f"; {', '.join(own)} also against {'their' if len(own) > 1 else 'its'} own" if own else ""
+
+
 def _against_twins(rows: pd.DataFrame) -> tuple[list[str], dict[str, list[str]]]:
     """(the workloads whose ciphers on loop files all stand against their loop twin, the others with
     the other baselines they stand against), in order."""

@@ -290,15 +290,14 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
     baselines = [b for b in baselines if not any(set(b.split(" / ")) < set(o.split(" / ")) for o in baselines)]
     # a machine that stands against another's baseline and also against itself (its own layers) is
     # named apart from the baselines
-    machine = {str(c): str(c).split(" / ")[0] for c in (*table["baseline"], *table["config"])}
-    across = {machine[str(b)] for b, c in zip(table["baseline"], table["config"]) if machine[str(b)] != machine[str(c)]}
-    own = [m for m in dict.fromkeys(machine[b] for b in baselines) if across and m not in across]
-    baselines = [b for b in baselines if machine[b] not in own]
-    machines = list(dict.fromkeys(machine[b] for b in baselines))
+    own = pairing.own_machines(table)
+    baselines = [b for b in baselines if b.split(" / ")[0] not in own]
+    machines = list(dict.fromkeys(b.split(" / ")[0] for b in baselines))
     against = baselines[0] if len(baselines) == 1 else "matched baselines " + ", ".join(machines)
     what = "verdict per protection layer" if len(baselines) == 1 else "verdict"
-    itself = f"; {', '.join(own)} also against {'their' if len(own) > 1 else 'its'} own" if own else ""
-    title = f"{what} against {against}{itself}{excluded}; {contended} of {executions} executions contended"
+    title = (
+        f"{what} against {against}{pairing.own_note(table)}{excluded}; {contended} of {executions} executions contended"
+    )
     stdout.print(fit(title), markup=False, highlight=False, soft_wrap=True)
     for line in headline(layers, full=not summary):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)

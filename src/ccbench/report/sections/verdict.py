@@ -38,6 +38,8 @@ def build(ctx: ReportContext) -> list[Section] | None:
     )
     # a cipher on a loop file stands against its loop twin (ccbench.analysis.pairing): said once here
     twins = pairing.baselines(ctx.comparison)[1] if not ctx.comparison.empty else ""
+    # and a machine's own layers against its own least protected configuration (ccbench.analysis.comparison)
+    twins += pairing.own_note(ctx.comparison)
     intro = (
         f"Against the baseline {ctx.baseline}{twins}: what each protection layer costs in time, in one convention "
         '("2.9x slower [2.6x, 3.3x]", "1.31x faster", "4.2% slower" under 2x): one figure with its 95% interval '
