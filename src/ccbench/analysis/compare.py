@@ -269,6 +269,7 @@ def compare(
     noisy_cv: float = NOISY_CV,
     exclude_contended: bool = False,
     machines: dict[str, dict[str, Any]] | None = None,
+    statistics: tuple[pd.DataFrame, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """One row per (workload, params, case, metric) and configuration other than that group's baseline.
 
@@ -292,7 +293,9 @@ def compare(
     machines' means instead (the engine's machines, m_log_mean and m_log_var; ccbench.analysis.replicas;
     tests/test_replicas.py checks those rows against scipy).
     """
-    stats, facts = _reduced(frame, exclude_contended)
+    # ``statistics``: reduced(frame, exclude_contended) computed once for several baselines
+    stats, facts = statistics if statistics is not None else reduced(frame, exclude_contended)
+    stats = stats.copy()  # the baselines are set on it
     if stats.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
     baseline = resolve_baseline(facts, baseline)
@@ -306,7 +309,7 @@ def compare(
     return pairing.twin_layers(_table(facts, base, rows, intervals, judged), facts, machines)
 
 
-def _reduced(frame: pd.DataFrame | engine.SampleSet, exclude_contended: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+def reduced(frame: pd.DataFrame | engine.SampleSet, exclude_contended: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the statistics per group and configuration, the facts of the configurations compared: a frame
     with config, bundle, machine, tee, storage and transport, in order of first appearance)."""
     if isinstance(frame, engine.SampleSet):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.compare import NOISY_CV, compare, least_protected, resolve_baseline
+from ccbench.analysis.compare import NOISY_CV, compare, least_protected, reduced, resolve_baseline
 from ccbench.analysis.engine import SampleSet, sample_set
 from ccbench.analysis.fleet_settle import fleet_settled_cases
 from ccbench.analysis.lint import (
@@ -125,8 +125,13 @@ def comparison(
     given = parse_pairs(pairs, facts) if pairs else []
     matched = given or (matched_pairs(facts, machines) if baseline is None and not facts.empty else [])
 
+    # the statistics per group and configuration, reduced once for every baseline compared against
+    statistics = reduced(engine, exclude_contended)
+
     def against(chosen):
-        return compare(engine, chosen, noisy_cv=noisy_cv, exclude_contended=exclude_contended, machines=machines)
+        return compare(
+            engine, chosen, noisy_cv, exclude_contended=exclude_contended, machines=machines, statistics=statistics
+        )
 
     if not matched:
         table = against(resolved if resolved is not None else baseline)
