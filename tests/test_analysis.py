@@ -529,7 +529,9 @@ def test_each_machine_with_variants_of_its_own_is_also_compared_with_itself(tmp_
     assert layers[("plain / no TEE / disk", "plain / no TEE / fscrypt")] == "storage encryption: fscrypt"
     # the fscrypt rows inside the SNP guest are its own 1.3x, not the 1.3 x 1.05 of the combined row
     own = [r for r in rows if r["layer"] == "storage encryption: fscrypt on SEV-SNP" and r["metric"] == "clat_p50"]
-    assert own and all(1.2 < r["ratio"] < 1.4 for r in own)
+    assert own and all(abs(r["ratio"] - 1.3) < 0.04 for r in own)
+    combined = [r for r in rows if r["layer"].startswith("combined: TEE: SEV-SNP") and r["metric"] == "clat_p50"]
+    assert combined and all(abs(r["ratio"] - 1.3 * 1.05) < 0.04 for r in combined)
     summary = ccbench("compare", *paths, "--summary").stdout.splitlines()
     assert summary[0].startswith(
         "verdict per protection layer against plain / no TEE / disk; snp, tdx also against their own;"
