@@ -183,6 +183,14 @@ def test_compare_summary_and_the_report_lead_with_the_share(tmp_path, document, 
     assert first_table.startswith("transport costs as a share of one MiniLM-L6-v2 embedding")
 
 
+def repeated(rng, sd: float, value: float, **fields) -> list:
+    """Five samples of ``fields`` (their case: ``params``) around ``value``, log-normal noise of ``sd``."""
+    return [
+        sample(**fields, value=value * math.exp(noise), repetition=repetition, metadata={"case": fields["params"]})
+        for repetition, noise in enumerate(rng.normal(0, sd, 5))
+    ]
+
+
 def notebook_and_fio(tmp_path: Path, declarations: dict | None = None) -> Path:
     """A notebook and fio on disk and on fscrypt: the application metrics (the notebook's wall time,
     fio throughput) cost 2% and 5%, their supporting metrics far more (a tiny cell +300%, the kernel
@@ -200,20 +208,18 @@ def notebook_and_fio(tmp_path: Path, declarations: dict | None = None) -> Path:
             ("fio", "fio", "throughput", {"bs": "4k", "rw": "randread"}, 100.0, 1 / 1.05, "higher"),
             ("fio", "fio", "clat_p99", {"bs": "4k", "rw": "randread"}, 100.0, 3.0, "lower"),
         ):
-            for repetition, noise in enumerate(rng.normal(0, 0.005, 5)):
-                samples.append(
-                    sample(
-                        workload=workload,
-                        kind=kind,
-                        params=case,
-                        variant=variant,
-                        metric=metric,
-                        better=better,
-                        value=base * (factor if protected else 1.0) * math.exp(noise),
-                        repetition=repetition,
-                        metadata={"case": case},
-                    )
-                )
+            value = base * (factor if protected else 1.0)
+            samples += repeated(
+                rng,
+                0.005,
+                value,
+                workload=workload,
+                kind=kind,
+                params=case,
+                variant=variant,
+                metric=metric,
+                better=better,
+            )
     return write_declared(tmp_path, "vm", samples, declarations)
 
 
@@ -339,19 +345,10 @@ def test_no_cost_above_on_the_application_metric_says_its_significant_rows_are_s
         ({"storage": "encrypted", "storage_mechanism": "fscrypt"}, True),
     ):
         for metric, case, base, factor in (("total_s", {}, 10.0, 1.0), ("cell_s", {"cell": 3}, 0.01, 4.0)):
-            for repetition, noise in enumerate(rng.normal(0, 0.05, 5)):
-                samples.append(
-                    sample(
-                        workload="nb",
-                        kind="notebook",
-                        params=case,
-                        variant=variant,
-                        metric=metric,
-                        value=base * (factor if protected else 1.0) * math.exp(noise),
-                        repetition=repetition,
-                        metadata={"case": case},
-                    )
-                )
+            value = base * (factor if protected else 1.0)
+            samples += repeated(
+                rng, 0.05, value, workload="nb", kind="notebook", params=case, variant=variant, metric=metric
+            )
     storage = by_layer(write_declared(tmp_path, "vm", samples), baseline="disk")["storage encryption: fscrypt"]
     assert storage.judgement.significant == 0 and storage.significant == storage.supporting_significant == 1
     (line,) = [line for line in headline([storage]) if line.startswith("storage encryption")]
