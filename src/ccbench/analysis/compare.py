@@ -107,10 +107,14 @@ def configurations(frame: pd.DataFrame) -> list[str]:
 
 
 def default_baseline(frame: pd.DataFrame) -> str:
-    """The first bundle's configuration with the fewest active protection layers."""
-    first = frame[frame["bundle"] == frame["bundle"].iloc[0]].drop_duplicates("config")
-    ranked = sorted(first.itertuples(index=False), key=lambda r: protection_count(pd.Series(r._asdict())))
-    return ranked[0].config
+    """The configuration with the fewest active protection layers of all the bundles (least_protected:
+    on a tie the first bundle's), never simply the first bundle's: a protected machine given first is not
+    the baseline its unprotected twin would be."""
+    configs = frame.drop_duplicates("config")
+    counts = [protection_count(row) for _, row in configs.iterrows()]
+    fewest = min(counts)
+    first = configs["bundle"].iloc[counts.index(fewest)]  # the first bundle holding the least protected one
+    return least_protected(frame, list(pd.unique(frame.loc[frame["bundle"] == first, "config"])))
 
 
 def least_protected(frame: pd.DataFrame, configs: list[str]) -> str:

@@ -139,6 +139,8 @@ def comparison(
         table = _paired(facts, matched, against, None if given else resolved)
         resolved = resolve_baseline(facts, matched[0][1])
     table = _with_own_layers(facts, table, against)
+    if not given:
+        table = cross_vendor_rows(table, facts, machines)
     # the cases a run settled: on its anytime-valid interval, so compare says what the run said
     cases = settled_cases(bundles, labels, exclude_contended)
     # and the cases a fleet settled across its labels (ccbench.analysis.fleet_settle): the controller's rule
@@ -176,19 +178,25 @@ def parse_pairs(pairs: Iterable[str], facts: pd.DataFrame) -> list[tuple[list[st
     return out
 
 
-def _vendor(model: str | None) -> str | None:
-    if not model:
-        return None
-    lowered = model.lower()
-    for vendor in ("amd", "intel", "arm", "ampere"):
-        if vendor in lowered:
-            return vendor
-    return None
+def machine_vendors(facts: pd.DataFrame, machines: dict[str, dict[str, Any]]) -> dict[str, tuple[str | None, str]]:
+    """{machine label: (its CPU vendor, what says so)} (ccbench.probe.facts.cpu_vendor: the CPU model,
+    else the TEE's vendor, else a vendor its label names)."""
+    from ccbench.probe.facts import cpu_vendor, machine_facts
+
+    rows = facts.drop_duplicates("machine")
+    return {
+        str(row.machine): cpu_vendor(
+            machine_facts(machines.get(str(row.bundle))).get("CPU model"), str(row.tee), str(row.machine)
+        )
+        for row in rows.itertuples(index=False)
+    }
 
 
 def matched_pairs(facts: pd.DataFrame, machines: dict[str, dict[str, Any]]) -> list[tuple[list[str], str]]:
     """The default matched baselines: each machine with a TEE against a machine without one whose CPU
-    model is the same (else whose CPU vendor is), the first such in load order; [] where no TEE
+    model is the same, else whose CPU vendor is the same (machine_vendors: a TDX guest's CPU is an Intel
+    one even where its model is unknown), else one whose vendor nothing says, the first such in load
+    order; never one of another known vendor (cross_vendor_rows leaves such rows out). [] where no TEE
     machine has one (then one baseline for all, as before)."""
     from ccbench.probe.facts import machine_facts
 
@@ -197,17 +205,63 @@ def matched_pairs(facts: pd.DataFrame, machines: dict[str, dict[str, Any]]) -> l
         str(row.machine): machine_facts(machines.get(str(row.bundle))).get("CPU model")
         for row in rows.itertuples(index=False)
     }
+    vendor = {machine: found for machine, (found, _basis) in machine_vendors(facts, machines).items()}
     tee = dict(zip(rows["machine"].astype(str), rows["tee"].astype(object), strict=True))
     plain = [m for m, t in tee.items() if t in ("none", None)]
     found: dict[str, list[str]] = {}
     for machine, technology in tee.items():
-        if technology in ("none", None) or not cpu.get(machine):
+        if technology in ("none", None):
             continue
-        same = [p for p in plain if cpu.get(p) == cpu[machine]]
-        same = same or [p for p in plain if _vendor(cpu.get(p)) and _vendor(cpu.get(p)) == _vendor(cpu[machine])]
+        same = [p for p in plain if cpu.get(machine) and cpu.get(p) == cpu[machine]]
+        same = same or [p for p in plain if vendor.get(machine) and vendor.get(p) == vendor[machine]]
+        # a plain machine whose vendor nothing says stands in only where no plain machine has a known one
+        same = same or [p for p in plain if vendor.get(p) is None and vendor.get(machine) is not None]
         if same:
             found.setdefault(same[0], []).append(machine)
     return [(configs, base) for base, configs in found.items()]
+
+
+#: the reason a row that sets a TEE machine against a machine of another CPU vendor is left out
+ACROSS_VENDORS = "across CPU vendors"
+
+
+def cross_vendor_rows(table: pd.DataFrame, facts: pd.DataFrame, machines: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """``table`` with each row that sets a machine with a TEE against a machine without one whose CPU vendor
+    is known to differ (a TDX guest, an Intel CPU, against an AMD machine) marked implausible: the
+    difference is the CPUs' as much as the TEE's, so the verdict leaves it out and says why, in place of a
+    figure. Rows the user paired with --pair are theirs and not marked."""
+    if table.empty:
+        return table
+    vendors = machine_vendors(facts, machines)
+    machine_of = dict(zip(facts["config"].astype(str), facts["machine"].astype(str), strict=True))
+    tee_of = dict(zip(facts["machine"].astype(str), facts["tee"].astype(object), strict=True))
+    reasons = []
+    for base, config in zip(table["baseline"].astype(str), table["config"].astype(str), strict=True):
+        machine, against = machine_of.get(config), machine_of.get(base)
+        (mine, my_basis), (theirs, their_basis) = vendors.get(machine, (None, "")), vendors.get(against, (None, ""))
+        crosses = (
+            tee_of.get(machine) not in ("none", None)
+            and tee_of.get(against) in ("none", None)
+            and mine is not None
+            and theirs is not None
+            and mine != theirs
+        )
+        reasons.append(
+            f"{ACROSS_VENDORS}: {mine} ({my_basis}) against {theirs} ({their_basis}); add a machine without a TEE "
+            f"with an {mine} CPU, or name the pair with --pair"
+            if crosses
+            else ""
+        )
+    if not any(reasons):
+        return table
+    table = table.copy()
+    old = table["implausible"].fillna("").astype(str) if "implausible" in table else pd.Series([""] * len(table))
+    table["implausible"] = [mark or before for mark, before in zip(reasons, old, strict=True)]
+    table["flags"] = [
+        [*flags, "implausible"] if mark and "implausible" not in flags else flags
+        for flags, mark in zip(table["flags"], reasons, strict=True)
+    ]
+    return table
 
 
 def _paired(facts: pd.DataFrame, pairs, against, rest_baseline: str | None) -> pd.DataFrame:
@@ -245,7 +299,9 @@ def _with_own_layers(facts: pd.DataFrame, table: pd.DataFrame, against) -> pd.Da
     for machine in dict.fromkeys(machine_of.values()):
         configs = [c for c, m in machine_of.items() if m == machine]
         own = least_protected(facts, configs) if len(configs) > 1 else None
-        if own is None or own in baselines:
+        # a machine whose rows already stand against one of its own configurations (the baseline chosen
+        # on it, --baseline tmpfs) has its layers: against its least protected one too would say each twice
+        if own is None or any(machine_of.get(b) == machine for b in baselines):
             continue
         rows = against(own)
         # its own configurations' rows that the table does not hold yet (a cipher against its loop twin may)

@@ -14,6 +14,7 @@ from ccbench.commands.options import (
     exclude_contended_option,
     jobs_option,
     labels_option,
+    pairs_option,
 )
 
 
@@ -42,15 +43,7 @@ from ccbench.commands.options import (
     "(layer, MDE, CV, n, machines, contended, flags).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (with --summary: one per layer).")
-@click.option(
-    "--pair",
-    "pairs",
-    multiple=True,
-    metavar="CONFIG=BASELINE",
-    help="Compare the machines CONFIG matches against BASELINE (globs on machine labels, e.g. 'TDX*=Intel-Non-TDX'; "
-    "repeatable). Without --pair or --baseline each TEE machine is compared with a machine without a TEE of the "
-    "same CPU model (else vendor) where one exists.",
-)
+@pairs_option
 @click.option(
     "--twin",
     "twins",

@@ -18,6 +18,16 @@ labels_option = click.option(
     "--label", "labels", multiple=True, metavar="BUNDLE=NAME", help="Call a bundle's machine NAME (repeatable)."
 )
 
+pairs_option = click.option(
+    "--pair",
+    "pairs",
+    multiple=True,
+    metavar="CONFIG=BASELINE",
+    help="Compare the machines CONFIG matches against BASELINE (globs on machine labels, e.g. 'TDX*=Intel-Non-TDX'; "
+    "repeatable). Without --pair or --baseline each TEE machine is compared with a machine without a TEE of the "
+    "same CPU model, else the same CPU vendor (a TDX machine's is Intel, an SEV one's AMD), never one of another "
+    "vendor.",
+)
 exclude_contended_option = click.option(
     "--exclude-contended",
     is_flag=True,

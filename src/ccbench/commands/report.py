@@ -13,6 +13,7 @@ from ccbench.commands.options import (
     exclude_contended_option,
     jobs_option,
     labels_option,
+    pairs_option,
 )
 from ccbench.fsutil import write_text_atomic
 
@@ -48,11 +49,12 @@ from ccbench.fsutil import write_text_atomic
     "or all together.",
 )
 @labels_option
+@pairs_option
 @click.option("--title", default="ccbench report", show_default=True)
 @jobs_option("reading bundles and drawing charts", ", e.g. beside a running benchmark")
 @allow_unverified_option
 def command(
-    bundles, output, fmt, figures, baseline, exclude_contended, model_by, labels, title, jobs, allow_unverified
+    bundles, output, fmt, figures, baseline, exclude_contended, model_by, labels, pairs, title, jobs, allow_unverified
 ) -> None:
     """Write a report over BUNDLE... (bundles or directories of bundles). Its first screen holds the
     answer: one line per protection layer and a forest plot of every configuration's cost per
@@ -68,6 +70,8 @@ def command(
     from ccbench.helper import Helper
     from ccbench.report import FigureDrawer, build_context, build_sections, render_html, render_markdown
 
+    if pairs and baseline:
+        raise CCBenchError("--pair and --baseline: give one (--pair names a baseline per machine)")
     output_path = Path(output)
     fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
     if not output_path.parent.exists():
@@ -89,7 +93,13 @@ def command(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ctx = build_context(
-                bundles, parse_labels(labels), baseline, helper, exclude_contended=exclude_contended, model_by=model_by
+                bundles,
+                parse_labels(labels),
+                baseline,
+                helper,
+                exclude_contended=exclude_contended,
+                model_by=model_by,
+                pairs=pairs,
             )
         for warning in caught:
             console.print(f"warning: {warning.message}")

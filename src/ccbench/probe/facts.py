@@ -11,6 +11,7 @@ per-sample view and the history name it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,32 @@ def machine_facts(probe: Mapping[str, Any] | None) -> dict[str, Any]:
         "SMT": recorded.get("smt") if isinstance(recorded.get("smt"), bool) else None,
         "kernel": _known(kernel.get("release")),
     }
+
+
+#: the CPU vendor a TEE technology implies: TDX and SGX run only on Intel CPUs, SEV in all its forms only on AMD
+TEE_VENDOR = {"tdx": "Intel", "sgx": "Intel", "sev": "AMD", "sev-es": "AMD", "sev-snp": "AMD"}
+_VENDOR_WORDS = {"intel": "Intel", "xeon": "Intel", "amd": "AMD", "epyc": "AMD", "ampere": "Ampere", "arm": "Arm"}
+
+
+def cpu_vendor(model: str | None, tee: str | None = None, label: str | None = None) -> tuple[str | None, str]:
+    """(the CPU vendor, what says so) of a machine: its CPU model's vendor ("Intel Xeon Platinum 8370C"),
+    else the one its TEE implies (TDX: Intel, SEV-SNP: AMD), else the one its label names as a word of its
+    own ("Intel-Non-TDX", "amd_plain": a name the user or the source gave, the weakest of the three);
+    (None, "") where none says, or a label names two."""
+    named = _named_vendor(model)
+    if named:
+        return named, "CPU model"
+    implied = TEE_VENDOR.get(str(tee or "").lower())
+    if implied:
+        return implied, "implied by the TEE"
+    named = _named_vendor(label)
+    return (named, "named in the label") if named else (None, "")
+
+
+def _named_vendor(text: str | None) -> str | None:
+    """The one vendor ``text`` names as a word of its own, None for none or several."""
+    words = {_VENDOR_WORDS[w] for w in re.split(r"[^a-z0-9]+", str(text or "").lower()) if w in _VENDOR_WORDS}
+    return words.pop() if len(words) == 1 else None
 
 
 def tee_technology(probe: Mapping[str, Any] | None) -> str:

@@ -26,10 +26,11 @@ def build_context(
     helper: Helper | None = None,
     exclude_contended: bool = False,
     model_by: str = "workload",
+    pairs: Iterable[str] = (),
 ) -> ReportContext:
     # one road (ccbench.analysis.comparison): the engine reduces the samples, compare puts each
     # configuration against the baseline; the sections get the engine's bounded per-sample frame
-    result = comparison(paths, labels, baseline, helper=helper, exclude_contended=exclude_contended)
+    result = comparison(paths, labels, baseline, helper=helper, exclude_contended=exclude_contended, pairs=pairs)
     engine = result.engine
     samples = engine.sample
     comparison_rows = summary = None
