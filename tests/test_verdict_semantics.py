@@ -149,7 +149,9 @@ def test_no_output_calls_a_scope_with_a_significant_row_costless(parts, with_imp
         record = verdict_record(item)
         json.dumps(record, default=str)  # serialisable as compare prints it
         # sizes a person reads: at most two lines of at most 100 columns in the summary
-        assert len(short) <= 2 and all(len(line) <= 100 for line in short + full), short + full
+        # (a line too long is wrapped, never cut: each physical line within 100 columns)
+        physical = [part for line in short + full for part in line.split("\n")]
+        assert len(short) <= 2 and all(len(line) <= 100 for line in physical), short + full
         outputs = [short[0], item.sentence(), cell["typical cost"], record["words"], record["headline"][0]]
         if _shows(rows):
             for text in outputs:
@@ -181,7 +183,10 @@ def test_no_output_calls_a_scope_with_a_significant_row_costless(parts, with_imp
         # rows marked implausible: never counted, always named
         if with_implausible:
             marked = rows[semantics.implausible_mask(rows)]
-            assert item.comparisons == len(rows)
+            # the counts are of the rows judged: the left-out ones are named apart, in no count
+            assert item.comparisons + item.left_out_rows == len(rows)
+            assert item.left_out_rows == len(marked)
+            assert item.significant == int(rows[~semantics.implausible_mask(rows)]["significant"].sum())
             assert judgement.comparisons <= len(plausible)
             for _, row in marked.iterrows():
                 assert any(row["implausible"] in text for text in judgement.left_out)
@@ -352,7 +357,13 @@ def test_summary_is_sized_for_a_person(tmp_path, ccbench):
     verdict, lint = summary.stdout.split("\nlint: ")
     layers = [line for line in verdict.splitlines()[1:] if not line.startswith(" ")]
     assert len(verdict.splitlines()[1:]) <= 2 * len(layers)
-    findings = lint.splitlines()[1:]
+    # one entry per kind of finding; an entry too long for the line goes on, indented, on the next
+    findings: list[str] = []
+    for line in lint.splitlines()[1:]:
+        if line.startswith(" "):
+            findings[-1] += " " + line.strip()
+        else:
+            findings.append(line)
     kinds = [line.split(":")[0] for line in findings]
     assert len(kinds) == len(set(kinds))  # deduplicated
     total = int(lint.split()[0])

@@ -144,16 +144,65 @@ def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, 
     return f"{fmt.percent((typical - 1) * 100)}{interval}"
 
 
-def fit(text: str, width: int = WIDTH) -> str:
-    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+def terminal_width(default: int = WIDTH) -> int:
+    """The width lines are wrapped to: the terminal's (or $COLUMNS), ``default`` for a pipe."""
+    import os
+    import shutil
+
+    if os.environ.get("COLUMNS", "").isdigit():
+        return max(int(os.environ["COLUMNS"]), 40)
+    size = shutil.get_terminal_size((0, 0)).columns
+    return max(size, 40) if size else default
 
 
-def _first_fitting(candidates: list[str]) -> str:
-    """The first candidate that fits WIDTH columns, else the last one cut to fit."""
+def _words(text: str, room: int | None = None, opening: str = "[(") -> list[str]:
+    """``text`` split at the spaces outside brackets and parentheses: a figure with its interval
+    ("0.99x [0.95x, 1.03x]") and a parenthesised note stay whole; a note longer than ``room`` is split
+    in its turn, at its spaces outside square brackets (an interval is never split)."""
+    closing = "])" if opening == "[(" else "]"
+    words, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char in opening:
+            depth += 1
+        elif char in closing:
+            depth = max(depth - 1, 0)
+        elif char == " " and depth == 0:
+            words.append(text[start:index])
+            start = index + 1
+    words.append(text[start:])
+    if room is None or opening == "[":
+        return words
+    return [part for word in words for part in (_words(word, room, "[") if len(word) > room else [word])]
+
+
+def fit(text: str, width: int | None = WIDTH) -> str:
+    """``text`` within ``width`` columns: wrapped at a space outside any bracket, its further lines
+    indented under its first, never cut (None: one line whatever its length)."""
+    if width is None or len(text) <= width:
+        return text
+    lead = len(text) - len(text.lstrip(" "))
+    indent = " " * (lead + 4)
+    lines, line = [], " " * lead
+    for word in _words(text[lead:], width - len(indent)):
+        if line.strip() and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = indent + word
+        else:
+            line = line + (" " if line.strip() else "") + word
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def _fits(text: str, width: int | None) -> bool:
+    return width is None or len(text) <= width
+
+
+def _first_fitting(candidates: list[str], width: int | None = WIDTH) -> str:
+    """The first candidate that fits ``width`` columns, else the last one wrapped to fit."""
     for text in candidates:
-        if len(text) <= WIDTH:
+        if _fits(text, width):
             return text
-    return fit(candidates[-1])
+    return fit(candidates[-1], width)
 
 
 def _short(judgement) -> str:
@@ -194,7 +243,7 @@ def _differ(fact: str) -> str:
     return DIFFER.get(fact, f"{fact} differs")
 
 
-def _layer_name(item, judgement_words: str) -> tuple[str, str]:
+def _layer_name(item, judgement_words: str, width: int | None = WIDTH) -> tuple[str, str]:
     """The layer's name on its headline line with its notes: the CPU note and what else differs
     between the machines ("TEE: TDX (CPU unknown; kernels differ: 6.8.0-1017-azure vs
     6.5.0-1025-azure)"); where the values would push ``judgement_words`` off the line, the facts
@@ -208,21 +257,22 @@ def _layer_name(item, judgement_words: str) -> tuple[str, str]:
         return (f"{name} ({notes[0]})" if notes else name), ""
     with_values = "; ".join(f"{_differ(fact)}: {values}" for fact, values in found)
     full = f"{name} ({'; '.join([*notes, with_values])})"
-    if len(f"{full}: {judgement_words}") <= WIDTH:
+    if _fits(f"{full}: {judgement_words}", width):
         return full, ""
     brief = f"{name} ({'; '.join([*notes, *dict.fromkeys(_differ(fact) for fact, _ in found)])})"
     return brief, f"{with_values} (not the layer's own cost)"
 
 
-def layer_lines(item, full: bool = False) -> list[str]:
+def layer_lines(item, full: bool = False, width: int | None = WIDTH) -> list[str]:
     """The headline of one LayerVerdict (ccbench.analysis.verdict): one line of at most 100 columns
     with the layer's judgement (ccbench.analysis.semantics), and at most one more (``full``: one per
     workload) with its workloads' own words where they differ and the rows left out as implausible."""
     words = item.typical_text() if item._per_message_only() or item.judgement is None else _short(item.judgement)
-    name, detail = _layer_name(item, words)
+    name, detail = _layer_name(item, words, width)
     plural = "s" if item.workloads != 1 else ""
-    rests = f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}"
-    short = f"{item.significant}/{item.comparisons} significant"
+    left_out = f", {item.left_out_rows} left out" if getattr(item, "left_out_rows", 0) else ""
+    rests = f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}{left_out}"
+    short = f"{item.significant}/{item.comparisons} significant{left_out}"
     from ccbench.analysis import semantics
 
     if item._per_message_only() and math.isnan(item.typical):
@@ -235,11 +285,12 @@ def layer_lines(item, full: bool = False) -> list[str]:
                     f"{name}: no application-level cost measured; {counted} (see the table)",
                     f"{name}: no application-level cost measured; {counted}",
                     f"{name}: no application-level cost measured; {short} per-message",
-                ]
+                ],
+                width,
             )
         ]
     if item._per_message_only() or item.judgement is None:
-        return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"])]
+        return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"], width)]
     judgement = item.judgement
     phrase = judgement.phrase()
     if judgement.significant == 0 and 0 < item.significant == item.supporting_significant:
@@ -250,8 +301,8 @@ def layer_lines(item, full: bool = False) -> list[str]:
         short = f"{item.significant}/{item.comparisons} significant, none in application metrics"
     if judgement.kind == semantics.LEFT_OUT:
         return [
-            fit(f"{name}: {phrase}"),
-            _first_fitting([f"  {item.left_out_text()}", f"  {item.left_out_text(True)}"]),
+            fit(f"{name}: {phrase}", width),
+            _first_fitting([f"  {item.left_out_text()}", f"  {item.left_out_text(True)}"], width),
         ]
     lines = [
         _first_fitting(
@@ -274,24 +325,27 @@ def layer_lines(item, full: bool = False) -> list[str]:
                     ]
                 ),
                 f"{name}: {_short(judgement)}",
-            ]
+            ],
+            width,
         )
     ]
     parts = item.workload_judgements if len(item.workload_judgements) > 1 else []
     shows = [(w, j) for w, j in parts if j.holds_significant]
     left = item.left_out_text()
-    if left and len(left) + 2 > WIDTH:
+    if left and not _fits(f"  {left}", width):
         left = item.left_out_text(short=True)
     if full:
         for workload, part in parts:
             counts = f"{part.significant} of {part.comparisons} significant"
             lines.append(
-                _first_fitting([f"  {workload}: {part.phrase()}; {counts}", f"  {workload}: {_short(part)}; {counts}"])
+                _first_fitting(
+                    [f"  {workload}: {part.phrase()}; {counts}", f"  {workload}: {_short(part)}; {counts}"], width
+                )
             )
         if detail:
-            lines.insert(1, fit(f"  {detail}"))
+            lines.insert(1, fit(f"  {detail}", width))
         if left:
-            lines.append(fit(f"  {left}"))
+            lines.append(fit(f"  {left}", width))
         return lines
     second = [detail] if detail else []
     if left:
@@ -299,10 +353,34 @@ def layer_lines(item, full: bool = False) -> list[str]:
     if len(shows) > 1:
         second.append("; ".join(f"{w} {_short(j)}" for w, j in shows))
     if second:
-        lines.append(fit("  " + "; ".join(second)))
+        lines.append(fit("  " + "; ".join(second), width))
     return lines
 
 
-def headline(items, full: bool = False) -> list[str]:
-    """Every layer's lines, in the verdict's order (``full``: one line per workload)."""
-    return [line for item in items for line in layer_lines(item, full)]
+def headline(items, full: bool = False, width: int | None = WIDTH) -> list[str]:
+    """Every layer's lines, in the verdict's order (``full``: one line per workload), each within
+    ``width`` columns (wrapped, never cut; None: unbounded)."""
+    return [line for item in items for line in layer_lines(item, full, width)]
+
+
+def page_points(items) -> list[str]:
+    """One point per layer for a page (the report's verdict): its headline's lines unbounded, the
+    further ones after its first, so a note on left-out rows is never read as a layer of its own."""
+    points = []
+    for item in items:
+        first, *rest = layer_lines(item, width=None)
+        points.append(" — ".join([first, *(line.strip() for line in rest)]))
+    return points
+
+
+def finding_lines(findings, width: int | None = WIDTH) -> list[str]:
+    """One entry per (severity, code) of the lint's findings, in the order of first appearance: the first
+    one's words, then "(+N more like it)", wrapped to ``width`` columns (never cut)."""
+    groups: dict[tuple[str, str], list] = {}
+    for finding in findings:
+        groups.setdefault((finding.severity, finding.code), []).append(finding)
+    out = []
+    for (severity, code), found in groups.items():
+        tail = f" (+{len(found) - 1} more like it)" if len(found) > 1 else ""
+        out.append(fit(f"[{severity}] {code}: {' '.join(found[0].what.split())}{tail}", width))
+    return out

@@ -66,6 +66,9 @@ UNCLEAR = "not distinguishable"  # one value each, pooled, the sign test or the 
 NONE_SEEN = "no cost seen"  # nothing significant: no cost above the MDE
 LEFT_OUT = "all left out"  # every row marked implausible: no figure
 
+#: above this bound (a fraction: 25%) "no cost above X" is said as inconclusive: the run could not see a
+#: cost a user would care about
+WEAK_BOUND = 0.25
 #: what a "no cost above X%" rests on: the rows' minimum detectable effects; the target of cases a
 #: run settled as "no cost above" it (ccbench.analysis.settled); the costs the anytime-valid
 #: intervals of cases left unsettled exclude
@@ -150,7 +153,7 @@ class Judgement:
         (sizes differ)", "1m randread 340x slower ... 4k randwrite 2.9x faster", "faster in 90 of 92
         benchmarks, 0.77x [0.75, 0.79]", "no cost above 4.1% (the smallest it could see)"."""
         if self.kind == LEFT_OUT:
-            return f"no figure: all {self.left_count} comparisons left out as implausible"
+            return f"no figure: all {self.left_count} comparisons left out (the reasons below)"
         if self.kind == POOLED:
             return fmt.effect(self.typical, self.low, self.high) + (self._where() if where else "")
         if self.kind == SIZES:
@@ -180,7 +183,11 @@ class Judgement:
             ends = f"{fmt.effect(self.span_low)} to {fmt.effect(self.span_high)}"
             what = "its 95% interval" if self.comparisons == 1 else "the 95% intervals span"
             return f"not distinguishable from noise ({what} {ends}: too few values to bound the cost)"
-        return f"no cost above {fmt.mde(self.mde)} ({BOUND_WORDS[self.bound]})"
+        bound = f"no cost above {fmt.mde(self.mde)} ({BOUND_WORDS[self.bound]})"
+        if self.bound == BOUND_MDE and self.mde > WEAK_BOUND:
+            # not a clean bill: a cost smaller than the bound would not have shown in this run
+            return f"inconclusive: {bound}; a smaller cost would not have shown"
+        return bound
 
 
 def _p(value: float) -> str:

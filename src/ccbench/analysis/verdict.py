@@ -104,6 +104,8 @@ class LayerVerdict:
     cpu_note: str = ""
     #: the rows left out as implausible: (names, reason, configuration)
     left_out_parts: list[tuple[str, str, str]] = field(default_factory=list)
+    #: how many of the layer's rows were left out (implausible, across CPU vendors): in no count above
+    left_out_rows: int = 0
     #: what the layer's rows stand against where it is not the baseline (a cipher on a loop file:
     #: ext4-loop; ccbench.analysis.pairing)
     against: str = ""
@@ -234,6 +236,8 @@ class LayerVerdict:
 
     def _per_message_only(self) -> bool:
         """Whether no comparison of an application metric stands behind the typical cost."""
+        if self.judgement is not None and self.judgement.kind == semantics.LEFT_OUT:
+            return False  # every row left out: nothing stands behind it, per message or otherwise
         return self.not_counted >= self.comparisons
 
     def _per_message_head(self, name: str) -> str | None:
@@ -369,9 +373,11 @@ def verdicts(
                 typical = judgement.typical if given else math.nan
                 low, high = (judgement.low, judgement.high) if given else (math.nan, math.nan)
                 over = judgement.test_named() or over if given else "-"
-        flags = rows["flags"]
+        # the counts are of the rows the verdict judged: a row left out is named, never counted
+        kept = rows[~semantics.implausible_mask(rows)]
+        flags = kept["flags"]
         confounded, confounded_rows = confounding(flags)
-        causes, contended = _causes(layer, rows, facts)
+        causes, contended = _causes(layer, kept if not kept.empty else rows, facts)
         out.append(
             LayerVerdict(
                 layer=layer,
@@ -382,11 +388,11 @@ def verdicts(
                 range_low=float(per_workload.min()) if len(per_workload) else math.nan,
                 range_high=float(per_workload.max()) if len(per_workload) else math.nan,
                 workloads=len(per_workload),
-                comparisons=len(rows),
-                significant=int(rows["significant"].sum()),
+                comparisons=len(kept),
+                significant=int(kept["significant"].astype(bool).sum()),
                 contended=contended,
                 noisy=int(flags.map(lambda f: "noisy" in f).sum()),
-                not_significant=int((~rows["significant"].astype(bool)).sum()),
+                not_significant=int((~kept["significant"].astype(bool)).sum()),
                 skewed=int(flags.map(lambda f: SKEWED in f).sum()),
                 worst=worst,
                 worst_overhead=worst_overhead,
@@ -395,7 +401,8 @@ def verdicts(
                 confounded=confounded,
                 confounded_rows=confounded_rows,
                 rests_on=basis,
-                not_counted=len(rows) - len(counted),
+                not_counted=len(kept) - len(counted),
+                left_out_rows=len(rows) - len(kept),
                 supporting_significant=int(usable["significant"].astype(bool).sum())
                 - int(counted["significant"].astype(bool).sum()),
                 message_costs=costs,
@@ -446,11 +453,12 @@ def _all_left_out(layer: str, rows: pd.DataFrame) -> LayerVerdict:
         range_low=math.nan,
         range_high=math.nan,
         workloads=rows["workload"].nunique(),
-        comparisons=len(rows),
-        significant=int(rows["significant"].astype(bool).sum()),
+        comparisons=0,
+        significant=0,
         contended=int(rows["flags"].map(lambda f: "contended" in f).sum()),
-        noisy=int(rows["flags"].map(lambda f: "noisy" in f).sum()),
-        not_significant=int((~rows["significant"].astype(bool)).sum()),
+        noisy=0,
+        not_significant=0,
+        left_out_rows=len(rows),
         worst="",
         worst_overhead=0.0,
         judgement=judgement,

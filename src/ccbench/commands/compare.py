@@ -212,7 +212,7 @@ def verdict_record(item) -> dict:
     record = {k: v for k, v in item.__dict__.items()}
     record["overhead_percent"] = item.overhead
     record["workload_costs"] = [cost.as_dict() for cost in item.workload_costs]
-    record["headline"] = layer_lines(item)
+    record["headline"] = layer_lines(item, width=None)
     # the judgement in the one convention's words (ccbench.analysis.semantics), beside the numbers
     judgement = record.pop("judgement")
     record["workload_judgements"] = [
@@ -272,7 +272,7 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
     """The verdict per protection layer: one line per layer (ccbench.analysis.headline), with
     ``details`` the verdict's wide table, then each layer's sentence."""
     from ccbench.analysis import pairing
-    from ccbench.analysis.headline import fit, headline
+    from ccbench.analysis.headline import fit, headline, terminal_width
     from ccbench.analysis.verdict import contended_executions
     from ccbench.console import stdout
 
@@ -291,8 +291,9 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
     title = (
         f"{what} against {against}{pairing.own_note(table)}{excluded}; {contended} of {executions} executions contended"
     )
-    stdout.print(fit(title), markup=False, highlight=False, soft_wrap=True)
-    for line in headline(layers, full=not summary):
+    width = terminal_width()
+    stdout.print(fit(title, width), markup=False, highlight=False, soft_wrap=True)
+    for line in headline(layers, full=not summary, width=width):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
     if details:
         _print_verdict_table(layers)
@@ -373,26 +374,10 @@ def _print_findings(findings, summary: bool = False) -> None:
     if not summary:
         stdout.print(format_findings(findings), markup=False, highlight=False)
         return
-    for line in finding_lines(findings):
+    from ccbench.analysis.headline import finding_lines, terminal_width
+
+    for line in finding_lines(findings, terminal_width()):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def finding_lines(findings, width: int = 100) -> list[str]:
-    """One line per (severity, code) of the findings, at most ``width`` columns: the first one's
-    words, then "(+N more like it)"; the order of first appearance."""
-    groups: dict[tuple[str, str], list] = {}
-    for finding in findings:
-        groups.setdefault((finding.severity, finding.code), []).append(finding)
-    out = []
-    for (severity, code), found in groups.items():
-        head = f"[{severity}] {code}: "
-        tail = f" (+{len(found) - 1} more like it)" if len(found) > 1 else ""
-        room = width - len(head) - len(tail)
-        what = " ".join(found[0].what.split())
-        if len(what) > room:
-            what = what[: room - 3].rstrip() + "..."
-        out.append(head + what + tail)
-    return out
 
 
 def _print_comparison(table, excluded: str, details: bool = False, samples=None) -> None:

@@ -307,7 +307,7 @@ def print_run_verdict(bundle: Path) -> None:
 
     try:
         from ccbench.analysis.comparison import comparison
-        from ccbench.analysis.headline import headline
+        from ccbench.analysis.headline import finding_lines, headline, terminal_width
 
         result = comparison([bundle])
     except ImportError as exc:  # ModuleNotFoundError, or a module that would not load
@@ -329,13 +329,12 @@ def print_run_verdict(bundle: Path) -> None:
         return
     shown = _shell_path(bundle)
     say(f"verdict of this run against {result.baseline}:")
-    for line in headline(result.verdicts()):
-        say(f"  {line}")
-    from ccbench.commands.compare import finding_lines
-
+    width = terminal_width() - 2
+    for line in headline(result.verdicts(), width=width):
+        say("\n".join(f"  {part}" for part in line.split("\n")))
     # the lint as compare --summary gives it: one line per kind of finding, at most 100 columns
-    for line in finding_lines(result.findings(), width=98):
-        say(f"  {line}")
+    for line in finding_lines(result.findings(), width):
+        say("\n".join(f"  {part}" for part in line.split("\n")))
     say(f"next: ccbench compare {shown} --summary")
     say(f"      ccbench compare {shown}   (every case with its 95% interval)")
     say(f"      ccbench report {shown} -o report.html")

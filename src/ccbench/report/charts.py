@@ -146,11 +146,12 @@ def grouped_bars(
 HEATMAP_LIMIT = 2.0
 
 
-def heatmap(matrix: pd.DataFrame, title: str):
-    """The overhead heatmap, drawn as SVG without matplotlib (ccbench.report.plots.heatmap)."""
+def heatmap(matrix: pd.DataFrame, title: str, left_out: pd.DataFrame | None = None):
+    """The overhead heatmap, drawn as SVG without matplotlib (ccbench.report.plots.heatmap); ``left_out``
+    (the matrix's shape, True where the verdict left the cell's row out) draws those cells grey."""
     from ccbench.report.plots import heatmap as draw
 
-    return draw(matrix, title)
+    return draw(matrix, title, left_out)
 
 
 def percentile_lines(

@@ -39,11 +39,16 @@ def _dark(colour: str) -> bool:
     return 0.299 * r + 0.587 * g + 0.114 * b < 110
 
 
-def heatmap(matrix: pd.DataFrame, title: str) -> Canvas:
+#: the fill of a heatmap cell whose row the verdict left out (implausible, across CPU vendors)
+LEFT_OUT_FILL = "#d9d9d9"
+
+
+def heatmap(matrix: pd.DataFrame, title: str, left_out: pd.DataFrame | None = None) -> Canvas:
     """Rows = workload/case/metric, columns = configuration, cells = time-equivalent overhead in
     percent (a throughput ratio of 0.8 is +25%), coloured by log2 of the time ratio, clipped at 1/4x
     and 4x (a 776x cell would otherwise turn every other cell the same pale colour); red = slower.
-    Each cell is labelled with its ratio ("2.9x"), clipped or not (up to 400 cells)."""
+    Each cell is labelled with its ratio ("2.9x"), clipped or not (up to 400 cells); a cell the verdict
+    left out (``left_out`` True) is grey, its label "left out", whatever its ratio."""
     limit = charts.HEATMAP_LIMIT
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = 1 + matrix.to_numpy(dtype=float) / 100
@@ -58,11 +63,21 @@ def heatmap(matrix: pd.DataFrame, title: str) -> Canvas:
     cell_w, cell_h = (right - left) / max(len(columns), 1), (bottom - top) / max(len(rows), 1)
     canvas.text(left + (right - left) / 2, top - 8, title, 10, "middle")
     labelled = values.size <= 400
+    dropped = (
+        left_out.reindex(index=matrix.index, columns=matrix.columns).fillna(False).to_numpy(dtype=bool)
+        if left_out is not None
+        else np.zeros(values.shape, dtype=bool)
+    )
     with canvas.group("heatmap:cells"):
         for (i, j), value in np.ndenumerate(values):
             x, y = left + j * cell_w, top + i * cell_h
             if not np.isfinite(value):
                 continue  # no ratio: the cell stays blank
+            if dropped[i, j]:
+                canvas.rect(x, y, cell_w, cell_h, LEFT_OUT_FILL)
+                if labelled:
+                    canvas.text(x + cell_w / 2, y + cell_h / 2 + 2.2, "left out", 6, "middle", colour="#000000")
+                continue
             colour = diverging(float(value), limit)
             canvas.rect(x, y, cell_w, cell_h, colour)
             if labelled:

@@ -44,25 +44,35 @@ def build(ctx: ReportContext) -> Section | None:
     if len(matrix) > MAX_ROWS:
         order = matrix.abs().max(axis=1).sort_values(ascending=False).index[:MAX_ROWS]
         matrix = matrix.loc[order]
-    draw = partial(charts.heatmap, matrix, f"overhead against {ctx.baseline}")
-    significant = data[data["significant"].astype(bool)]
+    # the cells whose rows the verdict left out: drawn grey, in no count or takeaway
+    data["left_out"] = semantics.implausible_mask(data)
+    left_out = data.pivot_table(index="row", columns="config", values="left_out", aggfunc="first", sort=False)
+    left_out = left_out.reindex(index=matrix.index, columns=matrix.columns).fillna(False).astype(bool)
+    draw = partial(charts.heatmap, matrix, f"overhead against {ctx.baseline}", left_out)
+    judged_cells = data[~data["left_out"]]
+    dropped = len(data) - len(judged_cells)
+    grey = (
+        f"; {dropped} grey cell{'s' if dropped != 1 else ''} left out of the verdict (see its lint)" if dropped else ""
+    )
+    significant = judged_cells[judged_cells["significant"].astype(bool)]
     if significant.empty:
         # judged as the verdict judges a scope: benchmarks of one value each may still show a difference
         judged = semantics.judge(semantics.with_time_equivalent(data))
-        takeaway = f"No cell is significant on its own; all cells together: {judged.phrase()}."
+        takeaway = f"No cell is significant on its own; all cells together: {judged.phrase()}{grey}."
     else:
         per_config = significant.groupby("config", sort=False)["overhead_percent"].median()
         worst = per_config.idxmax()
         takeaway = (
-            f"{len(significant)} of {len(data)} cells are significant; {worst} has the highest median significant "
-            f"cost ({fmt.effect(1 + per_config[worst] / 100)}). Read rows across for what a configuration costs "
-            "each workload, columns down for which workloads a configuration hurts."
+            f"{len(significant)} of {len(judged_cells)} cells are significant{grey}; {worst} has the highest median "
+            f"significant cost ({fmt.effect(1 + per_config[worst] / 100)}). Read rows across for what a "
+            "configuration costs each workload, columns down for which workloads a configuration hurts."
         )
 
     def words(percent):
         return fmt.effect(1 + percent / 100) if not fmt.missing(percent) else "-"
 
     text = matrix.map(words) if hasattr(matrix, "map") else matrix.applymap(words)
+    text = text.mask(left_out, text.astype(str) + " (left out)")
     text.index.name = "workload case metric"
     return Section(
         title="Overhead heatmap",
@@ -74,7 +84,7 @@ def build(ctx: ReportContext) -> Section | None:
                 name="overhead-heatmap",
                 draw=draw,
                 caption="time ratio by workload case (primary metrics) and configuration; colour = log2 of the ratio, "
-                "clipped at 1/4x and 4x (the cell's label gives its ratio)",
+                "clipped at 1/4x and 4x (the cell's label gives its ratio); grey: left out of the verdict",
                 takeaway=takeaway,
             )
         ],

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis import pairing
-from ccbench.analysis.headline import headline
+from ccbench.analysis.headline import page_points
 from ccbench.analysis.impact import share_text
 from ccbench.analysis.verdict import LayerVerdict, contended_executions, verdict_table, verdicts
 from ccbench.report import charts, forest
@@ -62,8 +62,8 @@ def build(ctx: ReportContext) -> list[Section] | None:
     answer = Section(
         title="Verdict per protection layer",
         intro=f"Against the baseline {ctx.baseline}{twins}: one line per protection layer; below, what each configuration "
-        "costs each workload, as a time ratio with its 95% interval.",
-        points=headline(items),
+        f"costs each workload, as a time ratio with its 95% interval. {_contention(contended, executions)}{excluded}",
+        points=page_points(items),
         figures=figures,
         css_class="verdict",
     )
@@ -134,3 +134,13 @@ def _message_cost_row(layer: str, cost: dict) -> dict:
 
 def _share(value: float | None) -> str:
     return "-" if value is None else share_text(value)
+
+
+def _contention(contended: int, executions: int) -> str:
+    """The contention of the executions behind the verdict, said on its first screen as the terminal says it."""
+    if not contended:
+        return f"None of the {executions} measured executions was contended."
+    return (
+        f"{contended} of {executions} measured executions were contended (other processes' CPU or steal time while "
+        "they ran): their numbers may be distorted; run again on a quiet machine, or report with --exclude-contended."
+    )

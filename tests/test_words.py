@@ -1,0 +1,120 @@
+"""How the verdict's lines are laid out and worded wherever they are printed (issue "One answer
+everywhere", items 3, 6 and 7): wrapped, never cut, never inside a figure; counts of the rows judged,
+the left-out ones named apart; a weak bound said as inconclusive; the page's verdict one point per layer;
+the heatmap's left-out cells marked and in no count."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ccbench.analysis import semantics
+from ccbench.analysis.headline import fit, headline, page_points, terminal_width
+from ccbench.analysis.verdict import verdicts
+from ccbench.report.plots import LEFT_OUT_FILL, heatmap
+
+FIGURE = re.compile(r"\[[^\]]*\]")
+
+
+def test_a_long_line_is_wrapped_at_a_space_and_never_inside_an_interval():
+    text = (
+        "  fio faster, 1.62x to 7.1x (sizes differ: I2 89%); fio-cold 0.99x [0.95x, 1.03x] and 4k randwrite "
+        "1.35x faster [1.21x, 1.52x]; 1m randread 2.4x faster [2.1x, 2.8x]"
+    )
+    wrapped = fit(text, 60).split("\n")
+    assert len(wrapped) > 1 and all(len(line) <= 60 for line in wrapped), wrapped
+    assert " ".join(part.strip() for part in wrapped) == text.strip()  # nothing cut, nothing lost
+    for interval in FIGURE.findall(text):
+        assert any(interval in line for line in wrapped), interval  # each interval whole on one line
+    assert all(line.startswith("      ") for line in wrapped[1:])  # under its first line, indented
+    assert "..." not in "".join(wrapped)
+    assert fit(text, None) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(
+        st.one_of(
+            st.from_regex(r"[a-z0-9.%x]{1,12}", fullmatch=True),
+            st.builds(lambda a, b: f"[{a}x, {b}x]", st.integers(1, 999), st.integers(1, 999)),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    width=st.integers(40, 120),
+)
+def test_wrapping_keeps_every_word_and_each_interval_whole(words, width):
+    text = " ".join(words)
+    lines = fit(text, width).split("\n")
+    assert " ".join(line.strip() for line in lines) == text
+    for interval in FIGURE.findall(text):
+        assert any(interval in line for line in lines)
+    assert all(len(line) <= width for line in lines), lines
+
+
+def test_the_width_follows_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    assert terminal_width() == 250
+    monkeypatch.delenv("COLUMNS")
+    assert terminal_width() == 100  # a pipe (pytest's output is no terminal)
+
+
+def _rows(layer: str, ratios: list[tuple[float, float, float, bool, str]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"layer": layer, "workload": "fio", "case": f"case {i}", "params": "{}", "metric": "time", "unit": "s",
+             "better": "lower", "baseline": "vm / disk", "config": "vm / fscrypt", "ratio": r, "ci_low": lo,
+             "ci_high": hi, "p_value": 0.01 if sig else 0.5, "significant": sig, "mde": 0.3, "flags": [],
+             "implausible": why, "overhead_percent": (r - 1) * 100, "n": 3, "n_baseline": 3, "cv": 0.01,
+             "cv_baseline": 0.01, "interval": "welch"}
+            for i, (r, lo, hi, sig, why) in enumerate(ratios)
+        ]
+    )  # fmt: skip
+
+
+def test_counts_are_of_the_rows_judged_and_the_left_out_ones_are_named_apart():
+    """On main's code the layer counted 3 of 4 significant though two of the three were left out."""
+    table = _rows(
+        "storage encryption: fscrypt",
+        [
+            (3.0, 2.5, 3.6, True, ""),
+            (27.0, 20.0, 36.0, True, "direct I/O served buffered on fscrypt"),
+            (451.0, 300.0, 600.0, True, "direct I/O served buffered on fscrypt"),
+            (1.01, 0.9, 1.1, False, ""),
+        ],
+    )
+    (item,) = verdicts(table)
+    assert (item.comparisons, item.significant, item.left_out_rows) == (2, 1, 2)
+    lines = headline([item], width=None)
+    assert "1 of 2 significant" in lines[0] and "2 left out" in lines[0], lines
+    assert "27x" not in lines[0] and "451x" not in lines[0]
+    # the page: one point per layer, the note on the left-out rows inside it, never a point of its own
+    (point,) = page_points([item])
+    assert point.startswith("storage encryption: fscrypt") and "left out" in point
+
+
+def test_a_bound_too_wide_to_matter_is_inconclusive_not_a_clean_bill():
+    """On main's code: "no cost above 7.1x (the smallest it could see)", read as no cost."""
+    wide = _rows("loop file, no cipher: ext4-loop", [(1.2, 0.4, 3.0, False, ""), (0.9, 0.3, 2.5, False, "")])
+    wide["mde"] = 6.1
+    (item,) = verdicts(wide)
+    (line,) = headline([item], width=None)
+    assert "inconclusive" in line and "no cost above 7.1x" in line and "would not have shown" in line
+    narrow = wide.assign(mde=0.04, ci_low=[1.0, 0.85], ci_high=[1.4, 0.95])
+    narrow["significant"] = False
+    (item,) = verdicts(narrow)
+    assert "inconclusive" not in headline([item], width=None)[0]
+    assert semantics.WEAK_BOUND == 0.25
+
+
+def test_the_heatmap_draws_left_out_cells_grey_with_no_colour_of_a_cost():
+    matrix = pd.DataFrame({"a / fscrypt": [2600.0, 50.0]}, index=["fio 4k randread", "fio-cold read"])
+    left = pd.DataFrame({"a / fscrypt": [True, False]}, index=matrix.index)
+    text = heatmap(matrix, "t", left).svg()
+    assert LEFT_OUT_FILL in text and "left out" in text
+    assert "27x" not in text  # the left-out cell's ratio is not drawn as a cost
+    plain = heatmap(matrix, "t").svg()
+    assert LEFT_OUT_FILL not in plain and "27x" in plain
