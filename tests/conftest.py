@@ -109,6 +109,16 @@ def mounts_under(path: Path) -> list[str]:
     ]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_inherited_width():
+    """COLUMNS and LINES unset once more when the session starts: readline, initialised by pytest's own
+    plugins after this file ran, exports the terminal's size into the C environment (which os.environ does
+    not see, but every child started without env= inherits), and ccbench wraps its lines to COLUMNS."""
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+        os.unsetenv(name)
+
+
 @pytest.fixture
 def ccbench():
     return run_ccbench

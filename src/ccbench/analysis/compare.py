@@ -16,6 +16,8 @@ from ccbench.analysis.stats import (
     NOISY_CV,
     coefficients_of_variation,
     reported_mde,
+    resolution,
+    resolution_variance,
     skew_flags,
 )
 from ccbench.errors import CCBenchError
@@ -37,6 +39,8 @@ COMPARE_COLUMNS = [
     "ci_low",
     "ci_high",
     "p_value",
+    "se",
+    "dof",
     "overhead_percent",
     "mde",
     "significant",
@@ -446,9 +450,14 @@ def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np
     computable = (
         (n_a >= 2) & (n_b >= 2) & ~base["nonpositive"].to_numpy(dtype=bool) & ~rows["nonpositive"].to_numpy(dtype=bool)
     )
+    # a side's spread is never below what rounding adds (stats.resolution_variance): values that tie
+    # (whole milliseconds, a low IOPS rate) give a narrow interval, never one of zero width
+    step = np.fmin(resolution(median_a), resolution(median_b))
     with np.errstate(divide="ignore", invalid="ignore"):
         diff = rows["log_mean"].to_numpy() - base["log_mean"].to_numpy()
-        var_a, var_b = base["log_var"].to_numpy() / n_a, rows["log_var"].to_numpy() / n_b
+        log_var_a = np.fmax(base["log_var"].to_numpy(dtype=float), resolution_variance(median_a, step))
+        log_var_b = np.fmax(rows["log_var"].to_numpy(dtype=float), resolution_variance(median_b, step))
+        var_a, var_b = log_var_a / n_a, log_var_b / n_b
         se = np.sqrt(var_a + var_b)
         dof = (var_a + var_b) ** 2 / (
             np.where(var_a > 0, var_a**2 / (n_a - 1), 0) + np.where(var_b > 0, var_b**2 / (n_b - 1), 0)
@@ -469,7 +478,17 @@ def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np
             np.where(se > 0, reported_mde(se, np.where(se > 0, dof, np.nan), np.minimum(n_a, n_b)), 0.0),
             np.nan,
         )
-    return {"computable": computable, "ratio": ratio, "ci_low": low, "ci_high": high, "p_value": p_value, "mde": mde}
+    return {
+        "computable": computable,
+        "ratio": ratio,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": p_value,
+        "mde": mde,
+        # the row's own standard error of its log ratio and its degrees of freedom, for whatever pools it
+        "se": np.where(computable & (se > 0), se, np.nan),
+        "dof": np.where(computable & (se > 0), dof, np.nan),
+    }
 
 
 def _confounded(data: pd.DataFrame, rows: pd.DataFrame, machines: dict[str, dict[str, Any]] | None) -> list | None:
@@ -572,6 +591,8 @@ def _table(
             "ci_low": intervals["ci_low"],
             "ci_high": intervals["ci_high"],
             "p_value": intervals["p_value"],
+            "se": intervals["se"],
+            "dof": intervals["dof"],
             "overhead_percent": [overhead_percent(r, d) for r, d in zip(ratio, better)],
             "mde": np.where(judged["can_detect"], intervals["mde"], np.nan),
             "significant": significant.astype(bool),

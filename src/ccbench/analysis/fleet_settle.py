@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ccbench.analysis.sequential import MIXTURE, interval, p_value, settle
+from ccbench.analysis.sequential import MIXTURE, PairedCosts, interval, p_value, pair_floor, settle
 from ccbench.errors import CCBenchError
 
 #: the fleet's record, beside its label directories
@@ -166,7 +166,13 @@ def judge(
     pairs = [
         (r, v) for r, v in paired_costs(table.get(case, {}), baseline, label, higher) if until is None or r <= until
     ]
-    values = [v for _, v in pairs]
+    # with the spread rounding adds to the raw values (sequential.pair_floor): ties are no certainty
+    per_label = table.get(case, {})
+    rounds = [r for r, _ in pairs]
+    floor = pair_floor(
+        [per_label.get(baseline, {})[r] for r in rounds], [per_label.get(label, {})[r] for r in rounds]
+    )
+    values = PairedCosts([v for _, v in pairs], floor)
     return settle(values, target), p_value(values), (pairs[-1][0] if pairs else 0)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from ccbench.analysis.stats import CONFIDENCE, reported_mde
+from ccbench.analysis.stats import CONFIDENCE, reported_mde, resolution, resolution_variance
 
 #: the frame's column naming the machine a sample was measured on (probe["machine_id"], else the
 #: hostname, else the bundle's path); frames built without it (tests) fall back to ``bundle``
@@ -68,6 +68,10 @@ def machine_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.nd
     with np.errstate(divide="ignore", invalid="ignore"):
         # a side with one machine adds nothing to the pooled sum of squares (its variance is NaN)
         pooled = (np.where(m_a >= 2, (m_a - 1) * var_a, 0.0) + np.where(m_b >= 2, (m_b - 1) * var_b, 0.0)) / dof
+        # never below what rounding adds (stats.resolution_variance): machines that tie give no zero-width interval
+        median_a, median_b = base["median"].to_numpy(dtype=float), rows["median"].to_numpy(dtype=float)
+        step = np.fmin(resolution(median_a), resolution(median_b))
+        pooled = np.fmax(pooled, np.fmax(resolution_variance(median_a, step), resolution_variance(median_b, step)))
         se = np.sqrt(pooled * (1 / m_a + 1 / m_b))
         diff = mean_b - mean_a
         t = special.stdtrit(dof, 0.5 + CONFIDENCE / 2)
@@ -80,6 +84,8 @@ def machine_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np.nd
         "ci_high": np.where(computable, np.exp(diff + spread), np.nan),
         "p_value": np.where(computable, p_value, np.nan),
         "mde": np.where(computable, reported_mde(se, np.where(computable, dof, np.nan), np.minimum(m_a, m_b)), np.nan),
+        "se": np.where(computable & (se > 0), se, np.nan),
+        "dof": np.where(computable & (se > 0), dof, np.nan),
     }
 
 

@@ -55,6 +55,7 @@ COLUMNS = [
     "implausible",
     "interval",
     "settled",
+    "se",
 ]
 
 #: kinds of judgement
@@ -261,6 +262,20 @@ def _heterogeneity(logs: np.ndarray, se: np.ndarray) -> tuple[float, float, floa
     return pooled, pooled - z * pooled_se, pooled + z * pooled_se, q_p, i2
 
 
+def row_standard_errors(rows: pd.DataFrame, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Each row's standard error of its log ratio: its own (``se``, from the statistics that made it: Welch's
+    at its degrees of freedom, the paired rounds' of a settled case) where the row carries one; else its
+    interval's width over 2 x 1.96 (rows made elsewhere). An interval's width is not that: a Welch interval
+    at 3 repetitions is t = 4.3 standard errors wide each way, an anytime-valid one 2-7x a normal one, so
+    widths read as 1.96 make rows that disagree look alike."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        from_width = (np.log(high) - np.log(low)) / (2 * float(special.ndtri(0.5 + CONFIDENCE / 2)))
+    if "se" not in rows:
+        return from_width
+    own = pd.to_numeric(rows["se"], errors="coerce").to_numpy(dtype=float)
+    return np.where(np.isfinite(own) & (own > 0), own, from_width)
+
+
 def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
     """The judgement of one scope's rows (columns ``te``, ``te_low``, ``te_high``, ``significant``,
     optionally ``mde`` and ``implausible``); ``label`` names a row for the ranges."""
@@ -285,8 +300,7 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
         return base
     low = rows["te_low"].to_numpy(dtype=float)
     high = rows["te_high"].to_numpy(dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        se = (np.log(high) - np.log(low)) / (2 * float(special.ndtri(0.5 + CONFIDENCE / 2)))
+    se = row_standard_errors(rows, low, high)
     has_ci = np.isfinite(se) & (se > 0)
     if significant.any():
         sig_te = te[significant]

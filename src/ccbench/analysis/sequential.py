@@ -58,6 +58,52 @@ FUTILE = "cannot settle within the round limit"
 ANYTIME = "anytime-valid"
 
 
+#: the least spread (standard deviation on the log scale) a paired value is taken to have where its
+#: resolution is not known (0.01%): values that all tie are never read as a certainty
+MIN_SPREAD = 1e-4
+
+
+class PairedCosts(list):
+    """A case's paired log costs (a list of floats, in round order) with ``floor``: the standard deviation
+    on the log scale that rounding the raw values adds to one paired value (pair_floor). Whatever settles
+    them takes their spread as at least that, so ties never give an interval of zero width."""
+
+    def __init__(self, values: Iterable[float] = (), floor: float = MIN_SPREAD) -> None:
+        super().__init__(values)
+        self.floor = floor
+
+
+def pair_floor(baseline: Sequence[float], variant: Sequence[float]) -> float:
+    """The spread rounding adds to one paired value log(variant / baseline): both values' rounding
+    variance (ccbench.analysis.stats.resolution_variance at the step the case's values are reported in),
+    averaged over the rounds; MIN_SPREAD at least."""
+    from ccbench.analysis.stats import resolution, resolution_variance
+
+    a, b = np.asarray(baseline, dtype=float), np.asarray(variant, dtype=float)
+    if not len(a) or len(a) != len(b):
+        return MIN_SPREAD
+    step = np.nanmin(resolution(np.concatenate([a, b])))
+    variance = float(np.mean(resolution_variance(a, step) + resolution_variance(b, step)))
+    return max(math.sqrt(variance), MIN_SPREAD) if math.isfinite(variance) else MIN_SPREAD
+
+
+def spread_floor(log_costs: Sequence[float]) -> float:
+    """The least standard deviation the paired values are taken to have: their own floor (PairedCosts),
+    else MIN_SPREAD."""
+    return max(float(getattr(log_costs, "floor", MIN_SPREAD) or MIN_SPREAD), MIN_SPREAD)
+
+
+def floored_squares(values: np.ndarray, floor: float) -> float:
+    """The values' sum of squares, raised where their spread about their mean is below ``floor`` (a
+    standard deviation) so that it is exactly that: the interval and the p value read the spread from it."""
+    n = len(values)
+    squares = float((values**2).sum())
+    if n < 2:
+        return squares
+    deviations = squares - float(values.sum()) ** 2 / n
+    return squares + max((n - 1) * floor**2 - deviations, 0.0)
+
+
 def interval(
     count: np.ndarray | int,
     total: np.ndarray | float,
@@ -95,6 +141,8 @@ class Settlement:
     estimate: float | None = None
     low: float | None = None
     high: float | None = None
+    #: the standard error of the mean paired log cost (its degrees of freedom: rounds - 1)
+    se: float | None = None
 
     @property
     def settled(self) -> bool:
@@ -131,7 +179,8 @@ def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixt
     n = len(values)
     if n < 2 or not np.isfinite(values).all():
         return Settlement(None, n, target)
-    low, high = (float(x) for x in interval(n, values.sum(), (values**2).sum(), alpha, mixture))
+    squares = floored_squares(values, spread_floor(log_costs))
+    low, high = (float(x) for x in interval(n, values.sum(), squares, alpha, mixture))
     estimate = float(values.mean())
     state = None
     if low > 0:
@@ -142,7 +191,9 @@ def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixt
         state = NO_COST_ABOVE
     # an interval not yet finite is kept as None (JSON has no infinity)
     bounds = (math.expm1(low), math.expm1(high)) if math.isfinite(high - low) else (None, None)
-    return Settlement(state, n, target, math.expm1(estimate), *bounds)
+    # the paired values' own standard error of their mean (log scale), for whatever pools the case's row
+    se = math.sqrt(max(squares - float(values.sum()) ** 2 / n, 0.0) / (n - 1) / n)
+    return Settlement(state, n, target, math.expm1(estimate), *bounds, se=se)
 
 
 #: the quantile of the measured spread's sampling distribution taken as the spread when judging
@@ -180,7 +231,8 @@ def can_settle(log_costs: Sequence[float], target: float, more: int) -> bool:
     values = np.asarray(log_costs, dtype=float)
     if len(values) < 3 or not np.isfinite(values).all():
         return True
-    return bool(reachable(len(values), float(values.mean()), float(values.std(ddof=1)), target, more))
+    spread = max(float(values.std(ddof=1)), spread_floor(log_costs))
+    return bool(reachable(len(values), float(values.mean()), spread, target, more))
 
 
 def _label(sample: Any) -> str:
@@ -327,7 +379,11 @@ def paired_series(
         per_key = {}
         for key in keys[1:]:
             mine_values = values[series].get(key, {})
-            per_key[key] = [sign * math.log(mine_values[r] / base[r]) for r in sorted(mine_values) if r in base]
+            rounds = [r for r in sorted(mine_values) if r in base]
+            per_key[key] = PairedCosts(
+                [sign * math.log(mine_values[r] / base[r]) for r in rounds],
+                pair_floor([base[r] for r in rounds], [mine_values[r] for r in rounds]),
+            )
         out.append((series, labels[series], per_key))
     return out
 
@@ -340,7 +396,7 @@ def p_value(log_costs: Sequence[float], mixture: float = MIXTURE) -> float:
     n = len(values)
     if n < 2 or not np.isfinite(values).all():
         return math.nan
-    s1, s2 = float(values.sum()), float((values**2).sum())
+    s1, s2 = float(values.sum()), floored_squares(values, spread_floor(log_costs))
     rest = s2 - s1**2 / (n + mixture)
     if s2 <= 0:
         return 1.0

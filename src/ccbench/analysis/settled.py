@@ -140,6 +140,10 @@ def with_settled(table: pd.DataFrame, cases: Mapping[Key, dict[str, Any]], facts
         medians = table.at[index, "baseline_median"], table.at[index, "median"]
         table.at[index, "flags"] = skew_flags(flags, significant, *medians, ratio)
         table.at[index, "interval"] = ANYTIME
+        if "se" in table:
+            # the paired rounds' own standard error (not the anytime interval's width): what pools the row
+            table.at[index, "se"] = settlement.se if settlement.se else math.nan
+            table.at[index, "dof"] = settlement.rounds - 1
         table.at[index, "settled"] = answer(settlement, case["stopped_by"])
     table["significant"] = table["significant"].astype(bool)
     return table

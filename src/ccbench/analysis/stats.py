@@ -51,11 +51,13 @@ def ratio_interval(baseline: np.ndarray, other: np.ndarray, confidence: float = 
         return None
     log_a, log_b = np.log(baseline), np.log(other)
     diff = log_b.mean() - log_a.mean()
-    var_a, var_b = log_a.var(ddof=1) / len(log_a), log_b.var(ddof=1) / len(log_b)
+    # a side's spread is never below what rounding its values adds (no interval of zero width)
+    step = float(np.nanmin(resolution(np.concatenate([baseline, other]))))
+    floor_a = float(resolution_variance(np.median(baseline), step))
+    floor_b = float(resolution_variance(np.median(other), step))
+    var_a = max(log_a.var(ddof=1), floor_a) / len(log_a)
+    var_b = max(log_b.var(ddof=1), floor_b) / len(log_b)
     se = math.sqrt(var_a + var_b)
-    if se == 0:
-        ratio = math.exp(diff)
-        return RatioInterval(ratio, ratio, ratio, 0.0 if diff else 1.0)
     dof = (var_a + var_b) ** 2 / (
         (var_a**2 / (len(log_a) - 1) if var_a else 0) + (var_b**2 / (len(log_b) - 1) if var_b else 0)
     )
@@ -64,6 +66,42 @@ def ratio_interval(baseline: np.ndarray, other: np.ndarray, confidence: float = 
     t = special.stdtrit(dof, 0.5 + confidence / 2)
     p_value = 2 * special.stdtr(dof, -abs(diff / se))
     return RatioInterval(math.exp(diff), math.exp(diff - t * se), math.exp(diff + t * se), float(p_value))
+
+
+#: the finest step a value is taken to be reported in, relative to itself: the floor of resolution()
+#: where a value has more digits than a measurement carries (a float's last digits are not measured)
+FINEST_STEP = 1e-6
+
+
+def resolution(values) -> np.ndarray:
+    """Per value, the step it was reported in: the coarsest power of ten it is a multiple of, at most
+    a tenth of the value's own order of magnitude and at least FINEST_STEP of the value (17 -> 1, 0.0724 ->
+    0.0001, 100 -> 10, 3 -> 0.1). Values that tie (a p99 in whole milliseconds, an IOPS figure at a low rate)
+    carry no spread of their own; the step says how far apart they could be (resolution_variance)."""
+    values = np.abs(np.asarray(values, dtype=float))
+    out = np.full(values.shape, np.nan)
+    usable = np.isfinite(values) & (values > 0)
+    if not usable.any():
+        return out
+    v = values[usable]
+    top = np.floor(np.log10(v)) - 1  # at most a tenth of the value's order: "100" is not taken as 100 +- 50
+    finest = np.floor(np.log10(v * FINEST_STEP))
+    step = 10.0**finest
+    for exponent in range(int(finest.min()), int(top.max()) + 1):
+        unit = 10.0**exponent
+        multiple = np.abs(v / unit - np.round(v / unit)) < 1e-6
+        step = np.where(multiple & (exponent <= top) & (exponent >= finest), unit, step)
+    out[usable] = step
+    return out
+
+
+def resolution_variance(median, step) -> np.ndarray:
+    """The variance on the log scale that rounding to ``step`` adds to one value near ``median``
+    (Sheppard: step^2 / 12, relative to the value): the floor of a side's spread, so that values that tie
+    never give an interval of zero width."""
+    median, step = np.asarray(median, dtype=float), np.asarray(step, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((median > 0) & np.isfinite(step), (step / median) ** 2 / 12, 0.0)
 
 
 def coefficient_of_variation(values: np.ndarray) -> float | None:

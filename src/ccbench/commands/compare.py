@@ -327,6 +327,13 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
         click.echo(line)
 
 
+def _longest_word(header: str, values) -> int:
+    """A column's least width: its longest word (header included, at most 24 characters), so that a
+    table too wide for the terminal wraps its cells between words, never inside one ("significan t")."""
+    words = (word for text in [header, *map(str, values)] for word in text.split())
+    return min(max((len(word) for word in words), default=1), 24)
+
+
 def _print_verdict_table(layers) -> None:
     from rich.table import Table
 
@@ -336,7 +343,7 @@ def _print_verdict_table(layers) -> None:
     verdict = Table(title="verdict per protection layer, in detail", title_justify="left")
     frame_text = verdict_table(layers)
     for column in frame_text.columns:
-        verdict.add_column(column, overflow="fold")
+        verdict.add_column(column, overflow="fold", min_width=_longest_word(column, frame_text[column]))
     for row in frame_text.itertuples(index=False):
         verdict.add_row(*row)
     stdout.print(verdict)
@@ -407,7 +414,7 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
     if not details:
         cells = cells[[c for c in fmt.NARROW_HEADERS if c in cells.columns]]
     for column in cells.columns:
-        out.add_column(column, overflow="fold")
+        out.add_column(column, overflow="fold", min_width=_longest_word(column, cells[column]))
     index = list(cells.columns).index("verdict")
     previous = None
     for row, verdict_word, workload in zip(cells.itertuples(index=False), cells["verdict"], shown["workload"]):
