@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccbench.analysis import semantics
-from ccbench.analysis.sequential import PairedCosts, pair_floor, p_value, settle
+from ccbench.analysis.sequential import PairedCosts, p_value, pair_floor, settle
 from ccbench.analysis.stats import ratio_interval, resolution
 
 

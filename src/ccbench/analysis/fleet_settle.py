@@ -169,9 +169,7 @@ def judge(
     # with the spread rounding adds to the raw values (sequential.pair_floor): ties are no certainty
     per_label = table.get(case, {})
     rounds = [r for r, _ in pairs]
-    floor = pair_floor(
-        [per_label.get(baseline, {})[r] for r in rounds], [per_label.get(label, {})[r] for r in rounds]
-    )
+    floor = pair_floor([per_label.get(baseline, {})[r] for r in rounds], [per_label.get(label, {})[r] for r in rounds])
     values = PairedCosts([v for _, v in pairs], floor)
     return settle(values, target), p_value(values), (pairs[-1][0] if pairs else 0)
 
