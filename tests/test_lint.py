@@ -24,7 +24,8 @@ from ccbench.analysis import format as fmt
 from ccbench.analysis import lint as comparison_lint
 from ccbench.analysis.compare import compare
 from ccbench.analysis.load import load
-from ccbench.analysis.verdict import verdict_table, verdicts
+from ccbench.analysis.verdict import verdicts
+from ccbench.analysis.verdict_table import verdict_table
 from ccbench.probe import lint as machine_lint
 from ccbench.probe.syscheck import format_checks, system_check
 from ccbench.workloads import plan_device_io

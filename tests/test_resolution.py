@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,27 +61,43 @@ def test_tied_sides_give_a_welch_interval_of_some_width(value, factor, n):
     assert found is not None and found.high > found.low and found.low <= other / value <= found.high
 
 
-def _two_rows(with_own_se: bool) -> pd.DataFrame:
-    """Two significant rows of one layer, 10% and 13% slower, each from Welch at 3 repetitions a side:
-    standard error 0.012, 4 degrees of freedom, so each interval is t = 2.78 standard errors wide each way."""
+def _two_settled_rows(with_own_se: bool) -> pd.DataFrame:
+    """Two significant rows of one layer, each a case a run settled after 10 paired rounds (spread 2%),
+    10% and 12.5% slower: each shown on its anytime-valid interval, about 1.8 times as wide as a fixed
+    one."""
+    rng = np.random.default_rng(5)
     rows = []
-    for case, ratio in (("a", 1.10), ("b", 1.13)):
-        half = 2.776 * 0.012
+    for case, ratio in (("a", 1.10), ("b", 1.125)):
+        noise = rng.normal(0, 0.02, 10)
+        values = math.log(ratio) + noise - noise.mean()  # the mean exactly log(ratio)
+        settled = settle(list(values), 0.05)
         rows.append(
-            {"workload": "w", "case": case, "metric": "time", "config": "x", "te": ratio,
-             "te_low": ratio * math.exp(-half), "te_high": ratio * math.exp(half), "significant": True,
-             "mde": 0.05, "implausible": "", "interval": "welch", "settled": None,
-             **({"se": 0.012} if with_own_se else {})}
+            {"workload": "w", "case": case, "metric": "time", "config": "x", "te": 1 + settled.estimate,
+             "te_low": 1 + settled.low, "te_high": 1 + settled.high, "significant": True, "mde": 0.05,
+             "implausible": "", "interval": "anytime-valid", "settled": "cost",
+             **({"se": settled.se, "dof": 9} if with_own_se else {})}
         )  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def test_rows_that_disagree_are_not_pooled_on_their_own_standard_errors():
-    """Read from their widths over 2 x 1.96 the two rows look alike (I2 20%) and were pooled into one
-    figure; on their own standard errors they differ (I2 60%): a range, not one figure."""
-    assert semantics.judge(_two_rows(False)).kind == semantics.POOLED
-    judged = semantics.judge(_two_rows(True))
-    assert judged.kind == semantics.SIZES and judged.i2 >= semantics.I2_LIMIT
+    """Read from their anytime-valid widths over 2 x 1.96 the two settled cases look alike and were pooled
+    into one figure; on their own standard errors (widened for 9 degrees of freedom) they differ: a range,
+    not one figure."""
+    assert semantics.judge(_two_settled_rows(False)).kind == semantics.POOLED
+    judged = semantics.judge(_two_settled_rows(True))
+    assert judged.kind == semantics.SIZES, (judged.q_p, judged.i2)
+
+
+def test_a_welch_rows_standard_error_is_widened_for_its_degrees_of_freedom():
+    """At 4 degrees of freedom a t statistic's variance is twice a normal one's: the standard error the
+    heterogeneity test reads is sqrt(2) times the row's own, about what its width over 2 x 1.96 gave."""
+    rows = pd.DataFrame({"se": [0.01, 0.01, np.nan], "dof": [4.0, 1.5, 4.0]})
+    low, high = np.exp([-0.0555, -0.3, -0.04]), np.exp([0.0555, 0.3, 0.04])
+    found = semantics.row_standard_errors(rows, low, high)
+    assert found[0] == pytest.approx(0.01 * math.sqrt(2))
+    assert found[1] == pytest.approx(0.3 / 1.96, rel=1e-3)  # too few degrees of freedom: its width
+    assert found[2] == pytest.approx(0.04 / 1.96, rel=1e-3)  # none of its own: its width
 
 
 def test_compare_carries_each_rows_own_standard_error(tmp_path, ccbench):

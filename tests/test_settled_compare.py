@@ -12,8 +12,8 @@ from bundles import sample as make_sample
 from bundles import write, write_settled
 
 from ccbench.analysis.comparison import comparison
+from ccbench.analysis.replicas import WELCH
 from ccbench.analysis.sequential import ANYTIME, COST, NO_COST_ABOVE, p_value, settle
-from ccbench.analysis.settled import WELCH
 
 DISK, TMPFS = "storage=disk", "storage=tmpfs"
 

@@ -27,7 +27,8 @@ from ccbench.analysis import format as fmt  # noqa: E402
 from ccbench.analysis import gate, semantics  # noqa: E402
 from ccbench.analysis.compare import COMPARE_COLUMNS  # noqa: E402
 from ccbench.analysis.headline import layer_lines  # noqa: E402
-from ccbench.analysis.verdict import verdict_table, verdicts  # noqa: E402
+from ccbench.analysis.verdict import verdicts  # noqa: E402
+from ccbench.analysis.verdict_table import verdict_table  # noqa: E402
 from ccbench.commands.compare import verdict_record  # noqa: E402
 from ccbench.report import takeaways  # noqa: E402
 

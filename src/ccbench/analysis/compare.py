@@ -9,7 +9,6 @@ import pandas as pd
 from scipy import special
 
 from ccbench.analysis import engine, pairing, plausibility, replicas
-from ccbench.analysis.settled import interval_names
 from ccbench.analysis.stats import (
     CONFIDENCE,
     MIN_SAMPLES,
@@ -605,7 +604,7 @@ def _table(
             "machines": rows["machines"].to_numpy(dtype=float).astype(int),
             "interval_from": intervals["interval_from"],
             # the interval the row uses; a settled case's (ccbench.analysis.settled) is set after
-            "interval": interval_names(intervals["interval_from"]),
+            "interval": replicas.interval_names(intervals["interval_from"]),
             "settled": None,
             "contended_baseline": judged["contended_a"],
             "contended": judged["contended_b"],

@@ -38,6 +38,16 @@ BETWEEN_MACHINES = "machines"
 SAME_MACHINES = "same machines"
 RUNS_ONLY = "runs only"
 
+#: the interval a comparison row uses (the table's ``interval`` column; a settled case's is
+#: ccbench.analysis.sequential.ANYTIME, set by ccbench.analysis.settled)
+WELCH = "Welch t"
+BETWEEN = "t between machines"
+
+
+def interval_names(interval_from) -> list[str]:
+    """The interval each row of compare's own uses: between machines or Welch's on the executions."""
+    return [BETWEEN if kind == BETWEEN_MACHINES else WELCH for kind in interval_from]
+
 
 def machine_ids(frame: pd.DataFrame) -> np.ndarray:
     """Per sample, the machine it was measured on."""

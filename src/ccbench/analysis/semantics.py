@@ -56,6 +56,7 @@ COLUMNS = [
     "interval",
     "settled",
     "se",
+    "dof",
 ]
 
 #: kinds of judgement
@@ -264,16 +265,26 @@ def _heterogeneity(logs: np.ndarray, se: np.ndarray) -> tuple[float, float, floa
 
 def row_standard_errors(rows: pd.DataFrame, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Each row's standard error of its log ratio: its own (``se``, from the statistics that made it: Welch's
-    at its degrees of freedom, the paired rounds' of a settled case) where the row carries one; else its
-    interval's width over 2 x 1.96 (rows made elsewhere). An interval's width is not that: a Welch interval
-    at 3 repetitions is t = 4.3 standard errors wide each way, an anytime-valid one 2-7x a normal one, so
-    widths read as 1.96 make rows that disagree look alike."""
+    at its degrees of freedom, the paired rounds' of a settled case) where the row carries one, widened for
+    having been estimated (dof / (dof - 2)); else its interval's width over 2 x 1.96 (rows made elsewhere).
+    An interval's width is not that: an anytime-valid interval is 2-7x a fixed one, so its width read as
+    1.96 standard errors makes rows that disagree look alike."""
     with np.errstate(divide="ignore", invalid="ignore"):
         from_width = (np.log(high) - np.log(low)) / (2 * float(special.ndtri(0.5 + CONFIDENCE / 2)))
     if "se" not in rows:
         return from_width
     own = pd.to_numeric(rows["se"], errors="coerce").to_numpy(dtype=float)
-    return np.where(np.isfinite(own) & (own > 0), own, from_width)
+    dof = (
+        pd.to_numeric(rows["dof"], errors="coerce").to_numpy(dtype=float)
+        if "dof" in rows
+        else np.full(len(own), np.inf)
+    )
+    # an estimated standard error varies with it: a t statistic's variance is dof / (dof - 2) times a
+    # normal one's, so each is widened by that much (at 2 degrees of freedom or fewer the width stands)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        widened = own * np.sqrt(np.where(np.isfinite(dof), dof / (dof - 2), 1.0))
+    usable = np.isfinite(widened) & (widened > 0) & ~(np.isfinite(dof) & (dof <= 2))
+    return np.where(usable, widened, from_width)
 
 
 def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
@@ -472,4 +483,8 @@ def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
                 return out
     out.kind = SIZES
     out.typical = float(np.exp(np.mean(np.log([te for te, _ in ends]))))
+    if math.isnan(out.i2):
+        # a workload whose own rows differ in size: the layer's sizes differ by as much
+        inside = [j.i2 for _, j in shown if not math.isnan(j.i2)]
+        out.i2 = max(inside) if inside else math.nan
     return out

@@ -21,22 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.replicas import BETWEEN_MACHINES
 from ccbench.analysis.sequential import ANYTIME, COST, GAIN, Settlement
 from ccbench.analysis.stats import skew_flags
 
-#: the interval a comparison row uses (the table's ``interval`` column); ANYTIME: the settle rule's
-WELCH = "Welch t"
-BETWEEN = "t between machines"
-
 #: (workload, metric, params as canonical JSON, baseline configuration, configuration)
 Key = tuple[str, str, str, str, str]
-
-
-def interval_names(interval_from: Iterable[str]) -> list[str]:
-    """The interval each row of compare's own uses: between machines (ccbench.analysis.replicas)
-    or Welch's on the executions."""
-    return [BETWEEN if kind == BETWEEN_MACHINES else WELCH for kind in interval_from]
 
 
 def settled_cases(

@@ -31,7 +31,6 @@ from ccbench.analysis.stats import CONFIDENCE, SKEWED
 
 # the verdict's text cells (the report's table, compare --details) and its count of contended
 # executions live in their own module; their names are this one's too, as before
-from ccbench.analysis.verdict_table import VERDICT_HEADERS, contended_executions, verdict_table  # noqa: F401
 
 #: order of the layers in the verdict (by the start of the layer label)
 LAYER_ORDER = [

@@ -273,7 +273,7 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
     ``details`` the verdict's wide table, then each layer's sentence."""
     from ccbench.analysis import pairing
     from ccbench.analysis.headline import fit, headline, terminal_width
-    from ccbench.analysis.verdict import contended_executions
+    from ccbench.analysis.verdict_table import contended_executions
     from ccbench.console import stdout
 
     contended, executions = contended_executions(executions)
@@ -337,7 +337,7 @@ def _longest_word(header: str, values) -> int:
 def _print_verdict_table(layers) -> None:
     from rich.table import Table
 
-    from ccbench.analysis.verdict import verdict_table
+    from ccbench.analysis.verdict_table import verdict_table
     from ccbench.console import stdout
 
     verdict = Table(title="verdict per protection layer, in detail", title_justify="left")

@@ -11,7 +11,8 @@ from ccbench.analysis import format as fmt
 from ccbench.analysis import pairing
 from ccbench.analysis.headline import page_points
 from ccbench.analysis.impact import share_text
-from ccbench.analysis.verdict import LayerVerdict, contended_executions, verdict_table, verdicts
+from ccbench.analysis.verdict import LayerVerdict, verdicts
+from ccbench.analysis.verdict_table import contended_executions, verdict_table
 from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
