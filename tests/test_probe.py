@@ -873,3 +873,81 @@ def test_each_virtio_device_records_whether_access_platform_was_negotiated(tmp_p
         {"name": "virtio0", "type": "net", "access_platform": False},
         {"name": "virtio1", "type": "block", "access_platform": True},
     ]
+
+
+# --- issue 56: "none" on evidence a host or a hypervisor gives ------------------------------------------
+
+
+def _fragment(tmp_path, fixture, keep):
+    """What `dmesg | grep -i KEEP` shows of a fixture log: no boot line, so its silence proves nothing."""
+    lines = (DMESG_FIXTURES / fixture).read_text().splitlines(True)
+    path = tmp_path / f"fragment-{fixture}"
+    path.write_text("".join(line for line in lines if keep.lower() in line.lower()))
+    return path
+
+
+def _bare_root(tmp_path):
+    """A snapshot with no cpuinfo: nothing but the log can decide."""
+    root = tmp_path / "bare"
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@pytest.mark.parametrize(
+    "fixture, keep, role, reason",
+    [
+        ("tdx-host.txt", "tdx", "tdx host", "the host side of TDX"),
+        ("sev-host.txt", "sev", "sev host", "the host side of SEV"),
+        ("hyperv-no-isolation.txt", "hyper-v", "hyper-v guest without isolation", "does not isolate this guest"),
+    ],
+)
+def test_a_host_and_a_hyperv_guest_without_isolation_are_none_with_their_reason(
+    tmp_path, ccbench, fixture, keep, role, reason
+):
+    fragment = _fragment(tmp_path, fixture, keep)
+    done = ccbench("env", "--root", _bare_root(tmp_path), "--dmesg", fragment, "--json")
+    assert done.returncode == 0, done.stderr
+    tee = json.loads(done.stdout)["tee"]
+    assert tee["technology"] == "none", tee
+    assert tee["roles"] == [role]
+    assert any(e.get("role") == role and reason in e["signal"] for e in tee["evidence"]), tee["evidence"]
+    shown = ccbench("env", "--root", _bare_root(tmp_path), "--dmesg", fragment)
+    text = " ".join(shown.stdout.split())  # the console wraps long lines
+    assert reason in text and "-> none" in text
+
+
+def test_the_tdx_hosts_module_version_is_recorded(tmp_path):
+    tee = probe(root=_bare_root(tmp_path), dmesg=_fragment(tmp_path, "tdx-host.txt", "virt/tdx"))["tee"]
+    assert tee["tdx_module"] == {"version": "1.5", "build_date": "20240129", "build_num": 698}
+    # each CMR or module line alone says "host" too
+    for line in ("virt/tdx: CMR: [0x100000, 0x77800000)", "virt/tdx: module initialized"):
+        alone = dmesg(tmp_path, f"[   24.1] {line}\n")
+        assert probe(root=_bare_root(tmp_path), dmesg=alone)["tee"]["technology"] == "none", line
+
+
+def test_lines_that_prove_no_role_leave_it_unknown(tmp_path):
+    unknown = [
+        # kvm_amd prints "disabled" wherever the CPU has the SEV bit, a nested guest's too
+        "[   10.7] kvm_amd: SEV disabled (ASIDs 0 - 0)\n",
+        "[    5.5] ccp 0000:47:00.1: sev initialization failed\n",
+        # the isolation bit set, the line that names the isolation type cut off
+        "[    0.0] Hyper-V: privilege flags low 0xae7f, high 0x7b8030, hints 0xa0e24, misc 0xe0bed7b2\n",
+        # a TD's own (guest-side) lines are "tdx: ", never "virt/tdx: "
+        "[    0.3] tdx: Guest detected\n[    0.4] Hyper-V: privilege flags low 0xae7f, high 0x3b8030\n",
+    ]
+    for text in unknown[:3]:
+        assert probe(root=_bare_root(tmp_path), dmesg=dmesg(tmp_path, text))["tee"]["technology"] == "unknown", text
+    # a TD's line beside a Hyper-V guest without isolation: contradictory
+    tee = probe(root=_bare_root(tmp_path), dmesg=dmesg(tmp_path, unknown[3]))["tee"]
+    assert tee["technology"] == "unknown" and any("contradictory" in n for n in tee["notes"]), tee
+
+
+def test_the_hyperv_isolation_bit_is_what_an_azure_cvms_privilege_flags_carry():
+    """The project's own CVM fixtures are consistent with mshyperv.c: the Isolation Config line is
+    printed only under HV_ISOLATION."""
+    from ccbench.probe.tee_roles import HV_ISOLATION
+
+    for log in ("azure-snp-cvm.txt", "azure-tdx-cvm.txt"):
+        text = (DMESG_FIXTURES / log).read_text()
+        high = int(text.split("privilege flags low ")[1].split("high ")[1].split(",")[0], 16)
+        assert high & HV_ISOLATION and "Isolation Config" in text
