@@ -583,7 +583,7 @@ def test_provenance_reads_each_field_from_recorded_sources(tmp_path):
     provenance = document["provenance"]
     assert provenance["kernel_cmdline"].endswith("ro swiotlb=262144,force")
     # the kernel log's mapped size wins over the command line's request: it is what the kernel made
-    assert provenance["swiotlb"] == {"bytes": 128 << 20, "source": "kernel-log", "cmdline": "262144,force"}
+    assert provenance["swiotlb"] == {"bytes": 128 << 20, "source": "kernel-log", "cmdline": "262144,force", "dynamic": None}
     assert provenance["page_size"] is None  # sysconf describes this machine, not a recorded one
     assert provenance["thp"] == {"enabled": "madvise", "defrag": "madvise"}
     assert provenance["hugepages_total"] == 8
@@ -614,15 +614,15 @@ def test_swiotlb_from_the_command_line_when_the_log_does_not_say(tmp_path):
     log = "".join(line + "\n" for line in PROVENANCE_LOG.splitlines() if "software IO TLB" not in line)
     provenance = probe(root=provenance_root(tmp_path), dmesg=dmesg(tmp_path, log))["provenance"]
     # 262144 slabs of 2 KiB (IO_TLB_SHIFT 11)
-    assert provenance["swiotlb"] == {"bytes": 512 << 20, "source": "cmdline", "cmdline": "262144,force"}
+    assert provenance["swiotlb"] == {"bytes": 512 << 20, "source": "cmdline", "cmdline": "262144,force", "dynamic": None}
     # debugfs's slab count (the boot lines gone from a long-running machine's ring buffer) before the request
     root = provenance_root(tmp_path / "d", **{"/sys/kernel/debug/swiotlb/io_tlb_nslabs": "32768\n"})
     provenance = probe(root=root, dmesg=dmesg(tmp_path, log))["provenance"]
-    assert provenance["swiotlb"] == {"bytes": 64 << 20, "source": "debugfs", "cmdline": "262144,force"}
+    assert provenance["swiotlb"] == {"bytes": 64 << 20, "source": "debugfs", "cmdline": "262144,force", "dynamic": None}
     # a swiotlb= that sets only the mode gives no size; one after "--" is init's, not the kernel's
     root = provenance_root(tmp_path / "b", **{"/proc/cmdline": "ro swiotlb=noforce -- swiotlb=4096\n"})
     provenance = probe(root=root, dmesg=dmesg(tmp_path, "nothing\n"))["provenance"]
-    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": "noforce"}
+    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": "noforce", "dynamic": None}
 
 
 def test_provenance_is_null_where_its_sources_are_absent(tmp_path):
@@ -631,7 +631,7 @@ def test_provenance_is_null_where_its_sources_are_absent(tmp_path):
     document = probe(root=root)
     provenance = document["provenance"]
     assert document["machine_id"] is None
-    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": None}
+    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": None, "dynamic": None}
     assert provenance["thp"] == {"enabled": None, "defrag": None}
     nested = {"swiotlb", "thp"}
     assert all(value is None for key, value in provenance.items() if key not in nested), provenance
