@@ -583,7 +583,12 @@ def test_provenance_reads_each_field_from_recorded_sources(tmp_path):
     provenance = document["provenance"]
     assert provenance["kernel_cmdline"].endswith("ro swiotlb=262144,force")
     # the kernel log's mapped size wins over the command line's request: it is what the kernel made
-    assert provenance["swiotlb"] == {"bytes": 128 << 20, "source": "kernel-log", "cmdline": "262144,force", "dynamic": None}
+    assert provenance["swiotlb"] == {
+        "bytes": 128 << 20,
+        "source": "kernel-log",
+        "cmdline": "262144,force",
+        "dynamic": None,
+    }
     assert provenance["page_size"] is None  # sysconf describes this machine, not a recorded one
     assert provenance["thp"] == {"enabled": "madvise", "defrag": "madvise"}
     assert provenance["hugepages_total"] == 8
@@ -614,7 +619,12 @@ def test_swiotlb_from_the_command_line_when_the_log_does_not_say(tmp_path):
     log = "".join(line + "\n" for line in PROVENANCE_LOG.splitlines() if "software IO TLB" not in line)
     provenance = probe(root=provenance_root(tmp_path), dmesg=dmesg(tmp_path, log))["provenance"]
     # 262144 slabs of 2 KiB (IO_TLB_SHIFT 11)
-    assert provenance["swiotlb"] == {"bytes": 512 << 20, "source": "cmdline", "cmdline": "262144,force", "dynamic": None}
+    assert provenance["swiotlb"] == {
+        "bytes": 512 << 20,
+        "source": "cmdline",
+        "cmdline": "262144,force",
+        "dynamic": None,
+    }
     # debugfs's slab count (the boot lines gone from a long-running machine's ring buffer) before the request
     root = provenance_root(tmp_path / "d", **{"/sys/kernel/debug/swiotlb/io_tlb_nslabs": "32768\n"})
     provenance = probe(root=root, dmesg=dmesg(tmp_path, log))["provenance"]
@@ -951,3 +961,72 @@ def test_the_hyperv_isolation_bit_is_what_an_azure_cvms_privilege_flags_carry():
         text = (DMESG_FIXTURES / log).read_text()
         high = int(text.split("privilege flags low ")[1].split("high ")[1].split(",")[0], 16)
         assert high & HV_ISOLATION and "Isolation Config" in text
+
+
+# --- issue 56: the clock source and whether the bounce pool can grow ------------------------------------
+
+
+def test_the_clock_source_is_recorded_from_sysfs_else_from_the_kernels_last_switch(tmp_path):
+    sysfs = {"/sys/devices/system/clocksource/clocksource0/current_clocksource": "hyperv_clocksource_tsc_page\n"}
+    log = dmesg(
+        tmp_path,
+        "[    0.0] Linux version 6.8.0\n"
+        "[    0.9] clocksource: Switched to clocksource kvm-clock\n"
+        "[    2.1] clocksource: Switched to clocksource tsc\n",
+    )
+    assert probe(root=provenance_root(tmp_path / "a", **sysfs), dmesg=log)["provenance"]["clocksource"] == (
+        "hyperv_clocksource_tsc_page"
+    )
+    assert probe(root=provenance_root(tmp_path / "b"), dmesg=log)["provenance"]["clocksource"] == "tsc"
+    assert probe(root=provenance_root(tmp_path / "c"))["provenance"]["clocksource"] is None
+    # a live machine's own (this one's): whatever sysfs says, named in env's provenance block
+    with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as current:
+        assert probe()["provenance"]["clocksource"] == current.read().strip()
+
+
+def test_whether_the_kernel_grows_its_bounce_pool_is_read_from_its_config(tmp_path):
+    import gzip
+
+    built = provenance_root(
+        tmp_path / "a", **{"/boot/config-6.8.0-1014-azure": "CONFIG_SWIOTLB=y\nCONFIG_SWIOTLB_DYNAMIC=y\n"}
+    )
+    assert probe(root=built)["provenance"]["swiotlb"]["dynamic"] is True
+    unset = provenance_root(
+        tmp_path / "b", **{"/boot/config-6.8.0-1014-azure": "# CONFIG_SWIOTLB_DYNAMIC is not set\n"}
+    )
+    assert probe(root=unset)["provenance"]["swiotlb"]["dynamic"] is False
+    proc = provenance_root(tmp_path / "c")
+    (proc / "proc/config.gz").write_bytes(gzip.compress(b"CONFIG_SWIOTLB_DYNAMIC=y\n"))
+    assert probe(root=proc)["provenance"]["swiotlb"]["dynamic"] is True
+    debugfs = provenance_root(tmp_path / "d", **{"/sys/kernel/debug/swiotlb/io_tlb_transient_nslabs": "0\n"})
+    assert probe(root=debugfs)["provenance"]["swiotlb"]["dynamic"] is True
+
+
+def test_the_kernels_swiotlb_full_lines_are_counted_from_where_the_log_stood(tmp_path):
+    """A MOCK of /dev/kmsg (a file of records in its format, "prio,seq,usec,flags;text" and " KEY=value"
+    continuation lines): what was there at opening is not counted, what is appended is."""
+    from ccbench.probe.kmsg import KernelMessages
+
+    kmsg = tmp_path / "kmsg"
+    full = "4,{},{},-;virtio-pci 0000:00:04.0: swiotlb buffer is full (sz: 65536 bytes), total 32768 (slots), used 32712 (slots)\n"
+    kmsg.write_text(full.format(1, 10) + " SUBSYSTEM=pci\n")
+    reader = KernelMessages(tmp_path)
+    assert reader.error is None and reader.read() == {"kmsg.swiotlb_full": 0.0}
+    with kmsg.open("a") as log:
+        log.write(full.format(2, 20) + " DEVICE=+pci:0000:00:04.0\n6,3,30,-;virtio_net virtio0 eth0: link up\n")
+        log.write(full.format(4, 40))
+    assert reader.read() == {"kmsg.swiotlb_full": 2.0}
+    reader.close()
+    missing: dict[str, str] = {}
+    absent = KernelMessages(tmp_path / "nowhere", missing=missing)
+    assert absent.read() == {} and "dmesg_restrict" in missing["kmsg"]
+
+
+def test_the_live_kernel_log_is_read_onward_without_counting_the_past():
+    from ccbench.probe.kmsg import KernelMessages
+
+    reader = KernelMessages()
+    if reader.error:
+        pytest.skip(reader.error)
+    assert reader.read() == {"kmsg.swiotlb_full": 0.0}  # whatever this machine printed before is not counted
+    reader.close()
