@@ -31,7 +31,7 @@ MEMORY_TOLERANCE = 0.05
 CIPHER_SHARE_FLOOR = 0.2
 #: said of machines whose kernels differ: a guest kernel alone moves a TEE's costs (its exits, bounce
 #: buffers, idle and page acceptance are kernel code), so the kernel stands beside the TEE as a cause
-KERNEL_CONFOUND = "; the kernels differ, a confound beside the TEE: a kernel alone moves a guest's costs"
+KERNEL_CONFOUND = "; the kernels differ, a confound beside {}: a kernel alone moves a guest's costs"
 
 
 # ---- two sides of a comparison ----------------------------------------------------------------------
@@ -208,7 +208,8 @@ def unchecked(baseline: Side, other: Side, unknown: dict[str, list[str]]) -> lis
 def _confounded(baseline: Side, other: Side, found: list[Difference], layers: list[str]) -> Finding:
     a, b = ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
     measured = " and ".join(layers) if layers else "the difference"
-    kernel = KERNEL_CONFOUND if any(d.fact == "kernel" for d in found) else ""
+    beside = "the TEE" if any(layer.startswith("TEE") for layer in layers) else (measured if layers else "the layer")
+    kernel = KERNEL_CONFOUND.format(beside) if any(d.fact == "kernel" for d in found) else ""
     return make_finding(
         "confounded",
         HIGH,

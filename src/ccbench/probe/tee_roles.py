@@ -52,6 +52,9 @@ ROLE_LINES: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"\bSEV-SNP: RMP table physical range \["), "sev host", _SEV_HOST),
 ]
 
+_TDX_MODULE = re.compile(
+    r"virt/tdx: TDX module: .*major_version (\d+), minor_version (\d+), build_date (\d+), build_num (\d+)"
+)
 _PRIVILEGE_FLAGS = re.compile(r"Hyper-V: privilege flags low (0x[0-9a-fA-F]+), high (0x[0-9a-fA-F]+)")
 _ISOLATION_CONFIG = "Hyper-V: Isolation Config:"
 
@@ -75,18 +78,14 @@ def role_signals(log: str, evidence: list[dict[str, str]], notes: list[str]) -> 
             if role not in seen and pattern.search(text):
                 seen.add(role)
                 evidence.append(_role_evidence(_line(text), role, why))
-        module = re.search(
-            r"virt/tdx: TDX module: .*major_version (\d+), minor_version (\d+), build_date (\d+), "
-            r"build_num (\d+)",
-            text,
-        )
+        module = _TDX_MODULE.search(text)
         if module:
             major, minor, date, build = module.groups()
             facts["tdx_module"] = {"version": f"{major}.{minor}", "build_date": date, "build_num": int(build)}
     hyperv = _hyperv_privileges(lines, notes)
     if hyperv is not None:
-        seen.add(hyperv["indicates_role"])
-        evidence.append(_role_evidence(hyperv["line"], hyperv["indicates_role"], hyperv["why"]))
+        seen.add(hyperv[ROLE])
+        evidence.append(hyperv)
     if seen:
         facts["roles"] = sorted(seen)
     return facts
@@ -112,14 +111,11 @@ def _hyperv_privileges(lines: list[str], notes: list[str]) -> dict[str, str] | N
                     "Isolation Config' line: an isolated guest of unknown type"
                 )
             return None
-        return {
-            "line": _line(text),
-            "indicates_role": "hyper-v guest without isolation",
-            "why": (
-                f"bit 22 (HV_ISOLATION) of 'high' ({high:#x}) is clear: Hyper-V does not isolate this guest "
-                "(an Azure confidential VM has the bit, SEV-SNP or TDX), so it is no confidential VM"
-            ),
-        }
+        why = (
+            f"bit 22 (HV_ISOLATION) of 'high' ({high:#x}) is clear: Hyper-V does not isolate this guest "
+            "(an Azure confidential VM has the bit, SEV-SNP or TDX), so it is no confidential VM"
+        )
+        return _role_evidence(_line(text), "hyper-v guest without isolation", why)
     return None
 
 
