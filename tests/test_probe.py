@@ -930,9 +930,15 @@ def test_the_tdx_hosts_module_version_is_recorded(tmp_path):
     tee = probe(root=_bare_root(tmp_path), dmesg=_fragment(tmp_path, "tdx-host.txt", "virt/tdx"))["tee"]
     assert tee["tdx_module"] == {"version": "1.5", "build_date": "20240129", "build_num": 698}
     # each CMR or module line alone says "host" too
-    for line in ("virt/tdx: CMR: [0x100000, 0x77800000)", "virt/tdx: module initialized"):
+    for line in (
+        "virt/tdx: CMR: [0x100000, 0x77800000)",
+        "virt/tdx: module initialized",
+        "virt/tdx: TDX module version: 1.5.24",
+    ):
         alone = dmesg(tmp_path, f"[   24.1] {line}\n")
         assert probe(root=_bare_root(tmp_path), dmesg=alone)["tee"]["technology"] == "none", line
+    version = dmesg(tmp_path, "[   24.1] virt/tdx: TDX module version: 1.5.24\n")
+    assert probe(root=_bare_root(tmp_path), dmesg=version)["tee"]["tdx_module"] == {"version": "1.5.24"}
 
 
 def test_lines_that_prove_no_role_leave_it_unknown(tmp_path):

@@ -5,11 +5,11 @@ a fragment (``dmesg | grep tdx``) and so cannot speak by its silence.
 
 The formats are the kernel's own:
 
-- arch/x86/virt/vmx/tdx/tdx.c (pr_fmt "virt/tdx: ", host code only): ``BIOS enabled: private KeyID
-  range [%u, %u)`` (tdx_init, from the MKTME KeyID partitioning MSR), ``TDX module: attributes 0x%x,
-  vendor_id 0x%x, major_version %u, minor_version %u, build_date %u, build_num %u`` and ``CMR: [0x%llx,
-  0x%llx)`` (TDH.SYS.INFO, a SEAMCALL: 6.8 to 6.12), ``%lu KB allocated for PAMT``, ``module
-  initialized``;
+- arch/x86/virt/vmx/tdx/tdx.c (pr_fmt "virt/tdx: ", host code only; a TD's own code prints "tdx: "):
+  ``BIOS enabled: private KeyID range [%u, %u)`` (tdx_init, from the MKTME KeyID partitioning MSR),
+  ``TDX module: attributes 0x%x, vendor_id 0x%x, major_version %u, minor_version %u, build_date %u,
+  build_num %u`` and ``CMR: [0x%llx, 0x%llx)`` (TDH.SYS.INFO, a SEAMCALL: 6.8 to 6.12; later
+  ``TDX module version: 1.5.24``), ``%lu KB allocated for PAMT``, ``module initialized``;
 - drivers/crypto/ccp/sev-dev.c (dev_notice/dev_info on the PSP's PCI device): ``ccp 0000:..: sev
   enabled`` (sev_dev_init), ``SEV API:%d.%d build:%d`` / ``SEV-SNP API:...`` (sev_pci_init, the firmware
   the host initialised);
@@ -40,11 +40,9 @@ _SEV_HOST = (
 
 #: (line, the role it proves, why)
 ROLE_LINES: list[tuple[re.Pattern[str], str, str]] = [
-    (re.compile(r"\bvirt/tdx: BIOS enabled: private KeyID range:? \[\d+, \d+\)"), "tdx host", _TDX_HOST),
-    (re.compile(r"\bvirt/tdx: TDX module: .*major_version \d+, minor_version \d+"), "tdx host", _TDX_HOST),
-    (re.compile(r"\bvirt/tdx: CMR: \[0x[0-9a-f]+, 0x[0-9a-f]+\)"), "tdx host", _TDX_HOST),
-    (re.compile(r"\bvirt/tdx: \d+ KB allocated for PAMT"), "tdx host", _TDX_HOST),
-    (re.compile(r"\bvirt/tdx: module initialized"), "tdx host", _TDX_HOST),
+    # every line of the host's TDX code carries its pr_fmt (a TD's own lines are "tdx: "): the KeyID
+    # range, the module's version and CMRs, PAMT, "module initialized", and its failures too
+    (re.compile(r"\bvirt/tdx: \S"), "tdx host", _TDX_HOST),
     (re.compile(r"\bccp \S+: sev enabled\b"), "sev host", _SEV_HOST),
     (re.compile(r"\bccp \S+: SEV(-SNP)? API:\d+\.\d+ build:\d+"), "sev host", _SEV_HOST),
     (re.compile(r"\bkvm_amd: SEV(-ES|-SNP)? enabled \(ASIDs \d+ - \d+\)"), "sev host", _SEV_HOST),
@@ -55,6 +53,8 @@ ROLE_LINES: list[tuple[re.Pattern[str], str, str]] = [
 _TDX_MODULE = re.compile(
     r"virt/tdx: TDX module: .*major_version (\d+), minor_version (\d+), build_date (\d+), build_num (\d+)"
 )
+#: the version line the metadata-based init prints instead ("virt/tdx: TDX module version: 1.5.24")
+_TDX_MODULE_VERSION = re.compile(r"virt/tdx: TDX module version: (\d+\.\d+\.\d+)")
 _PRIVILEGE_FLAGS = re.compile(r"Hyper-V: privilege flags low (0x[0-9a-fA-F]+), high (0x[0-9a-fA-F]+)")
 _ISOLATION_CONFIG = "Hyper-V: Isolation Config:"
 
@@ -82,6 +82,9 @@ def role_signals(log: str, evidence: list[dict[str, str]], notes: list[str]) -> 
         if module:
             major, minor, date, build = module.groups()
             facts["tdx_module"] = {"version": f"{major}.{minor}", "build_date": date, "build_num": int(build)}
+        version = _TDX_MODULE_VERSION.search(text)
+        if version:
+            facts["tdx_module"] = {"version": version.group(1)}
     hyperv = _hyperv_privileges(lines, notes)
     if hyperv is not None:
         seen.add(hyperv[ROLE])
