@@ -685,7 +685,7 @@ def test_no_evidence_mock_evidence_or_an_old_bundle_leave_tee_evidence_null(tmp_
     bundle = make_bundle(tmp_path)
     provenance = bundle_provenance(bundle, {})  # an older bundle: no attestation.json, no provenance
     assert set(provenance) == set(PROVENANCE_KEYS) and provenance["tee_evidence"] is None
-    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": None}
+    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": None, "dynamic": None}
     finish_bundle(bundle, provider=MockProvider())
     assert bundle_provenance(bundle, {})["tee_evidence"] is None
 

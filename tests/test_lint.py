@@ -537,3 +537,138 @@ def test_a_baseline_named_by_its_fullest_label_once_in_the_verdicts_title(tmp_pa
     done = ccbench("compare", *map(str, paths), "--baseline", "run-a", "--summary")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].startswith("verdict per protection layer against run-a / no TEE / disk;")
+
+
+# ---- issue 56: a full bounce pool, another clock source, kernels that differ ------------------------------
+
+
+def _with(probe_document: dict, **provenance_fields) -> dict:
+    probe_document["provenance"].update(provenance_fields)
+    return probe_document
+
+
+def _findings_everywhere(tmp_path, ccbench, paths, code):
+    """The finding ``code`` as compare --json shows it, compare's text (the findings after the verdict,
+    whole) and the report."""
+    records = [json.loads(line) for line in ccbench("compare", *paths, "--json").stdout.splitlines()]
+    found = [r for r in records if r.get("finding") == code]
+    summary = ccbench("compare", *paths)
+    assert summary.returncode == 0, summary.stderr
+    out = tmp_path / "report.md"
+    assert ccbench("report", *paths, "-o", out, "--format", "md").returncode == 0
+    return found, " ".join(summary.stdout.split()), out.read_text()
+
+
+def test_machines_reading_time_from_different_clock_sources_are_flagged(tmp_path, ccbench):
+    kernel = "6.8.0-1021-azure"
+    plain = _with(provenance_probe("plain", "none", kernel=kernel), clocksource="kvm-clock")
+    snp = _with(provenance_probe("snp", "sev-snp", kernel=kernel, tee_evidence=snp_evidence(False)), clocksource="tsc")
+    paths = [write_environment(tmp_path, plain, raytrace(673, 1)), write_environment(tmp_path, snp, raytrace(690, 2))]
+    found, summary, report = _findings_everywhere(tmp_path, ccbench, paths, "clock-source")
+    assert len(found) == 1 and found[0]["severity"] == "medium", found
+    assert "plain read time from kvm-clock and snp from tsc" in found[0]["what"]
+    assert found[0]["evidence"] == {"plain": {"clocksource": "kvm-clock"}, "snp": {"clocksource": "tsc"}}
+    assert "[medium] clock-source: plain read time from kvm-clock and snp from tsc" in summary
+    assert "| medium | clock-source |" in report
+    # the same clock on both sides, or a machine that did not record its clock: nothing said
+    same = _with(provenance_probe("snp", "sev-snp", kernel=kernel), clocksource="kvm-clock")
+    from ccbench.analysis.lint_run import clock_sources
+
+    assert clock_sources([("plain", plain)], [("snp", same)]) == []
+    assert clock_sources([("plain", plain)], [("snp", provenance_probe("snp", "sev-snp"))]) == []
+
+
+def test_kernels_that_differ_are_a_confound_beside_the_tee_in_compare_and_the_report(tmp_path, ccbench):
+    """Same CPU, size and SMT; only the guest kernel differs (a newer SEV-SNP guest kernel alone moves
+    memory latency): the finding says the kernel stands beside the TEE."""
+    plain = provenance_probe("plain", "none", kernel="6.8.0-1021-azure")
+    snp = provenance_probe("snp", "sev-snp", kernel="6.11.0-1018-azure", tee_evidence=snp_evidence(False))
+    paths = [write_environment(tmp_path, plain, raytrace(673, 1)), write_environment(tmp_path, snp, raytrace(690, 2))]
+    found, summary, report = _findings_everywhere(tmp_path, ccbench, paths, "confounded")
+    words = "the kernels differ, a confound beside the TEE: a kernel alone moves a guest's costs"
+    assert len(found) == 1 and found[0]["severity"] == "high", found
+    assert "confounded by kernel (6.8.0-1021-azure vs 6.11.0-1018-azure)" in found[0]["what"]
+    assert words in found[0]["what"] and words in summary and words in report
+    # other confounders alone do not say it
+    cpu_only = provenance_probe("snp", "sev-snp", cpu=SAPPHIRE_RAPIDS, kernel="6.8.0-1021-azure")
+    (finding,) = comparison_lint.lint_pairs(*_pair_frame(tmp_path / "cpu", plain, cpu_only))
+    assert finding.code == "confounded" and "kernels differ" not in finding.what
+
+
+def _pair_frame(tmp_path, baseline, other):
+    paths = [
+        write_environment(tmp_path, baseline, raytrace(673, 1)),
+        write_environment(tmp_path, other, raytrace(690, 2)),
+    ]
+    frame = load(paths)
+    machines = machines_of(paths)
+    return frame, compare(frame, machines=machines), machines
+
+
+def _execution(rep: int, **counters) -> dict:
+    return {
+        "key": f"fio|-|rep|{rep}",
+        "workload": "fio",
+        "variant": {},
+        "repetition": rep,
+        "warmup": False,
+        "status": "ok",
+        "counters": {"swiotlb.used.end": 0.0, **counters},
+        "counters_missing": {},
+    }
+
+
+def _bounce_bundles(tmp_path, records, swiotlb_bytes=64 * 2**20, dynamic=None):
+    from ccbench.bundle import BundleWriter
+
+    kernel = "6.8.0-1021-azure"
+    plain = provenance_probe("plain", "none", kernel=kernel)
+    snp = provenance_probe(
+        "snp", "sev-snp", kernel=kernel, swiotlb_bytes=swiotlb_bytes, tee_evidence=snp_evidence(False)
+    )
+    snp["provenance"]["swiotlb"]["dynamic"] = dynamic
+    paths = [write_environment(tmp_path, plain, raytrace(673, 1))]
+    writer = BundleWriter.create(tmp_path / "snp", {"plan": {"name": "t"}, "environment": snp})
+    writer.append_samples(raytrace(690, 2))
+    for record in records:
+        writer.append_execution(record)
+    writer.close()
+    from bundles import seal
+
+    return [*paths, seal(writer.path)]
+
+
+def test_a_bounce_pool_that_filled_during_an_execution_is_a_finding_in_compare_and_the_report(tmp_path, ccbench):
+    """A 64 MiB pool is 32768 slabs: an execution whose high-water mark reached them and whose kernel
+    printed 'swiotlb buffer is full' 3 times (the counters' kmsg.swiotlb_full)."""
+    records = [
+        _execution(0, **{"swiotlb.hiwater.end": 1200.0, "swiotlb.nslabs.end": 32768.0, "kmsg.swiotlb_full": 0.0}),
+        _execution(1, **{"swiotlb.hiwater.end": 32768.0, "swiotlb.nslabs.end": 32768.0, "kmsg.swiotlb_full": 3.0}),
+    ]
+    paths = _bounce_bundles(tmp_path, records, dynamic=False)
+    found, summary, report = _findings_everywhere(tmp_path, ccbench, paths, "full-bounce-pool")
+    assert len(found) == 1 and found[0]["severity"] == "high", found
+    what = found[0]["what"]
+    assert what.startswith("snp (sev-snp): the bounce-buffer pool of 64 MiB was full during 1 execution of fio")
+    assert "printed 'swiotlb buffer is full' 3 times" in what and "cannot grow it (no SWIOTLB_DYNAMIC)" in what
+    (execution,) = found[0]["evidence"]["snp"]["executions"]
+    assert execution["execution"] == "fio|-|rep|1" and execution["peak_slabs"] == 32768
+    assert "[high] full-bounce-pool: snp (sev-snp)" in summary and "| high | full-bounce-pool |" in report
+
+
+def test_a_nearly_full_pool_without_failures_and_what_is_not_judged(tmp_path):
+    from ccbench.analysis.lint_run import dynamic_pool, full_bounce_pool
+
+    snp = provenance_probe("snp", "sev-snp", swiotlb_bytes=64 * 2**20)
+    # no nslabs counted (an older run): the boot pool's size from the probe; a transient pool counted
+    nearly = [_execution(0, **{"swiotlb.hiwater.end": 31500.0, "swiotlb.transient_nslabs.end": 512.0})]
+    (finding,) = full_bounce_pool("snp", nearly, snp)
+    assert finding.severity == "medium" and "reached 95% or more of the pool" in finding.what
+    assert "grows the pool when full (SWIOTLB_DYNAMIC)" in finding.what and dynamic_pool(nearly, snp) is True
+    # half full, or a high-water mark that was not reset (since boot, not this execution's): nothing
+    assert full_bounce_pool("snp", [_execution(0, **{"swiotlb.hiwater.end": 16000.0})], snp) == []
+    since_boot = _execution(0, **{"swiotlb.hiwater.end": 32768.0})
+    since_boot["counters_missing"] = {"swiotlb.hiwater.reset": "io_tlb_used_hiwater not reset (Permission denied)"}
+    assert full_bounce_pool("snp", [since_boot], snp) == []
+    assert dynamic_pool([_execution(0, **{"swiotlb.hiwater.end": 1.0})], snp) is False
+    assert dynamic_pool([_execution(0)], snp) is None

@@ -346,3 +346,29 @@ def test_every_counter_a_counts_rule_names_is_one_the_counters_produce(tmp_path)
     produced |= {f"trace.{event}" for event in TRACEPOINTS} | {"pmu.cycles", "pmu.instructions"}
     for mechanism, rule in COUNT_RULES.items():
         assert set(rule.counters) <= produced, (mechanism, set(rule.counters) - produced)
+
+
+def test_the_pools_slabs_and_the_kernels_full_lines_are_counted_per_execution(tmp_path):
+    """io_tlb_nslabs as a level (its growth: a dynamic pool's new slabs), and the kernel's "swiotlb
+    buffer is full" lines printed during the execution, from a MOCK of /dev/kmsg (a file of records)."""
+    from ccbench.probe.kmsg import KernelMessages
+
+    session, directory = swiotlb_session(
+        tmp_path, {"io_tlb_nslabs": "32768\n", "io_tlb_used": "0\n", "io_tlb_used_hiwater": "0\n"}
+    )
+    kmsg = tmp_path / "dev" / "kmsg"
+    kmsg.parent.mkdir()
+    kmsg.write_text("4,1,1,-;virtio_blk virtio1: swiotlb buffer is full (sz: 524288 bytes), total 32768 (slots)\n")
+    session.kmsg = KernelMessages(kmsg.parent)
+    before = session.begin()
+    (directory / "io_tlb_nslabs").write_text("33792\n")
+    (directory / "io_tlb_used_hiwater").write_text("33792\n")
+    with kmsg.open("a") as log:
+        log.write(
+            "4,2,9,-;virtio_blk virtio1: swiotlb buffer is full (sz: 524288 bytes), total 33792 (slots), used 33790 (slots)\n"
+        )
+    after = differences(before, session.snapshot())
+    assert after["swiotlb.nslabs.end"] == 33792 and after["swiotlb.nslabs"] == 1024
+    assert after["swiotlb.hiwater.end"] == 33792
+    assert after["kmsg.swiotlb_full"] == 1  # the line printed before the execution is not its
+    session.close()

@@ -583,7 +583,12 @@ def test_provenance_reads_each_field_from_recorded_sources(tmp_path):
     provenance = document["provenance"]
     assert provenance["kernel_cmdline"].endswith("ro swiotlb=262144,force")
     # the kernel log's mapped size wins over the command line's request: it is what the kernel made
-    assert provenance["swiotlb"] == {"bytes": 128 << 20, "source": "kernel-log", "cmdline": "262144,force"}
+    assert provenance["swiotlb"] == {
+        "bytes": 128 << 20,
+        "source": "kernel-log",
+        "cmdline": "262144,force",
+        "dynamic": None,
+    }
     assert provenance["page_size"] is None  # sysconf describes this machine, not a recorded one
     assert provenance["thp"] == {"enabled": "madvise", "defrag": "madvise"}
     assert provenance["hugepages_total"] == 8
@@ -614,15 +619,20 @@ def test_swiotlb_from_the_command_line_when_the_log_does_not_say(tmp_path):
     log = "".join(line + "\n" for line in PROVENANCE_LOG.splitlines() if "software IO TLB" not in line)
     provenance = probe(root=provenance_root(tmp_path), dmesg=dmesg(tmp_path, log))["provenance"]
     # 262144 slabs of 2 KiB (IO_TLB_SHIFT 11)
-    assert provenance["swiotlb"] == {"bytes": 512 << 20, "source": "cmdline", "cmdline": "262144,force"}
+    assert provenance["swiotlb"] == {
+        "bytes": 512 << 20,
+        "source": "cmdline",
+        "cmdline": "262144,force",
+        "dynamic": None,
+    }
     # debugfs's slab count (the boot lines gone from a long-running machine's ring buffer) before the request
     root = provenance_root(tmp_path / "d", **{"/sys/kernel/debug/swiotlb/io_tlb_nslabs": "32768\n"})
     provenance = probe(root=root, dmesg=dmesg(tmp_path, log))["provenance"]
-    assert provenance["swiotlb"] == {"bytes": 64 << 20, "source": "debugfs", "cmdline": "262144,force"}
+    assert provenance["swiotlb"] == {"bytes": 64 << 20, "source": "debugfs", "cmdline": "262144,force", "dynamic": None}
     # a swiotlb= that sets only the mode gives no size; one after "--" is init's, not the kernel's
     root = provenance_root(tmp_path / "b", **{"/proc/cmdline": "ro swiotlb=noforce -- swiotlb=4096\n"})
     provenance = probe(root=root, dmesg=dmesg(tmp_path, "nothing\n"))["provenance"]
-    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": "noforce"}
+    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": "noforce", "dynamic": None}
 
 
 def test_provenance_is_null_where_its_sources_are_absent(tmp_path):
@@ -631,7 +641,7 @@ def test_provenance_is_null_where_its_sources_are_absent(tmp_path):
     document = probe(root=root)
     provenance = document["provenance"]
     assert document["machine_id"] is None
-    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": None}
+    assert provenance["swiotlb"] == {"bytes": None, "source": None, "cmdline": None, "dynamic": None}
     assert provenance["thp"] == {"enabled": None, "defrag": None}
     nested = {"swiotlb", "thp"}
     assert all(value is None for key, value in provenance.items() if key not in nested), provenance
@@ -873,3 +883,156 @@ def test_each_virtio_device_records_whether_access_platform_was_negotiated(tmp_p
         {"name": "virtio0", "type": "net", "access_platform": False},
         {"name": "virtio1", "type": "block", "access_platform": True},
     ]
+
+
+# --- issue 56: "none" on evidence a host or a hypervisor gives ------------------------------------------
+
+
+def _fragment(tmp_path, fixture, keep):
+    """What `dmesg | grep -i KEEP` shows of a fixture log: no boot line, so its silence proves nothing."""
+    lines = (DMESG_FIXTURES / fixture).read_text().splitlines(True)
+    path = tmp_path / f"fragment-{fixture}"
+    path.write_text("".join(line for line in lines if keep.lower() in line.lower()))
+    return path
+
+
+def _bare_root(tmp_path):
+    """A snapshot with no cpuinfo: nothing but the log can decide."""
+    root = tmp_path / "bare"
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@pytest.mark.parametrize(
+    "fixture, keep, role, reason",
+    [
+        ("tdx-host.txt", "tdx", "tdx host", "the host side of TDX"),
+        ("sev-host.txt", "sev", "sev host", "the host side of SEV"),
+        ("hyperv-no-isolation.txt", "hyper-v", "hyper-v guest without isolation", "does not isolate this guest"),
+    ],
+)
+def test_a_host_and_a_hyperv_guest_without_isolation_are_none_with_their_reason(
+    tmp_path, ccbench, fixture, keep, role, reason
+):
+    fragment = _fragment(tmp_path, fixture, keep)
+    done = ccbench("env", "--root", _bare_root(tmp_path), "--dmesg", fragment, "--json")
+    assert done.returncode == 0, done.stderr
+    tee = json.loads(done.stdout)["tee"]
+    assert tee["technology"] == "none", tee
+    assert tee["roles"] == [role]
+    assert any(e.get("role") == role and reason in e["signal"] for e in tee["evidence"]), tee["evidence"]
+    shown = ccbench("env", "--root", _bare_root(tmp_path), "--dmesg", fragment)
+    text = " ".join(shown.stdout.split())  # the console wraps long lines
+    assert reason in text and "-> none" in text
+
+
+def test_the_tdx_hosts_module_version_is_recorded(tmp_path):
+    tee = probe(root=_bare_root(tmp_path), dmesg=_fragment(tmp_path, "tdx-host.txt", "virt/tdx"))["tee"]
+    assert tee["tdx_module"] == {"version": "1.5", "build_date": "20240129", "build_num": 698}
+    # each CMR or module line alone says "host" too
+    for line in (
+        "virt/tdx: CMR: [0x100000, 0x77800000)",
+        "virt/tdx: module initialized",
+        "virt/tdx: TDX module version: 1.5.24",
+    ):
+        alone = dmesg(tmp_path, f"[   24.1] {line}\n")
+        assert probe(root=_bare_root(tmp_path), dmesg=alone)["tee"]["technology"] == "none", line
+    version = dmesg(tmp_path, "[   24.1] virt/tdx: TDX module version: 1.5.24\n")
+    assert probe(root=_bare_root(tmp_path), dmesg=version)["tee"]["tdx_module"] == {"version": "1.5.24"}
+
+
+def test_lines_that_prove_no_role_leave_it_unknown(tmp_path):
+    unknown = [
+        # kvm_amd prints "disabled" wherever the CPU has the SEV bit, a nested guest's too
+        "[   10.7] kvm_amd: SEV disabled (ASIDs 0 - 0)\n",
+        "[    5.5] ccp 0000:47:00.1: sev initialization failed\n",
+        # the isolation bit set, the line that names the isolation type cut off
+        "[    0.0] Hyper-V: privilege flags low 0xae7f, high 0x7b8030, hints 0xa0e24, misc 0xe0bed7b2\n",
+        # a TD's own (guest-side) lines are "tdx: ", never "virt/tdx: "
+        "[    0.3] tdx: Guest detected\n[    0.4] Hyper-V: privilege flags low 0xae7f, high 0x3b8030\n",
+    ]
+    for text in unknown[:3]:
+        assert probe(root=_bare_root(tmp_path), dmesg=dmesg(tmp_path, text))["tee"]["technology"] == "unknown", text
+    # a TD's line beside a Hyper-V guest without isolation: contradictory
+    tee = probe(root=_bare_root(tmp_path), dmesg=dmesg(tmp_path, unknown[3]))["tee"]
+    assert tee["technology"] == "unknown" and any("contradictory" in n for n in tee["notes"]), tee
+
+
+def test_the_hyperv_isolation_bit_is_what_an_azure_cvms_privilege_flags_carry():
+    """The project's own CVM fixtures are consistent with mshyperv.c: the Isolation Config line is
+    printed only under HV_ISOLATION."""
+    from ccbench.probe.tee_roles import HV_ISOLATION
+
+    for log in ("azure-snp-cvm.txt", "azure-tdx-cvm.txt"):
+        text = (DMESG_FIXTURES / log).read_text()
+        high = int(text.split("privilege flags low ")[1].split("high ")[1].split(",")[0], 16)
+        assert high & HV_ISOLATION and "Isolation Config" in text
+
+
+# --- issue 56: the clock source and whether the bounce pool can grow ------------------------------------
+
+
+def test_the_clock_source_is_recorded_from_sysfs_else_from_the_kernels_last_switch(tmp_path):
+    sysfs = {"/sys/devices/system/clocksource/clocksource0/current_clocksource": "hyperv_clocksource_tsc_page\n"}
+    log = dmesg(
+        tmp_path,
+        "[    0.0] Linux version 6.8.0\n"
+        "[    0.9] clocksource: Switched to clocksource kvm-clock\n"
+        "[    2.1] clocksource: Switched to clocksource tsc\n",
+    )
+    assert probe(root=provenance_root(tmp_path / "a", **sysfs), dmesg=log)["provenance"]["clocksource"] == (
+        "hyperv_clocksource_tsc_page"
+    )
+    assert probe(root=provenance_root(tmp_path / "b"), dmesg=log)["provenance"]["clocksource"] == "tsc"
+    assert probe(root=provenance_root(tmp_path / "c"))["provenance"]["clocksource"] is None
+    # a live machine's own (this one's): whatever sysfs says, named in env's provenance block
+    with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as current:
+        assert probe()["provenance"]["clocksource"] == current.read().strip()
+
+
+def test_whether_the_kernel_grows_its_bounce_pool_is_read_from_its_config(tmp_path):
+    import gzip
+
+    built = provenance_root(
+        tmp_path / "a", **{"/boot/config-6.8.0-1014-azure": "CONFIG_SWIOTLB=y\nCONFIG_SWIOTLB_DYNAMIC=y\n"}
+    )
+    assert probe(root=built)["provenance"]["swiotlb"]["dynamic"] is True
+    unset = provenance_root(
+        tmp_path / "b", **{"/boot/config-6.8.0-1014-azure": "# CONFIG_SWIOTLB_DYNAMIC is not set\n"}
+    )
+    assert probe(root=unset)["provenance"]["swiotlb"]["dynamic"] is False
+    proc = provenance_root(tmp_path / "c")
+    (proc / "proc/config.gz").write_bytes(gzip.compress(b"CONFIG_SWIOTLB_DYNAMIC=y\n"))
+    assert probe(root=proc)["provenance"]["swiotlb"]["dynamic"] is True
+    debugfs = provenance_root(tmp_path / "d", **{"/sys/kernel/debug/swiotlb/io_tlb_transient_nslabs": "0\n"})
+    assert probe(root=debugfs)["provenance"]["swiotlb"]["dynamic"] is True
+
+
+def test_the_kernels_swiotlb_full_lines_are_counted_from_where_the_log_stood(tmp_path):
+    """A MOCK of /dev/kmsg (a file of records in its format, "prio,seq,usec,flags;text" and " KEY=value"
+    continuation lines): what was there at opening is not counted, what is appended is."""
+    from ccbench.probe.kmsg import KernelMessages
+
+    kmsg = tmp_path / "kmsg"
+    full = "4,{},{},-;virtio-pci 0000:00:04.0: swiotlb buffer is full (sz: 65536 bytes), total 32768 (slots), used 32712 (slots)\n"
+    kmsg.write_text(full.format(1, 10) + " SUBSYSTEM=pci\n")
+    reader = KernelMessages(tmp_path)
+    assert reader.error is None and reader.read() == {"kmsg.swiotlb_full": 0.0}
+    with kmsg.open("a") as log:
+        log.write(full.format(2, 20) + " DEVICE=+pci:0000:00:04.0\n6,3,30,-;virtio_net virtio0 eth0: link up\n")
+        log.write(full.format(4, 40))
+    assert reader.read() == {"kmsg.swiotlb_full": 2.0}
+    reader.close()
+    missing: dict[str, str] = {}
+    absent = KernelMessages(tmp_path / "nowhere", missing=missing)
+    assert absent.read() == {} and "dmesg_restrict" in missing["kmsg"]
+
+
+def test_the_live_kernel_log_is_read_onward_without_counting_the_past():
+    from ccbench.probe.kmsg import KernelMessages
+
+    reader = KernelMessages()
+    if reader.error:
+        pytest.skip(reader.error)
+    assert reader.read() == {"kmsg.swiotlb_full": 0.0}  # whatever this machine printed before is not counted
+    reader.close()

@@ -17,6 +17,8 @@ two snapshots and records their differences in the execution record (docs/mechan
   (``io_tlb_nslabs`` plus the transient slabs) is rejected with the reason (some 6.5-6.8 kernels
   read 18446744073709551615 after an underflow); ``swiotlb.transient_nslabs`` (.end and change):
   the slabs of dynamic pools (CONFIG_SWIOTLB_DYNAMIC), each a private-to-shared conversion in a CVM;
+  ``swiotlb.nslabs`` (.end and change): the pool's slabs; ``kmsg.swiotlb_full``: the kernel's "swiotlb
+  buffer is full" lines (ccbench.probe.kmsg: /dev/kmsg, root), each a mapping the pool could not take;
 - ``cpuidle.<state>.usage``, ``cpuidle.<state>.time_us``: how often the CPUs entered each idle
   state and how long they stayed, summed over CPUs (the halts behind idle exits; POLL never halts);
 - ``trace.<event>``: how often a tracepoint fired (``swiotlb:swiotlb_bounced``,
@@ -54,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.ledger import Ledger, read_entries
+from ccbench.probe.kmsg import KernelMessages
 
 #: the metric prefix of the counters as samples (counter_samples)
 METRIC_PREFIX = "mech."
@@ -76,7 +79,9 @@ STAT_COUNTS = {"ctxt": "ctxt", "intr": "intr", "softirq": "softirq", "processes"
 TRACEPOINTS = ("swiotlb:swiotlb_bounced", "tdx:tdx_virtualization_exception")
 #: perf_event_open (type, config): PERF_TYPE_HARDWARE cycles and instructions
 PMU_EVENTS = {"cycles": (0, 0), "instructions": (0, 1)}
-LEVELS = {f"vmstat.{key}" for key in VMSTAT_LEVELS} | {"swiotlb.used", "swiotlb.hiwater", "swiotlb.transient_nslabs"}
+LEVELS = {f"vmstat.{key}" for key in VMSTAT_LEVELS} | {
+    f"swiotlb.{key}" for key in ("used", "hiwater", "transient_nslabs", "nslabs")
+}
 EXITS_REASON = (
     "exits (#VC/GHCB on SEV-SNP, #VE/TDVMCALL on TDX, VM exits on a plain VM) are counted by the "
     "hypervisor; a guest sees their cost, not their number (tdx:tdx_virtualization_exception exists only in "
@@ -380,6 +385,7 @@ class CounterSession:
         self.ledger = Ledger(Path(workdir) / LEDGER) if workdir is not None and os.geteuid() == 0 else None
         self.missing: dict[str, str] = {"exits": EXITS_REASON}
         self.swiotlb: Path | None = None
+        self.kmsg: KernelMessages | None = None
         #: tracepoint -> its instance's directory
         self.traces: dict[str, Path] = {}
         self.perf: PerfCounters | None = None
@@ -395,6 +401,7 @@ class CounterSession:
         if not self.idle_states:
             self.missing["cpuidle"] = "no cpuidle states in sysfs (no idle driver: the CPUs halt or poll directly)"
         self.swiotlb = self._swiotlb()
+        self.kmsg = KernelMessages(missing=self.missing)
         self._tracepoints()
         self.perf = PerfCounters(PMU_EVENTS, online_cpus(self.sys_root))
         for name, reason in self.perf.missing.items():
@@ -487,6 +494,7 @@ class CounterSession:
             ("used", "io_tlb_used"),
             ("hiwater", "io_tlb_used_hiwater"),
             ("transient_nslabs", "io_tlb_transient_nslabs"),
+            ("nslabs", "io_tlb_nslabs"),
         )
         for name, file in files:
             path = self.swiotlb / file
@@ -504,7 +512,7 @@ class CounterSession:
             if not text.strip().isdigit():
                 continue
             value = float(text)
-            if name != "transient_nslabs" and pool is not None and value > pool:
+            if name in ("used", "hiwater") and pool is not None and value > pool:
                 self.missing[f"swiotlb.{name}"] = (
                     f"{file} read {text.strip()}, above the pool's {int(pool)} slabs: rejected (a counter that "
                     "underflowed, as on some 6.5-6.8 kernels)"
@@ -568,6 +576,7 @@ class CounterSession:
         values = read_proc(self.proc_root)
         if self.swiotlb is not None:
             values.update(self._swiotlb_values())
+        values.update(self.kmsg.read() if self.kmsg is not None else {})
         for event, instance in self.traces.items():
             values[f"trace.{event}"] = float(_events_written(instance))
         for state, name in self.idle_states:
@@ -591,7 +600,9 @@ class CounterSession:
                 continue  # left in the ledger for cleanup_stale
             if self.ledger is not None:
                 self.ledger.forget(lambda e, entry=entry: e is entry)
-        self._mounts, self.traces, self.swiotlb = [], {}, None
+        if self.kmsg is not None:
+            self.kmsg.close()
+        self._mounts, self.traces, self.swiotlb, self.kmsg = [], {}, None, None
 
 
 def _events_written(instance: Path) -> int:

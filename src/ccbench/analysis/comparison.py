@@ -58,7 +58,10 @@ class Comparison:
         """The lint's findings on the compared machines. ``per_sample`` False: read only the rows the
         lint needs from the engine (no per-sample frame was made)."""
         rows = self.engine.sample if per_sample else _lint_rows(self.engine)
-        return lint_comparison(rows, self.table, self.machines, self.device_io, measured_series(self.engine))
+        executions = {str(bundle.path): bundle.executions for bundle in self.bundles}
+        return lint_comparison(
+            rows, self.table, self.machines, self.device_io, measured_series(self.engine), executions
+        )
 
     def implausible_settled(self) -> set[tuple[str, str, str, str]]:
         """(bundle path, workload, variant key, case label) of the settled cases whose rows are

@@ -16,6 +16,7 @@ from typing import Any
 
 from ccbench.analysis import plausibility
 from ccbench.analysis.engine import first_rows
+from ccbench.analysis.lint_run import clock_sources, full_bounce_pools
 from ccbench.probe.facts import machine_facts, microarchitecture, page_sizes
 from ccbench.probe.lint import HIGH, INFO, MEDIUM, Finding, gib, lint_machine, make_finding
 from ccbench.workloads import plan_device_io
@@ -28,6 +29,9 @@ MEMORY_TOLERANCE = 0.05
 #: speed measured in the same run does far more than encrypt; measured here, the secure channel
 #: reaches 0.89 of the AEAD ceiling and rustls TLS 0.50, so 0.2 leaves room for a busy machine
 CIPHER_SHARE_FLOOR = 0.2
+#: said of machines whose kernels differ: a guest kernel alone moves a TEE's costs (its exits, bounce
+#: buffers, idle and page acceptance are kernel code), so the kernel stands beside the TEE as a cause
+KERNEL_CONFOUND = "; the kernels differ, a confound beside {}: a kernel alone moves a guest's costs"
 
 
 # ---- two sides of a comparison ----------------------------------------------------------------------
@@ -204,11 +208,13 @@ def unchecked(baseline: Side, other: Side, unknown: dict[str, list[str]]) -> lis
 def _confounded(baseline: Side, other: Side, found: list[Difference], layers: list[str]) -> Finding:
     a, b = ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
     measured = " and ".join(layers) if layers else "the difference"
+    beside = "the TEE" if any(layer.startswith("TEE") for layer in layers) else (measured if layers else "the layer")
+    kernel = KERNEL_CONFOUND.format(beside) if any(d.fact == "kernel" for d in found) else ""
     return make_finding(
         "confounded",
         HIGH,
         f"{measured} measured between {a} and {b} is confounded by {confounded_by(found)}: the number is not the "
-        "layer's own cost",
+        f"layer's own cost{kernel}",
         {label: machine_facts(probe) for label, probe in [*baseline, *other]},
         "compare machines that differ only in the layer (same CPU model, size, SMT and kernel), or read the "
         "difference as the machines' together",
@@ -236,7 +242,7 @@ def lint_pairs(frame: Any, table: Any, machines: Mapping[str, Mapping[str, Any]]
         found, unknown = differences(baseline, other)
         if found:
             findings.append(_confounded(baseline, other, found, layers))
-        findings += small_pages(baseline, other) + unchecked(baseline, other, unknown)
+        findings += small_pages(baseline, other) + unchecked(baseline, other, unknown) + clock_sources(baseline, other)
     return findings
 
 
@@ -459,10 +465,12 @@ def lint_comparison(
     machines: Mapping[str, Mapping[str, Any]],
     device_io: Mapping[str, bool | None] | None = None,
     series: Any = None,
+    executions: Mapping[str, list] | None = None,
 ) -> list[Finding]:
     """Every finding on the bundles of a comparison: each machine's own (``device_io`` per bundle:
-    whether its plan moves data through devices), each cross-machine pair's, the cipher speeds, and
-    (with ``series``, the distinct cases each configuration measured) the cases left unpaired."""
+    whether its plan moves data through devices), each cross-machine pair's, the cipher speeds,
+    (with ``series``, the distinct cases each configuration measured) the cases left unpaired, and
+    (with ``executions``, {bundle: its execution records}) a bounce pool that filled."""
     device_io = device_io or {}
     labels = {}
     if frame is not None and not frame.empty:
@@ -472,7 +480,7 @@ def lint_comparison(
         name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
         findings += lint_machine(probe, device_io.get(bundle), name)
     findings += lint_pairs(frame, table, machines) + slow_cipher(frame) + plausibility.findings(table)
-    findings += unpaired(series, table)
+    findings += unpaired(series, table) + full_bounce_pools(executions or {}, machines, labels)
     unique = {}
     for finding in findings:
         unique.setdefault((finding.code, finding.what), finding)

@@ -34,10 +34,11 @@ PROVENANCE_KEYS = (
     "microcode",
     "hypervisor",
     "tdx_idle",
+    "clocksource",
     "tee_evidence",
 )
 _NESTED_NULLS = {
-    "swiotlb": {"bytes": None, "source": None, "cmdline": None},
+    "swiotlb": {"bytes": None, "source": None, "cmdline": None, "dynamic": None},
     "thp": {"enabled": None, "defrag": None},
 }
 
@@ -112,6 +113,7 @@ def describe(provenance: dict[str, Any]) -> list[tuple[str, str]]:
         ("CPU / microcode", f"{_text(provenance.get('cpu_model'))} / {_text(provenance.get('microcode'))}"),
         ("hypervisor", _text(provenance.get("hypervisor"))),
         ("TDX idle", _text(provenance.get("tdx_idle"))),
+        ("clock source", _text(provenance.get("clocksource"))),
         ("TEE evidence", tee_evidence_text(provenance.get("tee_evidence"))),
     ]
     return lines
@@ -157,6 +159,8 @@ def _tcb(tcb: dict[str, Any] | None) -> str:
 def _swiotlb_text(swiotlb: dict[str, Any]) -> str:
     size = swiotlb.get("bytes")
     given = f"; swiotlb={swiotlb['cmdline']} on the command line" if swiotlb.get("cmdline") else ""
+    dynamic = swiotlb.get("dynamic")
+    given += "" if dynamic is None else ("; grows when full (SWIOTLB_DYNAMIC)" if dynamic else "; fixed size")
     if size is None:
         return "unknown" + given
     return f"{size / 2**20:.0f} MiB (from the {swiotlb.get('source')}){given}"

@@ -39,6 +39,11 @@ SOURCES = {
     "small-pages": "https://github.com/AMDESE/AMDSEV/issues/225 (a memory slowdown traced to 4K vs 2M guest pages)",
     "slow-cipher": "docs/trust.md (Lint); the AEAD ceiling is measured by ccchannel-bench in the same run",
     "unchecked": "docs/trust.md (Lint)",
+    "clock-source": "Linux kernel/time/clocksource.c (current_clocksource); the SEV-SNP Secure TSC series (x86/sev: "
+    "Mark Secure TSC as reliable clocksource): a confidential guest may read time from another clock than a plain VM",
+    "full-bounce-pool": "Linux kernel/dma/swiotlb.c (swiotlb_tbl_map_single: 'swiotlb buffer is full', debugfs "
+    "io_tlb_used_hiwater, io_tlb_nslabs; CONFIG_SWIOTLB_DYNAMIC's transient pools); arch/x86/mm/mem_encrypt.c "
+    "(6% of memory up to 1 GiB)",
     "unpaired": "docs/trust.md (Lint); docs/microservices.md (open-loop rates calibrated per run)",
     "implausible": "docs/analysis.md (Implausible rows); Linux fs/ext4/inode.c ext4_dio_alignment and "
     "fs/crypto/inline_crypt.c fscrypt_dio_supported (O_DIRECT on an encrypted file without inline encryption is "
@@ -49,7 +54,7 @@ SOURCES = {
 @dataclass
 class Finding:
     #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked", "implausible",
-    #: "unpaired"
+    #: "unpaired", "clock-source", "full-bounce-pool" (ccbench.analysis.lint_run)
     code: str
     #: "high" (the number is not what it claims), "medium" (likely skews it), "info" (could not check)
     severity: str

@@ -173,6 +173,8 @@ SWIOTLB_SLAB_BYTES = 2048
 _KERNEL_LOG_CMDLINE = re.compile(r"Command line: (.*)$")
 _KERNEL_LOG_HYPERVISOR = re.compile(r"Hypervisor detected: (.+?)\s*$")
 _KERNEL_LOG_DMI = re.compile(r"\bDMI: (.+?)\s*$")
+#: kernel/time/clocksource.c (pr_fmt "clocksource: "), each time the kernel changes its clock
+_KERNEL_LOG_CLOCKSOURCE = re.compile(r"\bclocksource: Switched to clocksource (\S+)")
 _TIMESTAMP = re.compile(r"^\[\s*[\d.]+\]\s*")
 
 
@@ -213,6 +215,39 @@ def _swiotlb(sources: Sources, cmdline: str | None, lines: list[str]) -> dict[st
     if slabs.isdigit():
         return {"bytes": int(slabs) * SWIOTLB_SLAB_BYTES, "source": "cmdline", "cmdline": given}
     return {"bytes": None, "source": None, "cmdline": given}
+
+
+def kernel_config(sources: Sources, release: str | None, option: str) -> bool | None:
+    """Whether the kernel was built with ``option`` (CONFIG_...=y or =m), from /proc/config.gz or
+    /boot/config-<release>; None where neither is there."""
+    import gzip
+
+    try:
+        text = gzip.decompress(sources.path("/proc/config.gz").read_bytes()).decode(errors="replace")
+    except (OSError, EOFError, gzip.BadGzipFile):
+        text = sources.read_text(f"/boot/config-{release}") if release else None
+    if not text:
+        return None
+    return any(line.startswith(f"{option}=") and line.strip()[-1] in "ym" for line in text.splitlines())
+
+
+def _swiotlb_dynamic(sources: Sources, release: str | None) -> bool | None:
+    """CONFIG_SWIOTLB_DYNAMIC (6.6+: the pool grows by transient pools instead of failing when full):
+    the kernel's config, else debugfs' io_tlb_transient_nslabs, which only such a kernel creates."""
+    built = kernel_config(sources, release, "CONFIG_SWIOTLB_DYNAMIC")
+    if built is None and sources.exists("/sys/kernel/debug/swiotlb/io_tlb_transient_nslabs"):
+        return True
+    return built
+
+
+def _clocksource(sources: Sources, lines: list[str]) -> str | None:
+    """The clock the kernel reads time from now (kvm-clock, tsc, hyperv_clocksource_tsc_page, ...): the
+    sysfs choice, else the last switch the kernel log names."""
+    text = (sources.read_text("/sys/devices/system/clocksource/clocksource0/current_clocksource") or "").strip()
+    if text:
+        return text
+    switched = [m.group(1) for line in lines if (m := _KERNEL_LOG_CLOCKSOURCE.search(line))]
+    return switched[-1] if switched else None
 
 
 def _bracketed(sources: Sources, absolute: str) -> str | None:
@@ -290,7 +325,10 @@ def probe_provenance(sources: Sources, document: dict[str, Any], tdx_idle: str |
     cpu, memory = document.get("cpu", {}), document.get("memory", {})
     return {
         "kernel_cmdline": cmdline,
-        "swiotlb": _swiotlb(sources, cmdline, lines),
+        "swiotlb": {
+            **_swiotlb(sources, cmdline, lines),
+            "dynamic": _swiotlb_dynamic(sources, document.get("kernel", {}).get("release")),
+        },
         "page_size": os.sysconf("SC_PAGE_SIZE") if sources.live else None,
         "thp": {
             "enabled": _bracketed(sources, "/sys/kernel/mm/transparent_hugepage/enabled"),
@@ -304,6 +342,7 @@ def probe_provenance(sources: Sources, document: dict[str, Any], tdx_idle: str |
         "microcode": cpu.get("microcode"),
         "hypervisor": _hypervisor(document, lines, document.get("tee", {}).get("hyperv_isolation")),
         "tdx_idle": tdx_idle,
+        "clocksource": _clocksource(sources, lines),
         "tee_evidence": None,
     }
 

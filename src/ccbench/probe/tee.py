@@ -6,7 +6,9 @@ and on a live machine CPUID and the SEV status MSR (the way ``systemd-detect-vir
 including Hyper-V isolation leaves used by Azure confidential VMs).
 
 A host whose CPU merely *supports* SEV or TDX is not a confidential guest: CPU flags without the
-``hypervisor`` flag are recorded as host capability, not as protection.
+``hypervisor`` flag are recorded as host capability, not as protection. Kernel-log lines only a TDX or
+SEV host prints, and a Hyper-V guest's privilege flags without the isolation bit, are positive
+evidence of "none" (ccbench.probe.tee_roles), even in a log fragment.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from typing import Any
 
 from ccbench.probe.sources import CpuidReader, RecordedCpuid, Sources, UserCpuid, read_msr
+from ccbench.probe.tee_roles import ROLE, contradicts_role, role_signals
 
 TECHNOLOGIES = ("none", "sev", "sev-es", "sev-snp", "tdx", "sgx", "unknown")
 #: order of strength within the AMD family: SNP implies ES implies SEV
@@ -250,6 +253,9 @@ def detect(sources: Sources) -> dict[str, Any]:
         checked.append("cpuid/msr")
     evidence = _defer_generic_amd_to_hyperv(evidence, notes, hyperv)
     technology = _decide(evidence, checked)
+    clash = contradicts_role(evidence, _strong_technologies(evidence))
+    if clash:
+        notes.append(clash)
     blind = "cpuid/msr" not in checked and not any(c.startswith("kernel log") for c in checked)
     if technology == "unknown" and blind and not any(e["indicates"] not in ("none", "unknown") for e in evidence):
         notes.append(
@@ -340,6 +346,7 @@ def _kernel_log_signals(
             f"kernel log ({origin}) does not reach back to boot (no 'Linux version' or 'Command line' line: "
             "rolled over or cut): what it lacks is no evidence"
         )
+    facts.update(role_signals(log, evidence, notes))
     for line in log.splitlines():
         ctls = _TD_CTLS.search(line)
         if ctls:
@@ -439,9 +446,17 @@ def _note_weak_decision(technology: str, evidence: list[dict[str, str]], notes: 
         notes.append(f"{technology} rests on weak evidence alone ({signals}): {deciding[0]['why']}")
 
 
+def _strong_technologies(evidence: list[dict[str, str]]) -> set[str]:
+    return {e["indicates"] for e in evidence if e.get("strength") != WEAK and e["indicates"] not in ("none", "unknown")}
+
+
 def _decide(evidence: list[dict[str, str]], checked: list[str]) -> str:
     strong = [e for e in evidence if e.get("strength") != WEAK]
-    strong_positive = {e["indicates"] for e in strong if e["indicates"] not in ("none", "unknown")}
+    strong_positive = _strong_technologies(evidence)
+    if any(ROLE in e for e in evidence):
+        # a host, or a Hyper-V guest without isolation, is no confidential guest: a guest-side signal
+        # beside it contradicts it (unknown), a weak one does not outweigh it
+        return "unknown" if strong_positive else "none"
     # weak evidence decides only where no strong evidence names a technology: it never contradicts one
     if strong_positive:
         evidence = strong

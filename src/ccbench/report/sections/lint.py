@@ -1,6 +1,7 @@
 """The lint's findings, right after the verdict: the known traps seen in the compared machines
-(confounded comparisons, a debug TEE, small bounce buffers, 4K against 2M pages, encryption far
-below its cipher's speed), each with its evidence and source (docs/trust.md, Lint)."""
+(confounded comparisons, different clock sources, a debug TEE, small or full bounce buffers, 4K
+against 2M pages, encryption far below its cipher's speed), each with its evidence and source
+(docs/trust.md, Lint)."""
 
 from __future__ import annotations
 
@@ -37,11 +38,14 @@ def build(ctx: ReportContext) -> Section | None:
     if ctx.samples is None or ctx.samples.empty:
         return None
     machines, device_io = bundle_machines(ctx.bundles)
-    findings = lint_comparison(ctx.samples, ctx.comparison, machines, device_io)
+    executions = {str(bundle.path): bundle.executions for bundle in ctx.bundles}
+    findings = lint_comparison(ctx.samples, ctx.comparison, machines, device_io, executions=executions)
     intro = (
         "Known traps checked on the machines behind this comparison (docs/trust.md, section Lint): machines that "
-        "differ in more than the layer compared, a debug TEE, small bounce buffers under I/O in a SEV or TDX guest, "
-        "4K against 2M guest pages, and encryption far below its cipher's speed measured in the same run. "
+        "differ in more than the layer compared (their kernels a confound beside the TEE), different clock "
+        "sources, a debug TEE, small bounce buffers under I/O in a SEV or TDX guest and a bounce pool that filled "
+        "during an execution, 4K against 2M guest pages, and encryption far below its cipher's speed measured in "
+        "the same run. "
     )
     if not findings:
         return Section(title="Lint: known traps", intro=intro + "None was found.")
