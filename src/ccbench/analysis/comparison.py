@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.compare import NOISY_CV, compare, least_protected, reduced, resolve_baseline
+from ccbench.analysis.baselines import least_protected, resolve_baseline
+from ccbench.analysis.compare import NOISY_CV, compare, reduced
 from ccbench.analysis.engine import SampleSet, sample_set
 from ccbench.analysis.fleet_settle import fleet_settled_cases
 from ccbench.analysis.lint import (

@@ -327,6 +327,15 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
         click.echo(line)
 
 
+def _medians_against(table) -> int:
+    """How many rows' medians move one way while their ratio (of geometric means) moves the other."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        step = table["median"].to_numpy(dtype=float) - table["baseline_median"].to_numpy(dtype=float)
+        return int((np.sign(step) * np.sign(table["ratio"].to_numpy(dtype=float) - 1) < 0).sum())
+
+
 def _longest_word(header: str, values) -> int:
     """A column's least width: its longest word (header included, at most 24 characters), so that a
     table too wide for the terminal wraps its cells between words, never inside one ("significan t")."""
@@ -409,6 +418,12 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
     title = f"baseline: {', '.join(baselines)}{twins}{excluded}"
     if left:
         title += f"; {left} supporting-metric rows behind --details"
+    against = _medians_against(shown)
+    if against:
+        title += (
+            f"; in {against} row{'s' if against != 1 else ''} the medians move the other way from the effect (a ratio "
+            "of geometric means, as every interval here is): a few executions carry the difference"
+        )
     out = Table(title=title, title_justify="left")
     cells = fmt.comparison_table(shown)
     if not details:
