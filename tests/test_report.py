@@ -137,7 +137,7 @@ def test_report_renders_in_headless_chromium(two_bundles, ccbench, tmp_path):
     # solid where significant and faint, 40% over white, where not) are on the screen; how many
     # pixels depends on the two real runs' intervals (14 when every row came out faint and short on a
     # loaded machine), so the test asks that they are there, not how much
-    from ccbench.report.charts import PALETTE
+    from ccbench.report.chartstyle import PALETTE
 
     solid = [np.array([int(c[i : i + 2], 16) for i in (1, 3, 5)]) for c in PALETTE[:4]]
     colours = solid + [np.rint(0.4 * rgb + 0.6 * 255) for rgb in solid]
@@ -218,7 +218,7 @@ def test_summary_numbers_match_the_comparison_table(tmp_path, ccbench):
 
 
 def test_every_configuration_keeps_its_colour_in_every_chart(tmp_path, ccbench):
-    from ccbench.report.charts import series_id
+    from ccbench.report.chartstyle import series_id
 
     paths = three_configuration_bundles(tmp_path)
     figures = tmp_path / "figures"

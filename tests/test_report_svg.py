@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ccbench.report import charts
+from ccbench.report import charts, chartstyle
 from ccbench.report.forest import Forest
 from ccbench.report.svg import text_width
 
@@ -59,7 +59,7 @@ def test_forest_rows_intervals_and_one_value_marks_are_in_the_markup():
     assert group(root, "forest:one-value:1") is None  # the mark is a text element with its row's id
     mark = next(e for e in root.iter(f"{SVG}text") if e.get("id") == "forest:one-value:1")
     assert mark.text == "one value: no interval"
-    tdx, snp = charts.series_id("tdx / TDX"), charts.series_id("snp / SEV-SNP")
+    tdx, snp = chartstyle.series_id("tdx / TDX"), chartstyle.series_id("snp / SEV-SNP")
     # every row with an interval has one path; the row of one value has an open circle and no interval
     assert len(group(root, f"{tdx}:forest-intervals").findall(f"{SVG}path")) == 1
     assert len(group(root, f"{snp}:forest-intervals").findall(f"{SVG}path")) == 2
@@ -74,7 +74,7 @@ def test_forest_axis_is_logarithmic_with_1x_between_its_ends():
     """An interval twice as far from 1x in ratio is twice as long on the chart (log scale)."""
     rows = [row("a", "c", 2.0, 1.0, 2.0), row("b", "c", 4.0, 1.0, 4.0)]
     root = parsed(charts.forest(forest_of(rows, ["c"]), "t").svg())
-    paths = group(root, f"{charts.series_id('c')}:forest-intervals").findall(f"{SVG}path")
+    paths = group(root, f"{chartstyle.series_id('c')}:forest-intervals").findall(f"{SVG}path")
     lengths = []
     for path in paths:
         x0, x1 = (float(v) for v in re.findall(r"[ML] ([-0-9.]+) ", path.get("d")))
@@ -132,7 +132,7 @@ def test_percentile_lines_one_path_per_configuration_and_panel():
     root = parsed(charts.percentile_lines(summary, "latency", "us", colours={"a": "#4477AA", "b": "#EE6677"}).svg())
     for config, colour in (("a", "#4477aa"), ("b", "#ee6677")):
         for panel in (0, 1):
-            paths = group(root, f"{charts.series_id(config)}:panel{panel}").findall(f"{SVG}path")
+            paths = group(root, f"{chartstyle.series_id(config)}:panel{panel}").findall(f"{SVG}path")
             assert len(paths) == 1 and f"stroke: {colour}" in paths[0].get("style")
     words = texts(root)
     assert {"p50", "p99", "4k", "1m", "latency"} <= set(words)
@@ -182,7 +182,7 @@ def test_grouped_bars_one_bar_per_case_and_configuration_with_its_quartiles():
     )
     for config, colour in (("plain", "#4477aa"), ("tls", "#ee6677")):
         for number in (0, 1):
-            (bar,) = group(root, f"{charts.series_id(config)}:{number}").findall(f"{SVG}path")
+            (bar,) = group(root, f"{chartstyle.series_id(config)}:{number}").findall(f"{SVG}path")
             assert f"fill: {colour}" in bar.get("style")
     words = texts(root)
     assert "us (lower is better), log scale" in words  # 60 beside 1,000,000: a log axis, said
@@ -191,7 +191,7 @@ def test_grouped_bars_one_bar_per_case_and_configuration_with_its_quartiles():
     tops = {}
     for config in ("plain", "tls"):
         for number in (0, 1):
-            (bar,) = group(root, f"{charts.series_id(config)}:{number}").findall(f"{SVG}path")
+            (bar,) = group(root, f"{chartstyle.series_id(config)}:{number}").findall(f"{SVG}path")
             tops[(config, number)] = float(re.findall(r"[ML] [-0-9.]+ ([-0-9.]+)", bar.get("d"))[0])
     step = [tops[("plain", n)] - tops[("tls", n)] for n in (0, 1)]
     assert step[0] > 0 and step[0] == pytest.approx(step[1], abs=0.05)

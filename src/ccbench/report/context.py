@@ -12,7 +12,7 @@ import pandas as pd
 from ccbench.analysis.compare import summary_by_config
 from ccbench.analysis.comparison import comparison
 from ccbench.helper import Helper
-from ccbench.report import charts
+from ccbench.report import chartstyle
 from ccbench.report.sections import ReportContext, Section, discover
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def build_context(
     if result.baseline is not None:
         comparison_rows = result.table
         summary = summary_by_config(engine, exclude_contended=exclude_contended)
-    colours = charts.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
+    colours = chartstyle.colour_map(pd.unique(samples["config"])) if not samples.empty else {}
     return ReportContext(
         samples=samples,
         bundles=result.bundles,

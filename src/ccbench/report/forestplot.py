@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ccbench.report import charts
+from ccbench.report import chartstyle
 from ccbench.report.forest import measured_config
 from ccbench.report.svg import Canvas, fit, text_width
 
@@ -57,7 +57,7 @@ def _labelled(chosen: list[float], x) -> set[float]:
     gap = 3.0
 
     def edges(tick: float) -> tuple[float, float]:
-        half = text_width(charts.ratio_tick(tick), TICK_SIZE) / 2
+        half = text_width(chartstyle.ratio_tick(tick), TICK_SIZE) / 2
         return x(tick) - half, x(tick) + half
 
     if not chosen:
@@ -98,7 +98,7 @@ class Layout:
         return self.top + (index + 0.5) * self.row
 
 
-def draw(data, title: str, colours: dict[str, str] | None = None, width: float = charts.MAX_WIDTH) -> Canvas:
+def draw(data, title: str, colours: dict[str, str] | None = None, width: float = chartstyle.MAX_WIDTH) -> Canvas:
     """The forest plot of ``data`` (a ccbench.report.forest.Forest). Every row is in its
     configuration's colour; significant rows (interval clear of 1x) solid, the others faint and
     thin; a pooled row is a diamond with the range of its cases dotted; a row of one value is an
@@ -117,11 +117,11 @@ def draw(data, title: str, colours: dict[str, str] | None = None, width: float =
         def x(value, left=left):
             return left + (math.log(value) - math.log(low)) / (math.log(high) - math.log(low)) * layout.panel
 
-        colour = charts.panel_colour(measured_config(config), number, colours)
+        colour = chartstyle.panel_colour(measured_config(config), number, colours)
         _frame(canvas, layout, left, x, low, high, len(data.labels))
         _heading(canvas, layout, left, [*_split(config, layout.panel), data.layers.get(config, "")])
         mine = data.rows[data.rows["config"] == config]
-        _rows(canvas, mine, position, layout, x, colour, charts.series_id(measured_config(config)), (low, high))
+        _rows(canvas, mine, position, layout, x, colour, chartstyle.series_id(measured_config(config)), (low, high))
     label_room = layout.label_width - 8
     for index, label in enumerate(data.labels):
         canvas.text(
@@ -167,7 +167,7 @@ def _frame(canvas: Canvas, layout: Layout, left: float, x, low: float, high: flo
         canvas.line([(x(tick), layout.top), (x(tick), layout.bottom)], "#b0b0b0", 0.8, 0.3)
         canvas.line([(x(tick), layout.bottom), (x(tick), layout.bottom + 3.5)], "#000000", 0.8)
         if tick in labelled:
-            canvas.text(x(tick), layout.bottom + 3.5 + 2 + TICK_SIZE, charts.ratio_tick(tick), TICK_SIZE, "middle")
+            canvas.text(x(tick), layout.bottom + 3.5 + 2 + TICK_SIZE, chartstyle.ratio_tick(tick), TICK_SIZE, "middle")
     canvas.line([(x(1.0), layout.top), (x(1.0), layout.bottom)], "#333333", 0.9)
     canvas.rect(left, layout.top, layout.panel, layout.bottom - layout.top, None, "#000000", 0.8)
     below = layout.bottom + 20 + HEADING_SIZE

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ccbench.analysis import format as fmt
-from ccbench.report import charts
+from ccbench.report import chartstyle
 from ccbench.report.svg import Canvas, fit, text_width
 
 #: ColorBrewer's 11-class RdBu diverging scheme, blue (faster) to red (slower)
@@ -49,7 +49,7 @@ def heatmap(matrix: pd.DataFrame, title: str, left_out: pd.DataFrame | None = No
     and 4x (a 776x cell would otherwise turn every other cell the same pale colour); red = slower.
     Each cell is labelled with its ratio ("2.9x"), clipped or not (up to 400 cells); a cell the verdict
     left out (``left_out`` True) is grey, its label "left out", whatever its ratio."""
-    limit = charts.HEATMAP_LIMIT
+    limit = chartstyle.HEATMAP_LIMIT
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = 1 + matrix.to_numpy(dtype=float) / 100
         values = np.log2(np.where(ratios > 0, ratios, np.nan))
@@ -82,7 +82,7 @@ def heatmap(matrix: pd.DataFrame, title: str, left_out: pd.DataFrame | None = No
             canvas.rect(x, y, cell_w, cell_h, colour)
             if labelled:
                 ratio = float(ratios[i, j])
-                label = charts.ratio_tick(ratio) if ratio >= 10 else f"{fmt.significant(ratio, 2)}x"
+                label = chartstyle.ratio_tick(ratio) if ratio >= 10 else f"{fmt.significant(ratio, 2)}x"
                 ink = "#ffffff" if _dark(colour) else "#000000"
                 canvas.text(x + cell_w / 2, y + cell_h / 2 + 2.2, label, 6, "middle", colour=ink)
     canvas.rect(left, top, right - left, bottom - top, None, "#000000", 0.8)
@@ -154,7 +154,7 @@ def percentile_lines(
     canvas = Canvas(width, height, _key("p", title, *cases, *configs), title)
     canvas.text(width / 2, 14, title, 10, "middle")
     for index, (config, (x, y)) in enumerate(zip(configs, places)):
-        canvas.line([(x, y), (x + 12, y)], charts.panel_colour(config, index, colours), 1.5)
+        canvas.line([(x, y), (x + 12, y)], chartstyle.panel_colour(config, index, colours), 1.5)
         canvas.text(x + 15, y + 2.5, fit(config, 7, width - x - 30), 7)
     panel_w, panel_h = 3.0 * 72 * 0.74, 2.6 * 72 * 0.62
     percentiles = sorted(summary["percentile"].dropna().unique())
@@ -171,7 +171,7 @@ def _percentile_panel(canvas, mine, box, percentiles, configs, colours, number, 
     left, top, panel_w, panel_h = box
     values = mine["median"].to_numpy(dtype=float)
     values = values[np.isfinite(values)]
-    log = charts.wants_log(values)
+    log = chartstyle.wants_log(values)
     low, high = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
     if log:
         low, high = low / 1.3, high * 1.3
@@ -194,7 +194,7 @@ def _percentile_panel(canvas, mine, box, percentiles, configs, colours, number, 
         y = y_of(tick)
         canvas.line([(left, y), (left + panel_w, y)], "#b0b0b0", 0.8, 0.3)
         canvas.text(
-            left - 4, y + 2.5, charts._tick(tick) if log or abs(tick) >= 1000 else fmt.significant(tick, 6), 7, "end"
+            left - 4, y + 2.5, chartstyle.tick(tick) if log or abs(tick) >= 1000 else fmt.significant(tick, 6), 7, "end"
         )
     for percentile in percentiles:
         canvas.text(x_of(percentile), top + panel_h + 10, f"p{percentile:g}", 7, "middle")
@@ -206,9 +206,9 @@ def _percentile_panel(canvas, mine, box, percentiles, configs, colours, number, 
         rows = rows[np.isfinite(rows["median"].to_numpy(dtype=float)) & (rows["median"] > 0 if log else True)]
         if rows.empty:
             continue
-        colour = charts.panel_colour(config, index, colours)
+        colour = chartstyle.panel_colour(config, index, colours)
         points = [(x_of(p), y_of(v)) for p, v in zip(rows["percentile"], rows["median"])]
-        with canvas.group(f"{charts.series_id(config)}:panel{number}"):
+        with canvas.group(f"{chartstyle.series_id(config)}:panel{number}"):
             canvas.line(points, colour, 1.5)
             for x, y in points:
                 canvas.marker("o", x, y, 2.2, colour, colour, 0.8)
@@ -228,14 +228,16 @@ def grouped_bars(
     cases = list(dict.fromkeys(summary["case"].fillna("")))
     configs = list(dict.fromkeys(summary["config"]))
     legend_width = (0.5 + 0.055 * max((len(str(c)) for c in configs), default=10)) * 72
-    width = min(charts.MAX_WIDTH, max(5.0, 1.1 * len(cases) * max(1, len(configs)) * 0.5 + 2) + legend_width / 72) * 72
+    width = (
+        min(chartstyle.MAX_WIDTH, max(5.0, 1.1 * len(cases) * max(1, len(configs)) * 0.5 + 2) + legend_width / 72) * 72
+    )
     rotate = len(cases) > 4
     height = 3.4 * 72
     canvas = Canvas(width, height, _key("b", title, *cases, *configs), title)
     left, right = 0.8 * 72, width - legend_width
     top, bottom = 0.1 * height, height - (0.28 if rotate else 0.15) * height
     canvas.text((left + right) / 2, top - 7, title, 10, "middle")
-    log = charts.wants_log(summary["median"]) if log is None else log
+    log = chartstyle.wants_log(summary["median"]) if log is None else log
     values = pd.concat([summary[c] for c in ("median", "q1", "q3")]).to_numpy(dtype=float)
     values = values[np.isfinite(values) & ((values > 0) if log else True)]
     high = float(values.max()) if len(values) else 1.0
@@ -253,20 +255,20 @@ def grouped_bars(
         canvas.text(
             left - 4,
             y_of(tick) + 2.5,
-            charts._tick(tick) if log or tick >= 1000 else fmt.significant(tick, 6),
+            chartstyle.tick(tick) if log or tick >= 1000 else fmt.significant(tick, 6),
             7,
             "end",
         )
     slot = (right - left) / max(len(cases), 1)
     bar = 0.8 * slot / max(len(configs), 1)
     for index, config in enumerate(configs):
-        colour = charts.panel_colour(config, index, colours)
+        colour = chartstyle.panel_colour(config, index, colours)
         rows = summary[summary["config"] == config].set_index("case").reindex(cases)
         for number, (median, q1, q3) in enumerate(zip(rows["median"], rows["q1"], rows["q3"])):
             if not np.isfinite(median) or (log and median <= 0):
                 continue
             x = left + number * slot + 0.1 * slot + index * bar
-            with canvas.group(f"{charts.series_id(config)}:{number}"):
+            with canvas.group(f"{chartstyle.series_id(config)}:{number}"):
                 canvas.rect(x, y_of(median), bar, y_of(low if log else 0.0) - y_of(median), colour)
             if np.isfinite(q1) and np.isfinite(q3) and q3 > q1:
                 middle = x + bar / 2
@@ -287,6 +289,6 @@ def grouped_bars(
     canvas.text(left - 42, (top + bottom) / 2, fit(axis, 8, bottom - top), 8, "middle", rotate=90)
     for index, config in enumerate(configs):
         y = top + 8 + index * 10
-        canvas.rect(right + 8, y - 6, 10, 7, charts.panel_colour(config, index, colours))
+        canvas.rect(right + 8, y - 6, 10, 7, chartstyle.panel_colour(config, index, colours))
         canvas.text(right + 22, y, fit(str(config), 7, legend_width - 26), 7)
     return canvas

@@ -84,7 +84,7 @@ class ReportContext:
     comparison: pd.DataFrame | None = None
     #: median, quartiles, CV and n per group and configuration (ccbench.analysis.compare.summary_by_config)
     summary: pd.DataFrame | None = None
-    #: one colour per configuration for every chart (ccbench.report.charts.colour_map); pass it to the
+    #: one colour per configuration for every chart (ccbench.report.chartstyle.colour_map); pass it to the
     #: chart functions so that a configuration has the same colour everywhere
     colours: dict[str, str] = field(default_factory=dict)
     #: whether executions flagged contended were left out of ``comparison``

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ccbench.analysis.stats import ratio_interval
-from ccbench.report.charts import PALETTE, new_figure
+from ccbench.report.charts import new_figure
+from ccbench.report.chartstyle import PALETTE
 from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
 
 ORDER = 55
