@@ -245,6 +245,8 @@ def test_ping_logs_to_different_destinations_are_different_cases(tmp_path):
     by_destination: dict[str, list[float]] = {}
     for sample in rtts:
         by_destination.setdefault(sample["params"].get("destination"), []).append(sample["value"])
-    assert {d: sorted(v) for d, v in by_destination.items()} == {d: sorted(_reply_times(log)) for d, log in logs.items()}
+    assert {d: sorted(v) for d, v in by_destination.items()} == {
+        d: sorted(_reply_times(log)) for d, log in logs.items()
+    }
     shown = run_ccbench("show", bundle_of(done.stdout))
     assert "127.0.0.1" in shown.stdout and "::1" in shown.stdout, shown.stdout

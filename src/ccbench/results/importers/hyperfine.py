@@ -137,7 +137,9 @@ class HyperfineFormat(FileFormat):
         files = [(path, commands(path)) for path in expand(paths, self.name, self.suffixes)]
         if label is None and any(len({command for command, _ in found}) > 1 for _, found in files):
             return _as_configurations([found for _, found in files])
-        return by_machine(self.name, [(path, [one for _, one in found]) for path, found in files], label, self.bundle_keys)
+        return by_machine(
+            self.name, [(path, [one for _, one in found]) for path, found in files], label, self.bundle_keys
+        )
 
 
 ADAPTER = HyperfineFormat(
