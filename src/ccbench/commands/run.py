@@ -185,6 +185,8 @@ def command(
         the_plan = plan_from_dict(document, f"--notebook {notebook}")
     else:
         the_plan = load_plan(plan or "quick")
+        if plan and Path(plan).is_dir():
+            click.echo(f"plan: the bundled plan {plan!r} ({Path(plan).resolve()} is a directory, not a plan file)")
         if only:
             the_plan = the_plan.select([name.strip() for item in only for name in item.split(",") if name.strip()])
         if repeat:
