@@ -43,3 +43,25 @@ def test_every_readme_example_prints_what_the_readme_shows(tmp_path):
             done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert shape(done.stdout) == shape(shown), "\n".join(["README:", shown, "real:", done.stdout])
+
+
+def test_the_plans_table_and_ccbench_plans_give_each_plans_own_time():
+    """One source for a plan's time: its own `time` key. `ccbench plans` prints it, and the README's
+    plans table starts its time column with it ("not measured" where the plan declares none)."""
+    from conftest import run_ccbench
+
+    from ccbench.plan import bundled_plans, load_plan
+
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("## Plans") :]
+    rows = dict(re.findall(r"^\| `([\w-]+)` \|[^|\n]*\| ([^|\n]*) \|$", table, re.M))
+    listed = run_ccbench("plans").stdout.splitlines()
+    for name in bundled_plans():
+        time = load_plan(name).time
+        assert name in rows, f"README.md: no row for the plan {name!r}"
+        if time:
+            assert rows[name].startswith(time), (name, time, rows[name])
+            (line,) = [line for line in listed if line.split()[0] == name]
+            assert f"({time} as written" in line, line
+        else:
+            assert rows[name].startswith("not measured"), (name, rows[name])

@@ -144,6 +144,9 @@ class Plan(BaseModel):
     workloads: list[WorkloadSpec] = Field(default_factory=list)
     #: seconds the whole study may take before settle rounds stop (``budget = "20m"``, ``--budget``); None: no limit
     budget: float | None = None
+    #: how long the plan as written took on the project's 2-core machine ("13 min"): `ccbench plans` and
+    #: the README's plans table say it from here (tests/test_readme.py holds them together); "" unmeasured
+    time: str = ""
 
     @field_validator("budget", mode="before")
     @classmethod
@@ -266,7 +269,7 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
 
 
 def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "plan") -> Plan:
-    allowed = {"name", "description", "defaults", "workloads", "contention", "budget", *AXES}
+    allowed = {"name", "description", "time", "defaults", "workloads", "contention", "budget", *AXES}
     unknown = [key for key in document if key not in allowed]
     if unknown:
         raise PlanError(
@@ -316,8 +319,8 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
         raise PlanError(f"{source}: workload name(s) used twice: {', '.join(duplicates)}; give each a distinct 'name'")
     name = document.get("name", default_name)
     description = document.get("description", "")
-    if not isinstance(name, str) or not isinstance(description, str):
-        raise PlanError(f"{source}: 'name' and 'description' must be strings")
+    if not all(isinstance(text, str) for text in (name, description, document.get("time", ""))):
+        raise PlanError(f"{source}: 'name', 'description' and 'time' must be strings")
     try:
         budget = None if document.get("budget") is None else parse_duration(document["budget"])
     except ValueError as exc:
@@ -326,6 +329,7 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
         budget=budget,
         name=name,
         description=description,
+        time=document.get("time", ""),
         source=source,
         defaults=defaults,
         axis_options=axis_options,
@@ -464,6 +468,7 @@ def load_plan(name_or_path: str) -> Plan:
 def plan_summary(path: Path) -> str:
     try:
         plan = load_plan(str(path))
-        return plan.description or f"{len(plan.workloads)} workloads"
+        measured = f" ({plan.time} as written, on the project's 2-core machine)" if plan.time else ""
+        return (plan.description or f"{len(plan.workloads)} workloads") + measured
     except Exception as exc:  # one broken plan must not hide the others
         return f"(cannot load: {exc})"
