@@ -65,3 +65,30 @@ def test_the_plans_table_and_ccbench_plans_give_each_plans_own_time():
             assert f"({time} as written" in line, line
         else:
             assert rows[name].startswith("not measured"), (name, rows[name])
+
+
+#: the most words a README table cell may hold: a cell is read at a glance, details go to the docs
+CELL_WORDS = 60
+
+
+def test_every_exit_code_a_commands_help_names_is_in_the_readme():
+    """`compare --help` says a bundle that fails its digests is refused with exit 3, `verify --help`
+    gives 5: the README's exit codes, where a user looks them up, name every one."""
+    from conftest import run_ccbench
+
+    text = (REPO / "README.md").read_text()
+    codes = text[text.index("Exit codes:") : text.index("## Plans")]
+    named = set()
+    for command in ("run", "compare", "report", "gate", "export", "history", "verify", "import", "machines"):
+        shown = " ".join(run_ccbench(command, "--help").stdout.split())
+        named |= {a or b for a, b in re.findall(r"[Ee]xit (?:code:? )?(\d+)|\(exit (\d+)\)", shown)}
+    assert {"3", "5"} <= named
+    missing = sorted(code for code in named if not re.search(rf"\b{code}\b", codes))
+    assert not missing, f"README.md's exit codes do not name {missing}"
+
+
+def test_no_readme_table_cell_is_a_paragraph():
+    for number, line in enumerate((REPO / "README.md").read_text().splitlines(), start=1):
+        if line.startswith("|"):
+            for cell in line.strip().strip("|").split("|"):
+                assert len(cell.split()) <= CELL_WORDS, f"README.md:{number}: a cell of {len(cell.split())} words"
