@@ -9,6 +9,7 @@ import json
 import math
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,25 @@ def test_the_lint_says_an_imported_source_did_not_state_a_fact_not_that_the_bund
     assert findings, compared.stdout[-2000:]
     assert all("the imported results do not state it" in f["what"] for f in findings)
     assert not any("before the provenance block" in f["what"] for f in findings)
+
+
+@pytest.mark.skipif(not shutil.which("hyperfine"), reason="hyperfine is not installed (apt-get install hyperfine)")
+def test_a_hyperfine_parameter_scan_compares_every_value_with_the_first(tmp_path):
+    """`hyperfine -P n 1 3`: three commands, one per value; each is compared with the first (the
+    values kept in the samples' metadata, not in the case, which would leave nothing to pair)."""
+    export = tmp_path / "scan.json"
+    made = subprocess.run(
+        ["hyperfine", "-N", "--runs", "3", "-P", "n", "1", "3", "--export-json", str(export), "sleep 0.0{n}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = run_ccbench("import", "hyperfine", export, "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    bundles = [read_bundle(p) for p in _printed(done.stdout)]
+    assert [b.manifest["label"] for b in bundles] == ["sleep 0.01", "sleep 0.02", "sleep 0.03"]
+    assert [b.samples[0]["metadata"]["parameters"] for b in bundles] == [{"n": "1"}, {"n": "2"}, {"n": "3"}]
+    compared = run_ccbench("compare", *(b.path for b in bundles), "--baseline", "sleep 0.01", "--json")
+    assert compared.returncode == 0, compared.stderr
+    rows = [json.loads(line) for line in compared.stdout.splitlines() if '"median"' in line]
+    assert sorted(row["config"].split(" / ")[0] for row in rows) == ["sleep 0.02", "sleep 0.03"]
+    assert all(row["baseline"].startswith("sleep 0.01") and row["ratio"] > 1 for row in rows)

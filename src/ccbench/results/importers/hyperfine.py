@@ -14,10 +14,11 @@ command is:
 
 - without ``--label``, a file of two commands or more is hyperfine's own question, which command is
   faster: each command becomes a configuration, one bundle labelled by the command as hyperfine
-  names it, its runs one case (the command's ``parameters`` where it has some), so ``compare``
-  gives each command's ratio to the baseline. The first command of the file is listed first and
-  the import prints the ``compare`` line that makes it the baseline (hyperfine's summary takes the
-  fastest as its reference; ``--baseline COMMAND`` names any other);
+  names it, its runs the one case every command shares (a parameter scan's values are kept in
+  ``metadata.parameters``), so ``compare`` gives each command's ratio to the baseline. The first
+  command of the file is listed first and the import prints the ``compare`` line that makes it the
+  baseline (hyperfine's summary takes the fastest as its reference; ``--baseline COMMAND`` names
+  any other);
 - with ``--label MACHINE`` (or a file of one command), the file is one machine's: one bundle, each
   command a case, so the same commands on two machines (two imports with two labels) are compared
   with each other, command by command.
@@ -119,13 +120,17 @@ def read(path: Path) -> list[Execution]:
 
 
 def _as_configurations(files: list[list[tuple[str, Execution]]]) -> list[Imported]:
-    """One bundle per command (labelled by it), in the order of the files and of their commands; a
-    command's runs one case: its parameters, the command itself kept in each sample's metadata."""
+    """One bundle per command (labelled by it), in the order of the files and of their commands; every
+    command's runs one shared case, the command and its parameters kept in each sample's metadata."""
     bundles: dict[str, Imported] = {}
     for found in files:
         for command, one in found:
             for measurement in one.measurements:
+                # one case for every command (a parameter scan's values too), so that they pair
                 measurement.metadata["command"] = measurement.case.pop("command", command)
+                if measurement.case:
+                    measurement.metadata["parameters"] = measurement.case
+                measurement.case = {}
             bundles.setdefault(command, Imported(label=command, format="hyperfine")).executions.append(one)
     return list(bundles.values())
 
