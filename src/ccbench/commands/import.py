@@ -31,7 +31,8 @@ class _ImportCommand(click.Command):
     "--label",
     default=None,
     help="The machine label of the bundle (default: the first file's name; seed000: the label in the file names, "
-    "one bundle per label). Files stating different machines are refused under one label.",
+    "one bundle per label; hyperfine: each command of a file of several, one bundle per command). Files stating "
+    "different machines are refused under one label.",
 )
 @click.option(
     "--tee",

@@ -52,7 +52,7 @@ def read(path: Path) -> list[Execution]:
 ADAPTER = FileFormat(
     name="ping",
     description="ping's output (iputils, busybox, BSD/macOS, Windows): each reply's round trip a sample (rtt, ms), "
-    "and the loss",
+    "and the loss; each destination a case of its own",
     read=read,
     suffixes=(".txt", ".log", ".out", ".gz"),
 )

@@ -79,7 +79,8 @@ def read(path: Path) -> list[Execution]:
 ADAPTER = FileFormat(
     name="pyperf",
     description="pyperf / pyperformance JSON results (-o results.json, .json.gz): every value of every run "
-    "of every benchmark, workload pyperformance",
+    "of every benchmark, workload pyperformance; the CPU model, cpu_count and host name kept; files of "
+    "different Pythons one bundle each",
     read=read,
     bundle_keys=(*MACHINE_KEYS, *pyperf_format.PYTHON_KEYS),
 )
