@@ -150,7 +150,8 @@ def command(
     order_seed,
     no_counters,
 ) -> None:
-    """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
+    """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name, which a directory of that name
+    never hides; default: quick).
 
     Each execution runs in its own process; samples are on disk before the next one starts. A
     system check is printed first; each execution is watched for other work on the machine and
