@@ -111,13 +111,21 @@ def test_hyperfine_every_run(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    imported = run_ccbench("import", "hyperfine", export, "--out", tmp_path / "out")
+    source = json.loads(export.read_text())["results"]
+    # under one machine's label: one bundle, each command a case
+    imported = run_ccbench("import", "hyperfine", export, "--out", tmp_path / "out", "--label", "vm")
     assert imported.returncode == 0, imported.stderr
     samples = read_bundle(_only(tmp_path / "out")).samples
-    source = json.loads(export.read_text())["results"]
     for result in source:
         mine = [s["value"] for s in samples if s["params"]["command"] == result["command"]]
         assert mine == result["times"]
+    # without a label: hyperfine's own question, one bundle (configuration) per command
+    imported = run_ccbench("import", "hyperfine", export, "--out", tmp_path / "commands")
+    assert imported.returncode == 0, imported.stderr
+    bundles = {b.manifest["label"]: b for b in map(read_bundle, (tmp_path / "commands").iterdir())}
+    assert {label: [s["value"] for s in b.samples] for label, b in bundles.items()} == {
+        r["command"]: r["times"] for r in source
+    }
 
 
 def _seed000_dir(directory: Path, pyperf_result: Path, fio_json: Path) -> dict:

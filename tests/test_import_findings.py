@@ -188,14 +188,17 @@ def test_hyperfine_runs_that_exited_non_zero_are_kept_with_their_exit_codes(tmp_
     assert done.returncode == 0, done.stderr
     assert "1 of 4 runs exited non-zero (exit 137)" in done.stdout, done.stdout
     assert "3 of 3 runs exited non-zero (exit 2)" in done.stdout
-    [bundle] = [read_bundle(p) for p in _bundles(tmp_path)]
+    # two commands without --label: one bundle (configuration) per command
+    bundles = [read_bundle(p) for p in _bundles(tmp_path)]
     by_command: dict[str, list] = {}
-    for sample in bundle.samples:
-        by_command.setdefault(sample["params"]["command"], []).append(
-            (sample["value"], sample["metadata"]["exit_code"])
-        )
+    for bundle in bundles:
+        for sample in bundle.samples:
+            assert sample["metadata"]["command"] == bundle.manifest["label"]
+            by_command.setdefault(sample["metadata"]["command"], []).append(
+                (sample["value"], sample["metadata"]["exit_code"])
+            )
     assert by_command == {r["command"]: list(zip(r["times"], r["exit_codes"])) for r in results}
-    assert sorted(e["status"] for e in bundle.executions) == ["ok", "ok"]
+    assert sorted(e["status"] for b in bundles for e in b.executions) == ["ok", "ok"]
 
 
 # ---- errors that say what the file is ----------------------------------------------------------------

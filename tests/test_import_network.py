@@ -233,3 +233,20 @@ def test_bsd_macos_and_ipv6_ping_replies_are_read(tmp_path):
         assert done.returncode == 0, done.stderr
         rtts = [s["value"] for s in samples(bundle_of(done.stdout)) if s["metric"] == "rtt"]
         assert rtts == _reply_times(log) and rtts, name
+
+
+def test_ping_logs_to_different_destinations_are_different_cases(tmp_path):
+    """Two iputils logs, one to 127.0.0.1 and one to ::1, imported together: two cases (one per
+    destination, as each header names it), each holding only its own replies, never one merged case."""
+    logs = {"127.0.0.1": DATA / "ping-loopback.txt", "::1": DATA / "ping-iputils-ipv6.txt"}
+    done = run_ccbench("import", "ping", *logs.values(), "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    rtts = [s for s in samples(bundle_of(done.stdout)) if s["metric"] == "rtt"]
+    by_destination: dict[str, list[float]] = {}
+    for sample in rtts:
+        by_destination.setdefault(sample["params"].get("destination"), []).append(sample["value"])
+    assert {d: sorted(v) for d, v in by_destination.items()} == {
+        d: sorted(_reply_times(log)) for d, log in logs.items()
+    }
+    shown = run_ccbench("show", bundle_of(done.stdout))
+    assert "127.0.0.1" in shown.stdout and "::1" in shown.stdout, shown.stdout

@@ -1,4 +1,5 @@
 import pytest
+from conftest import run_ccbench
 
 from ccbench.errors import PlanError
 from ccbench.plan import load_plan
@@ -185,3 +186,32 @@ def test_precision_errors_per_workload_name_the_workload(tmp_path):
     path = write(tmp_path, "bad.toml", '[[workloads]]\nkind = "prime"\nprecision = "2 percent"\n')
     with pytest.raises(PlanError, match=r"workloads\[1\] \(prime\): 'precision'"):
         load_plan(str(path))
+
+
+def test_a_mistyped_key_gets_the_key_it_is_closest_to(tmp_path):
+    """`repetitons` in a workload, `workload` for `workloads`, `blocksize` for fio's `blocksizes`."""
+    for text, expected in (
+        (
+            '[[workloads]]\nkind = "prime"\nrepetitons = 3\n',
+            "unknown parameter 'repetitons' (did you mean 'repetitions'?)",
+        ),
+        ('[[workload]]\nkind = "prime"\n', "unknown top-level key(s) workload (did you mean 'workloads'?)"),
+        ('[defaults]\nwarmpu = 1\n[[workloads]]\nkind = "prime"\n', "(did you mean 'warmup'?)"),
+    ):
+        path = tmp_path / "plan.toml"
+        path.write_text(text)
+        with pytest.raises(PlanError) as raised:
+            load_plan(str(path))
+        assert expected in str(raised.value)
+
+
+def test_run_quick_beside_a_quick_folder_runs_the_bundled_plan_and_says_so(tmp_path):
+    """A ./quick folder (a run's output, say) is not a plan: `ccbench run quick` runs the bundled one."""
+    (tmp_path / "quick").mkdir()
+    done = run_ccbench(
+        "run", "quick", "--only", "prime", "--repeat", "1", "--out", "out", "--workdir", "work", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "is a directory" not in done.stderr
+    assert f"the bundled plan 'quick' ({tmp_path / 'quick'} is a directory, not a plan file)" in done.stdout
+    assert [p for p in (tmp_path / "out").iterdir() if (p / "manifest.json").exists()]

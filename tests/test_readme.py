@@ -43,3 +43,52 @@ def test_every_readme_example_prints_what_the_readme_shows(tmp_path):
             done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert shape(done.stdout) == shape(shown), "\n".join(["README:", shown, "real:", done.stdout])
+
+
+def test_the_plans_table_and_ccbench_plans_give_each_plans_own_time():
+    """One source for a plan's time: its own `time` key. `ccbench plans` prints it, and the README's
+    plans table starts its time column with it ("not measured" where the plan declares none)."""
+    from conftest import run_ccbench
+
+    from ccbench.plan import bundled_plans, load_plan
+
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("## Plans") :]
+    rows = dict(re.findall(r"^\| `([\w-]+)` \|[^|\n]*\| ([^|\n]*) \|$", table, re.M))
+    listed = run_ccbench("plans").stdout.splitlines()
+    for name in bundled_plans():
+        time = load_plan(name).time
+        assert name in rows, f"README.md: no row for the plan {name!r}"
+        if time:
+            assert rows[name].startswith(time), (name, time, rows[name])
+            (line,) = [line for line in listed if line.split()[0] == name]
+            assert f"({time} as written" in line, line
+        else:
+            assert rows[name].startswith("not measured"), (name, rows[name])
+
+
+#: the most words a README table cell may hold: a cell is read at a glance, details go to the docs
+CELL_WORDS = 60
+
+
+def test_every_exit_code_a_commands_help_names_is_in_the_readme():
+    """`compare --help` says a bundle that fails its digests is refused with exit 3, `verify --help`
+    gives 5: the README's exit codes, where a user looks them up, name every one."""
+    from conftest import run_ccbench
+
+    text = (REPO / "README.md").read_text()
+    codes = text[text.index("Exit codes:") : text.index("## Plans")]
+    named = set()
+    for command in ("run", "compare", "report", "gate", "export", "history", "verify", "import", "machines"):
+        shown = " ".join(run_ccbench(command, "--help").stdout.split())
+        named |= {a or b for a, b in re.findall(r"[Ee]xit (?:code:? )?(\d+)|\(exit (\d+)\)", shown)}
+    assert {"3", "5"} <= named
+    missing = sorted(code for code in named if not re.search(rf"\b{code}\b", codes))
+    assert not missing, f"README.md's exit codes do not name {missing}"
+
+
+def test_no_readme_table_cell_is_a_paragraph():
+    for number, line in enumerate((REPO / "README.md").read_text().splitlines(), start=1):
+        if line.startswith("|"):
+            for cell in line.strip().strip("|").split("|"):
+                assert len(cell.split()) <= CELL_WORDS, f"README.md:{number}: a cell of {len(cell.split())} words"

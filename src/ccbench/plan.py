@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ccbench.errors import EnvironmentProblem, PlanError
 from ccbench.formats import seed000
+from ccbench.plancheck import close_to, format_validation, validate_variants
 from ccbench.variants import AXES
 from ccbench.workloads import NOT_BUILT, REGISTRY, known_kinds, workload_class
 
@@ -143,6 +144,9 @@ class Plan(BaseModel):
     workloads: list[WorkloadSpec] = Field(default_factory=list)
     #: seconds the whole study may take before settle rounds stop (``budget = "20m"``, ``--budget``); None: no limit
     budget: float | None = None
+    #: how long the plan as written took on the project's 2-core machine ("13 min"): `ccbench plans` and
+    #: the README's plans table say it from here (tests/test_readme.py holds them together); "" unmeasured
+    time: str = ""
 
     @field_validator("budget", mode="before")
     @classmethod
@@ -203,41 +207,6 @@ class Plan(BaseModel):
         return self.model_copy(update={"workloads": [w.model_copy(update={"detect": target}) for w in self.workloads]})
 
 
-def _format_validation(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        if error["type"] == "extra_forbidden":
-            parts.append(f"unknown parameter '{where}'")
-        elif error["type"] == "missing":
-            parts.append(f"missing parameter '{where}'")
-        else:
-            parts.append(f"'{where}': {error['msg']}")
-    return "; ".join(parts)
-
-
-def _validate_variants(variants: Any, where: str) -> dict[str, list[str]]:
-    if not isinstance(variants, dict):
-        raise PlanError(f'{where}: \'variants\' must be a table like {{ storage = ["disk", "tmpfs"] }}')
-    result = {}
-    for axis, values in variants.items():
-        if axis not in AXES:
-            raise PlanError(f"{where}: unknown variant axis '{axis}'; known: {', '.join(AXES)}")
-        if isinstance(values, str):
-            values = [values]
-        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
-            raise PlanError(f"{where}: variants.{axis} must be a non-empty list of names")
-        for value in values:
-            try:
-                AXES[axis].validate(value)
-            except ValueError as exc:
-                raise PlanError(f"{where}: {exc}") from None
-        if len(set(values)) != len(values):
-            raise PlanError(f"{where}: variants.{axis} lists a value twice")
-        result[axis] = values
-    return result
-
-
 def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> WorkloadSpec:
     raw = dict(raw)
     kind = raw.pop("kind", None)
@@ -254,7 +223,7 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
     try:
         checked = Defaults(**merged)
     except ValidationError as exc:
-        raise PlanError(f"{where} ({name}): {_format_validation(exc)}") from None
+        raise PlanError(f"{where} ({name}): {format_validation(exc)}") from None
     if kind not in REGISTRY:
         if kind in NOT_BUILT:
             return WorkloadSpec(
@@ -276,10 +245,11 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
         params = cls.Params(**raw).model_dump(mode="json")
     except ValidationError as exc:
         known = ", ".join(cls.Params.model_fields) or "(none)"
-        raise PlanError(f"{where} ({name}, kind {kind}): {_format_validation(exc)}; its parameters: {known}") from None
+        words = format_validation(exc, [*cls.Params.model_fields, *PER_WORKLOAD_SETTINGS])
+        raise PlanError(f"{where} ({name}, kind {kind}): {words}; its parameters: {known}") from None
     variants: dict[str, list[str]] = {}
     if explicit_variants is not None:
-        variants = _validate_variants(explicit_variants, f"{where} ({name})")
+        variants = validate_variants(explicit_variants, f"{where} ({name})")
         unsupported = [axis for axis in variants if axis not in cls.variant_axes]
         if unsupported:
             raise PlanError(
@@ -299,11 +269,12 @@ def build_workload(raw: dict[str, Any], defaults: Defaults, where: str) -> Workl
 
 
 def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "plan") -> Plan:
-    allowed = {"name", "description", "defaults", "workloads", "contention", "budget", *AXES}
+    allowed = {"name", "description", "time", "defaults", "workloads", "contention", "budget", *AXES}
     unknown = [key for key in document if key not in allowed]
     if unknown:
         raise PlanError(
-            f"{source}: unknown top-level key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+            f"{source}: unknown top-level key(s) {', '.join(unknown)}{close_to(unknown, allowed)}; "
+            f"allowed: {', '.join(sorted(allowed))}"
         )
     raw_defaults = document.get("defaults", {})
     if not isinstance(raw_defaults, dict):
@@ -313,16 +284,17 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
     try:
         defaults = Defaults(**raw_defaults)
     except ValidationError as exc:
-        raise PlanError(f"{source}: [defaults]: {_format_validation(exc)}") from None
+        raise PlanError(f"{source}: [defaults]: {format_validation(exc, Defaults.model_fields)}") from None
     if variants is not None:
-        defaults.variants = _validate_variants(variants, f"{source}: [defaults]")
+        defaults.variants = validate_variants(variants, f"{source}: [defaults]")
     axis_options = {}
     for axis, axis_impl in AXES.items():
         if axis in document:
             try:
                 axis_options[axis] = axis_impl.Options(**document[axis]).model_dump(mode="json")
             except (ValidationError, TypeError) as exc:
-                detail = _format_validation(exc) if isinstance(exc, ValidationError) else str(exc)
+                known = axis_impl.Options.model_fields
+                detail = format_validation(exc, known) if isinstance(exc, ValidationError) else str(exc)
                 raise PlanError(f"{source}: [{axis}]: {detail}") from None
     contention = document.get("contention", {})
     if not isinstance(contention, dict):
@@ -347,8 +319,8 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
         raise PlanError(f"{source}: workload name(s) used twice: {', '.join(duplicates)}; give each a distinct 'name'")
     name = document.get("name", default_name)
     description = document.get("description", "")
-    if not isinstance(name, str) or not isinstance(description, str):
-        raise PlanError(f"{source}: 'name' and 'description' must be strings")
+    if not all(isinstance(text, str) for text in (name, description, document.get("time", ""))):
+        raise PlanError(f"{source}: 'name', 'description' and 'time' must be strings")
     try:
         budget = None if document.get("budget") is None else parse_duration(document["budget"])
     except ValueError as exc:
@@ -357,6 +329,7 @@ def plan_from_dict(document: dict[str, Any], source: str, default_name: str = "p
         budget=budget,
         name=name,
         description=description,
+        time=document.get("time", ""),
         source=source,
         defaults=defaults,
         axis_options=axis_options,
@@ -476,17 +449,17 @@ def bundled_plans() -> dict[str, Path]:
 
 
 def load_plan(name_or_path: str) -> Plan:
-    path = Path(name_or_path)
-    if not path.exists():
-        plans = bundled_plans()
-        if name_or_path in plans:
-            path = plans[name_or_path]
-        else:
-            raise PlanError(
-                f"{name_or_path}: no such plan file, and not a bundled plan ({', '.join(plans)}); see 'ccbench plans'"
-            )
+    """The plan a file holds, or the bundled plan of that name: a plan file wins, but a directory
+    never is one, so `quick` beside a ./quick folder (a run's output) is the bundled plan."""
+    path, plans = Path(name_or_path), bundled_plans()
+    if name_or_path in plans and not path.is_file():
+        path = plans[name_or_path]
+    elif not path.exists():
+        raise PlanError(
+            f"{name_or_path}: no such plan file, and not a bundled plan ({', '.join(plans)}); see 'ccbench plans'"
+        )
     if path.is_dir():
-        raise PlanError(f"{path}: is a directory; pass a .toml or .csv plan file")
+        raise PlanError(f"{path}: is a directory; pass a .toml or .csv plan file, or a bundled plan's name")
     if path.suffix.lower() in (".csv", ".txt"):
         return load_csv(path)
     return load_toml(path)
@@ -495,6 +468,7 @@ def load_plan(name_or_path: str) -> Plan:
 def plan_summary(path: Path) -> str:
     try:
         plan = load_plan(str(path))
-        return plan.description or f"{len(plan.workloads)} workloads"
+        measured = f" ({plan.time} as written, on the project's 2-core machine)" if plan.time else ""
+        return (plan.description or f"{len(plan.workloads)} workloads") + measured
     except Exception as exc:  # one broken plan must not hide the others
         return f"(cannot load: {exc})"

@@ -193,14 +193,22 @@ def unchecked(baseline: Side, other: Side, unknown: dict[str, list[str]]) -> lis
         return []
     labels = sorted({label for names in unknown.values() for label in names})
     facts = ", ".join(f"{fact} ({', '.join(names)})" for fact, names in unknown.items())
+    # an imported bundle knows what its source states, nothing more: not a bundle from an old ccbench
+    imported = all(probe.get("imported") for label, probe in [*baseline, *other] if label in labels)
+    why = (
+        "the imported results do not state it"
+        if imported
+        else "not recorded (a bundle from before the provenance block, or the machine did not say)"
+    )
     return [
         make_finding(
             "unchecked",
             INFO,
-            f"could not check whether the compared machines differ in {facts}: not recorded (a bundle from "
-            "before the provenance block, or the machine did not say)",
+            f"could not check whether the compared machines differ in {facts}: {why}",
             {label: machine_facts(probe) for label, probe in [*baseline, *other] if label in labels},
-            "measure again with this ccbench so the probe records the machine's provenance",
+            "state what the source leaves out, or measure with ccbench so the probe records it"
+            if imported
+            else "measure again with this ccbench so the probe records the machine's provenance",
         )
     ]
 

@@ -12,10 +12,11 @@ A scope's rows are time-equivalent (``te`` > 1: takes more time, with ``te_low``
   weighted geometric mean with its interval ("2.9x slower [2.6x, 3.3x]"); of one direction but
   heterogeneous: the direction and the range of sizes; of both directions: the range with each
   end's direction ("1m randread 340x slower ... 4k randwrite 2.9x faster");
-- no significant row, but many rows with one value a side (no interval each: one value per
+- no significant row, but two or more rows with one value a side (no interval each: one value per
   benchmark): pooled across them with a sign test (two-sided binomial) and the geometric mean with
-  a t interval from the spread between them ("faster in 90 of 92 benchmarks, 0.77x [0.75, 0.79]");
-  only when both the sign test and the interval exclude no change is that a finding;
+  a t interval from the spread between them ("faster in 90 of 92 benchmarks, 0.77x [0.75, 0.79]"),
+  the geometric mean ``pyperf compare_to`` prints for two benchmarks or more; only when both the
+  sign test and the interval exclude no change is that a finding (never below MIN_POOLED rows);
 - otherwise "no cost above X%" (X: the median minimum detectable effect of its rows; for the cases
   a run settled, ccbench.analysis.settled, its target, or the cost an unsettled case's anytime-valid
   interval excludes, and said so), or "not distinguishable from noise" where no row could say (no
@@ -39,6 +40,8 @@ Q_LEVEL = 0.10
 I2_LIMIT = 0.5
 #: the fewest rows with one value a side that are pooled across (a sign test on fewer cannot reach 5%)
 MIN_POOLED = 6
+#: the fewest whose geometric mean is stated (as pyperf compare_to does), as not distinguishable below MIN_POOLED
+MIN_ACROSS = 2
 SIGN_LEVEL = 0.05
 
 #: the columns a judgement reads
@@ -346,7 +349,7 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
         base.low = base.high = math.nan
         return base
     single = te[~has_ci]
-    if len(single) >= MIN_POOLED and len(single) * 2 >= len(te):
+    if len(single) >= MIN_ACROSS and len(single) * 2 >= len(te):
         logs = np.log(single)
         slower, faster = int((single > 1).sum()), int((single < 1).sum())
         base.sign_p = sign_test_p(slower, faster)
@@ -360,7 +363,7 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
         ordered = rows[~has_ci].iloc[order]
         base.least, base.least_name = float(single[order[0]]), label(ordered.iloc[0])
         base.most, base.most_name = float(single[order[-1]]), label(ordered.iloc[-1])
-        found = base.sign_p < SIGN_LEVEL and not (base.low <= 1 <= base.high)
+        found = len(single) >= MIN_POOLED and base.sign_p < SIGN_LEVEL and not (base.low <= 1 <= base.high)
         base.kind = ACROSS if found else UNCLEAR
         return base
     if has_ci.any():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -30,7 +31,8 @@ class _ImportCommand(click.Command):
     "--label",
     default=None,
     help="The machine label of the bundle (default: the first file's name; seed000: the label in the file names, "
-    "one bundle per label). Files stating different machines are refused under one label.",
+    "one bundle per label; hyperfine: each command of a file of several, one bundle per command). Files stating "
+    "different machines are refused under one label.",
 )
 @click.option(
     "--tee",
@@ -77,6 +79,10 @@ def command(
     --tee TDX-Encrypted=tdx --tee TDX-Non-Encrypted=tdx --tee Intel-Non-TDX=none. Its labels'
     -Encrypted / -Non-Encrypted suffix is read as the storage protection (Azure confidential disk
     encryption, or none).
+
+    A hyperfine file of several commands imported without --label gives one bundle per command, each
+    a configuration named after its command, so that compare says which ran how much faster (the
+    first command the baseline, as printed); with --label it is one machine's, each command a case.
     """
     from ccbench.results.importers import import_results
     from ccbench.results.importers.stated import statements
@@ -88,3 +94,9 @@ def command(
         click.echo(str(bundle))
     for note in notes:
         click.echo(f"  note: {note}")
+    if format_name == "hyperfine" and label is None and len(written) > 1:
+        import shlex
+
+        first = json.loads((written[0] / "manifest.json").read_text())["label"]
+        line = " ".join(["ccbench compare", *map(shlex.quote, map(str, written)), "--baseline", shlex.quote(first)])
+        click.echo(f"  each command is a configuration; compare them, the first command the baseline: {line}")

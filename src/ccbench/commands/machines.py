@@ -51,7 +51,13 @@ def run_command(study, out, boot_timeout) -> None:
 
 @command.command("check")
 @click.argument("study", type=click.Path(dir_okay=False))
-def check_command(study) -> None:
+@click.option(
+    "--print-commands",
+    is_flag=True,
+    help="Also print each arm's QEMU command line as `machines run` would launch it here (placeholders in "
+    "<> for the run's own files and SSH port); an arm this host cannot launch, as a host that can would.",
+)
+def check_command(study, print_commands) -> None:
     """Say whether this host can launch every arm of STUDY (one line per problem, every reason), and
     print each arm's kind, twins and what its knobs add (kernel parameters, virtio iommu_platform=on,
     the memory backend), and whether the arms would run under KVM or TCG. Starts nothing, and does
@@ -79,12 +85,20 @@ def check_command(study) -> None:
         if knobs.memory_backend:
             parts.append(f"memory {knobs.memory_backend}")
         click.echo(f"  {arm.name}: {'; '.join(parts)}")
+    no_kvm = hostcheck.kvm_problem()
+    how = f"under TCG, software emulation: {no_kvm}" if no_kvm else "under KVM"
+    if print_commands:
+        from ccbench.machines.preview import command_lines
+
+        for name, line, refused in command_lines(loaded, QEMU, "tcg" if no_kvm else "kvm"):
+            click.echo(
+                f"# {name}" + (f" (not launched here: {refused})" if refused else "") + (f"\n{line}" if line else "")
+            )
     for line in problems:
         click.echo(f"ccbench machines: {line}", err=True)
     if problems:
+        click.echo(f"this host cannot launch every arm (its arms would run {how})")
         sys.exit(2)
-    no_kvm = hostcheck.kvm_problem()
-    how = f"under TCG, software emulation: {no_kvm}" if no_kvm else "under KVM"
     click.echo(f"this host can launch every arm ({how})")
 
 

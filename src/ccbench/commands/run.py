@@ -150,7 +150,8 @@ def command(
     order_seed,
     no_counters,
 ) -> None:
-    """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name; default: quick).
+    """Run PLAN (a .toml or seed-000 .csv file, or a bundled plan name, which a directory of that name
+    never hides; default: quick).
 
     Each execution runs in its own process; samples are on disk before the next one starts. A
     system check is printed first; each execution is watched for other work on the machine and
@@ -185,6 +186,8 @@ def command(
         the_plan = plan_from_dict(document, f"--notebook {notebook}")
     else:
         the_plan = load_plan(plan or "quick")
+        if plan and Path(plan).is_dir():
+            click.echo(f"plan: the bundled plan {plan!r} ({Path(plan).resolve()} is a directory, not a plan file)")
         if only:
             the_plan = the_plan.select([name.strip() for item in only for name in item.split(",") if name.strip()])
         if repeat:

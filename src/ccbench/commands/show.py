@@ -55,8 +55,7 @@ def command(bundle, as_json) -> None:
             f"[bold]imported[/bold] from {imported.get('format')} results, not measured by ccbench: "
             + ", ".join(imported.get("sources", [])[:5])
         )
-        cpu = (data.probe.get("cpu") or {}).get("model") or "unknown"
-        stdout.print(f"host            {data.probe.get('hostname')}\ncpu             {cpu}")
+        stdout.print(imported_machine(data.probe), markup=False)
         for line in data.probe.get("unknown", []):
             stdout.print(f"unknown         {line}", markup=False)
     else:
@@ -81,3 +80,20 @@ def command(bundle, as_json) -> None:
             f"{record['workload']} [{record.get('variant')}] rep {record.get('repetition')}: "
             f"{record['status']}: {record.get('error', '')[:200]}"
         )
+
+
+def imported_machine(probe: dict) -> str:
+    """The machine facts an imported bundle's source states: host, CPU and its count, memory."""
+    from ccbench.probe.lint import gib
+
+    source_host = probe.get("source_hostname")
+    host = f"{probe.get('hostname')}" + (f" (the source names the host {source_host!r})" if source_host else "")
+    cpu = probe.get("cpu") or {}
+    counts = [f"{cpu['threads']} logical CPUs"] if cpu.get("threads") else []
+    counts += [f"{cpu['cores']} cores"] if cpu.get("cores") else []
+    memory = (probe.get("memory") or {}).get("total_bytes")
+    lines = [
+        f"host            {host}",
+        f"cpu             {cpu.get('model') or 'unknown'}" + (f" ({', '.join(counts)})" if counts else ""),
+    ]
+    return "\n".join(lines + ([f"memory          {gib(memory)}"] if memory else []))

@@ -118,14 +118,32 @@ def kernel_release(platform: Any) -> str | None:
     return match["release"] if match else None
 
 
+#: the metadata naming the Python a file measured (what makes two files two configurations)
+PYTHON_KEYS = ("python_implementation", "python_version")
+
+
+def _file_metadata(document: Any) -> dict[str, Any]:
+    """The file-level metadata overlaid on the first benchmark's: pyperf hoists to the top only what
+    every benchmark shares, and format 5 keeps no file-level metadata at all."""
+    first = next((b for b in document["benchmarks"] if isinstance(b, dict)), {})
+    own = first.get("common_metadata") or first.get("metadata") or {}
+    return {**(own if isinstance(own, dict) else {}), **(document.get("metadata") or {})}
+
+
+def python(document: Any) -> dict[str, Any]:
+    """The Python a pyperf file measured ({"python_version": "3.11.7 (64-bit)", ...}), where it says."""
+    if not is_pyperf(document):
+        return {}
+    meta = _file_metadata(document)
+    return {key: meta[key] for key in PYTHON_KEYS if meta.get(key) is not None}
+
+
 def machine(document: Any) -> dict[str, Any]:
     """The facts of the machine a pyperf file states (file-level metadata): CPU model, hostname,
     CPU count, and the kernel release read from Python's platform string."""
     if not is_pyperf(document):
         return {}
-    first = next((b for b in document["benchmarks"] if isinstance(b, dict)), {})
-    # format 5 keeps no file-level metadata: the first benchmark's stands for the file
-    meta = {**(first.get("common_metadata") or {}), **(document.get("metadata") or {})}
+    meta = _file_metadata(document)
     facts = {
         "cpu_model": meta.get("cpu_model_name"),
         "hostname": meta.get("hostname"),

@@ -216,22 +216,24 @@ def expand(paths: list[Path], what: str, suffixes: tuple[str, ...] = (".json", "
     return files
 
 
-def machine_key(facts: dict[str, Any]) -> tuple:
-    return tuple(facts.get(key) for key in MACHINE_KEYS)
+def machine_key(facts: dict[str, Any], keys: tuple[str, ...] = MACHINE_KEYS) -> tuple:
+    return tuple(facts.get(key) for key in keys)
 
 
-def by_machine(name: str, files: list[tuple[Path, list[Execution]]], label: str | None) -> list[Imported]:
-    """One bundle per machine: files whose stated machine facts agree share one; files that state
+def by_machine(
+    name: str, files: list[tuple[Path, list[Execution]]], label: str | None, keys: tuple[str, ...] = MACHINE_KEYS
+) -> list[Imported]:
+    """One bundle per machine: files whose stated facts ``keys`` agree share one; files that state
     different machines are one bundle each, or, under one ``--label``, refused in one line."""
     groups: dict[tuple, list[tuple[Path, list[Execution]]]] = {}
     for path, executions in files:
         facts = {k: v for e in executions for k, v in e.machine.items()}
-        groups.setdefault(machine_key(facts), []).append((path, executions))
+        groups.setdefault(machine_key(facts, keys), []).append((path, executions))
     if len(groups) > 1 and label is not None:
         (first, *_), (second, *_) = list(groups.values())[:2]
         differ = [
             f"{key} {a!r} vs {b!r}"
-            for key, a, b in zip(MACHINE_KEYS, machine_key(first[1][0].machine), machine_key(second[1][0].machine))
+            for key, a, b in zip(keys, machine_key(first[1][0].machine, keys), machine_key(second[1][0].machine, keys))
             if a != b
         ]
         raise ImportProblem(
@@ -257,7 +259,10 @@ class FileFormat:
     description: str
     read: Callable[[Path], list[Execution]]
     suffixes: tuple[str, ...] = (".json", ".gz")
+    #: the stated facts that must agree for files to share one bundle (a format may add what else
+    #: makes two files two configurations, as pyperf adds the Python that ran)
+    bundle_keys: tuple[str, ...] = MACHINE_KEYS
 
     def collect(self, paths: list[Path], label: str | None) -> list[Imported]:
         read = [(path, self.read(path)) for path in expand(paths, self.name, self.suffixes)]
-        return by_machine(self.name, read, label)
+        return by_machine(self.name, read, label, self.bundle_keys)

@@ -7,6 +7,21 @@ samples, each with its exit code in ``metadata.exit_code`` (``exit_codes``, hype
 for a run a signal ended), and the execution record's ``notes`` say how many runs exited non-zero,
 with which codes. A command whose name hyperfine marked ``[ERROR]`` counts as failed in every run
 (no timing of it is kept).
+
+**Commands and configurations.** hyperfine compares the commands of one file with each other ("'A'
+ran 6.84 times faster than 'B'"); ccbench compares configurations. So the label decides what a
+command is:
+
+- without ``--label``, a file of two commands or more is hyperfine's own question, which command is
+  faster: each command becomes a configuration, one bundle labelled by the command as hyperfine
+  names it, its runs the one case every command shares (a parameter scan's values are kept in
+  ``metadata.parameters``), so ``compare`` gives each command's ratio to the baseline. The first
+  command of the file is listed first and the import prints the ``compare`` line that makes it the
+  baseline (hyperfine's summary takes the fastest as its reference; ``--baseline COMMAND`` names
+  any other);
+- with ``--label MACHINE`` (or a file of one command), the file is one machine's: one bundle, each
+  command a case, so the same commands on two machines (two imports with two labels) are compared
+  with each other, command by command.
 """
 
 from __future__ import annotations
@@ -15,7 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.model import Measurement
-from ccbench.results.importers.base import Execution, FileFormat, ImportProblem, mtime, read_json, wrong_shape
+from ccbench.results.importers.base import (
+    Execution,
+    FileFormat,
+    Imported,
+    ImportProblem,
+    by_machine,
+    expand,
+    mtime,
+    read_json,
+    wrong_shape,
+)
 
 ERROR_MARK = "[ERROR]"
 
@@ -80,18 +105,52 @@ def execution(path: Path, result: dict[str, Any], started: str) -> Execution:
     )
 
 
-def read(path: Path) -> list[Execution]:
+def commands(path: Path) -> list[tuple[str, Execution]]:
+    """Each command of the file, as hyperfine names it, with its execution, in the file's order."""
     document = read_json(path, "hyperfine")
     results = document.get("results") if isinstance(document, dict) else None
     if not isinstance(results, list) or not results or not all(isinstance(r, dict) for r in results):
         raise wrong_shape(path, document, "hyperfine's --export-json output", "a JSON object with 'results'")
     started = mtime(path)
-    return [execution(path, result, started) for result in results]
+    return [(str(result.get("command", "?")), execution(path, result, started)) for result in results]
 
 
-ADAPTER = FileFormat(
+def read(path: Path) -> list[Execution]:
+    return [one for _command, one in commands(path)]
+
+
+def _as_configurations(files: list[list[tuple[str, Execution]]]) -> list[Imported]:
+    """One bundle per command (labelled by it), in the order of the files and of their commands; every
+    command's runs one shared case, the command and its parameters kept in each sample's metadata."""
+    bundles: dict[str, Imported] = {}
+    for found in files:
+        for command, one in found:
+            for measurement in one.measurements:
+                # one case for every command (a parameter scan's values too), so that they pair
+                measurement.metadata["command"] = measurement.case.pop("command", command)
+                if measurement.case:
+                    measurement.metadata["parameters"] = measurement.case
+                measurement.case = {}
+            bundles.setdefault(command, Imported(label=command, format="hyperfine")).executions.append(one)
+    return list(bundles.values())
+
+
+class HyperfineFormat(FileFormat):
+    """hyperfine's files: without --label, a file of several commands gives one bundle per command."""
+
+    def collect(self, paths: list[Path], label: str | None) -> list[Imported]:
+        files = [(path, commands(path)) for path in expand(paths, self.name, self.suffixes)]
+        if label is None and any(len({command for command, _ in found}) > 1 for _, found in files):
+            return _as_configurations([found for _, found in files])
+        return by_machine(
+            self.name, [(path, [one for _, one in found]) for path, found in files], label, self.bundle_keys
+        )
+
+
+ADAPTER = HyperfineFormat(
     name="hyperfine",
     description="hyperfine --export-json files: every run's wall time, per command (runs that exited non-zero "
-    "under -i kept, each with its exit code)",
+    "under -i kept, each with its exit code); without --label each command of a file is a bundle of its own, "
+    "compared with the others as hyperfine does",
     read=read,
 )

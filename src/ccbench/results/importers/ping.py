@@ -2,7 +2,10 @@
 reply's round trip one sample (``rtt``, ms) and the run's ``loss``, as the network workload's ping
 fallback records them. A file whose statistics count replies but whose reply lines were not read
 (``ping -q``) imports the loss alone, and its notes say so.
-One file is one execution of the workload ``network``; a ping log states no machine.
+One file is one execution of the workload ``network``; a ping log states no machine. The destination
+ping names in its header (``PING 8.8.8.8 (8.8.8.8) 56(84) bytes of data``, as typed) is part of the
+case: logs to different destinations are different cases, never one (a loopback's 0.04 ms and an
+internet host's 10 ms are not one distribution), and compared only with logs to the same destination.
 """
 
 from __future__ import annotations
@@ -13,6 +16,11 @@ from ccbench.formats import FormatError
 from ccbench.formats import ping as ping_format
 from ccbench.results.importers.base import Execution, FileFormat, ImportProblem, mtime, read_text, what_it_is
 from ccbench.results.importers.iperf3 import WORKLOAD
+
+
+def case(run: ping_format.PingRun) -> dict[str, str | int]:
+    """The run's case (protocol, payload size) with the destination as ping names it, where it does."""
+    return {**run.case(), **({"destination": run.target} if run.target else {})}
 
 
 def read(path: Path) -> list[Execution]:
@@ -34,7 +42,7 @@ def read(path: Path) -> list[Execution]:
             kind="network",
             source=path,
             started_at=mtime(path),
-            measurements=ping_format.measurements(run),
+            measurements=ping_format.measurements(run, case=case(run)),
             status="ok" if run.replies else "failed",
             notes=notes,
         )
@@ -44,7 +52,7 @@ def read(path: Path) -> list[Execution]:
 ADAPTER = FileFormat(
     name="ping",
     description="ping's output (iputils, busybox, BSD/macOS, Windows): each reply's round trip a sample (rtt, ms), "
-    "and the loss",
+    "and the loss; each destination a case of its own",
     read=read,
     suffixes=(".txt", ".log", ".out", ".gz"),
 )

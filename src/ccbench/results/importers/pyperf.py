@@ -2,8 +2,13 @@
 every benchmark is one sample (the sample unit of ccbench.formats.pyperf, the same as ccbench's
 pyperformance workload), workload ``pyperformance`` with case ``{"benchmark": name}`` whether the
 file holds one benchmark (``pyperf timeit``) or a suite. One execution per pyperf run (a worker
-process). The machine facts are the file's metadata: CPU model, hostname, CPU count, and the kernel
-release read from Python's platform string (so two Pythons on one kernel state one kernel).
+process). The machine facts are the file's metadata (pyperf's ``cpu_model_name``, ``hostname``,
+``cpu_count``, and the kernel release read from ``platform``, so two Pythons on one kernel state one
+kernel): the manifest's CPU model and logical CPUs, and the host name as ``source_hostname``.
+
+Files that state different Pythons (``python_implementation``, ``python_version``), e.g. Python 3.10
+against 3.11 on one host, are different configurations: one bundle each (named after its file),
+compared with each other like two machines, never one bundle whose benchmarks mix both Pythons.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 from ccbench.formats import FormatError
 from ccbench.formats import pyperf as pyperf_format
 from ccbench.results.importers.base import (
+    MACHINE_KEYS,
     Execution,
     FileFormat,
     ImportProblem,
@@ -44,6 +50,8 @@ def read(path: Path) -> list[Execution]:
     if not pyperf_format.is_pyperf(document):
         raise wrong_shape(path, document, "a pyperf/pyperformance JSON result", "-o FILE")
     machine = pyperf_format.machine(document)
+    # the Python that ran is part of what the file measured: files of two Pythons are two bundles
+    machine.update(pyperf_format.python(document))
     executions = []
     try:
         for run in pyperf_format.runs(document):
@@ -71,6 +79,8 @@ def read(path: Path) -> list[Execution]:
 ADAPTER = FileFormat(
     name="pyperf",
     description="pyperf / pyperformance JSON results (-o results.json, .json.gz): every value of every run "
-    "of every benchmark, workload pyperformance",
+    "of every benchmark, workload pyperformance; the CPU model, cpu_count and host name kept; files of "
+    "different Pythons one bundle each",
     read=read,
+    bundle_keys=(*MACHINE_KEYS, *pyperf_format.PYTHON_KEYS),
 )

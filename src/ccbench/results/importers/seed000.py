@@ -104,7 +104,14 @@ def _fio(path: Path, name: str, started: str) -> Execution:
     )
 
 
-_SECTION = re.compile(r"^\s*=+\s*(?P<title>[^=]*?)\s*=+\s*$")
+#: a section heading: a title between rules of '=' (the runner's), '-', '*' or '#'
+_SECTION = re.compile(r"^\s*(?P<rule>[=*#-])(?P=rule){2,}\s*(?P<title>[^=*#]*?)\s*[=*#-]{3,}\s*$")
+#: keys that name the machine's memory wherever they stand (not only in a memory section)
+_MEMORY_KEYS = ("memtotal", "total memory", "memory total", "total ram", "ram", "memory", "physical memory")
+#: sections whose sizes are not the machine's memory (a GPU's memory, the swap, a disk)
+_NOT_MEMORY = ("swap", "gpu", "disk", "device", "partition")
+#: a size at the start of a value, its unit glued or spaced: 7.29GB, 7.29 GB, 7.29 GiB (7.29 GB of RAM)
+_SIZE_START = re.compile(r"^(?P<size>\d+(?:[.,]\d+)?\s*[KMGTP]?i?B?)\b", re.IGNORECASE)
 _SIZE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGTP]?)(?:i?B)?$", re.IGNORECASE)
 _BINARY = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 #: a label's suffix that names its storage protection: -Encrypted, -Non-Encrypted (-NonEncrypted, -Unencrypted)
@@ -112,8 +119,10 @@ ENCRYPTED_SUFFIX = re.compile(r"[-_](?P<non>non[-_]?|un)?encrypted$", re.IGNOREC
 
 
 def _size_bytes(text: str) -> int | None:
-    """Bytes of a size as the runner (``7.76GB``) or meminfo (``8123456 kB``) prints it, binary units."""
-    match = _SIZE.match(text.strip().replace(" ", ""))
+    """Bytes of a size as the runner (``7.76GB``) or meminfo (``8123456 kB``) prints it, binary units;
+    a decimal comma (``7,29 GB``) and words after the size are read too."""
+    start = _SIZE_START.match(text.strip())
+    match = _SIZE.match(start["size"].replace(" ", "").replace(",", ".")) if start else None
     return round(float(match["number"]) * _BINARY[match["unit"].upper()]) if match else None
 
 
@@ -135,8 +144,8 @@ def _systeminfo(path: Path) -> dict[str, Any]:
             facts.setdefault("cpu_threads", int(value))
         elif lowered in ("physical cores",) and value.isdigit():
             facts.setdefault("cpu_cores", int(value))
-        elif lowered == "memtotal" or (lowered in ("total", "total memory") and "memory" in section):
-            if "swap" not in section and (size := _size_bytes(value)):
+        elif lowered in _MEMORY_KEYS or (lowered == "total" and ("memory" in section or "ram" in section.split())):
+            if not any(other in section for other in _NOT_MEMORY) and (size := _size_bytes(value)):
                 facts.setdefault("memory_bytes", size)
     return facts
 

@@ -84,8 +84,13 @@ def _environment(imported: Imported, stated: dict[str, Any]) -> dict[str, Any]:
         unknown.append("storage protection: not in the source (state it with --storage-protection)")
     cpu = {"model": cpu_model}
     cpu.update({key: facts[f"cpu_{key}"] for key in ("threads", "cores") if facts.get(f"cpu_{key}")})
+    if "threads" not in cpu and isinstance(facts.get("cpu_count"), int) and facts["cpu_count"] > 0:
+        cpu["threads"] = facts["cpu_count"]  # pyperf's cpu_count is os.cpu_count(): the logical CPUs
     environment = {
+        # the label, not the source's host name: two Pythons measured on one host are two bundles
+        # that compare must tell apart (the host name is kept as source_hostname)
         "hostname": imported.label,
+        **({"source_hostname": str(facts["hostname"])} if facts.get("hostname") else {}),
         "imported": True,
         "cpu": cpu,
         "memory": {"total_bytes": facts["memory_bytes"]} if facts.get("memory_bytes") else {},
