@@ -16,7 +16,7 @@ from bundles import sample, write
 
 from ccbench.analysis.comparison import comparison
 from ccbench.analysis.fleet_settle import fleet_paths, round_table
-from ccbench.analysis.sequential import ANYTIME
+from ccbench.analysis.labels import ANYTIME
 from ccbench.fleet import settling
 from ccbench.plan import plan_from_dict
 

@@ -12,8 +12,9 @@ from bundles import sample as make_sample
 from bundles import write, write_settled
 
 from ccbench.analysis.comparison import comparison
+from ccbench.analysis.labels import ANYTIME, COST, NO_COST_ABOVE
 from ccbench.analysis.replicas import WELCH
-from ccbench.analysis.sequential import ANYTIME, COST, NO_COST_ABOVE, p_value, settle
+from ccbench.analysis.sequential import p_value, settle
 
 DISK, TMPFS = "storage=disk", "storage=tmpfs"
 

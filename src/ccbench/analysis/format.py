@@ -159,7 +159,7 @@ COMPARISON_HEADERS = [
 
 def _against(config: str, baseline: str) -> str:
     """The config cell: the configuration, and " (vs ext4-loop)" where it stands against its loop twin."""
-    from ccbench.analysis.pairing import LOOP_CONTROL, loop_twin
+    from ccbench.analysis.labels import LOOP_CONTROL, loop_twin
 
     twin = loop_twin(config)
     return f"{config} (vs {LOOP_CONTROL})" if twin is not None and baseline == twin else config
@@ -210,7 +210,7 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
 
 def _answer(answer: str, target: float) -> str:
     """A settled case's answer; "no cost above" with its target (a settled row's MDE)."""
-    from ccbench.analysis.sequential import NO_COST_ABOVE
+    from ccbench.analysis.labels import NO_COST_ABOVE
 
     return f"{answer} {target:.1%}" if answer == NO_COST_ABOVE else answer
 
@@ -218,7 +218,7 @@ def _answer(answer: str, target: float) -> str:
 def _with_interval(cells: pd.DataFrame, comparison: pd.DataFrame) -> pd.DataFrame:
     """Where a run settled some of the cases (ccbench.analysis.settled), an ``interval`` column
     after the effect: which interval each row uses, with a settled case's answer."""
-    from ccbench.analysis.sequential import ANYTIME
+    from ccbench.analysis.labels import ANYTIME
 
     if "interval" not in comparison or not (comparison["interval"] == ANYTIME).any():
         return cells

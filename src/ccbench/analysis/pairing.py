@@ -21,22 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: the storage variant that is the encrypted variants' loop-file stack without their cipher
-#: (ccbench.variants.storage.LOOP_CONTROL): a control, not a protection layer
-LOOP_CONTROL = "ext4-loop"
-#: the storage labels (ccbench.analysis.load.storage_label) of ciphers ccbench builds on a loop file
-ON_LOOP = frozenset({"fscrypt", "luks2", "encrypted:fscrypt", "encrypted:luks"})
-
-
-def loop_twin(config: str) -> str | None:
-    """The same configuration with ``ext4-loop`` for its storage, for a cipher on a loop file
-    ("vm / no TEE / fscrypt" -> "vm / no TEE / ext4-loop"); None for any other."""
-    parts = str(config).split(" / ")
-    on_loop = [i for i, part in enumerate(parts) if part in ON_LOOP]
-    if len(on_loop) != 1:
-        return None
-    parts[on_loop[0]] = LOOP_CONTROL
-    return " / ".join(parts)
+from ccbench.analysis.labels import LOOP_CONTROL, loop_twin
 
 
 def cipher_baselines(stats: pd.DataFrame) -> pd.DataFrame:

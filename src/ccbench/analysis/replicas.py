@@ -39,7 +39,7 @@ SAME_MACHINES = "same machines"
 RUNS_ONLY = "runs only"
 
 #: the interval a comparison row uses (the table's ``interval`` column; a settled case's is
-#: ccbench.analysis.sequential.ANYTIME, set by ccbench.analysis.settled)
+#: ccbench.analysis.labels.ANYTIME, set by ccbench.analysis.settled)
 WELCH = "Welch t"
 BETWEEN = "t between machines"
 

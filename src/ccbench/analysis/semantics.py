@@ -375,7 +375,7 @@ def bound_of(rows: pd.DataFrame) -> str:
     """What the rows' ``mde`` values are: BOUND_SETTLED where every row with one is a case its run
     settled as "no cost above" (its anytime-valid interval, ccbench.analysis.settled),
     BOUND_EXCLUDED where every one is on that interval but not all settled, else BOUND_MDE."""
-    from ccbench.analysis.sequential import ANYTIME, NO_COST_ABOVE
+    from ccbench.analysis.labels import ANYTIME, NO_COST_ABOVE
 
     if "interval" not in rows or "mde" not in rows:
         return BOUND_MDE

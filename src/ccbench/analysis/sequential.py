@@ -46,16 +46,15 @@ from typing import Any
 
 import numpy as np
 
+from ccbench.analysis.labels import COST, GAIN, NO_COST_ABOVE
+
 #: the chance that a case is ever settled wrongly (its interval ever misses the true cost)
 ALPHA = 0.05
 #: the prior precision of the standardised effect (c above); 0.1 gives a finite interval from 3 rounds
 MIXTURE = 0.1
-COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
 #: what stopped a case that no interval of the round limit could answer (can_settle), in a run's
 #: settle rounds and a fleet's alike
 FUTILE = "cannot settle within the round limit"
-#: the name of this interval where a comparison row uses it (ccbench.analysis.settled)
-ANYTIME = "anytime-valid"
 
 
 #: the least spread (standard deviation on the log scale) a paired value is taken to have where its
@@ -290,8 +289,8 @@ def loop_twins(samples: Iterable[Any], keys: Sequence[str]) -> dict[str, str]:
     """{the variant key of a cipher on a loop file: its loop twin's key} among ``keys`` (the same
     axes with ``storage=ext4-loop``; ccbench.analysis.pairing), from the samples' storage labels:
     settle pairs such a variant with its twin, as compare sets its rows against it."""
+    from ccbench.analysis.labels import LOOP_CONTROL, ON_LOOP
     from ccbench.analysis.load import storage_label
-    from ccbench.analysis.pairing import LOOP_CONTROL, ON_LOOP
     from ccbench.model import ExecutionKey
 
     on_loop = {

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.sequential import ANYTIME, COST, GAIN, Settlement
+from ccbench.analysis.labels import ANYTIME, COST, GAIN
+from ccbench.analysis.sequential import Settlement
 from ccbench.analysis.stats import skew_flags
 
 #: (workload, metric, params as canonical JSON, baseline configuration, configuration)

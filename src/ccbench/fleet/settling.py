@@ -30,7 +30,8 @@ from ccbench.analysis.fleet_settle import (
     paired_costs,
     round_table,
 )
-from ccbench.analysis.sequential import ANYTIME, FUTILE, can_settle
+from ccbench.analysis.labels import ANYTIME
+from ccbench.analysis.sequential import FUTILE, can_settle
 from ccbench.errors import CCBenchError
 from ccbench.fleet.records import FleetRun, HostRun
 

@@ -1,0 +1,29 @@
+"""Names a comparison's rows carry that several rooms of the analysis read: the loop-file control and
+the ciphers built on a loop file (ccbench.analysis.pairing sets a cipher against its loop twin), and the
+settle rule's answers and interval (ccbench.analysis.sequential makes them; the tables print them).
+Kept below both so that the words (ccbench.analysis.format) need neither."""
+
+from __future__ import annotations
+
+#: the storage variant that is the encrypted variants' loop-file stack without their cipher
+#: (ccbench.variants.storage.LOOP_CONTROL): a control, not a protection layer
+LOOP_CONTROL = "ext4-loop"
+#: the storage labels (ccbench.analysis.load.storage_label) of ciphers ccbench builds on a loop file
+ON_LOOP = frozenset({"fscrypt", "luks2", "encrypted:fscrypt", "encrypted:luks"})
+
+
+def loop_twin(config: str) -> str | None:
+    """The same configuration with ``ext4-loop`` for its storage, for a cipher on a loop file
+    ("vm / no TEE / fscrypt" -> "vm / no TEE / ext4-loop"); None for any other."""
+    parts = str(config).split(" / ")
+    on_loop = [i for i, part in enumerate(parts) if part in ON_LOOP]
+    if len(on_loop) != 1:
+        return None
+    parts[on_loop[0]] = LOOP_CONTROL
+    return " / ".join(parts)
+
+
+#: a settled case's answers (ccbench.analysis.sequential.settle)
+COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
+#: the name of the settle rule's interval where a comparison row uses it (ccbench.analysis.settled)
+ANYTIME = "anytime-valid"
