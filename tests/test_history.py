@@ -319,7 +319,12 @@ def test_a_store_of_the_layout_before_versions_is_read_and_migrated(nightly, tmp
         assert _runs(store) == {"prime/time": 1}
         done = run_ccbench("history", "add", nightly, "--store", store)
         assert done.returncode == 0 and "24 bundle(s) added" in done.stdout, done.stdout + done.stderr
-        assert _runs(store) == {"prime/time": 25}
+        # the version-1 row names no plan: it is read, and stays a series of its own (a series is one
+        # plan's and one set of parameters'; the nightly runs are plan quick's with n = 100000)
+        shown = [
+            json.loads(line) for line in run_ccbench("history", "show", "--store", store, "--json").stdout.splitlines()
+        ]
+        assert sorted((s["plan"], len(s["runs"])) for s in shown) == [("", 1), ("quick", 24)]
     with duckdb.connect(str(database), read_only=True) as db:
         assert db.sql("select value from ccbench_history where key = 'schema_version'").fetchall() == [("2",)]
         types = dict(
@@ -518,7 +523,10 @@ def test_machines_imported_once_read_as_machines_not_one_point_series(tmp_path):
     lines = [line for line in shown.stdout.splitlines() if not line.startswith("change points not computed")]
     series = [json.loads(s) for s in run_ccbench("history", "show", "--store", store, "--json").stdout.splitlines()]
     assert len(series) > 3
-    assert lines[0] == f"3 configurations, {len(series)} series, 0 with a change point"
+    assert (
+        lines[0]
+        == f"3 configurations, {len(series)} series (plan imported-seed000: {len(series)}), 0 with a change point"
+    )
     heads = [line for line in lines[1:] if not line.startswith(" ")]
     assert len(heads) == 3 and len(lines) <= 1 + 2 * 3, lines
     for machine in ("Intel-Non-TDX", "TDX-Encrypted", "TDX-Non-Encrypted"):
@@ -551,7 +559,7 @@ def test_the_history_page_says_what_moved_as_history_show_does(tmp_path):
     moved with its change point; the series that did not move counted, not listed."""
     import html as html_module
 
-    from ccbench.results.history import show_lines
+    from ccbench.results.history_show import show_lines
     from ccbench.results.history_report import render
 
     series = _page_series()
@@ -568,7 +576,7 @@ def test_the_history_page_says_what_moved_as_history_show_does(tmp_path):
 def test_machines_imported_once_are_machines_on_the_history_page(tmp_path):
     """Six machines of one run each: six lines, none of the one-run series listed in the picker or drawn,
     and times in microseconds, never in scientific notation."""
-    from ccbench.results.history import show_lines
+    from ccbench.results.history_show import show_lines
     from ccbench.results.history_report import render
 
     series = _one_run_series(6, 40)
@@ -585,7 +593,8 @@ def test_machines_imported_once_are_machines_on_the_history_page(tmp_path):
 
 
 def test_a_change_in_microseconds_is_written_in_microseconds():
-    from ccbench.results.history import _change_point, show_lines
+    from ccbench.results.history import _change_point
+    from ccbench.results.history_show import show_lines
 
     s = _series([2e-5] * 6 + [2.4e-5] * 6)
     s.points["run_id"], s.points["bundle"], s.points["n"] = "r", "/b", 3

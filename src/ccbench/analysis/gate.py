@@ -12,13 +12,20 @@ do not share). A row the source judged already (``judgement``: "lost", "not judg
 ``reason``) keeps that: a case the baseline has and the new run lacks is LOST, a failure; one
 that cannot be judged (too few executions, building the baseline, a median of 0) is NOT_JUDGED,
 which fails nothing and which the JUnit file marks <skipped/> with the reason. Everything else
-passes. ccbench.analysis.gate_pages writes the Markdown and JUnit pages.
+passes.
+
+The verdict (Verdict) is said the same in its three forms: one line for stdout, a Markdown summary
+for a pull request, a JUnit file for a CI page. Exit status (docs/ci.md): 0 passed or nothing
+judged (cases that could not be judged, building the baseline among them, are named and skipped),
+1 failed (a regression, a case lost, or a new run that did not end); 2 (bad input, a run against
+itself) and 3 (a bundle that does not verify) come before any page.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -86,7 +93,9 @@ class CaseResult:
         """What of this case ran beside other work: "2 of 5 new executions contended", "" for none."""
         parts = []
         if self.contended:
-            parts.append("the new run contended" if self.per_run else f"{self.contended} of {self.n} new executions contended")
+            parts.append(
+                "the new run contended" if self.per_run else f"{self.contended} of {self.n} new executions contended"
+            )
         if self.contended_baseline:
             unit = "earlier runs" if self.per_run else "baseline executions"
             parts.append(f"{self.contended_baseline} of {self.n_baseline} {unit} contended")
@@ -264,3 +273,181 @@ def settle_confirmation(new_logs, base_logs, better: str | None, limit: float, a
 def failing_workloads(results: list[CaseResult]) -> list[str]:
     """The workloads with a failing case, in order: what ``ccbench run --only`` takes."""
     return list(dict.fromkeys(r.workload for r in results if r.failed))
+
+
+#: the reason of a not-judged case whose series has too few earlier runs in a history store, and how
+#: many earlier runs a series needs (ccbench.results.gate uses both)
+BUILDING = "building the baseline"
+MIN_HISTORY = 3
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+@dataclass
+class Verdict:
+    """Every case of one gate, against what, by which rule, and what the new run was."""
+
+    results: list[CaseResult]
+    against: str
+    threshold: float | None
+    #: the new bundles whose run did not end ("<bundle> (status 'interrupted')"): a failure
+    interrupted: list[str] = field(default_factory=list)
+    #: what else a reader must know (the new run already in the store, contended runs left out)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[CaseResult]:
+        return [r for r in self.results if r.failed]
+
+    @property
+    def not_judged(self) -> list[CaseResult]:
+        return [r for r in self.results if r.status == NOT_JUDGED]
+
+    @property
+    def judged(self) -> list[CaseResult]:
+        return [r for r in self.results if r.status not in (NOT_JUDGED, LOST)]
+
+    @property
+    def building(self) -> int | None:
+        """Against a store where no case could be judged yet for want of earlier runs: the most
+        earlier runs any series has (None otherwise)."""
+        skipped = self.not_judged
+        if self.judged or not skipped or not all(BUILDING in r.why for r in skipped):
+            return None
+        return max(r.n_baseline for r in skipped)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failing or self.interrupted else 0
+
+    @property
+    def rule(self) -> str:
+        worse = (
+            f"{self.threshold * 100:g}% slower or more (a throughput: its time-equivalent)"
+            if self.threshold is not None
+            else "worse beyond its own MDE"
+        )
+        return f"a regression: significant at 95%, {worse}"
+
+    def parts(self) -> tuple[str, str]:
+        """The verdict's word (failed, building the baseline, passed) and what it rests on."""
+        total = _plural(len(self.results), "primary metric case")
+        regressions = sum(r.status == REGRESSION for r in self.failing)
+        lost = sum(r.status == LOST for r in self.failing)
+        if self.interrupted or self.failing:
+            parts = [f"the new run did not end: {'; '.join(self.interrupted)}"] if self.interrupted else []
+            parts += [_plural(regressions, "regression")] if regressions else []
+            parts += [f"{_plural(lost, 'case')} lost (in the baseline, not measured in the new run)"] if lost else []
+            return "failed", f"{', '.join(parts)}; of {total} against {self.against} ({self.rule})"
+        if self.building is not None:
+            return BUILDING, (
+                f"{self.building} of {MIN_HISTORY} runs in {self.against}; none of {total} judged yet (each series "
+                f"needs {MIN_HISTORY} earlier runs; runs of another plan or parameters do not count): add this run to the store"
+            )
+        if not self.judged:
+            return "not judged", (
+                f"none of {total} against {self.against} could be judged (each is named, skipped in JUnit); "
+                "nothing failed"
+            )
+        skipped = f"; {len(self.not_judged)} not judged (skipped)" if self.not_judged else ""
+        judged = _plural(len(self.judged), "judged primary metric case")
+        return "passed", f"no regression among {judged} against {self.against} ({self.rule}){skipped}"
+
+    def headline(self) -> str:
+        """The verdict in one line (stdout's first)."""
+        return "ccbench gate: {}: {}".format(*self.parts())
+
+    def contended(self) -> list[CaseResult]:
+        return [r for r in self.results if r.contention]
+
+
+def markdown(results: list[CaseResult], against: str, threshold: float | None = None, **more) -> str:
+    """A summary for a pull request: the verdict, what it rests on, then every case (``more``:
+    Verdict's interrupted and notes)."""
+    verdict = Verdict(results, against, threshold, **more)
+    lines = ["**ccbench gate: {}**: {}".format(*verdict.parts())]
+    results = verdict.results
+    slower = [r for r in results if not r.failed and r.significant and r.change_percent > 0]
+    if slower:
+        # a significant slow-down within the rule is no regression, but it is not "no change" either
+        more = f" and {len(slower) - 5} more" if len(slower) > 5 else ""
+        lines[0] += (
+            f"; {len(slower)} significantly slower within the rule: {', '.join(r.name for r in slower[:5])}{more}"
+        )
+    lines.append("")
+    lost = [r for r in results if r.status == LOST]
+    if lost:
+        lines += [f"Lost: {', '.join(r.name for r in lost)} (in the baseline, not measured in the new run).", ""]
+    if verdict.not_judged:
+        named = ", ".join(f"{r.name} ({r.why.removeprefix('not judged: ')})" for r in verdict.not_judged[:10])
+        more = f" and {len(verdict.not_judged) - 10} more" if len(verdict.not_judged) > 10 else ""
+        lines += [f"Not judged (skipped in JUnit): {named}{more}.", ""]
+    contended = verdict.contended()
+    if contended:
+        lines += [
+            f"Contended: {', '.join(f'{r.name} ({r.contention})' for r in contended)}; their executions ran beside "
+            "other work, which makes them slower (gate --exclude-contended leaves them out).",
+            "",
+        ]
+    lines += [f"Note: {note}." for note in verdict.notes] + ([""] if verdict.notes else [])
+    workloads = failing_workloads(results)
+    if workloads:
+        lines += [f"Rerun only these: `ccbench run PLAN --only {','.join(workloads)}`", ""]
+    lines += ["| case | baseline | new | change [95% interval] | MDE | result |", "|---|---|---|---|---|---|"]
+    for r in sorted(results, key=lambda r: (not r.failed, r.status == NOT_JUDGED, r.name)):
+        result = r.status if r.confirmation is None else f"{r.status}, {r.confirmation}"
+        if r.confirmation_why:
+            result += f" ({r.confirmation_why})"
+        lines.append(
+            f"| {r.name} | {fmt.number(r.baseline_median, r.unit)} | {fmt.number(r.median, r.unit)} | "
+            f"{_change(r)} | {fmt.mde(r.mde_percent / 100)} | {result}: {r.why} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _change(r: CaseResult) -> str:
+    return fmt.effect(1 + r.change_percent / 100, 1 + r.low_percent / 100, 1 + r.high_percent / 100)
+
+
+def junit(results: list[CaseResult], against: str, threshold: float | None = None, **more) -> str:
+    """A JUnit XML document: one testcase per primary metric case, a failure for each regression
+    and each case lost, <skipped/> with the reason for each case not judged, and one testcase
+    failing for a new run that did not end (``more``: Verdict's interrupted and notes)."""
+    verdict = Verdict(results, against, threshold, **more)
+    results = verdict.results
+    failures = len(verdict.failing) + bool(verdict.interrupted)
+    suite = ElementTree.Element(
+        "testsuite",
+        name="ccbench gate",
+        tests=str(len(results) + bool(verdict.interrupted)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(len(verdict.not_judged)),
+    )
+    properties = ElementTree.SubElement(suite, "properties")
+    ElementTree.SubElement(properties, "property", name="against", value=verdict.against)
+    ElementTree.SubElement(properties, "property", name="verdict", value=verdict.headline())
+    if verdict.interrupted:
+        case = ElementTree.SubElement(suite, "testcase", classname="ccbench.run", name="the new run ended", time="0")
+        failure = ElementTree.SubElement(case, "failure", message="the new run did not end", type="interrupted")
+        failure.text = "; ".join(verdict.interrupted) + ": finish it with ccbench run --resume, or run the plan again"
+    for r in results:
+        case = ElementTree.SubElement(suite, "testcase", classname=f"ccbench.{r.workload}", name=r.name, time="0")
+        if r.failed:
+            failure = ElementTree.SubElement(case, "failure", message=r.why, type=r.status)
+            failure.text = (
+                f"{r.name}: {fmt.number(r.baseline_median, r.unit)} -> {fmt.number(r.median, r.unit)} "
+                f"({_change(r)}, 95% interval; MDE {fmt.mde(r.mde_percent / 100)})"
+                + (f"; {r.confirmation}" if r.confirmation else "")
+                + (f"; {r.contention}" if r.contention else "")
+            )
+        elif r.status == NOT_JUDGED:
+            ElementTree.SubElement(case, "skipped", message=r.why)
+        else:
+            ElementTree.SubElement(case, "system-out").text = r.why + (f"; {r.contention}" if r.contention else "")
+    testsuites = ElementTree.Element("testsuites", name="ccbench")
+    testsuites.append(suite)
+    ElementTree.indent(testsuites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(testsuites, encoding="unicode") + "\n"

@@ -132,7 +132,6 @@ def command(
     (in the form ccbench run --only takes).
     """
     from ccbench.analysis import gate
-    from ccbench.analysis.gate_pages import Verdict, junit, markdown
     from ccbench.analysis.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.errors import CCBenchError
@@ -149,9 +148,8 @@ def command(
     rows, what, store = _rows(new, against, label_map, exclude_contended)
     if rows.empty:
         raise CCBenchError(f"nothing to judge: no primary metric of {', '.join(new)} is in {what}")
-    verdict = Verdict(gate.judge(rows, limit, store=store), what, limit, sources.interrupted(new))
-    if exclude_contended:
-        verdict.notes.append("contended executions left out of both sides (--exclude-contended)")
+    notes = ["contended executions left out of both sides (--exclude-contended)"] if exclude_contended else []
+    verdict = gate.Verdict(gate.judge(rows, limit, store=store), what, limit, sources.interrupted(new), notes)
     results = verdict.results
     click.echo(verdict.headline())
     for r in results:
@@ -167,9 +165,12 @@ def command(
         click.echo(f"rerun: ccbench run {confirm_plan or 'PLAN'} --only {','.join(failing)}")
         if confirm_plan and any(r.status == gate.REGRESSION for r in results):
             limits = (_budget(confirm_budget), confirm_runs)
-            _confirm(results, confirm_plan, (confirm_out, workdir), against, (label_map, exclude_contended), limit, limits)
-    _write(markdown_path, markdown(verdict))
-    _write(junit_path, junit(verdict))
+            _confirm(
+                results, confirm_plan, (confirm_out, workdir), against, (label_map, exclude_contended), limit, limits
+            )
+    more = {"interrupted": verdict.interrupted, "notes": verdict.notes}
+    _write(markdown_path, gate.markdown(results, what, limit, **more))
+    _write(junit_path, gate.junit(results, what, limit, **more))
     sys.exit(verdict.exit_code)
 
 

@@ -27,8 +27,7 @@ import pandas as pd
 
 # a row's ``judgement`` besides "" (judged by its interval): LOST, a case the baseline has and the
 # new run lacks; NOT_JUDGED, one that cannot be judged (its ``reason`` says why)
-from ccbench.analysis.gate import LOST, NOT_JUDGED
-from ccbench.analysis.gate_pages import BUILDING, MIN_HISTORY
+from ccbench.analysis.gate import BUILDING, LOST, MIN_HISTORY, NOT_JUDGED
 from ccbench.errors import CCBenchError
 
 HISTORY_RUNS = 20
@@ -171,7 +170,9 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
         past = past[~past["contended"].astype(bool)]
     history = {key: group.sort_values("started_at") for key, group in past.groupby(SERIES_KEY, sort=False)}
     points = new[new["better"].isin(["lower", "higher"])]
-    records = [_store_row(point, history.get(tuple(point[k] for k in SERIES_KEY))) for point in points.to_dict("records")]
+    records = [
+        _store_row(point, history.get(tuple(point[k] for k in SERIES_KEY))) for point in points.to_dict("records")
+    ]
     rows = pd.DataFrame(records) if records else pd.DataFrame(columns=["workload", "metric"])
     rows = pd.concat([rows, _lost_series(past, new, history)], ignore_index=True)
     return _primary(new, rows)
@@ -241,7 +242,11 @@ def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict) -> pd.Dat
     lost = []
     for key, runs in history.items():
         point = dict(zip(SERIES_KEY, key, strict=True))
-        if key in present or (point["label"], point["plan"]) not in scope or runs["better"].iloc[-1] not in ("lower", "higher"):
+        if (
+            key in present
+            or (point["label"], point["plan"]) not in scope
+            or runs["better"].iloc[-1] not in ("lower", "higher")
+        ):
             continue
         last_run = past[(past["label"] == point["label"]) & (past["plan"] == point["plan"])]["started_at"].max()
         if runs["started_at"].iloc[-1] < last_run:

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis import format as fmt
 from ccbench.errors import CCBenchError, EnvironmentProblem
 from ccbench.probe.facts import machine_of
 from ccbench.results.history_store import COLUMNS, PROVENANCE, SERIES_KEY, Store, points_table, with_series_key
@@ -140,7 +139,9 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
-def add_bundles(paths, store: Store, labels: dict[str, str] | None = None, left_out: list[str] | None = None) -> tuple[int, int]:
+def add_bundles(
+    paths, store: Store, labels: dict[str, str] | None = None, left_out: list[str] | None = None
+) -> tuple[int, int]:
     """Add each finished bundle's points in one step (one DuckDB transaction, or one staged file per
     run in a Parquet store); returns (added, already there). ``left_out``, when given, gets one
     line per bundle under ``paths`` that was not added and is not already there, with why: a run
@@ -153,7 +154,9 @@ def add_bundles(paths, store: Store, labels: dict[str, str] | None = None, left_
     finished = distinct_bundles(paths)
     if left_out is not None:
         done = {p.resolve() for p in finished}
-        left_out += [f"{p}: its run has not ended ({_status(p)})" for p in find_bundles(paths) if p.resolve() not in done]
+        left_out += [
+            f"{p}: its run has not ended ({_status(p)})" for p in find_bundles(paths) if p.resolve() not in done
+        ]
     new, run_ids, skipped = [], [], 0
     for bundle in load_bundles(finished, samples=False):
         run_id = run_id_of(Path(bundle.path))

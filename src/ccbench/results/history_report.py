@@ -130,7 +130,8 @@ def _overview_html(series: list[Series]) -> str:
         moved = "".join(
             f"<li class='pick' data-series='{number}'>{html.escape(line)}<ul>"
             + "".join(
-                f"<li class='change'>change point {html.escape(describe(cp, s.unit, s.better))}</li>" for cp in s.change_points
+                f"<li class='change'>change point {html.escape(describe(cp, s.unit, s.better))}</li>"
+                for cp in s.change_points
             )
             + "</ul></li>"
             for number, s, line in group.moved

@@ -14,6 +14,7 @@ from typing import Any
 from ccbench.analysis import format as fmt
 from ccbench.results.history import ChangePoint, Series
 
+
 def series_json(s: Series) -> dict[str, Any]:
     return {
         **s.key,
@@ -127,7 +128,9 @@ def overview(series: list[Series]) -> tuple[str, list[Group]]:
     configuration and plan (the plan named where the store holds several)."""
     groups: dict[tuple[str, str, str], list[tuple[int, Series]]] = {}
     for number, s in enumerate(series):
-        groups.setdefault((str(s.key["label"]), str(s.key.get("plan") or ""), str(s.key["config"])), []).append((number, s))
+        groups.setdefault((str(s.key["label"]), str(s.key.get("plan") or ""), str(s.key["config"])), []).append(
+            (number, s)
+        )
     plans = per_plan(series)
     moved_total = sum(1 for s in series if s.change_points)
     configurations = len({(label, config) for label, _, config in groups})
