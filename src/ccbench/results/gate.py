@@ -174,8 +174,21 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
         _store_row(point, history.get(tuple(point[k] for k in SERIES_KEY))) for point in points.to_dict("records")
     ]
     rows = pd.DataFrame(records) if records else pd.DataFrame(columns=["workload", "metric"])
-    rows = pd.concat([rows, _lost_series(past, new, history)], ignore_index=True)
-    return _primary(new, rows)
+    lost = _lost_series(past, new, history)
+    # what the new run's plan declares, its workloads without a measured sample among them
+    declared = pd.DataFrame(
+        [
+            {"bundle": str(b.path), "workload": name, "kind": (d or {}).get("kind")}
+            for b in bundles
+            for name, d in (b.manifest.get("declarations") or {}).items()
+        ],
+        columns=["bundle", "workload", "kind"],
+    )
+    judged = _primary(pd.concat([new, declared], ignore_index=True), pd.concat([rows, lost], ignore_index=True))
+    # a lost series of a workload the new plan no longer has: kept, whatever its metric (nothing says
+    # which of its metrics were primary, and a case must not vanish unsaid)
+    gone = lost[~lost["workload"].isin(set(declared["workload"]) | set(new["workload"]))] if len(lost) else lost
+    return pd.concat([judged, gone], ignore_index=True)
 
 
 def _quiet_points(every: pd.DataFrame, quiet: pd.DataFrame) -> pd.DataFrame:
@@ -238,6 +251,8 @@ def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict) -> pd.Dat
     from ccbench.results.history_store import SERIES_KEY
 
     present = set(map(tuple, new[SERIES_KEY].itertuples(index=False)))
+    names = [k for k in SERIES_KEY if k != "fingerprint"]
+    renamed = set(map(tuple, new[names].itertuples(index=False)))  # measured, with other parameters
     scope = set(zip(new["label"], new["plan"], strict=True))
     lost = []
     for key, runs in history.items():
@@ -251,9 +266,13 @@ def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict) -> pd.Dat
         last_run = past[(past["label"] == point["label"]) & (past["plan"] == point["plan"])]["started_at"].max()
         if runs["started_at"].iloc[-1] < last_run:
             continue
+        other = tuple(point[k] for k in names) in renamed
+        # named apart from the new run's series of the same names: by its parameters
+        earlier = f"(earlier parameters {runs['params'].iloc[-1]})" if other else ""
         lost.append(
             {
-                **{k: point[k] for k in ("workload", "case", "metric")},
+                **{k: point[k] for k in ("workload", "metric")},
+                "case": " ".join(p for p in (point["case"], earlier) if p),
                 "unit": runs["unit"].iloc[-1],
                 "better": runs["better"].iloc[-1],
                 "config": point["config"].split(" / ", 1)[-1],
@@ -261,8 +280,10 @@ def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict) -> pd.Dat
                 "median": math.nan,
                 "n": 0,
                 "n_baseline": len(runs),
-                "judgement": LOST,
-                "reason": "in the store's last run of this plan, not measured in the new run",
+                "judgement": NOT_JUDGED if other else LOST,
+                "reason": "the new run measured it with other parameters: a series of its own, not compared"
+                if other
+                else "in the store's last run of this plan, not measured in the new run",
             }
         )
     return pd.DataFrame(lost)
