@@ -559,8 +559,8 @@ def test_the_history_page_says_what_moved_as_history_show_does(tmp_path):
     moved with its change point; the series that did not move counted, not listed."""
     import html as html_module
 
-    from ccbench.results.history_show import show_lines
     from ccbench.results.history_report import render
+    from ccbench.results.history_show import show_lines
 
     series = _page_series()
     overview = _overview(render(series, None, tmp_path / "h.duckdb"))
@@ -576,8 +576,8 @@ def test_the_history_page_says_what_moved_as_history_show_does(tmp_path):
 def test_machines_imported_once_are_machines_on_the_history_page(tmp_path):
     """Six machines of one run each: six lines, none of the one-run series listed in the picker or drawn,
     and times in microseconds, never in scientific notation."""
-    from ccbench.results.history_show import show_lines
     from ccbench.results.history_report import render
+    from ccbench.results.history_show import show_lines
 
     series = _one_run_series(6, 40)
     body = render(series, None, tmp_path / "h.duckdb")
