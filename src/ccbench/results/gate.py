@@ -37,8 +37,12 @@ CASE_KEY = ["workload", "case", "metric", "config"]
 
 def is_store(path: str) -> bool:
     """Whether ``--against`` names a history store (a DuckDB file, or a directory of Parquet
-    partitions without bundles) rather than bundles."""
+    partitions without bundles) rather than bundles; a path that does not exist yet is an empty
+    store when it is named as one (``*.duckdb``, or a directory ending in '/' whose parent exists):
+    the first night of a CI job, before any run was added."""
     target = Path(path)
+    if not target.exists() and target.parent.is_dir() and (target.suffix == ".duckdb" or str(path).endswith("/")):
+        return True
     if target.is_file():
         return target.suffix != ".json"
     if target.is_dir():
@@ -154,11 +158,8 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
     from ccbench.results.history import Store, run_id_of, run_points
     from ccbench.results.history_store import SERIES_KEY, with_series_key
 
+    # an empty store (or one not made yet) is no error: every series is building its baseline
     past = Store(store_path).frame()
-    if past.empty:
-        raise CCBenchError(
-            f"--against {store_path}: the history store holds no runs; add some with ccbench history add"
-        )
     bundles = load_bundles(new_paths, samples=False)
     run_ids = [run_id_of(Path(b.path)) for b in bundles]
     new = with_series_key(run_points(bundles, labels or {}, run_ids))
