@@ -195,9 +195,9 @@ def _status(row: pd.Series, threshold: float | None) -> tuple[str, str]:
             f"not judged: no interval ({_count(row, 'n')} new and {_count(row, 'n_baseline')} baseline "
             "executions; it needs 2 or more on each side)"
         )
-    change = float(row["overhead_percent"])
+    change = _float(row.get("overhead_percent"))
     mde = _float(row.get("mde")) * 100
-    significant = bool(row["significant"])
+    significant = not fmt.missing(row.get("significant")) and bool(row["significant"])
     limit = threshold * 100 if threshold is not None else mde
     words = fmt.effect(1 + change / 100)
     named = f"the threshold {threshold * 100:g}% slower" if threshold is not None else f"the MDE {fmt.mde(mde / 100)}"

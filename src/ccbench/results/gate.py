@@ -218,7 +218,7 @@ def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
     medians = np.array([]) if runs is None else runs["median"].to_numpy(dtype=float)[-HISTORY_RUNS:]
     row.update(n_baseline=min(count, HISTORY_RUNS), runs_in_store=count)
     row["contended_baseline"] = 0 if runs is None else int(runs["contended"].astype(bool).iloc[-HISTORY_RUNS:].sum())
-    if math.isnan(row["median"]):
+    if row["n"] == 0:
         reason = "every execution of the new run contended and left out (--exclude-contended)"
         return {**row, "baseline_median": math.nan, "judgement": NOT_JUDGED, "reason": reason}
     if count < MIN_HISTORY:
@@ -226,7 +226,7 @@ def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
         reason = f"{BUILDING}: {count} of {MIN_HISTORY} earlier {word} of this series in the store"
         return {**row, "baseline_median": math.nan, "judgement": NOT_JUDGED, "reason": reason}
     if not (row["median"] > 0 and (medians > 0).all()):
-        reason = "a median of 0 or less (here or in an earlier run): a ratio on logs needs positive values"
+        reason = "a median that is not a positive number (here or in an earlier run): a ratio on logs needs one"
         return {**row, "baseline_median": float(np.median(medians)), "judgement": NOT_JUDGED, "reason": reason}
     from ccbench.analysis.gate import predict
 
