@@ -148,7 +148,8 @@ def command(
     rows, what, store = _rows(new, against, label_map, exclude_contended)
     if rows.empty:
         raise CCBenchError(f"nothing to judge: no primary metric of {', '.join(new)} is in {what}")
-    notes = ["contended executions left out of both sides (--exclude-contended)"] if exclude_contended else []
+    notes = list(rows.attrs.get("notes", []))
+    notes += ["contended executions left out of both sides (--exclude-contended)"] if exclude_contended else []
     verdict = gate.Verdict(gate.judge(rows, limit, store=store), what, limit, sources.interrupted(new), notes)
     results = verdict.results
     click.echo(verdict.headline())
@@ -160,6 +161,8 @@ def command(
     for r in verdict.contended():
         if not r.failed:
             click.echo(f"  contended {r.name}: {r.contention}")
+    for note in notes:
+        click.echo(f"  note: {note}")
     failing = gate.failing_workloads(results)
     if failing:
         click.echo(f"rerun: ccbench run {confirm_plan or 'PLAN'} --only {','.join(failing)}")

@@ -71,9 +71,12 @@ def _filters(function):
 @_filters
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per series.")
 def show(store_path, label, workload, metric, as_json) -> None:
-    """Per configuration one line (its series, its runs, how many moved), then one line per series
-    that moved with each change point: its size, its 95% interval and what changed between the runs
-    around it (kernel, ccbench version, CPU microcode, TEE, plan, and every field of the CC
+    """First the configurations and the series of each plan (a series is one machine label, plan,
+    configuration, workload with its parameters, case and metric: runs of another plan or other
+    parameters never join it). Per configuration one line (its series, its runs, how many moved),
+    then one line per series that moved with each change point, found over every run in the store:
+    its size in compare's convention (a throughput's drop from 0.104 to 0.0724 MB/s is "43.6% slower"),
+    its 95% interval and what changed between the runs around it (kernel, ccbench version, CPU microcode, TEE, plan, and every field of the CC
     provenance); the series that did not move are counted, not listed (--json lists every series).
     Times in the unit that needs no exponent (12.3 µs). Contended runs are counted but left out of the
     detection."""

@@ -166,7 +166,8 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
     if exclude_contended:
         quiet = with_series_key(run_points(bundles, labels or {}, run_ids, exclude_contended=True))
         new = _quiet_points(new, quiet)
-    past = with_series_key(past[~past["run_id"].isin(set(new["run_id"]))])
+    already = past["run_id"].isin(set(new["run_id"]))
+    past = with_series_key(past[~already])
     if exclude_contended:
         past = past[~past["contended"].astype(bool)]
     history = {key: group.sort_values("started_at") for key, group in past.groupby(SERIES_KEY, sort=False)}
@@ -189,7 +190,11 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
     # a lost series of a workload the new plan no longer has: kept, whatever its metric (nothing says
     # which of its metrics were primary, and a case must not vanish unsaid)
     gone = lost[~lost["workload"].isin(set(declared["workload"]) | set(new["workload"]))] if len(lost) else lost
-    return pd.concat([judged, gone], ignore_index=True)
+    out = pd.concat([judged, gone], ignore_index=True)
+    if already.any():
+        # added before it was gated: judged against the other runs, never against itself
+        out.attrs["notes"] = ["the new run is already in the store: judged against the other runs in it"]
+    return out
 
 
 def _quiet_points(every: pd.DataFrame, quiet: pd.DataFrame) -> pd.DataFrame:
