@@ -362,6 +362,19 @@ class Verdict:
     def contended(self) -> list[CaseResult]:
         return [r for r in self.results if r.contention]
 
+    @staticmethod
+    def grouped(results: list[CaseResult], reason, most: int = 10) -> list[tuple[str, str]]:
+        """(a reason, the cases that share it named: the first ``most`` and how many more), in order
+        of first appearance: 25 cases building their baseline are one line, not 25."""
+        groups: dict[str, list[str]] = {}
+        for r in results:
+            groups.setdefault(reason(r), []).append(r.name)
+        out = []
+        for why, names in groups.items():
+            more = f" and {len(names) - most} more" if len(names) > most else ""
+            out.append((why, f"{len(names)} case{'s' if len(names) != 1 else ''}: {', '.join(names[:most])}{more}"))
+        return out
+
 
 def markdown(results: list[CaseResult], against: str, threshold: float | None = None, **more) -> str:
     """A summary for a pull request: the verdict, what it rests on, then every case (``more``:
@@ -380,15 +393,12 @@ def markdown(results: list[CaseResult], against: str, threshold: float | None = 
     lost = [r for r in results if r.status == LOST]
     if lost:
         lines += [f"Lost: {', '.join(r.name for r in lost)} (in the baseline, not measured in the new run).", ""]
-    if verdict.not_judged:
-        named = ", ".join(f"{r.name} ({r.why.removeprefix('not judged: ')})" for r in verdict.not_judged[:10])
-        more = f" and {len(verdict.not_judged) - 10} more" if len(verdict.not_judged) > 10 else ""
-        lines += [f"Not judged (skipped in JUnit): {named}{more}.", ""]
-    contended = verdict.contended()
-    if contended:
+    for reason, named in verdict.grouped(verdict.not_judged, lambda r: r.why.removeprefix("not judged: ")):
+        lines += [f"Not judged (skipped in JUnit), {reason}: {named}.", ""]
+    for contention, named in verdict.grouped(verdict.contended(), lambda r: r.contention):
         lines += [
-            f"Contended: {', '.join(f'{r.name} ({r.contention})' for r in contended)}; their executions ran beside "
-            "other work, which makes them slower (gate --exclude-contended leaves them out).",
+            f"Contended, {contention}: {named}; executions that ran beside other work are slower "
+            "(gate --exclude-contended leaves them out).",
             "",
         ]
     lines += [f"Note: {note}." for note in verdict.notes] + ([""] if verdict.notes else [])

@@ -156,11 +156,11 @@ def command(
     for r in results:
         if r.failed:
             click.echo(f"  FAIL {r.name}: {r.why}")
-    for r in verdict.not_judged:
-        click.echo(f"  not judged {r.name}: {r.why.removeprefix('not judged: ')}")
-    for r in verdict.contended():
-        if not r.failed:
-            click.echo(f"  contended {r.name}: {r.contention}")
+    for reason, named in verdict.grouped(verdict.not_judged, lambda r: r.why.removeprefix("not judged: ")):
+        click.echo(f"  not judged, {reason}: {named}")
+    passing = [r for r in verdict.contended() if not r.failed]  # a failure says its own
+    for contention, named in verdict.grouped(passing, lambda r: r.contention):
+        click.echo(f"  contended, {contention}: {named}")
     for note in notes:
         click.echo(f"  note: {note}")
     failing = gate.failing_workloads(results)
