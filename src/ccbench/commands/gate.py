@@ -53,7 +53,8 @@ def _budget(text: str) -> float:
     required=True,
     metavar="BASELINE|STORE",
     help="Baseline bundles (or directories of them; repeatable), or a history store (a DuckDB file or a "
-    "Parquet directory, as in ccbench history).",
+    "Parquet directory, as in ccbench history; a *.duckdb or DIR/ path not made yet is an empty store: "
+    "building the baseline).",
 )
 @click.option(
     "--threshold",
