@@ -740,3 +740,37 @@ def test_show_counts_the_series_of_each_plan_and_keeps_plans_apart(tmp_path):
     lines = [x for x in shown.stdout.splitlines() if not x.startswith("change points not computed")]
     assert lines[0] == "1 configuration, 2 series (plan alpha: 1, plan beta: 1), 0 with a change point", lines
     assert "nightly / TDX / disk (plan alpha): 1 series, 3 runs (0 contended); 0 moved" in lines
+
+
+@needs_duckdb
+def test_every_imported_kind_in_one_store_is_shown_reported_and_gated_without_a_traceback(tmp_path):
+    """fio, pyperformance, hyperfine (command), iperf3 and ping (network) and seed 000 (systeminfo, fio,
+    notebooks) imported from the tests' files into one store: show, show --json (strict JSON), report,
+    and the gate of each against it end without a traceback."""
+    sources = [
+        ("fio", DATA / "import" / "fio-2.17-randread-4k.json"),
+        ("fio", DATA / "fio" / "randrw-4k.json"),
+        ("pyperf", DATA / "import" / "perf-0.8.3-format5.json"),
+        ("hyperfine", DATA / "import" / "hyperfine-failures.json"),
+        ("iperf3", DATA / "network" / "iperf3-udp-client.json"),
+        ("ping", DATA / "network" / "ping-iputils-ipv6.txt"),
+        ("seed000", DATA / "import" / "seed000-azure"),
+    ]
+    bundles = []
+    for number, (kind, path) in enumerate(sources):
+        out = tmp_path / f"import{number}"
+        extra = [] if kind == "seed000" else ["--label", "m"]
+        done = run_ccbench("import", kind, path, "--out", out, *extra)
+        assert done.returncode == 0, done.stderr
+        bundles += sorted(p for p in out.iterdir() if (p / "manifest.json").exists())
+    store = tmp_path / "h.duckdb"
+    assert run_ccbench("history", "add", *bundles, "--store", store).returncode == 0
+    outputs = [
+        run_ccbench("history", "show", "--store", store),
+        run_ccbench("history", "report", "--store", store, "-o", tmp_path / "h.html"),
+    ]
+    shown = run_ccbench("history", "show", "--store", store, "--json")
+    assert [_strict_json(line) for line in shown.stdout.splitlines()]
+    outputs += [run_ccbench("gate", bundle, "--against", store) for bundle in bundles]
+    for done in [*outputs, shown]:
+        assert "Traceback" not in done.stderr and done.returncode in (0, 1), done.args[3:] + [done.stderr]
