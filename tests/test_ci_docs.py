@@ -1,8 +1,15 @@
-"""docs/ci.md's GitHub Actions and GitLab CI jobs: valid YAML that runs the quick plan, then the gate."""
+"""docs/ci.md's GitHub Actions and GitLab CI jobs: valid YAML that runs the quick plan, then the gate,
+then adds every finished run to the store; the GitHub job's own steps run night after night from an
+empty store to a judged gate; the exit codes the page gives are the ones the gate returns."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import yaml
@@ -35,6 +42,10 @@ def test_github_actions_job_runs_the_quick_plan_then_the_gate():
     assert "ccbench run quick" in commands[1]
     uploads = [step for step in job["steps"] if str(step.get("uses", "")).startswith("actions/upload-artifact")]
     assert uploads and "gate.xml" in uploads[0]["with"]["path"]
+    # every finished run reaches the store, whatever the gate said, after the gate
+    adds = [i for i, step in enumerate(job["steps"]) if "ccbench history add" in step.get("run", "")]
+    gate = next(i for i, step in enumerate(job["steps"]) if "ccbench gate " in step.get("run", ""))
+    assert adds and adds[0] > gate and job["steps"][adds[0]].get("if") == "always()"
 
 
 def test_gitlab_job_runs_the_quick_plan_then_the_gate_and_reports_junit():
@@ -44,6 +55,80 @@ def test_gitlab_job_runs_the_quick_plan_then_the_gate_and_reports_junit():
     _runs_then_gates(job["script"])
     assert any("ccbench run quick" in line for line in job["script"])
     assert job["artifacts"]["reports"]["junit"] == "gate.xml"
+    # after_script runs whether the script passed or failed: every finished run reaches the store
+    assert any("ccbench history add results/nightly" in line for line in job["after_script"])
+    assert not any("history add" in line for line in job["script"])
+
+
+def _run_step(command: str, workspace: Path, env: dict[str, str], plan: Path, work: Path) -> int:
+    """One step's shell command as the runner would run it, ccbench being this checkout's and the quick
+    plan a tiny one."""
+    command = command.replace(".venv/bin/ccbench", f"{sys.executable} -m ccbench")
+    command = command.replace("ccbench run quick", f"ccbench run {plan} --workdir {work}")
+    command = command.replace("--confirm quick", f"--confirm {plan} --workdir {work}")
+    done = subprocess.run(["bash", "-e", "-c", command], cwd=workspace, env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode
+
+
+def test_the_github_job_fills_an_empty_store_and_then_judges(tmp_path, write_plan):
+    """The documented job's own steps (setup and actions left out), night after night on a fresh
+    workspace with one store: three nights building the baseline (exit 0, Markdown and JUnit written,
+    every case skipped), the fourth judged. Before: the gate exited 2 without files while the store
+    was short, the summary step failed, and the store took a run only after a gate passed: it never
+    filled."""
+    github = next(b for b in _yaml_blocks() if "jobs" in b)
+    job = github["jobs"]["benchmark"]
+    plan = write_plan(
+        '[[workloads]]\nkind = "prime"\nn = 3000\n', defaults="repetitions = 3\nwarmup = 0\ncooldown = 0\n"
+    )
+    store = tmp_path / "store" / "history.duckdb"
+    store.parent.mkdir()
+    env = {**os.environ, **job["env"], "CCBENCH_STORE": str(store)}
+    steps = [s for s in job["steps"] if "run" in s and "setup.sh" not in s["run"]]
+    for night in range(4):
+        workspace = tmp_path / f"night{night}"  # actions/checkout cleans the workspace each night
+        workspace.mkdir()
+        env["GITHUB_STEP_SUMMARY"] = str(workspace / "summary.md")
+        failed, codes = False, {}
+        for step in steps:
+            condition = step.get("if", "success()")
+            if condition == "always()" or (condition == "success()" and not failed):
+                codes[step["name"]] = code = _run_step(step["run"], workspace, env, plan, tmp_path / "work")
+                failed = failed or code != 0
+        gate = next(name for name in codes if name.startswith("Gate"))
+        summary = (workspace / "gate.md").read_text()
+        suite = ElementTree.parse(workspace / "gate.xml").getroot().find("testsuite")
+        assert (workspace / "summary.md").read_text() == summary
+        assert codes[next(name for name in codes if "history store" in name and name != gate)] == 0, codes
+        if night < 3:
+            assert codes[gate] == 0, (night, codes)
+            assert summary.startswith(f"**ccbench gate: building the baseline**: {night} of 3 runs"), summary
+            assert suite.get("skipped") == suite.get("tests") != "0"
+        else:
+            assert codes[gate] in (0, 1), codes
+            assert re.match(r"\*\*ccbench gate: (passed|failed)\*\*", summary), summary
+            assert suite.get("skipped") == "0" and suite.get("tests") == "1"
+    shown = subprocess.run([sys.executable, "-m", "ccbench", "history", "show", "--store", str(store), "--json"],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert {len(json.loads(line)["runs"]) for line in shown.stdout.splitlines()} == {4}
+
+
+def test_the_exit_codes_the_page_gives_are_the_gates():
+    """docs/ci.md's table, ccbench gate --help and the gate's docstring name the same codes: 0, 1, 2, 3."""
+    text = CI_DOC.read_text()
+    table = set(re.findall(r"^\| (\d) \|", text, flags=re.M))
+    assert table == {"0", "1", "2", "3"}, table
+    done = subprocess.run([sys.executable, "-m", "ccbench", "gate", "--help"], capture_output=True, text=True)
+    help_text = " ".join(done.stdout.split())
+    for code, words in (
+        ("0", "exit 0 passed"),
+        ("1", "1 failed"),
+        ("2", "2 bad input"),
+        ("3", "3 a bundle that does not verify"),
+    ):
+        assert words in help_text, (code, help_text)
 
 
 def test_the_fresh_machine_check_runs_the_readmes_two_commands_and_refuses_what_it_should(tmp_path):

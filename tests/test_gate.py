@@ -3,12 +3,15 @@ ones, its Markdown and JUnit files, a history store as the baseline, and --confi
 
 from __future__ import annotations
 
+import shutil
+import signal
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import numpy as np
+import pytest
 from bundles import sample, write
-from conftest import only_bundle
+from conftest import only_bundle, start_run, wait_for_samples
 
 from ccbench.bundle import read_bundle
 
@@ -44,9 +47,19 @@ def _copy(bundle: Path, out: Path, factor: float = 1.0, host: str = "later", kno
     return write(out, host, "none", samples)
 
 
-def _prime_samples(factor: float, rng, reps: int = 6, variants=({"storage": "disk"}, {"storage": "tmpfs"})):
+def _prime_samples(
+    factor: float, rng, reps: int = 6, variants=({"storage": "disk"}, {"storage": "tmpfs"}), params=None
+):
     return [
-        sample(workload="prime", kind="prime", variant=v, metric=m, value=2.0 * factor * np.exp(x), repetition=r)
+        sample(
+            workload="prime",
+            kind="prime",
+            variant=v,
+            metric=m,
+            value=2.0 * factor * np.exp(x),
+            repetition=r,
+            params=params or {},
+        )
         for v in variants
         for m in ("time", "cpu_time")
         for r, x in enumerate(rng.normal(0, 0.01, reps))
@@ -65,7 +78,7 @@ def test_gate_on_a_real_run_passes_unchanged_values_and_fails_known_slower_ones(
     same = _copy(first, tmp_path / "same")
     passed = ccbench("gate", same, "--against", first, "--threshold", "50%", "--junit", tmp_path / "j.xml")
     assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert "passed: none of 1 primary metric cases" in passed.stdout
+    assert "ccbench gate: passed: no regression among 1 judged primary metric case" in passed.stdout
     suite = ElementTree.parse(tmp_path / "j.xml").getroot().find("testsuite")
     assert suite.get("tests") == "1" and suite.get("failures") == "0"
     assert [c.get("name") for c in suite.iter("testcase")] == ["prime time on no TEE"]  # cpu_time is not primary
@@ -88,12 +101,12 @@ def test_gate_on_a_real_run_passes_unchanged_values_and_fails_known_slower_ones(
     assert "FAIL prime time on no TEE" in failed.stdout
     assert "rerun: ccbench run PLAN --only prime" in failed.stdout
     summary = (tmp_path / "g.md").read_text()
-    assert summary.startswith("**ccbench gate: 1 regression** of 1 primary metric case")
+    assert summary.startswith("**ccbench gate: failed**: 1 regression; of 1 primary metric case")
     assert "| prime time on no TEE |" in summary and "regression:" in summary
     suite = ElementTree.parse(tmp_path / "j.xml").getroot().find("testsuite")
     assert suite.get("failures") == "1"
     failure = next(suite.iter("testcase")).find("failure")
-    assert failure is not None and "beyond the threshold 50%" in failure.get("message")
+    assert failure is not None and "beyond the threshold 50% slower" in failure.get("message")
     # and the same known values unchanged pass the same gate
     again = _copy(first, tmp_path / "again", known=True)
     assert ccbench("gate", again, "--against", baseline, "--threshold", "50%").returncode == 0
@@ -135,10 +148,10 @@ def test_gate_against_a_history_store(tmp_path, ccbench):
     failed = ccbench("gate", step, "--against", store, "--junit", tmp_path / "j.xml")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "against the history store" in failed.stdout
-    # a machine the store has never seen: bad input
+    # a machine the store has never seen: its baseline is still being built (nothing judged, nothing failed)
     stranger = write(tmp_path / "stranger", "elsewhere", "none", _prime_samples(1.0, rng))
     unknown = ccbench("gate", stranger, "--against", store)
-    assert unknown.returncode == 2 and "no series of the new run" in unknown.stderr
+    assert unknown.returncode == 0 and "ccbench gate: building the baseline: 0 of 3 runs" in unknown.stdout
 
 
 def test_confirm_reruns_the_failing_workloads_and_reports_not_reproduced(tmp_path, ccbench, workdir, write_plan):
@@ -215,3 +228,171 @@ def test_settle_confirmation_with_known_values_and_its_error_when_looked_at_afte
         looks = (settle_confirmation(new[:n], baseline, "lower", 0.0).state for n in range(5, 31, 5))
         wrong += any(state == CONFIRMED for state in looks)
     assert wrong / 1000 <= 0.05
+
+
+# ---- coverage, contention, the kinds a plan can hold (issue 59 items 3 and 4, and its traceback) ------
+
+#: prime, a command and systeminfo (a fact without a direction, and a command's system time of 0): the
+#: workload kinds whose store once ended the gate and history report in a traceback; the command fails
+#: while FLAG exists (its parameters stay the same, so the case is the same case)
+MIXED = (
+    '[[workloads]]\nkind = "systeminfo"\nrepetitions = 1\n'
+    '[[workloads]]\nkind = "prime"\nn = 3000\n'
+    '[[workloads]]\nkind = "command"\nname = "probe"\ncommand = "test ! -e {flag}"\n'
+)
+MIXED_DEFAULTS = "repetitions = 3\nwarmup = 0\ncooldown = 0\ntimeout = 60\n"
+
+
+def _junit_cases(path: Path) -> dict[str, ElementTree.Element]:
+    suite = ElementTree.parse(path).getroot().find("testsuite")
+    return {case.get("name"): case for case in suite.iter("testcase")}
+
+
+@pytest.fixture
+def mixed_runs(tmp_path, ccbench, workdir, write_plan):
+    """Four real runs of the mixed plan, the last with its command failing in every execution."""
+    flag = tmp_path / "fail-the-command"
+    plan = write_plan(MIXED.format(flag=flag), defaults=MIXED_DEFAULTS, name="mixed")
+    bundles = []
+    for night in range(4):
+        if night == 3:
+            flag.touch()
+        done = ccbench("run", plan, "--out", tmp_path / f"night{night}", "--workdir", workdir)
+        assert done.returncode == (1 if night == 3 else 0), done.stdout + done.stderr
+        bundles.append(only_bundle(tmp_path / f"night{night}"))
+    return bundles
+
+
+def test_a_case_the_new_run_lost_fails_the_gate_and_is_named(mixed_runs, tmp_path, ccbench):
+    """The command failed in all 3 executions of the new run: against bundles and against a store of the
+    three earlier runs (prime, command, systeminfo: no traceback), the gate fails and names the case
+    in stdout, Markdown and JUnit (before: "passed: none of 1 primary metric cases got worse", exit 0;
+    and against the store a traceback, math.log of a median of 0)."""
+    *earlier, new = mixed_runs
+    store = tmp_path / "h.duckdb"
+    assert ccbench("history", "add", *earlier, "--store", store).returncode == 0
+    for against in ([earlier[-1]], [store]):
+        md, xml = tmp_path / "g.md", tmp_path / "g.xml"
+        done = ccbench("gate", new, "--against", *against, "--markdown", md, "--junit", xml)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+        assert "FAIL probe wall_time on no TEE / disk: in the" in done.stdout
+        assert done.stdout.startswith("ccbench gate: failed: 1 case lost"), done.stdout
+        assert "Lost: probe wall_time on no TEE / disk" in md.read_text()
+        failure = _junit_cases(xml)["probe wall_time on no TEE / disk"].find("failure")
+        assert failure is not None and failure.get("type") == "lost"
+        # prime was judged beside it
+        assert _junit_cases(xml)["prime time on no TEE"].find("failure") is None
+    # a run of the plan that kept every case, against two earlier ones: judged, nothing lost, no traceback
+    kept = ccbench("gate", earlier[-1], "--against", earlier[0], "--against", earlier[1])
+    assert kept.returncode in (0, 1) and "Traceback" not in kept.stderr, kept.stdout + kept.stderr
+    assert "case lost" not in kept.stdout and "FAIL probe" not in kept.stdout, kept.stdout
+
+
+def test_a_run_against_itself_is_refused(mixed_runs, tmp_path, ccbench):
+    first = mixed_runs[0]
+    copy = tmp_path / "copy"
+    shutil.copytree(first, copy)
+    for against in (first, copy, first.parent):
+        done = ccbench("gate", first, "--against", against)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stdout + done.stderr
+        assert "the new run is also in the baseline" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_interrupted_run_fails_the_gate_and_its_cases_are_skipped(tmp_path, ccbench, workdir, write_plan):
+    """A run stopped by Ctrl-C after 1 of 3 executions: before, exit 0, "not judged", and a JUnit testcase
+    without <skipped/> (CI showed it green)."""
+    plan = write_plan('[[workloads]]\nkind = "command"\nname = "slow"\nrepetitions = 3\ncommand = "sleep 1"\n')
+    assert ccbench("run", plan, "--out", tmp_path / "base", "--workdir", workdir).returncode == 0
+    process = start_run(plan, tmp_path / "cut", workdir)
+    cut = wait_for_samples(tmp_path / "cut", 4)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode == 130
+    xml, md = tmp_path / "g.xml", tmp_path / "g.md"
+    done = ccbench("gate", cut, "--against", tmp_path / "base", "--junit", xml, "--markdown", md)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("ccbench gate: failed: the new run did not end:") and "'interrupted'" in done.stdout
+    cases = _junit_cases(xml)
+    assert cases["the new run ended"].find("failure").get("type") == "interrupted"
+    skipped = cases["slow wall_time on no TEE / disk"].find("skipped")
+    assert skipped is not None and "no interval (1 new and 3 baseline executions" in skipped.get("message")
+    suite = ElementTree.parse(xml).getroot().find("testsuite")
+    assert suite.get("skipped") == "1" and suite.get("failures") == "1"
+    assert md.read_text().startswith("**ccbench gate: failed**: the new run did not end")
+
+
+def test_another_plans_parameters_never_join_a_series(tmp_path, ccbench):
+    """Three runs of prime n=3000 in the store, then prime n=100000 (4.5x the time): before, "FAIL prime
+    time on no TEE: 4.5x slower, significant", exit 1; now a series of its own, still being built."""
+    rng = np.random.default_rng(3)
+    store = tmp_path / "h.duckdb"
+    for night in range(3):
+        small = _prime_samples(1.0, rng, variants=({},), params={"n": 3000})
+        assert (
+            ccbench("history", "add", write(tmp_path / f"n{night}", "ci", "none", small), "--store", store).returncode
+            == 0
+        )
+    big = write(tmp_path / "big", "ci", "none", _prime_samples(4.5, rng, variants=({},), params={"n": 100000}))
+    xml = tmp_path / "g.xml"
+    done = ccbench("gate", big, "--against", store, "--junit", xml)
+    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout + done.stderr
+    assert done.stdout.startswith("ccbench gate: not judged"), done.stdout
+    assert "building the baseline: 0 of 3 earlier runs" in done.stdout
+    assert "measured it with other parameters: a series of its own" in done.stdout
+    cases = _junit_cases(xml)
+    assert cases['prime (earlier parameters {"n":3000}) time on no TEE'].find("skipped") is not None
+    assert "building the baseline: 0 of 3" in cases["prime time on no TEE"].find("skipped").get("message")
+    # the same parameters are judged against the three runs
+    same = write(tmp_path / "same", "ci", "none", _prime_samples(1.0, rng, variants=({},), params={"n": 3000}))
+    judged = ccbench("gate", same, "--against", store)
+    assert judged.returncode == 0 and judged.stdout.startswith("ccbench gate: passed"), judged.stdout
+
+
+def test_contended_executions_are_named_and_can_be_left_out(tmp_path, ccbench):
+    """The new run 30% slower, every execution contended: the failure says so in stdout, Markdown and
+    JUnit; --exclude-contended (compare's option) leaves them out, and the case is not judged (before:
+    no word of contention, and no such option)."""
+    rng = np.random.default_rng(5)
+    base = write(tmp_path / "base", "ci", "none", _prime_samples(1.0, rng))
+    busy = [sample(**{**vars(s), "contended": True}) for s in _prime_samples(1.3, rng)]
+    new = write(tmp_path / "new", "ci", "none", busy)
+    xml, md = tmp_path / "g.xml", tmp_path / "g.md"
+    done = ccbench("gate", new, "--against", base, "--junit", xml, "--markdown", md)
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("  FAIL prime time on no TEE / disk"))
+    assert "6 of 6 new executions contended: a busy machine may have made it slower" in line
+    contended = next(
+        x for x in md.read_text().splitlines() if x.startswith("Contended, 6 of 6 new executions contended: ")
+    )
+    assert "prime time on no TEE / disk" in contended and "gate --exclude-contended leaves them out" in contended
+    failure = _junit_cases(xml)["prime time on no TEE / disk"].find("failure")
+    assert "6 of 6 new executions contended" in failure.get("message") + failure.text
+    left_out = ccbench("gate", new, "--against", base, "--exclude-contended", "--junit", xml)
+    assert left_out.returncode == 0 and "FAIL" not in left_out.stdout, left_out.stdout + left_out.stderr
+    skipped = _junit_cases(xml)["prime time on no TEE / disk"].find("skipped")
+    assert skipped is not None and "contended and left out" in skipped.get("message")
+
+
+def test_the_threshold_is_a_time_equivalent_percentage_with_its_sign(tmp_path, ccbench):
+    """0.104 -> 0.0724 MB/s is 43.6% slower (compare's words): --threshold 40% fails it, and says the
+    threshold in the same convention; a bare 0.05 is refused (it meant 0.05%)."""
+    from ccbench.analysis import format as fmt
+
+    def throughput(level):
+        # logs symmetric about the level: the geometric mean is the level itself
+        return [
+            sample(workload="fio", kind="fio", params={"bs": "1m"}, variant={"storage": "disk"}, metric="throughput",
+                   unit="MB/s", better="higher", value=level * np.exp(x), repetition=r)
+            for r, x in enumerate([-0.01, 0.0, 0.01] * 2)
+        ]  # fmt: skip
+
+    base = write(tmp_path / "base", "ci", "none", throughput(0.104))
+    new = write(tmp_path / "new", "ci", "none", throughput(0.0724))
+    done = ccbench("gate", new, "--against", base, "--threshold", "40%")
+    assert done.returncode == 1, done.stdout + done.stderr
+    words = fmt.effect(0.104 / 0.0724)
+    assert words == "43.6% slower" and f"{words}, significant, beyond the threshold 40% slower" in done.stdout
+    assert ccbench("gate", new, "--against", base, "--threshold", "45%").returncode == 0
+    bare = ccbench("gate", new, "--against", base, "--threshold", "0.05")
+    assert bare.returncode == 2 and "give a percentage with its sign, e.g. 5%" in bare.stderr, bare.stderr
+    assert len(bare.stderr.strip().splitlines()) == 1

@@ -319,7 +319,12 @@ def test_a_store_of_the_layout_before_versions_is_read_and_migrated(nightly, tmp
         assert _runs(store) == {"prime/time": 1}
         done = run_ccbench("history", "add", nightly, "--store", store)
         assert done.returncode == 0 and "24 bundle(s) added" in done.stdout, done.stdout + done.stderr
-        assert _runs(store) == {"prime/time": 25}
+        # the version-1 row names no plan: it is read, and stays a series of its own (a series is one
+        # plan's and one set of parameters'; the nightly runs are plan quick's with n = 100000)
+        shown = [
+            json.loads(line) for line in run_ccbench("history", "show", "--store", store, "--json").stdout.splitlines()
+        ]
+        assert sorted((s["plan"], len(s["runs"])) for s in shown) == [("", 1), ("quick", 24)]
     with duckdb.connect(str(database), read_only=True) as db:
         assert db.sql("select value from ccbench_history where key = 'schema_version'").fetchall() == [("2",)]
         types = dict(
@@ -518,7 +523,10 @@ def test_machines_imported_once_read_as_machines_not_one_point_series(tmp_path):
     lines = [line for line in shown.stdout.splitlines() if not line.startswith("change points not computed")]
     series = [json.loads(s) for s in run_ccbench("history", "show", "--store", store, "--json").stdout.splitlines()]
     assert len(series) > 3
-    assert lines[0] == f"3 configurations, {len(series)} series, 0 with a change point"
+    assert (
+        lines[0]
+        == f"3 configurations, {len(series)} series (plan imported-seed000: {len(series)}), 0 with a change point"
+    )
     heads = [line for line in lines[1:] if not line.startswith(" ")]
     assert len(heads) == 3 and len(lines) <= 1 + 2 * 3, lines
     for machine in ("Intel-Non-TDX", "TDX-Encrypted", "TDX-Non-Encrypted"):
@@ -551,8 +559,8 @@ def test_the_history_page_says_what_moved_as_history_show_does(tmp_path):
     moved with its change point; the series that did not move counted, not listed."""
     import html as html_module
 
-    from ccbench.results.history import show_lines
     from ccbench.results.history_report import render
+    from ccbench.results.history_show import show_lines
 
     series = _page_series()
     overview = _overview(render(series, None, tmp_path / "h.duckdb"))
@@ -568,8 +576,8 @@ def test_the_history_page_says_what_moved_as_history_show_does(tmp_path):
 def test_machines_imported_once_are_machines_on_the_history_page(tmp_path):
     """Six machines of one run each: six lines, none of the one-run series listed in the picker or drawn,
     and times in microseconds, never in scientific notation."""
-    from ccbench.results.history import show_lines
     from ccbench.results.history_report import render
+    from ccbench.results.history_show import show_lines
 
     series = _one_run_series(6, 40)
     body = render(series, None, tmp_path / "h.duckdb")
@@ -585,7 +593,8 @@ def test_machines_imported_once_are_machines_on_the_history_page(tmp_path):
 
 
 def test_a_change_in_microseconds_is_written_in_microseconds():
-    from ccbench.results.history import _change_point, show_lines
+    from ccbench.results.history import _change_point
+    from ccbench.results.history_show import show_lines
 
     s = _series([2e-5] * 6 + [2.4e-5] * 6)
     s.points["run_id"], s.points["bundle"], s.points["n"] = "r", "/b", 3
@@ -594,3 +603,174 @@ def test_a_change_in_microseconds_is_written_in_microseconds():
     text = "\n".join(show_lines([s], None))
     assert "(20.0 µs -> 24.0 µs, p 0.0000)" in text and "last 24.0 µs" in text
     assert not re.search(r"\de[+-]\d", text)
+
+
+# ---- what a plan of the bundled kinds puts in a store, old runs, and what add leaves out (issues 54, 59) ----
+
+
+def _strict_json(text: str):
+    """JSON as the standard reads it: NaN and Infinity are not JSON."""
+    return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
+
+
+@needs_duckdb
+def test_a_store_of_systeminfo_prime_and_a_command_is_shown_and_reported(tmp_path, write_plan):
+    """systeminfo's facts have no direction ("better" missing): history report ended in "ValueError: Out
+    of range float values are not JSON compliant" and show --json wrote NaN."""
+    plan = write_plan(
+        '[[workloads]]\nkind = "systeminfo"\nrepetitions = 1\n[[workloads]]\nkind = "prime"\nn = 2000\n'
+        '[[workloads]]\nkind = "command"\nname = "nothing"\ncommand = "true"\n',
+        name="mixed",
+    )
+    store = tmp_path / "h.duckdb"
+    for night in range(2):
+        done = run_ccbench("run", plan, "--out", tmp_path / f"n{night}", "--workdir", tmp_path / "work")
+        assert done.returncode == 0, done.stderr
+        assert run_ccbench("history", "add", tmp_path / f"n{night}", "--store", store).returncode == 0
+    page = tmp_path / "h.html"
+    report = run_ccbench("history", "report", "--store", store, "-o", page)
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    body = page.read_text()
+    data = _strict_json(re.search(r"<script id='data' type='application/json'>(.*?)</script>", body).group(1))
+    facts = [s for s in data["series"] if s["metric"] == "memory_total"]
+    assert facts and facts[0]["better"] is None
+    shown = run_ccbench("history", "show", "--store", store, "--json")
+    assert shown.returncode == 0, shown.stderr
+    series = [_strict_json(line) for line in shown.stdout.splitlines()]
+    assert {s["plan"] for s in series} == {"mixed"} and all(len(s["runs"]) == 2 for s in series)
+
+
+def _rate_bundle(out: Path, started: datetime, value: float, plan: str = "quick") -> Path:
+    """A nightly fio-like throughput run (higher is better) started at ``started``."""
+    stamp = started.isoformat().replace("+00:00", "Z")
+    probe = {"hostname": "nightly", "tee": {"technology": "tdx"}, "kernel": {"release": "6.8"}, "cpu": {"model": "x"}}
+    writer = BundleWriter.create(
+        out, {"plan": {"name": plan}, "environment": probe, "started_at": stamp, "status": "complete"},
+        name=f"{plan}-{started:%Y%m%d}",
+    )  # fmt: skip
+    writer.append_samples(
+        [Sample(workload="fio", kind="fio", params={"bs": "1m", "rw": "read"}, variant={"storage": "disk"},
+                metric="throughput", unit="MB/s", better="higher", value=value * (1 + 0.002 * (r - 1)),
+                repetition=r, warmup=False, timestamp=stamp, execution=f"fio|-|rep|{r}")
+         for r in range(3)]
+    )  # fmt: skip
+    writer.close()
+    return seal(writer.path)
+
+
+@needs_otava
+@needs_duckdb
+def test_runs_dated_2023_are_looked_at_and_the_step_is_said_as_the_gate_says_it(tmp_path):
+    """16 nightly runs in November 2023, a 30% throughput drop (0.104 -> 0.0724 MB/s) from the 9th:
+    Otava's default window of 365 days left them all out (no change point); and the step is said in
+    compare's convention, the gate's words on the same values ("-30.4%" before, the gate "43.6% slower")."""
+    from ccbench.analysis import format as fmt
+
+    start = datetime(2023, 11, 1, 2, 17, tzinfo=UTC)
+    rng = np.random.default_rng(23)
+    out = tmp_path / "nights"
+    for night in range(16):
+        level = (0.104 if night < 8 else 0.0724) * (1 + rng.normal(0, 0.003))
+        _rate_bundle(out, start + timedelta(days=night), level)
+    store = tmp_path / "h.duckdb"
+    assert run_ccbench("history", "add", out, "--store", store).returncode == 0
+    shown = run_ccbench("history", "show", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    (line,) = [x for x in shown.stdout.splitlines() if x.strip().startswith("change point 2023-11-09")]
+    (series,) = [
+        _strict_json(x) for x in run_ccbench("history", "show", "--store", store, "--json").stdout.splitlines()
+    ]
+    (change,) = series["change_points"]
+    words = fmt.effect(change["mean_before"] / change["mean_after"])
+    assert change["effect"].startswith(words) and f": {words} [" in line and "slower" in words, (words, line)
+    # the gate on a run at the new level against the eight before it says the same step the same way
+    before = tmp_path / "before.duckdb"
+    assert run_ccbench("history", "add", *sorted(out.iterdir())[:8], "--store", before).returncode == 0
+    new = _rate_bundle(tmp_path / "new", start + timedelta(days=30), 0.0724)
+    gate = run_ccbench("gate", new, "--against", before)
+    assert gate.returncode == 1 and "FAIL fio throughput on TDX / disk" in gate.stdout, gate.stdout + gate.stderr
+    mean = float(np.exp(np.mean(np.log([s["median"] for s in series["runs"][:8]]))))
+    assert fmt.effect(mean / 0.0724) in gate.stdout
+
+
+@needs_duckdb
+def test_history_add_names_what_it_left_out_and_stores_absolute_paths(tmp_path, write_plan):
+    """A directory with a finished run, an interrupted one and one whose every execution failed: before,
+    "1 bundle(s) added, 0 already there" and nothing about the other two; paths relative to the
+    directory add ran in."""
+    import signal
+
+    from conftest import start_run, wait_for_samples
+
+    work = tmp_path / "work"
+    runs = tmp_path / "runs"
+    good = write_plan('[[workloads]]\nkind = "prime"\nn = 2000\n', filename="good.toml")
+    assert run_ccbench("run", good, "--out", runs / "good", "--workdir", work).returncode == 0
+    failing = write_plan('[[workloads]]\nkind = "command"\nname = "no"\ncommand = "false"\n', filename="bad.toml")
+    assert run_ccbench("run", failing, "--out", runs / "failed", "--workdir", work).returncode == 1
+    slow = write_plan(
+        '[[workloads]]\nkind = "command"\nname = "slow"\nrepetitions = 3\ncommand = "sleep 1"\n', filename="slow.toml"
+    )
+    process = start_run(slow, runs / "cut", work)
+    wait_for_samples(runs / "cut", 4)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    store = tmp_path / "h.duckdb"
+    added = run_ccbench("history", "add", "runs", "--store", store, cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    assert "1 bundle(s) added, 0 already there, 2 left out" in added.stdout, added.stdout
+    cut, failed = only_bundle(runs / "cut"), only_bundle(runs / "failed")
+    lines = added.stdout.splitlines()
+    assert any(f"runs/cut/{cut.name}: its run has not ended (status 'interrupted')" in x for x in lines), lines
+    assert any(f"runs/failed/{failed.name}: no measured sample in it" in x for x in lines), lines
+    shown = run_ccbench("history", "show", "--store", store, "--json")
+    (series,) = [_strict_json(x) for x in shown.stdout.splitlines() if '"metric": "time"' in x]
+    assert series["runs"][0]["bundle"] == str(only_bundle(runs / "good").resolve())
+
+
+@needs_duckdb
+def test_show_counts_the_series_of_each_plan_and_keeps_plans_apart(tmp_path):
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    for night in range(3):
+        _rate_bundle(tmp_path / "a", start + timedelta(days=night), 0.1, plan="alpha")
+        _rate_bundle(tmp_path / "b", start + timedelta(days=night, hours=1), 0.2, plan="beta")
+    store = tmp_path / "h.duckdb"
+    assert run_ccbench("history", "add", tmp_path / "a", tmp_path / "b", "--store", store).returncode == 0
+    shown = run_ccbench("history", "show", "--store", store)
+    lines = [x for x in shown.stdout.splitlines() if not x.startswith("change points not computed")]
+    assert lines[0] == "1 configuration, 2 series (plan alpha: 1, plan beta: 1), 0 with a change point", lines
+    assert "nightly / TDX / disk (plan alpha): 1 series, 3 runs (0 contended); 0 moved" in lines
+
+
+@needs_duckdb
+def test_every_imported_kind_in_one_store_is_shown_reported_and_gated_without_a_traceback(tmp_path):
+    """fio, pyperformance, hyperfine (command), iperf3 and ping (network) and seed 000 (systeminfo, fio,
+    notebooks) imported from the tests' files into one store: show, show --json (strict JSON), report,
+    and the gate of each against it end without a traceback."""
+    sources = [
+        ("fio", DATA / "import" / "fio-2.17-randread-4k.json"),
+        ("fio", DATA / "fio" / "randrw-4k.json"),
+        ("pyperf", DATA / "import" / "perf-0.8.3-format5.json"),
+        ("hyperfine", DATA / "import" / "hyperfine-failures.json"),
+        ("iperf3", DATA / "network" / "iperf3-udp-client.json"),
+        ("ping", DATA / "network" / "ping-iputils-ipv6.txt"),
+        ("seed000", DATA / "import" / "seed000-azure"),
+    ]
+    bundles = []
+    for number, (kind, path) in enumerate(sources):
+        out = tmp_path / f"import{number}"
+        extra = [] if kind == "seed000" else ["--label", "m"]
+        done = run_ccbench("import", kind, path, "--out", out, *extra)
+        assert done.returncode == 0, done.stderr
+        bundles += sorted(p for p in out.iterdir() if (p / "manifest.json").exists())
+    store = tmp_path / "h.duckdb"
+    assert run_ccbench("history", "add", *bundles, "--store", store).returncode == 0
+    outputs = [
+        run_ccbench("history", "show", "--store", store),
+        run_ccbench("history", "report", "--store", store, "-o", tmp_path / "h.html"),
+    ]
+    shown = run_ccbench("history", "show", "--store", store, "--json")
+    assert [_strict_json(line) for line in shown.stdout.splitlines()]
+    outputs += [run_ccbench("gate", bundle, "--against", store) for bundle in bundles]
+    for done in [*outputs, shown]:
+        assert "Traceback" not in done.stderr and done.returncode in (0, 1), done.args[3:] + [done.stderr]

@@ -9,20 +9,28 @@ from pathlib import Path
 
 import click
 
-from ccbench.commands.options import allow_unverified_option, labels_option
+from ccbench.commands.options import allow_unverified_option, exclude_contended_option, labels_option
 
 
 def _threshold(text: str | None) -> float | None:
+    """The threshold as a fraction of the time-equivalent change: "5%" is 0.05. The percent sign is
+    required: a bare 0.05 could mean 5% or 0.05%, and the gate never guesses."""
     from ccbench.errors import CCBenchError
 
     if text is None:
         return None
+    stripped = text.strip()
+    if not stripped.endswith("%"):
+        raise CCBenchError(
+            f"--threshold {text!r}: give a percentage with its sign, e.g. 5% (a bare number could be a fraction "
+            "or a percentage)"
+        )
     try:
-        value = float(text.strip().rstrip("%"))
+        value = float(stripped[:-1])
     except ValueError:
-        raise CCBenchError(f"--threshold {text!r}: not a percentage; give e.g. 5% or 2.5") from None
+        raise CCBenchError(f"--threshold {text!r}: not a percentage; give e.g. 5% or 2.5%") from None
     if not 0 <= value < 1000:
-        raise CCBenchError(f"--threshold {text!r}: give a percentage between 0 and 1000, e.g. 5%")
+        raise CCBenchError(f"--threshold {text!r}: give a percentage between 0% and 1000%, e.g. 5%")
     return value / 100
 
 
@@ -45,13 +53,16 @@ def _budget(text: str) -> float:
     required=True,
     metavar="BASELINE|STORE",
     help="Baseline bundles (or directories of them; repeatable), or a history store (a DuckDB file or a "
-    "Parquet directory, as in ccbench history).",
+    "Parquet directory, as in ccbench history; a *.duckdb or DIR/ path not made yet is an empty store: "
+    "building the baseline).",
 )
 @click.option(
     "--threshold",
     metavar="PERCENT",
-    help="Fail when a primary metric got significantly worse by more than this, e.g. 5%. "
-    "Default: significantly worse by more than the comparison's own minimum detectable effect.",
+    help="Fail when a primary metric got significantly worse by more than this, with its % sign (5%, never "
+    "0.05), in compare's convention: the time-equivalent change, so 40% means 1.4x the time, or a throughput "
+    "down to 1/1.4 (29% lower). Default: significantly worse by more than the comparison's own minimum "
+    "detectable effect.",
 )
 @click.option("--markdown", "markdown_path", type=click.Path(), help="Write a Markdown summary here (for a PR).")
 @click.option("--junit", "junit_path", type=click.Path(), help="Write a JUnit XML file here (for a CI page).")
@@ -93,6 +104,7 @@ def _budget(text: str) -> float:
     show_default=True,
     help="The work directory of the --confirm run (as ccbench run's).",
 )
+@exclude_contended_option
 @labels_option
 @allow_unverified_option
 def command(
@@ -106,13 +118,19 @@ def command(
     confirm_runs,
     confirm_out,
     workdir,
+    exclude_contended,
     labels,
     allow_unverified,
 ) -> None:
-    """Judge the run in NEW (bundles or directories of bundles) against a baseline: exit 1 when a
-    primary metric got worse beyond the threshold, 0 otherwise, 2 on bad input.
+    """Judge the run in NEW (bundles or directories of bundles) against a baseline: exit 0 passed,
+    1 failed (a primary metric worse beyond the threshold, a case of the baseline the new run lacks,
+    or a new run that did not end), 2 bad input (a run gated against itself among it), 3 a bundle that
+    does not verify. A case that cannot be judged (too few executions; against a store, a series
+    with fewer than 3 earlier runs: building the baseline) fails nothing, is named, and is <skipped/>
+    in the JUnit file.
 
-    Prints each failing case and the workloads to run again (in the form ccbench run --only takes).
+    Prints the verdict, each failing, not judged and contended case, and the workloads to run again
+    (in the form ccbench run --only takes).
     """
     from ccbench.analysis import gate
     from ccbench.analysis.load import parse_labels
@@ -128,30 +146,40 @@ def command(
     unverified = check_before_reading([*new, *(a for a in against if not sources.is_store(a))], allow_unverified)
     if unverified:
         click.echo(f"warning: {unverified_warning(unverified)}", err=True)
-    rows, what = _rows(new, against, label_map)
+    rows, what, store = _rows(new, against, label_map, exclude_contended)
     if rows.empty:
         raise CCBenchError(f"nothing to judge: no primary metric of {', '.join(new)} is in {what}")
-    results = gate.judge(rows, limit)
+    notes = list(rows.attrs.get("notes", []))
+    notes += ["contended executions left out of both sides (--exclude-contended)"] if exclude_contended else []
+    verdict = gate.Verdict(gate.judge(rows, limit, store=store), what, limit, sources.interrupted(new), notes)
+    results = verdict.results
+    click.echo(verdict.headline())
+    for r in results:
+        if r.failed:
+            click.echo(f"  FAIL {r.name}: {r.why}")
+    for reason, named in verdict.grouped(verdict.not_judged, lambda r: r.why.removeprefix("not judged: ")):
+        click.echo(f"  not judged, {reason}: {named}")
+    passing = [r for r in verdict.contended() if not r.failed]  # a failure says its own
+    for contention, named in verdict.grouped(passing, lambda r: r.contention):
+        click.echo(f"  contended, {contention}: {named}")
+    for note in notes:
+        click.echo(f"  note: {note}")
     failing = gate.failing_workloads(results)
     if failing:
-        only = ",".join(failing)
-        click.echo(f"{sum(r.failed for r in results)} of {len(results)} primary metric cases got worse against {what}:")
-        for r in results:
-            if r.failed:
-                click.echo(f"  FAIL {r.name}: {r.why}")
-        click.echo(f"rerun: ccbench run {confirm_plan or 'PLAN'} --only {only}")
-        if confirm_plan:
+        click.echo(f"rerun: ccbench run {confirm_plan or 'PLAN'} --only {','.join(failing)}")
+        if confirm_plan and any(r.status == gate.REGRESSION for r in results):
             limits = (_budget(confirm_budget), confirm_runs)
-            _confirm(results, confirm_plan, (confirm_out, workdir), against, label_map, limit, limits)
-    else:
-        click.echo(f"passed: none of {len(results)} primary metric cases got worse against {what}")
-    _write(markdown_path, gate.markdown(results, what, limit))
-    _write(junit_path, gate.junit(results, what))
-    if any(r.failed for r in results):
-        sys.exit(1)
+            _confirm(
+                results, confirm_plan, (confirm_out, workdir), against, (label_map, exclude_contended), limit, limits
+            )
+    more = {"interrupted": verdict.interrupted, "notes": verdict.notes}
+    _write(markdown_path, gate.markdown(results, what, limit, **more))
+    _write(junit_path, gate.junit(results, what, limit, **more))
+    sys.exit(verdict.exit_code)
 
 
-def _rows(new, against, labels):
+def _rows(new, against, labels, exclude_contended):
+    """(the rows to judge, what they were judged against in words, whether that is a store)."""
     from ccbench.errors import CCBenchError
     from ccbench.results import gate as sources
 
@@ -159,8 +187,10 @@ def _rows(new, against, labels):
     if stores and len(against) > 1:
         raise CCBenchError("--against: give one history store, or baseline bundles, not both")
     if stores:
-        return sources.rows_against_store(new, stores[0], labels), f"the history store {stores[0]}"
-    return sources.rows_against_bundles(new, against, labels), f"the baseline {', '.join(against)}"
+        rows = sources.rows_against_store(new, stores[0], labels, exclude_contended)
+        return rows, f"the history store {stores[0]}", True
+    rows = sources.rows_against_bundles(new, against, labels, exclude_contended)
+    return rows, f"the baseline {', '.join(against)}", False
 
 
 def _confirm(results, plan, where, against, labels, limit, limits) -> None:
@@ -174,12 +204,13 @@ def _confirm(results, plan, where, against, labels, limit, limits) -> None:
     from ccbench.results import gate as sources
 
     budget, most = limits
+    labels, exclude_contended = labels
     failing = [r for r in results if r.status == gate.REGRESSION]
     if any(sources.is_store(a) for a in against):
-        made = _run_once(plan, gate.failing_workloads(results), where)
+        made = _run_once(plan, gate.failing_workloads(failing), where)
         if made:
-            rows, _ = _rows([str(b) for b in made], against, labels)
-            again = {r.key: r for r in gate.judge(rows, limit)}
+            rows, _, store = _rows([str(b) for b in made], against, labels, exclude_contended)
+            again = {r.key: r for r in gate.judge(rows, limit, store=store)}
             for r in failing:
                 repeat = again.get(r.key)
                 r.confirmation = gate.CONFIRMED if repeat and repeat.status == gate.REGRESSION else gate.NOT_REPRODUCED

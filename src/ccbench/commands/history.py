@@ -34,9 +34,11 @@ def command() -> None:
 @allow_unverified_option
 def add(bundles, store_path, labels, allow_unverified) -> None:
     """Add each finished bundle's run medians (one point per configuration, workload, case and metric)
-    to the store, all at once or not at all. A bundle already in it (by the digest of its content)
-    adds nothing; a bundle still running is refused; a bundle that does not verify is refused
-    (--allow-unverified reads it, said)."""
+    to the store, all at once or not at all, each under its absolute path. A bundle already in it (by
+    the digest of its content) adds nothing; a bundle named that is still running is refused, and one
+    found under a directory whose run has not ended (interrupted) is left out, as is one without a
+    measured sample (every execution failed): each named with why; a bundle that does not verify is
+    refused (--allow-unverified reads it, said)."""
     from ccbench.analysis.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.history import add_bundles
@@ -46,8 +48,12 @@ def add(bundles, store_path, labels, allow_unverified) -> None:
         click.echo(f"warning: {unverified_warning(unverified)}", err=True)
 
     store = _store(store_path)
-    added, skipped = add_bundles(bundles, store, parse_labels(labels))
-    click.echo(f"{store.path}: {added} bundle(s) added, {skipped} already there")
+    left_out: list[str] = []
+    added, skipped = add_bundles(bundles, store, parse_labels(labels), left_out)
+    left = f", {len(left_out)} left out" if left_out else ""
+    click.echo(f"{store.path}: {added} bundle(s) added, {skipped} already there{left}")
+    for line in left_out:
+        click.echo(f"  left out {line}")
 
 
 def _filters(function):
@@ -65,13 +71,17 @@ def _filters(function):
 @_filters
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per series.")
 def show(store_path, label, workload, metric, as_json) -> None:
-    """Per configuration one line (its series, its runs, how many moved), then one line per series
-    that moved with each change point: its size, its 95% interval and what changed between the runs
-    around it (kernel, ccbench version, CPU microcode, TEE, plan, and every field of the CC
+    """First the configurations and the series of each plan (a series is one machine label, plan,
+    configuration, workload with its parameters, case and metric: runs of another plan or other
+    parameters never join it). Per configuration one line (its series, its runs, how many moved),
+    then one line per series that moved with each change point, found over every run in the store:
+    its size in compare's convention (a throughput's drop from 0.104 to 0.0724 MB/s is "43.6% slower"),
+    its 95% interval and what changed between the runs around it (kernel, ccbench version, CPU microcode, TEE, plan, and every field of the CC
     provenance); the series that did not move are counted, not listed (--json lists every series).
     Times in the unit that needs no exponent (12.3 µs). Contended runs are counted but left out of the
     detection."""
-    from ccbench.results.history import history, series_json, show_lines
+    from ccbench.results.history import history
+    from ccbench.results.history_show import series_json, show_lines
 
     series, reason = history(_store(store_path), label, workload, metric)
     if as_json:

@@ -6,11 +6,15 @@ disk" is "no TEE / disk" on either side) is compared with the same configuration
 ``ccbench compare``'s own interval (Welch's t on the executions' logs, or between machines for
 replicas), so the row's MDE is compare's.
 
-Against a store, each series of the new run (label, configuration, workload, case, metric) is
-compared with the last runs of that series in the store (up to ``HISTORY_RUNS``, contended runs left
-out, at least ``MIN_HISTORY``): the new run's median against the past run medians by a t prediction
-interval on logs (se = s * sqrt(1 + 1/m), m - 1 degrees of freedom), which is what the spread from
-run to run allows for one new run.
+Against a store, each series of the new run (ccbench.results.history_store.SERIES_KEY: label, plan,
+configuration, workload and its parameters, case, metric) is compared with the last runs of that
+series in the store (up to ``HISTORY_RUNS``, at least ``MIN_HISTORY``): the new run's median against
+the past run medians by a t prediction interval on logs (se = s * sqrt(1 + 1/m), m - 1 degrees of
+freedom), which is what the spread from run to run allows for one new run.
+
+Every case the baseline has is accounted for: one the new run lacks is a row judged LOST; one that
+cannot be judged (too few executions, a median of 0, too few earlier runs in the store: building the
+baseline) is a row judged NOT_JUDGED with its reason.
 """
 
 from __future__ import annotations
@@ -21,17 +25,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+# a row's ``judgement`` besides "" (judged by its interval): LOST, a case the baseline has and the
+# new run lacks; NOT_JUDGED, one that cannot be judged (its ``reason`` says why)
+from ccbench.analysis.gate import BUILDING, LOST, MIN_HISTORY, NOT_JUDGED
 from ccbench.errors import CCBenchError
 
 HISTORY_RUNS = 20
-MIN_HISTORY = 3
 NEW, BASELINE = "new", "baseline"
+CASE_KEY = ["workload", "case", "metric", "config"]
 
 
 def is_store(path: str) -> bool:
     """Whether ``--against`` names a history store (a DuckDB file, or a directory of Parquet
-    partitions without bundles) rather than bundles."""
+    partitions without bundles) rather than bundles; a path that does not exist yet is an empty
+    store when it is named as one (``*.duckdb``, or a directory ending in '/' whose parent exists):
+    the first night of a CI job, before any run was added."""
     target = Path(path)
+    if not target.exists() and target.parent.is_dir() and (target.suffix == ".duckdb" or str(path).endswith("/")):
+        return True
     if target.is_file():
         return target.suffix != ".json"
     if target.is_dir():
@@ -55,12 +66,34 @@ def _primary(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     return rows[mask] if mask.any() else rows
 
 
-def rows_against_bundles(new_paths, baseline_paths, labels: dict[str, str] | None = None) -> pd.DataFrame:
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def refuse_itself(new_paths, baseline_paths) -> None:
+    """A one-line error when a new bundle is also a baseline bundle (the same content): a run
+    gated against itself would pass without having been compared with anything."""
+    from ccbench.bundle import find_bundles
+    from ccbench.results.history import run_id_of
+
+    baseline = {run_id_of(p): p for p in find_bundles(baseline_paths)}
+    for path in find_bundles(new_paths):
+        same = baseline.get(run_id_of(path))
+        if same is not None:
+            raise CCBenchError(
+                f"{path}: the new run is also in the baseline ({same}, the same content); "
+                "gate a run against earlier runs, not against itself"
+            )
+
+
+def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contended: bool = False) -> pd.DataFrame:
     """Comparison rows (ccbench.analysis.compare columns) of each configuration of the new bundles
-    against the same configuration of the baseline bundles; ``config`` names it without a machine."""
+    against the same configuration of the baseline bundles; ``config`` names it without a machine.
+    A primary metric case of the baseline that the new run lacks is a row judged LOST."""
     from ccbench.analysis.compare import compare
     from ccbench.analysis.load import frame_from_bundles, load_bundles
 
+    refuse_itself(new_paths, baseline_paths)
     new = _relabelled(frame_from_bundles(load_bundles(new_paths, samples=False), labels or {}), NEW)
     base = _relabelled(frame_from_bundles(load_bundles(baseline_paths, samples=False), labels or {}), BASELINE)
     shared = [c for c in pd.unique(new["rest"]) if c in set(base["rest"])]
@@ -73,60 +106,193 @@ def rows_against_bundles(new_paths, baseline_paths, labels: dict[str, str] | Non
     tables = []
     for rest in shared:
         part = both[both["rest"] == rest].drop(columns=["rest"])
-        table = compare(part, f"{BASELINE} / {rest}")
+        table = compare(part, f"{BASELINE} / {rest}", exclude_contended=exclude_contended)
         tables.append(table.assign(config=rest))
-    rows = pd.concat(tables, ignore_index=True)
+    rows = pd.concat(tables, ignore_index=True).assign(judgement="", reason="")
+    rows = pd.concat([rows, _lost(base, new, rows)], ignore_index=True)
     return _primary(both, rows)
 
 
-def rows_against_store(new_paths, store_path: str, labels: dict[str, str] | None = None) -> pd.DataFrame:
-    """Rows of each series of the new bundles against the last runs of the same series in the store."""
-    from ccbench.analysis.gate import predict
-    from ccbench.analysis.load import load_bundles
-    from ccbench.results.history import SERIES_KEY, Store, run_id_of, run_points
+def _cases(frame: pd.DataFrame) -> pd.DataFrame:
+    """The measured cases of a relabelled frame: one row per workload, case, metric and configuration
+    (without its machine), with its unit, direction, median and count."""
+    measured = frame[~frame["warmup"].astype(bool) & frame["better"].isin(["lower", "higher"])]
+    if measured.empty:
+        return pd.DataFrame(columns=[*CASE_KEY, "unit", "better", "median", "n"])
+    measured = measured.assign(case=measured["case"].map(_text), config=measured["rest"])
+    return (
+        measured.groupby(CASE_KEY, sort=False, dropna=False)
+        .agg(unit=("unit", "first"), better=("better", "first"), median=("value", "median"), n=("value", "size"))
+        .reset_index()
+    )
 
+
+def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """A row per case of the baseline with no comparison row: LOST where the new run has no
+    measured sample of it (its executions failed, the run was interrupted before it, or the plan no
+    longer has it), NOT_JUDGED where it has (every execution of a side contended and left out)."""
+    had, has = _cases(base), _cases(new)
+    measured = set(map(tuple, has[CASE_KEY].itertuples(index=False)))
+    compared = {(r["workload"], _text(r["case"]), r["metric"], r["config"]) for r in rows.to_dict("records")}
+    gone = had[[tuple(k) not in compared for k in had[CASE_KEY].itertuples(index=False)]]
+    if gone.empty:
+        return pd.DataFrame()
+    out = gone.rename(columns={"median": "baseline_median", "n": "n_baseline"}).assign(median=math.nan, n=0)
+    kept = [tuple(k) in measured for k in out[CASE_KEY].itertuples(index=False)]
+    return out.assign(
+        judgement=[NOT_JUDGED if k else LOST for k in kept],
+        reason=[
+            "every execution of a side contended and left out (--exclude-contended)"
+            if k
+            else "in the baseline, not measured in the new run"
+            for k in kept
+        ],
+    )
+
+
+def rows_against_store(new_paths, store_path: str, labels=None, exclude_contended: bool = False) -> pd.DataFrame:
+    """Rows of each series of the new bundles against the last runs of the same series in the store
+    (contended runs among them unless ``exclude_contended``); a series with fewer than MIN_HISTORY
+    earlier runs is NOT_JUDGED (BUILDING), one the new run lacks, among the plans it ran, LOST."""
+    from ccbench.analysis.load import load_bundles
+    from ccbench.results.history import Store, run_id_of, run_points
+    from ccbench.results.history_store import SERIES_KEY, with_series_key
+
+    # an empty store (or one not made yet) is no error: every series is building its baseline
     past = Store(store_path).frame()
-    if past.empty:
-        raise CCBenchError(
-            f"--against {store_path}: the history store holds no runs; add some with ccbench history add"
-        )
     bundles = load_bundles(new_paths, samples=False)
-    new = run_points(bundles, labels or {}, [run_id_of(Path(b.path)) for b in bundles])
-    past = past[~past["run_id"].isin(set(new["run_id"])) & ~past["contended"].astype(bool)]
-    history = {key: group.sort_values("started_at") for key, group in past.groupby(SERIES_KEY, dropna=False)}
-    records = []
-    for point in new[new["better"].isin(["lower", "higher"])].to_dict(orient="records"):
-        runs = history.get(tuple(point[k] for k in SERIES_KEY))
-        if runs is None or len(runs) < MIN_HISTORY:
+    run_ids = [run_id_of(Path(b.path)) for b in bundles]
+    new = with_series_key(run_points(bundles, labels or {}, run_ids))
+    if exclude_contended:
+        quiet = with_series_key(run_points(bundles, labels or {}, run_ids, exclude_contended=True))
+        new = _quiet_points(new, quiet)
+    already = past["run_id"].isin(set(new["run_id"]))
+    past = with_series_key(past[~already])
+    if exclude_contended:
+        past = past[~past["contended"].astype(bool)]
+    history = {key: group.sort_values("started_at") for key, group in past.groupby(SERIES_KEY, sort=False)}
+    points = new[new["better"].isin(["lower", "higher"])]
+    records = [
+        _store_row(point, history.get(tuple(point[k] for k in SERIES_KEY))) for point in points.to_dict("records")
+    ]
+    rows = pd.DataFrame(records) if records else pd.DataFrame(columns=["workload", "metric"])
+    lost = _lost_series(past, new, history)
+    # what the new run's plan declares, its workloads without a measured sample among them
+    declared = pd.DataFrame(
+        [
+            {"bundle": str(b.path), "workload": name, "kind": (d or {}).get("kind")}
+            for b in bundles
+            for name, d in (b.manifest.get("declarations") or {}).items()
+        ],
+        columns=["bundle", "workload", "kind"],
+    )
+    judged = _primary(pd.concat([new, declared], ignore_index=True), pd.concat([rows, lost], ignore_index=True))
+    # a lost series of a workload the new plan no longer has: kept, whatever its metric (nothing says
+    # which of its metrics were primary, and a case must not vanish unsaid)
+    gone = lost[~lost["workload"].isin(set(declared["workload"]) | set(new["workload"]))] if len(lost) else lost
+    out = pd.concat([judged, gone], ignore_index=True)
+    if already.any():
+        # added before it was gated: judged against the other runs, never against itself
+        out.attrs["notes"] = ["the new run is already in the store: judged against the other runs in it"]
+    return out
+
+
+def _quiet_points(every: pd.DataFrame, quiet: pd.DataFrame) -> pd.DataFrame:
+    """The new run's points of its uncontended executions (``quiet``), and of ``every`` point the
+    series whose executions were all contended, their median missing (not judged, said why)."""
+    from ccbench.results.history_store import SERIES_KEY
+
+    have = set(map(tuple, quiet[SERIES_KEY].itertuples(index=False)))
+    gone = every[[tuple(k) not in have for k in every[SERIES_KEY].itertuples(index=False)]]
+    return pd.concat([quiet, gone.assign(median=math.nan, n=0)], ignore_index=True)
+
+
+def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
+    """One series of the new run against its earlier runs (None: none in the store)."""
+    row = {
+        **{k: point[k] for k in ("workload", "metric", "unit", "better")},
+        "case": _text(point["case"]),
+        "config": point["config"].split(" / ", 1)[-1],
+        "median": float(point["median"]),
+        "n": int(point["n"]),
+        "contended": int(bool(point["contended"])),
+        "judgement": "",
+        "reason": "",
+    }
+    count = 0 if runs is None else len(runs)
+    medians = np.array([]) if runs is None else runs["median"].to_numpy(dtype=float)[-HISTORY_RUNS:]
+    row.update(n_baseline=min(count, HISTORY_RUNS), runs_in_store=count)
+    row["contended_baseline"] = 0 if runs is None else int(runs["contended"].astype(bool).iloc[-HISTORY_RUNS:].sum())
+    if row["n"] == 0:
+        reason = "every execution of the new run contended and left out (--exclude-contended)"
+        return {**row, "baseline_median": math.nan, "judgement": NOT_JUDGED, "reason": reason}
+    if count < MIN_HISTORY:
+        word = "run" if count == 1 else "runs"
+        reason = f"{BUILDING}: {count} of {MIN_HISTORY} earlier {word} of this series in the store"
+        return {**row, "baseline_median": math.nan, "judgement": NOT_JUDGED, "reason": reason}
+    if not (row["median"] > 0 and (medians > 0).all()):
+        reason = "a median that is not a positive number (here or in an earlier run): a ratio on logs needs one"
+        return {**row, "baseline_median": float(np.median(medians)), "judgement": NOT_JUDGED, "reason": reason}
+    from ccbench.analysis.gate import predict
+
+    logs = np.log(medians)
+    prediction = predict(logs, math.log(row["median"]))
+    worse_ratio = 1 / prediction.ratio if point["better"] == "higher" else prediction.ratio
+    return {
+        **row,
+        "baseline_median": float(np.exp(logs.mean())),
+        "ratio": prediction.ratio,
+        "ci_low": prediction.low,
+        "ci_high": prediction.high,
+        "overhead_percent": (worse_ratio - 1) * 100,
+        "significant": prediction.significant,
+        "mde": prediction.mde,
+    }
+
+
+def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict) -> pd.DataFrame:
+    """A row per series of the store that the new run lacks, among the series of the new run's
+    machine labels and plans whose last stored run had it (a case dropped from the plan long ago is
+    not lost again every night)."""
+    from ccbench.results.history_store import SERIES_KEY
+
+    present = set(map(tuple, new[SERIES_KEY].itertuples(index=False)))
+    names = [k for k in SERIES_KEY if k != "fingerprint"]
+    renamed = set(map(tuple, new[names].itertuples(index=False)))  # measured, with other parameters
+    scope = set(zip(new["label"], new["plan"], strict=True))
+    lost = []
+    for key, runs in history.items():
+        point = dict(zip(SERIES_KEY, key, strict=True))
+        if (
+            key in present
+            or (point["label"], point["plan"]) not in scope
+            or runs["better"].iloc[-1] not in ("lower", "higher")
+        ):
             continue
-        logs = np.log(runs["median"].to_numpy(dtype=float)[-HISTORY_RUNS:])
-        prediction = predict(logs, math.log(point["median"]))
-        ratio = prediction.ratio
-        worse_ratio = 1 / ratio if point["better"] == "higher" else ratio
-        records.append(
+        last_run = past[(past["label"] == point["label"]) & (past["plan"] == point["plan"])]["started_at"].max()
+        if runs["started_at"].iloc[-1] < last_run:
+            continue
+        other = tuple(point[k] for k in names) in renamed
+        # named apart from the new run's series of the same names: by its parameters
+        earlier = f"(earlier parameters {runs['params'].iloc[-1]})" if other else ""
+        lost.append(
             {
-                **{k: point[k] for k in ("workload", "case", "metric", "unit", "better")},
+                **{k: point[k] for k in ("workload", "metric")},
+                "case": " ".join(p for p in (point["case"], earlier) if p),
+                "unit": runs["unit"].iloc[-1],
+                "better": runs["better"].iloc[-1],
                 "config": point["config"].split(" / ", 1)[-1],
-                "baseline_median": float(np.exp(logs.mean())),
-                "median": float(point["median"]),
-                "ratio": ratio,
-                "ci_low": prediction.low,
-                "ci_high": prediction.high,
-                "overhead_percent": (worse_ratio - 1) * 100,
-                "significant": prediction.significant,
-                "mde": prediction.mde,
-                "n_baseline": len(logs),
-                "n": int(point["n"]),
+                "baseline_median": float(runs["median"].iloc[-1]),
+                "median": math.nan,
+                "n": 0,
+                "n_baseline": len(runs),
+                "judgement": NOT_JUDGED if other else LOST,
+                "reason": "the new run measured it with other parameters: a series of its own, not compared"
+                if other
+                else "in the store's last run of this plan, not measured in the new run",
             }
         )
-    if not records:
-        labels_there = ", ".join(sorted(map(str, pd.unique(past["label"])))) or "none"
-        raise CCBenchError(
-            f"--against {store_path}: no series of the new run has {MIN_HISTORY} or more earlier runs in the store "
-            f"(its labels: {labels_there}); add earlier runs of this machine and plan with ccbench history add"
-        )
-    rows = pd.DataFrame(records)
-    return _primary(new, rows)
+    return pd.DataFrame(lost)
 
 
 def case_logs(paths, labels: dict[str, str] | None = None) -> dict[tuple[str, str, str, str], tuple[str, np.ndarray]]:
@@ -145,4 +311,23 @@ def case_logs(paths, labels: dict[str, str] | None = None) -> dict[tuple[str, st
             str(better),
             np.log(group["value"].to_numpy(dtype=float)),
         )
+    return out
+
+
+def interrupted(paths) -> list[str]:
+    """The bundles under ``paths`` whose run did not end (interrupted, or still running), each with
+    its status: "<bundle> (status 'interrupted')"."""
+    import json
+
+    from ccbench.bundle import find_bundles
+    from ccbench.bundle.layout import FINISHED_STATUSES
+
+    out = []
+    for path in find_bundles(paths):
+        try:
+            status = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8")).get("status")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if status not in FINISHED_STATUSES:
+            out.append(f"{path} (status {status!r})")
     return out

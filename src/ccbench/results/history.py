@@ -29,16 +29,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis import format as fmt
 from ccbench.errors import CCBenchError, EnvironmentProblem
 from ccbench.probe.facts import machine_of
-from ccbench.results.history_store import COLUMNS, PROVENANCE, Store, points_table
+from ccbench.results.history_store import COLUMNS, PROVENANCE, SERIES_KEY, Store, points_table, with_series_key
 
 __all__ = ["COLUMNS", "Store", "add_bundles", "history", "run_id_of"]
 
 #: the run facts that may explain a change point, compared across it
 EXPLAINING = ["kernel_release", "ccbench_version", "cpu_model", "microcode", "tee_technology", "plan", *PROVENANCE]
-SERIES_KEY = ["label", "config", "workload", "case", "metric"]
 #: Otava's significance threshold (0.001, its default, gave 3.7% false change points in flat series of
 #: 50 runs at 1% noise; 0.0001 gave none in 300, and found a 5% step at its run in 96%; docs/analysis.md)
 #: and the window of its sliding E-divisive pass
@@ -77,18 +75,20 @@ def run_id_of(bundle_path: Path) -> str:
     return "journal-" + journal_sha256(bundle_path)
 
 
-def run_points(bundles, labels: dict[str, str], run_ids: list[str]) -> pd.DataFrame:
+def run_points(bundles, labels: dict[str, str], run_ids: list[str], exclude_contended: bool = False) -> pd.DataFrame:
     """The bundles' series points, read and reduced by the analysis engine (DuckDB): the median of
-    each series' measured samples, with the run's facts and its CC provenance (as text: what a change
-    point compares); the rows of each bundle together, in the order of ``bundles``."""
+    each series' measured samples (the contended ones left out with ``exclude_contended``), with the
+    run's facts and its CC provenance (as text: what a change point compares); the rows of each
+    bundle together, in the order of ``bundles``."""
     from ccbench.analysis.engine import sample_set
 
     samples = sample_set(bundles, labels, frame=False)
     connection = samples.connection()
+    quiet = "WHERE NOT coalesce(contended, false) " if exclude_contended else ""
     try:
         medians = connection.sql(
             "SELECT bundle, grp, cfg, unit, better, median(value) AS median, count(*) AS n, "
-            "bool_or(contended) AS contended, min(row) AS first FROM measured "
+            f"bool_or(contended) AS contended, min(row) AS first FROM measured {quiet}"
             "GROUP BY bundle, grp, cfg, unit, better ORDER BY bundle, first"
         ).df()
     finally:
@@ -118,7 +118,8 @@ def _run_facts(bundle, run_id: str, labels: dict[str, str]) -> dict[str, Any]:
     manifest, recorded = bundle.manifest, recorded_facts(bundle.probe)
     facts = {
         "run_id": run_id,
-        "bundle": str(bundle.path),
+        # where the bundle is, for anyone who reads a shared store: never relative to where add ran
+        "bundle": str(Path(bundle.path).resolve()),
         "label": machine_of(bundle.probe, bundle.path, labels)[0],
         "started_at": pd.to_datetime(manifest.get("started_at"), utc=True),
         "ccbench_version": (manifest.get("tool") or {}).get("version"),
@@ -138,15 +139,26 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
-def add_bundles(paths, store: Store, labels: dict[str, str] | None = None) -> tuple[int, int]:
+def add_bundles(
+    paths, store: Store, labels: dict[str, str] | None = None, left_out: list[str] | None = None
+) -> tuple[int, int]:
     """Add each finished bundle's points in one step (one DuckDB transaction, or one staged file per
-    run in a Parquet store); returns (added, already there)."""
+    run in a Parquet store); returns (added, already there). ``left_out``, when given, gets one
+    line per bundle under ``paths`` that was not added and is not already there, with why: a run
+    that has not ended, or one without a measured sample (every execution failed)."""
     from ccbench.analysis.load import load_bundles
+    from ccbench.bundle import find_bundles
     from ccbench.results.export import distinct_bundles
 
     known = store.run_ids()  # also checks that the store is one
+    finished = distinct_bundles(paths)
+    if left_out is not None:
+        done = {p.resolve() for p in finished}
+        left_out += [
+            f"{p}: its run has not ended ({_status(p)})" for p in find_bundles(paths) if p.resolve() not in done
+        ]
     new, run_ids, skipped = [], [], 0
-    for bundle in load_bundles(distinct_bundles(paths), samples=False):
+    for bundle in load_bundles(finished, samples=False):
         run_id = run_id_of(Path(bundle.path))
         if run_id in known or run_id in run_ids:
             skipped += 1
@@ -159,8 +171,22 @@ def add_bundles(paths, store: Store, labels: dict[str, str] | None = None) -> tu
         runs = everything.column("run_id").to_numpy(zero_copy_only=False)
         starts = [0, *np.flatnonzero(runs[1:] != runs[:-1]) + 1, len(runs)]  # each run's rows are together
         tables = [everything.slice(start, end - start) for start, end in zip(starts, starts[1:])]
+    if left_out is not None:
+        with_points = {t.column("run_id")[0].as_py() for t in tables}
+        left_out += [
+            f"{b.path}: no measured sample in it (did every execution fail?)"
+            for b, run_id in zip(new, run_ids, strict=True)
+            if run_id not in with_points
+        ]
     added = store.add(tables)
     return added, skipped + len(tables) - added  # a run another add put in meanwhile is already there
+
+
+def _status(bundle: Path) -> str:
+    try:
+        return f"status {json.loads((bundle / 'manifest.json').read_text(encoding='utf-8')).get('status')!r}"
+    except (OSError, ValueError, AttributeError):
+        return "its manifest is unreadable"
 
 
 # ------------------------------------------------------------------------------------ change points
@@ -194,7 +220,7 @@ class Series:
 
 
 def series_of(frame: pd.DataFrame, label=None, workload=None, metric=None) -> list[Series]:
-    selected = frame
+    selected = with_series_key(frame)
     for column, wanted in (("label", label), ("workload", workload), ("metric", metric)):
         if wanted:
             selected = selected[selected[column] == wanted]
@@ -204,8 +230,8 @@ def series_of(frame: pd.DataFrame, label=None, workload=None, metric=None) -> li
         out.append(
             Series(
                 key=dict(zip(SERIES_KEY, key, strict=True)),
-                unit=points["unit"].iloc[0],
-                better=points["better"].iloc[0],
+                unit=_missing_as_none(points["unit"].iloc[0]),
+                better=_missing_as_none(points["better"].iloc[0]),
                 points=points,
             )
         )
@@ -256,6 +282,7 @@ def find_change_points(series: list[Series], p_value: float = P_VALUE) -> str | 
                 str(p_value),
                 "--window",
                 str(WINDOW),
+                *_whole_span(work),
             ],
             capture_output=True,
             text=True,
@@ -274,6 +301,14 @@ def find_change_points(series: list[Series], p_value: float = P_VALUE) -> str | 
             for change in group["changes"]:
                 s.change_points.append(_change_point(s, row, change))
     return None
+
+
+def _whole_span(series: list[Series]) -> list[str]:
+    """Otava's --since and --until covering every run of ``series`` (a day either side): without
+    them Otava looks at the last 365 days only, and a store of older runs would show no change."""
+    times = pd.concat([s.points["started_at"] for s in series])
+    first, last = times.min() - pd.Timedelta(days=1), times.max() + pd.Timedelta(days=1)
+    return ["--since", first.isoformat(), "--until", last.isoformat()]
 
 
 def _change_point(s: Series, row: int, change: dict[str, Any]) -> ChangePoint:
@@ -343,117 +378,3 @@ def history(store: Store, label=None, workload=None, metric=None) -> tuple[list[
     for s in series:
         add_intervals(s)
     return series, reason
-
-
-def series_json(s: Series) -> dict[str, Any]:
-    return {
-        **s.key,
-        "unit": s.unit,
-        "better": s.better,
-        "runs": [
-            {
-                "run_id": row.run_id,
-                "started_at": row.started_at.isoformat(),
-                "median": row.median,
-                "n": int(row.n),
-                "contended": bool(row.contended),
-                "bundle": row.bundle,
-            }
-            for row in s.points.itertuples()
-        ],
-        "change_points": [
-            {
-                "started_at": cp.started_at,
-                "run": cp.index,
-                "change_percent": cp.change_percent,
-                "interval_percent": list(cp.interval) if cp.interval else None,
-                "p_value": cp.p_value,
-                "mean_before": cp.mean_before,
-                "mean_after": cp.mean_after,
-                "changed": {k: list(v) for k, v in cp.changed.items()},
-            }
-            for cp in s.change_points
-        ],
-        "note": s.note,
-    }
-
-
-def describe(cp: ChangePoint, unit: str) -> str:
-    interval = f" [{cp.interval[0]:+.1f}%, {cp.interval[1]:+.1f}%]" if getattr(cp, "interval", None) else ""
-    what = (
-        "; ".join(f"{name} {before} -> {after}" for name, (before, after) in cp.changed.items())
-        or "nothing recorded changed"
-    )
-    return (
-        f"{cp.started_at[:19]}Z: {cp.change_percent:+.1f}%{interval} "
-        f"({fmt.quantity(cp.mean_before, unit)} -> {fmt.quantity(cp.mean_after, unit)}, p {cp.p_value:.4f}); {what}"
-    )
-
-
-def _runs_text(items: list[Series]) -> str:
-    """ "24 runs (1 contended)" when every series has as many, else the range."""
-    runs = {len(s.points) for s in items}
-    contended = {int(s.points["contended"].astype(bool).sum()) for s in items}
-    if len(runs) == 1 and len(contended) == 1:
-        count, busy = next(iter(runs)), next(iter(contended))
-        return f"{count} run{'s' if count != 1 else ''} ({busy} contended)" + (" each" if len(items) > 1 else "")
-    return f"{min(runs)} to {max(runs)} runs"
-
-
-@dataclass
-class Group:
-    """One configuration's series as ``history show`` and the history page put them: its line, the
-    series that moved (each with its own line), and the others counted by why they did not."""
-
-    name: str
-    line: str
-    moved: list[tuple[int, Series, str]] = field(default_factory=list)  # (its index in ``series``, it, its line)
-    steady: dict[str, int] = field(default_factory=dict)
-
-
-def series_line(s: Series) -> str:
-    """A series that moved, named without its configuration (its group's line names that once)."""
-    where = " ".join(str(p) for p in (s.key["workload"], s.key["case"]) if p and str(p) != "nan")
-    last = fmt.quantity(float(s.points["median"].iloc[-1]), s.unit)
-    return f"{where} {s.key['metric']} ({s.unit}): {_runs_text([s])}, last {last}"
-
-
-def overview(series: list[Series]) -> tuple[str, list[Group]]:
-    """The first line (configurations, series, how many moved) and one Group per configuration."""
-    groups: dict[tuple[str, str], list[tuple[int, Series]]] = {}
-    for number, s in enumerate(series):
-        groups.setdefault((str(s.key["label"]), str(s.key["config"])), []).append((number, s))
-    moved_total = sum(1 for s in series if s.change_points)
-    head = (
-        f"{len(groups)} configuration{'s' if len(groups) != 1 else ''}, {len(series):,} series, "
-        f"{moved_total} with a change point"
-    )
-    out = []
-    for (label, config), numbered in groups.items():
-        items = [s for _, s in numbered]
-        name = config if config == label or config.startswith(f"{label} /") else f"{label} / {config}"
-        moved = [(number, s, series_line(s)) for number, s in numbered if s.change_points]
-        group = Group(name, f"{name}: {len(items):,} series, {_runs_text(items)}; {len(moved)} moved", moved)
-        for s in items:
-            if not s.change_points:
-                note = s.note or "no change point"
-                group.steady[note] = group.steady.get(note, 0) + 1
-        out.append(group)
-    return head, out
-
-
-def show_lines(series: list[Series], reason: str | None) -> list[str]:
-    """``history show`` in words: per configuration one line (its series and runs, how many moved),
-    then one line per series that moved with its change points; the series that did not move, or
-    have too few runs to tell, counted by the reason, not listed. Numbers as the report prints them,
-    times in a unit that needs no scientific notation ("12.3 µs")."""
-    lines = [f"change points not computed: {reason}"] if reason else []
-    head, groups = overview(series)
-    lines.append(head)
-    for group in groups:
-        lines.append(group.line)
-        for _, s, line in group.moved:
-            lines.append(f"  {line}")
-            lines += [f"    change point {describe(cp, s.unit)}" for cp in s.change_points]
-        lines += [f"  {count:,} series: {note}" for note, count in group.steady.items()]
-    return lines

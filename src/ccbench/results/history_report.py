@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.analysis import format as fmt
-from ccbench.results.history import EXPLAINING, Series, describe, overview
+from ccbench.results.history import EXPLAINING, Series
+from ccbench.results.history_show import describe, overview
 from ccbench.version import __version__
 
 #: the run facts shown on hover (the change-point causes, plus what identifies the run)
@@ -79,8 +80,8 @@ def page_data(series: list[Series], reason: str | None, store: Path) -> dict[str
             {
                 "id": number,
                 **{key: _plain(value) for key, value in s.key.items()},
-                "unit": s.unit,
-                "better": s.better,
+                "unit": _plain(s.unit),
+                "better": _plain(s.better),  # a fact's (systeminfo's memory) is none: null, never NaN
                 "note": s.note,
                 "t": [row.timestamp() for row in points["started_at"]],
                 "y": [_number(v) for v in points["median"]],
@@ -98,7 +99,7 @@ def page_data(series: list[Series], reason: str | None, store: Path) -> dict[str
                         "before": _number(cp.mean_before),
                         "after": _number(cp.mean_after),
                         "changed": {k: [_plain(a), _plain(b)] for k, (a, b) in cp.changed.items()},
-                        "text": describe(cp, s.unit),
+                        "text": describe(cp, s.unit, s.better),
                     }
                     for cp in s.change_points
                 ],
@@ -129,7 +130,8 @@ def _overview_html(series: list[Series]) -> str:
         moved = "".join(
             f"<li class='pick' data-series='{number}'>{html.escape(line)}<ul>"
             + "".join(
-                f"<li class='change'>change point {html.escape(describe(cp, s.unit))}</li>" for cp in s.change_points
+                f"<li class='change'>change point {html.escape(describe(cp, s.unit, s.better))}</li>"
+                for cp in s.change_points
             )
             + "</ul></li>"
             for number, s, line in group.moved

@@ -50,6 +50,10 @@ COLUMNS = list(SCHEMA)
 RUN_ID = re.compile(r"^(bundle|journal)-[0-9a-f]{64}$")
 _DATE_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2}|unknown)$")
 _REQUIRED_V1 = {"run_id", "label", "config", "workload", "case", "metric", "unit", "started_at", "median"}
+#: what makes one series: the machine label, the plan, the fingerprint (the plan's name, the workload
+#: and its parameters: prime with n = 30000 is another series than with n = 100000), the
+#: configuration, the case and the metric; runs of another plan or parameters never join a series
+SERIES_KEY = ["label", "plan", "fingerprint", "config", "workload", "case", "metric"]
 
 
 def arrow_schema():
@@ -88,6 +92,38 @@ def points_table(points: pd.DataFrame):
     frame = points.reindex(columns=COLUMNS)
     frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
     return pa.Table.from_pandas(frame, schema=arrow_schema(), preserve_index=False)
+
+
+def fingerprint(plan, workload, params) -> str:
+    """The series' identity beyond its names: a digest of the plan's name, the workload's name and
+    its parameters (JSON read and written again with sorted keys, so that the spelling of one
+    store's writer does not split a series); 12 hex digits."""
+    import hashlib
+    import json
+
+    try:
+        parsed = json.loads(params) if isinstance(params, str) else params
+    except ValueError:
+        parsed = params
+    text = json.dumps([_key_text(plan), _key_text(workload), parsed], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _key_text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def with_series_key(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its series key columns as text ("" where a store of an older writer has no
+    value: such rows form series of their own) and its ``fingerprint``."""
+    out = frame.copy()
+    for column in ("label", "plan", "config", "workload", "case", "metric"):
+        out[column] = out[column].map(_key_text) if len(out) else out[column].astype(object)
+    out["fingerprint"] = [
+        fingerprint(plan, workload, params)
+        for plan, workload, params in zip(out["plan"], out["workload"], out["params"], strict=True)
+    ]
+    return out
 
 
 def empty_frame() -> pd.DataFrame:
