@@ -72,6 +72,12 @@ def test_every_renderer_says_the_same_on_seed000(tmp_path, ccbench, pair):
     items = result.verdicts()
     assert items
     _agree(items)
+    # the JSON is JSON: no NaN token anywhere (a workload's missing MDE was written as NaN)
+    def refuse(token):
+        raise AssertionError(f"{token} in --summary --json")
+
+    lines = ccbench("compare", tmp_path / "s0", "--summary", "--json").stdout.splitlines()
+    assert lines and all(json.loads(line, parse_constant=refuse) for line in lines)
     # and the terminal prints the headline it renders (wrapped, never cut)
     summary = ccbench("compare", tmp_path / "s0", "--summary", *(["--pair", pair] if pair else []))
     printed = " ".join(line.strip() for line in summary.stdout.splitlines())

@@ -191,7 +191,19 @@ def _compare(
 
 
 def _json_line(record: dict) -> str:
-    return json.dumps({k: (None if _is_nan(v) else v) for k, v in record.items()})
+    """One JSON object; a NaN or infinity at any depth (a workload's missing MDE) is null, never the
+    invalid token NaN."""
+    return json.dumps(_finite(record), allow_nan=False)
+
+
+def _finite(value):
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _is_nan(value) -> bool:
