@@ -233,3 +233,19 @@ def test_an_implausible_row_does_not_stretch_the_forest_axis():
     (mark,) = list(cross)
     tick_x = [float(e.get("x")) for e in root.iter(f"{SVG}text") if re.fullmatch(r"[0-9.,]+x", e.text or "")]
     assert float(mark.get("x")) > max(tick_x)  # at the right edge, past the last labelled ratio
+
+
+def test_the_forest_caption_counts_only_the_rows_the_verdict_judged():
+    """A significant implausible row (a grey cross) is in no count of the caption, which says so; on main's
+    code it was counted among the significant rows and in the total."""
+    from ccbench.report.forest import caption
+
+    rows = [
+        row("fio 4k", "a / fscrypt", 1.3, 1.2, 1.4),
+        row("fio 1m", "a / fscrypt", 1.01, 0.9, 1.1, significant=False),
+        row("fio direct", "a / fscrypt", 27.0, 20.0, 36.0, kind="implausible", significant=True),
+    ]
+    data = forest_of(rows, ["a / fscrypt"])
+    data.left_out, data.pooled, data.hidden = 0, [], []
+    said = caption(data, "a / disk")
+    assert "1 of 2 rows significant" in said and "1 slower, 0 faster" in said and "Grey crosses (1)" in said

@@ -223,17 +223,19 @@ def caption(data: Forest, baseline: str | None) -> str:
     of 1x) and which way, what a diamond and an open circle mean, and what was pooled or hidden."""
     rows = data.rows
     left_out = int(data.left_out)
-    significant = rows[rows["significant"]]
+    implausible = int((rows["kind"] == "implausible").sum())
+    # the counts are of the rows the verdict judged: the grey crosses are in none of them
+    judged = rows[rows["kind"] != "implausible"]
+    significant = judged[judged["significant"].astype(bool)]
     slower, faster = int((significant["te"] > 1).sum()), int((significant["te"] < 1).sum())
     twins = pairing.baselines(rows)[1].strip(" ()") if {"baseline", "config"} <= set(rows.columns) else ""
     against = f"{baseline}; {twins}" if twins else f"{baseline}"
     parts = [
         f"Time of each configuration against the baseline ({against}) per workload case, primary metrics, "
         "95% interval; 1x = the same, right of it slower (log scale). "
-        f"{len(significant)} of {len(rows)} rows significant (interval clear of 1x): {slower} slower, {faster} faster; "
+        f"{len(significant)} of {len(judged)} rows significant (interval clear of 1x): {slower} slower, {faster} faster; "
         "solid rows are significant, faint ones are not."
     ]
-    implausible = int((rows["kind"] == "implausible").sum())
     if implausible:
         parts.append(
             f"Grey crosses ({implausible}): implausible rows (the lint says why), left out of the verdict "
