@@ -206,7 +206,9 @@ def noise_study(trials: int, target: float, spread: float, limit: int, bundles: 
             where = "order drawn" if order_drawn else "paired values"
             print(f"{model:>10} {where:>17} " + " ".join(f"{rate:>17.2%}" for rate in rates))
     print(f"\nnormal paired values of spread {spread:.1%}, target T {target:.0%}, round limit {limit}:")
-    print(f"{'':>17} {'half-width/sd':>13} {'mean rounds at':>29} {'settled by':>11} {'wrong at T':>10} {'power at T':>10}")
+    print(
+        f"{'':>17} {'half-width/sd':>13} {'mean rounds at':>29} {'settled by':>11} {'wrong at T':>10} {'power at T':>10}"
+    )
     print(f"{'':>17} {'at 3':>6} {'at ' + str(limit):>6} {'0':>7} {'T':>7} {'2T':>7} {'10T':>7} {'0 and T':>11}")
     for name, interval_of in compared.items():
         noise = rng.standard_normal((trials, limit)) * spread

@@ -28,7 +28,6 @@ settled by the limit where the values are independent (benchmarks/sim_sequential
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 from scipy import optimize, stats

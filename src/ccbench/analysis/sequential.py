@@ -56,6 +56,9 @@ COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
 FUTILE = "cannot settle within the round limit"
 #: the name of this interval where a comparison row uses it (ccbench.analysis.settled)
 ANYTIME = "anytime-valid"
+#: what a settled cost or gain says of its estimate: stopping the first time the interval excludes 0
+#: selects the rounds that happened to land far from it (docs/analysis.md "Settling each case")
+LEANS = "stopped when settled: the estimate leans away from zero"
 
 
 #: the least spread (standard deviation on the log scale) a paired value is taken to have where its
@@ -158,10 +161,9 @@ class Settlement:
         if self.low is None or self.high is None:
             return f"unsettled: {fmt.effect(1 + self.estimate)} (too few rounds for a finite interval: {self.rounds})"
         said = fmt.effect(1 + self.estimate, 1 + self.low, 1 + self.high)
-        if self.state == COST:
-            return f"a cost: {said}"
-        if self.state == GAIN:
-            return f"a gain: {said}"
+        if self.state in (COST, GAIN):
+            # a case stops the round its interval leaves 0, which favours rounds that happened to land far from 0
+            return f"a {self.state}: {said} ({LEANS})"
         if self.state == NO_COST_ABOVE:
             return f"no cost above {fmt.mde(self.target)} (estimate {said})"
         return f"unsettled: {said}"
@@ -170,9 +172,13 @@ class Settlement:
         return asdict(self)
 
 
-def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixture: float = MIXTURE) -> Settlement:
+def settle(
+    log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixture: float = MIXTURE, limit: int | None = None
+) -> Settlement:
     """The settlement of a case from its paired log costs (one a round, in round order). target:
-    the cost (a fraction, 0.05 = 5%) below which "no cost above" it settles the case."""
+    the cost (a fraction, 0.05 = 5%) below which "no cost above" it settles the case. With ``limit``
+    (the round limit, known in advance) on the repeated interval built for looks 3..limit
+    (ccbench.analysis.repeated: narrower), else, and past the limit, on the anytime-valid one."""
     if not (0 < target < 1):
         raise ValueError(f"settle target must be between 0 and 100% (exclusive), not {target:g}")
     values = np.asarray(log_costs, dtype=float)
@@ -180,7 +186,13 @@ def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixt
     if n < 2 or not np.isfinite(values).all():
         return Settlement(None, n, target)
     squares = floored_squares(values, spread_floor(log_costs))
-    low, high = (float(x) for x in interval(n, values.sum(), squares, alpha, mixture))
+    if limit and n <= limit:
+        from ccbench.analysis.repeated import repeated_interval
+
+        lows, highs = repeated_interval(values[None, :], limit, spread_floor(log_costs), alpha)
+        low, high = float(lows[0, -1]), float(highs[0, -1])
+    else:
+        low, high = (float(x) for x in interval(n, values.sum(), squares, alpha, mixture))
     estimate = float(values.mean())
     state = None
     if low > 0:
