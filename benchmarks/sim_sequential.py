@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy import special, stats
+from sim_noise import MODELS, aa_error, bundle_residuals, paired_noise, settle_path  # benchmarks/, beside this one
 
 from ccbench.analysis.repeated import repeated_interval
 from ccbench.analysis.sequential import ALPHA, interval, reachable
@@ -186,7 +187,6 @@ def methods(limit: int) -> dict:
 
 
 def noise_study(trials: int, target: float, spread: float, limit: int, bundles: list[Path], seed: int) -> None:
-    from sim_noise import MODELS, aa_error, bundle_residuals, paired_noise, settle_path
 
     started = time.monotonic()
     rng = np.random.default_rng(seed)
@@ -205,16 +205,30 @@ def noise_study(trials: int, target: float, spread: float, limit: int, bundles: 
             rates = [aa_error(*interval_of(values)) for interval_of in compared.values()]
             where = "order drawn" if order_drawn else "paired values"
             print(f"{model:>10} {where:>17} " + " ".join(f"{rate:>17.2%}" for rate in rates))
+    settling_table(compared, rng, trials, target, spread, limit)
+    layer_table(rng, max(trials // 40, 100), target, limit)
+    print(f"\n{time.monotonic() - started:.1f} s")
+
+
+def settling_table(compared: dict, rng, trials: int, target: float, spread: float, limit: int) -> None:
+    """Per interval, for normal paired values: its half-widths, the mean rounds to settle at true costs
+    0, T, 2T and 10T, the share of no-cost and at-target cases settled by the limit, the wrong answers
+    and power at T, and the mean estimate of the cases settled as a cost at T (stopping leans it)."""
+    fixed = next((k for k in range(2, 1000) if _t_power(k, spread, target) >= 0.8), None)
     print(f"\nnormal paired values of spread {spread:.1%}, target T {target:.0%}, round limit {limit}:")
     print(
-        f"{'':>17} {'half-width/sd':>13} {'mean rounds at':>29} {'settled by':>11} {'wrong at T':>10} {'power at T':>10}"
+        f"{'':>17} {'half-width/sd':>13} {'mean rounds at':>29} {'/fixed':>13} {'settled by':>11} "
+        f"{'wrong':>6} {'power':>6} {'estimate'}"
     )
-    print(f"{'':>17} {'at 3':>6} {'at ' + str(limit):>6} {'0':>7} {'T':>7} {'2T':>7} {'10T':>7} {'0 and T':>11}")
+    print(
+        f"{'':>17} {'at 3':>6} {'at ' + str(limit):>6} {'0':>7} {'T':>7} {'2T':>7} {'10T':>7} {'mean':>6} {'worst':>6} "
+        f"{'0 and T':>11} {'at T':>6} {'at T':>6} {'of costs at T'}"
+    )
     for name, interval_of in compared.items():
         noise = rng.standard_normal((trials, limit)) * spread
         lows, highs = interval_of(noise)
         halves = np.mean((highs - lows) / 2, axis=0) / spread  # nan before round 2, inf before 3
-        rounds, settled, wrong, power = [], [], 0.0, 0.0
+        rounds, settled = [], []
         for multiple in (0.0, 1.0, 2.0, 10.0):
             values = noise + math.log1p(multiple * target)
             answer, spent = settle_path(*interval_of(values), target)
@@ -223,16 +237,38 @@ def noise_study(trials: int, target: float, spread: float, limit: int, bundles: 
                 settled.append(np.mean(answer != 0))
             if multiple == 1:
                 wrong, power = np.mean((answer == 2) | (answer == -1)), np.mean(answer == 1)
+                at_stop = values.cumsum(axis=1)[np.arange(trials), spent - 1] / spent
+                leaned = math.expm1(float(np.mean(at_stop[answer == 1])))
             noise = rng.standard_normal((trials, limit)) * spread
         print(
             f"{name:>17} {halves[2]:>6.2f} {halves[limit - 1]:>6.2f} "
             + " ".join(f"{r:>7.2f}" for r in rounds)
-            + f" {np.mean(settled):>11.1%} {wrong:>10.2%} {power:>10.1%}"
+            + f" {np.mean(rounds) / fixed:>6.2f} {max(rounds) / fixed:>6.2f}"
+            + f" {np.mean(settled):>11.1%} {wrong:>6.2%} {power:>6.1%} {leaned:>8.2%}"
         )
-    sd = spread
-    fixed = next((k for k in range(2, 1000) if _t_power(k, sd, target) >= 0.8), None)
-    print(f"a fixed paired t test with 80% power at T needs {fixed} rounds at this spread")
-    print(f"\n{time.monotonic() - started:.1f} s")
+    print(f"/fixed: against a fixed paired t test with 80% power at T: {fixed} rounds at this spread")
+
+
+def layer_table(rng, layers: int, target: float, limit: int) -> None:
+    """Layers of 40 no-cost cases, each run as settle runs it (stopped at its first settled round):
+    how often some case is called a cost or gain on its own, and how often e-BH on the cases' e-values
+    (1 / their anytime-valid p values at the round they stopped) calls one."""
+    from ccbench.analysis.discovery import e_bh, e_values
+    from ccbench.analysis.sequential import p_value
+
+    cases = 40
+    values = rng.standard_normal((layers * cases, limit)) * 0.04
+    n = np.arange(1, limit + 1)
+    lows, highs = interval(n, values.cumsum(axis=1), (values**2).cumsum(axis=1))
+    settled = ((lows > 0) | (highs < math.log1p(target)))[:, 2:]
+    stop = np.where(settled.any(axis=1), settled.argmax(axis=1) + 3, limit)
+    e = e_values([p_value(row[:at]) for row, at in zip(values, stop)]).reshape(layers, cases)
+    alone = float(np.mean((e >= 1 / ALPHA).any(axis=1)))
+    controlled = float(np.mean([e_bh(layer).any() for layer in e]))
+    print(
+        f"\n{layers} layers of {cases} no-cost cases (anytime interval): some case called {alone:.1%} case by case, "
+        f"{controlled:.2%} with e-BH at {ALPHA:.0%}"
+    )
 
 
 def _t_power(n: int, sd: float, target: float) -> float:
