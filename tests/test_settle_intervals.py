@@ -121,3 +121,15 @@ def test_e_bh_follows_its_definition():
     assert np.isnan(e_values([math.nan]))[0] and e_values([0.5, 0.0]).tolist() == [2.0, math.inf]
     with pytest.raises(ValueError, match="false discovery rate"):
         e_bh([1.0], alpha=0)
+
+
+def test_futility_under_the_round_limit_reads_the_interval_settle_would_use():
+    from ccbench.analysis.repeated import critical
+    from ccbench.analysis.sequential import can_settle, reachable
+
+    assert np.isinf(critical([2, LIMIT + 1], LIMIT)).all() and critical(3, LIMIT) == pytest.approx(boundaries(LIMIT)[0])
+    # mean 3%, spread 4%, 5 rounds of 10: the repeated interval at 10 rounds (with the spread's 20% quantile)
+    # could answer, the anytime-valid one could not
+    assert reachable(5, 0.03, 0.04, 0.05, 5, LIMIT) and not reachable(5, 0.03, 0.04, 0.05, 5)
+    values = [0.03 + 0.04 * z for z in (-1.26, 1.26, -0.63, 0.63, 0.0)]
+    assert can_settle(values, 0.05, 5, limit=LIMIT) and not can_settle(values, 0.05, 5)

@@ -134,3 +134,11 @@ def repeated_interval(
     with np.errstate(invalid="ignore"):
         half = critical * np.sqrt(variance / n)
     return mean - half, mean + half
+
+
+def critical(count: np.ndarray | int, limit: int, alpha: float = 0.05, shape: float = POCOCK) -> np.ndarray:
+    """The t critical value at each of these looks (arrays broadcast): infinite before FIRST_LOOK and
+    past the limit."""
+    n = np.asarray(count, dtype=int)
+    table = np.concatenate([np.full(FIRST_LOOK, np.inf), boundaries(limit, alpha, shape), [np.inf]])
+    return table[np.clip(n, 0, limit + 1)]

@@ -220,22 +220,30 @@ def reachable(
     sd: np.ndarray | float,
     target: float,
     more: np.ndarray | int,
+    limit: int | None = None,
 ) -> np.ndarray:
     """Whether ``more`` further rounds could settle a case of ``count`` paired values with this
-    mean and standard deviation (arrays broadcast): the interval after them, with the estimate as
-    measured and the spread at its FUTILITY_QUANTILE lower bound (chi-square, ``count - 1``
-    degrees of freedom), would answer: a cost, a gain, or no cost above the target."""
+    mean and standard deviation (arrays broadcast): the interval after them (the repeated one for
+    looks 3..``limit`` where given, as settle reads it), with the estimate as measured and the spread
+    at its FUTILITY_QUANTILE lower bound (chi-square, ``count - 1`` degrees of freedom), would
+    answer: a cost, a gain, or no cost above the target."""
     from scipy import special  # the settle rounds and the simulation, not compare
 
     n = np.asarray(count, dtype=float)
     df = np.maximum(n - 1, 1)
     low_sd = np.asarray(sd, dtype=float) * np.sqrt(2 * special.gammaincinv(df / 2, FUTILITY_QUANTILE) / df)
     total = n + np.maximum(np.asarray(more, dtype=float), 0)
-    low, high = interval(total, total * mean, total * np.asarray(mean, dtype=float) ** 2 + (total - 1) * low_sd**2)
+    if limit:
+        from ccbench.analysis.repeated import critical
+
+        half = critical(total.astype(int), limit) * low_sd / np.sqrt(total)
+        low, high = np.asarray(mean) - half, np.asarray(mean) + half
+    else:
+        low, high = interval(total, total * mean, total * np.asarray(mean, dtype=float) ** 2 + (total - 1) * low_sd**2)
     return (low > 0) | (high < math.log1p(target))
 
 
-def can_settle(log_costs: Sequence[float], target: float, more: int) -> bool:
+def can_settle(log_costs: Sequence[float], target: float, more: int, limit: int | None = None) -> bool:
     """Whether ``more`` further rounds could settle a case (reachable), from 3 paired values on
     (True below). A case that cannot leaves the rounds unsettled: a stop for futility claims
     nothing, so it cannot make an answer wrong, only cost power (docs/analysis.md;
@@ -244,7 +252,7 @@ def can_settle(log_costs: Sequence[float], target: float, more: int) -> bool:
     if len(values) < 3 or not np.isfinite(values).all():
         return True
     spread = max(float(values.std(ddof=1)), spread_floor(log_costs))
-    return bool(reachable(len(values), float(values.mean()), spread, target, more))
+    return bool(reachable(len(values), float(values.mean()), spread, target, more, limit))
 
 
 def _label(sample: Any) -> str:
