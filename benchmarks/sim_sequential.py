@@ -24,7 +24,8 @@ benchmarks/sim_noise.py (normal, skewed, AR(1) 0.5, residuals of real bundles gi
 ``--bundle``), each on the paired values and on executions whose order within a round is drawn: the
 A/A error (an interval ever excluding 0 at the looks 3..limit) side by side for today's anytime-valid
 interval and the repeated interval built for the round limit (ccbench.analysis.repeated, with and
-without its lag-1 correction); then, for normal paired values of spread ``--spread`` (4%), the
+without its lag-1 correction, and in Wang and Tsiatis's shapes 0.25 and 0, O'Brien-Fleming's, beside the
+default Pocock's); then, for normal paired values of spread ``--spread`` (4%), the
 half-widths, the mean rounds to settle at true costs 0, T, 2T and 10T, the share of no-cost and
 at-target cases settled by the limit and the wrong "no cost above T" at a cost of T.
 
@@ -183,6 +184,8 @@ def methods(limit: int) -> dict:
         "anytime (before)": lambda d: interval(n, d.cumsum(axis=1), (d**2).cumsum(axis=1)),
         "repeated": lambda d: repeated_interval(d, limit),
         "repeated+lag-1": lambda d: repeated_interval(d, limit, autocorrelation=True),
+        "repeated, WT 0.25": lambda d: repeated_interval(d, limit, shape=0.25),
+        "repeated, OBF": lambda d: repeated_interval(d, limit, shape=0.0),
     }
 
 

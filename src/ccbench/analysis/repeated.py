@@ -21,7 +21,7 @@ Lag-1 autocorrelation of the paired values (a drift that the pairing does not ca
 values' spread understate the mean's: ``autocorrelation_inflation`` widens the spread by
 (1 + r) / (1 - r), r the measured lag-1 autocorrelation corrected for its bias toward -1/n at few
 rounds and shrunk to 0 where it is negative. It is an option, not the default: it removes about
-a third of the excess where the noise is tied to the label, but costs about a tenth of the cases
+two fifths of the excess where the noise is tied to the label, but costs about a tenth of the cases
 settled by the limit where the values are independent (benchmarks/sim_sequential.py --noise).
 """
 
