@@ -19,7 +19,18 @@ With ``--limit N`` the cap is N rounds and a case leaves for futility once it ca
 share that left so, and the power shows what the rule costs against the same limit without it
 (run both ways to compare).
 
+With ``--noise`` it instead compares the intervals under the four noise models of
+benchmarks/sim_noise.py (normal, skewed, AR(1) 0.5, residuals of real bundles given with
+``--bundle``), each on the paired values and on executions whose order within a round is drawn: the
+A/A error (an interval ever excluding 0 at the looks 3..limit) side by side for today's anytime-valid
+interval and the repeated interval built for the round limit (ccbench.analysis.repeated, with and
+without its lag-1 correction, and in Wang and Tsiatis's shapes 0.25 and 0, O'Brien-Fleming's, beside the
+default Pocock's); then, for normal paired values of spread ``--spread`` (4%), the
+half-widths, the mean rounds to settle at true costs 0, T, 2T and 10T, the share of no-cost and
+at-target cases settled by the limit and the wrong "no cost above T" at a cost of T.
+
     python benchmarks/sim_sequential.py [--trials 2000] [--target 5%] [--seed 42] [--limit N]
+    python benchmarks/sim_sequential.py --noise [--limit 10] [--trials 20000] [--bundle DIR ...]
 """
 
 from __future__ import annotations
@@ -27,10 +38,13 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 from scipy import special, stats
+from sim_noise import MODELS, aa_error, bundle_residuals, paired_noise, settle_path  # benchmarks/, beside this one
 
+from ccbench.analysis.repeated import repeated_interval
 from ccbench.analysis.sequential import ALPHA, interval, reachable
 from ccbench.plan import parse_precision
 
@@ -93,8 +107,16 @@ def main() -> None:
         help="the round limit of a plan (max_repetitions): with it, the cap is the limit and a case that "
         "cannot settle by it leaves for futility, as in the settle rounds; prints the share that left so",
     )
+    parser.add_argument("--noise", action="store_true", help="compare the intervals under four noise models")
+    parser.add_argument("--spread", default="4%", help="with --noise: the paired spread of the settling table")
+    parser.add_argument(
+        "--bundle", type=Path, action="append", default=[], help="with --noise: a bundle whose paired residuals to draw"
+    )
     args = parser.parse_args()
     target = parse_precision(args.target)
+    if args.noise:
+        noise_study(args.trials, target, parse_precision(args.spread), args.limit or 10, args.bundle, args.seed)
+        return
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     print(f"settle {target:.0%}, alpha {ALPHA}, {args.trials} cases per line, looks after every round")
@@ -152,6 +174,109 @@ def main() -> None:
     for k in (1, 10, 50):
         print(f"  k = {k:>2}: " + ", ".join(f"CV {cv:.1%} {1 - (1 - p) ** k:.1%}" for cv, p in aa.items()))
     print(f"\n{time.monotonic() - started:.1f} s")
+
+
+def methods(limit: int) -> dict:
+    """The intervals compared, each a function of the paired values (one row a case) to each look's
+    (low, high)."""
+    n = np.arange(1, limit + 1)
+    return {
+        "anytime (before)": lambda d: interval(n, d.cumsum(axis=1), (d**2).cumsum(axis=1)),
+        "repeated": lambda d: repeated_interval(d, limit),
+        "repeated+lag-1": lambda d: repeated_interval(d, limit, autocorrelation=True),
+        "repeated, WT 0.25": lambda d: repeated_interval(d, limit, shape=0.25),
+        "repeated, OBF": lambda d: repeated_interval(d, limit, shape=0.0),
+    }
+
+
+def noise_study(trials: int, target: float, spread: float, limit: int, bundles: list[Path], seed: int) -> None:
+
+    started = time.monotonic()
+    rng = np.random.default_rng(seed)
+    pool = bundle_residuals(bundles) if bundles else None
+    compared = methods(limit)
+    print(f"A/A error: an interval ever excluding 0 at rounds 3..{limit}; {trials} cases per cell; alpha {ALPHA}")
+    if pool is not None:
+        print(f"bundle residuals: {len(pool)} paired residuals from {len(bundles)} bundle(s)")
+    print(f"{'noise':>10} {'on':>17} " + " ".join(f"{name:>17}" for name in compared))
+    for model in MODELS:
+        if model == "bundle" and pool is None:
+            print(f"{model:>10}: no bundle given (--bundle DIR)")
+            continue
+        for order_drawn in (False, True):
+            values = paired_noise(model, order_drawn, rng, trials, limit, 1.0, pool)
+            rates = [aa_error(*interval_of(values)) for interval_of in compared.values()]
+            where = "order drawn" if order_drawn else "paired values"
+            print(f"{model:>10} {where:>17} " + " ".join(f"{rate:>17.2%}" for rate in rates))
+    settling_table(compared, rng, trials, target, spread, limit)
+    layer_table(rng, max(trials // 40, 100), target, limit)
+    print(f"\n{time.monotonic() - started:.1f} s")
+
+
+def settling_table(compared: dict, rng, trials: int, target: float, spread: float, limit: int) -> None:
+    """Per interval, for normal paired values: its half-widths, the mean rounds to settle at true costs
+    0, T, 2T and 10T, the share of no-cost and at-target cases settled by the limit, the wrong answers
+    and power at T, and the mean estimate of the cases settled as a cost at T (stopping leans it)."""
+    fixed = next((k for k in range(2, 1000) if _t_power(k, spread, target) >= 0.8), None)
+    print(f"\nnormal paired values of spread {spread:.1%}, target T {target:.0%}, round limit {limit}:")
+    print(
+        f"{'':>17} {'half-width/sd':>13} {'mean rounds at':>29} {'/fixed':>13} {'settled by':>11} "
+        f"{'wrong':>6} {'power':>6} {'estimate'}"
+    )
+    print(
+        f"{'':>17} {'at 3':>6} {'at ' + str(limit):>6} {'0':>7} {'T':>7} {'2T':>7} {'10T':>7} {'mean':>6} {'worst':>6} "
+        f"{'0 and T':>11} {'at T':>6} {'at T':>6} {'of costs at T'}"
+    )
+    for name, interval_of in compared.items():
+        noise = rng.standard_normal((trials, limit)) * spread
+        lows, highs = interval_of(noise)
+        halves = np.mean((highs - lows) / 2, axis=0) / spread  # nan before round 2, inf before 3
+        rounds, settled = [], []
+        for multiple in (0.0, 1.0, 2.0, 10.0):
+            values = noise + math.log1p(multiple * target)
+            answer, spent = settle_path(*interval_of(values), target)
+            rounds.append(spent.mean())
+            if multiple <= 1:
+                settled.append(np.mean(answer != 0))
+            if multiple == 1:
+                wrong, power = np.mean((answer == 2) | (answer == -1)), np.mean(answer == 1)
+                at_stop = values.cumsum(axis=1)[np.arange(trials), spent - 1] / spent
+                leaned = math.expm1(float(np.mean(at_stop[answer == 1])))
+            noise = rng.standard_normal((trials, limit)) * spread
+        print(
+            f"{name:>17} {halves[2]:>6.2f} {halves[limit - 1]:>6.2f} "
+            + " ".join(f"{r:>7.2f}" for r in rounds)
+            + f" {np.mean(rounds) / fixed:>6.2f} {max(rounds) / fixed:>6.2f}"
+            + f" {np.mean(settled):>11.1%} {wrong:>6.2%} {power:>6.1%} {leaned:>8.2%}"
+        )
+    print(f"/fixed: against a fixed paired t test with 80% power at T: {fixed} rounds at this spread")
+
+
+def layer_table(rng, layers: int, target: float, limit: int) -> None:
+    """Layers of 40 no-cost cases, each run as settle runs it (stopped at its first settled round):
+    how often some case is called a cost or gain on its own, and how often e-BH on the cases' e-values
+    (1 / their anytime-valid p values at the round they stopped) calls one."""
+    from ccbench.analysis.discovery import e_bh, e_values
+    from ccbench.analysis.sequential import p_value
+
+    cases = 40
+    values = rng.standard_normal((layers * cases, limit)) * 0.04
+    n = np.arange(1, limit + 1)
+    lows, highs = interval(n, values.cumsum(axis=1), (values**2).cumsum(axis=1))
+    settled = ((lows > 0) | (highs < math.log1p(target)))[:, 2:]
+    stop = np.where(settled.any(axis=1), settled.argmax(axis=1) + 3, limit)
+    e = e_values([p_value(row[:at]) for row, at in zip(values, stop)]).reshape(layers, cases)
+    alone = float(np.mean((e >= 1 / ALPHA).any(axis=1)))
+    controlled = float(np.mean([e_bh(layer).any() for layer in e]))
+    print(
+        f"\n{layers} layers of {cases} no-cost cases (anytime interval): some case called {alone:.1%} case by case, "
+        f"{controlled:.2%} with e-BH at {ALPHA:.0%}"
+    )
+
+
+def _t_power(n: int, sd: float, target: float) -> float:
+    crit = stats.t.ppf(0.975, n - 1)
+    return float(1 - special.nctdtr(n - 1, math.log1p(target) / (sd / math.sqrt(n)), crit))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,9 @@ MIXTURE = 0.1
 #: what stopped a case that no interval of the round limit could answer (can_settle), in a run's
 #: settle rounds and a fleet's alike
 FUTILE = "cannot settle within the round limit"
+#: what a settled cost or gain says of its estimate: stopping the first time the interval excludes 0
+#: selects the rounds that happened to land far from it (docs/analysis.md "Settling each case")
+LEANS = "stopped when settled: the estimate leans away from zero"
 
 
 #: the least spread (standard deviation on the log scale) a paired value is taken to have where its
@@ -157,10 +160,9 @@ class Settlement:
         if self.low is None or self.high is None:
             return f"unsettled: {fmt.effect(1 + self.estimate)} (too few rounds for a finite interval: {self.rounds})"
         said = fmt.effect(1 + self.estimate, 1 + self.low, 1 + self.high)
-        if self.state == COST:
-            return f"a cost: {said}"
-        if self.state == GAIN:
-            return f"a gain: {said}"
+        if self.state in (COST, GAIN):
+            # a case stops the round its interval leaves 0, which favours rounds that happened to land far from 0
+            return f"a {self.state}: {said} ({LEANS})"
         if self.state == NO_COST_ABOVE:
             return f"no cost above {fmt.mde(self.target)} (estimate {said})"
         return f"unsettled: {said}"
@@ -169,9 +171,13 @@ class Settlement:
         return asdict(self)
 
 
-def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixture: float = MIXTURE) -> Settlement:
+def settle(
+    log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixture: float = MIXTURE, limit: int | None = None
+) -> Settlement:
     """The settlement of a case from its paired log costs (one a round, in round order). target:
-    the cost (a fraction, 0.05 = 5%) below which "no cost above" it settles the case."""
+    the cost (a fraction, 0.05 = 5%) below which "no cost above" it settles the case. With ``limit``
+    (the round limit, known in advance) on the repeated interval built for looks 3..limit
+    (ccbench.analysis.repeated: narrower), else, and past the limit, on the anytime-valid one."""
     if not (0 < target < 1):
         raise ValueError(f"settle target must be between 0 and 100% (exclusive), not {target:g}")
     values = np.asarray(log_costs, dtype=float)
@@ -179,7 +185,13 @@ def settle(log_costs: Sequence[float], target: float, alpha: float = ALPHA, mixt
     if n < 2 or not np.isfinite(values).all():
         return Settlement(None, n, target)
     squares = floored_squares(values, spread_floor(log_costs))
-    low, high = (float(x) for x in interval(n, values.sum(), squares, alpha, mixture))
+    if limit and n <= limit:
+        from ccbench.analysis.repeated import repeated_interval
+
+        lows, highs = repeated_interval(values[None, :], limit, spread_floor(log_costs), alpha)
+        low, high = float(lows[0, -1]), float(highs[0, -1])
+    else:
+        low, high = (float(x) for x in interval(n, values.sum(), squares, alpha, mixture))
     estimate = float(values.mean())
     state = None
     if low > 0:
@@ -207,22 +219,30 @@ def reachable(
     sd: np.ndarray | float,
     target: float,
     more: np.ndarray | int,
+    limit: int | None = None,
 ) -> np.ndarray:
     """Whether ``more`` further rounds could settle a case of ``count`` paired values with this
-    mean and standard deviation (arrays broadcast): the interval after them, with the estimate as
-    measured and the spread at its FUTILITY_QUANTILE lower bound (chi-square, ``count - 1``
-    degrees of freedom), would answer: a cost, a gain, or no cost above the target."""
+    mean and standard deviation (arrays broadcast): the interval after them (the repeated one for
+    looks 3..``limit`` where given, as settle reads it), with the estimate as measured and the spread
+    at its FUTILITY_QUANTILE lower bound (chi-square, ``count - 1`` degrees of freedom), would
+    answer: a cost, a gain, or no cost above the target."""
     from scipy import special  # the settle rounds and the simulation, not compare
 
     n = np.asarray(count, dtype=float)
     df = np.maximum(n - 1, 1)
     low_sd = np.asarray(sd, dtype=float) * np.sqrt(2 * special.gammaincinv(df / 2, FUTILITY_QUANTILE) / df)
     total = n + np.maximum(np.asarray(more, dtype=float), 0)
-    low, high = interval(total, total * mean, total * np.asarray(mean, dtype=float) ** 2 + (total - 1) * low_sd**2)
+    if limit:
+        from ccbench.analysis.repeated import critical
+
+        half = critical(total.astype(int), limit) * low_sd / np.sqrt(total)
+        low, high = np.asarray(mean) - half, np.asarray(mean) + half
+    else:
+        low, high = interval(total, total * mean, total * np.asarray(mean, dtype=float) ** 2 + (total - 1) * low_sd**2)
     return (low > 0) | (high < math.log1p(target))
 
 
-def can_settle(log_costs: Sequence[float], target: float, more: int) -> bool:
+def can_settle(log_costs: Sequence[float], target: float, more: int, limit: int | None = None) -> bool:
     """Whether ``more`` further rounds could settle a case (reachable), from 3 paired values on
     (True below). A case that cannot leaves the rounds unsettled: a stop for futility claims
     nothing, so it cannot make an answer wrong, only cost power (docs/analysis.md;
@@ -231,7 +251,7 @@ def can_settle(log_costs: Sequence[float], target: float, more: int) -> bool:
     if len(values) < 3 or not np.isfinite(values).all():
         return True
     spread = max(float(values.std(ddof=1)), spread_floor(log_costs))
-    return bool(reachable(len(values), float(values.mean()), spread, target, more))
+    return bool(reachable(len(values), float(values.mean()), spread, target, more, limit))
 
 
 def _label(sample: Any) -> str:
