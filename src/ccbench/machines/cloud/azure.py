@@ -1,0 +1,210 @@
+"""Azure: virtualMachines.createOrUpdate. A confidential arm on a DCas/ECas size (SEV-SNP) sets
+securityProfile.securityType = ConfidentialVM with Secure Boot and vTPM and the OS disk's
+managedDisk.securityProfile.securityEncryptionType; its twin, the matching Das/Eas size, sets
+TrustedLaunch with the same Secure Boot and vTPM and boots the same image. Each run gets one resource
+group (deleting only a VM would leave its NIC, disk, address and network), deleted whole. The SDK
+(ccbench[azure]: azure-mgmt-compute, azure-mgmt-network, azure-mgmt-resource, azure-identity) is
+imported on first use; credentials come from DefaultAzureCredential's chain, never from ccbench."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ccbench.machines.cloud.provider import EXPIRY_TAG, RUN_TAG, CloudError, Found, Launched, Provider, RunContext
+
+#: VMGuestStateOnly encrypts the VM guest state blob (vTPM) and leaves the OS disk to platform keys:
+#: the disk the twin has too, so the arms' disks do the same work
+ENCRYPTION = "VMGuestStateOnly"
+ADMIN = "ccbench"
+
+
+def resource_group(run_id: str) -> str:
+    return f"ccbench-{run_id}"
+
+
+def _image_reference(urn: str) -> dict[str, str]:
+    publisher, offer, sku, version = urn.split(":")
+    return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+
+
+def create_request(arm, replica: int, ctx: RunContext, cloud, name: str) -> dict[str, Any]:
+    confidential = arm.kind != "plain"
+    managed_disk: dict[str, Any] = {"storageAccountType": "Premium_LRS"}
+    if confidential:
+        managed_disk["securityProfile"] = {"securityEncryptionType": ENCRYPTION}
+    nic = ctx.made.get(
+        f"nic/{name}",
+        f"/subscriptions/{cloud.account}/resourceGroups/{resource_group(ctx.run_id)}"
+        f"/providers/Microsoft.Network/networkInterfaces/{name}-nic",
+    )
+    return {
+        "location": cloud.region,
+        "tags": ctx.tags(arm.name),
+        "properties": {
+            "hardwareProfile": {"vmSize": arm.size.name},
+            "securityProfile": {
+                "securityType": "ConfidentialVM" if confidential else "TrustedLaunch",
+                "uefiSettings": {"secureBootEnabled": True, "vTpmEnabled": True},
+            },
+            "storageProfile": {
+                "imageReference": _image_reference(arm.image),
+                "osDisk": {
+                    "createOption": "FromImage",
+                    "deleteOption": "Delete",
+                    "diskSizeGB": cloud.disk_gib,
+                    "managedDisk": managed_disk,
+                },
+            },
+            "osProfile": {
+                "computerName": name,
+                "adminUsername": ADMIN,
+                "linuxConfiguration": {
+                    "disablePasswordAuthentication": True,
+                    "ssh": {"publicKeys": [{"path": f"/home/{ADMIN}/.ssh/authorized_keys", "keyData": ctx.ssh_public_key}]},
+                },
+            },
+            "networkProfile": {"networkInterfaces": [{"id": nic, "properties": {"deleteOption": "Delete"}}]},
+        },
+    }
+
+
+class Azure(Provider):
+    name = "azure"
+
+    def __init__(self, cloud) -> None:
+        self.cloud = cloud
+        self._clients: dict[str, Any] = {}
+
+    def client(self, which: str):
+        if which not in self._clients:
+            try:
+                from azure.identity import DefaultAzureCredential
+                from azure.mgmt.compute import ComputeManagementClient
+                from azure.mgmt.network import NetworkManagementClient
+                from azure.mgmt.resource import ResourceManagementClient
+            except ImportError:
+                raise CloudError("the Azure SDK is not installed: pip install 'ccbench[azure]'") from None
+            kinds = {"compute": ComputeManagementClient, "network": NetworkManagementClient, "resource": ResourceManagementClient}
+            self._clients[which] = kinds[which](DefaultAzureCredential(), self.cloud.account)
+        return self._clients[which]
+
+    def _call(self, what: str, fn, *args, **kwargs):
+        from azure.core.exceptions import AzureError, HttpResponseError
+
+        try:
+            result = fn(*args, **kwargs)
+            return result
+        except HttpResponseError as exc:
+            code = getattr(exc.error, "code", None) or exc.status_code
+            message = getattr(exc.error, "message", None) or exc.reason
+            raise CloudError(f"azure {what}: {code}: {message}") from None
+        except AzureError as exc:
+            raise CloudError(f"azure {what}: {str(exc).splitlines()[0]}") from None
+
+    def request(self, arm, replica: int, ctx: RunContext) -> dict[str, Any]:
+        return create_request(arm, replica, ctx, self.cloud, self.instance_name(ctx.run_id, arm.name, replica))
+
+    def preflight(self, study) -> list[str]:
+        problems = []
+        try:
+            compute = self.client("compute")
+            skus = self._call(
+                "resourceSkus.list", lambda: list(compute.resource_skus.list(filter=f"location eq '{self.cloud.region}'"))
+            )
+            offered = {s.name: s for s in skus if s.resource_type == "virtualMachines"}
+            for size in sorted({a.size.name for a in study.arms}):
+                sku = offered.get(size)
+                if sku is None:
+                    problems.append(f"azure: {size} is not offered in {self.cloud.region}")
+                elif any(r.reason_code == "NotAvailableForSubscription" for r in sku.restrictions or []):
+                    problems.append(f"azure: {size} is restricted for this subscription in {self.cloud.region}")
+            usage = self._call("usage.list", lambda: list(compute.usage.list(self.cloud.region)))
+            free = {u.name.value: u.limit - u.current_value for u in usage}
+            want = sum(a.size.vcpus * a.replicas for a in study.arms)
+            if free.get("cores", want) < want:
+                problems.append(f"azure: {free['cores']} regional vCPUs free in {self.cloud.region}, the study needs {want}")
+        except CloudError as exc:
+            problems.append(str(exc))
+        return problems
+
+    def prepare(self, ctx: RunContext, journal) -> None:
+        group = resource_group(ctx.run_id)
+        journal.intend("resource-group", group)
+        self._call(
+            "resourceGroups.createOrUpdate",
+            self.client("resource").resource_groups.create_or_update,
+            group,
+            {"location": self.cloud.region, "tags": ctx.tags()},
+        )
+        journal.made("resource-group", group, group)
+        network, tags = self.client("network"), ctx.tags()
+        self._call(
+            "networkSecurityGroups.createOrUpdate",
+            lambda: network.network_security_groups.begin_create_or_update(
+                group, "ccbench-nsg", {"location": self.cloud.region, "tags": tags, "security_rules": [{
+                    "name": "ssh", "protocol": "Tcp", "direction": "Inbound", "access": "Allow", "priority": 100,
+                    "source_address_prefix": "*", "source_port_range": "*", "destination_address_prefix": "*",
+                    "destination_port_range": "22"}]},
+            ).result(),
+        )  # fmt: skip
+        self._call(
+            "virtualNetworks.createOrUpdate",
+            lambda: network.virtual_networks.begin_create_or_update(
+                group, "ccbench-vnet", {"location": self.cloud.region, "tags": tags,
+                "address_space": {"address_prefixes": ["10.58.0.0/16"]},
+                "subnets": [{"name": "arms", "address_prefix": "10.58.0.0/24"}]},
+            ).result(),
+        )  # fmt: skip
+
+    def launch(self, arm, replica: int, ctx: RunContext, journal) -> Launched:
+        group, name = resource_group(ctx.run_id), self.instance_name(ctx.run_id, arm.name, replica)
+        network, tags = self.client("network"), ctx.tags(arm.name)
+        subnet = self._call("subnets.get", network.subnets.get, group, "ccbench-vnet", "arms")
+        nsg = self._call("networkSecurityGroups.get", network.network_security_groups.get, group, "ccbench-nsg")
+        address = self._call(
+            "publicIPAddresses.createOrUpdate",
+            lambda: network.public_ip_addresses.begin_create_or_update(
+                group, f"{name}-ip", {"location": self.cloud.region, "tags": tags, "sku": {"name": "Standard"},
+                "public_ip_allocation_method": "Static"}).result(),
+        )  # fmt: skip
+        nic = self._call(
+            "networkInterfaces.createOrUpdate",
+            lambda: network.network_interfaces.begin_create_or_update(
+                group, f"{name}-nic", {"location": self.cloud.region, "tags": tags,
+                "network_security_group": {"id": nsg.id},
+                "ip_configurations": [{"name": "ip", "subnet": {"id": subnet.id}, "public_ip_address": {"id": address.id}}]},
+            ).result(),
+        )  # fmt: skip
+        ctx.made[f"nic/{name}"] = nic.id
+        journal.intend("instance", name, arm=arm.name)
+        vm = self._call(
+            "virtualMachines.createOrUpdate",
+            lambda: self.client("compute").virtual_machines.begin_create_or_update(group, name, self.request(arm, replica, ctx)).result(),
+        )
+        journal.made("instance", name, vm.id)
+        profile = vm.security_profile
+        says = {"securityType": str(getattr(profile, "security_type", None))}
+        return Launched(arm.name, replica, vm.id, address.ip_address or "", says)
+
+    def tagged(self) -> list[Found]:
+        groups = self._call(
+            "resourceGroups.list",
+            lambda: list(self.client("resource").resource_groups.list(filter=f"tagName eq '{RUN_TAG}'")),
+        )
+        found = []
+        for g in groups:
+            tags = g.tags or {}
+            expiry = tags.get(EXPIRY_TAG, "0")
+            found.append(Found("resource-group", g.name, tags.get(RUN_TAG, ""), int(expiry) if expiry.isdigit() else 0, g.location))
+        return found
+
+    def destroy(self, found: list[Found]) -> list[str]:
+        resource, done = self.client("resource"), []
+        for f in found:
+            if f.kind == "resource-group":
+                self._call("resourceGroups.delete", resource.resource_groups.begin_delete, f.id)
+                done.append(f"azure: deleting resource group {f.id} (its VMs, disks, NICs, addresses and network)")
+        return done
+
+    def settle(self, found: list[Found]) -> None:
+        """A resource group's deletion goes on in Azure once sent; nothing here waits on another."""
