@@ -30,7 +30,9 @@ def check_command(study) -> None:
 
     loaded = load_cloud_study(study)
     _, per_hour, estimate = cost(loaded)
-    click.echo(f"cloud study {loaded.name}: ${per_hour:.4f}/h, estimate ${estimate:.2f} (budget ${loaded.cloud.budget_usd:.2f})")
+    click.echo(
+        f"cloud study {loaded.name}: ${per_hour:.4f}/h, estimate ${estimate:.2f} (budget ${loaded.cloud.budget_usd:.2f})"
+    )
     problems = provider_for(loaded.cloud).preflight(loaded)
     for line in problems:
         click.echo(f"ccbench cloud: {line}", err=True)
@@ -54,7 +56,10 @@ def sweep_command(study, dry_run, state_dir) -> None:
     from ccbench.machines.cloud.model import Cloud, load_cloud_study
 
     state = journal.state_dir(state_dir)
-    clouds = [Cloud(c["provider"], c["region"], c["zone"] or "", c["account"] or "", 1, 1, 1, 10, "") for c in journal_clouds(state)]
+    clouds = [
+        Cloud(c["provider"], c["region"], c["zone"] or "", c["account"] or "", 1, 1, 1, 10, "")
+        for c in journal_clouds(state)
+    ]
     if study:
         clouds.append(load_cloud_study(study).cloud)
     seen, providers = set(), []

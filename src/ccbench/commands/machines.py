@@ -34,8 +34,16 @@ def command() -> None:
     show_default=True,
     help="Seconds a guest may take from launch until SSH answers (software emulation: 10-20 s for ccbench's image).",
 )
-@click.option("--dry-run", is_flag=True, help="Cloud study: print each arm's exact request, the differences between arms and the price; launch nothing.")
-@click.option("--yes", is_flag=True, help="Cloud study: launch without asking at the price estimate (needed when not on a terminal).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Cloud study: print each arm's exact request, the differences between arms and the price; launch nothing.",
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Cloud study: launch without asking at the price estimate (needed when not on a terminal).",
+)
 def run_command(study, out, boot_timeout, dry_run, yes) -> None:
     """Check the host, build or reuse the image, boot the arms, run the plan in every arm through the
     fleet (Ansible over SSH to the loopback port forwarded to each guest), compare the arms against the

@@ -60,7 +60,9 @@ def create_request(arm, replica: int, ctx: RunContext, cloud, name: str) -> dict
                 "adminUsername": ADMIN,
                 "linuxConfiguration": {
                     "disablePasswordAuthentication": True,
-                    "ssh": {"publicKeys": [{"path": f"/home/{ADMIN}/.ssh/authorized_keys", "keyData": ctx.ssh_public_key}]},
+                    "ssh": {
+                        "publicKeys": [{"path": f"/home/{ADMIN}/.ssh/authorized_keys", "keyData": ctx.ssh_public_key}]
+                    },
                 },
             },
             "networkProfile": {"networkInterfaces": [{"id": nic, "properties": {"deleteOption": "Delete"}}]},
@@ -71,8 +73,10 @@ def create_request(arm, replica: int, ctx: RunContext, cloud, name: str) -> dict
 class Azure(Provider):
     name = "azure"
 
-    def __init__(self, cloud) -> None:
+    def __init__(self, cloud, client_kwargs: dict[str, Any] | None = None) -> None:
         self.cloud = cloud
+        #: passed to every SDK client (tests give a loopback endpoint or transport; a run gives none)
+        self.client_kwargs = client_kwargs or {}
         self._clients: dict[str, Any] = {}
 
     def client(self, which: str):
@@ -84,16 +88,25 @@ class Azure(Provider):
                 from azure.mgmt.resource import ResourceManagementClient
             except ImportError:
                 raise CloudError("the Azure SDK is not installed: pip install 'ccbench[azure]'") from None
-            kinds = {"compute": ComputeManagementClient, "network": NetworkManagementClient, "resource": ResourceManagementClient}
-            self._clients[which] = kinds[which](DefaultAzureCredential(), self.cloud.account)
+            kinds = {
+                "compute": ComputeManagementClient,
+                "network": NetworkManagementClient,
+                "resource": ResourceManagementClient,
+            }
+            options = dict(self.client_kwargs)
+            credential = options.pop("credential", None) or DefaultAzureCredential()
+            self._clients[which] = kinds[which](credential, self.cloud.account, **options)
         return self._clients[which]
 
     def _call(self, what: str, fn, *args, **kwargs):
-        from azure.core.exceptions import AzureError, HttpResponseError
+        from azure.core.exceptions import AzureError, ClientAuthenticationError, HttpResponseError
 
         try:
             result = fn(*args, **kwargs)
             return result
+        except ClientAuthenticationError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise CloudError(f"azure {what}: no usable credentials from DefaultAzureCredential ({first})") from None
         except HttpResponseError as exc:
             code = getattr(exc.error, "code", None) or exc.status_code
             message = getattr(exc.error, "message", None) or exc.reason
@@ -109,7 +122,8 @@ class Azure(Provider):
         try:
             compute = self.client("compute")
             skus = self._call(
-                "resourceSkus.list", lambda: list(compute.resource_skus.list(filter=f"location eq '{self.cloud.region}'"))
+                "resourceSkus.list",
+                lambda: list(compute.resource_skus.list(filter=f"location eq '{self.cloud.region}'")),
             )
             offered = {s.name: s for s in skus if s.resource_type == "virtualMachines"}
             for size in sorted({a.size.name for a in study.arms}):
@@ -122,7 +136,9 @@ class Azure(Provider):
             free = {u.name.value: u.limit - u.current_value for u in usage}
             want = sum(a.size.vcpus * a.replicas for a in study.arms)
             if free.get("cores", want) < want:
-                problems.append(f"azure: {free['cores']} regional vCPUs free in {self.cloud.region}, the study needs {want}")
+                problems.append(
+                    f"azure: {free['cores']} regional vCPUs free in {self.cloud.region}, the study needs {want}"
+                )
         except CloudError as exc:
             problems.append(str(exc))
         return problems
@@ -179,7 +195,11 @@ class Azure(Provider):
         journal.intend("instance", name, arm=arm.name)
         vm = self._call(
             "virtualMachines.createOrUpdate",
-            lambda: self.client("compute").virtual_machines.begin_create_or_update(group, name, self.request(arm, replica, ctx)).result(),
+            lambda: (
+                self.client("compute")
+                .virtual_machines.begin_create_or_update(group, name, self.request(arm, replica, ctx))
+                .result()
+            ),
         )
         journal.made("instance", name, vm.id)
         profile = vm.security_profile
@@ -195,7 +215,11 @@ class Azure(Provider):
         for g in groups:
             tags = g.tags or {}
             expiry = tags.get(EXPIRY_TAG, "0")
-            found.append(Found("resource-group", g.name, tags.get(RUN_TAG, ""), int(expiry) if expiry.isdigit() else 0, g.location))
+            found.append(
+                Found(
+                    "resource-group", g.name, tags.get(RUN_TAG, ""), int(expiry) if expiry.isdigit() else 0, g.location
+                )
+            )
         return found
 
     def destroy(self, found: list[Found]) -> list[str]:

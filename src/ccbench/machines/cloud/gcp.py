@@ -72,8 +72,10 @@ def _image_parts(image: str) -> tuple[str, str, bool]:
 class Gcp(Provider):
     name = "gcp"
 
-    def __init__(self, cloud) -> None:
+    def __init__(self, cloud, client_kwargs: dict[str, Any] | None = None) -> None:
         self.cloud = cloud
+        #: passed to every SDK client (tests give a loopback endpoint or transport; a run gives none)
+        self.client_kwargs = client_kwargs or {}
         self._compute = None
 
     @property
@@ -86,11 +88,20 @@ class Gcp(Provider):
             self._compute = compute_v1
         return self._compute
 
+    def _client(self, name: str):
+        return self._call(name, getattr(self.compute, name), **self.client_kwargs)
+
     def _call(self, what: str, fn, *args, **kwargs):
         from google.api_core import exceptions
+        from google.auth.exceptions import GoogleAuthError
 
         try:
             return fn(*args, **kwargs)
+        except GoogleAuthError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise CloudError(
+                f"gcp {what}: no usable credentials from Application Default Credentials ({first})"
+            ) from None
         except exceptions.GoogleAPICallError as exc:
             raise CloudError(f"gcp {what}: {exc.code}: {exc.message}") from None
         except exceptions.GoogleAPIError as exc:
@@ -100,13 +111,13 @@ class Gcp(Provider):
         return insert_request(arm, replica, ctx, self.cloud, self.instance_name(ctx.run_id, arm.name, replica))
 
     def preflight(self, study) -> list[str]:
-        c, problems = self.compute, []
+        problems: list[str] = []
         project, zone = self.cloud.account, self.cloud.zone
         try:
-            types = self.compute.MachineTypesClient()
+            types = self._client("MachineTypesClient")
             for size in sorted({a.size.name for a in study.arms}):
                 self._call("machineTypes.get", types.get, project=project, zone=zone, machine_type=size)
-            images = c.ImagesClient()
+            images = self._client("ImagesClient")
             for arm in study.arms:
                 owner, name, family = _image_parts(arm.image)
                 get = images.get_from_family if family else images.get
@@ -116,12 +127,16 @@ class Gcp(Provider):
                 for need in ("GVNIC", IMAGE_FEATURE.get(arm.kind)):
                     if need and need not in features:
                         problems.append(f"gcp: image {arm.image} lacks guest OS feature {need} (arm '{arm.name}')")
-            region = self._call("regions.get", c.RegionsClient().get, project=project, region=self.cloud.region)
+            region = self._call(
+                "regions.get", self._client("RegionsClient").get, project=project, region=self.cloud.region
+            )
             limits = {q.metric: q.limit - q.usage for q in region.quotas}
             for family, metric in QUOTA_METRIC.items():
                 want = sum(a.size.vcpus * a.replicas for a in study.arms if a.size.name.startswith(family + "-"))
                 if want and limits.get(metric, 0) < want:
-                    problems.append(f"gcp: quota {metric} in {self.cloud.region} has {limits.get(metric, 0):g} free, the study needs {want}")
+                    problems.append(
+                        f"gcp: quota {metric} in {self.cloud.region} has {limits.get(metric, 0):g} free, the study needs {want}"
+                    )
         except CloudError as exc:
             problems.append(str(exc))
         return problems
@@ -133,36 +148,71 @@ class Gcp(Provider):
         body = self.request(arm, replica, ctx)
         journal.intend("instance", body["name"], arm=arm.name)
         resource = self.compute.Instance.from_json(json.dumps(body))
-        client = self.compute.InstancesClient()
+        client = self._client("InstancesClient")
         operation = self._call(
-            "instances.insert", client.insert, project=self.cloud.account, zone=self.cloud.zone, instance_resource=resource
+            "instances.insert",
+            client.insert,
+            project=self.cloud.account,
+            zone=self.cloud.zone,
+            instance_resource=resource,
         )
         self._call("instances.insert", operation.result, timeout=600)
         journal.made("instance", body["name"], body["name"])
-        got = self._call("instances.get", client.get, project=self.cloud.account, zone=self.cloud.zone, instance=body["name"])
+        got = self._call(
+            "instances.get", client.get, project=self.cloud.account, zone=self.cloud.zone, instance=body["name"]
+        )
         config = got.confidential_instance_config
-        return Launched(arm.name, replica, body["name"], cloud_says={"confidentialInstanceType": str(config.confidential_instance_type)})
+        return Launched(
+            arm.name,
+            replica,
+            body["name"],
+            cloud_says={"confidentialInstanceType": str(config.confidential_instance_type)},
+        )
 
     def tagged(self) -> list[Found]:
-        client = self.compute.InstancesClient()
+        client = self._client("InstancesClient")
         found = []
         pages = self._call(
-            "instances.list", client.list, project=self.cloud.account, zone=self.cloud.zone, filter=f"labels.{RUN_TAG}:*"
+            "instances.list",
+            client.list,
+            project=self.cloud.account,
+            zone=self.cloud.zone,
+            filter=f"labels.{RUN_TAG}:*",
         )
         for inst in pages:
             labels = dict(inst.labels)
-            found.append(Found("instance", inst.name, labels.get(RUN_TAG, ""), int(labels.get(EXPIRY_TAG, "0") or 0), self.cloud.zone))
+            found.append(
+                Found(
+                    "instance",
+                    inst.name,
+                    labels.get(RUN_TAG, ""),
+                    int(labels.get(EXPIRY_TAG, "0") or 0),
+                    self.cloud.zone,
+                )
+            )
         disks = self._call(
-            "disks.list", self.compute.DisksClient().list, project=self.cloud.account, zone=self.cloud.zone, filter=f"labels.{RUN_TAG}:*"
+            "disks.list",
+            self._client("DisksClient").list,
+            project=self.cloud.account,
+            zone=self.cloud.zone,
+            filter=f"labels.{RUN_TAG}:*",
         )
         for disk in disks:
             if not list(disk.users):
                 labels = dict(disk.labels)
-                found.append(Found("disk", disk.name, labels.get(RUN_TAG, ""), int(labels.get(EXPIRY_TAG, "0") or 0), self.cloud.zone))
+                found.append(
+                    Found(
+                        "disk",
+                        disk.name,
+                        labels.get(RUN_TAG, ""),
+                        int(labels.get(EXPIRY_TAG, "0") or 0),
+                        self.cloud.zone,
+                    )
+                )
         return found
 
     def destroy(self, found: list[Found]) -> list[str]:
-        instances, disks = self.compute.InstancesClient(), self.compute.DisksClient()
+        instances, disks = self._client("InstancesClient"), self._client("DisksClient")
         where = {"project": self.cloud.account, "zone": self.cloud.zone}
         done = []
         for f in found:
@@ -180,7 +230,7 @@ class Gcp(Provider):
 
         from google.api_core import exceptions
 
-        client = self.compute.InstancesClient()
+        client = self._client("InstancesClient")
         for f in found:
             if f.kind != "instance":
                 continue

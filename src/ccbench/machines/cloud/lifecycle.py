@@ -105,7 +105,13 @@ def run_arms(
     run_id = new_run_id()
     ctx = context(study, run_id, ssh_public_key)
     cloud = study.cloud
-    header = {"provider": cloud.provider, "region": cloud.region, "zone": cloud.zone, "account": cloud.account, "expiry": ctx.expiry}
+    header = {
+        "provider": cloud.provider,
+        "region": cloud.region,
+        "zone": cloud.zone,
+        "account": cloud.account,
+        "expiry": ctx.expiry,
+    }
     log = journals.Journal(state, run_id, header)
     stops = _Stops(echo)
     previous = catch_stop_signals(stops)

@@ -129,7 +129,9 @@ def cloud_of(raw: Any, source: Path) -> Cloud:
         raise _error(source, "cloud.provider", f"{provider!r} is not a provider; use one of: {', '.join(PROVIDERS)}")
     for key in set(ACCOUNT_KEY.values()) - {ACCOUNT_KEY[provider]}:
         if key in raw:
-            raise _error(source, f"cloud.{key}", f"is not a {provider} setting; name the account as {ACCOUNT_KEY[provider]}")
+            raise _error(
+                source, f"cloud.{key}", f"is not a {provider} setting; name the account as {ACCOUNT_KEY[provider]}"
+            )
     region, zone = raw.get("region", ""), raw.get("zone", "")
     if provider == "gcp":
         if not isinstance(zone, str) or not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", zone):
@@ -243,7 +245,9 @@ def study_from_dict(document: dict[str, Any], source: Path) -> CloudStudy:
     cloud = cloud_of(document.get("cloud"), source)
     raw_arms = document.get("arm")
     if not isinstance(raw_arms, list) or not raw_arms:
-        raise _error(source, "arm", "the study has no arms; add [[arm]] tables with a name, kind, instance_type and image")
+        raise _error(
+            source, "arm", "the study has no arms; add [[arm]] tables with a name, kind, instance_type and image"
+        )
     parsed = [arm_of(raw, i, cloud, source) for i, raw in enumerate(raw_arms, start=1)]
     arms = [a for a, _ in parsed]
     names = [a.name for a in arms]
@@ -252,7 +256,9 @@ def study_from_dict(document: dict[str, Any], source: Path) -> CloudStudy:
         raise _error(source, "arm.name", f"{', '.join(twice)} used twice; give each arm a distinct name")
     marked = [a.name for a, b in parsed if b]
     if len(marked) > 1:
-        raise _error(source, "arm.baseline", f"{', '.join(marked)} are all marked; mark at most one arm baseline = true")
+        raise _error(
+            source, "arm.baseline", f"{', '.join(marked)} are all marked; mark at most one arm baseline = true"
+        )
     plain = [a.name for a in arms if a.kind == "plain"]
     baseline = marked[0] if marked else (plain[0] if plain else arms[0].name)
     base = next(a for a in arms if a.name == baseline)

@@ -22,7 +22,9 @@ def check_guest(arm: str, kind: str, probe_document: dict[str, Any], cloud_says:
     said = ", ".join(f"{k}={v}" for k, v in cloud_says.items()) or "nothing"
     if kind == "plain":
         if shows not in ("none", "unknown"):
-            raise NoTee(f"arm '{arm}' (plain): its guest shows {shows} ({'; '.join(evidence)}); a plain arm is no baseline then: stopping the study")
+            raise NoTee(
+                f"arm '{arm}' (plain): its guest shows {shows} ({'; '.join(evidence)}); a plain arm is no baseline then: stopping the study"
+            )
         return facts
     if shows != kind:
         seen = "no TEE" if shows in ("none", "unknown") else shows

@@ -38,7 +38,9 @@ def _neutral(request: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
 def differences(provider: Provider, study, ctx: RunContext) -> dict[str, list[str]]:
     """Per arm but the baseline: each field its request sets differently from the baseline's."""
     base = next(a for a in study.arms if a.name == study.baseline)
-    flat_base = _flatten(_neutral(provider.request(base, 1, ctx), base.name, provider.instance_name(ctx.run_id, base.name, 1)))
+    flat_base = _flatten(
+        _neutral(provider.request(base, 1, ctx), base.name, provider.instance_name(ctx.run_id, base.name, 1))
+    )
     out = {}
     for arm in study.arms:
         if arm.name == base.name:
@@ -83,7 +85,9 @@ def render(provider: Provider, study, ctx: RunContext) -> list[str]:
         f"{study.order}, baseline {study.baseline}, lifetime cap {c.max_lifetime_h:g} h",
     ]
     for arm in study.arms:
-        lines.append(f"arm {arm.name}: kind {arm.kind}, {arm.size.name} ({arm.size.vcpus} vCPU, {arm.size.memory_gib:g} GiB, {arm.size.cpu}), image {arm.image}, {arm.replicas} instance(s)")
+        lines.append(
+            f"arm {arm.name}: kind {arm.kind}, {arm.size.name} ({arm.size.vcpus} vCPU, {arm.size.memory_gib:g} GiB, {arm.size.cpu}), image {arm.image}, {arm.replicas} instance(s)"
+        )
         lines.append(f"  request ({_api(c.provider)}):")
         body = json.dumps(provider.request(arm, 1, ctx), indent=2, sort_keys=True)
         lines += ["    " + line for line in body.splitlines()]
@@ -101,7 +105,9 @@ def render(provider: Provider, study, ctx: RunContext) -> list[str]:
 
 
 def _api(provider: str) -> str:
-    return {"aws": "EC2 RunInstances", "gcp": "compute instances.insert", "azure": "virtualMachines createOrUpdate"}[provider]
+    return {"aws": "EC2 RunInstances", "gcp": "compute instances.insert", "azure": "virtualMachines createOrUpdate"}[
+        provider
+    ]
 
 
 def show(study, echo) -> None:
@@ -124,7 +130,9 @@ def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, co
     if dry_run:
         echo("dry run: nothing launched" + ("; a real run would ask before launching" if verdict == "ask" else ""))
         return 0
-    if verdict == "ask" and not confirm(f"launch {sum(a.replicas for a in study.arms)} instance(s) at the estimate above?"):
+    if verdict == "ask" and not confirm(
+        f"launch {sum(a.replicas for a in study.arms)} instance(s) at the estimate above?"
+    ):
         echo("ccbench machines: not launched")
         return 1
     echo(
