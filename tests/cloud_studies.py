@@ -8,7 +8,9 @@ from pathlib import Path
 from ccbench.machines.cloud.provider import RunContext
 
 DATA = Path(__file__).parent / "data" / "cloud"
-CTX = RunContext("202612021000-0a1b2c", "alice", 1796212800, 10800, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBenchKey ccbench")
+CTX = RunContext(
+    "202612021000-0a1b2c", "alice", 1796212800, 10800, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBenchKey ccbench"
+)
 IMAGES = {
     "aws": "ami-0abc12345def67890",
     "gcp": "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64",

@@ -77,7 +77,9 @@ def test_aws_requests_fit_botocores_runinstances_shape():
     for path in GOLDEN.glob("aws-*.json"):
         validate_parameters(json.loads(path.read_text()), model.input_shape)  # raises on an unknown or mistyped field
     with pytest.raises(Exception, match="Unknown parameter"):
-        validate_parameters({"ImageId": "ami-1", "MinCount": 1, "MaxCount": 1, "CpuOptions": {"SevSnp": "enabled"}}, model.input_shape)
+        validate_parameters(
+            {"ImageId": "ami-1", "MinCount": 1, "MaxCount": 1, "CpuOptions": {"SevSnp": "enabled"}}, model.input_shape
+        )
 
 
 def test_gcp_requests_parse_as_compute_v1_instances():
@@ -114,6 +116,9 @@ def test_azure_requests_fit_azure_mgmt_computes_virtual_machine_model():
         assert list(_unknown_keys(VirtualMachine(json.loads(path.read_text())))) == [], path.name
     vm = VirtualMachine(json.loads((GOLDEN / "azure-sev-snp-Standard_DC2as_v5.json").read_text()))
     assert vm.properties.security_profile.security_type == "ConfidentialVM"
-    assert vm.properties.storage_profile.os_disk.managed_disk.security_profile.security_encryption_type == "VMGuestStateOnly"
+    assert (
+        vm.properties.storage_profile.os_disk.managed_disk.security_profile.security_encryption_type
+        == "VMGuestStateOnly"
+    )
     bad = VirtualMachine({"properties": {"securityProfile": {"securityTyp": "ConfidentialVM"}}})
     assert list(_unknown_keys(bad)) == ["properties.securityProfile.securityTyp"]

@@ -64,7 +64,8 @@ def run_command(study, out, boot_timeout, dry_run, yes) -> None:
         from ccbench.machines.cloud.model import load_cloud_study
         from ccbench.machines.cloud.view import run_cloud_study
 
-        sys.exit(run_cloud_study(load_cloud_study(study), dry_run, yes, sys.stdin.isatty(), _echo, click.confirm))
+        loaded = load_cloud_study(study)
+        sys.exit(run_cloud_study(loaded, dry_run, yes, sys.stdin.isatty(), _echo, _refuse, click.confirm))
     if dry_run:
         raise click.UsageError("--dry-run is for cloud studies; `ccbench machines check STUDY` shows a local one")
     from ccbench.machines.lifecycle import run_study
@@ -125,3 +126,7 @@ def check_command(study) -> None:
 
 def _echo(text: str) -> None:
     click.echo(text)
+
+
+def _refuse(text: str) -> None:
+    click.echo(text, err=True)

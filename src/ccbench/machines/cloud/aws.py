@@ -104,7 +104,9 @@ class Aws(Provider):
                         problems.append(f"aws: {info['InstanceType']} does not list {SNP_FEATURE} in {where[1]}")
             images = {a.image for a in study.arms}
             found = self._call("describe_images", ImageIds=sorted(images)).get("Images", [])
-            problems += [f"aws: image {i} not found in {self.cloud.region}" for i in images - {x["ImageId"] for x in found}]
+            problems += [
+                f"aws: image {i} not found in {self.cloud.region}" for i in images - {x["ImageId"] for x in found}
+            ]
         except CloudError as exc:
             problems.append(str(exc))
         return problems
@@ -140,7 +142,9 @@ class Aws(Provider):
         reply = self._call("run_instances", **self.request(arm, replica, ctx))
         instance = reply["Instances"][0]
         journal.made("instance", name, instance["InstanceId"])
-        return Launched(arm.name, replica, instance["InstanceId"], cloud_says={"CpuOptions": instance.get("CpuOptions", {})})
+        return Launched(
+            arm.name, replica, instance["InstanceId"], cloud_says={"CpuOptions": instance.get("CpuOptions", {})}
+        )
 
     def tagged(self) -> list[Found]:
         tag_filter = [{"Name": "tag-key", "Values": [RUN_TAG]}]
@@ -153,9 +157,9 @@ class Aws(Provider):
             found.append(_found("security-group", group["GroupId"], group.get("Tags", []), self.cloud.region))
         for key in self._call("describe_key_pairs", Filters=tag_filter).get("KeyPairs", []):
             found.append(_found("key-pair", key["KeyName"], key.get("Tags", []), self.cloud.region))
-        for volume in self._call("describe_volumes", Filters=tag_filter + [{"Name": "status", "Values": ["available"]}]).get(
-            "Volumes", []
-        ):
+        for volume in self._call(
+            "describe_volumes", Filters=tag_filter + [{"Name": "status", "Values": ["available"]}]
+        ).get("Volumes", []):
             found.append(_found("volume", volume["VolumeId"], volume.get("Tags", []), self.cloud.region))
         return found
 

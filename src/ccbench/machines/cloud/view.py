@@ -119,23 +119,24 @@ def show(study, echo) -> None:
         echo(line)
 
 
-def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, confirm) -> int:
-    """`ccbench machines run` for a cloud study: the requests and price, then the cost guard. The plan
-    does not run on cloud arms yet: nothing is launched, whatever the guard says."""
+def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, refuse, confirm) -> int:
+    """`ccbench machines run` for a cloud study: the requests and price, then the cost guard (a dry
+    run too is refused over budget). The plan does not run on cloud arms yet: nothing is launched,
+    whatever the guard says."""
     show(study, echo)
-    verdict = guard(study, yes, interactive)
-    if verdict not in (None, "ask"):
-        echo(f"ccbench machines: refused: {verdict}")
+    verdict = guard(study, yes or dry_run, interactive)
+    if verdict is not None and verdict != "ask":
+        refuse(f"ccbench machines: refused: {verdict}")
         return 2
     if dry_run:
-        echo("dry run: nothing launched" + ("; a real run would ask before launching" if verdict == "ask" else ""))
+        echo("dry run: nothing launched; the cost guard passes (budget_usd)")
         return 0
     if verdict == "ask" and not confirm(
         f"launch {sum(a.replicas for a in study.arms)} instance(s) at the estimate above?"
     ):
-        echo("ccbench machines: not launched")
+        refuse("ccbench machines: not launched")
         return 1
-    echo(
+    refuse(
         "ccbench machines: refused: running the plan on cloud arms is not wired to the fleet yet (issue 58); "
         "nothing was launched: use --dry-run and `ccbench cloud check`"
     )
