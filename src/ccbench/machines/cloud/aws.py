@@ -91,7 +91,7 @@ class Aws(Provider):
             offered = self._call(
                 "describe_instance_type_offerings",
                 LocationType=where[0],
-                Filters=[{"Name": "instance-type", "Values": types}],
+                Filters=[{"Name": "instance-type", "Values": types}, {"Name": "location", "Values": [where[1]]}],
             )
             have = {o["InstanceType"] for o in offered.get("InstanceTypeOfferings", [])}
             problems += [f"aws: {t} is not offered in {where[1]}" for t in types if t not in have]
