@@ -85,9 +85,9 @@ class Azure(Provider):
                 from azure.identity import DefaultAzureCredential
                 from azure.mgmt.compute import ComputeManagementClient
                 from azure.mgmt.network import NetworkManagementClient
-                from azure.mgmt.resource import ResourceManagementClient
-            except ImportError:
-                raise CloudError("the Azure SDK is not installed: pip install 'ccbench[azure]'") from None
+                from azure.mgmt.resource.resources import ResourceManagementClient
+            except ImportError as exc:
+                raise CloudError(f"the Azure SDK is not installed ({exc.name}): pip install 'ccbench[azure]'") from None
             kinds = {
                 "compute": ComputeManagementClient,
                 "network": NetworkManagementClient,
