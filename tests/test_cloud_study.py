@@ -152,3 +152,29 @@ def test_a_local_study_with_provider_points_to_the_cloud_table(tmp_path):
 def test_load_cloud_study_raises_study_error(tmp_path):
     with pytest.raises(StudyError, match="cloud.provider"):
         load_cloud_study(write(tmp_path, study_text("aws", "sev-snp").replace('provider = "aws"', 'provider = "ibm"')))
+
+
+def test_the_documented_cloud_study_and_prices_are_what_the_code_says(tmp_path):
+    import re
+
+    doc = (DATA.parents[1].parent / "docs" / "machines.md").read_text()
+    example = re.search(r"```toml\n(name = \"aws-snp\".*?)```", doc, re.DOTALL).group(1)
+    study = load_cloud_study(write(tmp_path, example))
+    assert [(a.kind, a.size.name) for a in study.arms] == [("plain", "m6a.large"), ("sev-snp", "m6a.large")]
+    rows = {
+        "AWS m6a.large": ("aws", "m6a.large", "m6a.large"),
+        "GCP c3-standard-4": ("gcp", "c3-standard-4", "c3-standard-4"),
+        "GCP n2d-standard-2": ("gcp", "n2d-standard-2", "n2d-standard-2"),
+        "Azure D2as_v5": ("azure", "Standard_D2as_v5", "Standard_DC2as_v5"),
+    }
+    for start, (cloud, plain, cc) in rows.items():
+        row = next(line for line in doc.splitlines() if line.startswith(f"| {start}"))
+        prices = [float(p) for p in re.findall(r"\$(\d+\.\d+)", row)]
+        kind = next(k for k in pricing.SIZES[cloud][cc].kinds if k != "plain")
+        expected = [
+            pricing.hourly(pricing.SIZES[cloud][plain], "plain"),
+            pricing.hourly(pricing.SIZES[cloud][cc], kind),
+        ]
+        assert prices[:2] == [round(p, 4) for p in expected], row
+        assert prices[2] == round(sum(expected), 2), row
+    assert f"dated {pricing.PRICES_DATE}" in doc

