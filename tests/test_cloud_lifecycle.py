@@ -206,3 +206,21 @@ def test_sweep_deletes_an_expired_foreign_run_and_leaves_an_unexpired_one(tmp_pa
     assert "run elsewhere-new is not from this host and expires" in swept.stdout
     live = _live_instances(ec2)
     assert expired not in live and current in live
+
+
+def test_cloud_check_asks_the_api_and_says_each_problem_in_one_line(tmp_path, ec2, aws_env):
+    study = _study(tmp_path, ec2)
+    result = run_ccbench("cloud", "check", study)
+    assert "cloud study moto: $0.3629/h" in result.stdout
+    # moto answers offers, SEV-SNP support and images as EC2 does, but has no EC2 quotas: its refusal
+    # comes back as the provider's word, in one line
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        "ccbench cloud: aws get_service_quota: NoSuchResourceException: This service is not available in the "
+        "current Region. Choose a different Region or a different service."
+    ]
+    text = study.read_text()
+    image = text.split('image = "')[1].split('"')[0]
+    study.write_text(text.replace(image, "ami-0123456789abcdef0"))
+    result = run_ccbench("cloud", "check", study)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("ccbench cloud: aws describe_images: InvalidAMIID.NotFound: "), result.stderr

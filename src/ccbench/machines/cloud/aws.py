@@ -58,22 +58,25 @@ class Aws(Provider):
         self.cloud = cloud
         self._ec2 = None
 
+    def client(self, service: str):
+        try:
+            import boto3
+        except ImportError:
+            raise CloudError("boto3 is not installed: pip install 'ccbench[aws]'") from None
+        session = boto3.Session(profile_name=self.cloud.account or None, region_name=self.cloud.region)
+        return session.client(service)
+
     @property
     def ec2(self):
         if self._ec2 is None:
-            try:
-                import boto3
-            except ImportError:
-                raise CloudError("boto3 is not installed: pip install 'ccbench[aws]'") from None
-            session = boto3.Session(profile_name=self.cloud.account or None, region_name=self.cloud.region)
-            self._ec2 = session.client("ec2")
+            self._ec2 = self.client("ec2")
         return self._ec2
 
-    def _call(self, method: str, **kwargs) -> dict[str, Any]:
+    def _call(self, method: str, client=None, **kwargs) -> dict[str, Any]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return getattr(self.ec2, method)(**kwargs)
+            return getattr(client or self.ec2, method)(**kwargs)
         except ClientError as exc:
             error = exc.response.get("Error", {})
             raise CloudError(f"aws {method}: {error.get('Code', '?')}: {error.get('Message', exc)}") from None
@@ -107,6 +110,14 @@ class Aws(Provider):
             problems += [
                 f"aws: image {i} not found in {self.cloud.region}" for i in images - {x["ImageId"] for x in found}
             ]
+            quota = self._call(
+                "get_service_quota", self.client("service-quotas"), ServiceCode="ec2", QuotaCode=STANDARD_VCPU_QUOTA
+            )["Quota"]["Value"]
+            want = sum(a.size.vcpus * a.replicas for a in study.arms)
+            if quota < want:
+                problems.append(
+                    f"aws: the on-demand standard vCPU quota in {self.cloud.region} is {quota:g}, the study needs {want}"
+                )
         except CloudError as exc:
             problems.append(str(exc))
         return problems
