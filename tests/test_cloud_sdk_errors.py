@@ -121,6 +121,9 @@ def test_gcp_refusals_come_back_in_one_line_with_the_apis_words(tmp_path, comput
     assert [r["name"] for r in intents] == ["ccb-202612021000-0a1b2c-cc-1"]  # journaled before the call
 
 
+ARM_SEEN: list[tuple[str, str]] = []
+
+
 class _Token:
     """A stand-in credential (no real one exists here): DefaultAzureCredential is what a run uses."""
 
@@ -140,6 +143,7 @@ def _azure(tmp_path, routes):
     class CannedArm(requests.adapters.BaseAdapter):
         def send(self, request, **kwargs):
             path = request.path_url.split("?")[0]
+            ARM_SEEN.append((request.method, path))
             status, body = next(
                 ((s, b) for suffix, (s, b) in routes.items() if path.endswith(suffix)),
                 (404, {"error": {"code": "NotFound", "message": path}}),
@@ -212,3 +216,42 @@ def test_azure_refusals_come_back_in_one_line_with_arms_code(tmp_path):
     _, azure = _azure(tmp_path, routes)
     with pytest.raises(CloudError, match="^azure resourceGroups.list: Conflict: busy$"):
         azure.tagged()
+
+
+def test_gcp_sweep_finds_labelled_instances_and_deletes_the_expired_run_through_the_sdk(tmp_path, compute_api):
+    from ccbench.machines.cloud.lifecycle import sweep
+
+    zone = f"{V1}/my-project/zones/us-central1-a"
+    old = {"name": "ccb-old-cc-1", "labels": {"ccbench-run": "old", "ccbench-expiry": "1000"}}
+    new = {"name": "ccb-new-cc-1", "labels": {"ccbench-run": "new", "ccbench-expiry": str(int(time.time()) + 3600)}}
+    _Canned.routes = {
+        f"{zone}/instances": (200, {"items": [old, new]}),
+        f"{zone}/disks": (200, {"items": []}),
+        f"{zone}/instances/ccb-old-cc-1": (200, {"name": "op-1", "status": "DONE", "zone": "us-central1-a"}),
+    }
+    _, gcp = _gcp(tmp_path, compute_api)
+    real_settle = gcp.settle
+    gcp.settle = lambda found: _Canned.routes.pop(f"{zone}/instances/ccb-old-cc-1") and real_settle(found)
+    lines = sweep([gcp], tmp_path / "state", dry_run=False)
+    assert "gcp: deleted instance ccb-old-cc-1" in lines
+    assert any("run new is not from this host" in line for line in lines)
+    assert ("DELETE", f"{zone}/instances/ccb-old-cc-1") in _Canned.seen
+    assert ("DELETE", f"{zone}/instances/ccb-new-cc-1") not in _Canned.seen
+
+
+def test_azure_sweep_deletes_the_expired_runs_resource_group_through_the_sdk(tmp_path):
+    from ccbench.machines.cloud.lifecycle import sweep
+
+    groups = {"value": [
+        {"id": "/subscriptions/x/resourceGroups/ccbench-old", "name": "ccbench-old", "location": "eastus",
+         "tags": {"ccbench-run": "old", "ccbench-expiry": "1000"}},
+        {"id": "/subscriptions/x/resourceGroups/ccbench-new", "name": "ccbench-new", "location": "eastus",
+         "tags": {"ccbench-run": "new", "ccbench-expiry": str(int(time.time()) + 3600)}},
+    ]}  # fmt: skip
+    routes = {"/resourcegroups": (200, groups), "/resourcegroups/ccbench-old": (200, {})}
+    _, azure = _azure(tmp_path, routes)
+    lines = sweep([azure], tmp_path / "state", dry_run=False)
+    assert any(line.startswith("azure: deleting resource group ccbench-old") for line in lines), lines
+    assert ("DELETE", "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/ccbench-old") in ARM_SEEN
+    assert not any(method == "DELETE" and path.endswith("ccbench-new") for method, path in ARM_SEEN)
+    assert any("run new is not from this host" in line for line in lines)

@@ -176,9 +176,7 @@ class Gcp(Provider):
         pages = self._call(
             "instances.list",
             client.list,
-            project=self.cloud.account,
-            zone=self.cloud.zone,
-            filter=f"labels.{RUN_TAG}:*",
+            request={"project": self.cloud.account, "zone": self.cloud.zone, "filter": f"labels.{RUN_TAG}:*"},
         )
         for inst in pages:
             labels = dict(inst.labels)
@@ -194,9 +192,7 @@ class Gcp(Provider):
         disks = self._call(
             "disks.list",
             self._client("DisksClient").list,
-            project=self.cloud.account,
-            zone=self.cloud.zone,
-            filter=f"labels.{RUN_TAG}:*",
+            request={"project": self.cloud.account, "zone": self.cloud.zone, "filter": f"labels.{RUN_TAG}:*"},
         )
         for disk in disks:
             if not list(disk.users):
