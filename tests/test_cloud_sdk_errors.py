@@ -122,6 +122,7 @@ def test_gcp_refusals_come_back_in_one_line_with_the_apis_words(tmp_path, comput
 
 
 ARM_SEEN: list[tuple[str, str]] = []
+ARM_BODIES: dict[str, dict] = {}
 
 
 class _Token:
@@ -144,6 +145,8 @@ def _azure(tmp_path, routes):
         def send(self, request, **kwargs):
             path = request.path_url.split("?")[0]
             ARM_SEEN.append((request.method, path))
+            if request.body:
+                ARM_BODIES[path] = json.loads(request.body)
             status, body = next(
                 ((s, b) for suffix, (s, b) in routes.items() if path.endswith(suffix)),
                 (404, {"error": {"code": "NotFound", "message": path}}),
@@ -255,3 +258,54 @@ def test_azure_sweep_deletes_the_expired_runs_resource_group_through_the_sdk(tmp
     assert ("DELETE", "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/ccbench-old") in ARM_SEEN
     assert not any(method == "DELETE" and path.endswith("ccbench-new") for method, path in ARM_SEEN)
     assert any("run new is not from this host" in line for line in lines)
+
+
+def test_azure_launch_sends_the_rest_bodies_and_the_golden_vm_request(tmp_path):
+    import copy
+
+    from cloud_studies import DATA
+
+    group = f"ccbench-{CTX.run_id}"
+    base = f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/{group}"
+    net = f"{base}/providers/Microsoft.Network"
+    name = "ccb-202612021000-0a1b2c-cc-1"
+    done = {"provisioningState": "Succeeded"}
+    routes = {
+        f"/resourcegroups/{group}": (200, {"id": base, "name": group, "location": "eastus"}),
+        "/networkSecurityGroups/ccbench-nsg": (
+            200,
+            {"id": f"{net}/networkSecurityGroups/ccbench-nsg", "properties": done},
+        ),
+        "/virtualNetworks/ccbench-vnet": (200, {"id": f"{net}/virtualNetworks/ccbench-vnet", "properties": done}),
+        "/subnets/arms": (200, {"id": f"{net}/virtualNetworks/ccbench-vnet/subnets/arms", "properties": done}),
+        f"/publicIPAddresses/{name}-ip": (
+            200,
+            {"id": f"{net}/publicIPAddresses/{name}-ip", "properties": {**done, "ipAddress": "203.0.113.7"}},
+        ),
+        f"/networkInterfaces/{name}-nic": (200, {"id": f"{net}/networkInterfaces/{name}-nic", "properties": done}),
+        f"/virtualMachines/{name}": (
+            200,
+            {
+                "id": f"{base}/providers/Microsoft.Compute/virtualMachines/{name}",
+                "location": "eastus",
+                "properties": {**done, "securityProfile": {"securityType": "ConfidentialVM"}},
+            },
+        ),  # fmt: skip
+    }
+    ARM_SEEN.clear()
+    ARM_BODIES.clear()
+    study, azure = _azure(tmp_path, routes)
+    ctx = copy.deepcopy(CTX)
+    log = Journal(tmp_path / "state", ctx.run_id, {"provider": "azure"})
+    azure.prepare(ctx, log)
+    launched = azure.launch(study.arms[1], 1, ctx, log)
+    assert launched.address == "203.0.113.7" and launched.cloud_says == {"securityType": "ConfidentialVM"}
+    bodies = {path.rsplit("/", 1)[-1]: body for path, body in ARM_BODIES.items()}
+    assert bodies["ccbench-nsg"]["properties"]["securityRules"][0]["properties"]["destinationPortRange"] == "22"
+    assert bodies["ccbench-vnet"]["properties"]["subnets"][0]["properties"]["addressPrefix"] == "10.58.0.0/24"
+    assert bodies[f"{name}-nic"]["properties"]["ipConfigurations"][0]["properties"]["publicIPAddress"]["id"].endswith(
+        "-ip"
+    )
+    golden = json.loads((DATA / "golden" / "azure-sev-snp-Standard_DC2as_v5.json").read_text())
+    assert bodies[name] == golden  # the NIC id the golden file names is the one the NIC call returned
+    assert [r["what"] for r in read(log.path) if r["op"] == "create"] == ["resource-group", "instance"]

@@ -154,43 +154,61 @@ class Azure(Provider):
         )
         journal.made("resource-group", group, group)
         network, tags = self.client("vnet"), ctx.tags()
+        ssh = {
+            "protocol": "Tcp", "direction": "Inbound", "access": "Allow", "priority": 100, "sourceAddressPrefix": "*",
+            "sourcePortRange": "*", "destinationAddressPrefix": "*", "destinationPortRange": "22",
+        }  # fmt: skip
+        # the bodies are the REST API's JSON (the SDK sends a dict as it is)
+        nsg = {
+            "location": self.cloud.region,
+            "tags": tags,
+            "properties": {"securityRules": [{"name": "ssh", "properties": ssh}]},
+        }
         self._call(
             "networkSecurityGroups.createOrUpdate",
-            lambda: network.network_security_groups.begin_create_or_update(
-                group, "ccbench-nsg", {"location": self.cloud.region, "tags": tags, "security_rules": [{
-                    "name": "ssh", "protocol": "Tcp", "direction": "Inbound", "access": "Allow", "priority": 100,
-                    "source_address_prefix": "*", "source_port_range": "*", "destination_address_prefix": "*",
-                    "destination_port_range": "22"}]},
-            ).result(),
-        )  # fmt: skip
+            lambda: network.network_security_groups.begin_create_or_update(group, "ccbench-nsg", nsg).result(),
+        )
+        vnet = {
+            "location": self.cloud.region,
+            "tags": tags,
+            "properties": {
+                "addressSpace": {"addressPrefixes": ["10.58.0.0/16"]},
+                "subnets": [{"name": "arms", "properties": {"addressPrefix": "10.58.0.0/24"}}],
+            },
+        }
         self._call(
             "virtualNetworks.createOrUpdate",
-            lambda: network.virtual_networks.begin_create_or_update(
-                group, "ccbench-vnet", {"location": self.cloud.region, "tags": tags,
-                "address_space": {"address_prefixes": ["10.58.0.0/16"]},
-                "subnets": [{"name": "arms", "address_prefix": "10.58.0.0/24"}]},
-            ).result(),
-        )  # fmt: skip
+            lambda: network.virtual_networks.begin_create_or_update(group, "ccbench-vnet", vnet).result(),
+        )
 
     def launch(self, arm, replica: int, ctx: RunContext, journal) -> Launched:
         group, name = resource_group(ctx.run_id), self.instance_name(ctx.run_id, arm.name, replica)
         network, tags = self.client("vnet"), ctx.tags(arm.name)
         subnet = self._call("subnets.get", network.subnets.get, group, "ccbench-vnet", "arms")
         nsg = self._call("networkSecurityGroups.get", network.network_security_groups.get, group, "ccbench-nsg")
+        ip = {
+            "location": self.cloud.region,
+            "tags": tags,
+            "sku": {"name": "Standard"},
+            "properties": {"publicIPAllocationMethod": "Static"},
+        }
         address = self._call(
             "publicIPAddresses.createOrUpdate",
-            lambda: network.public_ip_addresses.begin_create_or_update(
-                group, f"{name}-ip", {"location": self.cloud.region, "tags": tags, "sku": {"name": "Standard"},
-                "public_ip_allocation_method": "Static"}).result(),
-        )  # fmt: skip
+            lambda: network.public_ip_addresses.begin_create_or_update(group, f"{name}-ip", ip).result(),
+        )
+        configuration = {
+            "name": "ip",
+            "properties": {"subnet": {"id": subnet.id}, "publicIPAddress": {"id": address.id}},
+        }
+        card = {
+            "location": self.cloud.region,
+            "tags": tags,
+            "properties": {"networkSecurityGroup": {"id": nsg.id}, "ipConfigurations": [configuration]},
+        }
         nic = self._call(
             "networkInterfaces.createOrUpdate",
-            lambda: network.network_interfaces.begin_create_or_update(
-                group, f"{name}-nic", {"location": self.cloud.region, "tags": tags,
-                "network_security_group": {"id": nsg.id},
-                "ip_configurations": [{"name": "ip", "subnet": {"id": subnet.id}, "public_ip_address": {"id": address.id}}]},
-            ).result(),
-        )  # fmt: skip
+            lambda: network.network_interfaces.begin_create_or_update(group, f"{name}-nic", card).result(),
+        )
         ctx.made[f"nic/{name}"] = nic.id
         journal.intend("instance", name, arm=arm.name)
         vm = self._call(
@@ -202,8 +220,9 @@ class Azure(Provider):
             ),
         )
         journal.made("instance", name, vm.id)
-        profile = vm.security_profile
-        says = {"securityType": str(getattr(profile, "security_type", None))}
+        # the API's own word as returned (the SDK's enum holds the REST string as its value)
+        value = getattr(vm.security_profile, "security_type", None)
+        says = {"securityType": getattr(value, "value", value)}
         return Launched(arm.name, replica, vm.id, address.ip_address or "", says)
 
     def tagged(self) -> list[Found]:
