@@ -23,10 +23,14 @@ from ccbench.machines.cloud.provider import CloudError
 class _Canned(BaseHTTPRequestHandler):
     routes: dict[str, tuple[int, dict]] = {}
     seen: list[tuple[str, str]] = []
+    bodies: dict[str, dict] = {}
 
     def _answer(self):
         path = self.path.split("?")[0]
         self.seen.append((self.command, path))
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.bodies[path] = json.loads(self.rfile.read(length))
         status, body = self.routes.get(
             path, (404, {"error": {"code": 404, "message": f"The resource '{path}' was not found"}})
         )
@@ -309,3 +313,24 @@ def test_azure_launch_sends_the_rest_bodies_and_the_golden_vm_request(tmp_path):
     golden = json.loads((DATA / "golden" / "azure-sev-snp-Standard_DC2as_v5.json").read_text())
     assert bodies[name] == golden  # the NIC id the golden file names is the one the NIC call returned
     assert [r["what"] for r in read(log.path) if r["op"] == "create"] == ["resource-group", "instance"]
+
+
+def test_gcp_launch_sends_the_golden_body_and_records_the_apis_cc_type(tmp_path, compute_api):
+    from cloud_studies import DATA
+
+    zone = f"{V1}/my-project/zones/us-central1-a"
+    name = "ccb-202612021000-0a1b2c-cc-1"
+    _Canned.routes = {
+        f"{zone}/instances": (200, {"name": "op-1", "status": "DONE", "zone": "us-central1-a"}),
+        f"{zone}/instances/{name}": (
+            200,
+            {"name": name, "confidentialInstanceConfig": {"confidentialInstanceType": "TDX"}},
+        ),
+    }
+    _Canned.bodies = {}
+    study, gcp = _gcp(tmp_path, compute_api)
+    log = Journal(tmp_path / "state", CTX.run_id, {"provider": "gcp"})
+    launched = gcp.launch(study.arms[1], 1, CTX, log)
+    assert launched.cloud_says == {"confidentialInstanceType": "TDX"}
+    golden = json.loads((DATA / "golden" / "gcp-tdx-c3-standard-4.json").read_text())
+    assert _Canned.bodies[f"{zone}/instances"] == golden
