@@ -73,10 +73,11 @@ class Aws(Provider):
         return self._ec2
 
     def _call(self, method: str, client=None, **kwargs) -> dict[str, Any]:
+        client = client or self.ec2  # says in one line when boto3 is missing
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return getattr(client or self.ec2, method)(**kwargs)
+            return getattr(client, method)(**kwargs)
         except ClientError as exc:
             error = exc.response.get("Error", {})
             raise CloudError(f"aws {method}: {error.get('Code', '?')}: {error.get('Message', exc)}") from None

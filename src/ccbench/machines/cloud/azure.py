@@ -99,7 +99,10 @@ class Azure(Provider):
         return self._clients[which]
 
     def _call(self, what: str, fn, *args, **kwargs):
-        from azure.core.exceptions import AzureError, ClientAuthenticationError, HttpResponseError
+        try:
+            from azure.core.exceptions import AzureError, ClientAuthenticationError, HttpResponseError
+        except ImportError:
+            raise CloudError("the Azure SDK is not installed (azure-core): pip install 'ccbench[azure]'") from None
 
         try:
             result = fn(*args, **kwargs)

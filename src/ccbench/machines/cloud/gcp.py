@@ -93,6 +93,7 @@ class Gcp(Provider):
         return self._call(name, getattr(self.compute, name), **self.client_kwargs)
 
     def _call(self, what: str, fn, *args, **kwargs):
+        self.compute  # noqa: B018 (says in one line when the SDK is missing)
         from google.api_core import exceptions
         from google.auth.exceptions import GoogleAuthError
 
