@@ -14,7 +14,9 @@ STUDY_HELP = "A study file (TOML; docs/machines.md): the plan, the image, the sh
 @click.group()
 def command() -> None:
     """Launch the machines a study compares (QEMU, from one image on this host), run the plan in each
-    through the fleet, and compare arm against arm (docs/machines.md)."""
+    through the fleet, and compare arm against arm (docs/machines.md). A study with a [cloud] table
+    names AWS, GCP or Azure arms instead: check and run --dry-run print their exact requests and price
+    (section 11; never run against a real cloud)."""
 
 
 @command.command("run")
