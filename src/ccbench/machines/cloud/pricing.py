@@ -1,9 +1,9 @@
 """The sizes ccbench knows per cloud and what they cost: a dated table, not a live price feed.
 
-Prices are on-demand Linux list prices per hour in one reference region per cloud, read from the
-pages named in SOURCES on PRICES_DATE; they were not re-read live when this table was written into the
-project (no cloud page is reachable from where ccbench is built and tested), so `ccbench cloud check`
-shows the date and the pages and a user compares them before spending. A size missing here is
+Prices are on-demand Linux list prices per hour in one reference region per cloud, as the pages
+named in SOURCES publish them, written into this table on PRICES_DATE without reading those pages
+live (no price page is reachable from where ccbench is built and tested): `ccbench machines check`
+prints the date and the pages, and a user compares them before spending. A size missing here is
 refused, never guessed."""
 
 from __future__ import annotations
