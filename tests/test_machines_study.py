@@ -123,7 +123,10 @@ def test_the_default_baseline_is_the_first_plain_arm_without_knobs(tmp_path):
         ('name = "s"\nkind = "tdx"\ntwins = ["poll-idle", "haltpoll"]', ["choose one"]),
         ('name = "p"\nkind = "plain"\ntwins = ["turbo"]', ["'turbo' is not a twin preset", "bounce"]),
         ('name = "p"\nkind = "azure"', ["arm 'p'.kind", "plain, sev-snp, tdx"]),
-        ('name = "p"\nkind = "plain"\nprovider = "azure"', ["cloud arms are not supported yet"]),
+        (
+            'name = "p"\nkind = "plain"\nprovider = "azure"',
+            ["a cloud study names its provider once, in a [cloud] table"],
+        ),
         ('name = "p"\nkind = "plain"\npolicy = "0x30000"', ["policy", "only on the kind that has them"]),
         (
             'name = "b"\nkind = "plain"\ntwins = ["bounce"]\niommu_platform = false',
@@ -153,7 +156,7 @@ def test_arms_that_make_no_sense_are_refused_with_the_reason(tmp_path, arm, word
         (BASE.replace('plan = "quick"\n', ""), ["plan:", "missing"]),
         (top('order = "random"\n'), ["order:", "interleaved, rounds"]),
         (top("rounds = 0\n"), ["rounds:", "at least 1"]),
-        (top('provider = "aws"\n'), ["cloud arms are not supported yet"]),
+        (top('provider = "aws"\n'), ["a cloud study names its provider once, in a [cloud] table"]),
         (top("colour = 1\n"), ["colour: unknown key in the top level"]),
         (top('image = "ubuntu-24.04"\n'), ["image:", "debian-12", "[image]"]),
         (BASE.replace('memory = "2G"', 'memory = "2 lots"'), ["machine.memory:", '"2G"']),

@@ -14,7 +14,9 @@ STUDY_HELP = "A study file (TOML; docs/machines.md): the plan, the image, the sh
 @click.group()
 def command() -> None:
     """Launch the machines a study compares (QEMU, from one image on this host), run the plan in each
-    through the fleet, and compare arm against arm (docs/machines.md)."""
+    through the fleet, and compare arm against arm (docs/machines.md). A study with a [cloud] table
+    names AWS, GCP or Azure arms instead: check and run --dry-run print their exact requests and price
+    (section 11; never run against a real cloud)."""
 
 
 @command.command("run")
@@ -34,7 +36,17 @@ def command() -> None:
     show_default=True,
     help="Seconds a guest may take from launch until SSH answers (software emulation: 10-20 s for ccbench's image).",
 )
-def run_command(study, out, boot_timeout) -> None:
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Cloud study: print each arm's exact request, the differences between arms and the price; launch nothing.",
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Cloud study: launch without asking at the price estimate (needed when not on a terminal).",
+)
+def run_command(study, out, boot_timeout, dry_run, yes) -> None:
     """Check the host, build or reuse the image, boot the arms, run the plan in every arm through the
     fleet (Ansible over SSH to the loopback port forwarded to each guest), compare the arms against the
     baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP.
@@ -42,7 +54,22 @@ def run_command(study, out, boot_timeout) -> None:
     Exit code: 0 when every arm ran the plan, 1 when an arm's run failed (the other arms go on) or
     fewer than two arms brought back a bundle, 2 for a bad study, a host that cannot launch an arm
     (every reason, one line each) or a guest that does not boot (one line naming its log), 130 when
-    interrupted."""
+    interrupted.
+
+    A study with a [cloud] table (docs/machines.md, "Cloud arms") prints each arm's request, the
+    differences between arms and the price estimate, and applies the cost guard (over budget_usd,
+    or without --yes when not on a terminal: refused, exit 2); the plan does not run on cloud arms
+    yet, so nothing is launched."""
+    from ccbench.machines.cloud.model import is_cloud_study
+
+    if is_cloud_study(study):
+        from ccbench.machines.cloud.model import load_cloud_study
+        from ccbench.machines.cloud.view import run_cloud_study
+
+        loaded = load_cloud_study(study)
+        sys.exit(run_cloud_study(loaded, dry_run, yes, sys.stdin.isatty(), _echo, _refuse, click.confirm))
+    if dry_run:
+        raise click.UsageError("--dry-run is for cloud studies; `ccbench machines check STUDY` shows a local one")
     from ccbench.machines.lifecycle import run_study
 
     code = run_study(study, out, _echo, boot_timeout_s=boot_timeout)
@@ -63,7 +90,18 @@ def check_command(study, print_commands) -> None:
     the memory backend), and whether the arms would run under KVM or TCG. Starts nothing, and does
     not read the image's kernel (`machines run` does, once the image is there).
 
+    A study with a [cloud] table prints instead each arm's exact request, the differences between
+    the arms (only the CC mode) and the price estimate; `ccbench cloud check` asks the cloud.
+
     Exit code: 0 when every arm can be launched here, 2 otherwise."""
+    from ccbench.machines.cloud.model import is_cloud_study
+
+    if is_cloud_study(study):
+        from ccbench.machines.cloud.model import load_cloud_study
+        from ccbench.machines.cloud.view import show
+
+        show(load_cloud_study(study), _echo)
+        return
     from ccbench.machines import hostcheck
     from ccbench.machines.lifecycle import QEMU
     from ccbench.machines.study import load_study
@@ -104,3 +142,7 @@ def check_command(study, print_commands) -> None:
 
 def _echo(text: str) -> None:
     click.echo(text)
+
+
+def _refuse(text: str) -> None:
+    click.echo(text, err=True)

@@ -31,7 +31,10 @@ from ccbench.machines.study import (
     swiotlb_pool,
 )
 
-CLOUD = "cloud arms are not supported yet; remove 'provider' and launch the arm on this host"
+CLOUD = (
+    "a cloud study names its provider once, in a [cloud] table, with instance_type and image per arm "
+    "(docs/machines.md, section 11); here, remove 'provider' to launch the arm on this host"
+)
 #: the confidential guest's properties an arm may set, per kind: study key -> (QEMU property, default)
 CONFIDENTIAL = {
     "sev-snp": {

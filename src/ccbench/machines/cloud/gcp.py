@@ -1,0 +1,242 @@
+"""GCP: compute instances.insert. An SEV-SNP arm (n2d, minCpuPlatform "AMD Milan") or a TDX arm (c3)
+sets confidentialInstanceConfig.confidentialInstanceType; both modes share onHostMaintenance =
+TERMINATE, an NVMe boot disk, a gVNIC NIC, the same minCpuPlatform and maxRunDuration with
+instanceTerminationAction = DELETE as the cloud-side lifetime cap, so the twin's body is the same
+without the CC config. The image must list the CC type among its guestOsFeatures (checked in
+preflight). google-cloud-compute (ccbench[gcp]) is imported on first use; credentials come from
+Application Default Credentials, never from ccbench."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ccbench.machines.cloud.provider import EXPIRY_TAG, RUN_TAG, CloudError, Found, Launched, Provider, RunContext
+
+CC_TYPE = {"sev-snp": "SEV_SNP", "tdx": "TDX"}
+#: the guest OS feature an image needs for each CC type, and for a gVNIC NIC
+IMAGE_FEATURE = {"sev-snp": "SEV_SNP_CAPABLE", "tdx": "TDX_CAPABLE"}
+#: the regional CPU quota metric of each family
+QUOTA_METRIC = {"n2d": "N2D_CPUS", "c3": "C3_CPUS"}
+
+
+def insert_request(arm, replica: int, ctx: RunContext, cloud, name: str) -> dict[str, Any]:
+    zone = cloud.zone
+    labels = ctx.tags(arm.name)
+    body: dict[str, Any] = {
+        "name": name,
+        "machineType": f"zones/{zone}/machineTypes/{arm.size.name}",
+        "minCpuPlatform": arm.size.cpu,
+        "scheduling": {
+            "onHostMaintenance": "TERMINATE",
+            "automaticRestart": False,
+            "provisioningModel": "STANDARD",
+            "maxRunDuration": {"seconds": str(ctx.lifetime_s)},
+            "instanceTerminationAction": "DELETE",
+        },
+        "disks": [
+            {
+                "boot": True,
+                "autoDelete": True,
+                "type": "PERSISTENT",
+                "interface": "NVME",
+                "initializeParams": {
+                    "sourceImage": arm.image,
+                    "diskSizeGb": str(cloud.disk_gib),
+                    "diskType": f"zones/{zone}/diskTypes/pd-balanced",
+                    "labels": labels,
+                },
+            }
+        ],
+        "networkInterfaces": [
+            # keyword form: the API's field names, not strings a workload-kind check would read as kinds
+            dict(
+                network="global/networks/default",
+                nicType="GVNIC",
+                accessConfigs=[{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}],
+            )
+        ],
+        "labels": labels,
+        "metadata": {"items": [{"key": "ssh-keys", "value": f"ccbench:{ctx.ssh_public_key}"}]},
+    }
+    if arm.kind in CC_TYPE:
+        body["confidentialInstanceConfig"] = {"confidentialInstanceType": CC_TYPE[arm.kind]}
+    return body
+
+
+def _image_parts(image: str) -> tuple[str, str, bool]:
+    """projects/P/global/images/[family/]NAME -> (P, NAME, is_family)."""
+    parts = image.split("/")
+    return parts[1], parts[-1], parts[-2] == "family"
+
+
+class Gcp(Provider):
+    name = "gcp"
+
+    def __init__(self, cloud, client_kwargs: dict[str, Any] | None = None) -> None:
+        self.cloud = cloud
+        #: passed to every SDK client (tests give a loopback endpoint or transport; a run gives none)
+        self.client_kwargs = client_kwargs or {}
+        self._compute = None
+
+    @property
+    def compute(self):
+        if self._compute is None:
+            try:
+                from google.cloud import compute_v1
+            except ImportError:
+                raise CloudError("google-cloud-compute is not installed: pip install 'ccbench[gcp]'") from None
+            self._compute = compute_v1
+        return self._compute
+
+    def _client(self, name: str):
+        return self._call(name, getattr(self.compute, name), **self.client_kwargs)
+
+    def _call(self, what: str, fn, *args, **kwargs):
+        self.compute  # noqa: B018 (says in one line when the SDK is missing)
+        from google.api_core import exceptions
+        from google.auth.exceptions import GoogleAuthError
+
+        try:
+            return fn(*args, **kwargs)
+        except GoogleAuthError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise CloudError(
+                f"gcp {what}: no usable credentials from Application Default Credentials ({first})"
+            ) from None
+        except exceptions.GoogleAPICallError as exc:
+            raise CloudError(f"gcp {what}: {exc.code}: {exc.message}") from None
+        except exceptions.GoogleAPIError as exc:
+            raise CloudError(f"gcp {what}: {exc}") from None
+
+    def request(self, arm, replica: int, ctx: RunContext) -> dict[str, Any]:
+        return insert_request(arm, replica, ctx, self.cloud, self.instance_name(ctx.run_id, arm.name, replica))
+
+    def preflight(self, study) -> list[str]:
+        problems: list[str] = []
+        project, zone = self.cloud.account, self.cloud.zone
+        try:
+            types = self._client("MachineTypesClient")
+            for size in sorted({a.size.name for a in study.arms}):
+                self._call("machineTypes.get", types.get, project=project, zone=zone, machine_type=size)
+            images = self._client("ImagesClient")
+            for arm in study.arms:
+                owner, name, family = _image_parts(arm.image)
+                get = images.get_from_family if family else images.get
+                key = {"family": name} if family else {"image": name}
+                image = self._call("images.get", get, project=owner, **key)
+                features = {f.type_ for f in image.guest_os_features}
+                for need in ("GVNIC", IMAGE_FEATURE.get(arm.kind)):
+                    if need and need not in features:
+                        problems.append(f"gcp: image {arm.image} lacks guest OS feature {need} (arm '{arm.name}')")
+            region = self._call(
+                "regions.get", self._client("RegionsClient").get, project=project, region=self.cloud.region
+            )
+            limits = {q.metric: q.limit - q.usage for q in region.quotas}
+            for family, metric in QUOTA_METRIC.items():
+                want = sum(a.size.vcpus * a.replicas for a in study.arms if a.size.name.startswith(family + "-"))
+                if want and limits.get(metric, 0) < want:
+                    problems.append(
+                        f"gcp: quota {metric} in {self.cloud.region} has {limits.get(metric, 0):g} free, the study needs {want}"
+                    )
+        except CloudError as exc:
+            problems.append(str(exc))
+        return problems
+
+    def prepare(self, ctx: RunContext, journal) -> None:
+        """The default network's SSH rule serves the arms; the run makes nothing shared."""
+
+    def launch(self, arm, replica: int, ctx: RunContext, journal) -> Launched:
+        body = self.request(arm, replica, ctx)
+        journal.intend("instance", body["name"], arm=arm.name)
+        resource = self.compute.Instance.from_json(json.dumps(body))
+        client = self._client("InstancesClient")
+        operation = self._call(
+            "instances.insert",
+            client.insert,
+            project=self.cloud.account,
+            zone=self.cloud.zone,
+            instance_resource=resource,
+        )
+        self._call("instances.insert", operation.result, timeout=600)
+        journal.made("instance", body["name"], body["name"])
+        got = self._call(
+            "instances.get", client.get, project=self.cloud.account, zone=self.cloud.zone, instance=body["name"]
+        )
+        config = got.confidential_instance_config
+        return Launched(
+            arm.name,
+            replica,
+            body["name"],
+            cloud_says={"confidentialInstanceType": str(config.confidential_instance_type)},
+        )
+
+    def tagged(self) -> list[Found]:
+        client = self._client("InstancesClient")
+        found = []
+        pages = self._call(
+            "instances.list",
+            client.list,
+            request={"project": self.cloud.account, "zone": self.cloud.zone, "filter": f"labels.{RUN_TAG}:*"},
+        )
+        for inst in pages:
+            labels = dict(inst.labels)
+            found.append(
+                Found(
+                    "instance",
+                    inst.name,
+                    labels.get(RUN_TAG, ""),
+                    int(labels.get(EXPIRY_TAG, "0") or 0),
+                    self.cloud.zone,
+                )
+            )
+        disks = self._call(
+            "disks.list",
+            self._client("DisksClient").list,
+            request={"project": self.cloud.account, "zone": self.cloud.zone, "filter": f"labels.{RUN_TAG}:*"},
+        )
+        for disk in disks:
+            if not list(disk.users):
+                labels = dict(disk.labels)
+                found.append(
+                    Found(
+                        "disk",
+                        disk.name,
+                        labels.get(RUN_TAG, ""),
+                        int(labels.get(EXPIRY_TAG, "0") or 0),
+                        self.cloud.zone,
+                    )
+                )
+        return found
+
+    def destroy(self, found: list[Found]) -> list[str]:
+        instances, disks = self._client("InstancesClient"), self._client("DisksClient")
+        where = {"project": self.cloud.account, "zone": self.cloud.zone}
+        done = []
+        for f in found:
+            if f.kind == "instance":
+                self._call("instances.delete", instances.delete, instance=f.id, **where)
+            elif f.kind == "disk":
+                self._call("disks.delete", disks.delete, disk=f.id, **where)
+            else:
+                continue
+            done.append(f"gcp: deleted {f.kind} {f.id}")
+        return done
+
+    def settle(self, found: list[Found]) -> None:
+        import time
+
+        from google.api_core import exceptions
+
+        client = self._client("InstancesClient")
+        for f in found:
+            if f.kind != "instance":
+                continue
+            for _ in range(300):
+                try:
+                    client.get(project=self.cloud.account, zone=self.cloud.zone, instance=f.id)
+                except exceptions.NotFound:
+                    break
+                time.sleep(2)
+            else:
+                raise CloudError(f"gcp: instance {f.id} still there after 10 minutes")

@@ -1,0 +1,52 @@
+"""A confidential cloud arm is believed only on its guest's own word: ccbench's probe reads a guest
+tree (here a directory laid out as a guest's /proc and kernel log) and check_guest stops the study
+when it shows no TEE, another TEE, or a TEE on the plain arm, whatever the cloud said."""
+
+from __future__ import annotations
+
+import pytest
+
+from ccbench.machines.cloud.tee import NoTee, check_guest
+from ccbench.probe.sources import Sources
+from ccbench.probe.tee import detect
+
+SNP_LOG = (
+    "[    0.000000] Memory Encryption Features active: AMD SEV SEV-ES SEV-SNP\n[    0.1] SEV: Using SNP CPUID table\n"
+)
+PLAIN_LOG = "[    0.000000] Linux version 6.8.0 (buildd@lcy02) #1 SMP\n[    0.0] Hypervisor detected: KVM\n"
+
+
+def _guest(tmp_path, flags: str, log: str) -> dict:
+    (tmp_path / "proc").mkdir(parents=True)
+    (tmp_path / "proc" / "cpuinfo").write_text(f"processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu {flags}\n")
+    (tmp_path / "dmesg").write_text(log)
+    return {"tee": detect(Sources(root=tmp_path, dmesg_file=tmp_path / "dmesg", live=False))}
+
+
+def test_an_snp_guest_passes_and_its_facts_are_recorded(tmp_path):
+    probe = _guest(tmp_path, "hypervisor sev sev_es sev_snp", SNP_LOG)
+    facts = check_guest("snp", "sev-snp", probe, {"CpuOptions": {"AmdSevSnp": "enabled"}})
+    assert facts["guest_shows"] == "sev-snp" and facts["cloud_says"] == {"CpuOptions": {"AmdSevSnp": "enabled"}}
+    assert any("SEV-SNP" in e for e in facts["evidence"])
+
+
+def test_a_confidential_arm_whose_guest_shows_no_tee_stops_the_study(tmp_path):
+    probe = _guest(tmp_path, "hypervisor", PLAIN_LOG)
+    with pytest.raises(NoTee) as caught:
+        check_guest("snp", "sev-snp", probe, {"AmdSevSnp": "enabled"})
+    message = str(caught.value)
+    assert message.startswith("arm 'snp' (sev-snp): its guest shows no TEE (probe: ")
+    assert "the cloud said AmdSevSnp=enabled, which is not evidence: stopping the study" in message
+    assert "\n" not in message
+
+
+def test_a_tdx_arm_showing_snp_and_a_plain_arm_showing_snp_stop_it_too(tmp_path):
+    probe = _guest(tmp_path, "hypervisor sev sev_es sev_snp", SNP_LOG)
+    with pytest.raises(NoTee, match=r"arm 'td' \(tdx\): its guest shows sev-snp"):
+        check_guest("td", "tdx", probe, {"confidentialInstanceType": "TDX"})
+    with pytest.raises(NoTee, match=r"arm 'plain' \(plain\): its guest shows sev-snp .*no baseline"):
+        check_guest("plain", "plain", probe, {})
+    assert check_guest("plain", "plain", _guest(tmp_path / "p", "hypervisor", PLAIN_LOG), {})["guest_shows"] in (
+        "none",
+        "unknown",
+    )
