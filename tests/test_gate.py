@@ -396,3 +396,24 @@ def test_the_threshold_is_a_time_equivalent_percentage_with_its_sign(tmp_path, c
     bare = ccbench("gate", new, "--against", base, "--threshold", "0.05")
     assert bare.returncode == 2 and "give a percentage with its sign, e.g. 5%" in bare.stderr, bare.stderr
     assert len(bare.stderr.strip().splitlines()) == 1
+
+
+def test_a_pass_that_could_not_see_a_change_a_user_cares_about_says_so():
+    """The user trial: the quick run gated passed with MDEs up to 8.5x under "passed: none of 25 ... got
+    worse". A pass now says when half its judged cases could not see a change under 25% (or the threshold)."""
+    from ccbench.analysis.gate import PASSED, CaseResult, Verdict
+
+    def case(mde):
+        return CaseResult(workload="w", case="c", metric="m", unit="s", config="x", baseline_median=1.0, median=1.0,
+                          change_percent=0.0, low_percent=-1.0, high_percent=1.0, mde_percent=mde,
+                          significant=False, status=PASSED, why="")  # fmt: skip
+
+    blind = Verdict([case(745.5), case(300.0), case(4.0)], "b", None)
+    assert (
+        blind.parts()[0] == "passed"
+        and "weak: half the judged cases could not have seen a change under 4.0x" in (blind.parts()[1])
+    )
+    sharp = Verdict([case(4.0), case(6.0), case(300.0)], "b", None)
+    assert "weak" not in sharp.parts()[1]
+    # against a 5% threshold a median MDE of 6% is already too blind for it
+    assert "weak" in Verdict([case(4.0), case(6.0), case(300.0)], "b", 0.05).parts()[1]

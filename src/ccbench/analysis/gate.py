@@ -353,7 +353,22 @@ class Verdict:
             )
         skipped = f"; {len(self.not_judged)} not judged (skipped)" if self.not_judged else ""
         judged = _plural(len(self.judged), "judged primary metric case")
-        return "passed", f"no regression among {judged} against {self.against} ({self.rule}){skipped}"
+        return "passed", f"no regression among {judged} against {self.against} ({self.rule}){skipped}{self._blind()}"
+
+    def _blind(self) -> str:
+        """Where the judged cases could not have seen a change a user cares about (their median MDE over
+        25%, or over the threshold), a pass says so: it is a pass on what this run could see, no more."""
+        mdes = sorted(r.mde_percent for r in self.judged if r.mde_percent is not None and math.isfinite(r.mde_percent))
+        if not mdes:
+            return ""
+        median = mdes[len(mdes) // 2]
+        limit = 25.0 if self.threshold is None else min(25.0, self.threshold * 100)
+        if median <= limit:
+            return ""
+        return (
+            f"; weak: half the judged cases could not have seen a change under {fmt.mde(median / 100)} "
+            "(their MDE): more repetitions, or a quieter machine, to see smaller ones"
+        )
 
     def headline(self) -> str:
         """The verdict in one line (stdout's first)."""
@@ -412,7 +427,7 @@ def markdown(results: list[CaseResult], against: str, threshold: float | None = 
             result += f" ({r.confirmation_why})"
         lines.append(
             f"| {r.name} | {fmt.number(r.baseline_median, r.unit)} | {fmt.number(r.median, r.unit)} | "
-            f"{_change(r)} | {fmt.mde(r.mde_percent / 100)} | {result}: {r.why} |"
+            f"{_change(r)} | {fmt.mde(r.mde_percent / 100)} | {result}: {r.why.removeprefix(result + ': ')} |"
         )
     return "\n".join(lines) + "\n"
 
