@@ -3,7 +3,7 @@
 Each layer's first line gives its judgement (ccbench.analysis.semantics) in the one convention:
 one figure with its interval where its rows agree in direction and are not heterogeneous ("2.9x
 slower [2.6x, 3.3x]"), the range with directions where they do not ("1m randread 340x slower ...
-4k randwrite 2.9x faster"), "faster in 90 of 92 benchmarks, 0.77x [0.75, 0.79] the time" pooled
+4k randwrite 2.9x faster"), "faster in 90 of 92 benchmarks, 1.30x faster [1.27x, 1.33x]" pooled
 across benchmarks of one value each, or "no cost above X% (the smallest it could see)" only where
 nothing in the layer is significant; whether the machines behind it differ in CPU; how many
 comparisons were significant. The second line, where needed, names the rows left out as

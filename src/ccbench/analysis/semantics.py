@@ -14,7 +14,7 @@ A scope's rows are time-equivalent (``te`` > 1: takes more time, with ``te_low``
   end's direction ("1m randread 340x slower ... 4k randwrite 2.9x faster");
 - no significant row, but two or more rows with one value a side (no interval each: one value per
   benchmark): pooled across them with a sign test (two-sided binomial) and the geometric mean with
-  a t interval from the spread between them ("faster in 90 of 92 benchmarks, 0.77x [0.75, 0.79]"),
+  a t interval from the spread between them ("faster in 90 of 92 benchmarks, 1.30x faster [1.27x, 1.33x]"),
   the geometric mean ``pyperf compare_to`` prints for two benchmarks or more; only when both the
   sign test and the interval exclude no change is that a finding (never below MIN_POOLED rows);
 - otherwise "no cost above X%" (X: the median minimum detectable effect of its rows; for the cases
@@ -106,6 +106,9 @@ class Judgement:
     #: Cochran's Q p value and I^2 over the rows with an interval; the sign test's p value
     q_p: float = math.nan
     i2: float = math.nan
+    #: of the rows pooled across benchmarks, how many distinct benchmarks they are (one benchmark on two
+    #: machines is two rows of one benchmark)
+    benchmarks: int = 0
     sign_p: float = math.nan
     #: the rows left out as implausible: "name (reason)"
     left_out: list[str] = field(default_factory=list)
@@ -149,6 +152,15 @@ class Judgement:
             return f"Cochran's Q {_p(self.q_p)}, I2 {self.i2 * 100:.0f}%"
         return ""
 
+    def _unclear_why(self) -> str:
+        """Why a pooled difference is no finding: too few to tell, an interval that holds no change, or the
+        sign test."""
+        if self.comparisons < MIN_POOLED:
+            return f"too few to tell: a sign test on {self.comparisons} cannot reach 5%, it needs {MIN_POOLED}"
+        if not math.isnan(self.low) and self.low <= 1 <= self.high:
+            return f"the interval holds no change; sign test {_p(self.sign_p)}"
+        return f"sign test {_p(self.sign_p)}"
+
     def named_range(self) -> str:
         """Both ends with their names and directions: "4k randread 22x slower ... 4k randwrite 7.8x faster"."""
         return f"{self.most_name} {fmt.effect(self.most)} ... {self.least_name} {fmt.effect(self.least)}"
@@ -156,7 +168,7 @@ class Judgement:
     def phrase(self, where: bool = True) -> str:
         """The judgement in words (no counts): "2.9x slower [2.6x, 3.3x]", "slower, 1.5x to 340x
         (sizes differ)", "1m randread 340x slower ... 4k randwrite 2.9x faster", "faster in 90 of 92
-        benchmarks, 0.77x [0.75, 0.79]", "no cost above 4.1% (the smallest it could see)"."""
+        benchmarks, 1.30x faster [1.27x, 1.33x]", "no cost above 4.1% (the smallest it could see)"."""
         if self.kind == LEFT_OUT:
             return f"no figure: all {self.left_count} comparisons left out (the reasons below)"
         if self.kind == POOLED:
@@ -177,10 +189,13 @@ class Judgement:
         if self.kind in (ACROSS, UNCLEAR):
             word = "faster" if self.typical < 1 else "slower"
             count = self.faster if self.typical < 1 else self.slower
-            ratio = f"{self.typical:.2f}x [{self.low:.2f}, {self.high:.2f}]" if not math.isnan(self.low) else ""
-            head = f"{word} in {count} of {self.comparisons} benchmarks, {ratio}".rstrip(", ")
+            # the geometric mean in the one convention ("1.30x faster [1.02x, 1.64x]", pyperf compare_to's
+            # "1.30x faster"); "comparisons" where one benchmark stands on several machines
+            ratio = fmt.effect(self.typical, self.low, self.high) if not math.isnan(self.low) else ""
+            unit = "benchmarks" if self.benchmarks >= self.comparisons else "comparisons"
+            head = f"{word} in {count} of {self.comparisons} {unit}, {ratio}".rstrip(", ")
             if self.kind == UNCLEAR:
-                return f"not distinguishable across benchmarks ({head}; sign test {_p(self.sign_p)})"
+                return f"not distinguishable across {unit} ({head}; {self._unclear_why()})"
             return head + (self._where() if where else "")
         if math.isnan(self.mde):
             if math.isnan(self.span_low):
@@ -359,6 +374,10 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
         base.typical, base.low, base.high = math.exp(mean), math.exp(mean - t * spread), math.exp(mean + t * spread)
         base.slower, base.faster = slower, faster
         base.comparisons = len(single)
+        pooled = rows[~has_ci]
+        cases = pooled["case"].tolist() if "case" in pooled else [""] * len(pooled)
+        metrics = pooled["metric"].tolist() if "metric" in pooled else [""] * len(pooled)
+        base.benchmarks = len({c if isinstance(c, str) and c else m for c, m in zip(cases, metrics, strict=True)})
         order = np.argsort(single)
         ordered = rows[~has_ci].iloc[order]
         base.least, base.least_name = float(single[order[0]]), label(ordered.iloc[0])

@@ -46,7 +46,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
         '("2.9x slower [2.6x, 3.3x]", "1.31x faster", "4.2% slower" under 2x): one figure with its 95% interval '
         "only where the layer's comparisons agree in direction and are not heterogeneous (Cochran's Q, I2), "
         "otherwise the range with each end's direction; many benchmarks of one value each are pooled with a sign "
-        'test ("faster in 90 of 92 benchmarks, 0.77x [0.75, 0.79]" the time); "no cost above X%" only where '
+        'test ("faster in 90 of 92 benchmarks, 1.30x faster [1.27x, 1.33x]"); "no cost above X%" only where '
         "nothing in the layer is significant. "
         f"{contended} of {executions} measured executions were contended (other processes' CPU or steal time while "
         f"they ran).{excluded} Each typical cost rests on the workloads' application-level metrics (a notebook's "
