@@ -78,6 +78,10 @@ def test_every_renderer_says_the_same_on_seed000(tmp_path, ccbench, pair):
 
     lines = ccbench("compare", tmp_path / "s0", "--summary", "--json").stdout.splitlines()
     assert lines and all(json.loads(line, parse_constant=refuse) for line in lines)
+    # the wide tables are never cropped at the pipe's width: every row of every box is closed
+    details = ccbench("compare", tmp_path / "s0", "--details").stdout.splitlines()
+    boxed = [line for line in details if line[:1] in "│┃"]
+    assert boxed and all(line.rstrip()[-1] in "│┃" for line in boxed), [line[-20:] for line in boxed][:3]
     # and the terminal prints the headline it renders (wrapped, never cut)
     summary = ccbench("compare", tmp_path / "s0", "--summary", *(["--pair", pair] if pair else []))
     printed = " ".join(line.strip() for line in summary.stdout.splitlines())

@@ -127,3 +127,17 @@ def test_the_table_says_where_medians_move_the_other_way_from_the_effect():
 
     table = pd.DataFrame({"baseline_median": [10.0, 10.0, 10.0], "median": [9.9, 11.0, 10.0], "ratio": [1.2, 1.1, 0.9]})
     assert _medians_against(table) == 1
+
+
+def test_show_names_each_kind_of_contention_once_and_never_cuts_it():
+    """The user trial: show repeated one sentence per execution and stopped at 300 characters mid-word."""
+    from ccbench.commands.show import _contention_line
+
+    executions = [
+        {"contended": True, "contended_reasons": [f"other processes used {cpus:.2f} CPUs on average (3 CPU-s in 3 s)"]}
+        for cpus in (1.01, 1.85, 1.13)
+    ] + [{"contended": True, "contended_reasons": ["steal 4.0% of one CPU"]}]
+    line = _contention_line(executions, 31)
+    assert line.startswith("4 of 31 executions ran while other work used the machine (contended): ")
+    assert "other processes used CPUs on average; steal of one CPU" in line
+    assert line.endswith("the busiest: other processes used 1.85 CPUs on average (3 CPU-s in 3 s)")

@@ -367,7 +367,7 @@ def _print_verdict_table(layers) -> None:
         verdict.add_column(column, overflow="fold", min_width=_longest_word(column, frame_text[column]))
     for row in frame_text.itertuples(index=False):
         verdict.add_row(*row)
-    stdout.print(verdict)
+    stdout.print(verdict, crop=False)
 
 
 def _print_breakdowns(table, parts) -> None:
@@ -456,4 +456,4 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
             out.add_section()
         previous = workload
         out.add_row(*values)
-    stdout.print(out)
+    stdout.print(out, crop=False)

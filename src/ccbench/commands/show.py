@@ -70,10 +70,7 @@ def command(bundle, as_json) -> None:
             )
     contended = [e for e in data.executions if e.get("contended")]
     if contended:
-        stdout.print(
-            f"{len(contended)} of {len(data.executions)} executions ran while other work used the machine "
-            "(contended): " + "; ".join(sorted({r for e in contended for r in e.get("contended_reasons", [])}))[:300]
-        )
+        stdout.print(_contention_line(contended, len(data.executions)), markup=False, highlight=False)
     failures = [e for e in data.executions if e.get("status") not in ("ok",)]
     for record in failures[:10]:
         stdout.print(
@@ -97,3 +94,26 @@ def imported_machine(probe: dict) -> str:
         f"cpu             {cpu.get('model') or 'unknown'}" + (f" ({', '.join(counts)})" if counts else ""),
     ]
     return "\n".join(lines + ([f"memory          {gib(memory)}"] if memory else []))
+
+
+def _contention_line(contended: list[dict], executions: int) -> str:
+    """How many executions were contended and by what: each kind of reason once (its figures, which
+    differ from one execution to the next, left out), then the busiest execution of the commonest kind
+    in its own words; never cut."""
+    import re
+
+    def kind(reason: str) -> str:
+        return " ".join(re.sub(r"\s*\(.*", "", re.sub(r"[0-9][0-9.,%]*", "", reason)).split())
+
+    def first_number(reason: str) -> float:
+        return float((re.findall(r"[0-9]+\.[0-9]+|[0-9]+", reason) or ["0"])[0])
+
+    reasons = [r for e in contended for r in e.get("contended_reasons", [])]
+    kinds = list(dict.fromkeys(kind(r) for r in reasons))
+    # the busiest execution of the commonest kind (figures of different kinds do not compare)
+    common = max(kinds, key=lambda k: sum(kind(r) == k for r in reasons), default="")
+    worst = max((r for r in reasons if kind(r) == common), key=first_number, default="")
+    said = "; ".join(kinds[:3]) + (f" (+{len(kinds) - 3} more kinds)" if len(kinds) > 3 else "")
+    return f"{len(contended)} of {executions} executions ran while other work used the machine (contended): {said}" + (
+        f"; the busiest: {worst}" if worst else ""
+    )
