@@ -105,3 +105,24 @@ def test_the_default_baseline_is_the_least_protected_whatever_the_order(tmp_path
     assert {r["layer"] for r in rows} == {"storage encryption: azure-confidential-disk"}
     summary = ccbench("compare", *bundles, "--summary").stdout
     assert "against TDX-Non-Encrypted" in summary and "removed" not in summary
+
+
+def test_a_tee_machine_pairs_with_a_plain_machine_it_shares_workloads_with_and_none_is_left_out_in_silence(
+    tmp_path, ccbench
+):
+    """The user trial: a local run (no workload in common with seed 000's machines) given first took the
+    TDX machines as their matched baseline, and the TEE: TDX line vanished without a word."""
+    data = Path(__file__).parent / "data" / "import"
+    done = ccbench("import", "pyperf", data / "pyperf-2.11-python3.11-one-value.json", "--out", tmp_path / "py",
+                   "--label", "intel-box")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    s0 = _seed_with_amd(tmp_path, ccbench)
+    bundles = [str(next((tmp_path / "py").iterdir())), *sorted(str(p) for p in s0.iterdir())]
+    pairs = {(_machine(r["config"]), _machine(r["baseline"])) for r in _rows(ccbench, *bundles)}
+    assert ("TDX-Encrypted", "Intel-Non-TDX") in pairs and ("TDX-Encrypted", "intel-box") not in pairs
+    summary = ccbench("compare", *bundles, "--summary").stdout
+    assert "TEE: TDX" in summary
+    said = " ".join(summary.split())
+    assert "not compared: intel-box (no workload in common" in said, summary
+    assert ccbench("report", *bundles, "-o", tmp_path / "r.md").returncode == 0
+    assert "Not compared: intel-box" in (tmp_path / "r.md").read_text()

@@ -72,6 +72,7 @@ def test_every_renderer_says_the_same_on_seed000(tmp_path, ccbench, pair):
     items = result.verdicts()
     assert items
     _agree(items)
+
     # the JSON is JSON: no NaN token anywhere (a workload's missing MDE was written as NaN)
     def refuse(token):
         raise AssertionError(f"{token} in --summary --json")

@@ -64,6 +64,12 @@ class Comparison:
             rows, self.table, self.machines, self.device_io, measured_series(self.engine), executions
         )
 
+    def uncompared(self) -> list[str]:
+        """The machines (labels) none of whose configurations is in any row, as the baseline or the
+        compared side: no workload in common with the baseline they would stand against. Said beside
+        the verdict, so that nothing is left out in silence."""
+        return uncompared(self.engine.facts, self.table)
+
     def implausible_settled(self) -> set[tuple[str, str, str, str]]:
         """(bundle path, workload, variant key, case label) of the settled cases whose rows are
         implausible (left out of the verdict), so the settle summary says so beside their answer."""
@@ -98,6 +104,16 @@ class Comparison:
         )
 
 
+def uncompared(facts: pd.DataFrame, table: pd.DataFrame | None) -> list[str]:
+    """The machines (labels) of ``facts`` none of whose configurations is in a row of ``table``."""
+    if facts is None or facts.empty or table is None:
+        return []
+    shown = set(table["baseline"].astype(str)) | set(table["config"].astype(str)) if not table.empty else set()
+    machines = dict.fromkeys(facts["machine"].astype(str))
+    having = {str(m) for m, c in zip(facts["machine"], facts["config"], strict=True) if str(c) in shown}
+    return [m for m in machines if m not in having]
+
+
 def comparison(
     paths: Iterable[str | Path],
     labels: dict[str, str] | None = None,
@@ -127,7 +143,8 @@ def comparison(
         facts = _in_order(engine, "first")
     resolved = resolve_baseline(facts, baseline) if not facts.empty else None
     given = parse_pairs(pairs, facts) if pairs else []
-    matched = given or (matched_pairs(facts, machines) if baseline is None and not facts.empty else [])
+    shared = _workloads_of(engine, facts)
+    matched = given or (matched_pairs(facts, machines, shared) if baseline is None and not facts.empty else [])
 
     # the statistics per group and configuration, reduced once for every baseline compared against
     statistics = reduced(engine, exclude_contended)
@@ -196,12 +213,27 @@ def machine_vendors(facts: pd.DataFrame, machines: dict[str, dict[str, Any]]) ->
     }
 
 
-def matched_pairs(facts: pd.DataFrame, machines: dict[str, dict[str, Any]]) -> list[tuple[list[str], str]]:
+def _workloads_of(engine: SampleSet, facts: pd.DataFrame) -> dict[str, set[str]]:
+    """{machine label: the workloads it measured}."""
+    if facts.empty:
+        return {}
+    series = measured_series(engine)
+    machine_of = dict(zip(facts["config"].astype(str), facts["machine"].astype(str), strict=True))
+    out: dict[str, set[str]] = {}
+    for workload, config in zip(series["workload"].astype(str), series["config"].astype(str), strict=True):
+        out.setdefault(machine_of.get(config, ""), set()).add(workload)
+    return out
+
+
+def matched_pairs(
+    facts: pd.DataFrame, machines: dict[str, dict[str, Any]], workloads: dict[str, set[str]] | None = None
+) -> list[tuple[list[str], str]]:
     """The default matched baselines: each machine with a TEE against a machine without one whose CPU
     model is the same, else whose CPU vendor is the same (machine_vendors: a TDX guest's CPU is an Intel
     one even where its model is unknown), else one whose vendor nothing says, the first such in load
-    order; never one of another known vendor (cross_vendor_rows leaves such rows out). [] where no TEE
-    machine has one (then one baseline for all, as before)."""
+    order; never one of another known vendor (cross_vendor_rows leaves such rows out). Of several such,
+    one that measured a workload the TEE machine measured (``workloads``: {machine: workloads}) before
+    one that shares none. [] where no TEE machine has one (then one baseline for all, as before)."""
     from ccbench.probe.facts import machine_facts
 
     rows = facts.drop_duplicates("machine")
@@ -220,6 +252,9 @@ def matched_pairs(facts: pd.DataFrame, machines: dict[str, dict[str, Any]]) -> l
         same = same or [p for p in plain if vendor.get(machine) and vendor.get(p) == vendor[machine]]
         # a plain machine whose vendor nothing says stands in only where no plain machine has a known one
         same = same or [p for p in plain if vendor.get(p) is None and vendor.get(machine) is not None]
+        if same and workloads:
+            # stable: load order among the plain machines that share as many workloads with it
+            same = sorted(same, key=lambda p: -len(workloads.get(p, set()) & workloads.get(machine, set())))
         if same:
             found.setdefault(same[0], []).append(machine)
     return [(configs, base) for base, configs in found.items()]

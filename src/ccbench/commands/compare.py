@@ -130,7 +130,7 @@ def command(
         _print_rows_json(table, result.engine, parts)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
-        _print_verdict(table, result.engine.executions, layers, excluded, details, summary)
+        _print_verdict(table, result.engine.executions, layers, excluded, details, summary, result.uncompared())
         if not summary:
             _print_breakdowns(table, parts)
         _print_findings(findings, summary)
@@ -280,7 +280,9 @@ def _print_rows_json(table, engine, parts) -> None:
         echo(line)
 
 
-def _print_verdict(table, executions, layers, excluded: str, details: bool = False, summary: bool = False) -> None:
+def _print_verdict(
+    table, executions, layers, excluded: str, details: bool = False, summary: bool = False, uncompared=()
+) -> None:
     """The verdict per protection layer: one line per layer (ccbench.analysis.headline), with
     ``details`` the verdict's wide table, then each layer's sentence."""
     from ccbench.analysis import pairing
@@ -307,6 +309,8 @@ def _print_verdict(table, executions, layers, excluded: str, details: bool = Fal
     stdout.print(fit(title, width), markup=False, highlight=False, soft_wrap=True)
     for line in headline(layers, full=not summary, width=width):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+    if uncompared:
+        stdout.print(fit(uncompared_line(uncompared), width), markup=False, highlight=False, soft_wrap=True)
     if details:
         _print_verdict_table(layers)
     if not summary:
@@ -346,6 +350,15 @@ def _medians_against(table) -> int:
     with np.errstate(invalid="ignore"):
         step = table["median"].to_numpy(dtype=float) - table["baseline_median"].to_numpy(dtype=float)
         return int((np.sign(step) * np.sign(table["ratio"].to_numpy(dtype=float) - 1) < 0).sum())
+
+
+def uncompared_line(machines) -> str:
+    """The machines no row compares, said under the verdict (ccbench.analysis.comparison.Comparison.uncompared)."""
+    names = ", ".join(machines)
+    return (
+        f"not compared: {names} (no workload in common with the baseline it would stand against; "
+        "name one with --pair CONFIG=BASELINE or --baseline)"
+    )
 
 
 def _longest_word(header: str, values) -> int:

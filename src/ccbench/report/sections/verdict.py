@@ -63,7 +63,8 @@ def build(ctx: ReportContext) -> list[Section] | None:
     answer = Section(
         title="Verdict per protection layer",
         intro=f"Against the baseline {ctx.baseline}{twins}: one line per protection layer; below, what each configuration "
-        f"costs each workload, as a time ratio with its 95% interval. {_contention(contended, executions)}{excluded}",
+        f"costs each workload, as a time ratio with its 95% interval. {_contention(contended, executions)}{excluded}"
+        + _uncompared(ctx),
         points=page_points(items),
         figures=figures,
         css_class="verdict",
@@ -144,4 +145,17 @@ def _contention(contended: int, executions: int) -> str:
     return (
         f"{contended} of {executions} measured executions were contended (other processes' CPU or steal time while "
         "they ran): their numbers may be distorted; run again on a quiet machine, or report with --exclude-contended."
+    )
+
+
+def _uncompared(ctx: ReportContext) -> str:
+    """The machines no row compares, said on the first screen as the terminal says it."""
+    from ccbench.analysis.comparison import uncompared
+
+    machines = uncompared(ctx.engine.facts, ctx.comparison) if ctx.engine is not None else []
+    if not machines:
+        return ""
+    return (
+        f" Not compared: {', '.join(machines)} (no workload in common with the baseline it would stand against; "
+        "name one with --pair CONFIG=BASELINE or --baseline)."
     )
