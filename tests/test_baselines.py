@@ -76,7 +76,10 @@ def test_without_a_plain_machine_of_its_vendor_the_tee_layer_has_no_figure(tmp_p
     s0 = _seed_with_amd(tmp_path, ccbench, with_intel=False)
     bundles = sorted(str(p) for p in s0.iterdir())
     rows = [r for r in _rows(ccbench, *bundles) if _machine(r["config"]).startswith("TDX")]
-    assert rows and all(r["implausible"].startswith("across CPU vendors: Intel") for r in rows), rows
+    against_amd = [r for r in rows if _machine(r["baseline"]) == "AMD-Non-SEV"]
+    assert against_amd and all(r["implausible"].startswith("across CPU vendors: Intel") for r in against_amd), rows
+    # the encrypted disk inside TDX, against the TDX machine without it, is the same vendor's: a figure
+    assert all(not r["implausible"] for r in rows if _machine(r["baseline"]) == "TDX-Non-Encrypted")
     summary = ccbench("compare", *bundles, "--summary").stdout
     tdx = [line for line in summary.splitlines() if line.startswith("TEE: TDX")]
     assert tdx and "no figure" in tdx[0], summary
@@ -126,3 +129,18 @@ def test_a_tee_machine_pairs_with_a_plain_machine_it_shares_workloads_with_and_n
     assert "not compared: intel-box (no workload in common" in said, summary
     assert ccbench("report", *bundles, "-o", tmp_path / "r.md").returncode == 0
     assert "Not compared: intel-box" in (tmp_path / "r.md").read_text()
+
+
+def test_seed000_says_what_the_encrypted_disk_costs_inside_tdx_and_never_calls_it_the_tees(tmp_path, ccbench):
+    """The user trial: TDX-Encrypted (TDX and Azure's confidential disk) against Intel-Non-TDX, whose
+    storage the source does not state, was labelled "TEE: TDX", and no storage line appeared by default."""
+    s0 = _seed_with_amd(tmp_path, ccbench)
+    bundles = sorted(str(p) for p in s0.iterdir())
+    layers = {(_machine(r["config"]), _machine(r["baseline"])): r["layer"] for r in _rows(ccbench, *bundles)}
+    assert (
+        layers[("TDX-Encrypted", "Intel-Non-TDX")] == "combined: TEE: TDX + storage encryption: azure-confidential-disk"
+    )
+    assert layers[("TDX-Non-Encrypted", "Intel-Non-TDX")] == "TEE: TDX"
+    assert layers[("TDX-Encrypted", "TDX-Non-Encrypted")] == "storage encryption: azure-confidential-disk"
+    summary = ccbench("compare", *bundles, "--summary").stdout
+    assert any(line.startswith("storage encryption: azure-confidential-disk") for line in summary.splitlines())

@@ -146,6 +146,15 @@ def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
         storage_a, storage_b = a["storage"] or "disk", b["storage"] or "disk"
         if storage_a != storage_b and a["storage"] is not None and b["storage"] is not None:
             parts.append(storage_layer(storage_b) if storage_b not in UNPROTECTED else f"storage removed: {storage_a}")
+        elif (
+            a["storage"] is None
+            and b["storage"] is not None
+            and storage_b not in UNPROTECTED
+            and a["machine"] != b["machine"]
+        ):
+            # another machine whose storage nothing states, against one that encrypts its disk: the row holds
+            # the disk's cost too, never the TEE's alone
+            parts.append(storage_layer(storage_b))
         transport_a, transport_b = a["transport"] or "plain", b["transport"] or "plain"
         if transport_a != transport_b and a["transport"] is not None and b["transport"] is not None:
             parts.append(

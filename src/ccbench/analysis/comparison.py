@@ -160,6 +160,7 @@ def comparison(
         table = _paired(facts, matched, against, None if given else resolved)
         resolved = resolve_baseline(facts, matched[0][1])
     table = _with_own_layers(facts, table, against)
+    table = _with_tee_twins(facts, table, against)
     if not given:
         table = cross_vendor_rows(table, facts, machines)
     # the cases a run settled: on its anytime-valid interval, so compare says what the run said
@@ -349,6 +350,34 @@ def _with_own_layers(facts: pd.DataFrame, table: pd.DataFrame, against) -> pd.Da
             for b, c in zip(rows["baseline"].astype(str), rows["config"].astype(str))
         ]
         added.append(rows[np.asarray(keep, dtype=bool)])
+    added = [rows for rows in added if not rows.empty]
+    return pd.concat([table, *added], ignore_index=True) if added else table
+
+
+def _with_tee_twins(facts: pd.DataFrame, table: pd.DataFrame, against) -> pd.DataFrame:
+    """``table`` and, where several machines share one TEE (seed 000's TDX VM with an encrypted disk and
+    its twin without), the more protected ones against the least protected of them: what the other layer
+    (the disk's encryption) costs inside that TEE, which their rows against a plain machine can only give
+    combined with the TEE's. Rows the table holds already are not repeated."""
+    if table.empty or "tee" not in facts:
+        return table
+    machine_of = dict(zip(facts["config"].astype(str), facts["machine"].astype(str), strict=True))
+    tee_of = dict(zip(facts["config"].astype(str), facts["tee"].astype(object), strict=True))
+    pairs = set(zip(table["baseline"].astype(str), table["config"].astype(str)))
+    added = []
+    for tee in dict.fromkeys(t for t in tee_of.values() if t not in ("none", None)):
+        configs = [c for c, t in tee_of.items() if t == tee]
+        if len({machine_of[c] for c in configs}) < 2:
+            continue
+        own = least_protected(facts, configs)
+        rows = against(own)
+        keep = [
+            machine_of.get(c) != machine_of.get(own) and tee_of.get(c) == tee and b == own and (b, c) not in pairs
+            for b, c in zip(rows["baseline"].astype(str), rows["config"].astype(str))
+        ]
+        rows = rows[np.asarray(keep, dtype=bool)]
+        # only where a protection layer differs: two machines with the same protections are replicas' business
+        added.append(rows[rows["layer"] != "none"])
     added = [rows for rows in added if not rows.empty]
     return pd.concat([table, *added], ignore_index=True) if added else table
 
