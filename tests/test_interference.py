@@ -657,7 +657,9 @@ def test_the_before_run_sample_leaves_out_ccbenchs_own_processes_and_lists_a_use
     # the user's python3: no child of this process (which plays ccbench here), started by a shell that exits
     started = subprocess.run(
         ["sh", "-c", f"{sys.executable} -c '{HOG.format(seconds=30)}' >/dev/null 2>&1 & echo $!"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     neighbour = int(started.stdout)
     try:
