@@ -38,6 +38,7 @@ from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import gathering_settings, probe_summary
 from ccbench.fleet.hostprogress import Progress
 from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
+from ccbench.fsutil import make_new_dir
 from ccbench.stopping import catch_stop_signals, restore_signals
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -260,15 +261,11 @@ class Controller:
             rounds = ["run"]
         run_id = "fleet-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         out = Path(options.out)
-        directory = out / run_id
-        suffix = 2
-        while directory.exists():
-            directory = out / f"{run_id}-{suffix}"
-            suffix += 1
         try:
-            directory.mkdir(parents=True)
+            out.mkdir(parents=True, exist_ok=True)
+            directory = make_new_dir(out, run_id)
         except OSError as exc:
-            raise CCBenchError(f"--out {options.out}: cannot create {directory} ({exc.strerror})") from None
+            raise CCBenchError(f"--out {options.out}: cannot create {out / run_id} ({exc.strerror})") from None
         # keyed by each host's own key (its label, or "<label>/<host>" for replicas sharing a label)
         hosts = {
             h.key: {

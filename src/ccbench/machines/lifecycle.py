@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
-from ccbench.fsutil import write_json_atomic, write_text_atomic
+from ccbench.fsutil import make_new_dir, write_json_atomic, write_text_atomic
 from ccbench.machines import guest as guests
 from ccbench.machines import hostcheck, qemu
 from ccbench.machines.image import GuestImage, ensure_image, user_image
@@ -77,7 +77,7 @@ class StudyRun:
         self.known_hosts = directory / "known_hosts"
 
     def __enter__(self) -> StudyRun:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(parents=True, exist_ok=True)  # run_study made it its own already
         guests.keygen(self.key, f"ccbench-study-{self.study.name}")
         self.known_hosts.write_text("")
         self.save()
@@ -297,7 +297,8 @@ def run_study(
         if problems:
             raise HostRefused(problems)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    directory = out / f"machines-{_safe(study.name)}-{stamp}"
+    # made here, under a name no other study run holds (two copies started in the same second)
+    directory = make_new_dir(out, f"machines-{_safe(study.name)}-{stamp}")
     echo(
         f"study {study.name}: {len(study.arms)} arms ({', '.join(a.name for a in study.arms)}), plan {study.plan}, "
         f"{study.rounds} round(s) {study.order}, baseline {study.baseline} -> {directory}"
