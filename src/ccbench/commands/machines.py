@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from ccbench.workdir import DEFAULT_WORKDIR
+
 STUDY_HELP = "A study file (TOML; docs/machines.md): the plan, the image, the shared machine and the arms."
 
 
@@ -28,13 +30,21 @@ def command() -> None:
     "console logs, each round's fleet run, compare.txt, report.html).",
 )
 @click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=DEFAULT_WORKDIR,
+    show_default=True,
+    help="The work directory that owns the study's guests and SSH connections: after a killed study, "
+    "'ccbench cleanup --workdir DIR' stops and removes what it left (and only that).",
+)
+@click.option(
     "--boot-timeout",
     type=click.FloatRange(min=1),
     default=300,
     show_default=True,
     help="Seconds a guest may take from launch until SSH answers (software emulation: 10-20 s for ccbench's image).",
 )
-def run_command(study, out, boot_timeout) -> None:
+def run_command(study, out, workdir, boot_timeout) -> None:
     """Check the host, build or reuse the image, boot the arms, run the plan in every arm through the
     fleet (Ansible over SSH to the loopback port forwarded to each guest), compare the arms against the
     baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP.
@@ -45,7 +55,7 @@ def run_command(study, out, boot_timeout) -> None:
     interrupted."""
     from ccbench.machines.lifecycle import run_study
 
-    code = run_study(study, out, _echo, boot_timeout_s=boot_timeout)
+    code = run_study(study, out, _echo, boot_timeout_s=boot_timeout, workdir=workdir)
     sys.exit(code)
 
 
@@ -59,7 +69,7 @@ def check_command(study) -> None:
 
     Exit code: 0 when every arm can be launched here, 2 otherwise."""
     from ccbench.machines import hostcheck
-    from ccbench.machines.lifecycle import QEMU
+    from ccbench.machines.lifecycle import QEMU, HostRefused
     from ccbench.machines.study import load_study
 
     loaded = load_study(study)
@@ -79,10 +89,8 @@ def check_command(study) -> None:
         if knobs.memory_backend:
             parts.append(f"memory {knobs.memory_backend}")
         click.echo(f"  {arm.name}: {'; '.join(parts)}")
-    for line in problems:
-        click.echo(f"ccbench machines: {line}", err=True)
     if problems:
-        sys.exit(2)
+        raise HostRefused(problems)  # every reason, each line in the CLI's one error form
     no_kvm = hostcheck.kvm_problem()
     how = f"under TCG, software emulation: {no_kvm}" if no_kvm else "under KVM"
     click.echo(f"this host can launch every arm ({how})")

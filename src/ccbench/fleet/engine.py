@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ccbench.errors import CCBenchError
-from ccbench.fleet import events, gather, peers, settling
+from ccbench.fleet import events, gather, peers, settling, sshcontrol
 from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import gathering_settings, probe_summary
@@ -71,6 +69,8 @@ class FleetOptions:
     settle: dict | None = None
     poll_s: float = 1.0
     stop_grace_s: float = 120.0
+    #: the work directory that owns the run's SSH control directory (a study's): ccbench cleanup --workdir
+    workdir: str | None = None
 
 
 # ----------------------------------------------------------------------------------------- driving
@@ -492,20 +492,14 @@ class Controller:
 
     def _control_dir(self) -> Path:
         if self.control_dir is None:
-            self.control_dir = Path(tempfile.mkdtemp(prefix="ccbench-ssh-"))
+            self.control_dir = sshcontrol.make_control_dir(self.options.workdir)
         return self.control_dir
 
     def _close_connections(self) -> None:
         """End the SSH masters of this run (ControlPersist would keep them a minute)."""
         if self.control_dir is None:
             return
-        for socket_path in self.control_dir.iterdir():
-            subprocess.run(
-                ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "ccbench-fleet"],
-                capture_output=True,
-                timeout=30,
-            )
-        shutil.rmtree(self.control_dir, ignore_errors=True)
+        sshcontrol.close_control_dir(self.control_dir)
         self.control_dir = None
 
     def _collect(self, fleet: FleetRun, label: str, run: HostRun) -> None:

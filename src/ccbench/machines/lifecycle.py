@@ -35,6 +35,7 @@ from ccbench.machines import guest as guests
 from ccbench.machines import hostcheck, qemu
 from ccbench.machines.image import GuestImage, ensure_image, user_image
 from ccbench.machines.study import Study, load_study
+from ccbench.workdir import DEFAULT_WORKDIR
 
 QEMU = "qemu-system-x86_64"
 BOOT_TIMEOUT_S = 300.0
@@ -58,6 +59,8 @@ class StudyRun:
     def __init__(self, study: Study, image: GuestImage, directory: Path, echo: Callable[[str], None], **options):
         self.study, self.image, self.directory, self.echo = study, image, directory, echo
         self.boot_timeout_s = float(options.get("boot_timeout_s") or BOOT_TIMEOUT_S)
+        #: the work directory that owns the guests and SSH connections (ccbench cleanup --workdir)
+        self.workdir = Path(options.get("workdir") or DEFAULT_WORKDIR).resolve()
         self.accel = options.get("accel") or hostcheck.accel()
         self.running: dict[str, guests.Guest] = {}
         self.document: dict[str, Any] = {
@@ -96,7 +99,6 @@ class StudyRun:
         run_dir = self.directory / "arms" / _safe(arm.name)
         files = run_dir / "fw_cfg"
         files.mkdir(parents=True, exist_ok=True)
-        port = guests.free_port()
         host_key = guests.keygen(files / "ssh_host_ed25519_key", f"{arm.name}@ccbench")
         Path(f"{files / 'ssh_host_ed25519_key'}.pub").unlink()
         shutil.copyfile(f"{self.key}.pub", files / "authorized_keys")
@@ -107,7 +109,7 @@ class StudyRun:
         fw_cfg = {name: files / name for name in ("authorized_keys", "ssh_host_ed25519_key", "hostname", "machine_id")}
         fw_cfg["launch"] = files / "launch"
         overlay = run_dir / "overlay.qcow2"
-        guest = guests.Guest(arm.name, run_dir, port)
+        guest = guests.Guest(arm.name, run_dir, workdir=self.workdir)
         guest_id = guest.rid
         boot = qemu.Boot(
             qemu=QEMU,
@@ -117,7 +119,7 @@ class StudyRun:
             disk=overlay,
             disk_format="qcow2",
             base_append=self.image.base_append,
-            ssh_port=port,
+            ssh_port=0,  # QEMU binds a free one itself: read back once it runs
             serial_log=run_dir / "console.log",
             pidfile=run_dir / "qemu.pid",
             qmp_socket=guests.socket_dir(guest_id) / "qmp.sock",
@@ -134,8 +136,6 @@ class StudyRun:
             "host": self.document["host"],
         }
         write_json_atomic(files / "launch", record)
-        with open(self.known_hosts, "a") as handle:
-            handle.write(f"[127.0.0.1]:{port} {host_key}\n")
         guest.enter()  # recorded before anything is made
         self.running[arm.name] = guest
         (run_dir / "console.log").unlink(missing_ok=True)
@@ -157,6 +157,9 @@ class StudyRun:
         )
         self.echo(f"{arm.name}: booting ({arm.kind}, {self.accel}) ...")
         guest.start(launch.argv)
+        port = guest.read_ssh_port()
+        with open(self.known_hosts, "a") as handle:
+            handle.write(f"[127.0.0.1]:{port} {host_key}\n")
         ready = guest.wait_ready(guests.ssh_probe(port, self.key, self.known_hosts), self.boot_timeout_s)
         if launch.pin:
             qemu.pin_vcpus(guest.qmp("query-cpus-fast") or [], launch.pin)
@@ -222,7 +225,12 @@ class StudyRun:
         others = " (the other arms paused)" if self.study.order == "interleaved" and len(self.running) > 1 else ""
         self.echo(f"round {index + 1} of {self.study.rounds}: {', '.join(names)}{others}")
         options = FleetOptions(
-            plan=self.study.plan, inventory=str(inventory), out=str(out), mode="serial", report=False
+            plan=self.study.plan,
+            inventory=str(inventory),
+            out=str(out),
+            mode="serial",
+            report=False,
+            workdir=str(self.workdir),
         )
         code = run_fleet(options, self.echo)
         self.document["rounds"].append({"round": index + 1, "arms": list(names), "exit": code})
@@ -278,15 +286,26 @@ def preflight(study: Study, out: Path) -> list[str]:
 
 
 def run_study(
-    path: str | Path, out: str | Path, echo: Callable[[str], None], *, boot_timeout_s: float | None = None
+    path: str | Path,
+    out: str | Path,
+    echo: Callable[[str], None],
+    *,
+    boot_timeout_s: float | None = None,
+    workdir: str | Path | None = None,
 ) -> int:
-    """Run a study from nothing to its comparison; the exit code (0 ok, 1 an arm failed, 130 interrupted)."""
+    """Run a study from nothing to its comparison; the exit code (0 ok, 1 an arm failed, 130 interrupted).
+    ``workdir`` owns its guests and SSH connections: what a killed study left, ``ccbench cleanup
+    --workdir`` (and the next study with that work directory) removes."""
     from ccbench.machines.guestkernel import guest_kernel_lacks
 
     study = load_study(path)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for line in guests.sweep():
+    workdir = Path(workdir or DEFAULT_WORKDIR)
+    workdir.mkdir(parents=True, exist_ok=True)
+    from ccbench.fleet.sshcontrol import sweep_control_dirs
+
+    for line in guests.sweep(workdir) + sweep_control_dirs(workdir):
         echo(line)
     problems = preflight(study, out)
     if problems:
@@ -304,7 +323,7 @@ def run_study(
         f"{study.rounds} round(s) {study.order}, baseline {study.baseline} -> {directory}"
     )
     code = 0
-    with StudyRun(study, image, directory, echo, boot_timeout_s=boot_timeout_s) as run:
+    with StudyRun(study, image, directory, echo, boot_timeout_s=boot_timeout_s, workdir=workdir) as run:
         run.document["status"] = "failed"  # until the rounds say otherwise: a guest that never booted, a stop
         try:
             code = _rounds(run)
