@@ -18,6 +18,7 @@ the partial bundles; ``--resume FLEETDIR`` continues each host's bundle with ``c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -71,6 +72,8 @@ class FleetOptions:
     stop_grace_s: float = 120.0
     #: the work directory that owns the run's SSH control directory (a study's): ccbench cleanup --workdir
     workdir: str | None = None
+    #: False where the hosts are gone once the run ends (a study's guests): no resume line after a stop
+    resumable: bool = True
 
 
 # ----------------------------------------------------------------------------------------- driving
@@ -95,6 +98,13 @@ class Controller:
         self.interrupted = True
         if self.stop_flag is not None:
             self.stop_flag.write_text("stop\n")
+        if first:
+            # said at once (the stop and the fetch take seconds, more under emulation); written to the
+            # descriptor, not through a Python stream the interrupted code may be in the middle of using
+            with contextlib.suppress(OSError):
+                os.write(
+                    2, b"interrupted: stopping the runs (each keeps what it measured) and fetching their bundles\n"
+                )
         process = self.process
         if first or self.stopping or process is None or process.poll() is not None:
             return
@@ -222,6 +232,8 @@ class Controller:
                 self.echo(
                     f"interrupted. A run settling across labels does not resume; compare: ccbench compare {fleet.directory}"
                 )
+            elif not self.options.resumable:
+                self.echo(f"interrupted: the runs are stopped and what they measured is in {fleet.directory}")
             else:
                 self.echo(f"interrupted. Resume with:  ccbench fleet run --resume {fleet.directory}")
             return 130

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -193,13 +194,26 @@ class StudyRun:
             )
 
     def down(self, arm_name: str) -> None:
-        guest = self.running.pop(arm_name, None)
-        if guest is not None:
-            guest.stop()
+        """Stop an arm's guest, and say so with how long it took; kept among the running until it is
+        stopped (stop can be called again after an interruption)."""
+        guest = self.running.get(arm_name)
+        if guest is None:
+            return
+        started = time.monotonic()
+        lines = guest.stop()
+        del self.running[arm_name]
+        for line in lines:
+            self.echo(f"{line} in {time.monotonic() - started:.1f} s")
 
     def down_all(self) -> None:
-        for name in list(self.running):
-            self.down(name)
+        """Stop every guest; a Ctrl-C meanwhile does not leave one running (each holds its memory)."""
+        if self.running:
+            self.echo(f"stopping {len(self.running)} guest(s): {', '.join(self.running)}")
+        while self.running:
+            try:
+                self.down(next(iter(self.running)))
+            except KeyboardInterrupt:
+                self.echo("stopping the guests first: none is left running")
 
     # -- the plan
     def inventory(self, names: tuple[str, ...], path: Path) -> Path:
@@ -231,6 +245,7 @@ class StudyRun:
             mode="serial",
             report=False,
             workdir=str(self.workdir),
+            resumable=False,  # the guests are stopped when the study ends: the study is what runs again
         )
         code = run_fleet(options, self.echo)
         self.document["rounds"].append({"round": index + 1, "arms": list(names), "exit": code})
@@ -334,7 +349,13 @@ def run_study(
             raise
         run.document["status"] = "interrupted" if code == 130 else "complete"
     if code == 130:
-        echo(f"interrupted: every guest is stopped; what was measured is in {directory}; run the study again")
+        kept = len(bundles_by_arm(directory))
+        words = ["ccbench", "machines", "run", str(study.source), "--out", str(out)]
+        again = shlex.join(words + (["--workdir", str(workdir)] if str(workdir) != DEFAULT_WORKDIR else []))
+        echo(
+            f"interrupted: every guest is stopped; {kept} bundle(s) measured before the stop are kept in "
+            f"{directory}. A study does not resume: to measure it in full, run it again: {again}"
+        )
         return 130
     code = max(code, compare_arms(directory, study, echo))
     return code
