@@ -287,6 +287,32 @@ def test_ctrl_c_during_a_study_stops_every_guest(tmp_path, image, index):
     _nothing_left(directory, index, sockets | _sockets_of(directory))
 
 
+def test_ctrl_c_during_a_round_says_one_next_step_and_stops_every_guest_in_seconds(tmp_path, image, index):
+    """issue 59, item 6: Ctrl-C while an arm runs the plan was silent for about 19 s and then gave two
+    next steps that disagreed (the round's "ccbench fleet run --resume", whose guest is stopped, and
+    "run the study again"). Now: said at once, each guest's stop said, one next step."""
+    process, directory, sockets = _start_cli(tmp_path, index)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and not list(directory.glob("round-1/fleet-*/*/*/executions.jsonl")):
+        assert process.poll() is None, process.stdout.read()
+        time.sleep(0.2)
+    sockets |= _sockets_of(directory)
+    interrupted = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=300)
+    took = time.monotonic() - interrupted
+    assert process.returncode == 130, output
+    lines = output.splitlines()
+    assert "interrupted: stopping the runs (each keeps what it measured) and fetching their bundles" in lines
+    assert "--resume" not in output and "Traceback" not in output, output
+    steps = [line for line in lines if "run it again" in line or "Resume" in line or "run the study again" in line]
+    assert len(steps) == 1 and steps[0].startswith("interrupted: every guest is stopped;"), steps
+    assert f"ccbench machines run {tmp_path / 'study.toml'} --out {tmp_path / 'results'}" in steps[0]
+    assert sum(line.startswith("stopped guest ") for line in lines) == 2, output  # both arms (interleaved)
+    assert took < 120, f"{took:.0f} s from Ctrl-C to the end"
+    _nothing_left(directory, index, sockets)
+
+
 def test_a_controller_killed_outright_leaves_guests_that_cleanup_stops(tmp_path, image, index):
     process, directory, sockets = _start_cli(tmp_path, index)
     process.kill()
