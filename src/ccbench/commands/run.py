@@ -160,7 +160,8 @@ def command(
     resume. The run ends with a summary per workload and variant, the verdict of the variants it
     compared (the line per layer that 'ccbench compare --summary' opens with, and the lint's
     findings) and the next commands. Exit code: 0 when everything ran, 1 when an execution failed
-    or timed out, 2 for bad input, 130 when interrupted (Ctrl-C, SIGTERM, or SIGHUP when the
+    or timed out, 2 for bad input, 75 when another run holds the work directory (busy: wait for it or
+    pass another --workdir), 130 when interrupted (Ctrl-C, SIGTERM, or SIGHUP when the
     terminal or SSH session that started it goes away: see docs/plan-format.md on keeping a long
     study alive).
     """
