@@ -47,7 +47,9 @@ def command() -> None:
 def run_command(study, out, workdir, boot_timeout) -> None:
     """Check the host, build or reuse the image, boot the arms, run the plan in every arm through the
     fleet (Ansible over SSH to the loopback port forwarded to each guest), compare the arms against the
-    baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP.
+    baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP. After Ctrl-C the
+    runs in the guests stop and their bundles are fetched, the guests are stopped, and the last line
+    says how to run the study again (a study does not resume).
 
     Exit code: 0 when every arm ran the plan, 1 when an arm's run failed (the other arms go on) or
     fewer than two arms brought back a bundle, 2 for a bad study, a host that cannot launch an arm
