@@ -383,14 +383,17 @@ def test_qemu_binds_the_ssh_forward_itself_and_the_guest_reads_its_port_back(tmp
     study = study_at(tmp_path)
     multiboot_kernel(tmp_path / "vmlinuz")
     (tmp_path / "initrd").write_bytes(b"initrd")
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(tmp_path / "overlay.qcow2"), "64M"], check=True)
     guests = []
     try:
         for name in ("plain", "plain+bounce"):
             guest = Guest(name=name, run_dir=tmp_path / name)
             guest.enter()
             guests.append(guest)
-            boot = boot_at(tmp_path, accel="tcg", port=0, qmp_socket=guest.qmp_socket, pidfile=tmp_path / f"{name}.pid")
+            disk = tmp_path / f"{name}.qcow2"
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "64M"], check=True)
+            boot = boot_at(
+                tmp_path, accel="tcg", port=0, qmp_socket=guest.qmp_socket, pidfile=tmp_path / f"{name}.pid", disk=disk
+            )
             launch = render(study, study.arm(name), boot)
             assert "hostfwd=tcp:127.0.0.1:0-:22" in " ".join(launch.argv)
             guest.start([*launch.argv, "-S"])

@@ -131,12 +131,15 @@ class Guest:
         deadline = time.monotonic() + timeout_s
         while True:
             self._exited_during_boot()
+            if not self.qmp_socket.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)  # QEMU makes its monitor's socket as it starts (asking earlier logs errors)
+                continue
             try:
                 usernet = self.qmp("human-monitor-command", **{"command-line": "info usernet"})
             except EnvironmentProblem:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.1)  # the monitor's socket is made while QEMU starts
+                time.sleep(0.1)
                 continue
             port = forwarded_port(usernet or "")
             if port is None:
