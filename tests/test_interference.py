@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -676,3 +677,67 @@ def test_the_before_run_sample_leaves_out_ccbenchs_own_processes_and_lists_a_use
     pids = {p["pid"] for p in busy}
     assert neighbour in pids, busy
     assert own_child.pid not in pids and connection.pid not in pids, busy
+
+
+# one of the agent's calls, long as under emulation: it registers its connection, then burns CPU for
+# 2 s, writing its own CPU so far (os.times) with the time, to tell what it used inside an interval
+LONG_CALL = """import os, sys, time
+from pathlib import Path
+from ccbench import ownprocs
+ownprocs.register_connection(Path(sys.argv[1]))
+out, end = open(sys.argv[2], "a"), time.monotonic() + 2.0
+while time.monotonic() < end:
+    times = os.times()
+    out.write(f"{os.getpid()} {time.monotonic()} {times.user + times.system}\\n")
+    out.flush()
+    sum(range(20000))
+"""
+LONG_CALLS = """import subprocess, sys
+while True:
+    subprocess.run([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]], start_new_session=True)
+"""
+
+
+def _cpu_between(samples: Path, start: float, end: float) -> float:
+    """What the calls used between two instants, from their own samples (the last one before each)."""
+    by_call: dict[str, list[tuple[float, float]]] = {}
+    for line in samples.read_text().splitlines():
+        pid, when, cpu = line.split()
+        by_call.setdefault(pid, []).append((float(when), float(cpu)))
+
+    def at(points, instant):
+        before = [cpu for when, cpu in points if when <= instant]
+        return before[-1] if before else 0.0
+
+    return sum(at(points, end) - at(points, start) for points in by_call.values())
+
+
+def test_a_call_that_began_before_the_interval_counts_only_its_part_inside_it(tmp_path):
+    """A call running when the interval starts and ending inside it is reaped by its connection, whose
+    figure then holds the call's whole life: only its part inside the interval is the interval's (here
+    the monitor starts a second or more into a 2 s call)."""
+    from ccbench import ownprocs
+
+    registry, samples = tmp_path / ownprocs.FILE_NAME, tmp_path / "samples"
+    connection = subprocess.Popen([sys.executable, "-c", LONG_CALLS, LONG_CALL, str(registry), str(samples)])
+    try:
+
+        def into_a_call() -> bool:
+            lines = samples.read_text().splitlines() if samples.exists() else []
+            return bool(lines) and float(lines[-1].split()[2]) >= 0.8  # a second of CPU into the current call
+
+        deadline = time.monotonic() + 60
+        while not into_a_call() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        measured = subprocess.Popen(["sleep", "2.5"])
+        began = time.monotonic()
+        monitor = InterferenceMonitor(measured.pid, poll_s=0.2, own_registry=registry).start()
+        measured.wait(timeout=60)
+        record = monitor.stop()
+        ended = time.monotonic()
+    finally:
+        connection.kill()
+        connection.wait()
+    inside = _cpu_between(samples, began, ended)
+    assert inside > 0.5, inside
+    assert record["own_cpu_s"] == pytest.approx(inside, abs=0.3), (record, inside)

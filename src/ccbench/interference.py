@@ -342,6 +342,10 @@ class ServingWatch:
         for member in self._members.values():
             if member.alive or not member.parent_in_group:
                 cpu[member.group] += member.last - member.start
+            else:
+                # ended and reaped by its parent in the group, whose figure now holds its whole life:
+                # what it had used before the interval (its start figure) is not the interval's
+                cpu[member.group] -= member.start
         workers = {name: round(seconds, 3) for name, seconds in sorted(self._layer_by_name.items()) if seconds > 0}
         if cpu["layer"] > 0:
             workers["daemons"] = round(cpu["layer"], 3)
