@@ -24,7 +24,8 @@ def command(workdir) -> None:
     microservices chain, the network workload's iperf3 and sockperf); stop the guests (QEMU and their
     overlays) of `ccbench machines` studies of this work directory whose controller is gone (listed in
     /run/ccbench/guests, each with its study's work directory), and end the SSH connections and remove
-    the control directories (/tmp/ccbench-ssh-*) that its killed studies left. Touches nothing else
+    the control directories (/tmp/ccbench-ssh-*) that its killed studies left (and killed `fleet run`s,
+    which name no work directory). Touches nothing else
     outside the work directory but emulated hosts whose owner is gone that were made under another
     work directory (listed in /run/ccbench/topologies). A work directory that does not exist is
     refused. (Every `ccbench run` and `machines run` does the same at start.)
