@@ -253,6 +253,13 @@ class StudyRun:
         return code
 
 
+def study_directory(out: Path, name: str, now: datetime | None = None) -> Path:
+    """The study run's directory, made here: ``machines-<study>-<UTC second>``, with ``-2``, ``-3``...
+    when another study run holds that name (two copies started in the same second with one --out)."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return make_new_dir(out, f"machines-{_safe(name)}-{stamp}")
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._+-" else "_" for c in name)
 
@@ -330,9 +337,7 @@ def run_study(
         problems = guest_kernel_lacks(study, image.kernel_config, image.facts.get("kernel_release", ""))
         if problems:
             raise HostRefused(problems)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    # made here, under a name no other study run holds (two copies started in the same second)
-    directory = make_new_dir(out, f"machines-{_safe(study.name)}-{stamp}")
+    directory = study_directory(out, study.name)
     echo(
         f"study {study.name}: {len(study.arms)} arms ({', '.join(a.name for a in study.arms)}), plan {study.plan}, "
         f"{study.rounds} round(s) {study.order}, baseline {study.baseline} -> {directory}"
