@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_ccbench
+from conftest import run_ccbench
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="building the guest image needs root (debootstrap)"),
@@ -259,14 +259,14 @@ def _start_cli(tmp_path, index) -> tuple[subprocess.Popen, Path, set[Path]]:
     study = _study(tmp_path)
     out = tmp_path / "results"
     env = {**os.environ, "CCBENCH_GUEST_INDEX": str(index)}
-    work = tmp_path / "work"
+    # --out and --workdir relative, as a user types them (QEMU runs in the arm's directory)
     process = subprocess.Popen(
-        [sys.executable, "-m", "ccbench", "machines", "run", str(study), "--out", str(out), "--workdir", str(work)],
+        [sys.executable, "-m", "ccbench", "machines", "run", str(study), "--out", "results", "--workdir", "work"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
-        cwd=REPO,
+        cwd=tmp_path,
     )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not list(out.glob("machines-*/arms/plain/console.log")):

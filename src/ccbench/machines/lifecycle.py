@@ -321,7 +321,8 @@ def run_study(
     from ccbench.machines.guestkernel import guest_kernel_lacks
 
     study = load_study(path)
-    out = Path(out)
+    # absolute: QEMU runs in the arm's directory, and every path of its command line must hold there
+    out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(workdir or DEFAULT_WORKDIR)
     workdir.mkdir(parents=True, exist_ok=True)
