@@ -197,13 +197,14 @@ class Controller:
         """After an interruption: SIGINT to every remote run still going, its bundle fetched, and
         what was cut short recorded as interrupted."""
         self.stopping = True
-        self.echo("stopping the remote runs (SIGINT: they keep what they measured) and fetching their bundles")
         started = [
             (label, name)
             for label, rounds in fleet.runs.items()
             for name, r in rounds.items()
             if r.started and not r.stopped and r.outcome not in ("ok", "unreachable")
         ]
+        if started:  # said only when some run is still going (the interrupted play stops and fetches the rest)
+            self.echo("stopping the remote runs (SIGINT: they keep what they measured) and fetching their bundles")
         for round_name in sorted({name for _, name in started}, key=fleet.rounds.index):
             labels = [label for label, name in started if name == round_name]
             self._play(fleet, wheelhouse, round_name, labels, "stop", progress)
