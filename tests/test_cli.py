@@ -50,3 +50,54 @@ def test_bad_input_is_one_line_before_anything_else_is_printed(tmp_path, ccbench
     assert "system check" not in done.stdout + done.stderr, what
     assert done.stdout.strip() == "", what
     assert not (tmp_path / "out").exists(), what
+
+
+def test_cleanup_refuses_a_work_directory_that_does_not_exist_in_one_line(tmp_path, ccbench):
+    """issue 59, item 7: a mistyped --workdir was "cleaned" with exit 0; now it is bad input."""
+    done = ccbench("cleanup", "--workdir", tmp_path / "no-such-work")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("ccbench: error: --workdir ") and done.stderr.count("\n") == 1, done.stderr
+    assert "no-such-work" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_work_directory_held_by_another_run_is_busy_not_bad_input(tmp_path, ccbench):
+    """issue 59, item 10: another run's work directory is exit 75 (busy: try again), not 2 (bad input),
+    for run and for cleanup alike, in one line."""
+    import fcntl
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with open(work / ".lock", "w") as held:  # what a live run holds
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        plan = tmp_path / "plan.toml"
+        plan.write_text('name = "t"\n[defaults]\nrepetitions = 1\n[[workloads]]\nkind = "command"\ncommand = "true"\n')
+        for args in (["run", plan, "--out", tmp_path / "out", "--workdir", work], ["cleanup", "--workdir", work]):
+            done = ccbench(*args)
+            assert done.returncode == 75, (args, done.stdout, done.stderr)
+            errors = [line for line in done.stderr.splitlines() if line.startswith("ccbench: error:")]
+            assert len(errors) == 1 and "another ccbench run is using the work directory" in errors[0], done.stderr
+            assert "Traceback" not in done.stderr
+
+
+def test_an_interrupted_runs_resume_line_keeps_its_work_directory(tmp_path):
+    """issue 59, item 10: "Resume with: ccbench run --resume <bundle>" dropped the --workdir given, so
+    the resumed run would clean up and look for what the run left in another work directory."""
+    import shlex
+    import signal
+
+    from conftest import start_run, wait_for_samples
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'name = "t"\n[defaults]\nrepetitions = 50\nwarmup = 0\ncooldown = 0\n'
+        '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n'
+    )
+    work, out = tmp_path / "my work", tmp_path / "out"
+    process = start_run(plan, out, work)
+    bundle = wait_for_samples(out, 1)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stdout + stderr
+    line = next(line for line in (stdout + stderr).splitlines() if "Resume with:" in line)
+    command = shlex.split(line.split("Resume with:", 1)[1])
+    assert command == ["ccbench", "run", "--resume", str(bundle), "--workdir", str(work)], line

@@ -1,9 +1,12 @@
 """Interference around a measured interval: real processes on this machine, and fixture /proc files."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -587,3 +590,154 @@ def test_gocryptfs_daemon_is_the_layers_cpu(tmp_path):
         axis.teardown(prepared)
     assert record["layer_workers"].get("daemons", 0) > 0.05, record
     assert record["layer_cpu_s"] >= record["layer_workers"]["daemons"]
+
+
+# a stand-in for the SSH server's connection process (no sshd in a test): like it, it starts each of
+# the fleet's calls in a session of its own and reaps it; the calls are the real agent's
+CONNECTION = """import subprocess, sys
+while True:
+    subprocess.run([sys.executable, "-m", "ccbench.fleet.remote", "status", "--run-dir", sys.argv[1]],
+                   start_new_session=True, stdout=subprocess.DEVNULL)
+"""
+
+
+def _cpu_with_reaped(process):
+    times = process.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def test_the_fleet_agents_calls_are_ccbenchs_own_and_a_users_python_is_still_a_neighbour(tmp_path):
+    """issue 59, item 5: in a study's guest the controller's status calls ran beside every execution and
+    made each "contended". Each call registers its connection (by pid and start time), and the run
+    counts that connection's tree as its own; a user's python3 beside the run is still others'."""
+    import psutil
+
+    from ccbench import ownprocs
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    registry = run_dir / ownprocs.FILE_NAME
+    connection = subprocess.Popen([sys.executable, "-c", CONNECTION, str(run_dir)])
+    neighbour = subprocess.Popen([sys.executable, "-c", HOG.format(seconds=30)])
+    try:
+        deadline = time.monotonic() + 30
+        while not ownprocs.registered(registry) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid, _start in ownprocs.registered(registry)] == [connection.pid]
+        watched_connection, watched_neighbour = psutil.Process(connection.pid), psutil.Process(neighbour.pid)
+        measured = subprocess.Popen(["sleep", "3"])
+        monitor = InterferenceMonitor(measured.pid, poll_s=0.2, own_registry=registry).start()
+        agents_before, neighbour_before = _cpu_with_reaped(watched_connection), _cpu_with_reaped(watched_neighbour)
+        measured.wait(timeout=60)
+        record = monitor.stop()
+        agents = _cpu_with_reaped(watched_connection) - agents_before
+        neighbours = _cpu_with_reaped(watched_neighbour) - neighbour_before
+    finally:
+        for process in (connection, neighbour):
+            process.kill()
+            process.wait()
+    assert agents > 0.3, agents  # the calls did run during the interval
+    # the agent's calls (reaped by their connection, or still running) are ccbench's own ...
+    assert record["own_cpu_s"] == pytest.approx(agents, abs=0.15 + 0.1 * agents), record
+    # ... and the user's python3 is not: it is among others', and the interval is contended for it
+    assert record["own_cpu_s"] < agents + 0.2, record
+    assert record["others_cpu_s"] >= 0.8 * neighbours, (record, neighbours)
+    assert assess(record)[0], record
+
+
+def test_the_before_run_sample_leaves_out_ccbenchs_own_processes_and_lists_a_users(tmp_path, monkeypatch):
+    """The system check's busy-process sample (the "python3 (pid 276) 1.14 CPUs" of issue 59): the
+    registered connection's calls and the run's own children are left out; a user's python3 is listed."""
+    from ccbench import ownprocs
+    from ccbench.probe.syscheck import sample_processes
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    connection = subprocess.Popen([sys.executable, "-c", CONNECTION, str(run_dir)])
+    own_child = subprocess.Popen([sys.executable, "-c", HOG.format(seconds=30)])
+    # the user's python3: no child of this process (which plays ccbench here), started by a shell that exits
+    started = subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c '{HOG.format(seconds=30)}' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    neighbour = int(started.stdout)
+    try:
+        deadline = time.monotonic() + 30
+        while not ownprocs.registered(run_dir / ownprocs.FILE_NAME) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monkeypatch.setenv(ownprocs.ENV, str(run_dir / ownprocs.FILE_NAME))
+        busy, _total = sample_processes(1.0)
+    finally:
+        os.kill(neighbour, signal.SIGKILL)
+        for process in (connection, own_child):
+            process.kill()
+            process.wait()
+    pids = {p["pid"] for p in busy}
+    assert neighbour in pids, busy
+    assert own_child.pid not in pids and connection.pid not in pids, busy
+
+
+# one of the agent's calls, long as under emulation: it registers its connection, then burns CPU for
+# 2 s, writing its own CPU so far (os.times) with the time, to tell what it used inside an interval
+LONG_CALL = """import os, sys, time
+from pathlib import Path
+from ccbench import ownprocs
+ownprocs.register_connection(Path(sys.argv[1]))
+out, end = open(sys.argv[2], "a"), time.monotonic() + 2.0
+while time.monotonic() < end:
+    times = os.times()
+    out.write(f"{os.getpid()} {time.monotonic()} {times.user + times.system}\\n")
+    out.flush()
+    sum(range(20000))
+"""
+LONG_CALLS = """import subprocess, sys
+while True:
+    subprocess.run([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]], start_new_session=True)
+"""
+
+
+def _cpu_between(samples: Path, start: float, end: float) -> float:
+    """What the calls used between two instants, from their own samples (the last one before each)."""
+    by_call: dict[str, list[tuple[float, float]]] = {}
+    for line in samples.read_text().splitlines():
+        pid, when, cpu = line.split()
+        by_call.setdefault(pid, []).append((float(when), float(cpu)))
+
+    def at(points, instant):
+        before = [cpu for when, cpu in points if when <= instant]
+        return before[-1] if before else 0.0
+
+    return sum(at(points, end) - at(points, start) for points in by_call.values())
+
+
+def test_a_call_that_began_before_the_interval_counts_only_its_part_inside_it(tmp_path):
+    """A call running when the interval starts and ending inside it is reaped by its connection, whose
+    figure then holds the call's whole life: only its part inside the interval is the interval's (here
+    the monitor starts a second or more into a 2 s call)."""
+    from ccbench import ownprocs
+
+    registry, samples = tmp_path / ownprocs.FILE_NAME, tmp_path / "samples"
+    connection = subprocess.Popen([sys.executable, "-c", LONG_CALLS, LONG_CALL, str(registry), str(samples)])
+    try:
+
+        def into_a_call() -> bool:
+            lines = samples.read_text().splitlines() if samples.exists() else []
+            return bool(lines) and float(lines[-1].split()[2]) >= 0.8  # a second of CPU into the current call
+
+        deadline = time.monotonic() + 60
+        while not into_a_call() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        measured = subprocess.Popen(["sleep", "2.5"])
+        began = time.monotonic()
+        monitor = InterferenceMonitor(measured.pid, poll_s=0.2, own_registry=registry).start()
+        measured.wait(timeout=60)
+        record = monitor.stop()
+        ended = time.monotonic()
+    finally:
+        connection.kill()
+        connection.wait()
+    inside = _cpu_between(samples, began, ended)
+    assert inside > 0.5, inside
+    assert record["own_cpu_s"] == pytest.approx(inside, abs=0.3), (record, inside)

@@ -13,12 +13,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_ccbench
+from conftest import run_ccbench
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="building the guest image needs root (debootstrap)"),
@@ -102,10 +101,48 @@ def _qemu_of(directory: Path) -> list[int]:
     return found
 
 
-def _nothing_left(directory: Path, index: Path) -> None:
+def _qmp_dirs(argv: list[str]) -> set[Path]:
+    """The monitor socket's directory a QEMU command line names (-qmp unix:PATH,...)."""
+    return {Path(v.split(":", 1)[1].split(",")[0]).parent for k, v in zip(argv, argv[1:]) if k == "-qmp"}
+
+
+def _sockets_of(directory: Path) -> set[Path]:
+    """The monitor socket directories of this test's guests (under /tmp, where other users' guests may
+    have theirs too): named by the command lines of its running QEMUs and by its study's launch records."""
+    found: set[Path] = set()
+    for pid in _qemu_of(directory):
+        try:
+            found |= _qmp_dirs([a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")])
+        except OSError:
+            continue
+    for study in directory.rglob("study.json"):
+        for arm in json.loads(study.read_text()).get("arms", {}).values():
+            found |= _qmp_dirs(arm.get("launch", {}).get("argv", []))
+    return found
+
+
+@pytest.fixture
+def sockets(monkeypatch):
+    """The monitor socket directories of the guests this test launches in its own process."""
+    from ccbench.machines import guest as guests
+
+    made: set[Path] = set()
+    original = guests.socket_dir
+
+    def recorded(rid: str) -> Path:
+        made.add(original(rid))
+        return original(rid)
+
+    monkeypatch.setattr(guests, "socket_dir", recorded)
+    return made
+
+
+def _nothing_left(directory: Path, index: Path, sockets: set[Path]) -> None:
+    """No QEMU, overlay, monitor socket or index entry of this test's guests (other users' guests on
+    this host are none of its business)."""
     assert _qemu_of(directory) == []
     assert list(directory.rglob("overlay.qcow2")) == []
-    assert list(Path(tempfile.gettempdir()).glob("ccbench-guest-*")) == []  # QEMU's monitor sockets
+    assert sockets and [path for path in sockets if path.exists()] == []
     assert not index.exists() or list(index.iterdir()) == []
 
 
@@ -145,7 +182,7 @@ def test_a_two_arm_study_runs_from_nothing_to_a_comparison_that_names_the_twin(t
     assert "mechanism twin: bounce buffers" in compared
     assert "confounded" not in compared  # the pool missing from MemTotal is the twin's, not another size
     assert (directory / "report.html").stat().st_size > 0
-    _nothing_left(directory, index)
+    _nothing_left(directory, index, _sockets_of(directory))
 
 
 def _run_dir(tmp_path: Path) -> Path:
@@ -161,7 +198,7 @@ def _start(tmp_path, image, index, *, timeout_s=120.0, broken=None):
     return StudyRun(study, broken or image, _run_dir(tmp_path), lambda _t: None, boot_timeout_s=timeout_s)
 
 
-def test_a_broken_image_is_one_error_naming_the_console_and_leaves_nothing(tmp_path, image, index):
+def test_a_broken_image_is_one_error_naming_the_console_and_leaves_nothing(tmp_path, image, index, sockets):
     """A disk that holds no file system: the kernel cannot mount root and panics; QEMU (-no-reboot)
     exits, and the error names it."""
     from ccbench.errors import EnvironmentProblem
@@ -175,10 +212,10 @@ def test_a_broken_image_is_one_error_naming_the_console_and_leaves_nothing(tmp_p
             run.up("plain")
     message = str(caught.value)
     assert message.startswith("guest plain:") and "\n" not in message
-    _nothing_left(_run_dir(tmp_path), index)
+    _nothing_left(_run_dir(tmp_path), index, sockets)
 
 
-def test_a_guest_whose_ssh_never_answers_times_out_with_its_reason_and_leaves_nothing(tmp_path, image, index):
+def test_a_guest_whose_ssh_never_answers_times_out_with_its_reason_and_leaves_nothing(tmp_path, image, index, sockets):
     """The guest boots and its init says ready, but it was handed another public key than the one
     SSH offers: SSH never lets the study in."""
     from ccbench.errors import EnvironmentProblem
@@ -191,10 +228,10 @@ def test_a_guest_whose_ssh_never_answers_times_out_with_its_reason_and_leaves_no
             shutil.copyfile(f"{other}.pub", f"{run.key}.pub")  # what up() hands the guest
             run.up("plain")
     assert "SSH did not answer within 75 s" in str(caught.value)
-    _nothing_left(_run_dir(tmp_path), index)
+    _nothing_left(_run_dir(tmp_path), index, sockets)
 
 
-def test_a_launcher_that_dies_during_boot_is_reported_and_leaves_nothing(tmp_path, image, index):
+def test_a_launcher_that_dies_during_boot_is_reported_and_leaves_nothing(tmp_path, image, index, sockets):
     from ccbench.errors import EnvironmentProblem
     from ccbench.machines import guest as guests
 
@@ -213,20 +250,23 @@ def test_a_launcher_that_dies_during_boot_is_reported_and_leaves_nothing(tmp_pat
     finally:
         guests.Guest.start = original
     assert "QEMU exited with -9 during boot" in str(caught.value)
-    _nothing_left(_run_dir(tmp_path), index)
+    _nothing_left(_run_dir(tmp_path), index, sockets)
 
 
-def _start_cli(tmp_path, index) -> tuple[subprocess.Popen, Path]:
+def _start_cli(tmp_path, index) -> tuple[subprocess.Popen, Path, set[Path]]:
+    """A study started as a user would (its work directory tmp_path/work), once its first QEMU runs;
+    the monitor socket directories of its guests up then."""
     study = _study(tmp_path)
     out = tmp_path / "results"
     env = {**os.environ, "CCBENCH_GUEST_INDEX": str(index)}
+    # --out and --workdir relative, as a user types them (QEMU runs in the arm's directory)
     process = subprocess.Popen(
-        [sys.executable, "-m", "ccbench", "machines", "run", str(study), "--out", str(out)],
+        [sys.executable, "-m", "ccbench", "machines", "run", str(study), "--out", "results", "--workdir", "work"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
-        cwd=REPO,
+        cwd=tmp_path,
     )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not list(out.glob("machines-*/arms/plain/console.log")):
@@ -234,28 +274,68 @@ def _start_cli(tmp_path, index) -> tuple[subprocess.Popen, Path]:
         time.sleep(0.2)
     (directory,) = out.glob("machines-*")
     assert _qemu_of(directory), "no QEMU started"
-    return process, directory
+    return process, directory, _sockets_of(directory)
 
 
 def test_ctrl_c_during_a_study_stops_every_guest(tmp_path, image, index):
-    process, directory = _start_cli(tmp_path, index)
+    process, directory, sockets = _start_cli(tmp_path, index)
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate(timeout=120)
     assert process.returncode == 130, output
     assert "interrupted: every guest is stopped" in output
     assert "Traceback" not in output
-    _nothing_left(directory, index)
+    _nothing_left(directory, index, sockets | _sockets_of(directory))
+
+
+def _executions_done(directory: Path) -> int:
+    """Executions an arm's run has done in the guest so far (the round's fleet.json, as the fleet polls them)."""
+    done = 0
+    for fleet_json in directory.glob("round-*/fleet-*/fleet.json"):
+        try:
+            hosts = json.loads(fleet_json.read_text()).get("hosts", {})
+        except ValueError:
+            continue  # being replaced
+        done += sum(r.get("executions_done", 0) for h in hosts.values() for r in (h.get("rounds") or {}).values())
+    return done
+
+
+def test_ctrl_c_during_a_round_says_one_next_step_and_stops_every_guest_in_seconds(tmp_path, image, index):
+    """issue 59, item 6: Ctrl-C while an arm runs the plan was silent for about 19 s and then gave two
+    next steps that disagreed (the round's "ccbench fleet run --resume", whose guest is stopped, and
+    "run the study again"). Now: said at once, each guest's stop said, one next step."""
+    process, directory, sockets = _start_cli(tmp_path, index)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and not _executions_done(directory):
+        assert process.poll() is None, process.stdout.read()
+        time.sleep(0.2)
+    assert _executions_done(directory), "no arm ran an execution"
+    sockets |= _sockets_of(directory)
+    interrupted = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=300)
+    took = time.monotonic() - interrupted
+    assert process.returncode == 130, output
+    lines = output.splitlines()
+    assert "interrupted: stopping the runs (each keeps what it measured) and fetching their bundles" in lines
+    assert "--resume" not in output and "Traceback" not in output, output
+    steps = [line for line in lines if "run it again" in line or "Resume" in line or "run the study again" in line]
+    assert len(steps) == 1 and steps[0].startswith("interrupted: every guest is stopped;"), steps
+    assert f"ccbench machines run {tmp_path / 'study.toml'} --out {tmp_path / 'results'}" in steps[0]
+    assert sum(line.startswith("stopped guest ") for line in lines) == 2, output  # both arms (interleaved)
+    assert took < 120, f"{took:.0f} s from Ctrl-C to the end"
+    _nothing_left(directory, index, sockets)
 
 
 def test_a_controller_killed_outright_leaves_guests_that_cleanup_stops(tmp_path, image, index):
-    process, directory = _start_cli(tmp_path, index)
+    process, directory, sockets = _start_cli(tmp_path, index)
     process.kill()
     process.wait(timeout=30)
     assert _qemu_of(directory), "the guest should outlive a controller killed with SIGKILL"
-    done = run_ccbench("cleanup", "--workdir", tmp_path / "nowork", env={"CCBENCH_GUEST_INDEX": str(index)})
+    sockets |= _sockets_of(directory)
+    done = run_ccbench("cleanup", "--workdir", tmp_path / "work", env={"CCBENCH_GUEST_INDEX": str(index)})
     assert done.returncode == 0, done.stderr
     assert "stopped guest plain" in done.stdout and "left by a run that died" in done.stdout
-    _nothing_left(directory, index)
+    _nothing_left(directory, index, sockets)
 
 
 def test_sev_snp_and_tdx_arms_are_refused_on_this_host_in_one_line_each(tmp_path):
@@ -271,7 +351,8 @@ def test_sev_snp_and_tdx_arms_are_refused_on_this_host_in_one_line_each(tmp_path
         assert done.returncode == 2, done.stdout + done.stderr
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 2, lines
-        assert lines[0].startswith("ccbench") and "arm 'snp' (sev-snp) cannot run on this host:" in lines[0]
-        assert "arm 'tdx' (tdx) cannot run on this host:" in lines[1]
+        # one error form for every command (issue 59, item 10: check said "ccbench machines:")
+        assert lines[0].startswith("ccbench: error: arm 'snp' (sev-snp) cannot run on this host:"), lines
+        assert lines[1].startswith("ccbench: error: arm 'tdx' (tdx) cannot run on this host:"), lines
         assert "Traceback" not in done.stderr
     assert not list((tmp_path / "out").glob("machines-*"))

@@ -368,3 +368,41 @@ def test_a_guests_monitor_pauses_and_resumes_it_and_a_refusal_is_one_line(tmp_pa
         shutil.rmtree(socket_dir(guest.rid), ignore_errors=True)
     with pytest.raises(EnvironmentProblem, match=r"^guest plain: QEMU's monitor refused stop: "):
         guest.qmp("stop")
+
+
+@pytest.mark.skipif(
+    shutil.which(QEMU) is None, reason="qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
+)
+def test_qemu_binds_the_ssh_forward_itself_and_the_guest_reads_its_port_back(tmp_path, monkeypatch):
+    """issue 59, item 8: two arms' QEMUs (the study's own command line, started paused) each bind a
+    port of their own for the SSH forward (hostfwd port 0), and the launcher reads it back over QMP
+    (info usernet): no port is probed free and released first, which another program could take."""
+    from ccbench.machines.guest import Guest, socket_dir
+
+    monkeypatch.setenv("CCBENCH_GUEST_INDEX", str(tmp_path / "index"))
+    study = study_at(tmp_path)
+    multiboot_kernel(tmp_path / "vmlinuz")
+    (tmp_path / "initrd").write_bytes(b"initrd")
+    guests = []
+    try:
+        for name in ("plain", "plain+bounce"):
+            guest = Guest(name=name, run_dir=tmp_path / name)
+            guest.enter()
+            guests.append(guest)
+            disk = tmp_path / f"{name}.qcow2"
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "64M"], check=True)
+            boot = boot_at(
+                tmp_path, accel="tcg", port=0, qmp_socket=guest.qmp_socket, pidfile=tmp_path / f"{name}.pid", disk=disk
+            )
+            launch = render(study, study.arm(name), boot)
+            assert "hostfwd=tcp:127.0.0.1:0-:22" in " ".join(launch.argv)
+            guest.start([*launch.argv, "-S"])
+            port = guest.read_ssh_port()
+            assert json.loads(guest.entry.read_text())["ssh_port"] == port
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass  # QEMU listens there
+        assert guests[0].ssh_port != guests[1].ssh_port and all(g.ssh_port > 0 for g in guests)
+    finally:
+        for guest in guests:
+            guest.stop(grace_s=5)
+    assert all(not socket_dir(g.rid).exists() for g in guests)

@@ -237,3 +237,36 @@ def test_the_documented_study_loads_and_the_documented_errors_are_the_codes(tmp_
     for documented, text in zip(errors, cases, strict=True):
         message = refused(tmp_path, text).replace(str(tmp_path / "study.toml"), "study.toml")
         assert message == documented.replace("/home/me/nightly", str(tmp_path / "nightly"))
+
+
+def test_two_study_runs_started_in_the_same_second_get_a_directory_each(tmp_path):
+    """issue 59, item 8: the directory was machines-<study>-<UTC second>, made with exist_ok: two
+    copies started in the same second with the same --out shared it (its SSH keys, its study.json)."""
+    from datetime import UTC, datetime
+
+    from ccbench.machines.lifecycle import study_directory
+
+    now = datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC)
+    first, second = study_directory(tmp_path, "bounce", now), study_directory(tmp_path, "bounce", now)
+    assert first.name == "machines-bounce-20261202T100000Z" and second.name == "machines-bounce-20261202T100000Z-2"
+    assert first.is_dir() and second.is_dir()
+
+
+def test_directories_made_at_once_by_several_processes_are_all_distinct(tmp_path):
+    """The mkdir is the test (no look first), so processes racing for one name each get their own."""
+    import subprocess
+    import sys
+    import time
+
+    start = time.time() + 1.0
+    racer = (
+        "import sys, time; from pathlib import Path; from ccbench.fsutil import make_new_dir\n"
+        f"time.sleep(max(0, {start} - time.time())); print(make_new_dir(Path(sys.argv[1]), 'machines-s-x'))"
+    )
+    processes = [
+        subprocess.Popen([sys.executable, "-c", racer, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    made = [process.communicate(timeout=60)[0].strip() for process in processes]
+    assert all(process.returncode == 0 for process in processes)
+    assert len(set(made)) == 8 and len(list(tmp_path.iterdir())) == 8, made

@@ -337,13 +337,13 @@ def test_a_killed_owners_topology_is_swept_from_another_workdir(tmp_path, index)
     assert list((tmp_path / "a" / "topology").iterdir()) == []
 
 
-@pytest.mark.parametrize("exists", [True, False], ids=["workdir", "no-workdir"])
-def test_ccbench_cleanup_in_another_workdir_removes_a_killed_owners_topology(tmp_path, index, ccbench, exists):
+def test_ccbench_cleanup_in_another_workdir_removes_a_killed_owners_topology(tmp_path, index, ccbench):
     dead, rid, _ = _start_owner(tmp_path / "a")
     dead.send_signal(signal.SIGKILL)
     dead.wait(timeout=10)
-    if exists:
-        (tmp_path / "b").mkdir()
+    refused = ccbench("cleanup", "--workdir", tmp_path / "b")  # a work directory that does not exist
+    assert refused.returncode == 2 and "no such directory" in refused.stderr, refused.stdout + refused.stderr
+    (tmp_path / "b").mkdir()
     done = ccbench("cleanup", "--workdir", tmp_path / "b")
     assert done.returncode == 0, done.stderr
     assert f"removed {tmp_path / 'a' / 'topology'}" in done.stdout and rid in done.stdout

@@ -1,4 +1,5 @@
-"""Errors that the CLI turns into a one-line message and exit code 2 (no traceback)."""
+"""Errors that the CLI turns into a one-line message and their exit code (2, bad input, unless the
+error says otherwise), without a traceback."""
 
 
 class CCBenchError(Exception):
@@ -17,6 +18,17 @@ class BundleError(CCBenchError):
 
 class EnvironmentProblem(CCBenchError):
     """The machine lacks something required (a tool, root, a writable directory)."""
+
+
+#: the exit code of a command that found what it needs busy (sysexits.h EX_TEMPFAIL: try again later)
+EXIT_BUSY = 75
+
+
+class Busy(CCBenchError):
+    """What the command needs is in use by another ccbench (a work directory another run holds):
+    nothing was wrong with the input; waiting, or another --workdir, makes it work."""
+
+    exit_code = EXIT_BUSY
 
 
 class Stopped(BaseException):

@@ -167,3 +167,18 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def make_new_dir(parent: Path, name: str) -> Path:
+    """Make ``parent/name``, or ``name-2``, ``name-3``... where that is taken, and return it. Each try
+    is the mkdir itself (no look first): two processes that start in the same second with the same
+    parent and name (the UTC second names runs, bundles and studies) get a directory each."""
+    parent = Path(parent)
+    path, suffix = parent / name, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            suffix += 1
+            path = parent / f"{name}-{suffix}"

@@ -18,9 +18,12 @@ execution record's ``interference``):
   read queue, dm-crypt's kcryptd and dmcrypt_write, the loop device's worker, each also as the
   workqueue a kworker last ran) and user-space daemons by pid (a gocryptfs process). The layer's
   cost, neither the workload's nor someone else's;
+- ``own_cpu_s`` (``own_processes``): where the run was told of ccbench's own processes outside its
+  tree (``ccbench.ownprocs``: the fleet agent's SSH connection), their trees' CPU: ccbench's, no
+  neighbour's;
 - ``others_cpu_s``: all busy CPU time of the machine (``/proc/stat``: user, nice, system, irq,
-  softirq) minus the tree's, the servers', the layer's and the observer's: the work of everything
-  else; ``others_cpus`` is its average in CPUs (1.0 = one CPU fully busy with other work all along);
+  softirq) minus the tree's, the servers', the layer's, ccbench's own and the observer's: the work
+  of everything else; ``others_cpus`` is its average in CPUs (1.0 = one CPU fully busy with other work all along);
 - ``steal_s``: time the hypervisor ran something else while a vCPU wanted to run (``steal`` in
   ``/proc/stat``, summed over CPUs); ``steal_fraction`` = steal_s / wall_s;
 - ``loadavg_1m`` and ``procs_running`` (run queue) at the end, ``procs_running_max`` over the polls;
@@ -48,6 +51,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from ccbench import ownprocs
 
 USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: /proc/stat "cpu" columns: user nice system idle iowait irq softirq steal guest guest_nice.
@@ -271,25 +276,30 @@ class ServingWatch:
     servers: Sequence[int] = ()
     layer_pids: Sequence[int] = ()
     layer_threads: Sequence[str] = ()
+    #: the registry of ccbench's own processes (ccbench.ownprocs), read at each refresh: they come and go
+    own_registry: str | Path | None = None
     _members: dict[tuple[int, int], _Member] = field(default_factory=dict)
     #: kernel thread (pid, start) -> (CPU seconds, name) at the last refresh
     _threads: dict[tuple[int, int], tuple[float, str]] = field(default_factory=dict)
     _layer_by_name: dict[str, float] = field(default_factory=dict)
 
     def refresh(self, initial: bool = False) -> None:
-        roots = [*self.servers, *self.layer_pids]
+        own = ownprocs.registered(self.own_registry)
+        roots = [*self.servers, *self.layer_pids, *(pid for pid, _start in own)]
         table = _targeted_table(self.root, roots, bool(self.layer_threads))
         if table is None:
             table = _process_table(self.root)
         children: dict[int, list[int]] = {}
         for pid, (parent, *_rest) in table.items():
             children.setdefault(parent, []).append(pid)
-        for group, roots in (("servers", self.servers), ("layer", self.layer_pids)):
-            self._follow(group, roots, table, children, initial)
+        # by identity: a registered pid counts only while it is the process that was registered
+        own_roots = [pid for pid, start in own if pid in table and table[pid][2] == start]
+        for group, roots in (("servers", self.servers), ("layer", self.layer_pids), ("own", own_roots)):
+            self._follow(group, roots, table, children, initial, own_roots)
         if self.layer_threads:
             self._count_threads(table, initial)
 
-    def _follow(self, group: str, roots: Sequence[int], table, children, initial: bool) -> None:
+    def _follow(self, group: str, roots: Sequence[int], table, children, initial: bool, own_roots=()) -> None:
         members, pending = set(), [pid for pid in roots if pid in table]
         while pending:
             pid = pending.pop()
@@ -303,7 +313,9 @@ class ServingWatch:
             seen.add(key)
             member = self._members.get(key)
             if member is None:
-                member = self._members[key] = _Member(group, cpu if initial else 0.0)
+                # a connection registered during the interval is counted from when it is first seen
+                counted_from = cpu if initial or pid in own_roots else 0.0
+                member = self._members[key] = _Member(group, counted_from)
             member.last, member.parent_in_group, member.alive = cpu, parent in members, True
         for key, member in self._members.items():
             if member.group == group and key not in seen:
@@ -326,10 +338,14 @@ class ServingWatch:
 
     def totals(self) -> dict[str, Any]:
         """servers_cpu_s, servers_processes, layer_cpu_s and layer_workers (CPU seconds per name)."""
-        cpu = {"servers": 0.0, "layer": 0.0}
+        cpu = {"servers": 0.0, "layer": 0.0, "own": 0.0}
         for member in self._members.values():
             if member.alive or not member.parent_in_group:
                 cpu[member.group] += member.last - member.start
+            else:
+                # ended and reaped by its parent in the group, whose figure now holds its whole life:
+                # what it had used before the interval (its start figure) is not the interval's
+                cpu[member.group] -= member.start
         workers = {name: round(seconds, 3) for name, seconds in sorted(self._layer_by_name.items()) if seconds > 0}
         if cpu["layer"] > 0:
             workers["daemons"] = round(cpu["layer"], 3)
@@ -338,6 +354,8 @@ class ServingWatch:
             "servers_processes": sum(1 for m in self._members.values() if m.group == "servers"),
             "layer_cpu_s": round(max(cpu["layer"], 0.0) + sum(self._layer_by_name.values()), 3),
             "layer_workers": workers,
+            "own_cpu_s": round(max(cpu["own"], 0.0), 3),
+            "own_processes": sum(1 for m in self._members.values() if m.group == "own"),
         }
 
 
@@ -359,6 +377,7 @@ class InterferenceMonitor:
     refreshes the tree's membership, so that descendants reparented away from the tree (a daemon's
     double fork) are still counted; None: only at start and stop (cheapest; such a daemon's CPU is
     then counted as others'). proc_root: where /proc/stat, /proc/loadavg and /proc/pressure are read.
+    own_registry: the file naming ccbench's own processes outside the tree (ccbench.ownprocs).
 
     How the tree's CPU is summed without counting anything twice: each process's figure is its own
     CPU plus that of the children it has reaped (Linux adds a waited-for child's total into its
@@ -377,14 +396,15 @@ class InterferenceMonitor:
         servers: Sequence[int] = (),
         layer_pids: Sequence[int] = (),
         layer_threads: Sequence[str] = (),
+        own_registry: str | Path | None = None,
     ):
         self.pid = pid
         self.poll_s = poll_s
         self.proc_root = Path(proc_root)
         #: the workload's servers and what serves the protection layer (None: nothing registered)
         self._serving = (
-            ServingWatch(self.proc_root, servers, layer_pids, layer_threads)
-            if (servers or layer_pids or layer_threads)
+            ServingWatch(self.proc_root, servers, layer_pids, layer_threads, own_registry)
+            if (servers or layer_pids or layer_threads or own_registry)
             else None
         )
         self._lock = threading.Lock()
@@ -514,7 +534,7 @@ class InterferenceMonitor:
         serving_cpu = 0.0
         if self._serving is not None:
             serving = self._serving.totals()
-            serving_cpu = serving["servers_cpu_s"] + serving["layer_cpu_s"]
+            serving_cpu = serving["servers_cpu_s"] + serving["layer_cpu_s"] + serving["own_cpu_s"]
             record.update(serving)
             record["layer_cpus"] = round(serving["layer_cpu_s"] / wall, 4) if wall > 0 else None
         before = self._start["stat"]

@@ -169,11 +169,14 @@ class WorkerExecutor:
 
     def _watch(self, pid: int, job: WorkerJob):
         """Start watching the machine around the worker (ccbench.interference), with the workload's
-        servers and the layer's workers apart from others; None if it cannot."""
+        servers, the layer's workers and ccbench's own processes (the fleet agent's connection, where
+        the agent started this run: ccbench.ownprocs) apart from others; None if it cannot."""
+        from ccbench import ownprocs
         from ccbench.interference import InterferenceMonitor
 
         try:
             companions = {"servers": job.servers, "layer_pids": job.layer_pids, "layer_threads": job.layer_threads}
+            companions["own_registry"] = os.environ.get(ownprocs.ENV) or None
             return InterferenceMonitor(pid, **companions).start()
         except Exception as exc:  # the watch is evidence about the run, never a reason to fail it
             self.message(f"interference monitor could not start: {type(exc).__name__}: {exc}")

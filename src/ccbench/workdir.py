@@ -7,7 +7,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from ccbench.errors import CCBenchError
+from ccbench.errors import Busy, CCBenchError
+
+#: the work directory of run, cleanup, gate --confirm and machines run when --workdir is not given
+DEFAULT_WORKDIR = ".ccbench/work"
 
 
 class WorkdirLock:
@@ -23,7 +26,7 @@ class WorkdirLock:
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.handle.close()
-            raise CCBenchError(
+            raise Busy(
                 f"another ccbench run is using the work directory {self.path.parent}; wait for it or pass a different --workdir"
             ) from None
         self.handle.write(str(os.getpid()))

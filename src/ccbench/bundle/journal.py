@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ccbench.bundle.layout import CHUNK, EXECUTIONS, MANIFEST, RAW, SAMPLES, SAMPLES_PARQUET
 from ccbench.bundle.reader import read_bundle
 from ccbench.errors import CCBenchError
-from ccbench.fsutil import write_json_atomic
+from ccbench.fsutil import make_new_dir, write_json_atomic
 from ccbench.version import BUNDLE_FORMAT_VERSION, __version__
 
 if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pydantic
@@ -85,8 +85,7 @@ class BundleWriter:
         out_dir = Path(out_dir)
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            path = unused_path(out_dir, name or bundle_dir_name())
-            path.mkdir()
+            path = make_new_dir(out_dir, name or bundle_dir_name())
             (path / RAW).mkdir()
         except OSError as exc:
             raise CCBenchError(

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from ccbench.workdir import DEFAULT_WORKDIR
+
 STUDY_HELP = "A study file (TOML; docs/machines.md): the plan, the image, the shared machine and the arms."
 
 
@@ -30,6 +32,14 @@ def command() -> None:
     "console logs, each round's fleet run, compare.txt, report.html).",
 )
 @click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=DEFAULT_WORKDIR,
+    show_default=True,
+    help="The work directory that owns the study's guests and SSH connections: after a killed study, "
+    "'ccbench cleanup --workdir DIR' stops and removes what it left (and only that).",
+)
+@click.option(
     "--boot-timeout",
     type=click.FloatRange(min=1),
     default=300,
@@ -46,10 +56,12 @@ def command() -> None:
     is_flag=True,
     help="Cloud study: launch without asking at the price estimate (needed when not on a terminal).",
 )
-def run_command(study, out, boot_timeout, dry_run, yes) -> None:
+def run_command(study, out, workdir, boot_timeout, dry_run, yes) -> None:
     """Check the host, build or reuse the image, boot the arms, run the plan in every arm through the
     fleet (Ansible over SSH to the loopback port forwarded to each guest), compare the arms against the
-    baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP.
+    baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP. After Ctrl-C the
+    runs in the guests stop and their bundles are fetched, the guests are stopped, and the last line
+    says how to run the study again (a study does not resume).
 
     Exit code: 0 when every arm ran the plan, 1 when an arm's run failed (the other arms go on) or
     fewer than two arms brought back a bundle, 2 for a bad study, a host that cannot launch an arm
@@ -72,7 +84,7 @@ def run_command(study, out, boot_timeout, dry_run, yes) -> None:
         raise click.UsageError("--dry-run is for cloud studies; `ccbench machines check STUDY` shows a local one")
     from ccbench.machines.lifecycle import run_study
 
-    code = run_study(study, out, _echo, boot_timeout_s=boot_timeout)
+    code = run_study(study, out, _echo, boot_timeout_s=boot_timeout, workdir=workdir)
     sys.exit(code)
 
 
@@ -103,7 +115,7 @@ def check_command(study, print_commands) -> None:
         show(load_cloud_study(study), _echo)
         return
     from ccbench.machines import hostcheck
-    from ccbench.machines.lifecycle import QEMU
+    from ccbench.machines.lifecycle import QEMU, HostRefused
     from ccbench.machines.study import load_study
 
     loaded = load_study(study)
@@ -132,11 +144,9 @@ def check_command(study, print_commands) -> None:
             click.echo(
                 f"# {name}" + (f" (not launched here: {refused})" if refused else "") + (f"\n{line}" if line else "")
             )
-    for line in problems:
-        click.echo(f"ccbench machines: {line}", err=True)
     if problems:
         click.echo(f"this host cannot launch every arm (its arms would run {how})")
-        sys.exit(2)
+        raise HostRefused(problems)  # every reason, each line in the CLI's one error form
     click.echo(f"this host can launch every arm ({how})")
 
 

@@ -4,12 +4,14 @@ compared and the next commands."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
 import click
 
 from ccbench.errors import CCBenchError
+from ccbench.workdir import DEFAULT_WORKDIR
 
 
 def parse_pin(value: str | None) -> list[int] | None:
@@ -65,7 +67,7 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
 @click.option(
     "--workdir",
     type=click.Path(),
-    default=".ccbench/work",
+    default=DEFAULT_WORKDIR,
     show_default=True,
     help="ccbench's own work directory (the 'disk' storage variant lives here; loop files and mounts too).",
 )
@@ -159,7 +161,8 @@ def command(
     resume. The run ends with a summary per workload and variant, the verdict of the variants it
     compared (the line per layer that 'ccbench compare --summary' opens with, and the lint's
     findings) and the next commands. Exit code: 0 when everything ran, 1 when an execution failed
-    or timed out, 2 for bad input, 130 when interrupted (Ctrl-C, SIGTERM, or SIGHUP when the
+    or timed out, 2 for bad input, 75 when another run holds the work directory (busy: wait for it or
+    pass another --workdir), 130 when interrupted (Ctrl-C, SIGTERM, or SIGHUP when the
     terminal or SSH session that started it goes away: see docs/plan-format.md on keeping a long
     study alive).
     """
@@ -223,7 +226,7 @@ def command(
     try:
         print_run_summary(result)
         if result.interrupted:
-            console.print(f"interrupted. Resume with:  ccbench run --resume {result.bundle}")
+            console.print(f"interrupted. Resume with:  {resume_command(result.bundle, workdir)}")
         else:
             print_run_verdict(result.bundle)
     except OSError:
@@ -231,6 +234,15 @@ def command(
     if result.interrupted:
         sys.exit(130)
     sys.exit(1 if result.failed else 0)
+
+
+def resume_command(bundle: Path, workdir: str) -> str:
+    """The command that finishes an interrupted run: in the work directory it ran in (the resumed run
+    cleans up there and finds what the run left there, such as a storage variant's files)."""
+    words = ["ccbench", "run", "--resume", str(bundle)]
+    if workdir != DEFAULT_WORKDIR:
+        words += ["--workdir", workdir]
+    return shlex.join(words)
 
 
 def print_run_summary(result) -> None:

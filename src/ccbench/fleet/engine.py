@@ -18,13 +18,12 @@ the partial bundles; ``--resume FLEETDIR`` continues each host's bundle with ``c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,12 +31,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ccbench.errors import CCBenchError
-from ccbench.fleet import events, gather, peers, settling
+from ccbench.fleet import events, gather, peers, settling, sshcontrol
 from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import gathering_settings, probe_summary
 from ccbench.fleet.hostprogress import Progress
 from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
+from ccbench.fsutil import make_new_dir
 from ccbench.stopping import catch_stop_signals, restore_signals
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -70,6 +70,10 @@ class FleetOptions:
     settle: dict | None = None
     poll_s: float = 1.0
     stop_grace_s: float = 120.0
+    #: the work directory that owns the run's SSH control directory (a study's): ccbench cleanup --workdir
+    workdir: str | None = None
+    #: False where the hosts are gone once the run ends (a study's guests): no resume line after a stop
+    resumable: bool = True
 
 
 # ----------------------------------------------------------------------------------------- driving
@@ -94,6 +98,13 @@ class Controller:
         self.interrupted = True
         if self.stop_flag is not None:
             self.stop_flag.write_text("stop\n")
+        if first:
+            # said at once (the stop and the fetch take seconds, more under emulation); written to the
+            # descriptor, not through a Python stream the interrupted code may be in the middle of using
+            with contextlib.suppress(OSError):
+                os.write(
+                    2, b"interrupted: stopping the runs (each keeps what it measured) and fetching their bundles\n"
+                )
         process = self.process
         if first or self.stopping or process is None or process.poll() is not None:
             return
@@ -186,13 +197,14 @@ class Controller:
         """After an interruption: SIGINT to every remote run still going, its bundle fetched, and
         what was cut short recorded as interrupted."""
         self.stopping = True
-        self.echo("stopping the remote runs (SIGINT: they keep what they measured) and fetching their bundles")
         started = [
             (label, name)
             for label, rounds in fleet.runs.items()
             for name, r in rounds.items()
             if r.started and not r.stopped and r.outcome not in ("ok", "unreachable")
         ]
+        if started:  # said only when some run is still going (the interrupted play stops and fetches the rest)
+            self.echo("stopping the remote runs (SIGINT: they keep what they measured) and fetching their bundles")
         for round_name in sorted({name for _, name in started}, key=fleet.rounds.index):
             labels = [label for label, name in started if name == round_name]
             self._play(fleet, wheelhouse, round_name, labels, "stop", progress)
@@ -221,6 +233,8 @@ class Controller:
                 self.echo(
                     f"interrupted. A run settling across labels does not resume; compare: ccbench compare {fleet.directory}"
                 )
+            elif not self.options.resumable:
+                self.echo(f"interrupted: the runs are stopped and what they measured is in {fleet.directory}")
             else:
                 self.echo(f"interrupted. Resume with:  ccbench fleet run --resume {fleet.directory}")
             return 130
@@ -260,15 +274,11 @@ class Controller:
             rounds = ["run"]
         run_id = "fleet-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         out = Path(options.out)
-        directory = out / run_id
-        suffix = 2
-        while directory.exists():
-            directory = out / f"{run_id}-{suffix}"
-            suffix += 1
         try:
-            directory.mkdir(parents=True)
+            out.mkdir(parents=True, exist_ok=True)
+            directory = make_new_dir(out, run_id)
         except OSError as exc:
-            raise CCBenchError(f"--out {options.out}: cannot create {directory} ({exc.strerror})") from None
+            raise CCBenchError(f"--out {options.out}: cannot create {out / run_id} ({exc.strerror})") from None
         # keyed by each host's own key (its label, or "<label>/<host>" for replicas sharing a label)
         hosts = {
             h.key: {
@@ -495,20 +505,14 @@ class Controller:
 
     def _control_dir(self) -> Path:
         if self.control_dir is None:
-            self.control_dir = Path(tempfile.mkdtemp(prefix="ccbench-ssh-"))
+            self.control_dir = sshcontrol.make_control_dir(self.options.workdir)
         return self.control_dir
 
     def _close_connections(self) -> None:
         """End the SSH masters of this run (ControlPersist would keep them a minute)."""
         if self.control_dir is None:
             return
-        for socket_path in self.control_dir.iterdir():
-            subprocess.run(
-                ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "ccbench-fleet"],
-                capture_output=True,
-                timeout=30,
-            )
-        shutil.rmtree(self.control_dir, ignore_errors=True)
+        sshcontrol.close_control_dir(self.control_dir)
         self.control_dir = None
 
     def _collect(self, fleet: FleetRun, label: str, run: HostRun) -> None:

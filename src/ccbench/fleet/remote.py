@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ccbench import ownprocs
 from ccbench.fsutil import atomic_target, write_text_atomic
 
 #: the environment variable a served host's run finds its serving host's address in
@@ -163,11 +164,13 @@ def start(
 
 def supervise(run_dir: Path, ccbench_args: list[str]) -> int:
     write_text_atomic(run_dir / "supervisor.pid", str(os.getpid()))
+    # the run counts the agent's calls (their connection, registered by each call) as its own, not as neighbours
+    own = str(run_dir / ownprocs.FILE_NAME)
     process = subprocess.Popen(
         [sys.executable, "-m", "ccbench", *ccbench_args],
         stdin=subprocess.DEVNULL,
         start_new_session=True,
-        env={**os.environ, "COLUMNS": "120", "TERM": "dumb"},
+        env={**os.environ, "COLUMNS": "120", "TERM": "dumb", ownprocs.ENV: own},
     )
     write_text_atomic(run_dir / "ccbench.pid", str(process.pid))
     # a SIGINT/SIGTERM meant for the run reaches it through `stop`; the supervisor must outlive it
@@ -537,6 +540,11 @@ def main(argv: list[str] | None = None) -> int:
         return supervise(run_dir, args.ccbench_args)
     if args.action == "send":
         return send(run_dir)
+    if args.action == "start":
+        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if args.action in ("start", "status", "stop") and run_dir.is_dir():
+        # before the work: the run's contention check must know this call's processes as ccbench's own
+        ownprocs.register_connection(run_dir / ownprocs.FILE_NAME)
     if args.action == "serve":
         result = serve(run_dir, json.loads(args.services or "[]"), args.seconds)
     elif args.action == "unserve":

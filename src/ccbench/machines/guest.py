@@ -16,10 +16,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -51,18 +51,27 @@ def index_root() -> Path:
     return Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"ccbench-{os.geteuid()}" / "guests"
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on now (QEMU binds it for the SSH forward)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+#: the SSH forward of ``info usernet`` (QEMU's user-mode network): "TCP[HOST_FORWARD] FD host-address
+#: host-port guest-address 22 ..."
+_HOST_FORWARD = re.compile(r"TCP\[HOST_FORWARD\]\s+\d+\s+(\S+)\s+(\d+)\s+\S+\s+22\b")
+
+
+def forwarded_port(usernet: str) -> int | None:
+    """The host port QEMU bound for the guest's SSH (``info usernet``); None when it lists none."""
+    match = _HOST_FORWARD.search(usernet)
+    return int(match.group(2)) if match and int(match.group(2)) else None
 
 
 @dataclass
 class Guest:
     name: str
     run_dir: Path
-    ssh_port: int
+    #: the host's loopback port forwarded to the guest's SSH: QEMU binds one itself (port 0), read back
+    #: by ``read_ssh_port`` (no port is probed free and released before QEMU binds it: another program
+    #: could take it meanwhile)
+    ssh_port: int = 0
+    #: the work directory of the study that launched it: ``ccbench cleanup --workdir`` stops only its own
+    workdir: Path | None = None
     rid: str = field(default_factory=lambda: secrets.token_hex(3))
     process: subprocess.Popen | None = None
     started: float = 0.0
@@ -90,6 +99,7 @@ class Guest:
             "ssh_port": self.ssh_port,
             "pid": self.process.pid if self.process else None,
             "owner_pid": os.getpid(),
+            "workdir": str(self.workdir.resolve()) if self.workdir else None,
         }
 
     # -- life cycle
@@ -115,6 +125,39 @@ class Guest:
             log.close()
         write_json_atomic(self.entry, self.record())
 
+    def read_ssh_port(self, timeout_s: float = QMP_TIMEOUT_S) -> int:
+        """The port QEMU bound for the SSH forward, asked over its monitor (``info usernet``) as soon
+        as the monitor answers; kept in the guest's index entry."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._exited_during_boot()
+            if not self.qmp_socket.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)  # QEMU makes its monitor's socket as it starts (asking earlier logs errors)
+                continue
+            try:
+                usernet = self.qmp("human-monitor-command", **{"command-line": "info usernet"})
+            except EnvironmentProblem:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+                continue
+            port = forwarded_port(usernet or "")
+            if port is None:
+                raise EnvironmentProblem(
+                    f"guest {self.name}: QEMU lists no SSH forward in 'info usernet' ({(usernet or '').strip()[:200]!r})"
+                )
+            self.ssh_port = port
+            write_json_atomic(self.entry, self.record())
+            return port
+
+    def _exited_during_boot(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise EnvironmentProblem(
+                f"guest {self.name}: QEMU exited with {self.process.returncode} during boot: "
+                f"{self._last_line(self.run_dir / 'qemu.log')}; its console's last line: "
+                f"{self._last_line(self.serial_log)!r} (see {self.run_dir / 'qemu.log'} and {self.serial_log})"
+            )
+
     def wait_ready(
         self, ssh: Callable[[], bool], timeout_s: float, on_wait: Callable[[float], None] | None = None
     ) -> float:
@@ -123,12 +166,7 @@ class Guest:
         deadline = self.started + timeout_s
         said_ready = False
         while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise EnvironmentProblem(
-                    f"guest {self.name}: QEMU exited with {self.process.returncode} during boot: "
-                    f"{self._last_line(self.run_dir / 'qemu.log')}; its console's last line: "
-                    f"{self._last_line(self.serial_log)!r} (see {self.run_dir / 'qemu.log'} and {self.serial_log})"
-                )
+            self._exited_during_boot()
             said_ready = said_ready or READY in self._console()
             if said_ready and ssh():
                 self.ready_s = time.monotonic() - self.started
@@ -156,7 +194,7 @@ class Guest:
             self._lock = None
         return done
 
-    def qmp(self, command: str) -> Any:
+    def qmp(self, command: str, **arguments: Any) -> Any:
         """One command on the guest's QEMU monitor (QMP, through the QEMU project's own client,
         qemu.qmp); its return value. A refusal or a monitor that does not answer is an error naming
         the guest."""
@@ -171,7 +209,7 @@ class Guest:
         try:
             monitor.connect(negotiate=True)
             monitor.settimeout(QMP_TIMEOUT_S)
-            return monitor.cmd(command)
+            return monitor.cmd(command, **arguments)
         except (QMPError, OSError, TimeoutError) as exc:
             raise EnvironmentProblem(f"guest {self.name}: QEMU's monitor refused {command}: {exc}") from None
         finally:
@@ -240,13 +278,21 @@ def _pid_of(record: dict[str, Any]) -> int | None:
     return int(pid)
 
 
-def sweep() -> list[str]:
-    """Stop the guests (and remove the overlays) of entries whose owner is gone."""
+def sweep(workdir: Path) -> list[str]:
+    """Stop the guests (and remove the overlays) of entries whose owner is gone and which ``workdir``
+    owns: their record names it, or no work directory (an entry of an older ccbench, which nothing
+    else would ever claim). Guests of another work directory's studies are left to that one."""
     root = index_root()
     removed: list[str] = []
     if not root.is_dir():
         return removed
     for entry in sorted(root.glob("*.json")):
+        try:
+            owned_by = json.loads(entry.read_text()).get("workdir")
+        except (OSError, ValueError, AttributeError):
+            owned_by = None  # unreadable: swept below if its owner is gone
+        if owned_by is not None and owned_by != str(workdir.resolve()):
+            continue
         lock_path = entry.with_suffix(".lock")
         with open(lock_path, "a+") as lock:
             try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
-from ccbench.fsutil import write_json_atomic, write_text_atomic
+from ccbench.fsutil import make_new_dir, write_json_atomic, write_text_atomic
 from ccbench.machines import guest as guests
 from ccbench.machines import hostcheck, qemu
 from ccbench.machines.image import GuestImage, ensure_image, user_image
 from ccbench.machines.study import Study, load_study
+from ccbench.workdir import DEFAULT_WORKDIR
 
 QEMU = "qemu-system-x86_64"
 BOOT_TIMEOUT_S = 300.0
@@ -58,6 +60,8 @@ class StudyRun:
     def __init__(self, study: Study, image: GuestImage, directory: Path, echo: Callable[[str], None], **options):
         self.study, self.image, self.directory, self.echo = study, image, directory, echo
         self.boot_timeout_s = float(options.get("boot_timeout_s") or BOOT_TIMEOUT_S)
+        #: the work directory that owns the guests and SSH connections (ccbench cleanup --workdir)
+        self.workdir = Path(options.get("workdir") or DEFAULT_WORKDIR).resolve()
         self.accel = options.get("accel") or hostcheck.accel()
         self.running: dict[str, guests.Guest] = {}
         self.document: dict[str, Any] = {
@@ -77,7 +81,7 @@ class StudyRun:
         self.known_hosts = directory / "known_hosts"
 
     def __enter__(self) -> StudyRun:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(parents=True, exist_ok=True)  # run_study made it its own already
         guests.keygen(self.key, f"ccbench-study-{self.study.name}")
         self.known_hosts.write_text("")
         self.save()
@@ -96,7 +100,6 @@ class StudyRun:
         run_dir = self.directory / "arms" / _safe(arm.name)
         files = run_dir / "fw_cfg"
         files.mkdir(parents=True, exist_ok=True)
-        port = guests.free_port()
         host_key = guests.keygen(files / "ssh_host_ed25519_key", f"{arm.name}@ccbench")
         Path(f"{files / 'ssh_host_ed25519_key'}.pub").unlink()
         shutil.copyfile(f"{self.key}.pub", files / "authorized_keys")
@@ -107,7 +110,7 @@ class StudyRun:
         fw_cfg = {name: files / name for name in ("authorized_keys", "ssh_host_ed25519_key", "hostname", "machine_id")}
         fw_cfg["launch"] = files / "launch"
         overlay = run_dir / "overlay.qcow2"
-        guest = guests.Guest(arm.name, run_dir, port)
+        guest = guests.Guest(arm.name, run_dir, workdir=self.workdir)
         guest_id = guest.rid
         boot = qemu.Boot(
             qemu=QEMU,
@@ -117,7 +120,7 @@ class StudyRun:
             disk=overlay,
             disk_format="qcow2",
             base_append=self.image.base_append,
-            ssh_port=port,
+            ssh_port=0,  # QEMU binds a free one itself: read back once it runs
             serial_log=run_dir / "console.log",
             pidfile=run_dir / "qemu.pid",
             qmp_socket=guests.socket_dir(guest_id) / "qmp.sock",
@@ -134,8 +137,6 @@ class StudyRun:
             "host": self.document["host"],
         }
         write_json_atomic(files / "launch", record)
-        with open(self.known_hosts, "a") as handle:
-            handle.write(f"[127.0.0.1]:{port} {host_key}\n")
         guest.enter()  # recorded before anything is made
         self.running[arm.name] = guest
         (run_dir / "console.log").unlink(missing_ok=True)
@@ -157,6 +158,9 @@ class StudyRun:
         )
         self.echo(f"{arm.name}: booting ({arm.kind}, {self.accel}) ...")
         guest.start(launch.argv)
+        port = guest.read_ssh_port()
+        with open(self.known_hosts, "a") as handle:
+            handle.write(f"[127.0.0.1]:{port} {host_key}\n")
         ready = guest.wait_ready(guests.ssh_probe(port, self.key, self.known_hosts), self.boot_timeout_s)
         if launch.pin:
             qemu.pin_vcpus(guest.qmp("query-cpus-fast") or [], launch.pin)
@@ -190,13 +194,26 @@ class StudyRun:
             )
 
     def down(self, arm_name: str) -> None:
-        guest = self.running.pop(arm_name, None)
-        if guest is not None:
-            guest.stop()
+        """Stop an arm's guest, and say so with how long it took; kept among the running until it is
+        stopped (stop can be called again after an interruption)."""
+        guest = self.running.get(arm_name)
+        if guest is None:
+            return
+        started = time.monotonic()
+        lines = guest.stop()
+        del self.running[arm_name]
+        for line in lines:
+            self.echo(f"{line} in {time.monotonic() - started:.1f} s")
 
     def down_all(self) -> None:
-        for name in list(self.running):
-            self.down(name)
+        """Stop every guest; a Ctrl-C meanwhile does not leave one running (each holds its memory)."""
+        if self.running:
+            self.echo(f"stopping {len(self.running)} guest(s): {', '.join(self.running)}")
+        while self.running:
+            try:
+                self.down(next(iter(self.running)))
+            except KeyboardInterrupt:
+                self.echo("stopping the guests first: none is left running")
 
     # -- the plan
     def inventory(self, names: tuple[str, ...], path: Path) -> Path:
@@ -222,12 +239,25 @@ class StudyRun:
         others = " (the other arms paused)" if self.study.order == "interleaved" and len(self.running) > 1 else ""
         self.echo(f"round {index + 1} of {self.study.rounds}: {', '.join(names)}{others}")
         options = FleetOptions(
-            plan=self.study.plan, inventory=str(inventory), out=str(out), mode="serial", report=False
+            plan=self.study.plan,
+            inventory=str(inventory),
+            out=str(out),
+            mode="serial",
+            report=False,
+            workdir=str(self.workdir),
+            resumable=False,  # the guests are stopped when the study ends: the study is what runs again
         )
         code = run_fleet(options, self.echo)
         self.document["rounds"].append({"round": index + 1, "arms": list(names), "exit": code})
         self.save()
         return code
+
+
+def study_directory(out: Path, name: str, now: datetime | None = None) -> Path:
+    """The study run's directory, made here: ``machines-<study>-<UTC second>``, with ``-2``, ``-3``...
+    when another study run holds that name (two copies started in the same second with one --out)."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return make_new_dir(out, f"machines-{_safe(name)}-{stamp}")
 
 
 def _safe(name: str) -> str:
@@ -278,15 +308,27 @@ def preflight(study: Study, out: Path) -> list[str]:
 
 
 def run_study(
-    path: str | Path, out: str | Path, echo: Callable[[str], None], *, boot_timeout_s: float | None = None
+    path: str | Path,
+    out: str | Path,
+    echo: Callable[[str], None],
+    *,
+    boot_timeout_s: float | None = None,
+    workdir: str | Path | None = None,
 ) -> int:
-    """Run a study from nothing to its comparison; the exit code (0 ok, 1 an arm failed, 130 interrupted)."""
+    """Run a study from nothing to its comparison; the exit code (0 ok, 1 an arm failed, 130 interrupted).
+    ``workdir`` owns its guests and SSH connections: what a killed study left, ``ccbench cleanup
+    --workdir`` (and the next study with that work directory) removes."""
     from ccbench.machines.guestkernel import guest_kernel_lacks
 
     study = load_study(path)
-    out = Path(out)
+    # absolute: QEMU runs in the arm's directory, and every path of its command line must hold there
+    out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for line in guests.sweep():
+    workdir = Path(workdir or DEFAULT_WORKDIR)
+    workdir.mkdir(parents=True, exist_ok=True)
+    from ccbench.fleet.sshcontrol import sweep_control_dirs
+
+    for line in guests.sweep(workdir) + sweep_control_dirs(workdir):
         echo(line)
     problems = preflight(study, out)
     if problems:
@@ -296,14 +338,13 @@ def run_study(
         problems = guest_kernel_lacks(study, image.kernel_config, image.facts.get("kernel_release", ""))
         if problems:
             raise HostRefused(problems)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    directory = out / f"machines-{_safe(study.name)}-{stamp}"
+    directory = study_directory(out, study.name)
     echo(
         f"study {study.name}: {len(study.arms)} arms ({', '.join(a.name for a in study.arms)}), plan {study.plan}, "
         f"{study.rounds} round(s) {study.order}, baseline {study.baseline} -> {directory}"
     )
     code = 0
-    with StudyRun(study, image, directory, echo, boot_timeout_s=boot_timeout_s) as run:
+    with StudyRun(study, image, directory, echo, boot_timeout_s=boot_timeout_s, workdir=workdir) as run:
         run.document["status"] = "failed"  # until the rounds say otherwise: a guest that never booted, a stop
         try:
             code = _rounds(run)
@@ -314,7 +355,13 @@ def run_study(
             raise
         run.document["status"] = "interrupted" if code == 130 else "complete"
     if code == 130:
-        echo(f"interrupted: every guest is stopped; what was measured is in {directory}; run the study again")
+        kept = len(bundles_by_arm(directory))
+        words = ["ccbench", "machines", "run", str(study.source), "--out", str(out)]
+        again = shlex.join(words + (["--workdir", str(workdir)] if str(workdir) != DEFAULT_WORKDIR else []))
+        echo(
+            f"interrupted: every guest is stopped; {kept} bundle(s) measured before the stop are kept in "
+            f"{directory}. A study does not resume: to measure it in full, run it again: {again}"
+        )
         return 130
     code = max(code, compare_arms(directory, study, echo))
     return code

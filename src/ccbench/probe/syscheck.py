@@ -163,11 +163,34 @@ def _cpu_ticks(root: Path) -> tuple[int, int, int] | None:
     return busy, steal, cpus
 
 
-def sample_processes(sample_s: float, exclude: set[int] | None = None) -> tuple[list[dict[str, Any]], float]:
-    """Per-process CPU over ``sample_s`` seconds (live, psutil): the busy ones, and everyone else's total in CPUs."""
+def own_processes() -> set[int]:
+    """ccbench's own processes (live): this one and its descendants, and the trees of the processes
+    registered as its own (ccbench.ownprocs: the fleet agent's connection), each by pid and start time."""
     import psutil
 
-    exclude = set(exclude or ()) | {os.getpid()}  # ccbench itself, sampling
+    from ccbench import ownprocs
+
+    roots = [psutil.Process()]
+    for pid, start in ownprocs.registered(os.environ.get(ownprocs.ENV)):
+        if ownprocs.start_ticks(pid) == start:
+            try:
+                roots.append(psutil.Process(pid))
+            except psutil.Error:
+                continue
+    own = set()
+    for root in roots:
+        try:
+            own |= {root.pid, *(child.pid for child in root.children(recursive=True))}
+        except psutil.Error:
+            continue
+    return own
+
+
+def sample_processes(sample_s: float, exclude: set[int] | None = None) -> tuple[list[dict[str, Any]], float]:
+    """Per-process CPU over ``sample_s`` seconds (live, psutil): the busy ones, and everyone else's total
+    in CPUs. ccbench's own processes (own_processes, as they are when the sample starts) are left out."""
+    import psutil
+
     before: dict[int, tuple[psutil.Process, float]] = {}
     for process in psutil.process_iter():
         try:
@@ -175,6 +198,8 @@ def sample_processes(sample_s: float, exclude: set[int] | None = None) -> tuple[
             before[process.pid] = (process, times.user + times.system)
         except psutil.Error:
             continue
+    # after the listing: a process of ccbench's started meanwhile is known as its own
+    exclude = set(exclude or ()) | own_processes()
     start = time.monotonic()
     time.sleep(sample_s)
     elapsed = time.monotonic() - start
