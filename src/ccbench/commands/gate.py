@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ccbench.commands.options import allow_unverified_option, exclude_contended_option, labels_option
+from ccbench.workdir import DEFAULT_WORKDIR
 
 
 def _threshold(text: str | None) -> float | None:
@@ -100,7 +101,7 @@ def _budget(text: str) -> float:
 @click.option(
     "--workdir",
     type=click.Path(),
-    default=".ccbench/work",
+    default=DEFAULT_WORKDIR,
     show_default=True,
     help="The work directory of the --confirm run (as ccbench run's).",
 )
@@ -125,7 +126,7 @@ def command(
     """Judge the run in NEW (bundles or directories of bundles) against a baseline: exit 0 passed,
     1 failed (a primary metric worse beyond the threshold, a case of the baseline the new run lacks,
     or a new run that did not end), 2 bad input (a run gated against itself among it), 3 a bundle that
-    does not verify. A case that cannot be judged (too few executions; against a store, a series
+    does not verify, 75 busy (--confirm's work directory held by another run). A case that cannot be judged (too few executions; against a store, a series
     with fewer than 3 earlier runs: building the baseline) fails nothing, is named, and is <skipped/>
     in the JUnit file.
 
