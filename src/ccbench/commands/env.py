@@ -121,7 +121,7 @@ def print_environment(document: dict[str, Any]) -> None:
     storage = document.get("storage", {})
     lines = [
         ("host", document.get("hostname")),
-        ("cpu", f"{cpu.get('model')} ({cpu.get('cores')} cores, {cpu.get('threads')} threads)"),
+        ("cpu", _cpu_line(cpu)),
         ("memory", f"{memory / 2**30:.1f} GiB" if memory else "unknown"),
         ("kernel", document.get("kernel", {}).get("release")),
         ("os", document.get("os", {}).get("pretty_name")),
@@ -139,3 +139,10 @@ def print_environment(document: dict[str, Any]) -> None:
         stdout.print(f"{'':<15}   note: {note}")
     detail = ", ".join(f"{k}={v}" for k, v in storage.items() if k not in ("path", "protection"))
     stdout.print(f"[bold]{'storage':<15}[/bold] {storage.get('protection')} at {storage.get('path')} ({detail})")
+
+
+def _cpu_line(cpu: dict) -> str:
+    """"Intel Xeon (2 cores, 2 threads)", and "unknown" for what the probe could not read (never "None")."""
+    counts = ", ".join(f"{cpu[key]} {key}" for key in ("cores", "threads") if cpu.get(key) is not None)
+    model = cpu.get("model") or "unknown"
+    return f"{model} ({counts})" if counts else f"{model} (cores and threads unknown)"

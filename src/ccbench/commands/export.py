@@ -35,6 +35,13 @@ def command(bundles, out: Path, format_name: str | None, force: bool, labels, al
     if unverified:
         click.echo(f"warning: {unverified_warning(unverified)}", err=True)
 
+    if format_name is None and out.suffix.lower() not in (".csv", ".parquet", ".pq", ""):
+        from ccbench.errors import CCBenchError
+
+        raise CCBenchError(
+            f"-o {out}: ccbench exports Parquet or CSV, not {out.suffix}; name the file .parquet or .csv "
+            "(or give --format)"
+        )
     format_name = format_name or ("csv" if out.suffix.lower() == ".csv" else "parquet")
     check_output(out, format_name, force)  # before the work, as well as when writing
     rows, taken = export(bundles, out, format_name, parse_labels(labels), force)

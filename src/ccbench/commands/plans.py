@@ -10,5 +10,7 @@ def command() -> None:
     """List the bundled plans, one line each."""
     from ccbench.plan import bundled_plans, plan_summary
 
-    for name, path in bundled_plans().items():
-        click.echo(f"{name:<14} {plan_summary(path)}")
+    plans = bundled_plans()
+    width = max((len(name) for name in plans), default=0) + 2  # a gap after the longest name
+    for name, path in plans.items():
+        click.echo(f"{name:<{width}}{plan_summary(path)}")

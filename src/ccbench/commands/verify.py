@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 
@@ -55,7 +56,15 @@ def command(bundle, policy_file, collateral, require_attestation, at_text, as_js
     --require-attestation); 3 tampering; 4 evidence that fails or cannot be verified; 5 no real
     evidence with --require-attestation; 2 bad input."""
     from ccbench.attestation.verify import load_policy, verify_bundle
+    from ccbench.errors import CCBenchError
 
+    here = Path(bundle)
+    if here.is_dir() and not (here / "manifest.json").exists() and not (here / "attestation.json").exists():
+        # nothing of a bundle at all: bad input, not tampering (a bundle missing one of the two is checked)
+        raise CCBenchError(
+            f"{bundle}: neither manifest.json nor attestation.json: not a ccbench bundle (give a bundle directory, "
+            "e.g. results/<host>-<time>)"
+        )
     at = _unix_time(at_text) if at_text is not None else None
     verdict = verify_bundle(
         bundle,

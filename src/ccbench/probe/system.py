@@ -143,7 +143,8 @@ def probe_system(sources: Sources) -> dict[str, Any]:
     version = sources.read_text("/proc/sys/kernel/version")
     hostname = sources.read_text("/etc/hostname") if not sources.live else None
     return {
-        "hostname": (hostname or socket.gethostname()).strip(),
+        # a snapshot (--root) without /etc/hostname is "unknown", never this machine's name
+        "hostname": (hostname or (socket.gethostname() if sources.live else "unknown")).strip(),
         "cpu": cpu,
         "memory": _meminfo(sources),
         "kernel": {
