@@ -179,9 +179,10 @@ def test_perf_format_5_is_read(tmp_path):
 # ---- hyperfine ---------------------------------------------------------------------------------------
 
 
-def test_hyperfine_runs_that_exited_non_zero_are_kept_with_their_exit_codes(tmp_path):
-    """hyperfine exports non-zero exits only under -i, when the user asked for failing runs to be
-    timed: every run is a sample, recorded with its exit code, and the notes say how many failed."""
+def test_hyperfine_runs_that_exited_non_zero_are_left_out_and_kept_in_the_execution_record(tmp_path):
+    """hyperfine exports non-zero exits only under -i: a failed run is no measurement of the command,
+    so it is no sample; the execution record keeps each one (index, exit code, time) and the notes say
+    how many failed. A command whose every run failed is a failed execution, named in the outcomes."""
     source = IMPORT / "hyperfine-failures.json"
     results = json.loads(source.read_text())["results"]
     done = run_ccbench("import", "hyperfine", source, "--out", tmp_path)
@@ -189,16 +190,21 @@ def test_hyperfine_runs_that_exited_non_zero_are_kept_with_their_exit_codes(tmp_
     assert "1 of 4 runs exited non-zero (exit 137)" in done.stdout, done.stdout
     assert "3 of 3 runs exited non-zero (exit 2)" in done.stdout
     # two commands without --label: one bundle (configuration) per command
-    bundles = [read_bundle(p) for p in _bundles(tmp_path)]
-    by_command: dict[str, list] = {}
-    for bundle in bundles:
-        for sample in bundle.samples:
-            assert sample["metadata"]["command"] == bundle.manifest["label"]
-            by_command.setdefault(sample["metadata"]["command"], []).append(
-                (sample["value"], sample["metadata"]["exit_code"])
-            )
-    assert by_command == {r["command"]: list(zip(r["times"], r["exit_codes"])) for r in results}
-    assert sorted(e["status"] for b in bundles for e in b.executions) == ["ok", "ok"]
+    bundles = {b.manifest["label"]: b for b in (read_bundle(p) for p in _bundles(tmp_path))}
+    for result in results:
+        bundle = bundles[result["command"]]
+        runs = list(zip(result["times"], result["exit_codes"]))
+        assert sorted(s["value"] for s in bundle.samples) == sorted(t for t, code in runs if code == 0)
+        assert all(s["metadata"]["exit_code"] == 0 for s in bundle.samples)
+        [record] = bundle.executions
+        assert [(r["wall_s"], r["exit_code"]) for r in record["failed_runs"]] == [(t, c) for t, c in runs if c != 0]
+    assert bundles["./server-bench --quick"].executions[0]["status"] == "ok"
+    assert bundles["./server-bench --quick"].manifest["outcomes"]["hyperfine"]["status"] == "ok"
+    failed = bundles["./server-bench --missing-flag"]
+    assert failed.executions[0]["status"] == "failed" and not failed.samples
+    outcome = failed.manifest["outcomes"]["hyperfine"]
+    assert (outcome["status"], outcome["executions_failed"]) == ("failed", 1)
+    assert "exit 2" in outcome["reason"]
 
 
 # ---- errors that say what the file is ----------------------------------------------------------------

@@ -69,6 +69,9 @@ class Execution:
     status: str = "ok"
     #: what the source says about this execution that a reader must know (runs left out, and why)
     notes: list[str] = field(default_factory=list)
+    #: the runs the source says failed, left out of the samples but kept in the execution record
+    #: (hyperfine -i's runs that exited non-zero: index, exit code, time)
+    failed_runs: list[dict[str, Any]] = field(default_factory=list)
 
     def sample_count(self) -> int:
         return len(self.measurements) + sum(len(s.values) for s in self.series)
@@ -87,6 +90,8 @@ class Imported:
     #: names it; a user's --storage-protection wins over it
     storage_protection: str | None = None
     storage_protection_source: str = ""
+    #: what the import must tell of the bundle as a whole (files taken as one machine, and why)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

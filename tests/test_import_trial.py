@@ -1,0 +1,77 @@
+"""ccbench import on the user trial's findings (2026-12-02): a hyperfine command whose every run
+failed, bundle names a shell hides, a fio --client file of two machines, a pyperformance log cut in
+the middle of a line, ping logs taken as one machine. Each test runs the real CLI on the files in
+tests/data/import/ and tests/data/network/."""
+
+import json
+from pathlib import Path
+
+from conftest import DATA, run_ccbench
+
+from ccbench.bundle import read_bundle
+
+IMPORT = DATA / "import"
+FAILURES = IMPORT / "hyperfine-failures.json"
+
+
+def _bundles(out: Path) -> list[Path]:
+    return sorted(p for p in out.iterdir() if (p / "manifest.json").exists())
+
+
+def _one_line_refusal(done, out: Path) -> str:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert not out.exists() or not _bundles(out)
+    return done.stderr
+
+
+# ---- hyperfine: a command whose every run failed -------------------------------------------------------
+
+
+def test_compare_gives_no_figure_for_a_command_whose_every_run_failed(tmp_path):
+    """The trial's '71x faster, significant': './server-bench --missing-flag' exited 2 in 3 of 3 runs.
+    compare of the two commands as the import suggests has no ratio for it and says why."""
+    done = run_ccbench("import", "hyperfine", FAILURES, "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    bundles = {read_bundle(p).manifest["label"]: p for p in _bundles(tmp_path)}
+    compared = run_ccbench(
+        "compare", bundles["./server-bench --quick"], bundles["./server-bench --missing-flag"],
+        "--baseline", "./server-bench --quick", "--summary",
+    )  # fmt: skip
+    assert compared.returncode == 2 and "faster" not in compared.stdout, compared.stdout
+    assert "./server-bench --missing-flag: no sample, every execution failed" in compared.stderr
+    assert "exit 2" in compared.stderr
+
+
+def test_a_failed_command_is_a_lost_case_for_the_gate_and_a_finding_for_compare(tmp_path):
+    """The same file under one label, gated against a baseline whose runs all exited 0: the failed
+    command's case is lost (exit 1); compared with another machine, the lint names the failure."""
+    clean = json.loads(FAILURES.read_text())
+    for result in clean["results"]:
+        result["exit_codes"] = [0] * len(result["times"])
+    baseline_file = tmp_path / "clean.json"
+    baseline_file.write_text(json.dumps(clean))
+    for out, source, label in (("base", baseline_file, "vm"), ("new", FAILURES, "vm"), ("other", baseline_file, "b")):
+        assert run_ccbench("import", "hyperfine", source, "--out", tmp_path / out, "--label", label).returncode == 0
+    [base], [new], [other] = (_bundles(tmp_path / out) for out in ("base", "new", "other"))
+    gated = run_ccbench("gate", new, "--against", base)
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert "1 case lost" in gated.stdout and "./server-bench --missing-flag" in gated.stdout
+    compared = run_ccbench("compare", other, new, "--json")
+    assert compared.returncode == 0, compared.stderr
+    rows = [json.loads(line) for line in compared.stdout.splitlines() if line.startswith("{")]
+    assert {r["params"].get("command") for r in rows if "params" in r} == {"./server-bench --quick"}
+    assert "failed-executions" in compared.stdout and "exit 2" in compared.stdout
+
+
+def test_hyperfine_bundles_of_dot_slash_commands_are_visible_and_distinct(tmp_path):
+    """'./server-bench --quick' gave the hidden directory '._server-bench_...': names start with a
+    visible character, so ls and DIR/*/ see them, and the two commands stay two directories."""
+    assert run_ccbench("import", "hyperfine", FAILURES, "--out", tmp_path).returncode == 0
+    names = [p.name for p in _bundles(tmp_path)]
+    assert len(names) == 2 and all(name[0].isalnum() for name in names), names
+    assert sorted(p.name for p in tmp_path.glob("*/")) == sorted(names)
+    assert {read_bundle(tmp_path / n).manifest["label"] for n in names} == {
+        "./server-bench --quick",
+        "./server-bench --missing-flag",
+    }
