@@ -55,31 +55,35 @@ def test_fio21_without_job_options_leaves_block_size_and_pattern_unknown(tmp_pat
     assert clat == {"read": pytest.approx(7801.2), "write": pytest.approx(15622.0)}
 
 
-def test_fio_client_output_is_one_execution_per_server(tmp_path):
-    [bundle] = _import("fio", IMPORT / "fio-3.28-client.json", tmp_path)
+def test_fio_client_output_is_one_bundle_per_server(tmp_path):
+    bundles = _import("fio", IMPORT / "fio-3.28-client.json", tmp_path)
     stats = json.loads((IMPORT / "fio-3.28-client.json").read_text())["client_stats"]
-    assert len(bundle.executions) == 2
-    throughput = {s["metadata"]["host"]: s["value"] for s in bundle.samples if s["metric"] == "throughput"}
+    assert [len(bundle.executions) for bundle in bundles] == [1, 1]
+    samples = [s for bundle in bundles for s in bundle.samples]
+    throughput = {s["metadata"]["host"]: s["value"] for s in samples if s["metric"] == "throughput"}
     assert throughput == {
         "server-a": pytest.approx(stats[0]["read"]["bw_bytes"] / 1e6),
         "server-b": pytest.approx(stats[1]["read"]["bw_bytes"] / 1e6),
     }  # fio's "All clients" sum is no server's measurement
-    assert all(s["params"]["bs"] == "4k" and s["params"]["rw"] == "randread" for s in bundle.samples)
-    assert {s["execution"] for s in bundle.samples} == {e["key"] for e in bundle.executions}
+    assert all(s["params"]["bs"] == "4k" and s["params"]["rw"] == "randread" for s in samples)
+    for bundle in bundles:
+        assert {s["execution"] for s in bundle.samples} == {e["key"] for e in bundle.executions}
+        assert {s["metadata"]["host"] for s in bundle.samples} == {bundle.manifest["label"]}
 
 
 def test_fio_client_output_from_two_servers_reads_each_servers_global_options(tmp_path):
     """fio --client with two servers writes 'global options' as a list, one object per server
     (client.c): each server's jobs take their block size and pattern from their own entry."""
     source = IMPORT / "fio-3.43-client-two-servers.json"
-    [bundle] = _import("fio", source, tmp_path)
+    bundles = _import("fio", source, tmp_path)
     document = json.loads(source.read_text())
     assert isinstance(document["global options"], list)
     stats = {job["hostname"]: job for job in document["client_stats"] if job["jobname"] != "All clients"}
-    throughput = {s["metadata"]["host"]: s["value"] for s in bundle.samples if s["metric"] == "throughput"}
+    samples = [s for bundle in bundles for s in bundle.samples]
+    throughput = {s["metadata"]["host"]: s["value"] for s in samples if s["metric"] == "throughput"}
     assert throughput == {host: pytest.approx(job["read"]["bw_bytes"] / 1e6) for host, job in stats.items()}
-    assert len(bundle.executions) == 2
-    assert {(s["params"]["bs"], s["params"]["rw"]) for s in bundle.samples} == {("4k", "randread")}
+    assert [len(bundle.executions) for bundle in bundles] == [1, 1]
+    assert {(s["params"]["bs"], s["params"]["rw"]) for s in samples} == {("4k", "randread")}
 
 
 def test_fio_client_servers_on_one_host_are_told_apart_by_port(tmp_path):

@@ -75,3 +75,29 @@ def test_hyperfine_bundles_of_dot_slash_commands_are_visible_and_distinct(tmp_pa
         "./server-bench --quick",
         "./server-bench --missing-flag",
     }
+
+
+# ---- fio --client: one file, two machines ---------------------------------------------------------------
+
+
+def test_a_fio_client_file_of_two_servers_is_one_bundle_per_server(tmp_path):
+    """client_stats name the servers tdx-vm and plain-vm: two machines, two bundles, each labelled
+    (and its hostname) the server's, each holding only its server's samples; never one median of both."""
+    source = IMPORT / "fio-3.43-client-two-servers.json"
+    done = run_ccbench("import", "fio", source, "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    stats = {j["hostname"]: j for j in json.loads(source.read_text())["client_stats"] if j["jobname"] != "All clients"}
+    bundles = {b.manifest["label"]: b for b in map(read_bundle, _bundles(tmp_path))}
+    assert set(bundles) == {"tdx-vm", "plain-vm"}
+    for host, bundle in bundles.items():
+        assert bundle.manifest["environment"]["hostname"] == host
+        assert bundle.manifest["environment"]["source_hostname"] == host
+        [throughput] = [s["value"] for s in bundle.samples if s["metric"] == "throughput"]
+        assert abs(throughput - stats[host]["read"]["bw_bytes"] / 1e6) < 1e-9
+        assert {s["metadata"]["host"] for s in bundle.samples} == {host}
+
+
+def test_a_fio_client_file_of_two_servers_is_refused_under_one_label(tmp_path):
+    source = IMPORT / "fio-3.43-client-two-servers.json"
+    error = _one_line_refusal(run_ccbench("import", "fio", source, "--out", tmp_path, "--label", "vm"), tmp_path)
+    assert "states 2 machines" in error and "'tdx-vm' vs 'plain-vm'" in error and "--label 'vm'" in error
