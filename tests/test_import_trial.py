@@ -101,3 +101,21 @@ def test_a_fio_client_file_of_two_servers_is_refused_under_one_label(tmp_path):
     source = IMPORT / "fio-3.43-client-two-servers.json"
     error = _one_line_refusal(run_ccbench("import", "fio", source, "--out", tmp_path, "--label", "vm"), tmp_path)
     assert "states 2 machines" in error and "'tdx-vm' vs 'plain-vm'" in error and "--label 'vm'" in error
+
+
+# ---- seed 000: a pyperformance log cut in the middle of its last line -------------------------------------
+
+
+def test_a_pyperformance_log_cut_in_its_last_line_is_refused_as_a_cut_file(tmp_path):
+    """Cut after 'float: Mean +- std d', the log still held one whole line, and 'float' went missing
+    without a word. Refused as a cut fio JSON file is: one line, exit 2, nothing written."""
+    copy = tmp_path / "seed"
+    copy.mkdir()
+    for source in (IMPORT / "seed000-azure").iterdir():
+        (copy / source.name).write_bytes(source.read_bytes())
+    log = copy / "TDX-Encrypted_20241120_101244_pyperformance default.txt"
+    text = log.read_text()
+    assert text.rstrip().endswith("float: Mean +- std dev: 88.4 ms +- 0.9 ms")
+    log.write_text(text[: text.index("float: Mean +- std d") + len("float: Mean +- std d")])
+    error = _one_line_refusal(run_ccbench("import", "seed000", copy, "--out", tmp_path / "out"), tmp_path / "out")
+    assert log.name in error and "'float: Mean +- std d'" in error and "cut short" in error
