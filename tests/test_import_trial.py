@@ -119,3 +119,38 @@ def test_a_pyperformance_log_cut_in_its_last_line_is_refused_as_a_cut_file(tmp_p
     log.write_text(text[: text.index("float: Mean +- std d") + len("float: Mean +- std d")])
     error = _one_line_refusal(run_ccbench("import", "seed000", copy, "--out", tmp_path / "out"), tmp_path / "out")
     assert log.name in error and "'float: Mean +- std d'" in error and "cut short" in error
+
+
+# ---- ping: logs that state no machine, taken as one -------------------------------------------------------
+
+
+def test_ping_logs_imported_together_are_said_to_be_taken_as_one_machine(tmp_path):
+    """busybox's and iputils' logs (two destinations, two cases) land in one bundle named after the
+    first: the import says they were taken as one machine, that different pings wrote them, and what
+    to do; the manifest keeps the note and which pings wrote the logs."""
+    network = DATA / "network"
+    done = run_ccbench(
+        "import", "ping", network / "ping-busybox.txt", network / "ping-iputils-ipv6.txt", "--out", tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    [bundle] = map(read_bundle, _bundles(tmp_path))
+    [note] = bundle.manifest["imported"]["notes"]
+    assert "2 ping logs taken as one machine, named after ping-busybox.txt" in note
+    assert "ping-busybox.txt: busybox, ping-iputils-ipv6.txt: iputils" in note and "--label" in note
+    assert note in done.stdout
+    assert bundle.manifest["environment"]["tools"]["ping"] == ["busybox", "iputils"]
+    same = run_ccbench(
+        "import", "ping", network / "ping-loopback.txt", network / "ping-iputils-ipv6.txt", "--out", tmp_path / "same"
+    )
+    assert "2 ping logs taken as one machine" in same.stdout and "different pings" not in same.stdout
+    labelled = run_ccbench(
+        "import",
+        "ping",
+        network / "ping-loopback.txt",
+        network / "ping-iputils-ipv6.txt",
+        "--out",
+        tmp_path / "l",
+        "--label",
+        "vm",
+    )
+    assert labelled.returncode == 0 and "taken as one machine" not in labelled.stdout

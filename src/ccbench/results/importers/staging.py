@@ -131,6 +131,7 @@ def _manifest(imported: Imported, stated: dict[str, Any]) -> dict[str, Any]:
             "format": imported.format,
             "sources": sorted({str(e.source) for e in executions}),
             "note": "imported, not measured by ccbench",
+            **({"notes": imported.notes} if imported.notes else {}),
         },
         "label": imported.label,
         "plan": {"name": f"imported-{imported.format}", "workloads": []},
