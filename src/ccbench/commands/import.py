@@ -31,8 +31,10 @@ class _ImportCommand(click.Command):
     "--label",
     default=None,
     help="The machine label of the bundle (default: the first file's name; seed000: the label in the file names, "
-    "one bundle per label; hyperfine: each command of a file of several, one bundle per command). Files stating "
-    "different machines are refused under one label.",
+    "one bundle per label; hyperfine: each command of a file of several, one bundle per command; fio --client: "
+    "each server host, one bundle labelled by its hostname). Files stating different machines (one file of several "
+    "fio servers too) are refused under one label; ping logs state none, so logs imported together are one "
+    "machine, and the import says so.",
 )
 @click.option(
     "--tee",
@@ -83,6 +85,9 @@ def command(
     A hyperfine file of several commands imported without --label gives one bundle per command, each
     a configuration named after its command, so that compare says which ran how much faster (the
     first command the baseline, as printed); with --label it is one machine's, each command a case.
+    Runs that exited non-zero (hyperfine -i) are no samples (the execution record keeps them); a
+    command whose every run failed is a failed execution: compare gives no figure for it, and gate
+    counts a baseline's case of it as lost.
     """
     from ccbench.results.importers import import_results
     from ccbench.results.importers.stated import statements
