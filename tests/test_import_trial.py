@@ -57,6 +57,16 @@ def test_a_failed_command_is_a_lost_case_for_the_gate_and_a_finding_for_compare(
     gated = run_ccbench("gate", new, "--against", base)
     assert gated.returncode == 1, gated.stdout + gated.stderr
     assert "1 case lost" in gated.stdout and "./server-bench --missing-flag" in gated.stdout
+    # without --label, the failed command is a bundle without a sample: against the same command's
+    # clean bundle, its case is lost too (not "not in the baseline", exit 2)
+    for out, source in (("base-commands", baseline_file), ("new-commands", FAILURES)):
+        assert run_ccbench("import", "hyperfine", source, "--out", tmp_path / out).returncode == 0
+    [clean_one, failed_one] = (
+        next(p for p in _bundles(tmp_path / out) if read_bundle(p).manifest["label"] == "./server-bench --missing-flag")
+        for out in ("base-commands", "new-commands")
+    )
+    gated = run_ccbench("gate", failed_one, "--against", clean_one)
+    assert gated.returncode == 1 and "1 case lost" in gated.stdout, gated.stdout + gated.stderr
     compared = run_ccbench("compare", other, new, "--json")
     assert compared.returncode == 0, compared.stderr
     rows = [json.loads(line) for line in compared.stdout.splitlines() if line.startswith("{")]
