@@ -33,6 +33,8 @@ def test_compare_gives_no_figure_for_a_command_whose_every_run_failed(tmp_path):
     compare of the two commands as the import suggests has no ratio for it and says why."""
     done = run_ccbench("import", "hyperfine", FAILURES, "--out", tmp_path)
     assert done.returncode == 0, done.stderr
+    # the import no longer suggests a compare line that would give the failed command a figure
+    assert "ccbench compare" not in done.stdout and "every run of ./server-bench --missing-flag failed" in done.stdout
     bundles = {read_bundle(p).manifest["label"]: p for p in _bundles(tmp_path)}
     compared = run_ccbench(
         "compare", bundles["./server-bench --quick"], bundles["./server-bench --missing-flag"],

@@ -100,8 +100,29 @@ def command(
     for note in notes:
         click.echo(f"  note: {note}")
     if format_name == "hyperfine" and label is None and len(written) > 1:
-        import shlex
+        _compare_line(written)
 
-        first = json.loads((written[0] / "manifest.json").read_text())["label"]
-        line = " ".join(["ccbench compare", *map(shlex.quote, map(str, written)), "--baseline", shlex.quote(first)])
-        click.echo(f"  each command is a configuration; compare them, the first command the baseline: {line}")
+
+def _compare_line(written: list[Path]) -> None:
+    """The compare line of a hyperfine file's commands, the first the baseline; a command whose every
+    run failed has nothing to compare, and is left out of it (its note says why)."""
+    import shlex
+
+    manifests = {path: json.loads((path / "manifest.json").read_text()) for path in written}
+    measured = [
+        p for p, m in manifests.items() if (m.get("outcomes") or {}).get("hyperfine", {}).get("status") != "failed"
+    ]
+    failed = ", ".join(manifests[p]["label"] for p in written if p not in measured)
+    if len(measured) < 2:
+        click.echo(f"  no compare line: every run of {failed} failed, and fewer than two commands are left")
+        return
+    line = " ".join(
+        [
+            "ccbench compare",
+            *map(shlex.quote, map(str, measured)),
+            "--baseline",
+            shlex.quote(manifests[measured[0]]["label"]),
+        ]
+    )
+    left_out = f" ({failed} left out: every run failed)" if failed else ""
+    click.echo(f"  each command is a configuration; compare them, the first command the baseline{left_out}: {line}")
