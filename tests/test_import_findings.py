@@ -55,31 +55,35 @@ def test_fio21_without_job_options_leaves_block_size_and_pattern_unknown(tmp_pat
     assert clat == {"read": pytest.approx(7801.2), "write": pytest.approx(15622.0)}
 
 
-def test_fio_client_output_is_one_execution_per_server(tmp_path):
-    [bundle] = _import("fio", IMPORT / "fio-3.28-client.json", tmp_path)
+def test_fio_client_output_is_one_bundle_per_server(tmp_path):
+    bundles = _import("fio", IMPORT / "fio-3.28-client.json", tmp_path)
     stats = json.loads((IMPORT / "fio-3.28-client.json").read_text())["client_stats"]
-    assert len(bundle.executions) == 2
-    throughput = {s["metadata"]["host"]: s["value"] for s in bundle.samples if s["metric"] == "throughput"}
+    assert [len(bundle.executions) for bundle in bundles] == [1, 1]
+    samples = [s for bundle in bundles for s in bundle.samples]
+    throughput = {s["metadata"]["host"]: s["value"] for s in samples if s["metric"] == "throughput"}
     assert throughput == {
         "server-a": pytest.approx(stats[0]["read"]["bw_bytes"] / 1e6),
         "server-b": pytest.approx(stats[1]["read"]["bw_bytes"] / 1e6),
     }  # fio's "All clients" sum is no server's measurement
-    assert all(s["params"]["bs"] == "4k" and s["params"]["rw"] == "randread" for s in bundle.samples)
-    assert {s["execution"] for s in bundle.samples} == {e["key"] for e in bundle.executions}
+    assert all(s["params"]["bs"] == "4k" and s["params"]["rw"] == "randread" for s in samples)
+    for bundle in bundles:
+        assert {s["execution"] for s in bundle.samples} == {e["key"] for e in bundle.executions}
+        assert {s["metadata"]["host"] for s in bundle.samples} == {bundle.manifest["label"]}
 
 
 def test_fio_client_output_from_two_servers_reads_each_servers_global_options(tmp_path):
     """fio --client with two servers writes 'global options' as a list, one object per server
     (client.c): each server's jobs take their block size and pattern from their own entry."""
     source = IMPORT / "fio-3.43-client-two-servers.json"
-    [bundle] = _import("fio", source, tmp_path)
+    bundles = _import("fio", source, tmp_path)
     document = json.loads(source.read_text())
     assert isinstance(document["global options"], list)
     stats = {job["hostname"]: job for job in document["client_stats"] if job["jobname"] != "All clients"}
-    throughput = {s["metadata"]["host"]: s["value"] for s in bundle.samples if s["metric"] == "throughput"}
+    samples = [s for bundle in bundles for s in bundle.samples]
+    throughput = {s["metadata"]["host"]: s["value"] for s in samples if s["metric"] == "throughput"}
     assert throughput == {host: pytest.approx(job["read"]["bw_bytes"] / 1e6) for host, job in stats.items()}
-    assert len(bundle.executions) == 2
-    assert {(s["params"]["bs"], s["params"]["rw"]) for s in bundle.samples} == {("4k", "randread")}
+    assert [len(bundle.executions) for bundle in bundles] == [1, 1]
+    assert {(s["params"]["bs"], s["params"]["rw"]) for s in samples} == {("4k", "randread")}
 
 
 def test_fio_client_servers_on_one_host_are_told_apart_by_port(tmp_path):
@@ -179,9 +183,10 @@ def test_perf_format_5_is_read(tmp_path):
 # ---- hyperfine ---------------------------------------------------------------------------------------
 
 
-def test_hyperfine_runs_that_exited_non_zero_are_kept_with_their_exit_codes(tmp_path):
-    """hyperfine exports non-zero exits only under -i, when the user asked for failing runs to be
-    timed: every run is a sample, recorded with its exit code, and the notes say how many failed."""
+def test_hyperfine_runs_that_exited_non_zero_are_left_out_and_kept_in_the_execution_record(tmp_path):
+    """hyperfine exports non-zero exits only under -i: a failed run is no measurement of the command,
+    so it is no sample; the execution record keeps each one (index, exit code, time) and the notes say
+    how many failed. A command whose every run failed is a failed execution, named in the outcomes."""
     source = IMPORT / "hyperfine-failures.json"
     results = json.loads(source.read_text())["results"]
     done = run_ccbench("import", "hyperfine", source, "--out", tmp_path)
@@ -189,16 +194,21 @@ def test_hyperfine_runs_that_exited_non_zero_are_kept_with_their_exit_codes(tmp_
     assert "1 of 4 runs exited non-zero (exit 137)" in done.stdout, done.stdout
     assert "3 of 3 runs exited non-zero (exit 2)" in done.stdout
     # two commands without --label: one bundle (configuration) per command
-    bundles = [read_bundle(p) for p in _bundles(tmp_path)]
-    by_command: dict[str, list] = {}
-    for bundle in bundles:
-        for sample in bundle.samples:
-            assert sample["metadata"]["command"] == bundle.manifest["label"]
-            by_command.setdefault(sample["metadata"]["command"], []).append(
-                (sample["value"], sample["metadata"]["exit_code"])
-            )
-    assert by_command == {r["command"]: list(zip(r["times"], r["exit_codes"])) for r in results}
-    assert sorted(e["status"] for b in bundles for e in b.executions) == ["ok", "ok"]
+    bundles = {b.manifest["label"]: b for b in (read_bundle(p) for p in _bundles(tmp_path))}
+    for result in results:
+        bundle = bundles[result["command"]]
+        runs = list(zip(result["times"], result["exit_codes"]))
+        assert sorted(s["value"] for s in bundle.samples) == sorted(t for t, code in runs if code == 0)
+        assert all(s["metadata"]["exit_code"] == 0 for s in bundle.samples)
+        [record] = bundle.executions
+        assert [(r["wall_s"], r["exit_code"]) for r in record["failed_runs"]] == [(t, c) for t, c in runs if c != 0]
+    assert bundles["./server-bench --quick"].executions[0]["status"] == "ok"
+    assert bundles["./server-bench --quick"].manifest["outcomes"]["hyperfine"]["status"] == "ok"
+    failed = bundles["./server-bench --missing-flag"]
+    assert failed.executions[0]["status"] == "failed" and not failed.samples
+    outcome = failed.manifest["outcomes"]["hyperfine"]
+    assert (outcome["status"], outcome["executions_failed"]) == ("failed", 1)
+    assert "exit 2" in outcome["reason"]
 
 
 # ---- errors that say what the file is ----------------------------------------------------------------

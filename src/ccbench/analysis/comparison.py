@@ -98,6 +98,12 @@ class Comparison:
                 "option (the contended rows are then flagged)"
             )
         configs = sorted(set(self.engine.facts["config"]))
+        failed = failed_bundles(self.bundles)
+        if failed:
+            raise CCBenchError(
+                f"nothing to compare: {'; '.join(failed)}; what is left holds one configuration per workload "
+                f"({'; '.join(configs)}): there is no figure for a configuration whose executions failed"
+            )
         raise CCBenchError(
             f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
             "give bundles from other machines or runs with several variants"
@@ -112,6 +118,19 @@ def uncompared(facts: pd.DataFrame, table: pd.DataFrame | None) -> list[str]:
     machines = dict.fromkeys(facts["machine"].astype(str))
     having = {str(m) for m, c in zip(facts["machine"], facts["config"], strict=True) if str(c) in shown}
     return [m for m in machines if m not in having]
+
+
+def failed_bundles(bundles: Iterable[Any]) -> list[str]:
+    """'<label>: no sample, every execution failed (why)' for each bundle without a measured sample
+    because its executions failed (an imported hyperfine command whose every run exited non-zero)."""
+    said = []
+    for bundle in bundles:
+        records = [r for r in bundle.executions if not r.get("warmup")]
+        if records and all(r.get("status") not in (None, "ok") for r in records):
+            label = (bundle.manifest or {}).get("label") or bundle.path.name
+            why = "; ".join(sorted({str(r.get("error") or r.get("status")) for r in records}))
+            said.append(f"{label}: no sample, every execution failed ({why})")
+    return said
 
 
 def comparison(

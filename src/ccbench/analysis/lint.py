@@ -16,7 +16,7 @@ from typing import Any
 
 from ccbench.analysis import plausibility
 from ccbench.analysis.engine import first_rows
-from ccbench.analysis.lint_run import clock_sources, full_bounce_pools
+from ccbench.analysis.lint_run import clock_sources, execution_findings
 from ccbench.probe.facts import machine_facts, microarchitecture, page_sizes
 from ccbench.probe.lint import HIGH, INFO, MEDIUM, Finding, gib, lint_machine, make_finding
 from ccbench.workloads import plan_device_io
@@ -478,7 +478,7 @@ def lint_comparison(
     """Every finding on the bundles of a comparison: each machine's own (``device_io`` per bundle:
     whether its plan moves data through devices), each cross-machine pair's, the cipher speeds,
     (with ``series``, the distinct cases each configuration measured) the cases left unpaired, and
-    (with ``executions``, {bundle: its execution records}) a bounce pool that filled."""
+    (with ``executions``, {bundle: its execution records}) a bounce pool that filled, failed executions."""
     device_io = device_io or {}
     labels = {}
     if frame is not None and not frame.empty:
@@ -488,7 +488,7 @@ def lint_comparison(
         name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
         findings += lint_machine(probe, device_io.get(bundle), name)
     findings += lint_pairs(frame, table, machines) + slow_cipher(frame) + plausibility.findings(table)
-    findings += unpaired(series, table) + full_bounce_pools(executions or {}, machines, labels)
+    findings += unpaired(series, table) + execution_findings(executions or {}, machines, labels)
     unique = {}
     for finding in findings:
         unique.setdefault((finding.code, finding.what), finding)

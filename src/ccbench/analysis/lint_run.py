@@ -1,6 +1,7 @@
 """Lint findings from what a run recorded beside the workload's samples (docs/trust.md, "Lint"): the
-clock each machine read time from (the probe's ``provenance.clocksource``), and a bounce-buffer pool
-that filled during an execution (the mechanism counters in the execution records, ccbench.counters).
+clock each machine read time from (the probe's ``provenance.clocksource``), a bounce-buffer pool
+that filled during an execution (the mechanism counters in the execution records, ccbench.counters),
+and executions that failed (their cases have no sample, so the comparison has no figure for them).
 Pure functions; each returns Findings, never raises on odd input. ccbench.analysis.lint gathers them
 with the other findings for compare and the report.
 """
@@ -162,4 +163,54 @@ def full_bounce_pools(
         probe = machines.get(bundle)
         name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
         findings += full_bounce_pool(name, list(records or []), probe)
+    return findings
+
+
+def execution_findings(
+    executions: Mapping[str, list[Mapping[str, Any]]],
+    machines: Mapping[str, Mapping[str, Any]],
+    labels: Mapping[Any, Any],
+) -> list[Finding]:
+    """The findings of each bundle's execution records: a full bounce pool, failed executions."""
+    return full_bounce_pools(executions, machines, labels) + failed_executions(executions, machines, labels)
+
+
+def failed_executions(
+    executions: Mapping[str, list[Mapping[str, Any]]],
+    machines: Mapping[str, Mapping[str, Any]],
+    labels: Mapping[Any, Any],
+) -> list[Finding]:
+    """A bundle whose executions failed (an imported hyperfine command whose every run exited non-zero,
+    a workload that failed in a run): a failed execution has no sample, so the comparison has no figure
+    for what it would have measured; said, so that a missing row (or a missing side) is not read as
+    nothing to see."""
+    findings = []
+    for bundle, records in executions.items():
+        failed = [r for r in records or [] if r.get("status") not in (None, "ok") and not r.get("warmup")]
+        if not failed:
+            continue
+        probe = machines.get(bundle)
+        name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
+        per_workload: dict[str, list[Mapping[str, Any]]] = {}
+        for record in records:
+            if not record.get("warmup"):
+                per_workload.setdefault(str(record.get("workload")), []).append(record)
+        counts = {
+            workload: (sum(r in failed for r in ones), len(ones))
+            for workload, ones in per_workload.items()
+            if any(r in failed for r in ones)
+        }
+        every = any(bad == total for bad, total in counts.values())
+        said = "; ".join(f"{workload}: {bad} of {total} failed" for workload, (bad, total) in counts.items())
+        reasons = sorted({str(r.get("error") or r.get("status"))[:160] for r in failed})
+        findings.append(
+            make_finding(
+                "failed-executions",
+                HIGH if every else MEDIUM,
+                f"{name}: executions failed ({said}: {'; '.join(reasons[:3])}); a failed execution has no sample, "
+                "so the comparison has no figure for what it would have measured",
+                {name: {"failed": [{k: r.get(k) for k in ("key", "status", "error")} for r in failed[:5]]}},
+                "fix what made them fail and measure again; read the rows that are left as the executions that ran",
+            )
+        )
     return findings

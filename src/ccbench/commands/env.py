@@ -142,7 +142,7 @@ def print_environment(document: dict[str, Any]) -> None:
 
 
 def _cpu_line(cpu: dict) -> str:
-    """"Intel Xeon (2 cores, 2 threads)", and "unknown" for what the probe could not read (never "None")."""
+    """ "Intel Xeon (2 cores, 2 threads)", and "unknown" for what the probe could not read (never "None")."""
     counts = ", ".join(f"{cpu[key]} {key}" for key in ("cores", "threads") if cpu.get(key) is not None)
     model = cpu.get("model") or "unknown"
     return f"{model} ({counts})" if counts else f"{model} (cores and threads unknown)"

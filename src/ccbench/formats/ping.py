@@ -13,7 +13,9 @@ The sample unit, the same for the network workload's ping fallback and ``ccbench
 **each reply's time is one sample** (``rtt``, ms) with its sequence number, TTL and, with ``-D``,
 its time stamp in the metadata; duplicate replies (``DUP!``) are not samples (their count is kept).
 The statistics line gives ``loss`` (% of probes). The case: ``protocol: icmp`` and
-``payload_size`` (bytes of data per probe) where the output names it.
+``payload_size`` (bytes of data per probe) where the output names it. ``implementation`` names the
+ping that wrote the output as its lines tell it (``seq=`` is busybox's, ``):`` after the header's
+address BSD's and macOS's, ``Reply from`` Windows'), None where they do not.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class PingRun:
     sent: int | None = None
     received: int | None = None
     loss_percent: float | None = None
+    #: "iputils", "busybox", "BSD/macOS" or "Windows", as the lines tell it; None where they do not
+    implementation: str | None = None
 
     def case(self) -> dict[str, Any]:
         case: dict[str, Any] = {"protocol": "icmp"}
@@ -84,7 +88,10 @@ def parse(text: str) -> PingRun:
         if header := (_HEADER.match(line) or _WINDOWS_HEADER.match(line)):
             run.target, run.address = header["target"], header["address"] or header["target"]
             run.payload_size = int(header["payload"])
+            run.implementation = run.implementation or _implementation(line, header)
         elif reply := _REPLY.match(line):
+            if re.search(r"\sseq=", line):
+                run.implementation = "busybox"
             if "DUP!" in reply["rest"]:
                 run.duplicates += 1
                 continue
@@ -97,6 +104,7 @@ def parse(text: str) -> PingRun:
                 )
             )
         elif reply := _WINDOWS_REPLY.match(line):
+            run.implementation = "Windows"
             run.replies.append(
                 Reply(rtt_ms=float(reply["time"]), sequence=None, ttl=int(reply["ttl"]), below=reply["op"] == "<")
             )
@@ -109,6 +117,13 @@ def parse(text: str) -> PingRun:
             "no ping reply or statistics line in it (lines like '64 bytes from ...: icmp_seq=1 ... time=0.1 ms')"
         )
     return run
+
+
+def _implementation(line: str, header: re.Match) -> str:
+    """The ping a header line is the output of (busybox's header is BSD's: its replies tell it apart)."""
+    if line.startswith("Pinging"):
+        return "Windows"
+    return "BSD/macOS" if line[header.end("address") :].startswith("):") else "iputils"
 
 
 def measurements(run: PingRun, *, case: dict[str, Any] | None = None) -> list[Measurement]:

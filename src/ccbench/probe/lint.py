@@ -44,6 +44,8 @@ SOURCES = {
     "full-bounce-pool": "Linux kernel/dma/swiotlb.c (swiotlb_tbl_map_single: 'swiotlb buffer is full', debugfs "
     "io_tlb_used_hiwater, io_tlb_nslabs; CONFIG_SWIOTLB_DYNAMIC's transient pools); arch/x86/mm/mem_encrypt.c "
     "(6% of memory up to 1 GiB)",
+    "failed-executions": "docs/trust.md (Lint); the execution records (executions.jsonl status, error) and the "
+    "manifest's outcomes; hyperfine's exit_codes (a run under -i that exited non-zero)",
     "unpaired": "docs/trust.md (Lint); docs/microservices.md (open-loop rates calibrated per run)",
     "implausible": "docs/analysis.md (Implausible rows); Linux fs/ext4/inode.c ext4_dio_alignment and "
     "fs/crypto/inline_crypt.c fscrypt_dio_supported (O_DIRECT on an encrypted file without inline encryption is "
@@ -54,7 +56,7 @@ SOURCES = {
 @dataclass
 class Finding:
     #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked", "implausible",
-    #: "unpaired", "clock-source", "full-bounce-pool" (ccbench.analysis.lint_run)
+    #: "unpaired", "clock-source", "full-bounce-pool", "failed-executions" (ccbench.analysis.lint_run)
     code: str
     #: "high" (the number is not what it claims), "medium" (likely skews it), "info" (could not check)
     severity: str

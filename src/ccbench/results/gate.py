@@ -97,6 +97,9 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
     new = _relabelled(frame_from_bundles(load_bundles(new_paths, samples=False), labels or {}), NEW)
     base = _relabelled(frame_from_bundles(load_bundles(baseline_paths, samples=False), labels or {}), BASELINE)
     shared = [c for c in pd.unique(new["rest"]) if c in set(base["rest"])]
+    if new.empty and not base.empty:
+        # no sample in the new run (every execution failed): each case of the baseline is lost
+        return _primary(base, _lost(base, new, pd.DataFrame(columns=CASE_KEY)))
     if not shared:
         raise CCBenchError(
             f"the new run's configurations ({'; '.join(pd.unique(new['rest']))}) are not in the baseline "

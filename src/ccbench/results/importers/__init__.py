@@ -102,7 +102,7 @@ def import_results(
     """Read everything first, then write one bundle per Imported; ``stated`` holds the facts the user
     stated: one dict for every bundle (``stated.stated_facts``), or ``stated.Statements`` (some per
     label: a label no bundle has is refused before anything is written); ``report`` is told what each
-    bundle's sources say a reader must know (runs left out, and why)."""
+    bundle's sources say a reader must know (runs left out, and why; logs taken as one machine)."""
     from ccbench.results.importers.staging import write_bundle
 
     bundles = collect(format_name, paths, label)
@@ -117,6 +117,8 @@ def import_results(
                     f"{written[-1].name}: storage protection {imported.storage_protection}, "
                     f"{imported.storage_protection_source}"
                 )
+        for note in imported.notes if report else ():
+            report(f"{written[-1].name}: {note}")
         for execution in imported.executions:
             for note in execution.notes if report else ():
                 report(f"{written[-1].name}: {execution.workload} rep {execution.repetition}: {note}")

@@ -69,6 +69,9 @@ class Execution:
     status: str = "ok"
     #: what the source says about this execution that a reader must know (runs left out, and why)
     notes: list[str] = field(default_factory=list)
+    #: the runs the source says failed, left out of the samples but kept in the execution record
+    #: (hyperfine -i's runs that exited non-zero: index, exit code, time)
+    failed_runs: list[dict[str, Any]] = field(default_factory=list)
 
     def sample_count(self) -> int:
         return len(self.measurements) + sum(len(s.values) for s in self.series)
@@ -87,6 +90,8 @@ class Imported:
     #: names it; a user's --storage-protection wins over it
     storage_protection: str | None = None
     storage_protection_source: str = ""
+    #: what the import must tell of the bundle as a whole (files taken as one machine, and why)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -221,14 +226,23 @@ def machine_key(facts: dict[str, Any], keys: tuple[str, ...] = MACHINE_KEYS) -> 
 
 
 def by_machine(
-    name: str, files: list[tuple[Path, list[Execution]]], label: str | None, keys: tuple[str, ...] = MACHINE_KEYS
+    name: str,
+    files: list[tuple[Path, list[Execution]]],
+    label: str | None,
+    keys: tuple[str, ...] = MACHINE_KEYS,
+    host_labels: bool = False,
 ) -> list[Imported]:
-    """One bundle per machine: files whose stated facts ``keys`` agree share one; files that state
-    different machines are one bundle each, or, under one ``--label``, refused in one line."""
+    """One bundle per machine: executions whose stated facts ``keys`` agree share one (one file may
+    state several machines, as fio --client output of several servers does); executions that state
+    different machines are one bundle each, or, under one ``--label``, refused in one line. A bundle
+    is labelled by its first file's name, or with ``host_labels`` by the host name its executions state."""
     groups: dict[tuple, list[tuple[Path, list[Execution]]]] = {}
     for path, executions in files:
-        facts = {k: v for e in executions for k, v in e.machine.items()}
-        groups.setdefault(machine_key(facts, keys), []).append((path, executions))
+        own: dict[tuple, list[Execution]] = {}
+        for execution in executions:
+            own.setdefault(machine_key(execution.machine, keys), []).append(execution)
+        for key, members in own.items():
+            groups.setdefault(key, []).append((path, members))
     if len(groups) > 1 and label is not None:
         (first, *_), (second, *_) = list(groups.values())[:2]
         differ = [
@@ -236,14 +250,17 @@ def by_machine(
             for key, a, b in zip(keys, machine_key(first[1][0].machine, keys), machine_key(second[1][0].machine, keys))
             if a != b
         ]
+        one_file = first[0] == second[0]
+        where = f"{first[0]} states" if one_file else f"{first[0]} and {second[0]}: the files state"
+        advice = "" if one_file else "import them separately, or "
         raise ImportProblem(
-            f"{first[0]} and {second[0]}: --label {label!r} names one machine but the files state "
-            f"{len(groups)} ({'; '.join(differ)}): import them separately, or leave --label out for one bundle each"
+            f"{where} {len(groups)} machines ({'; '.join(differ)}) but --label {label!r} names one: "
+            f"{advice}leave --label out for one bundle each"
         )
     bundles = []
     for members in groups.values():
         facts = {k: v for _, executions in members for e in executions for k, v in e.machine.items()}
-        own = label or members[0][0].stem
+        own = label or (host_labels and facts.get("hostname")) or members[0][0].stem
         imported = Imported(label=own, format=name, facts=facts)
         imported.executions = [e for _, executions in members for e in executions]
         bundles.append(imported)
@@ -262,7 +279,10 @@ class FileFormat:
     #: the stated facts that must agree for files to share one bundle (a format may add what else
     #: makes two files two configurations, as pyperf adds the Python that ran)
     bundle_keys: tuple[str, ...] = MACHINE_KEYS
+    #: a bundle without --label is named by the host its source states (fio --client's servers), not
+    #: by its first file's name
+    host_labels: bool = False
 
     def collect(self, paths: list[Path], label: str | None) -> list[Imported]:
         read = [(path, self.read(path)) for path in expand(paths, self.name, self.suffixes)]
-        return by_machine(self.name, read, label, self.bundle_keys)
+        return by_machine(self.name, read, label, self.bundle_keys, self.host_labels)

@@ -1,8 +1,11 @@
 """fio's JSON output (``--output-format=json`` / ``json+``), fio 2.x and 3.x, and ``fio --client``
 output: the samples ccbench's own fio workload records (ccbench.formats.fio), per job.
 
-A local run's file is one execution; ``--client`` output is one execution per server (hostname),
-each sample naming its host, the ``All clients`` sum left out. The block size and pattern come from
+A local run's file is one execution; ``--client`` output is one execution per server, each sample
+naming its server, the ``All clients`` sum left out. A server is a machine: its executions state its
+hostname, so a file of two servers (a TDX guest and a plain VM driven by one client) gives two
+bundles, each labelled by its server's hostname (under one ``--label``, refused: one label names one
+machine); two servers on one host (``hostname:port``) stay one machine's two executions. The block size and pattern come from
 the job's options (or the global ones); where the file does not state them they stay unknown. fio's
 version is a fact about the tool, kept in each sample's metadata (``fio_version``) and the
 manifest's ``environment.tools``, never in the case: the same job compares across fio versions.
@@ -44,6 +47,13 @@ def measurements(document: dict[str, Any], source: Path) -> dict[str | None, lis
     return found
 
 
+def _hostname(document: dict[str, Any], server: str) -> str:
+    """The host of a --client server as ``jobs_by_host`` names it (``hostname:port`` where two servers
+    share a host): the machine is the host, whichever port its servers listen on."""
+    hosts = {str(job.get("hostname")) for job in document.get("client_stats") or [] if isinstance(job, dict)}
+    return server if server in hosts else server.rsplit(":", 1)[0]
+
+
 def read(path: Path) -> list[Execution]:
     document = read_json(path, "fio")
     if not isinstance(document, dict):
@@ -60,6 +70,7 @@ def read(path: Path) -> list[Execution]:
             started_at=started_at(document, path),
             measurements=samples,
             tool=tool,
+            machine={"hostname": _hostname(document, host)} if host is not None else {},
             notes=[f"fio --client: server {host}"] if host is not None else [],
         )
         for host, samples in found.items()
@@ -70,6 +81,7 @@ def read(path: Path) -> list[Execution]:
 ADAPTER = FileFormat(
     name="fio",
     description="fio's JSON output (--output-format=json or json+), fio 2.x and 3.x, --client output "
-    "(one execution per server): per job and direction MB/s, IOPS, clat mean/p50/p99",
+    "(one bundle per server host): per job and direction MB/s, IOPS, clat mean/p50/p99",
     read=read,
+    host_labels=True,
 )

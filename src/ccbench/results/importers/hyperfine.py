@@ -2,11 +2,14 @@
 with the command's parameters as the case.
 
 hyperfine exports runs that exited non-zero only under ``-i``/``--ignore-failure`` (without it a
-failing command stops the benchmark): the user asked for those runs to be timed, so they are kept as
-samples, each with its exit code in ``metadata.exit_code`` (``exit_codes``, hyperfine >= 1.12; null
-for a run a signal ended), and the execution record's ``notes`` say how many runs exited non-zero,
-with which codes. A command whose name hyperfine marked ``[ERROR]`` counts as failed in every run
-(no timing of it is kept).
+failing command stops the benchmark). A failed run is not a measurement of the command (a usage error
+exits at once: its time says nothing of the work), so, as ccbench's own ``command`` workload fails an
+execution whose command exits non-zero, failed runs are left out of the samples: the execution
+record keeps each one (``failed_runs``: its index, exit code and time; ``exit_codes``, hyperfine >=
+1.12; null for a run a signal ended) and its ``notes`` say how many runs exited non-zero, with which
+codes. A command whose every run failed (or whose name hyperfine marked ``[ERROR]``) has no sample:
+its execution is ``failed`` and the manifest's ``outcomes`` say so, so ``show`` names it, ``compare``
+has no figure for it, and ``gate`` counts a baseline's case of it as lost.
 
 **Commands and configurations.** hyperfine compares the commands of one file with each other ("'A'
 ran 6.84 times faster than 'B'"); ccbench compares configurations. So the label decides what a
@@ -69,7 +72,6 @@ def execution(path: Path, result: dict[str, Any], started: str) -> Execution:
     }
     failed = dict(_failed(result, len(times)))
     codes = result.get("exit_codes") if isinstance(result.get("exit_codes"), list) else []
-    errored = any(code == ERROR_MARK for code in failed.values())
     measurements = [
         Measurement(
             metric="wall_s",
@@ -82,18 +84,8 @@ def execution(path: Path, result: dict[str, Any], started: str) -> Execution:
             },
         )
         for i, seconds in enumerate(times)
-        if not errored
+        if i not in failed
     ]
-    notes = []
-    if errored:
-        notes.append(f"hyperfine marked the command {ERROR_MARK}: its {len(times)} runs are left out of the samples")
-    elif failed:
-        shown = [f"exit {code}" for code in sorted({c for c in failed.values() if c is not None})]
-        shown += ["ended by a signal"] if None in failed.values() else []
-        notes.append(
-            f"{len(failed)} of {len(times)} runs exited non-zero ({', '.join(shown)}); kept as samples, "
-            "each with its exit code (hyperfine -i timed them)"
-        )
     return Execution(
         workload="hyperfine",
         kind="command",
@@ -101,8 +93,23 @@ def execution(path: Path, result: dict[str, Any], started: str) -> Execution:
         started_at=started,
         measurements=measurements,
         status="ok" if measurements else "failed",
-        notes=notes,
+        notes=_notes(case["command"], failed, len(times)),
+        failed_runs=[{"run": i, "exit_code": code, "wall_s": float(times[i])} for i, code in failed.items()],
     )
+
+
+def _notes(command: str, failed: dict[int, Any], runs: int) -> list[str]:
+    """What the execution's notes say of its failed runs (none when every run exited 0)."""
+    if not failed:
+        return []
+    if ERROR_MARK in failed.values():
+        return [f"hyperfine marked the command {ERROR_MARK} ({command}): its {runs} runs are left out of the samples"]
+    shown = [f"exit {code}" for code in sorted({c for c in failed.values() if c is not None})]
+    shown += ["ended by a signal"] if None in failed.values() else []
+    counted = f"{len(failed)} of {runs} runs exited non-zero ({', '.join(shown)})"
+    if len(failed) == runs:
+        return [f"{counted}: {command!r} failed; no run of it is a sample"]
+    return [f"{counted}: left out of the samples (a failed run is no measurement of the command)"]
 
 
 def commands(path: Path) -> list[tuple[str, Execution]]:
@@ -150,7 +157,7 @@ class HyperfineFormat(FileFormat):
 ADAPTER = HyperfineFormat(
     name="hyperfine",
     description="hyperfine --export-json files: every run's wall time, per command (runs that exited non-zero "
-    "under -i kept, each with its exit code); without --label each command of a file is a bundle of its own, "
+    "under -i left out and named; a command whose every run failed is a failed execution); without --label each command of a file is a bundle of its own, "
     "compared with the others as hyperfine does",
     read=read,
 )

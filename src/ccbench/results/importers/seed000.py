@@ -2,7 +2,9 @@
 the benchmark names being those of its CSV plan (ccbench.formats.seed000, shared with the plan
 loader). One bundle per label; each file one execution at its time stamp: ``systeminfo`` gives the
 machine facts, ``fio_*`` fio's JSON, ``*.ipynb`` the notebook's execution time, ``pyperformance *``
-pyperf's console summary (a mean and a standard deviation, recorded as such).
+pyperf's console summary (a mean and a standard deviation, recorded as such; a summary line that
+does not parse, as in a log cut in the middle of its last line, refuses the import as a cut JSON file
+does: a benchmark silently missing would be a lost measurement).
 
 ``systeminfo`` is the runner's ``key: value`` lines in sections (``==== CPU Info ====``, ``====
 Memory Information ====``, ``==== SWAP ====``): besides the CPU model and kernel release it gives
@@ -36,6 +38,20 @@ PYPERF_LINE = re.compile(
     r"(?P<sd>[0-9.]+)\s+(?P<sdunit>ns|us|ms|sec)\s*$"
 )
 TO_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "sec": 1.0}
+#: the start of a summary line, to tell one that does not parse (a file cut in its middle) from
+#: pyperformance's other lines
+PYPERF_START = re.compile(r"^[\w.\-\[\]]+:\s+(?P<rest>.*)$")
+SUMMARY_WORDS = "Mean +- std dev:"
+
+
+def _cut_summary(line: str, last: bool) -> bool:
+    """Whether a line that did not parse is a summary line cut short: ``float: Mean +- std d``, or
+    ``float:`` alone at the end of a file."""
+    start = PYPERF_START.match(line) or (re.match(r"^[\w.\-\[\]]+:$", line) if last else None)
+    if not start:
+        return False
+    rest = start.groupdict().get("rest") or ""
+    return rest.startswith(SUMMARY_WORDS) or (bool(rest) or last) and SUMMARY_WORDS.startswith(rest)
 
 
 def _stamp(text: str) -> str:
@@ -64,8 +80,15 @@ def _notebook(path: Path, name: str, started: str) -> Execution:
 
 def _pyperformance(path: Path, name: str, started: str) -> Execution:
     measurements = []
-    for line in path.read_text(errors="replace").splitlines():
+    lines = path.read_text(errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
         match = PYPERF_LINE.match(line.strip())
+        if not match and _cut_summary(line.strip(), number == len(lines)):
+            # as a JSON file cut short is refused: a benchmark silently missing is a lost measurement
+            raise ImportProblem(
+                f"{path}: line {number} ({line.strip()[:80]!r}) is a benchmark's summary cut off; "
+                "was the file cut short? Give the whole file the runner wrote"
+            )
         if match:
             measurements.append(
                 Measurement(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -130,6 +131,7 @@ def _manifest(imported: Imported, stated: dict[str, Any]) -> dict[str, Any]:
             "format": imported.format,
             "sources": sorted({str(e.source) for e in executions}),
             "note": "imported, not measured by ccbench",
+            **({"notes": imported.notes} if imported.notes else {}),
         },
         "label": imported.label,
         "plan": {"name": f"imported-{imported.format}", "workloads": []},
@@ -138,8 +140,33 @@ def _manifest(imported: Imported, stated: dict[str, Any]) -> dict[str, Any]:
         "started_at": started,
         "ended_at": executions[-1].started_at if executions else started,
         "status": "importing",
-        "outcomes": {},
+        "outcomes": outcomes(executions),
     }
+
+
+def outcomes(executions: list[Execution]) -> dict[str, dict[str, Any]]:
+    """Per workload, how its executions ended, as a run's manifest records it (``ok``, ``partial``:
+    some failed, ``failed``: every one), with the failures' notes as the reason."""
+    found: dict[str, dict[str, Any]] = {}
+    for execution in executions:
+        outcome = found.setdefault(execution.workload, {"status": "ok", "executions_ok": 0, "executions_failed": 0})
+        if execution.status == "ok":
+            outcome["executions_ok"] += 1
+            continue
+        outcome["executions_failed"] += 1
+        reason = "; ".join(execution.notes) or "the source says it failed"
+        outcome["reason"] = "; ".join(filter(None, [outcome.get("reason"), reason]))
+    for outcome in found.values():
+        if outcome["executions_failed"]:
+            outcome["status"] = "partial" if outcome["executions_ok"] else "failed"
+    return found
+
+
+def visible_name(label: str, fallback: str) -> str:
+    """The label as the start of a bundle directory's name that ``ls`` and ``DIR/*/`` see: without
+    the leading dots, slashes and dashes of a command like ``./server-bench`` (the manifest keeps the
+    label whole; two labels that come out alike land in two directories, ``unused_path``'s ``-2``)."""
+    return re.sub(r"^[^A-Za-z0-9]+", "", label) or fallback
 
 
 def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = None) -> Path:
@@ -157,7 +184,7 @@ def write_bundle(imported: Imported, out: Path, stated: dict[str, Any] | None = 
     protection = stated.get("storage_protection") or imported.storage_protection
     variant = dict(STORAGE_CHOICES[protection]) if protection else {}
     staging = out / STAGING
-    name = unused_path(staging, bundle_dir_name(imported.label)).name
+    name = unused_path(staging, bundle_dir_name(visible_name(imported.label, imported.format))).name
     owner = staging / f"{name}{OWNER_SUFFIX}"
     try:
         staging.mkdir(parents=True, exist_ok=True)
@@ -271,6 +298,7 @@ def _write_journals(bundle: Path, executions: list[Execution], variant: dict[str
                 "raw": raw,
                 "imported": True,
                 **({"notes": notes} if notes else {}),
+                **({"failed_runs": execution.failed_runs} if execution.failed_runs else {}),
                 **({"error": "; ".join(notes) or "the source says it failed"} if execution.status != "ok" else {}),
             }
             records.write(json.dumps(record, default=str) + "\n")
