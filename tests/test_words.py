@@ -141,3 +141,14 @@ def test_show_names_each_kind_of_contention_once_and_never_cuts_it():
     assert line.startswith("4 of 31 executions ran while other work used the machine (contended): ")
     assert "other processes used CPUs on average; steal of one CPU" in line
     assert line.endswith("the busiest: other processes used 1.85 CPUs on average (3 CPU-s in 3 s)")
+
+
+def test_a_layer_of_workloads_pooled_without_a_finding_never_says_no_interval():
+    """The user trial: the layer's line said "no interval: too few values" while the workload's line under
+    it printed one (pooled across its benchmarks, too few for a finding)."""
+    unclear = semantics.Judgement(kind=semantics.UNCLEAR, comparisons=2, typical=0.76, low=0.7, high=0.83)
+    lone = semantics.Judgement(kind=semantics.NONE_SEEN, comparisons=1)
+    layer = semantics.combine([("SimplePrime", lone), ("pyperformance-default", unclear)])
+    assert layer.phrase() == (
+        "not distinguishable across benchmarks in pyperformance-default (each workload's line says why)"
+    )

@@ -109,6 +109,8 @@ class Judgement:
     #: of the rows pooled across benchmarks, how many distinct benchmarks they are (one benchmark on two
     #: machines is two rows of one benchmark)
     benchmarks: int = 0
+    #: a layer's workloads pooled across benchmarks of one value each without a finding (combine)
+    unclear_in: list[str] = field(default_factory=list)
     sign_p: float = math.nan
     #: the rows left out as implausible: "name (reason)"
     left_out: list[str] = field(default_factory=list)
@@ -199,6 +201,11 @@ class Judgement:
             return head + (self._where() if where else "")
         if math.isnan(self.mde):
             if math.isnan(self.span_low):
+                if self.unclear_in:
+                    return (
+                        f"not distinguishable across benchmarks in {', '.join(self.unclear_in)} "
+                        "(each workload's line says why)"
+                    )
                 return "not distinguishable from noise (no interval: too few values)"
             ends = f"{fmt.effect(self.span_low)} to {fmt.effect(self.span_high)}"
             what = "its 95% interval" if self.comparisons == 1 else "the 95% intervals span"
@@ -472,6 +479,8 @@ def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
     )
     shown = [(w, j) for w, j in parts if j.holds_significant]
     if not shown:
+        # workloads pooled across their benchmarks without a finding: the layer says so, never "no interval"
+        out.unclear_in = [w for w, j in parts if j.kind == UNCLEAR]
         return out
     ends = [end for w, j in shown for end in _ends(w, j)]
     directions = {j.direction for _, j in shown}
