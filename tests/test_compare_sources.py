@@ -13,7 +13,8 @@ from bundles import write_samples
 
 from ccbench.analysis.compare import records
 from ccbench.analysis.comparison import comparison, raw_sources
-from ccbench.analysis.lint import THROUGHPUT, TRANSPORT_CEILING, lint_comparison
+from ccbench.analysis.lint import lint_comparison
+from ccbench.analysis.lint_cipher import THROUGHPUT, TRANSPORT_CEILING
 from ccbench.analysis.stats import minimum_detectable_effect
 
 

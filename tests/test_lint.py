@@ -22,6 +22,7 @@ from bundles import (
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis import lint as comparison_lint
+from ccbench.analysis import lint_cipher
 from ccbench.analysis.compare import compare
 from ccbench.analysis.load import load
 from ccbench.analysis.verdict import verdicts
@@ -251,13 +252,13 @@ def transport_frame(tls_mbps: float) -> pd.DataFrame:
 
 
 def test_a_transport_far_below_the_aead_speed_of_the_same_run():
-    (finding,) = comparison_lint.slow_cipher(transport_frame(tls_mbps=300.0))
+    (finding,) = lint_cipher.slow_cipher(transport_frame(tls_mbps=300.0))
     evidence = finding.evidence["cvm"]
     assert finding.code == "slow-cipher" and evidence["transport"] == "tls" and '"payload": 1048576' in evidence["case"]
     assert evidence["implied_cipher_MBps"] == pytest.approx(1 / (1 / 300 - 1 / 6000), abs=0.1)
     # rustls' usual share (2100 of plain's 6000) costs per byte what a 3231 MB/s cipher would: not flagged,
     # nor is the small payload, where per-message costs dominate
-    assert comparison_lint.slow_cipher(transport_frame(tls_mbps=2100.0)) == []
+    assert lint_cipher.slow_cipher(transport_frame(tls_mbps=2100.0)) == []
 
 
 def storage_frame(fscrypt_mbps: float, cipher_mbps: float | None) -> pd.DataFrame:
@@ -269,15 +270,15 @@ def storage_frame(fscrypt_mbps: float, cipher_mbps: float | None) -> pd.DataFram
 
 
 def test_encrypted_storage_far_below_the_kernel_cipher_speed_of_the_same_run():
-    (finding,) = comparison_lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=2400.0))
+    (finding,) = lint_cipher.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=2400.0))
     evidence = finding.evidence["cvm"]
     assert evidence["storage"] == "fscrypt" and evidence["ext4-loop_throughput_MBps"] == 1400.0
     assert evidence["cipher_MBps_measured"] == 2400.0 and "1m" in evidence["case"]
     # the same throughput with a software cipher of 250 MB/s is what that cipher explains (the
     # software-AES cause, not a misconfiguration); without a measured speed nothing is judged
-    assert comparison_lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=250.0)) == []
-    assert comparison_lint.slow_cipher(storage_frame(fscrypt_mbps=900.0, cipher_mbps=2400.0)) == []
-    assert comparison_lint.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=None)) == []
+    assert lint_cipher.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=250.0)) == []
+    assert lint_cipher.slow_cipher(storage_frame(fscrypt_mbps=900.0, cipher_mbps=2400.0)) == []
+    assert lint_cipher.slow_cipher(storage_frame(fscrypt_mbps=200.0, cipher_mbps=None)) == []
 
 
 def test_the_kernel_cipher_speed_is_measured_or_its_absence_named():

@@ -19,13 +19,8 @@ from ccbench.analysis.baselines import least_protected, resolve_baseline
 from ccbench.analysis.compare import NOISY_CV, compare, reduced
 from ccbench.analysis.engine import SampleSet, sample_set
 from ccbench.analysis.fleet_settle import fleet_settled_cases
-from ccbench.analysis.lint import (
-    STORAGE_CEILING,
-    THROUGHPUT,
-    TRANSPORT_CEILING,
-    bundle_machines,
-    lint_comparison,
-)
+from ccbench.analysis.lint import bundle_machines, lint_comparison
+from ccbench.analysis.lint_cipher import STORAGE_CEILING, THROUGHPUT, TRANSPORT_CEILING
 from ccbench.analysis.load import load_bundles
 from ccbench.analysis.settled import settled_cases, with_settled
 from ccbench.errors import CCBenchError
