@@ -191,18 +191,7 @@ def command(
         the_plan = load_plan(plan or "quick")
         if plan and Path(plan).is_dir():
             click.echo(f"plan: the bundled plan {plan!r} ({Path(plan).resolve()} is a directory, not a plan file)")
-        if only:
-            the_plan = the_plan.select([name.strip() for item in only for name in item.split(",") if name.strip()])
-        if repeat:
-            the_plan = the_plan.with_repetitions(repeat)
-        if precision:
-            the_plan = the_plan.with_precision(precision)
-        if detect:
-            the_plan = the_plan.with_detect(detect)
-        if settle:
-            the_plan = the_plan.with_settle(settle)
-        if budget:
-            the_plan = the_plan.with_budget(budget)
+        the_plan = _with_options(the_plan, only, repeat, precision, detect, settle, budget)
     given = [name for name, value in (("--precision", precision), ("--detect", detect), ("--settle", settle)) if value]
     if resume and (given or budget):
         raise CCBenchError(f"{(given or ['--budget'])[0]} cannot change a resumed run (it keeps its plan)")
@@ -234,6 +223,24 @@ def command(
     if result.interrupted:
         sys.exit(130)
     sys.exit(1 if result.failed else 0)
+
+
+def _with_options(the_plan, only, repeat, precision, detect, settle, budget):
+    """The plan as the command line narrows and sets it (--only, --repeat, --precision, --detect,
+    --settle, --budget), each where given."""
+    if only:
+        the_plan = the_plan.select([name.strip() for item in only for name in item.split(",") if name.strip()])
+    if repeat:
+        the_plan = the_plan.with_repetitions(repeat)
+    if precision:
+        the_plan = the_plan.with_precision(precision)
+    if detect:
+        the_plan = the_plan.with_detect(detect)
+    if settle:
+        the_plan = the_plan.with_settle(settle)
+    if budget:
+        the_plan = the_plan.with_budget(budget)
+    return the_plan
 
 
 def resume_command(bundle: Path, workdir: str) -> str:
