@@ -31,8 +31,9 @@ class _ImportCommand(click.Command):
     "--label",
     default=None,
     help="The machine label of the bundle (default: the first file's name; seed000: the label in the file names, "
-    "one bundle per label; hyperfine: each command of a file of several, one bundle per command). Files stating "
-    "different machines are refused under one label.",
+    "one bundle per label; hyperfine: each command of a file of several, one bundle per command; pts: each system's "
+    "identifier; cloud-hypervisor: each report's file name). Files stating different machines are refused under "
+    "one label.",
 )
 @click.option(
     "--tee",
@@ -83,6 +84,11 @@ def command(
     A hyperfine file of several commands imported without --label gives one bundle per command, each
     a configuration named after its command, so that compare says which ran how much faster (the
     first command the baseline, as printed); with --label it is one machine's, each command a case.
+
+    A PTS composite.xml of several systems gives one bundle per system, labelled by its identifier: a
+    TD and a VM saved in one result compare with --tee TD=tdx --tee VM=none. A cloud-hypervisor report
+    names neither its machine nor its VM type: each report is a bundle named after its file, so state
+    the confidential arm's TEE with --tee FILE-NAME=tdx.
     """
     from ccbench.results.importers import import_results
     from ccbench.results.importers.stated import statements
