@@ -184,3 +184,18 @@ def test_import_help_lists_both_suites():
     shown = run_ccbench("import", "--help")
     assert shown.returncode == 0
     assert "cloud-hypervisor" in shown.stdout and "Phoronix Test Suite" in shown.stdout
+
+
+def test_two_real_pts_files_of_one_machine_on_two_kernels_compare_with_the_kernel_named(tmp_path):
+    # one identifier in both files: each imported under its own label, as the refusal above advises
+    bundles = {}
+    for path, label in zip(SAME_IDENTIFIER, ("rpi-5.4.74", "rpi-5.4.72"), strict=True):
+        _, imported = _import("pts", path, "--label", label, "--tee", "none", out=tmp_path / label)
+        bundles.update(imported)
+    compared = run_ccbench("compare", *(b.path for b in bundles.values()), "--baseline", "rpi-5.4.74", "--json")
+    assert compared.returncode == 0, compared.stderr
+    records = [json.loads(line) for line in compared.stdout.splitlines() if line.startswith("{")]
+    zstd = next(r for r in records if r.get("params", {}).get("options") == "Compression Level: 3")
+    assert zstd["n"] == zstd["n_baseline"] == 3 and zstd["better"] == "higher"
+    confounded = [r for r in records if r.get("finding") == "confounded"]
+    assert confounded and "kernel" in confounded[0]["what"], records[-3:]
