@@ -32,9 +32,10 @@ class _ImportCommand(click.Command):
     default=None,
     help="The machine label of the bundle (default: the first file's name; seed000: the label in the file names, "
     "one bundle per label; hyperfine: each command of a file of several, one bundle per command; fio --client: "
-    "each server host, one bundle labelled by its hostname). Files stating different machines (one file of several "
-    "fio servers too) are refused under one label; ping logs state none, so logs imported together are one "
-    "machine, and the import says so.",
+    "each server host, one bundle labelled by its hostname; pts: each system's identifier; cloud-hypervisor: "
+    "each report's file name). Files stating different machines (one file of several fio servers too) are "
+    "refused under one label; ping logs state none, so logs imported together are one machine, and the import "
+    "says so.",
 )
 @click.option(
     "--tee",
@@ -88,6 +89,11 @@ def command(
     Runs that exited non-zero (hyperfine -i) are no samples (the execution record keeps them); a
     command whose every run failed is a failed execution: compare gives no figure for it, and gate
     counts a baseline's case of it as lost.
+
+    A PTS composite.xml of several systems gives one bundle per system, labelled by its identifier: a
+    TD and a VM saved in one result compare with --tee TD=tdx --tee VM=none. A cloud-hypervisor report
+    names neither its machine nor its VM type: each report is a bundle named after its file, so state
+    the confidential arm's TEE with --tee FILE-NAME=tdx.
     """
     from ccbench.results.importers import import_results
     from ccbench.results.importers.stated import statements

@@ -9,6 +9,8 @@ names the file and turns it into its own error (``WorkloadFailed``, ``ImportProb
 - ``fio``: fio's JSON (``--output-format=json`` / ``json+``), fio 2.x and 3.x, ``--client`` output.
 - ``pyperf``: pyperf's JSON format 1.0 (pyperf, pyperformance): every value a sample.
 - ``seed000``: the seed-000 study's benchmark names (its CSV plan and its result files).
+- ``cloudhypervisor``: cloud-hypervisor's performance-metrics report (per test a stated mean and spread).
+- ``pts``: the Phoronix Test Suite's result file (``composite.xml``), parsed by defusedxml.
 """
 
 from __future__ import annotations

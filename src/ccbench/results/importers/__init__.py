@@ -58,6 +58,8 @@ REGISTRY: dict[str, str] = {
     "seed000": "ccbench.results.importers.seed000",
     "iperf3": "ccbench.results.importers.iperf3",
     "ping": "ccbench.results.importers.ping",
+    "cloud-hypervisor": "ccbench.results.importers.cloudhypervisor",
+    "pts": "ccbench.results.importers.pts",
 }
 
 

@@ -23,6 +23,8 @@ ALWAYS_UNKNOWN = [
     "tee: no TEE evidence (imported results carry none)",
     "contention: what else ran on the machine was not recorded",
 ]
+#: what ``what_it_is`` calls a Phoronix Test Suite result file
+PTS_FILE = "a Phoronix Test Suite result file (XML)"
 #: the machine facts that must agree for files to share one bundle (one bundle is one machine)
 MACHINE_KEYS = ("hostname", "cpu_model", "cpu_count", "kernel_release")
 
@@ -148,14 +150,20 @@ def what_it_is(text: str, document: Any = None) -> tuple[str, str] | None:
     head = text.lstrip()[:2000].lower()
     if head.startswith(("<!doctype html", "<html")) or "<html" in head[:500]:
         return "an HTML page", "download the raw file, not the web page that shows it"
+    if head.startswith("<") and "<phoronixtestsuite" in head:
+        return PTS_FILE, "use `ccbench import pts`"
     if document is None:
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
         if first.startswith("fio:") or first.startswith("fio-") and "err" in first:
             return f"fio's own error text ({first[:120]})", "fio did not run the job: fix the job and run it again"
         return None
-    from ccbench.formats import fio, pyperf
+    from ccbench.formats import cloudhypervisor, fio, pyperf
 
-    for name, recognised in (("fio", fio.is_fio(document)), ("pyperf", pyperf.is_pyperf(document))):
+    for name, recognised in (
+        ("fio", fio.is_fio(document)),
+        ("pyperf", pyperf.is_pyperf(document)),
+        ("cloud-hypervisor", cloudhypervisor.is_report(document)),
+    ):
         if recognised:
             return f"{name} JSON", f"use `ccbench import {name}`"
     results = document.get("results") if isinstance(document, dict) else None
