@@ -78,6 +78,10 @@ def test_a_shortened_quick_run_answers_and_the_readme_next_step_works(tmp_path):
     # the numbers decide (a busy run printed "tmpfs: faster, 3.1x to 25x ... in fio-cold" on one
     # line): such lines are not the shape; the rows left out ("left") are, given the mechanism
     heads = [h for h in heads if not (h.startswith("    ") and not h.startswith("     ") and h.strip() != "left")]
+    # a line too long for the width goes on, indented by 4 under its own (headline.fit): where it breaks
+    # depends on the figures, so those continuations are not the shape either ("next:"'s own lines,
+    # aligned under it with 6 spaces, are)
+    heads = [h for h in heads if not (len(h) - len(h.lstrip()) in (6, 8) and h.strip() != "ccbench")]
     if mechanism is None:  # the example ran with the encrypted variant
         heads = [h for h in heads if h.strip() not in ("storage", "left", "[high]")]
     real = iter(re.match(r"\s*\S+", line).group() for line in out[out.index("bundle: ") :].splitlines() if line.strip())
