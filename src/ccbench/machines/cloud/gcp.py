@@ -179,35 +179,20 @@ class Gcp(Provider):
             client.list,
             request={"project": self.cloud.account, "zone": self.cloud.zone, "filter": f"labels.{RUN_TAG}:*"},
         )
-        for inst in pages:
-            labels = dict(inst.labels)
-            found.append(
-                Found(
-                    "instance",
-                    inst.name,
-                    labels.get(RUN_TAG, ""),
-                    int(labels.get(EXPIRY_TAG, "0") or 0),
-                    self.cloud.zone,
-                )
-            )
+        found += [self._found("instance", inst.name, inst.labels) for inst in pages]
         disks = self._call(
             "disks.list",
             self._client("DisksClient").list,
             request={"project": self.cloud.account, "zone": self.cloud.zone, "filter": f"labels.{RUN_TAG}:*"},
         )
-        for disk in disks:
-            if not list(disk.users):
-                labels = dict(disk.labels)
-                found.append(
-                    Found(
-                        "disk",
-                        disk.name,
-                        labels.get(RUN_TAG, ""),
-                        int(labels.get(EXPIRY_TAG, "0") or 0),
-                        self.cloud.zone,
-                    )
-                )
+        # a disk still attached goes with its instance; only a left-over one is found on its own
+        found += [self._found("disk", disk.name, disk.labels) for disk in disks if not list(disk.users)]
         return found
+
+    def _found(self, kind: str, name: str, labels) -> Found:
+        """A resource as the sweep sees it, from its labels (the run's id and its expiry)."""
+        labels = dict(labels)
+        return Found(kind, name, labels.get(RUN_TAG, ""), int(labels.get(EXPIRY_TAG, "0") or 0), self.cloud.zone)
 
     def destroy(self, found: list[Found]) -> list[str]:
         instances, disks = self._client("InstancesClient"), self._client("DisksClient")

@@ -71,12 +71,7 @@ def teardown(provider: Provider, run_id: str, echo: Echo, stops: _Stops | None =
     mine = [f for f in provider.tagged() if f.run_id == run_id]
     instances = [f for f in mine if f.kind == "instance"]
     others = [f for f in mine if f.kind != "instance"]
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
-    try:
-        for line in provider.destroy(instances):
-            echo(line)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    _destroy(provider, instances, echo)
     if stops.stop_waiting:
         return others
     try:
@@ -86,13 +81,18 @@ def teardown(provider: Provider, run_id: str, echo: Echo, stops: _Stops | None =
         return others
     finally:
         stops.waiting = False
+    _destroy(provider, others, echo)
+    return []
+
+
+def _destroy(provider: Provider, found: list[Found], echo: Echo) -> None:
+    """Delete ``found`` with the stop signals held back: a Ctrl-C may stop the waiting, never a deletion."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
     try:
-        for line in provider.destroy(others):
+        for line in provider.destroy(found):
             echo(line)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    return []
 
 
 def run_arms(
