@@ -10,8 +10,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: circles not broken yet, as scripts/import_graph.py names them (sorted ring members)
 KNOWN = {
-    # the study model and its file loader (machines/study.py, machines/studyparts.py): to part one way
-    ("ccbench.machines.study", "ccbench.machines.studyparts"),
     # under TYPE_CHECKING only: a chain's tiers annotate the chain they belong to
     ("ccbench.workloads.microservices.chain", "ccbench.workloads.microservices.tiers"),
 }

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from conftest import run_ccbench
 
-from ccbench.machines.study import load_study
+from ccbench.machines.studyfile import load_study
 from ccbench.plan import load_plan
 
 DOC = Path(__file__).parents[1] / "docs" / "machines.md"

@@ -3,7 +3,7 @@
 import textwrap
 
 from ccbench.machines.guestkernel import guest_kernel_lacks, kernel_options
-from ccbench.machines.study import load_study
+from ccbench.machines.studyfile import load_study
 
 # the lines that matter of Debian 12's linux-image-cloud-amd64 6.1 configuration, as that file writes them
 DEBIAN_12_CLOUD = """\

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from ccbench.machines.hostcheck import accel, check, host_facts, qemu_version
-from ccbench.machines.study import load_study
+from ccbench.machines.studyfile import load_study
 
 STUDY = """
 name = "hosts"

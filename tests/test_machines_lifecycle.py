@@ -192,7 +192,7 @@ def _run_dir(tmp_path: Path) -> Path:
 def _start(tmp_path, image, index, *, timeout_s=120.0, broken=None):
     """One arm of a study booted through StudyRun (the test owns the context)."""
     from ccbench.machines.lifecycle import StudyRun
-    from ccbench.machines.study import load_study
+    from ccbench.machines.studyfile import load_study
 
     study = load_study(_study(tmp_path))
     return StudyRun(study, broken or image, _run_dir(tmp_path), lambda _t: None, boot_timeout_s=timeout_s)

@@ -17,7 +17,8 @@ import pytest
 
 from ccbench.machines.arms import differences
 from ccbench.machines.qemu import Boot, pin_vcpus, render
-from ccbench.machines.study import StudyError, cvm_swiotlb_slabs, load_study
+from ccbench.machines.study import StudyError, cvm_swiotlb_slabs
+from ccbench.machines.studyfile import load_study
 
 QEMU = "qemu-system-x86_64"
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.machines.study import CVM_POOL_MAX, SLAB_BYTES, StudyError, cvm_swiotlb_slabs, load_study
+from ccbench.machines.study import CVM_POOL_MAX, SLAB_BYTES, StudyError, cvm_swiotlb_slabs
+from ccbench.machines.studyfile import load_study
 
 BASE = """
 name = "twins"

@@ -116,7 +116,7 @@ def check_command(study, print_commands) -> None:
         return
     from ccbench.machines import hostcheck
     from ccbench.machines.lifecycle import QEMU, HostRefused
-    from ccbench.machines.study import load_study
+    from ccbench.machines.studyfile import load_study
 
     loaded = load_study(study)
     problems = hostcheck.check(loaded, QEMU, overlay_dir=Path.cwd())

@@ -35,7 +35,8 @@ from ccbench.fsutil import make_new_dir, write_json_atomic, write_text_atomic
 from ccbench.machines import guest as guests
 from ccbench.machines import hostcheck, qemu
 from ccbench.machines.image import GuestImage, ensure_image, user_image
-from ccbench.machines.study import Study, load_study
+from ccbench.machines.study import Study
+from ccbench.machines.studyfile import load_study
 from ccbench.workdir import DEFAULT_WORKDIR
 
 QEMU = "qemu-system-x86_64"
