@@ -417,3 +417,13 @@ def test_a_pass_that_could_not_see_a_change_a_user_cares_about_says_so():
     assert "weak" not in sharp.parts()[1]
     # against a 5% threshold a median MDE of 6% is already too blind for it
     assert "weak" in Verdict([case(4.0), case(6.0), case(300.0)], "b", 0.05).parts()[1]
+
+
+def test_a_rows_detectable_change_is_in_the_one_convention():
+    """The user trial: one Markdown row said "MDE 2.5x" and "could have detected 154.8% or more"."""
+    import pandas as pd
+
+    from ccbench.analysis.gate import _status
+
+    row = pd.Series({"ci_low": 0.5, "ci_high": 2.0, "overhead_percent": -16.0, "mde": 1.548, "significant": False})
+    assert _status(row, None)[1] == "no significant change; could have detected 2.5x or more"

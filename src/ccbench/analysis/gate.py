@@ -207,7 +207,7 @@ def _status(row: pd.Series, threshold: float | None) -> tuple[str, str]:
         return PASSED, f"{words}, significant but within {named}"
     if significant:
         return PASSED, f"{words}: better"
-    could = "" if math.isnan(mde) else f"; could have detected {mde:.1f}% or more"
+    could = "" if math.isnan(mde) else f"; could have detected {fmt.mde(mde / 100)} or more"
     return PASSED, f"no significant change{could}"
 
 
