@@ -698,11 +698,16 @@ while True:
 """
 
 
+def _complete_samples(samples: Path) -> list[list[str]]:
+    """The sample lines written whole: the writer may be caught mid-line (or killed there)."""
+    text = samples.read_text() if samples.exists() else ""
+    return [line.split() for line in text.split("\n")[:-1] if len(line.split()) == 3]
+
+
 def _cpu_between(samples: Path, start: float, end: float) -> float:
     """What the calls used between two instants, from their own samples (the last one before each)."""
     by_call: dict[str, list[tuple[float, float]]] = {}
-    for line in samples.read_text().splitlines():
-        pid, when, cpu = line.split()
+    for pid, when, cpu in _complete_samples(samples):
         by_call.setdefault(pid, []).append((float(when), float(cpu)))
 
     def at(points, instant):
@@ -723,8 +728,8 @@ def test_a_call_that_began_before_the_interval_counts_only_its_part_inside_it(tm
     try:
 
         def into_a_call() -> bool:
-            lines = samples.read_text().splitlines() if samples.exists() else []
-            return bool(lines) and float(lines[-1].split()[2]) >= 0.8  # a second of CPU into the current call
+            lines = _complete_samples(samples)
+            return bool(lines) and float(lines[-1][2]) >= 0.8  # a second of CPU into the current call
 
         deadline = time.monotonic() + 60
         while not into_a_call() and time.monotonic() < deadline:
