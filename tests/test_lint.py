@@ -23,6 +23,7 @@ from bundles import (
 from ccbench.analysis import format as fmt
 from ccbench.analysis import lint as comparison_lint
 from ccbench.analysis import lint_cipher
+from ccbench.analysis import sides as machine_sides
 from ccbench.analysis.compare import compare
 from ccbench.analysis.load import load
 from ccbench.analysis.verdict import verdicts
@@ -139,29 +140,27 @@ def test_a_layer_with_some_comparisons_confounded_gives_no_interval_either(tmp_p
 def test_memory_within_the_tolerance_is_the_same_size_and_smt_differs():
     a = [("a", provenance_probe("a", "none", memory_bytes=8 * 2**30, smt=False))]
     b = [("b", provenance_probe("b", "tdx", memory_bytes=int(7.8 * 2**30), smt=False))]
-    assert comparison_lint.differences(a, b) == ([], {})
+    assert machine_sides.differences(a, b) == ([], {})
     c = [("c", provenance_probe("c", "tdx", memory_bytes=16 * 2**30, smt=True, vcpus=4))]
-    found, _ = comparison_lint.differences(a, c)
-    assert (
-        comparison_lint.confounded_by(found) == "vCPUs (2 vs 4), memory (8.0 GiB vs 16.0 GiB) and SMT (False vs True)"
-    )
+    found, _ = machine_sides.differences(a, c)
+    assert machine_sides.confounded_by(found) == "vCPUs (2 vs 4), memory (8.0 GiB vs 16.0 GiB) and SMT (False vs True)"
 
 
 def test_cpus_are_compared_by_brand_and_named_by_microarchitecture():
     ice_lake_8380 = dict(ICE_LAKE, model="Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz")
     a = [("a", provenance_probe("a", "none", cpu=ICE_LAKE))]
     b = [("b", provenance_probe("b", "tdx", cpu=ice_lake_8380))]
-    found, _ = comparison_lint.differences(a, b)
-    assert comparison_lint.confounded_by(found) == f"CPU model ({ICE_LAKE['model']} vs {ice_lake_8380['model']})"
+    found, _ = machine_sides.differences(a, b)
+    assert machine_sides.confounded_by(found) == f"CPU model ({ICE_LAKE['model']} vs {ice_lake_8380['model']})"
     # an older bundle without CPUID family and model, on the same CPU: not a difference
     brand_only = provenance_probe("c", "tdx", cpu={"model": ICE_LAKE["model"]})
-    assert comparison_lint.differences(a, [("c", brand_only)])[0] == []
+    assert machine_sides.differences(a, [("c", brand_only)])[0] == []
 
 
 def test_an_older_bundle_says_what_could_not_be_checked(tmp_path):
     old = probe("old", "none") | {"cpu": dict(ICE_LAKE, threads=2), "memory": {"total_bytes": 8 * 2**30}}
     new = provenance_probe("new", "tdx", cpu=ICE_LAKE, kernel="6")
-    found, unknown = comparison_lint.differences([("old", old)], [("new", new)])
+    found, unknown = machine_sides.differences([("old", old)], [("new", new)])
     assert found == [] and unknown == {"SMT": ["old"]}
     findings = comparison_lint.unchecked([("old", old)], [("new", new)], unknown)
     assert findings[0].code == "unchecked" and "SMT (old)" in findings[0].what
@@ -387,10 +386,10 @@ def test_a_bounce_pool_missing_from_memtotal_is_part_of_the_machine_size():
     what each machine recorded where they do differ."""
     plain = [("plain", provenance_probe("plain", "none", memory_bytes=2074636288, swiotlb_bytes=None))]
     twin = [("twin", provenance_probe("twin", "none", memory_bytes=1938845696, swiotlb_bytes=128 * 2**20))]
-    assert comparison_lint.differences(plain, twin) == ([], {})
+    assert machine_sides.differences(plain, twin) == ([], {})
     without_pool = [("twin", provenance_probe("twin", "none", memory_bytes=1938845696, swiotlb_bytes=None))]
-    found, _ = comparison_lint.differences(plain, without_pool)
-    assert comparison_lint.confounded_by(found) == "memory (1.9 GiB vs 1.8 GiB)"
+    found, _ = machine_sides.differences(plain, without_pool)
+    assert machine_sides.confounded_by(found) == "memory (1.9 GiB vs 1.8 GiB)"
 
 
 def test_seed000_import_names_the_kernels_wherever_the_verdict_is_printed(tmp_path, ccbench):

@@ -57,7 +57,7 @@ def test_a_cipher_on_a_loop_file_is_measured_against_the_loop_file_without_it(tm
     assert loop["baseline"] == "vm / no TEE / disk" and loop["ratio"] == pytest.approx(1.4, rel=0.03)
     assert loop["layer"] == "loop file, no cipher: ext4-loop"
     # the table's config cell names the twin
-    from ccbench.analysis.format import comparison_table
+    from ccbench.analysis.table import comparison_table
 
     cells = comparison_table(result.table)
     assert "vm / no TEE / fscrypt (vs ext4-loop)" in set(cells["config"])

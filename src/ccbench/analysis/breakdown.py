@@ -295,8 +295,8 @@ def breakdowns(
     count is all unexplained where the CVM is worse (the table's ratio says); ``machines``: {bundle:
     probe}; ``executions``: {bundle: its execution records} (their mechanism counters, for counts
     times unit costs); ``sides``: the machines behind each configuration, where the frame is not
-    enough to tell them (lint.config_sides)."""
-    from ccbench.analysis.lint import config_sides
+    enough to tell them (sides.config_sides)."""
+    from ccbench.analysis.sides import config_sides
 
     if table.empty or (frame.empty and sides is None):
         return [[] for _ in range(len(table))], []
@@ -441,7 +441,7 @@ def for_comparison(
 ):
     """breakdowns() of a comparison of an engine.SampleSet: reads only the samples it needs. A named
     twin that names no configuration or machine is an error."""
-    from ccbench.analysis.lint import config_sides
+    from ccbench.analysis.sides import config_sides
     from ccbench.errors import CCBenchError
 
     # only the rows between two machines get a breakdown, and only those with a twin or a count need

@@ -212,7 +212,7 @@ def compare(
 
     ``machines`` ({the frame's ``bundle``: that bundle's probe}) lets each row be flagged "confounded
     by <what>" where the machines behind its two sides differ in CPU model, vCPUs, memory, SMT or
-    kernel (ccbench.analysis.lint.confounded_flags).
+    kernel (ccbench.analysis.sides.confounded_flags).
 
     The statistics of ccbench.analysis.stats.ratio_interval (Welch's t interval on log values),
     computed for all rows at once: per group and configuration the count, median, mean, standard
@@ -416,7 +416,7 @@ def _execution_intervals(base: pd.DataFrame, rows: pd.DataFrame) -> dict[str, np
 def _confounded(data: pd.DataFrame, rows: pd.DataFrame, machines: dict[str, dict[str, Any]] | None) -> list | None:
     if not machines:
         return None
-    from ccbench.analysis.lint import confounded_flags
+    from ccbench.analysis.sides import confounded_flags
 
     return confounded_flags(data, rows["baseline"], rows["config"], machines)
 
@@ -480,7 +480,7 @@ def _flags(
             # each is unknown, so no interval can honestly be built from them
             row_flags.append("summary statistics (number of values unknown)")
         if confounded_by:
-            # the machines behind the two sides differ in more than the layer (ccbench.analysis.lint)
+            # the machines behind the two sides differ in more than the layer (ccbench.analysis.sides)
             row_flags.append(confounded_by)
         flags.append(row_flags)
     return flags

@@ -1,4 +1,4 @@
-"""One number format and one formatter per table, shared by the terminal and the report.
+"""One number format, shared by the terminal and the report (the comparison table's cells: ccbench.analysis.table).
 
 Numbers: thousands separators from 1,000 up, three significant figures below, never an exponent
 (no ``6.657e+04`` beside ``66,573``, no ``4e-05`` for 0.00004). Ratios keep three decimals, overheads one.
@@ -7,10 +7,6 @@ Numbers: thousands separators from 1,000 up, three significant figures below, ne
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pandas only for the comparison table: the run summary formats numbers without it
-    import pandas as pd
 
 
 def missing(value) -> bool:
@@ -135,132 +131,6 @@ def mde(value) -> str:
 def cv_pair(baseline_cv, cv) -> str:
     """The two sides' coefficients of variation in percent: "1.2/3.4"."""
     return "/".join("-" if missing(v) else f"{float(v) * 100:.1f}" for v in (baseline_cv, cv))
-
-
-COMPARISON_HEADERS = [
-    "workload",
-    "case",
-    "metric",
-    "config",
-    "layer",
-    "baseline median",
-    "median",
-    "ratio [95% CI]",
-    "effect [95% CI]",
-    "MDE",
-    "verdict",
-    "CV % (base/config)",
-    "n",
-    "machines",
-    "contended",
-    "flags",
-]
-
-
-def _against(config: str, baseline: str) -> str:
-    """The config cell: the configuration, and " (vs ext4-loop)" where it stands against its loop twin."""
-    from ccbench.analysis.labels import LOOP_CONTROL, loop_twin
-
-    twin = loop_twin(config)
-    return f"{config} (vs {LOOP_CONTROL})" if twin is not None and baseline == twin else config
-
-
-def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
-    """The comparison as text cells, the same for ``ccbench compare`` and the report."""
-    import pandas as pd
-
-    if comparison.empty:
-        return pd.DataFrame(columns=COMPARISON_HEADERS)
-    cells = pd.DataFrame(
-        {
-            "workload": comparison["workload"].to_numpy(),
-            "case": comparison["case"].fillna("").to_numpy(),
-            "metric": (comparison["metric"] + " (" + comparison["unit"] + ")").to_numpy(),
-            # a row against another configuration than its group's baseline (a cipher on a loop
-            # file against its loop twin: ccbench.analysis.pairing) names it
-            "config": [_against(c, b) for c, b in zip(comparison["config"], comparison["baseline"])],
-            "layer": comparison["layer"].to_numpy(),
-            "baseline median": [number(v) for v in comparison["baseline_median"]],
-            "median": [number(v) for v in comparison["median"]],
-            "ratio [95% CI]": [
-                ratio_interval(r, lo, hi)
-                for r, lo, hi in zip(comparison["ratio"], comparison["ci_low"], comparison["ci_high"])
-            ],
-            "effect [95% CI]": [row_effect(row) for row in _effect_rows(comparison)],
-            "MDE": [mde(v) for v in comparison["mde"]] if "mde" in comparison else ["-"] * len(comparison),
-            # a row the plausibility checks left out of the verdict says so where its verdict would be
-            "verdict": [
-                "implausible" if reason else verdict
-                for verdict, reason in zip(
-                    comparison["verdict"],
-                    comparison["implausible"] if "implausible" in comparison else [""] * len(comparison),
-                )
-            ],
-            "CV % (base/config)": [cv_pair(a, b) for a, b in zip(comparison["cv_baseline"], comparison["cv"])],
-            "n": [f"{a}/{b}" for a, b in zip(comparison["n_baseline"], comparison["n"])],
-            "machines": machine_counts(comparison),
-            "contended": [
-                "yes" if a or b else "" for a, b in zip(comparison["contended_baseline"], comparison["contended"])
-            ],
-            "flags": [", ".join(f) for f in comparison["flags"]],
-        }
-    )
-    return _with_interval(cells, comparison)
-
-
-def _answer(answer: str, target: float) -> str:
-    """A settled case's answer; "no cost above" with its target (a settled row's MDE)."""
-    from ccbench.analysis.labels import NO_COST_ABOVE
-
-    return f"{answer} {target:.1%}" if answer == NO_COST_ABOVE else answer
-
-
-def _with_interval(cells: pd.DataFrame, comparison: pd.DataFrame) -> pd.DataFrame:
-    """Where a run settled some of the cases (ccbench.analysis.settled), an ``interval`` column
-    after the effect: which interval each row uses, with a settled case's answer."""
-    from ccbench.analysis.labels import ANYTIME
-
-    if "interval" not in comparison or not (comparison["interval"] == ANYTIME).any():
-        return cells
-    names = [
-        f"{kind} ({_answer(answer, target)})" if kind == ANYTIME and isinstance(answer, str) else kind
-        for kind, answer, target in zip(comparison["interval"], comparison["settled"], comparison["mde"])
-    ]
-    cells.insert(list(cells.columns).index("effect [95% CI]") + 1, "interval", names)
-    return cells
-
-
-#: the default table's columns (the rest behind ``compare --details``)
-NARROW_HEADERS = [
-    "workload",
-    "case",
-    "metric",
-    "config",
-    "baseline median",
-    "median",
-    "effect [95% CI]",
-    "interval",  # only where a run settled cases (_with_interval)
-    "verdict",
-]
-
-
-def _effect_rows(comparison: pd.DataFrame) -> list[dict]:
-    columns = ["ratio", "ci_low", "ci_high", "better"]
-    return comparison[[c for c in columns if c in comparison]].to_dict(orient="records")
-
-
-def machine_counts(comparison: pd.DataFrame) -> list[str]:
-    """Machines behind each side, "3/3", with "same" where both sides ran on the same machines (each
-    machine measured both: its offset cancels) and "-" for a table without the counts."""
-    from ccbench.analysis.replicas import SAME_MACHINES
-
-    if "machines" not in comparison:
-        return ["-"] * len(comparison)
-    same = comparison["interval_from"] == SAME_MACHINES
-    return [
-        f"{b} same" if is_same else f"{a}/{b}"
-        for a, b, is_same in zip(comparison["machines_baseline"], comparison["machines"], same)
-    ]
 
 
 #: below this factor an effect that costs time is said in percent ("4.2% slower"); from it on as a

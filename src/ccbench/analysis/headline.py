@@ -218,14 +218,14 @@ def _short(judgement) -> str:
     return judgement.phrase()
 
 
-#: how the headline says that the machines differ in a confounding fact (ccbench.analysis.lint)
+#: how the headline says that the machines differ in a confounding fact (ccbench.analysis.sides)
 DIFFER = {"CPU model": "CPU models differ", "kernel": "kernels differ", "vCPUs": "vCPUs differ"}
 
 
 def confounders(item) -> list[tuple[str, str]]:
     """What besides the layer differs between the machines behind a layer's comparisons: (fact,
     "6.8.0-1017-azure vs 6.5.0-1025-azure") from the rows' "confounded by" flags
-    (ccbench.analysis.lint); the CPU left out where the CPU note already says it differs."""
+    (ccbench.analysis.sides); the CPU left out where the CPU note already says it differs."""
     if item.layer == "none":
         return []
     out: list[tuple[str, str]] = []

@@ -142,7 +142,7 @@ def twin_layers(table: pd.DataFrame, facts: pd.DataFrame, machines: dict[str, di
     devices cannot bounce (no VIRTIO_F_ACCESS_PLATFORM: the lint's twin-bounces-nothing finding)."""
     if not machines or table.empty or not (table["layer"] == "none").any():
         return table
-    from ccbench.analysis.lint import config_sides
+    from ccbench.analysis.sides import config_sides
     from ccbench.analysis.twins import TWIN_MARKERS, Twin, twin_mechanisms, vet_bounce_twin
 
     sides = config_sides(facts, machines)

@@ -207,8 +207,10 @@ def find_twins(
 def twin_findings(sides: Mapping[str, list], baseline: str, config: str, twins: Mapping[str, Twin]) -> list:
     """A lint finding for each twin whose machines differ from those it must equal (the baseline's for
     a forced twin, the CVM's for a removed one) in more than its mechanism (CPU model, vCPUs, memory,
-    SMT, kernel: ccbench.analysis.lint's confounders)."""
-    from ccbench.analysis.lint import HIGH, Finding, confounded_by, differences, machine_facts
+    SMT, kernel: ccbench.analysis.sides' confounders)."""
+    from ccbench.analysis.sides import confounded_by, differences
+    from ccbench.probe.facts import machine_facts
+    from ccbench.probe.lint import HIGH, Finding
 
     findings = []
     for mechanism, twin in twins.items():

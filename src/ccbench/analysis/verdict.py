@@ -77,7 +77,7 @@ class LayerVerdict:
     machines: str = "-"
     machines_note: str = ""
     #: what the machines behind the comparisons differ in besides the layer ("CPU model (Ice Lake vs
-    #: Sapphire Rapids)"), from the rows' "confounded by" flags (ccbench.analysis.lint), and how many rows
+    #: Sapphire Rapids)"), from the rows' "confounded by" flags (ccbench.analysis.sides), and how many rows
     confounded: list[str] = field(default_factory=list)
     confounded_rows: int = 0
     #: what the typical cost rests on: "application metrics: notebook total_s; fio throughput"
@@ -424,7 +424,7 @@ def cpu_note(rows: pd.DataFrame, samples: pd.DataFrame | None, machines: dict | 
         return "machines differ in CPU"
     if not machines or samples is None or samples.empty or "bundle" not in samples:
         return ""
-    from ccbench.analysis.lint import config_sides, differences
+    from ccbench.analysis.sides import config_sides, differences
 
     sides = config_sides(samples, machines)
     for base, config in rows[["baseline", "config"]].drop_duplicates().itertuples(index=False):

@@ -427,8 +427,8 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
     ``details`` every metric and every column."""
     from rich.table import Table
 
-    from ccbench.analysis import format as fmt
     from ccbench.analysis import impact, pairing
+    from ccbench.analysis.table import NARROW_HEADERS, comparison_table
     from ccbench.console import stdout
 
     shown = table
@@ -450,9 +450,9 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
             "of geometric means, as every interval here is): a few executions carry the difference"
         )
     out = Table(title=title, title_justify="left")
-    cells = fmt.comparison_table(shown)
+    cells = comparison_table(shown)
     if not details:
-        cells = cells[[c for c in fmt.NARROW_HEADERS if c in cells.columns]]
+        cells = cells[[c for c in NARROW_HEADERS if c in cells.columns]]
     for column in cells.columns:
         out.add_column(column, overflow="fold", min_width=_longest_word(column, cells[column]))
     index = list(cells.columns).index("verdict")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ccbench.analysis.format import comparison_table
+from ccbench.analysis.table import comparison_table
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 20
