@@ -1,7 +1,7 @@
 """What the mechanism counters cost an execution: A/A, side by side, interleaved.
 
 The same execution (a command that faults pages, makes syscalls and computes for about a second)
-runs through the real supervisor (ccbench.supervise.WorkerExecutor) alternately with the counters
+runs through the real supervisor (ccbench.run.supervise.WorkerExecutor) alternately with the counters
 on and off, in ABBA order so that drift hits both sides. Prints, per side, the median of the
 workload's own wall time and of the execution as the runner sees it, their ratios (on / off) with
 the spread of the per-pair ratios, and the counters' own bookkeeping per execution (two snapshots
@@ -22,10 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ccbench.counters import CounterSession, execution_fields
-from ccbench.interference import ServingWatch
 from ccbench.model import WorkerJob
-from ccbench.supervise import WorkerExecutor
+from ccbench.observe.counters import CounterSession, execution_fields
+from ccbench.observe.interference import ServingWatch
+from ccbench.run.supervise import WorkerExecutor
 
 WORK = (
     'python3 -c "import os\nblocks = [bytearray(4096) for _ in range(40000)]\n'

@@ -18,7 +18,7 @@ import time
 
 import psutil
 
-from ccbench.interference import InterferenceMonitor
+from ccbench.observe.interference import InterferenceMonitor
 
 
 def main() -> None:

@@ -96,11 +96,11 @@ def run(plan: str, out: Path, workdir: Path, *extra: str) -> tuple[float, Path]:
 
 
 def rows(bundle: Path) -> dict[tuple[str, str, str], dict]:
-    """compare's rows of the series settle judges (ccbench.analysis.sequential.judged: the
+    """compare's rows of the series settle judges (ccbench.analysis.statistics.sequential.judged: the
     workloads' primary metrics, or the figures their per-message verdict is made of):
     (workload, config, metric and case) -> the row."""
     from ccbench.analysis.comparison import comparison
-    from ccbench.analysis.sequential import declares, judged
+    from ccbench.analysis.statistics.sequential import declares, judged
     from ccbench.bundle import read_bundle
 
     declared = read_bundle(bundle, samples=False).manifest.get("declarations") or {}
@@ -227,7 +227,7 @@ def main() -> None:
         print(f"the settle run's wall time per settled case: {settle_s / count:.1f} s ({count} of {total} settled)")
     agreement(fixed, settled)
     from ccbench.bundle import read_bundle
-    from ccbench.plan import parse_precision
+    from ccbench.planning.plan import parse_precision
 
     limits = [w.get("max_repetitions") for w in read_bundle(settled, samples=False).manifest["plan"]["workloads"]]
     limit = max([x for x in limits if x] or [30])

@@ -4,7 +4,7 @@ A nightly series per trial: each night one run of `--executions` executions; its
 night to night by `--between` (CV of the run medians: what a machine's state, its neighbours and a
 reboot change between nights) and its executions scatter by `--within` (CV within a run). From a
 random night between 25 and 45 the level is `--step` higher (a new image that costs 2%). Each night
-the gate judges the run's median against the last 20 accepted nights (ccbench.analysis.gate.predict,
+the gate judges the run's median against the last 20 accepted nights (ccbench.analysis.settling.gate.predict,
 the store's rule: a t prediction interval on the logs; a failure is significant, worse and beyond
 the row's MDE); a failure is rerun once (`--confirm`: a new run of the same image, fresh noise) and
 alerts only if the rerun fails too. A passing or unconfirmed night joins the store; the first
@@ -24,7 +24,7 @@ import argparse
 
 import numpy as np
 
-from ccbench.analysis.gate import predict
+from ccbench.analysis.settling.gate import predict
 
 HISTORY = 20
 MIN_HISTORY = 3
@@ -77,7 +77,7 @@ def spreads_from_bundles(paths: list[str]) -> tuple[float, float, int]:
     """(the median CV between runs, the median CV within a run, the median executions) over the
     primary metric cases of several runs of one plan."""
     import ccbench
-    from ccbench.analysis import impact
+    from ccbench.analysis.judgement import impact
 
     frame = ccbench.load(paths)
     frame = frame[~frame["warmup"] & frame["better"].isin(["lower", "higher"])]

@@ -2,7 +2,7 @@
 
 For each noise level (CV of one execution) and design (executions per side, or machines per side
 with 3 executions each for replicas): `--trials` A/A comparisons give the MDE a row would report
-(ccbench.analysis.stats.reported_mde on each comparison's own spread; the median over trials is
+(ccbench.analysis.statistics.stats.reported_mde on each comparison's own spread; the median over trials is
 "the reported MDE" of that design); then `--trials` fresh comparisons with a true cost of that size
 are judged by the row's own test (Welch's t on logs, or the pooled t on machine means), and the
 detection rate (significant and slower) is printed beside the target 80%. The fast form of this,
@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 from scipy import special
 
-from ccbench.analysis.stats import CONFIDENCE, reported_mde
+from ccbench.analysis.statistics.stats import CONFIDENCE, reported_mde
 
 
 def _welch(log_a: np.ndarray, log_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -30,7 +30,7 @@ def _welch(log_a: np.ndarray, log_b: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _pooled(log_a: np.ndarray, log_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pooled two-sample t on machine means (ccbench.analysis.replicas)."""
+    """The pooled two-sample t on machine means (ccbench.analysis.statistics.replicas)."""
     m_a, m_b = log_a.shape[1], log_b.shape[1]
     dof = np.full(len(log_a), float(m_a + m_b - 2))
     pooled = ((m_a - 1) * log_a.var(axis=1, ddof=1) + (m_b - 1) * log_b.var(axis=1, ddof=1)) / dof

@@ -13,7 +13,7 @@ Each is tried two ways:
 - on the paired values ("tied to the label"): the noise belongs to the variant, a pessimistic reading
   in which an A/A pair can still be skewed or autocorrelated;
 - on the executions in run order with the order within each round drawn ("order drawn"): what the
-  runner does (ccbench.schedule.round_order); under no cost the sign of each paired value is then a
+  runner does (ccbench.run.schedule.round_order); under no cost the sign of each paired value is then a
   fair coin, whatever the noise.
 """
 

@@ -3,7 +3,7 @@
 A/A comparisons (two variants that cost the same) on a machine with periodic noise: a neighbour's
 job that slows every execution in every `period`-th slot by `amplitude` (a cron job, a batch at a
 fixed interval), plus log-normal run-to-run noise. The executions run in the order the runner's
-schedule gives (ccbench.schedule.schedule with no seed: A B A B; with a seed: each round drawn), and
+schedule gives (ccbench.run.schedule.schedule with no seed: A B A B; with a seed: each round drawn), and
 each comparison is judged by ccbench's interval (Welch's t on logs, stats.ratio_interval). The share
 of A/A comparisons called significant is the false-positive rate (nominal 5%). The fast form is
 tests/test_order.py.
@@ -17,9 +17,9 @@ import argparse
 
 import numpy as np
 
-from ccbench.analysis.stats import ratio_interval
-from ccbench.plan import plan_from_dict
-from ccbench.schedule import schedule
+from ccbench.analysis.statistics.stats import ratio_interval
+from ccbench.planning.plan import plan_from_dict
+from ccbench.run.schedule import schedule
 
 
 def _spec(repetitions: int, variants: int):

@@ -6,7 +6,7 @@ trials where one side costs ``--cost``. Printed per method: the share of A/A com
 significant and the share of cost trials detected (significant and slower).
 
 - ccbench (the pooled two-sample t on machine means) and the per-execution interval (the same
-  samples with each label taken as one machine) through ccbench.analysis.compare itself;
+  samples with each label taken as one machine) through ccbench.analysis.rows.compare itself;
 - Welch's t on machine means (scipy);
 - statsmodels' MixedLM (REML, random machine intercept, its Wald z test), only where statsmodels
   is installed (it is not a ccbench dependency) and on fewer trials (``--mixed-trials``: a model fit each).
@@ -27,7 +27,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_replicas import BASELINE, one_machine_a_side, simulated  # noqa: E402
 
-from ccbench.analysis.compare import compare  # noqa: E402
+from ccbench.analysis.rows.compare import compare  # noqa: E402
 
 
 def machine_means(frame):

@@ -1,4 +1,4 @@
-"""Simulation of the settle rule (ccbench.analysis.sequential; docs/analysis.md "Settling each case").
+"""Simulation of the settle rule (ccbench.analysis.statistics.sequential; docs/analysis.md "Settling each case").
 
 Each simulated case runs paired rounds (baseline and variant once each, log-normal noise of the
 given CV on every execution), is looked at after every round from ``--min-rounds`` on, and stops
@@ -15,7 +15,7 @@ target, which has to estimate the spread; and the fixed counts plans use), and t
 study of k A/A cases calls at least one of them.
 
 With ``--limit N`` the cap is N rounds and a case leaves for futility once it cannot settle by it
-(ccbench.analysis.sequential.reachable, as the settle rounds judge it): the "left" column gives the
+(ccbench.analysis.statistics.sequential.reachable, as the settle rounds judge it): the "left" column gives the
 share that left so, and the power shows what the rule costs against the same limit without it
 (run both ways to compare).
 
@@ -23,7 +23,7 @@ With ``--noise`` it instead compares the intervals under the four noise models o
 benchmarks/sim_noise.py (normal, skewed, AR(1) 0.5, residuals of real bundles given with
 ``--bundle``), each on the paired values and on executions whose order within a round is drawn: the
 A/A error (an interval ever excluding 0 at the looks 3..limit) side by side for today's anytime-valid
-interval and the repeated interval built for the round limit (ccbench.analysis.repeated, with and
+interval and the repeated interval built for the round limit (ccbench.analysis.statistics.repeated, with and
 without its lag-1 correction, and in Wang and Tsiatis's shapes 0.25 and 0, O'Brien-Fleming's, beside the
 default Pocock's); then, for normal paired values of spread ``--spread`` (4%), the
 half-widths, the mean rounds to settle at true costs 0, T, 2T and 10T, the share of no-cost and
@@ -44,9 +44,9 @@ import numpy as np
 from scipy import special, stats
 from sim_noise import MODELS, aa_error, bundle_residuals, paired_noise, settle_path  # benchmarks/, beside this one
 
-from ccbench.analysis.repeated import repeated_interval
-from ccbench.analysis.sequential import ALPHA, interval, reachable
-from ccbench.plan import parse_precision
+from ccbench.analysis.statistics.repeated import repeated_interval
+from ccbench.analysis.statistics.sequential import ALPHA, interval, reachable
+from ccbench.planning.plan import parse_precision
 
 CVS = (0.005, 0.01, 0.02, 0.05, 0.10, 0.20)
 EFFECTS = (("none", 0.0), ("at the target", 1.0), ("2x target", 2.0), ("100x target", 100.0))
@@ -256,8 +256,8 @@ def layer_table(rng, layers: int, target: float, limit: int) -> None:
     """Layers of 40 no-cost cases, each run as settle runs it (stopped at its first settled round):
     how often some case is called a cost or gain on its own, and how often e-BH on the cases' e-values
     (1 / their anytime-valid p values at the round they stopped) calls one."""
-    from ccbench.analysis.discovery import e_bh, e_values
-    from ccbench.analysis.sequential import p_value
+    from ccbench.analysis.statistics.discovery import e_bh, e_values
+    from ccbench.analysis.statistics.sequential import p_value
 
     cases = 40
     values = rng.standard_normal((layers * cases, limit)) * 0.04

@@ -23,7 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ccbench.errors import EnvironmentProblem
+from ccbench.basics.errors import EnvironmentProblem
 from ccbench.topology import Host, Topology, available
 
 SSHD = "/usr/sbin/sshd"

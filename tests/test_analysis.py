@@ -8,10 +8,10 @@ import pytest
 from bundles import write_bundle, write_samples
 
 import ccbench
-from ccbench.analysis.compare import compare
-from ccbench.analysis.overhead import overhead_model
-from ccbench.analysis.stats import SKEWED, ratio_interval
-from ccbench.analysis.verdict import verdicts
+from ccbench.analysis.judgement.verdict import verdicts
+from ccbench.analysis.rows.compare import compare
+from ccbench.analysis.rows.overhead import overhead_model
+from ccbench.analysis.statistics.stats import SKEWED, ratio_interval
 
 
 def test_load_labels_configurations(tmp_path):
@@ -166,7 +166,7 @@ def test_overhead_model_recovers_known_coefficients():
 def test_compare_rows_match_ratio_interval():
     """compare() computes all rows at once; each must equal the validated scalar method on its pair
     (groups missing a configuration, n = 1 and 2, a non-positive value and a baseline stand-in included)."""
-    from ccbench.analysis.stats import MIN_SAMPLES, NOISY_CV, coefficient_of_variation
+    from ccbench.analysis.statistics.stats import MIN_SAMPLES, NOISY_CV, coefficient_of_variation
 
     rng = np.random.default_rng(3)
     rows = []
@@ -244,7 +244,7 @@ def test_bootstrap_refits_agree_with_scipy_nnls():
     designs with a confounded (duplicated) column and targets that pull a coefficient below zero."""
     from scipy.optimize import nnls
 
-    from ccbench.analysis.overhead import _fit_many
+    from ccbench.analysis.rows.overhead import _fit_many
 
     rng = np.random.default_rng(11)
     for unknowns in (2, 3, 4):
@@ -379,8 +379,8 @@ def ccbench_load(paths):
 
 
 def test_a_software_cipher_is_named_as_the_likely_cause(tmp_path):
-    from ccbench.analysis.causes import driver_accelerated, storage_cause
-    from ccbench.analysis.verdict import verdicts
+    from ccbench.analysis.judgement.causes import driver_accelerated, storage_cause
+    from ccbench.analysis.judgement.verdict import verdicts
 
     assert driver_accelerated("xts(ecb(aes-fixed-time))", None) is False
     assert driver_accelerated("xts-aes-aesni", None) is True
@@ -436,8 +436,8 @@ def test_a_software_cipher_is_named_as_the_likely_cause(tmp_path):
 
 
 def test_one_coefficient_of_variation_everywhere():
-    from ccbench.analysis.compare import summary_by_config
-    from ccbench.analysis.stats import coefficient_of_variation, coefficients_of_variation
+    from ccbench.analysis.rows.compare import summary_by_config
+    from ccbench.analysis.statistics.stats import coefficient_of_variation, coefficients_of_variation
 
     values = np.array([1.0, 1.2, 0.9, 1.1])
     assert coefficients_of_variation([values.std(ddof=1)], [values.mean()], [4])[0] == pytest.approx(
@@ -485,7 +485,7 @@ def test_seed_001_table_ii_pools_per_workload_and_gives_the_papers_coefficients(
 def test_the_suite_a_workload_negotiated_names_the_transport_cause(tmp_path):
     """The variant's cipher is fixed before the run; a TLS sample records the suite it negotiated,
     and that is what the verdict names."""
-    from ccbench.analysis.verdict import verdicts
+    from ccbench.analysis.judgement.verdict import verdicts
 
     samples = [
         {

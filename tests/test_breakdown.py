@@ -1,4 +1,4 @@
-"""The breakdown of a cross-machine cost by mechanism (ccbench.analysis.breakdown): a planted
+"""The breakdown of a cross-machine cost by mechanism (ccbench.analysis.rows.breakdown): a planted
 bounce-buffer share in synthetic bundles (a plain VM, its swiotlb=force twin, an SEV-SNP VM) is found
 within its interval, through ``ccbench compare --json`` as a user runs it; a twin that differs from the
 baseline in CPU model is flagged; counts times unit costs explain a planted time."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from bundles import SAPPHIRE_RAPIDS, provenance_probe, sample, seal, write_environment
 
-from ccbench.analysis import breakdown
+from ccbench.analysis.rows import breakdown
 
 #: issue 31's shape of a published CVM study: the plain VM's UDP receive rate 1.0, the plain VM with
 #: forced bounce buffers 0.75, the SEV-SNP VM 0.17

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from ccbench import BUNDLE_FORMAT_VERSION
+from ccbench.basics.errors import BundleError
 from ccbench.bundle import BundleWriter, find_bundles, read_bundle
-from ccbench.errors import BundleError
 from ccbench.model import Sample
 
 

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import DATA, only_bundle, start_run, wait_for_samples
 
-from ccbench.analysis.load import load
+from ccbench.analysis.samples.load import load
 from ccbench.attestation import finish_bundle
 from ccbench.attestation.verify import EXIT_TAMPERED, verify_bundle
+from ccbench.basics.errors import BundleError, CCBenchError
 from ccbench.bundle import BundleWriter, columnar, columnar_layout, journal_stream, read_bundle
-from ccbench.errors import BundleError, CCBenchError
 from ccbench.model import Sample
 
 PLAN = '[[workloads]]\nkind = "prime"\nn = 200\nwarmup = 1\nrepetitions = 3\n'
@@ -179,7 +179,7 @@ def test_the_frame_is_the_same_as_from_the_journal(tmp_path, cache):
     bundle = write_bundle(tmp_path, samples)
     from_parquet = load(bundle)
     in_memory = read_bundle(bundle)
-    from ccbench.analysis.load import frame_from_bundles
+    from ccbench.analysis.samples.load import frame_from_bundles
 
     pd.testing.assert_frame_equal(from_parquet, frame_from_bundles([in_memory]))
     first = from_parquet.iloc[0]

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ccbench.counters import (
+from ccbench.observe.counters import (
     CounterSession,
     PerfCounters,
     cleanup_stale,
@@ -136,7 +136,7 @@ def test_what_a_killed_run_left_is_undone_by_the_next_run(tmp_path):
         session.close()
         pytest.skip(f"no tracepoint could be counted here: {session.missing}")
     # killed: nothing closed; the ledger knows, and the next run's (or ccbench cleanup's) clean-up reads it
-    from ccbench.workdir import cleanup_stale as next_run_cleans_up
+    from ccbench.run.workdir import cleanup_stale as next_run_cleans_up
 
     session.perf.close()
     done = next_run_cleans_up(tmp_path)
@@ -178,8 +178,8 @@ def test_a_runs_records_carry_the_counters_and_a_plan_can_turn_them_off(tmp_path
 
 
 def test_defaults_turn_the_counters_off_for_every_workload_unless_one_says_otherwise():
-    from ccbench.errors import PlanError
-    from ccbench.plan import plan_from_dict
+    from ccbench.basics.errors import PlanError
+    from ccbench.planning.plan import plan_from_dict
 
     document = {
         "defaults": {"counters": False},
@@ -233,7 +233,7 @@ def test_a_dead_runs_mounts_and_instances_are_swept_by_the_next_session_anywhere
 
     # a run that dies with its session open, in a work directory nothing runs in again
     script = (
-        "import os, sys\nfrom pathlib import Path\nfrom ccbench.counters import CounterSession\n"
+        "import os, sys\nfrom pathlib import Path\nfrom ccbench.observe.counters import CounterSession\n"
         "s = CounterSession(Path(sys.argv[1]), tracepoints=('syscalls:sys_enter_getppid',)).open()\n"
         "print(os.getpid(), *[str(p) for p in s.traces.values()], flush=True)\nos._exit(0)\n"
     )

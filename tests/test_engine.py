@@ -1,4 +1,4 @@
-"""The analysis engine (ccbench.analysis.engine): the SampleSet that compare and report read gives the
+"""The analysis engine (ccbench.analysis.samples.engine): the SampleSet that compare and report read gives the
 same comparison and summary as the per-sample frame, the machine level of the statistics, and the
 bounded per-sample frame of a report."""
 
@@ -10,9 +10,9 @@ import pytest
 from bundles import write_bundles, write_samples
 
 import ccbench
-from ccbench.analysis import engine
-from ccbench.analysis.compare import _set_statistics, _statistics, compare, summary_by_config
-from ccbench.analysis.load import load_bundles
+from ccbench.analysis.rows.compare import _set_statistics, _statistics, compare, summary_by_config
+from ccbench.analysis.samples import engine
+from ccbench.analysis.samples.load import load_bundles
 
 
 def both(paths, **kwargs):
@@ -146,8 +146,8 @@ def test_a_large_set_gives_the_report_a_systematic_sample(tmp_path, monkeypatch)
 def test_a_first_load_converts_in_the_helper_too(tmp_path, monkeypatch):
     """Bundles without samples.parquet are converted into the cache, some by the helper process;
     the comparison is the same as one process gives."""
+    from ccbench.basics.helper import Helper
     from ccbench.bundle.columnar import cache_dir
-    from ccbench.helper import Helper
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     paths = write_bundles(tmp_path / "bundles")
@@ -170,7 +170,7 @@ def test_the_facts_and_executions_are_the_frames_first_rows(tmp_path):
     """Each configuration's facts with its first measured row (and first uncontended one), and the
     distinct executions, as the per-sample frame gives them: warmups, contended executions, rows
     without a direction and a workload's own cipher mixed in, in two bundles (row numbers run on)."""
-    from ccbench.analysis.load import CAUSE_KEYS
+    from ccbench.analysis.samples.load import CAUSE_KEYS
 
     def rows(shift):
         out = []

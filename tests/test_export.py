@@ -288,7 +288,7 @@ def _expected_time(text):
 def test_every_row_is_its_journal_line_with_its_bundles_facts(crafted, tmp_path):
     """Row n of the export is line n of the journal (read here with json, not by ccbench), every
     column, with the facts of its manifest: the file, not only its agreement with the CSV."""
-    from ccbench.cases import case_text
+    from ccbench.basics.cases import case_text
 
     out = tmp_path / "crafted.parquet"
     done = run_ccbench("export", crafted, "-o", out)

@@ -302,7 +302,7 @@ def test_hosts_reads_both_placement_words_and_says_once_that_namespaces_is_depre
         [
             sys.executable,
             "-c",
-            "import json, sys; from ccbench.plan import load_plan; "
+            "import json, sys; from ccbench.planning.plan import load_plan; "
             "print(json.dumps([w.params['hosts'] for w in load_plan(sys.argv[1]).workloads]))",
             str(plan),
         ],
@@ -318,7 +318,7 @@ def test_hosts_reads_both_placement_words_and_says_once_that_namespaces_is_depre
 
 @pytest.mark.parametrize("name", ["federated", "federated-paper"])
 def test_the_bundled_plans_place_parties_with_the_shared_word(name, capsys):
-    from ccbench.plan import load_plan
+    from ccbench.planning.plan import load_plan
 
     words = {w.params["hosts"] for w in load_plan(name).workloads if w.kind == "federated"}
     assert words == {"emulated"}
@@ -332,7 +332,7 @@ def test_the_federation_pki_is_laid_out_for_openfl_and_serves_mutual_tls(tmp_pat
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    from ccbench.netutil import free_port, negotiated_tls
+    from ccbench.basics.netutil import free_port, negotiated_tls
     from ccbench.workloads.federated.workspace import write_pki
 
     cert = tmp_path / "cert"

@@ -200,8 +200,8 @@ def test_settle_and_budget_reach_every_hosts_run_and_survive_a_resume(tmp_path):
     ],
 )
 def test_bad_settle_or_budget_for_a_fleet_is_one_line(settle, budget, mode, resume, words):
+    from ccbench.basics.errors import CCBenchError
     from ccbench.commands.fleet import _run_args
-    from ccbench.errors import CCBenchError
 
     with pytest.raises(CCBenchError, match=re.escape(words)) as caught:
         _run_args(settle, budget, mode, resume)
@@ -219,8 +219,8 @@ def test_bad_settle_or_budget_for_a_fleet_is_one_line(settle, budget, mode, resu
 )
 def test_bad_settling_across_labels_is_one_line(settle, budget, max_rounds, mode, words):
     """--settle in rounds mode is the controller's (ccbench.fleet.settling), checked before any host."""
+    from ccbench.basics.errors import CCBenchError
     from ccbench.commands.fleet import _settle_across
-    from ccbench.errors import CCBenchError
 
     with pytest.raises(CCBenchError, match=re.escape(words)) as caught:
         _settle_across(settle, budget, max_rounds, mode, None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ccbench import kube
+from ccbench.basics import kube
 
 yaml = pytest.importorskip("yaml", reason="install the fleet component (PyYAML): bash scripts/setup.sh --with fleet")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import fleet_testhosts as testhosts
 import pytest
 
-from ccbench.analysis.fleet_settle import minimum_rounds
+from ccbench.analysis.settling.fleet_settle import minimum_rounds
 
 pytestmark = testhosts.marks()
 

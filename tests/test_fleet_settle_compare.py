@@ -1,5 +1,5 @@
 """compare on a fleet directory whose run settled its cases across labels: the controller's decision
-(ccbench.fleet.settling.decide on ccbench.analysis.fleet_settle.round_table) on bundles written with
+(ccbench.fleet.settling.decide on ccbench.analysis.settling.fleet_settle.round_table) on bundles written with
 known values, laid out as a fleet run lays them out, and compare's rows of those cases on the same
 anytime-valid interval. The real fleet run is in tests/test_fleet_settle.py."""
 
@@ -15,10 +15,10 @@ import pytest
 from bundles import sample, write
 
 from ccbench.analysis.comparison import comparison
-from ccbench.analysis.fleet_settle import fleet_paths, round_table
 from ccbench.analysis.labels import ANYTIME
+from ccbench.analysis.settling.fleet_settle import fleet_paths, round_table
 from ccbench.fleet import settling
-from ccbench.plan import plan_from_dict
+from ccbench.planning.plan import plan_from_dict
 
 PLAN = """
 name = "p"
@@ -151,7 +151,7 @@ def test_a_fleet_settles_transport_on_the_round_trip_it_judges_not_only_the_plai
     pipe, for every transport, and no other size."""
     from bundles import probe, seal
 
-    from ccbench.analysis.fleet_settle import bundle_values
+    from ccbench.analysis.settling.fleet_settle import bundle_values
     from ccbench.bundle import BundleWriter
     from ccbench.workloads import declarations
 

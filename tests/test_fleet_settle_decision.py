@@ -6,11 +6,11 @@ import tomllib
 
 import pytest
 
-from ccbench.analysis.fleet_settle import judge, minimum_rounds, paired_costs
-from ccbench.analysis.sequential import interval, settle
-from ccbench.errors import CCBenchError
+from ccbench.analysis.settling.fleet_settle import judge, minimum_rounds, paired_costs
+from ccbench.analysis.statistics.sequential import interval, settle
+from ccbench.basics.errors import CCBenchError
 from ccbench.fleet import settling
-from ccbench.plan import plan_from_dict
+from ccbench.planning.plan import plan_from_dict
 
 PLAN = """
 name = "two"

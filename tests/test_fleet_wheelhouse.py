@@ -59,7 +59,7 @@ def test_a_planned_extra_the_controller_lacks_is_left_out_with_the_reason(monkey
 def test_scipy_goes_to_hosts_only_for_a_plan_with_a_precision_or_detect_target(tmp_path):
     """scipy (more than half of what a host installs) serves only the precision rule's t intervals;
     pip goes in always (the host's venv is made without ensurepip: pip comes with the installed files)."""
-    from ccbench.plan import load_plan
+    from ccbench.planning.plan import load_plan
 
     base = 'name = "p"\n[[workloads]]\nkind = "command"\ncommand = "true"\n'
     fixed, precise, detecting = (tmp_path / f"{n}.toml" for n in ("fixed", "precise", "detect"))

@@ -86,7 +86,7 @@ def test_compare_report_and_history_of_tiny_times_write_no_exponent(tmp_path, cc
 
 def test_the_lints_figures_are_plain_decimals():
     """fio's Little's-law check says a tiny number in flight as a decimal (it said 4e-05)."""
-    from ccbench.analysis.plausibility import side_reasons
+    from ccbench.analysis.rows.plausibility import side_reasons
 
     reasons = side_reasons({"iops": 1.0, "clat_mean": 40.0}, {"iodepth": 16, "ioengine": "libaio", "rw": "randread"})
     assert reasons and "= 0.00004 in flight of the job's 16" in reasons[0], reasons

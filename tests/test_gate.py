@@ -210,7 +210,7 @@ def test_confirm_runs_until_a_real_regression_is_settled_as_confirmed(tmp_path, 
 
 
 def test_settle_confirmation_with_known_values_and_its_error_when_looked_at_after_every_run():
-    from ccbench.analysis.gate import CONFIRMED, NOT_REPRODUCED, UNSETTLED, settle_confirmation
+    from ccbench.analysis.settling.gate import CONFIRMED, NOT_REPRODUCED, UNSETTLED, settle_confirmation
 
     rng = np.random.default_rng(7)
     base = rng.normal(0, 0.02, 10)
@@ -401,7 +401,7 @@ def test_the_threshold_is_a_time_equivalent_percentage_with_its_sign(tmp_path, c
 def test_a_pass_that_could_not_see_a_change_a_user_cares_about_says_so():
     """The user trial: the quick run gated passed with MDEs up to 8.5x under "passed: none of 25 ... got
     worse". A pass now says when half its judged cases could not see a change under 25% (or the threshold)."""
-    from ccbench.analysis.gate import PASSED, CaseResult, Verdict
+    from ccbench.analysis.settling.gate import PASSED, CaseResult, Verdict
 
     def case(mde):
         return CaseResult(workload="w", case="c", metric="m", unit="s", config="x", baseline_median=1.0, median=1.0,
@@ -423,7 +423,7 @@ def test_a_rows_detectable_change_is_in_the_one_convention():
     """The user trial: one Markdown row said "MDE 2.5x" and "could have detected 154.8% or more"."""
     import pandas as pd
 
-    from ccbench.analysis.gate import _status
+    from ccbench.analysis.settling.gate import _status
 
     row = pd.Series({"ci_low": 0.5, "ci_high": 2.0, "overhead_percent": -16.0, "mde": 1.548, "significant": False})
     assert _status(row, None)[1] == "no significant change; could have detected 2.5x or more"

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from bundles import seal, write_bundles
 
-from ccbench.analysis.load import frame_from_bundles, load_bundles
+from ccbench.analysis.samples.load import frame_from_bundles, load_bundles
+from ccbench.basics.helper import Helper
 from ccbench.bundle import BundleWriter
-from ccbench.helper import Helper
 from ccbench.report import FigureDrawer, charts
 from ccbench.report.sections import Figure
 

@@ -16,9 +16,9 @@ from bundles import probe, sample, seal
 
 import ccbench
 from ccbench.analysis import format as fmt
-from ccbench.analysis import semantics
-from ccbench.analysis.compare import compare
-from ccbench.analysis.verdict import verdicts
+from ccbench.analysis.judgement import semantics
+from ccbench.analysis.judgement.verdict import verdicts
+from ccbench.analysis.rows.compare import compare
 from ccbench.bundle import BundleWriter, read_bundle
 from ccbench.workloads.transport import binary_path, label_cipher, measurements_from_document
 
@@ -336,7 +336,7 @@ def test_no_cost_above_on_the_application_metric_says_its_significant_rows_are_s
     (significant): the headline gives the bound and says that what is significant is a supporting
     metric, never "no cost above X%; 1 of 2 significant" alone (seen on a real federated run: its
     wall time bounded, its communication time 61% slower)."""
-    from ccbench.analysis.headline import headline
+    from ccbench.analysis.judgement.headline import headline
 
     rng = np.random.default_rng(3)
     samples = []

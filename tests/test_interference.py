@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.interference import InterferenceMonitor, Thresholds, assess
+from ccbench.observe.interference import InterferenceMonitor, Thresholds, assess
 
 HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
 
@@ -194,7 +194,7 @@ def test_missing_proc_files_give_a_note_not_a_crash(tmp_path):
 
 
 def test_execution_fields_and_the_run_summary():
-    from ccbench.interference import contention_summary, execution_fields
+    from ccbench.observe.interference import contention_summary, execution_fields
 
     busy = execution_fields({"wall_s": 2.0, "others_cpus": 0.9, "others_cpu_s": 1.8, "steal_fraction": 0.0})
     quiet = execution_fields({"wall_s": 2.0, "others_cpus": 0.01, "others_cpu_s": 0.02, "steal_fraction": 0.0})
@@ -209,7 +209,7 @@ def test_execution_fields_and_the_run_summary():
 
 
 def test_kernel_threads_and_kworkers_are_matched_to_the_layer_they_serve():
-    from ccbench.interference import layer_worker
+    from ccbench.observe.interference import layer_worker
 
     serving = ["fscrypt_read_queue", "kcryptd", "loop3"]
     assert layer_worker("kworker/u9:1+fscrypt_read_queue", serving) == "fscrypt_read_queue"
@@ -260,7 +260,7 @@ def test_the_layers_kernel_workers_and_the_servers_are_not_others(tmp_path, chil
     ]
     _proc_with_threads(root, 0, before, children_files)
     if children_files:  # the trees and kthreadd's children are followed, not every process read
-        from ccbench import interference
+        from ccbench.observe import interference
 
         monkeypatch.setattr(interference, "_process_table", lambda root: pytest.fail("read every process"))
     monitor = InterferenceMonitor(
@@ -326,7 +326,7 @@ def _execute_beside(hog, job_fields, raw_dir):
 def _execute(job_fields, raw_dir, workdir=None):
     """One execution through the real supervisor, as the runner runs it; its watch fields."""
     from ccbench.model import WorkerJob
-    from ccbench.supervise import WorkerExecutor
+    from ccbench.run.supervise import WorkerExecutor
 
     raw_dir.mkdir(parents=True, exist_ok=True)
     executor = WorkerExecutor(workdir=workdir)
@@ -612,7 +612,7 @@ def test_the_fleet_agents_calls_are_ccbenchs_own_and_a_users_python_is_still_a_n
     counts that connection's tree as its own; a user's python3 beside the run is still others'."""
     import psutil
 
-    from ccbench import ownprocs
+    from ccbench.basics import ownprocs
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -648,7 +648,7 @@ def test_the_fleet_agents_calls_are_ccbenchs_own_and_a_users_python_is_still_a_n
 def test_the_before_run_sample_leaves_out_ccbenchs_own_processes_and_lists_a_users(tmp_path, monkeypatch):
     """The system check's busy-process sample (the "python3 (pid 276) 1.14 CPUs" of issue 59): the
     registered connection's calls and the run's own children are left out; a user's python3 is listed."""
-    from ccbench import ownprocs
+    from ccbench.basics import ownprocs
     from ccbench.probe.syscheck import sample_processes
 
     run_dir = tmp_path / "run"
@@ -721,7 +721,7 @@ def test_a_call_that_began_before_the_interval_counts_only_its_part_inside_it(tm
     """A call running when the interval starts and ending inside it is reaped by its connection, whose
     figure then holds the call's whole life: only its part inside the interval is the interval's (here
     the monitor starts a second or more into a 2 s call)."""
-    from ccbench import ownprocs
+    from ccbench.basics import ownprocs
 
     registry, samples = tmp_path / ownprocs.FILE_NAME, tmp_path / "samples"
     connection = subprocess.Popen([sys.executable, "-c", LONG_CALLS, LONG_CALL, str(registry), str(samples)])

@@ -1,4 +1,4 @@
-"""The lint for the known traps (ccbench.probe.lint for one machine, ccbench.analysis.lint for a comparison; docs/trust.md, Lint): each finding triggered from a
+"""The lint for the known traps (ccbench.probe.lint for one machine, ccbench.analysis.judgement.lint for a comparison; docs/trust.md, Lint): each finding triggered from a
 fixture and not triggered from its fixed twin, and where it shows (compare, the verdict, the report,
 env --lint, the before-run check)."""
 
@@ -21,13 +21,13 @@ from bundles import (
 )
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis import lint as comparison_lint
-from ccbench.analysis import lint_cipher
-from ccbench.analysis import sides as machine_sides
-from ccbench.analysis.compare import compare
-from ccbench.analysis.load import load
-from ccbench.analysis.verdict import verdicts
-from ccbench.analysis.verdict_table import verdict_table
+from ccbench.analysis.judgement import lint as comparison_lint
+from ccbench.analysis.judgement import lint_cipher
+from ccbench.analysis.judgement.verdict import verdicts
+from ccbench.analysis.judgement.verdict_table import verdict_table
+from ccbench.analysis.rows import sides as machine_sides
+from ccbench.analysis.rows.compare import compare
+from ccbench.analysis.samples.load import load
 from ccbench.probe import lint as machine_lint
 from ccbench.probe.syscheck import format_checks, system_check
 from ccbench.workloads import plan_device_io
@@ -200,7 +200,7 @@ def test_small_bounce_buffers_under_an_io_heavy_plan():
 
 
 def test_which_plans_move_data_through_devices():
-    from ccbench.plan import load_plan
+    from ccbench.planning.plan import load_plan
 
     storage = load_plan("storage").model_dump(mode="json")
     transport = load_plan("transport").model_dump(mode="json")
@@ -350,7 +350,7 @@ def test_compare_json_alone_lints_from_the_engine_as_from_the_per_sample_frame(t
     from bundles import write_samples
 
     from ccbench.analysis.comparison import comparison
-    from ccbench.analysis.load import frame_from_bundles, load_bundles
+    from ccbench.analysis.samples.load import frame_from_bundles, load_bundles
 
     rows = []
     for repetition in range(3):
@@ -572,7 +572,7 @@ def test_machines_reading_time_from_different_clock_sources_are_flagged(tmp_path
     assert "| medium | clock-source |" in report
     # the same clock on both sides, or a machine that did not record its clock: nothing said
     same = _with(provenance_probe("snp", "sev-snp", kernel=kernel), clocksource="kvm-clock")
-    from ccbench.analysis.lint_run import clock_sources
+    from ccbench.analysis.judgement.lint_run import clock_sources
 
     assert clock_sources([("plain", plain)], [("snp", same)]) == []
     assert clock_sources([("plain", plain)], [("snp", provenance_probe("snp", "sev-snp"))]) == []
@@ -657,7 +657,7 @@ def test_a_bounce_pool_that_filled_during_an_execution_is_a_finding_in_compare_a
 
 
 def test_a_nearly_full_pool_without_failures_and_what_is_not_judged(tmp_path):
-    from ccbench.analysis.lint_run import dynamic_pool, full_bounce_pool
+    from ccbench.analysis.judgement.lint_run import dynamic_pool, full_bounce_pool
 
     snp = provenance_probe("snp", "sev-snp", swiotlb_bytes=64 * 2**20)
     # no nslabs counted (an older run): the boot pool's size from the probe; a transient pool counted

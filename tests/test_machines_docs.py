@@ -6,7 +6,7 @@ from pathlib import Path
 from conftest import run_ccbench
 
 from ccbench.machines.studyfile import load_study
-from ccbench.plan import load_plan
+from ccbench.planning.plan import load_plan
 
 DOC = Path(__file__).parents[1] / "docs" / "machines.md"
 

@@ -201,7 +201,7 @@ def _start(tmp_path, image, index, *, timeout_s=120.0, broken=None):
 def test_a_broken_image_is_one_error_naming_the_console_and_leaves_nothing(tmp_path, image, index, sockets):
     """A disk that holds no file system: the kernel cannot mount root and panics; QEMU (-no-reboot)
     exits, and the error names it."""
-    from ccbench.errors import EnvironmentProblem
+    from ccbench.basics.errors import EnvironmentProblem
     from ccbench.machines.image import GuestImage
 
     garbage = tmp_path / "garbage.qcow2"
@@ -218,7 +218,7 @@ def test_a_broken_image_is_one_error_naming_the_console_and_leaves_nothing(tmp_p
 def test_a_guest_whose_ssh_never_answers_times_out_with_its_reason_and_leaves_nothing(tmp_path, image, index, sockets):
     """The guest boots and its init says ready, but it was handed another public key than the one
     SSH offers: SSH never lets the study in."""
-    from ccbench.errors import EnvironmentProblem
+    from ccbench.basics.errors import EnvironmentProblem
     from ccbench.machines import guest
 
     with pytest.raises(EnvironmentProblem) as caught:
@@ -232,7 +232,7 @@ def test_a_guest_whose_ssh_never_answers_times_out_with_its_reason_and_leaves_no
 
 
 def test_a_launcher_that_dies_during_boot_is_reported_and_leaves_nothing(tmp_path, image, index, sockets):
-    from ccbench.errors import EnvironmentProblem
+    from ccbench.basics.errors import EnvironmentProblem
     from ccbench.machines import guest as guests
 
     original = guests.Guest.start

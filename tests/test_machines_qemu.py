@@ -336,7 +336,7 @@ def test_this_machines_qemu_accepts_a_plain_arm_and_its_bounce_twin(tmp_path, ma
 def test_a_guests_monitor_pauses_and_resumes_it_and_a_refusal_is_one_line(tmp_path):
     """Guest.qmp through the QEMU project's client: stop and cont reach the real QEMU's monitor; a
     command it refuses, or a monitor that is gone, is an EnvironmentProblem naming the guest."""
-    from ccbench.errors import EnvironmentProblem
+    from ccbench.basics.errors import EnvironmentProblem
     from ccbench.machines.guest import Guest, socket_dir
 
     guest = Guest(name="plain", run_dir=tmp_path, ssh_port=0)

@@ -261,7 +261,7 @@ def test_directories_made_at_once_by_several_processes_are_all_distinct(tmp_path
 
     start = time.time() + 1.0
     racer = (
-        "import sys, time; from pathlib import Path; from ccbench.fsutil import make_new_dir\n"
+        "import sys, time; from pathlib import Path; from ccbench.basics.fsutil import make_new_dir\n"
         f"time.sleep(max(0, {start} - time.time())); print(make_new_dir(Path(sys.argv[1]), 'machines-s-x'))"
     )
     processes = [

@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 from bundles import sample, write
 
-from ccbench.analysis.compare import compare
-from ccbench.analysis.headline import headline
-from ccbench.analysis.stats import detection_power, minimum_detectable_effect, reported_mde
-from ccbench.analysis.verdict import verdicts
+from ccbench.analysis.judgement.headline import headline
+from ccbench.analysis.judgement.verdict import verdicts
+from ccbench.analysis.rows.compare import compare
+from ccbench.analysis.statistics.stats import detection_power, minimum_detectable_effect, reported_mde
 
 
 def test_mde_inverts_the_power_of_the_t_test():
@@ -226,8 +226,8 @@ def test_a_layer_without_a_cost_says_what_it_could_have_seen(tmp_path):
 
 
 def test_headline_is_built_from_the_rows(tmp_path):
-    from ccbench.analysis.engine import sample_set
-    from ccbench.analysis.load import load_bundles
+    from ccbench.analysis.samples.engine import sample_set
+    from ccbench.analysis.samples.load import load_bundles
 
     bundle = _storage_bundle(tmp_path)
     samples = sample_set(load_bundles([str(bundle)], samples=False), {}, None, frame=True)

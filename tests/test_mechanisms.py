@@ -13,9 +13,9 @@ import threading
 import psutil
 import pytest
 
-from ccbench import fsutil, netutil, procs
-from ccbench.ledger import Ledger, read_entries
-from ccbench.pki import RunCA
+from ccbench.basics import fsutil, netutil, procs
+from ccbench.basics.ledger import Ledger, read_entries
+from ccbench.basics.pki import RunCA
 
 # a parent that starts a child ignoring SIGTERM, so only SIGKILL ends the tree
 STUBBORN_TREE = (

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_probe import GUEST_FLAGS, dmesg, make_root
 
-from ccbench.counters import TRACEPOINTS, CounterSession, differences, read_proc
+from ccbench.observe.counters import TRACEPOINTS, CounterSession, differences, read_proc
 from ccbench.probe import probe
 from ccbench.workloads.base import ExecutionContext
 from ccbench.workloads.mechanisms import BINARY, Mechanisms, MechanismsParams, parse
@@ -291,7 +291,7 @@ def test_a_swiotlb_value_above_the_pool_is_rejected_and_the_high_water_mark_is_r
 
 
 def test_under_lockdown_the_unreadable_high_water_mark_names_lockdown(tmp_path):
-    from ccbench.counters import lockdown_mode
+    from ccbench.observe.counters import lockdown_mode
 
     session, _ = swiotlb_session(
         tmp_path,
@@ -322,7 +322,7 @@ def test_under_lockdown_the_unreadable_high_water_mark_names_lockdown(tmp_path):
 
 
 def test_the_pmu_is_opened_on_the_online_cpus(tmp_path):
-    from ccbench.counters import online_cpus
+    from ccbench.observe.counters import online_cpus
 
     (tmp_path / "devices/system/cpu").mkdir(parents=True)
     (tmp_path / "devices/system/cpu/online").write_text("0-1,4,6-7\n")
@@ -333,7 +333,7 @@ def test_the_pmu_is_opened_on_the_online_cpus(tmp_path):
 def test_every_counter_a_counts_rule_names_is_one_the_counters_produce(tmp_path):
     """A count rule on a counter that counters.py never records can never fire (main's bounce rule
     named swiotlb.bounced_bytes): each named counter must come out of a snapshot's differences."""
-    from ccbench.analysis.breakdown import COUNT_RULES
+    from ccbench.analysis.rows.breakdown import COUNT_RULES
 
     proc = tmp_path / "proc"
     proc.mkdir()

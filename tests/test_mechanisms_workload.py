@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from ccbench.plan import bundled_plans
+from ccbench.planning.plan import bundled_plans
 from ccbench.workloads.mechanisms import BINARY, last_level_cache_bytes, parse
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -388,7 +388,7 @@ def test_emulated_hosts_place_each_tier_in_its_own_namespace(tmp_path):
 @pytest.mark.parametrize("transport", ["plain", "tls"])
 def test_kubernetes_manifests_validate_offline(tmp_path, transport):
     pytest.importorskip("kubernetes_validate", reason="installed by the fleet set-up component")
-    from ccbench import kube as k8s
+    from ccbench.basics import kube as k8s
     from ccbench.workloads.microservices import k8s_manifests
 
     objects = k8s_manifests(

@@ -19,10 +19,10 @@ import pytest
 from conftest import PATIENCE_S, wait_until
 
 from ccbench import topology
+from ccbench.basics.procs import same_process
 from ccbench.fleet.inventory import InventoryError, read_inventory
 from ccbench.fleet.peers import plan_bound_s, plan_services
-from ccbench.plan import load_plan
-from ccbench.procs import same_process
+from ccbench.planning.plan import load_plan
 
 NO_ANSIBLE = importlib.util.find_spec("ansible") is None
 needs_ansible = pytest.mark.skipif(

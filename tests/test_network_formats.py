@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 from ccbench.formats import FormatError, iperf3, ping, sockperf
 
 DATA = Path(__file__).parent / "data" / "network"

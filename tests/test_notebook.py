@@ -14,7 +14,7 @@ nbformat = pytest.importorskip(
     "nbformat", reason="the notebook workload needs nbformat: bash scripts/setup.sh --with datascience"
 )
 
-from ccbench.errors import PlanError  # noqa: E402
+from ccbench.basics.errors import PlanError  # noqa: E402
 from ccbench.notebooks import BUNDLED, NEEDS_TORCH, SEED_ALIASES, bundled_path, resolve  # noqa: E402
 from ccbench.workloads import REGISTRY, workload_class  # noqa: E402
 from ccbench.workloads.base import ExecutionContext, PrepareContext, RepeatingFailure, WorkloadFailed  # noqa: E402

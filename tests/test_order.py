@@ -1,5 +1,5 @@
 """Randomized order within rounds against periodic noise: the fast form of benchmarks/sim_order.py
-(A/A comparisons in the order ccbench.schedule gives, judged by ccbench's interval; seeded)."""
+(A/A comparisons in the order ccbench.run.schedule gives, judged by ccbench's interval; seeded)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A cipher on a loop file stands against the same loop file without it (ccbench.analysis.pairing;
+"""A cipher on a loop file stands against the same loop file without it (ccbench.analysis.rows.pairing;
 docs/analysis.md, "A cipher on a loop file"): the storage-encryption layer's cost is the cipher's,
 the loop file's own cost stays under "loop file, no cipher", and without that twin the verdict says
 its figure includes the loop file."""
@@ -11,7 +11,7 @@ import pytest
 from bundles import sample, write
 
 from ccbench.analysis.comparison import comparison
-from ccbench.analysis.pairing import loop_twin
+from ccbench.analysis.rows.pairing import loop_twin
 
 DISK = {"storage": "disk"}
 LOOP = {"storage": "ext4-loop", "storage_mechanism": "none"}
@@ -165,7 +165,7 @@ def settled_bundle(tmp_path, against: bool):
 
 
 def test_settle_pairs_a_cipher_on_a_loop_file_with_its_twin_and_compare_reads_it_so(tmp_path):
-    from ccbench.analysis.sequential import bundle_settlements, loop_twins, paired_against
+    from ccbench.analysis.statistics.sequential import bundle_settlements, loop_twins, paired_against
     from ccbench.bundle import read_bundle
 
     path, samples = settled_bundle(tmp_path, against=True)

@@ -1,8 +1,8 @@
 import pytest
 from conftest import run_ccbench
 
-from ccbench.errors import PlanError
-from ccbench.plan import load_plan
+from ccbench.basics.errors import PlanError
+from ccbench.planning.plan import load_plan
 
 
 def write(tmp_path, name, text):

@@ -1,4 +1,4 @@
-"""Implausible rows (ccbench.analysis.plausibility; docs/analysis.md, "Implausible rows"): each check
+"""Implausible rows (ccbench.analysis.rows.plausibility; docs/analysis.md, "Implausible rows"): each check
 triggered by a study of known values and not by its consistent twin, the ``implausible`` column on
 the comparison table the verdict is built from, and the lint finding that names the rows."""
 
@@ -10,7 +10,7 @@ import pytest
 from bundles import sample, write
 
 from ccbench.analysis.comparison import comparison
-from ccbench.analysis.plausibility import block_bytes, job_depth
+from ccbench.analysis.rows.plausibility import block_bytes, job_depth
 
 #: a consistent fio case per storage variant: (IOPS, mean completion latency in us) with 16 in flight
 CONSISTENT = {"disk": (40000, 400), "tmpfs": (400000, 40), "ext4-loop": (30000, 530)}
@@ -141,7 +141,7 @@ def test_throughput_and_latency_that_disagree_by_littles_law(tmp_path):
 
 
 def test_a_mixed_pattern_shares_its_depth_between_the_directions():
-    from ccbench.analysis.plausibility import side_reasons
+    from ccbench.analysis.rows.plausibility import side_reasons
 
     # rwmixread = 95: the writes keep 0.8 of 16 in flight, the reads 15.2
     job = {**JOB, "bs": "4k", "rw": "randrw", "rwmixread": 95}

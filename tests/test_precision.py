@@ -7,14 +7,14 @@ comparison where it stopped with ``ratio_interval`` (what compare reports).
 import numpy as np
 import pytest
 
-from ccbench.analysis.precision import (
+from ccbench.analysis.statistics.precision import (
     EARLIEST_STOP,
     PrecisionRule,
     decide,
     half_widths,
 )
-from ccbench.analysis.stats import ratio_interval
-from ccbench.plan import parse_duration, parse_precision
+from ccbench.analysis.statistics.stats import ratio_interval
+from ccbench.planning.plan import parse_duration, parse_precision
 
 TARGET = 0.02
 MAX_N = 30
@@ -161,7 +161,7 @@ def test_parse_duration_and_rule_validation():
 
 
 def test_detect_repeats_until_the_mde_is_below_the_target_or_says_what_it_reached():
-    from ccbench.analysis.precision import detectable_effects
+    from ccbench.analysis.statistics.precision import detectable_effects
 
     rng = np.random.default_rng(12)
     rule = PrecisionRule(0.02, min_repetitions=3, max_repetitions=40, detect=True)

@@ -50,7 +50,7 @@ def test_the_plans_table_and_ccbench_plans_give_each_plans_own_time():
     plans table starts its time column with it ("not measured" where the plan declares none)."""
     from conftest import run_ccbench
 
-    from ccbench.plan import bundled_plans, load_plan
+    from ccbench.planning.plan import bundled_plans, load_plan
 
     text = (REPO / "README.md").read_text()
     table = text[text.index("## Plans") :]

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_verdict_semantics import cases, comparison_frame  # noqa: I001  (the generated comparisons)
 
-from ccbench.analysis.headline import layer_lines, page_points
-from ccbench.analysis.verdict import verdicts
-from ccbench.analysis.verdict_table import verdict_table
+from ccbench.analysis.judgement.headline import layer_lines, page_points
+from ccbench.analysis.judgement.verdict import verdicts
+from ccbench.analysis.judgement.verdict_table import verdict_table
 from ccbench.commands.compare import verdict_record
 
 EXAMPLES = int(os.environ.get("CCBENCH_HYPOTHESIS_EXAMPLES", "40"))

@@ -12,9 +12,9 @@ from bundles import probe, sample, seal
 from scipy import stats
 
 import ccbench
-from ccbench.analysis.compare import compare
-from ccbench.analysis.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
-from ccbench.analysis.verdict import verdicts
+from ccbench.analysis.judgement.verdict import verdicts
+from ccbench.analysis.rows.compare import compare
+from ccbench.analysis.statistics.replicas import BETWEEN_MACHINES, RUNS_ONLY, SAME_MACHINES
 from ccbench.bundle import BundleWriter
 
 BASELINE = "plain / no TEE"

@@ -181,7 +181,7 @@ def test_summary_numbers_match_the_comparison_table(tmp_path, ccbench):
         assert item["comparisons"] == len(mine)
         assert item["significant"] == sum(r["significant"] for r in mine)
         # judged per workload on the time-equivalent ratios of its primary (application-level)
-        # metrics: fio's throughput, prime's time (ccbench.analysis.semantics)
+        # metrics: fio's throughput, prime's time (ccbench.analysis.judgement.semantics)
         primary = [r for r in mine if (r["workload"], r["metric"]) in {("fio", "throughput"), ("prime", "time")}]
         assert item["not_counted"] == len(mine) - len(primary) > 0
         per_workload = {}

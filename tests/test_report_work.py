@@ -143,7 +143,7 @@ def _bars(title: str):
 
 
 def test_a_figure_handed_over_early_is_drawn_once_and_lands_in_its_place():
-    from ccbench.helper import Helper
+    from ccbench.basics.helper import Helper
     from ccbench.report import FigureDrawer
     from ccbench.report.sections import Figure
 

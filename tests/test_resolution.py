@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccbench.analysis import semantics
-from ccbench.analysis.sequential import PairedCosts, p_value, pair_floor, settle
-from ccbench.analysis.stats import ratio_interval, resolution
+from ccbench.analysis.judgement import semantics
+from ccbench.analysis.statistics.sequential import PairedCosts, p_value, pair_floor, settle
+from ccbench.analysis.statistics.stats import ratio_interval, resolution
 
 
 def test_the_step_a_value_was_reported_in():

@@ -11,8 +11,8 @@ import pytest
 from conftest import only_bundle, start_run, wait_for_samples
 
 from ccbench.bundle import read_bundle
-from ccbench.plan import WorkloadSpec
-from ccbench.runner import schedule
+from ccbench.planning.plan import WorkloadSpec
+from ccbench.run.runner import schedule
 
 
 def test_schedule_interleaves_variants_after_warmups():

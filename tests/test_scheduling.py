@@ -11,10 +11,10 @@ import pytest
 
 from ccbench.bundle import read_bundle
 from ccbench.model import ExecutionKey, ExecutionStatus, Measurement, WorkerJob
-from ccbench.plan import plan_from_dict
-from ccbench.runner import Interrupted, Reporter, Runner
-from ccbench.schedule import Order
-from ccbench.supervise import Attempt
+from ccbench.planning.plan import plan_from_dict
+from ccbench.run.runner import Interrupted, Reporter, Runner
+from ccbench.run.schedule import Order
+from ccbench.run.supervise import Attempt
 
 
 def measured(value: float = 1.0) -> Attempt:
@@ -312,8 +312,8 @@ def test_random_order_draws_each_round_from_the_seed_kept_in_the_manifest(run_pl
     firsts = {r[0][2] for r in rounds}
     assert firsts == {"disk", "tmpfs"}
     # the same seed, the same schedule
-    from ccbench.plan import plan_from_dict
-    from ccbench.schedule import schedule
+    from ccbench.planning.plan import plan_from_dict
+    from ccbench.run.schedule import schedule
 
     spec = plan_from_dict(
         {
@@ -351,7 +351,7 @@ def test_a_resumed_random_run_keeps_its_seed(run_plan):
 
 
 def _schedule_of(repetitions, seed):
-    from ccbench.schedule import schedule
+    from ccbench.run.schedule import schedule
 
     spec = plan_from_dict(
         {

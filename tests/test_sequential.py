@@ -1,4 +1,4 @@
-"""The settle rule's interval (ccbench.analysis.sequential): its closed form, its coverage under
+"""The settle rule's interval (ccbench.analysis.statistics.sequential): its closed form, its coverage under
 looking after every round, the answers it gives, and the pairing of a bundle's samples."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ccbench.analysis.sequential import (
+from ccbench.analysis.statistics.sequential import (
     ALPHA,
     COST,
     GAIN,
@@ -135,7 +135,7 @@ def test_every_case_of_the_declared_primary_metrics_is_a_case_of_its_own():
 def test_a_workload_whose_result_is_measured_on_one_side_is_judged_on_what_its_verdict_is_made_of():
     # transport: its primary metric (the embedding's time) is measured on plain only, so it is never
     # paired; its verdict is made of the round trip at 1536 B and the handshake (its message costs)
-    from ccbench.analysis.sequential import declares, judged
+    from ccbench.analysis.statistics.sequential import declares, judged
     from ccbench.workloads import declaration, workload_class
 
     declared = judged(declaration(workload_class("transport")))

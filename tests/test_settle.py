@@ -1,4 +1,4 @@
-"""Settle rounds in the runner (ccbench.settle) with the scripted executor of test_scheduling: no
+"""Settle rounds in the runner (ccbench.run.settle) with the scripted executor of test_scheduling: no
 workload runs, each execution's value is chosen by the test. An easy case (a 10x cost) leaves the
 rounds early; a hard one (no cost, noise near the target) runs on, with its baseline, to the limit; a
 hopeless one (noise far above the target) leaves without an answer once it cannot settle by the limit."""
@@ -12,12 +12,12 @@ from conftest import only_bundle
 from test_scheduling import Messages, ScriptedExecutor, measured
 
 from ccbench.analysis import format as fmt
+from ccbench.basics.errors import PlanError
 from ccbench.bundle import read_bundle
 from ccbench.commands.run import settle_lines
-from ccbench.errors import PlanError
-from ccbench.plan import plan_from_dict
-from ccbench.runner import Runner
-from ccbench.schedule import Order
+from ccbench.planning.plan import plan_from_dict
+from ccbench.run.runner import Runner
+from ccbench.run.schedule import Order
 
 VALUES = ("disk", "tmpfs", "ext4-loop")
 
@@ -115,8 +115,8 @@ def test_an_easy_case_leaves_the_rounds_early_and_a_hard_one_runs_on_with_its_ba
 
 def test_a_run_interrupted_in_its_settle_rounds_resumes_them_where_it_stopped(run_settle):
     from ccbench.model import ExecutionStatus
-    from ccbench.runner import Interrupted
-    from ccbench.supervise import Attempt
+    from ccbench.run.runner import Interrupted
+    from ccbench.run.supervise import Attempt
 
     values = easy_and_hard()
 
@@ -232,7 +232,7 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
 def test_the_storage_settle_plan_is_the_storage_plan_run_to_be_settled():
     """The bundled twin differs from ``storage`` only in what settling needs: a target, a limit
     on the repetitions and a budget (the workloads, variants, sizes and minimum are the same)."""
-    from ccbench.plan import load_plan
+    from ccbench.planning.plan import load_plan
 
     def shape(plan):
         document = plan.model_dump(exclude={"name", "description", "source", "budget", "time"})
@@ -268,7 +268,7 @@ def fio_answer(job):
     """fio's two jobs as scripted measurements: at 4k, tmpfs is 10x faster than disk (settled at
     once); at 1m, the two are the same within 1% noise (a case that needs many rounds at 2%)."""
     from ccbench.model import ExecutionStatus, Measurement
-    from ccbench.supervise import Attempt
+    from ccbench.run.supervise import Attempt
 
     value = job.variant["storage"]
     rng = np.random.default_rng([7, VALUES.index(value), job.repetition, job.warmup])
@@ -344,11 +344,11 @@ def test_a_cipher_on_a_loop_file_is_settled_against_its_twin_which_runs_with_it(
     # tmpfs stands in for a cipher on a loop file here (the scripted run mounts nothing): the loop
     # file costs 2x and settles early against the disk; the cipher adds 3% to it, near the target,
     # so it runs on, paired with the loop file, which runs in its rounds although settled itself
-    import ccbench.analysis.load
+    import ccbench.analysis.samples.load
 
-    real = ccbench.analysis.load.storage_label
+    real = ccbench.analysis.samples.load.storage_label
     monkeypatch.setattr(
-        ccbench.analysis.load, "storage_label", lambda v: "fscrypt" if v.get("storage") == "tmpfs" else real(v)
+        ccbench.analysis.samples.load, "storage_label", lambda v: "fscrypt" if v.get("storage") == "tmpfs" else real(v)
     )
     scale = {"disk": 1.0, "ext4-loop": 2.0, "tmpfs": 2.06}
 

@@ -1,5 +1,5 @@
-"""The repeated interval built for a known round limit (ccbench.analysis.repeated), its use by settle,
-the false discovery rate across a layer (ccbench.analysis.discovery) and what a settled figure says
+"""The repeated interval built for a known round limit (ccbench.analysis.statistics.repeated), its use by settle,
+the false discovery rate across a layer (ccbench.analysis.statistics.discovery) and what a settled figure says
 of its estimate. Fewer cases than benchmarks/sim_sequential.py --noise, which measures the same."""
 
 import math
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from ccbench.analysis.discovery import e_bh, e_values
-from ccbench.analysis.repeated import boundaries, repeated_interval
-from ccbench.analysis.sequential import ALPHA, COST, GAIN, LEANS, interval, p_value, settle
+from ccbench.analysis.statistics.discovery import e_bh, e_values
+from ccbench.analysis.statistics.repeated import boundaries, repeated_interval
+from ccbench.analysis.statistics.sequential import ALPHA, COST, GAIN, LEANS, interval, p_value, settle
 
 LIMIT = 10
 
@@ -124,8 +124,8 @@ def test_e_bh_follows_its_definition():
 
 
 def test_futility_under_the_round_limit_reads_the_interval_settle_would_use():
-    from ccbench.analysis.repeated import critical
-    from ccbench.analysis.sequential import can_settle, reachable
+    from ccbench.analysis.statistics.repeated import critical
+    from ccbench.analysis.statistics.sequential import can_settle, reachable
 
     assert np.isinf(critical([2, LIMIT + 1], LIMIT)).all() and critical(3, LIMIT) == pytest.approx(boundaries(LIMIT)[0])
     # mean 3%, spread 4%, 5 rounds of 10: the repeated interval at 10 rounds (with the spread's 20% quantile)

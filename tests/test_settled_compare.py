@@ -1,4 +1,4 @@
-"""compare on a bundle whose run settled its cases (ccbench.analysis.settled): the rows of those
+"""compare on a bundle whose run settled its cases (ccbench.analysis.settling.settled): the rows of those
 cases use the run's anytime-valid interval on the paired rounds, so the table, the verdict per
 layer, --summary and the JSON say what the run said. The bundles are written with known values
 (tests/bundles.py); the real run is in tests/test_settle.py."""
@@ -13,8 +13,8 @@ from bundles import write, write_settled
 
 from ccbench.analysis.comparison import comparison
 from ccbench.analysis.labels import ANYTIME, COST, NO_COST_ABOVE
-from ccbench.analysis.replicas import WELCH
-from ccbench.analysis.sequential import p_value, settle
+from ccbench.analysis.statistics.replicas import WELCH
+from ccbench.analysis.statistics.sequential import p_value, settle
 
 DISK, TMPFS = "storage=disk", "storage=tmpfs"
 

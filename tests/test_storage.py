@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import mounts_under, others_can_read, python_path_for_other_users, start_run, wait_until
 
+from ccbench.basics.errors import CCBenchError
 from ccbench.bundle import read_bundle
-from ccbench.errors import CCBenchError
 from ccbench.variants import AXES
 from ccbench.variants import storage as storage_module
 
@@ -218,14 +218,14 @@ def test_a_real_non_root_process_skips_root_only_variants_with_the_reason():
         os.chmod(readable, 0o755)
         if not others_can_read(Path(readable)):
             pytest.skip(f"no directory readable by nobody could be made for a copy of ccbench ({readable})")
-        python_path = python_path_for_other_users(["ccbench.plan", "ccbench.variants"], Path(readable) / "lib")
+        python_path = python_path_for_other_users(["ccbench.planning.plan", "ccbench.variants"], Path(readable) / "lib")
         done = run_as_nobody(as_nobody, python_path)
     _check_non_root_reasons(done)
 
 
 def run_as_nobody(as_nobody: list[str], python_path: str) -> subprocess.CompletedProcess:
     script = (
-        "from ccbench.plan import load_plan\n"
+        "from ccbench.planning.plan import load_plan\n"
         "from ccbench.variants import AXES\n"
         "import sys\n"
         "axis = AXES['storage']\n"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ccbench import topology
-from ccbench.errors import CCBenchError
-from ccbench.ledger import read_entries
+from ccbench.basics.errors import CCBenchError
+from ccbench.basics.ledger import read_entries
 from ccbench.topology import LinkShape, Topology
 
 pytestmark = [

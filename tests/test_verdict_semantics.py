@@ -24,11 +24,12 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from ccbench.analysis import format as fmt  # noqa: E402
-from ccbench.analysis import gate, semantics  # noqa: E402
-from ccbench.analysis.compare import COMPARE_COLUMNS  # noqa: E402
-from ccbench.analysis.headline import layer_lines  # noqa: E402
-from ccbench.analysis.verdict import verdicts  # noqa: E402
-from ccbench.analysis.verdict_table import verdict_table  # noqa: E402
+from ccbench.analysis.judgement import semantics  # noqa: E402
+from ccbench.analysis.judgement.headline import layer_lines  # noqa: E402
+from ccbench.analysis.judgement.verdict import verdicts  # noqa: E402
+from ccbench.analysis.judgement.verdict_table import verdict_table  # noqa: E402
+from ccbench.analysis.rows.compare import COMPARE_COLUMNS  # noqa: E402
+from ccbench.analysis.settling import gate  # noqa: E402
 from ccbench.commands.compare import verdict_record  # noqa: E402
 from ccbench.report import takeaways  # noqa: E402
 
@@ -60,7 +61,7 @@ def cases(draw):
 
 
 def comparison_frame(parts: list[dict], with_implausible: bool) -> pd.DataFrame:
-    """Comparison rows as ccbench.analysis.compare makes them: ratio and its 95% interval (none with
+    """Comparison rows as ccbench.analysis.rows.compare makes them: ratio and its 95% interval (none with
     one value a side), significant where the interval leaves out 1."""
     rows = []
     for index, part in enumerate(parts):
@@ -430,7 +431,7 @@ def test_sign_test_p_is_scipys_binomial_test():
     """The sign test's p-value from the binomial distribution function is binomtest's, every split."""
     from scipy import stats
 
-    from ccbench.analysis.semantics import sign_test_p
+    from ccbench.analysis.judgement.semantics import sign_test_p
 
     for n in range(0, 80):
         for slower in range(n + 1):

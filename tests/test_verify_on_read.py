@@ -137,7 +137,7 @@ def test_a_parquet_of_another_journal_of_the_same_size_is_not_used(tmp_path, cli
     write_bundle_parquet(two)
     shutil.copy(two / PARQUET, one / PARQUET)
     seal(one)  # even with a digest list that covers it, the file is not this journal's
-    from ccbench.analysis.load import load
+    from ccbench.analysis.samples.load import load
 
     assert load(one)["value"].tolist() == [1.0]
 
@@ -148,7 +148,7 @@ def test_a_bundle_named_with_glob_characters_reads_only_its_own_journal(tmp_path
     sibling = write(root, "a1", "none", samples)
     for name in ("a[1]", "a*", "a?"):
         odd = write(root, name, "none", samples[:2])
-        from ccbench.analysis.load import load
+        from ccbench.analysis.samples.load import load
 
         assert len(load(odd)) == 2, name
         assert (sibling / "samples.jsonl").exists()

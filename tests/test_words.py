@@ -11,9 +11,9 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccbench.analysis import semantics
-from ccbench.analysis.headline import fit, headline, page_points, terminal_width
-from ccbench.analysis.verdict import verdicts
+from ccbench.analysis.judgement import semantics
+from ccbench.analysis.judgement.headline import fit, headline, page_points, terminal_width
+from ccbench.analysis.judgement.verdict import verdicts
 from ccbench.report.plots import LEFT_OUT_FILL, heatmap
 
 FIGURE = re.compile(r"\[[^\]]*\]")

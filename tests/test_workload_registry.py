@@ -77,7 +77,7 @@ NAMING_KINDS = {
     # the registry: kind -> its module
     Path("workloads/__init__.py"),
     # the seed-000 CSV plan's rows are the seed's own kinds (fio, notebook, pyperformance, systeminfo)
-    Path("plan.py"),
+    Path("planning/plan.py"),
     # the import formats' names (fio is a format as well as a kind)
     Path("commands/import.py"),
 }
@@ -112,16 +112,16 @@ def test_the_kind_check_finds_a_kind_named_in_a_generic_module(tmp_path, monkeyp
     """The check above can fail: a generic module naming a kind, or comparing a kind with an
     ambiguous one, is found."""
     package = tmp_path / "src/ccbench"
-    (package / "analysis").mkdir(parents=True)
+    (package / "analysis/samples").mkdir(parents=True)
     (package / "workloads").mkdir()
     (package / "workloads/fio.py").write_text('KIND = "fio"\n')  # a kind's own module: allowed
     for text in ('if kind == "fio":\n    pass\n', 'if spec.kind == "transport":\n    pass\n'):
-        (package / "analysis/engine.py").write_text(text)
+        (package / "analysis/samples/engine.py").write_text(text)
         monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
         try:
             test_no_generic_module_names_a_workload_kind()
         except AssertionError as failure:
-            assert "analysis/engine.py" in str(failure)
+            assert "analysis/samples/engine.py" in str(failure)
         else:
             raise AssertionError(f"not found: {text!r}")
 

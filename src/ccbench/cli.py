@@ -11,9 +11,9 @@ import sys
 
 import click
 
-from ccbench.errors import CCBenchError, Stopped
-from ccbench.stopping import catch_stop_signals, restore_signals
-from ccbench.version import __version__
+from ccbench.basics.errors import CCBenchError, Stopped
+from ccbench.basics.stopping import catch_stop_signals, restore_signals
+from ccbench.basics.version import __version__
 
 
 class _Group(click.Group):
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="ccbench", standalone_mode=False)
         # only a command that imported the console can have set its switch; the others keep rich unloaded
-        console = sys.modules.get("ccbench.console")
+        console = sys.modules.get("ccbench.basics.console")
         if console is not None and console.teardown_skipped() and argv is None:
             _end_now()
     except CCBenchError as exc:

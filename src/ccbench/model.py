@@ -99,12 +99,12 @@ class Sample(BaseModel):
     execution: str | None = None
     #: that execution's raw directory relative to the bundle, e.g. ``raw/fio/storage-disk/rep-0``; format 2
     raw: str | None = None
-    #: whether the machine was busy with other work while it was measured (see ccbench.interference)
+    #: whether the machine was busy with other work while it was measured (see ccbench.observe.interference)
     contended: bool = False
 
 
 class WorkerJob(BaseModel):
-    """What the runner asks of one worker process (raw/<...>/job.json); read by ccbench.worker."""
+    """What the runner asks of one worker process (raw/<...>/job.json); read by ccbench.run.worker."""
 
     # schemas are built on first use: a worker process builds only the two models it uses
     model_config = ConfigDict(extra="forbid", defer_build=True)
@@ -135,7 +135,7 @@ class WorkerJob(BaseModel):
     pin: list[int] | None = None
     #: read by the supervisor, not the worker: the processes the workload started for its executions
     #: (their CPU is the execution's own), the protection layer's daemons and kernel threads (the
-    #: layer's CPU; ccbench.interference), and whether to record the mechanism counters (ccbench.counters)
+    #: layer's CPU; ccbench.observe.interference), and whether to record the mechanism counters (ccbench.observe.counters)
     servers: list[int] = Field(default_factory=list)
     layer_pids: list[int] = Field(default_factory=list)
     layer_threads: list[str] = Field(default_factory=list)
@@ -189,13 +189,13 @@ class ExecutionRecord(BaseModel):
     error: str | None = None
     #: the last lines of the worker's log when it did not end ok
     stderr_tail: str | None = None
-    #: what else ran on the machine during the measured interval (ccbench.interference); absent when not monitored
+    #: what else ran on the machine during the measured interval (ccbench.observe.interference); absent when not monitored
     interference: dict[str, Any] | None = None
     #: whether that interference exceeded the thresholds
     contended: bool = False
     #: which thresholds were exceeded, one line each
     contended_reasons: list[str] = Field(default_factory=list)
-    #: the mechanism counters' changes over the execution, name -> value (ccbench.counters); absent when off
+    #: the mechanism counters' changes over the execution, name -> value (ccbench.observe.counters); absent when off
     counters: dict[str, float] | None = None
     #: the counters this machine cannot read, name -> why
     counters_missing: dict[str, str] | None = None

@@ -1,5 +1,5 @@
 """One road from bundles to a comparison: the bundles read (their manifests and probes), their samples
-reduced in the engine (ccbench.analysis.engine), the rows against the baseline (ccbench.analysis.compare),
+reduced in the engine (ccbench.analysis.samples.engine), the rows against the baseline (ccbench.analysis.rows.compare),
 the verdict per layer and the lint's findings. ``ccbench compare`` and the report call ``comparison``;
 the fleet runs both commands over the gathered bundles (ccbench.fleet.gather says why as processes of
 their own). Nothing else strings these steps together, so the three cannot drift apart.
@@ -15,16 +15,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.baselines import least_protected, resolve_baseline
-from ccbench.analysis.compare import NOISY_CV, compare, reduced
-from ccbench.analysis.engine import SampleSet, sample_set
-from ccbench.analysis.fleet_settle import fleet_settled_cases
-from ccbench.analysis.lint import bundle_machines, lint_comparison
-from ccbench.analysis.lint_cipher import STORAGE_CEILING, THROUGHPUT, TRANSPORT_CEILING
-from ccbench.analysis.load import load_bundles
-from ccbench.analysis.settled import settled_cases, with_settled
-from ccbench.errors import CCBenchError
-from ccbench.helper import Helper
+from ccbench.analysis.judgement.lint import bundle_machines, lint_comparison
+from ccbench.analysis.judgement.lint_cipher import STORAGE_CEILING, THROUGHPUT, TRANSPORT_CEILING
+from ccbench.analysis.rows.baselines import least_protected, resolve_baseline
+from ccbench.analysis.rows.compare import NOISY_CV, compare, reduced
+from ccbench.analysis.samples.engine import SampleSet, sample_set
+from ccbench.analysis.samples.load import load_bundles
+from ccbench.analysis.settling.fleet_settle import fleet_settled_cases
+from ccbench.analysis.settling.settled import settled_cases, with_settled
+from ccbench.basics.errors import CCBenchError
+from ccbench.basics.helper import Helper
 
 
 @dataclass
@@ -38,15 +38,15 @@ class Comparison:
     device_io: dict[str, bool | None]
     #: the configuration compared against (resolved from the one asked for); None: no measured samples
     baseline: str | None
-    #: one row per group and configuration other than the group's baseline (ccbench.analysis.compare)
+    #: one row per group and configuration other than the group's baseline (ccbench.analysis.rows.compare)
     table: pd.DataFrame
     exclude_contended: bool = False
-    #: the cases runs and fleets settled (ccbench.analysis.settled.settled_cases), by row key
+    #: the cases runs and fleets settled (ccbench.analysis.settling.settled.settled_cases), by row key
     cases: dict = field(default_factory=dict)
 
     def verdicts(self) -> list:
         """The verdict per protection layer (reads the engine's bounded per-sample frame)."""
-        from ccbench.analysis.verdict import verdicts
+        from ccbench.analysis.judgement.verdict import verdicts
 
         return verdicts(self.table, self.engine.sample, self.machines)
 
@@ -179,7 +179,7 @@ def comparison(
         table = cross_vendor_rows(table, facts, machines)
     # the cases a run settled: on its anytime-valid interval, so compare says what the run said
     cases = settled_cases(bundles, labels, exclude_contended)
-    # and the cases a fleet settled across its labels (ccbench.analysis.fleet_settle): the controller's rule
+    # and the cases a fleet settled across its labels (ccbench.analysis.settling.fleet_settle): the controller's rule
     cases.update(fleet_settled_cases(bundles, labels, exclude_contended))
     table = with_settled(table, cases, facts) if cases else table
     return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended, cases)

@@ -1,6 +1,6 @@
 """Names a comparison's rows carry that several rooms of the analysis read: the loop-file control and
-the ciphers built on a loop file (ccbench.analysis.pairing sets a cipher against its loop twin), and the
-settle rule's answers and interval (ccbench.analysis.sequential makes them; the tables print them).
+the ciphers built on a loop file (ccbench.analysis.rows.pairing sets a cipher against its loop twin), and the
+settle rule's answers and interval (ccbench.analysis.statistics.sequential makes them; the tables print them).
 Kept below both so that the words (ccbench.analysis.format) need neither."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 #: the storage variant that is the encrypted variants' loop-file stack without their cipher
 #: (ccbench.variants.storage.LOOP_CONTROL): a control, not a protection layer
 LOOP_CONTROL = "ext4-loop"
-#: the storage labels (ccbench.analysis.load.storage_label) of ciphers ccbench builds on a loop file
+#: the storage labels (ccbench.analysis.samples.load.storage_label) of ciphers ccbench builds on a loop file
 ON_LOOP = frozenset({"fscrypt", "luks2", "encrypted:fscrypt", "encrypted:luks"})
 
 
@@ -23,7 +23,7 @@ def loop_twin(config: str) -> str | None:
     return " / ".join(parts)
 
 
-#: a settled case's answers (ccbench.analysis.sequential.settle)
+#: a settled case's answers (ccbench.analysis.statistics.sequential.settle)
 COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
-#: the name of the settle rule's interval where a comparison row uses it (ccbench.analysis.settled)
+#: the name of the settle rule's interval where a comparison row uses it (ccbench.analysis.settling.settled)
 ANYTIME = "anytime-valid"

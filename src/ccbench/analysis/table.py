@@ -51,7 +51,7 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
             "case": comparison["case"].fillna("").to_numpy(),
             "metric": (comparison["metric"] + " (" + comparison["unit"] + ")").to_numpy(),
             # a row against another configuration than its group's baseline (a cipher on a loop
-            # file against its loop twin: ccbench.analysis.pairing) names it
+            # file against its loop twin: ccbench.analysis.rows.pairing) names it
             "config": [_against(c, b) for c, b in zip(comparison["config"], comparison["baseline"])],
             "layer": comparison["layer"].to_numpy(),
             "baseline median": [number(v) for v in comparison["baseline_median"]],
@@ -90,7 +90,7 @@ def _answer(answer: str, target: float) -> str:
 
 
 def _with_interval(cells: pd.DataFrame, comparison: pd.DataFrame) -> pd.DataFrame:
-    """Where a run settled some of the cases (ccbench.analysis.settled), an ``interval`` column
+    """Where a run settled some of the cases (ccbench.analysis.settling.settled), an ``interval`` column
     after the effect: which interval each row uses, with a settled case's answer."""
     from ccbench.analysis.labels import ANYTIME
 
@@ -126,7 +126,7 @@ def _effect_rows(comparison: pd.DataFrame) -> list[dict]:
 def machine_counts(comparison: pd.DataFrame) -> list[str]:
     """Machines behind each side, "3/3", with "same" where both sides ran on the same machines (each
     machine measured both: its offset cancels) and "-" for a table without the counts."""
-    from ccbench.analysis.replicas import SAME_MACHINES
+    from ccbench.analysis.statistics.replicas import SAME_MACHINES
 
     if "machines" not in comparison:
         return ["-"] * len(comparison)

@@ -41,7 +41,7 @@ def finish_bundle(
     only). Without evidence the bundle is `unattested` with the reason; with `require`, that is an
     AttestationError instead.
     """
-    from ccbench.fsutil import write_json_atomic
+    from ccbench.basics.fsutil import write_json_atomic
 
     bundle = Path(bundle_path)
     # evidence from an earlier attestation is replaced, never mixed with the new digest

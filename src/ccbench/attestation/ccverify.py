@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 VERIFIER = Path(__file__).resolve().parents[3] / "crates" / "target" / "release" / "ccverify"
 

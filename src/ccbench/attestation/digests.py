@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ccbench.basics.errors import CCBenchError
 from ccbench.bundle.digests import remembered_sha256, sha256_file
-from ccbench.errors import CCBenchError
 
 ATTESTATION_FILE = "attestation.json"
 EVIDENCE_DIR = "attestation"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 TSM_ROOT = Path("/sys/kernel/config/tsm/report")
 TEST_PROVIDER_ENV = "CCBENCH_TEST_ATTESTATION_PROVIDER"

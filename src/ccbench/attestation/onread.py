@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ccbench.attestation.digests import ATTESTATION_FILE, compare, digest_list, list_digest, recorded_digests
+from ccbench.basics.errors import CCBenchError
 from ccbench.bundle import MANIFEST, find_bundles
-from ccbench.errors import CCBenchError
 
 #: shown with every refusal
 ADVICE = "check it with 'ccbench verify'; --allow-unverified reads it anyway and says so"

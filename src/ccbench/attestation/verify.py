@@ -24,7 +24,7 @@ from ccbench.attestation.digests import (
     report_data,
 )
 from ccbench.attestation.evidence import MOCK_TECHNOLOGY, parse_mock
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 EXIT_OK, EXIT_TAMPERED, EXIT_EVIDENCE, EXIT_UNATTESTED = 0, 3, 4, 5
 #: collateral file names looked for in --collateral DIR (dcap-qvl's JSON for TDX; a VCEK and AMD's CRL

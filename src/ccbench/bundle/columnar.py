@@ -35,6 +35,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ccbench.basics.errors import BundleError, CCBenchError
+from ccbench.basics.fsutil import atomic_target
 from ccbench.bundle.columnar_layout import (  # noqa: F401 (the layout's names, as columnar's API)
     EXTRA,
     FLATTENED,
@@ -56,8 +58,6 @@ from ccbench.bundle.digests import journal_sha256, sized_sha256
 from ccbench.bundle.journal_stream import stream_journal
 from ccbench.bundle.layout import SAMPLES
 from ccbench.bundle.reader import Bundle, read_bundle
-from ccbench.errors import BundleError, CCBenchError
-from ccbench.fsutil import atomic_target
 
 # -- writing ---------------------------------------------------------------------------------------
 

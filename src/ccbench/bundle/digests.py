@@ -14,8 +14,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from ccbench.basics.fsutil import atomic_target
 from ccbench.bundle.layout import SAMPLES
-from ccbench.fsutil import atomic_target
 
 #: bytes read at a time
 CHUNK = 1 << 20

@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccbench.basics.errors import CCBenchError
+from ccbench.basics.fsutil import make_new_dir, write_json_atomic
+from ccbench.basics.version import BUNDLE_FORMAT_VERSION, __version__
 from ccbench.bundle.layout import CHUNK, EXECUTIONS, MANIFEST, RAW, SAMPLES, SAMPLES_PARQUET
 from ccbench.bundle.reader import read_bundle
-from ccbench.errors import CCBenchError
-from ccbench.fsutil import make_new_dir, write_json_atomic
-from ccbench.version import BUNDLE_FORMAT_VERSION, __version__
 
 if TYPE_CHECKING:  # writing needs Samples; reading bundles does not import pydantic
     from ccbench.model import Sample

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from ccbench.basics.errors import BundleError
+from ccbench.basics.version import BUNDLE_FORMAT_VERSION
 from ccbench.bundle.layout import (
     CHUNK,
     EXECUTIONS,
@@ -27,8 +29,6 @@ from ccbench.bundle.layout import (
     SAMPLE_FIELDS,
     SAMPLES,
 )
-from ccbench.errors import BundleError
-from ccbench.version import BUNDLE_FORMAT_VERSION
 
 
 @dataclass

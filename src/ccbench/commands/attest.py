@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 
 @click.command()

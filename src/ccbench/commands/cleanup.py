@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.workdir import DEFAULT_WORKDIR
+from ccbench.run.workdir import DEFAULT_WORKDIR
 
 
 @click.command()
@@ -32,10 +32,10 @@ def command(workdir) -> None:
 
     Exit code: 0 when cleaned (or nothing was left), 2 for a work directory that does not exist, 75
     when a live run holds the work directory."""
-    from ccbench.errors import CCBenchError
+    from ccbench.basics.errors import CCBenchError
     from ccbench.fleet.sshcontrol import sweep_control_dirs
     from ccbench.machines.guest import sweep as sweep_guests
-    from ccbench.runner import WorkdirLock, cleanup_stale
+    from ccbench.run.runner import WorkdirLock, cleanup_stale
 
     path = Path(workdir)
     if not path.is_dir():

@@ -102,8 +102,8 @@ def command(
     the same CPU model (else vendor) where one exists, the rest with the first bundle's least
     protected configuration.
     """
-    from ccbench.analysis.breakdown import for_comparison, parse_twins
-    from ccbench.console import skip_teardown
+    from ccbench.analysis.rows.breakdown import for_comparison, parse_twins
+    from ccbench.basics.console import skip_teardown
 
     named_twins = parse_twins(twins)  # a bad --twin fails before any bundle is read
     # the verdict (printed unless --json alone) reads the engine's bounded per-sample frame: its
@@ -111,7 +111,7 @@ def command(
     # budget, a systematic sample beyond); --json alone needs none
     with_verdict = summary or not as_json
     if pairs and baseline:
-        from ccbench.errors import CCBenchError
+        from ccbench.basics.errors import CCBenchError
 
         raise CCBenchError("--pair and --baseline: give one (--pair names a baseline per machine)")
     result = _compare(
@@ -157,12 +157,12 @@ def _compare(
     """The comparison of the bundles (ccbench.analysis.comparison), only of bundles that verify (or
     with --allow-unverified, said); their warnings printed, no samples an error."""
     from ccbench.analysis.comparison import comparison
-    from ccbench.analysis.fleet_settle import fleet_paths
-    from ccbench.analysis.load import parse_labels
+    from ccbench.analysis.samples.load import parse_labels
+    from ccbench.analysis.settling.fleet_settle import fleet_paths
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.console import console
-    from ccbench.errors import CCBenchError
-    from ccbench.helper import Helper
+    from ccbench.basics.console import console
+    from ccbench.basics.errors import CCBenchError
+    from ccbench.basics.helper import Helper
 
     # a fleet directory: its bundles, the baseline label's first and labelled by their hosts' labels, as the
     # fleet's own compare reads them
@@ -218,14 +218,14 @@ def _print_verdict_json(layers) -> None:
 
 def verdict_record(item) -> dict:
     """One layer of ``--summary --json``: its fields, its headline lines, and the judgement's words
-    beside its numbers (ccbench.analysis.semantics)."""
-    from ccbench.analysis.headline import layer_lines
+    beside its numbers (ccbench.analysis.judgement.semantics)."""
+    from ccbench.analysis.judgement.headline import layer_lines
 
     record = {k: v for k, v in item.__dict__.items()}
     record["overhead_percent"] = item.overhead
     record["workload_costs"] = [cost.as_dict() for cost in item.workload_costs]
     record["headline"] = layer_lines(item, width=None)
-    # the judgement in the one convention's words (ccbench.analysis.semantics), beside the numbers
+    # the judgement in the one convention's words (ccbench.analysis.judgement.semantics), beside the numbers
     judgement = record.pop("judgement")
     record["workload_judgements"] = [
         {"workload": w, "kind": j.kind, "words": j.phrase(), **_numbers(j)} for w, j in item.workload_judgements
@@ -247,9 +247,9 @@ def _print_rows_json(table, engine, parts) -> None:
     row's breakdown by mechanism (empty where none applies). A list of directories is written as JSON
     once and spliced into every row that has it (they are the object's last fields): a fleet's
     thousands of series share the executions that measured them."""
-    from ccbench.analysis.compare import records
     from ccbench.analysis.comparison import raw_sources
     from ccbench.analysis.format import row_effect
+    from ccbench.analysis.rows.compare import records
 
     sources = raw_sources(engine)
     written: dict[int, str] = {}
@@ -283,12 +283,12 @@ def _print_rows_json(table, engine, parts) -> None:
 def _print_verdict(
     table, executions, layers, excluded: str, details: bool = False, summary: bool = False, uncompared=()
 ) -> None:
-    """The verdict per protection layer: one line per layer (ccbench.analysis.headline), with
+    """The verdict per protection layer: one line per layer (ccbench.analysis.judgement.headline), with
     ``details`` the verdict's wide table, then each layer's sentence."""
-    from ccbench.analysis import pairing
-    from ccbench.analysis.headline import fit, headline, terminal_width
-    from ccbench.analysis.verdict_table import contended_executions
-    from ccbench.console import stdout
+    from ccbench.analysis.judgement.headline import fit, headline, terminal_width
+    from ccbench.analysis.judgement.verdict_table import contended_executions
+    from ccbench.analysis.rows import pairing
+    from ccbench.basics.console import stdout
 
     contended, executions = contended_executions(executions)
     baselines, _ = pairing.baselines(table)  # the layers name a loop twin themselves
@@ -322,9 +322,9 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
     """For a bundle whose run settled its cases (``run --settle``): each case's answer, recomputed
     from its samples with the run's rule (the same anytime-valid interval, docs/analysis.md); and
     for a fleet that settled its cases across labels (``fleet run --mode rounds --settle``), each
-    of those (ccbench.analysis.fleet_settle). ``implausible``: (bundle, workload, variant key, case)
+    of those (ccbench.analysis.settling.fleet_settle). ``implausible``: (bundle, workload, variant key, case)
     of the settled cases whose rows are left out of the verdict: said beside their answer."""
-    from ccbench.analysis.sequential import bundle_settlements
+    from ccbench.analysis.statistics.sequential import bundle_settlements
     from ccbench.commands.run import settle_lines
 
     for bundle in bundles:
@@ -337,7 +337,7 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
             }
             for line in settle_lines(name, record, flagged):
                 click.echo(f"  {line}")
-    from ccbench.analysis.fleet_settle import fleet_settlement_lines
+    from ccbench.analysis.settling.fleet_settle import fleet_settlement_lines
 
     for line in fleet_settlement_lines(bundle.path for bundle in bundles):
         click.echo(line)
@@ -371,8 +371,8 @@ def _longest_word(header: str, values) -> int:
 def _print_verdict_table(layers) -> None:
     from rich.table import Table
 
-    from ccbench.analysis.verdict_table import verdict_table
-    from ccbench.console import stdout
+    from ccbench.analysis.judgement.verdict_table import verdict_table
+    from ccbench.basics.console import stdout
 
     verdict = Table(title="verdict per protection layer, in detail", title_justify="left")
     frame_text = verdict_table(layers)
@@ -385,8 +385,8 @@ def _print_verdict_table(layers) -> None:
 
 def _print_breakdowns(table, parts) -> None:
     """Each cross-machine row's breakdown by mechanism, one line per row that has one."""
-    from ccbench.analysis.breakdown import UNEXPLAINED, breakdown_text
-    from ccbench.console import stdout
+    from ccbench.analysis.rows.breakdown import UNEXPLAINED, breakdown_text
+    from ccbench.basics.console import stdout
 
     # only where a mechanism was measured or a twin given: a row that is all "unexplained" says nothing
     lines = [
@@ -405,7 +405,7 @@ def _print_breakdowns(table, parts) -> None:
 def _print_findings(findings, summary: bool = False) -> None:
     """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict; with
     ``summary`` one line per kind of finding (its first instance, and how many more like it)."""
-    from ccbench.console import stdout
+    from ccbench.basics.console import stdout
     from ccbench.probe.lint import format_findings
 
     if not findings:
@@ -415,7 +415,7 @@ def _print_findings(findings, summary: bool = False) -> None:
     if not summary:
         stdout.print(format_findings(findings), markup=False, highlight=False)
         return
-    from ccbench.analysis.headline import finding_lines, terminal_width
+    from ccbench.analysis.judgement.headline import finding_lines, terminal_width
 
     for line in finding_lines(findings, terminal_width()):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -427,9 +427,10 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
     ``details`` every metric and every column."""
     from rich.table import Table
 
-    from ccbench.analysis import impact, pairing
+    from ccbench.analysis.judgement import impact
+    from ccbench.analysis.rows import pairing
     from ccbench.analysis.table import NARROW_HEADERS, comparison_table
-    from ccbench.console import stdout
+    from ccbench.basics.console import stdout
 
     shown = table
     if not details:

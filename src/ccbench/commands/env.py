@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 
 @click.command()
@@ -65,7 +65,7 @@ def command(root, dmesg, cpuid_file, bench_dir, as_json, lint, plan_name) -> Non
         raise CCBenchError("--plan is an option of --lint: add --lint")
     device_io = None
     if plan_name:
-        from ccbench.plan import load_plan
+        from ccbench.planning.plan import load_plan
         from ccbench.workloads import plan_device_io
 
         device_io = plan_device_io(load_plan(plan_name).model_dump(mode="json"))
@@ -87,7 +87,7 @@ def command(root, dmesg, cpuid_file, bench_dir, as_json, lint, plan_name) -> Non
 
 
 def print_lint(findings: list, plan_name: str | None) -> None:
-    from ccbench.console import stdout
+    from ccbench.basics.console import stdout
     from ccbench.probe.lint import format_findings
 
     scope = f"this machine under plan {plan_name}" if plan_name else "this machine (add --plan for the plan's checks)"
@@ -99,7 +99,7 @@ def print_provenance(provenance: dict[str, Any], machine_id: str | None = None, 
     """The CC provenance block (also used by ``ccbench show``, with the bundle's evidence read in);
     ``recorded`` False: the probe that made the document had no provenance yet (before probe version 2)."""
     from ccbench.attestation.provenance import describe
-    from ccbench.console import stdout
+    from ccbench.basics.console import stdout
 
     if recorded:
         stdout.print(f"[bold]provenance[/bold]      machine id {machine_id or 'unknown'}")
@@ -113,7 +113,7 @@ def print_provenance(provenance: dict[str, Any], machine_id: str | None = None, 
 
 def print_environment(document: dict[str, Any]) -> None:
     """The probe document as aligned lines (also used by ``ccbench show``)."""
-    from ccbench.console import stdout
+    from ccbench.basics.console import stdout
 
     cpu = document.get("cpu", {})
     memory = document.get("memory", {}).get("total_bytes")

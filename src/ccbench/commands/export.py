@@ -27,7 +27,7 @@ def command(bundles, out: Path, format_name: str | None, force: bool, labels, al
     joined with its machine's facts (label, TEE technology, CPU model, kernel, storage protection,
     contended, ...), for pandas, DuckDB, R (arrow), Spark or BigQuery without ccbench. Warmup samples
     are included and flagged. The columns are documented in docs/bundle-format.md ("Export")."""
-    from ccbench.analysis.load import parse_labels
+    from ccbench.analysis.samples.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.export import check_output, export
 
@@ -36,7 +36,7 @@ def command(bundles, out: Path, format_name: str | None, force: bool, labels, al
         click.echo(f"warning: {unverified_warning(unverified)}", err=True)
 
     if format_name is None and out.suffix.lower() not in (".csv", ".parquet", ".pq", ""):
-        from ccbench.errors import CCBenchError
+        from ccbench.basics.errors import CCBenchError
 
         raise CCBenchError(
             f"-o {out}: ccbench exports Parquet or CSV, not {out.suffix}; name the file .parquet or .csv "

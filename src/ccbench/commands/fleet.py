@@ -119,8 +119,8 @@ def run(
     others go on), 2 for bad input (inventory, plan), 130 when interrupted (the remote runs are
     stopped with SIGINT, their partial bundles fetched, and the resume command printed).
     """
-    from ccbench.console import console
-    from ccbench.errors import CCBenchError
+    from ccbench.basics.console import console
+    from ccbench.basics.errors import CCBenchError
     from ccbench.fleet.engine import FleetOptions, run_fleet
 
     if resume and (plan or inventory):
@@ -151,8 +151,8 @@ def _run_args(settle: str | None, budget: str | None, mode: str, resume: str | N
     value is exit 2 before any host is touched)."""
     from pydantic import ValidationError
 
-    from ccbench.errors import CCBenchError
-    from ccbench.plan import PrecisionSettings, parse_duration
+    from ccbench.basics.errors import CCBenchError
+    from ccbench.planning.plan import PrecisionSettings, parse_duration
 
     if not (settle or budget):
         return ()
@@ -181,8 +181,8 @@ def _settle_across(
     a bad value is exit 2 before any host is touched); None in the other modes."""
     from pydantic import ValidationError
 
-    from ccbench.errors import CCBenchError
-    from ccbench.plan import PrecisionSettings, parse_duration
+    from ccbench.basics.errors import CCBenchError
+    from ccbench.planning.plan import PrecisionSettings, parse_duration
 
     if max_rounds is not None and (mode != "rounds" or not settle):
         raise CCBenchError("--max-rounds N limits the rounds of --mode rounds --settle: give both, or leave it out")
@@ -250,7 +250,7 @@ def k8s(plan, image, runtime_classes, output, namespace, cpu, memory, storage, s
     out and compare them). Rendered only: apply them to a cluster with kubectl apply -f DIR."""
     from pathlib import Path
 
-    from ccbench.console import console
+    from ccbench.basics.console import console
     from ccbench.fleet.k8s import render_plan_jobs
 
     written = render_plan_jobs(

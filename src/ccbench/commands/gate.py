@@ -10,13 +10,13 @@ from pathlib import Path
 import click
 
 from ccbench.commands.options import allow_unverified_option, exclude_contended_option, labels_option
-from ccbench.workdir import DEFAULT_WORKDIR
+from ccbench.run.workdir import DEFAULT_WORKDIR
 
 
 def _threshold(text: str | None) -> float | None:
     """The threshold as a fraction of the time-equivalent change: "5%" is 0.05. The percent sign is
     required: a bare 0.05 could mean 5% or 0.05%, and the gate never guesses."""
-    from ccbench.errors import CCBenchError
+    from ccbench.basics.errors import CCBenchError
 
     if text is None:
         return None
@@ -36,8 +36,8 @@ def _threshold(text: str | None) -> float | None:
 
 
 def _budget(text: str) -> float:
-    from ccbench.errors import CCBenchError
-    from ccbench.plan import parse_duration
+    from ccbench.basics.errors import CCBenchError
+    from ccbench.planning.plan import parse_duration
 
     try:
         return parse_duration(text)
@@ -133,10 +133,10 @@ def command(
     Prints the verdict, each failing, not judged and contended case, and the workloads to run again
     (in the form ccbench run --only takes).
     """
-    from ccbench.analysis import gate
-    from ccbench.analysis.load import parse_labels
+    from ccbench.analysis.samples.load import parse_labels
+    from ccbench.analysis.settling import gate
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.errors import CCBenchError
+    from ccbench.basics.errors import CCBenchError
     from ccbench.results import gate as sources
 
     limit = _threshold(threshold)
@@ -181,7 +181,7 @@ def command(
 
 def _rows(new, against, labels, exclude_contended):
     """(the rows to judge, what they were judged against in words, whether that is a store)."""
-    from ccbench.errors import CCBenchError
+    from ccbench.basics.errors import CCBenchError
     from ccbench.results import gate as sources
 
     stores = [a for a in against if sources.is_store(a)]
@@ -196,12 +196,12 @@ def _rows(new, against, labels, exclude_contended):
 
 def _confirm(results, plan, where, against, labels, limit, limits) -> None:
     """Run the plan again for the failing workloads (``where``: its out and work directories) until
-    each failing case is settled against the same baseline (ccbench.analysis.gate.settle_confirmation,
+    each failing case is settled against the same baseline (ccbench.analysis.settling.gate.settle_confirmation,
     an interval valid however often it is looked at: after every run), or ``limits`` (the budget in
     seconds, the most runs) end them; each failing case is then confirmed, not reproduced or
     unsettled. Against a history store: one run, judged as the gate judges (a past run's median
     has no executions to settle on)."""
-    from ccbench.analysis import gate
+    from ccbench.analysis.settling import gate
     from ccbench.results import gate as sources
 
     budget, most = limits
@@ -264,6 +264,6 @@ def _run_once(plan, workloads, where) -> list[Path]:
 
 def _write(path, text: str) -> None:
     if path:
-        from ccbench.fsutil import write_text_atomic
+        from ccbench.basics.fsutil import write_text_atomic
 
         write_text_atomic(Path(path), text)

@@ -39,7 +39,7 @@ def add(bundles, store_path, labels, allow_unverified) -> None:
     found under a directory whose run has not ended (interrupted) is left out, as is one without a
     measured sample (every execution failed): each named with why; a bundle that does not verify is
     refused (--allow-unverified reads it, said)."""
-    from ccbench.analysis.load import parse_labels
+    from ccbench.analysis.samples.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.history import add_bundles
 
@@ -99,8 +99,8 @@ def report(store_path, label, workload, metric, out) -> None:
     """One offline HTML page: what moved first, in history show's lines (a line per configuration, a
     line per series that moved with its change points), then a series picker grouped by configuration
     (series of one run counted, listed on request) and an interactive chart of the chosen series."""
-    from ccbench.errors import CCBenchError
-    from ccbench.fsutil import write_text_atomic
+    from ccbench.basics.errors import CCBenchError
+    from ccbench.basics.fsutil import write_text_atomic
     from ccbench.results.history import history
     from ccbench.results.history_report import render
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.workdir import DEFAULT_WORKDIR
+from ccbench.run.workdir import DEFAULT_WORKDIR
 
 STUDY_HELP = "A study file (TOML; docs/machines.md): the plan, the image, the shared machine and the arms."
 

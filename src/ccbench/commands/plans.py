@@ -8,7 +8,7 @@ import click
 @click.command()
 def command() -> None:
     """List the bundled plans, one line each."""
-    from ccbench.plan import bundled_plans, plan_summary
+    from ccbench.planning.plan import bundled_plans, plan_summary
 
     plans = bundled_plans()
     width = max((len(name) for name in plans), default=0) + 2  # a gap after the longest name

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ccbench.basics.fsutil import write_text_atomic
 from ccbench.commands.options import (
     allow_unverified_option,
     baseline_option,
@@ -15,7 +16,6 @@ from ccbench.commands.options import (
     labels_option,
     pairs_option,
 )
-from ccbench.fsutil import write_text_atomic
 
 
 @click.command()
@@ -63,11 +63,11 @@ def command(
     case of the pooled workloads, latency percentiles, the overhead heatmap (log2 of the time ratio,
     clipped at 1/4x and 4x), the overhead model, flagged noisy results and the methods as the
     bundles recorded them."""
-    from ccbench.analysis.load import parse_labels
+    from ccbench.analysis.samples.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.console import console, skip_teardown
-    from ccbench.errors import CCBenchError
-    from ccbench.helper import Helper
+    from ccbench.basics.console import console, skip_teardown
+    from ccbench.basics.errors import CCBenchError
+    from ccbench.basics.helper import Helper
     from ccbench.report import FigureDrawer, build_context, build_sections, render_html, render_markdown
 
     if pairs and baseline:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from ccbench.errors import CCBenchError
-from ccbench.workdir import DEFAULT_WORKDIR
+from ccbench.basics.errors import CCBenchError
+from ccbench.run.workdir import DEFAULT_WORKDIR
 
 
 def parse_pin(value: str | None) -> list[int] | None:
@@ -166,12 +166,12 @@ def command(
     terminal or SSH session that started it goes away: see docs/plan-format.md on keeping a long
     study alive).
     """
+    from ccbench.basics.console import console
     from ccbench.bundle import read_bundle
-    from ccbench.console import console
-    from ccbench.plan import Plan, load_plan
-    from ccbench.progress import RichReporter
-    from ccbench.runner import Runner
-    from ccbench.schedule import Order
+    from ccbench.planning.plan import Plan, load_plan
+    from ccbench.run.progress import RichReporter
+    from ccbench.run.runner import Runner
+    from ccbench.run.schedule import Order
 
     if params and not notebook:
         raise CCBenchError("--param only applies to --notebook")
@@ -182,7 +182,7 @@ def command(
         the_plan = Plan(**bundle.manifest["plan"])
         out = str(Path(resume).parent)
     elif notebook:
-        from ccbench.plan import plan_from_dict
+        from ccbench.planning.plan import plan_from_dict
         from ccbench.workloads.notebook import ad_hoc_plan
 
         document = ad_hoc_plan(notebook, parse_pairs(params, "--param"), repeat)
@@ -255,9 +255,9 @@ def resume_command(bundle: Path, workdir: str) -> str:
 def print_run_summary(result) -> None:
     """Short: one row per workload and variant (its headline metric; per-case detail is in
     ``ccbench show``), skipped variants, then what protects this machine and where the bundle is."""
-    from ccbench.console import stdout
-    from ccbench.interference import contention_summary
-    from ccbench.summary import machine_lines, summarize, summary_table
+    from ccbench.basics.console import stdout
+    from ccbench.observe.interference import contention_summary
+    from ccbench.run.summary import machine_lines, summarize, summary_table
     from ccbench.workloads import fact_kinds
 
     rows = summarize(result.samples, per_case=False)
@@ -292,12 +292,12 @@ def print_run_summary(result) -> None:
 def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = frozenset()) -> list[str]:
     """Per case of a settled workload: its answer, and for each variant what stopped it; first,
     which variants the budget cut. ``implausible``: (variant key, case label) of the cases whose rows
-    the comparison left out of the verdict (ccbench.analysis.plausibility), said beside them."""
+    the comparison left out of the verdict (ccbench.analysis.rows.plausibility), said beside them."""
     if not settle:
         return []
     if not settle.get("variants"):
         return [f"{name}: settle: {settle.get('reason', 'no case to settle')}"]
-    from ccbench.analysis.sequential import Settlement
+    from ccbench.analysis.statistics.sequential import Settlement
 
     lines, cut = [], []
     for key, variant in settle["variants"].items():
@@ -322,14 +322,14 @@ def print_run_verdict(bundle: Path) -> None:
     verdict and lint as ``ccbench compare``), then the next command to run. A run with one
     configuration per workload says that there is nothing to compare in it and how to compare it
     with another machine's bundle."""
-    from ccbench.console import stdout
+    from ccbench.basics.console import stdout
 
     def say(text: str) -> None:
         stdout.print(text, markup=False, highlight=False, soft_wrap=True)
 
     try:
         from ccbench.analysis.comparison import comparison
-        from ccbench.analysis.headline import finding_lines, headline, terminal_width
+        from ccbench.analysis.judgement.headline import finding_lines, headline, terminal_width
 
         result = comparison([bundle])
     except ImportError as exc:  # ModuleNotFoundError, or a module that would not load

@@ -14,10 +14,10 @@ def command(bundle, as_json) -> None:
     import json
 
     from ccbench.attestation.provenance import bundle_provenance
+    from ccbench.basics.console import stdout
     from ccbench.bundle import read_bundle
     from ccbench.commands.env import print_environment, print_provenance
-    from ccbench.console import stdout
-    from ccbench.summary import summarize, summary_table
+    from ccbench.run.summary import summarize, summary_table
 
     data = read_bundle(bundle)
     samples = data.samples  # the journal's lines as plain dicts: no object per sample

@@ -56,7 +56,7 @@ def command(bundle, policy_file, collateral, require_attestation, at_text, as_js
     --require-attestation); 3 tampering; 4 evidence that fails or cannot be verified; 5 no real
     evidence with --require-attestation; 2 bad input."""
     from ccbench.attestation.verify import load_policy, verify_bundle
-    from ccbench.errors import CCBenchError
+    from ccbench.basics.errors import CCBenchError
 
     here = Path(bundle)
     if here.is_dir() and not (here / "manifest.json").exists() and not (here / "attestation.json").exists():
@@ -106,8 +106,8 @@ def command(bundle, policy_file, collateral, require_attestation, at_text, as_js
 
 def _origin(bundle) -> str:
     """Whether ccbench measured the bundle's numbers, or imported them from another tool's files."""
+    from ccbench.basics.errors import CCBenchError
     from ccbench.bundle import read_bundle
-    from ccbench.errors import CCBenchError
 
     try:
         imported = read_bundle(bundle, samples=False).manifest.get("imported")

@@ -30,15 +30,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
+from ccbench.basics.fsutil import make_new_dir
+from ccbench.basics.stopping import catch_stop_signals, restore_signals
 from ccbench.fleet import events, gather, peers, settling, sshcontrol
 from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import gathering_settings, probe_summary
 from ccbench.fleet.hostprogress import Progress
 from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
-from ccbench.fsutil import make_new_dir
-from ccbench.stopping import catch_stop_signals, restore_signals
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PLAYBOOK = PACKAGE_DIR / "playbook.yml"
@@ -248,7 +248,7 @@ class Controller:
 
     # -- set-up of a new run or a resumed one
     def _new(self) -> FleetRun:
-        from ccbench.plan import load_plan
+        from ccbench.planning.plan import load_plan
 
         options = self.options
         if options.mode not in MODES:

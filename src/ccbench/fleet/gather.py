@@ -23,10 +23,10 @@ from pathlib import Path
 
 from ccbench.attestation import digests
 from ccbench.attestation.onread import split_verified
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
+from ccbench.basics.fsutil import write_text_atomic
 from ccbench.fleet.receive import GatherError, receive_bundle  # noqa: F401 - GatherError: the name callers know
 from ccbench.fleet.records import FleetRun, one_line
-from ccbench.fsutil import write_text_atomic
 
 
 def unpack_bundle(archive: Path, target: Path, packed: dict | None = None) -> tuple[Path, dict]:

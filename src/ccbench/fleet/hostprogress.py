@@ -13,7 +13,7 @@ class Progress:
     otherwise (logs, CI)."""
 
     def __init__(self, fleet: FleetRun, stream=None):
-        from ccbench.console import console
+        from ccbench.basics.console import console
 
         self.fleet = fleet
         self.console = console

@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ccbench.errors import CCBenchError, EnvironmentProblem
+from ccbench.basics.errors import CCBenchError, EnvironmentProblem
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 #: the variables ccbench reads (templates resolved); nothing else is asked of Ansible

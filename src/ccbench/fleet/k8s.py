@@ -2,7 +2,7 @@
 
 ``ccbench fleet k8s`` renders one Job per RuntimeClass (``runc``, ``kata-qemu-snp``,
 ``kata-qemu-tdx``, ...) that runs a plan in an image and keeps its bundle on a volume claim,
-plus the RuntimeClass objects and GATHERING.md, from the object helpers of ``ccbench.kube``.
+plus the RuntimeClass objects and GATHERING.md, from the object helpers of ``ccbench.basics.kube``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import CCBenchError
-from ccbench.kube import (
+from ccbench.basics.errors import CCBenchError
+from ccbench.basics.kube import (
     DNS_LABEL,
     ManifestError,
     config_map,
@@ -87,7 +87,7 @@ def render_plan_jobs(
 ) -> list[Path]:
     """Render the Jobs for ``plan`` (a bundled plan name or a plan file) into ``out``; returns the
     files written. Every object is validated (strict, offline) before anything is written."""
-    from ccbench.plan import load_plan
+    from ccbench.planning.plan import load_plan
 
     if bad_handlers:
         raise ManifestError(f"--handler {bad_handlers[0]!r}: expected CLASS=HANDLER")

@@ -68,7 +68,7 @@ def serving(controller, fleet: FleetRun, wheelhouse) -> Iterator[None]:
     if not names:
         yield
         return
-    from ccbench.plan import load_plan
+    from ccbench.planning.plan import load_plan
 
     plan = load_plan(fleet.plan)
     services = plan_services(plan)

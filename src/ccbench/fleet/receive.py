@@ -2,7 +2,7 @@
 
 The fetch (``action_plugins/ccbench_fetch.py``) pipes the host's ``tar -c`` through ssh into
 ``python -m ccbench.fleet.receive --target DIR``, a process of its own beside ssh on the
-controller. It imports the standard library only (and ccbench.errors): its start-up overlaps the
+controller. It imports the standard library only (and ccbench.basics.errors): its start-up overlaps the
 connection's, and every CPU second it spends is one the ssh client does not get on a busy
 controller. The digest list it checks against is the one ``ccbench.attestation.digests`` writes;
 the names it skips are that module's (a test keeps them equal).
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 #: what attestation itself writes into a bundle, not covered by its digest list
 #: (``ccbench.attestation.digests.ATTESTATION_FILE`` and ``EVIDENCE_DIR``)

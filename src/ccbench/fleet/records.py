@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import CCBenchError
-from ccbench.fsutil import write_json_atomic
-from ccbench.version import __version__
+from ccbench.basics.errors import CCBenchError
+from ccbench.basics.fsutil import write_json_atomic
+from ccbench.basics.version import __version__
 
 FLEET_FORMAT = 1
 #: outcomes from worst to best-but-unfinished: a host's overall outcome is the worst of its rounds

@@ -35,8 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ccbench import ownprocs
-from ccbench.fsutil import atomic_target, write_text_atomic
+from ccbench.basics import ownprocs
+from ccbench.basics.fsutil import atomic_target, write_text_atomic
 
 #: the environment variable a served host's run finds its serving host's address in
 PEER_ENV = "CCBENCH_PEER"
@@ -450,7 +450,7 @@ def serve(run_dir: Path, services: list[list[str]], seconds: float) -> dict:
     so that it ends by itself even if no one stops it; each is recorded in services.json before it
     starts. Services a previous call left are stopped first. A service that has exited after a
     second is reported with the end of its output."""
-    from ccbench.ledger import Ledger
+    from ccbench.basics.ledger import Ledger
 
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     unserve(run_dir)
@@ -478,7 +478,7 @@ def serve(run_dir: Path, services: list[list[str]], seconds: float) -> dict:
 
 
 def _create_time(pid: int) -> float | None:
-    from ccbench.procs import same_process
+    from ccbench.basics.procs import same_process
 
     process = same_process(pid)
     return process.create_time() if process else None
@@ -486,8 +486,8 @@ def _create_time(pid: int) -> float | None:
 
 def unserve(run_dir: Path) -> dict:
     """Stop the services services.json lists (pid and start time checked) and remove it."""
-    from ccbench.ledger import read_entries
-    from ccbench.procs import same_process, stop_tree
+    from ccbench.basics.ledger import read_entries
+    from ccbench.basics.procs import same_process, stop_tree
 
     entries, _ = read_entries(run_dir / SERVICES)
     stopped = []

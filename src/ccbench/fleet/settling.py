@@ -3,7 +3,7 @@
 The controller looks after every round (round k: every host ran the plan once with ``--repeat 1``).
 For each case (a series settle judges a workload on, sequential.judged, on one variant
 combination) of each label against the baseline label it computes the anytime-valid interval on the per-round paired values
-(ccbench.analysis.fleet_settle, the code ``compare`` recomputes it with), and settles the case as a
+(ccbench.analysis.settling.fleet_settle, the code ``compare`` recomputes it with), and settles the case as a
 cost, a gain or "no cost above" the target. A settled case keeps the answer it had at the round it
 settled at. The finest the run command selects is a workload (``ccbench run --only``): a workload
 leaves the rounds when all its cases are settled (or it has none to settle), and the next round
@@ -21,7 +21,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ccbench.analysis.fleet_settle import (
+from ccbench.analysis.labels import ANYTIME
+from ccbench.analysis.settling.fleet_settle import (
     QUANTITY,
     case_id,
     case_record,
@@ -30,9 +31,8 @@ from ccbench.analysis.fleet_settle import (
     paired_costs,
     round_table,
 )
-from ccbench.analysis.labels import ANYTIME
-from ccbench.analysis.sequential import FUTILE, can_settle
-from ccbench.errors import CCBenchError
+from ccbench.analysis.statistics.sequential import FUTILE, can_settle
+from ccbench.basics.errors import CCBenchError
 from ccbench.fleet.records import FleetRun, HostRun
 
 SETTLED = "settled"
@@ -47,9 +47,9 @@ HOST_FAILED = "every host of the label failed"
 def new_record(
     plan: Any, *, target: float, budget_s: float | None, max_rounds: int | None, baseline: str, labels: set[str]
 ) -> dict:
-    """fleet.json's ``settling`` record for a new run of ``plan`` (a ccbench.plan.Plan) on hosts of
+    """fleet.json's ``settling`` record for a new run of ``plan`` (a ccbench.planning.plan.Plan) on hosts of
     ``labels``; bad input is a one-line error."""
-    from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
+    from ccbench.analysis.statistics.precision import DEFAULT_MAX_REPETITIONS
 
     if not set(labels) - {baseline}:
         raise CCBenchError(
@@ -159,7 +159,7 @@ def _look(record: dict, table: dict, info: dict, k: int) -> None:
 def decide(
     record: dict, table: dict, info: dict, k: int, alive: set[str], elapsed_s: float, round_s: float
 ) -> list[str]:
-    """The controller's decision after round k, on the per-round values (ccbench.analysis.fleet_settle's
+    """The controller's decision after round k, on the per-round values (ccbench.analysis.settling.fleet_settle's
     ``round_table``): each case's settlement and what stopped it, each workload's state, recorded in
     ``record``; the workloads the next round runs ([]: the rounds end). ``alive``: the labels with a
     host still running; ``elapsed_s``: the fleet's wall time so far; ``round_s``: the last round's."""

@@ -18,8 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ccbench import ownprocs
-from ccbench.fsutil import write_json_atomic
+from ccbench.basics import ownprocs
+from ccbench.basics.fsutil import write_json_atomic
 
 PREFIX = "ccbench-ssh-"
 OWNER = "owner.json"

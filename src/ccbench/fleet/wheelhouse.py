@@ -47,9 +47,9 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 
-from ccbench.errors import EnvironmentProblem
+from ccbench.basics.errors import EnvironmentProblem
+from ccbench.basics.fsutil import atomic_target
 from ccbench.fleet import hostinstall
-from ccbench.fsutil import atomic_target
 
 #: what `ccbench run` imports on a host (checked by the fleet tests, which run plans with only these)
 # cryptography: the per-run CA of TLS variants. No pyarrow and no DuckDB (80 of the 143 MB the
@@ -67,7 +67,7 @@ RUNNER_REQUIREMENTS = (
     "cryptography",
 )
 #: only for plans with a precision or detect target (the t and noncentral t distributions of
-#: ccbench.analysis.precision): scipy is 113 of the 203 MB a host installs and more than half its files
+#: ccbench.analysis.statistics.precision): scipy is 113 of the 203 MB a host installs and more than half its files
 PRECISION_REQUIREMENTS = ("scipy",)
 #: pip, among the installed files: the host's venv is made without ensurepip (which byte-compiled pip
 #: and took most of a cold host's install), and a venv without pip would surprise its user

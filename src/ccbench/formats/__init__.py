@@ -15,7 +15,7 @@ names the file and turns it into its own error (``WorkloadFailed``, ``ImportProb
 
 from __future__ import annotations
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 
 class FormatError(CCBenchError):

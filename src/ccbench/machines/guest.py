@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ccbench.errors import EnvironmentProblem
-from ccbench.fsutil import write_json_atomic
+from ccbench.basics.errors import EnvironmentProblem
+from ccbench.basics.fsutil import write_json_atomic
 
 INDEX_ROOT = Path("/run/ccbench/guests")
 INDEX_ENV = "CCBENCH_GUEST_INDEX"

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import EnvironmentProblem
-from ccbench.fsutil import write_json_atomic
+from ccbench.basics.errors import EnvironmentProblem
+from ccbench.basics.fsutil import write_json_atomic
 
 OWN_IMAGE = "debian-12"
 SUITE = "bookworm"

@@ -30,14 +30,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import CCBenchError, EnvironmentProblem
-from ccbench.fsutil import make_new_dir, write_json_atomic, write_text_atomic
+from ccbench.basics.errors import CCBenchError, EnvironmentProblem
+from ccbench.basics.fsutil import make_new_dir, write_json_atomic, write_text_atomic
 from ccbench.machines import guest as guests
 from ccbench.machines import hostcheck, qemu
 from ccbench.machines.image import GuestImage, ensure_image, user_image
 from ccbench.machines.study import Study
 from ccbench.machines.studyfile import load_study
-from ccbench.workdir import DEFAULT_WORKDIR
+from ccbench.run.workdir import DEFAULT_WORKDIR
 
 QEMU = "qemu-system-x86_64"
 BOOT_TIMEOUT_S = 300.0
@@ -457,7 +457,7 @@ def launch_differences(directory: Path, study: Study) -> list[str]:
 
 def twin_evidence(study: Study, found: list[tuple[str, Path]]) -> list[str]:
     """For each arm, the bounces its guests' counters saw: the evidence a bounce twin is used on."""
-    from ccbench.analysis.twins import BOUNCED
+    from ccbench.analysis.rows.twins import BOUNCED
 
     lines = []
     for arm in study.arms:

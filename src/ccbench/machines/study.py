@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 KINDS = ("plain", "sev-snp", "tdx")
 CVM_KINDS = ("sev-snp", "tdx")

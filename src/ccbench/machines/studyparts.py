@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import PlanError
+from ccbench.basics.errors import PlanError
 from ccbench.machines.study import (
     CVM_KINDS,
     DISK_AIO,
@@ -103,7 +103,7 @@ def memory_mib(value: Any, where: Where, key: str) -> int:
 
 
 def plan_of(value: Any, where: Where) -> str:
-    from ccbench.plan import bundled_plans, load_plan
+    from ccbench.planning.plan import bundled_plans, load_plan
 
     if not isinstance(value, str) or not value:
         raise where.error("plan", 'missing; name a bundled plan ("quick") or a plan file every arm runs')

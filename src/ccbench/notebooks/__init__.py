@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ccbench.errors import PlanError
+from ccbench.basics.errors import PlanError
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent
 DATA_DIR = NOTEBOOK_DIR / "data"

@@ -2,7 +2,7 @@
 an I/O-heavy plan. Pure functions over a probe document (read through ccbench.probe.facts) and
 whether the plan moves data through devices; each returns Findings, never raises on odd input and
 never changes anything. Shown by ``ccbench env --lint`` and the before-run system check, and for
-each bundle of a comparison by the comparison lint (ccbench.analysis.lint), which also owns the
+each bundle of a comparison by the comparison lint (ccbench.analysis.judgement.lint), which also owns the
 findings' list format.
 """
 
@@ -56,7 +56,7 @@ SOURCES = {
 @dataclass
 class Finding:
     #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked", "implausible",
-    #: "unpaired", "clock-source", "full-bounce-pool", "failed-executions" (ccbench.analysis.lint_run)
+    #: "unpaired", "clock-source", "full-bounce-pool", "failed-executions" (ccbench.analysis.judgement.lint_run)
     code: str
     #: "high" (the number is not what it claims), "medium" (likely skews it), "info" (could not check)
     severity: str

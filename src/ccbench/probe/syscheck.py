@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 #: other processes' CPU (in CPUs) above which the machine is called busy; the same default as
-#: ccbench.interference.Thresholds.others_cpus, so the check and the per-execution flag agree
+#: ccbench.observe.interference.Thresholds.others_cpus, so the check and the per-execution flag agree
 BUSY_CPUS = 0.25
 #: a process is listed as busy above this share of one CPU during the sample
 BUSY_PROCESS_CPUS = 0.05
@@ -165,10 +165,10 @@ def _cpu_ticks(root: Path) -> tuple[int, int, int] | None:
 
 def own_processes() -> set[int]:
     """ccbench's own processes (live): this one and its descendants, and the trees of the processes
-    registered as its own (ccbench.ownprocs: the fleet agent's connection), each by pid and start time."""
+    registered as its own (ccbench.basics.ownprocs: the fleet agent's connection), each by pid and start time."""
     import psutil
 
-    from ccbench import ownprocs
+    from ccbench.basics import ownprocs
 
     roots = [psutil.Process()]
     for pid, start in ownprocs.registered(os.environ.get(ownprocs.ENV)):

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ccbench.analysis.compare import summary_by_config
 from ccbench.analysis.comparison import comparison
-from ccbench.helper import Helper
+from ccbench.analysis.rows.compare import summary_by_config
+from ccbench.basics.helper import Helper
 from ccbench.report import chartstyle
 from ccbench.report.sections import ReportContext, Section, discover
 

@@ -8,7 +8,7 @@ import gc
 from collections.abc import Iterable
 from pathlib import Path
 
-from ccbench.helper import Helper, outcome
+from ccbench.basics.helper import Helper, outcome
 from ccbench.report import charts
 from ccbench.report.sections import Figure, Section
 

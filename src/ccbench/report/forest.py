@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis import impact, pairing
-from ccbench.analysis.verdict import layer_rank
+from ccbench.analysis.judgement import impact
+from ccbench.analysis.judgement.verdict import layer_rank
+from ccbench.analysis.rows import pairing
 
-# the verdict's own conversions (ccbench.analysis.semantics, .verdict) are imported where they are
+# the verdict's own conversions (ccbench.analysis.judgement.semantics, .verdict) are imported where they are
 # used: a helper process that draws a Forest unpickles this module, and should not load scipy.stats
 # (a third of a second) for charts that never call them
 
@@ -54,7 +55,7 @@ class Forest:
 def time_equivalent(comparison: pd.DataFrame) -> pd.DataFrame:
     """The rows with ``te``, ``te_low``, ``te_high``: the time ratio and its interval (a throughput
     ratio of 0.5 is a time ratio of 2); rows without a direction (facts) or a usable ratio dropped."""
-    from ccbench.analysis.semantics import with_time_equivalent
+    from ccbench.analysis.judgement.semantics import with_time_equivalent
 
     rows = with_time_equivalent(comparison[comparison["better"].isin(["lower", "higher"])])
     return rows[np.isfinite(rows["te"]) & (rows["te"] > 0)]
@@ -84,13 +85,13 @@ def _case_label(row, several_metrics: bool) -> str:
 def pooled(te: np.ndarray) -> tuple[float, float, float]:
     """Geometric mean of ratios with a t interval from their spread (the cases are the sample): the
     verdict's own interval between workloads."""
-    from ccbench.analysis.verdict import t_interval
+    from ccbench.analysis.judgement.verdict import t_interval
 
     return t_interval(np.log(te))
 
 
 def _implausible(data: pd.DataFrame) -> np.ndarray:
-    """Which rows the plausibility checks left out of the verdict (ccbench.analysis.plausibility)."""
+    """Which rows the plausibility checks left out of the verdict (ccbench.analysis.rows.plausibility)."""
     if "implausible" not in data:
         return np.zeros(len(data), dtype=bool)
     return data["implausible"].fillna("").astype(str).ne("").to_numpy()

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from ccbench.analysis import format as fmt
+from ccbench.basics.version import __version__
 from ccbench.report.figures import draw_figures
 from ccbench.report.sections import Figure, ReportContext, Section, Table
-from ccbench.version import __version__
 
 #: tables longer than this are folded (HTML <details>) in the report
 FOLD_ROWS = 40

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ccbench.analysis import format as fmt
+from ccbench.basics.version import __version__
 from ccbench.report.sections import Figure, ReportContext, Section
-from ccbench.version import __version__
 
 
 def markdown_table(frame: pd.DataFrame) -> str:

@@ -1,13 +1,13 @@
 """What a reader should take from a chart, in one sentence, from the comparison rows behind it
 (the same numbers as the comparison table, judged as the verdict judges a scope:
-ccbench.analysis.semantics)."""
+ccbench.analysis.judgement.semantics)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis import semantics
+from ccbench.analysis.judgement import semantics
 
 
 def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline: str | None) -> str:

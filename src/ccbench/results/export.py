@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ccbench.basics.errors import CCBenchError
 from ccbench.bundle import Bundle
-from ccbench.errors import CCBenchError
 
 FORMATS = ("parquet", "csv")
 
@@ -157,8 +157,8 @@ def export(
     hard link without ``force``, so of two exports to one new name one wins whole and the other is
     refused): never half a table, never two tables mixed. A killed export's temporary file is
     removed by the next export to that directory."""
-    from ccbench.analysis.load import load_bundles
-    from ccbench.fsutil import staged_file
+    from ccbench.analysis.samples.load import load_bundles
+    from ccbench.basics.fsutil import staged_file
 
     out = check_output(out, format_name, force)
     bundles = load_bundles(distinct_bundles(paths), samples=False)
@@ -271,10 +271,10 @@ WRITTEN = pa.schema(
 def bundle_batches(bundle: Bundle, labels: dict[str, str], rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The bundle's rows of the export (SCHEMA), ``rows`` at a time; none for a bundle without samples.
 
-    The bundle's samples as ccbench.analysis.load reads them (its Parquet file, string and JSON
+    The bundle's samples as ccbench.analysis.samples.load reads them (its Parquet file, string and JSON
     columns dictionary-encoded); each distinct value is described once and spread to the rows by
-    the dictionary's indices (the per-sample view's own columns: ccbench.analysis.load)."""
-    from ccbench.analysis import load as loading
+    the dictionary's indices (the per-sample view's own columns: ccbench.analysis.samples.load)."""
+    from ccbench.analysis.samples import load as loading
     from ccbench.bundle.columnar import read_samples
     from ccbench.probe.facts import machine_of
 

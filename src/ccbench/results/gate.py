@@ -1,5 +1,5 @@
 """What the gate compares: a new run's primary metrics against a baseline of bundles, or against
-the runs a history store holds (ccbench.analysis.gate judges the rows).
+the runs a history store holds (ccbench.analysis.settling.gate judges the rows).
 
 Against bundles, each configuration of the new run (its machine label set aside: "vm / no TEE /
 disk" is "no TEE / disk" on either side) is compared with the same configuration of the baseline by
@@ -27,8 +27,8 @@ import pandas as pd
 
 # a row's ``judgement`` besides "" (judged by its interval): LOST, a case the baseline has and the
 # new run lacks; NOT_JUDGED, one that cannot be judged (its ``reason`` says why)
-from ccbench.analysis.gate import BUILDING, LOST, MIN_HISTORY, NOT_JUDGED
-from ccbench.errors import CCBenchError
+from ccbench.analysis.settling.gate import BUILDING, LOST, MIN_HISTORY, NOT_JUDGED
+from ccbench.basics.errors import CCBenchError
 
 HISTORY_RUNS = 20
 NEW, BASELINE = "new", "baseline"
@@ -59,7 +59,7 @@ def _relabelled(frame: pd.DataFrame, side: str) -> pd.DataFrame:
 
 def _primary(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of the workloads' primary metrics (all rows where no workload declares any)."""
-    from ccbench.analysis import impact
+    from ccbench.analysis.judgement import impact
 
     declared = impact.declarations(frame)
     mask = impact.primary_mask(rows, declared)
@@ -87,11 +87,11 @@ def refuse_itself(new_paths, baseline_paths) -> None:
 
 
 def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contended: bool = False) -> pd.DataFrame:
-    """Comparison rows (ccbench.analysis.compare columns) of each configuration of the new bundles
+    """Comparison rows (ccbench.analysis.rows.compare columns) of each configuration of the new bundles
     against the same configuration of the baseline bundles; ``config`` names it without a machine.
     A primary metric case of the baseline that the new run lacks is a row judged LOST."""
-    from ccbench.analysis.compare import compare
-    from ccbench.analysis.load import frame_from_bundles, load_bundles
+    from ccbench.analysis.rows.compare import compare
+    from ccbench.analysis.samples.load import frame_from_bundles, load_bundles
 
     refuse_itself(new_paths, baseline_paths)
     new = _relabelled(frame_from_bundles(load_bundles(new_paths, samples=False), labels or {}), NEW)
@@ -157,7 +157,7 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
     """Rows of each series of the new bundles against the last runs of the same series in the store
     (contended runs among them unless ``exclude_contended``); a series with fewer than MIN_HISTORY
     earlier runs is NOT_JUDGED (BUILDING), one the new run lacks, among the plans it ran, LOST."""
-    from ccbench.analysis.load import load_bundles
+    from ccbench.analysis.samples.load import load_bundles
     from ccbench.results.history import Store, run_id_of, run_points
     from ccbench.results.history_store import SERIES_KEY, with_series_key
 
@@ -236,7 +236,7 @@ def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
     if not (row["median"] > 0 and (medians > 0).all()):
         reason = "a median that is not a positive number (here or in an earlier run): a ratio on logs needs one"
         return {**row, "baseline_median": float(np.median(medians)), "judgement": NOT_JUDGED, "reason": reason}
-    from ccbench.analysis.gate import predict
+    from ccbench.analysis.settling.gate import predict
 
     logs = np.log(medians)
     prediction = predict(logs, math.log(row["median"]))
@@ -302,7 +302,7 @@ def case_logs(paths, labels: dict[str, str] | None = None) -> dict[tuple[str, st
     """Per case of the bundles at ``paths`` (workload, case, metric and configuration without its
     machine, as the gate names a case): its direction and the logs of its measured values, every
     bundle's pooled (what --confirm settles on)."""
-    from ccbench.analysis.load import frame_from_bundles, load_bundles
+    from ccbench.analysis.samples.load import frame_from_bundles, load_bundles
 
     frame = _relabelled(frame_from_bundles(load_bundles(paths, samples=False), labels or {}), NEW)
     frame = frame[~frame["warmup"] & frame["better"].isin(["lower", "higher"]) & (frame["value"] > 0)]

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.errors import CCBenchError, EnvironmentProblem
+from ccbench.basics.errors import CCBenchError, EnvironmentProblem
 from ccbench.probe.facts import machine_of
 from ccbench.results.history_store import COLUMNS, PROVENANCE, SERIES_KEY, Store, points_table, with_series_key
 
@@ -80,7 +80,7 @@ def run_points(bundles, labels: dict[str, str], run_ids: list[str], exclude_cont
     each series' measured samples (the contended ones left out with ``exclude_contended``), with the
     run's facts and its CC provenance (as text: what a change point compares); the rows of each
     bundle together, in the order of ``bundles``."""
-    from ccbench.analysis.engine import sample_set
+    from ccbench.analysis.samples.engine import sample_set
 
     samples = sample_set(bundles, labels, frame=False)
     connection = samples.connection()
@@ -146,7 +146,7 @@ def add_bundles(
     run in a Parquet store); returns (added, already there). ``left_out``, when given, gets one
     line per bundle under ``paths`` that was not added and is not already there, with why: a run
     that has not ended, or one without a measured sample (every execution failed)."""
-    from ccbench.analysis.load import load_bundles
+    from ccbench.analysis.samples.load import load_bundles
     from ccbench.bundle import find_bundles
     from ccbench.results.export import distinct_bundles
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.analysis import format as fmt
+from ccbench.basics.version import __version__
 from ccbench.results.history import EXPLAINING, Series
 from ccbench.results.history_show import describe, overview
-from ccbench.version import __version__
 
 #: the run facts shown on hover (the change-point causes, plus what identifies the run)
 RUN_FACTS = ["bundle", *EXPLAINING]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ccbench.errors import CCBenchError, EnvironmentProblem
+from ccbench.basics.errors import CCBenchError, EnvironmentProblem
 
 SCHEMA_VERSION = 2
 #: the store's marker file (Parquet form) and table (DuckDB form)
@@ -347,7 +347,7 @@ class Store:
     def _add_parquet(self, tables: list) -> int:
         import pyarrow.parquet as pq
 
-        from ccbench.fsutil import remove_stale_staged, staged_file, write_json_atomic
+        from ccbench.basics.fsutil import remove_stale_staged, staged_file, write_json_atomic
 
         version = self.check()
         for directory in self._partition_dirs():

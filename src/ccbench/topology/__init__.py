@@ -49,8 +49,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccbench.errors import CCBenchError, EnvironmentProblem
-from ccbench.ledger import Ledger
+from ccbench.basics.errors import CCBenchError, EnvironmentProblem
+from ccbench.basics.ledger import Ledger
 from ccbench.topology.records import (
     INDEX_ENV,
     LOCK_FILE,

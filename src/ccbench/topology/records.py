@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ccbench.fsutil import write_json_atomic
-from ccbench.ledger import read_entries
+from ccbench.basics.fsutil import write_json_atomic
+from ccbench.basics.ledger import read_entries
 
 STATE_FILE = "state.json"
 LOCK_FILE = "owner.lock"

@@ -44,8 +44,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from ccbench.errors import CCBenchError
-from ccbench.ledger import Ledger, read_entries
+from ccbench.basics.errors import CCBenchError
+from ccbench.basics.ledger import Ledger, read_entries
 from ccbench.variants.base import AxisOptions, PreparedVariant, VariantAxis
 from ccbench.workloads.base import missing_tools, size_bytes
 

@@ -44,7 +44,7 @@ def workload_class(kind: str) -> type[Workload]:
     try:
         return getattr(importlib.import_module(module_name), class_name)
     except ImportError as exc:
-        from ccbench.errors import EnvironmentProblem
+        from ccbench.basics.errors import EnvironmentProblem
 
         raise EnvironmentProblem(
             f"workload kind '{kind}' cannot be loaded ({exc}); run 'bash scripts/setup.sh --all' to install its dependencies"
@@ -53,7 +53,7 @@ def workload_class(kind: str) -> type[Workload]:
 
 def _loadable(kinds: Iterable[str]) -> list[type[Workload]]:
     """The classes of those kinds that import here, in the order given."""
-    from ccbench.errors import EnvironmentProblem
+    from ccbench.basics.errors import EnvironmentProblem
 
     classes = []
     for kind in dict.fromkeys(kinds):
@@ -134,7 +134,7 @@ def cleanup_stale(workdir: Path) -> list[str]:
 
 def declaration(cls: type[Workload]) -> dict[str, Any]:
     """What a kind declares about its results, as a bundle's manifest records it (see
-    ccbench.analysis.impact): its primary metrics and, where it has them, its message costs."""
+    ccbench.analysis.judgement.impact): its primary metrics and, where it has them, its message costs."""
     declared: dict[str, Any] = {"kind": cls.kind, "primary_metrics": list(cls.primary_metrics)}
     if cls.message_costs is not None:
         declared["message_costs"] = cls.message_costs.as_dict()

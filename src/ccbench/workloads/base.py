@@ -104,7 +104,7 @@ class PrepareContext:
     def register_servers(self, pids: Iterable[int | None]) -> None:
         """Say which processes this prepare started to serve the executions (servers, in network
         namespaces or not): their trees' CPU is the executions' own, not other processes' work, in
-        the interference watch (ccbench.interference)."""
+        the interference watch (ccbench.observe.interference)."""
         self.servers += [pid for pid in pids if pid and pid not in self.servers]
 
     def companions(self) -> dict[str, list]:
@@ -289,7 +289,7 @@ class Workload(ABC):
     message_costs: ClassVar[MessageCosts | None] = None
     #: the case keys that name a part of an execution that can run alone (fio: a job, by its block
     #: size and pattern): rounds that settle cases run only the parts whose cases are still open
-    #: (ExecutionContext.parts; ccbench.settle). Empty: every execution runs all of the workload.
+    #: (ExecutionContext.parts; ccbench.run.settle). Empty: every execution runs all of the workload.
     selectable: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, params: WorkloadParams):

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ccbench.errors import PlanError
+from ccbench.basics.errors import PlanError
 from ccbench.model import Measurement
 from ccbench.notebooks import NOTEBOOK_DIR
 from ccbench.workloads.base import (
@@ -394,7 +394,7 @@ def nbformat_write(nb: Any, path: Path) -> None:
 
 
 def ad_hoc_plan(notebook: str, params: dict[str, str], repeat: int | None) -> dict[str, Any]:
-    """The plan document (for ccbench.plan.plan_from_dict) that runs one notebook: ``ccbench run
+    """The plan document (for ccbench.planning.plan.plan_from_dict) that runs one notebook: ``ccbench run
     --notebook``, each ``--param`` value read as JSON where it parses (``3``, ``true``), else as text."""
     import json
 

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench.fsutil import fsync_dir, write_json_atomic
+from ccbench.basics.fsutil import fsync_dir, write_json_atomic
 from ccbench.workloads.base import WorkloadFailed
 
 #: folders that hold no notebook input: version control, editor and interpreter caches, ccbench's own

@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 
-from ccbench.netutil import free_port  # noqa: E402
+from ccbench.basics.netutil import free_port  # noqa: E402
 from ccbench.workloads.base import PrepareContext  # noqa: E402
 from ccbench.workloads.microservices import (  # noqa: E402
     DEFAULT_MIX,

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ccbench.basics.stopping import STOP_SIGNALS, catch_stop_signals, restore_signals
 from ccbench.machines.cloud import journal as journals
 from ccbench.machines.cloud.provider import CloudError, Found, Launched, Provider, RunContext, StopWaiting
-from ccbench.stopping import STOP_SIGNALS, catch_stop_signals, restore_signals
 
 Echo = Callable[[str], None]
 

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 RUN_TAG = "ccbench-run"
 OWNER_TAG = "ccbench-owner"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccbench.errors import CCBenchError
+from ccbench.basics.errors import CCBenchError
 
 
 class NoTee(CCBenchError):

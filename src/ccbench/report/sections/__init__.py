@@ -80,9 +80,9 @@ class ReportContext:
     bundles: list[Any]
     #: the configuration label used as baseline
     baseline: str | None
-    #: the comparison table (ccbench.analysis.compare output) over ``samples``
+    #: the comparison table (ccbench.analysis.rows.compare output) over ``samples``
     comparison: pd.DataFrame | None = None
-    #: median, quartiles, CV and n per group and configuration (ccbench.analysis.compare.summary_by_config)
+    #: median, quartiles, CV and n per group and configuration (ccbench.analysis.rows.compare.summary_by_config)
     summary: pd.DataFrame | None = None
     #: one colour per configuration for every chart (ccbench.report.chartstyle.colour_map); pass it to the
     #: chart functions so that a configuration has the same colour everywhere
@@ -91,7 +91,7 @@ class ReportContext:
     exclude_contended: bool = False
     #: how the overhead model pools its per-case fits: "workload" (default), "kind" or "all"
     model_by: str = "workload"
-    #: the engine's SampleSet (ccbench.analysis.engine) behind ``samples`` when the report was built
+    #: the engine's SampleSet (ccbench.analysis.samples.engine) behind ``samples`` when the report was built
     #: from bundles: its exact counts and executions. ``samples`` is then every sample up to
     #: engine.SAMPLE_BUDGET of them, beyond it every ``engine.stride``-th of each group and configuration
     engine: Any = None

@@ -1,4 +1,4 @@
-"""The cost of each cross-machine comparison split by mechanism (ccbench.analysis.breakdown): a
+"""The cost of each cross-machine comparison split by mechanism (ccbench.analysis.rows.breakdown): a
 stacked bar per workload and compared machine, the parts from mechanism twins and from counts times
 unit costs, the rest unexplained; the per-row shares with their intervals as a table."""
 
@@ -8,8 +8,8 @@ import functools
 
 import pandas as pd
 
-from ccbench.analysis.breakdown import MECHANISMS, UNEXPLAINED, breakdowns
-from ccbench.analysis.lint import bundle_machines
+from ccbench.analysis.judgement.lint import bundle_machines
+from ccbench.analysis.rows.breakdown import MECHANISMS, UNEXPLAINED, breakdowns
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
 ORDER = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis import semantics
+from ccbench.analysis.judgement import semantics
 from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 

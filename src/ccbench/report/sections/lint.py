@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench.analysis.lint import bundle_machines, lint_comparison
+from ccbench.analysis.judgement.lint import bundle_machines, lint_comparison
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 6

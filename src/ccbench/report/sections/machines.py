@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ccbench.analysis.load import TEE_NAMES
+from ccbench.analysis.samples.load import TEE_NAMES
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 10
@@ -17,7 +17,7 @@ def _attestation(path, checked: bool = False) -> str:
     journal again took seconds and would say the same); ``checked``: the check on reading found its
     files as its digest list says, so only the evidence is checked here."""
     from ccbench.attestation.verify import verify_bundle
-    from ccbench.errors import CCBenchError
+    from ccbench.basics.errors import CCBenchError
 
     try:
         return verify_bundle(path, remembered=True, files_checked=checked).summary()

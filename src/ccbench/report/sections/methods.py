@@ -8,7 +8,7 @@ import json
 import pandas as pd
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis.stats import MIN_SAMPLES, NOISY_CV
+from ccbench.analysis.statistics.stats import MIN_SAMPLES, NOISY_CV
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 90

@@ -10,7 +10,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.stats import ratio_interval
+from ccbench.analysis.statistics.stats import ratio_interval
 from ccbench.report.charts import new_figure
 from ccbench.report.chartstyle import PALETTE
 from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis.stats import MIN_SAMPLES, NOISY_CV
+from ccbench.analysis.statistics.stats import MIN_SAMPLES, NOISY_CV
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 80

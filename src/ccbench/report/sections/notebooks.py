@@ -8,7 +8,7 @@ from functools import partial
 import pandas as pd
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis.stats import NOISY_CV, coefficients_of_variation
+from ccbench.analysis.statistics.stats import NOISY_CV, coefficients_of_variation
 from ccbench.report import charts
 from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
 from ccbench.report.takeaways import from_comparison

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ccbench.analysis.overhead import BOOTSTRAP, model_table, overhead_model
+from ccbench.analysis.rows.overhead import BOOTSTRAP, model_table, overhead_model
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 45

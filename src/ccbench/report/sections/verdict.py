@@ -8,11 +8,11 @@ from functools import partial
 import pandas as pd
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis import pairing
-from ccbench.analysis.headline import page_points
-from ccbench.analysis.impact import share_text
-from ccbench.analysis.verdict import LayerVerdict, verdicts
-from ccbench.analysis.verdict_table import contended_executions, verdict_table
+from ccbench.analysis.judgement.headline import page_points
+from ccbench.analysis.judgement.impact import share_text
+from ccbench.analysis.judgement.verdict import LayerVerdict, verdicts
+from ccbench.analysis.judgement.verdict_table import contended_executions, verdict_table
+from ccbench.analysis.rows import pairing
 from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
@@ -26,7 +26,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
     # the chart first, to the drawer at once: a helper draws it while the verdict is computed
     figures = ctx.draw_soon(answer_figures(ctx))
     # the per-sample frame (the engine's bounded one): application shares and causes read a few metrics of it
-    from ccbench.analysis.lint import bundle_machines
+    from ccbench.analysis.judgement.lint import bundle_machines
 
     # the machines' probes: a layer measured across machines of different or unknown CPUs says so
     machines = bundle_machines(ctx.bundles)[0] if ctx.bundles else None
@@ -37,7 +37,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
     excluded = (
         " They were left out of every comparison (--exclude-contended)." if ctx.exclude_contended and contended else ""
     )
-    # a cipher on a loop file stands against its loop twin (ccbench.analysis.pairing): said once here
+    # a cipher on a loop file stands against its loop twin (ccbench.analysis.rows.pairing): said once here
     twins = pairing.baselines(ctx.comparison)[1] if not ctx.comparison.empty else ""
     # and a machine's own layers against its own least protected configuration (ccbench.analysis.comparison)
     twins += pairing.own_note(ctx.comparison)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ccbench.fsutil import write_json_atomic
+from ccbench.basics.fsutil import write_json_atomic
 from ccbench.model import ExecutionKey
 from ccbench.results.importers.base import (
     ALWAYS_UNKNOWN,
@@ -43,7 +43,7 @@ def _own_start_time() -> float:
 
 def clean_leftovers(out: Path) -> list[Path]:
     """Remove the staging directories of imports into ``out`` whose process is gone; return them."""
-    from ccbench.procs import same_process
+    from ccbench.basics.procs import same_process
 
     staging = Path(out) / STAGING
     removed = []

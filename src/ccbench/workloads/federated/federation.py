@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from ccbench.basics.netutil import free_port, negotiated_tls
+from ccbench.basics.procs import describe_exit, stop_all
 from ccbench.model import Measurement
-from ccbench.netutil import free_port, negotiated_tls
-from ccbench.procs import describe_exit, stop_all
 from ccbench.workloads.base import ExecutionContext, WorkloadFailed, tail
 from ccbench.workloads.federated.params import FederatedParams
 from ccbench.workloads.federated.placement import LocalHosts

@@ -3,7 +3,7 @@ paths, the task runner (copied from ``workspace_files/``) and, for mutual TLS, t
 
 OpenFL runs from its own environment (``<venv>/federated``, made by
 ``scripts/setup.d/55-federated.sh``): the data preparation and ``fx plan initialize`` run there;
-the PKI is made here, in ccbench's own process, with ``ccbench.pki``.
+the PKI is made here, in ccbench's own process, with ``ccbench.basics.pki``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ccbench.basics.pki import RunCA
+from ccbench.basics.procs import describe_exit
 from ccbench.model import Measurement
-from ccbench.pki import RunCA
-from ccbench.procs import describe_exit
 from ccbench.workloads.base import ExecutionContext, WorkloadFailed, tail
 from ccbench.workloads.federated.params import CLASSES, SHAPES, FederatedParams
 

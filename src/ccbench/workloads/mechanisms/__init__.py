@@ -1,5 +1,5 @@
 """mechanisms: one case per mechanism behind a confidential VM's cost (docs/mechanisms.md), each
-measured alone on this machine, so that the breakdown (ccbench.analysis.breakdown) can set a count
+measured alone on this machine, so that the breakdown (ccbench.analysis.rows.breakdown) can set a count
 against a unit cost and a reader can compare machines mechanism by mechanism:
 
 * ``exits``: the round trip of an instruction the hypervisor (or the TEE's firmware) serves: CPUID of

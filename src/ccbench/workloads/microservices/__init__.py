@@ -32,7 +32,7 @@ The package's rooms:
 * ``k8s``         the same chain as Kubernetes manifests (rendered, not run)
 """
 
-from ccbench.netutil import free_ports
+from ccbench.basics.netutil import free_ports
 from ccbench.workloads.microservices.accounting import measurements, tier_cpu_seconds, tier_latency_ms
 from ccbench.workloads.microservices.chain import PLACEMENT, Chain
 from ccbench.workloads.microservices.k8s import k8s_manifests

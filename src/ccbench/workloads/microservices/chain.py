@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from ccbench.netutil import free_ports, listening, negotiated_tls
+from ccbench.basics.netutil import free_ports, listening, negotiated_tls
 from ccbench.workloads.base import WorkloadFailed, tail
 from ccbench.workloads.microservices import tiers
 from ccbench.workloads.microservices.params import TIERS, MicroservicesParams

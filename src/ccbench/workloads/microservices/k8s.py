@@ -37,7 +37,7 @@ def k8s_manifests(
     with the plan's mix. ``app_image`` holds services/socialnet (see its Dockerfile); ``loadgen_image``
     an ``oha`` binary. With transport = "tls", nginx serves TLS 1.3 with the certificate and key of
     the Secret ``tls_secret`` (keys tls.crt and tls.key), which the user creates."""
-    from ccbench import kube as k8s
+    from ccbench.basics import kube as k8s
 
     if transport not in ("plain", "tls"):
         raise WorkloadFailed(f"transport {transport!r}: the manifests support plain and tls")
@@ -65,7 +65,7 @@ def k8s_manifests(
 def _tier_containers(p: MicroservicesParams, images: dict[str, str], app_image: str, tls: bool) -> dict[str, Any]:
     """Each tier's container: the stores from their public images, the Go tier from ``app_image``,
     nginx with the configuration (and with TLS, the certificate) mounted."""
-    from ccbench import kube as k8s
+    from ccbench.basics import kube as k8s
 
     return {
         "postgres": k8s.container(
@@ -130,7 +130,7 @@ def _tier_objects(
     tier: str, container: dict[str, Any], namespace: str, runtime_class: str | None, tls: bool, tls_secret: str
 ) -> list[dict[str, Any]]:
     """A tier's Deployment (in the confidential runtime class) and its Service; nginx's is "front"."""
-    from ccbench import kube as k8s
+    from ccbench.basics import kube as k8s
 
     volumes = None
     if tier == "nginx":
@@ -154,7 +154,7 @@ def _load_job(
 ) -> dict[str, Any]:
     """The load Job in the default runtime (the client stands for the edge device): the dataset seeded
     by an init container, then oha open-loop at ``rate`` with the plan's mix."""
-    from ccbench import kube as k8s
+    from ccbench.basics import kube as k8s
 
     base = f"{'https' if tls else 'http'}://front:{K8S_PORTS['nginx']}"
     load = k8s.container(

@@ -91,7 +91,7 @@ class MicroservicesParams(WorkloadParams):
         if self.edge_delay or self.edge_rate:
             if self.hosts != "emulated":
                 raise ValueError('edge_delay and edge_rate need hosts = "emulated"')
-            from ccbench.errors import CCBenchError
+            from ccbench.basics.errors import CCBenchError
             from ccbench.topology import LinkShape
 
             try:

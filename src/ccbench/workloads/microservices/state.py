@@ -13,8 +13,8 @@ from typing import Any
 
 import psutil
 
-from ccbench.fsutil import write_json_atomic
-from ccbench.procs import same_process, stop_tree
+from ccbench.basics.fsutil import write_json_atomic
+from ccbench.basics.procs import same_process, stop_tree
 
 #: chains' state files live in <the run's work directory>/microservices/, beside (not inside) the
 #: storage variants' directories, which a stale-storage clean-up may remove first

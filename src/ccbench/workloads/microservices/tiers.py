@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ccbench.pki import RunCA
+from ccbench.basics.pki import RunCA
 from ccbench.workloads.base import WorkloadFailed, tail
 from ccbench.workloads.microservices.nginx import make_temp_dirs, nginx_argv, nginx_config
 from ccbench.workloads.microservices.params import MicroservicesParams

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ccbench.fsutil import write_json_atomic
+from ccbench.basics.fsutil import write_json_atomic
 from ccbench.model import Measurement
 from ccbench.workloads.base import (
     ExecutionContext,

@@ -22,9 +22,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ccbench.ledger import Ledger, read_entries
-from ccbench.procs import same_process, stop_tree
-from ccbench.stopping import block_stop_signals
+from ccbench.basics.ledger import Ledger, read_entries
+from ccbench.basics.procs import same_process, stop_tree
+from ccbench.basics.stopping import block_stop_signals
 from ccbench.workloads.base import ExecutionContext, WorkloadFailed, tail
 from ccbench.workloads.network.params import NetworkParams
 

@@ -1,0 +1,386 @@
+"""The verdict in one glance: at most two lines per protection layer, each within 100 columns.
+
+Each layer's first line gives its judgement (ccbench.analysis.judgement.semantics) in the one convention:
+one figure with its interval where its rows agree in direction and are not heterogeneous ("2.9x
+slower [2.6x, 3.3x]"), the range with directions where they do not ("1m randread 340x slower ...
+4k randwrite 2.9x faster"), "faster in 90 of 92 benchmarks, 1.30x faster [1.27x, 1.33x]" pooled
+across benchmarks of one value each, or "no cost above X% (the smallest it could see)" only where
+nothing in the layer is significant; whether the machines behind it differ in CPU; how many
+comparisons were significant. The second line, where needed, names the rows left out as
+implausible and each workload that shows a difference.
+
+Built from the comparison rows a layer's typical cost is taken from (ccbench.analysis.judgement.verdict), so
+the lines never contradict the rows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ccbench.analysis import format as fmt
+
+WIDTH = 100
+
+
+@dataclass
+class WorkloadCost:
+    """One workload's part of a layer: its typical time-equivalent cost (> 1 = slower), the interval
+    of its one comparison or the range of its several ones, how many were significant and in which
+    directions, and the median smallest cost they could see."""
+
+    workload: str
+    typical: float
+    low: float
+    high: float
+    significant: int
+    comparisons: int
+    mde: float
+    worst: str
+    #: the directions of its significant comparisons (True: slower)
+    directions: frozenset = frozenset()
+    #: what ``mde`` is (ccbench.analysis.judgement.semantics.BOUND_WORDS: the MDE, or a settled case's target)
+    bound: str = "mde"
+
+    @property
+    def distinguishable(self) -> bool:
+        """At least half its comparisons significant, all of them in one direction."""
+        return self.significant * 2 >= self.comparisons > 0 and len(self.directions) == 1
+
+    def as_dict(self) -> dict:
+        """For ``compare --summary --json``: the fields, directions as a sorted list, distinguishable."""
+        fields = {k: v for k, v in self.__dict__.items() if k != "directions"}
+        return {**fields, "directions": sorted(self.directions), "distinguishable": self.distinguishable}
+
+    def phrase(self) -> str:
+        if not self.distinguishable:
+            return cost_phrase(self.typical, self.low, self.high, False, self.mde, self.bound)
+        if self.comparisons == 1:
+            return cost_phrase(self.typical, self.low, self.high, True, self.mde)
+        return (
+            f"{fmt.percent((self.typical - 1) * 100)} (cases {fmt.percent((self.low - 1) * 100)} to "
+            f"{fmt.percent((self.high - 1) * 100)})"
+        )
+
+
+def median_mde(rows: pd.DataFrame) -> float:
+    """The median minimum detectable effect (a fraction) of the rows that have one; NaN if none does."""
+    if "mde" not in rows:
+        return math.nan
+    values = rows["mde"].to_numpy(dtype=float)
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if len(values) else math.nan
+
+
+def workload_costs(counted: pd.DataFrame) -> list[WorkloadCost]:
+    """Per workload of a layer's counted rows (with ``te``, ``te_low``, ``te_high`` time-equivalent
+    columns): the geometric mean of its rows, with the row's interval for one row and the range of
+    the rows' costs for several (an interval between a workload's cases would mix 2x and 500x)."""
+    from ccbench.analysis.judgement import semantics
+
+    out = []
+    for workload, rows in counted.groupby("workload", sort=False):
+        te = rows["te"].to_numpy(dtype=float)
+        typical = float(np.exp(np.log(te).mean()))
+        if len(rows) == 1:
+            low, high = float(rows["te_low"].iloc[0]), float(rows["te_high"].iloc[0])
+        else:
+            low, high = float(te.min()), float(te.max())
+        top = rows.loc[rows["te"].idxmax()]
+        case = top["case"] if isinstance(top["case"], str) and top["case"] else top["metric"]
+        significant = rows[rows["significant"].astype(bool)]
+        out.append(
+            WorkloadCost(
+                workload=str(workload),
+                typical=typical,
+                low=low,
+                high=high,
+                significant=len(significant),
+                comparisons=len(rows),
+                mde=median_mde(rows),
+                worst=f"{fmt.percent((float(top['te']) - 1) * 100)} {case}",
+                directions=frozenset(bool(v > 1) for v in significant["te"]),
+                bound=semantics.bound_of(rows),
+            )
+        )
+    return out
+
+
+def disagree(costs: list[WorkloadCost]) -> bool:
+    """Whether a pooled cost would misdescribe the workloads: two workloads' costs differ in sign
+    (one of them significant), or a significant cost's interval (or range) leaves out another's
+    typical cost that is less than half or more than twice its size (on the log scale)."""
+    if len(costs) < 2:
+        return False
+    for first in costs:
+        if not first.distinguishable:
+            continue
+        size = abs(math.log(first.typical))
+        for other in costs:
+            if other is first or first.low <= other.typical <= first.high:
+                continue
+            other_size = abs(math.log(other.typical)) if other.typical > 0 else math.inf
+            opposite = other.distinguishable and (other.typical > 1) != (first.typical > 1)
+            if opposite or other_size * 2 < size or other_size > size * 2:
+                return True
+    return False
+
+
+def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, mde: float, bound: str = "mde") -> str:
+    """ "+4.2% [+2.1% to +6.3%]", or "no cost above 2.1% (the smallest this comparison could see)"
+    (for a case a run settled, what its anytime-valid interval excludes: semantics.BOUND_WORDS)."""
+    from ccbench.analysis.judgement import semantics
+
+    if not distinguishable:
+        if math.isnan(mde):
+            return f"no cost distinguishable from noise (typical {fmt.percent((typical - 1) * 100)})"
+        words = "the smallest this comparison could see" if bound == "mde" else semantics.BOUND_WORDS[bound]
+        return f"no cost above {fmt.mde(mde)} ({words})"
+    interval = "" if math.isnan(low) else f" [{fmt.percent((low - 1) * 100)} to {fmt.percent((high - 1) * 100)}]"
+    return f"{fmt.percent((typical - 1) * 100)}{interval}"
+
+
+def terminal_width(default: int = WIDTH) -> int:
+    """The width lines are wrapped to: the terminal's (or $COLUMNS), ``default`` for a pipe."""
+    import os
+    import shutil
+
+    if os.environ.get("COLUMNS", "").isdigit():
+        return max(int(os.environ["COLUMNS"]), 40)
+    size = shutil.get_terminal_size((0, 0)).columns
+    return max(size, 40) if size else default
+
+
+def _words(text: str, room: int | None = None, opening: str = "[(") -> list[str]:
+    """``text`` split at the spaces outside brackets and parentheses: a figure with its interval
+    ("0.99x [0.95x, 1.03x]") and a parenthesised note stay whole; a note longer than ``room`` is split
+    in its turn, at its spaces outside square brackets (an interval is never split)."""
+    closing = "])" if opening == "[(" else "]"
+    words, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char in opening:
+            depth += 1
+        elif char in closing:
+            depth = max(depth - 1, 0)
+        elif char == " " and depth == 0:
+            words.append(text[start:index])
+            start = index + 1
+    words.append(text[start:])
+    if room is None or opening == "[":
+        return words
+    return [part for word in words for part in (_words(word, room, "[") if len(word) > room else [word])]
+
+
+def fit(text: str, width: int | None = WIDTH) -> str:
+    """``text`` within ``width`` columns: wrapped at a space outside any bracket, its further lines
+    indented under its first, never cut (None: one line whatever its length)."""
+    if width is None or len(text) <= width:
+        return text
+    lead = len(text) - len(text.lstrip(" "))
+    indent = " " * (lead + 4)
+    lines, line = [], " " * lead
+    for word in _words(text[lead:], width - len(indent)):
+        if line.strip() and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = indent + word
+        else:
+            line = line + (" " if line.strip() else "") + word
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def _fits(text: str, width: int | None) -> bool:
+    return width is None or len(text) <= width
+
+
+def _first_fitting(candidates: list[str], width: int | None = WIDTH) -> str:
+    """The first candidate that fits ``width`` columns, else the last one wrapped to fit."""
+    for text in candidates:
+        if _fits(text, width):
+            return text
+    return fit(candidates[-1], width)
+
+
+def _short(judgement) -> str:
+    """A judgement's words without the rows' names, for a line that must fit."""
+    from ccbench.analysis.judgement import semantics
+
+    if judgement.kind == semantics.DISAGREE:
+        return f"{fmt.effect(judgement.most)} ... {fmt.effect(judgement.least)} (both directions)"
+    if judgement.only_in:
+        return judgement.phrase(where=False) + f" in {judgement.only_in}"
+    if judgement.kind == semantics.NONE_SEEN and not math.isnan(judgement.mde):
+        return f"no cost above {fmt.mde(judgement.mde)}"
+    return judgement.phrase()
+
+
+#: how the headline says that the machines differ in a confounding fact (ccbench.analysis.rows.sides)
+DIFFER = {"CPU model": "CPU models differ", "kernel": "kernels differ", "vCPUs": "vCPUs differ"}
+
+
+def confounders(item) -> list[tuple[str, str]]:
+    """What besides the layer differs between the machines behind a layer's comparisons: (fact,
+    "6.8.0-1017-azure vs 6.5.0-1025-azure") from the rows' "confounded by" flags
+    (ccbench.analysis.rows.sides); the CPU left out where the CPU note already says it differs."""
+    if item.layer == "none":
+        return []
+    out: list[tuple[str, str]] = []
+    for text in item.confounded:
+        # "CPU model (a vs b), memory (c vs d) and kernel (e vs f)"
+        for fact, values in re.findall(r"(?:^|, | and )([^(),]+?) \(([^()]*(?:\([^()]*\)[^()]*)*)\)", text):
+            if fact == "CPU model" and item.cpu_note == "machines differ in CPU":
+                continue
+            if (fact, values) not in out:
+                out.append((fact, values))
+    return out
+
+
+def _differ(fact: str) -> str:
+    return DIFFER.get(fact, f"{fact} differs")
+
+
+def _layer_name(item, judgement_words: str, width: int | None = WIDTH) -> tuple[str, str]:
+    """The layer's name on its headline line with its notes: the CPU note and what else differs
+    between the machines ("TEE: TDX (CPU unknown; kernels differ: 6.8.0-1017-azure vs
+    6.5.0-1025-azure)"); where the values would push ``judgement_words`` off the line, the facts
+    alone ("kernels differ") and, for the second line, the detail with the values."""
+    name = "no layer (other machine or run)" if item.layer == "none" else item.layer
+    notes = [item.cpu_note] if item.cpu_note else []
+    if item.against:
+        notes.insert(0, f"against {item.against}")
+    found = confounders(item)
+    if not found:
+        return (f"{name} ({notes[0]})" if notes else name), ""
+    with_values = "; ".join(f"{_differ(fact)}: {values}" for fact, values in found)
+    full = f"{name} ({'; '.join([*notes, with_values])})"
+    if _fits(f"{full}: {judgement_words}", width):
+        return full, ""
+    brief = f"{name} ({'; '.join([*notes, *dict.fromkeys(_differ(fact) for fact, _ in found)])})"
+    return brief, f"{with_values} (not the layer's own cost)"
+
+
+def layer_lines(item, full: bool = False, width: int | None = WIDTH) -> list[str]:
+    """The headline of one LayerVerdict (ccbench.analysis.judgement.verdict): one line of at most 100 columns
+    with the layer's judgement (ccbench.analysis.judgement.semantics), and at most one more (``full``: one per
+    workload) with its workloads' own words where they differ and the rows left out as implausible."""
+    words = item.typical_text() if item._per_message_only() or item.judgement is None else _short(item.judgement)
+    name, detail = _layer_name(item, words, width)
+    plural = "s" if item.workloads != 1 else ""
+    left_out = f", {item.left_out_rows} left out" if getattr(item, "left_out_rows", 0) else ""
+    rests = f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}{left_out}"
+    short = f"{item.significant}/{item.comparisons} significant{left_out}"
+    from ccbench.analysis.judgement import semantics
+
+    if item._per_message_only() and math.isnan(item.typical):
+        # per-message comparisons with no application figure to set them against (transport without
+        # its timed embedding): no share to give, and no workload it was counted in
+        counted = f"{item.significant} of {item.comparisons} per-message comparisons significant"
+        return [
+            _first_fitting(
+                [
+                    f"{name}: no application-level cost measured; {counted} (see the table)",
+                    f"{name}: no application-level cost measured; {counted}",
+                    f"{name}: no application-level cost measured; {short} per-message",
+                ],
+                width,
+            )
+        ]
+    if item._per_message_only() or item.judgement is None:
+        return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"], width)]
+    judgement = item.judgement
+    phrase = judgement.phrase()
+    if judgement.significant == 0 and 0 < item.significant == item.supporting_significant:
+        # the figure rests on the application metrics, none of them significant; what is significant
+        # is a metric not counted in it (a phase's time, a tier's latency, a round trip): said, so
+        # the bound is not read as covering it
+        rests = f"{item.significant} of {item.comparisons} significant, none in application metrics (see the table)"
+        short = f"{item.significant}/{item.comparisons} significant, none in application metrics"
+    if judgement.kind == semantics.LEFT_OUT:
+        return [
+            fit(f"{name}: {phrase}", width),
+            _first_fitting([f"  {item.left_out_text()}", f"  {item.left_out_text(True)}"], width),
+        ]
+    lines = [
+        _first_fitting(
+            [
+                f"{name}: {phrase}; {rests}",
+                f"{name}: {phrase}; {short}",
+                *(
+                    [f"{name}: {judgement.named_range()}; {short}", f"{name}: {judgement.named_range()}"]
+                    if judgement.kind == semantics.DISAGREE
+                    else []
+                ),
+                f"{name}: {_short(judgement)}; {short}",
+                # without its rows' names, but never without the one workload a figure holds in
+                *(
+                    []
+                    if judgement.only_in
+                    else [
+                        f"{name}: {judgement.phrase(where=False)}; {short}",
+                        f"{name}: {judgement.phrase(where=False)}",
+                    ]
+                ),
+                f"{name}: {_short(judgement)}",
+            ],
+            width,
+        )
+    ]
+    parts = item.workload_judgements if len(item.workload_judgements) > 1 else []
+    shows = [(w, j) for w, j in parts if j.holds_significant]
+    left = item.left_out_text()
+    if left and not _fits(f"  {left}", width):
+        left = item.left_out_text(short=True)
+    if full:
+        for workload, part in parts:
+            counts = f"{part.significant} of {part.comparisons} significant"
+            lines.append(
+                _first_fitting(
+                    [f"  {workload}: {part.phrase()}; {counts}", f"  {workload}: {_short(part)}; {counts}"], width
+                )
+            )
+        if detail:
+            lines.insert(1, fit(f"  {detail}", width))
+        if left:
+            lines.append(fit(f"  {left}", width))
+        return lines
+    second = [detail] if detail else []
+    if left:
+        second.append(left)
+    if len(shows) > 1:
+        second.append("; ".join(f"{w} {_short(j)}" for w, j in shows))
+    if second:
+        lines.append(fit("  " + "; ".join(second), width))
+    return lines
+
+
+def headline(items, full: bool = False, width: int | None = WIDTH) -> list[str]:
+    """Every layer's lines, in the verdict's order (``full``: one line per workload), each within
+    ``width`` columns (wrapped, never cut; None: unbounded)."""
+    return [line for item in items for line in layer_lines(item, full, width)]
+
+
+def page_points(items) -> list[str]:
+    """One point per layer for a page (the report's verdict): its headline's lines unbounded, the
+    further ones after its first, so a note on left-out rows is never read as a layer of its own."""
+    points = []
+    for item in items:
+        first, *rest = layer_lines(item, width=None)
+        points.append(" — ".join([first, *(line.strip() for line in rest)]))
+    return points
+
+
+def finding_lines(findings, width: int | None = WIDTH) -> list[str]:
+    """One entry per (severity, code) of the lint's findings, in the order of first appearance: the first
+    one's words, then "(+N more like it)", wrapped to ``width`` columns (never cut)."""
+    groups: dict[tuple[str, str], list] = {}
+    for finding in findings:
+        groups.setdefault((finding.severity, finding.code), []).append(finding)
+    out = []
+    for (severity, code), found in groups.items():
+        tail = f" (+{len(found) - 1} more like it)" if len(found) > 1 else ""
+        out.append(fit(f"[{severity}] {code}: {' '.join(found[0].what.split())}{tail}", width))
+    return out

@@ -1,0 +1,216 @@
+"""Lint findings from what a run recorded beside the workload's samples (docs/trust.md, "Lint"): the
+clock each machine read time from (the probe's ``provenance.clocksource``), a bounce-buffer pool
+that filled during an execution (the mechanism counters in the execution records, ccbench.observe.counters),
+and executions that failed (their cases have no sample, so the comparison has no figure for them).
+Pure functions; each returns Findings, never raises on odd input. ccbench.analysis.judgement.lint gathers them
+with the other findings for compare and the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ccbench.probe.facts import provenance, tee_technology
+from ccbench.probe.lint import HIGH, MEDIUM, Finding, make_finding
+
+#: a pool whose high-water mark reached this share of its slabs was full for the I/O that wanted more
+#: (a mapping needs contiguous slots: the pool fails before every slab is taken)
+NEARLY_FULL = 0.95
+#: kernel/dma/swiotlb.c: IO_TLB_SHIFT 11, slabs of 2 KiB
+SLAB_BYTES = 2048
+
+
+# ---- the clock source ---------------------------------------------------------------------------------
+
+
+def clocksource(probe: Mapping[str, Any] | None) -> str | None:
+    value = (provenance(probe) or {}).get("clocksource")
+    return str(value) if value else None
+
+
+def clock_sources(baseline: list, other: list) -> list[Finding]:
+    """Two sides of a comparison whose machines read time from different clock sources: every
+    timestamp, timeout and timer wake-up costs what the clock costs (a vDSO read of the TSC or of
+    kvm-clock's page, a system call for hpet or acpi_pm), so a timing-bound difference may be the
+    clock's. Machines that did not record their clock are not judged (bundles from before it)."""
+    seen = {label: clocksource(probe) for label, probe in [*baseline, *other]}
+    a = sorted({seen[label] for label, _ in baseline} - {None})
+    b = sorted({seen[label] for label, _ in other} - {None})
+    if not a or not b or a == b:
+        return []
+    names = ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
+    return [
+        make_finding(
+            "clock-source",
+            MEDIUM,
+            f"{names[0]} read time from {' and '.join(a)} and {names[1]} from {' and '.join(b)}: timestamps, "
+            "timeouts and timer wake-ups cost what each clock costs, so a difference in short latencies or "
+            "wake-ups may be the clock's, not the layer's",
+            {label: {"clocksource": value} for label, value in seen.items()},
+            "boot both with the same clocksource= (and tsc=reliable where the TSC is stable), or read the timing-bound "
+            "rows (mechanisms' timer wake-up, microsecond latencies) as including the clock's cost",
+        )
+    ]
+
+
+# ---- a full bounce-buffer pool during an execution ----------------------------------------------------
+
+
+def _pool_slabs(record: Mapping[str, Any], probe: Mapping[str, Any] | None) -> float | None:
+    """The pool's slabs during the execution: io_tlb_nslabs where counted, else the boot pool's size."""
+    counted = (record.get("counters") or {}).get("swiotlb.nslabs.end")
+    if isinstance(counted, int | float) and counted > 0:
+        return float(counted)
+    size = ((provenance(probe) or {}).get("swiotlb") or {}).get("bytes")
+    return size / SLAB_BYTES if isinstance(size, int | float) and size > 0 else None
+
+
+def _peak(record: Mapping[str, Any]) -> float | None:
+    """The execution's high-water mark of used slabs; None where the mark was not reset at its start
+    (it would be since boot, not this execution's)."""
+    counters, missing = record.get("counters") or {}, record.get("counters_missing") or {}
+    value = counters.get("swiotlb.hiwater.end")
+    if not isinstance(value, int | float) or "swiotlb.hiwater.reset" in missing:
+        return None
+    return float(value)
+
+
+def dynamic_pool(records: list[Mapping[str, Any]], probe: Mapping[str, Any] | None) -> bool | None:
+    """Whether the kernel grows the pool when full (CONFIG_SWIOTLB_DYNAMIC): its config as the probe
+    read it, else debugfs' io_tlb_transient_nslabs (only such a kernel has it: counted in the records),
+    else no where the high-water file of the same kernel series was read without it."""
+    recorded = ((provenance(probe) or {}).get("swiotlb") or {}).get("dynamic")
+    if isinstance(recorded, bool):
+        return recorded
+    counted = [set(r.get("counters") or {}) for r in records]
+    if any("swiotlb.transient_nslabs.end" in names for names in counted):
+        return True
+    if any("swiotlb.hiwater.end" in names for names in counted):
+        return False
+    return None
+
+
+def _full_executions(records: list[Mapping[str, Any]], probe: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    full = []
+    for record in records:
+        counters = record.get("counters") or {}
+        failed = counters.get("kmsg.swiotlb_full")
+        failed = int(failed) if isinstance(failed, int | float) and failed > 0 else 0
+        peak, pool = _peak(record), _pool_slabs(record, probe)
+        near = peak is not None and pool is not None and peak >= NEARLY_FULL * pool
+        if failed or near:
+            full.append(
+                {
+                    "execution": record.get("key"),
+                    "workload": record.get("workload"),
+                    "peak_slabs": None if peak is None else int(peak),
+                    "pool_slabs": None if pool is None else int(pool),
+                    "full_lines": failed if "kmsg.swiotlb_full" in counters else None,
+                    "grew_slabs": counters.get("swiotlb.nslabs"),
+                }
+            )
+    return full
+
+
+def full_bounce_pool(machine: str, records: list[Mapping[str, Any]], probe: Mapping[str, Any] | None) -> list[Finding]:
+    """A machine whose swiotlb pool was full or nearly so during executions: its "swiotlb buffer is full"
+    lines (mappings that failed: dropped packets or I/O errors the workload saw) or a high-water mark
+    at the pool's size. Said with whether the kernel can grow the pool."""
+    full = _full_executions(records, probe)
+    if not full:
+        return []
+    failed = sum(entry["full_lines"] or 0 for entry in full)
+    workloads = sorted({str(entry["workload"]) for entry in full})
+    dynamic = dynamic_pool(records, probe)
+    grows = {
+        True: "the kernel grows the pool when full (SWIOTLB_DYNAMIC), each new slab a private-to-shared conversion",
+        False: "the kernel cannot grow it (no SWIOTLB_DYNAMIC): a full pool fails the mapping",
+        None: "whether the kernel can grow it (SWIOTLB_DYNAMIC) is not known",
+    }[dynamic]
+    said = (
+        f"the kernel printed 'swiotlb buffer is full' {failed} time{'s' if failed != 1 else ''} (at least that many "
+        "mappings failed: dropped packets or I/O errors that never say swiotlb)"
+        if failed
+        else f"the used slabs reached {NEARLY_FULL:.0%} or more of the pool"
+    )
+    pool = next((e["pool_slabs"] for e in full if e["pool_slabs"]), None)
+    size = f" of {pool * SLAB_BYTES / 2**20:.0f} MiB" if pool else ""
+    return [
+        make_finding(
+            "full-bounce-pool",
+            HIGH if failed else MEDIUM,
+            f"{machine} ({tee_technology(probe)}): the bounce-buffer pool{size} was full during {len(full)} "
+            f"execution{'s' if len(full) != 1 else ''} of {', '.join(workloads)}: {said}; {grows}. Those numbers "
+            "measure a starved pool, not the layer's steady cost",
+            # the first few executions stand for the rest (a long run may fill the pool in hundreds)
+            {machine: {"executions": full[:5], "full_executions": len(full), "swiotlb_dynamic": dynamic}},
+            "boot the guest with a larger pool (swiotlb=<slabs of 2 KiB>, the kernel's own default is 6% of memory up "
+            "to 1 GiB) or a kernel with CONFIG_SWIOTLB_DYNAMIC, and measure again",
+        )
+    ]
+
+
+def full_bounce_pools(
+    executions: Mapping[str, list[Mapping[str, Any]]],
+    machines: Mapping[str, Mapping[str, Any]],
+    labels: Mapping[Any, Any],
+) -> list[Finding]:
+    """``full_bounce_pool`` for each bundle ({bundle: its execution records}), named as the comparison
+    names its machine."""
+    findings = []
+    for bundle, records in executions.items():
+        probe = machines.get(bundle)
+        name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
+        findings += full_bounce_pool(name, list(records or []), probe)
+    return findings
+
+
+def execution_findings(
+    executions: Mapping[str, list[Mapping[str, Any]]],
+    machines: Mapping[str, Mapping[str, Any]],
+    labels: Mapping[Any, Any],
+) -> list[Finding]:
+    """The findings of each bundle's execution records: a full bounce pool, failed executions."""
+    return full_bounce_pools(executions, machines, labels) + failed_executions(executions, machines, labels)
+
+
+def failed_executions(
+    executions: Mapping[str, list[Mapping[str, Any]]],
+    machines: Mapping[str, Mapping[str, Any]],
+    labels: Mapping[Any, Any],
+) -> list[Finding]:
+    """A bundle whose executions failed (an imported hyperfine command whose every run exited non-zero,
+    a workload that failed in a run): a failed execution has no sample, so the comparison has no figure
+    for what it would have measured; said, so that a missing row (or a missing side) is not read as
+    nothing to see."""
+    findings = []
+    for bundle, records in executions.items():
+        failed = [r for r in records or [] if r.get("status") not in (None, "ok") and not r.get("warmup")]
+        if not failed:
+            continue
+        probe = machines.get(bundle)
+        name = str(labels.get(bundle) or (probe or {}).get("hostname") or bundle)
+        per_workload: dict[str, list[Mapping[str, Any]]] = {}
+        for record in records:
+            if not record.get("warmup"):
+                per_workload.setdefault(str(record.get("workload")), []).append(record)
+        counts = {
+            workload: (sum(r in failed for r in ones), len(ones))
+            for workload, ones in per_workload.items()
+            if any(r in failed for r in ones)
+        }
+        every = any(bad == total for bad, total in counts.values())
+        said = "; ".join(f"{workload}: {bad} of {total} failed" for workload, (bad, total) in counts.items())
+        reasons = sorted({str(r.get("error") or r.get("status"))[:160] for r in failed})
+        findings.append(
+            make_finding(
+                "failed-executions",
+                HIGH if every else MEDIUM,
+                f"{name}: executions failed ({said}: {'; '.join(reasons[:3])}); a failed execution has no sample, "
+                "so the comparison has no figure for what it would have measured",
+                {name: {"failed": [{k: r.get(k) for k in ("key", "status", "error")} for r in failed[:5]]}},
+                "fix what made them fail and measure again; read the rows that are left as the executions that ran",
+            )
+        )
+    return findings

@@ -1,0 +1,94 @@
+"""The verdict per protection layer as text cells (the report's table and ``compare --details``), and
+the count of contended executions behind it. The words come from the verdict (ccbench.analysis.judgement.verdict)
+and ccbench.analysis.format; nothing here computes a figure of its own."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ccbench.analysis import format as fmt
+
+if TYPE_CHECKING:
+    from ccbench.analysis.judgement.verdict import LayerVerdict
+
+
+def _typical_cell(item: LayerVerdict) -> str:
+    if item.confounded and item.layer != "none":
+        return f"confounded ({item.words()} measured)"
+    return item.words()
+
+
+def _interval_cell(item: LayerVerdict) -> str:
+    return "-" if item.confounded and item.layer != "none" else item.interval_text()
+
+
+def _interval_over_cell(item: LayerVerdict) -> str:
+    return "-" if item.confounded and item.layer != "none" else item.interval_over
+
+
+VERDICT_HEADERS = [
+    "layer",
+    "typical cost",
+    "95% interval",
+    "interval from",
+    "smallest detectable",
+    "rests on",
+    "range between workloads",
+    "hurts most",
+    "causes recorded",
+    "machines",
+    "comparisons",
+    "significant",
+    "contended",
+    "noisy",
+    "not significant",
+]
+
+
+def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:
+    """The verdict as text cells (the report's table and ``compare --summary``)."""
+    return pd.DataFrame(
+        [
+            {
+                "layer": "no layer (other machine or run)" if v.layer == "none" else v.layer,
+                "typical cost": _typical_cell(v),
+                "95% interval": _interval_cell(v),
+                "interval from": _interval_over_cell(v),
+                "smallest detectable": "-" if math.isnan(v.mde) else f"{fmt.mde(v.mde)} (median MDE)",
+                "rests on": v.rests_on or "-",
+                "range between workloads": (
+                    f"{fmt.effect(v.range_low)} to {fmt.effect(v.range_high)}" if v.workloads > 1 else "-"
+                ),
+                "hurts most": v.worst if v.worst_overhead > 0 else "-",
+                "causes recorded": "; ".join(v.causes) or "-",
+                "machines": v.machines,
+                "comparisons": str(v.comparisons),
+                "significant": str(v.significant),
+                "contended": str(v.contended),
+                "noisy": str(v.noisy),
+                "not significant": str(v.not_significant),
+            }
+            for v in items
+        ],
+        columns=VERDICT_HEADERS,
+    )
+
+
+def contended_executions(samples: pd.DataFrame | None) -> tuple[int, int]:
+    """(contended, all) measured executions in the samples: by execution key where the bundle has one
+    (format 2), else by bundle, workload, variant and repetition."""
+    if samples is None or samples.empty:
+        return 0, 0
+    data = samples[~samples["warmup"]]
+    if "contended" not in data:
+        return 0, 0
+    keys = (
+        ["bundle", "execution"]
+        if "execution" in data and (data["execution"] != "").all()
+        else ["bundle", "workload", "config", "repetition"]
+    )
+    executions = data.drop_duplicates(keys)
+    return int(executions["contended"].sum()), len(executions)

@@ -1,0 +1,1 @@
+"""The small basics every room uses: one-line errors, processes, consoles, atomic files, network facts, the version, helper processes, case labels, the ledger of what was made, a run's PKI, Kubernetes objects."""

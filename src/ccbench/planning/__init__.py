@@ -1,0 +1,1 @@
+"""The plan model and its loaders (TOML, the seed-000 CSV), and the checks of its fields."""
