@@ -436,7 +436,7 @@ def test_a_software_cipher_is_named_as_the_likely_cause(tmp_path):
 
 
 def test_one_coefficient_of_variation_everywhere():
-    from ccbench.analysis.rows.compare import summary_by_config
+    from ccbench.analysis.rows.reduce import summary_by_config
     from ccbench.analysis.statistics.stats import coefficient_of_variation, coefficients_of_variation
 
     values = np.array([1.0, 1.2, 0.9, 1.1])

@@ -10,8 +10,9 @@ import pytest
 from bundles import write_bundles, write_samples
 
 import ccbench
-from ccbench.analysis.rows.compare import _set_statistics, _statistics, compare, summary_by_config
-from ccbench.analysis.samples import engine
+from ccbench.analysis.rows.compare import compare
+from ccbench.analysis.rows.reduce import frame_statistics, set_statistics, summary_by_config
+from ccbench.analysis.samples import codes, engine
 from ccbench.analysis.samples.load import load_bundles
 
 
@@ -80,7 +81,7 @@ def test_machine_level_statistics(tmp_path):
     labels = {str(p.resolve()): "fleet" for p in paths}
     frame = ccbench.load(paths, labels=labels)
     assert frame["machine_id"].nunique() == 2 and frame["config"].nunique() == 1
-    stats = _statistics(frame)
+    stats = frame_statistics(frame)
     row = stats.iloc[0]
     means = [np.log(first).mean(), np.log(second).mean()]
     assert row["machines"] == 2 and row["n"] == 10
@@ -89,12 +90,12 @@ def test_machine_level_statistics(tmp_path):
     assert row["log_mean"] == pytest.approx(np.log(np.concatenate([first, second])).mean())
     # the engine's reading of the bundles gives the same
     samples = engine.sample_set(load_bundles(paths, samples=False), labels)
-    from_set = _set_statistics(samples, False)
+    from_set = set_statistics(samples, False)
     assert from_set[["machines", "m_log_mean", "m_log_var"]].iloc[0].tolist() == pytest.approx(
         [2, row["m_log_mean"], row["m_log_var"]]
     )
     # one machine: no variance over machines
-    alone = _statistics(ccbench.load(paths[:1])).iloc[0]
+    alone = frame_statistics(ccbench.load(paths[:1])).iloc[0]
     assert alone["machines"] == 1 and np.isnan(alone["m_log_var"])
 
 
@@ -190,7 +191,7 @@ def test_the_facts_and_executions_are_the_frames_first_rows(tmp_path):
     samples = engine.sample_set(load_bundles(paths, samples=False), frame=False)
     keys = ["bundle", "machine", "machine_id", "tee", "storage", "transport", "config", *CAUSE_KEYS]
     keyed = frame[keys].astype(object).where(frame[keys].notna(), None).apply(tuple, axis=1)
-    comparable = frame["better"].isin(engine.DIRECTED) & ~frame["warmup"].astype(bool)
+    comparable = frame["better"].isin(codes.DIRECTED) & ~frame["warmup"].astype(bool)
     quiet = comparable & ~frame["contended"].astype(bool)
     expected = [
         (*key, float(frame.index[(keyed == key) & comparable].min()), float(frame.index[(keyed == key) & quiet].min()))
@@ -214,9 +215,9 @@ def test_first_rows_and_sorted_unique_are_pandas_and_numpys(high):
     values = rng.integers(0, high, 3_000)
     flags = rng.integers(0, 2, 3_000).astype(bool)
     expected = np.flatnonzero(~pd.DataFrame({"v": values, "f": flags}).duplicated())
-    np.testing.assert_array_equal(engine.first_rows(values, flags), expected)
+    np.testing.assert_array_equal(codes.first_rows(values, flags), expected)
     firsts = np.sort(np.unique(values, return_index=True)[1])  # in row order
-    np.testing.assert_array_equal(engine.first_rows(values.astype(np.int32) if high < 2**31 else values), firsts)
-    for ours, numpys in zip(engine.sorted_unique(values), np.unique(values, return_index=True, return_inverse=True)):
+    np.testing.assert_array_equal(codes.first_rows(values.astype(np.int32) if high < 2**31 else values), firsts)
+    for ours, numpys in zip(codes.sorted_unique(values), np.unique(values, return_index=True, return_inverse=True)):
         np.testing.assert_array_equal(ours, numpys.reshape(-1))
-    assert engine.first_rows(values[:0]).tolist() == [] and len(engine.sorted_unique(values[:0])[0]) == 0
+    assert codes.first_rows(values[:0]).tolist() == [] and len(codes.sorted_unique(values[:0])[0]) == 0

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccbench.analysis.judgement import semantics
+from ccbench.analysis.statistics import pooling
 from ccbench.analysis.statistics.sequential import PairedCosts, p_value, pair_floor, settle
 from ccbench.analysis.statistics.stats import ratio_interval, resolution
 
@@ -94,7 +95,7 @@ def test_a_welch_rows_standard_error_is_widened_for_its_degrees_of_freedom():
     heterogeneity test reads is sqrt(2) times the row's own, about what its width over 2 x 1.96 gave."""
     rows = pd.DataFrame({"se": [0.01, 0.01, np.nan], "dof": [4.0, 1.5, 4.0]})
     low, high = np.exp([-0.0555, -0.3, -0.04]), np.exp([0.0555, 0.3, 0.04])
-    found = semantics.row_standard_errors(rows, low, high)
+    found = pooling.row_standard_errors(rows, low, high)
     assert found[0] == pytest.approx(0.01 * math.sqrt(2))
     assert found[1] == pytest.approx(0.3 / 1.96, rel=1e-3)  # too few degrees of freedom: its width
     assert found[2] == pytest.approx(0.04 / 1.96, rel=1e-3)  # none of its own: its width

@@ -431,7 +431,7 @@ def test_sign_test_p_is_scipys_binomial_test():
     """The sign test's p-value from the binomial distribution function is binomtest's, every split."""
     from scipy import stats
 
-    from ccbench.analysis.judgement.semantics import sign_test_p
+    from ccbench.analysis.statistics.pooling import sign_test_p
 
     for n in range(0, 80):
         for slower in range(n + 1):

@@ -18,7 +18,8 @@ import pandas as pd
 from ccbench.analysis.judgement.lint import bundle_machines, lint_comparison
 from ccbench.analysis.judgement.lint_cipher import STORAGE_CEILING, THROUGHPUT, TRANSPORT_CEILING
 from ccbench.analysis.rows.baselines import least_protected, resolve_baseline
-from ccbench.analysis.rows.compare import NOISY_CV, compare, reduced
+from ccbench.analysis.rows.compare import NOISY_CV, compare
+from ccbench.analysis.rows.reduce import reduced
 from ccbench.analysis.samples.engine import SampleSet, sample_set
 from ccbench.analysis.samples.load import load_bundles
 from ccbench.analysis.settling.fleet_settle import fleet_settled_cases

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ccbench.analysis.comparison import comparison
-from ccbench.analysis.rows.compare import summary_by_config
+from ccbench.analysis.rows.reduce import summary_by_config
 from ccbench.basics.helper import Helper
 from ccbench.report import chartstyle
 from ccbench.report.sections import ReportContext, Section, discover

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ccbench.analysis.judgement import impact
-from ccbench.analysis.judgement.verdict import layer_rank
+from ccbench.analysis.judgement.layer import layer_rank
 from ccbench.analysis.rows import pairing
 
 # the verdict's own conversions (ccbench.analysis.judgement.semantics, .verdict) are imported where they are

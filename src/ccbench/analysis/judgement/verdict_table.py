@@ -12,7 +12,7 @@ import pandas as pd
 from ccbench.analysis import format as fmt
 
 if TYPE_CHECKING:
-    from ccbench.analysis.judgement.verdict import LayerVerdict
+    from ccbench.analysis.judgement.layer import LayerVerdict
 
 
 def _typical_cell(item: LayerVerdict) -> str:

@@ -10,11 +10,12 @@ from scipy import special
 
 from ccbench.analysis.rows import pairing, plausibility
 from ccbench.analysis.rows.baselines import (
-    UNPROTECTED,
     baseline_for_group,
     configurations,
     resolve_baseline,
 )
+from ccbench.analysis.rows.layers import layer_labels
+from ccbench.analysis.rows.reduce import optional, reduced
 from ccbench.analysis.samples import engine
 from ccbench.analysis.statistics import replicas
 from ccbench.analysis.statistics.stats import (
@@ -27,8 +28,6 @@ from ccbench.analysis.statistics.stats import (
     resolution_variance,
     skew_flags,
 )
-
-GROUP = ["workload", "params", "case", "metric"]
 
 COMPARE_COLUMNS = [
     "workload",
@@ -95,10 +94,6 @@ def records(table: pd.DataFrame) -> list[dict[str, Any]]:
     return [dict(zip(columns, row)) for row in zip(*values)]  # every list as long as the table
 
 
-def measured(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[~frame["warmup"]]
-
-
 def verdict(ratio: float, better: str | None, significant: bool) -> str:
     if not significant:
         return "not significant"
@@ -113,86 +108,6 @@ def overhead_percent(ratio: float, better: str | None) -> float:
     if better == "higher":
         return (1 / ratio - 1) * 100 if ratio else float("inf")
     return (ratio - 1) * 100
-
-
-def layer_labels(frame: pd.DataFrame, pairs) -> dict[tuple[str, str], str]:
-    """{(baseline, config): the protection layer that differs}, e.g. "TEE: SEV-SNP", "storage encryption:
-    fscrypt", "in-memory storage: tmpfs", "TLS", "secure channel"; "combined: ..." when more than one
-    differs, or when a protection and the machine or run differ (not the TEE) and that machine also
-    measured the baseline's protections ("combined: TLS + other machine or run": two runs of one
-    plan; the row mixes the runs' difference, measured on its own row, into the layer's), and "none"
-    when only the machine or run does (an A/A comparison). A layer measured within a TEE machine,
-    where another machine's TEE differs, names it: "TLS on SEV-SNP". A protection measured only
-    across machines (seed 000's encrypted disk on one VM, none on its twin) stays that protection's,
-    with the caveat the verdict gives any cross-machine layer."""
-    from ccbench.analysis.samples.load import TEE_NAMES
-
-    facts = frame.drop_duplicates("config").set_index("config")[["machine", "tee", "storage", "transport"]]
-    facts = facts.astype(object).where(facts.notna(), None)
-
-    def protections(row) -> tuple:
-        return row["tee"], row["storage"] or "disk", row["transport"] or "plain"
-
-    own = {(m, *protections({"tee": t, "storage": s, "transport": x})) for m, t, s, x in facts.itertuples(index=False)}
-    tees = set(facts["tee"].fillna("none"))
-    labels = {}
-    for base, config in set(pairs):
-        a, b = facts.loc[base], facts.loc[config]
-        parts = []
-        if a["tee"] != b["tee"]:
-            parts.append(
-                f"TEE: {TEE_NAMES.get(b['tee'], b['tee'])}"
-                if b["tee"] not in ("none", None)
-                else f"TEE removed: {TEE_NAMES.get(a['tee'], a['tee'])}"
-            )
-        storage_a, storage_b = a["storage"] or "disk", b["storage"] or "disk"
-        if storage_a != storage_b and a["storage"] is not None and b["storage"] is not None:
-            parts.append(storage_layer(storage_b) if storage_b not in UNPROTECTED else f"storage removed: {storage_a}")
-        elif (
-            a["storage"] is None
-            and b["storage"] is not None
-            and storage_b not in UNPROTECTED
-            and a["machine"] != b["machine"]
-        ):
-            # another machine whose storage nothing states, against one that encrypts its disk: the row holds
-            # the disk's cost too, never the TEE's alone
-            parts.append(storage_layer(storage_b))
-        transport_a, transport_b = a["transport"] or "plain", b["transport"] or "plain"
-        if transport_a != transport_b and a["transport"] is not None and b["transport"] is not None:
-            parts.append(
-                transport_layer(transport_b) if transport_b not in UNPROTECTED else f"transport removed: {transport_a}"
-            )
-        if parts and a["tee"] == b["tee"] and a["machine"] != b["machine"] and (b["machine"], *protections(a)) in own:
-            # the row's machine or run differs too, and it measured the baseline's protections itself
-            # (another run of the same plan): the row mixes the run's difference into the layer's
-            parts.append(OTHER_MACHINE)
-        if not parts:
-            labels[(base, config)] = "none"
-        else:
-            labels[(base, config)] = (parts[0] if len(parts) == 1 else "combined: " + " + ".join(parts)) + (
-                # measured inside a TEE where another machine's TEE differs: which one it was measured in
-                f" on {TEE_NAMES.get(b['tee'], b['tee'])}"
-                if a["machine"] == b["machine"] and b["tee"] not in ("none", None) and len(tees) > 1
-                else ""
-            )
-    return labels
-
-
-LOOP_CONTROL = pairing.LOOP_CONTROL
-#: the part of a combined layer that is another machine or run with the same TEE
-OTHER_MACHINE = "other machine or run"
-
-
-def storage_layer(storage: str) -> str:
-    if storage.startswith("tmpfs"):
-        return f"in-memory storage: {storage}"
-    if storage.startswith(LOOP_CONTROL):  # its cost is the loop file's, not a cipher's
-        return f"loop file, no cipher: {storage}"
-    return f"storage encryption: {storage}"
-
-
-def transport_layer(transport: str) -> str:
-    return {"tls": "TLS", "securechannel": "secure channel"}.get(transport, f"transport: {transport}")
 
 
 def compare(
@@ -239,78 +154,6 @@ def compare(
     intervals = _ratio_intervals(base, rows, replicas.across_machines(facts, base, rows))
     judged = _judge(base, rows, intervals, noisy_cv, _confounded(facts, rows, machines))
     return pairing.twin_layers(_table(facts, base, rows, intervals, judged), facts, machines)
-
-
-def reduced(frame: pd.DataFrame | engine.SampleSet, exclude_contended: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the statistics per group and configuration, the facts of the configurations compared: a frame
-    with config, bundle, machine, tee, storage and transport, in order of first appearance)."""
-    if isinstance(frame, engine.SampleSet):
-        first = "first_quiet" if exclude_contended else "first"
-        facts = frame.facts[np.isfinite(frame.facts[first].to_numpy(dtype=float))].sort_values(first, kind="stable")
-        if facts.empty:
-            return pd.DataFrame(), facts
-        return _set_statistics(frame, exclude_contended), facts.reset_index(drop=True)
-    data = _comparable(frame, exclude_contended)
-    if data.empty:
-        return pd.DataFrame(), data
-    return _statistics(data), data
-
-
-def _comparable(frame: pd.DataFrame, exclude_contended: bool) -> pd.DataFrame:
-    """The measured samples of metrics with a direction, each with its ``contended`` flag (False
-    where the bundle has none), the contended ones left out with ``exclude_contended``."""
-    data = measured(frame)
-    # facts (better = None: memory size, thread count) describe a machine; they are not compared
-    data = data[data["better"].isin(["lower", "higher"])]
-    if "contended" not in data:
-        data = data.assign(contended=False)
-    if exclude_contended:
-        data = data[~data["contended"].astype(bool)]
-    return data
-
-
-def _statistics(data: pd.DataFrame) -> pd.DataFrame:
-    """Per group (in order of first appearance) and configuration: n, median, mean, standard
-    deviation, the mean and variance of the logs, whether any value was not positive (no log), the
-    contended samples, the group's labels, unit and direction, and the machine level (machines,
-    m_log_mean, m_log_var: ccbench.analysis.samples.engine.group_statistics), computed in DuckDB."""
-    rows, codes = engine.frame_rows(data, GROUP)
-    connection = engine.connect()
-    try:
-        connection.register("frame_rows", rows)
-        stats = engine.group_statistics(connection, "SELECT * FROM frame_rows")
-    finally:
-        connection.close()
-    return _labelled(stats, codes["groups"], codes["configs"], codes["strings"])
-
-
-def _set_statistics(samples: engine.SampleSet, exclude_contended: bool) -> pd.DataFrame:
-    """_statistics over a SampleSet's measured rows."""
-    connection = samples.connection()
-    try:
-        stats = engine.group_statistics(connection, engine.set_rows(samples, exclude_contended))
-    finally:
-        connection.close()
-    return _labelled(stats, dict(enumerate(samples.groups)), samples.configs, samples.strings)
-
-
-def _labelled(stats: pd.DataFrame, groups: dict, configs: list[str], strings: list) -> pd.DataFrame:
-    """The engine's statistics with the codes replaced by what they stand for; ``group`` numbered in
-    order of first appearance of the group."""
-    if stats.empty:
-        return stats
-    first = stats.groupby("grp")["first"].transform("min")
-    stats["group"] = first.rank(method="dense").astype(int) - 1
-    labels = pd.DataFrame([groups[g] for g in stats["grp"]], columns=GROUP, index=stats.index)
-    for column in GROUP:
-        stats[column] = labels[column]
-    stats["config"] = [configs[c] for c in stats["cfg"]]
-    stats["unit"] = [strings[c] for c in stats["unit"]]
-    stats["better"] = [strings[c] for c in stats["better"]]
-    stats["n"] = stats["n"].astype(int)
-    stats["contended"] = stats["contended"].astype(int)
-    stats["machines"] = stats["machines"].astype(int)
-    return stats.drop(columns=["grp", "cfg", "first"]).reset_index(drop=True)
 
 
 def _with_group_baselines(stats: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -521,8 +364,8 @@ def _table(
             "mde": np.where(judged["can_detect"], intervals["mde"], np.nan),
             "significant": significant.astype(bool),
             "verdict": [verdict(r, d, s) for r, d, s in zip(ratio, better, significant)],
-            "cv_baseline": _optional(judged["cv_a"]),
-            "cv": _optional(judged["cv_b"]),
+            "cv_baseline": optional(judged["cv_a"]),
+            "cv": optional(judged["cv_b"]),
             "n_baseline": base["n"].to_numpy(dtype=float).astype(int),
             "n": rows["n"].to_numpy(dtype=float).astype(int),
             "machines_baseline": base["machines"].to_numpy(dtype=float).astype(int),
@@ -547,45 +390,3 @@ def _table(
     values = zip(out["flags"], significant, out["baseline_median"], out["median"], ratio, strict=True)
     out["flags"] = [skew_flags(*row) for row in values]
     return out[COMPARE_COLUMNS].reset_index(drop=True)
-
-
-def _optional(values: np.ndarray) -> list[float | None]:
-    return [None if np.isnan(v) else float(v) for v in values]
-
-
-def summary_by_config(frame: pd.DataFrame | engine.SampleSet, exclude_contended: bool = False) -> pd.DataFrame:
-    """Median, quartiles, CV and n per group and configuration (for charts and the noisy list);
-    ``exclude_contended`` leaves the contended samples out."""
-    if isinstance(frame, engine.SampleSet):
-        return _set_summary(frame, exclude_contended)
-    data = measured(frame)
-    if exclude_contended:
-        data = data[~data["contended"].astype(bool)]
-    grouped = data.groupby(GROUP + ["config", "unit", "better"], sort=False, dropna=False)["value"]
-    table = grouped.agg(median="median", mean="mean", std="std", n="count")
-    table["q1"] = grouped.quantile(0.25)
-    table["q3"] = grouped.quantile(0.75)
-    table = table.reset_index()
-    table["cv"] = coefficients_of_variation(table["std"], table["mean"], table["n"])
-    return table
-
-
-def _set_summary(samples: engine.SampleSet, exclude_contended: bool) -> pd.DataFrame:
-    connection = samples.connection()
-    try:
-        rows = engine.set_rows(samples, exclude_contended, directed_only=False)
-        table = engine.summary_statistics(connection, rows)
-    finally:
-        connection.close()
-    labels = pd.DataFrame([samples.groups[g] for g in table["grp"]], columns=GROUP, index=table.index)
-    out = labels.assign(
-        config=[samples.configs[c] for c in table["cfg"]],
-        unit=[samples.strings[c] for c in table["unit"]],
-        better=[samples.strings[c] for c in table["better"]],
-    )
-    for column in ("median", "mean", "std"):
-        out[column] = table[column]
-    out["n"] = table["n"].astype(int)
-    out["q1"], out["q3"] = table["q1"], table["q3"]
-    out["cv"] = coefficients_of_variation(out["std"], out["mean"], out["n"])
-    return out.reset_index(drop=True)

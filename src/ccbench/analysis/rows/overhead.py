@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.rows.compare import measured
+from ccbench.analysis.rows.reduce import measured
 
 BOOTSTRAP = 200
 

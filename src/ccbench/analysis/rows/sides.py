@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ccbench.analysis.samples.engine import first_rows
+from ccbench.analysis.samples.codes import first_rows
 from ccbench.probe.facts import machine_facts, microarchitecture
 from ccbench.probe.lint import gib
 
@@ -118,7 +118,7 @@ def confounded_flags(
 
 def distinct_rows(frame: Any, keys: list[str]) -> Any:
     """The first row of each distinct combination of ``keys`` (few of them in millions of rows), in
-    row order: the engine's integer-key way (ccbench.analysis.samples.engine.first_rows)."""
+    row order: the engine's integer-key way (ccbench.analysis.samples.codes.first_rows)."""
     return frame.iloc[first_rows(*(frame[key].to_numpy() for key in keys))]
 
 

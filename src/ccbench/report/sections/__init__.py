@@ -82,7 +82,7 @@ class ReportContext:
     baseline: str | None
     #: the comparison table (ccbench.analysis.rows.compare output) over ``samples``
     comparison: pd.DataFrame | None = None
-    #: median, quartiles, CV and n per group and configuration (ccbench.analysis.rows.compare.summary_by_config)
+    #: median, quartiles, CV and n per group and configuration (ccbench.analysis.rows.reduce.summary_by_config)
     summary: pd.DataFrame | None = None
     #: one colour per configuration for every chart (ccbench.report.chartstyle.colour_map); pass it to the
     #: chart functions so that a configuration has the same colour everywhere
