@@ -12,6 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 Better = Literal["lower", "higher"]
 
 
+def copied(source: Any, *names: str) -> dict[str, Any]:
+    """{name: source.name}: the fields one record takes from another under the same names (an
+    execution's repetition and warmup into its job, record and samples; a job's into the workload's
+    context), written once as names rather than as a run of ``name=source.name`` keywords."""
+    return {name: getattr(source, name) for name in names}
+
+
 def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 

@@ -13,6 +13,16 @@ def missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def finite(value) -> float | None:
+    """``value`` as a float, or None where it is none, no number, or not finite (a cell to show or
+    to compute with: JSON's null for a store's NaN, a metric a row lacks)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def significant(value, digits: int = 3) -> str:
     """``value`` to ``digits`` significant figures in plain decimals, never an exponent: 0.00004,
     0.000123, 0.5, 42.7; from 10**digits up every digit, with thousands separators (57,199)."""

@@ -6,16 +6,12 @@ from pathlib import Path
 
 import click
 
-from ccbench.run.workdir import DEFAULT_WORKDIR
+from ccbench.commands.options import workdir_option
 
 
 @click.command()
-@click.option(
-    "--workdir",
-    type=click.Path(file_okay=False),
-    default=DEFAULT_WORKDIR,
-    show_default=True,
-    help="The work directory of the runs (ccbench run, machines run) to clean up after; it must exist.",
+@workdir_option(
+    "The work directory of the runs (ccbench run, machines run) to clean up after; it must exist.", file_okay=False
 )
 def command(workdir) -> None:
     """Unmount tmpfs, fscrypt, gocryptfs and LUKS variants, detach loop devices and remove key files that

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.commands.options import allow_unverified_option, exclude_contended_option, labels_option
-from ccbench.run.workdir import DEFAULT_WORKDIR
+from ccbench.commands.options import allow_unverified_option, exclude_contended_option, labels_option, workdir_option
 
 
 def _threshold(text: str | None) -> float | None:
@@ -98,13 +97,7 @@ def _budget(text: str) -> float:
     show_default=True,
     help="Where --confirm writes its bundles.",
 )
-@click.option(
-    "--workdir",
-    type=click.Path(),
-    default=DEFAULT_WORKDIR,
-    show_default=True,
-    help="The work directory of the --confirm run (as ccbench run's).",
-)
+@workdir_option("The work directory of the --confirm run (as ccbench run's).")
 @exclude_contended_option
 @labels_option
 @allow_unverified_option

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ccbench.run.workdir import DEFAULT_WORKDIR
+from ccbench.commands.options import workdir_option
 
 STUDY_HELP = "A study file (TOML; docs/machines.md): the plan, the image, the shared machine and the arms."
 
@@ -31,13 +31,10 @@ def command() -> None:
     help="Directory that receives the study run (<out>/machines-<study>-<time>/: study.json, the arms' "
     "console logs, each round's fleet run, compare.txt, report.html).",
 )
-@click.option(
-    "--workdir",
-    type=click.Path(file_okay=False),
-    default=DEFAULT_WORKDIR,
-    show_default=True,
-    help="The work directory that owns the study's guests and SSH connections: after a killed study, "
+@workdir_option(
+    "The work directory that owns the study's guests and SSH connections: after a killed study, "
     "'ccbench cleanup --workdir DIR' stops and removes what it left (and only that).",
+    file_okay=False,
 )
 @click.option(
     "--boot-timeout",

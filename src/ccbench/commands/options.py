@@ -1,10 +1,13 @@
-"""Click options shared by the commands that read bundles (compare, report, export, history): one definition each,
+"""Click options shared by the commands that read bundles (compare, report, export, history), and the
+work directory's of those that make things (run, cleanup, gate --confirm, machines run): one definition each,
 so that the same option reads the same in every command's --help. Not a command itself (no
 ``command`` here, so the command line does not list it)."""
 
 from __future__ import annotations
 
 import click
+
+from ccbench.run.workdir import DEFAULT_WORKDIR
 
 #: the --baseline option's help: what a baseline may be named by
 BASELINE_HELP = (
@@ -53,4 +56,12 @@ def jobs_option(work: str, example: str = ""):
         metavar="N",
         help=f"Processes to use for {work} (default: 2 on a machine with 2 or more CPUs; "
         f"1 = this process only{example}).",
+    )
+
+
+def workdir_option(help: str, file_okay: bool = True):
+    """--workdir: ccbench's work directory (default .ccbench/work), with ``help`` saying what it is to
+    the command; ``file_okay=False`` for a command that refuses a file there."""
+    return click.option(
+        "--workdir", type=click.Path(file_okay=file_okay), default=DEFAULT_WORKDIR, show_default=True, help=help
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from ccbench.basics.errors import CCBenchError
+from ccbench.commands.options import workdir_option
 from ccbench.run.workdir import DEFAULT_WORKDIR
 
 
@@ -64,13 +65,7 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     help="Run only these workloads (by name; a name defaults to the kind). Repeatable, or comma-separated.",
 )
 @click.option("--pin", metavar="CPUS", help="Pin each measured process to these CPUs, e.g. 1 or 0,2 or 0-3.")
-@click.option(
-    "--workdir",
-    type=click.Path(),
-    default=DEFAULT_WORKDIR,
-    show_default=True,
-    help="ccbench's own work directory (the 'disk' storage variant lives here; loop files and mounts too).",
-)
+@workdir_option("ccbench's own work directory (the 'disk' storage variant lives here; loop files and mounts too).")
 @click.option(
     "--storage-path",
     "storage_paths",

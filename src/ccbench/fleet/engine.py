@@ -39,6 +39,7 @@ from ccbench.fleet import wheelhouse as wheelhouse_module
 from ccbench.fleet.gather import gathering_settings, probe_summary
 from ccbench.fleet.hostprogress import Progress
 from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
+from ccbench.model import copied
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PLAYBOOK = PACKAGE_DIR / "playbook.yml"
@@ -295,10 +296,7 @@ class Controller:
             plan=plan_arg if plan_file is None else plan_file,
             plan_file=plan_file,
             inventory=inventory.path,
-            mode=options.mode,
-            forks=options.forks,
-            limit=options.limit,
-            accept_new_host_keys=options.accept_new_host_keys,
+            **copied(options, "mode", "forks", "limit", "accept_new_host_keys"),
             run_id=directory.name,
             rounds=rounds,
             hosts=hosts,

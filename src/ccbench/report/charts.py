@@ -11,9 +11,9 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from ccbench.report.chartstyle import MAX_WIDTH
+# the SVG charts are the drawing modules' own functions, named here as the sections call them
+from ccbench.report.forestplot import draw as forest
+from ccbench.report.plots import grouped_bars, heatmap, percentile_lines
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -75,38 +75,6 @@ def literal_text(fig: Figure) -> Figure:
     return fig
 
 
-def grouped_bars(
-    summary: pd.DataFrame,
-    title: str,
-    unit: str,
-    better: str | None,
-    colours: dict[str, str] | None = None,
-    log: bool | None = None,
-):
-    """Median bars per case and configuration with interquartile error bars, drawn as SVG without
-    matplotlib (ccbench.report.plots.grouped_bars)."""
-    from ccbench.report.plots import grouped_bars as draw
-
-    return draw(summary, title, unit, better, colours, log)
-
-
-def heatmap(matrix: pd.DataFrame, title: str, left_out: pd.DataFrame | None = None):
-    """The overhead heatmap, drawn as SVG without matplotlib (ccbench.report.plots.heatmap); ``left_out``
-    (the matrix's shape, True where the verdict left the cell's row out) draws those cells grey."""
-    from ccbench.report.plots import heatmap as draw
-
-    return draw(matrix, title, left_out)
-
-
-def percentile_lines(
-    summary: pd.DataFrame, title: str, unit: str, max_panels: int = 8, colours: dict[str, str] | None = None
-):
-    """Latency percentiles per case, drawn as SVG without matplotlib (ccbench.report.plots.percentile_lines)."""
-    from ccbench.report.plots import percentile_lines as draw
-
-    return draw(summary, title, unit, max_panels, colours)
-
-
 def svg_document(fig: Figure) -> str:
     """The figure as a standalone SVG file's text."""
     buffer = io.StringIO()
@@ -117,14 +85,6 @@ def svg_document(fig: Figure) -> str:
 def inline_svg(document: str) -> str:
     """An SVG document without its XML prolog and doctype, to place inside an HTML page."""
     return document[document.find("<svg") :]
-
-
-def forest(data, title: str, colours: dict[str, str] | None = None, width: float = MAX_WIDTH):
-    """A forest plot of ``data`` (a ccbench.report.forest.Forest), drawn as SVG without matplotlib
-    (ccbench.report.forestplot.draw says what it shows)."""
-    from ccbench.report.forestplot import draw
-
-    return draw(data, title, colours, width)
 
 
 #: charts drawn as SVG by ccbench.report.svg (no matplotlib): drawn where the page is written

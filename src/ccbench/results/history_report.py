@@ -35,14 +35,6 @@ def _asset(name: str) -> str:
     return resources.files("ccbench.results").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _plain(value: Any) -> Any:
     """A JSON value of a store cell (pandas' missing values become null)."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
@@ -84,7 +76,7 @@ def page_data(series: list[Series], reason: str | None, store: Path) -> dict[str
                 "better": _plain(s.better),  # a fact's (systeminfo's memory) is none: null, never NaN
                 "note": s.note,
                 "t": [row.timestamp() for row in points["started_at"]],
-                "y": [_number(v) for v in points["median"]],
+                "y": [fmt.finite(v) for v in points["median"]],
                 # as history show writes it (a time in a unit that needs no exponent: "12.3 µs")
                 "ytext": [fmt.quantity(v, s.unit) for v in points["median"]],
                 "n": [int(v) for v in points["n"]],
@@ -93,11 +85,11 @@ def page_data(series: list[Series], reason: str | None, store: Path) -> dict[str
                 "changes": [
                     {
                         "index": cp.index,
-                        "percent": _number(cp.change_percent),
-                        "interval": [_number(v) for v in cp.interval] if cp.interval else None,
-                        "p": _number(cp.p_value),
-                        "before": _number(cp.mean_before),
-                        "after": _number(cp.mean_after),
+                        "percent": fmt.finite(cp.change_percent),
+                        "interval": [fmt.finite(v) for v in cp.interval] if cp.interval else None,
+                        "p": fmt.finite(cp.p_value),
+                        "before": fmt.finite(cp.mean_before),
+                        "after": fmt.finite(cp.mean_after),
                         "changed": {k: [_plain(a), _plain(b)] for k, (a, b) in cp.changed.items()},
                         "text": describe(cp, s.unit, s.better),
                     }

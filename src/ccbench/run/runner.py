@@ -33,7 +33,16 @@ import ccbench.run.schedule as scheduling
 from ccbench.basics.errors import CCBenchError
 from ccbench.basics.stopping import block_stop_signals, catch_stop_signals, restore_signals
 from ccbench.bundle import BundleWriter, finish_samples, read_bundle
-from ccbench.model import ExecutionRecord, ExecutionStatus, Measurement, OutcomeStatus, Sample, WorkerJob, utc_now_iso
+from ccbench.model import (
+    ExecutionRecord,
+    ExecutionStatus,
+    Measurement,
+    OutcomeStatus,
+    Sample,
+    WorkerJob,
+    copied,
+    utc_now_iso,
+)
 from ccbench.planning.plan import Plan, WorkloadSpec
 from ccbench.run.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.run.settle import run_round, settle_rounds
@@ -546,9 +555,7 @@ class Runner:
             params=spec.params,
             workdir=str(ctx.workdir),
             raw_dir=str(raw_dir),
-            repetition=execution.repetition,
-            warmup=execution.warmup,
-            parts=execution.parts,
+            **copied(execution, "repetition", "warmup", "parts"),
             variant=ctx.variant,
             timeout=spec.timeout,
             environment=self.environment or {},
@@ -560,8 +567,7 @@ class Runner:
             key=execution.key,
             workload=spec.name,
             variant=execution.combo,
-            repetition=execution.repetition,
-            warmup=execution.warmup,
+            **copied(execution, "repetition", "warmup"),
             status=ExecutionStatus.OK,
             started_at=utc_now_iso(),
             elapsed_s=0.0,
@@ -618,12 +624,8 @@ class Runner:
             kind=job.spec.kind,
             params=job.workload.sample_params(m),
             variant=ctx.variant,
-            metric=m.metric,
-            unit=m.unit,
-            value=m.value,
-            better=m.better,
-            repetition=execution.repetition,
-            warmup=execution.warmup,
+            **copied(m, "metric", "unit", "value", "better"),
+            **copied(execution, "repetition", "warmup"),
             timestamp=utc_now_iso(),
             metadata={**m.metadata, **({"case": m.case} if m.case else {})},
             execution=execution.key,

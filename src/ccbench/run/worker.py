@@ -15,7 +15,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ccbench.model import ExecutionStatus, WorkerJob, WorkerResult
+from ccbench.model import ExecutionStatus, WorkerJob, WorkerResult, copied
 
 
 def run_job(job: WorkerJob) -> WorkerResult:
@@ -31,12 +31,7 @@ def run_job(job: WorkerJob) -> WorkerResult:
             workload_name=job.name,
             workdir=Path(job.workdir),
             raw_dir=Path(job.raw_dir),
-            repetition=job.repetition,
-            warmup=job.warmup,
-            variant=job.variant,
-            timeout=job.timeout,
-            environment=job.environment,
-            parts=job.parts,
+            **copied(job, "repetition", "warmup", "variant", "timeout", "environment", "parts"),
         )
         try:
             measurements = workload.run(ctx)

@@ -28,11 +28,12 @@ of a storage benchmark (the groups that report ``iops`` and ``clat_mean``, as fi
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
 import pandas as pd
+
+from ccbench.analysis.format import finite
 
 #: the mean number of I/Os in flight may exceed the job's depth by this share (rounding of the
 #: medians of separate executions) before it is impossible
@@ -102,14 +103,6 @@ def _direct(params: dict[str, Any]) -> bool:
     return str(params.get("direct", "")).lower() in ("1", "true")
 
 
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _figure(value: float) -> str:
     """3 significant digits below 100, whole numbers above: 1.2, 45.3, 8969; never an exponent"""
     from ccbench.analysis.format import significant
@@ -127,7 +120,7 @@ def _small(value: float) -> str:
 def side_reasons(metrics: dict[str, float], params: dict[str, Any]) -> list[str]:
     """Little's law and IOPS x block size on one side's medians ({metric: median})."""
     reasons = []
-    iops, clat, throughput = (_number(metrics.get(m)) for m in (IOPS, CLAT, THROUGHPUT))
+    iops, clat, throughput = (finite(metrics.get(m)) for m in (IOPS, CLAT, THROUGHPUT))
     depth = job_depth(params)
     if iops and clat and depth and iops > 0 and clat > 0:
         inflight = iops * clat / 1e6
@@ -216,13 +209,13 @@ def _above_ceiling(
     described: dict[str, tuple[str, str | None]],
 ) -> list[str]:
     """The throughput of ``config`` more than CEILING_MARGIN above tmpfs's on the same machine."""
-    mine = _number(medians.get((key, config), {}).get(THROUGHPUT))
+    mine = finite(medians.get((key, config), {}).get(THROUGHPUT))
     if mine is None or machine is None:
         return []
     for other, (other_machine, storage) in described.items():
         if storage != CEILING or other_machine != machine:
             continue
-        ceiling = _number(medians.get((key, other), {}).get(THROUGHPUT))
+        ceiling = finite(medians.get((key, other), {}).get(THROUGHPUT))
         factor = _better(mine, ceiling, "higher") if ceiling else None
         if factor and factor > 1 + CEILING_MARGIN:
             return [f"{factor:.1f}x faster than tmpfs on this machine"]

@@ -31,6 +31,7 @@ the bundle, the checks, bytes received, seconds, the way it travelled.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -40,7 +41,11 @@ import tempfile
 import time
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
+
+# the connection's ssh command line: ccbench_ssh.py, beside this file and loaded by its path
+_spec = importlib.util.spec_from_file_location("ccbench_ssh", os.path.join(os.path.dirname(__file__), "ccbench_ssh.py"))
+_ssh = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_ssh)
 
 #: what ``pack`` creates: nothing else is ever removed by this action
 _REMOVABLE = ("bundle.tar", "ccbench-fetch-")
@@ -48,16 +53,13 @@ _REMOVABLE = ("bundle.tar", "ccbench-fetch-")
 _PIPE_BYTES = 1 << 20
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = True
+class ActionModule(_ssh.CcbenchAction):
+    NAME = "ccbench_fetch"
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        source, target, dest = args.get("src"), args.get("target"), args.get("dest")
-        if not source or not target or not dest:
-            raise AnsibleActionFail("ccbench_fetch needs src, target and dest")
+        source, target, dest = self._required("src", "target", "dest")
         if self._connection.become:
             raise AnsibleActionFail("ccbench_fetch runs as the login user: give its task 'become: false'")
         receiver = [
@@ -86,22 +88,6 @@ class ActionModule(ActionBase):
         os.replace(dest + ".partial", dest)
         result.update(changed=True, stdout=json.dumps(document))
         return result
-
-    def _ssh_command(self, remote: str) -> list[bytes] | None:
-        """The ssh command line the connection plugin would run for ``remote`` (the inventory's
-        settings, the play's control path), or None where streaming is not available: a connection
-        other than ssh, or a password (it is typed by sshpass or askpass in the plugin's own run)."""
-        connection = self._connection
-        # every Ansible connection names its kind in .transport (an abstract property of ConnectionBase)
-        if connection.transport != "ssh" or not hasattr(connection, "_build_command"):
-            return None
-        try:
-            if connection.get_option("password") or self._play_context.password:
-                return None
-        except KeyError:
-            pass
-        connection.host = connection.get_option("host") or self._play_context.remote_addr
-        return connection._build_command(connection.get_option("ssh_executable"), "ssh", connection.host, remote)
 
     def _stream(self, ssh: list[bytes], receiver: list[str]) -> dict:
         """ssh's standard output piped into the receiver; its result, or the failure of either."""

@@ -17,6 +17,7 @@ The result's ``stdout`` is one JSON line: streamed, bytes, seconds.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import posixpath
@@ -26,19 +27,19 @@ import tempfile
 import time
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
+
+# ssh_command, from ccbench_ssh.py beside this file (loaded by its path: see there)
+_spec = importlib.util.spec_from_file_location("ccbench_ssh", os.path.join(os.path.dirname(__file__), "ccbench_ssh.py"))
+_ssh = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_ssh)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = True
+class ActionModule(_ssh.CcbenchAction):
+    NAME = "ccbench_push"
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self._task.args
-        source, dest, then = args.get("src"), args.get("dest"), args.get("then")
-        if not source or not dest or not then:
-            raise AnsibleActionFail("ccbench_push needs src, dest and then")
+        source, dest, then = self._required("src", "dest", "then")
         dest = dest.rstrip("/")
         parent = posixpath.dirname(dest)
         remote = (
@@ -67,20 +68,3 @@ class ActionModule(ActionBase):
         document = {"streamed": True, "bytes": os.path.getsize(source), "seconds": round(time.monotonic() - started, 3)}
         result.update(changed=True, stdout=json.dumps(document))
         return result
-
-    def _ssh_command(self, remote: str) -> list[bytes] | None:
-        """The ssh command line the connection plugin would run for ``remote``, or None (a
-        connection other than ssh, or a password). The same as ccbench_fetch's: Ansible loads each
-        action plugin from its own file, and neither may import ccbench (the interpreter running
-        ansible-playbook need not have it)."""
-        connection = self._connection
-        # every Ansible connection names its kind in .transport (an abstract property of ConnectionBase)
-        if connection.transport != "ssh" or not hasattr(connection, "_build_command"):
-            return None
-        try:
-            if connection.get_option("password") or self._play_context.password:
-                return None
-        except KeyError:
-            pass
-        connection.host = connection.get_option("host") or self._play_context.remote_addr
-        return connection._build_command(connection.get_option("ssh_executable"), "ssh", connection.host, remote)

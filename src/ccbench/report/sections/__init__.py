@@ -13,6 +13,7 @@ so that the report can draw them in parallel.
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,6 +70,15 @@ def measured_of_kind(samples: pd.DataFrame, kind: str) -> pd.DataFrame | None:
     if not of_kind.any():
         return None
     return samples[of_kind & ~samples["warmup"]]
+
+
+def kind_data(samples: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, pd.Series] | None:
+    """A copy of the measured samples of one kind (to add columns to) and their params, each a dict;
+    None where there is none (the kind's section is then left out)."""
+    data = measured_of_kind(samples, kind)
+    if data is None or data.empty:
+        return None
+    return data.copy(), data["params"].map(json.loads)
 
 
 @dataclass

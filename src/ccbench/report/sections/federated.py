@@ -6,11 +6,9 @@ section: each federated workload's wall_clock samples form one group there."""
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
-from ccbench.report.sections import ReportContext, Section, Table, measured_of_kind
+from ccbench.report.sections import ReportContext, Section, Table, kind_data
 
 ORDER = 52
 TRANSPORTS = ["plain", "tls", "securechannel"]
@@ -35,14 +33,10 @@ def _source(params: dict) -> str:
 
 
 def build(ctx: ReportContext) -> Section | None:
-    samples = ctx.samples
-    data = measured_of_kind(samples, "federated")
-    if data is None:
+    found = kind_data(ctx.samples, "federated")
+    if found is None:
         return None
-    data = data.copy()
-    if data.empty:
-        return None
-    params = data["params"].map(json.loads)
+    data, params = found
     data["model"] = params.map(lambda p: MODEL_LABELS.get(p.get("model"), p.get("model")))
     data["dataset"] = params.map(lambda p: DATASET_LABELS.get(p.get("dataset"), p.get("dataset")))
     data["source"] = params.map(_source)

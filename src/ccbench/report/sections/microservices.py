@@ -4,7 +4,6 @@ generator was the bottleneck."""
 
 from __future__ import annotations
 
-import json
 from functools import partial
 
 import numpy as np
@@ -13,7 +12,7 @@ import pandas as pd
 from ccbench.analysis.statistics.stats import ratio_interval
 from ccbench.report.charts import new_figure
 from ccbench.report.chartstyle import PALETTE
-from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
+from ccbench.report.sections import Figure, ReportContext, Section, Table, kind_data
 
 ORDER = 55
 DRAWS = True
@@ -28,14 +27,10 @@ def _load_label(row: pd.Series) -> str:
 
 
 def _frame(ctx: ReportContext) -> pd.DataFrame | None:
-    samples = ctx.samples
-    data = measured_of_kind(samples, "microservices")
-    if data is None:
+    found = kind_data(ctx.samples, "microservices")
+    if found is None:
         return None
-    data = data.copy()
-    if data.empty:
-        return None
-    params = data["params"].map(json.loads)
+    data, params = found
     data["mode"] = params.map(lambda p: p.get("mode"))
     data["rate"] = params.map(lambda p: p.get("rate"))
     data["connections"] = params.map(lambda p: p.get("connections"))

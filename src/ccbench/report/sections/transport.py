@@ -3,23 +3,18 @@ throughput against the AEAD ceiling, the share of an embedding's time, and the c
 
 from __future__ import annotations
 
-import json
 from functools import partial
 
 import pandas as pd
 
 from ccbench.report import charts
-from ccbench.report.sections import Figure, ReportContext, Section, Table, measured_of_kind
+from ccbench.report.sections import Figure, ReportContext, Section, Table, kind_data
 
 ORDER = 50
 DRAWS = True
 #: charted here, left out of the per-workload charts (sections/workloads): the per-cell metrics
 CHARTED_HERE = {"transport": "cell"}
 TRANSPORTS = ["plain", "tls", "securechannel"]
-
-
-def _param(frame: pd.DataFrame, key: str) -> pd.Series:
-    return frame["params"].map(lambda p: json.loads(p).get(key))
 
 
 def _int_payload(frame: pd.DataFrame) -> pd.DataFrame:
@@ -171,14 +166,12 @@ def build(ctx: ReportContext) -> Section | None:
 def _transport_samples(samples: pd.DataFrame) -> pd.DataFrame | None:
     """The measured transport samples with their pipe and payload as columns (a missing transport is
     plaintext), or None when there are none."""
-    data = measured_of_kind(samples, "transport")
-    if data is None:
+    found = kind_data(samples, "transport")
+    if found is None:
         return None
-    data = data.copy()
-    if data.empty:
-        return None
-    data["pipe"] = _param(data, "pipe")
-    data["payload"] = _param(data, "payload")
+    data, params = found
+    data["pipe"] = params.map(lambda p: p.get("pipe"))
+    data["payload"] = params.map(lambda p: p.get("payload"))
     data["transport"] = data["transport"].fillna("plain")
     return data
 
