@@ -12,16 +12,31 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ccbench.basics.pki import RunCA
 from ccbench.workloads.base import WorkloadFailed, tail
 from ccbench.workloads.microservices.nginx import make_temp_dirs, nginx_argv, nginx_config
 from ccbench.workloads.microservices.params import MicroservicesParams
-from ccbench.workloads.microservices.state import Server
+from ccbench.workloads.microservices.state import ChainState, Server
 
-if TYPE_CHECKING:
-    from ccbench.workloads.microservices.chain import Chain
+
+class Chain(Protocol):
+    """What a tier's start reads and calls of the chain it belongs to
+    (ccbench.workloads.microservices.chain.Chain, which imports this module: the tiers name only this)."""
+
+    dir: Path
+    params: MicroservicesParams
+    transport: str
+    state: ChainState
+    hosts: dict[str, Any]
+    address: dict[str, str]
+    front_address: str
+
+    def log_tail(self, server: Server) -> str: ...
+
+    def start(self, server: Server, ready_timeout: float = 30.0, address: str = "127.0.0.1", **popen: Any) -> None: ...
+
 
 REPO = Path(__file__).resolve().parents[4]
 SERVICE_DIR = REPO / "services" / "socialnet"
