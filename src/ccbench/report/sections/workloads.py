@@ -35,12 +35,8 @@ def charted_elsewhere() -> dict[str, str]:
     return own
 
 
-def build(ctx: ReportContext) -> Section | None:
-    summary = ctx.summary
-    if summary is None or summary.empty:
-        return None
-    kinds = ctx.samples.drop_duplicates("workload").set_index("workload")["kind"].to_dict()
-    own = charted_elsewhere()
+def _percentile_figures(ctx: ReportContext, summary: pd.DataFrame, kinds: dict, own: dict) -> list[Figure]:
+    """The latency percentile charts: one per kind and family of percentile metrics."""
     # latency percentiles: metrics whose names carry the percentile (clat_p50, clat_p99, p95_latency ...)
     # are drawn together, p50, p95 and p99 in one chart, not one chart each
     percentile_rows = summary[
@@ -84,7 +80,11 @@ def build(ctx: ReportContext) -> Section | None:
                     takeaway=from_comparison(ctx.comparison, workloads, metrics, ctx.baseline),
                 )
             )
-    ctx.draw_soon(percentile_figures)
+    return percentile_figures
+
+
+def _measured_medians(summary: pd.DataFrame, kinds: dict, own: dict) -> list[pd.DataFrame]:
+    """The summary's rows per workload and measured metric this section shows (not charted elsewhere, no facts)."""
     medians = []
     for (workload, metric), rows in summary.groupby(["workload", "metric"], sort=False):
         prefix = own.get(kinds.get(workload))
@@ -93,6 +93,12 @@ def build(ctx: ReportContext) -> Section | None:
         if rows["better"].isna().all():
             continue  # facts, not measurements
         medians.append(rows)
+    return medians
+
+
+def _pooled_figures(ctx: ReportContext) -> list[Figure]:
+    """Every case of a workload the first chart pooled (pyperformance's benchmarks), each with its
+    interval; the other workloads' cases are rows of the first chart already."""
     # every case of a workload the first chart pooled (pyperformance's benchmarks), each with its
     # interval; the other workloads' cases are rows of the first chart already
     figures = []
@@ -114,7 +120,19 @@ def build(ctx: ReportContext) -> Section | None:
             ctx.comparison, workload, list(dict.fromkeys(data.rows["metric"])), ctx.baseline
         )
         figures.append(figure)
-    figures += percentile_figures
+    return figures
+
+
+def build(ctx: ReportContext) -> Section | None:
+    summary = ctx.summary
+    if summary is None or summary.empty:
+        return None
+    kinds = ctx.samples.drop_duplicates("workload").set_index("workload")["kind"].to_dict()
+    own = charted_elsewhere()
+    percentile_figures = _percentile_figures(ctx, summary, kinds, own)
+    ctx.draw_soon(percentile_figures)
+    medians = _measured_medians(summary, kinds, own)
+    figures = _pooled_figures(ctx) + percentile_figures
     if not figures and not medians:
         return None
     tables = []
