@@ -71,8 +71,8 @@ class PrecisionSettings(BaseModel):
     #: plan may write "2%"); None: no such target. With both set, detect decides when to stop
     detect: float | None = None
     #: settle each case (a variant against the first): after ``repetitions``, rounds of the baseline
-    #: and the unsettled variants until each variant's anytime-valid interval calls a cost or gain, or
-    #: puts every cost above this below it ("5%"); None: off. With precision or detect too, settle decides
+    #: and the unsettled variants until each variant's interval (the repeated one built for the round
+    #: limit) calls a cost or gain, or puts every cost above this below it ("5%"); None: off. With precision or detect too, settle decides
     settle: float | None = None
     #: the most repetitions per variant when precision is set (default: ccbench.analysis.precision's, 30)
     max_repetitions: int | None = Field(None, ge=1)

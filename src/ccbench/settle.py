@@ -97,13 +97,21 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         outcome.settled = record
         runner.reporter.message(f"{spec.name}: settle: {record['reason']}")
         return
+    from ccbench.analysis.labels import REPEATED
     from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
+    from ccbench.analysis.repeated import FIRST_LOOK
     from ccbench.analysis.sequential import FUTILE, can_settle, case_of, judged, loop_twins, paired_against, settle_all
     from ccbench.workloads import declaration
 
     declared = judged(declaration(type(job.workload)))
     selectable = getattr(job.workload, "selectable", ())
     limit = spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions)
+    # the intervals are built for this round limit (ccbench.analysis.repeated), and the record says so:
+    # whatever reads the bundle reads its cases on the same interval (sequential.record_limit)
+    # (a limit below its first look leaves the anytime-valid one, which the record then names by saying nothing)
+    built_for = limit if limit >= FIRST_LOOK else None
+    if built_for:
+        record.update({"interval": REPEATED, "limit": built_for})
 
     against: dict[str, str] = {}
 
@@ -112,14 +120,14 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         # a cipher on a loop file is paired with the same loop file without it, as compare sets it
         against.update(loop_twins(mine, keys))
         costs = paired_against(mine, keys[0], keys, against, declared)
-        return settle_all(costs, spec.settle), costs, case_of(mine)
+        return settle_all(costs, spec.settle, built_for), costs, case_of(mine)
 
     def reason(key: str, label: str) -> str | None:
         """Why a case takes no more rounds (None: it is open)."""
         if cases[key][label].settled:
             return SETTLED
         more = limit - repetition  # at the limit, the limit is what stops it
-        return None if more <= 0 or can_settle(costs[key][label], spec.settle, more) else FUTILE
+        return None if more <= 0 or can_settle(costs[key][label], spec.settle, more, built_for) else FUTILE
 
     # before the first settle round, a round's length is estimated from the rounds run so far
     round_s = (time.monotonic() - started) / max(spec.repetitions + spec.warmup, 1)

@@ -107,7 +107,7 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     metavar="PERCENT",
     help="After the repetitions, keep running rounds of each workload's baseline (its first variant; for a "
     "cipher on a loop file, the same loop file without it, ext4-loop, where the plan runs it) and the "
-    "variants not yet settled, until each case's anytime-valid 95% interval against it calls a "
+    "variants not yet settled, until each case's 95% interval against it (built for the round limit) calls a "
     'cost or a gain, or puts every cost of this size, e.g. 5%, or more out ("no cost above 5%"); a case that '
     "cannot settle by the round limit stops too; settled variants leave the rounds. Limits: max_repetitions "
     "(default 30), max_time, --budget. Decides over --precision and --detect (docs/analysis.md).",
