@@ -387,3 +387,52 @@ def test_a_cipher_on_a_loop_file_is_settled_against_its_twin_which_runs_with_it(
     lines = settle_lines("c", settled)
     assert "c [storage=tmpfs] against storage=ext4-loop: settled" in lines, lines
     assert "c [storage=ext4-loop] against storage=disk: settled" in lines, lines
+
+
+def test_settling_by_layer_stops_on_the_headline_and_says_each_layer_as_it_settles(run_settle):
+    """By layer: tmpfs (10x slower) settles its headline at the minimum rounds and the run says so at
+    once, with the round and the time; ext4-loop (no cost, 1.3% noise) is settled when its mean is
+    known to be under the target; the record names the layer's answer, its costliest case and which
+    cases are claims (e-BH) and which are "so far"."""
+    executor = easy_and_hard()
+    result, messages = run_settle(executor, settle="2%", max_repetitions=12, settle_by="layer")
+    settled = result.outcomes["c"].settled
+    assert settled["by"] == "layer" and (settled["interval"], settled["limit"]) == ("repeated", 12)
+    easy = settled["variants"]["storage=tmpfs"]
+    assert easy["stopped_by"] == "settled" and easy["layer"]["state"] == "cost"
+    assert easy["layer"]["costliest"] == "wall_time" and easy["layer"]["title"] == "in-memory storage: tmpfs (own path)"
+    assert easy["cases"]["wall_time"]["claim"] == "called"
+    running = [line for line in messages.lines if line.startswith("settled after round ")]
+    assert (
+        running[0].startswith("settled after round 3, ") and ": c: in-memory storage: tmpfs (own path): " in running[0]
+    )
+    assert "x slower [" in running[0]
+    hard = settled["variants"]["storage=ext4-loop"]
+    # whatever ended it, its words agree with its state: never a settled line for an open layer
+    said = [line for line in messages.lines if "ext4-loop" in line and line.startswith(("settled after", "open after"))]
+    assert len(said) == 1 and said[0].startswith("settled after" if hard["layer"]["state"] else "open after")
+    lines = settle_lines("c", settled)
+    assert "  in-memory storage: tmpfs (own path): cost: " in "\n".join(lines)
+    assert any(line.startswith("    wall_time: called a cost: ") for line in lines)
+
+
+def test_a_layer_cut_by_the_budget_is_said_open_never_settled(run_settle):
+    import time
+
+    rng = np.random.default_rng(2)
+
+    def answer(job):
+        time.sleep(0.002)
+        return measured(rng.lognormal(0, 0.01))
+
+    result, messages = run_settle(
+        ScriptedExecutor(answer), plan_extra={"budget": 0.001}, settle="1%", max_repetitions=30, settle_by="layer"
+    )
+    variants = result.outcomes["c"].settled["variants"]
+    opened = [line for line in messages.lines if line.startswith("open after round 3, ")]
+    for variant in variants.values():
+        if variant["layer"]["state"] is None:
+            assert variant["stopped_by"] == "budget"
+            assert all(case["claim"] == "so far" for case in variant["cases"].values())
+    assert len(opened) == sum(v["layer"]["state"] is None for v in variants.values()) > 0
+    assert all(": open, so far " in line for line in opened)

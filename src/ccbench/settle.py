@@ -113,25 +113,62 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
     if built_for:
         record.update({"interval": REPEATED, "limit": built_for})
 
+    from ccbench.analysis.layer_settle import can_settle_layer, layer_title, settle_layer
+    from ccbench.model import ExecutionKey
+
+    # by layer: a variant stops when its headline (the mean of its cases) is settled (analysis.layer_settle)
+    by_layer = spec.settle_by == "layer"
+    if by_layer:
+        record["by"] = "layer"
     against: dict[str, str] = {}
+    variants: dict[str, dict] = {}
+    layers: dict[str, Any] = {}
 
     def look() -> tuple[dict, dict, dict]:
         mine = [s for s in (*runner._earlier, *runner.samples) if s.workload == spec.name]
+        for sample in mine:
+            if sample.execution:
+                variants.setdefault(ExecutionKey.parse(sample.execution).variant, dict(sample.variant or {}))
         # a cipher on a loop file is paired with the same loop file without it, as compare sets it
         against.update(loop_twins(mine, keys))
         costs = paired_against(mine, keys[0], keys, against, declared)
+        if by_layer:
+            layers.update({k: settle_layer(costs[k], spec.settle, built_for) for k in keys[1:]})
         return settle_all(costs, spec.settle, built_for), costs, case_of(mine)
 
     def reason(key: str, label: str) -> str | None:
-        """Why a case takes no more rounds (None: it is open)."""
+        """Why a case takes no more rounds (None: it is open); by layer, why its layer takes none."""
+        more = limit - repetition  # at the limit, the limit is what stops it
+        if by_layer:
+            if layers[key].settled:
+                return SETTLED
+            return None if more <= 0 or can_settle_layer(costs[key], spec.settle, more, built_for) else FUTILE
         if cases[key][label].settled:
             return SETTLED
-        more = limit - repetition  # at the limit, the limit is what stops it
         return None if more <= 0 or can_settle(costs[key][label], spec.settle, more, built_for) else FUTILE
+
+    def title(key: str) -> str:
+        pair = against.get(key, keys[0])
+        return layer_title(variants.get(key, {}), variants.get(pair, {}), key, pair)
+
+    said: set[str] = set()
+
+    def announce(word: str = "settled") -> None:
+        """The running answer: one line for each layer settled since the last look (``word`` "open":
+        each layer still open, so far, where the run is cut)."""
+        elapsed = _elapsed(time.monotonic() - runner.started)
+        for key in keys[1:]:
+            layer = layers.get(key)
+            if layer is None or key in said or (word == "settled") != layer.settled:
+                continue
+            said.add(key)
+            where = f"{word} after round {repetition}, {elapsed}"
+            runner.reporter.message(f"{where}: {spec.name}: {title(key)}: {layer.describe()}")
 
     # before the first settle round, a round's length is estimated from the rounds run so far
     round_s = (time.monotonic() - started) / max(spec.repetitions + spec.warmup, 1)
     (cases, costs, named), repetition, stopped_by, ran = look(), spec.repetitions, None, []
+    announce()
     while True:
         failed = set(outcome.repeating_failures)
         # a variant with no case yet (nothing paired) stays in the rounds whole
@@ -152,7 +189,11 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         # each open variant runs with what it is paired with: the baseline, or a cipher on a loop
         # file its twin (whatever the twin's own cases say); the baseline only where a pair needs it
         running = {*open_cases, *(against.get(k, keys[0]) for k in open_cases)}
-        run_round(runner, job, [c for k, c in zip(keys, combos) if k in running], repetition, parts)
+        try:
+            run_round(runner, job, [c for k, c in zip(keys, combos) if k in running], repetition, parts)
+        except BaseException:
+            announce("open")  # cut (Ctrl-C): every settled line stays true, every open one says so
+            raise
         ran.append(
             {
                 "round": repetition,
@@ -163,6 +204,8 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         )
         round_s, repetition = time.monotonic() - round_started, repetition + 1
         cases, costs, named = look()
+        announce()
+    announce("open")
     for key in keys[1:]:
         why = {c: ("failed" if key in outcome.repeating_failures else reason(key, c) or stopped_by) for c in cases[key]}
         record["variants"][key] = {
@@ -170,10 +213,23 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
             **({"against": against[key]} if key in against else {}),
             "cases": {c: {**v.as_dict(), "stopped_by": why[c]} for c, v in cases[key].items()},
         }
+        if by_layer:
+            record["variants"][key]["layer"] = {**layers[key].as_dict(), "title": title(key)}
+            for label, case in record["variants"][key]["cases"].items():
+                case["claim"] = "called" if label in layers[key].called else "so far"
+            continue
         for label, case in cases[key].items():
             runner.reporter.message(f"{spec.name} [{key}] {label}: {why[label]}: {case.describe()}")
     record["rounds"], record["settle_rounds"] = repetition, ran
     outcome.settled = record
+
+
+def _elapsed(seconds: float) -> str:
+    """A run's time so far in words: "35 s", "4 min", "1 h 12 min"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def _variant_reason(why: dict[str, str | None], stopped_by: str | None) -> str | None:

@@ -70,9 +70,13 @@ class PairedCosts(list):
     on the log scale that rounding the raw values adds to one paired value (pair_floor). Whatever settles
     them takes their spread as at least that, so ties never give an interval of zero width."""
 
-    def __init__(self, values: Iterable[float] = (), floor: float = MIN_SPREAD) -> None:
+    def __init__(
+        self, values: Iterable[float] = (), floor: float = MIN_SPREAD, rounds: Sequence[int] | None = None
+    ) -> None:
         super().__init__(values)
         self.floor = floor
+        #: the repetition of each value, where known (a layer's headline pairs its cases by round)
+        self.rounds = list(rounds) if rounds is not None else None
 
 
 def pair_floor(baseline: Sequence[float], variant: Sequence[float]) -> float:
@@ -405,6 +409,7 @@ def paired_series(
             per_key[key] = PairedCosts(
                 [sign * math.log(mine_values[r] / base[r]) for r in rounds],
                 pair_floor([base[r] for r in rounds], [mine_values[r] for r in rounds]),
+                rounds,
             )
         out.append((series, labels[series], per_key))
     return out
