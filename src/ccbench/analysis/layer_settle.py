@@ -189,3 +189,27 @@ def layer_title(variant: Mapping[str, Any], against: Mapping[str, Any], key: str
     axes = [dict(part.split("=", 1) for part in k.split(",") if "=" in part) for k in (key, pair)]
     others = {a for a in set(axes[0]) | set(axes[1]) if axes[0].get(a) != axes[1].get(a)} - {"storage", "transport"}
     return parts[0] if len(parts) == 1 and not others else key
+
+
+def with_layers(bundle: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """sequential.bundle_settlements' records (``found``) with, for a workload its run settled by
+    layer, each variant's layer recomputed from the bundle's samples with the run's rule (its
+    ``layer``, and each case's ``claim``: "called" or "so far"), as the run wrote them."""
+    from ccbench.analysis.sequential import paired_against, record_limit, settled_workloads
+
+    layered = {name for name, record in found.items() if record.get("by") == "layer"}
+    if not layered:
+        return found
+    _, declared, samples = settled_workloads(bundle)
+    for name in layered:
+        record = found[name]
+        against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
+        keys = [record["baseline"], *record["variants"]]
+        costs = paired_against(samples[name], record["baseline"], keys, against, declared.get(name, ()))
+        for key, variant in record["variants"].items():
+            layer = settle_layer(costs.get(key, {}), record["target"], record_limit(record))
+            title = ((variant.get("layer") or {}).get("title")) or key
+            variant["layer"] = {**layer.as_dict(), "title": title}
+            for label, case in variant["cases"].items():
+                case["claim"] = "called" if label in layer.called else "so far"
+    return found

@@ -499,6 +499,7 @@ def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
             "variants": {
                 key: {
                     "stopped_by": variant.get("stopped_by"),
+                    **({"layer": {"title": variant["layer"].get("title")}} if variant.get("layer") else {}),
                     **({"against": variant["against"]} if variant.get("against") else {}),
                     "cases": {c: {**v.as_dict(), **_case_reason(variant, c)} for c, v in cases[key].items()},
                 }

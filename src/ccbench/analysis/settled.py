@@ -74,15 +74,42 @@ def settled_cases(
                     for key, values in per_key.items():
                         if key not in config_of or shared[config_of[key]] > 1:
                             continue
-                        out[(name, series[0], canonical_params(series[1]), config_of[base], config_of[key])] = {
+                        found = (name, series[0], canonical_params(series[1]), config_of[base], config_of[key])
+                        out[found] = {
                             "settlement": settle(values, record["target"], limit=limit),
                             "p_value": case_p_value(values, limit),
                             "stopped_by": _stopped_by(record["variants"].get(key) or {}, label),
                             "bundle": str(bundle.path),
                             "variant": key,
                             "label": label,
+                            "values": values,
                         }
+            if record.get("by") == "layer":
+                mine_cases = [case for k, case in out.items() if k[0] == name and case["bundle"] == str(bundle.path)]
+                _claims_by_layer(mine_cases, record["target"], limit)
+    for case in out.values():
+        case.pop("values", None)
     return out
+
+
+#: what a case of a run settled by layer is, where e-BH did not call it: its interval as it stood
+SO_FAR = "so far (its layer settled by its headline)"
+
+
+def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | None) -> None:
+    """A run settled by layer claims only the cases e-BH calls within each layer (its variant:
+    ccbench.analysis.layer_settle): every other case keeps its interval but no answer ("so far")."""
+    from dataclasses import replace
+
+    from ccbench.analysis.layer_settle import settle_layer
+
+    for key in {case["variant"] for case in cases}:
+        mine = [case for case in cases if case["variant"] == key]
+        layer = settle_layer({case["label"]: case["values"] for case in mine}, target, limit)
+        for case in mine:
+            if case["label"] not in layer.called:
+                case["settlement"] = replace(case["settlement"], state=None)
+                case["stopped_by"] = SO_FAR
 
 
 def _stopped_by(variant: Mapping[str, Any], label: str) -> str | None:

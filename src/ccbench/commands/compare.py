@@ -325,11 +325,12 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
     for a fleet that settled its cases across labels (``fleet run --mode rounds --settle``), each
     of those (ccbench.analysis.fleet_settle). ``implausible``: (bundle, workload, variant key, case)
     of the settled cases whose rows are left out of the verdict: said beside their answer."""
+    from ccbench.analysis.layer_settle import with_layers
     from ccbench.analysis.sequential import bundle_settlements
     from ccbench.commands.run import settle_lines
 
     for bundle in bundles:
-        for name, record in bundle_settlements(bundle).items():
+        for name, record in with_layers(bundle, bundle_settlements(bundle)).items():
             click.echo(f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):")
             flagged = {
                 (key, label)
