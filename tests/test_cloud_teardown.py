@@ -12,8 +12,8 @@ import time
 import pytest
 from cloud_studies import study_text, write
 
-from ccbench.machines.cloud.journal import read
 from ccbench.machines.cloud.access import Access
+from ccbench.machines.cloud.journal import read
 from ccbench.machines.cloud.lifecycle import run_arms
 from ccbench.machines.cloud.model import load_cloud_study
 from ccbench.machines.cloud.provider import Found, Launched, Provider
