@@ -208,6 +208,7 @@ class CloudStudyRun:
 
 
 def run_directory(out: Path, name: str) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(c if c.isalnum() or c in "._+-" else "_" for c in name)
     return make_new_dir(out, f"cloud-{safe}-{stamp}")
