@@ -126,11 +126,18 @@ def test_the_cost_guard_refuses_over_budget_and_off_a_terminal_without_yes(tmp_p
     result = run_ccbench("machines", "run", DATA / "gcp-study.toml")  # stdin is no terminal here
     assert result.returncode == 2 and "not on a terminal, so nothing is launched without --yes" in result.stderr
     result = run_ccbench("machines", "run", DATA / "gcp-study.toml", "--yes")
-    assert (
-        result.returncode == 2
-        and "not wired to the fleet yet" in result.stderr
-        and "nothing was launched" in result.stderr
-    )
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        "ccbench machines: refused: say which addresses SSH to the instances may come from: --ssh-from "
+        "203.0.113.7/32 (your own address) or ssh_from in [cloud]; nothing was launched"
+    ]
+    result = run_ccbench("machines", "run", DATA / "gcp-study.toml", "--yes", "--ssh-from", "my-laptop")
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        "ccbench machines: refused: --ssh-from: 'my-laptop' is not an address or network; give your own "
+        "address, e.g. 203.0.113.7/32"
+    ]
+    bad = study_text("aws", "sev-snp", 'ssh_from = "::1"')
+    line = _refusal(tmp_path, bad)
+    assert "cloud.ssh_from: '::1': give an IPv4 address" in line
 
 
 def test_the_estimate_is_price_per_hour_times_arms_times_hours(tmp_path):

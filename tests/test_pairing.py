@@ -165,7 +165,8 @@ def settled_bundle(tmp_path, against: bool):
 
 
 def test_settle_pairs_a_cipher_on_a_loop_file_with_its_twin_and_compare_reads_it_so(tmp_path):
-    from ccbench.analysis.statistics.sequential import bundle_settlements, loop_twins, paired_against
+    from ccbench.analysis.settling.recorded import bundle_settlements
+    from ccbench.analysis.statistics.sequential import loop_twins, paired_against
     from ccbench.bundle import read_bundle
 
     path, samples = settled_bundle(tmp_path, against=True)

@@ -28,7 +28,7 @@ from ccbench.analysis.judgement import semantics  # noqa: E402
 from ccbench.analysis.judgement.headline import layer_lines  # noqa: E402
 from ccbench.analysis.judgement.verdict import verdicts  # noqa: E402
 from ccbench.analysis.judgement.verdict_table import verdict_table  # noqa: E402
-from ccbench.analysis.rows.compare import COMPARE_COLUMNS  # noqa: E402
+from ccbench.analysis.rows.compare import COMPARE_COLUMNS, with_time_equivalent  # noqa: E402
 from ccbench.analysis.settling import gate  # noqa: E402
 from ccbench.commands.compare import verdict_record  # noqa: E402
 from ccbench.report import takeaways  # noqa: E402
@@ -171,7 +171,7 @@ def test_no_output_calls_a_scope_with_a_significant_row_costless(parts, with_imp
         judgement = item.judgement
         plausible = _plausible(rows)
         significant = plausible[plausible["significant"]]
-        te = semantics.with_time_equivalent(significant)["te"]
+        te = with_time_equivalent(significant)["te"]
         # "no cost above" only where nothing in the scope is significant
         if "no cost above" in short[0]:
             assert significant.empty

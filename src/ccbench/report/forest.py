@@ -55,7 +55,7 @@ class Forest:
 def time_equivalent(comparison: pd.DataFrame) -> pd.DataFrame:
     """The rows with ``te``, ``te_low``, ``te_high``: the time ratio and its interval (a throughput
     ratio of 0.5 is a time ratio of 2); rows without a direction (facts) or a usable ratio dropped."""
-    from ccbench.analysis.judgement.semantics import with_time_equivalent
+    from ccbench.analysis.rows.compare import with_time_equivalent
 
     rows = with_time_equivalent(comparison[comparison["better"].isin(["lower", "higher"])])
     return rows[np.isfinite(rows["te"]) & (rows["te"] > 0)]

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis.judgement import semantics
+from ccbench.analysis.rows.compare import with_time_equivalent
 
 
 def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline: str | None) -> str:
@@ -18,7 +19,7 @@ def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline
     rows = comparison[comparison["workload"].isin(workloads) & comparison["metric"].isin(set(metrics))]
     if rows.empty:
         return ""
-    judged = semantics.judge(semantics.with_time_equivalent(rows))
+    judged = semantics.judge(with_time_equivalent(rows))
     left = f" Left out: {'; '.join(judged.left_out)}." if judged.left_out else ""
     plausible = rows[~semantics.implausible_mask(rows)]
     significant = plausible[plausible["significant"].astype(bool)]

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ccbench.analysis.judgement.lint_cipher import slow_cipher
-from ccbench.analysis.judgement.lint_run import clock_sources, execution_findings
+from ccbench.analysis.judgement.lint_run import clock_sources, execution_findings, tool_versions
 from ccbench.analysis.rows import plausibility
 from ccbench.analysis.rows.sides import Difference, Side, config_sides, confounded_by, differences, distinct_rows
 from ccbench.probe.facts import machine_facts, page_sizes
@@ -125,6 +125,7 @@ def lint_pairs(frame: Any, table: Any, machines: Mapping[str, Mapping[str, Any]]
         if found:
             findings.append(_confounded(baseline, other, found, layers))
         findings += small_pages(baseline, other) + unchecked(baseline, other, unknown) + clock_sources(baseline, other)
+        findings += tool_versions(baseline, other)
     return findings
 
 

@@ -390,3 +390,16 @@ def _table(
     values = zip(out["flags"], significant, out["baseline_median"], out["median"], ratio, strict=True)
     out["flags"] = [skew_flags(*row) for row in values]
     return out[COMPARE_COLUMNS].reset_index(drop=True)
+
+
+def with_time_equivalent(comparison: pd.DataFrame) -> pd.DataFrame:
+    """A copy of comparison rows with ``te``, ``te_low``, ``te_high`` (a throughput's ratio inverted)."""
+    data = comparison.copy()
+    higher = (data["better"] == "higher").to_numpy()
+    ratio = data["ratio"].to_numpy(dtype=float)
+    low, high = data["ci_low"].to_numpy(dtype=float), data["ci_high"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data["te"] = np.where(higher, 1 / ratio, ratio)
+        data["te_low"] = np.where(higher, 1 / high, low)
+        data["te_high"] = np.where(higher, 1 / low, high)
+    return data

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ccbench.analysis.labels import COST, GAIN, NO_COST_ABOVE
+from ccbench.analysis.labels import ANYTIME, COST, GAIN, NO_COST_ABOVE, REPEATED, interval_name
 
 #: the chance that a case is ever settled wrongly (its interval ever misses the true cost)
 ALPHA = 0.05
@@ -70,9 +70,13 @@ class PairedCosts(list):
     on the log scale that rounding the raw values adds to one paired value (pair_floor). Whatever settles
     them takes their spread as at least that, so ties never give an interval of zero width."""
 
-    def __init__(self, values: Iterable[float] = (), floor: float = MIN_SPREAD) -> None:
+    def __init__(
+        self, values: Iterable[float] = (), floor: float = MIN_SPREAD, rounds: Sequence[int] | None = None
+    ) -> None:
         super().__init__(values)
         self.floor = floor
+        #: the repetition of each value, where known (a layer's headline pairs its cases by round)
+        self.rounds = list(rounds) if rounds is not None else None
 
 
 def pair_floor(baseline: Sequence[float], variant: Sequence[float]) -> float:
@@ -145,6 +149,8 @@ class Settlement:
     high: float | None = None
     #: the standard error of the mean paired log cost (its degrees of freedom: rounds - 1)
     se: float | None = None
+    #: the interval it is read on (ccbench.analysis.labels.interval_name; a record without one: ANYTIME)
+    interval: str = ANYTIME
 
     @property
     def settled(self) -> bool:
@@ -182,8 +188,9 @@ def settle(
         raise ValueError(f"settle target must be between 0 and 100% (exclusive), not {target:g}")
     values = np.asarray(log_costs, dtype=float)
     n = len(values)
+    name = interval_name(limit if limit and n <= limit else None)
     if n < 2 or not np.isfinite(values).all():
-        return Settlement(None, n, target)
+        return Settlement(None, n, target, interval=name)
     squares = floored_squares(values, spread_floor(log_costs))
     if limit and n <= limit:
         from ccbench.analysis.statistics.repeated import repeated_interval
@@ -204,7 +211,7 @@ def settle(
     bounds = (math.expm1(low), math.expm1(high)) if math.isfinite(high - low) else (None, None)
     # the paired values' own standard error of their mean (log scale), for whatever pools the case's row
     se = math.sqrt(max(squares - float(values.sum()) ** 2 / n, 0.0) / (n - 1) / n)
-    return Settlement(state, n, target, math.expm1(estimate), *bounds, se=se)
+    return Settlement(state, n, target, math.expm1(estimate), *bounds, se=se, interval=name)
 
 
 #: the quantile of the measured spread's sampling distribution taken as the spread when judging
@@ -402,6 +409,7 @@ def paired_series(
             per_key[key] = PairedCosts(
                 [sign * math.log(mine_values[r] / base[r]) for r in rounds],
                 pair_floor([base[r] for r in rounds], [mine_values[r] for r in rounds]),
+                rounds,
             )
         out.append((series, labels[series], per_key))
     return out
@@ -425,60 +433,28 @@ def p_value(log_costs: Sequence[float], mixture: float = MIXTURE) -> float:
     return float(min(1.0, math.exp(-log_b)))
 
 
-def settle_all(costs: Mapping[str, Mapping[str, Sequence[float]]], target: float) -> dict[str, dict[str, Settlement]]:
-    """settle() for each variant's cases."""
-    return {name: {case: settle(values, target) for case, values in cases.items()} for name, cases in costs.items()}
-
-
-def settled_workloads(bundle: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Judged], dict[str, list[Any]]]:
-    """A bundle's settled workloads (its manifest's ``outcomes.<workload>.settled`` with variants),
-    what each workload is judged on (judged, from its declaration), and each settled workload's measured samples
-    (ccbench.model.Sample, read in chunks); three empty dicts for a bundle whose run settled nothing."""
-    from ccbench.model import Sample
-
-    settled = {
-        name: outcome["settled"]
-        for name, outcome in (bundle.manifest.get("outcomes") or {}).items()
-        if (outcome.get("settled") or {}).get("variants")
+def settle_all(
+    costs: Mapping[str, Mapping[str, Sequence[float]]], target: float, limit: int | None = None
+) -> dict[str, dict[str, Settlement]]:
+    """settle() for each variant's cases (on the repeated interval for ``limit`` where given)."""
+    return {
+        name: {case: settle(values, target, limit=limit) for case, values in cases.items()}
+        for name, cases in costs.items()
     }
-    if not settled:
-        return {}, {}, {}
-    declared = {name: judged(spec) for name, spec in (bundle.manifest.get("declarations") or {}).items()}
-    samples: dict[str, list[Sample]] = {name: [] for name in settled}
-    for chunk in bundle.sample_chunks():
-        for record in chunk:
-            if record.get("workload") in samples and not record.get("warmup"):
-                samples[record["workload"]].append(Sample(**record))
-    return settled, declared, samples
 
 
-def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
-    """Per workload a bundle's run settled (its manifest's ``outcomes.<workload>.settled``), the
-    record recomputed from the bundle's samples with the same rule: the target, the baseline, and
-    per variant what stopped it (the run's word) and each case's settlement. ``bundle``: a
-    ccbench.bundle.Bundle (its samples are read in chunks)."""
-    settled, declared, samples = settled_workloads(bundle)
-    found = {}
-    for name, record in settled.items():
-        keys = [record["baseline"], *record["variants"]]
-        against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
-        costs = paired_against(samples[name], record["baseline"], keys, against, declared.get(name, ()))
-        cases = settle_all(costs, record["target"])
-        found[name] = {
-            **record,
-            "variants": {
-                key: {
-                    "stopped_by": variant.get("stopped_by"),
-                    **({"against": variant["against"]} if variant.get("against") else {}),
-                    "cases": {c: {**v.as_dict(), **_case_reason(variant, c)} for c, v in cases[key].items()},
-                }
-                for key, variant in record["variants"].items()
-            },
-        }
-    return found
+def record_limit(record: Mapping[str, Any]) -> int | None:
+    """The round limit a run's settle record says its intervals were built for (``interval``
+    REPEATED, ``limit``); None for a record that names none (runs before it: the anytime-valid one)."""
+    limit = record.get("limit")
+    return int(limit) if record.get("interval") == REPEATED and limit else None
 
 
-def _case_reason(variant: Mapping[str, Any], label: str) -> dict[str, Any]:
-    """The run's word on why one case stopped (``stopped_by``; runs before per-case reasons have none)."""
-    why = ((variant.get("cases") or {}).get(label) or {}).get("stopped_by")
-    return {"stopped_by": why} if why else {}
+def case_p_value(log_costs: Sequence[float], limit: int | None = None) -> float:
+    """A case's p value of "no cost" on the interval settle reads it on: the repeated one up to
+    ``limit`` (ccbench.analysis.statistics.repeated.repeated_p_value), else the anytime-valid one (p_value)."""
+    if limit and len(log_costs) <= limit:
+        from ccbench.analysis.statistics.repeated import repeated_p_value
+
+        return repeated_p_value(np.asarray(log_costs, dtype=float), limit, spread_floor(log_costs))
+    return p_value(log_costs)

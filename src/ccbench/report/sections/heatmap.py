@@ -6,6 +6,7 @@ from functools import partial
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis.judgement import semantics
+from ccbench.analysis.rows.compare import with_time_equivalent
 from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
 
@@ -57,7 +58,7 @@ def build(ctx: ReportContext) -> Section | None:
     significant = judged_cells[judged_cells["significant"].astype(bool)]
     if significant.empty:
         # judged as the verdict judges a scope: benchmarks of one value each may still show a difference
-        judged = semantics.judge(semantics.with_time_equivalent(data))
+        judged = semantics.judge(with_time_equivalent(data))
         takeaway = f"No cell is significant on its own; all cells together: {judged.phrase()}{grey}."
     else:
         per_config = significant.groupby("config", sort=False)["overhead_percent"].median()
