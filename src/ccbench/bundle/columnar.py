@@ -157,7 +157,7 @@ def convert(bundle: Bundle | Path, target: Path, durable: bool = True, digest: t
 
 def _records_table(bundle: Bundle) -> pa.Table:
     """table_from_records over the journal's records, the garbage collector paused: hundreds of
-    thousands of acyclic dicts would make it scan again and again (as in analysis.load)."""
+    thousands of acyclic dicts would make it scan again and again (as in analysis.samples.load)."""
     gc.disable()
     try:
         return table_from_records(bundle.sample_chunks())

@@ -121,7 +121,7 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
     from ccbench.analysis.settling.layer_settle import can_settle_layer
 
     against: dict[str, str] = {}
-    # by layer: a variant stops when its headline (the mean of its cases) is settled (analysis.layer_settle)
+    # by layer: a variant stops when its headline (the mean of its cases) is settled (analysis.settling.layer_settle)
     watch = _Layers(runner, spec, keys, against, built_for)
     if watch.on:
         record["by"] = "layer"
