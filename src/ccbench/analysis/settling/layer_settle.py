@@ -176,7 +176,8 @@ def layer_title(variant: Mapping[str, Any], against: Mapping[str, Any], key: str
     """The layer a variant (its key) adds to its pair (``pair``, its key), as the verdict names it
     ("storage encryption: fscrypt", "in-memory storage: tmpfs", "TLS"), from the two sides' variants
     as their samples record them; its key where an axis other than storage or transport differs."""
-    from ccbench.analysis.rows.compare import UNPROTECTED, storage_layer, transport_layer
+    from ccbench.analysis.rows.baselines import UNPROTECTED
+    from ccbench.analysis.rows.layers import storage_layer, transport_layer
     from ccbench.analysis.samples.load import storage_label
 
     parts = []
