@@ -28,12 +28,18 @@ from ccbench.schedule import Execution, WorkloadRun, round_order
 SETTLED = "settled"
 
 
+def round_limit(spec: Any) -> int:
+    """The most rounds settling runs (its intervals are built for it): ``max_repetitions``, else 10
+    (ccbench.analysis.repeated.SETTLE_ROUNDS) or the plan's repetitions where those are more."""
+    from ccbench.analysis.repeated import SETTLE_ROUNDS
+
+    return spec.max_repetitions or max(SETTLE_ROUNDS, spec.repetitions)
+
+
 def _limit(runner: Any, job: WorkloadRun, repetition: int, started: float, round_s: float) -> str | None:
     """Which limit another round would pass (None: none)."""
-    from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
-
     spec, now = job.spec, time.monotonic()
-    if repetition >= (spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions)):
+    if repetition >= round_limit(spec):
         return "max repetitions"
     if spec.max_time is not None and now - started + round_s > spec.max_time:
         return "max time"
@@ -98,14 +104,13 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         runner.reporter.message(f"{spec.name}: settle: {record['reason']}")
         return
     from ccbench.analysis.labels import REPEATED
-    from ccbench.analysis.precision import DEFAULT_MAX_REPETITIONS
     from ccbench.analysis.repeated import FIRST_LOOK
     from ccbench.analysis.sequential import FUTILE, can_settle, case_of, judged, loop_twins, paired_against, settle_all
     from ccbench.workloads import declaration
 
     declared = judged(declaration(type(job.workload)))
     selectable = getattr(job.workload, "selectable", ())
-    limit = spec.max_repetitions or max(DEFAULT_MAX_REPETITIONS, spec.repetitions)
+    limit = round_limit(spec)
     # the intervals are built for this round limit (ccbench.analysis.repeated), and the record says so:
     # whatever reads the bundle reads its cases on the same interval (sequential.record_limit)
     # (a limit below its first look leaves the anytime-valid one, which the record then names by saying nothing)

@@ -37,6 +37,9 @@ from scipy import optimize, stats
 POCOCK = 0.5
 #: the first look: the fewest paired rounds from which an interval is drawn (the plans' 3 repetitions)
 FIRST_LOOK = 3
+#: the round limit of ``run --settle`` where the plan sets no ``max_repetitions``: the intervals are
+#: built for it, so a larger limit than a study needs only widens every one of them
+SETTLE_ROUNDS = 10
 #: the most the lag-1 autocorrelation is taken to be (the spread is then widened 19 times at most)
 MAX_AUTOCORRELATION = 0.9
 #: the values the simulation that sets C draws (a fixed seed: the same boundary every time), as
