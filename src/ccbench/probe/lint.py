@@ -42,7 +42,7 @@ SOURCES = {
     "clock-source": "Linux kernel/time/clocksource.c (current_clocksource); the SEV-SNP Secure TSC series (x86/sev: "
     "Mark Secure TSC as reliable clocksource): a confidential guest may read time from another clock than a plain VM",
     "tool-versions": "docs/trust.md (Lint); the tool versions an imported source states (pyperf's python_version, "
-    "fio's version)",
+    "the version fio reports)",
     "full-bounce-pool": "Linux kernel/dma/swiotlb.c (swiotlb_tbl_map_single: 'swiotlb buffer is full', debugfs "
     "io_tlb_used_hiwater, io_tlb_nslabs; CONFIG_SWIOTLB_DYNAMIC's transient pools); arch/x86/mm/mem_encrypt.c "
     "(6% of memory up to 1 GiB)",
