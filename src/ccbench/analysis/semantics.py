@@ -60,6 +60,7 @@ COLUMNS = [
     "settled",
     "se",
     "dof",
+    "layer_settled",
 ]
 
 #: kinds of judgement
@@ -136,6 +137,8 @@ class Judgement:
     #: comparisons could not tell apart), NaN where no row has one
     span_low: float = math.nan
     span_high: float = math.nan
+    #: a scope a run settled by layer (ccbench.analysis.layer_settle): what its figure rests on
+    settled_on: str = ""
 
     def _where(self) -> str:
         if not self.only_in:
@@ -158,6 +161,8 @@ class Judgement:
 
     def test_named(self) -> str:
         """The test behind the judgement, as a reader needs it."""
+        if self.settled_on:
+            return self.settled_on
         if self.kind in (ACROSS, UNCLEAR):
             return f"sign test {_p(self.sign_p)}"
         if not math.isnan(self.q_p):
@@ -324,10 +329,14 @@ def row_standard_errors(rows: pd.DataFrame, low: np.ndarray, high: np.ndarray) -
 
 def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
     """The judgement of one scope's rows (columns ``te``, ``te_low``, ``te_high``, ``significant``,
-    optionally ``mde`` and ``implausible``); ``label`` names a row for the ranges."""
+    optionally ``mde`` and ``implausible``); ``label`` names a row for the ranges. Rows a run settled by
+    layer (``layer_settled``: its headline) are judged as the run settled them (settled_judgement)."""
     dropped = left_out(rows) if "workload" in rows else []
     rows = rows[~implausible_mask(rows)]
     rows = rows[np.isfinite(rows["te"].to_numpy(dtype=float)) & (rows["te"].to_numpy(dtype=float) > 0)]
+    settled = settled_judgement(rows, dropped)
+    if settled is not None:
+        return settled
     te = rows["te"].to_numpy(dtype=float)
     significant = rows["significant"].fillna(False).astype(bool).to_numpy()
     mde_values = rows["mde"].to_numpy(dtype=float) if "mde" in rows else np.array([])
@@ -485,6 +494,53 @@ def _common_bound(judgements: list[Judgement]) -> str:
     if kinds != {BOUND_SETTLED, BOUND_EXCLUDED}:
         return BOUND_MDE
     return _on_intervals(BOUND_EXCLUDED, {bound.partition(": ")[2] for bound in bounds})
+
+
+def settled_judgement(rows: pd.DataFrame, dropped: list[str]) -> Judgement | None:
+    """The judgement of rows a run settled by layer, all under one headline (the mean of the layer's
+    paired log costs per round, ccbench.analysis.layer_settle): the headline's figure and interval where
+    it settled a cost or a gain; "no cost above" its target where it settled that and no row is
+    significant; None otherwise (open, cases that disagree, rows of another run or none: judged as
+    rows)."""
+    from ccbench.analysis.labels import COST, GAIN, NO_COST_ABOVE
+
+    if rows.empty or "layer_settled" not in rows:
+        return None
+    heads = rows["layer_settled"].tolist()
+    head = heads[0]
+    if not isinstance(head, dict) or any(h != head for h in heads) or head.get("estimate") is None:
+        return None
+    significant = rows["significant"].fillna(False).astype(bool).to_numpy()
+    te = rows["te"].to_numpy(dtype=float)
+    cases = int(head.get("cases") or len(rows))
+    on = (
+        f"settled by the run on its paired rounds: mean of {cases} case{'s' if cases != 1 else ''}, "
+        f"{head.get('interval') or 'anytime-valid'}, after {head.get('rounds')} rounds"
+    )
+    base = Judgement(
+        kind=NONE_SEEN,
+        comparisons=len(rows),
+        significant=int(significant.sum()),
+        slower=int((te[significant] > 1).sum()),
+        faster=int((te[significant] < 1).sum()),
+        left_out=dropped,
+        settled_on=on,
+    )
+    state = head.get("state")
+    if state in (COST, GAIN) and head.get("low") is not None and head.get("high") is not None:
+        base.kind = POOLED
+        base.typical, base.low, base.high = 1 + head["estimate"], 1 + head["low"], 1 + head["high"]
+        # the headline is the layer's finding: it counts as one where no case row is significant on its own
+        base.significant = max(base.significant, 1)
+        if state == COST:
+            base.slower = max(base.slower, 1)
+        else:
+            base.faster = max(base.faster, 1)
+        return base
+    if state == NO_COST_ABOVE and not significant.any():
+        base.mde, base.bound = float(head["target"]), f"{BOUND_SETTLED}: {head.get('interval') or ''}".rstrip(": ")
+        return base
+    return None
 
 
 def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
