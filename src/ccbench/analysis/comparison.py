@@ -99,10 +99,45 @@ class Comparison:
                 f"nothing to compare: {'; '.join(failed)}; what is left holds one configuration per workload "
                 f"({'; '.join(configs)}): there is no figure for a configuration whose executions failed"
             )
+        disjoint = _disjoint_cases(self.engine)
+        if disjoint:
+            raise CCBenchError(
+                f"nothing to compare: the configurations share no case ({disjoint}); a case is compared only "
+                "with the same case (the same command, parameters and metric) elsewhere"
+            )
         raise CCBenchError(
             f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
             "give bundles from other machines or runs with several variants"
         )
+
+
+def _disjoint_cases(engine) -> str:
+    """Where two or more configurations measured the same workload but no case of it in common (two
+    hyperfine files of different commands): each configuration's cases in words; else ""."""
+    connection = engine.connection()
+    try:
+        pairs = connection.sql("SELECT DISTINCT cfg, grp FROM measured ORDER BY cfg, grp").fetchall()
+    finally:
+        connection.close()
+    by_config: dict[str, set[tuple]] = {}
+    for cfg, grp in pairs:
+        workload, _params, case, metric = engine.groups[grp]
+        by_config.setdefault(engine.configs[cfg], set()).add((workload, case or "", metric))
+    if len(by_config) < 2:
+        return ""
+    workloads = [{k[0] for k in keys} for keys in by_config.values()]
+    if not set.intersection(*workloads):
+        return ""
+    seen: dict[tuple, int] = {}
+    for keys in by_config.values():
+        for key in keys:
+            seen[key] = seen.get(key, 0) + 1
+    if any(count > 1 for count in seen.values()):
+        return ""
+    return "; ".join(
+        f"{config}: {', '.join(sorted(f'{w} {c!r} {m}' if c else f'{w} {m}' for w, c, m in keys))}"
+        for config, keys in by_config.items()
+    )
 
 
 def uncompared(facts: pd.DataFrame, table: pd.DataFrame | None) -> list[str]:

@@ -129,7 +129,8 @@ def print_environment(document: dict[str, Any]) -> None:
         ("os", document.get("os", {}).get("pretty_name")),
         (
             "virtualization",
-            document.get("virtualization") + (f" ({document['cloud']})" if document.get("cloud") else ""),
+            (document.get("virtualization") or "unknown")
+            + (f" ({document['cloud']})" if document.get("cloud") else ""),
         ),
         ("tee", tee.get("technology")),
     ]

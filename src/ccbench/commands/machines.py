@@ -151,6 +151,8 @@ def check_command(study, print_commands) -> None:
             click.echo(
                 f"# {name}" + (f" (not launched here: {refused})" if refused else "") + (f"\n{line}" if line else "")
             )
+    for warning in hostcheck.size_warnings(loaded):
+        click.echo(f"warning: {warning}")
     if problems:
         click.echo(f"this host cannot launch every arm (its arms would run {how})")
         raise HostRefused(problems)  # every reason, each line in the CLI's one error form

@@ -266,7 +266,7 @@ def print_run_summary(result) -> None:
     ``ccbench show``), skipped variants, then what protects this machine and where the bundle is."""
     from ccbench.console import say, stdout
     from ccbench.interference import contention_summary
-    from ccbench.summary import machine_lines, summarize, summary_table
+    from ccbench.summary import machine_lines, not_measured, summarize, summary_table
     from ccbench.workloads import fact_kinds
 
     rows = summarize(result.samples, per_case=False)
@@ -276,6 +276,8 @@ def print_run_summary(result) -> None:
     stdout.print(
         summary_table(rows, "summary (measured executions; warmups excluded; per case: ccbench show)", result.outcomes)
     )
+    for line in not_measured(result.samples):
+        stdout.print(line, markup=False, highlight=False)
     for name, outcome in result.outcomes.items():
         for variant, reason in outcome.skipped_variants.items():
             say(f"{name}: {variant} skipped: {reason}")

@@ -145,6 +145,9 @@ def debug_tee(probe: Mapping[str, Any] | None, name: str = "this machine") -> li
 
 
 def _why_missing(probe: Mapping[str, Any] | None, otherwise: str) -> str:
+    if (probe or {}).get("imported"):
+        # an imported bundle holds what its source states, nothing more: not a bundle of an old ccbench
+        return "the imported source does not state it"
     if provenance(probe) is None:
         return "no provenance in this probe: recorded by an older ccbench"
     return otherwise
