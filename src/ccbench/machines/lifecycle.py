@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from ccbench.machines import hostcheck, qemu
 from ccbench.machines.image import GuestImage, ensure_image, user_image
 from ccbench.machines.study import Study
 from ccbench.machines.studyfile import load_study
+from ccbench.machines.sweeprun import SAMPLES, launch_sweep
 from ccbench.workdir import DEFAULT_WORKDIR
 
 QEMU = "qemu-system-x86_64"
@@ -96,9 +98,13 @@ class StudyRun:
         write_json_atomic(self.directory / "study.json", self.document)
 
     # -- guests
-    def up(self, arm_name: str) -> guests.Guest:
-        arm = self.study.arm(arm_name)
-        run_dir = self.directory / "arms" / _safe(arm.name)
+    def up(self, arm_name: str, study: Study | None = None, label: str | None = None) -> guests.Guest:
+        """Boot an arm and wait until it is ready; ``study`` another point of the study's sweep (its
+        memory or vCPUs), ``label`` the name the guest is known by (default: the arm's)."""
+        study = study or self.study
+        arm = study.arm(arm_name)
+        label = label or arm.name
+        run_dir = self.directory / "arms" / _safe(label)
         files = run_dir / "fw_cfg"
         files.mkdir(parents=True, exist_ok=True)
         host_key = guests.keygen(files / "ssh_host_ed25519_key", f"{arm.name}@ccbench")
@@ -111,8 +117,9 @@ class StudyRun:
         fw_cfg = {name: files / name for name in ("authorized_keys", "ssh_host_ed25519_key", "hostname", "machine_id")}
         fw_cfg["launch"] = files / "launch"
         overlay = run_dir / "overlay.qcow2"
-        guest = guests.Guest(arm.name, run_dir, workdir=self.workdir)
+        guest = guests.Guest(label, run_dir, workdir=self.workdir)
         guest_id = guest.rid
+        firmware = hostcheck.find_firmware(arm.kind) if arm.confidential else None
         boot = qemu.Boot(
             qemu=QEMU,
             accel=self.accel,
@@ -126,10 +133,11 @@ class StudyRun:
             pidfile=run_dir / "qemu.pid",
             qmp_socket=guests.socket_dir(guest_id) / "qmp.sock",
             fw_cfg=fw_cfg,
-            firmware=hostcheck.find_firmware(arm.kind) if arm.confidential else None,
+            firmware=firmware,
             image_digest=self.image.digest,
+            firmware_digest=hostcheck.firmware_digest(firmware),
         )
-        launch = qemu.render(self.study, arm, boot)
+        launch = qemu.render(study, arm, boot)
         # the host's kernel, firmware and TEE module versions travel with every bundle, beside the
         # guest's own evidence (a slow CVM is often an old SEV firmware or TDX module)
         record = {
@@ -139,7 +147,7 @@ class StudyRun:
         }
         write_json_atomic(files / "launch", record)
         guest.enter()  # recorded before anything is made
-        self.running[arm.name] = guest
+        self.running[label] = guest
         (run_dir / "console.log").unlink(missing_ok=True)
         subprocess.run(
             [
@@ -157,7 +165,7 @@ class StudyRun:
             check=True,
             capture_output=True,
         )
-        self.echo(f"{arm.name}: booting ({arm.kind}, {self.accel}) ...")
+        self.echo(f"{label}: booting ({arm.kind}, {self.accel}) ...")
         guest.start(launch.argv)
         port = guest.read_ssh_port()
         with open(self.known_hosts, "a") as handle:
@@ -165,8 +173,8 @@ class StudyRun:
         ready = guest.wait_ready(guests.ssh_probe(port, self.key, self.known_hosts), self.boot_timeout_s)
         if launch.pin:
             qemu.pin_vcpus(guest.qmp("query-cpus-fast") or [], launch.pin)
-        self.echo(f"{arm.name}: ready in {ready:.1f} s (ssh -p {port} root@127.0.0.1)")
-        self.document["arms"].setdefault(arm.name, {"launch": record, "boots": []})["boots"].append(
+        self.echo(f"{label}: ready in {ready:.1f} s (ssh -p {port} root@127.0.0.1)")
+        self.document["arms"].setdefault(label, {"launch": record, "boots": []})["boots"].append(
             {"ready_s": round(ready, 2), "ssh_port": port}
         )
         self.save()
@@ -301,6 +309,8 @@ def preflight(study: Study, out: Path) -> list[str]:
     from ccbench.fleet.inventory import ansible_tool
 
     problems = hostcheck.check(study, QEMU, overlay_dir=out)
+    if not study.rounds:
+        return problems  # a launch-time study runs no plan: no Ansible needed
     try:
         ansible_tool("ansible-playbook")
     except EnvironmentProblem as missing:
@@ -332,11 +342,13 @@ def run_study(
     for line in guests.sweep(workdir) + sweep_control_dirs(workdir):
         echo(line)
     problems = preflight(study, out)
+    launched, rendered_only, problems = split_launchable(study, problems)
     if problems:
         raise HostRefused(problems)
     image = resolve_image(study, echo)
     if image.kernel_config:
-        problems = guest_kernel_lacks(study, image.kernel_config, image.facts.get("kernel_release", ""))
+        served = replace(study, arms=tuple(a for a in study.arms if a.name in launched))
+        problems = guest_kernel_lacks(served, image.kernel_config, image.facts.get("kernel_release", ""))
         if problems:
             raise HostRefused(problems)
     directory = study_directory(out, study.name)
@@ -347,8 +359,9 @@ def run_study(
     code = 0
     with StudyRun(study, image, directory, echo, boot_timeout_s=boot_timeout_s, workdir=workdir) as run:
         run.document["status"] = "failed"  # until the rounds say otherwise: a guest that never booted, a stop
+        run.document["sweep"] = study.sweep.as_dict()
         try:
-            code = _rounds(run)
+            code = _sweep_and_rounds(run, launched, rendered_only)
         except KeyboardInterrupt:
             code = 130
         except BaseException as error:  # a guest that did not boot, SIGTERM or SIGHUP (errors.Stopped)
@@ -356,16 +369,62 @@ def run_study(
             raise
         run.document["status"] = "interrupted" if code == 130 else "complete"
     if code == 130:
-        kept = len(bundles_by_arm(directory))
+        kept = sum(len(bundles_by_arm(d)) for d in [directory, *sorted(directory.glob("vcpus-*"))])
+        launches = len((directory / SAMPLES).read_text().splitlines()) if (directory / SAMPLES).exists() else 0
         words = ["ccbench", "machines", "run", str(study.source), "--out", str(out)]
         again = shlex.join(words + (["--workdir", str(workdir)] if str(workdir) != DEFAULT_WORKDIR else []))
         echo(
-            f"interrupted: every guest is stopped; {kept} bundle(s) measured before the stop are kept in "
-            f"{directory}. A study does not resume: to measure it in full, run it again: {again}"
+            f"interrupted: every guest is stopped; {kept} bundle(s) and {launches} launch time(s) measured before "
+            f"the stop are kept in {directory}. A study does not resume: to measure it in full, run it again: {again}"
         )
         return 130
-    code = max(code, compare_arms(directory, study, echo))
+    if study.rounds and not study.sweep.vcpu_points:
+        code = max(code, compare_arms(directory, study, echo))
     return code
+
+
+def split_launchable(study: Study, problems: list[str]) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+    """(arms to launch, (arm, why) rendered only, problems left). Only a launch-time study (rounds = 0)
+    renders the arms this host cannot launch instead of refusing the study: it compares launches, and a
+    confidential arm's command line, firmware and acceptance are kept beside the plain arms' times."""
+    names = [a.name for a in study.arms]
+    if study.rounds or not problems:
+        return names, [], problems
+    refused = {}
+    for arm in study.arms:
+        for line in problems:
+            if line.startswith(f"arm '{arm.name}' ("):
+                refused[arm.name] = line.split(": ", 1)[1]
+    launched = [n for n in names if n not in refused]
+    left = [line for line in problems if not any(line.startswith(f"arm '{n}' (") for n in refused)]
+    if not launched:
+        return [], [], problems
+    return launched, list(refused.items()), left
+
+
+def _sweep_and_rounds(run: StudyRun, launched: list[str], rendered_only: list[tuple[str, str]]) -> int:
+    """The launch-time sweep (if any), then the rounds: at each vCPU count of the sweep in a directory
+    of its own (``vcpus-N/``, every arm, compared there), or once at the study's machine."""
+    study = run.study
+    if study.sweep.memory_points:
+        launch_sweep(run, launched, rendered_only, QEMU)
+    if not study.rounds:
+        return 0
+    if not study.sweep.vcpu_points:
+        return _rounds(run)
+    worst = 0
+    for point in study.sweep.vcpu_points:
+        sub = run.directory / f"vcpus-{point.machine.vcpus}"
+        run.echo(f"at {point.machine.vcpus} vCPUs: {len(point.arms)} arms, {point.rounds} round(s) -> {sub}")
+        options = {"boot_timeout_s": run.boot_timeout_s, "workdir": run.workdir, "accel": run.accel}
+        with StudyRun(point, run.image, sub, run.echo, **options) as inner:
+            inner.document["status"] = "failed"
+            code = _rounds(inner)
+            inner.document["status"] = "interrupted" if code == 130 else "complete"
+        if code == 130:
+            return 130
+        worst = max(worst, code, compare_arms(sub, point, run.echo))
+    return worst
 
 
 def _rounds(run: StudyRun) -> int:
