@@ -205,3 +205,20 @@ def test_a_real_launch_time_study_times_the_plain_arm_at_two_sizes_and_renders_t
     assert sorted(rendered) == [512, 1024] and all("sev-snp-guest" in " ".join(r["argv"]) for r in rendered.values())
     assert "snp: rendered only, not launched here" in done.stdout
     assert not list((tmp_path / "index").glob("*.json"))  # every guest stopped and left the index
+
+
+def test_machines_check_prints_every_arm_at_every_vcpu_count_with_its_idle_twin(tmp_path):
+    (tmp_path / "study.toml").write_text(
+        BASE.format(top="", machine="", sweep="[sweep]\nvcpus = [2, 4]\n")
+        + '\n[[arm]]\nname = "snp+poll"\nkind = "sev-snp"\ntwins = ["poll-idle"]\n'
+    )
+    done = run_ccbench("machines", "check", tmp_path / "study.toml", "--print-commands")
+    assert done.returncode in (0, 2), done.stderr
+    out = done.stdout
+    assert "sweep: the plan at 2, 4 vCPUs, every arm at each" in out
+    for count in (2, 4):
+        for arm, word in (("snp+haltpoll", "cpuidle_haltpoll.force=1"), ("snp+poll", "idle=poll"), ("plain", "")):
+            header = next(line for line in out.splitlines() if line.startswith(f"# {arm} at {count} vCPUs"))
+            line = out.splitlines()[out.splitlines().index(header) + 1]
+            assert f"-smp {count},sockets=1,cores={count},threads=1" in line and word in line
+    assert "memory acceptance: kernel accept_memory=eager" in out  # td+eager's setting, under the arm
