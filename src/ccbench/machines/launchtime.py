@@ -153,11 +153,9 @@ def verdict(samples: list[dict[str, Any]], rendered_only: list[tuple[str, str]] 
         return LaunchVerdict((), None, reason, rendered)
     if not cvm:
         what = ", ".join(a for a, _w in rendered) or "none in the study"
-        shown = "grows" if any(g.grows for g in plain) else "does not grow"
-        reason = (
-            f"no confidential arm was launched (rendered only: {what}), so no cause is named; "
-            f"the plain arm(s) {shown} with memory"
-        )
+        grown = [g.arm for g in plain if g.grows]
+        shown = f"plain arm {', '.join(map(repr, grown))} grows" if grown else "no plain arm grows"
+        reason = f"no confidential arm was launched (rendered only: {what}), so no cause is named; {shown} with memory"
         return LaunchVerdict(tuple(arms), None, reason, rendered)
     if not plain:
         reason = "no plain arm was launched beside the confidential ones, so growth cannot be told from the host's"
