@@ -212,12 +212,15 @@ def write_environment(out: Path, environment: dict, samples: list[Sample], plan:
     return seal(writer.path)
 
 
-def write_settled(out: Path, host: str, values_by_variant: dict, target: float = 0.05, stopped_by=None, **fields):
+def write_settled(
+    out: Path, host: str, values_by_variant: dict, target: float = 0.05, stopped_by=None, limit=None, **fields
+):
     """A closed bundle of a run that settled its cases (``run --settle``): per variant key
     ("storage=disk", the baseline first) its values, one per round, with their execution keys; the
     manifest's ``outcomes.<workload>.settled`` names the target, the baseline and what stopped
-    each variant (``stopped_by``: {key: word}, "settled" where not given). ``fields``: the samples'
-    workload, metric, better, ..."""
+    each variant (``stopped_by``: {key: word}, "settled" where not given); with ``limit`` the record
+    says its intervals were the repeated ones built for that round limit (without: a record from
+    before, read as anytime-valid). ``fields``: the samples' workload, metric, better, ..."""
     common = {"workload": "w", "metric": "time", **fields}
     samples = []
     for key, values in values_by_variant.items():
@@ -231,6 +234,7 @@ def write_settled(out: Path, host: str, values_by_variant: dict, target: float =
         "target": target,
         "baseline": keys[0],
         "variants": {key: {"stopped_by": (stopped_by or {}).get(key, "settled"), "cases": {}} for key in keys[1:]},
+        **({"interval": "repeated", "limit": limit} if limit else {}),
     }
     manifest = {
         "plan": {"name": "t"},

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from ccbench.machines.cloud.access import Access
 from ccbench.machines.cloud.aws import Aws
 from ccbench.machines.cloud.lifecycle import run_arms
 from ccbench.machines.cloud.model import load_cloud_study
@@ -26,10 +27,10 @@ class PausingAws(Aws):
 
 
 def main() -> None:
-    study_path, state, marker, key = sys.argv[1:5]
+    study_path, state, marker, access = sys.argv[1:5]
     study = load_cloud_study(study_path)
     provider = PausingAws(study.cloud, Path(marker))
-    run_arms(study, provider, lambda launched: None, print, Path(state), Path(key).read_text().strip())
+    run_arms(study, provider, lambda launched: None, print, Path(state), Access(Path(access)), "192.0.2.1/32")
 
 
 if __name__ == "__main__":

@@ -82,20 +82,6 @@ def _study(tmp_path, ec2) -> Path:
     return write(tmp_path, text)
 
 
-def _key(tmp_path) -> Path:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    public = (
-        Ed25519PrivateKey.generate()
-        .public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    )
-    path = tmp_path / "key.pub"
-    path.write_bytes(public + b" ccbench-test")
-    return path
-
-
 def _launch(tmp_path, ec2, aws_env):
     marker = tmp_path / "launched"
     child = subprocess.Popen(
@@ -105,7 +91,7 @@ def _launch(tmp_path, ec2, aws_env):
             _study(tmp_path, ec2),
             aws_env["CCBENCH_CLOUD_STATE"],
             marker,
-            _key(tmp_path),
+            tmp_path / "access",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -162,9 +148,13 @@ def test_a_run_killed_mid_launch_is_swept_and_nothing_untagged_is_touched(tmp_pa
     assert f"would delete (its run is gone): instance {first}" in dry.stdout
     assert _tagged(ec2) == left
 
+    access = tmp_path / "access"
+    assert (access / "id_ed25519").exists()  # the killed run's secrets, until the sweep
     swept = run_ccbench("cloud", "sweep")
     assert swept.returncode == 0, swept.stderr
     assert f"aws: terminated instance {first}" in swept.stdout
+    assert not (access / "id_ed25519").exists() and not list(access.glob("hosts/*_ed25519"))
+    assert (access / "known_hosts").exists()
     assert _tagged(ec2) == {"instance": set(), "security-group": set(), "key-pair": set()}
     assert bystander in _live_instances(ec2)
     again = run_ccbench("cloud", "sweep")
@@ -181,6 +171,7 @@ def test_ctrl_c_mid_launch_tears_the_run_down_by_itself(tmp_path, ec2, aws_env):
     assert f"aws: terminated instance {first}" in out, out + err
     assert _tagged(ec2) == before
     assert bystander in _live_instances(ec2)
+    assert not (tmp_path / "access" / "id_ed25519").exists()  # the teardown deleted the run's secrets
     journal = next(Path(aws_env["CCBENCH_CLOUD_STATE"]).glob("*.jsonl")).read_text().splitlines()
     assert '"outcome": "torn down"' in journal[-1]
 

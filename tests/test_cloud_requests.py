@@ -122,3 +122,46 @@ def test_azure_requests_fit_azure_mgmt_computes_virtual_machine_model():
     )
     bad = VirtualMachine({"properties": {"securityProfile": {"securityTyp": "ConfidentialVM"}}})
     assert list(_unknown_keys(bad)) == ["properties.securityProfile.securityTyp"]
+
+
+def _user_data(cloud: str, request: dict) -> str:
+    if cloud == "aws":
+        return request["UserData"]
+    if cloud == "gcp":
+        return next(i["value"] for i in request["metadata"]["items"] if i["key"] == "user-data")
+    import base64
+
+    return base64.b64decode(request["properties"]["osProfile"]["customData"]).decode()
+
+
+@pytest.mark.parametrize(("cloud", "kind"), sorted(PAIRS))
+def test_every_instance_boots_with_the_runs_user_key_and_its_own_host_key(tmp_path, cloud, kind):
+    """The user-data is cloud-config YAML (read here by PyYAML, as cloud-init reads it) carrying the
+    run's public key and the host key made for this very instance, within each cloud's size limit."""
+    from dataclasses import replace
+
+    import yaml
+
+    from ccbench.machines.cloud.access import Access
+
+    study, provider, _ = _requests(tmp_path, cloud, kind)
+    access = Access(tmp_path / "access").make(CTX.run_id)
+    ctx = replace(CTX, ssh_public_key=access.public_key, host_keys={})
+    for arm in study.arms:
+        name = provider.instance_name(ctx.run_id, arm.name, 1)
+        ctx.host_keys[name] = access.host_key(name)
+        text = _user_data(cloud, provider.request(arm, 1, ctx))
+        assert text.startswith("#cloud-config\n") and len(text.encode()) < 16 * 1024
+        config = yaml.safe_load(text)
+        (user,) = [u for u in config["users"] if isinstance(u, dict)]
+        assert user["name"] == "ccbench" and user["ssh_authorized_keys"] == [access.public_key]
+        private, public = ctx.host_keys[name]
+        assert config["ssh_keys"] == {"ed25519_private": private, "ed25519_public": public}
+        assert private.startswith("-----BEGIN OPENSSH PRIVATE KEY-----") and config["ssh_deletekeys"] is True
+    assert len({v[1] for v in ctx.host_keys.values()}) == len(study.arms)  # one host key per instance
+    secrets = [access.key, *access.directory.glob("hosts/*_ed25519")]
+    assert (
+        all((p.stat().st_mode & 0o777) == 0o600 for p in secrets) and (access.directory.stat().st_mode & 0o777) == 0o700
+    )
+    assert sorted(access.forget()) == sorted(p.name for p in secrets)
+    assert not any(p.exists() for p in secrets) and access.known_hosts.exists()

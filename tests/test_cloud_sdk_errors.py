@@ -13,7 +13,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from cloud_studies import CTX, study_text, write
+from cloud_studies import CTX, DATA, study_text, write
 
 from ccbench.machines.cloud.journal import Journal, read
 from ccbench.machines.cloud.model import load_cloud_study
@@ -235,6 +235,18 @@ def test_gcp_sweep_finds_labelled_instances_and_deletes_the_expired_run_through_
         f"{zone}/instances": (200, {"items": [old, new]}),
         f"{zone}/disks": (200, {"items": []}),
         f"{zone}/instances/ccb-old-cc-1": (200, {"name": "op-1", "status": "DONE", "zone": "us-central1-a"}),
+        # the run's SSH rule (its tags in its description: a firewall rule has no labels) and a
+        # hand-made rule whose name looks alike: only the first is the run's
+        f"{V1}/my-project/global/firewalls": (
+            200,
+            {
+                "items": [
+                    {"name": "ccb-old-ssh", "description": json.dumps(old["labels"])},
+                    {"name": "ccb-mine-ssh", "description": "a rule of my own"},
+                ]
+            },
+        ),
+        f"{V1}/my-project/global/firewalls/ccb-old-ssh": (200, {"name": "op-2", "status": "DONE"}),
     }
     _, gcp = _gcp(tmp_path, compute_api)
     real_settle = gcp.settle
@@ -244,6 +256,27 @@ def test_gcp_sweep_finds_labelled_instances_and_deletes_the_expired_run_through_
     assert any("run new is not from this host" in line for line in lines)
     assert ("DELETE", f"{zone}/instances/ccb-old-cc-1") in _Canned.seen
     assert ("DELETE", f"{zone}/instances/ccb-new-cc-1") not in _Canned.seen
+    assert "gcp: deleted firewall ccb-old-ssh" in lines
+    assert ("DELETE", f"{V1}/my-project/global/firewalls/ccb-mine-ssh") not in _Canned.seen
+
+
+def test_gcp_prepare_opens_ssh_to_the_callers_address_and_the_runs_instances_only(tmp_path, compute_api):
+    from dataclasses import replace
+
+    path = f"{V1}/my-project/global/firewalls"
+    _Canned.routes = {path: (200, {"name": "op-1", "status": "DONE"})}
+    _Canned.bodies = {}
+    _, gcp = _gcp(tmp_path, compute_api)
+    ctx = replace(CTX, ssh_from="198.51.100.7/32")
+    log = Journal(tmp_path / "state", CTX.run_id, {"provider": "gcp"})
+    gcp.prepare(ctx, log)
+    rule = _Canned.bodies[path]
+    assert rule["sourceRanges"] == ["198.51.100.7/32"] and rule["targetTags"] == [f"ccb-{CTX.run_id}"]
+    assert rule["allowed"] == [{"IPProtocol": "tcp", "ports": ["22"]}]
+    assert json.loads(rule["description"])["ccbench-run"] == CTX.run_id
+    golden = json.loads((DATA / "golden" / "gcp-tdx-c3-standard-4.json").read_text())
+    assert golden["tags"] == {"items": rule["targetTags"]}  # the instances carry the rule's target tag
+    assert [r["what"] for r in read(log.path) if r["op"] == "create"] == ["firewall"]  # journaled first
 
 
 def test_azure_sweep_deletes_the_expired_runs_resource_group_through_the_sdk(tmp_path):

@@ -126,11 +126,18 @@ def test_the_cost_guard_refuses_over_budget_and_off_a_terminal_without_yes(tmp_p
     result = run_ccbench("machines", "run", DATA / "gcp-study.toml")  # stdin is no terminal here
     assert result.returncode == 2 and "not on a terminal, so nothing is launched without --yes" in result.stderr
     result = run_ccbench("machines", "run", DATA / "gcp-study.toml", "--yes")
-    assert (
-        result.returncode == 2
-        and "not wired to the fleet yet" in result.stderr
-        and "nothing was launched" in result.stderr
-    )
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        "ccbench machines: refused: say which addresses SSH to the instances may come from: --ssh-from "
+        "203.0.113.7/32 (your own address) or ssh_from in [cloud]; nothing was launched"
+    ]
+    result = run_ccbench("machines", "run", DATA / "gcp-study.toml", "--yes", "--ssh-from", "my-laptop")
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        "ccbench machines: refused: --ssh-from: 'my-laptop' is not an address or network; give your own "
+        "address, e.g. 203.0.113.7/32"
+    ]
+    bad = study_text("aws", "sev-snp", 'ssh_from = "::1"')
+    line = _refusal(tmp_path, bad)
+    assert "cloud.ssh_from: '::1': give an IPv4 address" in line
 
 
 def test_the_estimate_is_price_per_hour_times_arms_times_hours(tmp_path):
@@ -178,3 +185,38 @@ def test_the_documented_cloud_study_and_prices_are_what_the_code_says(tmp_path):
         assert prices[:2] == [round(p, 4) for p in expected], row
         assert prices[2] == round(sum(expected), 2), row
     assert f"dated {pricing.PRICES_DATE}" in doc
+
+
+def test_the_launch_facts_say_each_instance_and_name_a_confounded_launch(tmp_path):
+    import json
+
+    from ccbench.machines.cloud.studyrun import launch_facts
+
+    study = load_cloud_study(DATA / "azure-study.toml")
+    base = {"provider": "azure", "region": "eastus", "zone": None, "image": IMAGES["azure"], "replica": 1}
+    instances = {
+        "plain-1": {**base, "arm": "plain", "instance_type": "Standard_D2as_v5", "cloud_says": {}},
+        "snp-1": {
+            **base,
+            "arm": "snp",
+            "instance_type": "Standard_DC2as_v5",
+            "cloud_says": {"securityType": "ConfidentialVM"},
+        },
+    }
+    (tmp_path / "study.json").write_text(json.dumps({"instances": instances}))
+    lines = launch_facts(tmp_path, study)
+    assert [a.name for a in study.arms] == ["plain", "snp"]
+    assert lines[1] == (
+        f"snp #1: azure eastus -, Standard_DC2as_v5, image {IMAGES['azure']}, "
+        'CC flag as returned {"securityType": "ConfidentialVM"}'
+    )
+    assert lines[-1] == "the arms share provider, region, zone, image as launched (2 instances)"
+    instances["snp-1"]["image"] = "Canonical:ubuntu-24_04-lts:cvm:latest"  # what a wrong launch would leave
+    (tmp_path / "study.json").write_text(json.dumps({"instances": instances}))
+    lines = launch_facts(tmp_path, study)
+    assert lines[-1] == (
+        f"launch confounded: image differs: plain={IMAGES['azure']}, snp=Canonical:ubuntu-24_04-lts:cvm:latest"
+    )
+    assert json.loads((tmp_path / "study.json").read_text())["launch_differences"] == [
+        lines[-1][len("launch confounded: ") :]
+    ]

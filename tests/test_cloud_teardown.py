@@ -12,6 +12,7 @@ import time
 import pytest
 from cloud_studies import study_text, write
 
+from ccbench.machines.cloud.access import Access
 from ccbench.machines.cloud.journal import read
 from ccbench.machines.cloud.lifecycle import run_arms
 from ccbench.machines.cloud.model import load_cloud_study
@@ -72,7 +73,7 @@ def _run(tmp_path, fake):
         time.sleep(5)
 
     with pytest.raises(KeyboardInterrupt):
-        run_arms(study, fake, body, said.append, tmp_path / "state", "ssh-ed25519 AAAA test")
+        run_arms(study, fake, body, said.append, tmp_path / "state", Access(tmp_path / "access"), "192.0.2.1/32")
     (journal,) = (tmp_path / "state").glob("*.jsonl")
     return said, read(journal)
 
@@ -98,4 +99,7 @@ def test_without_a_second_signal_everything_goes(tmp_path):
     fake = FakeCloud()
     said, journal = _run(tmp_path, fake)
     assert fake.resources == {} and sorted(fake.deleted) == ["cc-1", "net", "plain-1"]
+    access = tmp_path / "access"
+    assert not (access / "id_ed25519").exists() and not list(access.glob("hosts/*_ed25519"))  # secrets gone
+    assert len(list(access.glob("hosts/*.pub"))) == 2 and (access / "known_hosts").exists()  # the record stays
     assert journal[-1]["outcome"] == "torn down"

@@ -240,7 +240,8 @@ def crafted(tmp_path_factory) -> Path:
         "storage": {"protection": "plain"},
         "virtualization": "kvm",
         "provenance": {"page_size": 4096, "vcpus": 8, "smt": True, "thp": {"enabled": "always", "defrag": "madvise"},
-                       "swiotlb": {"bytes": 67108864, "source": "kernel-log"}, "kernel_cmdline": "ro quiet",
+                       "swiotlb": {"bytes": 67108864, "source": "kernel-log", "dynamic": True},
+                       "kernel_cmdline": "ro quiet", "clocksource": "kvm-clock",
                        "hugepages_total": 0, "tdx_idle": "tdx idle line", "hypervisor": "kvm", "microcode": "0x2b"},
     }  # fmt: skip
     writer = BundleWriter.create(
@@ -324,6 +325,7 @@ def test_every_row_is_its_journal_line_with_its_bundles_facts(crafted, tmp_path)
         assert (row["storage_protection"], row["hostname"], row["imported"]) == ("plain", "crafted-host", False)
         assert (row["page_size"], row["vcpus"], row["smt"], row["swiotlb_bytes"]) == (4096, 8, True, 67108864)
         assert (row["thp_enabled"], row["microcode"], row["tdx_idle"]) == ("always", "0x2b", "tdx idle line")
+        assert (row["clocksource"], row["swiotlb_dynamic"]) == ("kvm-clock", True)
         assert row["snp_policy"] is None and row["tee_evidence_verified"] is None
 
 

@@ -427,3 +427,31 @@ def test_a_rows_detectable_change_is_in_the_one_convention():
 
     row = pd.Series({"ci_low": 0.5, "ci_high": 2.0, "overhead_percent": -16.0, "mde": 1.548, "significant": False})
     assert _status(row, None)[1] == "no significant change; could have detected 2.5x or more"
+
+
+def test_an_imported_run_that_fails_is_measured_again_with_its_own_tool(tmp_path, ccbench):
+    """A new run imported from hyperfine is not a plan ccbench can run again: the rerun line (terminal
+    and Markdown) names the tool and the import, and --confirm is refused in one line."""
+    import json
+
+    source = Path(__file__).parent / "data" / "import" / "hyperfine-1.15-two-commands.json"
+    slower = json.loads(source.read_text())
+    for result in slower["results"]:
+        result["times"] = [t * 1.6 for t in result["times"]]
+        for key in ("mean", "median", "min", "max", "stddev", "user", "system"):
+            if isinstance(result.get(key), (int, float)):
+                result[key] *= 1.6
+    (tmp_path / "slower.json").write_text(json.dumps(slower))
+    for name, path in (("base", source), ("new", tmp_path / "slower.json")):
+        done = ccbench("import", "hyperfine", path, "--label", "vm", "--out", tmp_path / name)
+        assert done.returncode == 0, done.stderr
+    md = tmp_path / "gate.md"
+    done = ccbench("gate", tmp_path / "new", "--against", tmp_path / "base", "--markdown", md)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rerun = [line for line in done.stdout.splitlines() if line.startswith("rerun:")]
+    assert rerun and "hyperfine" in rerun[0] and "ccbench import hyperfine" in rerun[0], done.stdout
+    assert "ccbench run" not in done.stdout and "ccbench run" not in md.read_text()
+    assert "again with the tool that made the new run (hyperfine)" in md.read_text()
+    refused = ccbench("gate", tmp_path / "new", "--against", tmp_path / "base", "--confirm", "quick")
+    assert refused.returncode == 2 and "imported from hyperfine" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1

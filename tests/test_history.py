@@ -326,12 +326,13 @@ def test_a_store_of_the_layout_before_versions_is_read_and_migrated(nightly, tmp
         ]
         assert sorted((s["plan"], len(s["runs"])) for s in shown) == [("", 1), ("quick", 24)]
     with duckdb.connect(str(database), read_only=True) as db:
-        assert db.sql("select value from ccbench_history where key = 'schema_version'").fetchall() == [("2",)]
+        assert db.sql("select value from ccbench_history where key = 'schema_version'").fetchall() == [("3",)]
         types = dict(
             db.sql("select column_name, data_type from information_schema.columns where table_name = 'runs'").fetchall()
         )
     assert types["kernel_release"] == "VARCHAR" and types["kernel_cmdline"] == "VARCHAR"
-    assert json.loads((parts / "ccbench-history.json").read_text())["schema_version"] == 2
+    assert types["clocksource"] == "VARCHAR" and types["swiotlb_dynamic"] == "VARCHAR"
+    assert json.loads((parts / "ccbench-history.json").read_text())["schema_version"] == 3
 
 
 @needs_duckdb

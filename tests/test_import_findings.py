@@ -241,3 +241,16 @@ def test_a_wrong_file_is_named_for_what_it_is(tmp_path, format_name, source, exp
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert expected in done.stderr and "cut short" not in done.stderr, done.stderr
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_two_pythons_under_pyperf_name_the_python_as_the_difference(tmp_path):
+    """Two real pyperf files, one machine, Python 3.10 against 3.11: no layer differs, so the one thing
+    compare can name is the tools' versions, as stated in each file (and not where they agree)."""
+    _import("pyperf", IMPORT / "pyperf-2.11-python3.10-one-value.json", "--label", "py310", tmp_path)
+    _import("pyperf", IMPORT / "pyperf-2.11-python3.11-one-value.json", "--label", "py311", tmp_path)
+    done = run_ccbench("compare", *_bundles(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    findings = [f for f in _rows(done.stdout) if f.get("finding") == "tool-versions"]
+    assert len(findings) == 1, findings
+    assert "3.10.13" in findings[0]["what"] and "3.11.7" in findings[0]["what"], findings[0]
+    assert "perf version" not in findings[0]["what"]  # pyperf 2.11 on both sides: not a difference

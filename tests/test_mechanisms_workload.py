@@ -13,7 +13,7 @@ import tomllib
 import pytest
 
 from ccbench.plan import bundled_plans
-from ccbench.workloads.mechanisms import BINARY, last_level_cache_bytes, parse
+from ccbench.workloads.mechanisms import BINARY, last_level_cache_bytes, parse, wakeups
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -100,6 +100,10 @@ memory_size = "8M"
 memory_passes = 2
 touch_size = "8M"
 wakeup_seconds = 1
+cross_wakeup_round_trips = 300
+cross_wakeup_rounds = 100
+cross_wakeup_batches = 2
+evidence_reports = 1
 """
     )
     out = tmp_path / "out"
@@ -157,6 +161,111 @@ wakeup_seconds = 1
         assert (bundle / "raw").rglob("cyclictest.json")
     else:
         assert "rt-tests" in figures["wakeup"]
+    # cross-vCPU wake-ups at each vCPU count this process may use, with the IPIs per wake-up (or why not)
+    counts = wakeups.sweep(len(os.sched_getaffinity(0)))
+    wake = {(s["params"]["pattern"], s["params"]["vcpus"]): s for s in by["cross_wakeup_ns"] + by["fanout_join_ns"]}
+    assert set(wake) == {(pattern, n) for pattern in ("ping-pong", "fan-out") for n in counts}
+    assert all(s["value"] > 0 and s["unit"] == "ns" for s in wake.values())
+    assert "shares CPU" in wake["ping-pong", 1]["metadata"]["shared_cpu"]
+    ipis = {(s["params"]["pattern"], s["params"]["vcpus"]): s for s in by.get("ipis_per_wakeup", [])}
+    for pattern, n in wake:
+        assert (pattern, n) in ipis or f"IPIs per wake-up ({pattern}, {n} vCPUs)" in figures
+    halts = {(s["params"]["pattern"], s["params"]["vcpus"]) for s in by.get("halts_per_wakeup", [])}
+    assert all(key in halts or f"halts per wake-up ({key[0]}, {key[1]} vCPUs)" in figures for key in wake)
+    if not os.path.isdir("/sys/kernel/config/tsm/report"):
+        assert "none exists" in figures["evidence latency"] or "present" in figures["evidence latency"]
     # the kind's declaration is in the manifest, for the analysis without workload code
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert "exit_ns" in json.dumps(manifest)
+
+
+def _wake_document(vcpus, idle):
+    part = {"cpus": [0, vcpus - 1], "wakeups": 1000, "slept": 900, "counts": {"ipis": {"res": 950, "cal": 50}}}
+    part["counts"]["idle"] = idle
+    return {
+        "vcpus": vcpus,
+        "cpus": list(range(vcpus)),
+        "idle_driver": "haltpoll" if idle else None,
+        "ping_pong": {**part, "round_trips": 500, "ns_per_wakeup": [40.0, 30.0, 90.0]},
+        "fan_out": {**part, "workers": vcpus, "rounds": 100, "ns_per_round": [70.0, 50.0, 60.0]},
+    }
+
+
+def test_the_cross_vcpu_wakeups_give_ipis_and_halts_per_wakeup_or_say_why_not():
+    from ccbench.workloads.mechanisms import wakeups
+
+    found, missing = wakeups.wake_measurements(_wake_document(2, {"POLL": 100, "haltpoll idle": 300}))
+    by = {(m.metric, m.case["pattern"]): m for m in found}
+    assert by["cross_wakeup_ns", "ping-pong"].value == 40.0  # the median batch
+    assert by["cross_wakeup_ns", "ping-pong"].metadata["round_trip_ns"] == 80.0
+    assert by["fanout_join_ns", "fan-out"].value == 60.0
+    ipis = by["ipis_per_wakeup", "ping-pong"]
+    assert (
+        ipis.value == 1.0 and ipis.metadata["res_per_wakeup"] == 0.95 and "/proc/interrupts" in ipis.metadata["source"]
+    )
+    halts = by["halts_per_wakeup", "fan-out"]
+    assert halts.value == 0.3 and halts.metadata["polls_per_wakeup"] == 0.1  # POLL never halts
+    assert {m.case["vcpus"] for m in found} == {2} and missing == []
+    assert by["cross_wakeup_ns", "ping-pong"].metadata["shared_cpu"] is None
+    # no cpuidle (no idle driver): the halts are named as missing, per pattern; one vCPU says it shares
+    found, missing = wakeups.wake_measurements(_wake_document(1, {}))
+    assert [m["figure"] for m in missing] == [
+        "halts per wake-up (ping-pong, 1 vCPUs)",
+        "halts per wake-up (fan-out, 1 vCPUs)",
+    ]
+    assert "no cpuidle states" in missing[0]["why"]
+    assert "shares CPU 0" in found[0].metadata["shared_cpu"]
+    found, missing = wakeups.wake_measurements({"vcpus": 8, "skipped": "8 vCPUs asked, this process may run on 2"})
+    assert found == [] and missing == [
+        {"figure": "cross-vCPU wake-ups at 8 vCPUs", "why": "8 vCPUs asked, this process may run on 2"}
+    ]
+    assert wakeups.sweep(2) == [1, 2] and wakeups.sweep(6) == [1, 2, 4, 6] and wakeups.sweep(6, [3, 1, 3]) == [1, 3]
+
+
+class MockTsm:
+    """A MOCK configfs-tsm (no TEE here): the kernel's report entry as a directory of files a test
+    fills in, read by the real TsmProvider; what configfs would do on mkdir and rmdir done by hand."""
+
+    def __init__(self, root, provider="tdx_guest"):
+        from ccbench.attestation.evidence import TsmProvider
+
+        class Provider(TsmProvider):
+            def _make_entry(inner):
+                entry = super()._make_entry()
+                for name, value in (("generation", b"1"), ("provider", provider.encode()), ("outblob", b"Q" * 5000)):
+                    (entry / name).write_bytes(value)
+                return entry
+
+            def attest(inner, report_data):
+                try:
+                    return super().attest(report_data)
+                finally:
+                    for entry in inner.root.iterdir():
+                        shutil.rmtree(entry)
+
+        self.provider = Provider(root)
+
+
+def test_the_evidence_latency_is_timed_through_configfs_tsm_or_named_as_missing(tmp_path):
+    from ccbench.attestation.evidence import TsmProvider
+    from ccbench.workloads.mechanisms.evidence import evidence_latency
+
+    tsm = tmp_path / "sys/kernel/config/tsm/report"
+    tsm.mkdir(parents=True)
+    (found,), missing = evidence_latency(MockTsm(tsm).provider, 3)
+    assert missing == [] and found.metric == "evidence_ms" and found.unit == "ms" and found.value > 0
+    assert found.case == {"mechanism": "evidence", "interface": "configfs-tsm", "provider": "tdx_guest"}
+    assert len(found.metadata["times_ms"]) == 3 and found.metadata["evidence_bytes"] == 5000
+    assert found.metadata["technology"] == "tdx" and list(tsm.iterdir()) == []  # every entry removed
+    # an unsupported provider: named as missing with the provider
+    found, missing = evidence_latency(MockTsm(tsm, "arm_cca_guest").provider, 2)
+    assert found == [] and "arm_cca_guest" in missing[0]["why"] and "after 0 reports" in missing[0]["why"]
+    # no configfs-tsm: what was looked for, and a device node present said as not driven
+    found, missing = evidence_latency(TsmProvider(tmp_path / "absent"), 2, {"technology": "none"}, root=tmp_path)
+    assert found == [] and missing[0]["figure"] == "evidence latency"
+    assert "/dev/sev-guest, /dev/tdx-guest: none exists" in missing[0]["why"]
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/sev-guest").write_text("")
+    _, missing = evidence_latency(TsmProvider(tmp_path / "absent"), 2, {"technology": "sev-snp"}, root=tmp_path)
+    assert "/dev/sev-guest present, but ccbench obtains evidence through configfs-tsm only" in missing[0]["why"]
+    assert "sev-snp guest needs Linux 6.7+" in missing[0]["why"]

@@ -117,3 +117,39 @@ def test_compare_cli_json_summary_and_table_say_the_settled_answer(tmp_path, ccb
     table = ccbench("compare", bundle).stdout
     assert "anytime-valid (no cost above 5.0%)" in table
     assert "time: no cost above 5.0% (estimate" in table  # the run's own line, recomputed
+
+
+def test_a_record_of_the_repeated_interval_is_read_on_it_everywhere_and_the_header_names_it(tmp_path, ccbench):
+    """A run that settled on the interval built for its round limit records it; compare's rows, its
+    "settled in" header, the table's interval column and the layer's words all take it from there."""
+    from ccbench.analysis.sequential import case_p_value
+
+    base, variant = drifting(np.random.default_rng(1))
+    bundle = write_settled(tmp_path, "m", {DISK: base, TMPFS: variant}, limit=10)
+    values = paired(base, variant)
+    expected, anytime = settle(values, 0.05, limit=10), settle(values, 0.05)
+    assert expected.interval == "repeated interval, limit 10" and anytime.interval == ANYTIME
+    assert expected.high - expected.low < anytime.high - anytime.low  # built for the limit: narrower
+    result = comparison([bundle])
+    row = result.table.iloc[0]
+    assert (row["interval"], row["settled"]) == ("repeated interval, limit 10", NO_COST_ABOVE)
+    assert (row["ci_low"], row["ci_high"]) == (pytest.approx(1 + expected.low), pytest.approx(1 + expected.high))
+    assert row["p_value"] == pytest.approx(case_p_value(values, 10))
+    (layer,) = result.verdicts()
+    assert layer.words().startswith("no cost above 5.0% (settled: the run's repeated interval, limit 10 excludes")
+    out = ccbench("compare", bundle).stdout
+    header = next(line for line in out.splitlines() if line.startswith("settled in "))
+    assert "(repeated interval, limit 10, target 5.0%)" in header
+    assert "repeated interval, limit 10 (no cost above 5.0%)" in out
+    json_row = next(
+        r for r in map(json.loads, ccbench("compare", bundle, "--json").stdout.splitlines()) if "workload" in r
+    )
+    # the record, the header and every row name one interval
+    assert json_row["interval"] in header
+
+
+def test_a_record_from_before_the_limit_reads_as_anytime_valid_in_the_header_too(tmp_path, ccbench):
+    base, variant = drifting(np.random.default_rng(1))
+    bundle = write_settled(tmp_path, "m", {DISK: base, TMPFS: variant})
+    out = ccbench("compare", bundle).stdout
+    assert "(anytime-valid interval, target 5.0%)" in out and "repeated interval" not in out

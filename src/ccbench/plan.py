@@ -8,7 +8,7 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -27,6 +27,7 @@ PER_WORKLOAD_SETTINGS = (
     "precision",
     "detect",
     "settle",
+    "settle_by",
     "max_repetitions",
     "max_time",
     "counters",
@@ -71,9 +72,12 @@ class PrecisionSettings(BaseModel):
     #: plan may write "2%"); None: no such target. With both set, detect decides when to stop
     detect: float | None = None
     #: settle each case (a variant against the first): after ``repetitions``, rounds of the baseline
-    #: and the unsettled variants until each variant's anytime-valid interval calls a cost or gain, or
-    #: puts every cost above this below it ("5%"); None: off. With precision or detect too, settle decides
+    #: and the unsettled variants until each variant's interval (the repeated one built for the round
+    #: limit) calls a cost or gain, or puts every cost above this below it ("5%"); None: off. With precision or detect too, settle decides
     settle: float | None = None
+    #: what settle stops on: each ``case`` (a variant stops when all its cases are settled), or each
+    #: ``layer``'s headline (the mean of a variant's cases: ccbench.analysis.layer_settle)
+    settle_by: Literal["case", "layer"] = "case"
     #: the most repetitions per variant when precision is set (default: ccbench.analysis.precision's, 30)
     max_repetitions: int | None = Field(None, ge=1)
     #: the most seconds a workload's executions may take when precision is set ("30m", "2h", 90)
@@ -183,13 +187,18 @@ class Plan(BaseModel):
             update={"workloads": [w.model_copy(update={"precision": target}) for w in self.workloads]}
         )
 
-    def with_settle(self, settle: str | float) -> Plan:
-        """Every workload settled case by case at this target (``--settle``)."""
-        try:
-            target = PrecisionSettings(settle=settle).settle
-        except ValidationError as exc:
-            raise PlanError(f"--settle {settle}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
-        return self.model_copy(update={"workloads": [w.model_copy(update={"settle": target}) for w in self.workloads]})
+    def with_settle(self, settle: str | float | None, by: str | None = None) -> Plan:
+        """Every workload settled at this target (``--settle``), case by case or ``by`` layer
+        (``--settle-by``; without it each workload's own ``settle_by``)."""
+        update: dict[str, Any] = {}
+        if settle:
+            try:
+                update["settle"] = PrecisionSettings(settle=settle).settle
+            except ValidationError as exc:
+                raise PlanError(f"--settle {settle}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        if by:
+            update["settle_by"] = by
+        return self.model_copy(update={"workloads": [w.model_copy(update=update) for w in self.workloads]})
 
     def with_budget(self, budget: str | float) -> Plan:
         """The whole study within this much time (``--budget``)."""

@@ -6,11 +6,13 @@
 //!                                                 $CCMECH_ROOT where set: a fake tree for tests)
 //! ccmech memory --pages 4k|2m [--array-bytes N] [--chase-bytes N] [--passes N]
 //! ccmech touch  --pages 4k|2m [--bytes N]
+//! ccmech wake   --vcpus N [--round-trips N] [--rounds N] [--batches N]
 
 mod exits;
 mod memory;
 mod procfs;
 mod region;
+mod wake;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -51,7 +53,7 @@ impl Options {
 fn run(args: &[String]) -> Result<serde_json::Value, String> {
     let (command, rest) = args
         .split_first()
-        .ok_or("usage: ccmech exits|memory|touch [--option value ...]")?;
+        .ok_or("usage: ccmech exits|memory|touch|wake [--option value ...]")?;
     let options = Options::parse(rest)?;
     match command.as_str() {
         "exits" => {
@@ -66,7 +68,13 @@ fn run(args: &[String]) -> Result<serde_json::Value, String> {
             options.number("passes", 3)? as usize,
         ),
         "touch" => memory::first_touch(options.pages()?, options.number("bytes", 256 << 20)? as usize),
-        other => Err(format!("unknown subcommand {other:?}: exits, memory or touch")),
+        "wake" => wake::wake(
+            options.number("vcpus", 2)? as usize,
+            options.number("round-trips", 5_000)?,
+            options.number("rounds", 2_000)?,
+            options.number("batches", 5)? as usize,
+        ),
+        other => Err(format!("unknown subcommand {other:?}: exits, memory, touch or wake")),
     }
 }
 

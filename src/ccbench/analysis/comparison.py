@@ -177,7 +177,7 @@ def comparison(
     table = _with_tee_twins(facts, table, against)
     if not given:
         table = cross_vendor_rows(table, facts, machines)
-    # the cases a run settled: on its anytime-valid interval, so compare says what the run said
+    # the cases a run settled: on the interval its record names, so compare says what the run said
     cases = settled_cases(bundles, labels, exclude_contended)
     # and the cases a fleet settled across its labels (ccbench.analysis.fleet_settle): the controller's rule
     cases.update(fleet_settled_cases(bundles, labels, exclude_contended))

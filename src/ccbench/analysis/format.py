@@ -218,12 +218,12 @@ def _answer(answer: str, target: float) -> str:
 def _with_interval(cells: pd.DataFrame, comparison: pd.DataFrame) -> pd.DataFrame:
     """Where a run settled some of the cases (ccbench.analysis.settled), an ``interval`` column
     after the effect: which interval each row uses, with a settled case's answer."""
-    from ccbench.analysis.labels import ANYTIME
+    from ccbench.analysis.labels import is_settle_interval
 
-    if "interval" not in comparison or not (comparison["interval"] == ANYTIME).any():
+    if "interval" not in comparison or not comparison["interval"].map(is_settle_interval).any():
         return cells
     names = [
-        f"{kind} ({_answer(answer, target)})" if kind == ANYTIME and isinstance(answer, str) else kind
+        f"{kind} ({_answer(answer, target)})" if is_settle_interval(kind) and isinstance(answer, str) else kind
         for kind, answer, target in zip(comparison["interval"], comparison["settled"], comparison["mde"])
     ]
     cells.insert(list(cells.columns).index("effect [95% CI]") + 1, "interval", names)

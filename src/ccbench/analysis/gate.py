@@ -296,6 +296,22 @@ class Verdict:
     interrupted: list[str] = field(default_factory=list)
     #: what else a reader must know (the new run already in the store, contended runs left out)
     notes: list[str] = field(default_factory=list)
+    #: the formats the new run was imported from (hyperfine, fio...): a run ccbench did not make is
+    #: measured again with its own tool, not with ``ccbench run --only``
+    imported: list[str] = field(default_factory=list)
+
+    def rerun(self, plan: str | None = None) -> str | None:
+        """How to measure the failing cases again, or None when nothing failed."""
+        workloads = failing_workloads(self.results)
+        if not workloads:
+            return None
+        if self.imported:
+            tools = ", ".join(self.imported)
+            return (
+                f"measure {', '.join(workloads)} again with the tool that made the new run ({tools}) and "
+                f"import it (ccbench import {self.imported[0]} FILE)"
+            )
+        return f"ccbench run {plan or 'PLAN'} --only {','.join(workloads)}"
 
     @property
     def failing(self) -> list[CaseResult]:
@@ -417,9 +433,11 @@ def markdown(results: list[CaseResult], against: str, threshold: float | None = 
             "",
         ]
     lines += [f"Note: {note}." for note in verdict.notes] + ([""] if verdict.notes else [])
-    workloads = failing_workloads(results)
-    if workloads:
-        lines += [f"Rerun only these: `ccbench run PLAN --only {','.join(workloads)}`", ""]
+    rerun = verdict.rerun()
+    if rerun and verdict.imported:
+        lines += [f"Rerun only these: {rerun}.", ""]
+    elif rerun:
+        lines += [f"Rerun only these: `{rerun}`", ""]
     lines += ["| case | baseline | new | change [95% interval] | MDE | result |", "|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: (not r.failed, r.status == NOT_JUDGED, r.name)):
         result = r.status if r.confirmation is None else f"{r.status}, {r.confirmation}"

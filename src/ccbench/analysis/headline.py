@@ -132,13 +132,13 @@ def disagree(costs: list[WorkloadCost]) -> bool:
 
 def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, mde: float, bound: str = "mde") -> str:
     """ "+4.2% [+2.1% to +6.3%]", or "no cost above 2.1% (the smallest this comparison could see)"
-    (for a case a run settled, what its anytime-valid interval excludes: semantics.BOUND_WORDS)."""
+    (for a case a run settled, what its settle interval excludes: semantics.bound_words)."""
     from ccbench.analysis import semantics
 
     if not distinguishable:
         if math.isnan(mde):
             return f"no cost distinguishable from noise (typical {fmt.percent((typical - 1) * 100)})"
-        words = "the smallest this comparison could see" if bound == "mde" else semantics.BOUND_WORDS[bound]
+        words = "the smallest this comparison could see" if bound == "mde" else semantics.bound_words(bound)
         return f"no cost above {fmt.mde(mde)} ({words})"
     interval = "" if math.isnan(low) else f" [{fmt.percent((low - 1) * 100)} to {fmt.percent((high - 1) * 100)}]"
     return f"{fmt.percent((typical - 1) * 100)}{interval}"

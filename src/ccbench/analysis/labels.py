@@ -27,3 +27,22 @@ def loop_twin(config: str) -> str | None:
 COST, GAIN, NO_COST_ABOVE = "cost", "gain", "no cost above"
 #: the name of the settle rule's interval where a comparison row uses it (ccbench.analysis.settled)
 ANYTIME = "anytime-valid"
+#: the interval built for a run's round limit (ccbench.analysis.repeated): a settle record's
+#: ``interval`` where its run used it (a record without one used ANYTIME)
+REPEATED = "repeated"
+
+
+def interval_name(limit: int | None) -> str:
+    """The name of the interval a settled case is read on: the repeated interval for its round limit
+    ("repeated interval, limit 10"), ANYTIME without a limit (and past it)."""
+    return f"repeated interval, limit {limit}" if limit else ANYTIME
+
+
+def is_settle_interval(name: object) -> bool:
+    """Whether a row's ``interval`` is a settle rule's (ANYTIME or a repeated interval), not compare's own."""
+    return isinstance(name, str) and (name == ANYTIME or name.startswith("repeated interval"))
+
+
+def interval_phrase(name: str) -> str:
+    """The interval's name in a sentence: "anytime-valid interval", "repeated interval, limit 10"."""
+    return f"{name} interval" if name == ANYTIME else name

@@ -17,7 +17,7 @@ from typing import Any
 from ccbench.analysis import plausibility
 from ccbench.analysis.engine import first_rows
 from ccbench.analysis.lint_cipher import slow_cipher
-from ccbench.analysis.lint_run import clock_sources, execution_findings
+from ccbench.analysis.lint_run import clock_sources, execution_findings, tool_versions
 from ccbench.probe.facts import machine_facts, microarchitecture, page_sizes
 from ccbench.probe.lint import HIGH, INFO, MEDIUM, Finding, gib, lint_machine, make_finding
 from ccbench.workloads import plan_device_io
@@ -248,6 +248,7 @@ def lint_pairs(frame: Any, table: Any, machines: Mapping[str, Mapping[str, Any]]
         if found:
             findings.append(_confounded(baseline, other, found, layers))
         findings += small_pages(baseline, other) + unchecked(baseline, other, unknown) + clock_sources(baseline, other)
+        findings += tool_versions(baseline, other)
     return findings
 
 

@@ -54,6 +54,43 @@ def clock_sources(baseline: list, other: list) -> list[Finding]:
     ]
 
 
+def _tools(probe: Mapping[str, Any]) -> dict[str, str]:
+    """The versions of the tools that measured (an imported source's pyperf, Python, fio...), as stated."""
+    tools = probe.get("tools")
+    if not isinstance(tools, Mapping):
+        return {}
+    return {
+        str(k): ", ".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in tools.items() if v is not None
+    }
+
+
+def tool_versions(baseline: list, other: list) -> list[Finding]:
+    """Two sides measured by different versions of the same tool (Python 3.10 against 3.11 under
+    pyperf, fio 3.28 against 3.36): the difference between them may be the tool's, which then is the
+    only named difference where no layer differs. Only tools both sides state are compared."""
+    seen = {label: _tools(probe) for label, probe in [*baseline, *other]}
+    differ = []
+    for name in sorted({k for v in seen.values() for k in v}):
+        a = sorted({seen[label][name] for label, _ in baseline if name in seen[label]})
+        b = sorted({seen[label][name] for label, _ in other if name in seen[label]})
+        if a and b and a != b:
+            differ.append(f"{name.replace('_', ' ')} {' and '.join(a)} against {' and '.join(b)}")
+    if not differ:
+        return []
+    names = ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
+    return [
+        make_finding(
+            "tool-versions",
+            MEDIUM,
+            f"{names[0]} and {names[1]} were measured by different versions of their tools ({'; '.join(differ)}): "
+            "a difference between them may be the tool's, not the machine's or the layer's",
+            {label: value for label, value in seen.items() if value},
+            "measure both sides with the same tool versions, or read the difference as the tools' and the "
+            "machines' together",
+        )
+    ]
+
+
 # ---- a full bounce-buffer pool during an execution ----------------------------------------------------
 
 

@@ -37,6 +37,9 @@ from scipy import optimize, stats
 POCOCK = 0.5
 #: the first look: the fewest paired rounds from which an interval is drawn (the plans' 3 repetitions)
 FIRST_LOOK = 3
+#: the round limit of ``run --settle`` where the plan sets no ``max_repetitions``: the intervals are
+#: built for it, so a larger limit than a study needs only widens every one of them
+SETTLE_ROUNDS = 10
 #: the most the lag-1 autocorrelation is taken to be (the spread is then widened 19 times at most)
 MAX_AUTOCORRELATION = 0.9
 #: the values the simulation that sets C draws (a fixed seed: the same boundary every time), as
@@ -142,3 +145,30 @@ def critical(count: np.ndarray | int, limit: int, alpha: float = 0.05, shape: fl
     n = np.asarray(count, dtype=int)
     table = np.concatenate([np.full(FIRST_LOOK, np.inf), boundaries(limit, alpha, shape), [np.inf]])
     return table[np.clip(n, 0, limit + 1)]
+
+
+@functools.lru_cache(maxsize=8)
+def _largest_z(limit: int, first: int = FIRST_LOOK) -> np.ndarray:
+    """Sorted, per case of the calibration's normal values, the largest over the looks first..limit of
+    each look's t statistic read as a normal deviate at the same one-sided level: a case's Pocock
+    repeated interval ever excludes its mean exactly where this passes the boundary's C."""
+    rng = np.random.default_rng(20261202)
+    stat = _standardised(rng.standard_normal((CALIBRATION_VALUES // limit, limit)))[:, first - 1 :]
+    looks = np.arange(first, limit + 1)
+    return np.sort(stats.norm.isf(stats.t.sf(stat, looks - 1)).max(axis=1))
+
+
+def repeated_p_value(values: np.ndarray, limit: int, floor: float = 0.0) -> float:
+    """The repeated p value of "no cost" after these paired values (Pocock's shape): the least alpha at
+    which the repeated interval for looks FIRST_LOOK..limit excludes 0 (the share of the calibration's
+    no-cost cases whose statistic ever reaches this one's); 1 before the first look or past the limit."""
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n < FIRST_LOOK or n > limit or limit < FIRST_LOOK:
+        return 1.0
+    sd = max(float(values.std(ddof=1)), floor)
+    if sd <= 0:
+        return 1.0
+    z = float(stats.norm.isf(stats.t.sf(abs(float(values.mean())) / (sd / np.sqrt(n)), n - 1)))
+    table = _largest_z(limit)
+    return float(max(len(table) - np.searchsorted(table, z, side="left"), 1) / len(table))

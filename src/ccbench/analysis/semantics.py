@@ -18,7 +18,7 @@ A scope's rows are time-equivalent (``te`` > 1: takes more time, with ``te_low``
   the geometric mean ``pyperf compare_to`` prints for two benchmarks or more; only when both the
   sign test and the interval exclude no change is that a finding (never below MIN_POOLED rows);
 - otherwise "no cost above X%" (X: the median minimum detectable effect of its rows; for the cases
-  a run settled, ccbench.analysis.settled, its target, or the cost an unsettled case's anytime-valid
+  a run settled, ccbench.analysis.settled, its target, or the cost an unsettled case's settle
   interval excludes, and said so), or "not distinguishable from noise" where no row could say (no
   interval, too few values).
 """
@@ -75,14 +75,24 @@ LEFT_OUT = "all left out"  # every row marked implausible: no figure
 #: cost a user would care about
 WEAK_BOUND = 0.25
 #: what a "no cost above X%" rests on: the rows' minimum detectable effects; the target of cases a
-#: run settled as "no cost above" it (ccbench.analysis.settled); the costs the anytime-valid
+#: run settled as "no cost above" it (ccbench.analysis.settled); the costs the settle
 #: intervals of cases left unsettled exclude
 BOUND_MDE, BOUND_SETTLED, BOUND_EXCLUDED = "mde", "settled", "excluded"
+#: the words of each bound; {interval} is the settle interval's (ccbench.analysis.labels.interval_phrase)
 BOUND_WORDS = {
     BOUND_MDE: "the smallest it could see",
-    BOUND_SETTLED: "settled: the run's anytime-valid interval excludes every cost above it",
-    BOUND_EXCLUDED: "what the anytime-valid interval excludes; not settled at the run's target",
+    BOUND_SETTLED: "settled: the run's {interval} excludes every cost above it",
+    BOUND_EXCLUDED: "what the {interval} excludes; not settled at the run's target",
 }
+
+
+def bound_words(bound: str) -> str:
+    """The words of a bound (bound_of): a settled or excluded bound names its interval, written after
+    the kind ("settled: repeated interval, limit 10"; the kind alone: the anytime-valid one)."""
+    from ccbench.analysis.labels import ANYTIME, interval_phrase
+
+    kind, _, interval = bound.partition(": ")
+    return BOUND_WORDS[kind].format(interval=interval_phrase(interval or ANYTIME))
 
 
 @dataclass
@@ -210,7 +220,7 @@ class Judgement:
             ends = f"{fmt.effect(self.span_low)} to {fmt.effect(self.span_high)}"
             what = "its 95% interval" if self.comparisons == 1 else "the 95% intervals span"
             return f"not distinguishable from noise ({what} {ends}: too few values to bound the cost)"
-        bound = f"no cost above {fmt.mde(self.mde)} ({BOUND_WORDS[self.bound]})"
+        bound = f"no cost above {fmt.mde(self.mde)} ({bound_words(self.bound)})"
         if self.bound == BOUND_MDE and self.mde > WEAK_BOUND:
             # not a clean bill: a cost smaller than the bound would not have shown in this run
             return f"inconclusive: {bound}; a smaller cost would not have shown"
@@ -399,16 +409,32 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
 
 def bound_of(rows: pd.DataFrame) -> str:
     """What the rows' ``mde`` values are: BOUND_SETTLED where every row with one is a case its run
-    settled as "no cost above" (its anytime-valid interval, ccbench.analysis.settled),
-    BOUND_EXCLUDED where every one is on that interval but not all settled, else BOUND_MDE."""
-    from ccbench.analysis.labels import ANYTIME, NO_COST_ABOVE
+    settled as "no cost above" (on the run's interval, ccbench.analysis.settled), BOUND_EXCLUDED
+    where every one is on such an interval but not all settled, else BOUND_MDE; a settled or
+    excluded bound on one interval other than the anytime-valid one says which ("settled: repeated
+    interval, limit 10"; bound_words)."""
+    from ccbench.analysis.labels import NO_COST_ABOVE, is_settle_interval
 
     if "interval" not in rows or "mde" not in rows:
         return BOUND_MDE
     with_mde = rows[np.isfinite(rows["mde"].to_numpy(dtype=float))]
-    if with_mde.empty or not (with_mde["interval"] == ANYTIME).all():
+    if with_mde.empty or not with_mde["interval"].map(is_settle_interval).all():
         return BOUND_MDE
-    return BOUND_SETTLED if (with_mde["settled"] == NO_COST_ABOVE).all() else BOUND_EXCLUDED
+    kind = BOUND_SETTLED if (with_mde["settled"] == NO_COST_ABOVE).all() else BOUND_EXCLUDED
+    return _on_intervals(kind, set(with_mde["interval"]))
+
+
+#: the interval named where a bound's rows are on different settle intervals
+MIXED_INTERVALS = "anytime-valid or repeated interval"
+
+
+def _on_intervals(kind: str, intervals: set[str]) -> str:
+    """A settled or excluded bound on these intervals (the kind alone: the anytime-valid one only)."""
+    from ccbench.analysis.labels import ANYTIME
+
+    if intervals <= {ANYTIME, ""}:
+        return kind
+    return f"{kind}: {intervals.pop() if len(intervals) == 1 else MIXED_INTERVALS}"
 
 
 def sign_test_p(slower: int, faster: int) -> float:
@@ -455,7 +481,10 @@ def _common_bound(judgements: list[Judgement]) -> str:
     bounds = {j.bound for j in judgements}
     if len(bounds) == 1:
         return bounds.pop()
-    return BOUND_EXCLUDED if bounds == {BOUND_SETTLED, BOUND_EXCLUDED} else BOUND_MDE
+    kinds = {bound.partition(": ")[0] for bound in bounds}
+    if kinds != {BOUND_SETTLED, BOUND_EXCLUDED}:
+        return BOUND_MDE
+    return _on_intervals(BOUND_EXCLUDED, {bound.partition(": ")[2] for bound in bounds})
 
 
 def combine(parts: list[tuple[str, Judgement]]) -> Judgement:

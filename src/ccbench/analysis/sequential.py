@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ccbench.analysis.labels import COST, GAIN, NO_COST_ABOVE
+from ccbench.analysis.labels import ANYTIME, COST, GAIN, NO_COST_ABOVE, REPEATED, interval_name
 
 #: the chance that a case is ever settled wrongly (its interval ever misses the true cost)
 ALPHA = 0.05
@@ -70,9 +70,13 @@ class PairedCosts(list):
     on the log scale that rounding the raw values adds to one paired value (pair_floor). Whatever settles
     them takes their spread as at least that, so ties never give an interval of zero width."""
 
-    def __init__(self, values: Iterable[float] = (), floor: float = MIN_SPREAD) -> None:
+    def __init__(
+        self, values: Iterable[float] = (), floor: float = MIN_SPREAD, rounds: Sequence[int] | None = None
+    ) -> None:
         super().__init__(values)
         self.floor = floor
+        #: the repetition of each value, where known (a layer's headline pairs its cases by round)
+        self.rounds = list(rounds) if rounds is not None else None
 
 
 def pair_floor(baseline: Sequence[float], variant: Sequence[float]) -> float:
@@ -145,6 +149,8 @@ class Settlement:
     high: float | None = None
     #: the standard error of the mean paired log cost (its degrees of freedom: rounds - 1)
     se: float | None = None
+    #: the interval it is read on (ccbench.analysis.labels.interval_name; a record without one: ANYTIME)
+    interval: str = ANYTIME
 
     @property
     def settled(self) -> bool:
@@ -182,8 +188,9 @@ def settle(
         raise ValueError(f"settle target must be between 0 and 100% (exclusive), not {target:g}")
     values = np.asarray(log_costs, dtype=float)
     n = len(values)
+    name = interval_name(limit if limit and n <= limit else None)
     if n < 2 or not np.isfinite(values).all():
-        return Settlement(None, n, target)
+        return Settlement(None, n, target, interval=name)
     squares = floored_squares(values, spread_floor(log_costs))
     if limit and n <= limit:
         from ccbench.analysis.repeated import repeated_interval
@@ -204,13 +211,15 @@ def settle(
     bounds = (math.expm1(low), math.expm1(high)) if math.isfinite(high - low) else (None, None)
     # the paired values' own standard error of their mean (log scale), for whatever pools the case's row
     se = math.sqrt(max(squares - float(values.sum()) ** 2 / n, 0.0) / (n - 1) / n)
-    return Settlement(state, n, target, math.expm1(estimate), *bounds, se=se)
+    return Settlement(state, n, target, math.expm1(estimate), *bounds, se=se, interval=name)
 
 
 #: the quantile of the measured spread's sampling distribution taken as the spread when judging
 #: whether more rounds could settle a case (reachable): a spread from 3-5 values is often far above
-#: the true one, so a case is given up only when even a spread this much smaller would not answer
-FUTILITY_QUANTILE = 0.2
+#: the true one, so a case is given up only when even a spread this much smaller would not answer;
+#: 0.1, tuned on the repeated interval at a limit of 10 (benchmarks/sim_sequential.py --futility): it
+#: keeps 80.9% of no-cost and at-target cases settled at a paired spread of 4% where 0.2 kept 78.7%
+FUTILITY_QUANTILE = 0.1
 
 
 def reachable(
@@ -220,17 +229,19 @@ def reachable(
     target: float,
     more: np.ndarray | int,
     limit: int | None = None,
+    quantile: float | None = None,
 ) -> np.ndarray:
     """Whether ``more`` further rounds could settle a case of ``count`` paired values with this
     mean and standard deviation (arrays broadcast): the interval after them (the repeated one for
     looks 3..``limit`` where given, as settle reads it), with the estimate as measured and the spread
     at its FUTILITY_QUANTILE lower bound (chi-square, ``count - 1`` degrees of freedom), would
-    answer: a cost, a gain, or no cost above the target."""
+    answer: a cost, a gain, or no cost above the target. ``quantile``: another lower bound of the
+    spread than FUTILITY_QUANTILE (benchmarks/sim_sequential.py --noise tunes it)."""
     from scipy import special  # the settle rounds and the simulation, not compare
 
     n = np.asarray(count, dtype=float)
     df = np.maximum(n - 1, 1)
-    low_sd = np.asarray(sd, dtype=float) * np.sqrt(2 * special.gammaincinv(df / 2, FUTILITY_QUANTILE) / df)
+    low_sd = np.asarray(sd, dtype=float) * np.sqrt(2 * special.gammaincinv(df / 2, quantile or FUTILITY_QUANTILE) / df)
     total = n + np.maximum(np.asarray(more, dtype=float), 0)
     if limit:
         from ccbench.analysis.repeated import critical
@@ -402,6 +413,7 @@ def paired_series(
             per_key[key] = PairedCosts(
                 [sign * math.log(mine_values[r] / base[r]) for r in rounds],
                 pair_floor([base[r] for r in rounds], [mine_values[r] for r in rounds]),
+                rounds,
             )
         out.append((series, labels[series], per_key))
     return out
@@ -425,9 +437,31 @@ def p_value(log_costs: Sequence[float], mixture: float = MIXTURE) -> float:
     return float(min(1.0, math.exp(-log_b)))
 
 
-def settle_all(costs: Mapping[str, Mapping[str, Sequence[float]]], target: float) -> dict[str, dict[str, Settlement]]:
-    """settle() for each variant's cases."""
-    return {name: {case: settle(values, target) for case, values in cases.items()} for name, cases in costs.items()}
+def settle_all(
+    costs: Mapping[str, Mapping[str, Sequence[float]]], target: float, limit: int | None = None
+) -> dict[str, dict[str, Settlement]]:
+    """settle() for each variant's cases (on the repeated interval for ``limit`` where given)."""
+    return {
+        name: {case: settle(values, target, limit=limit) for case, values in cases.items()}
+        for name, cases in costs.items()
+    }
+
+
+def record_limit(record: Mapping[str, Any]) -> int | None:
+    """The round limit a run's settle record says its intervals were built for (``interval``
+    REPEATED, ``limit``); None for a record that names none (runs before it: the anytime-valid one)."""
+    limit = record.get("limit")
+    return int(limit) if record.get("interval") == REPEATED and limit else None
+
+
+def case_p_value(log_costs: Sequence[float], limit: int | None = None) -> float:
+    """A case's p value of "no cost" on the interval settle reads it on: the repeated one up to
+    ``limit`` (ccbench.analysis.repeated.repeated_p_value), else the anytime-valid one (p_value)."""
+    if limit and len(log_costs) <= limit:
+        from ccbench.analysis.repeated import repeated_p_value
+
+        return repeated_p_value(np.asarray(log_costs, dtype=float), limit, spread_floor(log_costs))
+    return p_value(log_costs)
 
 
 def settled_workloads(bundle: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Judged], dict[str, list[Any]]]:
@@ -463,12 +497,13 @@ def bundle_settlements(bundle: Any) -> dict[str, dict[str, Any]]:
         keys = [record["baseline"], *record["variants"]]
         against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
         costs = paired_against(samples[name], record["baseline"], keys, against, declared.get(name, ()))
-        cases = settle_all(costs, record["target"])
+        cases = settle_all(costs, record["target"], record_limit(record))
         found[name] = {
             **record,
             "variants": {
                 key: {
                     "stopped_by": variant.get("stopped_by"),
+                    **({"layer": {"title": variant["layer"].get("title")}} if variant.get("layer") else {}),
                     **({"against": variant["against"]} if variant.get("against") else {}),
                     "cases": {c: {**v.as_dict(), **_case_reason(variant, c)} for c, v in cases[key].items()},
                 }

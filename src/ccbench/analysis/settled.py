@@ -1,5 +1,6 @@
-"""compare's rows of the cases a run settled (``run --settle``): the run's own anytime-valid
-interval on the paired rounds (ccbench.analysis.sequential) in place of Welch's on all the
+"""compare's rows of the cases a run settled (``run --settle``): the run's own interval on the
+paired rounds (the repeated interval for its round limit, or the anytime-valid one where its record
+names no limit: sequential.record_limit) (ccbench.analysis.sequential) in place of Welch's on all the
 executions each side has, so the table, the verdict per layer, ``--summary``, the JSON and the
 report say what the run's closing lines said (docs/analysis.md, "Settling each case").
 
@@ -7,7 +8,8 @@ A row takes it when the bundle's run settled that workload, the row's metric and
 one of its cases (a series of its primary metrics), the row's baseline is the run's baseline and
 each side's configuration comes from that one bundle and one variant (a row that pools replicas
 or other bundles keeps its own interval). The row's ``interval`` column names the interval it
-uses, ``settled`` the case's answer ("cost", "gain", "no cost above", or "unsettled: <what
+uses (ccbench.analysis.labels.interval_name: "repeated interval, limit 10", "anytime-valid"),
+``settled`` the case's answer ("cost", "gain", "no cost above", or "unsettled: <what
 stopped it>"; None on the other rows).
 """
 
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ccbench.analysis.labels import ANYTIME, COST, GAIN
+from ccbench.analysis.labels import COST, GAIN
 from ccbench.analysis.sequential import Settlement
 from ccbench.analysis.stats import skew_flags
 
@@ -33,10 +35,17 @@ def settled_cases(
     bundles: Iterable[Any], labels: Mapping[str, str] | None = None, exclude_contended: bool = False
 ) -> dict[Key, dict[str, Any]]:
     """Per case the bundles' runs settled: its settlement recomputed from the samples (the run's
-    rule), its anytime-valid p value, what stopped its variant and the bundle (its path). With
+    rule and interval), its p value on that interval, what stopped its variant and the bundle (its path). With
     ``exclude_contended`` the contended executions' rounds are left out, as from the rows."""
     from ccbench.analysis.load import canonical_params, config_label, storage_label
-    from ccbench.analysis.sequential import by_pair, p_value, paired_series, settle, settled_workloads
+    from ccbench.analysis.sequential import (
+        by_pair,
+        case_p_value,
+        paired_series,
+        record_limit,
+        settle,
+        settled_workloads,
+    )
     from ccbench.model import ExecutionKey
     from ccbench.probe.facts import machine_of
 
@@ -55,7 +64,7 @@ def settled_cases(
             # a configuration two variants share (a variant axis the label does not show) mixes them
             config_of = {key: next(iter(configs)) for key, configs in seen.items() if len(configs) == 1}
             shared = Counter(config_of.values())
-            baseline = record["baseline"]
+            baseline, limit = record["baseline"], record_limit(record)
             # each variant against its own pair: a cipher on a loop file against its loop twin
             against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
             for base, paired in by_pair(baseline, [baseline, *record["variants"]], against).items():
@@ -65,15 +74,42 @@ def settled_cases(
                     for key, values in per_key.items():
                         if key not in config_of or shared[config_of[key]] > 1:
                             continue
-                        out[(name, series[0], canonical_params(series[1]), config_of[base], config_of[key])] = {
-                            "settlement": settle(values, record["target"]),
-                            "p_value": p_value(values),
+                        found = (name, series[0], canonical_params(series[1]), config_of[base], config_of[key])
+                        out[found] = {
+                            "settlement": settle(values, record["target"], limit=limit),
+                            "p_value": case_p_value(values, limit),
                             "stopped_by": _stopped_by(record["variants"].get(key) or {}, label),
                             "bundle": str(bundle.path),
                             "variant": key,
                             "label": label,
+                            "values": values,
                         }
+            if record.get("by") == "layer":
+                mine_cases = [case for k, case in out.items() if k[0] == name and case["bundle"] == str(bundle.path)]
+                _claims_by_layer(mine_cases, record["target"], limit)
+    for case in out.values():
+        case.pop("values", None)
     return out
+
+
+#: what a case of a run settled by layer is, where e-BH did not call it: its interval as it stood
+SO_FAR = "so far (its layer settled by its headline)"
+
+
+def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | None) -> None:
+    """A run settled by layer claims only the cases e-BH calls within each layer (its variant:
+    ccbench.analysis.layer_settle): every other case keeps its interval but no answer ("so far")."""
+    from dataclasses import replace
+
+    from ccbench.analysis.layer_settle import settle_layer
+
+    for key in {case["variant"] for case in cases}:
+        mine = [case for case in cases if case["variant"] == key]
+        layer = settle_layer({case["label"]: case["values"] for case in mine}, target, limit)
+        for case in mine:
+            if case["label"] not in layer.called:
+                case["settlement"] = replace(case["settlement"], state=None)
+                case["stopped_by"] = SO_FAR
 
 
 def _stopped_by(variant: Mapping[str, Any], label: str) -> str | None:
@@ -92,7 +128,8 @@ def answer(settlement: Settlement, stopped_by: str | None) -> str:
 def with_settled(table: pd.DataFrame, cases: Mapping[Key, dict[str, Any]], facts: pd.DataFrame) -> pd.DataFrame:
     """``table`` (compare's rows) with each settled case's row on the run's interval: its ratio
     (the geometric mean of the paired ratios), interval, p value, significance, verdict, flags and
-    MDE (the target where settled; else the cost its interval excludes), ``interval`` ANYTIME and
+    MDE (the target where settled; else the cost its interval excludes), ``interval`` the name of the
+    settlement's and
     ``settled`` its answer. ``facts``: the compared configurations with their bundle (a
     configuration measured in several bundles keeps its own interval)."""
     from ccbench.analysis.compare import overhead_percent, verdict
@@ -129,9 +166,9 @@ def with_settled(table: pd.DataFrame, cases: Mapping[Key, dict[str, Any]], facts
         flags = _flags(table.at[index, "flags"], significant)
         medians = table.at[index, "baseline_median"], table.at[index, "median"]
         table.at[index, "flags"] = skew_flags(flags, significant, *medians, ratio)
-        table.at[index, "interval"] = ANYTIME
+        table.at[index, "interval"] = settlement.interval
         if "se" in table:
-            # the paired rounds' own standard error (not the anytime interval's width): what pools the row
+            # the paired rounds' own standard error (not the settle interval's width): what pools the row
             table.at[index, "se"] = settlement.se if settlement.se else math.nan
             table.at[index, "dof"] = settlement.rounds - 1
         table.at[index, "settled"] = answer(settlement, case["stopped_by"])
@@ -140,7 +177,7 @@ def with_settled(table: pd.DataFrame, cases: Mapping[Key, dict[str, Any]], facts
 
 
 def _flags(flags: list[str], significant: bool) -> list[str]:
-    """The row's flags with "not significant" by the anytime-valid interval, where compare puts it."""
+    """The row's flags with "not significant" by the run's interval, where compare puts it."""
     kept = [flag for flag in flags if flag != "not significant"]
     if significant or "not enough samples" in kept:
         return kept

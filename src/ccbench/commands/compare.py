@@ -92,7 +92,8 @@ def command(
     row per case and primary metric, grouped by workload (--details: every metric and column, and
     the verdict's wide table). --summary prints only the verdict's lines (at most two a layer) and
     one line per kind of finding. A bundle whose run settled its cases (run --settle) adds each
-    case's answer, recomputed from its samples with the run's anytime-valid interval, and those
+    case's answer, recomputed from its samples with the run's interval (the repeated interval for
+    its round limit, or anytime-valid where its record names no limit), and those
     cases' rows use that interval on the paired rounds instead of Welch's (the row's "interval" and
     "settled"), so the verdict says what the run said; a fleet run that settled its cases across labels
     (fleet run --mode rounds --settle) likewise for its cross-label rows, recomputed from its bundles. With --json each row is one object ({"finding": code, ...}
@@ -320,16 +321,17 @@ def _print_verdict(
 
 def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozenset()) -> None:
     """For a bundle whose run settled its cases (``run --settle``): each case's answer, recomputed
-    from its samples with the run's rule (the same anytime-valid interval, docs/analysis.md); and
+    from its samples with the run's rule (the interval its record names, docs/analysis.md); and
     for a fleet that settled its cases across labels (``fleet run --mode rounds --settle``), each
     of those (ccbench.analysis.fleet_settle). ``implausible``: (bundle, workload, variant key, case)
     of the settled cases whose rows are left out of the verdict: said beside their answer."""
+    from ccbench.analysis.layer_settle import with_layers
     from ccbench.analysis.sequential import bundle_settlements
     from ccbench.commands.run import settle_lines
 
     for bundle in bundles:
-        for name, record in bundle_settlements(bundle).items():
-            click.echo(f"settled in {bundle.path.name} (anytime-valid interval, target {record['target']:.1%}):")
+        for name, record in with_layers(bundle, bundle_settlements(bundle)).items():
+            click.echo(f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):")
             flagged = {
                 (key, label)
                 for path, workload, key, label in implausible
@@ -341,6 +343,15 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
 
     for line in fleet_settlement_lines(bundle.path for bundle in bundles):
         click.echo(line)
+
+
+def settled_on(record: dict) -> str:
+    """The interval a run's settle record says its cases were read on, as compare's header names it
+    ("repeated interval, limit 10"; "anytime-valid interval" for a record that names none)."""
+    from ccbench.analysis.labels import interval_name, interval_phrase
+    from ccbench.analysis.sequential import record_limit
+
+    return interval_phrase(interval_name(record_limit(record)))
 
 
 def _medians_against(table) -> int:

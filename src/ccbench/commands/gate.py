@@ -140,8 +140,14 @@ def command(
     from ccbench.results import gate as sources
 
     limit = _threshold(threshold)
+    imported = sources.imported_formats(new)
     if confirm_plan:
         _budget(confirm_budget)  # a bad budget fails before anything is judged or run
+        if imported:
+            raise CCBenchError(
+                f"--confirm {confirm_plan}: the new run was imported from {', '.join(imported)}, not made "
+                "by ccbench run; measure it again with that tool and import it, or leave --confirm out"
+            )
     label_map = parse_labels(labels)
     # only what verifies is judged: the new run, and baseline bundles (a store holds medians already read)
     unverified = check_before_reading([*new, *(a for a in against if not sources.is_store(a))], allow_unverified)
@@ -152,7 +158,7 @@ def command(
         raise CCBenchError(f"nothing to judge: no primary metric of {', '.join(new)} is in {what}")
     notes = list(rows.attrs.get("notes", []))
     notes += ["contended executions left out of both sides (--exclude-contended)"] if exclude_contended else []
-    verdict = gate.Verdict(gate.judge(rows, limit, store=store), what, limit, sources.interrupted(new), notes)
+    verdict = gate.Verdict(gate.judge(rows, limit, store=store), what, limit, sources.interrupted(new), notes, imported)
     results = verdict.results
     click.echo(verdict.headline())
     for r in results:
@@ -165,15 +171,15 @@ def command(
         click.echo(f"  contended, {contention}: {named}")
     for note in notes:
         click.echo(f"  note: {note}")
-    failing = gate.failing_workloads(results)
-    if failing:
-        click.echo(f"rerun: ccbench run {confirm_plan or 'PLAN'} --only {','.join(failing)}")
+    rerun = verdict.rerun(confirm_plan)
+    if rerun:
+        click.echo(f"rerun: {rerun}")
         if confirm_plan and any(r.status == gate.REGRESSION for r in results):
             limits = (_budget(confirm_budget), confirm_runs)
             _confirm(
                 results, confirm_plan, (confirm_out, workdir), against, (label_map, exclude_contended), limit, limits
             )
-    more = {"interrupted": verdict.interrupted, "notes": verdict.notes}
+    more = {"interrupted": verdict.interrupted, "notes": verdict.notes, "imported": imported}
     _write(markdown_path, gate.markdown(results, what, limit, **more))
     _write(junit_path, gate.junit(results, what, limit, **more))
     sys.exit(verdict.exit_code)

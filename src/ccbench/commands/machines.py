@@ -56,7 +56,13 @@ def command() -> None:
     is_flag=True,
     help="Cloud study: launch without asking at the price estimate (needed when not on a terminal).",
 )
-def run_command(study, out, workdir, boot_timeout, dry_run, yes) -> None:
+@click.option(
+    "--ssh-from",
+    metavar="CIDR",
+    help="Cloud study: the only addresses SSH to the instances may come from, e.g. your address "
+    "203.0.113.7/32 (default: [cloud] ssh_from; one of them is required).",
+)
+def run_command(study, out, workdir, boot_timeout, dry_run, yes, ssh_from) -> None:
     """Check the host, build or reuse the image, boot the arms, run the plan in every arm through the
     fleet (Ansible over SSH to the loopback port forwarded to each guest), compare the arms against the
     baseline arm, and stop every guest: on success, failure, Ctrl-C, SIGTERM and SIGHUP. After Ctrl-C the
@@ -70,8 +76,8 @@ def run_command(study, out, workdir, boot_timeout, dry_run, yes) -> None:
 
     A study with a [cloud] table (docs/machines.md, "Cloud arms") prints each arm's request, the
     differences between arms and the price estimate, and applies the cost guard (over budget_usd,
-    or without --yes when not on a terminal: refused, exit 2); the plan does not run on cloud arms
-    yet, so nothing is launched."""
+    or without --yes when not on a terminal: refused, exit 2); then launches the arms (SSH open to
+    --ssh-from only), runs the plan on them through the fleet and deletes every resource it made."""
     from ccbench.machines.cloud.model import is_cloud_study
 
     if is_cloud_study(study):
@@ -79,7 +85,8 @@ def run_command(study, out, workdir, boot_timeout, dry_run, yes) -> None:
         from ccbench.machines.cloud.view import run_cloud_study
 
         loaded = load_cloud_study(study)
-        sys.exit(run_cloud_study(loaded, dry_run, yes, sys.stdin.isatty(), _echo, _refuse, click.confirm))
+        where = {"out": out, "workdir": workdir, "ssh_from": ssh_from}
+        sys.exit(run_cloud_study(loaded, dry_run, yes, sys.stdin.isatty(), _echo, _refuse, click.confirm, **where))
     if dry_run:
         raise click.UsageError("--dry-run is for cloud studies; `ccbench machines check STUDY` shows a local one")
     from ccbench.machines.lifecycle import run_study

@@ -107,10 +107,18 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     metavar="PERCENT",
     help="After the repetitions, keep running rounds of each workload's baseline (its first variant; for a "
     "cipher on a loop file, the same loop file without it, ext4-loop, where the plan runs it) and the "
-    "variants not yet settled, until each case's anytime-valid 95% interval against it calls a "
+    "variants not yet settled, until each case's 95% interval against it (built for the round limit) calls a "
     'cost or a gain, or puts every cost of this size, e.g. 5%, or more out ("no cost above 5%"); a case that '
     "cannot settle by the round limit stops too; settled variants leave the rounds. Limits: max_repetitions "
     "(default 30), max_time, --budget. Decides over --precision and --detect (docs/analysis.md).",
+)
+@click.option(
+    "--settle-by",
+    type=click.Choice(["case", "layer"]),
+    default=None,
+    help="With --settle: stop each variant when every case is settled (case, the default), or when its "
+    "layer's headline, the mean of its cases' paired costs, is (layer: cases still open are reported "
+    '"so far", case claims controlled by e-BH; docs/analysis.md "Settling a layer").',
 )
 @click.option(
     "--budget",
@@ -147,6 +155,7 @@ def command(
     precision,
     detect,
     settle,
+    settle_by,
     budget,
     order,
     order_seed,
@@ -191,7 +200,7 @@ def command(
         the_plan = load_plan(plan or "quick")
         if plan and Path(plan).is_dir():
             click.echo(f"plan: the bundled plan {plan!r} ({Path(plan).resolve()} is a directory, not a plan file)")
-        the_plan = _with_options(the_plan, only, repeat, precision, detect, settle, budget)
+        the_plan = _with_options(the_plan, only, repeat, precision, detect, settle, budget, settle_by)
     given = [name for name, value in (("--precision", precision), ("--detect", detect), ("--settle", settle)) if value]
     if resume and (given or budget):
         raise CCBenchError(f"{(given or ['--budget'])[0]} cannot change a resumed run (it keeps its plan)")
@@ -225,7 +234,7 @@ def command(
     sys.exit(1 if result.failed else 0)
 
 
-def _with_options(the_plan, only, repeat, precision, detect, settle, budget):
+def _with_options(the_plan, only, repeat, precision, detect, settle, budget, settle_by=None):
     """The plan as the command line narrows and sets it (--only, --repeat, --precision, --detect,
     --settle, --budget), each where given."""
     if only:
@@ -236,8 +245,8 @@ def _with_options(the_plan, only, repeat, precision, detect, settle, budget):
         the_plan = the_plan.with_precision(precision)
     if detect:
         the_plan = the_plan.with_detect(detect)
-    if settle:
-        the_plan = the_plan.with_settle(settle)
+    if settle or settle_by:
+        the_plan = the_plan.with_settle(settle, settle_by)
     if budget:
         the_plan = the_plan.with_budget(budget)
     return the_plan
@@ -303,6 +312,11 @@ def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = 
     for key, variant in settle["variants"].items():
         why = variant.get("stopped_by")
         lines.append(f"{name} [{key}] against {variant.get('against') or settle['baseline']}: {why}")
+        if variant.get("layer"):
+            lines += _layer_lines(variant, implausible, key)
+            if why == "budget":
+                cut.append(key)
+            continue
         for label, case in variant.get("cases", {}).items():
             known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
             own = case.get("stopped_by")  # a case's own reason, where it differs from its variant's
@@ -314,6 +328,21 @@ def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = 
             cut.append(key)
     if cut:
         lines.insert(0, f"{name}: the budget cut {len(cut)} unsettled variant(s): {', '.join(cut)}")
+    return lines
+
+
+def _layer_lines(variant: dict, implausible: frozenset | set, key: str) -> list[str]:
+    """A variant settled by layer: its layer's answer, then each case called (e-BH) or "so far"."""
+    from ccbench.analysis.layer_settle import LayerSettlement, case_effect
+
+    layer = LayerSettlement.from_record(variant)
+    state = layer.state or "open"
+    lines = [f"  {variant['layer'].get('title') or key}: {state}: {layer.describe()}"]
+    for label, case in layer.cases.items():
+        note = "; implausible, left out of the verdict: see the lint" if (key, label) in implausible else ""
+        called = label in layer.called and case.estimate is not None
+        word = f"called a {'cost' if (case.estimate or 0) > 0 else 'gain'}" if called else "so far"
+        lines.append(f"    {label}: {word}: {case_effect(case)} ({case.rounds} rounds{note})")
     return lines
 
 

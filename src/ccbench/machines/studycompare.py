@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ccbench.fsutil import write_json_atomic, write_text_atomic
 from ccbench.machines.study import Study
@@ -32,9 +33,17 @@ def _round_order(path: Path) -> tuple[int, str]:
     return int(path.parts[-3].split("-")[1]), path.parts[-2]
 
 
-def compare_arms(directory: Path, study: Study, echo: Callable[[str], None]) -> int:
+def compare_arms(
+    directory: Path,
+    study: Any,
+    echo: Callable[[str], None],
+    launch_lines: Callable[[Path, Any], list[str]] | None = None,
+) -> int:
     """compare and report over every round's bundles, labelled with their arms (the baseline's
-    first); the twins' evidence; 1 when there is nothing to compare."""
+    first); the twins' evidence; how the arms were launched (``launch_lines``, by default the local
+    launch records' differences: a cloud study passes its instances' facts); 1 when there is
+    nothing to compare. ``study``: a local ``Study`` or a cloud one (its name, baseline, and arms
+    with their name, kind and twins)."""
     from ccbench.attestation.onread import split_verified
 
     found = bundles_by_arm(directory)
@@ -69,7 +78,7 @@ def compare_arms(directory: Path, study: Study, echo: Callable[[str], None]) -> 
     echo(done.stdout.rstrip())
     for line in twin_evidence(study, found):
         echo(line)
-    for line in launch_differences(directory, study):
+    for line in (launch_lines or launch_differences)(directory, study):
         echo(line)
     echo(f"comparison: {directory / 'compare.txt'}; report: {directory / 'report.html'}")
     return 0 if done.returncode == 0 else 1
@@ -90,7 +99,7 @@ def launch_differences(directory: Path, study: Study) -> list[str]:
     return [f"launch confounded: {line}" for line in found]
 
 
-def twin_evidence(study: Study, found: list[tuple[str, Path]]) -> list[str]:
+def twin_evidence(study: Any, found: list[tuple[str, Path]]) -> list[str]:
     """For each arm, the bounces its guests' counters saw: the evidence a bounce twin is used on."""
     from ccbench.analysis.twins import BOUNCED
 

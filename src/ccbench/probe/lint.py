@@ -41,6 +41,8 @@ SOURCES = {
     "unchecked": "docs/trust.md (Lint)",
     "clock-source": "Linux kernel/time/clocksource.c (current_clocksource); the SEV-SNP Secure TSC series (x86/sev: "
     "Mark Secure TSC as reliable clocksource): a confidential guest may read time from another clock than a plain VM",
+    "tool-versions": "docs/trust.md (Lint); the tool versions an imported source states (pyperf's python_version, "
+    "the version fio reports)",
     "full-bounce-pool": "Linux kernel/dma/swiotlb.c (swiotlb_tbl_map_single: 'swiotlb buffer is full', debugfs "
     "io_tlb_used_hiwater, io_tlb_nslabs; CONFIG_SWIOTLB_DYNAMIC's transient pools); arch/x86/mm/mem_encrypt.c "
     "(6% of memory up to 1 GiB)",
@@ -56,7 +58,8 @@ SOURCES = {
 @dataclass
 class Finding:
     #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked", "implausible",
-    #: "unpaired", "clock-source", "full-bounce-pool", "failed-executions" (ccbench.analysis.lint_run)
+    #: "unpaired", "clock-source", "tool-versions", "full-bounce-pool", "failed-executions"
+    #: (ccbench.analysis.lint_run)
     code: str
     #: "high" (the number is not what it claims), "medium" (likely skews it), "info" (could not check)
     severity: str

@@ -334,3 +334,21 @@ def interrupted(paths) -> list[str]:
         if status not in FINISHED_STATUSES:
             out.append(f"{path} (status {status!r})")
     return out
+
+
+def imported_formats(paths) -> list[str]:
+    """The formats the bundles under ``paths`` were imported from (``ccbench import FORMAT``), in
+    order, once each; empty for runs ccbench made."""
+    import json
+
+    from ccbench.bundle import find_bundles
+
+    formats: list[str] = []
+    for path in find_bundles(paths):
+        try:
+            imported = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8")).get("imported")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(imported, dict) and imported.get("format") and imported["format"] not in formats:
+            formats.append(str(imported["format"]))
+    return formats

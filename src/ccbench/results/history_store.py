@@ -23,7 +23,7 @@ import pandas as pd
 
 from ccbench.errors import CCBenchError, EnvironmentProblem
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: the store's marker file (Parquet form) and table (DuckDB form)
 MARKER = "ccbench-history.json"
 META_TABLE = "ccbench_history"
@@ -40,7 +40,7 @@ PROVENANCE = [
     "hugepages_total", "vcpus", "smt", "hypervisor", "tdx_idle", "tee_debug", "snp_policy",
     "snp_smt_allowed", "snp_migrate_ma", "snp_vmpl", "snp_reported_tcb", "snp_current_tcb",
     "snp_platform_info", "snp_platform_smt", "snp_platform_tsme", "tdx_tee_tcb_svn", "tdx_mrseam",
-    "tdx_td_attributes", "tdx_sept_ve_disable",
+    "tdx_td_attributes", "tdx_sept_ve_disable", "clocksource", "swiotlb_dynamic",
 ]  # fmt: skip
 _TYPES = {"started_at": "TIMESTAMPTZ", "median": "DOUBLE", "n": "BIGINT", "contended": "BOOLEAN"}
 #: every column of version 2 with its DuckDB type (text unless named in _TYPES)
@@ -328,17 +328,18 @@ class Store:
         return len(new)
 
     def _declare(self, db) -> None:
-        """Make the runs table of the declared schema, or migrate one of version 1 (in the caller's
-        transaction: either all of it happens or none)."""
+        """Make the runs table of the declared schema, or migrate one of an older version (1: before
+        the declared schema; 2: without the clock source and the dynamic swiotlb) in the caller's
+        transaction: either all of it happens or none."""
         version = self._check_database(db)
         if version == SCHEMA_VERSION:
             return
         columns = ", ".join(f'"{name}" {kind}' for name, kind in SCHEMA.items())
-        if version == 1:
-            db.execute("alter table runs rename to runs_v1")
+        if version is not None:
+            db.execute("alter table runs rename to runs_old")
             db.execute(f"create table runs ({columns})")
-            db.execute(f"insert into runs {self._select_declared(db, 'runs_v1')}")
-            db.execute("drop table runs_v1")
+            db.execute(f"insert into runs {self._select_declared(db, 'runs_old')}")
+            db.execute("drop table runs_old")
         else:
             db.execute(f"create table runs ({columns})")
         db.execute(f"create table if not exists {META_TABLE} (key VARCHAR PRIMARY KEY, value VARCHAR)")
@@ -357,7 +358,7 @@ class Store:
         if not self.path.parent.exists():
             raise CCBenchError(f"--store {self.path}: the directory {self.path.parent} does not exist")
         self.path.mkdir(exist_ok=True)
-        if version != SCHEMA_VERSION:  # new, or version 1 (its files are read through conform())
+        if version != SCHEMA_VERSION:  # new, or an older version (its files are read through conform())
             write_json_atomic(self.path / MARKER, {"format": "ccbench history store", "schema_version": SCHEMA_VERSION})
         added = 0
         for table in tables:

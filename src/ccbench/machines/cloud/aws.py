@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccbench.machines.cloud.provider import RUN_TAG, CloudError, Found, Launched, Provider, RunContext
+from ccbench.machines.cloud.provider import (
+    RUN_TAG,
+    CloudError,
+    Found,
+    Launched,
+    Provider,
+    RunContext,
+    instance_name,
+)
 
 #: Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances, in vCPUs (Service Quotas)
 STANDARD_VCPU_QUOTA = "L-1216C47A"
@@ -35,9 +43,10 @@ def run_instances_request(arm, replica: int, ctx: RunContext, cloud) -> dict[str
             }
         ],
         # EC2 has no lifetime cap of its own: the guest powers itself off at the cap, and a guest
-        # shutdown terminates the instance
+        # shutdown terminates the instance. The user-data (boto3 base64-encodes it) carries the
+        # run's user key and this instance's own host key (ccbench.machines.cloud.access)
         "InstanceInitiatedShutdownBehavior": "terminate",
-        "UserData": f"#!/bin/sh\nshutdown -P +{max(ctx.lifetime_s // 60, 1)}\n",
+        "UserData": ctx.user_data(instance_name(ctx.run_id, arm.name, replica), max(ctx.lifetime_s // 60, 1)),
         "MetadataOptions": {"HttpTokens": "required"},
         "TagSpecifications": [
             {"ResourceType": "instance", "Tags": _tags({**tags, "Name": f"ccb-{ctx.run_id}-{arm.name}-{replica}"})},
@@ -145,7 +154,14 @@ class Aws(Provider):
         self._call(
             "authorize_security_group_ingress",
             GroupId=group,
-            IpPermissions=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
+            IpPermissions=[
+                {
+                    "IpProtocol": "tcp",
+                    "FromPort": 22,
+                    "ToPort": 22,
+                    "IpRanges": [{"CidrIp": ctx.ssh_from, "Description": "ccbench: the caller's address only"}],
+                }
+            ],
         )
 
     def launch(self, arm, replica: int, ctx: RunContext, journal) -> Launched:
@@ -155,8 +171,32 @@ class Aws(Provider):
         instance = reply["Instances"][0]
         journal.made("instance", name, instance["InstanceId"])
         return Launched(
-            arm.name, replica, instance["InstanceId"], cloud_says={"CpuOptions": instance.get("CpuOptions", {})}
+            arm.name,
+            replica,
+            instance["InstanceId"],
+            instance.get("PublicIpAddress", ""),
+            cloud_says={"CpuOptions": instance.get("CpuOptions", {})},
+            name=name,
         )
+
+    def address(self, launched: Launched, timeout_s: float = 600.0) -> str:
+        """The public address once the instance runs (EC2 gives it after the launch's answer); the
+        CC flag re-read from the running instance, as DescribeInstances returns it."""
+        from botocore.exceptions import WaiterError
+
+        try:
+            self.ec2.get_waiter("instance_running").wait(
+                InstanceIds=[launched.id], WaiterConfig={"Delay": 2, "MaxAttempts": max(int(timeout_s // 2), 1)}
+            )
+        except WaiterError as exc:
+            raise CloudError(f"aws: instance {launched.id} is not running: {exc}") from None
+        reply = self._call("describe_instances", InstanceIds=[launched.id])
+        instance = reply["Reservations"][0]["Instances"][0]
+        launched.cloud_says = {"CpuOptions": instance.get("CpuOptions", {})}
+        launched.address = instance.get("PublicIpAddress", "") or launched.address
+        if not launched.address:
+            raise CloudError(f"aws: instance {launched.id} has no public address (the subnet gives none)")
+        return launched.address
 
     def tagged(self) -> list[Found]:
         tag_filter = [{"Name": "tag-key", "Values": [RUN_TAG]}]

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ccbench.machines.cloud.access import USER, b64
 from ccbench.machines.cloud.provider import EXPIRY_TAG, RUN_TAG, CloudError, Found, Launched, Provider, RunContext
 
 #: VMGuestStateOnly encrypts the VM guest state blob (vTPM) and leaves the OS disk to platform keys:
 #: the disk the twin has too, so the arms' disks do the same work
 ENCRYPTION = "VMGuestStateOnly"
-ADMIN = "ccbench"
+ADMIN = USER
 
 
 def resource_group(run_id: str) -> str:
@@ -58,6 +59,8 @@ def create_request(arm, replica: int, ctx: RunContext, cloud, name: str) -> dict
             "osProfile": {
                 "computerName": name,
                 "adminUsername": ADMIN,
+                # cloud-init reads it: the run's user key and this VM's own host key (base64, as the API wants)
+                "customData": b64(ctx.user_data(name)),
                 "linuxConfiguration": {
                     "disablePasswordAuthentication": True,
                     "ssh": {
@@ -158,7 +161,7 @@ class Azure(Provider):
         journal.made("resource-group", group, group)
         network, tags = self.client("vnet"), ctx.tags()
         ssh = {
-            "protocol": "Tcp", "direction": "Inbound", "access": "Allow", "priority": 100, "sourceAddressPrefix": "*",
+            "protocol": "Tcp", "direction": "Inbound", "access": "Allow", "priority": 100, "sourceAddressPrefix": ctx.ssh_from,
             "sourcePortRange": "*", "destinationAddressPrefix": "*", "destinationPortRange": "22",
         }  # fmt: skip
         # the bodies are the REST API's JSON (the SDK sends a dict as it is)
@@ -226,7 +229,7 @@ class Azure(Provider):
         # the API's own word as returned (the SDK's enum holds the REST string as its value)
         value = getattr(vm.security_profile, "security_type", None)
         says = {"securityType": getattr(value, "value", value)}
-        return Launched(arm.name, replica, vm.id, address.ip_address or "", says)
+        return Launched(arm.name, replica, vm.id, address.ip_address or "", says, name=name)
 
     def tagged(self) -> list[Found]:
         groups = self._call(

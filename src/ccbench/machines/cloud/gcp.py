@@ -57,11 +57,40 @@ def insert_request(arm, replica: int, ctx: RunContext, cloud, name: str) -> dict
             )
         ],
         "labels": labels,
-        "metadata": {"items": [{"key": "ssh-keys", "value": f"ccbench:{ctx.ssh_public_key}"}]},
+        # the run's firewall rule admits SSH from ssh_from to instances with this network tag only
+        "tags": {"items": [network_tag(ctx.run_id)]},
+        # cloud-init reads user-data (the run's user key, this instance's host key); the guest
+        # agent, where the image has one, reads ssh-keys
+        "metadata": {
+            "items": [
+                {"key": "ssh-keys", "value": f"ccbench:{ctx.ssh_public_key}"},
+                {"key": "user-data", "value": ctx.user_data(name)},
+            ]
+        },
     }
     if arm.kind in CC_TYPE:
         body["confidentialInstanceConfig"] = {"confidentialInstanceType": CC_TYPE[arm.kind]}
     return body
+
+
+def network_tag(run_id: str) -> str:
+    return f"ccb-{run_id}"
+
+
+def firewall_request(ctx: RunContext) -> dict[str, Any]:
+    """The run's own SSH rule on the default network: from ssh_from, to the run's instances. A
+    firewall rule carries no labels, so its description holds the run's tags (for the sweep)."""
+    # keyword form: the API's field names, not strings a workload-kind check would read as kinds
+    return dict(
+        name=f"{network_tag(ctx.run_id)}-ssh",
+        network="global/networks/default",
+        direction="INGRESS",
+        priority=1000,
+        sourceRanges=[ctx.ssh_from],
+        targetTags=[network_tag(ctx.run_id)],
+        allowed=[{"IPProtocol": "tcp", "ports": ["22"]}],
+        description=json.dumps(ctx.tags(), sort_keys=True),
+    )
 
 
 def _image_parts(image: str) -> tuple[str, str, bool]:
@@ -144,7 +173,17 @@ class Gcp(Provider):
         return problems
 
     def prepare(self, ctx: RunContext, journal) -> None:
-        """The default network's SSH rule serves the arms; the run makes nothing shared."""
+        """The run's SSH rule (from ssh_from only) on the default network."""
+        body = firewall_request(ctx)
+        journal.intend("firewall", body["name"])
+        operation = self._call(
+            "firewalls.insert",
+            self._client("FirewallsClient").insert,
+            project=self.cloud.account,
+            firewall_resource=self.compute.Firewall.from_json(json.dumps(body)),
+        )
+        self._call("firewalls.insert", operation.result, timeout=300)
+        journal.made("firewall", body["name"], body["name"])
 
     def launch(self, arm, replica: int, ctx: RunContext, journal) -> Launched:
         body = self.request(arm, replica, ctx)
@@ -168,8 +207,29 @@ class Gcp(Provider):
             arm.name,
             replica,
             body["name"],
+            _nat_ip(got),
             cloud_says={"confidentialInstanceType": str(config.confidential_instance_type)},
+            name=body["name"],
         )
+
+    def address(self, launched: Launched, timeout_s: float = 600.0) -> str:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while not launched.address:
+            got = self._call(
+                "instances.get",
+                self._client("InstancesClient").get,
+                project=self.cloud.account,
+                zone=self.cloud.zone,
+                instance=launched.id,
+            )
+            launched.address = _nat_ip(got)
+            if not launched.address:
+                if time.monotonic() > deadline:
+                    raise CloudError(f"gcp: instance {launched.id} has no external address after {timeout_s:.0f} s")
+                time.sleep(2)
+        return launched.address
 
     def tagged(self) -> list[Found]:
         client = self._client("InstancesClient")
@@ -187,6 +247,18 @@ class Gcp(Provider):
         )
         # a disk still attached goes with its instance; only a left-over one is found on its own
         found += [self._found("disk", disk.name, disk.labels) for disk in disks if not list(disk.users)]
+        rules = self._call(
+            "firewalls.list",
+            self._client("FirewallsClient").list,
+            request={"project": self.cloud.account, "filter": 'name eq "ccb-.*-ssh"'},
+        )
+        for rule in rules:
+            try:
+                tags = json.loads(rule.description or "{}")
+            except ValueError:
+                continue  # not a rule ccbench wrote: no run tag, never touched
+            if isinstance(tags, dict) and tags.get(RUN_TAG):
+                found.append(self._found("firewall", rule.name, tags))
         return found
 
     def _found(self, kind: str, name: str, labels) -> Found:
@@ -203,6 +275,9 @@ class Gcp(Provider):
                 self._call("instances.delete", instances.delete, instance=f.id, **where)
             elif f.kind == "disk":
                 self._call("disks.delete", disks.delete, disk=f.id, **where)
+            elif f.kind == "firewall":
+                firewalls = self._client("FirewallsClient")
+                self._call("firewalls.delete", firewalls.delete, project=self.cloud.account, firewall=f.id)
             else:
                 continue
             done.append(f"gcp: deleted {f.kind} {f.id}")
@@ -225,3 +300,12 @@ class Gcp(Provider):
                 time.sleep(2)
             else:
                 raise CloudError(f"gcp: instance {f.id} still there after 10 minutes")
+
+
+def _nat_ip(instance) -> str:
+    """The instance's external address (its first NIC's one-to-one NAT), or ""."""
+    for nic in instance.network_interfaces:
+        for config in nic.access_configs:
+            if config.nat_i_p:
+                return config.nat_i_p
+    return ""

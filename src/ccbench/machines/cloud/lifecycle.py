@@ -11,10 +11,12 @@ import secrets
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ccbench.machines.cloud import journal as journals
+from ccbench.machines.cloud.access import Access
 from ccbench.machines.cloud.provider import CloudError, Found, Launched, Provider, RunContext, StopWaiting
 from ccbench.stopping import STOP_SIGNALS, catch_stop_signals, restore_signals
 
@@ -40,10 +42,14 @@ def provider_for(cloud) -> Provider:
     return Azure(cloud)
 
 
-def context(study, run_id: str, ssh_public_key: str, now: float | None = None) -> RunContext:
+def context(
+    study, run_id: str, ssh_public_key: str, now: float | None = None, ssh_from: str | None = None
+) -> RunContext:
     now = time.time() if now is None else now
     lifetime = int(study.cloud.max_lifetime_h * 3600)
-    return RunContext(run_id, study.cloud.owner, int(now) + lifetime, lifetime, ssh_public_key)
+    ctx = RunContext(run_id, study.cloud.owner, int(now) + lifetime, lifetime, ssh_public_key)
+    where = ssh_from or study.cloud.ssh_from
+    return replace(ctx, ssh_from=where) if where else ctx
 
 
 class _Stops:
@@ -96,14 +102,27 @@ def _destroy(provider: Provider, found: list[Found], echo: Echo) -> None:
 
 
 def run_arms(
-    study, provider: Provider, body: Callable[[list[Launched]], Any], echo: Echo, state: Path, ssh_public_key: str
+    study,
+    provider: Provider,
+    body: Callable[[list[Launched]], Any],
+    echo: Echo,
+    state: Path,
+    access: Access,
+    ssh_from: str = "",
+    run_id: str = "",
 ) -> Any:
     """Launch every arm (replicas included), call ``body`` with them, and tear everything down
-    whatever happens. Sweeps the study's region first."""
+    whatever happens. Sweeps the study's region first. ``access`` gets the run's client key and a
+    host key per instance (ccbench.machines.cloud.access); its private keys go with the teardown."""
     for line in sweep([provider], state, dry_run=False):
         echo(line)
-    run_id = new_run_id()
-    ctx = context(study, run_id, ssh_public_key)
+    run_id = run_id or new_run_id()
+    access.make(run_id)
+    ctx = context(study, run_id, access.public_key, ssh_from=ssh_from)
+    for arm in study.arms:
+        for replica in range(1, arm.replicas + 1):
+            name = provider.instance_name(run_id, arm.name, replica)
+            ctx.host_keys[name] = access.host_key(name)
     cloud = study.cloud
     header = {
         "provider": cloud.provider,
@@ -111,6 +130,7 @@ def run_arms(
         "zone": cloud.zone,
         "account": cloud.account,
         "expiry": ctx.expiry,
+        "access": str(access.directory),
     }
     log = journals.Journal(state, run_id, header)
     stops = _Stops(echo)
@@ -130,6 +150,10 @@ def run_arms(
                 echo(f"ccbench cloud: {len(left)} resource(s) of run {run_id} left for `ccbench cloud sweep`")
             log.close("torn down" if not left else outcome)
         finally:
+            ctx.host_keys.clear()
+            gone = access.forget()
+            if gone:
+                echo(f"ccbench cloud: deleted the run's {len(gone)} private key(s) in {access.directory}")
             restore_signals(previous)
 
 
@@ -164,6 +188,9 @@ def sweep(providers: list[Provider], state: Path, dry_run: bool, now: float | No
             lines += provider.destroy(instances)
             provider.settle(instances)
             lines += provider.destroy([f for f in found if f.kind != "instance"])
+            if record and record.get("access"):
+                gone = Access(Path(record["access"])).forget()
+                lines += [f"{provider.name}: deleted the run's {len(gone)} private key(s)"] if gone else []
     return lines
 
 

@@ -23,7 +23,7 @@ PROVIDERS = ("aws", "gcp", "azure")
 ACCOUNT_KEY = {"aws": "profile", "gcp": "project", "azure": "subscription"}
 CLOUD_KEYS = {
     "provider", "region", "zone", "profile", "project", "subscription", "max_lifetime", "budget_usd",
-    "expected_hours", "disk_gib", "owner",
+    "expected_hours", "disk_gib", "owner", "ssh_from",
 }  # fmt: skip
 TOP_KEYS = {"name", "description", "plan", "order", "rounds", "cloud", "arm"}
 ARM_KEYS = {"name", "kind", "instance_type", "image", "baseline", "replicas"}
@@ -52,6 +52,8 @@ class Cloud:
     expected_hours: float
     disk_gib: int
     owner: str
+    #: the addresses SSH to the instances may come from (a CIDR), or "" (then --ssh-from must say)
+    ssh_from: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class CloudArm:
     size: pricing.Size
     image: str
     replicas: int = 1
+    #: a cloud arm has no mechanism twins (the local studies' bounce, hugepages...): its kind is all
+    twins: tuple[str, ...] = ()
 
     @property
     def confidential(self) -> bool:
@@ -158,10 +162,28 @@ def cloud_of(raw: Any, source: Path) -> Cloud:
     owner = raw.get("owner") or getpass.getuser()
     if not isinstance(owner, str) or not re.fullmatch(r"[a-z0-9_-]{1,63}", owner.lower()):
         raise _error(source, "cloud.owner", f"{owner!r}: letters, digits, '-' and '_' (it becomes a tag)")
+    ssh_from = raw.get("ssh_from", "")
+    if ssh_from:
+        ssh_from = cidr(ssh_from, f"{source}: cloud.ssh_from")
     return Cloud(
         provider, region, zone or "", str(account), lifetime,
-        _positive(raw["budget_usd"], source, "cloud.budget_usd"), expected, disk, owner.lower(),
+        _positive(raw["budget_usd"], source, "cloud.budget_usd"), expected, disk, owner.lower(), ssh_from,
     )  # fmt: skip
+
+
+def cidr(value: Any, where: str) -> str:
+    """One IPv4 network SSH may come from, as "203.0.113.7/32" (a bare address becomes its /32)."""
+    import ipaddress
+
+    try:
+        network = ipaddress.ip_network(str(value).strip(), strict=False)
+    except ValueError:
+        raise StudyError(
+            f"{where}: {value!r} is not an address or network; give your own address, e.g. 203.0.113.7/32"
+        ) from None
+    if network.version != 4:
+        raise StudyError(f"{where}: {value!r}: give an IPv4 address or network (the arms' SSH is IPv4)")
+    return str(network)
 
 
 def _size_of(cloud: Cloud, value: Any, source: Path, at: str) -> pricing.Size:

@@ -40,12 +40,29 @@ class RunContext:
     ssh_public_key: str
     #: ids of shared resources made at launch (AWS security group, Azure NIC ids), by name
     made: dict[str, str] = field(default_factory=dict)
+    #: the addresses SSH may come from (one CIDR): the security group's, the NSG's, the firewall's
+    ssh_from: str = "<--ssh-from CIDR>"
+    #: per instance name, the host key pair made for it (private text, public line)
+    host_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def tags(self, arm: str = "") -> dict[str, str]:
         tags = {RUN_TAG: self.run_id, OWNER_TAG: self.owner, EXPIRY_TAG: str(self.expiry)}
         if arm:
             tags[ARM_TAG] = arm
         return tags
+
+    def user_data(self, name: str, shutdown_minutes: int = 0) -> str:
+        """The instance's #cloud-config: the run's user key, the host key made for it."""
+        from ccbench.machines.cloud.access import SAMPLE_HOST_PRIVATE, SAMPLE_HOST_PUBLIC, cloud_config
+
+        private, public = self.host_keys.get(name, (SAMPLE_HOST_PRIVATE, SAMPLE_HOST_PUBLIC))
+        return cloud_config(self.ssh_public_key, private, public, shutdown_minutes)
+
+
+def instance_name(run_id: str, arm: str, replica: int) -> str:
+    """An instance's name: label-safe on every cloud, 63 characters at most."""
+    clean = "".join(c if c.isalnum() else "-" for c in arm.lower())
+    return f"ccb-{run_id}-{clean}-{replica}"[:63].rstrip("-")
 
 
 @dataclass(frozen=True)
@@ -68,6 +85,8 @@ class Launched:
     id: str
     address: str = ""
     cloud_says: dict[str, Any] = field(default_factory=dict)
+    #: the instance's name (the key of its host key in the run's context)
+    name: str = ""
 
 
 class Provider(ABC):
@@ -77,8 +96,7 @@ class Provider(ABC):
     name: str = ""
 
     def instance_name(self, run_id: str, arm: str, replica: int) -> str:
-        clean = "".join(c if c.isalnum() else "-" for c in arm.lower())
-        return f"ccb-{run_id}-{clean}-{replica}"[:63].rstrip("-")
+        return instance_name(run_id, arm, replica)
 
     @abstractmethod
     def request(self, arm, replica: int, ctx: RunContext) -> dict[str, Any]:
@@ -95,6 +113,10 @@ class Provider(ABC):
     @abstractmethod
     def launch(self, arm, replica: int, ctx: RunContext, journal) -> Launched:
         """Create one instance (journaled before the call) and return it."""
+
+    def address(self, launched: Launched, timeout_s: float = 600.0) -> str:
+        """The instance's public address once it has one (the launch's answer carries it on Azure)."""
+        return launched.address
 
     @abstractmethod
     def tagged(self) -> list[Found]:

@@ -119,10 +119,10 @@ def show(study, echo) -> None:
         echo(line)
 
 
-def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, refuse, confirm) -> int:
+def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, refuse, confirm, **where) -> int:
     """`ccbench machines run` for a cloud study: the requests and price, then the cost guard (a dry
-    run too is refused over budget). The plan does not run on cloud arms yet: nothing is launched,
-    whatever the guard says."""
+    run too is refused over budget), the address SSH may come from (--ssh-from or [cloud] ssh_from:
+    never the world by default), and the run (ccbench.machines.cloud.studyrun)."""
     show(study, echo)
     verdict = guard(study, yes or dry_run, interactive)
     if verdict is not None and verdict != "ask":
@@ -131,13 +131,30 @@ def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, re
     if dry_run:
         echo("dry run: nothing launched; the cost guard passes (budget_usd)")
         return 0
+    from ccbench.machines.cloud.model import cidr
+    from ccbench.machines.study import StudyError
+
+    try:
+        ssh_from = cidr(where["ssh_from"], "--ssh-from") if where.get("ssh_from") else study.cloud.ssh_from
+    except StudyError as bad:
+        refuse(f"ccbench machines: refused: {bad}")
+        return 2
+    if not ssh_from:
+        refuse(
+            "ccbench machines: refused: say which addresses SSH to the instances may come from: "
+            "--ssh-from 203.0.113.7/32 (your own address) or ssh_from in [cloud]; nothing was launched"
+        )
+        return 2
+    if ssh_from == "0.0.0.0/0":
+        echo("ssh from 0.0.0.0/0, as asked: the instances' SSH is open to every address")
     if verdict == "ask" and not confirm(
         f"launch {sum(a.replicas for a in study.arms)} instance(s) at the estimate above?"
     ):
         refuse("ccbench machines: not launched")
         return 1
-    refuse(
-        "ccbench machines: refused: running the plan on cloud arms is not wired to the fleet yet (issue 58); "
-        "nothing was launched: use --dry-run and `ccbench cloud check`"
-    )
-    return 2
+    from ccbench.machines.cloud import studyrun
+    from ccbench.machines.cloud.journal import state_dir
+    from ccbench.machines.cloud.lifecycle import provider_for
+
+    out = where.get("out") or "results"
+    return studyrun.run(study, provider_for(study.cloud), out, echo, state_dir(), ssh_from, where.get("workdir"))

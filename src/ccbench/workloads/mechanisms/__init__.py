@@ -15,7 +15,14 @@ against a unit cost and a reader can compare machines mechanism by mechanism:
   the kernel accepted meanwhile (nr_unaccepted) where it has unaccepted memory (ccmech);
 * ``wakeup``: timer wake-up latency from cyclictest (rt-tests), one thread, a bounded run, with the
   machine's idle states left as they are (``--laptop``: /dev/cpu_dma_latency untouched), where
-  halt exits and haltpoll show.
+  halt exits and haltpoll show;
+* ``cross-wakeup``: one thread waking another pinned on another vCPU through a futex (ping-pong: ns
+  per wake-up) and a pool of one worker per vCPU fanned out and joined (ns per round), swept over the
+  vCPU counts this process may use (1, 2, 4, ... and all; at 1 every thread shares the CPU), with the
+  RES and CAL IPIs and the halts (non-POLL cpuidle entries) per wake-up on the CPUs in use (ccmech
+  wake; wakeups.py);
+* ``evidence``: the time to obtain a fresh attestation report or quote through configfs-tsm where the
+  guest can (evidence.py), else named as missing with what was looked for.
 
 Every execution also records ``missing_figures``: how many figures it could not give, each with the
 reason in the sample's metadata (port I/O without ioperm, no unaccepted memory, ...).
@@ -31,13 +38,16 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from ccbench.attestation.evidence import TsmProvider
 from ccbench.model import Measurement
 from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams, missing_tools, size_bytes
-from ccbench.workloads.mechanisms import parse
+from ccbench.workloads.mechanisms import parse, wakeups
+from ccbench.workloads.mechanisms.evidence import evidence_latency
 
 BINARY = Path(__file__).resolve().parents[4] / "crates" / "target" / "release" / "ccmech"
 INSTALL_HINT = "run 'bash scripts/setup.sh --with mechanisms'"
-CASES = ("exits", "memory", "first-touch", "wakeup")
+CASES = ("exits", "memory", "first-touch", "wakeup", "cross-wakeup", "evidence")
+Case = Literal["exits", "memory", "first-touch", "wakeup", "cross-wakeup", "evidence"]
 #: the floor of an automatic buffer size, and the size where the last-level cache cannot be read
 FLOOR_BYTES, UNKNOWN_CACHE_BYTES = 64 * 2**20, 256 * 2**20
 
@@ -62,7 +72,7 @@ def last_level_cache_bytes(root: Path = Path("/")) -> int | None:
 
 
 class MechanismsParams(WorkloadParams):
-    cases: list[Literal["exits", "memory", "first-touch", "wakeup"]] = Field(default_factory=lambda: list(CASES))
+    cases: list[Case] = Field(default_factory=lambda: list(CASES))
     pages: list[Literal["4k", "2m"]] = Field(default_factory=lambda: ["4k", "2m"])
     #: operations per timed batch of each exit case, and batches (the median batch is the figure)
     exit_iterations: int = Field(20_000, ge=100)
@@ -77,6 +87,21 @@ class MechanismsParams(WorkloadParams):
     wakeup_priority: int = Field(0, ge=0, le=99)
     #: the histogram's range in us (wake-ups beyond it are counted as overflows)
     wakeup_histogram_us: int = Field(5000, ge=10)
+    #: the cross-vCPU case's vCPU counts (empty: 1, 2, 4, ... up to the CPUs this process may use, and
+    #: that number), its round trips and fan-out rounds per batch, and batches (the median is the figure)
+    cross_wakeup_vcpus: list[int] = Field(default_factory=list)
+    cross_wakeup_round_trips: int = Field(5000, ge=10)
+    cross_wakeup_rounds: int = Field(2000, ge=10)
+    cross_wakeup_batches: int = Field(5, ge=1, le=100)
+    #: fresh reports the evidence case obtains (the median is the figure; the first is kept apart)
+    evidence_reports: int = Field(3, ge=1, le=100)
+
+    @field_validator("cross_wakeup_vcpus")
+    @classmethod
+    def _vcpus(cls, value: list[int]) -> list[int]:
+        if any(count < 1 for count in value):
+            raise ValueError(f"cross_wakeup_vcpus {value} holds a count below 1")
+        return value
 
     @field_validator("memory_size", "touch_size")
     @classmethod
@@ -90,25 +115,39 @@ class Mechanisms(Workload):
     kind = "mechanisms"
     description = (
         "one case per confidential-VM mechanism: exit round trips (CPUID, port I/O), encrypted-memory bandwidth "
-        "and latency on 4K/2M pages, first touch, timer wake-up (ccmech, cyclictest)"
+        "and latency on 4K/2M pages, first touch, timer wake-up, cross-vCPU futex wake-ups with their IPIs and halts, "
+        "attestation evidence latency (ccmech, cyclictest, configfs-tsm)"
     )
     Params = MechanismsParams
     setup_component = "mechanisms"
     matrix_params = frozenset({"cases", "pages"})
     #: each case's own figure: the unit costs the breakdown reads
-    primary_metrics = ("exit_ns", "copy_bandwidth", "load_latency", "first_touch_ns", "wakeup_avg")
+    primary_metrics = (
+        "exit_ns",
+        "copy_bandwidth",
+        "load_latency",
+        "first_touch_ns",
+        "wakeup_avg",
+        "cross_wakeup_ns",
+        "evidence_ms",
+    )
 
     def requirements(self) -> str | None:
         """Skip only when no case can run: without ccmech the wake-up case still runs (the others are
-        then named as missing, with the install hint), without cyclictest the ccmech cases do."""
-        runnable = [case for case in self.params.cases if self._unavailable(case) is None]
+        then named as missing, with the install hint), without cyclictest the ccmech cases do. The
+        evidence case needs no tool (without a TEE it names its figure as missing), so it keeps the
+        workload running only where it is the one case asked."""
+        asked = [case for case in self.params.cases if case != "evidence"] or self.params.cases
+        runnable = [case for case in asked if self._unavailable(case) is None]
         if not runnable:
-            return "; ".join(dict.fromkeys(self._unavailable(case) for case in self.params.cases))
+            return "; ".join(dict.fromkeys(self._unavailable(case) for case in asked))
         return None
 
     def _unavailable(self, case: str) -> str | None:
         if case == "wakeup":
             return f"cyclictest (rt-tests) is not installed: {INSTALL_HINT}" if missing_tools("cyclictest") else None
+        if case == "evidence":
+            return None
         return None if binary_path().is_file() else f"{binary_path()} is not built: {INSTALL_HINT}"
 
     def run(self, ctx: ExecutionContext) -> list[Measurement]:
@@ -204,3 +243,27 @@ class Mechanisms(Workload):
         except (OSError, ValueError) as exc:
             raise WorkloadFailed(f"cyclictest wrote no readable --json report ({exc})") from None
         return parse.wakeup_measurements(document, p.wakeup_interval_us)
+
+    def _cross_wakeup(self, ctx: ExecutionContext):
+        p = self.params
+        out, missing = [], []
+        for vcpus in wakeups.sweep(len(os.sched_getaffinity(0)), p.cross_wakeup_vcpus):
+            document = self._ccmech(
+                ctx,
+                f"ccmech-wake-{vcpus}",
+                "wake",
+                "--vcpus",
+                str(vcpus),
+                "--round-trips",
+                str(p.cross_wakeup_round_trips),
+                "--rounds",
+                str(p.cross_wakeup_rounds),
+                "--batches",
+                str(p.cross_wakeup_batches),
+            )
+            found, lacking = wakeups.wake_measurements(document)
+            out, missing = out + found, missing + lacking
+        return out, missing
+
+    def _evidence(self, ctx: ExecutionContext):
+        return evidence_latency(TsmProvider(), self.params.evidence_reports, (ctx.environment or {}).get("tee"))
