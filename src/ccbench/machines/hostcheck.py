@@ -5,6 +5,7 @@ Every read goes through ``root`` (default "/"), so a test can show a fake SEV-SN
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -90,6 +91,14 @@ def find_firmware(kind: str, root: Path = Path("/")) -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def firmware_digest(path: Path | None) -> str:
+    """The firmware's identity: ``sha256:`` and the digest of its file; "" without a file."""
+    if path is None or not Path(path).is_file():
+        return ""
+    with open(path, "rb") as handle:
+        return "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _sev_snp(sources: Sources, flags: set[str]) -> list[str]:
