@@ -31,6 +31,7 @@ at-target cases settled by the limit and the wrong "no cost above T" at a cost o
 
     python benchmarks/sim_sequential.py [--trials 2000] [--target 5%] [--seed 42] [--limit N]
     python benchmarks/sim_sequential.py --noise [--limit 10] [--trials 20000] [--bundle DIR ...]
+    python benchmarks/sim_sequential.py --futility [--limit 10] [--trials 20000] [--spread 4%]
 """
 
 from __future__ import annotations
@@ -108,12 +109,18 @@ def main() -> None:
         "cannot settle by it leaves for futility, as in the settle rounds; prints the share that left so",
     )
     parser.add_argument("--noise", action="store_true", help="compare the intervals under four noise models")
+    parser.add_argument("--futility", action="store_true", help="only the futility rule's table (its quantile)")
     parser.add_argument("--spread", default="4%", help="with --noise: the paired spread of the settling table")
     parser.add_argument(
         "--bundle", type=Path, action="append", default=[], help="with --noise: a bundle whose paired residuals to draw"
     )
     args = parser.parse_args()
     target = parse_precision(args.target)
+    if args.futility:
+        futility_table(
+            np.random.default_rng(args.seed), args.trials, target, parse_precision(args.spread), args.limit or 10
+        )
+        return
     if args.noise:
         noise_study(args.trials, target, parse_precision(args.spread), args.limit or 10, args.bundle, args.seed)
         return
@@ -209,6 +216,7 @@ def noise_study(trials: int, target: float, spread: float, limit: int, bundles: 
             where = "order drawn" if order_drawn else "paired values"
             print(f"{model:>10} {where:>17} " + " ".join(f"{rate:>17.2%}" for rate in rates))
     settling_table(compared, rng, trials, target, spread, limit)
+    futility_table(rng, trials, target, spread, limit)
     layer_table(rng, max(trials // 40, 100), target, limit)
     print(f"\n{time.monotonic() - started:.1f} s")
 
@@ -249,6 +257,44 @@ def settling_table(compared: dict, rng, trials: int, target: float, spread: floa
             + f" {np.mean(rounds) / fixed:>6.2f} {max(rounds) / fixed:>6.2f}"
             + f" {np.mean(settled):>11.1%} {wrong:>6.2%} {power:>6.1%} {leaned:>8.2%}"
         )
+    print(f"/fixed: against a fixed paired t test with 80% power at T: {fixed} rounds at this spread")
+
+
+def futility_table(rng, trials: int, target: float, spread: float, limit: int) -> None:
+    """The futility rule's quantile (sequential.FUTILITY_QUANTILE: the spread's lower bound a case is
+    judged at when it asks whether the limit could still settle it), for normal paired values on the
+    repeated interval: per quantile the mean rounds at true costs 0, T, 2T and 10T, the share of
+    no-cost and at-target cases settled (not left), and the power at T and 2T. A futility stop claims
+    nothing, so no quantile changes the error rate: the choice is rounds against cases answered."""
+    n = np.arange(1, limit + 1)
+    print(f"\nthe futility rule, normal paired values of spread {spread:.1%}, target T {target:.0%}, limit {limit}:")
+    fixed = next((k for k in range(2, 1000) if _t_power(k, spread, target) >= 0.8), None)
+    print(f"{'quantile':>9} {'rounds at 0':>12} {'T':>6} {'2T':>6} {'10T':>6} {'mean':>6} {'/fixed':>6} {'worst':>6} "
+          f"{'settled 0,T':>12} {'power T':>8} {'2T':>6}")  # fmt: skip
+    draws = {m: rng.standard_normal((trials, limit)) * spread + math.log1p(m * target) for m in (0.0, 1.0, 2.0, 10.0)}
+    paths = {m: settle_path(*repeated_interval(v, limit), target) for m, v in draws.items()}
+    for quantile in (None, 0.05, 0.1, 0.2, 0.35, 0.5):
+        rounds, settled, power = [], [], []
+        for multiple, values in draws.items():
+            answer, spent = paths[multiple]
+            if quantile is not None:
+                total, squares = values.cumsum(axis=1), (values**2).cumsum(axis=1)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mean = total / n
+                    sd = np.sqrt(np.maximum(squares - n * mean**2, 0) / np.maximum(n - 1, 1))
+                hopeless = ~reachable(n, mean, sd, target, limit - n, limit, quantile) & (n >= 3)
+                left = np.where(hopeless.any(axis=1), hopeless.argmax(axis=1) + 1, limit + 1)
+                gone = left < spent  # it leaves before the look that would have settled it
+                answer, spent = np.where(gone, 0, answer), np.where(gone, left, spent)
+            rounds.append(spent.mean())
+            if multiple <= 1:
+                settled.append(np.mean(answer != 0))
+            if multiple in (1.0, 2.0):
+                power.append(np.mean(answer == 1))
+        name = "none" if quantile is None else f"{quantile:g}"
+        print(f"{name:>9} " + " ".join(f"{r:>{12 if i == 0 else 6}.2f}" for i, r in enumerate(rounds))
+              + f" {np.mean(rounds):>6.2f} {np.mean(rounds) / fixed:>6.2f} {max(rounds) / fixed:>6.2f}"
+              + f" {np.mean(settled):>12.1%} {power[0]:>8.1%} {power[1]:>6.1%}")  # fmt: skip
     print(f"/fixed: against a fixed paired t test with 80% power at T: {fixed} rounds at this spread")
 
 

@@ -185,3 +185,38 @@ def test_the_documented_cloud_study_and_prices_are_what_the_code_says(tmp_path):
         assert prices[:2] == [round(p, 4) for p in expected], row
         assert prices[2] == round(sum(expected), 2), row
     assert f"dated {pricing.PRICES_DATE}" in doc
+
+
+def test_the_launch_facts_say_each_instance_and_name_a_confounded_launch(tmp_path):
+    import json
+
+    from ccbench.machines.cloud.studyrun import launch_facts
+
+    study = load_cloud_study(DATA / "azure-study.toml")
+    base = {"provider": "azure", "region": "eastus", "zone": None, "image": IMAGES["azure"], "replica": 1}
+    instances = {
+        "plain-1": {**base, "arm": "plain", "instance_type": "Standard_D2as_v5", "cloud_says": {}},
+        "snp-1": {
+            **base,
+            "arm": "snp",
+            "instance_type": "Standard_DC2as_v5",
+            "cloud_says": {"securityType": "ConfidentialVM"},
+        },
+    }
+    (tmp_path / "study.json").write_text(json.dumps({"instances": instances}))
+    lines = launch_facts(tmp_path, study)
+    assert [a.name for a in study.arms] == ["plain", "snp"]
+    assert lines[1] == (
+        f"snp #1: azure eastus -, Standard_DC2as_v5, image {IMAGES['azure']}, "
+        'CC flag as returned {"securityType": "ConfidentialVM"}'
+    )
+    assert lines[-1] == "the arms share provider, region, zone, image as launched (2 instances)"
+    instances["snp-1"]["image"] = "Canonical:ubuntu-24_04-lts:cvm:latest"  # what a wrong launch would leave
+    (tmp_path / "study.json").write_text(json.dumps({"instances": instances}))
+    lines = launch_facts(tmp_path, study)
+    assert lines[-1] == (
+        f"launch confounded: image differs: plain={IMAGES['azure']}, snp=Canonical:ubuntu-24_04-lts:cvm:latest"
+    )
+    assert json.loads((tmp_path / "study.json").read_text())["launch_differences"] == [
+        lines[-1][len("launch confounded: ") :]
+    ]

@@ -11,10 +11,11 @@ import numpy as np
 import pandas as pd
 from bundles import write_samples
 
-from ccbench.analysis.comparison import comparison, raw_sources
+from ccbench.analysis.comparison import comparison
 from ccbench.analysis.judgement.lint import lint_comparison
 from ccbench.analysis.judgement.lint_cipher import THROUGHPUT, TRANSPORT_CEILING
 from ccbench.analysis.rows.compare import records
+from ccbench.analysis.samples.series import raw_sources
 from ccbench.analysis.statistics.stats import minimum_detectable_effect
 
 

@@ -3,6 +3,7 @@ ones, its Markdown and JUnit files, a history store as the baseline, and --confi
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import xml.etree.ElementTree as ElementTree
@@ -130,7 +131,7 @@ def test_gate_thresholds_and_bad_input(tmp_path, ccbench):
         assert bad.returncode == 2 and words in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     other = write(tmp_path / "other", "ci", "none", _prime_samples(1.0, rng, variants=({"storage": "encrypted"},)))
     unmatched = ccbench("gate", other, "--against", base)
-    assert unmatched.returncode == 2 and "not in the baseline" in unmatched.stderr
+    assert unmatched.returncode == 2 and "the configurations differ" in unmatched.stderr
 
 
 def test_gate_against_a_history_store(tmp_path, ccbench):
@@ -455,3 +456,46 @@ def test_an_imported_run_that_fails_is_measured_again_with_its_own_tool(tmp_path
     refused = ccbench("gate", tmp_path / "new", "--against", tmp_path / "base", "--confirm", "quick")
     assert refused.returncode == 2 and "imported from hyperfine" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_different_hyperfine_commands_are_never_judged_against_each_other(tmp_path, ccbench):
+    """The trial's "FAIL hyperfine wall_s on TEE unknown: 14x slower": './server-bench --quick' gated
+    against 'gzip -1' (each imported as a bundle of its own, with an empty case). A command is a case:
+    no case in common is refused in one line naming them (exit 2); a new case beside shared ones is
+    named, not judged, and fails nothing; compare refuses too, naming each side's cases."""
+    data = Path(__file__).parent / "data" / "import"
+    gzip, server = data / "hyperfine-1.15-two-commands.json", data / "hyperfine-failures.json"
+    for name, source in (("hf", gzip), ("hff", server)):
+        assert ccbench("import", "hyperfine", source, "--out", tmp_path / name, "--label", "vm").returncode == 0
+    hf, hff = (only_bundle(tmp_path / name) for name in ("hf", "hff"))
+    done = ccbench("gate", hff, "--against", hf)
+    assert done.returncode == 2 and "FAIL" not in done.stdout, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "not in the baseline: hyperfine './server-bench --quick' wall_s" in done.stderr
+    assert "'gzip -1 -c /usr/bin/fio'" in done.stderr
+    assert ccbench("import", "hyperfine", server, "--out", tmp_path / "td", "--label", "td").returncode == 0
+    compared = ccbench("compare", only_bundle(tmp_path / "td"), hf, "--baseline", "vm")
+    assert compared.returncode == 2 and "share no case" in compared.stderr, compared.stderr
+    # the same commands plus a new one: the shared ones judged, the new one named and not failed
+    grown = json.loads(gzip.read_text())
+    extra = json.loads(server.read_text())["results"][0]
+    grown["results"].append({**extra, "exit_codes": [0] * len(extra["times"])})
+    (tmp_path / "grown.json").write_text(json.dumps(grown))
+    assert (
+        ccbench("import", "hyperfine", tmp_path / "grown.json", "--out", tmp_path / "g", "--label", "vm").returncode
+        == 0
+    )
+    done = ccbench("gate", only_bundle(tmp_path / "g"), "--against", hf)
+    assert done.returncode == 0 and done.stdout.startswith("ccbench gate: passed"), done.stdout + done.stderr
+    assert "note: not in the baseline (not judged): hyperfine './server-bench --quick' wall_s" in done.stdout
+
+
+def test_a_td_gated_against_a_vm_says_the_configurations_differ(tmp_path, ccbench):
+    """PTS result of a TD and a VM, gated one against the other: before, "not in the baseline (no TEE);
+    give a baseline of the same plan" although both came from one file."""
+    rng = np.random.default_rng(11)
+    td = write(tmp_path / "td", "TD", "tdx", _prime_samples(1.0, rng))
+    vm = write(tmp_path / "vm", "VM", "none", _prime_samples(1.0, rng))
+    done = ccbench("gate", td, "--against", vm)
+    assert done.returncode == 2 and "the configurations differ" in done.stderr, done.stderr
+    assert "use `ccbench compare`" in done.stderr and "same plan" not in done.stderr

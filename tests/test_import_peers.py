@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -88,26 +87,23 @@ def _geometric_mean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values))
 
 
-def test_a_hyperfine_file_of_two_commands_compares_the_commands(tmp_path):
-    """Without --label each command is a configuration of its own (labelled as hyperfine names it);
-    the compare line the import prints makes the first command the baseline and gives the second's
-    ratio, in hyperfine's direction ('gzip -1' ran 6.84 times faster than 'gzip -9')."""
+def test_the_same_hyperfine_commands_on_two_machines_compare_command_by_command(tmp_path):
+    """A command is a case, the label the machine's: the file on machine 'vm' and a copy 1.5x slower on
+    'td' give one bundle each, and compare gives each command's ratio against the same command."""
     results = json.loads(TWO_COMMANDS.read_text())["results"]
-    done = run_ccbench("import", "hyperfine", TWO_COMMANDS, "--out", tmp_path)
-    assert done.returncode == 0, done.stderr
-    bundles = [read_bundle(p) for p in _printed(done.stdout)]
-    assert [b.manifest["label"] for b in bundles] == [r["command"] for r in results]
-    for bundle, result in zip(bundles, results, strict=True):
-        assert [s["value"] for s in bundle.samples] == result["times"]
-        assert {s["metadata"]["command"] for s in bundle.samples} == {result["command"]}
-    (line,) = [line for line in done.stdout.splitlines() if "ccbench compare" in line]
-    argv = shlex.split(line[line.index("ccbench compare") :])[1:]
-    compared = run_ccbench(*argv, "--json")
+    slower = json.loads(TWO_COMMANDS.read_text())
+    for result in slower["results"]:
+        result["times"] = [t * 1.5 for t in result["times"]]
+    (tmp_path / "td.json").write_text(json.dumps(slower))
+    for source, label in ((TWO_COMMANDS, "vm"), (tmp_path / "td.json", "td")):
+        done = run_ccbench("import", "hyperfine", source, "--out", tmp_path / label, "--label", label)
+        assert done.returncode == 0 and "ccbench compare" not in done.stdout, done.stdout + done.stderr
+    paths = [b.path for b in [*_bundles(tmp_path / "vm"), *_bundles(tmp_path / "td")]]
+    compared = run_ccbench("compare", *paths, "--baseline", "vm", "--json")
     assert compared.returncode == 0, compared.stderr
-    [row] = [json.loads(line) for line in compared.stdout.splitlines() if '"median"' in line]
-    assert row["baseline"].startswith(results[0]["command"]) and row["config"].startswith(results[1]["command"])
-    expected = _geometric_mean(results[1]["times"]) / _geometric_mean(results[0]["times"])
-    assert row["ratio"] == pytest.approx(expected, rel=1e-9) and row["verdict"] == "slower"
+    rows = [json.loads(line) for line in compared.stdout.splitlines() if '"median"' in line]
+    assert sorted(r["params"]["command"] for r in rows) == sorted(r["command"] for r in results)
+    assert all(r["ratio"] == pytest.approx(1.5, rel=1e-9) for r in rows)
 
 
 def test_a_hyperfine_file_under_a_label_stays_one_machine_each_command_a_case(tmp_path):
@@ -168,9 +164,9 @@ def test_the_lint_says_an_imported_source_did_not_state_a_fact_not_that_the_bund
 
 
 @pytest.mark.skipif(not shutil.which("hyperfine"), reason="hyperfine is not installed (apt-get install hyperfine)")
-def test_a_hyperfine_parameter_scan_compares_every_value_with_the_first(tmp_path):
-    """`hyperfine -P n 1 3`: three commands, one per value; each is compared with the first (the
-    values kept in the samples' metadata, not in the case, which would leave nothing to pair)."""
+def test_a_hyperfine_parameter_scan_is_one_case_per_value(tmp_path):
+    """`hyperfine -P n 1 3`: three commands, one per value, each a case of the one machine's bundle
+    (the value among the case's parameters)."""
     export = tmp_path / "scan.json"
     made = subprocess.run(
         ["hyperfine", "-N", "--runs", "3", "-P", "n", "1", "3", "--export-json", str(export), "sleep 0.0{n}"],
@@ -179,11 +175,7 @@ def test_a_hyperfine_parameter_scan_compares_every_value_with_the_first(tmp_path
     assert made.returncode == 0, made.stderr
     done = run_ccbench("import", "hyperfine", export, "--out", tmp_path / "out")
     assert done.returncode == 0, done.stderr
-    bundles = [read_bundle(p) for p in _printed(done.stdout)]
-    assert [b.manifest["label"] for b in bundles] == ["sleep 0.01", "sleep 0.02", "sleep 0.03"]
-    assert [b.samples[0]["metadata"]["parameters"] for b in bundles] == [{"n": "1"}, {"n": "2"}, {"n": "3"}]
-    compared = run_ccbench("compare", *(b.path for b in bundles), "--baseline", "sleep 0.01", "--json")
-    assert compared.returncode == 0, compared.stderr
-    rows = [json.loads(line) for line in compared.stdout.splitlines() if '"median"' in line]
-    assert sorted(row["config"].split(" / ")[0] for row in rows) == ["sleep 0.02", "sleep 0.03"]
-    assert all(row["baseline"].startswith("sleep 0.01") and row["ratio"] > 1 for row in rows)
+    [bundle] = [read_bundle(p) for p in _printed(done.stdout)]
+    assert bundle.manifest["label"] == "scan"
+    cases = {(s["params"]["command"], s["params"]["n"]) for s in bundle.samples}
+    assert cases == {("sleep 0.01", "1"), ("sleep 0.02", "2"), ("sleep 0.03", "3")}

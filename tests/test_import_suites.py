@@ -126,6 +126,11 @@ def test_a_td_and_a_vm_of_one_pts_file_give_a_tee_row(tmp_path):
     triad = next(r for r in rows if r["params"].get("options") == "Type: Triad")
     assert triad["layer"] == "TEE: TDX" and triad["n"] == 5 and triad["n_baseline"] == 5
     assert triad["significant"] is True and triad["effect"].startswith("12.0% slower")
+    # the TD's debug attribute is not in a PTS file: the source does not state it (the trial's lint
+    # said "no provenance in this probe: recorded by an older ccbench")
+    compared = run_ccbench("compare", bundles["VM"].path, bundles["TD"].path, "--baseline", "VM")
+    assert "debug mode could not be checked (the imported source does not state it)" in compared.stdout
+    assert "older ccbench" not in compared.stdout
 
 
 def test_a_pts_result_without_a_number_is_left_out_with_the_error_pts_gave(tmp_path):
@@ -138,6 +143,9 @@ def test_a_pts_result_without_a_number_is_left_out_with_the_error_pts_gave(tmp_p
         assert bundle.samples == []
         [record] = bundle.executions
         assert record["status"] == "failed" and "did not produce a result" in record["error"]
+        # PTS's error, cut at a word and marked: the trial's note stopped mid-path ("null given in /tmp/wt-)")
+        said = record["error"].split("(PTS: ", 1)[1]
+        assert said.endswith(" ...)") and "/tmp/wt-)" not in said, said
 
 
 #: the two real compression files of one Raspberry Pi, both under the identifier 'ARMv7 rev 3'

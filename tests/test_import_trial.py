@@ -30,19 +30,26 @@ def _one_line_refusal(done, out: Path) -> str:
 
 def test_compare_gives_no_figure_for_a_command_whose_every_run_failed(tmp_path):
     """The trial's '71x faster, significant': './server-bench --missing-flag' exited 2 in 3 of 3 runs.
-    compare of the two commands as the import suggests has no ratio for it and says why."""
-    done = run_ccbench("import", "hyperfine", FAILURES, "--out", tmp_path)
+    The file is one machine's, each command a case: the import prints no compare line, and compared
+    with another machine's clean run the failed command has no ratio; the lint names it."""
+    done = run_ccbench("import", "hyperfine", FAILURES, "--out", tmp_path / "new")
     assert done.returncode == 0, done.stderr
-    # the import no longer suggests a compare line that would give the failed command a figure
-    assert "ccbench compare" not in done.stdout and "every run of ./server-bench --missing-flag failed" in done.stdout
-    bundles = {read_bundle(p).manifest["label"]: p for p in _bundles(tmp_path)}
-    compared = run_ccbench(
-        "compare", bundles["./server-bench --quick"], bundles["./server-bench --missing-flag"],
-        "--baseline", "./server-bench --quick", "--summary",
-    )  # fmt: skip
-    assert compared.returncode == 2 and "faster" not in compared.stdout, compared.stdout
-    assert "./server-bench --missing-flag: no sample, every execution failed" in compared.stderr
-    assert "exit 2" in compared.stderr
+    assert "ccbench compare" not in done.stdout
+    [bundle] = _bundles(tmp_path / "new")
+    assert read_bundle(bundle).manifest["label"] == "hyperfine-failures"
+    clean = json.loads(FAILURES.read_text())
+    for result in clean["results"]:
+        result["exit_codes"] = [0] * len(result["times"])
+    (tmp_path / "clean.json").write_text(json.dumps(clean))
+    assert (
+        run_ccbench("import", "hyperfine", tmp_path / "clean.json", "--out", tmp_path / "b", "--label", "b").returncode
+        == 0
+    )
+    compared = run_ccbench("compare", *_bundles(tmp_path / "b"), bundle, "--baseline", "b", "--json")
+    assert compared.returncode == 0, compared.stderr
+    rows = [json.loads(line) for line in compared.stdout.splitlines() if '"median"' in line]
+    assert {r["params"].get("command") for r in rows} == {"./server-bench --quick"}
+    assert "failed-executions" in compared.stdout and "exit 2" in compared.stdout
 
 
 def test_a_failed_command_is_a_lost_case_for_the_gate_and_a_finding_for_compare(tmp_path):
@@ -59,16 +66,6 @@ def test_a_failed_command_is_a_lost_case_for_the_gate_and_a_finding_for_compare(
     gated = run_ccbench("gate", new, "--against", base)
     assert gated.returncode == 1, gated.stdout + gated.stderr
     assert "1 case lost" in gated.stdout and "./server-bench --missing-flag" in gated.stdout
-    # without --label, the failed command is a bundle without a sample: against the same command's
-    # clean bundle, its case is lost too (not "not in the baseline", exit 2)
-    for out, source in (("base-commands", baseline_file), ("new-commands", FAILURES)):
-        assert run_ccbench("import", "hyperfine", source, "--out", tmp_path / out).returncode == 0
-    [clean_one, failed_one] = (
-        next(p for p in _bundles(tmp_path / out) if read_bundle(p).manifest["label"] == "./server-bench --missing-flag")
-        for out in ("base-commands", "new-commands")
-    )
-    gated = run_ccbench("gate", failed_one, "--against", clean_one)
-    assert gated.returncode == 1 and "1 case lost" in gated.stdout, gated.stdout + gated.stderr
     compared = run_ccbench("compare", other, new, "--json")
     assert compared.returncode == 0, compared.stderr
     rows = [json.loads(line) for line in compared.stdout.splitlines() if line.startswith("{")]
@@ -76,17 +73,16 @@ def test_a_failed_command_is_a_lost_case_for_the_gate_and_a_finding_for_compare(
     assert "failed-executions" in compared.stdout and "exit 2" in compared.stdout
 
 
-def test_hyperfine_bundles_of_dot_slash_commands_are_visible_and_distinct(tmp_path):
-    """'./server-bench --quick' gave the hidden directory '._server-bench_...': names start with a
-    visible character, so ls and DIR/*/ see them, and the two commands stay two directories."""
+def test_hyperfine_commands_are_cases_of_one_bundle_labelled_as_the_machine(tmp_path):
+    """The trial's bundles labelled './server-bench --quick' (a command is no machine): one bundle,
+    named after the file (or --label), each command a case."""
     assert run_ccbench("import", "hyperfine", FAILURES, "--out", tmp_path).returncode == 0
-    names = [p.name for p in _bundles(tmp_path)]
-    assert len(names) == 2 and all(name[0].isalnum() for name in names), names
-    assert sorted(p.name for p in tmp_path.glob("*/")) == sorted(names)
-    assert {read_bundle(tmp_path / n).manifest["label"] for n in names} == {
-        "./server-bench --quick",
-        "./server-bench --missing-flag",
-    }
+    [path] = _bundles(tmp_path)
+    assert path.name[0].isalnum() and sorted(p.name for p in tmp_path.glob("*/")) == [path.name]
+    bundle = read_bundle(path)
+    assert bundle.manifest["label"] == "hyperfine-failures"
+    assert {s["params"]["command"] for s in bundle.samples} == {"./server-bench --quick"}
+    assert {r["status"] for r in bundle.executions} == {"ok", "failed"}
 
 
 # ---- fio --client: one file, two machines ---------------------------------------------------------------

@@ -91,9 +91,10 @@ def test_seed000_tdx_cost_is_confounded_by_the_cpu_and_kernel(tmp_path, ccbench)
     # or on the layer's next line; the sentence (full compare) names them
     out = summary.stdout.splitlines()
     at = next(n for n, line in enumerate(out) if line.startswith("TEE: TDX"))
-    head = out[at]
-    assert head.startswith("TEE: TDX (machines differ in CPU; kernels differ") and "faster" in head
-    assert "kernels differ: 6.2.0-1018-azure vs 6.5.0-1025-azure" in head + out[at + 1]
+    end = next((n for n in range(at + 1, len(out)) if not out[n].startswith(" ")), len(out))
+    head, layer = " ".join(out[at].split()), " ".join(" ".join(out[at:end]).split())  # wrapped lines joined
+    assert head.startswith("TEE: TDX (machines differ in CPU; kernels differ") and "faster" in layer
+    assert "kernels differ: 6.2.0-1018-azure vs 6.5.0-1025-azure" in layer
     assert "[high] confounded:" in summary.stdout and "saves about" not in summary.stdout
     text = " ".join(ccbench("compare", *paths).stdout.split())
     assert "TEE: TDX: cost confounded by CPU model (Ice Lake vs Sapphire Rapids)" in text

@@ -49,3 +49,10 @@ def test_the_arms_lines_the_walkthrough_shows_are_what_machines_check_prints(tmp
     shown = next(block for block in _blocks("") if block.startswith("study bounce:"))
     arms = [line for line in shown.splitlines() if line.startswith("  ")]
     assert arms and all(line in done.stdout.splitlines() for line in arms), (arms, done.stdout)
+
+
+def test_the_launch_time_study_loads_as_section_12_writes_it(tmp_path):
+    (block,) = [block for block in _blocks("toml") if 'name = "launch-memory"' in block]
+    (tmp_path / "launch.toml").write_text(block)
+    study = load_study(tmp_path / "launch.toml")
+    assert study.rounds == 0 and study.sweep.memory_mib == (512, 2048) and study.sweep.launches == 2

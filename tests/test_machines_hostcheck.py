@@ -3,6 +3,7 @@ and the host's facts. SEV-SNP and TDX hosts are fake trees under a root director
 that only prints a version (mocks: this machine is neither, and its QEMU is 7.2); this machine
 itself is checked for what it has."""
 
+import os
 import shutil
 import textwrap
 
@@ -185,3 +186,27 @@ def test_machines_check_says_whether_the_arms_would_run_under_kvm_or_tcg(tmp_pat
     expected = f"under TCG, software emulation: {problem}" if problem else "under KVM"
     assert last == f"this host can launch every arm ({expected})"
     assert "  plain: kind plain" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="no QEMU: bash scripts/setup.sh --with machines")
+@pytest.mark.parametrize(
+    "size, refused, said",
+    [
+        ('memory = "1T"\nvcpus = 1', True, "more than this host's memory"),
+        ('memory = "512M"\nvcpus = 64', False, "warning: machine.vcpus 64 is more than this host's"),
+    ],
+)
+def test_machines_check_weighs_the_guest_against_the_host(tmp_path, size, refused, said):
+    """The trial's `memory = "1T"` and `vcpus = 64` on a 2-core 23.5 GiB host: "this host can launch
+    every arm" (exit 0). More memory than the host has is refused in one line (the guest would swap
+    or be killed mid-run); more vCPUs than online CPUs is legal for QEMU, so it is a warning."""
+    from conftest import run_ccbench
+
+    if "64" in size and (os.cpu_count() or 0) >= 64:
+        pytest.skip("this host has 64 CPUs or more")
+    (tmp_path / "study.toml").write_text(f'name = "big"\nplan = "quick"\n[machine]\n{size}\n{PLAIN}')
+    done = run_ccbench("machines", "check", tmp_path / "study.toml")
+    assert done.returncode == (2 if refused else 0), done.stdout + done.stderr
+    assert said in done.stdout + done.stderr
+    if refused:
+        assert "this host cannot launch every arm" in done.stdout and "Traceback" not in done.stderr

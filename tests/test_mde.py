@@ -172,6 +172,19 @@ def _cli(*args, cwd=None):
     )
 
 
+def _paragraphs(text: str) -> list[str]:
+    """``text``'s lines with each wrapped paragraph's further lines (indented 4 more than its first)
+    joined to it."""
+    out: list[str] = []
+    for line in text.splitlines():
+        lead = len(line) - len(line.lstrip(" "))
+        if out and lead >= len(out[-1]) - len(out[-1].lstrip(" ")) + 4 and line.strip():
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line)
+    return out
+
+
 def test_storage_verdict_says_the_workloads_disagree_and_never_no_cost(tmp_path):
     bundle = _storage_bundle(tmp_path)
     result = _cli("compare", str(bundle), "--summary")
@@ -183,8 +196,9 @@ def test_storage_verdict_says_the_workloads_disagree_and_never_no_cost(tmp_path)
     fscrypt = [line for line in lines if line.startswith("storage encryption: fscrypt")]
     # fio 2-500x slower, the rest not significant: slower, with the range, never "no cost"
     assert fscrypt and "slower, " in fscrypt[0] and "500x" in fscrypt[0] and "no cost" not in fscrypt[0]
-    full = _cli("compare", str(bundle)).stdout.splitlines()
-    start = full.index(fscrypt[0])
+    # each paragraph of the full output as one line (a long one is wrapped, its further lines indented by 4)
+    full = _paragraphs(_cli("compare", str(bundle)).stdout)
+    start = next(n for n, line in enumerate(full) if line.startswith("storage encryption: fscrypt"))
     per_workload = [line.strip() for line in full[start + 1 : start + 4]]
     assert [line.split(":")[0] for line in per_workload] == ["fio", "compression", "ycsb"]
     assert per_workload[0].startswith("fio: slower, ") and "4 of 4 significant" in per_workload[0]
@@ -221,7 +235,7 @@ def test_a_layer_without_a_cost_says_what_it_could_have_seen(tmp_path):
     assert 0.01 < mde < 0.2
     out = _cli("compare", str(bundle), "--summary").stdout
     assert f"no cost above {mde * 100:.1f}% (the smallest it could see)" in out
-    sentence = next(line for line in _cli("compare", str(bundle)).stdout.splitlines() if line.startswith("- "))
+    sentence = next(line for line in _paragraphs(_cli("compare", str(bundle)).stdout) if line.startswith("- "))
     assert f"no cost above {mde * 100:.1f}% (the smallest it could see) (0 of 1 comparisons significant" in sentence
 
 

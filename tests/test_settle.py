@@ -414,6 +414,14 @@ def test_settling_by_layer_stops_on_the_headline_and_says_each_layer_as_it_settl
     lines = settle_lines("c", settled)
     assert "  in-memory storage: tmpfs (own path): cost: " in "\n".join(lines)
     assert any(line.startswith("    wall_time: called a cost: ") for line in lines)
+    # the verdict renders the run's settled headline, not a second figure of its own (one judged result)
+    from ccbench.analysis.comparison import comparison
+
+    [tmpfs] = [v for v in comparison([result.bundle]).verdicts() if "tmpfs" in v.layer]
+    head = easy["layer"]["headline"]
+    assert tmpfs.typical == pytest.approx(1 + head["estimate"], rel=1e-6), (tmpfs.words(), head)
+    assert (tmpfs.low, tmpfs.high) == pytest.approx((1 + head["low"], 1 + head["high"]), rel=1e-6)
+    assert "settled by the run on its paired rounds" in tmpfs.judgement.test_named()
 
 
 def test_a_layer_cut_by_the_budget_is_said_open_never_settled(run_settle):

@@ -128,8 +128,11 @@ def test_futility_under_the_round_limit_reads_the_interval_settle_would_use():
     from ccbench.analysis.statistics.sequential import can_settle, reachable
 
     assert np.isinf(critical([2, LIMIT + 1], LIMIT)).all() and critical(3, LIMIT) == pytest.approx(boundaries(LIMIT)[0])
-    # mean 3%, spread 4%, 5 rounds of 10: the repeated interval at 10 rounds (with the spread's 20% quantile)
-    # could answer, the anytime-valid one could not
-    assert reachable(5, 0.03, 0.04, 0.05, 5, LIMIT) and not reachable(5, 0.03, 0.04, 0.05, 5)
-    values = [0.03 + 0.04 * z for z in (-1.26, 1.26, -0.63, 0.63, 0.0)]
+    # mean 3%, spread 5%, 5 rounds of 10: the repeated interval at 10 rounds (with the spread's futility quantile)
+    # could answer, the anytime-valid one could not; at 6% neither
+    assert reachable(5, 0.03, 0.05, 0.05, 5, LIMIT) and not reachable(5, 0.03, 0.05, 0.05, 5)
+    assert not reachable(5, 0.03, 0.06, 0.05, 5, LIMIT)
+    # a stricter quantile (a smaller spread assumed) keeps more cases: what --futility tunes
+    assert reachable(5, 0.03, 0.04, 0.05, 5, quantile=0.1) and not reachable(5, 0.03, 0.04, 0.05, 5, quantile=0.3)
+    values = [0.03 + 0.05 * z for z in (-1.26, 1.26, -0.63, 0.63, 0.0)]
     assert can_settle(values, 0.05, 5, limit=LIMIT) and not can_settle(values, 0.05, 5)

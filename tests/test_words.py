@@ -11,7 +11,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccbench.analysis.judgement import semantics
+from ccbench.analysis.judgement import combined, semantics
 from ccbench.analysis.judgement.headline import fit, headline, page_points, terminal_width
 from ccbench.analysis.judgement.verdict import verdicts
 from ccbench.report.plots import LEFT_OUT_FILL, heatmap
@@ -148,7 +148,7 @@ def test_a_layer_of_workloads_pooled_without_a_finding_never_says_no_interval():
     it printed one (pooled across its benchmarks, too few for a finding)."""
     unclear = semantics.Judgement(kind=semantics.UNCLEAR, comparisons=2, typical=0.76, low=0.7, high=0.83)
     lone = semantics.Judgement(kind=semantics.NONE_SEEN, comparisons=1)
-    layer = semantics.combine([("SimplePrime", lone), ("pyperformance-default", unclear)])
+    layer = combined.combine([("SimplePrime", lone), ("pyperformance-default", unclear)])
     assert layer.phrase() == (
         "not distinguishable across benchmarks in pyperformance-default (each workload's line says why)"
     )

@@ -22,6 +22,7 @@ from ccbench.analysis.rows.compare import NOISY_CV, compare
 from ccbench.analysis.rows.reduce import reduced
 from ccbench.analysis.samples.engine import SampleSet, sample_set
 from ccbench.analysis.samples.load import load_bundles
+from ccbench.analysis.samples.series import measured_series
 from ccbench.analysis.settling.fleet_settle import fleet_settled_cases
 from ccbench.analysis.settling.settled import settled_cases, with_settled
 from ccbench.basics.errors import CCBenchError
@@ -100,10 +101,45 @@ class Comparison:
                 f"nothing to compare: {'; '.join(failed)}; what is left holds one configuration per workload "
                 f"({'; '.join(configs)}): there is no figure for a configuration whose executions failed"
             )
+        disjoint = _disjoint_cases(self.engine)
+        if disjoint:
+            raise CCBenchError(
+                f"nothing to compare: the configurations share no case ({disjoint}); a case is compared only "
+                "with the same case (the same command, parameters and metric) elsewhere"
+            )
         raise CCBenchError(
             f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
             "give bundles from other machines or runs with several variants"
         )
+
+
+def _disjoint_cases(engine) -> str:
+    """Where two or more configurations measured the same workload but no case of it in common (two
+    hyperfine files of different commands): each configuration's cases in words; else ""."""
+    connection = engine.connection()
+    try:
+        pairs = connection.sql("SELECT DISTINCT cfg, grp FROM measured ORDER BY cfg, grp").fetchall()
+    finally:
+        connection.close()
+    by_config: dict[str, set[tuple]] = {}
+    for cfg, grp in pairs:
+        workload, _params, case, metric = engine.groups[grp]
+        by_config.setdefault(engine.configs[cfg], set()).add((workload, case or "", metric))
+    if len(by_config) < 2:
+        return ""
+    workloads = [{k[0] for k in keys} for keys in by_config.values()]
+    if not set.intersection(*workloads):
+        return ""
+    seen: dict[tuple, int] = {}
+    for keys in by_config.values():
+        for key in keys:
+            seen[key] = seen.get(key, 0) + 1
+    if any(count > 1 for count in seen.values()):
+        return ""
+    return "; ".join(
+        f"{config}: {', '.join(sorted(f'{w} {c!r} {m}' if c else f'{w} {m}' for w, c, m in keys))}"
+        for config, keys in by_config.items()
+    )
 
 
 def uncompared(facts: pd.DataFrame, table: pd.DataFrame | None) -> list[str]:
@@ -416,55 +452,3 @@ def _lint_rows(engine: SampleSet) -> pd.DataFrame:
     rows = engine.measured_frame(lambda group: group[3] in (THROUGHPUT, TRANSPORT_CEILING), firsts=not ceiling)
     facts = engine.facts.drop(columns=["first", "first_quiet"]).assign(metric=None, value=np.nan, warmup=False)
     return pd.concat([rows, facts], ignore_index=True)
-
-
-def measured_series(engine: SampleSet) -> pd.DataFrame:
-    """The distinct (workload, params, case, metric, config) with measured samples: which cases each
-    configuration measured (the lint's unpaired cases read it), from the engine's codes."""
-    width = max(len(engine.configs), 1)
-    codes = np.unique(
-        engine.measured.column("grp").to_numpy().astype(np.int64) * width
-        + engine.measured.column("cfg").to_numpy().astype(np.int64)
-    )
-    groups = pd.DataFrame(engine.groups, columns=["workload", "params", "case", "metric"], dtype=object)
-    series = groups.iloc[codes // width].reset_index(drop=True)
-    return series.assign(config=np.array(engine.configs, dtype=object)[codes % width])
-
-
-def raw_sources(engine: SampleSet) -> dict[tuple[str, str, str, str], list[str]]:
-    """{(workload, params, metric, config): the raw directories (bundle-relative, sorted, each once)
-    of its measured samples} for bundles of format 2, so that a number in ``compare --json`` leads to
-    the tool's own output in one hop. Worked out on the engine's codes: one sort of the distinct
-    (group, configuration, directory) codes, and one list per distinct set of directories, shared by
-    the keys that have the same set (a fleet's thousands of series measured by the same executions)."""
-    codes = engine.sources
-    if not len(codes):
-        return {}
-    # a group is (workload, params, case, metric); the directories are per (workload, params, metric)
-    keys: dict[tuple, int] = {}
-    key_of_group = np.array([keys.setdefault((g[0], g[1], g[3]), len(keys)) for g in engine.groups], dtype=np.int64)
-    sizes = (len(keys), len(engine.configs), len(engine.raws))
-    rank = np.empty(len(engine.raws), dtype=np.int64)
-    rank[sorted(range(len(engine.raws)), key=engine.raws.__getitem__)] = np.arange(len(engine.raws))
-    by_rank = np.array(sorted(engine.raws), dtype=object)
-    if sizes[0] * sizes[1] * sizes[2] < 2**62:
-        # one int64 per (key, configuration, directory's rank): one sort orders and deduplicates them
-        combined = np.sort((key_of_group[codes[:, 0]] * sizes[1] + codes[:, 1]) * sizes[2] + rank[codes[:, 2]])
-        combined = combined[np.r_[True, combined[1:] != combined[:-1]]]
-        pair, ranks = np.divmod(combined, sizes[2])
-    else:
-        frame = pd.DataFrame({"pair": key_of_group[codes[:, 0]] * sizes[1] + codes[:, 1], "rank": rank[codes[:, 2]]})
-        frame = frame.drop_duplicates().sort_values(["pair", "rank"])
-        pair, ranks = frame["pair"].to_numpy(), frame["rank"].to_numpy()
-    starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
-    ends = np.r_[starts[1:], len(pair)]
-    described = list(keys)
-    lists: dict[bytes, list[str]] = {}
-    out = {}
-    for start, end, number in zip(starts.tolist(), ends.tolist(), pair[starts].tolist(), strict=True):
-        segment = ranks[start:end]
-        found = lists.get(segment.tobytes())
-        if found is None:
-            found = lists[segment.tobytes()] = by_rank[segment].tolist()
-        out[(*described[number // sizes[1]], engine.configs[number % sizes[1]])] = found
-    return out

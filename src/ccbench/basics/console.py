@@ -8,11 +8,26 @@ import sys
 
 from rich.console import Console
 
+from ccbench.basics.wrap import fit_block, terminal_width
+
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = Console(highlight=False, soft_wrap=False)
 if not stdout.is_terminal:
     # logs and CI: wide enough that tables do not wrap
     stdout.width = max(stdout.width, 200)
+
+
+def say(text: str, to: Console | None = None, *, indent: int | None = None, key: int = 0, style: str = "bold") -> None:
+    """Prose on ``to`` (stdout by default): each of its lines a paragraph wrapped to the terminal's
+    width ($COLUMNS, 100 for a pipe) by the one wrapper (ccbench.basics.wrap; ``indent``: the column its
+    further lines start at), never cut inside a figure, a flag or a path; printed as it is (no markup,
+    no further wrapping by rich), its first ``key`` characters in ``style`` (a key before its value)."""
+    from rich.text import Text
+
+    shown = Text(fit_block(text, terminal_width(), indent))
+    if key:
+        shown.stylize(style, 0, key)
+    (to or stdout).print(shown, highlight=False, soft_wrap=True)
 
 
 def is_interactive() -> bool:

@@ -161,7 +161,7 @@ def _compare(
     from ccbench.analysis.samples.load import parse_labels
     from ccbench.analysis.settling.fleet_settle import fleet_paths
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.basics.console import console
+    from ccbench.basics.console import console, say
     from ccbench.basics.errors import CCBenchError
     from ccbench.basics.helper import Helper
 
@@ -170,7 +170,7 @@ def _compare(
     bundles, fleet_labels = fleet_paths(bundles)
     unverified = check_before_reading(bundles, allow_unverified)
     if unverified:
-        console.print(f"warning: {unverified_warning(unverified)}", markup=False)
+        say(f"warning: {unverified_warning(unverified)}", console)
     given_labels = {**fleet_labels, **parse_labels(labels)}
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
@@ -185,7 +185,7 @@ def _compare(
             pairs=pairs,
         )
     for warning in caught:
-        console.print(f"warning: {warning.message}")
+        say(f"warning: {warning.message}", console)
     if result.engine.empty:
         raise CCBenchError("the bundles hold no samples to compare")
     return result
@@ -248,9 +248,9 @@ def _print_rows_json(table, engine, parts) -> None:
     row's breakdown by mechanism (empty where none applies). A list of directories is written as JSON
     once and spliced into every row that has it (they are the object's last fields): a fleet's
     thousands of series share the executions that measured them."""
-    from ccbench.analysis.comparison import raw_sources
     from ccbench.analysis.format import row_effect
     from ccbench.analysis.rows.compare import records
+    from ccbench.analysis.samples.series import raw_sources
 
     sources = raw_sources(engine)
     written: dict[int, str] = {}
@@ -286,10 +286,10 @@ def _print_verdict(
 ) -> None:
     """The verdict per protection layer: one line per layer (ccbench.analysis.judgement.headline), with
     ``details`` the verdict's wide table, then each layer's sentence."""
-    from ccbench.analysis.judgement.headline import fit, headline, terminal_width
+    from ccbench.analysis.judgement.headline import headline, terminal_width
     from ccbench.analysis.judgement.verdict_table import contended_executions
     from ccbench.analysis.rows import pairing
-    from ccbench.basics.console import stdout
+    from ccbench.basics.console import say, stdout
 
     contended, executions = contended_executions(executions)
     baselines, _ = pairing.baselines(table)  # the layers name a loop twin themselves
@@ -306,17 +306,16 @@ def _print_verdict(
     title = (
         f"{what} against {against}{pairing.own_note(table)}{excluded}; {contended} of {executions} executions contended"
     )
-    width = terminal_width()
-    stdout.print(fit(title, width), markup=False, highlight=False, soft_wrap=True)
-    for line in headline(layers, full=not summary, width=width):
+    say(title)
+    for line in headline(layers, full=not summary, width=terminal_width()):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
     if uncompared:
-        stdout.print(fit(uncompared_line(uncompared), width), markup=False, highlight=False, soft_wrap=True)
+        say(uncompared_line(uncompared))
     if details:
         _print_verdict_table(layers)
     if not summary:
         for item in layers:
-            stdout.print(f"- {item.sentence()}", markup=False, highlight=False)
+            say(f"- {item.sentence()}")
 
 
 def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozenset()) -> None:
@@ -327,22 +326,23 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
     of the settled cases whose rows are left out of the verdict: said beside their answer."""
     from ccbench.analysis.settling.layer_settle import with_layers
     from ccbench.analysis.settling.recorded import bundle_settlements
+    from ccbench.basics.console import say
     from ccbench.commands.run import settle_lines
 
     for bundle in bundles:
         for name, record in with_layers(bundle, bundle_settlements(bundle)).items():
-            click.echo(f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):")
+            say(f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):")
             flagged = {
                 (key, label)
                 for path, workload, key, label in implausible
                 if (path, workload) == (str(bundle.path), name)
             }
             for line in settle_lines(name, record, flagged):
-                click.echo(f"  {line}")
+                say(f"  {line}")
     from ccbench.analysis.settling.fleet_settle import fleet_settlement_lines
 
     for line in fleet_settlement_lines(bundle.path for bundle in bundles):
-        click.echo(line)
+        say(line)
 
 
 def settled_on(record: dict) -> str:
@@ -397,7 +397,7 @@ def _print_verdict_table(layers) -> None:
 def _print_breakdowns(table, parts) -> None:
     """Each cross-machine row's breakdown by mechanism, one line per row that has one."""
     from ccbench.analysis.rows.breakdown import UNEXPLAINED, breakdown_text
-    from ccbench.basics.console import stdout
+    from ccbench.basics.console import say
 
     # only where a mechanism was measured or a twin given: a row that is all "unexplained" says nothing
     lines = [
@@ -406,17 +406,15 @@ def _print_breakdowns(table, parts) -> None:
         if any(p.get("mechanism") != UNEXPLAINED for p in breakdown)
     ]
     if lines:
-        stdout.print(
-            "breakdown of the cost by mechanism (share of the time added or the rate lost, 95% bootstrap interval):"
-        )
+        say("breakdown of the cost by mechanism (share of the time added or the rate lost, 95% bootstrap interval):")
         for line in lines:
-            stdout.print(line, markup=False, highlight=False)
+            say(line)
 
 
 def _print_findings(findings, summary: bool = False) -> None:
     """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict; with
     ``summary`` one line per kind of finding (its first instance, and how many more like it)."""
-    from ccbench.basics.console import stdout
+    from ccbench.basics.console import say, stdout
     from ccbench.probe.lint import format_findings
 
     if not findings:
@@ -424,7 +422,7 @@ def _print_findings(findings, summary: bool = False) -> None:
         return
     stdout.print(f"lint: {len(findings)} finding{'s' if len(findings) != 1 else ''} (docs/trust.md, Lint)")
     if not summary:
-        stdout.print(format_findings(findings), markup=False, highlight=False)
+        say(format_findings(findings))
         return
     from ccbench.analysis.judgement.headline import finding_lines, terminal_width
 

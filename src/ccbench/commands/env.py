@@ -87,33 +87,35 @@ def command(root, dmesg, cpuid_file, bench_dir, as_json, lint, plan_name) -> Non
 
 
 def print_lint(findings: list, plan_name: str | None) -> None:
-    from ccbench.basics.console import stdout
+    from ccbench.basics.console import say
     from ccbench.probe.lint import format_findings
 
     scope = f"this machine under plan {plan_name}" if plan_name else "this machine (add --plan for the plan's checks)"
-    stdout.print(f"[bold]{'lint':<15}[/bold] {scope}: docs/trust.md (Lint)")
-    stdout.print(format_findings(findings), markup=False, highlight=False)
+    say(f"{'lint':<15} {scope}: docs/trust.md (Lint)", indent=16, key=15)
+    say(format_findings(findings))
 
 
 def print_provenance(provenance: dict[str, Any], machine_id: str | None = None, recorded: bool = True) -> None:
     """The CC provenance block (also used by ``ccbench show``, with the bundle's evidence read in);
     ``recorded`` False: the probe that made the document had no provenance yet (before probe version 2)."""
     from ccbench.attestation.provenance import describe
-    from ccbench.basics.console import stdout
+    from ccbench.basics.console import say
 
     if recorded:
-        stdout.print(f"[bold]provenance[/bold]      machine id {machine_id or 'unknown'}")
+        say(f"{'provenance':<15} machine id {machine_id or 'unknown'}", indent=16, key=15)
     else:
-        stdout.print(
-            "[bold]provenance[/bold]      not recorded by this bundle's probe (imported, or made before ccbench had it)"
+        say(
+            f"{'provenance':<15} not recorded by this bundle's probe (imported, or made before ccbench had it)",
+            indent=16,
+            key=15,
         )
     for name, text in describe(provenance):
-        stdout.print(f"  {name:<17} {text}", markup=False)
+        say(f"  {name:<17} {text}", indent=20)
 
 
 def print_environment(document: dict[str, Any]) -> None:
     """The probe document as aligned lines (also used by ``ccbench show``)."""
-    from ccbench.basics.console import stdout
+    from ccbench.basics.console import say
 
     cpu = document.get("cpu", {})
     memory = document.get("memory", {}).get("total_bytes")
@@ -127,18 +129,19 @@ def print_environment(document: dict[str, Any]) -> None:
         ("os", document.get("os", {}).get("pretty_name")),
         (
             "virtualization",
-            document.get("virtualization") + (f" ({document['cloud']})" if document.get("cloud") else ""),
+            (document.get("virtualization") or "unknown")
+            + (f" ({document['cloud']})" if document.get("cloud") else ""),
         ),
         ("tee", tee.get("technology")),
     ]
     for key, value in lines:
-        stdout.print(f"[bold]{key:<15}[/bold] {value}")
+        say(f"{key:<15} {value}", indent=16, key=15)
     for item in tee.get("evidence", []):
-        stdout.print(f"{'':<15}   evidence: {item['source']}: {item['signal']} -> {item['indicates']}")
+        say(f"{'':<15}   evidence: {item['source']}: {item['signal']} -> {item['indicates']}", indent=22)
     for note in tee.get("notes", []):
-        stdout.print(f"{'':<15}   note: {note}")
+        say(f"{'':<15}   note: {note}", indent=22)
     detail = ", ".join(f"{k}={v}" for k, v in storage.items() if k not in ("path", "protection"))
-    stdout.print(f"[bold]{'storage':<15}[/bold] {storage.get('protection')} at {storage.get('path')} ({detail})")
+    say(f"{'storage':<15} {storage.get('protection')} at {storage.get('path')} ({detail})", indent=16, key=15)
 
 
 def _cpu_line(cpu: dict) -> str:

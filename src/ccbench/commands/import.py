@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -31,7 +30,7 @@ class _ImportCommand(click.Command):
     "--label",
     default=None,
     help="The machine label of the bundle (default: the first file's name; seed000: the label in the file names, "
-    "one bundle per label; hyperfine: each command of a file of several, one bundle per command; fio --client: "
+    "one bundle per label; fio --client: "
     "each server host, one bundle labelled by its hostname; pts: each system's identifier; cloud-hypervisor: "
     "each report's file name). Files stating different machines (one file of several fio servers too) are "
     "refused under one label; ping logs state none, so logs imported together are one machine, and the import "
@@ -83,9 +82,8 @@ def command(
     -Encrypted / -Non-Encrypted suffix is read as the storage protection (Azure confidential disk
     encryption, or none).
 
-    A hyperfine file of several commands imported without --label gives one bundle per command, each
-    a configuration named after its command, so that compare says which ran how much faster (the
-    first command the baseline, as printed); with --label it is one machine's, each command a case.
+    A hyperfine file is one machine's (--label, else the file's name), each command a case: files of
+    the same commands on two machines compare command by command.
     Runs that exited non-zero (hyperfine -i) are no samples (the execution record keeps them); a
     command whose every run failed is a failed execution: compare gives no figure for it, and gate
     counts a baseline's case of it as lost.
@@ -105,30 +103,3 @@ def command(
         click.echo(str(bundle))
     for note in notes:
         click.echo(f"  note: {note}")
-    if format_name == "hyperfine" and label is None and len(written) > 1:
-        _compare_line(written)
-
-
-def _compare_line(written: list[Path]) -> None:
-    """The compare line of a hyperfine file's commands, the first the baseline; a command whose every
-    run failed has nothing to compare, and is left out of it (its note says why)."""
-    import shlex
-
-    manifests = {path: json.loads((path / "manifest.json").read_text()) for path in written}
-    measured = [
-        p for p, m in manifests.items() if (m.get("outcomes") or {}).get("hyperfine", {}).get("status") != "failed"
-    ]
-    failed = ", ".join(manifests[p]["label"] for p in written if p not in measured)
-    if len(measured) < 2:
-        click.echo(f"  no compare line: every run of {failed} failed, and fewer than two commands are left")
-        return
-    line = " ".join(
-        [
-            "ccbench compare",
-            *map(shlex.quote, map(str, measured)),
-            "--baseline",
-            shlex.quote(manifests[measured[0]]["label"]),
-        ]
-    )
-    left_out = f" ({failed} left out: every run failed)" if failed else ""
-    click.echo(f"  each command is a configuration; compare them, the first command the baseline{left_out}: {line}")

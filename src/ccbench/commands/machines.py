@@ -119,7 +119,8 @@ def check_command(study, print_commands) -> None:
         show(load_cloud_study(study), _echo)
         return
     from ccbench.machines import hostcheck
-    from ccbench.machines.lifecycle import QEMU, HostRefused
+    from ccbench.machines.lifecycle import QEMU, HostRefused, split_launchable
+    from ccbench.machines.preview import arm_notes
     from ccbench.machines.studyfile import load_study
 
     loaded = load_study(study)
@@ -139,19 +140,49 @@ def check_command(study, print_commands) -> None:
         if knobs.memory_backend:
             parts.append(f"memory {knobs.memory_backend}")
         click.echo(f"  {arm.name}: {'; '.join(parts)}")
+        for note in arm_notes(arm):
+            click.echo(f"    {note}")
+    _sweep_lines(loaded, problems)
     no_kvm = hostcheck.kvm_problem()
     how = f"under TCG, software emulation: {no_kvm}" if no_kvm else "under KVM"
     if print_commands:
-        from ccbench.machines.preview import command_lines
+        from ccbench.machines.preview import command_lines, sweep_points
 
-        for name, line, refused in command_lines(loaded, QEMU, "tcg" if no_kvm else "kvm"):
-            click.echo(
-                f"# {name}" + (f" (not launched here: {refused})" if refused else "") + (f"\n{line}" if line else "")
-            )
+        for shown, point in sweep_points(loaded):
+            for name, line, refused in command_lines(point, QEMU, "tcg" if no_kvm else "kvm"):
+                at = f" at {shown}" if shown else ""
+                click.echo(
+                    f"# {name}{at}"
+                    + (f" (not launched here: {refused})" if refused else "")
+                    + (f"\n{line}" if line else "")
+                )
+    launched, rendered_only, problems = split_launchable(loaded, problems)
+    if rendered_only:
+        click.echo(
+            f"this host launches {', '.join(launched)} ({how}); rendered only, not launched here (a launch-time "
+            f"study keeps their command lines): {', '.join(a for a, _w in rendered_only)}"
+        )
+    for warning in hostcheck.size_warnings(loaded):
+        click.echo(f"warning: {warning}")
     if problems:
         click.echo(f"this host cannot launch every arm (its arms would run {how})")
         raise HostRefused(problems)  # every reason, each line in the CLI's one error form
+    if rendered_only:
+        return
     click.echo(f"this host can launch every arm ({how})")
+
+
+def _sweep_lines(study, problems) -> None:
+    sweep = study.sweep
+    if sweep.memory_mib:
+        sizes = ", ".join(f"{m} MiB" for m in sweep.memory_mib)
+        click.echo(
+            f"sweep: each arm's launch time (QEMU started -> guest ready) at {sizes}, {sweep.launches} launch(es) each"
+            + ("; no plan rounds (rounds = 0)" if not study.rounds else "")
+        )
+    if sweep.vcpus:
+        counts = ", ".join(str(n) for n in sweep.vcpus)
+        click.echo(f"sweep: the plan at {counts} vCPUs, every arm at each (vcpus-N/ of the study run, compared there)")
 
 
 def _echo(text: str) -> None:

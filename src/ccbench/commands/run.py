@@ -259,9 +259,9 @@ def resume_command(bundle: Path, workdir: str) -> str:
 def print_run_summary(result) -> None:
     """Short: one row per workload and variant (its headline metric; per-case detail is in
     ``ccbench show``), skipped variants, then what protects this machine and where the bundle is."""
-    from ccbench.basics.console import stdout
+    from ccbench.basics.console import say, stdout
     from ccbench.observe.interference import contention_summary
-    from ccbench.run.summary import machine_lines, summarize, summary_table
+    from ccbench.run.summary import machine_lines, not_measured, summarize, summary_table
     from ccbench.workloads import fact_kinds
 
     rows = summarize(result.samples, per_case=False)
@@ -271,26 +271,26 @@ def print_run_summary(result) -> None:
     stdout.print(
         summary_table(rows, "summary (measured executions; warmups excluded; per case: ccbench show)", result.outcomes)
     )
+    for line in not_measured(result.samples):
+        stdout.print(line, markup=False, highlight=False)
     for name, outcome in result.outcomes.items():
         for variant, reason in outcome.skipped_variants.items():
-            stdout.print(f"{name}: {variant} skipped: {reason}")
+            say(f"{name}: {variant} skipped: {reason}")
         if outcome.precision:
             target = outcome.precision["target"]
             goal = f"an MDE of {target:.1%}" if outcome.precision.get("measure") == "mde" else f"+-{target:.1%}"
-            stdout.print(
+            say(
                 f"{name}: {outcome.precision['stopped_by']} after {outcome.precision['repetitions']} "
-                f"repetitions (target {goal}): {outcome.precision['reason']}",
-                markup=False,
-                highlight=False,
+                f"repetitions (target {goal}): {outcome.precision['reason']}"
             )
         for line in settle_lines(name, outcome.settled):
-            stdout.print(line, markup=False, highlight=False)
+            say(line)
     for line in machine_lines(result.manifest.get("environment") or {}):
-        stdout.print(line)
+        say(line)
     warning = contention_summary([record.as_json() for record in result.executions])
     if warning:
-        stdout.print(f"[yellow]warning:[/yellow] {warning}")
-    stdout.print(f"bundle: {result.bundle}")
+        say(f"warning: {warning}", key=8, style="yellow")
+    say(f"bundle: {result.bundle}")
 
 
 def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = frozenset()) -> list[str]:

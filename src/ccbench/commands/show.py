@@ -17,7 +17,7 @@ def command(bundle, as_json) -> None:
     from ccbench.basics.console import stdout
     from ccbench.bundle import read_bundle
     from ccbench.commands.env import print_environment, print_provenance
-    from ccbench.run.summary import summarize, summary_table
+    from ccbench.run.summary import not_measured, summarize, summary_table
 
     data = read_bundle(bundle)
     samples = data.samples  # the journal's lines as plain dicts: no object per sample
@@ -34,6 +34,7 @@ def command(bundle, as_json) -> None:
                     "machine_id": data.probe.get("machine_id"),
                     "provenance": provenance,
                     "summary": rows,
+                    "not_measured": not_measured(samples),
                 },
                 indent=2,
                 default=str,
@@ -63,6 +64,8 @@ def command(bundle, as_json) -> None:
     print_provenance(provenance, data.probe.get("machine_id"), recorded=isinstance(data.probe.get("provenance"), dict))
     warmups = sum(1 for s in samples if s["warmup"])
     stdout.print(summary_table(rows, f"{len(samples)} samples ({warmups} warmup)"))
+    for line in not_measured(samples):
+        stdout.print(line, markup=False, highlight=False)
     for name, outcome in manifest.get("outcomes", {}).items():
         if outcome.get("status") != "ok":
             stdout.print(

@@ -85,7 +85,13 @@ def differences(records: list[dict[str, Any]], baseline: str | None = None) -> l
                         f"arm '{name}' differs from '{base.get('arm')}' in {what} ({path}: "
                         f"{mine.get(path)!r} against {theirs.get(path)!r}), which is no declared knob"
                     )
-        if record.get("kind") == base.get("kind") and record.get("firmware") != base.get("firmware"):
+        same_kind = record.get("kind") == base.get("kind")
+        if same_kind and record.get("firmware_sha256") != base.get("firmware_sha256"):
+            lines.append(
+                f"arm '{name}' boots a firmware of another digest than '{base.get('arm')}' of its kind "
+                f"({record.get('firmware_sha256')} against {base.get('firmware_sha256')})"
+            )
+        elif same_kind and record.get("firmware") != base.get("firmware"):
             lines.append(
                 f"arm '{name}' boots other firmware than '{base.get('arm')}' of its kind "
                 f"({record.get('firmware')} against {base.get('firmware')})"

@@ -5,6 +5,7 @@ Every read goes through ``root`` (default "/"), so a test can show a fake SEV-SN
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -92,6 +93,14 @@ def find_firmware(kind: str, root: Path = Path("/")) -> Path | None:
     return None
 
 
+def firmware_digest(path: Path | None) -> str:
+    """The firmware's identity: ``sha256:`` and the digest of its file; "" without a file."""
+    if path is None or not Path(path).is_file():
+        return ""
+    with open(path, "rb") as handle:
+        return "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 def _sev_snp(sources: Sources, flags: set[str]) -> list[str]:
     lacks = []
     if "svm" not in flags:
@@ -151,6 +160,7 @@ def check(
         if lacks:
             problems.append(f"arm '{arm.name}' ({arm.kind}) cannot run on this host: {'; '.join(lacks)}")
     problems += _pin_problems(study, sources)
+    problems += _size_problems(study, sources)
     if kvm and study.machine.cpu == "host":
         problems.append(
             f"machine.cpu 'host' needs KVM, and this host has none ({kvm}): "
@@ -197,6 +207,50 @@ def _memory_lacks(study: Study, arm, sources: Sources) -> list[str]:
             f"{have} MiB of free huge pages for {need} MiB of guest memory (reserve them: sysctl vm.nr_hugepages={need // 2})"
         ]
     return []
+
+
+def _host_memory_mib(sources: Sources) -> int | None:
+    meminfo = sources.read_text("/proc/meminfo") or ""
+    total = re.search(r"^MemTotal:\s*(\d+) kB", meminfo, re.MULTILINE)
+    return int(total.group(1)) // 1024 if total else None
+
+
+def _host_cpus(sources: Sources) -> int | None:
+    online = (sources.read_text("/sys/devices/system/cpu/online") or "").strip()
+    count = 0
+    for part in filter(None, online.split(",")):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            return None
+        count += int(high or low) - int(low) + 1
+    return count or None
+
+
+def _size_problems(study: Study, sources: Sources) -> list[str]:
+    """A guest larger than the host's memory is refused: QEMU reserves it lazily, so it starts, and the
+    guest then swaps or is killed by the OOM killer mid-run: no measurement of the arm."""
+    have = _host_memory_mib(sources)
+    need = study.machine.memory_mib
+    if have is None or need <= have:
+        return []
+    return [
+        f"machine.memory {need} MiB is more than this host's memory ({have} MiB, /proc/meminfo MemTotal): "
+        "give each guest less memory than the host has"
+    ]
+
+
+def size_warnings(study: Study, root: Path = Path("/")) -> list[str]:
+    """What is legal but skews the measurement: more vCPUs than the host has online CPUs (QEMU runs
+    them, as threads that share the host's CPUs, so the guest's CPUs contend with each other)."""
+    sources = Sources(root=root, live=root == Path("/"))
+    have = _host_cpus(sources)
+    if have is None or study.machine.vcpus <= have:
+        return []
+    return [
+        f"machine.vcpus {study.machine.vcpus} is more than this host's {have} online CPUs: QEMU runs them, but "
+        "they share the host's CPUs and contend, so CPU-bound results measure the host's scheduler; "
+        f"use vcpus <= {have} for figures that stand"
+    ]
 
 
 def _pin_problems(study: Study, sources: Sources) -> list[str]:

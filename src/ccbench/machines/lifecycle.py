@@ -13,19 +13,22 @@ turns; each turn is one fleet run of that arm alone, in the round's order (``Stu
 the arm's clock is set from the host's when it resumes. ``rounds``: each round boots each arm
 afresh, runs the plan in it and stops it, in the round's order. Guests that a killed study left
 are swept first (``guest.sweep``), as ``ccbench cleanup`` does.
+
+A study with ``[sweep]`` (docs/machines.md, section 12) first launches each arm at each memory size
+and times it (ccbench.machines.sweeprun: ``launch-times.jsonl``, ``launch-time.json``), then runs
+its rounds at each vCPU count in ``vcpus-<N>/`` (compared there), or once without a vCPU sweep.
+The comparison itself is ccbench.machines.studycompare.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,9 @@ from ccbench.machines import guest as guests
 from ccbench.machines import hostcheck, qemu
 from ccbench.machines.image import GuestImage, ensure_image, user_image
 from ccbench.machines.study import Study
+from ccbench.machines.studycompare import bundles_by_arm, compare_arms
 from ccbench.machines.studyfile import load_study
+from ccbench.machines.sweeprun import SAMPLES, launch_sweep
 from ccbench.run.workdir import DEFAULT_WORKDIR
 
 QEMU = "qemu-system-x86_64"
@@ -96,9 +101,13 @@ class StudyRun:
         write_json_atomic(self.directory / "study.json", self.document)
 
     # -- guests
-    def up(self, arm_name: str) -> guests.Guest:
-        arm = self.study.arm(arm_name)
-        run_dir = self.directory / "arms" / _safe(arm.name)
+    def up(self, arm_name: str, study: Study | None = None, label: str | None = None) -> guests.Guest:
+        """Boot an arm and wait until it is ready; ``study`` another point of the study's sweep (its
+        memory or vCPUs), ``label`` the name the guest is known by (default: the arm's)."""
+        study = study or self.study
+        arm = study.arm(arm_name)
+        label = label or arm.name
+        run_dir = self.directory / "arms" / _safe(label)
         files = run_dir / "fw_cfg"
         files.mkdir(parents=True, exist_ok=True)
         host_key = guests.keygen(files / "ssh_host_ed25519_key", f"{arm.name}@ccbench")
@@ -111,8 +120,9 @@ class StudyRun:
         fw_cfg = {name: files / name for name in ("authorized_keys", "ssh_host_ed25519_key", "hostname", "machine_id")}
         fw_cfg["launch"] = files / "launch"
         overlay = run_dir / "overlay.qcow2"
-        guest = guests.Guest(arm.name, run_dir, workdir=self.workdir)
+        guest = guests.Guest(label, run_dir, workdir=self.workdir)
         guest_id = guest.rid
+        firmware = hostcheck.find_firmware(arm.kind) if arm.confidential else None
         boot = qemu.Boot(
             qemu=QEMU,
             accel=self.accel,
@@ -126,10 +136,11 @@ class StudyRun:
             pidfile=run_dir / "qemu.pid",
             qmp_socket=guests.socket_dir(guest_id) / "qmp.sock",
             fw_cfg=fw_cfg,
-            firmware=hostcheck.find_firmware(arm.kind) if arm.confidential else None,
+            firmware=firmware,
             image_digest=self.image.digest,
+            firmware_digest=hostcheck.firmware_digest(firmware),
         )
-        launch = qemu.render(self.study, arm, boot)
+        launch = qemu.render(study, arm, boot)
         # the host's kernel, firmware and TEE module versions travel with every bundle, beside the
         # guest's own evidence (a slow CVM is often an old SEV firmware or TDX module)
         record = {
@@ -139,7 +150,7 @@ class StudyRun:
         }
         write_json_atomic(files / "launch", record)
         guest.enter()  # recorded before anything is made
-        self.running[arm.name] = guest
+        self.running[label] = guest
         (run_dir / "console.log").unlink(missing_ok=True)
         subprocess.run(
             [
@@ -157,7 +168,7 @@ class StudyRun:
             check=True,
             capture_output=True,
         )
-        self.echo(f"{arm.name}: booting ({arm.kind}, {self.accel}) ...")
+        self.echo(f"{label}: booting ({arm.kind}, {self.accel}) ...")
         guest.start(launch.argv)
         port = guest.read_ssh_port()
         with open(self.known_hosts, "a") as handle:
@@ -165,8 +176,8 @@ class StudyRun:
         ready = guest.wait_ready(guests.ssh_probe(port, self.key, self.known_hosts), self.boot_timeout_s)
         if launch.pin:
             qemu.pin_vcpus(guest.qmp("query-cpus-fast") or [], launch.pin)
-        self.echo(f"{arm.name}: ready in {ready:.1f} s (ssh -p {port} root@127.0.0.1)")
-        self.document["arms"].setdefault(arm.name, {"launch": record, "boots": []})["boots"].append(
+        self.echo(f"{label}: ready in {ready:.1f} s (ssh -p {port} root@127.0.0.1)")
+        self.document["arms"].setdefault(label, {"launch": record, "boots": []})["boots"].append(
             {"ready_s": round(ready, 2), "ssh_port": port}
         )
         self.save()
@@ -269,23 +280,6 @@ def _host(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
 
 
-def bundles_by_arm(directory: Path) -> list[tuple[str, Path]]:
-    """(arm, bundle) for every bundle the rounds brought back, in round order."""
-    found = []
-    for fleet_json in sorted(directory.glob("round-*/fleet-*/fleet.json"), key=_round_order):
-        fleet = json.loads(fleet_json.read_text())
-        for key, host in (fleet.get("hosts") or {}).items():
-            label = host.get("label") or key.split("/")[0]
-            for run in (host.get("rounds") or {}).values():
-                if run.get("bundle") and run.get("outcome") in ("ok", "failed"):
-                    found.append((label, fleet_json.parent / run["bundle"]))
-    return found
-
-
-def _round_order(path: Path) -> tuple[int, str]:
-    return int(path.parts[-3].split("-")[1]), path.parts[-2]
-
-
 class HostRefused(CCBenchError):
     """The host (or the image's kernel) cannot launch some arm: every reason, one line each."""
 
@@ -301,6 +295,8 @@ def preflight(study: Study, out: Path) -> list[str]:
     from ccbench.fleet.inventory import ansible_tool
 
     problems = hostcheck.check(study, QEMU, overlay_dir=out)
+    if not study.rounds:
+        return problems  # a launch-time study runs no plan: no Ansible needed
     try:
         ansible_tool("ansible-playbook")
     except EnvironmentProblem as missing:
@@ -332,11 +328,13 @@ def run_study(
     for line in guests.sweep(workdir) + sweep_control_dirs(workdir):
         echo(line)
     problems = preflight(study, out)
+    launched, rendered_only, problems = split_launchable(study, problems)
     if problems:
         raise HostRefused(problems)
     image = resolve_image(study, echo)
     if image.kernel_config:
-        problems = guest_kernel_lacks(study, image.kernel_config, image.facts.get("kernel_release", ""))
+        served = replace(study, arms=tuple(a for a in study.arms if a.name in launched))
+        problems = guest_kernel_lacks(served, image.kernel_config, image.facts.get("kernel_release", ""))
         if problems:
             raise HostRefused(problems)
     directory = study_directory(out, study.name)
@@ -347,8 +345,9 @@ def run_study(
     code = 0
     with StudyRun(study, image, directory, echo, boot_timeout_s=boot_timeout_s, workdir=workdir) as run:
         run.document["status"] = "failed"  # until the rounds say otherwise: a guest that never booted, a stop
+        run.document["sweep"] = study.sweep.as_dict()
         try:
-            code = _rounds(run)
+            code = _sweep_and_rounds(run, launched, rendered_only)
         except KeyboardInterrupt:
             code = 130
         except BaseException as error:  # a guest that did not boot, SIGTERM or SIGHUP (errors.Stopped)
@@ -356,16 +355,62 @@ def run_study(
             raise
         run.document["status"] = "interrupted" if code == 130 else "complete"
     if code == 130:
-        kept = len(bundles_by_arm(directory))
+        kept = sum(len(bundles_by_arm(d)) for d in [directory, *sorted(directory.glob("vcpus-*"))])
+        launches = len((directory / SAMPLES).read_text().splitlines()) if (directory / SAMPLES).exists() else 0
         words = ["ccbench", "machines", "run", str(study.source), "--out", str(out)]
         again = shlex.join(words + (["--workdir", str(workdir)] if str(workdir) != DEFAULT_WORKDIR else []))
         echo(
-            f"interrupted: every guest is stopped; {kept} bundle(s) measured before the stop are kept in "
-            f"{directory}. A study does not resume: to measure it in full, run it again: {again}"
+            f"interrupted: every guest is stopped; {kept} bundle(s) and {launches} launch time(s) measured before "
+            f"the stop are kept in {directory}. A study does not resume: to measure it in full, run it again: {again}"
         )
         return 130
-    code = max(code, compare_arms(directory, study, echo))
+    if study.rounds and not study.sweep.vcpu_points:
+        code = max(code, compare_arms(directory, study, echo))
     return code
+
+
+def split_launchable(study: Study, problems: list[str]) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+    """(arms to launch, (arm, why) rendered only, problems left). Only a launch-time study (rounds = 0)
+    renders the arms this host cannot launch instead of refusing the study: it compares launches, and a
+    confidential arm's command line, firmware and acceptance are kept beside the plain arms' times."""
+    names = [a.name for a in study.arms]
+    if study.rounds or not problems:
+        return names, [], problems
+    refused = {}
+    for arm in study.arms:
+        for line in problems:
+            if line.startswith(f"arm '{arm.name}' ("):
+                refused[arm.name] = line.split(": ", 1)[1]
+    launched = [n for n in names if n not in refused]
+    left = [line for line in problems if not any(line.startswith(f"arm '{n}' (") for n in refused)]
+    if not launched:
+        return [], [], problems
+    return launched, list(refused.items()), left
+
+
+def _sweep_and_rounds(run: StudyRun, launched: list[str], rendered_only: list[tuple[str, str]]) -> int:
+    """The launch-time sweep (if any), then the rounds: at each vCPU count of the sweep in a directory
+    of its own (``vcpus-N/``, every arm, compared there), or once at the study's machine."""
+    study = run.study
+    if study.sweep.memory_points:
+        launch_sweep(run, launched, rendered_only, QEMU)
+    if not study.rounds:
+        return 0
+    if not study.sweep.vcpu_points:
+        return _rounds(run)
+    worst = 0
+    for point in study.sweep.vcpu_points:
+        sub = run.directory / f"vcpus-{point.machine.vcpus}"
+        run.echo(f"at {point.machine.vcpus} vCPUs: {len(point.arms)} arms, {point.rounds} round(s) -> {sub}")
+        options = {"boot_timeout_s": run.boot_timeout_s, "workdir": run.workdir, "accel": run.accel}
+        with StudyRun(point, run.image, sub, run.echo, **options) as inner:
+            inner.document["status"] = "failed"
+            code = _rounds(inner)
+            inner.document["status"] = "interrupted" if code == 130 else "complete"
+        if code == 130:
+            return 130
+        worst = max(worst, code, compare_arms(sub, point, run.echo))
+    return worst
 
 
 def _rounds(run: StudyRun) -> int:
@@ -395,92 +440,3 @@ def _rounds(run: StudyRun) -> int:
             if code == 130:
                 return 130
     return worst
-
-
-def compare_arms(directory: Path, study: Study, echo: Callable[[str], None]) -> int:
-    """compare and report over every round's bundles, labelled with their arms (the baseline's
-    first); the twins' evidence; 1 when there is nothing to compare."""
-    from ccbench.attestation.onread import split_verified
-
-    found = bundles_by_arm(directory)
-    verified, unverified = split_verified(path for _label, path in found)
-    for line in unverified:
-        echo(f"left out, unverified: {line}")
-    found = sorted(
-        ((label, path) for label, path in found if Path(path) in verified), key=lambda item: item[0] != study.baseline
-    )
-    if len({label for label, _p in found}) < 2:
-        echo("fewer than two arms brought back a bundle: nothing to compare")
-        return 1
-    args = [str(p) for _l, p in found] + [x for label, p in found for x in ("--label", f"{p}={label}")]
-    env = {**os.environ, "COLUMNS": os.environ.get("COLUMNS", "160")}
-    done = subprocess.run([sys.executable, "-m", "ccbench", "compare", *args], capture_output=True, text=True, env=env)
-    write_text_atomic(directory / "compare.txt", done.stdout + done.stderr)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ccbench",
-            "report",
-            *args,
-            "-o",
-            str(directory / "report.html"),
-            "--title",
-            f"study {study.name}",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    echo(done.stdout.rstrip())
-    for line in twin_evidence(study, found):
-        echo(line)
-    for line in launch_differences(directory, study):
-        echo(line)
-    echo(f"comparison: {directory / 'compare.txt'}; report: {directory / 'report.html'}")
-    return 0 if done.returncode == 0 else 1
-
-
-def launch_differences(directory: Path, study: Study) -> list[str]:
-    """Whether the arms, as launched, differ only in their declared kind, twins and knobs (the
-    launch records in study.json; ccbench.machines.arms); recorded in study.json too."""
-    from ccbench.machines.arms import differences
-
-    document = json.loads((directory / "study.json").read_text())
-    records = [arm["launch"] for arm in document.get("arms", {}).values() if arm.get("launch")]
-    found = differences(records, study.baseline)
-    document["launch_differences"] = found
-    write_json_atomic(directory / "study.json", document)
-    if not found:
-        return [f"the arms differ only in their declared knobs ({len(records)} launch records compared)"]
-    return [f"launch confounded: {line}" for line in found]
-
-
-def twin_evidence(study: Study, found: list[tuple[str, Path]]) -> list[str]:
-    """For each arm, the bounces its guests' counters saw: the evidence a bounce twin is used on."""
-    from ccbench.analysis.rows.twins import BOUNCED
-
-    lines = []
-    for arm in study.arms:
-        total, counted, executions = 0.0, 0, 0
-        for label, path in found:
-            if label != arm.name:
-                continue
-            for line in (Path(path) / "executions.jsonl").read_text().splitlines():
-                record = json.loads(line) if line.strip() else {}
-                if record.get("warmup") or record.get("status") != "ok":
-                    continue
-                executions += 1
-                value = (record.get("counters") or {}).get(BOUNCED)
-                if value is not None:
-                    total += value
-                    counted += 1
-        if not executions:
-            continue
-        if not counted:
-            lines.append(f"{arm.name}: bounce buffers not counted (no swiotlb tracepoint in its guests)")
-            continue
-        what = "bounce-buffers twin" if "bounce" in arm.twins else arm.kind
-        lines.append(
-            f"{arm.name} ({what}): {total:,.0f} bounced mappings in {counted} executions (swiotlb:swiotlb_bounced)"
-        )
-    return lines

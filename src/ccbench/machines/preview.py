@@ -33,6 +33,7 @@ def _image(study: Study) -> tuple[Path | None, Path | None, str]:
 def _boot(study: Study, arm: Arm, qemu_binary: str, accel: str) -> qemu.Boot:
     kernel, initrd, append = _image(study)
     arm_dir = Path(f"<run>/arms/{arm.name}")
+    firmware = hostcheck.find_firmware(arm.kind) if arm.confidential else None
     return qemu.Boot(
         qemu=qemu_binary,
         accel=accel,
@@ -46,7 +47,8 @@ def _boot(study: Study, arm: Arm, qemu_binary: str, accel: str) -> qemu.Boot:
         pidfile=arm_dir / "qemu.pid",
         qmp_socket=Path("<guest socket dir>/qmp.sock"),
         fw_cfg={name: arm_dir / "fw_cfg" / name for name in FW_CFG_FILES},
-        firmware=hostcheck.find_firmware(arm.kind) if arm.confidential else None,
+        firmware=firmware,
+        firmware_digest=hostcheck.firmware_digest(firmware),
     )
 
 
@@ -69,3 +71,33 @@ def command_lines(study: Study, qemu_binary: str, accel: str) -> list[tuple[str,
         except StudyError as exc:
             out.append((arm.name, "", str(exc)))
     return out
+
+
+def firmware_note(arm: Arm) -> str:
+    """A confidential arm's firmware as this host would boot it: its path and digest (its identity)."""
+    if not arm.confidential:
+        return ""
+    path = hostcheck.find_firmware(arm.kind)
+    if path is None:
+        return f"no OVMF for {arm.kind} on this host (digest unknown until one is installed)"
+    return f"{path} {hostcheck.firmware_digest(path)}"
+
+
+def arm_notes(arm: Arm) -> list[str]:
+    """What a confidential arm's command line carries beyond its words: the firmware's identity and
+    the memory-acceptance setting (the kernel's, and that the firmware's is set by its build)."""
+    if not arm.confidential:
+        return []
+    acceptance = qemu.memory_acceptance(arm)
+    return [
+        f"firmware {firmware_note(arm)}",
+        f"memory acceptance: {acceptance['says']}; the firmware's: {acceptance['firmware']}",
+    ]
+
+
+def sweep_points(study: Study) -> list[tuple[str, Study]]:
+    """(what the point is, the study at it) for every point of the study's sweep; [("", study)] without one."""
+    sweep = study.sweep
+    points = [(f"{p.machine.memory_mib} MiB (launch time)", p) for p in sweep.memory_points]
+    points += [(f"{p.machine.vcpus} vCPUs (the plan)", p) for p in sweep.vcpu_points]
+    return points or [("", study)]

@@ -53,6 +53,8 @@ class Boot:
     firmware: Path | None = None
     #: the image's content digest, kept in the record
     image_digest: str = ""
+    #: the firmware's identity: the sha256 of its file (hostcheck.firmware_digest), "" when not read
+    firmware_digest: str = ""
 
 
 @dataclass
@@ -151,6 +153,25 @@ def _refuse(study: Study, arm: Arm, boot: Boot) -> None:
             )
 
 
+#: what a confidential guest's firmware does with memory, which no QEMU or fw_cfg option sets: OVMF's
+#: TDX build accepts the first part of memory itself and leaves the rest unaccepted for the kernel only
+#: when built with PcdLazyAcceptPartialMemorySize (edk2 PR 3572); an SEV-SNP OVMF accepts everything at
+#: ExitBootServices unless the kernel's EFI stub announces it can accept memory itself (the SEV memory
+#: acceptance protocol, Linux >= 6.5). The firmware's digest is its identity.
+FIRMWARE_ACCEPTANCE = "set by its OVMF build, not from QEMU: its digest identifies it"
+
+
+def memory_acceptance(arm: Arm) -> dict[str, Any]:
+    """An arm's memory-acceptance setting: the kernel's (``accept_memory=lazy``, its default, or
+    ``eager``, from the eager-accept twin or the arm's kernel_params) and what sets the firmware's."""
+    if not arm.confidential:
+        return {"kernel": None, "firmware": None, "says": "none: a plain VM accepts no memory"}
+    eager = [p for p in arm.knobs.kernel_params if p.startswith("accept_memory=")]
+    kernel = eager[-1].split("=", 1)[1] if eager else "lazy"
+    how = f"kernel {eager[-1]}" if eager else "kernel lazy (accept_memory= unset: the default)"
+    return {"kernel": kernel, "firmware": FIRMWARE_ACCEPTANCE, "says": how}
+
+
 def render(study: Study, arm: Arm, boot: Boot) -> Launch:
     """The QEMU command line of one arm on this host."""
     _refuse(study, arm, boot)
@@ -214,6 +235,8 @@ def render(study: Study, arm: Arm, boot: Boot) -> Launch:
         "cpu": cpu,
         "qemu": boot.qemu,
         "firmware": str(boot.firmware) if boot.firmware else None,
+        "firmware_sha256": boot.firmware_digest or None,
+        "memory_acceptance": memory_acceptance(arm),
         "memory_backend": memory_record,
         "devices": [base_device(d) for d in devices],
         "base_append": boot.base_append.strip(),

@@ -213,6 +213,26 @@ class Arm:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """A study's sweep (``[sweep]``, docs/machines.md section 12): each arm's launch time at every
+    memory size, and the plan run at every vCPU count. The loader makes the study at each point (the
+    same file with that memory or vCPU count: the bounce twin's pool and the topology follow it)."""
+
+    #: memory sizes (MiB) each arm is launched at and timed (launch to a ready guest)
+    memory_mib: tuple[int, ...] = ()
+    #: vCPU counts the plan runs at, every arm at each
+    vcpus: tuple[int, ...] = ()
+    #: launches of each arm at each memory size
+    launches: int = 1
+    #: the study at each memory size (at the machine's vCPUs), and at each vCPU count (at its memory)
+    memory_points: tuple[Study, ...] = ()
+    vcpu_points: tuple[Study, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"memory_mib": list(self.memory_mib), "vcpus": list(self.vcpus), "launches": self.launches}
+
+
+@dataclass(frozen=True)
 class Study:
     name: str
     #: a bundled plan's name, or the absolute path of a plan file
@@ -225,6 +245,7 @@ class Study:
     baseline: str
     source: Path
     description: str = ""
+    sweep: Sweep = field(default_factory=Sweep)
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:

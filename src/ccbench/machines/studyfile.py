@@ -4,11 +4,12 @@ the study model (ccbench.machines.study). Above both, so the model and its parts
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ccbench.machines import studyparts as parts
-from ccbench.machines.study import NAME, ORDERS, Study, StudyError
+from ccbench.machines.study import NAME, ORDERS, Study, StudyError, Sweep
 
 
 def load_study(path: str | Path) -> Study:
@@ -26,7 +27,7 @@ def load_study(path: str | Path) -> Study:
 
 def study_from_dict(document: dict[str, Any], source: Path) -> Study:
     where = parts.Where(source)
-    allowed = {"name", "description", "plan", "image", "order", "rounds", "machine", "arm", "provider"}
+    allowed = {"name", "description", "plan", "image", "order", "rounds", "machine", "arm", "provider", "sweep"}
     parts.no_unknown(document, allowed, where, "the top level")
     parts.no_provider(document, where, "the top level")
     name = document.get("name", source.stem)
@@ -40,7 +41,9 @@ def study_from_dict(document: dict[str, Any], source: Path) -> Study:
     order = document.get("order", "interleaved")
     if order not in ORDERS:
         raise where.error("order", f"{order!r} is not an order; use one of: {', '.join(ORDERS)}")
-    rounds = parts.integer(document.get("rounds", 3), where, "rounds", minimum=1)
+    launch_only = isinstance(document.get("sweep"), dict) and "memory" in document["sweep"]
+    launch_only = launch_only and "vcpus" not in document["sweep"]
+    rounds = parts.integer(document.get("rounds", 3), where, "rounds", minimum=0 if launch_only else 1)
     machine = parts.machine_of(document.get("machine", {}), where)
     raw_arms = document.get("arm")
     if not isinstance(raw_arms, list) or not raw_arms:
@@ -62,7 +65,7 @@ def study_from_dict(document: dict[str, Any], source: Path) -> Study:
         )
     parts.check_machine_for_arms(machine, arms, where)
     baseline = baselines[0] if baselines else parts.default_baseline(arms)
-    return Study(
+    study = Study(
         name=name,
         plan=plan,
         image=image,
@@ -74,3 +77,65 @@ def study_from_dict(document: dict[str, Any], source: Path) -> Study:
         source=source,
         description=description,
     )
+    if "sweep" in document:
+        study = replace(study, sweep=sweep_of(document, study, where))
+    return study
+
+
+SWEEP_KEYS = {"memory", "vcpus", "launches"}
+
+
+def sweep_of(document: dict[str, Any], study: Study, where: parts.Where) -> Sweep:
+    """``[sweep]``: memory sizes each arm's launch is timed at, vCPU counts the plan runs at, and the
+    study at each point (this file again with that memory or vCPU count)."""
+    table = document["sweep"]
+    if not isinstance(table, dict):
+        raise where.error("sweep", 'must be a table: [sweep] with memory = ["512M", "2G"] and/or vcpus = [2, 4]')
+    parts.no_unknown(table, SWEEP_KEYS, where, "[sweep]")
+    if "memory" not in table and "vcpus" not in table:
+        raise where.error("sweep", 'sweeps nothing; add memory = ["512M", "2G"] or vcpus = [2, 4]')
+    memory = _distinct(table, "memory", lambda v, k: parts.memory_mib(v, where, k), where)
+    vcpus = _distinct(table, "vcpus", lambda v, k: parts.integer(v, where, k, minimum=1), where)
+    if "launches" in table and not memory:
+        raise where.error("sweep.launches", "counts launches at each memory size; add sweep.memory or drop it")
+    launches = parts.integer(table.get("launches", 1), where, "sweep.launches", minimum=1)
+    machine = document.get("machine") or {}
+    if vcpus and "pin" in machine:
+        raise where.error(
+            "sweep.vcpus", "machine.pin names one host CPU per vCPU, and the sweep changes their number; drop pin"
+        )
+    if vcpus and "cores" in machine:
+        raise where.error(
+            "sweep.vcpus", "machine.cores is fixed, and the sweep changes the vCPUs; drop cores (it follows vcpus)"
+        )
+    return Sweep(
+        memory_mib=memory,
+        vcpus=vcpus,
+        launches=launches,
+        memory_points=tuple(_point(document, where, "memory", m, f"{m} MiB") for m in memory),
+        vcpu_points=tuple(_point(document, where, "vcpus", n, f"{n} vCPUs") for n in vcpus),
+    )
+
+
+def _distinct(table: dict[str, Any], key: str, read, where: parts.Where) -> tuple[int, ...]:
+    if key not in table:
+        return ()
+    values = table[key]
+    if not isinstance(values, list) or len(values) < 2:
+        raise where.error(f"sweep.{key}", f"{values!r}: a sweep needs a list of two or more values")
+    read_values = [read(v, f"sweep.{key}") for v in values]
+    if len(set(read_values)) != len(read_values):
+        raise where.error(f"sweep.{key}", f"{values!r} lists a value twice; give each once")
+    return tuple(sorted(read_values))
+
+
+def _point(document: dict[str, Any], where: parts.Where, key: str, value: int, shown: str) -> Study:
+    """The study at one point of the sweep: the same file with [machine]'s memory or vcpus set."""
+    point = {k: v for k, v in document.items() if k != "sweep"}
+    point["machine"] = {**(document.get("machine") or {}), key: value}
+    point["rounds"] = max(int(document.get("rounds", 3)), 1)
+    try:
+        return study_from_dict(point, where.source)
+    except StudyError as exc:
+        said = str(exc).removeprefix(f"{where.source}: ")
+        raise where.error(f"sweep.{key}", f"at {shown}: {said}") from None

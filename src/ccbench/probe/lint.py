@@ -41,9 +41,8 @@ SOURCES = {
     "unchecked": "docs/trust.md (Lint)",
     "clock-source": "Linux kernel/time/clocksource.c (current_clocksource); the SEV-SNP Secure TSC series (x86/sev: "
     "Mark Secure TSC as reliable clocksource): a confidential guest may read time from another clock than a plain VM",
-    # (the literal split before "'s": a kind's name alone between quotes reads as naming the kind)
-    "tool-versions": "docs/trust.md (Lint); the tool versions an imported source states (pyperf's python_version, fio"
-    "'s version)",
+    "tool-versions": "docs/trust.md (Lint); the tool versions an imported source states (pyperf's python_version, "
+    "the version fio reports)",
     "full-bounce-pool": "Linux kernel/dma/swiotlb.c (swiotlb_tbl_map_single: 'swiotlb buffer is full', debugfs "
     "io_tlb_used_hiwater, io_tlb_nslabs; CONFIG_SWIOTLB_DYNAMIC's transient pools); arch/x86/mm/mem_encrypt.c "
     "(6% of memory up to 1 GiB)",
@@ -146,6 +145,9 @@ def debug_tee(probe: Mapping[str, Any] | None, name: str = "this machine") -> li
 
 
 def _why_missing(probe: Mapping[str, Any] | None, otherwise: str) -> str:
+    if (probe or {}).get("imported"):
+        # an imported bundle holds what its source states, nothing more: not a bundle of an old ccbench
+        return "the imported source does not state it"
     if provenance(probe) is None:
         return "no provenance in this probe: recorded by an older ccbench"
     return otherwise

@@ -102,9 +102,11 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
         return _primary(base, _lost(base, new, pd.DataFrame(columns=CASE_KEY)))
     if not shared:
         raise CCBenchError(
-            f"the new run's configurations ({'; '.join(pd.unique(new['rest']))}) are not in the baseline "
-            f"({'; '.join(pd.unique(base['rest']))}); give a baseline of the same plan"
+            f"the configurations differ: the new run's ({'; '.join(pd.unique(new['rest']))}) against the "
+            f"baseline's ({'; '.join(pd.unique(base['rest']))}); a gate judges a run against an earlier run of "
+            "the same configuration: give one as the baseline, or use `ccbench compare` to compare the two"
         )
+    unmatched = _not_in_baseline(base, new, shared)
     both = pd.concat([base, new], ignore_index=True)
     tables = []
     for rest in shared:
@@ -113,7 +115,38 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
         tables.append(table.assign(config=rest))
     rows = pd.concat(tables, ignore_index=True).assign(judgement="", reason="")
     rows = pd.concat([rows, _lost(base, new, rows)], ignore_index=True)
-    return _primary(both, rows)
+    out = _primary(both, rows)
+    if unmatched:
+        # a case the baseline never measured is no regression: named, never judged against another case
+        out.attrs["notes"] = [f"not in the baseline (not judged): {'; '.join(unmatched)}"]
+    return out
+
+
+def _case_words(key) -> str:
+    workload, case, metric, config = key
+    return f"{workload} {case!r} {metric} on {config}" if case else f"{workload} {metric} on {config}"
+
+
+def _not_in_baseline(base: pd.DataFrame, new: pd.DataFrame, shared: list[str]) -> list[str]:
+    """The new run's measured cases (of the configurations both sides have) that the baseline does not
+    measure, in words; none of them in the baseline is an error: the two runs measured different things
+    (two hyperfine files of different commands), and no case may be judged against another."""
+    had = set(map(tuple, _cases(base)[CASE_KEY].itertuples(index=False)))
+    has = _cases(new)
+    has = has[has["config"].isin(shared)]
+    keys = list(map(tuple, has[CASE_KEY].itertuples(index=False)))
+    missing = [k for k in keys if k not in had]
+    if keys and len(missing) == len(keys):
+        theirs = sorted(had, key=str)
+        more = f" and {len(theirs) - 5} more" if len(theirs) > 5 else ""
+        raise CCBenchError(
+            f"no case of the new run is in the baseline: not in the baseline: "
+            f"{'; '.join(map(_case_words, missing[:5]))}{' ...' if len(missing) > 5 else ''} (the baseline "
+            f"measured {'; '.join(map(_case_words, theirs[:5]))}{more}); give a baseline that measured the same cases"
+        )
+    named = pd.DataFrame(missing, columns=CASE_KEY) if missing else pd.DataFrame(columns=CASE_KEY)
+    primary = _primary(pd.concat([base, new], ignore_index=True), named) if missing else named
+    return [_case_words(k) for k in primary[CASE_KEY].itertuples(index=False)]
 
 
 def _cases(frame: pd.DataFrame) -> pd.DataFrame:

@@ -22,6 +22,25 @@ def _variant_label(variant: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(variant.items()) if k in AXES) or "-"
 
 
+#: a count of the figures an execution could not give (mechanisms), each with its reason in the
+#: sample's metadata: no measurement, so no table row; ``not_measured`` says each in words
+MISSING_FIGURES = "missing_figures"
+
+
+def not_measured(samples: Iterable[Sample | Mapping[str, Any]]) -> list[str]:
+    """One "not measured: <figure> (<reason>)" line per figure the executions could not give, in
+    order, each once (every repetition says the same)."""
+    lines: dict[str, None] = {}
+    for sample in samples:
+        fields = sample if isinstance(sample, Mapping) else vars(sample)
+        if fields["metric"] != MISSING_FIGURES or fields["warmup"]:
+            continue
+        for missing in (fields.get("metadata") or {}).get("missing") or []:
+            if isinstance(missing, Mapping):
+                lines[f"not measured: {missing.get('figure')} ({missing.get('why')})"] = None
+    return list(lines)
+
+
 def summarize(samples: Iterable[Sample | Mapping[str, Any]], *, per_case: bool = True) -> list[dict[str, Any]]:
     """Per workload, variant and (with per_case) case: the first metric's median, its coefficient
     of variation in percent, and the counts. Without per_case, one row per workload and variant:
@@ -35,7 +54,7 @@ def summarize(samples: Iterable[Sample | Mapping[str, Any]], *, per_case: bool =
     cases: dict[tuple[str, str], set[str]] = {}
     for sample in samples:
         fields = sample if isinstance(sample, Mapping) else vars(sample)
-        if fields["warmup"]:
+        if fields["warmup"] or fields["metric"] == MISSING_FIGURES:
             continue
         variant = _variant_label(fields["variant"])
         label = case_text((fields.get("metadata") or {}).get("case") or {})

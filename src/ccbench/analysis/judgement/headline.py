@@ -24,7 +24,10 @@ import pandas as pd
 
 from ccbench.analysis import format as fmt
 
-WIDTH = 100
+# the one wrapper (ccbench.basics.wrap), imported from here by the verdict's callers
+from ccbench.basics.wrap import WIDTH as WIDTH
+from ccbench.basics.wrap import fit as fit
+from ccbench.basics.wrap import terminal_width as terminal_width
 
 
 @dataclass
@@ -144,67 +147,6 @@ def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, 
     return f"{fmt.percent((typical - 1) * 100)}{interval}"
 
 
-def terminal_width(default: int = WIDTH) -> int:
-    """The width lines are wrapped to: the terminal's (or $COLUMNS), ``default`` for a pipe."""
-    import os
-    import shutil
-
-    if os.environ.get("COLUMNS", "").isdigit():
-        return max(int(os.environ["COLUMNS"]), 40)
-    size = shutil.get_terminal_size((0, 0)).columns
-    return max(size, 40) if size else default
-
-
-def _words(text: str, room: int | None = None, opening: str = "[(") -> list[str]:
-    """``text`` split at the spaces outside brackets and parentheses: a figure with its interval
-    ("0.99x [0.95x, 1.03x]") and a parenthesised note stay whole; a note longer than ``room`` is split
-    in its turn, at its spaces outside square brackets (an interval is never split)."""
-    closing = "])" if opening == "[(" else "]"
-    words, depth, start = [], 0, 0
-    for index, char in enumerate(text):
-        if char in opening:
-            depth += 1
-        elif char in closing:
-            depth = max(depth - 1, 0)
-        elif char == " " and depth == 0:
-            words.append(text[start:index])
-            start = index + 1
-    words.append(text[start:])
-    if room is None or opening == "[":
-        return words
-    return [part for word in words for part in (_words(word, room, "[") if len(word) > room else [word])]
-
-
-def fit(text: str, width: int | None = WIDTH) -> str:
-    """``text`` within ``width`` columns: wrapped at a space outside any bracket, its further lines
-    indented under its first, never cut (None: one line whatever its length)."""
-    if width is None or len(text) <= width:
-        return text
-    lead = len(text) - len(text.lstrip(" "))
-    indent = " " * (lead + 4)
-    lines, line = [], " " * lead
-    for word in _words(text[lead:], width - len(indent)):
-        if line.strip() and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = indent + word
-        else:
-            line = line + (" " if line.strip() else "") + word
-    lines.append(line)
-    return "\n".join(lines)
-
-
-def _fits(text: str, width: int | None) -> bool:
-    return width is None or len(text) <= width
-
-
-def _first_fitting(candidates: list[str], width: int | None = WIDTH) -> str:
-    """The first candidate that fits ``width`` columns, else the last one wrapped to fit."""
-    for text in candidates:
-        if _fits(text, width):
-            return text
-    return fit(candidates[-1], width)
-
-
 def _short(judgement) -> str:
     """A judgement's words without the rows' names, for a line that must fit."""
     from ccbench.analysis.judgement import semantics
@@ -243,11 +185,11 @@ def _differ(fact: str) -> str:
     return DIFFER.get(fact, f"{fact} differs")
 
 
-def _layer_name(item, judgement_words: str, width: int | None = WIDTH) -> tuple[str, str]:
+def _layer_name(item) -> tuple[str, str]:
     """The layer's name on its headline line with its notes: the CPU note and what else differs
-    between the machines ("TEE: TDX (CPU unknown; kernels differ: 6.8.0-1017-azure vs
-    6.5.0-1025-azure)"); where the values would push ``judgement_words`` off the line, the facts
-    alone ("kernels differ") and, for the second line, the detail with the values."""
+    between the machines ("TEE: TDX (CPU unknown; kernels differ)"), and, for the layer's second
+    line, what differs with the values ("kernels differ: 6.8.0-1017-azure vs 6.5.0-1025-azure (not
+    the layer's own cost)"). The same at every width: only the wrapping changes."""
     name = "no layer (other machine or run)" if item.layer == "none" else item.layer
     notes = [item.cpu_note] if item.cpu_note else []
     if item.against:
@@ -256,92 +198,50 @@ def _layer_name(item, judgement_words: str, width: int | None = WIDTH) -> tuple[
     if not found:
         return (f"{name} ({notes[0]})" if notes else name), ""
     with_values = "; ".join(f"{_differ(fact)}: {values}" for fact, values in found)
-    full = f"{name} ({'; '.join([*notes, with_values])})"
-    if _fits(f"{full}: {judgement_words}", width):
-        return full, ""
     brief = f"{name} ({'; '.join([*notes, *dict.fromkeys(_differ(fact) for fact, _ in found)])})"
     return brief, f"{with_values} (not the layer's own cost)"
 
 
-def layer_lines(item, full: bool = False, width: int | None = WIDTH) -> list[str]:
-    """The headline of one LayerVerdict (ccbench.analysis.judgement.verdict): one line of at most 100 columns
-    with the layer's judgement (ccbench.analysis.judgement.semantics), and at most one more (``full``: one per
-    workload) with its workloads' own words where they differ and the rows left out as implausible."""
-    words = item.typical_text() if item._per_message_only() or item.judgement is None else _short(item.judgement)
-    name, detail = _layer_name(item, words, width)
+def _counts(item) -> str:
+    """How many of the layer's comparisons were significant, in how many workloads, and how many rows
+    were left out: "13 of 30 significant in 2 workloads, 20 left out"."""
     plural = "s" if item.workloads != 1 else ""
     left_out = f", {item.left_out_rows} left out" if getattr(item, "left_out_rows", 0) else ""
-    rests = f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}{left_out}"
-    short = f"{item.significant}/{item.comparisons} significant{left_out}"
+    judgement = item.judgement
+    if judgement is not None and judgement.significant == 0 and 0 < item.significant == item.supporting_significant:
+        # the figure rests on the application metrics, none of them significant; what is significant
+        # is a metric not counted in it (a phase's time, a tier's latency, a round trip): said, so
+        # the bound is not read as covering it
+        return f"{item.significant} of {item.comparisons} significant, none in application metrics (see the table)"
+    return f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}{left_out}"
+
+
+def layer_lines(item, full: bool = False, width: int | None = WIDTH) -> list[str]:
+    """The headline of one LayerVerdict (ccbench.analysis.judgement.verdict): one paragraph with the layer's
+    judgement (ccbench.analysis.judgement.semantics) and its counts, and at most one more (``full``: one per
+    workload) with what else differs between its machines, its workloads' own words where they
+    differ and the rows left out as implausible. The same words at every ``width``: each paragraph
+    wrapped to it (ccbench.basics.wrap.fit; None: one line each), never shortened."""
     from ccbench.analysis.judgement import semantics
 
+    name, detail = _layer_name(item)
     if item._per_message_only() and math.isnan(item.typical):
         # per-message comparisons with no application figure to set them against (transport without
         # its timed embedding): no share to give, and no workload it was counted in
         counted = f"{item.significant} of {item.comparisons} per-message comparisons significant"
-        return [
-            _first_fitting(
-                [
-                    f"{name}: no application-level cost measured; {counted} (see the table)",
-                    f"{name}: no application-level cost measured; {counted}",
-                    f"{name}: no application-level cost measured; {short} per-message",
-                ],
-                width,
-            )
-        ]
+        return [fit(f"{name}: no application-level cost measured; {counted} (see the table)", width)]
     if item._per_message_only() or item.judgement is None:
-        return [_first_fitting([f"{name}: {item.typical_text()} of one unit of application work; {rests}"], width)]
+        return [fit(f"{name}: {item.typical_text()} of one unit of application work; {_counts(item)}", width)]
     judgement = item.judgement
-    phrase = judgement.phrase()
-    if judgement.significant == 0 and 0 < item.significant == item.supporting_significant:
-        # the figure rests on the application metrics, none of them significant; what is significant
-        # is a metric not counted in it (a phase's time, a tier's latency, a round trip): said, so
-        # the bound is not read as covering it
-        rests = f"{item.significant} of {item.comparisons} significant, none in application metrics (see the table)"
-        short = f"{item.significant}/{item.comparisons} significant, none in application metrics"
     if judgement.kind == semantics.LEFT_OUT:
-        return [
-            fit(f"{name}: {phrase}", width),
-            _first_fitting([f"  {item.left_out_text()}", f"  {item.left_out_text(True)}"], width),
-        ]
-    lines = [
-        _first_fitting(
-            [
-                f"{name}: {phrase}; {rests}",
-                f"{name}: {phrase}; {short}",
-                *(
-                    [f"{name}: {judgement.named_range()}; {short}", f"{name}: {judgement.named_range()}"]
-                    if judgement.kind == semantics.DISAGREE
-                    else []
-                ),
-                f"{name}: {_short(judgement)}; {short}",
-                # without its rows' names, but never without the one workload a figure holds in
-                *(
-                    []
-                    if judgement.only_in
-                    else [
-                        f"{name}: {judgement.phrase(where=False)}; {short}",
-                        f"{name}: {judgement.phrase(where=False)}",
-                    ]
-                ),
-                f"{name}: {_short(judgement)}",
-            ],
-            width,
-        )
-    ]
+        return [fit(f"{name}: {judgement.phrase()}", width), fit(f"  {item.left_out_text(short=True)}", width)]
+    lines = [fit(f"{name}: {judgement.phrase()}; {_counts(item)}", width)]
     parts = item.workload_judgements if len(item.workload_judgements) > 1 else []
-    shows = [(w, j) for w, j in parts if j.holds_significant]
-    left = item.left_out_text()
-    if left and not _fits(f"  {left}", width):
-        left = item.left_out_text(short=True)
+    left = item.left_out_text(short=True)
     if full:
         for workload, part in parts:
             counts = f"{part.significant} of {part.comparisons} significant"
-            lines.append(
-                _first_fitting(
-                    [f"  {workload}: {part.phrase()}; {counts}", f"  {workload}: {_short(part)}; {counts}"], width
-                )
-            )
+            lines.append(fit(f"  {workload}: {part.phrase()}; {counts}", width))
         if detail:
             lines.insert(1, fit(f"  {detail}", width))
         if left:
@@ -350,6 +250,7 @@ def layer_lines(item, full: bool = False, width: int | None = WIDTH) -> list[str
     second = [detail] if detail else []
     if left:
         second.append(left)
+    shows = [(w, j) for w, j in parts if j.holds_significant]
     if len(shows) > 1:
         second.append("; ".join(f"{w} {_short(j)}" for w, j in shows))
     if second:

@@ -112,8 +112,8 @@ class LayerVerdict:
 
     def left_out_text(self, short: bool = False) -> str:
         """ "left out: fio 4k randwrite on x (faster than tmpfs)" for the implausible rows, or "";
-        ``short``: the reasons first, "left out (faster than tmpfs): fio 4k randwrite", for a line
-        that may be cut to fit."""
+        ``short``: the reasons first, "left out (faster than tmpfs): fio 4k randwrite", every row
+        named once (the headline's form, at every width)."""
         if self.judgement is None or not self.judgement.left_out:
             return ""
         if short and self.left_out_parts:

@@ -182,7 +182,7 @@ def unpaired(series: Any, table: Any) -> list[Finding]:
     """One finding per configuration and workload that measured cases of a metric its baseline
     measured too, but at params the baseline did not: series with no row, left out of the
     comparison and the verdict. ``series``: the distinct (workload, params, case, metric, config)
-    measured (ccbench.analysis.comparison.measured_series); ``table``: the rows."""
+    measured (ccbench.analysis.samples.series.measured_series); ``table``: the rows."""
     if series is None or getattr(series, "empty", True) or table is None or table.empty:
         return []
     measured: dict[tuple[str, str], dict[str, set[str]]] = {}

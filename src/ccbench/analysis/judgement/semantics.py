@@ -61,6 +61,7 @@ COLUMNS = [
     "settled",
     "se",
     "dof",
+    "layer_settled",
 ]
 
 #: kinds of judgement
@@ -137,6 +138,8 @@ class Judgement:
     #: comparisons could not tell apart), NaN where no row has one
     span_low: float = math.nan
     span_high: float = math.nan
+    #: a scope a run settled by layer (ccbench.analysis.settling.layer_settle): what its figure rests on
+    settled_on: str = ""
 
     def _where(self) -> str:
         if not self.only_in:
@@ -159,6 +162,8 @@ class Judgement:
 
     def test_named(self) -> str:
         """The test behind the judgement, as a reader needs it."""
+        if self.settled_on:
+            return self.settled_on
         if self.kind in (ACROSS, UNCLEAR):
             return f"sign test {_p(self.sign_p)}"
         if not math.isnan(self.q_p):
@@ -288,10 +293,14 @@ class _Names:
 
 def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
     """The judgement of one scope's rows (columns ``te``, ``te_low``, ``te_high``, ``significant``,
-    optionally ``mde`` and ``implausible``); ``label`` names a row for the ranges."""
+    optionally ``mde`` and ``implausible``); ``label`` names a row for the ranges. Rows a run settled by
+    layer (``layer_settled``: its headline) are judged as the run settled them (settled_judgement)."""
     dropped = left_out(rows) if "workload" in rows else []
     rows = rows[~implausible_mask(rows)]
     rows = rows[np.isfinite(rows["te"].to_numpy(dtype=float)) & (rows["te"].to_numpy(dtype=float) > 0)]
+    settled = settled_judgement(rows, dropped)
+    if settled is not None:
+        return settled
     te = rows["te"].to_numpy(dtype=float)
     significant = rows["significant"].fillna(False).astype(bool).to_numpy()
     mde_values = rows["mde"].to_numpy(dtype=float) if "mde" in rows else np.array([])
@@ -401,88 +410,48 @@ def _on_intervals(kind: str, intervals: set[str]) -> str:
     return f"{kind}: {intervals.pop() if len(intervals) == 1 else MIXED_INTERVALS}"
 
 
-def _ends(workload: str, judgement: Judgement) -> list[tuple[float, str]]:
-    """The effects a workload shows, named "workload case", for a range across workloads."""
-    if judgement.kind == POOLED:
-        return [(judgement.typical, workload)]
-    if judgement.kind in (ACROSS,):
-        return [(judgement.typical, f"{workload} (geometric mean of {judgement.comparisons})")]
-    if judgement.kind in (SIZES, DISAGREE):
-        return [
-            (judgement.least, f"{workload} {judgement.least_name}".strip()),
-            (judgement.most, f"{workload} {judgement.most_name}".strip()),
-        ]
-    return []
+def settled_judgement(rows: pd.DataFrame, dropped: list[str]) -> Judgement | None:
+    """The judgement of rows a run settled by layer, all under one headline (the mean of the layer's
+    paired log costs per round, ccbench.analysis.settling.layer_settle): the headline's figure and interval where
+    it settled a cost or a gain; "no cost above" its target where it settled that and no row is
+    significant; None otherwise (open, cases that disagree, rows of another run or none: judged as
+    rows)."""
+    from ccbench.analysis.labels import COST, GAIN, NO_COST_ABOVE
 
-
-def _common_bound(judgements: list[Judgement]) -> str:
-    bounds = {j.bound for j in judgements}
-    if len(bounds) == 1:
-        return bounds.pop()
-    kinds = {bound.partition(": ")[0] for bound in bounds}
-    if kinds != {BOUND_SETTLED, BOUND_EXCLUDED}:
-        return BOUND_MDE
-    return _on_intervals(BOUND_EXCLUDED, {bound.partition(": ")[2] for bound in bounds})
-
-
-def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
-    """A layer's judgement from its workloads' (each judged on its own rows): one figure only where
-    the workloads that show a difference agree in direction and, pooled, are not heterogeneous
-    (Cochran's Q over the workloads' pooled intervals); else the range, with directions where they
-    differ. A layer with nothing significant anywhere: no cost above the median MDE."""
-    if len(parts) == 1:
-        return parts[0][1]
-    judgements = [j for _, j in parts]
-    mdes = [j.mde for j in judgements if not math.isnan(j.mde)]
-    out = Judgement(
-        kind=NONE_SEEN,
-        comparisons=sum(j.comparisons for j in judgements),
-        significant=sum(j.significant for j in judgements),
-        slower=sum(j.slower for j in judgements if j.kind not in (ACROSS, UNCLEAR)),
-        faster=sum(j.faster for j in judgements if j.kind not in (ACROSS, UNCLEAR)),
-        mde=float(np.median(mdes)) if mdes else math.nan,
-        left_out=[x for j in judgements for x in j.left_out],
-        bound=_common_bound([j for j in judgements if not math.isnan(j.mde)]),
+    if rows.empty or "layer_settled" not in rows:
+        return None
+    heads = rows["layer_settled"].tolist()
+    head = heads[0]
+    if not isinstance(head, dict) or any(h != head for h in heads) or head.get("estimate") is None:
+        return None
+    significant = rows["significant"].fillna(False).astype(bool).to_numpy()
+    te = rows["te"].to_numpy(dtype=float)
+    cases = int(head.get("cases") or len(rows))
+    on = (
+        f"settled by the run on its paired rounds: mean of {cases} case{'s' if cases != 1 else ''}, "
+        f"{head.get('interval') or 'anytime-valid'}, after {head.get('rounds')} rounds"
     )
-    shown = [(w, j) for w, j in parts if j.holds_significant]
-    if not shown:
-        # workloads pooled across their benchmarks without a finding: the layer says so, never "no interval"
-        out.unclear_in = [w for w, j in parts if j.kind == UNCLEAR]
-        return out
-    ends = [end for w, j in shown for end in _ends(w, j)]
-    directions = {j.direction for _, j in shown}
-    out.least, out.least_name = min(ends)
-    out.most, out.most_name = max(ends)
-    if len(directions) > 1 or "both" in directions:
-        out.kind = DISAGREE
-        out.slower = sum(1 for te, _ in ends if te > 1)
-        out.faster = sum(1 for te, _ in ends if te < 1)
-        return out
-    if len(shown) == 1:
-        workload, only = shown[0]
-        out.kind, out.typical, out.low, out.high = only.kind, only.typical, only.low, only.high
-        out.only_in, out.others = workload, len(parts) - 1
-        out.q_p, out.i2, out.sign_p = only.q_p, only.i2, only.sign_p
-        if only.kind in (ACROSS,):
-            out.slower, out.faster, out.comparisons = only.slower, only.faster, only.comparisons
-        for attr in ("least", "most"):
-            setattr(out, attr + "_name", f"{workload} {getattr(only, attr + '_name')}".strip())
-            setattr(out, attr, getattr(only, attr))
-        return out
-    pooled = [j for _, j in shown if j.kind == POOLED and not math.isnan(j.low)]
-    if len(pooled) == len(shown):
-        z = 2 * float(special.ndtri(0.5 + CONFIDENCE / 2))
-        logs = np.log([j.typical for j in pooled])
-        se = np.array([(math.log(j.high) - math.log(j.low)) / z for j in pooled])
-        if (se > 0).all():
-            mean, lo, hi, out.q_p, out.i2 = heterogeneity(logs, se)
-            if out.q_p >= Q_LEVEL and out.i2 < I2_LIMIT:
-                out.kind, out.typical, out.low, out.high = POOLED, math.exp(mean), math.exp(lo), math.exp(hi)
-                return out
-    out.kind = SIZES
-    out.typical = float(np.exp(np.mean(np.log([te for te, _ in ends]))))
-    if math.isnan(out.i2):
-        # a workload whose own rows differ in size: the layer's sizes differ by as much
-        inside = [j.i2 for _, j in shown if not math.isnan(j.i2)]
-        out.i2 = max(inside) if inside else math.nan
-    return out
+    base = Judgement(
+        kind=NONE_SEEN,
+        comparisons=len(rows),
+        significant=int(significant.sum()),
+        slower=int((te[significant] > 1).sum()),
+        faster=int((te[significant] < 1).sum()),
+        left_out=dropped,
+        settled_on=on,
+    )
+    state = head.get("state")
+    if state in (COST, GAIN) and head.get("low") is not None and head.get("high") is not None:
+        base.kind = POOLED
+        base.typical, base.low, base.high = 1 + head["estimate"], 1 + head["low"], 1 + head["high"]
+        # the headline is the layer's finding: it counts as one where no case row is significant on its own
+        base.significant = max(base.significant, 1)
+        if state == COST:
+            base.slower = max(base.slower, 1)
+        else:
+            base.faster = max(base.faster, 1)
+        return base
+    if state == NO_COST_ABOVE and not significant.any():
+        base.mde, base.bound = float(head["target"]), f"{BOUND_SETTLED}: {head.get('interval') or ''}".rstrip(": ")
+        return base
+    return None

@@ -23,7 +23,7 @@ import pandas as pd
 from scipy import special
 
 from ccbench.analysis import format as fmt
-from ccbench.analysis.judgement import headline, impact, semantics
+from ccbench.analysis.judgement import combined, headline, impact, semantics
 from ccbench.analysis.judgement.causes import causes_of
 from ccbench.analysis.judgement.layer import CONFOUNDED, LayerVerdict, confounding, layer_rank
 from ccbench.analysis.rows import pairing
@@ -89,7 +89,7 @@ def verdicts(
         # judged on the few columns it reads (a fleet's thousands of rows, hundreds of workloads)
         narrow = counted[[c for c in semantics.COLUMNS if c in counted]]
         parts = [(str(w), semantics.judge(r)) for w, r in narrow.groupby("workload", sort=False)]
-        judgement = semantics.combine(parts) if parts else None
+        judgement = combined.combine(parts) if parts else None
         if judgement is not None:
             judgement.left_out = semantics.left_out(rows)
             left_parts = semantics.left_out_parts(rows)

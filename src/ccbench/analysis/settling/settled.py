@@ -100,7 +100,19 @@ def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | No
     for key in {case["variant"] for case in cases}:
         mine = [case for case in cases if case["variant"] == key]
         layer = settle_layer({case["label"]: case["values"] for case in mine}, target, limit)
+        head = layer.headline
+        headline = {
+            "state": layer.state,
+            "estimate": head.estimate,
+            "low": head.low,
+            "high": head.high,
+            "target": head.target,
+            "rounds": head.rounds,
+            "cases": len(mine),
+            "interval": head.interval,
+        }
         for case in mine:
+            case["layer"] = headline
             if case["label"] not in layer.called:
                 case["settlement"] = replace(case["settlement"], state=None)
                 case["stopped_by"] = SO_FAR
@@ -166,6 +178,11 @@ def with_settled(table: pd.DataFrame, cases: Mapping[Key, dict[str, Any]], facts
             table.at[index, "se"] = settlement.se if settlement.se else math.nan
             table.at[index, "dof"] = settlement.rounds - 1
         table.at[index, "settled"] = answer(settlement, case["stopped_by"])
+        if case.get("layer"):
+            # a run settled by layer: its headline is what the verdict says of the layer in this workload
+            if "layer_settled" not in table:
+                table["layer_settled"] = pd.Series([None] * len(table), index=table.index, dtype=object)
+            table.at[index, "layer_settled"] = case["layer"]
     table["significant"] = table["significant"].astype(bool)
     return table
 

@@ -216,8 +216,10 @@ def settle(
 
 #: the quantile of the measured spread's sampling distribution taken as the spread when judging
 #: whether more rounds could settle a case (reachable): a spread from 3-5 values is often far above
-#: the true one, so a case is given up only when even a spread this much smaller would not answer
-FUTILITY_QUANTILE = 0.2
+#: the true one, so a case is given up only when even a spread this much smaller would not answer;
+#: 0.1, tuned on the repeated interval at a limit of 10 (benchmarks/sim_sequential.py --futility): it
+#: keeps 80.9% of no-cost and at-target cases settled at a paired spread of 4% where 0.2 kept 78.7%
+FUTILITY_QUANTILE = 0.1
 
 
 def reachable(
@@ -227,17 +229,19 @@ def reachable(
     target: float,
     more: np.ndarray | int,
     limit: int | None = None,
+    quantile: float | None = None,
 ) -> np.ndarray:
     """Whether ``more`` further rounds could settle a case of ``count`` paired values with this
     mean and standard deviation (arrays broadcast): the interval after them (the repeated one for
     looks 3..``limit`` where given, as settle reads it), with the estimate as measured and the spread
     at its FUTILITY_QUANTILE lower bound (chi-square, ``count - 1`` degrees of freedom), would
-    answer: a cost, a gain, or no cost above the target."""
+    answer: a cost, a gain, or no cost above the target. ``quantile``: another lower bound of the
+    spread than FUTILITY_QUANTILE (benchmarks/sim_sequential.py --noise tunes it)."""
     from scipy import special  # the settle rounds and the simulation, not compare
 
     n = np.asarray(count, dtype=float)
     df = np.maximum(n - 1, 1)
-    low_sd = np.asarray(sd, dtype=float) * np.sqrt(2 * special.gammaincinv(df / 2, FUTILITY_QUANTILE) / df)
+    low_sd = np.asarray(sd, dtype=float) * np.sqrt(2 * special.gammaincinv(df / 2, quantile or FUTILITY_QUANTILE) / df)
     total = n + np.maximum(np.asarray(more, dtype=float), 0)
     if limit:
         from ccbench.analysis.statistics.repeated import critical

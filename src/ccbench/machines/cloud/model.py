@@ -63,6 +63,8 @@ class CloudArm:
     size: pricing.Size
     image: str
     replicas: int = 1
+    #: a cloud arm has no mechanism twins (the local studies' bounce, hugepages...): its kind is all
+    twins: tuple[str, ...] = ()
 
     @property
     def confidential(self) -> bool:

@@ -3,28 +3,34 @@ fleet inventory (public address, the run's user and key, the run's known_hosts w
 made for each instance: strict checking from the first connection), each instance gets its facts
 (provider, region and zone, instance type, image, the API's own CC flag as returned) as its launch
 record, which ccbench's probe reads into every bundle (``machine_launch``), and the plan runs
-through the fleet with rounds interleaved across the arms while every instance stays up. After an
-arm's first turn its guests' probe is checked against its kind (``tee.check_guest``): a
-confidential arm whose guest shows no TEE stops the study, whatever the cloud said.
+through the fleet with rounds interleaved across the arms while every instance stays up. Before the
+first turn, ccbench's TEE detector runs in every instance's guest over the same SSH
+(``guestprobe``) and its answer is checked against the arm's kind (``tee.check_guest``): a
+confidential arm whose guest shows no TEE (or a plain arm whose guest shows one) stops the study in
+one line before any plan runs, whatever the cloud said; after an arm's first turn its bundles' own
+probe is checked the same way.
 
 One directory per run (``<out>/cloud-<study>-<time>/``): ``study.json`` (the study, each instance's
 facts, how each turn ended), ``access/`` (the run's keys: the private ones deleted at the
-teardown), ``hosts.ini``, ``round-<k>/fleet-*/`` (the fleet's runs and bundles), ``compare.txt``."""
+teardown), ``hosts.ini``, ``round-<k>/fleet-*/`` (the fleet's runs and bundles), and the local studies' ending
+(``ccbench.machines.lifecycle.compare_arms``): ``compare.txt``, ``report.html``, the twins' evidence and
+each arm's launch facts."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ccbench.basics.errors import CCBenchError, EnvironmentProblem
 from ccbench.basics.fsutil import make_new_dir, write_json_atomic, write_text_atomic
 from ccbench.machines.cloud.access import USER, Access
+from ccbench.machines.cloud.guestprobe import probe_tee
 from ccbench.machines.cloud.provider import Launched, Provider
 from ccbench.machines.cloud.tee import check_guest
 
@@ -195,8 +201,21 @@ class CloudStudyRun:
         self.checked.add(arm_name)
         self.save()
 
+    def probe_tees(self, launched: list[Launched]) -> None:
+        """ccbench's TEE detector in every instance's guest, checked against its arm's kind before any
+        plan turn: NoTee (one line) stops the study, and the teardown follows."""
+        kinds = {a.name: a.kind for a in self.study.arms}
+        for one in launched:
+            document = probe_tee(partial(self.ssh, one), one.name, self.user == "root")
+            facts = check_guest(one.arm, kinds[one.arm], document, one.cloud_says)
+            self.document.setdefault("tee_before_plan", {})[_host(one)] = facts
+            self.save()
+            shown = "; ".join(facts["evidence"][:2]) or "no evidence either way"
+            self.echo(f"{one.arm} #{one.replica}: its guest shows {facts['guest_shows']} ({shown})")
+
     def rounds(self, launched: list[Launched]) -> int:
         inventory = self.up(launched)
+        self.probe_tees(launched)
         worst = 0
         for index, names in schedule(self.study):
             for name in names:
@@ -214,20 +233,43 @@ def run_directory(out: Path, name: str) -> Path:
     return make_new_dir(out, f"cloud-{safe}-{stamp}")
 
 
-def compare(directory: Path, study, echo: Echo) -> int:
-    """compare over every round's bundles, each labelled with its arm, the baseline's first."""
-    from ccbench.machines.lifecycle import bundles_by_arm
+#: the launch facts that must be the same on every arm (the CC mode, and on Azure the size that
+#: carries it, may differ: the study file's matched-arm rule checked those before the launch)
+SHARED_FACTS = ("provider", "region", "zone", "image")
 
-    found = sorted(bundles_by_arm(directory), key=lambda item: item[0] != study.baseline)
-    if len({label for label, _p in found}) < 2:
-        echo("fewer than two arms brought back a bundle: nothing to compare")
-        return 1
-    args = [str(p) for _l, p in found] + [x for label, p in found for x in ("--label", f"{p}={label}")]
-    done = subprocess.run([sys.executable, "-m", "ccbench", "compare", *args], capture_output=True, text=True)
-    write_text_atomic(directory / "compare.txt", done.stdout + done.stderr)
-    echo(done.stdout.rstrip())
-    echo(f"comparison: {directory / 'compare.txt'}")
-    return 0 if done.returncode == 0 else 1
+
+def launch_facts(directory: Path, study) -> list[str]:
+    """Each arm's launch facts as its instances were made (study.json's instances), and whether the
+    arms, as launched, share what they must; the result is recorded in study.json too."""
+    document = json.loads((directory / "study.json").read_text())
+    instances = list(document.get("instances", {}).values())
+    lines = []
+    for arm in study.arms:
+        for facts in (f for f in instances if f.get("arm") == arm.name):
+            said = json.dumps(facts.get("cloud_says") or {}, sort_keys=True)
+            lines.append(
+                f"{arm.name} #{facts.get('replica')}: {facts.get('provider')} {facts.get('region')} "
+                f"{facts.get('zone') or '-'}, {facts.get('instance_type')}, image {facts.get('image')}, "
+                f"CC flag as returned {said}"
+            )
+    confounded = [
+        f"{key} differs: " + ", ".join(sorted({f"{f.get('arm')}={f.get(key)}" for f in instances}))
+        for key in SHARED_FACTS
+        if len({str(f.get(key)) for f in instances}) > 1
+    ]
+    document["launch_differences"] = confounded
+    write_json_atomic(directory / "study.json", document)
+    if confounded:
+        return lines + [f"launch confounded: {line}" for line in confounded]
+    return lines + [f"the arms share {', '.join(SHARED_FACTS)} as launched ({len(instances)} instances)"]
+
+
+def compare(directory: Path, study, echo: Echo) -> int:
+    """The local studies' ending over every round's bundles (compare.txt, report.html, the twins'
+    evidence), with the instances' launch facts."""
+    from ccbench.machines.lifecycle import compare_arms
+
+    return compare_arms(directory, study, echo, launch_facts)
 
 
 def run(

@@ -35,6 +35,21 @@ def _provenance_rows(bundle) -> dict[str, str]:
     return rows
 
 
+def _cloud_launch_rows(probe: dict) -> dict[str, str]:
+    """A cloud instance's launch facts as ccbench's cloud launcher recorded them in the guest
+    (``machine_launch``; the provider's own CC flag as its API returned it: a fact, not evidence)."""
+    launch = probe.get("machine_launch") or {}
+    if launch.get("launcher") != "ccbench cloud":
+        return {}
+    says = launch.get("cloud_says") or {}
+    return {
+        "cloud launch": " ".join(str(launch.get(k) or "-") for k in ("provider", "region", "zone")),
+        "instance type": str(launch.get("instance_type") or "-"),
+        "image": str(launch.get("image") or "-"),
+        "CC flag as returned": "; ".join(f"{k}={v}" for k, v in says.items()) or "none returned",
+    }
+
+
 def build(ctx: ReportContext) -> Section | None:
     if not ctx.bundles:
         return None
@@ -67,6 +82,7 @@ def build(ctx: ReportContext) -> Section | None:
             "started": bundle.manifest.get("started_at"),
             "status": bundle.manifest.get("status"),
             "attestation": _attestation(bundle.path, str(bundle.path) in ctx.verified_on_read),
+            **_cloud_launch_rows(probe),
             **_provenance_rows(bundle),
         }
     frame = pd.DataFrame(columns)

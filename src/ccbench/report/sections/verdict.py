@@ -54,7 +54,9 @@ def build(ctx: ReportContext) -> list[Section] | None:
         "stated as the share of one unit of application work they add. The comparison table below has every row "
         "behind these numbers."
     )
-    tables = [Table("cost per protection layer", verdict_table(items))]
+    # the causes are each layer's sentence above, whole: in a cell of a 15-column table they were one
+    # word wide and dozens of lines tall
+    tables = [Table("cost per protection layer", verdict_table(items).drop(columns=["causes recorded"]))]
     per_message = message_cost_table(items)
     if per_message is not None:
         tables.append(per_message)

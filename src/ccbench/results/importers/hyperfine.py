@@ -11,20 +11,12 @@ codes. A command whose every run failed (or whose name hyperfine marked ``[ERROR
 its execution is ``failed`` and the manifest's ``outcomes`` say so, so ``show`` names it, ``compare``
 has no figure for it, and ``gate`` counts a baseline's case of it as lost.
 
-**Commands and configurations.** hyperfine compares the commands of one file with each other ("'A'
-ran 6.84 times faster than 'B'"); ccbench compares configurations. So the label decides what a
-command is:
-
-- without ``--label``, a file of two commands or more is hyperfine's own question, which command is
-  faster: each command becomes a configuration, one bundle labelled by the command as hyperfine
-  names it, its runs the one case every command shares (a parameter scan's values are kept in
-  ``metadata.parameters``), so ``compare`` gives each command's ratio to the baseline. The first
-  command of the file is listed first and the import prints the ``compare`` line that makes it the
-  baseline (hyperfine's summary takes the fastest as its reference; ``--baseline COMMAND`` names
-  any other);
-- with ``--label MACHINE`` (or a file of one command), the file is one machine's: one bundle, each
-  command a case, so the same commands on two machines (two imports with two labels) are compared
-  with each other, command by command.
+**Commands are cases.** A command is what was measured, not where: each command (with its parameters,
+hyperfine's ``-P``/``-L`` values) is a case of the bundle, named ``command '...'`` in ``compare`` and
+``gate``, and the bundle's label is the machine's (``--label``, else the file's name). The same
+commands on two machines (two imports with two labels) are compared command by command; two files of
+different commands share no case, and ``gate`` and ``compare`` say which cases the other side lacks
+instead of judging one command against another.
 """
 
 from __future__ import annotations
@@ -36,10 +28,7 @@ from ccbench.model import Measurement
 from ccbench.results.importers.base import (
     Execution,
     FileFormat,
-    Imported,
     ImportProblem,
-    by_machine,
-    expand,
     mtime,
     read_json,
     wrong_shape,
@@ -126,38 +115,10 @@ def read(path: Path) -> list[Execution]:
     return [one for _command, one in commands(path)]
 
 
-def _as_configurations(files: list[list[tuple[str, Execution]]]) -> list[Imported]:
-    """One bundle per command (labelled by it), in the order of the files and of their commands; every
-    command's runs one shared case, the command and its parameters kept in each sample's metadata."""
-    bundles: dict[str, Imported] = {}
-    for found in files:
-        for command, one in found:
-            for measurement in one.measurements:
-                # one case for every command (a parameter scan's values too), so that they pair
-                measurement.metadata["command"] = measurement.case.pop("command", command)
-                if measurement.case:
-                    measurement.metadata["parameters"] = measurement.case
-                measurement.case = {}
-            bundles.setdefault(command, Imported(label=command, format="hyperfine")).executions.append(one)
-    return list(bundles.values())
-
-
-class HyperfineFormat(FileFormat):
-    """hyperfine's files: without --label, a file of several commands gives one bundle per command."""
-
-    def collect(self, paths: list[Path], label: str | None) -> list[Imported]:
-        files = [(path, commands(path)) for path in expand(paths, self.name, self.suffixes)]
-        if label is None and any(len({command for command, _ in found}) > 1 for _, found in files):
-            return _as_configurations([found for _, found in files])
-        return by_machine(
-            self.name, [(path, [one for _, one in found]) for path, found in files], label, self.bundle_keys
-        )
-
-
-ADAPTER = HyperfineFormat(
+ADAPTER = FileFormat(
     name="hyperfine",
     description="hyperfine --export-json files: every run's wall time, per command (runs that exited non-zero "
-    "under -i left out and named; a command whose every run failed is a failed execution); without --label each command of a file is a bundle of its own, "
-    "compared with the others as hyperfine does",
+    "under -i left out and named; a command whose every run failed is a failed execution); each command a case, "
+    "the label the machine's",
     read=read,
 )

@@ -30,6 +30,7 @@ canonical/tdx's runs in a TD and in a VM): import such files with a label each.
 from __future__ import annotations
 
 import json
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,8 @@ def _execution(path: Path, document: pts.ResultFile, system: pts.System) -> Exec
                 continue
             one = _series(path, result, entry, stamp_source)
             if one is None:
-                said = str(entry.json.get("error", ""))[:160]
+                # cut at a word, marked "...": never mid-path as a note a reader takes for whole
+                said = textwrap.shorten(str(entry.json.get("error", "")), 160, placeholder=" ...")
                 failed.append(
                     f"{result.identifier} ({result.description}): {entry.value or 'no value'}"
                     + (f" (PTS: {said})" if said else "")
