@@ -188,6 +188,19 @@ def test_settle_and_budget_in_a_plan_and_their_errors():
         plan.with_budget("0")
 
 
+def _unwrapped(text: str) -> list[str]:
+    """The lines of an output with each wrapped continuation (indented deeper than the line it
+    continues, by the wrapper's hanging indent) joined back onto it."""
+    out: list[str] = []
+    for line in text.splitlines():
+        depth = len(line) - len(line.lstrip(" "))
+        if out and line.strip() and depth >= len(out[-1]) - len(out[-1].lstrip(" ")) + 4:
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line)
+    return out
+
+
 def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_path, ccbench, workdir):
     """Real worker processes: a command that sleeps what its variant's directory says, 25x longer
     on one of them; --settle settles that case within the round limit, the budget leaves it alone."""
@@ -217,8 +230,9 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     # compare recomputes each case from the bundle's samples with the run's rule: the same answer
     compared = ccbench("compare", only_bundle(out), "--summary")
     assert compared.returncode == 0, compared.stderr
-    run_line = next(line for line in done.stdout.splitlines() if line.startswith("  wall_time: a cost: "))
-    assert f"  {run_line}" in compared.stdout.splitlines()
+    run_line = next(line for line in _unwrapped(done.stdout) if line.startswith("  wall_time: a cost: "))
+    # the same words (each output wraps at its own indent: compared whole)
+    assert any(line.startswith(f"  {run_line}") for line in _unwrapped(compared.stdout)), compared.stdout
     # the run records the interval it settled on (built for its round limit, max_repetitions 8), and
     # compare's header and row name the one the record names
     record = manifest["outcomes"]["sleepy"]["settled"]
