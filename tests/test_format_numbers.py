@@ -70,7 +70,8 @@ def test_compare_report_and_history_of_tiny_times_write_no_exponent(tmp_path, cc
         done = ccbench(*args, *paths)
         assert done.returncode == 0, done.stderr
         outputs[" ".join(args)] = done.stdout
-    assert "0.00004" in outputs["compare --details"]  # the baseline's median, as a plain decimal
+    # the baseline's median: in a smaller unit (the column's header says seconds), no exponent
+    assert "40.2 µs" in outputs["compare --details"]
     for name in ("r.html", "r.md"):
         done = ccbench("report", *paths, "-o", tmp_path / name)
         assert done.returncode == 0, done.stderr
@@ -101,3 +102,13 @@ def test_a_bound_on_a_cost_reads_as_costs_do_and_a_huge_one_is_not_spelt_out():
     assert [mde(v) for v in (0.021, 0.999, 1.0, 2.2, 56.0, 998.0)] == ["2.1%", "99.9%", "2.0x", "3.2x", "57x", "999x"]
     assert mde(1_582_423.938) == mde(float("inf")) == "over 1,000x"
     assert mde(None) == mde(float("nan")) == "-"
+
+
+def test_a_table_cell_says_a_tiny_time_in_a_smaller_unit_and_leaves_the_rest_alone():
+    """compare's table puts the unit in its header ("time_s (s)"): a pyperf time of 12.7 µs was a cell
+    of "0.0000127"; a cell now carries its own smaller unit only where the header's would need that."""
+    from ccbench.analysis.format import cell
+
+    assert cell(0.0000127, "s") == "12.7 µs" and cell(0.00042, "ms") == "420 ns"
+    assert cell(0.0123, "s") == "0.0123" and cell(66573, "s") == "66,573"
+    assert cell(0.0000127, "MB/s") == "0.0000127" and cell(float("nan"), "s") == "-"

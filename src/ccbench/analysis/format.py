@@ -94,6 +94,17 @@ def quantity(value, unit: str | None = None) -> str:
     return f"{text} {unit}" if unit else text
 
 
+def cell(value, unit: str | None) -> str:
+    """A measured value in a table whose header names the unit: as ``number`` gives it, except a time
+    under a thousandth of its unit, said in a smaller one with that unit ("12.7 µs" in a column of
+    seconds, never "0.0000127")."""
+    if missing(value):
+        return "-"
+    if unit and 0 < abs(float(value)) < 1e-3 and str(unit).strip() in _TIME_ALIASES:
+        return quantity(value, unit)
+    return number(value)
+
+
 def _plain_number(value: float) -> str:
     magnitude = abs(value)
     if 0 < magnitude < 1e-3:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ccbench.analysis.format import cv_pair, mde, number, ratio_interval, row_effect
+from ccbench.analysis.format import cell, cv_pair, mde, ratio_interval, row_effect
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,8 +54,8 @@ def comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
             # file against its loop twin: ccbench.analysis.rows.pairing) names it
             "config": [_against(c, b) for c, b in zip(comparison["config"], comparison["baseline"])],
             "layer": comparison["layer"].to_numpy(),
-            "baseline median": [number(v) for v in comparison["baseline_median"]],
-            "median": [number(v) for v in comparison["median"]],
+            "baseline median": [cell(v, u) for v, u in zip(comparison["baseline_median"], comparison["unit"])],
+            "median": [cell(v, u) for v, u in zip(comparison["median"], comparison["unit"])],
             "ratio [95% CI]": [
                 ratio_interval(r, lo, hi)
                 for r, lo, hi in zip(comparison["ratio"], comparison["ci_low"], comparison["ci_high"])
