@@ -152,3 +152,19 @@ def test_a_layer_of_workloads_pooled_without_a_finding_never_says_no_interval():
     assert layer.phrase() == (
         "not distinguishable across benchmarks in pyperformance-default (each workload's line says why)"
     )
+
+
+def test_the_range_between_workloads_is_each_workloads_own_judgement():
+    """The user trial: the table's "range between workloads" said "2.6x faster to 2.5x faster" (each
+    workload's geometric mean over all its rows, the non-significant ones too) under a headline of
+    "4.3x to 5.5x" (the significant rows): the cell now gives each workload's own words."""
+    from ccbench.analysis.judgement.verdict_table import verdict_table
+
+    fio = _rows("in-memory storage: tmpfs", [(0.2, 0.18, 0.22, True, ""), (0.95, 0.6, 1.4, False, "")])
+    cold = _rows("in-memory storage: tmpfs", [(0.5, 0.45, 0.55, True, ""), (1.0, 0.7, 1.4, False, "")])
+    cold["workload"] = "fio-cold"
+    (item,) = verdicts(pd.concat([fio, cold], ignore_index=True))
+    cell = verdict_table([item])["range between workloads"].iloc[0]
+    for name, judgement in item.workload_judgements:
+        assert f"{name}: {judgement.phrase(where=False)}" in cell, cell
+    assert "5.0x faster" in cell and "2.0x faster" in cell, cell
