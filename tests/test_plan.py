@@ -110,8 +110,12 @@ def test_csv_bad_numbers(tmp_path):
 
 
 def test_missing_plan_is_an_error():
-    with pytest.raises(PlanError, match="no such plan file, and not a bundled plan"):
+    with pytest.raises(PlanError, match="no such plan file, and not a bundled plan") as refused:
         load_plan("/nonexistent/plan.toml")
+    assert "did you mean" not in str(refused.value)
+    # a bundled plan's name mistyped: the nearest one named
+    with pytest.raises(PlanError, match="did you mean 'quick'"):
+        load_plan("quik")
 
 
 def test_bundled_quick_plan_loads():

@@ -464,8 +464,12 @@ def load_plan(name_or_path: str) -> Plan:
     if name_or_path in plans and not path.is_file():
         path = plans[name_or_path]
     elif not path.exists():
+        import difflib
+
+        close = difflib.get_close_matches(name_or_path, list(plans), n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise PlanError(
-            f"{name_or_path}: no such plan file, and not a bundled plan ({', '.join(plans)}); see 'ccbench plans'"
+            f"{name_or_path}: no such plan file, and not a bundled plan ({', '.join(plans)}); {hint}see 'ccbench plans'"
         )
     if path.is_dir():
         raise PlanError(f"{path}: is a directory; pass a .toml or .csv plan file, or a bundled plan's name")
