@@ -34,7 +34,7 @@ NOISE = [1.00, 1.04, 0.97, 1.02, 0.99, 1.05, 0.96, 1.01, 1.03, 0.98]
 #: could if the spread were at the low end of what 3 values allow (it is not given up)
 WIDE = [1.00, 1.125, 0.90, 1.075, 0.95, 1.10, 0.925, 1.05, 0.975, 1.025]
 #: an equal case far noisier than the target: no interval of the round limit could answer
-HOPELESS = [1.00, 1.25, 0.80, 1.15, 0.90, 1.20, 0.85, 1.10, 0.95, 1.05]
+HOPELESS = [1.00, 2.00, 0.50, 1.80, 0.60, 1.90, 0.55, 1.70, 0.65, 1.60]
 
 
 def _plan(text=PLAN):

@@ -683,7 +683,7 @@ def test_the_before_run_sample_leaves_out_ccbenchs_own_processes_and_lists_a_use
 # 2 s, writing its own CPU so far (os.times) with the time, to tell what it used inside an interval
 LONG_CALL = """import os, sys, time
 from pathlib import Path
-from ccbench import ownprocs
+from ccbench.basics import ownprocs
 ownprocs.register_connection(Path(sys.argv[1]))
 out, end = open(sys.argv[2], "a"), time.monotonic() + 2.0
 while time.monotonic() < end:

@@ -273,7 +273,13 @@ def test_a_settled_case_whose_row_is_implausible_says_so_beside_its_answer(tmp_p
     writer.close()
     done = ccbench("compare", str(seal(writer.path)), "--summary")
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines: list[str] = []
+    for line in done.stdout.splitlines():  # a wrapped line's continuation (deeper indent) read whole
+        depth = len(line) - len(line.lstrip(" "))
+        if lines and line.strip() and depth >= len(lines[-1]) - len(lines[-1].lstrip(" ")) + 4:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
     start = {
         name: i for i, line in enumerate(lines) for name in ("[storage=encrypted]", "[storage=tmpfs]") if name in line
     }
