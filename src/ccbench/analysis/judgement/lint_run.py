@@ -29,17 +29,25 @@ def clocksource(probe: Mapping[str, Any] | None) -> str | None:
     return str(value) if value else None
 
 
+def _each_side(baseline: list, other: list, value_of) -> tuple[list, list]:
+    """The distinct values (None left out) that ``value_of(label)`` gives each side's machines, sorted."""
+    return tuple(sorted({value_of(label) for label, _ in side} - {None}) for side in (baseline, other))
+
+
+def _side_names(baseline: list, other: list) -> tuple[str, str]:
+    return ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
+
+
 def clock_sources(baseline: list, other: list) -> list[Finding]:
     """Two sides of a comparison whose machines read time from different clock sources: every
     timestamp, timeout and timer wake-up costs what the clock costs (a vDSO read of the TSC or of
     kvm-clock's page, a system call for hpet or acpi_pm), so a timing-bound difference may be the
     clock's. Machines that did not record their clock are not judged (bundles from before it)."""
     seen = {label: clocksource(probe) for label, probe in [*baseline, *other]}
-    a = sorted({seen[label] for label, _ in baseline} - {None})
-    b = sorted({seen[label] for label, _ in other} - {None})
+    a, b = _each_side(baseline, other, seen.get)
     if not a or not b or a == b:
         return []
-    names = ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
+    names = _side_names(baseline, other)
     return [
         make_finding(
             "clock-source",
@@ -71,13 +79,12 @@ def tool_versions(baseline: list, other: list) -> list[Finding]:
     seen = {label: _tools(probe) for label, probe in [*baseline, *other]}
     differ = []
     for name in sorted({k for v in seen.values() for k in v}):
-        a = sorted({seen[label][name] for label, _ in baseline if name in seen[label]})
-        b = sorted({seen[label][name] for label, _ in other if name in seen[label]})
+        a, b = _each_side(baseline, other, lambda label, name=name: seen[label].get(name))
         if a and b and a != b:
             differ.append(f"{name.replace('_', ' ')} {' and '.join(a)} against {' and '.join(b)}")
     if not differ:
         return []
-    names = ", ".join(label for label, _ in baseline), ", ".join(label for label, _ in other)
+    names = _side_names(baseline, other)
     return [
         make_finding(
             "tool-versions",
