@@ -350,7 +350,8 @@ def test_no_cost_above_on_the_application_metric_says_its_significant_rows_are_s
                 rng, 0.05, value, workload="nb", kind="notebook", params=case, variant=variant, metric=metric
             )
     storage = by_layer(write_declared(tmp_path, "vm", samples), baseline="disk")["storage encryption: fscrypt"]
-    assert storage.judgement.significant == 0 and storage.significant == storage.supporting_significant == 1
+    assert storage.judgement.significant == storage.significant == 0 and storage.supporting_significant == 1
     (line,) = [line for line in headline([storage]) if line.startswith("storage encryption")]
     line = " ".join(line.split())  # the wrapped line, read whole
-    assert "no cost above" in line and "significant, none in application metrics" in line, line
+    assert "no cost above" in line and "none of 1 significant in application metrics" in line, line
+    assert "1 supporting metric significant" in line, line

@@ -202,7 +202,33 @@ def test_execution_fields_and_the_run_summary():
     assert set(busy) == {"interference", "contended", "contended_reasons"}
     assert contention_summary([quiet, quiet]) is None
     line = contention_summary([busy, quiet, {"execution": "v1 record without the key"}])
-    assert line.startswith("1 of 2 executions ran on a busy machine") and "0.90 CPUs" in line
+    assert line.startswith("1 of 2 measured executions ran on a busy machine") and "0.90 CPUs" in line
+
+
+def test_the_run_counts_the_executions_compare_and_the_report_count(tmp_path):
+    """A quick run said "31 of 31 executions ran on a busy machine" and compare "30 of 30 executions
+    contended" on the same bundle: the run counted prime's warm-up. Both count the measured executions
+    that left samples (a warm-up and a failed execution are in neither count)."""
+    import pandas as pd
+
+    from ccbench.analysis.judgement.verdict_table import contended_executions
+    from ccbench.observe.interference import contention_summary, execution_fields
+
+    busy = execution_fields({"wall_s": 2.0, "others_cpus": 0.9, "others_cpu_s": 1.8, "steal_fraction": 0.0})
+    records = [
+        {**busy, "execution": "w", "warmup": True, "samples": 1},
+        *({**busy, "execution": f"m{i}", "warmup": False, "samples": 2} for i in range(3)),
+        {**busy, "execution": "failed", "warmup": False, "samples": 0, "status": "failed"},
+    ]
+    samples = pd.DataFrame(
+        [
+            {"bundle": "b", "execution": r["execution"], "warmup": r["warmup"], "contended": True}
+            for r in records
+            for _ in range(r["samples"])
+        ]
+    )
+    assert contended_executions(samples) == (3, 3)
+    assert contention_summary(records).startswith("3 of 3 measured executions ran on a busy machine")
 
 
 # --- what serves an execution from outside its tree: the workload's servers, the layer's workers ------

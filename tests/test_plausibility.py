@@ -287,3 +287,41 @@ def test_a_settled_case_whose_row_is_implausible_says_so_beside_its_answer(tmp_p
     tmpfs = lines[start["[storage=tmpfs]"] + 1]
     assert "throughput" in encrypted and "implausible, left out of the verdict" in encrypted
     assert "throughput" in tmpfs and "implausible" not in tmpfs
+
+
+def test_the_verdict_and_the_reports_chart_count_the_same_rows(tmp_path):
+    """A quick run's report said "9 of 14 rows significant" under a verdict of "10 of 10", "28 of 30"
+    and "5 of 30 significant": the verdict counted every metric of every case (throughput, IOPS and
+    latencies of one job), the chart the rows the figure rests on. Both count those rows now: the
+    layers' counts add up to the chart's, its grey crosses to the layers' left-out rows."""
+    import re
+
+    from ccbench.report import forest
+
+    cases = {
+        (DISK, "4k", "randread"): CONSISTENT["disk"],
+        (DISK, "4k", "randwrite"): (36000, 444),
+        (TMPFS, "4k", "randread"): CONSISTENT["tmpfs"],
+        (TMPFS, "4k", "randwrite"): (400000, 40),
+        (LOOP, "4k", "randread"): CONSISTENT["ext4-loop"],
+        (LOOP, "4k", "randwrite"): (30000, 530),
+        (FSCRYPT, "4k", "randwrite"): (108000, 148),  # direct I/O served buffered: left out
+    }
+    samples = [
+        s for i, ((v, bs, rw), (iops, clat)) in enumerate(cases.items()) for s in fio_samples(dict(v), bs, rw, iops, clat, seed=i)
+    ]
+    # a buffered case on the loop file and on fscrypt (the cipher's cost, against the loop file)
+    buffered = {**JOB, "direct": False}
+    for variant, iops in ((DISK, 2000), (LOOP, 3000), (FSCRYPT, 300)):
+        samples += fio_samples(dict(variant), "1m", "read", iops, 16e6 / iops, job=buffered, seed=iops)
+    result = comparison([write(tmp_path, "vm", "none", samples)])
+    items = result.verdicts()
+    data = forest.build(result.table, result.engine.sample)
+    text = forest.caption(data, result.baseline)
+    significant, drawn = map(int, re.search(r"(\d+) of (\d+) rows significant", text).groups())
+    assert (significant, drawn) == (sum(i.significant for i in items), sum(i.comparisons for i in items)), text
+    crosses = re.search(r"Grey crosses \((\d+)\)", text)
+    assert crosses and int(crosses.group(1)) == sum(i.left_out_rows for i in items) > 0, text
+    # each layer counts its rows once (its supporting metrics apart), whatever the number of metrics
+    fscrypt = next(i for i in items if i.layer.startswith("storage encryption"))
+    assert (fscrypt.comparisons, fscrypt.left_out_rows, fscrypt.not_counted) == (1, 1, 2)

@@ -617,8 +617,10 @@ def execution_fields(record: dict[str, Any] | None, thresholds: Thresholds | Non
 
 
 def contention_summary(executions: list[dict[str, Any]]) -> str | None:
-    """One line for the end of a run: how many executions were contended and the worst others' CPU; None if none."""
-    measured = [e for e in executions if "contended" in e]
+    """One line for the end of a run: how many measured executions were contended and the worst others'
+    CPU; None if none. Measured as compare and the report count them (the executions whose samples they
+    read): warm-ups and executions that left no sample are in no count."""
+    measured = [e for e in executions if "contended" in e and not e.get("warmup") and e.get("samples", 1)]
     flagged = [e for e in measured if e.get("contended")]
     if not flagged:
         return None
@@ -628,6 +630,6 @@ def contention_summary(executions: list[dict[str, Any]]) -> str | None:
     if steal:
         detail += f", steal up to {steal:.0%}"
     return (
-        f"{len(flagged)} of {len(measured)} executions ran on a busy machine ({detail}): their numbers may be "
+        f"{len(flagged)} of {len(measured)} measured executions ran on a busy machine ({detail}): their numbers may be "
         "distorted; compare and the report mark them, and --exclude-contended leaves them out"
     )

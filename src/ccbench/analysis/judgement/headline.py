@@ -203,16 +203,22 @@ def _layer_name(item) -> tuple[str, str]:
 
 
 def _counts(item) -> str:
-    """How many of the layer's comparisons were significant, in how many workloads, and how many rows
-    were left out: "13 of 30 significant in 2 workloads, 20 left out"."""
+    """How many of the comparisons the layer's figure rests on (its application metrics) were
+    significant, in how many workloads, and how many of them were left out: "6 of 6 significant in 2
+    workloads, 4 left out" (the report's chart counts the same rows)."""
     plural = "s" if item.workloads != 1 else ""
     left_out = f", {item.left_out_rows} left out" if getattr(item, "left_out_rows", 0) else ""
     judgement = item.judgement
-    if judgement is not None and judgement.significant == 0 and 0 < item.significant == item.supporting_significant:
+    supporting = getattr(item, "supporting_significant", 0)
+    if judgement is not None and item.significant == 0 and supporting > 0:
         # the figure rests on the application metrics, none of them significant; what is significant
         # is a metric not counted in it (a phase's time, a tier's latency, a round trip): said, so
         # the bound is not read as covering it
-        return f"{item.significant} of {item.comparisons} significant, none in application metrics (see the table)"
+        metrics = "metric" if supporting == 1 else "metrics"
+        return (
+            f"none of {item.comparisons} significant in application metrics; {supporting} supporting {metrics} "
+            f"significant (see the table){left_out}"
+        )
     return f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}{left_out}"
 
 

@@ -85,6 +85,9 @@ class LayerVerdict:
     left_out_parts: list[tuple[str, str, str]] = field(default_factory=list)
     #: how many of the layer's rows were left out (implausible, across CPU vendors): in no count above
     left_out_rows: int = 0
+    #: whether no comparison of an application metric stands behind the figure (the counts are then
+    #: of the per-message comparisons)
+    per_message: bool = False
     #: what the layer's rows stand against where it is not the baseline (a cipher on a loop file:
     #: ext4-loop; ccbench.analysis.rows.pairing)
     against: str = ""
@@ -217,7 +220,7 @@ class LayerVerdict:
         """Whether no comparison of an application metric stands behind the typical cost."""
         if self.judgement is not None and self.judgement.kind == semantics.LEFT_OUT:
             return False  # every row left out: nothing stands behind it, per message or otherwise
-        return self.not_counted >= self.comparisons
+        return self.per_message
 
     def _per_message_head(self, name: str) -> str | None:
         """The sentence's head where the layer has only per-message comparisons: the share of one unit

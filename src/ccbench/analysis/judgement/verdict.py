@@ -99,11 +99,13 @@ def verdicts(
                 typical = judgement.typical if given else math.nan
                 low, high = (judgement.low, judgement.high) if given else (math.nan, math.nan)
                 over = judgement.test_named() or over if given else "-"
-        # the counts are of the rows the verdict judged: a row left out is named, never counted
+        # the counts are of the rows the figure rests on (the report's chart draws the same rows): a
+        # row left out is named, never counted, and the supporting metrics are counted apart
         kept = rows[~semantics.implausible_mask(rows)]
-        flags = kept["flags"]
+        scope = _scope(kept, counted)
+        flags = scope["flags"]
         confounded, confounded_rows = confounding(flags)
-        causes, contended = _causes(layer, kept if not kept.empty else rows, facts)
+        causes, contended = _causes(layer, kept if not kept.empty else rows, facts, scope)
         out.append(
             LayerVerdict(
                 layer=layer,
@@ -114,11 +116,11 @@ def verdicts(
                 range_low=float(per_workload.min()) if len(per_workload) else math.nan,
                 range_high=float(per_workload.max()) if len(per_workload) else math.nan,
                 workloads=len(per_workload),
-                comparisons=len(kept),
-                significant=int(kept["significant"].astype(bool).sum()),
+                comparisons=len(scope),
+                significant=int(scope["significant"].astype(bool).sum()),
                 contended=contended,
                 noisy=int(flags.map(lambda f: "noisy" in f).sum()),
-                not_significant=int((~kept["significant"].astype(bool)).sum()),
+                not_significant=int((~scope["significant"].astype(bool)).sum()),
                 skewed=int(flags.map(lambda f: SKEWED in f).sum()),
                 worst=worst,
                 worst_overhead=worst_overhead,
@@ -128,9 +130,10 @@ def verdicts(
                 confounded_rows=confounded_rows,
                 rests_on=basis,
                 not_counted=len(kept) - len(counted),
-                left_out_rows=len(rows) - len(kept),
+                left_out_rows=len(_scope(rows, counted)) - len(scope),
                 supporting_significant=int(usable["significant"].astype(bool).sum())
                 - int(counted["significant"].astype(bool).sum()),
+                per_message=counted.empty,
                 message_costs=costs,
                 mde=headline.median_mde(counted),
                 workload_costs=headline.workload_costs(counted) if not counted.empty else [],
@@ -169,7 +172,8 @@ def cpu_note(rows: pd.DataFrame, samples: pd.DataFrame | None, machines: dict | 
 def _all_left_out(layer: str, rows: pd.DataFrame) -> LayerVerdict:
     """A layer whose every comparison the plausibility lint marked: no figure, the rows named."""
     judgement = semantics.Judgement(kind=semantics.LEFT_OUT, left_out=semantics.left_out(rows))
-    judgement.left_count = len(rows)
+    scope = _scope(rows, _counted_rows(rows)[0])
+    judgement.left_count = len(scope)
     return LayerVerdict(
         layer=layer,
         typical=math.nan,
@@ -181,10 +185,10 @@ def _all_left_out(layer: str, rows: pd.DataFrame) -> LayerVerdict:
         workloads=rows["workload"].nunique(),
         comparisons=0,
         significant=0,
-        contended=int(rows["flags"].map(lambda f: "contended" in f).sum()),
+        contended=int(scope["flags"].map(lambda f: "contended" in f).sum()),
         noisy=0,
         not_significant=0,
-        left_out_rows=len(rows),
+        left_out_rows=len(scope),
         worst="",
         worst_overhead=0.0,
         judgement=judgement,
@@ -245,6 +249,18 @@ def _counted_rows(usable: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if not other.empty:
         return other, f"metrics not declared as an application's result: {impact.rests_on(other)}"
     return usable.iloc[0:0], "per-message costs only (no application metric compared)"
+
+
+def _scope(rows: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``rows`` of the kind the figure rests on (``counted``, from _counted_rows): each
+    workload's primary metrics, else the metrics of workloads that are no per-message benchmark;
+    every row where the layer has per-message comparisons only. What the verdict counts, and what
+    the report's chart draws."""
+    if counted.empty:
+        return rows
+    if counted["primary"].all():
+        return rows[rows["primary"].astype(bool)]
+    return rows[~rows["per_message"].astype(bool)]
 
 
 def _per_message_typical(costs: list[dict]) -> tuple[pd.Series, float, float, float, str]:
@@ -313,8 +329,11 @@ def _worst(usable: pd.DataFrame) -> tuple[str, float]:
     return worst, float(top["overhead_percent"])
 
 
-def _causes(layer: str, rows: pd.DataFrame, facts: pd.DataFrame | None) -> tuple[list[str], int]:
-    """The causes recorded for a layer's rows, and how many of them include contended executions."""
+def _causes(
+    layer: str, rows: pd.DataFrame, facts: pd.DataFrame | None, counted: pd.DataFrame | None = None
+) -> tuple[list[str], int]:
+    """The causes recorded for a layer's rows, and how many of its ``counted`` rows (the rows the
+    verdict counts; all ``rows`` if not given) include contended executions."""
     causes = []
     if layer.startswith("TEE") or layer.startswith("combined"):
         pairs = rows[["baseline", "config"]].drop_duplicates()
@@ -325,10 +344,11 @@ def _causes(layer: str, rows: pd.DataFrame, facts: pd.DataFrame | None) -> tuple
     causes += causes_of(facts, set(rows["config"]), layer)
     if layer.startswith("storage encryption"):
         causes += [note for note in (pairing.loop_note(rows),) if note]
-    contended = int(rows["flags"].map(lambda f: "contended" in f).sum())
+    counted = rows if counted is None or counted.empty else counted
+    contended = int(counted["flags"].map(lambda f: "contended" in f).sum())
     if contended:
         causes.append(
-            f"{contended} of {len(rows)} comparisons include contended executions (others' CPU or steal "
+            f"{contended} of {len(counted)} comparisons include contended executions (others' CPU or steal "
             "time): compare again with --exclude-contended"
         )
     return causes, contended
