@@ -6,6 +6,7 @@ say the same words and the same counts, over generated comparisons and over real
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 
@@ -45,11 +46,22 @@ def _agree(items) -> None:
             assert (int(counts.group(1)), int(counts.group(2))) == (item.significant, item.comparisons), lines[0]
         if item.left_out_rows:
             assert f"{item.left_out_rows} left out" in lines[0] or "left out" in " ".join(lines), lines
+        # one figure per workload, its judgement's: no second per-workload result beside it (the JSON's
+        # workload_costs gave fio-cold's geometric mean, 15x, beside its judgement, 19x), and the
+        # layer's range is of those figures
+        assert "workload_costs" not in record
+        figures = [w["typical"] for w in record["workload_judgements"] if _finite(w["typical"])]
+        if figures:
+            assert (record["range_low"], record["range_high"]) == (min(figures), max(figures)), record
         # the direction: a layer whose figure is a cost is never called faster anywhere, and the other way
         if item.distinguishable and item.judgement is not None and item.judgement.kind == "pooled":
             word = "slower" if item.judgement.typical >= 1 else "faster"
             for text in (lines[0], point, cell["typical cost"], record["words"], item.sentence()):
                 assert word in text, (word, text)
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

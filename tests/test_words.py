@@ -168,3 +168,29 @@ def test_the_range_between_workloads_is_each_workloads_own_judgement():
     for name, judgement in item.workload_judgements:
         assert f"{name}: {judgement.phrase(where=False)}" in cell, cell
     assert "5.0x faster" in cell and "2.0x faster" in cell, cell
+
+
+def test_a_pooled_interval_too_wide_for_a_figure_gives_the_range_in_every_output():
+    """Two significant rows of one direction whose standard errors had barely two degrees of freedom
+    pooled to "13x slower [38x faster, 6,421x slower]" beside "2 of 2 significant" (the user trial:
+    "13x slower [13x faster, 2,159x slower]"): a figure its interval cannot support. The cases' range
+    is said instead, and why, in the headline, the page, the JSON and the sentence."""
+    import json
+
+    from ccbench.commands.compare import verdict_record
+
+    table = _rows("storage encryption: fscrypt", [(10.0, 8.0, 12.5, True, ""), (17.0, 13.6, 21.0, True, "")])
+    table["se"], table["dof"] = 0.1, 2.001
+    (item,) = verdicts(table)
+    assert item.judgement.kind == "sizes differ" and item.judgement.too_wide
+    record = json.loads(json.dumps(verdict_record(item), default=str))
+    (point,) = page_points([item])
+    for text in (" ".join(headline([item], width=None)), point, record["words"], item.sentence()):
+        assert "slower, 10x to 17x (the range; pooled, the interval is too wide for one figure)" in text, text
+        assert "[" not in text.split("significant")[0], text
+    assert record["judgement"]["too_wide"] and record["judgement"]["low"] is None
+    # an interval that supports its figure is still stated
+    table["dof"] = 30.0
+    table["ratio"], table["ci_low"], table["ci_high"] = [10.0, 11.0], [8.0, 8.8], [12.5, 13.8]
+    (item,) = verdicts(table)
+    assert item.judgement.kind == "pooled" and "[" in item.words()

@@ -224,7 +224,6 @@ def verdict_record(item) -> dict:
 
     record = {k: v for k, v in item.__dict__.items()}
     record["overhead_percent"] = item.overhead
-    record["workload_costs"] = [cost.as_dict() for cost in item.workload_costs]
     record["headline"] = layer_lines(item, width=None)
     # the judgement in the one convention's words (ccbench.analysis.judgement.semantics), beside the numbers
     judgement = record.pop("judgement")

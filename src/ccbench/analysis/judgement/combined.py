@@ -22,6 +22,7 @@ from ccbench.analysis.judgement.semantics import (
     UNCLEAR,
     Judgement,
     _on_intervals,
+    pool_supported,
 )
 from ccbench.analysis.statistics.pooling import heterogeneity
 from ccbench.analysis.statistics.stats import CONFIDENCE
@@ -88,7 +89,7 @@ def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
         workload, only = shown[0]
         out.kind, out.typical, out.low, out.high = only.kind, only.typical, only.low, only.high
         out.only_in, out.others = workload, len(parts) - 1
-        out.q_p, out.i2, out.sign_p = only.q_p, only.i2, only.sign_p
+        out.q_p, out.i2, out.sign_p, out.too_wide = only.q_p, only.i2, only.sign_p, only.too_wide
         if only.kind in (ACROSS,):
             out.slower, out.faster, out.comparisons = only.slower, only.faster, only.comparisons
         for attr in ("least", "most"):
@@ -103,8 +104,11 @@ def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
         if (se > 0).all():
             mean, lo, hi, out.q_p, out.i2 = heterogeneity(logs, se)
             if out.q_p >= Q_LEVEL and out.i2 < I2_LIMIT:
-                out.kind, out.typical, out.low, out.high = POOLED, math.exp(mean), math.exp(lo), math.exp(hi)
-                return out
+                typical, low, high = math.exp(mean), math.exp(lo), math.exp(hi)
+                if pool_supported(typical, low, high, directions == {"slower"}):
+                    out.kind, out.typical, out.low, out.high = POOLED, typical, low, high
+                    return out
+                out.too_wide = True
     out.kind = SIZES
     out.typical = float(np.exp(np.mean(np.log([te for te, _ in ends]))))
     if math.isnan(out.i2):

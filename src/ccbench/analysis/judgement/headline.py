@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -30,46 +29,6 @@ from ccbench.basics.wrap import fit as fit
 from ccbench.basics.wrap import terminal_width as terminal_width
 
 
-@dataclass
-class WorkloadCost:
-    """One workload's part of a layer: its typical time-equivalent cost (> 1 = slower), the interval
-    of its one comparison or the range of its several ones, how many were significant and in which
-    directions, and the median smallest cost they could see."""
-
-    workload: str
-    typical: float
-    low: float
-    high: float
-    significant: int
-    comparisons: int
-    mde: float
-    worst: str
-    #: the directions of its significant comparisons (True: slower)
-    directions: frozenset = frozenset()
-    #: what ``mde`` is (ccbench.analysis.judgement.semantics.BOUND_WORDS: the MDE, or a settled case's target)
-    bound: str = "mde"
-
-    @property
-    def distinguishable(self) -> bool:
-        """At least half its comparisons significant, all of them in one direction."""
-        return self.significant * 2 >= self.comparisons > 0 and len(self.directions) == 1
-
-    def as_dict(self) -> dict:
-        """For ``compare --summary --json``: the fields, directions as a sorted list, distinguishable."""
-        fields = {k: v for k, v in self.__dict__.items() if k != "directions"}
-        return {**fields, "directions": sorted(self.directions), "distinguishable": self.distinguishable}
-
-    def phrase(self) -> str:
-        if not self.distinguishable:
-            return cost_phrase(self.typical, self.low, self.high, False, self.mde, self.bound)
-        if self.comparisons == 1:
-            return cost_phrase(self.typical, self.low, self.high, True, self.mde)
-        return (
-            f"{fmt.percent((self.typical - 1) * 100)} (cases {fmt.percent((self.low - 1) * 100)} to "
-            f"{fmt.percent((self.high - 1) * 100)})"
-        )
-
-
 def median_mde(rows: pd.DataFrame) -> float:
     """The median minimum detectable effect (a fraction) of the rows that have one; NaN if none does."""
     if "mde" not in rows:
@@ -77,74 +36,6 @@ def median_mde(rows: pd.DataFrame) -> float:
     values = rows["mde"].to_numpy(dtype=float)
     values = values[np.isfinite(values)]
     return float(np.median(values)) if len(values) else math.nan
-
-
-def workload_costs(counted: pd.DataFrame) -> list[WorkloadCost]:
-    """Per workload of a layer's counted rows (with ``te``, ``te_low``, ``te_high`` time-equivalent
-    columns): the geometric mean of its rows, with the row's interval for one row and the range of
-    the rows' costs for several (an interval between a workload's cases would mix 2x and 500x)."""
-    from ccbench.analysis.judgement import semantics
-
-    out = []
-    for workload, rows in counted.groupby("workload", sort=False):
-        te = rows["te"].to_numpy(dtype=float)
-        typical = float(np.exp(np.log(te).mean()))
-        if len(rows) == 1:
-            low, high = float(rows["te_low"].iloc[0]), float(rows["te_high"].iloc[0])
-        else:
-            low, high = float(te.min()), float(te.max())
-        top = rows.loc[rows["te"].idxmax()]
-        case = top["case"] if isinstance(top["case"], str) and top["case"] else top["metric"]
-        significant = rows[rows["significant"].astype(bool)]
-        out.append(
-            WorkloadCost(
-                workload=str(workload),
-                typical=typical,
-                low=low,
-                high=high,
-                significant=len(significant),
-                comparisons=len(rows),
-                mde=median_mde(rows),
-                worst=f"{fmt.percent((float(top['te']) - 1) * 100)} {case}",
-                directions=frozenset(bool(v > 1) for v in significant["te"]),
-                bound=semantics.bound_of(rows),
-            )
-        )
-    return out
-
-
-def disagree(costs: list[WorkloadCost]) -> bool:
-    """Whether a pooled cost would misdescribe the workloads: two workloads' costs differ in sign
-    (one of them significant), or a significant cost's interval (or range) leaves out another's
-    typical cost that is less than half or more than twice its size (on the log scale)."""
-    if len(costs) < 2:
-        return False
-    for first in costs:
-        if not first.distinguishable:
-            continue
-        size = abs(math.log(first.typical))
-        for other in costs:
-            if other is first or first.low <= other.typical <= first.high:
-                continue
-            other_size = abs(math.log(other.typical)) if other.typical > 0 else math.inf
-            opposite = other.distinguishable and (other.typical > 1) != (first.typical > 1)
-            if opposite or other_size * 2 < size or other_size > size * 2:
-                return True
-    return False
-
-
-def cost_phrase(typical: float, low: float, high: float, distinguishable: bool, mde: float, bound: str = "mde") -> str:
-    """ "+4.2% [+2.1% to +6.3%]", or "no cost above 2.1% (the smallest this comparison could see)"
-    (for a case a run settled, what its settle interval excludes: semantics.bound_words)."""
-    from ccbench.analysis.judgement import semantics
-
-    if not distinguishable:
-        if math.isnan(mde):
-            return f"no cost distinguishable from noise (typical {fmt.percent((typical - 1) * 100)})"
-        words = "the smallest this comparison could see" if bound == "mde" else semantics.bound_words(bound)
-        return f"no cost above {fmt.mde(mde)} ({words})"
-    interval = "" if math.isnan(low) else f" [{fmt.percent((low - 1) * 100)} to {fmt.percent((high - 1) * 100)}]"
-    return f"{fmt.percent((typical - 1) * 100)}{interval}"
 
 
 def _short(judgement) -> str:

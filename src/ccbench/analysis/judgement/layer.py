@@ -73,8 +73,6 @@ class LayerVerdict:
     message_costs: list[dict] = field(default_factory=list)
     #: the median minimum detectable effect (a fraction) of the comparisons the typical cost rests on
     mde: float = math.nan
-    #: per workload of those comparisons, its own cost (ccbench.analysis.judgement.headline.WorkloadCost)
-    workload_costs: list = field(default_factory=list)
     #: what may be said of the layer (ccbench.analysis.judgement.semantics), and of each of its workloads
     judgement: semantics.Judgement | None = None
     workload_judgements: list[tuple[str, semantics.Judgement]] = field(default_factory=list)

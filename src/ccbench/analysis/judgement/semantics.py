@@ -64,6 +64,10 @@ COLUMNS = [
     "layer_settled",
 ]
 
+#: a pooled interval wider than this (its upper end over its lower) states no figure, nor one that holds
+#: no change beside significant rows: two cases pooled gave "13x slower [13x faster, 2,159x slower]"
+WIDE_POOL = 100.0
+
 #: kinds of judgement
 POOLED = "pooled"  # one figure (significant rows of one direction, not heterogeneous)
 SIZES = "sizes differ"  # one direction, heterogeneous sizes: a range
@@ -140,6 +144,9 @@ class Judgement:
     span_high: float = math.nan
     #: a scope a run settled by layer (ccbench.analysis.settling.layer_settle): what its figure rests on
     settled_on: str = ""
+    #: SIZES because the pooled interval was too wide to state one figure (pool_supported): the range
+    #: is said, and why
+    too_wide: bool = False
 
     def _where(self) -> str:
         if not self.only_in:
@@ -195,6 +202,8 @@ class Judgement:
             word = "slower" if self.typical >= 1 else "faster"
             ends = sorted((self.least, self.most), key=lambda v: abs(math.log(v)))
             why = f" (sizes differ: I2 {self.i2 * 100:.0f}%)" if not math.isnan(self.i2) and self.i2 >= I2_LIMIT else ""
+            if self.too_wide:
+                why = " (the range; pooled, the interval is too wide for one figure)"
             span = _range(ends, word)
             # one significant row (or ends that print alike) is one figure, not a range
             head = f"{word}, {span}" if " to " in span else fmt.effect(ends[-1])
@@ -345,10 +354,13 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
             else:
                 only = int(np.flatnonzero(has_ci)[0])
                 base.typical, base.low, base.high = float(te[only]), float(low[only]), float(high[only])
-            # the pooled figure must lie on the side its significant rows are on
-            if (base.typical >= 1) == bool(base.slower):
+            # the pooled figure must lie on the side its significant rows are on, its interval too
+            pooled_rows = has_ci.sum() >= 2
+            side = (base.typical >= 1) == bool(base.slower)
+            if pool_supported(base.typical, base.low, base.high, bool(base.slower)) if pooled_rows else side:
                 base.kind = POOLED
                 return base
+            base.too_wide = pooled_rows and side
         base.kind = SIZES
         base.typical = float(np.exp(np.log(sig_te).mean()))
         base.low = base.high = math.nan
@@ -378,6 +390,19 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
     if has_ci.any():
         base.span_low, base.span_high = float(low[has_ci].min()), float(high[has_ci].max())
     return base
+
+
+def pool_supported(typical: float, low: float, high: float, slower: bool) -> bool:
+    """Whether a pooled figure may be stated beside significant rows of one direction (``slower``):
+    it lies on their side, its interval holds no change of the other direction or none at all, and
+    is no wider than WIDE_POOL (a t or random-effects interval on two cases can span 9,052x faster to
+    13,373,301x slower)."""
+    if (typical >= 1) != slower:
+        return False
+    if math.isnan(low) or math.isnan(high):
+        return True  # one row's own figure, no interval of a pool
+    clear = low > 1 if slower else high < 1
+    return clear and high / low <= WIDE_POOL
 
 
 def bound_of(rows: pd.DataFrame) -> str:

@@ -113,8 +113,7 @@ def verdicts(
                 low=low,
                 high=high,
                 interval_over=over,
-                range_low=float(per_workload.min()) if len(per_workload) else math.nan,
-                range_high=float(per_workload.max()) if len(per_workload) else math.nan,
+                **_judged_range(parts, per_workload),
                 workloads=len(per_workload),
                 comparisons=len(scope),
                 significant=int(scope["significant"].astype(bool).sum()),
@@ -136,7 +135,6 @@ def verdicts(
                 per_message=counted.empty,
                 message_costs=costs,
                 mde=headline.median_mde(counted),
-                workload_costs=headline.workload_costs(counted) if not counted.empty else [],
                 judgement=judgement if not counted.empty else None,
                 workload_judgements=parts,
                 cpu_note=cpu_note(rows, samples, machines) if layer != "none" or machines else "",
@@ -249,6 +247,16 @@ def _counted_rows(usable: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if not other.empty:
         return other, f"metrics not declared as an application's result: {impact.rests_on(other)}"
     return usable.iloc[0:0], "per-message costs only (no application metric compared)"
+
+
+def _judged_range(parts: list, per_workload: pd.Series) -> dict[str, float]:
+    """The smallest and largest of the workloads' own figures, as their judgements give them (the
+    words beside them in every output); a layer with no judged workload (per-message costs only)
+    keeps its per-workload shares."""
+    figures = [j.typical for _, j in parts if math.isfinite(j.typical)] if parts else list(per_workload)
+    if not figures:
+        return {"range_low": math.nan, "range_high": math.nan}
+    return {"range_low": float(min(figures)), "range_high": float(max(figures))}
 
 
 def _scope(rows: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
