@@ -90,7 +90,7 @@ def test_the_lints_figures_are_plain_decimals():
     from ccbench.analysis.rows.plausibility import side_reasons
 
     reasons = side_reasons({"iops": 1.0, "clat_mean": 40.0}, {"iodepth": 16, "ioengine": "libaio", "rw": "randread"})
-    assert reasons and "= 0.00004 in flight of the job's 16" in reasons[0], reasons
+    assert reasons and "is 0.00004 I/Os at a time, the job keeps 16" in reasons[0], reasons
     assert not EXPONENT.search(" ".join(reasons))
 
 

@@ -134,9 +134,11 @@ def test_throughput_and_latency_that_disagree_by_littles_law(tmp_path):
     )
     table = comparison([bundle]).table
     (low,) = reasons(table, "ext4-loop", "1m randread")
-    assert re.fullmatch(r"Little's law: 1\.2 IOPS x \d{4} us = 0\.011 in flight of the job's 16", low), low
+    assert re.fullmatch(r"IOPS and latency disagree: 1\.2 IOPS at \d{4} us each is 0\.011 I/Os at a time, the job keeps 16", low), low
     (high,) = reasons(table, "ext4-loop", "4k randread")
-    assert re.fullmatch(r"Little's law: \d{5} IOPS x \d{4} us = 160\.0 in flight, above the job's 16", high), high
+    assert re.fullmatch(
+        r"IOPS and latency disagree: \d{5} IOPS at \d{4} us each is 160\.0 I/Os at a time, more than the job's 16", high
+    ), high
     assert reasons(table, "tmpfs", "1m randread") == {""}
 
 
@@ -325,3 +327,28 @@ def test_the_verdict_and_the_reports_chart_count_the_same_rows(tmp_path):
     # each layer counts its rows once (its supporting metrics apart), whatever the number of metrics
     fscrypt = next(i for i in items if i.layer.startswith("storage encryption"))
     assert (fscrypt.comparisons, fscrypt.left_out_rows, fscrypt.not_counted) == (1, 1, 2)
+
+
+def test_the_summary_says_each_reason_once_and_in_plain_words(tmp_path, ccbench):
+    """A quick run's summary named the fscrypt rows and their reason in the verdict's line, then again
+    in the lint's ("direct I/O served buffered in 20 rows (fio 4k randread, ...)"); a row left out by
+    the IOPS-latency check read "left out (Little's law: 0.246 IOPS x 13.7 us = 0.0000034 in flight)"."""
+    bundle = study(
+        tmp_path,
+        {
+            (DISK, "4k", "randwrite"): (36000, 444),
+            (TMPFS, "4k", "randwrite"): (400000, 40),
+            (LOOP, "4k", "randwrite"): (30000, 530),
+            (FSCRYPT, "4k", "randwrite"): (108000, 148),
+            (DISK, "1m", "randread"): (1175, 13600),
+            (LOOP, "1m", "randread"): (1.2, 9000),
+        },
+    )
+    done = ccbench("compare", bundle, "--summary")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert text.count("direct I/O served buffered") == 1, done.stdout
+    assert "vm / no TEE / fscrypt: 3 rows of 1 case left out of the verdict (its lines above say which" in text
+    assert text.count("IOPS and latency disagree") == 1 and "Little's law" not in text, done.stdout
+    assert "IOPS at 9" in text and "us each is 0.011 I/Os at a time, the job keeps 16" in text, done.stdout
+    assert "no figure: its one comparison left out" in text, done.stdout

@@ -118,7 +118,7 @@ def test_the_runs_warning_wraps_at_columns_and_keeps_its_flag_and_figures(monkey
 @pytest.mark.parametrize(
     "text",
     [
-        "one figure (Cochran's Q p=0.93, I2 0%); left out (Little's law: 0.246 IOPS x 13.7 us = 0.0000034 in flight)",
+        "one figure (Cochran's Q p=0.93, I2 0%); left out (IOPS and latency disagree: 0.246 IOPS at 13.7 us each is 0.0000034 I/Os at a time)",
         "13 of 30 significant in 2 workloads, 20 left out; 9.0x slower [7.1x, 11x]; faster, 4.3x to 5.5x",
         "console=ttyS0 rdinit=/process_api -- --firecracker-init --addr 0.0.0.0:2024 --max-ws-buffer-size 32768",
         "name one with --pair CONFIG=BASELINE or --baseline; the run's files under /var/tmp/ccbench/work/a-long-path",

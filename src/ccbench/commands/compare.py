@@ -134,7 +134,7 @@ def command(
         _print_verdict(table, result.engine.executions, layers, excluded, details, summary, result.uncompared())
         if not summary:
             _print_breakdowns(table, parts)
-        _print_findings(findings, summary)
+        _print_findings(findings, summary, layers)
         _print_settled(result.bundles, result.implausible_settled())
         if not summary:
             _print_comparison(table, excluded, details, result.engine.sample)
@@ -410,9 +410,10 @@ def _print_breakdowns(table, parts) -> None:
             say(line)
 
 
-def _print_findings(findings, summary: bool = False) -> None:
+def _print_findings(findings, summary: bool = False, layers=()) -> None:
     """The lint's findings on the compared machines (docs/trust.md, Lint), after the verdict; with
-    ``summary`` one line per kind of finding (its first instance, and how many more like it)."""
+    ``summary`` one line per kind of finding (its first instance, and how many more like it; rows
+    the verdict's ``layers`` left out named once, by the verdict)."""
     from ccbench.basics.console import say, stdout
     from ccbench.probe.lint import format_findings
 
@@ -425,7 +426,7 @@ def _print_findings(findings, summary: bool = False) -> None:
         return
     from ccbench.analysis.judgement.headline import finding_lines, terminal_width
 
-    for line in finding_lines(findings, terminal_width()):
+    for line in finding_lines(findings, terminal_width(), layers):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
 
 

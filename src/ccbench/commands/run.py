@@ -376,10 +376,11 @@ def print_run_verdict(bundle: Path) -> None:
     shown = _shell_path(bundle)
     say(f"verdict of this run against {result.baseline}:")
     width = terminal_width() - 2
-    for line in headline(result.verdicts(), width=width):
+    items = result.verdicts()
+    for line in headline(items, width=width):
         say("\n".join(f"  {part}" for part in line.split("\n")))
     # the lint as compare --summary gives it: one line per kind of finding, at most 100 columns
-    for line in finding_lines(result.findings(), width):
+    for line in finding_lines(result.findings(), width, items):
         say("\n".join(f"  {part}" for part in line.split("\n")))
     say(f"next: ccbench compare {shown} --summary")
     say(f"      ccbench compare {shown}   (every case with its 95% interval)")

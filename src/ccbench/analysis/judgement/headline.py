@@ -171,14 +171,30 @@ def page_points(items) -> list[str]:
     return points
 
 
-def finding_lines(findings, width: int | None = WIDTH) -> list[str]:
+def finding_lines(findings, width: int | None = WIDTH, items=()) -> list[str]:
     """One entry per (severity, code) of the lint's findings, in the order of first appearance: the first
-    one's words, then "(+N more like it)", wrapped to ``width`` columns (never cut)."""
+    one's words, then "(+N more like it)", wrapped to ``width`` columns (never cut). An implausible
+    finding whose rows the verdict's lines above (``items``) already name with their reason says only
+    how many rows that is: the reason and the cases are said once."""
+    named = {config for item in items for _, _, config in getattr(item, "left_out_parts", [])}
     groups: dict[tuple[str, str], list] = {}
     for finding in findings:
         groups.setdefault((finding.severity, finding.code), []).append(finding)
     out = []
     for (severity, code), found in groups.items():
         tail = f" (+{len(found) - 1} more like it)" if len(found) > 1 else ""
-        out.append(fit(f"[{severity}] {code}: {' '.join(found[0].what.split())}{tail}", width))
+        what = _named_above(found[0], named) or " ".join(found[0].what.split())
+        out.append(fit(f"[{severity}] {code}: {what}{tail}", width))
     return out
+
+
+def _named_above(finding, named: set[str]) -> str:
+    """ "vm / no TEE / fscrypt: 20 rows (4 cases, every metric) left out of the verdict, named above
+    with why" for an implausible finding whose configuration the verdict's lines name; "" else."""
+    evidence = finding.evidence or {}
+    if finding.code != "implausible" or len(evidence) != 1 or not set(evidence) <= named:
+        return ""
+    ((config, held),) = evidence.items()
+    cases = [metrics for workload in (held.get("rows") or {}).values() for metrics in workload.values()]
+    rows = sum(len(metrics) for metrics in cases)
+    return f"{config}: {rows} rows of {len(cases)} case{'s' if len(cases) != 1 else ''} left out of the verdict (its lines above say which and why)"

@@ -195,7 +195,8 @@ class Judgement:
         (sizes differ)", "1m randread 340x slower ... 4k randwrite 2.9x faster", "faster in 90 of 92
         benchmarks, 1.30x faster [1.27x, 1.33x]", "no cost above 4.1% (the smallest it could see)"."""
         if self.kind == LEFT_OUT:
-            return f"no figure: all {self.left_count} comparisons left out (the reasons below)"
+            which = "its one comparison" if self.left_count == 1 else f"all {self.left_count} comparisons"
+            return f"no figure: {which} left out (the reasons below)"
         if self.kind == POOLED:
             return fmt.effect(self.typical, self.low, self.high) + (self._where() if where else "")
         if self.kind == SIZES:

@@ -49,6 +49,9 @@ BUFFERED_DIRECT = {
     "fscrypt": "ext4 with fscrypt serves O_DIRECT through the page cache without inline encryption",
     "gocryptfs": "gocryptfs clears O_DIRECT on its backing files",
 }
+#: the reason (and its kind) where IOPS x mean latency (Little's law: the I/Os in flight) is not what the
+#: job keeps in flight
+DISAGREE = "IOPS and latency disagree"
 #: fio's engines that keep several I/Os in flight per job (others: one at a time, iodepth unused)
 ASYNC_ENGINES = {"libaio", "io_uring", "io_uring_cmd", "posixaio", "windowsaio", "solarisaio", "rdma", "spdk"}
 #: fio's mixed patterns: the job's depth is shared between the directions, each reported apart, so
@@ -126,11 +129,13 @@ def side_reasons(metrics: dict[str, float], params: dict[str, Any]) -> list[str]
         inflight = iops * clat / 1e6
         if inflight > depth * INFLIGHT_OVER:
             reasons.append(
-                f"Little's law: {_figure(iops)} IOPS x {_figure(clat)} us = {inflight:.1f} in flight, above the job's {depth}"
+                f"{DISAGREE}: {_figure(iops)} IOPS at {_figure(clat)} us each is {inflight:.1f} I/Os at a time, more "
+                f"than the job's {depth}"
             )
         elif inflight < depth * INFLIGHT_UNDER and str(params.get("rw", "")) not in MIXED:
             reasons.append(
-                f"Little's law: {_figure(iops)} IOPS x {_figure(clat)} us = {_small(inflight)} in flight of the job's {depth}"
+                f"{DISAGREE}: {_figure(iops)} IOPS at {_figure(clat)} us each is {_small(inflight)} I/Os at a time, the "
+                f"job keeps {depth}"
             )
     size = block_bytes(params.get("bs"))
     if iops and throughput and size and iops > 0:
@@ -268,7 +273,7 @@ def _named(workload: str, cases: dict[str, list[str]]) -> str:
 
 #: what each kind of reason is, and what to do about it
 ADVICE = {
-    "throughput and latency disagree (Little's law)": "read the raw fio output of these jobs: a job whose I/O "
+    DISAGREE: "read the raw fio output of these jobs: a job whose I/O "
     "completes at submission (buffered) or that waits elsewhere does not measure the device",
     "throughput is not IOPS x block size": "check the block size the job ran with (raw fio output) and the units",
     "direct I/O served buffered": "compare page cache against page cache (direct = false on every variant), or "
@@ -288,8 +293,8 @@ def _why(kind: str, reasons: list[str]) -> str:
 
 def _kind(reason: str) -> str:
     text = reason.removeprefix("baseline: ")
-    if text.startswith("Little's law"):
-        return "throughput and latency disagree (Little's law)"
+    if text.startswith(DISAGREE):
+        return DISAGREE
     if "IOPS x block size" in text:
         return "throughput is not IOPS x block size"
     if text.startswith("direct I/O served buffered"):
