@@ -134,7 +134,9 @@ def test_throughput_and_latency_that_disagree_by_littles_law(tmp_path):
     )
     table = comparison([bundle]).table
     (low,) = reasons(table, "ext4-loop", "1m randread")
-    assert re.fullmatch(r"IOPS and latency disagree: 1\.2 IOPS at \d{4} us each is 0\.011 I/Os at a time, the job keeps 16", low), low
+    assert re.fullmatch(
+        r"IOPS and latency disagree: 1\.2 IOPS at \d{4} us each is 0\.011 I/Os at a time, the job keeps 16", low
+    ), low
     (high,) = reasons(table, "ext4-loop", "4k randread")
     assert re.fullmatch(
         r"IOPS and latency disagree: \d{5} IOPS at \d{4} us each is 160\.0 I/Os at a time, more than the job's 16", high
@@ -310,7 +312,9 @@ def test_the_verdict_and_the_reports_chart_count_the_same_rows(tmp_path):
         (FSCRYPT, "4k", "randwrite"): (108000, 148),  # direct I/O served buffered: left out
     }
     samples = [
-        s for i, ((v, bs, rw), (iops, clat)) in enumerate(cases.items()) for s in fio_samples(dict(v), bs, rw, iops, clat, seed=i)
+        s
+        for i, ((v, bs, rw), (iops, clat)) in enumerate(cases.items())
+        for s in fio_samples(dict(v), bs, rw, iops, clat, seed=i)
     ]
     # a buffered case on the loop file and on fscrypt (the cipher's cost, against the loop file)
     buffered = {**JOB, "direct": False}
