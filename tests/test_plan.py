@@ -219,3 +219,15 @@ def test_run_quick_beside_a_quick_folder_runs_the_bundled_plan_and_says_so(tmp_p
     assert "is a directory" not in done.stderr
     assert f"the bundled plan 'quick' ({tmp_path / 'quick'} is a directory, not a plan file)" in done.stdout
     assert [p for p in (tmp_path / "out").iterdir() if (p / "manifest.json").exists()]
+
+
+def test_a_file_named_like_a_bundled_plan_is_run_and_says_it_is_not_the_bundled_one(tmp_path):
+    """A file ./quick of the user's own wins over the bundled plan of that name, and the run says so
+    (the trial's user ran their own 'quick' and read it as the bundled plan's results)."""
+    (tmp_path / "quick").write_text(
+        'name = "mine"\n[defaults]\nrepetitions = 1\nwarmup = 0\ncooldown = 0\n[[workloads]]\nkind = "prime"\n'
+    )
+    done = run_ccbench("run", "quick", "--out", "out", "--workdir", "work", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"plan: the file {tmp_path / 'quick'}, not the bundled plan 'quick' (that one: ccbench run " in done.stdout
+    assert "ccbench/plans/quick.toml)" in done.stdout

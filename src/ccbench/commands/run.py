@@ -172,7 +172,7 @@ def command(
     """
     from ccbench.basics.console import console
     from ccbench.bundle import read_bundle
-    from ccbench.planning.plan import Plan, load_plan
+    from ccbench.planning.plan import Plan, bundled_plans, load_plan
     from ccbench.run.progress import RichReporter
     from ccbench.run.runner import Runner
     from ccbench.run.schedule import Order
@@ -195,6 +195,12 @@ def command(
         the_plan = load_plan(plan or "quick")
         if plan and Path(plan).is_dir():
             click.echo(f"plan: the bundled plan {plan!r} ({Path(plan).resolve()} is a directory, not a plan file)")
+        elif plan and Path(plan).is_file() and plan in bundled_plans():
+            # a file here of a bundled plan's name wins; say so, or a user reads another plan's results
+            click.echo(
+                f"plan: the file {Path(plan).resolve()}, not the bundled plan {plan!r} "
+                f"(that one: ccbench run {bundled_plans()[plan]})"
+            )
         the_plan = _with_options(the_plan, only, repeat, precision, detect, settle, budget, settle_by)
     given = [name for name, value in (("--precision", precision), ("--detect", detect), ("--settle", settle)) if value]
     if resume and (given or budget):
