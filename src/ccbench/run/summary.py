@@ -109,7 +109,7 @@ def summary_table(rows: list[dict[str, Any]], title: str, outcomes: dict[str, An
 
     def cells(row: dict[str, Any]) -> list[str]:
         case = row["case"] + (
-            f" (+{row['cases'] - 1} more)" if row.get("cases", 1) > 1 and outcomes is not None else ""
+            f" (+{row['cases'] - 1} more case{'s' if row['cases'] != 2 else ''}, not shown)" if row.get("cases", 1) > 1 and outcomes is not None else ""
         )
         cv = f"{row['cv_percent']:.1f}" if row["cv_percent"] is not None else "-"
         n = str(row["n"]) + (f" ({row['contended']} contended)" if row.get("contended") else "")

@@ -43,6 +43,7 @@ from ccbench.analysis.judgement.wording import (
     MIN_POOLED,
     NONE_SEEN,
     POOLED,
+    SHOWN,
     SIZES,
     UNCLEAR,
     WEAK_BOUND,
@@ -64,6 +65,7 @@ __all__ = [
     "MIN_POOLED",
     "NONE_SEEN",
     "POOLED",
+    "SHOWN",
     "SIZES",
     "UNCLEAR",
     "WEAK_BOUND",
@@ -171,6 +173,7 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
         mde=float(np.median(mde_values)) if len(mde_values) else math.nan,
         left_out=dropped,
         bound=bound_of(rows),
+        rest=int((~significant).sum()),
     )
     if rows.empty:
         return base
@@ -194,6 +197,9 @@ def judge(rows: pd.DataFrame, label=name_of) -> Judgement:
         order = np.argsort(np.abs(np.log(sig_te)))
         base.least, base.least_name = float(sig_te[order[0]]), names[order[0]]
         base.most, base.most_name = float(sig_te[order[-1]]), names[order[-1]]
+        if len(sig_te) <= SHOWN:
+            sig_low, sig_high = low[significant], high[significant]
+            base.shown = [(names[i], float(sig_te[i]), float(sig_low[i]), float(sig_high[i])) for i in order[::-1]]
         heterogeneous = has_ci.sum() >= 2 and (base.q_p < Q_LEVEL or base.i2 >= I2_LIMIT)
         if has_ci.sum() >= 1 and not heterogeneous:
             if has_ci.sum() >= 2:

@@ -15,6 +15,8 @@ from ccbench.analysis import format as fmt
 I2_LIMIT = 0.5
 #: the fewest rows with one value a side that are pooled across (a sign test on fewer cannot reach 5%)
 MIN_POOLED = 6
+#: a scope where only some rows differ names at most this many of them, else gives their range
+SHOWN = 3
 
 #: kinds of judgement
 POOLED = "pooled"  # one figure (significant rows of one direction, not heterogeneous)
@@ -95,6 +97,51 @@ class Judgement:
     #: SIZES because the pooled interval was too wide to state one figure (pool_supported): the range
     #: is said, and why
     too_wide: bool = False
+    #: of its comparisons, how many are not significant (the rest beside the significant ones)
+    rest: int = 0
+    #: its significant rows, the largest first (at most SHOWN): (name, time-equivalent, low, high); a
+    #: scope where only some rows differ names these rather than a figure for the whole (partial)
+    shown: list[tuple[str, float, float, float]] = field(default_factory=list)
+    #: with ``only_in``: how many of that workload's own comparisons are not significant (``rest`` counts
+    #: the whole scope's)
+    only_rest: int = 0
+
+    @property
+    def partial(self) -> bool:
+        """Whether only some of its comparisons differ, all in one direction: its words then name the
+        ones that do and count the rest, never a figure that reads as the whole scope's."""
+        return self.kind in (POOLED, SIZES) and not self.settled_on and self.significant > 0 and self.rest > 0
+
+    def _partial_phrase(self, where: bool) -> str:
+        """ "1 of 4 significant: 4k randread 68.5% slower [40.1%, 99.0%] (the other 3 comparisons not
+        significant)"; more than SHOWN rows: their range ("5 of 12 significant: slower, 1.2x to 3.0x
+        (...)"); with the one workload of a layer that shows them: "... in fio: ... ; none significant
+        in 1 other workload)"."""
+        rest = self.only_rest if where and self.only_in else self.rest
+        total = self.significant + rest
+        if self.shown and len(self.shown) == self.significant:
+            if len(self.shown) == 1:
+                name, te, low, high = self.shown[0]
+                rows = f"{name} {fmt.effect(te, low, high)}".strip()
+            else:
+                rows = ", ".join(f"{name} {fmt.effect(te)}".strip() for name, te, _, _ in self.shown)
+        else:
+            rows = self._sizes_head()
+        place = f" in {self.only_in}" if where and self.only_in else ""
+        others = ""
+        if where and self.only_in:
+            others = f"; none significant in {self.others} other workload{'s' if self.others != 1 else ''}"
+        if not rest:  # every comparison of the one workload differs: its others are the rest
+            return f"{self.significant} of {total} significant{place}: {rows}{f' ({others[2:]})' if others else ''}"
+        said = f"the other {rest} comparison{'s' if rest != 1 else ''} not significant"
+        return f"{self.significant} of {total} significant{place}: {rows} ({said}{others})"
+
+    def _sizes_head(self) -> str:
+        """ "slower, 1.5x to 340x", or one figure where the ends print alike."""
+        word = "slower" if self.typical >= 1 else "faster"
+        ends = sorted((self.least, self.most), key=lambda v: abs(math.log(v)))
+        span = _range(ends, word)
+        return f"{word}, {span}" if " to " in span else fmt.effect(ends[-1])
 
     def _where(self) -> str:
         if not self.only_in:
@@ -145,18 +192,16 @@ class Judgement:
         if self.kind == LEFT_OUT:
             which = "its one comparison" if self.left_count == 1 else f"all {self.left_count} comparisons"
             return f"no figure: {which} left out (the reasons below)"
+        if self.partial:
+            return self._partial_phrase(where)
         if self.kind == POOLED:
             return fmt.effect(self.typical, self.low, self.high) + (self._where() if where else "")
         if self.kind == SIZES:
-            word = "slower" if self.typical >= 1 else "faster"
-            ends = sorted((self.least, self.most), key=lambda v: abs(math.log(v)))
             why = f" (sizes differ: I2 {self.i2 * 100:.0f}%)" if not math.isnan(self.i2) and self.i2 >= I2_LIMIT else ""
             if self.too_wide:
                 why = " (the range; pooled, the interval is too wide for one figure)"
-            span = _range(ends, word)
             # one significant row (or ends that print alike) is one figure, not a range
-            head = f"{word}, {span}" if " to " in span else fmt.effect(ends[-1])
-            return f"{head}{why}{self._where() if where else ''}"
+            return f"{self._sizes_head()}{why}{self._where() if where else ''}"
         if self.kind == DISAGREE:
             return (
                 f"{self.most_name} {fmt.effect(self.most)} ... {self.least_name} {fmt.effect(self.least)} "
