@@ -385,7 +385,8 @@ def model_table(model: pd.DataFrame, scope: str | None = None) -> pd.DataFrame:
             elif row.get(f"C[{layer}] faster") is True:
                 out[f"C_{layer}"] = NOT_MODELLED
             else:
-                out[f"C_{layer}"] = f"{value:.3f} [{fmt.ratio(row[f'C[{layer}] low'])}, {fmt.ratio(row[f'C[{layer}] high'])}]"
+                low, high = fmt.ratio(row[f"C[{layer}] low"]), fmt.ratio(row[f"C[{layer}] high"])
+                out[f"C_{layer}"] = f"{value:.3f} [{low}, {high}]"
         out["note"] = row.get("confounded", "") or ""
         rows.append(out)
     return pd.DataFrame(rows)
