@@ -299,7 +299,7 @@ def test_run_summary_is_short_and_ends_with_the_machine_protection(tmp_path, ccb
     # one row per workload and variant: the headline case, the others counted, the facts left out
     assert "probe_time" not in done.stdout
     rows = [line for line in lines if "compress" in line and "storage=disk" in line]
-    assert len(rows) == 1 and "(+1 more)" in rows[0]
+    assert len(rows) == 1 and "(+1 more case, not shown)" in rows[0]
     # the system check was printed before the run and kept in the manifest
     assert "system check" in done.stderr
     names = [check["name"] for check in read_bundle(only_bundle(tmp_path / "out")).manifest["system_check"]]

@@ -379,18 +379,21 @@ def _longest_word(header: str, values) -> int:
 
 
 def _print_verdict_table(layers) -> None:
-    from rich.table import Table
-
+    """The verdict's table, one block per layer: its fields down, each value beside its field wrapped
+    at the terminal's width between words and never inside a figure (ccbench.basics.wrap.fit): eleven
+    columns side by side were twice as wide as a 100-column terminal."""
+    from ccbench.analysis.judgement.headline import fit, terminal_width
     from ccbench.analysis.judgement.verdict_table import verdict_table
     from ccbench.basics.console import stdout
 
-    verdict = Table(title="verdict per protection layer, in detail", title_justify="left")
     frame_text = verdict_table(layers)
-    for column in frame_text.columns:
-        verdict.add_column(column, overflow="fold", min_width=_longest_word(column, frame_text[column]))
-    for row in frame_text.itertuples(index=False):
-        verdict.add_row(*row)
-    stdout.print(verdict, crop=False)
+    width = terminal_width()
+    field_width = max(len(column) for column in frame_text.columns)
+    stdout.print("verdict per protection layer, in detail", markup=False, highlight=False)
+    for row in frame_text.to_dict(orient="records"):
+        for column, value in row.items():
+            line = fit(f"  {column:<{field_width}} {value}", width, indent=field_width + 3)
+            stdout.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_breakdowns(table, parts) -> None:

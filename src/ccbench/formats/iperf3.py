@@ -28,6 +28,9 @@ What a text log holds that is not a measurement is not taken as one:
   receiver's own and are kept; the throughput is the receiver's intervals' bytes over their span
   (``result_side: intervals``). A server log's "the client has terminated" is kept in
   ``facts["client_terminated"]``;
+* a test with interval lines and no end summary ended before iperf3 printed it (the process was
+  killed, the log cut short): ``facts["cut_short"]`` says so, and ``ccbench import`` refuses such a
+  log rather than read its intervals as a smaller sample;
 * a server log is a reverse test when the server sent: its intervals carry the sender's Retr/Cwnd
   columns, or (old servers, whose intervals have no such columns) its summary has a real sender line
   and only a placeholder (or nothing) for the receiver's.
@@ -241,6 +244,9 @@ def parse_text(text: str) -> list[Iperf3Test]:
     if not tests:
         raise FormatError("no iperf3 interval or summary line in it (lines like '[  5]   0.00-1.00   sec ...')")
     for test in tests:
+        if test.intervals and not test.summary:
+            # intervals and no end summary: the process stopped before the test ended (killed, cut short)
+            test.facts["cut_short"] = True
         _drop_placeholders(test)
         if test.protocol == "udp":
             _derive_datagram_size(test)

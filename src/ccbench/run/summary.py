@@ -108,8 +108,10 @@ def summary_table(rows: list[dict[str, Any]], title: str, outcomes: dict[str, An
         table.add_column(column, justify="right" if column in ("median", "CV %", "n") else "left")
 
     def cells(row: dict[str, Any]) -> list[str]:
+        more = row.get("cases", 1) - 1
+        # the run's closing summary shows each workload's first case: the others are said to be cut
         case = row["case"] + (
-            f" (+{row['cases'] - 1} more)" if row.get("cases", 1) > 1 and outcomes is not None else ""
+            f" (+{more} more case{'s' if more != 1 else ''}, not shown)" if more > 0 and outcomes is not None else ""
         )
         cv = f"{row['cv_percent']:.1f}" if row["cv_percent"] is not None else "-"
         n = str(row["n"]) + (f" ({row['contended']} contended)" if row.get("contended") else "")

@@ -18,6 +18,7 @@ from ccbench.analysis.judgement.semantics import (
     NONE_SEEN,
     POOLED,
     Q_LEVEL,
+    SHOWN,
     SIZES,
     UNCLEAR,
     Judgement,
@@ -29,17 +30,22 @@ from ccbench.analysis.statistics.stats import CONFIDENCE
 
 
 def _ends(workload: str, judgement: Judgement) -> list[tuple[float, str]]:
-    """The effects a workload shows, named "workload case", for a range across workloads."""
-    if judgement.kind == POOLED:
+    """The effects a workload shows, named "workload case", for a range across workloads (of a workload
+    where only some rows differ, theirs: never its pooled figure, which reads as the whole workload's)."""
+    if judgement.kind == POOLED and not judgement.partial:
         return [(judgement.typical, workload)]
     if judgement.kind in (ACROSS,):
         return [(judgement.typical, f"{workload} (geometric mean of {judgement.comparisons})")]
-    if judgement.kind in (SIZES, DISAGREE):
+    if judgement.kind in (SIZES, DISAGREE, POOLED):
         return [
             (judgement.least, f"{workload} {judgement.least_name}".strip()),
             (judgement.most, f"{workload} {judgement.most_name}".strip()),
         ]
     return []
+
+
+def _named(workload: str, row: tuple[str, float, float, float]) -> tuple[str, float, float, float]:
+    return (f"{workload} {row[0]}".strip(), *row[1:])
 
 
 def _common_bound(judgements: list[Judgement]) -> str:
@@ -70,6 +76,7 @@ def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
         mde=float(np.median(mdes)) if mdes else math.nan,
         left_out=[x for j in judgements for x in j.left_out],
         bound=_common_bound([j for j in judgements if not math.isnan(j.mde)]),
+        rest=sum(j.rest for j in judgements),
     )
     shown = [(w, j) for w, j in parts if j.holds_significant]
     if not shown:
@@ -90,13 +97,17 @@ def combine(parts: list[tuple[str, Judgement]]) -> Judgement:
         out.kind, out.typical, out.low, out.high = only.kind, only.typical, only.low, only.high
         out.only_in, out.others = workload, len(parts) - 1
         out.q_p, out.i2, out.sign_p, out.too_wide = only.q_p, only.i2, only.sign_p, only.too_wide
+        out.shown, out.only_rest = only.shown, only.rest
         if only.kind in (ACROSS,):
             out.slower, out.faster, out.comparisons = only.slower, only.faster, only.comparisons
         for attr in ("least", "most"):
             setattr(out, attr + "_name", f"{workload} {getattr(only, attr + '_name')}".strip())
             setattr(out, attr, getattr(only, attr))
         return out
-    pooled = [j for _, j in shown if j.kind == POOLED and not math.isnan(j.low)]
+    out.shown = sorted((_named(w, row) for w, j in shown for row in j.shown), key=lambda r: -abs(math.log(r[1])))
+    if len(out.shown) != out.significant or len(out.shown) > SHOWN:
+        out.shown = []  # a workload with more than SHOWN rows: the range is said
+    pooled = [j for _, j in shown if j.kind == POOLED and not j.partial and not math.isnan(j.low)]
     if len(pooled) == len(shown):
         z = 2 * float(special.ndtri(0.5 + CONFIDENCE / 2))
         logs = np.log([j.typical for j in pooled])

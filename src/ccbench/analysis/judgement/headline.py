@@ -44,7 +44,7 @@ def _short(judgement) -> str:
 
     if judgement.kind == semantics.DISAGREE:
         return f"{fmt.effect(judgement.most)} ... {fmt.effect(judgement.least)} (both directions)"
-    if judgement.only_in:
+    if judgement.only_in and not judgement.partial:
         return judgement.phrase(where=False) + f" in {judgement.only_in}"
     if judgement.kind == semantics.NONE_SEEN and not math.isnan(judgement.mde):
         return f"no cost above {fmt.mde(judgement.mde)}"
@@ -52,7 +52,12 @@ def _short(judgement) -> str:
 
 
 #: how the headline says that the machines differ in a confounding fact (ccbench.analysis.rows.sides)
-DIFFER = {"CPU model": "CPU models differ", "kernel": "kernels differ", "vCPUs": "vCPUs differ"}
+DIFFER = {
+    "CPU model": "CPU models differ",
+    "kernel": "kernels differ",
+    "vCPUs": "vCPUs differ",
+    "tool versions": "tool versions differ",
+}
 
 
 def confounders(item) -> list[tuple[str, str]]:
@@ -110,6 +115,9 @@ def _counts(item) -> str:
             f"none of {item.comparisons} significant in application metrics; {supporting} supporting {metrics} "
             f"significant (see the table){left_out}"
         )
+    if judgement is not None and judgement.partial and not judgement.only_in:
+        # its words begin with these counts ("5 of 6 significant: faster, 2.6x to 7.6x (...)"): not said twice
+        return f"in {item.workloads} workload{plural}{left_out}"
     return f"{item.significant} of {item.comparisons} significant in {item.workloads} workload{plural}{left_out}"
 
 
@@ -137,8 +145,9 @@ def layer_lines(item, full: bool = False, width: int | None = WIDTH) -> list[str
     left = item.left_out_text(short=True)
     if full:
         for workload, part in parts:
-            counts = f"{part.significant} of {part.comparisons} significant"
-            lines.append(fit(f"  {workload}: {part.phrase()}; {counts}", width))
+            # a workload where only some rows differ: its words begin with its counts
+            counts = "" if part.partial else f"; {part.significant} of {part.comparisons} significant"
+            lines.append(fit(f"  {workload}: {part.phrase()}{counts}", width))
         if detail:
             lines.insert(1, fit(f"  {detail}", width))
         if left:
@@ -149,7 +158,7 @@ def layer_lines(item, full: bool = False, width: int | None = WIDTH) -> list[str
         second.append(left)
     shows = [(w, j) for w, j in parts if j.holds_significant]
     if len(shows) > 1:
-        second.append("; ".join(f"{w} {_short(j)}" for w, j in shows))
+        second.append("; ".join(f"{w}{':' if j.partial else ''} {_short(j)}" for w, j in shows))
     if second:
         lines.append(fit("  " + "; ".join(second), width))
     return lines

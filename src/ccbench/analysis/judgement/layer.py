@@ -170,9 +170,13 @@ class LayerVerdict:
         if j.kind == semantics.LEFT_OUT:
             return f"{j.phrase()}; {self.left_out_text()}"
         counts = f"{self.significant} of {self.comparisons} comparisons significant across {where}"
+        if j.partial and not j.only_in:
+            counts = f"across {where}"  # its words begin with the counts
         test = j.test_named()
         text = f"{j.phrase()} ({counts})"
-        if j.kind == semantics.POOLED and not j.only_in:
+        if j.partial:
+            text += "; no figure for the whole: only some of its comparisons differ, named with their own"
+        elif j.kind == semantics.POOLED and not j.only_in:
             text += f"; one figure: the rows agree in direction and are not heterogeneous ({test or 'one row'})"
         elif j.kind in (semantics.SIZES, semantics.DISAGREE):
             why = "of both directions" if j.kind == semantics.DISAGREE else "of one direction but different sizes"

@@ -8,7 +8,10 @@ which scipy.optimize.nnls fits. Metrics where higher is better are modelled on t
 configuration. A layer that never changes within a workload cannot be estimated there and is left
 out; a layer that only ever changes together with another (e.g. TEE and machine) is confounded,
 which the table notes. NNLS cannot give a negative C: a layer that makes things faster (tmpfs
-often does) shows C = 0, and the comparison table shows the speed-up itself.
+often does; its unconstrained least-squares coefficient is negative) is "not modelled" rather than
+shown as C = 0, a cost of nothing it did not measure (``C[name] faster``); the comparison gives the
+speed-up itself. The rows the verdict left out (implausible: ccbench.analysis.rows.plausibility) are
+left out of the fits too (``without_left_out``), so the model never rests on a row the verdict refused.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import pandas as pd
 from ccbench.analysis.rows.reduce import measured
 
 BOOTSTRAP = 200
+#: the cell of a layer that made a case faster: no cost to model, and never a C of 0
+NOT_MODELLED = "not modelled (faster: see the comparison)"
 
 
 def layer_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -91,6 +96,27 @@ def _fit_many(design: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return best
 
 
+def _faster(design: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per layer (the design's columns after the first, T_base's): whether its unconstrained
+    least-squares coefficient is negative, a speed-up NNLS would show as C = 0."""
+    coefficients, *_ = np.linalg.lstsq(design, y, rcond=None)
+    return coefficients[1:] < 0
+
+
+def without_left_out(samples: pd.DataFrame, comparison: pd.DataFrame | None) -> pd.DataFrame:
+    """The samples less those of the comparison rows the verdict left out (a non-empty ``implausible``
+    reason): each such row's configuration, case and metric, its baseline's samples kept."""
+    if comparison is None or comparison.empty or "implausible" not in comparison or samples.empty:
+        return samples
+    marked = comparison["implausible"].map(lambda v: isinstance(v, str) and bool(v.strip()))
+    on = [k for k in ("workload", "params", "case", "metric", "config") if k in comparison and k in samples]
+    if not marked.any() or not {"workload", "metric", "config"} <= set(on):
+        return samples
+    left = comparison.loc[marked, on].drop_duplicates()
+    flagged = samples[on].merge(left[on].assign(_left=True), on=on, how="left")["_left"].fillna(False)
+    return samples[~flagged.to_numpy(dtype=bool)]
+
+
 def _ratios(fitted: np.ndarray) -> np.ndarray:
     """C_i = a_i / T_base per draw, for the draws with T_base > 0."""
     usable = fitted[fitted[:, 0] > 0]
@@ -99,8 +125,8 @@ def _ratios(fitted: np.ndarray) -> np.ndarray:
 
 def fit_group(
     values: np.ndarray, layers: np.ndarray, configs: np.ndarray, rng: np.random.Generator, bootstrap: int = BOOTSTRAP
-) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """T_base, C_i, and their bootstrap 2.5/97.5 percentiles.
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """T_base, C_i, their bootstrap 2.5/97.5 percentiles, and which layers made it faster (_faster).
 
     The layers are constant within a configuration, so the least-squares fit over samples equals
     the fit over configuration means weighted by sqrt(n): the bootstrap resamples samples within
@@ -113,6 +139,7 @@ def fit_group(
     weighted = design * weights[:, None]
     means = np.array([values[g].mean() for g in groups])
     coefficients = _fit(weighted, means * weights)
+    faster = _faster(weighted, means * weights)
     base = coefficients[0]
     c = coefficients[1:] / base if base > 0 else np.full(layers.shape[1], np.nan)
     # int32 indices: half the random bits of the default int64, and the same draws' distribution
@@ -124,13 +151,15 @@ def fit_group(
         low, high = np.percentile(draws, [2.5, 97.5], axis=0)
     else:
         low = high = np.full(layers.shape[1], np.nan)
-    return float(base), c, low, high
+    return float(base), c, low, high, faster
 
 
 def fit_pooled(y: np.ndarray, layers: np.ndarray, rng: np.random.Generator, bootstrap: int):
-    """Pooled fit over per-(workload, configuration) observations; bootstrap resamples observations."""
+    """Pooled fit over per-(workload, configuration) observations; bootstrap resamples observations;
+    with which layers made them faster (_faster)."""
     design = np.column_stack([np.ones(len(y)), layers])
     coefficients = _fit(design, y)
+    faster = _faster(design, y)
     base = coefficients[0]
     c = coefficients[1:] / base if base > 0 else np.full(layers.shape[1], np.nan)
     index = rng.integers(0, len(y), size=(bootstrap, len(y)))
@@ -140,7 +169,7 @@ def fit_pooled(y: np.ndarray, layers: np.ndarray, rng: np.random.Generator, boot
         if len(draws)
         else (np.full(layers.shape[1], np.nan), np.full(layers.shape[1], np.nan))
     )
-    return float(base), c, low, high
+    return float(base), c, low, high, faster
 
 
 #: how per-case fits are pooled: by workload (its cases and metrics), by workload kind, or all together
@@ -249,7 +278,7 @@ def _case_row(
     if not varying or (group_configs == group_configs[0]).all():
         return None
     x = group_layers[:, varying]
-    base, c, low, high = fit_group(samples.time_like[index], x, group_configs, rng, bootstrap)
+    base, c, low, high, faster = fit_group(samples.time_like[index], x, group_configs, rng, bootstrap)
     names = [samples.layer_names[i] for i in varying]
     unit = str(samples.units[index[0]])
     note = _confounded(samples.machines[index], x, names)
@@ -264,7 +293,7 @@ def _case_row(
         "configs": np.unique(group_configs).size,
         "confounded": note,
     }
-    _add_coefficients(row, names, c, low, high)
+    _add_coefficients(row, names, c, low, high, faster)
     if not base > 0:  # (a NaN T_base as well)
         return row, None
     label = f"{key[0]} {key[2]} {key[3]}".strip()
@@ -288,7 +317,7 @@ def _pooled_row(
     if not varying:
         return None
     y = np.array(observations)
-    base, c, low, high = fit_pooled(y, design[:, varying], rng, bootstrap)
+    base, c, low, high, faster = fit_pooled(y, design[:, varying], rng, bootstrap)
     notes = list(dict.fromkeys(note for *_, note, _ in members if note))
     row = {
         "scope": "pooled",
@@ -302,14 +331,18 @@ def _pooled_row(
         "confounded": "; ".join(notes),
         "members": ", ".join(label for *_, label in members),
     }
-    _add_coefficients(row, [layer_names[i] for i in varying], c, low, high)
+    _add_coefficients(row, [layer_names[i] for i in varying], c, low, high, faster)
     return row
 
 
-def _add_coefficients(row: dict, names: list[str], c: np.ndarray, low: np.ndarray, high: np.ndarray) -> None:
-    """C per layer with its interval, as the row's ``C[name]``, ``C[name] low`` and ``C[name] high``."""
-    for name, value, lo, hi in zip(names, c, low, high):
+def _add_coefficients(
+    row: dict, names: list[str], c: np.ndarray, low: np.ndarray, high: np.ndarray, faster: np.ndarray
+) -> None:
+    """C per layer with its interval, as the row's ``C[name]``, ``C[name] low`` and ``C[name] high``, and
+    ``C[name] faster``: the layer made it faster, so C (held at 0 by NNLS) is not modelled."""
+    for name, value, lo, hi, quicker in zip(names, c, low, high, faster):
         row[f"C[{name}]"], row[f"C[{name}] low"], row[f"C[{name}] high"] = value, lo, hi
+        row[f"C[{name}] faster"] = bool(quicker)
 
 
 def _confounded(machines: np.ndarray, layers: np.ndarray, names: list[str]) -> str:
@@ -347,11 +380,13 @@ def model_table(model: pd.DataFrame, scope: str | None = None) -> pd.DataFrame:
             out["T_base"] = fmt.number(row["t_base"], row.get("t_base_unit") or None)
         for layer in layers:
             value = row.get(f"C[{layer}]")
-            out[f"C_{layer}"] = (
-                ""
-                if value is None or pd.isna(value)
-                else (f"{value:.3f} [{fmt.ratio(row[f'C[{layer}] low'])}, {fmt.ratio(row[f'C[{layer}] high'])}]")
-            )
+            if value is None or pd.isna(value):
+                out[f"C_{layer}"] = ""
+            elif row.get(f"C[{layer}] faster") is True:
+                out[f"C_{layer}"] = NOT_MODELLED
+            else:
+                low, high = fmt.ratio(row[f"C[{layer}] low"]), fmt.ratio(row[f"C[{layer}] high"])
+                out[f"C_{layer}"] = f"{value:.3f} [{low}, {high}]"
         out["note"] = row.get("confounded", "") or ""
         rows.append(out)
     return pd.DataFrame(rows)

@@ -28,8 +28,12 @@ class Difference:
     other: list[Any]
     #: for the CPU model: the names shown (the microarchitecture where known, else the brand string)
     shown: tuple[list[str], list[str]] | None = None
+    #: the values as said where they are not one list a side (tool versions: "fio-3.33 vs fio-3.35")
+    words: str = ""
 
     def text(self) -> str:
+        if self.words:
+            return f"{self.fact} ({self.words})"
         if self.shown:
             return f"{self.fact} ({', '.join(self.shown[0])} vs {', '.join(self.shown[1])})"
         show = gib if self.fact == "memory" else str
@@ -93,6 +97,40 @@ def differences(baseline: Side, other: Side) -> tuple[list[Difference], dict[str
     return found, unknown
 
 
+#: the fact a difference in the measuring tools' versions is named by (its rows' "confounded by" flag)
+TOOL_VERSIONS = "tool versions"
+
+
+def _tools(probe: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The versions of the tools that measured, as the bundle states them (an imported source's fio,
+    pyperf, Python...: environment.tools), each a list of one or more."""
+    tools = probe.get("tools")
+    if not isinstance(tools, Mapping):
+        return {}
+    return {str(k): [str(x) for x in v] if isinstance(v, list) else [str(v)] for k, v in tools.items() if v is not None}
+
+
+def _version_text(tool: str, value: str) -> str:
+    """ "fio-3.33" as fio states it, "python 3.10.13" where the value does not name its tool."""
+    name = tool.removesuffix("_version").replace("_", " ")
+    return value if value.lower().startswith(name.split()[0].lower()) else f"{name} {value}"
+
+
+def tool_difference(baseline: Side, other: Side) -> Difference | None:
+    """The tools both sides state in different versions (fio 3.33 against 3.35, Python 3.10 against 3.11):
+    a difference between them may be the tool's; None where they agree or only one side states a tool."""
+    sides = [[_tools(probe) for _label, probe in side] for side in (baseline, other)]
+    words = []
+    for tool in sorted({k for side in sides for tools in side for k in tools}):
+        a, b = ([v for tools in side for v in tools.get(tool, [])] for side in sides)
+        if a and b and set(a) != set(b):
+            shown = [", ".join(_version_text(tool, v) for v in dict.fromkeys(values)) for values in (a, b)]
+            words.append(f"{shown[0]} vs {shown[1]}")
+    if not words:
+        return None
+    return Difference(TOOL_VERSIONS, [], [], words="; ".join(words))
+
+
 def confounded_by(found: list[Difference]) -> str:
     """ "CPU model (Ice Lake vs Sapphire Rapids) and kernel (5.15 vs 6.8)" """
     texts = [d.text() for d in found]
@@ -103,7 +141,8 @@ def confounded_flags(
     frame: Any, baselines: Iterable[str], configs: Iterable[str], machines: Mapping[str, Mapping[str, Any]]
 ) -> list[str | None]:
     """Per comparison row (its baseline and configuration): "confounded by <what>" where the
-    machines behind the two sides differ in a confounding fact, else None. ``machines`` maps the
+    machines behind the two sides differ in a confounding fact, or the tools that measured them in
+    their versions (tool_difference), else None. ``machines`` maps the
     frame's ``bundle`` column to that bundle's probe."""
     sides = config_sides(frame, machines)
     cache: dict[tuple[str, str], str | None] = {}
@@ -111,6 +150,8 @@ def confounded_flags(
     for base, config in zip(baselines, configs, strict=True):
         if (base, config) not in cache:
             found, _unknown_facts = differences(sides.get(base, []), sides.get(config, []))
+            tools = tool_difference(sides.get(base, []), sides.get(config, []))
+            found += [tools] if tools else []
             cache[(base, config)] = f"confounded by {confounded_by(found)}" if found else None
         out.append(cache[(base, config)])
     return out

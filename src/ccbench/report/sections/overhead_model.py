@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ccbench.analysis.rows.overhead import BOOTSTRAP, model_table, overhead_model
+from ccbench.analysis.rows.overhead import BOOTSTRAP, NOT_MODELLED, model_table, overhead_model, without_left_out
 from ccbench.report.sections import ReportContext, Section, Table
 
 ORDER = 45
@@ -18,6 +18,8 @@ def build(ctx: ReportContext) -> Section | None:
     samples = ctx.samples
     if ctx.exclude_contended and "contended" in samples:
         samples = samples[~samples["contended"]]
+    # the rows the verdict left out (implausible) are in no fit: the model says what the verdict says
+    samples = without_left_out(samples, ctx.comparison)
     model = overhead_model(samples, bootstrap=BOOTSTRAP, pool_by=ctx.model_by)
     if model.empty:
         return None
@@ -47,7 +49,8 @@ def build(ctx: ReportContext) -> Section | None:
         title="Overhead model",
         intro="T = T_base * (1 + sum C_i x_i), x_i = 1 when layer i is active, fitted by non-negative least squares "
         "(seed 001's model). C_i is the share of T_base that layer i adds: 0.126 = +12.6%. C cannot be negative: "
-        "a layer that speeds things up shows 0 (the comparison shows the speed-up). A layer that only changes "
+        f"a layer that speeds things up is '{NOT_MODELLED}', never a cost of 0. The rows the verdict left out "
+        "(implausible) are in no fit. A layer that only changes "
         "together with the machine includes the machines' other differences (see the notes).",
         tables=tables,
     )

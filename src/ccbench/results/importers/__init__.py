@@ -106,10 +106,13 @@ def import_results(
     label: a label no bundle has is refused before anything is written); ``report`` is told what each
     bundle's sources say a reader must know (runs left out, and why; logs taken as one machine)."""
     from ccbench.results.importers.staging import write_bundle
+    from ccbench.results.importers.stated import check_vendor
 
     bundles = collect(format_name, paths, label)
     statements = stated if isinstance(stated, Statements) else Statements(common=dict(stated or {}))
     statements.check(imported.label for imported in bundles)
+    for imported in bundles:
+        check_vendor(imported, statements)  # a TEE the stated CPU cannot run: refused before anything is written
     written = []
     for imported in bundles:
         written.append(write_bundle(imported, Path(out), statements.for_label(imported.label)))

@@ -94,6 +94,15 @@ class Imported:
     storage_protection_source: str = ""
     #: what the import must tell of the bundle as a whole (files taken as one machine, and why)
     notes: list[str] = field(default_factory=list)
+    #: the file the machine facts come from where no execution is (seed 000's systeminfo)
+    facts_source: Path | None = None
+
+    def stated_by(self, fact: str) -> Path | None:
+        """The file that states ``fact`` (a key of ``facts``): an execution's source, else facts_source."""
+        for execution in self.executions:
+            if execution.machine.get(fact):
+                return execution.source
+        return self.facts_source if self.facts.get(fact) else None
 
 
 @dataclass

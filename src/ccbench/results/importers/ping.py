@@ -1,7 +1,9 @@
 """ping's output (iputils, busybox, BSD/macOS, Windows: each one's lines in ccbench.formats.ping): each
 reply's round trip one sample (``rtt``, ms) and the run's ``loss``, as the network workload's ping
 fallback records them. A file whose statistics count replies but whose reply lines were not read
-(``ping -q``) imports the loss alone, and its notes say so.
+(``ping -q``) imports the loss alone, and its notes say so; a log with replies and no statistics line
+(the run was cut short: killed, or the file truncated) is refused in one line, never read as a
+smaller sample.
 One file is one execution of the workload ``network``; a ping log states no machine. The destination
 ping names in its header (``PING 8.8.8.8 (8.8.8.8) 56(84) bytes of data``, as typed) is part of the
 case: logs to different destinations are different cases, never one (a loopback's 0.04 ms and an
@@ -40,6 +42,12 @@ def read(path: Path) -> list[Execution]:
         run = ping_format.parse(text)
     except FormatError as exc:
         raise ImportProblem(f"{path}: {what_it_is(text) or exc}; give ping's own output") from None
+    if run.replies and run.sent is None:
+        raise ImportProblem(
+            f"{path}: ping's log ends after {len(run.replies)} replies without its statistics line "
+            "('N packets transmitted, M received'): the run was cut short; import the log of a ping that ran "
+            "to its end (-c N, or stopped with Ctrl-C, which prints the statistics)"
+        )
     notes = [f"ping {run.target} ({run.address})"] if run.target else []
     if run.received and not run.replies:
         notes.append(

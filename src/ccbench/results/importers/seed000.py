@@ -223,6 +223,7 @@ def read_directory(directory: Path) -> list[Imported]:
             imported.facts.update(
                 {k: v for k, v in (("cpu_model", _cpu_model(facts)), ("kernel_release", facts.get("Release"))) if v}
             )
+            imported.facts_source = path
             continue
         imported.executions.append(READERS[known.kind](path, known.name, _stamp(match["stamp"])))
     if not any(i.executions for i in by_label.values()):

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ccbench.attestation.provenance import empty_provenance
-from ccbench.results.importers.base import ImportProblem, Statements
+from ccbench.results.importers.base import Imported, ImportProblem, Statements
 
 #: what --tee may state (ccbench.probe.tee's technologies, "unknown" being the default)
 TEE_CHOICES = ("none", "sev", "sev-es", "sev-snp", "tdx", "sgx")
@@ -94,6 +94,28 @@ def statements(
         for label, value in by_label.items():
             stated.by_label.setdefault(label, {})[key] = value
     return stated
+
+
+def check_vendor(imported: Imported, statements: Statements) -> None:
+    """A one-line error where a stated TEE cannot run on the CPU the source states: TDX and SGX need an
+    Intel CPU, SEV in every form an AMD one (ccbench.probe.facts.TEE_VENDOR). A source that names no CPU
+    (or one whose vendor its model does not say) is not checked."""
+    from ccbench.probe.facts import TEE_VENDOR, cpu_vendor
+
+    tee = statements.for_label(imported.label).get("tee")
+    needs = TEE_VENDOR.get(str(tee))
+    model = imported.facts.get("cpu_model")
+    vendor, said_by = cpu_vendor(str(model) if model else None)
+    if not needs or said_by != "CPU model" or vendor == needs:
+        return
+    named = "tee" in statements.by_label.get(imported.label, {})
+    option = f"--tee {imported.label}={tee}" if named else f"--tee {tee}"
+    where = imported.stated_by("cpu_model") or imported.label
+    fits = [name for name, of in TEE_VENDOR.items() if of == vendor and name in TEE_CHOICES]
+    raise ImportProblem(
+        f"{option}: {tee} runs only on {needs} CPUs, but {where} states the CPU {model!r} ({vendor}); "
+        f"state this machine's TEE as {' or '.join([*fits, 'none'])}, or give the files of the machine that ran {tee}"
+    )
 
 
 def stated_facts(tee: str | None = None, kernel_cmdline: str | None = None) -> dict[str, Any]:
