@@ -108,9 +108,7 @@ def test_import_refuses_a_tee_the_files_cpu_cannot_run(tmp_path, ccbench):
     assert not (tmp_path / "a").exists() or not any((tmp_path / "a").iterdir())
     assert _import(ccbench, "pyperf", source, "--out", tmp_path / "b", "--tee", "tdx").returncode == 0
     # per label too
-    named = _import(
-        ccbench, "pyperf", source, "--out", tmp_path / "c", "--label", "box", "--tee", "box=sev"
-    )
+    named = _import(ccbench, "pyperf", source, "--out", tmp_path / "c", "--label", "box", "--tee", "box=sev")
     assert named.returncode != 0 and "--tee box=sev: sev runs only on AMD" in named.stderr
 
 

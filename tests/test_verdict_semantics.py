@@ -489,5 +489,5 @@ def test_one_significant_row_among_rows_whose_sizes_differ_reads_as_one_figure()
     phrase = judgement.phrase()
     # the one row that differs, named with its own figure, and the rest counted (the user trial: "20.3%
     # slower" alone read as the whole workload's)
-    assert phrase == "1 of 2 significant: 1m write 20.3% slower [18.0%, 22.6%] (the other 1 comparison not significant)"
+    assert phrase == "1 of 2 significant: 1m write 20.3% slower [18.0%, 22.6%] (the other comparison not significant)"
     assert "slower, 20.3%" not in phrase

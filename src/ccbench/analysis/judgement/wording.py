@@ -133,7 +133,7 @@ class Judgement:
             others = f"; none significant in {self.others} other workload{'s' if self.others != 1 else ''}"
         if not rest:  # every comparison of the one workload differs: its others are the rest
             return f"{self.significant} of {total} significant{place}: {rows}{f' ({others[2:]})' if others else ''}"
-        said = f"the other {rest} comparison{'s' if rest != 1 else ''} not significant"
+        said = "the other comparison not significant" if rest == 1 else f"the other {rest} comparisons not significant"
         return f"{self.significant} of {total} significant{place}: {rows} ({said}{others})"
 
     def _sizes_head(self) -> str:
@@ -246,5 +246,3 @@ def _p(value: float) -> str:
 def _range(ends: list[float], word: str) -> str:
     first, last = (fmt.effect(v).rsplit(" ", 1)[0] for v in ends)
     return first if first == last else f"{first} to {last}"
-
-
