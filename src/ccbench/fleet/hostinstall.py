@@ -8,7 +8,7 @@ the tree), empties its site-packages when it holds an earlier wheelhouse (no pac
 stays behind), and moves the tree's files in: renames on one file system, no unpacking of wheels,
 no compiling (Python compiles what a run imports, on first import). Scripts in ``bin/`` get the
 venv's python as their interpreter (the controller wrote a placeholder there). Programs built on
-the controller that workloads need (``Workload.shipped_tools``: ccmech) come in ``tools/`` with their
+the controller that workloads need (``Workload.shipped_tools``) come in ``tools/`` with their
 SHA-256 in ``tools.json``; each is checked before anything moves (a copy that differs is refused,
 the venv untouched) and installed as ``VENV/libexec/ccbench/<name>``, replacing an earlier
 wheelhouse's tools.
@@ -27,7 +27,7 @@ import sys
 
 #: the first line of the scripts in the tree's prefix/bin/, replaced by the venv's python on the host
 SHEBANG_PLACEHOLDER = b"#!@CCBENCH_VENV_PYTHON@\n"
-#: where the shipped tools go, under the venv (ccbench.workloads.mechanisms.binary looks there)
+#: where the shipped tools go, under the venv (the workload that declared a tool looks for it there)
 TOOLS_DIR = os.path.join("libexec", "ccbench")
 
 

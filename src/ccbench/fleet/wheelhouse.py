@@ -11,7 +11,7 @@ pyarrow, DuckDB: compare, report and the Parquet conversion run on the controlle
 Python packages of the set-up components a host asks for (``ccbench_components``) where the
 package has such an extra, and the set-up scripts (``scripts/setup.sh``, ``scripts/setup.d/``)
 that hosts run in fleet-host mode for their components, plus the programs built here that the
-plan's workloads need (``Workload.shipped_tools``: ccmech for ``mechanisms``), each in ``tools/``
+plan's workloads need (``Workload.shipped_tools``), each in ``tools/``
 with its SHA-256 in ``tools.json``, checked by ``install.py`` on arrival and installed as
 ``<venv>/libexec/ccbench/<name>``.
 
