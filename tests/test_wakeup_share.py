@@ -29,7 +29,14 @@ def _made_up_bundle(root, host, tee, with_case=True, with_counters=True):
     for rep in range(6):
         execution = f"notebook|-|rep|{rep}"
         samples.append(
-            sample(workload="notebook", variant={}, metric="wall_time", unit="s", value=elapsed * (1 + 0.01 * rep), repetition=rep)
+            sample(
+                workload="notebook",
+                variant={},
+                metric="wall_time",
+                unit="s",
+                value=elapsed * (1 + 0.01 * rep),
+                repetition=rep,
+            )
         )
         counters = {"interrupts.RES": res, "interrupts.CAL": cal, "stat.ctxt": 5000} if with_counters else None
         writer.append_execution(

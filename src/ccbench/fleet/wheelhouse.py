@@ -232,7 +232,9 @@ def tool_records(tools: dict[str, Path]) -> dict[str, dict]:
     records = {}
     for name, path in sorted(tools.items()):
         if not _TOOL_NAME.fullmatch(name):
-            raise EnvironmentProblem(f"shipped tool name {name!r} is not a plain file name (a workload's shipped_tools)")
+            raise EnvironmentProblem(
+                f"shipped tool name {name!r} is not a plain file name (a workload's shipped_tools)"
+            )
         try:
             records[name] = {"sha256": hostinstall.sha256(str(path)), "bytes": path.stat().st_size}
         except OSError as exc:

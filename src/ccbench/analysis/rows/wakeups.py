@@ -34,8 +34,7 @@ NO_CASE = (
     "vCPUs, with its IPIs per wake-up: run the mechanisms plan there)"
 )
 NO_COUNTERS = (
-    "its executions recorded no RES or CAL interrupts (counters off, or a kernel without those "
-    "/proc/interrupts rows)"
+    "its executions recorded no RES or CAL interrupts (counters off, or a kernel without those /proc/interrupts rows)"
 )
 
 
@@ -144,7 +143,9 @@ def wakeup_shares(
             bundles_of[config].append(str(bundle))
     cache: dict[tuple[str, str], dict[str, Any]] = {}
     out = []
-    for workload, config, baseline, params in zip(table["workload"], table["config"], table["baseline"], table["params"]):
+    for workload, config, baseline, params in zip(
+        table["workload"], table["config"], table["baseline"], table["params"]
+    ):
         if "mechanism" in _params(params):
             out.append({})
             continue

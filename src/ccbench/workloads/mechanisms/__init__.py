@@ -206,7 +206,14 @@ class Mechanisms(Workload):
         """Every case ccmech printed before it ended counts, however it ended (a case that killed it is
         named as missing with the signal); who serves each exit comes from the machine's probe."""
         p = self.params
-        argv = [self._ccmech_used()["path"], "exits", "--iterations", str(p.exit_iterations), "--batches", str(p.exit_batches)]
+        argv = [
+            self._ccmech_used()["path"],
+            "exits",
+            "--iterations",
+            str(p.exit_iterations),
+            "--batches",
+            str(p.exit_batches),
+        ]
         done = ctx.run_command(argv, log_name="ccmech-exits", check=False)
         document, lost = parse.exit_document(done.stdout, done.returncode, done.stderr)
         environment = ctx.environment or {}
