@@ -257,12 +257,11 @@ def _wakeup_shares(table, engine) -> list[dict]:
 
 
 def _print_wakeup_shares(table, shares) -> None:
-    """One line per row whose side has a wake-up share; else one line saying what is missing."""
+    """One line per workload and pair of sides with a wake-up share; else one line saying what is missing."""
     from ccbench.analysis.rows import wakeups
     from ccbench.basics.console import say
 
-    lines = [wakeups.share_text(row, found) for row, found in zip(table.to_dict(orient="records"), shares, strict=True)]
-    lines = [line for line in lines if line]
+    lines = wakeups.share_lines(table, shares)
     if lines:
         say("cross-vCPU wake-ups per execution (IPIs counted / IPIs per wake-up x the wake-up case's latency):")
         for line in lines:

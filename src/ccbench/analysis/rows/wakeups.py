@@ -160,22 +160,26 @@ def wakeup_shares(
     return out
 
 
-def share_text(row: Mapping[str, Any], wakeups: Mapping[str, Any]) -> str | None:
-    """ "- notebook wall_time: cross-vCPU wake-ups snp: 12.0% of the execution's time (41,200 wake-ups x
-    83 us at 2 vCPUs); plain: ...", or None where neither side has a share."""
-    said = []
-    for side in ("config", "baseline"):
-        found = wakeups.get(side) or {}
-        if "share" not in found:
+def share_lines(table: pd.DataFrame, shares: list[dict[str, Any]]) -> list[str]:
+    """One line per workload and pair of sides with a share (every metric of a workload's executions
+    shares them): "- notebook: cross-vCPU wake-ups cvm / SEV-SNP: 20.0% of the execution's time (2,000
+    wake-ups x 200 us at 2 vCPUs); plain / no TEE: 5.0% ..." """
+    lines, seen = [], set()
+    for workload, config, baseline, wakeups in zip(table["workload"], table["config"], table["baseline"], shares):
+        key = (workload, config, baseline)
+        if key in seen:
             continue
-        name = row[side]
-        said.append(
-            f"{name}: {found['share'] * 100:.1f}% of the execution's time ({found['wakeups']:,.0f} wake-ups x "
-            f"{found['ns_per_wakeup'] / 1000:.3g} us at {found['vcpus']} vCPUs)"
-        )
-    if not said:
-        return None
-    return f"- {row['workload']} {row['metric']}: cross-vCPU wake-ups " + "; ".join(said)
+        seen.add(key)
+        said = []
+        for name, found in ((config, wakeups.get("config") or {}), (baseline, wakeups.get("baseline") or {})):
+            if "share" in found:
+                said.append(
+                    f"{name}: {found['share'] * 100:.1f}% of the execution's time ({found['wakeups']:,.0f} wake-ups x "
+                    f"{found['ns_per_wakeup'] / 1000:.3g} us at {found['vcpus']} vCPUs)"
+                )
+        if said:
+            lines.append(f"- {workload}: cross-vCPU wake-ups " + "; ".join(said))
+    return lines
 
 
 def missing_text(table: pd.DataFrame, shares: list[dict[str, Any]]) -> str | None:
