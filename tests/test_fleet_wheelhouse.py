@@ -160,6 +160,67 @@ def test_a_host_install_that_cannot_write_says_so_in_one_line(tmp_path):
     assert str(blocker / "venv") in lines[0] and "free space" in lines[0], lines[0]
 
 
+def _tool_tree(tmp_path: Path) -> tuple[Path, bytes]:
+    """A wheelhouse tar with one shipped tool (a made-up shell script named like ccmech), packed by the
+    controller's code and unpacked as a host's tar -x does."""
+    import tarfile
+
+    tool = tmp_path / "built" / "ccmech"
+    tool.parent.mkdir()
+    content = b"#!/bin/sh\necho 'ccmech 0.0.1'\n"
+    tool.write_bytes(content)
+    tool.chmod(0o644)  # the tar makes it executable
+    tar = tmp_path / "wheelhouse.tar"
+    with tarfile.open(tar, "w") as archive:
+        archive.add(_tree(tmp_path / "staged", {"alpha": "VERSION = 1"}) / "site-packages", arcname="site-packages")
+        wheelhouse.add_tools(archive, {"ccmech": tool}, wheelhouse.tool_records({"ccmech": tool}), tmp_path)
+    tree = tmp_path / "unpacked"
+    tree.mkdir()
+    subprocess.run(["tar", "--no-same-owner", "-xf", str(tar), "-C", str(tree)], check=True)
+    return tree, content
+
+
+def test_a_shipped_tool_is_installed_under_libexec_after_its_digest_is_checked(tmp_path):
+    tree, content = _tool_tree(tmp_path)
+    assert json.loads((tree / "tools.json").read_text())["ccmech"]["bytes"] == len(content)
+    venv = tmp_path / "venv"
+    python3 = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    subprocess.run([python3, hostinstall.__file__, str(venv), str(tree)], check=True)
+    installed = venv / "libexec" / "ccbench" / "ccmech"
+    assert installed.read_bytes() == content and os.access(installed, os.X_OK)
+    assert subprocess.run([installed], capture_output=True, text=True).stdout == "ccmech 0.0.1\n"
+    # the workload's lookup finds it there when neither the variable nor a checkout's build is
+    from ccbench.workloads.mechanisms import binary
+
+    assert binary.find({}, tmp_path / "no-checkout", venv) == binary.Found(installed, "shipped")
+
+
+def test_a_shipped_tool_that_arrived_changed_is_refused_in_one_line_and_nothing_installed(tmp_path):
+    tree, _ = _tool_tree(tmp_path)
+    (tree / "tools" / "ccmech").write_bytes(b"#!/bin/sh\necho tampered\n")
+    venv = tmp_path / "venv"
+    python3 = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    done = subprocess.run([python3, hostinstall.__file__, str(venv), str(tree)], capture_output=True, text=True)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "ccmech arrived with SHA-256" in lines[0] and "run the fleet again" in lines[0], lines[0]
+    assert not venv.exists()  # checked before the venv was made or changed
+
+
+def test_a_shipped_tool_changes_the_wheelhouse_and_a_bad_name_is_refused(tmp_path):
+    tool = tmp_path / "ccmech"
+    tool.write_bytes(b"one")
+    first = wheelhouse.tool_records({"ccmech": tool})
+    tool.write_bytes(b"two")
+    second = wheelhouse.tool_records({"ccmech": tool})
+    assert second["ccmech"]["sha256"] != first["ccmech"]["sha256"]
+    keys = {wheelhouse.wheelhouse_key(["pins"], "source", tools) for tools in ({}, first, second)}
+    assert len(keys) == 3  # a rebuilt tool ships again, as an edited checkout does
+    with pytest.raises(wheelhouse.EnvironmentProblem, match="not a plain file name"):
+        wheelhouse.tool_records({"../ccmech": tool})
+
+
 def _ansible_playbook() -> Path:
     found = Path(sys.executable).with_name("ansible-playbook")
     if not found.exists():

@@ -8,12 +8,13 @@ import json
 import os
 import platform
 import shutil
+import sys
 import tomllib
 
 import pytest
 
 from ccbench.planning.plan import bundled_plans
-from ccbench.workloads.mechanisms import BINARY, last_level_cache_bytes, parse, wakeups
+from ccbench.workloads.mechanisms import BINARY, binary, last_level_cache_bytes, parse, wakeups
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -69,6 +70,8 @@ def test_without_ccmech_only_the_wakeup_case_runs_and_the_others_say_why(monkeyp
     from ccbench.workloads.mechanisms import Mechanisms, MechanismsParams
 
     monkeypatch.setenv("CCBENCH_CCMECH", str(tmp_path / "absent" / "ccmech"))
+    monkeypatch.setattr(binary, "CHECKOUT", tmp_path / "no-checkout" / "ccmech")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "no-venv"))
     alone = Mechanisms("m", MechanismsParams(cases=["exits", "memory"]))
     reason = alone.requirements()
     assert "ccmech is not built" in reason and "setup.sh --with mechanisms" in reason
@@ -78,6 +81,51 @@ def test_without_ccmech_only_the_wakeup_case_runs_and_the_others_say_why(monkeyp
         assert both._unavailable("first-touch") == reason and both._unavailable("wakeup") is None
     else:
         assert "rt-tests" in both.requirements() and "ccmech" in both.requirements()
+
+
+def _stand_in(path, version="9.9.9"):
+    """A stand-in ccmech (a shell script) that answers --version."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'ccmech {version}'\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_ccmech_is_found_in_the_environment_then_the_checkout_then_the_shipped_copy(tmp_path):
+    named = _stand_in(tmp_path / "named" / "ccmech", "1.0.0")
+    checkout = _stand_in(tmp_path / "checkout" / "ccmech", "2.0.0")
+    prefix = tmp_path / "venv"
+    shipped = _stand_in(binary.shipped(prefix), "3.0.0")
+    assert shipped == prefix / "libexec" / "ccbench" / "ccmech"
+    environ = {"CCBENCH_CCMECH": str(named)}
+    assert binary.find(environ, checkout, prefix) == binary.Found(named, "$CCBENCH_CCMECH")
+    assert binary.find({}, checkout, prefix) == binary.Found(checkout, "checkout")
+    # a name in the variable that is no file passes on to the next place
+    assert binary.find({"CCBENCH_CCMECH": str(tmp_path / "gone")}, checkout, prefix).source == "checkout"
+    checkout.unlink()
+    found = binary.find({}, checkout, prefix)
+    assert found == binary.Found(shipped, "shipped") and binary.version(found.path) == "3.0.0"
+    shipped.unlink()
+    with pytest.raises(binary.NotFound) as caught:
+        binary.find({"CCBENCH_CCMECH": str(tmp_path / "gone")}, checkout, prefix)
+    message = str(caught.value)
+    assert "\n" not in message
+    for place in (str(tmp_path / "gone"), str(checkout), str(shipped), "setup.sh --with mechanisms"):
+        assert place in message, (place, message)
+    assert "$CCBENCH_CCMECH is unset" in str(pytest.raises(binary.NotFound, binary.find, {}, checkout, prefix).value)
+
+
+def test_a_ccmech_without_version_flag_is_recorded_as_unknown(tmp_path):
+    older = tmp_path / "ccmech"
+    older.write_text("#!/bin/sh\necho 'ccmech: unknown subcommand' >&2\nexit 2\n")
+    older.chmod(0o755)
+    assert binary.version(older).startswith("unknown (") and "--version" in binary.version(older)
+
+
+@pytest.mark.skipif(not BINARY.is_file(), reason=f"{BINARY} is not built")
+def test_the_built_ccmech_states_the_crates_version():
+    crate = tomllib.loads((BINARY.parents[2] / "Cargo.toml").read_text())["workspace"]["package"]["version"]
+    assert binary.version(BINARY) == crate
 
 
 def _samples(bundle):
@@ -120,6 +168,9 @@ evidence_reports = 1
     for metric, unit in units.items():
         assert by[metric] and {s["unit"] for s in by[metric]} == {unit}, metric
     assert {s["better"] for s in by["copy_bandwidth"] + by["triad_bandwidth"]} == {"higher"}
+    # each ccmech figure says which ccmech measured it: its version (the crate's) and where it was found
+    used = {json.dumps(s["metadata"]["ccmech"], sort_keys=True) for s in by["copy_bandwidth"] + by["first_touch_ns"]}
+    assert len(used) == 1 and json.loads(used.pop())["version"] == binary.version(binary.find().path)
     assert {s["unit"] for s in by.get("exit_ns", [])} <= {"ns"} and {s["unit"] for s in by.get("exit_cycles", [])} <= {
         "cycles"
     }

@@ -140,3 +140,11 @@ def test_every_workload_declares_its_primary_metrics():
     # microbenchmark metrics are not primary
     assert "cell_s" not in workloads.workload_class("notebook").primary_metrics
     assert not {"rtt_p50", "handshake_p50", "throughput"} & set(workloads.workload_class("transport").primary_metrics)
+
+
+def test_the_tools_the_fleet_ships_come_from_the_workloads():
+    # mechanisms ships ccmech: this machine's file, or why there is none; fio ships nothing
+    (tool,) = workloads.shipped_tools(["mechanisms"]).items()
+    assert tool[0] == "ccmech" and (isinstance(tool[1], Path) or "ccmech is not built" in tool[1])
+    assert workloads.shipped_tools(["fio", "prime"]) == {}
+    assert "ccmech" in workloads.shipped_tools()

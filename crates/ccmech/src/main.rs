@@ -7,6 +7,7 @@
 //! ccmech memory --pages 4k|2m [--array-bytes N] [--chase-bytes N] [--passes N]
 //! ccmech touch  --pages 4k|2m [--bytes N]
 //! ccmech wake   --vcpus N [--round-trips N] [--rounds N] [--batches N]
+//! ccmech --version                               (`ccmech <version>`: the crate's, recorded by ccbench)
 
 mod exits;
 mod memory;
@@ -53,7 +54,7 @@ impl Options {
 fn run(args: &[String]) -> Result<serde_json::Value, String> {
     let (command, rest) = args
         .split_first()
-        .ok_or("usage: ccmech exits|memory|touch|wake [--option value ...]")?;
+        .ok_or("usage: ccmech exits|memory|touch|wake [--option value ...] | --version")?;
     let options = Options::parse(rest)?;
     match command.as_str() {
         "exits" => {
@@ -80,6 +81,10 @@ fn run(args: &[String]) -> Result<serde_json::Value, String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--version") {
+        println!("ccmech {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
     match run(&args) {
         Ok(document) => {
             if !document.is_null() {

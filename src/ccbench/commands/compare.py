@@ -125,15 +125,17 @@ def command(
     findings = result.findings(per_sample=with_verdict)
     parts, twin_findings = for_comparison(result.engine, table, result.machines, named_twins)
     findings += twin_findings
+    shares = _wakeup_shares(table, result.engine) if not summary else []
     if as_json and summary:
         _print_verdict_json(layers)
     elif as_json:
-        _print_rows_json(table, result.engine, parts)
+        _print_rows_json(table, result.engine, parts, shares)
     else:
         excluded = " (contended executions excluded)" if exclude_contended else ""
         _print_verdict(table, result.engine.executions, layers, excluded, details, summary, result.uncompared())
         if not summary:
             _print_breakdowns(table, parts)
+            _print_wakeup_shares(table, shares)
         _print_findings(findings, summary, layers)
         _print_settled(result.bundles, result.implausible_settled())
         if not summary:
@@ -242,7 +244,33 @@ def _numbers(judgement) -> dict:
     return {k: (None if _is_nan(v) else v) for k, v in asdict(judgement).items() if k != "kind"}
 
 
-def _print_rows_json(table, engine, parts) -> None:
+def _wakeup_shares(table, engine) -> list[dict]:
+    """Per row: the share of its executions' time their cross-vCPU wake-ups take on each side, or what
+    is missing (ccbench.analysis.rows.wakeups)."""
+    from ccbench.analysis.rows import wakeups
+
+    if table.empty:
+        return []
+    executions = {str(bundle.path): bundle.executions for bundle in engine.bundles}
+    frame = engine.measured_frame(wakeups.wanted)
+    return wakeups.wakeup_shares(table, frame, engine.facts, executions, engine.machine_ids)
+
+
+def _print_wakeup_shares(table, shares) -> None:
+    """One line per workload and pair of sides with a wake-up share; else one line saying what is missing."""
+    from ccbench.analysis.rows import wakeups
+    from ccbench.basics.console import say
+
+    lines = wakeups.share_lines(table, shares)
+    if lines:
+        say("cross-vCPU wake-ups per execution (IPIs counted / IPIs per wake-up x the wake-up case's latency):")
+        for line in lines:
+            say(line)
+    elif (missing := wakeups.missing_text(table, shares)) is not None:
+        say(missing)
+
+
+def _print_rows_json(table, engine, parts, shares=None) -> None:
     """--json: one object per comparison row, with the raw directories of both sides' samples and the
     row's breakdown by mechanism (empty where none applies). A list of directories is written as JSON
     once and spliced into every row that has it (they are the object's last fields): a fleet's
@@ -265,11 +293,12 @@ def _print_rows_json(table, engine, parts) -> None:
     rows = records(table)
     # _json_line's NaN -> null, looked for only in the columns that hold a missing value somewhere
     nan_columns = [name for name in table.columns if table[name].isna().any()]
-    for row, breakdown in zip(rows, parts, strict=True):
+    for index, (row, breakdown) in enumerate(zip(rows, parts, strict=True)):
         for name in nan_columns:
             if _is_nan(row[name]):
                 row[name] = None
         row["breakdown"] = breakdown
+        row["wakeups"] = shares[index] if shares else {}
         row["effect"] = row_effect(row)  # the one convention's words beside the ratio
         key = (row["workload"], row["params"], row["metric"])
         row["params"] = json.loads(row["params"])

@@ -154,8 +154,20 @@ class Controller:
             self.echo(f"{component}: {reason}")
         # scipy only for plans with a precision or detect target (a fleet.json of an older version,
         # resumed, has no such field: it gets scipy, as it did then)
+        from ccbench.workloads import shipped_tools
+
         precision = any(h.get("precision", True) for h in fleet.hosts.values())
-        wheelhouse = wheelhouse_module.build(components, precision=precision, log=self.echo)
+        wanted = {t for h in fleet.hosts.values() for t in h.get("tools", [])}
+        tools = {}
+        for name, found in sorted(shipped_tools().items()):
+            if name not in wanted:
+                continue
+            if isinstance(found, Path):
+                tools[name] = found
+            else:  # not built here: the hosts' workloads name it as missing, with their own reason
+                left_out[name] = f"not shipped to the hosts: {found}"
+                self.echo(f"{name}: {left_out[name]}")
+        wheelhouse = wheelhouse_module.build(components, precision=precision, log=self.echo, tools=tools)
         fleet.wheelhouse = {
             "key": wheelhouse.key,
             "python": wheelhouse.python,
@@ -163,6 +175,7 @@ class Controller:
             "cached": not wheelhouse.built,
             "bytes": wheelhouse.tar.stat().st_size,
             "components": components,
+            "tools": wheelhouse.tools,
             "left_out": left_out,
         }
         fleet.save()
@@ -250,6 +263,7 @@ class Controller:
     # -- set-up of a new run or a resumed one
     def _new(self) -> FleetRun:
         from ccbench.planning.plan import load_plan
+        from ccbench.workloads import shipped_tools
 
         options = self.options
         if options.mode not in MODES:
@@ -285,6 +299,7 @@ class Controller:
             h.key: {
                 **h.public(),
                 "setup_components": self._components(plan, h.components),
+                "tools": sorted(shipped_tools(workload.kind for workload in plan.workloads)),
                 "precision": wheelhouse_module.plan_needs_precision(plan),
                 "peer_address": inventory.by_name(h.peer).address if h.peer else None,
             }

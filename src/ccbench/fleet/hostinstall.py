@@ -7,13 +7,19 @@ tree) and ships the installed files: ``site-packages/`` (what goes into the venv
 the tree), empties its site-packages when it holds an earlier wheelhouse (no package of that one
 stays behind), and moves the tree's files in: renames on one file system, no unpacking of wheels,
 no compiling (Python compiles what a run imports, on first import). Scripts in ``bin/`` get the
-venv's python as their interpreter (the controller wrote a placeholder there).
+venv's python as their interpreter (the controller wrote a placeholder there). Programs built on
+the controller that workloads need (``Workload.shipped_tools``) come in ``tools/`` with their
+SHA-256 in ``tools.json``; each is checked before anything moves (a copy that differs is refused,
+the venv untouched) and installed as ``VENV/libexec/ccbench/<name>``, replacing an earlier
+wheelhouse's tools.
 
 Standard library only: it runs with the host's python3 before ccbench is installed there.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +27,51 @@ import sys
 
 #: the first line of the scripts in the tree's prefix/bin/, replaced by the venv's python on the host
 SHEBANG_PLACEHOLDER = b"#!@CCBENCH_VENV_PYTHON@\n"
+#: where the shipped tools go, under the venv (the workload that declared a tool looks for it there)
+TOOLS_DIR = os.path.join("libexec", "ccbench")
+
+
+class DamagedTool(Exception):
+    """A shipped tool whose bytes are not the ones the controller sent."""
+
+
+def sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_tools(tree: str) -> dict[str, str]:
+    """{name: file} of the tree's shipped tools, each checked against the SHA-256 in tools.json."""
+    listing = os.path.join(tree, "tools.json")
+    if not os.path.exists(listing):
+        return {}
+    with open(listing) as handle:
+        expected = json.load(handle)
+    files = {}
+    for name, record in sorted(expected.items()):
+        path = os.path.join(tree, "tools", name)
+        got = sha256(path) if os.path.isfile(path) else "nothing"
+        if got != record["sha256"]:
+            raise DamagedTool(
+                f"{name} arrived with SHA-256 {got[:16]}, the controller sent {record['sha256'][:16]} "
+                f"({path}): the copy was damaged or changed on the way, nothing was installed"
+            )
+        files[name] = path
+    return files
+
+
+def _install_tools(venv: str, files: dict[str, str]) -> None:
+    target = os.path.join(venv, TOOLS_DIR)
+    shutil.rmtree(target, ignore_errors=True)  # an earlier wheelhouse's tools go
+    if not files:
+        return
+    os.makedirs(target)
+    for name, path in files.items():
+        os.replace(path, os.path.join(target, name))
+        os.chmod(os.path.join(target, name), 0o755)
 
 
 def purelib(python: str) -> str:
@@ -58,6 +109,7 @@ def _point_scripts(bin_dir: str, python: str) -> None:
 
 def install(venv: str, tree: str) -> None:
     venv = os.path.abspath(venv)
+    tools = check_tools(tree)  # before the venv changes
     python = os.path.join(venv, "bin", "python")
     if not os.access(python, os.X_OK):
         subprocess.run(
@@ -78,7 +130,8 @@ def install(venv: str, tree: str) -> None:
     _move_tree(os.path.join(tree, "site-packages"), site)
     if os.path.isdir(staged_prefix):
         _move_tree(staged_prefix, venv)
-    for leftover in ("site-packages", "prefix"):
+    _install_tools(venv, tools)
+    for leftover in ("site-packages", "prefix", "tools"):
         shutil.rmtree(os.path.join(tree, leftover), ignore_errors=True)
 
 
@@ -89,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         install(args[0], args[1])
+    except DamagedTool as exc:
+        print(f"install.py: refused: {exc}; run the fleet again (it copies the wheelhouse anew)", file=sys.stderr)
+        return 1
     except (OSError, subprocess.CalledProcessError) as exc:
         why = exc.stderr.strip().splitlines()[-1] if getattr(exc, "stderr", None) else str(exc)
         print(

@@ -10,7 +10,10 @@ detect target, for its intervals), not the rest of the analysis stack (pandas, m
 pyarrow, DuckDB: compare, report and the Parquet conversion run on the controller), plus the
 Python packages of the set-up components a host asks for (``ccbench_components``) where the
 package has such an extra, and the set-up scripts (``scripts/setup.sh``, ``scripts/setup.d/``)
-that hosts run in fleet-host mode for their components.
+that hosts run in fleet-host mode for their components, plus the programs built here that the
+plan's workloads need (``Workload.shipped_tools``), each in ``tools/``
+with its SHA-256 in ``tools.json``, checked by ``install.py`` on arrival and installed as
+``<venv>/libexec/ccbench/<name>``.
 
 Installed, not as wheels: a host does no pip run, unpacks no wheel and compiles nothing (the
 controller's pip did the work once per wheelhouse; ``hostinstall``, shipped as ``install.py``, moves
@@ -24,8 +27,9 @@ Cache: ``$CCBENCH_CACHE`` or ``~/.cache/ccbench``, under ``fleet/``: downloaded 
 ``wheels/`` (kept across versions), the pinned packages installed once per pin set in
 ``installed-<key>/`` (the two most recently used kept), one ``wheelhouse-<key>.tar`` per key (the
 four most recently used kept), the key covering the
-Python version, the platform, the pins and a digest of ccbench's source and those scripts (so an edited checkout
-ships again and an unchanged one never rebuilds).
+Python version, the platform, the pins and a digest of ccbench's source and those scripts, and each
+shipped tool's name and SHA-256 (so an edited checkout or a rebuilt tool ships again and an
+unchanged one never rebuilds).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -87,6 +91,8 @@ class Wheelhouse:
     built: bool  # False when it came from the cache
     #: what a host needs for these installed files: {"platform", "implementation", "glibc" ("" for none)}
     requires: dict[str, str]
+    #: the shipped tools: name -> {"sha256", "bytes"} (installed as <venv>/libexec/ccbench/<name>)
+    tools: dict[str, dict] = field(default_factory=dict)
 
     def play_vars(self) -> dict[str, str]:
         """The playbook's view: the tar to copy, its key, and what the connect task checks the host against."""
@@ -217,19 +223,48 @@ def host_requirements(components: list[str], *, precision: bool) -> list[str]:
     return list(RUNNER_REQUIREMENTS) + extra + list(INSTALLER_REQUIREMENTS) + component_requirements(components)
 
 
-def build(components: list[str] | None = None, *, precision: bool = True, log=None) -> Wheelhouse:
+#: a shipped tool's name: one file name under libexec/ccbench/
+_TOOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+def tool_records(tools: dict[str, Path]) -> dict[str, dict]:
+    """{name: {"sha256", "bytes"}} of the tools to ship (a name that is no plain file name refused)."""
+    records = {}
+    for name, path in sorted(tools.items()):
+        if not _TOOL_NAME.fullmatch(name):
+            raise EnvironmentProblem(
+                f"shipped tool name {name!r} is not a plain file name (a workload's shipped_tools)"
+            )
+        try:
+            records[name] = {"sha256": hostinstall.sha256(str(path)), "bytes": path.stat().st_size}
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot read {path}, the {name} the hosts need: {exc.strerror}") from None
+    return records
+
+
+def wheelhouse_key(pinned: list[str], source: str, tools: dict[str, dict]) -> str:
+    """The cache key: the pins (with the layout, Python and platform), the source's digest, each tool's."""
+    keyed = [*pinned, source, *[f"tool {name} {record['sha256']}" for name, record in sorted(tools.items())]]
+    return hashlib.sha256("\n".join(keyed).encode()).hexdigest()[:16]
+
+
+def build(
+    components: list[str] | None = None, *, precision: bool = True, log=None, tools: dict[str, Path] | None = None
+) -> Wheelhouse:
     """The wheelhouse for these components (with scipy when ``precision``: a plan with a precision or
-    detect target), from the cache when it is there."""
+    detect target) and these tools (name -> this machine's file), from the cache when it is there."""
     components = sorted(set(components or []))
+    tools = dict(tools or {})
+    shipped = tool_records(tools)
     root = checkout_root()
     pins = closure(host_requirements(components, precision=precision))
     pinned = [LAYOUT, python_tag(), sysconfig.get_platform(), *[f"{k}=={v}" for k, v in sorted(pins.items())]]
-    key = hashlib.sha256("\n".join([*pinned, source_digest(root)]).encode()).hexdigest()[:16]
+    key = wheelhouse_key(pinned, source_digest(root), shipped)
     cache = cache_root()
     tar = cache / f"wheelhouse-{key}.tar"
     if tar.is_file():
         os.utime(tar)  # recently used: the pruning keeps the newest
-        return Wheelhouse(key, tar, pins, python_tag(), built=False, requires=_read_requires(tar))
+        return Wheelhouse(key, tar, pins, python_tag(), built=False, requires=_read_requires(tar), tools=shipped)
     cache.mkdir(parents=True, exist_ok=True)
     wheels = cache / "wheels"
     wheels.mkdir(exist_ok=True)
@@ -268,9 +303,27 @@ def build(components: list[str] | None = None, *, precision: bool = True, log=No
             # the hosts run these in fleet-host mode for the set-up components (scripts/ inside the tar)
             for script in setup_scripts(root):
                 archive.add(script, arcname=str(script.relative_to(root)))
+            add_tools(archive, tools, shipped, Path(temporary))
     _prune(cache, "wheelhouse-*.tar", keep=4)
     _prune(cache, "installed-*", keep=2)
-    return Wheelhouse(key, tar, pins, python_tag(), built=True, requires=requires)
+    return Wheelhouse(key, tar, pins, python_tag(), built=True, requires=requires, tools=shipped)
+
+
+def add_tools(archive: tarfile.TarFile, tools: dict[str, Path], records: dict[str, dict], temporary: Path) -> None:
+    """The tools as ``tools/<name>`` (executable) and their digests as ``tools.json`` (install.py checks
+    each against it before installing anything)."""
+    if not tools:
+        return
+    listing = temporary / "tools.json"
+    listing.write_text(json.dumps(records, sort_keys=True))
+    archive.add(listing, arcname="tools.json")
+    for name, path in sorted(tools.items()):
+        member = archive.gettarinfo(str(path), arcname=f"tools/{name}")
+        member.mode = 0o755
+        with open(path, "rb") as handle:
+            archive.addfile(member, handle)
+        if hostinstall.sha256(str(path)) != records[name]["sha256"]:
+            raise EnvironmentProblem(f"{path} changed while the wheelhouse was packed: build it again, then run again")
 
 
 def _download(wheels: Path, pins: dict[str, str], log) -> None:

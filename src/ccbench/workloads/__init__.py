@@ -76,6 +76,15 @@ def shipped_python_extras() -> set[str]:
     return {cls.setup_component for cls in _loadable(REGISTRY) if cls.ships_python_extra and cls.setup_component}
 
 
+def shipped_tools(kinds: Iterable[str] | None = None) -> dict[str, Path | str]:
+    """The programs the fleet ships for these kinds (every registered kind when None): each name with
+    this machine's file, or why there is none (Workload.shipped_tools)."""
+    tools: dict[str, Path | str] = {}
+    for cls in _loadable(REGISTRY if kinds is None else kinds):
+        tools.update(cls.shipped_tools())
+    return tools
+
+
 def system_checks(workloads: Iterable[tuple[str, Iterable[str]]]) -> set[str]:
     """The before-run checks asked for by these (kind, variant axes) pairs."""
     checks: set[str] = set()

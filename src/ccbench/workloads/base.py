@@ -10,6 +10,7 @@ Life cycle, driven by the runner (see runner.py):
 
 A workload also declares what it needs, so that the generic layers (runner, fleet, wheelhouse)
 never name a kind: its set-up component, whether the fleet ships that component's Python extra,
+the programs built here that the fleet ships (``shipped_tools``),
 the before-run checks it asks for, and how to undo what a killed run of it left
 (``cleanup_stale``).
 """
@@ -309,6 +310,14 @@ class Workload(ABC):
         there belongs to a live run), and only when ``workdir/<kind>`` exists: keep there what a
         killed run could leave (or a record of it)."""
         return []
+
+    @classmethod
+    def shipped_tools(cls) -> dict[str, Path | str]:
+        """Programs built from this checkout that the fleet ships to hosts and study guests beside
+        ccbench (they have no source checkout to build them in): each name with this machine's file,
+        or why there is none. The wheelhouse carries each with its SHA-256, checked on arrival, and
+        installs it as ``<venv>/libexec/ccbench/<name>``, where the workload must look for it."""
+        return {}
 
     def requirements(self) -> str | None:
         """Return why this workload cannot run here (with an install hint), or None."""

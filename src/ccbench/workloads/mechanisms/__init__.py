@@ -24,6 +24,10 @@ against a unit cost and a reader can compare machines mechanism by mechanism:
 * ``evidence``: the time to obtain a fresh attestation report or quote through configfs-tsm where the
   guest can (evidence.py), else named as missing with what was looked for.
 
+ccmech is found by binary.find (``$CCBENCH_CCMECH``, the checkout's build, the copy the fleet ships
+to hosts and study guests: ``shipped_tools``), and every figure it gave records its version and where
+it was found (``metadata.ccmech``).
+
 Every execution also records ``missing_figures``: how many figures it could not give, each with the
 reason in the sample's metadata (port I/O without ioperm, no unaccepted memory, ...).
 """
@@ -41,19 +45,16 @@ from pydantic import Field, field_validator
 from ccbench.attestation.evidence import TsmProvider
 from ccbench.model import Measurement
 from ccbench.workloads.base import ExecutionContext, Workload, WorkloadFailed, WorkloadParams, missing_tools, size_bytes
-from ccbench.workloads.mechanisms import parse, wakeups
+from ccbench.workloads.mechanisms import binary, parse, wakeups
+from ccbench.workloads.mechanisms.binary import INSTALL_HINT
 from ccbench.workloads.mechanisms.evidence import evidence_latency
 
-BINARY = Path(__file__).resolve().parents[4] / "crates" / "target" / "release" / "ccmech"
-INSTALL_HINT = "run 'bash scripts/setup.sh --with mechanisms'"
+#: the checkout's build of ccmech (binary.find looks there second)
+BINARY = binary.CHECKOUT
 CASES = ("exits", "memory", "first-touch", "wakeup", "cross-wakeup", "evidence")
 Case = Literal["exits", "memory", "first-touch", "wakeup", "cross-wakeup", "evidence"]
 #: the floor of an automatic buffer size, and the size where the last-level cache cannot be read
 FLOOR_BYTES, UNKNOWN_CACHE_BYTES = 64 * 2**20, 256 * 2**20
-
-
-def binary_path() -> Path:
-    return Path(os.environ.get("CCBENCH_CCMECH", BINARY))
 
 
 def last_level_cache_bytes(root: Path = Path("/")) -> int | None:
@@ -132,6 +133,18 @@ class Mechanisms(Workload):
         "evidence_ms",
     )
 
+    #: the cases ccmech measures (the timer wake-up runs cyclictest, the evidence case reads configfs-tsm)
+    CCMECH_CASES = frozenset({"exits", "memory", "first-touch", "cross-wakeup"})
+
+    @classmethod
+    def shipped_tools(cls) -> dict[str, Path | str]:
+        """ccmech, which hosts and guests cannot build (no source checkout there): this machine's, by
+        the same lookup the workload makes, or why there is none."""
+        try:
+            return {binary.NAME: binary.find().path}
+        except binary.NotFound as exc:
+            return {binary.NAME: str(exc)}
+
     def requirements(self) -> str | None:
         """Skip only when no case can run: without ccmech the wake-up case still runs (the others are
         then named as missing, with the install hint), without cyclictest the ccmech cases do. The
@@ -148,7 +161,11 @@ class Mechanisms(Workload):
             return f"cyclictest (rt-tests) is not installed: {INSTALL_HINT}" if missing_tools("cyclictest") else None
         if case == "evidence":
             return None
-        return None if binary_path().is_file() else f"{binary_path()} is not built: {INSTALL_HINT}"
+        try:
+            binary.find()
+        except binary.NotFound as exc:
+            return str(exc)
+        return None
 
     def run(self, ctx: ExecutionContext) -> list[Measurement]:
         measurements: list[Measurement] = []
@@ -159,6 +176,9 @@ class Mechanisms(Workload):
                 missing.append({"figure": case, "why": reason})
                 continue
             found, lacking = getattr(self, "_" + case.replace("-", "_"))(ctx)
+            if case in self.CCMECH_CASES:
+                for measurement in found:
+                    measurement.metadata["ccmech"] = self._ccmech_used()
             measurements += found
             missing += lacking
         measurements.append(
@@ -168,8 +188,15 @@ class Mechanisms(Workload):
         )
         return measurements
 
+    def _ccmech_used(self) -> dict[str, str]:
+        """The ccmech this execution runs: its path, where it was found, its version (asked once)."""
+        if getattr(self, "_used", None) is None:
+            found = binary.find()
+            self._used = {"path": str(found.path), "found": found.source, "version": binary.version(found.path)}
+        return self._used
+
     def _ccmech(self, ctx: ExecutionContext, log_name: str, *args: str) -> dict:
-        done = ctx.run_command([str(binary_path()), *args], log_name=log_name)
+        done = ctx.run_command([self._ccmech_used()["path"], *args], log_name=log_name)
         try:
             return json.loads(done.stdout)
         except ValueError as exc:
@@ -179,7 +206,14 @@ class Mechanisms(Workload):
         """Every case ccmech printed before it ended counts, however it ended (a case that killed it is
         named as missing with the signal); who serves each exit comes from the machine's probe."""
         p = self.params
-        argv = [str(binary_path()), "exits", "--iterations", str(p.exit_iterations), "--batches", str(p.exit_batches)]
+        argv = [
+            self._ccmech_used()["path"],
+            "exits",
+            "--iterations",
+            str(p.exit_iterations),
+            "--batches",
+            str(p.exit_batches),
+        ]
         done = ctx.run_command(argv, log_name="ccmech-exits", check=False)
         document, lost = parse.exit_document(done.stdout, done.returncode, done.stderr)
         environment = ctx.environment or {}
