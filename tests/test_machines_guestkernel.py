@@ -1,6 +1,7 @@
 """What the image's kernel must have for each arm, read from its build configuration."""
 
 import textwrap
+from dataclasses import replace
 
 from ccbench.machines.guestkernel import guest_kernel_lacks, kernel_options
 from ccbench.machines.studyfile import load_study
@@ -36,11 +37,8 @@ kind = "sev-snp"
 name = "snp+eager"
 kind = "sev-snp"
 twins = ["eager-accept"]
-[[arm]]
-name = "td"
-kind = "tdx"
-twins = ["haltpoll"]
 """
+TDX_ARM = '[[arm]]\nname = "td"\nkind = "tdx"\ntwins = ["haltpoll"]\n'
 
 
 def test_the_configuration_is_read_as_the_kernel_writes_it():
@@ -50,9 +48,11 @@ def test_the_configuration_is_read_as_the_kernel_writes_it():
 
 
 def test_a_kernel_without_tdx_or_lazy_acceptance_refuses_those_arms_in_one_line_each(tmp_path):
-    path = tmp_path / "study.toml"
-    path.write_text(textwrap.dedent(STUDY))
-    study = load_study(path)
+    # the SEV-SNP arms and a TDX arm (two studies: one host is AMD or Intel), checked side by side
+    (tmp_path / "amd.toml").write_text(textwrap.dedent(STUDY))
+    (tmp_path / "intel.toml").write_text(textwrap.dedent(STUDY).split("[[arm]]")[0] + TDX_ARM)
+    study = load_study(tmp_path / "amd.toml")
+    study = replace(study, arms=study.arms + load_study(tmp_path / "intel.toml").arms)
     lines = guest_kernel_lacks(study, DEBIAN_12_CLOUD, "6.1.0-50-cloud-amd64")
     assert len(lines) == 2, lines
     eager, td = lines

@@ -6,6 +6,7 @@ itself is checked for what it has."""
 import os
 import shutil
 import textwrap
+from dataclasses import replace
 
 import pytest
 
@@ -27,9 +28,18 @@ TDX = '[[arm]]\nname = "td"\nkind = "tdx"\n'
 
 
 def study(tmp_path, arms, machine=""):
-    path = tmp_path / "study.toml"
-    path.write_text(textwrap.dedent(STUDY.format(arms=arms, machine=machine)))
-    return load_study(path)
+    """The study of these arms; SEV-SNP and TDX arms (refused in one study: one host is AMD or Intel)
+    are loaded as two studies and joined, for check() to weigh each arm against a host."""
+
+    def load(text, name):
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(STUDY.format(arms=text, machine=machine)))
+        return load_study(path)
+
+    if SNP in arms and TDX in arms:
+        amd = load(arms.replace(TDX, ""), "amd.toml")
+        return replace(amd, arms=amd.arms + load(TDX, "intel.toml").arms)
+    return load(arms, "study.toml")
 
 
 def mock_qemu(tmp_path, version):

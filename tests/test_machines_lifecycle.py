@@ -340,19 +340,31 @@ def test_a_controller_killed_outright_leaves_guests_that_cleanup_stops(tmp_path,
 
 def test_sev_snp_and_tdx_arms_are_refused_on_this_host_in_one_line_each(tmp_path):
     """The launch of a confidential guest is the boundary this machine cannot cross (no KVM with SNP
-    or TDX, QEMU 7.2): the host check says so before anything starts, one line per arm."""
-    study = _study(tmp_path)
-    study.write_text(
-        study.read_text() + '\n[[arm]]\nname = "snp"\nkind = "sev-snp"\n\n[[arm]]\nname = "tdx"\nkind = "tdx"\n'
+    or TDX, QEMU 7.2): the host check says so before anything starts, one line per arm. A study with
+    both kinds no host can run (AMD or Intel): refused in one line before the host is even asked."""
+    plain = _study(tmp_path).read_text()
+    amd = tmp_path / "amd.toml"
+    amd.write_text(
+        plain
+        + '\n[[arm]]\nname = "snp"\nkind = "sev-snp"\n\n[[arm]]\nname = "snp+poll"\nkind = "sev-snp"\ntwins = ["poll-idle"]\n'
     )
-    for command in ("check", "run"):
-        done = run_ccbench("machines", command, study, "--out", tmp_path / "out") if command == "run" else None
-        done = done or run_ccbench("machines", command, study)
+    mixed = tmp_path / "mixed.toml"
+    mixed.write_text(plain + '\n[[arm]]\nname = "snp"\nkind = "sev-snp"\n\n[[arm]]\nname = "tdx"\nkind = "tdx"\n')
+    for command, study, expected in (
+        (
+            "check",
+            amd,
+            ["arm 'snp' (sev-snp) cannot run on this host:", "arm 'snp+poll' (sev-snp) cannot run on this host:"],
+        ),
+        ("run", mixed, [f"{mixed}: arm.kind: sev-snp arms (snp) and tdx arms (tdx) cannot run on one host"]),
+    ):
+        out = ("--out", tmp_path / "out") if command == "run" else ()
+        done = run_ccbench("machines", command, study, *out)
         assert done.returncode == 2, done.stdout + done.stderr
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert len(lines) == 2, lines
         # one error form for every command (issue 59, item 10: check said "ccbench machines:")
-        assert lines[0].startswith("ccbench: error: arm 'snp' (sev-snp) cannot run on this host:"), lines
-        assert lines[1].startswith("ccbench: error: arm 'tdx' (tdx) cannot run on this host:"), lines
+        assert [line[: len("ccbench: error: " + e)] for line, e in zip(lines, expected)] == [
+            "ccbench: error: " + e for e in expected
+        ] and len(lines) == len(expected), lines
         assert "Traceback" not in done.stderr
     assert not list((tmp_path / "out").glob("machines-*"))

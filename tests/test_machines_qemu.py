@@ -11,6 +11,7 @@ import struct
 import subprocess
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,8 @@ twins = ["poll-idle"]
 name = "snp+haltpoll"
 kind = "sev-snp"
 twins = ["haltpoll"]
+"""
+TDX_ARMS = """
 [[arm]]
 name = "td"
 kind = "tdx"
@@ -100,9 +103,13 @@ twins = ["eager-accept"]
 
 
 def study_at(tmp_path, machine=""):
-    path = tmp_path / "study.toml"
+    """Every kind of arm side by side for the renderer (one arm at a time): the SEV-SNP arms' study with
+    the TDX arms of another (one host is AMD or Intel, so the loader refuses both kinds in one study)."""
+    path, intel = tmp_path / "study.toml", tmp_path / "intel.toml"
     path.write_text(textwrap.dedent(STUDY.format(machine=machine)))
-    return load_study(path)
+    intel.write_text(textwrap.dedent(STUDY.format(machine=machine)).split("[[arm]]")[0] + TDX_ARMS)
+    study = load_study(path)
+    return replace(study, arms=study.arms + load_study(intel).arms)
 
 
 def boot_at(tmp_path, accel="kvm", kernel=True, port=2222, **extra):

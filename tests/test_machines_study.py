@@ -51,10 +51,11 @@ def test_a_study_of_a_plain_arm_its_bounce_twin_and_cvm_twins(tmp_path):
                 'name = "plain+bounce"\nkind = "plain"\ntwins = ["bounce"]',
                 'name = "snp"\nkind = "sev-snp"\nbaseline = true\npolicy = "0x30000"',
                 'name = "snp+poll"\nkind = "sev-snp"\ntwins = ["poll-idle"]',
-                'name = "td+eager"\nkind = "tdx"\ntwins = "eager-accept"\nkernel_params = ["transparent_hugepage=never"]',
+                'name = "snp+eager"\nkind = "sev-snp"\ntwins = "eager-accept"\nkernel_params = ["transparent_hugepage=never"]',
             ),
         )
     )
+    td = load_study(write(tmp_path, BASE + arms('name = "td"\nkind = "tdx"'), "td.toml")).arms[0]
     assert (study.name, study.plan, study.order, study.rounds, study.baseline) == ("twins", "quick", "rounds", 4, "snp")
     assert study.image.kind == "debian-12" and study.machine.memory_mib == 2048 and study.machine.cores == 2
     by = {a.name: a for a in study.arms}
@@ -65,15 +66,31 @@ def test_a_study_of_a_plain_arm_its_bounce_twin_and_cvm_twins(tmp_path):
     assert bounce.iommu_platform and bounce.disable_legacy
     assert not by["plain"].knobs.iommu_platform and by["plain"].knobs.kernel_params == ()
     assert by["snp+poll"].knobs.kernel_params == ("idle=poll",)
-    assert by["td+eager"].knobs.kernel_params == ("accept_memory=eager", "transparent_hugepage=never")
+    assert by["snp+eager"].knobs.kernel_params == ("accept_memory=eager", "transparent_hugepage=never")
     assert dict(by["snp"].knobs.confidential)["policy"] == "0x30000"
-    assert dict(by["td+eager"].knobs.confidential) == {"sept-ve-disable": "on"}
+    assert dict(td.knobs.confidential) == {"sept-ve-disable": "on"}
     assert by["snp"].knobs.iommu_platform  # a CVM's virtio devices use the DMA API
     with pytest.raises(AttributeError):
         study.rounds = 1  # frozen
     assert [names for _, names in study.schedule()] == [
         tuple(a.name for a in study.arms[r:] + study.arms[:r]) for r in range(4)
     ]
+
+
+def test_a_study_with_sev_snp_and_tdx_arms_is_refused_in_one_line_unless_it_only_times_launches(tmp_path):
+    """One host is AMD or Intel: a study that runs its plan in an SEV-SNP and a TDX arm cannot start."""
+    mixed = arms(
+        'name = "plain"\nkind = "plain"',
+        'name = "snp"\nkind = "sev-snp"',
+        'name = "snp+poll"\nkind = "sev-snp"\ntwins = ["poll-idle"]',
+        'name = "td"\nkind = "tdx"',
+    )
+    message = refused(tmp_path, BASE + mixed)
+    assert "arm.kind: sev-snp arms (snp, snp+poll) and tdx arms (td) cannot run on one host" in message
+    assert "split them into two studies" in message
+    # a launch-time study renders the arms this host cannot launch (docs/machines.md, section 12)
+    launch = top('rounds = 0\n[sweep]\nmemory = ["512M", "1G"]\n') + mixed
+    assert [a.kind for a in load_study(write(tmp_path, launch)).arms] == ["plain", "sev-snp", "sev-snp", "tdx"]
 
 
 def test_the_bounce_pool_follows_the_cvm_arms_own_swiotlb_and_caps_at_1_gib(tmp_path):
@@ -225,7 +242,7 @@ def test_the_documented_study_loads_and_the_documented_errors_are_the_codes(tmp_
     doc = (Path(__file__).parents[1] / "docs" / "machines.md").read_text()
     example = re.search(r"```toml\n(name = \"bounce\".*?)```", doc, re.DOTALL).group(1)
     study = load_study(write(tmp_path, example))
-    assert [a.name for a in study.arms] == ["plain", "plain+bounce", "snp", "snp+poll", "td", "td+eager"]
+    assert [a.name for a in study.arms] == ["plain", "plain+bounce", "snp", "snp+poll", "snp+eager"]
     assert study.baseline == "plain" and study.machine.pin == (2, 3)
     errors = re.search(r"```\n(study.toml: arm 'plain\+idle'.*?)```", doc, re.DOTALL).group(1).splitlines()
     (tmp_path / "nightly").unlink(missing_ok=True)

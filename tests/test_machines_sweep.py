@@ -44,8 +44,8 @@ kind = "tdx"
 twins = ["eager-accept"]
 
 [[arm]]
-name = "snp+haltpoll"
-kind = "sev-snp"
+name = "td+haltpoll"
+kind = "tdx"
 twins = ["haltpoll"]
 """
 
@@ -66,7 +66,7 @@ def test_the_sweep_makes_the_study_at_each_memory_size_and_vcpu_count(tmp_path):
     pools = [p.arm("plain+bounce").knobs.kernel_params for p in sweep.memory_points]
     assert pools == [("swiotlb=32768,force",), ("swiotlb=65536,force",)]
     # the haltpoll twin is an arm like any other: present at every vCPU count
-    assert all(p.arm("snp+haltpoll").knobs.kernel_params == ("cpuidle_haltpoll.force=1",) for p in sweep.vcpu_points)
+    assert all(p.arm("td+haltpoll").knobs.kernel_params == ("cpuidle_haltpoll.force=1",) for p in sweep.vcpu_points)
 
 
 @pytest.mark.parametrize(
@@ -210,14 +210,14 @@ def test_a_real_launch_time_study_times_the_plain_arm_at_two_sizes_and_renders_t
 def test_machines_check_prints_every_arm_at_every_vcpu_count_with_its_idle_twin(tmp_path):
     (tmp_path / "study.toml").write_text(
         BASE.format(top="", machine="", sweep="[sweep]\nvcpus = [2, 4]\n")
-        + '\n[[arm]]\nname = "snp+poll"\nkind = "sev-snp"\ntwins = ["poll-idle"]\n'
+        + '\n[[arm]]\nname = "td+poll"\nkind = "tdx"\ntwins = ["poll-idle"]\n'
     )
     done = run_ccbench("machines", "check", tmp_path / "study.toml", "--print-commands")
     assert done.returncode in (0, 2), done.stderr
     out = done.stdout
     assert "sweep: the plan at 2, 4 vCPUs, every arm at each" in out
     for count in (2, 4):
-        for arm, word in (("snp+haltpoll", "cpuidle_haltpoll.force=1"), ("snp+poll", "idle=poll"), ("plain", "")):
+        for arm, word in (("td+haltpoll", "cpuidle_haltpoll.force=1"), ("td+poll", "idle=poll"), ("plain", "")):
             header = next(line for line in out.splitlines() if line.startswith(f"# {arm} at {count} vCPUs"))
             line = out.splitlines()[out.splitlines().index(header) + 1]
             assert f"-smp {count},sockets=1,cores={count},threads=1" in line and word in line

@@ -25,7 +25,9 @@ def load_study(path: str | Path) -> Study:
     return study_from_dict(document, path)
 
 
-def study_from_dict(document: dict[str, Any], source: Path) -> Study:
+def study_from_dict(document: dict[str, Any], source: Path, *, point: bool = False) -> Study:
+    """The study a parsed file describes. ``point``: a sweep's point of a study already loaded (its
+    arms passed the one-host check there, where its rounds decide it)."""
     where = parts.Where(source)
     allowed = {"name", "description", "plan", "image", "order", "rounds", "machine", "arm", "provider", "sweep"}
     parts.no_unknown(document, allowed, where, "the top level")
@@ -64,6 +66,8 @@ def study_from_dict(document: dict[str, Any], source: Path) -> Study:
             "arm.baseline", f"{', '.join(baselines)} are all marked; mark at most one arm baseline = true"
         )
     parts.check_machine_for_arms(machine, arms, where)
+    if rounds and not point:
+        one_host(arms, where)
     baseline = baselines[0] if baselines else parts.default_baseline(arms)
     study = Study(
         name=name,
@@ -80,6 +84,20 @@ def study_from_dict(document: dict[str, Any], source: Path) -> Study:
     if "sweep" in document:
         study = replace(study, sweep=sweep_of(document, study, where))
     return study
+
+
+def one_host(arms: list, where: parts.Where) -> None:
+    """A study runs its plan in every arm on one host, and one host is AMD (SEV-SNP) or Intel (TDX),
+    never both: a study with arms of both kinds is refused before anything starts. A launch-time study
+    (rounds = 0) is not: it renders the arms this host cannot launch (docs/machines.md, section 12)."""
+    by_kind = {kind: [a.name for a in arms if a.kind == kind] for kind in ("sev-snp", "tdx")}
+    if all(by_kind.values()):
+        raise where.error(
+            "arm.kind",
+            f"sev-snp arms ({', '.join(by_kind['sev-snp'])}) and tdx arms ({', '.join(by_kind['tdx'])}) "
+            "cannot run on one host (SEV-SNP needs an AMD host, TDX an Intel one); split them into two "
+            "studies, each with its own plain arms",
+        )
 
 
 SWEEP_KEYS = {"memory", "vcpus", "launches"}
@@ -135,7 +153,7 @@ def _point(document: dict[str, Any], where: parts.Where, key: str, value: int, s
     point["machine"] = {**(document.get("machine") or {}), key: value}
     point["rounds"] = max(int(document.get("rounds", 3)), 1)
     try:
-        return study_from_dict(point, where.source)
+        return study_from_dict(point, where.source, point=True)
     except StudyError as exc:
         said = str(exc).removeprefix(f"{where.source}: ")
         raise where.error(f"sweep.{key}", f"at {shown}: {said}") from None
