@@ -7,10 +7,20 @@ import os
 import shutil
 import textwrap
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from ccbench.machines.hostcheck import accel, check, host_facts, qemu_version
+from ccbench.machines.hostcheck import (
+    OVMF_TABLE_FOOTER,
+    SEV_HASH_TABLE,
+    accel,
+    check,
+    firmware_warnings,
+    host_facts,
+    qemu_version,
+    sev_hash_area,
+)
 from ccbench.machines.studyfile import load_study
 
 STUDY = """
@@ -50,6 +60,26 @@ def mock_qemu(tmp_path, version):
     return str(path)
 
 
+def ovmf(entries: list[tuple[bytes, bytes]], size: int = 0x8000) -> bytes:
+    """MOCK: an OVMF file's bytes with this OVMF table at its end, laid out as edk2's reset vector puts
+    it (and as Debian 12's /usr/share/ovmf/OVMF.fd shows it): each entry its data, its 2-byte length
+    and its GUID; then the table's length, the footer GUID and 32 bytes to the end of the file."""
+    table = b"".join(data + (len(data) + 18).to_bytes(2, "little") + guid for guid, data in entries)
+    footer = (len(table) + 18).to_bytes(2, "little") + OVMF_TABLE_FOOTER + bytes(32)
+    return bytes(size - len(table) - len(footer)) + table + footer
+
+
+#: OVMF's AmdSev build reserves the SEV hash table at 0x10C00, 0x400 bytes (PcdQemuHashTableBase/Size)
+AMDSEV = ovmf(
+    [
+        (b"\x11" * 16, (0x80B004).to_bytes(4, "little")),
+        (SEV_HASH_TABLE, (0x10C00).to_bytes(4, "little") + (0x400).to_bytes(4, "little")),
+    ]
+)
+#: a generic build carries the entry zeroed
+GENERIC = ovmf([(SEV_HASH_TABLE, bytes(8)), (b"\x22" * 16, bytes(4))])
+
+
 def mock_host(tmp_path, vendor):
     """MOCK: the files an SEV-SNP (vendor "amd") or TDX ("intel") host shows, under a root."""
     root = tmp_path / f"mock-{vendor}-root"
@@ -64,7 +94,7 @@ def mock_host(tmp_path, vendor):
             "proc/cpuinfo": "model name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: fpu svm sev sev_es sev_snp\n",
             "dev/sev": "",
             "sys/module/kvm_amd/parameters/sev_snp": "Y\n",
-            "usr/share/OVMF/OVMF.amdsev.fd": "firmware",
+            "usr/share/OVMF/OVMF.amdsev.fd": AMDSEV,
         }
     else:
         files |= {
@@ -77,7 +107,10 @@ def mock_host(tmp_path, vendor):
         }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+        if isinstance(text, bytes):
+            (root / name).write_bytes(text)
+        else:
+            (root / name).write_text(text)
     return root
 
 
@@ -109,6 +142,41 @@ def test_what_a_host_lacks_is_said_in_one_line_per_arm(tmp_path):
     td_line = check(study(tmp_path, TDX), mock_qemu(tmp_path, "10.1.0"), root=intel)
     assert len(td_line) == 1 and "tdx=N" in td_line[0] and "no /dev/kvm" in td_line[0]
     assert accel(intel) == "tcg"
+
+
+def test_an_snp_arm_measuring_its_kernel_on_a_generic_ovmf_is_a_warning_naming_the_firmware(tmp_path):
+    """kernel-hashes=on needs an OVMF that reserves the SEV hash table (the AmdSev build): QEMU refuses
+    a generic OVMF.fd for it. Read from the firmware's OVMF table, as QEMU reads it."""
+    assert sev_hash_area_of(tmp_path, AMDSEV) == (0x10C00, 0x400)
+    assert sev_hash_area_of(tmp_path, GENERIC) == (0, 0)
+    assert sev_hash_area_of(tmp_path, b"not an OVMF" * 100) is None
+    amd = mock_host(tmp_path, "amd")
+    snp = study(tmp_path, PLAIN + SNP + '[[arm]]\nname = "snp-nohash"\nkind = "sev-snp"\nkernel_hashes = false\n')
+    assert firmware_warnings(snp, amd) == []
+    (amd / "usr/share/OVMF/OVMF.amdsev.fd").unlink()
+    (amd / "usr/share/ovmf").mkdir(parents=True)
+    (amd / "usr/share/ovmf/OVMF.fd").write_bytes(GENERIC)
+    (line,) = firmware_warnings(snp, amd)
+    assert line.startswith(f"arm 'snp': firmware {amd}/usr/share/ovmf/OVMF.fd has no SEV hash table area"), line
+    assert "install OVMF's AmdSev build" in line and "/usr/share/OVMF/OVMF.amdsev.fd" in line and "\n" not in line
+    # the TDX arms' firmware has no such table to reserve
+    intel = mock_host(tmp_path, "intel")
+    (intel / "usr/share/ovmf").mkdir(parents=True)
+    (intel / "usr/share/ovmf/OVMF.fd").write_bytes(GENERIC)
+    assert firmware_warnings(study(tmp_path, PLAIN + TDX), intel) == []
+
+
+def sev_hash_area_of(tmp_path, data):
+    path = tmp_path / "firmware.fd"
+    path.write_bytes(data)
+    return sev_hash_area(path)
+
+
+@pytest.mark.skipif(not os.path.isfile("/usr/share/ovmf/OVMF.fd"), reason="no OVMF installed (apt-get install ovmf)")
+def test_this_machines_ovmf_is_read_as_qemu_reads_it():
+    area = sev_hash_area(Path("/usr/share/ovmf/OVMF.fd"))
+    # Debian's OVMF.fd is the generic build: the entry is there, zeroed; an AmdSev build has an area
+    assert area == (0, 0) or (area is not None and area[0] and area[1] >= 176), area
 
 
 def test_huge_pages_and_pinning_are_checked_against_the_host(tmp_path):

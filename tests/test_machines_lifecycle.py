@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import run_ccbench
 
+from ccbench.machines import hostcheck
+
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="building the guest image needs root (debootstrap)"),
     pytest.mark.skipif(
@@ -367,4 +369,8 @@ def test_sev_snp_and_tdx_arms_are_refused_on_this_host_in_one_line_each(tmp_path
             "ccbench: error: " + e for e in expected
         ] and len(lines) == len(expected), lines
         assert "Traceback" not in done.stderr
+        firmware = hostcheck.find_firmware("sev-snp")
+        if command == "check" and firmware is not None and hostcheck.sev_hash_area(firmware) == (0, 0):
+            # this host's OVMF for SEV-SNP is a generic build (Debian's OVMF.fd): kernel hashes need the AmdSev one
+            assert f"warning: arm 'snp': firmware {firmware} has no SEV hash table area" in done.stdout, done.stdout
     assert not list((tmp_path / "out").glob("machines-*"))

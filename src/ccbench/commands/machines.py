@@ -162,7 +162,7 @@ def check_command(study, print_commands) -> None:
             f"this host launches {', '.join(launched)} ({how}); rendered only, not launched here (a launch-time "
             f"study keeps their command lines): {', '.join(a for a, _w in rendered_only)}"
         )
-    for warning in hostcheck.size_warnings(loaded):
+    for warning in hostcheck.size_warnings(loaded) + hostcheck.firmware_warnings(loaded):
         click.echo(f"warning: {warning}")
     if problems:
         click.echo(f"this host cannot launch every arm (its arms would run {how})")

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,17 @@ FIRMWARE = {
     ),
 }
 TDX_MODULE_DIR = "/sys/firmware/tdx/tdx_module"
+#: edk2's OVMF table as QEMU reads it (hw/i386/pc_sysfw_ovmf.c): a footer GUID 48 bytes before the end
+#: of the firmware file, the table's length before it, and entries running backwards (data, 2-byte
+#: length, GUID)
+OVMF_TABLE_FOOTER = uuid.UUID("96b582de-1fb2-45f7-baea-a366c55a082d").bytes_le
+#: the SEV hash table entry (SEV_HASH_TABLE_RV_GUID): base and size of the area QEMU writes the
+#: kernel's, initrd's and command line's hashes to with kernel-hashes=on. OVMF's AmdSev build
+#: reserves one; a generic build carries the entry zeroed, and QEMU then refuses to start the guest
+#: ("guest firmware hashes table area is invalid (base=0x0 size=0x0)", target/i386/sev.c)
+SEV_HASH_TABLE = uuid.UUID("7255371f-3a3b-4b04-927b-1da6efa8d454").bytes_le
+#: sizeof(PaddedSevHashTable) in QEMU: the least area it accepts
+SEV_HASH_TABLE_MIN = 176
 
 
 def qemu_version(qemu: str = "qemu-system-x86_64") -> tuple[tuple[int, int, int] | None, str]:
@@ -99,6 +111,56 @@ def firmware_digest(path: Path | None) -> str:
         return ""
     with open(path, "rb") as handle:
         return "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def sev_hash_area(firmware: Path) -> tuple[int, int] | None:
+    """(base, size) of the SEV hash table area an OVMF file reserves, as QEMU reads its OVMF table;
+    None when the file has no OVMF table or no such entry (QEMU: "has no hashes table GUID")."""
+    with open(firmware, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(size - 0x10000 - 64, 0))  # the table's length is 16 bits: it ends in this tail
+        tail = handle.read()
+    end = len(tail) - 48
+    if end < 2 or tail[end : end + 16] != OVMF_TABLE_FOOTER:
+        return None
+    total = int.from_bytes(tail[end - 2 : end], "little") - 18
+    table = tail[max(end - 2 - total, 0) : end - 2] if 0 < total <= end - 2 else b""
+    while len(table) >= 18:
+        length = int.from_bytes(table[-18:-16], "little")
+        if not 18 <= length <= len(table):
+            return None
+        if table[-16:] == SEV_HASH_TABLE and length >= 26:
+            data = table[-length:-18]
+            return int.from_bytes(data[:4], "little"), int.from_bytes(data[4:8], "little")
+        table = table[:-length]
+    return None
+
+
+def firmware_warnings(study: Study, root: Path = Path("/")) -> list[str]:
+    """What renders but QEMU would refuse at launch: an SEV-SNP arm measuring its direct-booted kernel
+    (kernel_hashes, the default) on the OVMF found for it when that build reserves no SEV hash table
+    area (a generic OVMF.fd, not the AmdSev build). The study names no firmware: it is looked for."""
+    if study.image.kind == "disk":
+        return []  # no direct kernel boot: no hashes to add
+    lines = []
+    for arm in study.arms:
+        if arm.kind != "sev-snp" or dict(arm.knobs.confidential).get("kernel-hashes") != "on":
+            continue
+        firmware = find_firmware(arm.kind, root)
+        if firmware is None:
+            continue  # check() says no OVMF
+        area = sev_hash_area(firmware)
+        if area is not None and area[0] and area[1] >= SEV_HASH_TABLE_MIN:
+            continue
+        has = "no SEV hash table" if area is None else f"no SEV hash table area (base {area[0]:#x}, size {area[1]:#x})"
+        lines.append(
+            f"arm '{arm.name}': firmware {firmware} has {has}: a generic OVMF build, which QEMU refuses for "
+            "measured direct boot (kernel_hashes = true, the default); install OVMF's AmdSev build "
+            "(edk2 OvmfPkg/AmdSev/AmdSevX64.dsc) as /usr/share/OVMF/OVMF.amdsev.fd, or set "
+            "kernel_hashes = false on the arm"
+        )
+    return lines
 
 
 def _sev_snp(sources: Sources, flags: set[str]) -> list[str]:

@@ -331,6 +331,8 @@ def run_study(
     launched, rendered_only, problems = split_launchable(study, problems)
     if problems:
         raise HostRefused(problems)
+    for warning in hostcheck.firmware_warnings(study):
+        echo(f"warning: {warning}")
     image = resolve_image(study, echo)
     if image.kernel_config:
         served = replace(study, arms=tuple(a for a in study.arms if a.name in launched))
