@@ -97,3 +97,17 @@ def test_no_readme_table_cell_is_a_paragraph():
         if line.startswith("|"):
             for cell in line.strip().strip("|").split("|"):
                 assert len(cell.split()) <= CELL_WORDS, f"README.md:{number}: a cell of {len(cell.split())} words"
+
+
+def test_every_statistic_the_readme_examples_print_is_a_word_the_readme_explains():
+    """A statistic's name in an example's output (I2, MDE, ...; the names ccbench.basics.wrap keeps
+    with their values) has its row in the README's words table, in plain words."""
+    from ccbench.basics.wrap import _STAT
+
+    text = (REPO / "README.md").read_text()
+    printed = set()
+    for block in re.findall(r"```text\n(.*?)```", text, re.S):
+        printed |= {word for word in re.findall(r"[A-Za-z0-9²]+", block) if len(word) > 1 and _STAT.match(word)}
+    assert "I2" in printed  # the quick run's example: "(sizes differ: I2 64%)"
+    explained = set(re.findall(r"^\| \*\*([^*]+)\*\* \|", text, re.M))
+    assert printed <= explained, f"README.md's words table does not explain {sorted(printed - explained)}"
