@@ -183,6 +183,29 @@ def test_compare_summary_and_the_report_lead_with_the_share(tmp_path, document, 
     assert first_table.startswith("transport costs as a share of one MiniLM-L6-v2 embedding")
 
 
+def test_the_round_trip_takeaway_says_a_cost_as_the_verdict_does_with_its_interval(tmp_path, document):
+    """The transport chart's takeaway: "tls 4.0x slower [...]" (fmt.effect, the verdict's words and
+    the comparison row's 95% interval), not a signed percentage ("tls +305%")."""
+    from ccbench.report.context import build_context
+    from ccbench.report.sections import transport
+
+    ctx = build_context([write_declared(tmp_path, "vm", transport_samples(document))], baseline="plain")
+    (figure, *_rest) = transport.build(ctx).figures
+    rows = ctx.comparison[(ctx.comparison["metric"] == "rtt_p50") & ctx.comparison["case"].eq("1536 duplex")]
+    said = {row["config"].split(" / ")[-1]: fmt.row_effect(row) for _, row in rows.iterrows()}
+    assert said["tls"].startswith("4.0x slower [") and said["securechannel"].startswith("3.0x slower [")
+    assert figure.takeaway.startswith(
+        f"At 1.5 KiB, the smallest payload, against plaintext: tls {said['tls']}, securechannel {said['securechannel']};"
+    ), figure.takeaway
+    assert "+" not in figure.takeaway
+    # without the comparison (a report with no baseline), the medians' ratio in the same words
+    plain_only = transport._rtt_takeaway(
+        transport._medians(transport._transport_samples(ctx.samples), "rtt_p50", ["machine", "pipe", "payload"]),
+        "duplex",
+    )
+    assert "tls 4.0x slower, securechannel 3.0x slower;" in plain_only and "[" not in plain_only
+
+
 def repeated(rng, sd: float, value: float, **fields) -> list:
     """Five samples of ``fields`` (their case: ``params``) around ``value``, log-normal noise of ``sd``."""
     return [
