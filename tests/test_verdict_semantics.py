@@ -347,6 +347,35 @@ def test_pair_names_each_baseline_and_bad_pairs_are_one_line(tmp_path, ccbench):
         assert "Traceback" not in done.stderr
 
 
+def test_pairs_that_compare_nothing_say_so_in_true_words(tmp_path):
+    """--pair naming machines with no workload in common compared nothing; the error said "the
+    bundles hold one configuration per workload" and listed three, where w had two."""
+    from bundles import write_bundle
+
+    from ccbench.analysis.comparison import comparison
+    from ccbench.basics.errors import CCBenchError
+
+    paths = [
+        write_bundle(tmp_path, "tdx-vm", "tdx", {(): [1.2, 1.3, 1.25]}, workload="w"),
+        write_bundle(tmp_path, "plain-vm", "none", {(): [1.0, 1.1, 1.05]}, workload="w"),
+        write_bundle(tmp_path, "other", "none", {(): [1.0, 1.1, 1.05]}, workload="v"),
+    ]
+    assert not comparison(paths, pairs=["tdx-vm=plain-vm"]).table.empty
+    for asked, said in (
+        ({"pairs": ["tdx-vm=other"]}, "--pair 'tdx-vm=other' sets no configuration"),
+        ({"baseline": "other"}, "the baseline 'other / no TEE' sets no configuration"),
+    ):
+        with pytest.raises(CCBenchError) as caught:
+            comparison(paths, **asked).require_rows()
+        message = str(caught.value)
+        assert message.startswith(f"nothing to compare: {said} against another on a workload both measured"), message
+        assert "w: plain-vm / no TEE, tdx-vm / TDX" in message and "one configuration per workload" not in message
+    with pytest.raises(
+        CCBenchError, match=r"each workload was measured in one configuration \(v: other / no TEE; w: tdx-vm / TDX\)"
+    ):
+        comparison([paths[0], paths[2]]).require_rows()
+
+
 def test_summary_is_sized_for_a_person(tmp_path, ccbench):
     """At most two lines a layer, one line per kind of finding with a count, every line within 100
     columns, no breakdown where no mechanism was measured (on main's code: the sentences, the lint

@@ -45,6 +45,8 @@ class Comparison:
     exclude_contended: bool = False
     #: the cases runs and fleets settled (ccbench.analysis.settling.settled.settled_cases), by row key
     cases: dict = field(default_factory=dict)
+    #: the ``--pair CONFIG=BASELINE`` values asked for
+    pairs: tuple[str, ...] = ()
 
     def verdicts(self) -> list:
         """The verdict per protection layer (reads the engine's bounded per-sample frame)."""
@@ -81,8 +83,9 @@ class Comparison:
         }
 
     def require_rows(self) -> None:
-        """An empty comparison is an error that says why: everything left out as contended, or one
-        configuration per workload."""
+        """An empty comparison is an error that says why: everything left out as contended, failed
+        executions, no case in common, each workload measured in one configuration, or pairs (or a
+        baseline) that set no configuration against another on a workload both measured."""
         if not self.table.empty:
             return
         counts = self.engine.counts()
@@ -94,12 +97,14 @@ class Comparison:
                 "and what is left holds nothing to compare; run again on a quiet machine, or compare without the "
                 "option (the contended rows are then flagged)"
             )
-        configs = sorted(set(self.engine.facts["config"]))
+        by_workload = measured_series(self.engine).groupby("workload", sort=True)["config"].unique()
+        by_workload = {str(w): sorted(map(str, c)) for w, c in by_workload.items()}
+        measured = "; ".join(f"{w}: {', '.join(c)}" for w, c in by_workload.items()) or "no measured samples"
         failed = failed_bundles(self.bundles)
         if failed:
             raise CCBenchError(
-                f"nothing to compare: {'; '.join(failed)}; what is left holds one configuration per workload "
-                f"({'; '.join(configs)}): there is no figure for a configuration whose executions failed"
+                f"nothing to compare: {'; '.join(failed)}; what is left measured {measured} (workload: its "
+                "configurations): there is no figure for a configuration whose executions failed"
             )
         disjoint = _disjoint_cases(self.engine)
         if disjoint:
@@ -107,9 +112,20 @@ class Comparison:
                 f"nothing to compare: the configurations share no case ({disjoint}); a case is compared only "
                 "with the same case (the same command, parameters and metric) elsewhere"
             )
+        several = {w: c for w, c in by_workload.items() if len(c) > 1}
+        if not several:
+            raise CCBenchError(
+                f"nothing to compare: each workload was measured in one configuration ({measured}); "
+                "give bundles from other machines or runs with several variants"
+            )
+        # several configurations measured a workload, but none was set against another on it: the
+        # pairs or the baseline asked for chose configurations that share no workload
+        asked = " ".join(f"--pair {p!r}" for p in self.pairs) or f"the baseline {self.baseline!r}"
+        what = "pair two of them" if self.pairs else "give one of them as --baseline"
+        shared = "; ".join(f"{w}: {', '.join(c)}" for w, c in several.items())
         raise CCBenchError(
-            f"nothing to compare: the bundles hold one configuration per workload ({'; '.join(configs)}); "
-            "give bundles from other machines or runs with several variants"
+            f"nothing to compare: {asked} sets no configuration against another on a workload both measured; "
+            f"the workloads measured in several configurations: {shared}; {what}"
         )
 
 
@@ -219,7 +235,7 @@ def comparison(
     # and the cases a fleet settled across its labels (ccbench.analysis.settling.fleet_settle): the controller's rule
     cases.update(fleet_settled_cases(bundles, labels, exclude_contended))
     table = with_settled(table, cases, facts) if cases else table
-    return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended, cases)
+    return Comparison(bundles, engine, machines, device_io, resolved, table, exclude_contended, cases, tuple(pairs))
 
 
 def parse_pairs(pairs: Iterable[str], facts: pd.DataFrame) -> list[tuple[list[str], str]]:
