@@ -101,3 +101,25 @@ def test_an_interrupted_runs_resume_line_keeps_its_work_directory(tmp_path):
     line = next(line for line in (stdout + stderr).splitlines() if "Resume with:" in line)
     command = shlex.split(line.split("Resume with:", 1)[1])
     assert command == ["ccbench", "run", "--resume", str(bundle), "--workdir", str(work)], line
+
+
+@pytest.mark.parametrize(
+    ("argv", "said", "usage"),
+    [
+        (["gate"], "missing argument 'NEW...'", "ccbench gate [OPTIONS] NEW..."),
+        (["history", "add"], "missing argument 'BUNDLE...'", "ccbench history add [OPTIONS] BUNDLE..."),
+        # an option's error carries no command from click's parser: found from the arguments
+        (["compare", "--baseline"], "option '--baseline' requires an argument", "ccbench compare [OPTIONS] BUNDLES..."),
+        (["no-such-command"], "no such command 'no-such-command'", "ccbench [OPTIONS] COMMAND [ARGS]..."),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_commands_usage_and_help(capsys, argv, said, usage):
+    from ccbench.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    command = usage.split(" [")[0]
+    assert captured.err == f"ccbench: error: {said} (usage: {usage}; see '{command} --help')\n", captured.err
+    assert captured.out == ""

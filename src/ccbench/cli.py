@@ -80,6 +80,38 @@ def _catch_termination() -> dict:
     return catch_stop_signals(_stop, (signal.SIGTERM, signal.SIGHUP))
 
 
+def _sentence(message: str) -> str:
+    """Click's message as a clause of the one error line: "Missing argument 'NEW...'." -> "missing
+    argument 'NEW...'" (a leading acronym kept)."""
+    message = " ".join(message.split()).rstrip(".")
+    if len(message) > 1 and message[0].isupper() and message[1].islower():
+        message = message[0].lower() + message[1:]
+    return message
+
+
+def usage_error(exc: click.UsageError, argv: list[str] | None = None) -> str:
+    """A usage error in one line, naming the command's usage and its help: "missing argument 'NEW...'
+    (usage: ccbench gate [OPTIONS] NEW...; see 'ccbench gate --help')". An option's error carries no
+    command (click's parser raises it without one): the command is found from the arguments."""
+    message = _sentence(exc.format_message())
+    ctx = exc.ctx or _context_of(sys.argv[1:] if argv is None else argv)
+    usage = " ".join(ctx.get_usage().split()).removeprefix("Usage: ")
+    return f"{message} (usage: {usage}; see '{ctx.command_path} --help')"
+
+
+def _context_of(argv: list[str]) -> click.Context:
+    """The context of the (sub)command ``argv`` names: its words up to the first that names no command."""
+    ctx = click.Context(cli, info_name="ccbench")
+    for word in argv:
+        if not isinstance(ctx.command, click.Group) or word.startswith("-"):
+            break
+        command = ctx.command.get_command(ctx, word)
+        if command is None:
+            break
+        ctx = click.Context(command, info_name=word, parent=ctx)
+    return ctx
+
+
 def main(argv: list[str] | None = None) -> None:
     previous = _catch_termination()
     try:
@@ -94,8 +126,14 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("ccbench: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group without its command: click prints its help
+            exc.show()
+        else:
+            click.echo(f"ccbench: error: {usage_error(exc, argv)}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"ccbench: error: {_sentence(exc.format_message())}", err=True)
         sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
