@@ -92,7 +92,7 @@ def test_an_interrupted_runs_resume_line_keeps_its_work_directory(tmp_path):
         'name = "t"\n[defaults]\nrepetitions = 50\nwarmup = 0\ncooldown = 0\n'
         '[[workloads]]\nkind = "command"\ncommand = "sleep 0.2"\n'
     )
-    work, out = tmp_path / "my work", tmp_path / "out"
+    work, out = tmp_path / "my [work]", tmp_path / "out"  # a space and brackets (no markup) kept
     process = start_run(plan, out, work)
     bundle = wait_for_samples(out, 1)
     process.send_signal(signal.SIGINT)
@@ -101,6 +101,7 @@ def test_an_interrupted_runs_resume_line_keeps_its_work_directory(tmp_path):
     line = next(line for line in (stdout + stderr).splitlines() if "Resume with:" in line)
     command = shlex.split(line.split("Resume with:", 1)[1])
     assert command == ["ccbench", "run", "--resume", str(bundle), "--workdir", str(work)], line
+    assert line == f"interrupted. Resume with: {shlex.join(command)}", line  # one space between words
 
 
 @pytest.mark.parametrize(

@@ -360,7 +360,7 @@ def test_a_hang_up_leaves_no_mount_no_counter_session_and_says_how_to_resume(tmp
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     # the resume command is the last line on stderr (and in a log that takes both streams)
-    assert stderr.strip().splitlines()[-1].startswith("interrupted. Resume with:  ccbench run --resume"), stderr
+    assert stderr.strip().splitlines()[-1].startswith("interrupted. Resume with: ccbench run --resume"), stderr
     assert mounts_under(work) == [], stderr
     assert json.loads(ledger.read_text())["entries"] == []
     assert not [line for line in open("/proc/self/mountinfo") if f"ccbench-counters-{process.pid}-" in line]

@@ -225,7 +225,8 @@ def command(
     try:
         print_run_summary(result)
         if result.interrupted:
-            console.print(f"interrupted. Resume with:  {resume_command(result.bundle, workdir)}")
+            # as written: a path's brackets are no markup
+            console.print(f"interrupted. Resume with: {resume_command(result.bundle, workdir)}", markup=False)
         else:
             print_run_verdict(result.bundle)
     except OSError:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -250,7 +251,7 @@ class Controller:
             elif not self.options.resumable:
                 self.echo(f"interrupted: the runs are stopped and what they measured is in {fleet.directory}")
             else:
-                self.echo(f"interrupted. Resume with:  ccbench fleet run --resume {fleet.directory}")
+                self.echo(f"interrupted. Resume with: {shlex.join(['ccbench', 'fleet', 'run', '--resume', str(fleet.directory)])}")
             return 130
         return 0 if all(fleet.outcome(label) == "ok" for label in fleet.hosts) else 1
 
