@@ -251,7 +251,9 @@ class Controller:
             elif not self.options.resumable:
                 self.echo(f"interrupted: the runs are stopped and what they measured is in {fleet.directory}")
             else:
-                self.echo(f"interrupted. Resume with: {shlex.join(['ccbench', 'fleet', 'run', '--resume', str(fleet.directory)])}")
+                self.echo(
+                    f"interrupted. Resume with: {shlex.join(['ccbench', 'fleet', 'run', '--resume', str(fleet.directory)])}"
+                )
             return 130
         return 0 if all(fleet.outcome(label) == "ok" for label in fleet.hosts) else 1
 
