@@ -118,10 +118,10 @@ def command(
 ) -> None:
     """Judge the run in NEW (bundles or directories of bundles) against a baseline: exit 0 passed,
     1 failed (a primary metric worse beyond the threshold, a case of the baseline the new run lacks,
-    or a new run that did not end), 2 bad input (a run gated against itself among it), 3 a bundle that
-    does not verify, 75 busy (--confirm's work directory held by another run). A case that cannot be judged (too few executions; against a store, a series
-    with fewer than 3 earlier runs: building the baseline) fails nothing, is named, and is <skipped/>
-    in the JUnit file.
+    or a new run that did not end; a --confirm run that cannot start leaves its cases failing), 2 bad
+    input (a run gated against itself among it), 3 a bundle that does not verify. A case that cannot
+    be judged (too few executions; against a store, a series with fewer than 3 earlier runs: building
+    the baseline) fails nothing, is named, and is <skipped/> in the JUnit file.
 
     Prints the verdict, each failing, not judged and contended case, and the workloads to run again
     (in the form ccbench run --only takes).
