@@ -86,6 +86,16 @@ def _catch_termination() -> dict:
     return catch_stop_signals(_stop, (signal.SIGTERM, signal.SIGHUP))
 
 
+def _click_error(exc: click.ClickException) -> str:
+    """A usage error of click's in the CLI's one form: its message, and where the usage is
+    ("No such option: --bogus; see 'ccbench gate --help'")."""
+    message = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        message = f"{message.rstrip('.')}; see '{ctx.command_path} --help'"
+    return message
+
+
 def main(argv: list[str] | None = None) -> None:
     previous = _catch_termination()
     try:
@@ -101,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("ccbench: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"ccbench: error: {_click_error(exc)}", err=True)
         sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
