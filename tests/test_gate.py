@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bundles import sample, write
-from conftest import only_bundle, start_run, wait_for_samples
+from conftest import ccbench_in_process, only_bundle, start_run, wait_for_samples
 
 from ccbench.bundle import read_bundle
 
@@ -499,3 +499,44 @@ def test_a_td_gated_against_a_vm_says_the_configurations_differ(tmp_path, ccbenc
     done = ccbench("gate", td, "--against", vm)
     assert done.returncode == 2 and "the configurations differ" in done.stderr, done.stderr
     assert "use `ccbench compare`" in done.stderr and "same plan" not in done.stderr
+
+
+def _gate_in_process(capsys, *args) -> tuple[int, str, str]:
+    """``ccbench gate ARGS`` in this process: (exit code, stdout, stderr)."""
+    return ccbench_in_process(capsys, "gate", *args)
+
+
+def _run_at(out: Path, host: str, started_at: str, samples) -> Path:
+    """A sealed bundle of plan "t" on ``host`` that started at ``started_at``."""
+    from bundles import probe, seal
+
+    from ccbench.bundle.journal import BundleWriter
+
+    writer = BundleWriter.create(out / host, {"plan": {"name": "t"}, "environment": probe(host, "none"),
+                                              "started_at": started_at})  # fmt: skip
+    writer.append_samples(samples)
+    writer.close()
+    return seal(writer.path)
+
+
+def test_a_new_directory_of_several_runs_of_one_machine_and_plan_is_refused(tmp_path, capsys):
+    """issue 59: `gate results/ --against ...` where results/ kept last night's run beside tonight's
+    judged whichever the directory listed first (or pooled them); now one line naming the newest."""
+    rng = np.random.default_rng(5)
+    base = write(tmp_path / "base", "ci", "none", _prime_samples(1.0, rng))
+    _run_at(tmp_path / "new", "ci", "2026-01-02T02:17:00+00:00", _prime_samples(1.0, rng))
+    newest = _run_at(tmp_path / "new", "ci", "2026-01-03T02:17:00+00:00", _prime_samples(1.0, rng))
+    _run_at(tmp_path / "new", "ci", "2026-01-01T02:17:00+00:00", _prime_samples(1.0, rng))
+    for against in (base, tmp_path / "store.duckdb"):
+        code, out, err = _gate_in_process(capsys, tmp_path / "new", "--against", against, "--junit", tmp_path / "j.xml")
+        assert code == 2 and len(err.strip().splitlines()) == 1, out + err
+        assert err.startswith(f"ccbench: error: {tmp_path / 'new'}: holds 3 runs of plan 't' on ci;"), err
+        assert f"pass the newest, {newest} " in err and not (tmp_path / "j.xml").exists()
+    # the newest named: judged
+    code, out, _ = _gate_in_process(capsys, newest, "--against", base)
+    assert code in (0, 1) and out.startswith("ccbench gate: "), out
+    # runs of two machines in one directory are two runs, not several of one
+    write(tmp_path / "two", "ci", "none", _prime_samples(1.0, rng))
+    write(tmp_path / "two", "ci2", "none", _prime_samples(1.0, rng))
+    code, out, err = _gate_in_process(capsys, tmp_path / "two", "--against", base)
+    assert "holds" not in err, out + err

@@ -131,9 +131,10 @@ def command(
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.basics.errors import CCBenchError
     from ccbench.results import gate as sources
+    from ccbench.results import gate_runs
 
     limit = _threshold(threshold)
-    imported = sources.imported_formats(new)
+    imported = gate_runs.imported_formats(new)
     if confirm_plan:
         _budget(confirm_budget)  # a bad budget fails before anything is judged or run
         if imported:
@@ -151,7 +152,9 @@ def command(
         raise CCBenchError(f"nothing to judge: no primary metric of {', '.join(new)} is in {what}")
     notes = list(rows.attrs.get("notes", []))
     notes += ["contended executions left out of both sides (--exclude-contended)"] if exclude_contended else []
-    verdict = gate.Verdict(gate.judge(rows, limit, store=store), what, limit, sources.interrupted(new), notes, imported)
+    verdict = gate.Verdict(
+        gate.judge(rows, limit, store=store), what, limit, gate_runs.interrupted(new), notes, imported
+    )
     results = verdict.results
     click.echo(verdict.headline())
     for r in results:

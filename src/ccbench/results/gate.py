@@ -29,6 +29,7 @@ import pandas as pd
 # new run lacks; NOT_JUDGED, one that cannot be judged (its ``reason`` says why)
 from ccbench.analysis.settling.gate import BUILDING, LOST, MIN_HISTORY, NOT_JUDGED
 from ccbench.basics.errors import CCBenchError
+from ccbench.results.gate_runs import refuse_several_runs
 
 HISTORY_RUNS = 20
 NEW, BASELINE = "new", "baseline"
@@ -93,6 +94,7 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
     from ccbench.analysis.rows.compare import compare
     from ccbench.analysis.samples.load import frame_from_bundles, load_bundles
 
+    refuse_several_runs(new_paths, labels)
     refuse_itself(new_paths, baseline_paths)
     new = _relabelled(frame_from_bundles(load_bundles(new_paths, samples=False), labels or {}), NEW)
     base = _relabelled(frame_from_bundles(load_bundles(baseline_paths, samples=False), labels or {}), BASELINE)
@@ -194,6 +196,7 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
     from ccbench.results.history import Store, run_id_of, run_points
     from ccbench.results.history_store import SERIES_KEY, with_series_key
 
+    refuse_several_runs(new_paths, labels)
     # an empty store (or one not made yet) is no error: every series is building its baseline
     past = Store(store_path).frame()
     bundles = load_bundles(new_paths, samples=False)
@@ -348,40 +351,3 @@ def case_logs(paths, labels: dict[str, str] | None = None) -> dict[tuple[str, st
             np.log(group["value"].to_numpy(dtype=float)),
         )
     return out
-
-
-def interrupted(paths) -> list[str]:
-    """The bundles under ``paths`` whose run did not end (interrupted, or still running), each with
-    its status: "<bundle> (status 'interrupted')"."""
-    import json
-
-    from ccbench.bundle import find_bundles
-    from ccbench.bundle.layout import FINISHED_STATUSES
-
-    out = []
-    for path in find_bundles(paths):
-        try:
-            status = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8")).get("status")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if status not in FINISHED_STATUSES:
-            out.append(f"{path} (status {status!r})")
-    return out
-
-
-def imported_formats(paths) -> list[str]:
-    """The formats the bundles under ``paths`` were imported from (``ccbench import FORMAT``), in
-    order, once each; empty for runs ccbench made."""
-    import json
-
-    from ccbench.bundle import find_bundles
-
-    formats: list[str] = []
-    for path in find_bundles(paths):
-        try:
-            imported = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8")).get("imported")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(imported, dict) and imported.get("format") and imported["format"] not in formats:
-            formats.append(str(imported["format"]))
-    return formats
