@@ -540,3 +540,29 @@ def test_a_new_directory_of_several_runs_of_one_machine_and_plan_is_refused(tmp_
     write(tmp_path / "two", "ci2", "none", _prime_samples(1.0, rng))
     code, out, err = _gate_in_process(capsys, tmp_path / "two", "--against", base)
     assert "holds" not in err, out + err
+
+
+def test_a_significant_slowdown_within_the_rule_is_said_not_passed_silently(tmp_path, capsys):
+    """issue 59: a row significantly slower but within the gate's rule said "passed" and nothing else on
+    stdout and in JUnit; now all three forms say "1 significantly slower within its MDE (...)"."""
+    noise = [-0.01, 0.0, 0.01, -0.005, 0.005, 0.0]  # known values: the decision never rests on this machine
+
+    def run(factor):
+        return [sample(workload="prime", kind="prime", variant={"storage": "disk"}, metric="time",
+                       value=2.0 * factor * np.exp(x), repetition=r) for r, x in enumerate(noise)]  # fmt: skip
+
+    base = write(tmp_path / "base", "ci", "none", run(1.0))
+    md, xml = tmp_path / "g.md", tmp_path / "g.xml"
+    for factor, threshold, said in (
+        (1.011, [], "1 significantly slower within its MDE (prime time on no TEE / disk: 1.1% slower, its MDE 1.3%)"),
+        (1.03, ["--threshold", "5%"], "1 significantly slower within the threshold 5% (prime time on no TEE / disk: "
+                                      "3.0% slower)"),
+    ):  # fmt: skip
+        new = write(tmp_path / f"new{factor}", "ci", "none", run(factor))
+        code, out, err = _gate_in_process(capsys, new, "--against", base, *threshold, "--markdown", md, "--junit", xml)
+        assert code == 0, out + err
+        assert out.startswith("ccbench gate: passed: ") and said in out.splitlines()[0], out
+        assert said in md.read_text().splitlines()[0]
+        suite = ElementTree.parse(xml).getroot().find("testsuite")
+        assert said in suite.find("properties/property[@name='verdict']").get("value")
+        assert "significant but within" in suite.find("testcase/system-out").text

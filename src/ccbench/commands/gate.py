@@ -127,7 +127,7 @@ def command(
     (in the form ccbench run --only takes).
     """
     from ccbench.analysis.samples.load import parse_labels
-    from ccbench.analysis.settling import gate
+    from ccbench.analysis.settling import gate, gate_pages
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.basics.errors import CCBenchError
     from ccbench.results import gate as sources
@@ -176,8 +176,8 @@ def command(
                 results, confirm_plan, (confirm_out, workdir), against, (label_map, exclude_contended), limit, limits
             )
     more = {"interrupted": verdict.interrupted, "notes": verdict.notes, "imported": imported}
-    _write(markdown_path, gate.markdown(results, what, limit, **more))
-    _write(junit_path, gate.junit(results, what, limit, **more))
+    _write(markdown_path, gate_pages.markdown(results, what, limit, **more))
+    _write(junit_path, gate_pages.junit(results, what, limit, **more))
     sys.exit(verdict.exit_code)
 
 
