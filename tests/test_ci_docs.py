@@ -91,7 +91,7 @@ def test_the_github_job_fills_an_empty_store_and_then_judges(tmp_path, write_pla
     workspace with one store: three nights building the baseline (exit 0, Markdown and JUnit written,
     every case skipped), the fourth judged, on a night whose command failed in every execution: the run
     exits 1, and the gate still runs (GitHub's steps, and GitLab's script), fails and names the lost
-    case. Before: the gate exited 2 without files while the store was short, the summary step
+    case and why. Before: the gate exited 2 without files while the store was short, the summary step
     failed, and the store took a run only after a gate passed: it never filled; and a run that exited
     1 ended the job before its gate."""
     github = next(b for b in _yaml_blocks() if "jobs" in b)
@@ -106,6 +106,7 @@ def test_the_github_job_fills_an_empty_store_and_then_judges(tmp_path, write_pla
     store.parent.mkdir()
     env = {**os.environ, **job["env"], "CCBENCH_STORE": str(store)}
     steps = [s for s in job["steps"] if "run" in s and "setup.sh" not in s["run"]]
+    lost = "probe wall_time on no TEE / disk: its 3 executions failed in the new run (exit 1, no output)"
     for night in range(4):
         if night == 3:
             flag.touch()  # the command fails from tonight on
@@ -132,11 +133,11 @@ def test_the_github_job_fills_an_empty_store_and_then_judges(tmp_path, write_pla
             assert summary.startswith(f"**ccbench gate: building the baseline**: {night} of 3 runs"), summary
             assert suite.get("skipped") == suite.get("tests") == "2"
         else:
-            # the run lost the command's case (exit 1); the gate judged it: failed, the case named
+            # the run lost the command's case (exit 1); the gate judged it: failed, the case named with why
             assert codes[run] == 1 and codes[gate] == 1, codes
             # (prime judged beside it: a noisy night may make it a regression too)
             assert re.match(r"\*\*ccbench gate: failed\*\*: (1 regression, )?1 case lost", summary), summary
-            assert "Lost: probe wall_time on no TEE / disk" in summary, summary
+            assert f"Lost: {lost}." in summary, summary
             assert suite.get("skipped") == "0" and suite.get("tests") == "2"
             probe = next(c for c in suite.iter("testcase") if c.get("name") == "probe wall_time on no TEE / disk")
             assert probe.find("failure").get("type") == "lost"

@@ -270,17 +270,21 @@ def test_a_case_the_new_run_lost_fails_the_gate_and_is_named(mixed_runs, tmp_pat
     in stdout, Markdown and JUnit (before: "passed: none of 1 primary metric cases got worse", exit 0;
     and against the store a traceback, math.log of a median of 0)."""
     *earlier, new = mixed_runs
+    errors = {json.loads(line).get("error") for line in (new / "executions.jsonl").read_text().splitlines()}
+    assert any(e and e.endswith("exited with 1 (no output on stderr or stdout)") for e in errors), errors
     store = tmp_path / "h.duckdb"
     assert ccbench("history", "add", *earlier, "--store", store).returncode == 0
     for against in ([earlier[-1]], [store]):
         md, xml = tmp_path / "g.md", tmp_path / "g.xml"
         done = ccbench("gate", new, "--against", *against, "--markdown", md, "--junit", xml)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
-        assert "FAIL probe wall_time on no TEE / disk: in the" in done.stdout
+        # why it is lost: `test ! -e FLAG` exited 1 without a word, in all 3 executions
+        said = "FAIL probe wall_time on no TEE / disk: its 3 executions failed in the new run (exit 1, no output)"
+        assert f"  {said}\n" in done.stdout, done.stdout
         assert done.stdout.startswith("ccbench gate: failed: 1 case lost"), done.stdout
-        assert "Lost: probe wall_time on no TEE / disk" in md.read_text()
+        assert "Lost: probe wall_time on no TEE / disk: its 3 executions failed in the new run" in md.read_text()
         failure = _junit_cases(xml)["probe wall_time on no TEE / disk"].find("failure")
-        assert failure is not None and failure.get("type") == "lost"
+        assert failure is not None and failure.get("type") == "lost" and "(exit 1, no output)" in failure.get("message")
         # prime was judged beside it
         assert _junit_cases(xml)["prime time on no TEE"].find("failure") is None
     # a run of the plan that kept every case, against two earlier ones: judged, nothing lost, no traceback
@@ -566,3 +570,39 @@ def test_a_significant_slowdown_within_the_rule_is_said_not_passed_silently(tmp_
         suite = ElementTree.parse(xml).getroot().find("testsuite")
         assert said in suite.find("properties/property[@name='verdict']").get("value")
         assert "significant but within" in suite.find("testcase/system-out").text
+
+
+def test_a_failed_command_and_a_lost_case_say_what_happened():
+    """issue 59: "exited with 1: " (nothing after the colon) for a silent command; a lost case said only
+    "in the baseline, not measured in the new run" whatever had happened to it."""
+    from types import SimpleNamespace
+
+    from ccbench.results.gate_runs import why_lost
+    from ccbench.workloads.base import CommandResult
+
+    def failure(out, err):
+        return CommandResult(["bash", "-c", "x"], 1, out, err, 0.1, 0.0, 0.0, 1).failure()
+
+    assert failure("", "") == "bash -c x exited with 1 (no output on stderr or stdout)"
+    assert failure("said\n", "") == "bash -c x exited with 1: said"
+
+    def run(executions, status="complete", declared=("probe",)):
+        manifest = {"status": status, "declarations": {name: {} for name in declared}}
+        return [SimpleNamespace(executions=executions, manifest=manifest)]
+
+    def execution(variant, status="failed", error="bash -c x exited with 1 (no output on stderr or stdout)"):
+        return {"workload": "probe", "variant": {"storage": variant}, "warmup": False, "status": status,
+                "error": error}  # fmt: skip
+
+    silent = [execution("disk")] * 3 + [execution("tmpfs", "ok", None)] * 3
+    assert why_lost(run(silent), "probe", "no TEE / disk") == (
+        "its 3 executions failed in the new run (exit 1, no output)"
+    )
+    loud = [execution("disk", error="bash -c x exited with 3: boom"), execution("disk", "ok", None)]
+    assert why_lost(run(loud), "probe", "no TEE / disk") == "1 of its 2 executions failed in the new run (exit 3: boom)"
+    assert (
+        why_lost(run([], "interrupted"), "probe", "no TEE / disk") == "in the baseline; the new run stopped before it"
+    )
+    assert why_lost(run([], declared=()), "probe", "no TEE / disk") == (
+        "in the baseline; the new run's plan has no such workload"
+    )

@@ -1,13 +1,18 @@
 """What the gate needs to know of the new run's bundles as runs, before and beside its rows: whether
 a NEW directory holds several runs of one machine and plan (refused), which bundles did not end,
-and which formats they were imported from."""
+which formats they were imported from, and why a case of the baseline is missing from them (its
+executions failed, the run stopped before it, the plan no longer has it)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ccbench.basics.errors import CCBenchError
+
+#: the end of a failed command's error (ccbench.workloads.base.CommandResult.failure)
+_EXITED = re.compile(r"exited with (-?\d+)(?: \(no output on stderr or stdout\)|: ?(.*))?$", re.S)
 
 
 def refuse_several_runs(new_paths, labels=None) -> None:
@@ -84,3 +89,44 @@ def imported_formats(paths) -> list[str]:
         if isinstance(imported, dict) and imported.get("format") and imported["format"] not in formats:
             formats.append(str(imported["format"]))
     return formats
+
+
+def why_lost(bundles, workload: str, config: str, had: str = "in the baseline") -> str:
+    """Why the new run (``bundles``, read) has no measured sample of ``workload`` on ``config`` (its
+    configuration without the machine, "no TEE / disk"; ``had``: where the case was): "its 3
+    executions failed in the new run (exit 1, no output)", the run stopped before it, or its plan
+    has no such workload."""
+    records = [e for b in bundles for e in b.executions if e.get("workload") == workload and not e.get("warmup")]
+    parts = set(config.split(" / "))
+    # the executions of the case's variant where its values name it, else every execution of the workload
+    ran = [e for e in records if {str(v).split(":")[-1] for v in (e.get("variant") or {}).values()} <= parts]
+    ran = ran or records
+    if not ran:
+        if any(b.manifest.get("status") == "interrupted" for b in bundles):
+            return f"{had}; the new run stopped before it"
+        if any(workload in (b.manifest.get("declarations") or {}) for b in bundles):
+            return f"{had}; none of its executions ran in the new run"
+        return f"{had}; the new run's plan has no such workload"
+    failed = [e for e in ran if e.get("status") in ("failed", "timeout")]
+    if not failed:
+        return f"{had}, not measured in the new run (its executions there measured no sample of it)"
+    count = f"its {len(failed)} executions" if len(failed) > 1 else "its execution"
+    if len(failed) < len(ran):
+        count = f"{len(failed)} of its {len(ran)} executions"
+    errors = list(dict.fromkeys(_short_error(e) for e in failed))
+    more = f"; and {len(errors) - 1} other error(s)" if len(errors) > 1 else ""
+    return f"{count} failed in the new run ({errors[0]}{more})"
+
+
+def _short_error(record: dict) -> str:
+    """An execution's failure in a few words: "exit 1, no output", "exit 3: boom", "timed out"."""
+    error = " ".join(str(record.get("error") or "").split())
+    if record.get("status") == "timeout" and not error:
+        return "timed out"
+    found = _EXITED.search(error)
+    if found:
+        code, output = found.group(1), (found.group(2) or "").strip()
+        if not output:
+            return f"exit {code}, no output"
+        return f"exit {code}: {output[-120:]}"
+    return error[:160] or str(record.get("status"))

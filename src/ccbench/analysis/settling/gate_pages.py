@@ -18,7 +18,7 @@ def markdown(results: list[CaseResult], against: str, threshold: float | None = 
     results = verdict.results
     lost = [r for r in results if r.status == LOST]
     if lost:
-        lines += [f"Lost: {', '.join(r.name for r in lost)} (in the baseline, not measured in the new run).", ""]
+        lines += [f"Lost: {'; '.join(f'{r.name}: {r.why}' for r in lost)}.", ""]
     for reason, named in verdict.grouped(verdict.not_judged, lambda r: r.why.removeprefix("not judged: ")):
         lines += [f"Not judged (skipped in JUnit), {reason}: {named}.", ""]
     for contention, named in verdict.grouped(verdict.contended(), lambda r: r.contention):
