@@ -4,6 +4,7 @@ ones, its Markdown and JUnit files, a history store as the baseline, and --confi
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import xml.etree.ElementTree as ElementTree
@@ -281,12 +282,13 @@ def test_a_case_the_new_run_lost_fails_the_gate_and_is_named(mixed_runs, tmp_pat
         # why it is lost: `test ! -e FLAG` exited 1 without a word, in all 3 executions
         said = "FAIL probe wall_time on no TEE / disk: its 3 executions failed in the new run (exit 1, no output)"
         assert f"  {said}\n" in done.stdout, done.stdout
-        assert done.stdout.startswith("ccbench gate: failed: 1 case lost"), done.stdout
+        # (prime is 3 ms of real time: on a busy machine it may be a regression too; that is not this test's)
+        assert re.match(r"ccbench gate: failed: (1 regression, )?1 case lost", done.stdout), done.stdout
         assert "Lost: probe wall_time on no TEE / disk: its 3 executions failed in the new run" in md.read_text()
         failure = _junit_cases(xml)["probe wall_time on no TEE / disk"].find("failure")
         assert failure is not None and failure.get("type") == "lost" and "(exit 1, no output)" in failure.get("message")
-        # prime was judged beside it
-        assert _junit_cases(xml)["prime time on no TEE"].find("failure") is None
+        # prime was judged beside it (passed, or failed on this machine's noise: never skipped)
+        assert _junit_cases(xml)["prime time on no TEE"].find("skipped") is None
     # a run of the plan that kept every case, against two earlier ones: judged, nothing lost, no traceback
     kept = ccbench("gate", earlier[-1], "--against", earlier[0], "--against", earlier[1])
     assert kept.returncode in (0, 1) and "Traceback" not in kept.stderr, kept.stdout + kept.stderr
