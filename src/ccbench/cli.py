@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from ccbench.basics.errors import CCBenchError, Stopped
+from ccbench.basics.errors import EXIT_CODES, CCBenchError, Stopped
 from ccbench.basics.stopping import catch_stop_signals, restore_signals
 from ccbench.basics.version import __version__
 
@@ -37,6 +37,12 @@ class _Group(click.Group):
     def list_commands(self, ctx):
         found = {name.replace("_", "-") for name in self._module_names() if self._load(name) is not None}
         return sorted(set(super().list_commands(ctx)) | found)
+
+    def format_epilog(self, ctx, formatter) -> None:
+        """The exit codes every command shares (basics.errors.EXIT_CODES), after the commands."""
+        super().format_epilog(ctx, formatter)
+        with formatter.section("Exit codes"):
+            formatter.write_dl(EXIT_CODES, col_max=10)
 
     def get_command(self, ctx, name):
         module_name = name.replace("-", "_")
@@ -80,6 +86,16 @@ def _catch_termination() -> dict:
     return catch_stop_signals(_stop, (signal.SIGTERM, signal.SIGHUP))
 
 
+def _click_error(exc: click.ClickException) -> str:
+    """A usage error of click's in the CLI's one form: its message, and where the usage is
+    ("No such option: --bogus; see 'ccbench gate --help'")."""
+    message = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        message = f"{message.rstrip('.')}; see '{ctx.command_path} --help'"
+    return message
+
+
 def main(argv: list[str] | None = None) -> None:
     previous = _catch_termination()
     try:
@@ -95,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("ccbench: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"ccbench: error: {_click_error(exc)}", err=True)
         sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
