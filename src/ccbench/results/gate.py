@@ -270,8 +270,7 @@ def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
         reason = "every execution of the new run contended and left out (--exclude-contended)"
         return {**row, "baseline_median": math.nan, "judgement": NOT_JUDGED, "reason": reason}
     if count < MIN_HISTORY:
-        word = "run" if count == 1 else "runs"
-        reason = f"{BUILDING}: {count} of {MIN_HISTORY} earlier {word} of this series in the store"
+        reason = f"{BUILDING}: {count} of {MIN_HISTORY} earlier runs of this series in the store"
         return {**row, "baseline_median": math.nan, "judgement": NOT_JUDGED, "reason": reason}
     if not (row["median"] > 0 and (medians > 0).all()):
         reason = "a median that is not a positive number (here or in an earlier run): a ratio on logs needs one"
