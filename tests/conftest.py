@@ -45,6 +45,20 @@ def run_ccbench(*args, cwd=None, timeout=600, env=None):
     )
 
 
+def ccbench_in_process(capsys, *args) -> tuple[int, str, str]:
+    """The CLI's ``main`` in this process (no interpreter to start: for commands that read bundles or a
+    store, not for runs): (exit code, stdout, stderr)."""
+    from ccbench.cli import main
+
+    code = 0
+    try:
+        main([str(a) for a in args])
+    except SystemExit as ended:
+        code = ended.code if isinstance(ended.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def start_run(plan, out, workdir, *extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.Popen:
     """``ccbench run PLAN`` in the background (to be interrupted by the test)."""
     return subprocess.Popen(

@@ -42,10 +42,12 @@ def test_github_actions_job_runs_the_quick_plan_then_the_gate():
     assert "ccbench run quick" in commands[1]
     uploads = [step for step in job["steps"] if str(step.get("uses", "")).startswith("actions/upload-artifact")]
     assert uploads and "gate.xml" in uploads[0]["with"]["path"]
-    # every finished run reaches the store, whatever the gate said, after the gate
+    # every finished run reaches the store, whatever the gate said, after the gate; and a run that exited 1
+    # (some executions failed) is gated: the gate judges what it lost, the job does not stop before it
     adds = [i for i, step in enumerate(job["steps"]) if "ccbench history add" in step.get("run", "")]
     gate = next(i for i, step in enumerate(job["steps"]) if "ccbench gate " in step.get("run", ""))
-    assert adds and adds[0] > gate and job["steps"][adds[0]].get("if") == "always()"
+    assert adds and adds[0] > gate and job["steps"][adds[0]].get("if") == "!cancelled()"
+    assert job["steps"][gate].get("if") == "!cancelled()"
 
 
 def test_gitlab_job_runs_the_quick_plan_then_the_gate_and_reports_junit():
@@ -54,6 +56,8 @@ def test_gitlab_job_runs_the_quick_plan_then_the_gate_and_reports_junit():
     assert job["stage"] in gitlab["stages"]
     _runs_then_gates(job["script"])
     assert any("ccbench run quick" in line for line in job["script"])
+    # a run that exited 1 goes on to the gate (GitLab ends the script at a line that fails)
+    assert any("ccbench run quick" in line and line.endswith("|| ran=$?") for line in job["script"])
     assert job["artifacts"]["reports"]["junit"] == "gate.xml"
     # after_script runs whether the script passed or failed: every finished run reaches the store
     assert any("ccbench history add results/nightly" in line for line in job["after_script"])
@@ -72,64 +76,95 @@ def _run_step(command: str, workspace: Path, env: dict[str, str], plan: Path, wo
     return done.returncode
 
 
+def _gitlab_night(tmp_path: Path, env: dict[str, str], plan: Path) -> tuple[int, Path]:
+    """The GitLab job's script, as its runner runs it (one shell, a failing line ends it), on a fresh
+    workspace: (its exit code, the workspace)."""
+    gitlab = next(b for b in _yaml_blocks() if "stages" in b)
+    lines = [line for line in gitlab["ccbench-gate"]["script"] if "setup.sh" not in line]
+    workspace = tmp_path / "gitlab"
+    workspace.mkdir()
+    return _run_step("\n".join(lines), workspace, env, plan, tmp_path / "work"), workspace
+
+
 def test_the_github_job_fills_an_empty_store_and_then_judges(tmp_path, write_plan):
     """The documented job's own steps (setup and actions left out), night after night on a fresh
     workspace with one store: three nights building the baseline (exit 0, Markdown and JUnit written,
-    every case skipped), the fourth judged. Before: the gate exited 2 without files while the store
-    was short, the summary step failed, and the store took a run only after a gate passed: it never
-    filled."""
+    every case skipped), the fourth judged, on a night whose command failed in every execution: the run
+    exits 1, and the gate still runs (GitHub's steps, and GitLab's script), fails and names the lost
+    case and why. Before: the gate exited 2 without files while the store was short, the summary step
+    failed, and the store took a run only after a gate passed: it never filled; and a run that exited
+    1 ended the job before its gate."""
     github = next(b for b in _yaml_blocks() if "jobs" in b)
     job = github["jobs"]["benchmark"]
+    flag = tmp_path / "fail-the-command"
     plan = write_plan(
-        '[[workloads]]\nkind = "prime"\nn = 3000\n', defaults="repetitions = 3\nwarmup = 0\ncooldown = 0\n"
+        f'[[workloads]]\nkind = "prime"\nn = 3000\n[[workloads]]\nkind = "command"\nname = "probe"\n'
+        f'command = "test ! -e {flag}"\n',
+        defaults="repetitions = 3\nwarmup = 0\ncooldown = 0\n",
     )
     store = tmp_path / "store" / "history.duckdb"
     store.parent.mkdir()
     env = {**os.environ, **job["env"], "CCBENCH_STORE": str(store)}
     steps = [s for s in job["steps"] if "run" in s and "setup.sh" not in s["run"]]
+    lost = "probe wall_time on no TEE / disk: its 3 executions failed in the new run (exit 1, no output)"
     for night in range(4):
+        if night == 3:
+            flag.touch()  # the command fails from tonight on
+            # the GitLab job's script on this night first (its after_script, history add, left out)
+            code, gitlab = _gitlab_night(tmp_path, env, plan)
+            assert code == 1 and "Lost: probe wall_time" in (gitlab / "gate.md").read_text(), code
         workspace = tmp_path / f"night{night}"  # actions/checkout cleans the workspace each night
         workspace.mkdir()
         env["GITHUB_STEP_SUMMARY"] = str(workspace / "summary.md")
         failed, codes = False, {}
         for step in steps:
             condition = step.get("if", "success()")
-            if condition == "always()" or (condition == "success()" and not failed):
+            if condition in ("always()", "!cancelled()") or (condition == "success()" and not failed):
                 codes[step["name"]] = code = _run_step(step["run"], workspace, env, plan, tmp_path / "work")
                 failed = failed or code != 0
+        run = next(name for name in codes if name.startswith("Run"))
         gate = next(name for name in codes if name.startswith("Gate"))
         summary = (workspace / "gate.md").read_text()
         suite = ElementTree.parse(workspace / "gate.xml").getroot().find("testsuite")
         assert (workspace / "summary.md").read_text() == summary
         assert codes[next(name for name in codes if "history store" in name and name != gate)] == 0, codes
         if night < 3:
-            assert codes[gate] == 0, (night, codes)
+            assert codes[run] == codes[gate] == 0, (night, codes)
             assert summary.startswith(f"**ccbench gate: building the baseline**: {night} of 3 runs"), summary
-            assert suite.get("skipped") == suite.get("tests") != "0"
+            assert suite.get("skipped") == suite.get("tests") == "2"
         else:
-            assert codes[gate] in (0, 1), codes
-            assert re.match(r"\*\*ccbench gate: (passed|failed)\*\*", summary), summary
-            assert suite.get("skipped") == "0" and suite.get("tests") == "1"
+            # the run lost the command's case (exit 1); the gate judged it: failed, the case named with why
+            assert codes[run] == 1 and codes[gate] == 1, codes
+            # (prime judged beside it: a noisy night may make it a regression too)
+            assert re.match(r"\*\*ccbench gate: failed\*\*: (1 regression, )?1 case lost", summary), summary
+            assert f"Lost: {lost}." in summary, summary
+            assert suite.get("skipped") == "0" and suite.get("tests") == "2"
+            probe = next(c for c in suite.iter("testcase") if c.get("name") == "probe wall_time on no TEE / disk")
+            assert probe.find("failure").get("type") == "lost"
     shown = subprocess.run([sys.executable, "-m", "ccbench", "history", "show", "--store", str(store), "--json"],
                            capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert {len(json.loads(line)["runs"]) for line in shown.stdout.splitlines()} == {4}
+    runs = {json.loads(line)["workload"]: len(json.loads(line)["runs"]) for line in shown.stdout.splitlines()}
+    # every night reached the store, the failed one too (with what it measured: prime)
+    assert runs["prime"] == 4 and runs["probe"] == 3, runs
 
 
 def test_the_exit_codes_the_page_gives_are_the_gates():
-    """docs/ci.md's table, ccbench gate --help and the gate's docstring name the same codes: 0, 1, 2, 3, 75."""
+    """docs/ci.md's verdicts and ccbench gate --help name the same codes, 0, 1, 2 and 3, each in the one
+    table of exit codes (tests/test_exit_codes.py); 75 is not the gate's: a --confirm run that cannot
+    start leaves its cases failing (exit 1)."""
+    from click.testing import CliRunner
+
+    from ccbench.basics.errors import EXIT_CODES
+    from ccbench.commands.gate import command
+
     text = CI_DOC.read_text()
-    table = set(re.findall(r"^\| (\d+) \|", text, flags=re.M))
-    assert table == {"0", "1", "2", "3", "75"}, table
-    done = subprocess.run([sys.executable, "-m", "ccbench", "gate", "--help"], capture_output=True, text=True)
-    help_text = " ".join(done.stdout.split())
-    for code, words in (
-        ("0", "exit 0 passed"),
-        ("1", "1 failed"),
-        ("2", "2 bad input"),
-        ("3", "3 a bundle that does not verify"),
-        ("75", "75 busy"),
-    ):
-        assert words in help_text, (code, help_text)
+    verdicts = set(re.findall(r"^- (?:\*\*[a-z ]+\*\*|no verdict), exit (\d+)", text, flags=re.M))
+    assert verdicts == {"0", "1", "2", "3"}, verdicts
+    assert verdicts <= {code for code, _ in EXIT_CODES}
+    help_text = " ".join(CliRunner().invoke(command, ["--help"]).output.split())
+    for words in ("exit 0 passed", "1 failed", "2 bad input", "3 a bundle that does not verify"):
+        assert words in help_text, (words, help_text)
+    assert "75" not in help_text
 
 
 def test_the_fresh_machine_check_runs_the_readmes_two_commands_and_refuses_what_it_should(tmp_path):

@@ -124,3 +124,37 @@ def test_a_usage_error_is_one_line_naming_the_commands_usage_and_help(capsys, ar
     command = usage.split(" [")[0]
     assert captured.err == f"ccbench: error: {said} (usage: {usage}; see '{command} --help')\n", captured.err
     assert captured.out == ""
+
+
+#: bad input across subcommands (click's usage errors, ccbench's own, a cloud study's refusal), with
+#: {tmp} for the test's directory; a word of the one-line error
+PREFIX_CASES = [
+    (["gate", "{tmp}", "--bogus"], "--bogus"),
+    (["gate", "{tmp}/none", "--against", "{tmp}/none"], "none"),
+    (["gate", "{tmp}", "--against", "{tmp}", "--threshold", "0.05"], "--threshold"),
+    (["history", "add"], "BUNDLE"),
+    (["compare"], "BUNDLE"),
+    (["run", "--repeat", "x"], "--repeat"),
+    (["cleanup", "--workdir", "{tmp}/none"], "--workdir"),
+    (["machines", "check", "{tmp}/none.toml"], "none.toml"),
+    (["machines", "run", "{data}/cloud/gcp-study.toml", "--yes"], "--ssh-from"),
+    (["no-such-command"], "no-such-command"),
+]
+
+
+@pytest.mark.parametrize(
+    "args, word", PREFIX_CASES, ids=[" ".join(a[:2]) + f" {i}" for i, (a, _) in enumerate(PREFIX_CASES)]
+)
+def test_every_error_line_has_the_one_prefix(tmp_path, capsys, args, word):
+    """issue 59: one error form, `ccbench: error: ...`, for every command (machines and cloud said
+    "ccbench machines:" and "ccbench cloud:", click's usage errors "Error:" under a usage block)."""
+    from pathlib import Path
+
+    from conftest import ccbench_in_process
+
+    data = Path(__file__).parent / "data"
+    argv = [a.format(tmp=tmp_path, data=data) for a in args]
+    code, out, err = ccbench_in_process(capsys, *argv)
+    assert code == 2, (argv, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ccbench: error: ") and word in lines[0], (argv, err)

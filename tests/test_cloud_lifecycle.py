@@ -206,7 +206,7 @@ def test_cloud_check_asks_the_api_and_says_each_problem_in_one_line(tmp_path, ec
     # moto answers offers, SEV-SNP support and images as EC2 does, but has no EC2 quotas: its refusal
     # comes back as the provider's word, in one line
     assert result.returncode == 2 and result.stderr.splitlines() == [
-        "ccbench cloud: aws get_service_quota: NoSuchResourceException: This service is not available in the "
+        "ccbench: error: aws get_service_quota: NoSuchResourceException: This service is not available in the "
         "current Region. Choose a different Region or a different service."
     ]
     text = study.read_text()
@@ -214,4 +214,4 @@ def test_cloud_check_asks_the_api_and_says_each_problem_in_one_line(tmp_path, ec
     study.write_text(text.replace(image, "ami-0123456789abcdef0"))
     result = run_ccbench("cloud", "check", study)
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
-    assert result.stderr.startswith("ccbench cloud: aws describe_images: InvalidAMIID.NotFound: "), result.stderr
+    assert result.stderr.startswith("ccbench: error: aws describe_images: InvalidAMIID.NotFound: "), result.stderr

@@ -127,12 +127,12 @@ def test_the_cost_guard_refuses_over_budget_and_off_a_terminal_without_yes(tmp_p
     assert result.returncode == 2 and "not on a terminal, so nothing is launched without --yes" in result.stderr
     result = run_ccbench("machines", "run", DATA / "gcp-study.toml", "--yes")
     assert result.returncode == 2 and result.stderr.splitlines() == [
-        "ccbench machines: refused: say which addresses SSH to the instances may come from: --ssh-from "
+        "ccbench: error: refused: say which addresses SSH to the instances may come from: --ssh-from "
         "203.0.113.7/32 (your own address) or ssh_from in [cloud]; nothing was launched"
     ]
     result = run_ccbench("machines", "run", DATA / "gcp-study.toml", "--yes", "--ssh-from", "my-laptop")
     assert result.returncode == 2 and result.stderr.splitlines() == [
-        "ccbench machines: refused: --ssh-from: 'my-laptop' is not an address or network; give your own "
+        "ccbench: error: refused: --ssh-from: 'my-laptop' is not an address or network; give your own "
         "address, e.g. 203.0.113.7/32"
     ]
     bad = study_text("aws", "sev-snp", 'ssh_from = "::1"')

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from bundles import seal
-from conftest import DATA, only_bundle, run_ccbench
+from conftest import DATA, ccbench_in_process, only_bundle, run_ccbench
 
 from ccbench.bundle import BundleWriter
 from ccbench.model import Sample
@@ -775,3 +775,26 @@ def test_every_imported_kind_in_one_store_is_shown_reported_and_gated_without_a_
     outputs += [run_ccbench("gate", bundle, "--against", store) for bundle in bundles]
     for done in [*outputs, shown]:
         assert "Traceback" not in done.stderr and done.returncode in (0, 1), done.args[3:] + [done.stderr]
+
+
+@needs_duckdb
+def test_history_add_of_only_runs_that_did_not_end_adds_nothing_and_says_why(tmp_path, capsys):
+    """issue 59: a CI night whose only run was interrupted: `history add results/nightly` exited 2 ("no
+    finished bundle in it"), failing the job's last step; now exit 0, "nothing added; 1 left out" and
+    the reason, and a named interrupted bundle is still refused."""
+    from bundles import probe, sample
+
+    writer = BundleWriter.create(tmp_path / "nightly" / "ci", {"plan": {"name": "t"}, "environment": probe("ci", "none"),
+                                                                "status": "interrupted"})  # fmt: skip
+    writer.append_samples([sample(workload="prime", variant={}, metric="time", value=1.0, repetition=0)])
+    writer.close()
+    cut = seal(writer.path)
+    store = tmp_path / "h.duckdb"
+    code, out, err = ccbench_in_process(capsys, "history", "add", tmp_path / "nightly", "--store", store)
+    assert code == 0, out + err
+    assert out.splitlines() == [
+        f"{store}: nothing added; 1 left out",
+        f"  left out {cut}: its run has not ended (status 'interrupted')",
+    ], out
+    code, out, err = ccbench_in_process(capsys, "history", "add", cut, "--store", store)
+    assert code == 2 and err.startswith(f"ccbench: error: {cut}: its run has not ended"), out + err

@@ -29,7 +29,7 @@ from ccbench.analysis.judgement.headline import layer_lines  # noqa: E402
 from ccbench.analysis.judgement.verdict import verdicts  # noqa: E402
 from ccbench.analysis.judgement.verdict_table import verdict_table  # noqa: E402
 from ccbench.analysis.rows.compare import COMPARE_COLUMNS, with_time_equivalent  # noqa: E402
-from ccbench.analysis.settling import gate  # noqa: E402
+from ccbench.analysis.settling import gate, gate_pages  # noqa: E402
 from ccbench.commands.compare import verdict_record  # noqa: E402
 from ccbench.report import takeaways  # noqa: E402
 
@@ -206,7 +206,7 @@ def test_the_report_and_the_gate_say_the_same(parts):
         if _shows(scope):
             assert not _says_nothing(sentence.split(" Left out:")[0]), sentence
     results = gate.judge(table)
-    text = gate.markdown(results, "plain", None)
+    text = gate_pages.markdown(results, "plain", None)
     lines = text.splitlines()
     for result in results:
         if result.significant:

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from ccbench.basics.errors import CCBenchError, Stopped
+from ccbench.basics.errors import EXIT_CODES, CCBenchError, Stopped
 from ccbench.basics.stopping import catch_stop_signals, restore_signals
 from ccbench.basics.version import __version__
 
@@ -37,6 +37,12 @@ class _Group(click.Group):
     def list_commands(self, ctx):
         found = {name.replace("_", "-") for name in self._module_names() if self._load(name) is not None}
         return sorted(set(super().list_commands(ctx)) | found)
+
+    def format_epilog(self, ctx, formatter) -> None:
+        """The exit codes every command shares (basics.errors.EXIT_CODES), after the commands."""
+        super().format_epilog(ctx, formatter)
+        with formatter.section("Exit codes"):
+            formatter.write_dl(EXIT_CODES, col_max=10)
 
     def get_command(self, ctx, name):
         module_name = name.replace("-", "_")

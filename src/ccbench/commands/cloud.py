@@ -35,7 +35,7 @@ def check_command(study) -> None:
     )
     problems = provider_for(loaded.cloud).preflight(loaded)
     for line in problems:
-        click.echo(f"ccbench cloud: {line}", err=True)
+        click.echo(f"ccbench: error: {line}", err=True)
     if problems:
         sys.exit(2)
     click.echo(f"{loaded.cloud.provider}: every arm's type, image and quota check out")

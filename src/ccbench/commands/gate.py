@@ -118,22 +118,23 @@ def command(
 ) -> None:
     """Judge the run in NEW (bundles or directories of bundles) against a baseline: exit 0 passed,
     1 failed (a primary metric worse beyond the threshold, a case of the baseline the new run lacks,
-    or a new run that did not end), 2 bad input (a run gated against itself among it), 3 a bundle that
-    does not verify, 75 busy (--confirm's work directory held by another run). A case that cannot be judged (too few executions; against a store, a series
-    with fewer than 3 earlier runs: building the baseline) fails nothing, is named, and is <skipped/>
-    in the JUnit file.
+    or a new run that did not end; a --confirm run that cannot start leaves its cases failing), 2 bad
+    input (a run gated against itself among it), 3 a bundle that does not verify. A case that cannot
+    be judged (too few executions; against a store, a series with fewer than 3 earlier runs: building
+    the baseline) fails nothing, is named, and is <skipped/> in the JUnit file.
 
     Prints the verdict, each failing, not judged and contended case, and the workloads to run again
     (in the form ccbench run --only takes).
     """
     from ccbench.analysis.samples.load import parse_labels
-    from ccbench.analysis.settling import gate
+    from ccbench.analysis.settling import gate, gate_pages
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.basics.errors import CCBenchError
     from ccbench.results import gate as sources
+    from ccbench.results import gate_runs
 
     limit = _threshold(threshold)
-    imported = sources.imported_formats(new)
+    imported = gate_runs.imported_formats(new)
     if confirm_plan:
         _budget(confirm_budget)  # a bad budget fails before anything is judged or run
         if imported:
@@ -151,7 +152,9 @@ def command(
         raise CCBenchError(f"nothing to judge: no primary metric of {', '.join(new)} is in {what}")
     notes = list(rows.attrs.get("notes", []))
     notes += ["contended executions left out of both sides (--exclude-contended)"] if exclude_contended else []
-    verdict = gate.Verdict(gate.judge(rows, limit, store=store), what, limit, sources.interrupted(new), notes, imported)
+    verdict = gate.Verdict(
+        gate.judge(rows, limit, store=store), what, limit, gate_runs.interrupted(new), notes, imported
+    )
     results = verdict.results
     click.echo(verdict.headline())
     for r in results:
@@ -173,8 +176,8 @@ def command(
                 results, confirm_plan, (confirm_out, workdir), against, (label_map, exclude_contended), limit, limits
             )
     more = {"interrupted": verdict.interrupted, "notes": verdict.notes, "imported": imported}
-    _write(markdown_path, gate.markdown(results, what, limit, **more))
-    _write(junit_path, gate.junit(results, what, limit, **more))
+    _write(markdown_path, gate_pages.markdown(results, what, limit, **more))
+    _write(junit_path, gate_pages.junit(results, what, limit, **more))
     sys.exit(verdict.exit_code)
 
 

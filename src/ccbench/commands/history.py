@@ -50,8 +50,12 @@ def add(bundles, store_path, labels, allow_unverified) -> None:
     store = _store(store_path)
     left_out: list[str] = []
     added, skipped = add_bundles(bundles, store, parse_labels(labels), left_out)
-    left = f", {len(left_out)} left out" if left_out else ""
-    click.echo(f"{store.path}: {added} bundle(s) added, {skipped} already there{left}")
+    if added or skipped:
+        left = f", {len(left_out)} left out" if left_out else ""
+        click.echo(f"{store.path}: {added} bundle(s) added, {skipped} already there{left}")
+    else:
+        # only runs left out (a night whose run was interrupted): no count that reads as if one were added
+        click.echo(f"{store.path}: nothing added; {len(left_out)} left out")
     for line in left_out:
         click.echo(f"  left out {line}")
 

@@ -29,10 +29,13 @@ import pandas as pd
 # new run lacks; NOT_JUDGED, one that cannot be judged (its ``reason`` says why)
 from ccbench.analysis.settling.gate import BUILDING, LOST, MIN_HISTORY, NOT_JUDGED
 from ccbench.basics.errors import CCBenchError
+from ccbench.results.gate_runs import refuse_several_runs, why_lost
 
 HISTORY_RUNS = 20
 NEW, BASELINE = "new", "baseline"
 CASE_KEY = ["workload", "case", "metric", "config"]
+#: where a lost case of a store was
+STORE_HAD = "in the store's last run of this plan"
 
 
 def is_store(path: str) -> bool:
@@ -93,13 +96,15 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
     from ccbench.analysis.rows.compare import compare
     from ccbench.analysis.samples.load import frame_from_bundles, load_bundles
 
+    refuse_several_runs(new_paths, labels)
     refuse_itself(new_paths, baseline_paths)
-    new = _relabelled(frame_from_bundles(load_bundles(new_paths, samples=False), labels or {}), NEW)
+    bundles = load_bundles(new_paths, samples=False)
+    new = _relabelled(frame_from_bundles(bundles, labels or {}), NEW)
     base = _relabelled(frame_from_bundles(load_bundles(baseline_paths, samples=False), labels or {}), BASELINE)
     shared = [c for c in pd.unique(new["rest"]) if c in set(base["rest"])]
     if new.empty and not base.empty:
         # no sample in the new run (every execution failed): each case of the baseline is lost
-        return _primary(base, _lost(base, new, pd.DataFrame(columns=CASE_KEY)))
+        return _primary(base, _lost(base, new, pd.DataFrame(columns=CASE_KEY), bundles))
     if not shared:
         raise CCBenchError(
             f"the configurations differ: the new run's ({'; '.join(pd.unique(new['rest']))}) against the "
@@ -114,7 +119,7 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
         table = compare(part, f"{BASELINE} / {rest}", exclude_contended=exclude_contended)
         tables.append(table.assign(config=rest))
     rows = pd.concat(tables, ignore_index=True).assign(judgement="", reason="")
-    rows = pd.concat([rows, _lost(base, new, rows)], ignore_index=True)
+    rows = pd.concat([rows, _lost(base, new, rows, bundles)], ignore_index=True)
     out = _primary(both, rows)
     if unmatched:
         # a case the baseline never measured is no regression: named, never judged against another case
@@ -163,10 +168,11 @@ def _cases(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """A row per case of the baseline with no comparison row: LOST where the new run has no
-    measured sample of it (its executions failed, the run was interrupted before it, or the plan no
-    longer has it), NOT_JUDGED where it has (every execution of a side contended and left out)."""
+def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame, bundles) -> pd.DataFrame:
+    """A row per case of the baseline with no comparison row: LOST where the new run (``bundles``)
+    has no measured sample of it (its executions failed, the run was interrupted before it, or the
+    plan no longer has it: the reason says which), NOT_JUDGED where it has (every execution of a
+    side contended and left out)."""
     had, has = _cases(base), _cases(new)
     measured = set(map(tuple, has[CASE_KEY].itertuples(index=False)))
     compared = {(r["workload"], _text(r["case"]), r["metric"], r["config"]) for r in rows.to_dict("records")}
@@ -180,8 +186,8 @@ def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame) -> pd.DataF
         reason=[
             "every execution of a side contended and left out (--exclude-contended)"
             if k
-            else "in the baseline, not measured in the new run"
-            for k in kept
+            else why_lost(bundles, workload, config)
+            for k, workload, config in zip(kept, out["workload"], out["config"], strict=True)
         ],
     )
 
@@ -194,6 +200,7 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
     from ccbench.results.history import Store, run_id_of, run_points
     from ccbench.results.history_store import SERIES_KEY, with_series_key
 
+    refuse_several_runs(new_paths, labels)
     # an empty store (or one not made yet) is no error: every series is building its baseline
     past = Store(store_path).frame()
     bundles = load_bundles(new_paths, samples=False)
@@ -212,7 +219,7 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
         _store_row(point, history.get(tuple(point[k] for k in SERIES_KEY))) for point in points.to_dict("records")
     ]
     rows = pd.DataFrame(records) if records else pd.DataFrame(columns=["workload", "metric"])
-    lost = _lost_series(past, new, history)
+    lost = _lost_series(past, new, history, bundles)
     # what the new run's plan declares, its workloads without a measured sample among them
     declared = pd.DataFrame(
         [
@@ -263,8 +270,7 @@ def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
         reason = "every execution of the new run contended and left out (--exclude-contended)"
         return {**row, "baseline_median": math.nan, "judgement": NOT_JUDGED, "reason": reason}
     if count < MIN_HISTORY:
-        word = "run" if count == 1 else "runs"
-        reason = f"{BUILDING}: {count} of {MIN_HISTORY} earlier {word} of this series in the store"
+        reason = f"{BUILDING}: {count} of {MIN_HISTORY} earlier runs of this series in the store"
         return {**row, "baseline_median": math.nan, "judgement": NOT_JUDGED, "reason": reason}
     if not (row["median"] > 0 and (medians > 0).all()):
         reason = "a median that is not a positive number (here or in an earlier run): a ratio on logs needs one"
@@ -286,7 +292,7 @@ def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
     }
 
 
-def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict) -> pd.DataFrame:
+def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict, bundles) -> pd.DataFrame:
     """A row per series of the store that the new run lacks, among the series of the new run's
     machine labels and plans whose last stored run had it (a case dropped from the plan long ago is
     not lost again every night)."""
@@ -325,7 +331,7 @@ def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict) -> pd.Dat
                 "judgement": NOT_JUDGED if other else LOST,
                 "reason": "the new run measured it with other parameters: a series of its own, not compared"
                 if other
-                else "in the store's last run of this plan, not measured in the new run",
+                else why_lost(bundles, point["workload"], point["config"].split(" / ", 1)[-1], STORE_HAD),
             }
         )
     return pd.DataFrame(lost)
@@ -348,40 +354,3 @@ def case_logs(paths, labels: dict[str, str] | None = None) -> dict[tuple[str, st
             np.log(group["value"].to_numpy(dtype=float)),
         )
     return out
-
-
-def interrupted(paths) -> list[str]:
-    """The bundles under ``paths`` whose run did not end (interrupted, or still running), each with
-    its status: "<bundle> (status 'interrupted')"."""
-    import json
-
-    from ccbench.bundle import find_bundles
-    from ccbench.bundle.layout import FINISHED_STATUSES
-
-    out = []
-    for path in find_bundles(paths):
-        try:
-            status = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8")).get("status")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if status not in FINISHED_STATUSES:
-            out.append(f"{path} (status {status!r})")
-    return out
-
-
-def imported_formats(paths) -> list[str]:
-    """The formats the bundles under ``paths`` were imported from (``ccbench import FORMAT``), in
-    order, once each; empty for runs ccbench made."""
-    import json
-
-    from ccbench.bundle import find_bundles
-
-    formats: list[str] = []
-    for path in find_bundles(paths):
-        try:
-            imported = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8")).get("imported")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(imported, dict) and imported.get("format") and imported["format"] not in formats:
-            formats.append(str(imported["format"]))
-    return formats

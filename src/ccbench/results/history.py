@@ -151,12 +151,12 @@ def add_bundles(
     from ccbench.results.export import distinct_bundles
 
     known = store.run_ids()  # also checks that the store is one
-    finished = distinct_bundles(paths)
+    found = find_bundles(paths)
+    # only runs that did not end (a CI job's Ctrl-C'd night): nothing to add, each said, no error
+    finished = distinct_bundles(paths) if any(_finished(p) for p in found) else []
     if left_out is not None:
         done = {p.resolve() for p in finished}
-        left_out += [
-            f"{p}: its run has not ended ({_status(p)})" for p in find_bundles(paths) if p.resolve() not in done
-        ]
+        left_out += [f"{p}: its run has not ended ({_status(p)})" for p in found if p.resolve() not in done]
     new, run_ids, skipped = [], [], 0
     for bundle in load_bundles(finished, samples=False):
         run_id = run_id_of(Path(bundle.path))
@@ -180,6 +180,15 @@ def add_bundles(
         ]
     added = store.add(tables)
     return added, skipped + len(tables) - added  # a run another add put in meanwhile is already there
+
+
+def _finished(bundle: Path) -> bool:
+    from ccbench.bundle.layout import FINISHED_STATUSES
+
+    try:
+        return json.loads((bundle / "manifest.json").read_text(encoding="utf-8")).get("status") in FINISHED_STATUSES
+    except (OSError, ValueError, AttributeError):
+        return True  # read, and said, by whoever reads it
 
 
 def _status(bundle: Path) -> str:

@@ -65,6 +65,8 @@ class CommandResult:
     def failure(self) -> str:
         """One line saying how the command failed, with the end of its output."""
         output = tail(self.stderr, 5, 800) or tail(self.stdout, 5, 800)
+        if not output:
+            return f"{shlex.join(self.argv)} exited with {self.returncode} (no output on stderr or stdout)"
         return f"{shlex.join(self.argv)} exited with {self.returncode}: {output}"
 
 

@@ -15,7 +15,7 @@ which fails nothing and which the JUnit file marks <skipped/> with the reason. E
 passes.
 
 The verdict (Verdict) is said the same in its three forms: one line for stdout, a Markdown summary
-for a pull request, a JUnit file for a CI page. Exit status (docs/ci.md): 0 passed or nothing
+for a pull request, a JUnit file for a CI page (those two in ccbench.analysis.settling.gate_pages). Exit status (docs/ci.md): 0 passed or nothing
 judged (cases that could not be judged, building the baseline among them, are named and skipped),
 1 failed (a regression, a case lost, or a new run that did not end); 2 (bad input, a run against
 itself) and 3 (a bundle that does not verify) come before any page.
@@ -24,7 +24,6 @@ itself) and 3 (a bundle that does not verify) come before any page.
 from __future__ import annotations
 
 import math
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -326,6 +325,30 @@ class Verdict:
         return [r for r in self.results if r.status not in (NOT_JUDGED, LOST)]
 
     @property
+    def slower_within(self) -> list[CaseResult]:
+        """Judged cases significantly slower but within the rule (the threshold, else each one's
+        MDE): no regression, and not "no change" either."""
+        return [r for r in self.results if r.status == PASSED and r.significant and r.change_percent > 0]
+
+    def slower_words(self, most: int = 3) -> str:
+        """The cases significantly slower within the rule in words, "" for none: "1 significantly
+        slower within its MDE (prime time on no TEE: 3.0% slower, its MDE 4.1%)"."""
+        cases = self.slower_within
+        if not cases:
+            return ""
+        if self.threshold is not None:
+            within = f"the threshold {self.threshold * 100:g}%"
+            named = [f"{r.name}: {fmt.effect(1 + r.change_percent / 100)}" for r in cases[:most]]
+        else:
+            within = "its MDE" if len(cases) == 1 else "their MDEs"
+            named = [
+                f"{r.name}: {fmt.effect(1 + r.change_percent / 100)}, its MDE {fmt.mde(r.mde_percent / 100)}"
+                for r in cases[:most]
+            ]
+        more = f"; and {len(cases) - most} more" if len(cases) > most else ""
+        return f"{len(cases)} significantly slower within {within} ({'; '.join(named)}{more})"
+
+    @property
     def building(self) -> int | None:
         """Against a store where no case could be judged yet for want of earlier runs: the most
         earlier runs any series has (None otherwise)."""
@@ -356,6 +379,7 @@ class Verdict:
             parts = [f"the new run did not end: {'; '.join(self.interrupted)}"] if self.interrupted else []
             parts += [_plural(regressions, "regression")] if regressions else []
             parts += [f"{_plural(lost, 'case')} lost (in the baseline, not measured in the new run)"] if lost else []
+            parts += [self.slower_words()] if self.slower_within else []
             return "failed", f"{', '.join(parts)}; of {total} against {self.against} ({self.rule})"
         if self.building is not None:
             return BUILDING, (
@@ -368,8 +392,12 @@ class Verdict:
                 "nothing failed"
             )
         skipped = f"; {len(self.not_judged)} not judged (skipped)" if self.not_judged else ""
+        slower = f"; {self.slower_words()}" if self.slower_within else ""
         judged = _plural(len(self.judged), "judged primary metric case")
-        return "passed", f"no regression among {judged} against {self.against} ({self.rule}){skipped}{self._blind()}"
+        return (
+            "passed",
+            f"no regression among {judged} against {self.against} ({self.rule}){slower}{skipped}{self._blind()}",
+        )
 
     def _blind(self) -> str:
         """Where the judged cases could not have seen a change a user cares about (their median MDE over
@@ -405,92 +433,3 @@ class Verdict:
             more = f" and {len(names) - most} more" if len(names) > most else ""
             out.append((why, f"{len(names)} case{'s' if len(names) != 1 else ''}: {', '.join(names[:most])}{more}"))
         return out
-
-
-def markdown(results: list[CaseResult], against: str, threshold: float | None = None, **more) -> str:
-    """A summary for a pull request: the verdict, what it rests on, then every case (``more``:
-    Verdict's interrupted and notes)."""
-    verdict = Verdict(results, against, threshold, **more)
-    lines = ["**ccbench gate: {}**: {}".format(*verdict.parts())]
-    results = verdict.results
-    slower = [r for r in results if not r.failed and r.significant and r.change_percent > 0]
-    if slower:
-        # a significant slow-down within the rule is no regression, but it is not "no change" either
-        more = f" and {len(slower) - 5} more" if len(slower) > 5 else ""
-        lines[0] += (
-            f"; {len(slower)} significantly slower within the rule: {', '.join(r.name for r in slower[:5])}{more}"
-        )
-    lines.append("")
-    lost = [r for r in results if r.status == LOST]
-    if lost:
-        lines += [f"Lost: {', '.join(r.name for r in lost)} (in the baseline, not measured in the new run).", ""]
-    for reason, named in verdict.grouped(verdict.not_judged, lambda r: r.why.removeprefix("not judged: ")):
-        lines += [f"Not judged (skipped in JUnit), {reason}: {named}.", ""]
-    for contention, named in verdict.grouped(verdict.contended(), lambda r: r.contention):
-        lines += [
-            f"Contended, {contention}: {named}; executions that ran beside other work are slower "
-            "(gate --exclude-contended leaves them out).",
-            "",
-        ]
-    lines += [f"Note: {note}." for note in verdict.notes] + ([""] if verdict.notes else [])
-    rerun = verdict.rerun()
-    if rerun and verdict.imported:
-        lines += [f"Rerun only these: {rerun}.", ""]
-    elif rerun:
-        lines += [f"Rerun only these: `{rerun}`", ""]
-    lines += ["| case | baseline | new | change [95% interval] | MDE | result |", "|---|---|---|---|---|---|"]
-    for r in sorted(results, key=lambda r: (not r.failed, r.status == NOT_JUDGED, r.name)):
-        result = r.status if r.confirmation is None else f"{r.status}, {r.confirmation}"
-        if r.confirmation_why:
-            result += f" ({r.confirmation_why})"
-        lines.append(
-            f"| {r.name} | {fmt.number(r.baseline_median, r.unit)} | {fmt.number(r.median, r.unit)} | "
-            f"{_change(r)} | {fmt.mde(r.mde_percent / 100)} | {result}: {r.why.removeprefix(result + ': ')} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _change(r: CaseResult) -> str:
-    return fmt.effect(1 + r.change_percent / 100, 1 + r.low_percent / 100, 1 + r.high_percent / 100)
-
-
-def junit(results: list[CaseResult], against: str, threshold: float | None = None, **more) -> str:
-    """A JUnit XML document: one testcase per primary metric case, a failure for each regression
-    and each case lost, <skipped/> with the reason for each case not judged, and one testcase
-    failing for a new run that did not end (``more``: Verdict's interrupted and notes)."""
-    verdict = Verdict(results, against, threshold, **more)
-    results = verdict.results
-    failures = len(verdict.failing) + bool(verdict.interrupted)
-    suite = ElementTree.Element(
-        "testsuite",
-        name="ccbench gate",
-        tests=str(len(results) + bool(verdict.interrupted)),
-        failures=str(failures),
-        errors="0",
-        skipped=str(len(verdict.not_judged)),
-    )
-    properties = ElementTree.SubElement(suite, "properties")
-    ElementTree.SubElement(properties, "property", name="against", value=verdict.against)
-    ElementTree.SubElement(properties, "property", name="verdict", value=verdict.headline())
-    if verdict.interrupted:
-        case = ElementTree.SubElement(suite, "testcase", classname="ccbench.run", name="the new run ended", time="0")
-        failure = ElementTree.SubElement(case, "failure", message="the new run did not end", type="interrupted")
-        failure.text = "; ".join(verdict.interrupted) + ": finish it with ccbench run --resume, or run the plan again"
-    for r in results:
-        case = ElementTree.SubElement(suite, "testcase", classname=f"ccbench.{r.workload}", name=r.name, time="0")
-        if r.failed:
-            failure = ElementTree.SubElement(case, "failure", message=r.why, type=r.status)
-            failure.text = (
-                f"{r.name}: {fmt.number(r.baseline_median, r.unit)} -> {fmt.number(r.median, r.unit)} "
-                f"({_change(r)}, 95% interval; MDE {fmt.mde(r.mde_percent / 100)})"
-                + (f"; {r.confirmation}" if r.confirmation else "")
-                + (f"; {r.contention}" if r.contention else "")
-            )
-        elif r.status == NOT_JUDGED:
-            ElementTree.SubElement(case, "skipped", message=r.why)
-        else:
-            ElementTree.SubElement(case, "system-out").text = r.why + (f"; {r.contention}" if r.contention else "")
-    testsuites = ElementTree.Element("testsuites", name="ccbench")
-    testsuites.append(suite)
-    ElementTree.indent(testsuites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(testsuites, encoding="unicode") + "\n"

@@ -126,7 +126,7 @@ def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, re
     show(study, echo)
     verdict = guard(study, yes or dry_run, interactive)
     if verdict is not None and verdict != "ask":
-        refuse(f"ccbench machines: refused: {verdict}")
+        refuse(f"ccbench: error: refused: {verdict}")
         return 2
     if dry_run:
         echo("dry run: nothing launched; the cost guard passes (budget_usd)")
@@ -137,11 +137,11 @@ def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, re
     try:
         ssh_from = cidr(where["ssh_from"], "--ssh-from") if where.get("ssh_from") else study.cloud.ssh_from
     except StudyError as bad:
-        refuse(f"ccbench machines: refused: {bad}")
+        refuse(f"ccbench: error: refused: {bad}")
         return 2
     if not ssh_from:
         refuse(
-            "ccbench machines: refused: say which addresses SSH to the instances may come from: "
+            "ccbench: error: refused: say which addresses SSH to the instances may come from: "
             "--ssh-from 203.0.113.7/32 (your own address) or ssh_from in [cloud]; nothing was launched"
         )
         return 2
@@ -150,7 +150,7 @@ def run_cloud_study(study, dry_run: bool, yes: bool, interactive: bool, echo, re
     if verdict == "ask" and not confirm(
         f"launch {sum(a.replicas for a in study.arms)} instance(s) at the estimate above?"
     ):
-        refuse("ccbench machines: not launched")
+        refuse("ccbench: not launched: answered no at the price estimate")
         return 1
     from ccbench.machines.cloud import studyrun
     from ccbench.machines.cloud.journal import state_dir
