@@ -228,3 +228,17 @@ def test_left_out_rows_with_different_reasons_keep_each_reason_beside_its_rows(t
     text = " ".join(summary.stdout.split())
     assert "left out: fio 4k randread (" in text and "; fio 4k randwrite (" in text, summary.stdout
     assert "faster than tmpfs on this machine)" in text, summary.stdout
+
+
+def test_the_heatmap_marks_a_cell_that_is_not_significant(tmp_path, ccbench):
+    """1 of 4 loop-file rows significant: its cell is drawn as a cost, the other three pale and marked
+    "~" as compare's table marks them (a noisy 3.9x cell was the report's darkest, unmarked)."""
+    page = tmp_path / "report.html"
+    done = ccbench("report", one_of_four(tmp_path / "b"), "-o", page)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    cells = html[html.index("heatmap:cells") : html.index("heatmap:scale")]
+    labels = re.findall(r">(~?[\d.,]+x)<", cells)
+    assert sum(label.startswith("~") for label in labels) == 3, labels
+    assert [label for label in labels if not label.startswith("~")] == ["1.7x"], labels  # 68.5% slower
+    assert "pale, marked ~: not significant" in html
