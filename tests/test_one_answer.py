@@ -127,6 +127,9 @@ def test_tool_versions_that_differ_are_a_confound_on_the_layers_line(tmp_path, c
     text = " ".join(summary.stdout.split())
     assert "TEE: SEV-SNP (" in text and "tool versions differ" in text, summary.stdout
     assert "tool versions differ: fio-3.33 vs fio-3.35 (not the layer's own cost)" in text, summary.stdout
+    # imported: whether anything else ran was never recorded, so no "0 of 2 executions contended"
+    head = summary.stdout.split("\n(", 1)[0]
+    assert "contention not recorded (2 imported executions)" in text and "executions contended" not in text, head
     records = [json.loads(line) for line in ccbench("compare", *paths, "--summary", "--json").stdout.splitlines()]
     assert any("tool versions (fio-3.33 vs fio-3.35)" in " ".join(r["confounded"]) for r in records), records
 
@@ -242,3 +245,13 @@ def test_the_heatmap_marks_a_cell_that_is_not_significant(tmp_path, ccbench):
     assert sum(label.startswith("~") for label in labels) == 3, labels
     assert [label for label in labels if not label.startswith("~")] == ["1.7x"], labels  # 68.5% slower
     assert "pale, marked ~: not significant" in html
+
+
+def test_the_reports_contention_sentence_counts_imported_executions_apart():
+    from ccbench.report.sections.verdict import _contention
+
+    assert (
+        _contention(0, 0, 6) == "6 imported executions are not counted: whether they were contended was never recorded."
+    )
+    assert _contention(0, 4, 1).startswith("None of the 4 measured executions was contended. 1 imported execution is")
+    assert _contention(0, 4, 0) == "None of the 4 measured executions was contended."
