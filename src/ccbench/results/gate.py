@@ -13,8 +13,9 @@ the past run medians by a t prediction interval on logs (se = s * sqrt(1 + 1/m),
 freedom), which is what the spread from run to run allows for one new run.
 
 Every case the baseline has is accounted for: one the new run lacks is a row judged LOST; one that
-cannot be judged (too few executions, a median of 0, too few earlier runs in the store: building the
-baseline) is a row judged NOT_JUDGED with its reason.
+cannot be judged (against bundles, fewer than MIN_SAMPLES executions on a side, what compare flags
+"not enough samples"; a median of 0; too few earlier runs in the store: building the baseline) is a
+row judged NOT_JUDGED with its reason.
 """
 
 from __future__ import annotations
@@ -118,12 +119,32 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
         part = both[both["rest"] == rest].drop(columns=["rest"])
         table = compare(part, f"{BASELINE} / {rest}", exclude_contended=exclude_contended)
         tables.append(table.assign(config=rest))
-    rows = pd.concat(tables, ignore_index=True).assign(judgement="", reason="")
+    rows = _too_few(pd.concat(tables, ignore_index=True).assign(judgement="", reason=""))
     rows = pd.concat([rows, _lost(base, new, rows, bundles)], ignore_index=True)
     out = _primary(both, rows)
     if unmatched:
         # a case the baseline never measured is no regression: named, never judged against another case
         out.attrs["notes"] = [f"not in the baseline (not judged): {'; '.join(unmatched)}"]
+    return out
+
+
+def _too_few(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with fewer than MIN_SAMPLES executions on a side (what compare flags "not enough
+    samples", never significant) judged NOT_JUDGED, the reason naming the counts: a comparison that
+    could not judge a case must not pass it."""
+    from ccbench.analysis.statistics.stats import MIN_SAMPLES
+
+    def executions(count: int) -> str:
+        return f"{count} execution{'s' if count != 1 else ''}"
+
+    out = rows.copy()
+    for index, row in out.iterrows():
+        n, n_baseline = int(row["n"]), int(row["n_baseline"])
+        sides = [f"{executions(n)} in the new run"] if n < MIN_SAMPLES else []
+        sides += [f"{executions(n_baseline)} in the baseline"] if n_baseline < MIN_SAMPLES else []
+        if sides:
+            out.loc[index, "judgement"] = NOT_JUDGED
+            out.loc[index, "reason"] = f"{' and '.join(sides)}: too few to judge, the gate needs {MIN_SAMPLES}"
     return out
 
 
