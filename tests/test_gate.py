@@ -641,3 +641,38 @@ def test_a_case_with_too_few_executions_is_not_judged_never_passed(tmp_path, cap
     code, out, err = _gate_in_process(capsys, mixed, "--against", few_base)
     assert code == 0 and out.startswith("ccbench gate: passed: "), out + err
     assert "2 executions in the baseline: too few to judge" in out.splitlines()[0], out
+
+
+def test_an_interrupted_run_against_a_store_names_the_case_it_never_reached(tmp_path, capsys):
+    """A user trial: a store whose last run of the plan measured only part of it (``--only fast``), then
+    a new run interrupted before its second workload: before, "failed: the new run did not end ..., 1
+    regression; of 1 primary metric case" and `slow` nowhere (against a bundle baseline it was "FAIL
+    ...: in the baseline; the new run stopped before it"); now lost the same way against the store."""
+    declared = {name: {"kind": "command", "primary_metrics": ["wall_time"]} for name in ("fast", "slow")}
+
+    def run(night, workloads, status="complete"):
+        from bundles import probe, seal
+
+        from ccbench.bundle.journal import BundleWriter
+
+        writer = BundleWriter.create(tmp_path / f"n{night}", {"plan": {"name": "tiny"}, "environment": probe("ci", "none"),
+                                     "status": status, "started_at": f"2026-01-0{night}T02:00:00+00:00",
+                                     "declarations": declared})  # fmt: skip
+        writer.append_samples([sample(workload=name, variant={"storage": "disk"}, metric="wall_time",
+                                      value=0.05 * (1 + 0.01 * (r % 3 - 1)) * (1 + 0.005 * night), repetition=r)
+                               for name in workloads for r in range(5)])  # fmt: skip
+        writer.close()
+        return seal(writer.path)
+
+    store = tmp_path / "h.duckdb"
+    for night, workloads in ((1, ("fast", "slow")), (2, ("fast", "slow")), (3, ("fast", "slow")), (4, ("fast",))):
+        assert ccbench_in_process(capsys, "history", "add", run(night, workloads), "--store", store)[0] == 0
+    cut = run(5, ("fast",), status="interrupted")
+    xml = tmp_path / "g.xml"
+    code, out, err = _gate_in_process(capsys, cut, "--against", store, "--junit", xml)
+    assert code == 1 and out.startswith("ccbench gate: failed: the new run did not end: "), out + err
+    assert "1 case lost" in out.splitlines()[0] and "of 2 primary metric cases" in out.splitlines()[0], out
+    assert (
+        "FAIL slow wall_time on no TEE / disk: in the store's runs of this plan; the new run stopped before it" in out
+    )
+    assert _junit_cases(xml)["slow wall_time on no TEE / disk"].find("failure").get("type") == "lost"

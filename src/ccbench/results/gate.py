@@ -36,7 +36,7 @@ HISTORY_RUNS = 20
 NEW, BASELINE = "new", "baseline"
 CASE_KEY = ["workload", "case", "metric", "config"]
 #: where a lost case of a store was
-STORE_HAD = "in the store's last run of this plan"
+STORE_HAD = "in the store's runs of this plan"
 
 
 def is_store(path: str) -> bool:
@@ -240,7 +240,6 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
         _store_row(point, history.get(tuple(point[k] for k in SERIES_KEY))) for point in points.to_dict("records")
     ]
     rows = pd.DataFrame(records) if records else pd.DataFrame(columns=["workload", "metric"])
-    lost = _lost_series(past, new, history, bundles)
     # what the new run's plan declares, its workloads without a measured sample among them
     declared = pd.DataFrame(
         [
@@ -250,6 +249,7 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
         ],
         columns=["bundle", "workload", "kind"],
     )
+    lost = _lost_series(past, new, history, bundles, set(declared["workload"]))
     judged = _primary(pd.concat([new, declared], ignore_index=True), pd.concat([rows, lost], ignore_index=True))
     # a lost series of a workload the new plan no longer has: kept, whatever its metric (nothing says
     # which of its metrics were primary, and a case must not vanish unsaid)
@@ -313,10 +313,12 @@ def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
     }
 
 
-def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict, bundles) -> pd.DataFrame:
+def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict, bundles, declared=frozenset()) -> pd.DataFrame:
     """A row per series of the store that the new run lacks, among the series of the new run's
     machine labels and plans whose last stored run had it (a case dropped from the plan long ago is
-    not lost again every night)."""
+    not lost again every night). For a workload the new run's plan declares (``declared``), the last
+    stored run that measured that workload: a run of part of the plan (``--only``) does not make
+    the rest look dropped."""
     from ccbench.results.history_store import SERIES_KEY
 
     present = set(map(tuple, new[SERIES_KEY].itertuples(index=False)))
@@ -332,7 +334,10 @@ def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict, bundles) 
             or runs["better"].iloc[-1] not in ("lower", "higher")
         ):
             continue
-        last_run = past[(past["label"] == point["label"]) & (past["plan"] == point["plan"])]["started_at"].max()
+        same = (past["label"] == point["label"]) & (past["plan"] == point["plan"])
+        if point["workload"] in declared:
+            same &= past["workload"] == point["workload"]
+        last_run = past[same]["started_at"].max()
         if runs["started_at"].iloc[-1] < last_run:
             continue
         other = tuple(point[k] for k in names) in renamed
