@@ -26,7 +26,8 @@ def _interval_cell(item: LayerVerdict) -> str:
 
 
 def _interval_over_cell(item: LayerVerdict) -> str:
-    return "-" if item.confounded and item.layer != "none" else item.interval_over
+    stated = item.states_interval() and not (item.confounded and item.layer != "none")
+    return item.interval_over if stated else "-"
 
 
 VERDICT_HEADERS = [
