@@ -322,7 +322,7 @@ def test_an_interrupted_run_fails_the_gate_and_its_cases_are_skipped(tmp_path, c
     cases = _junit_cases(xml)
     assert cases["the new run ended"].find("failure").get("type") == "interrupted"
     skipped = cases["slow wall_time on no TEE / disk"].find("skipped")
-    assert skipped is not None and "no interval (1 new and 3 baseline executions" in skipped.get("message")
+    assert skipped is not None and "1 execution in the new run: too few to judge" in skipped.get("message")
     suite = ElementTree.parse(xml).getroot().find("testsuite")
     assert suite.get("skipped") == "1" and suite.get("failures") == "1"
     assert md.read_text().startswith("**ccbench gate: failed**: the new run did not end")
@@ -608,3 +608,71 @@ def test_a_failed_command_and_a_lost_case_say_what_happened():
     assert why_lost(run([], declared=()), "probe", "no TEE / disk") == (
         "in the baseline; the new run's plan has no such workload"
     )
+
+
+def test_a_case_with_too_few_executions_is_not_judged_never_passed(tmp_path, capsys):
+    """A user trial: `ccbench run tiny.toml --repeat 2` with its command 4x slower, gated against a
+    baseline of 6: before, exit 0 "passed: no regression", the row "3.6x slower [3.2x, 4.1x] | - |
+    passed: no significant change" (compare flags it "not enough samples"); now not judged, said why."""
+    from ccbench.analysis.statistics.stats import MIN_SAMPLES
+
+    noise = [-0.01, 0.0, 0.01, -0.005, 0.005, 0.0]
+
+    def run(factor, reps):
+        return [sample(workload="probe", variant={"storage": "disk"}, metric="wall_time",
+                       value=0.05 * factor * np.exp(x), repetition=r) for r, x in enumerate(noise[:reps])]  # fmt: skip
+
+    base = write(tmp_path / "base", "ci", "none", run(1.0, 6))
+    new = write(tmp_path / "new", "ci", "none", run(3.6, 2))
+    md, xml = tmp_path / "g.md", tmp_path / "g.xml"
+    code, out, err = _gate_in_process(capsys, new, "--against", base, "--threshold", "5%", "--markdown", md, "--junit", xml)  # fmt: skip
+    reason = f"2 executions in the new run: too few to judge, the gate needs {MIN_SAMPLES}"
+    assert code == 0 and "passed" not in out, out + err
+    headline = out.splitlines()[0]
+    assert headline.startswith("ccbench gate: not judged: ") and reason in headline, out
+    assert "probe wall_time on no TEE / disk" in headline
+    (row,) = [line for line in md.read_text().splitlines() if line.startswith("| probe")]
+    assert f"| not judged: {reason} |" in row and "passed" not in row, row
+    skipped = _junit_cases(xml)["probe wall_time on no TEE / disk"].find("skipped")
+    assert skipped is not None and reason in skipped.get("message")
+    # too few in the baseline, and beside a judged case: the verdict names the case not judged
+    few_base = write(tmp_path / "fewbase", "ci", "none", run(1.0, 2) + _prime_samples(1.0, np.random.default_rng(1)))
+    mixed = write(tmp_path / "mixed", "ci", "none", run(1.0, 6) + _prime_samples(1.0, np.random.default_rng(2)))
+    code, out, err = _gate_in_process(capsys, mixed, "--against", few_base)
+    assert code == 0 and out.startswith("ccbench gate: passed: "), out + err
+    assert "2 executions in the baseline: too few to judge" in out.splitlines()[0], out
+
+
+def test_an_interrupted_run_against_a_store_names_the_case_it_never_reached(tmp_path, capsys):
+    """A user trial: a store whose last run of the plan measured only part of it (``--only fast``), then
+    a new run interrupted before its second workload: before, "failed: the new run did not end ..., 1
+    regression; of 1 primary metric case" and `slow` nowhere (against a bundle baseline it was "FAIL
+    ...: in the baseline; the new run stopped before it"); now lost the same way against the store."""
+    declared = {name: {"kind": "command", "primary_metrics": ["wall_time"]} for name in ("fast", "slow")}
+
+    def run(night, workloads, status="complete"):
+        from bundles import probe, seal
+
+        from ccbench.bundle.journal import BundleWriter
+
+        writer = BundleWriter.create(tmp_path / f"n{night}", {"plan": {"name": "tiny"}, "environment": probe("ci", "none"),
+                                     "status": status, "started_at": f"2026-01-0{night}T02:00:00+00:00",
+                                     "declarations": declared})  # fmt: skip
+        writer.append_samples([sample(workload=name, variant={"storage": "disk"}, metric="wall_time",
+                                      value=0.05 * (1 + 0.01 * (r % 3 - 1)) * (1 + 0.005 * night), repetition=r)
+                               for name in workloads for r in range(5)])  # fmt: skip
+        writer.close()
+        return seal(writer.path)
+
+    store = tmp_path / "h.duckdb"
+    for night, workloads in ((1, ("fast", "slow")), (2, ("fast", "slow")), (3, ("fast", "slow")), (4, ("fast",))):
+        assert ccbench_in_process(capsys, "history", "add", run(night, workloads), "--store", store)[0] == 0
+    cut = run(5, ("fast",), status="interrupted")
+    xml = tmp_path / "g.xml"
+    code, out, err = _gate_in_process(capsys, cut, "--against", store, "--junit", xml)
+    assert code == 1 and out.startswith("ccbench gate: failed: the new run did not end: "), out + err
+    assert "1 case lost" in out.splitlines()[0] and "of 2 primary metric cases" in out.splitlines()[0], out
+    assert (
+        "FAIL slow wall_time on no TEE / disk: in the store's runs of this plan; the new run stopped before it" in out
+    )
+    assert _junit_cases(xml)["slow wall_time on no TEE / disk"].find("failure").get("type") == "lost"

@@ -230,6 +230,25 @@ def test_a_tampered_copy_added_first_does_not_hide_the_genuine_bundle(tmp_path, 
 
 
 @needs_duckdb
+def test_a_bundle_whose_manifest_was_changed_is_refused_as_compare_refuses_it(tmp_path, capsys):
+    """A user trial: a bundle whose manifest was edited into text that is not JSON: before, `history
+    add` exited 2 "its run has not ended (status 'unreadable')" while compare exited 3 "files differ
+    from its digest list"; now both refuse it the same way, named or found under a directory."""
+    from bundles import sample, write
+
+    bundle = write(tmp_path / "b", "ci", "none",
+                   [sample(workload="p", variant={}, metric="time", value=1 + r / 100, repetition=r) for r in range(3)])  # fmt: skip
+    manifest = bundle / "manifest.json"
+    manifest.write_text(manifest.read_text()[:-5])
+    said = f"ccbench: error: {bundle}: not read: its files differ from its digest list (changed: manifest.json)"
+    code, _, err = ccbench_in_process(capsys, "compare", bundle)
+    assert code == 3 and err.startswith(said), err
+    for path in (bundle, tmp_path / "b"):
+        code, out, err = ccbench_in_process(capsys, "history", "add", path, "--store", tmp_path / "h.duckdb")
+        assert code == 3 and err.startswith(said) and "has not ended" not in err, out + err
+
+
+@needs_duckdb
 def test_a_digest_that_is_a_glob_makes_no_extra_runs(nightly, tmp_path):
     """attestation.json's digest is never a file name: four bundles claiming `*` are four runs."""
     bundles = sorted(nightly.iterdir())[:4]

@@ -244,11 +244,14 @@ def _bundles_under(directory: Path) -> list[Path]:
 
 
 def _manifest_status(bundle: Path) -> Any:
+    """The manifest's status; None (read as finished) where the manifest cannot be read: a changed
+    or damaged manifest says nothing of whether the run ended, and the reader after (the digest
+    check, exit 3, or the manifest's own error) says what is wrong with it."""
     try:
         document = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return "unreadable"
-    return document.get("status") if isinstance(document, dict) else "unreadable"
+        return None
+    return document.get("status") if isinstance(document, dict) else None
 
 
 def bundle_holding(path: Path) -> Path | None:

@@ -13,8 +13,9 @@ the past run medians by a t prediction interval on logs (se = s * sqrt(1 + 1/m),
 freedom), which is what the spread from run to run allows for one new run.
 
 Every case the baseline has is accounted for: one the new run lacks is a row judged LOST; one that
-cannot be judged (too few executions, a median of 0, too few earlier runs in the store: building the
-baseline) is a row judged NOT_JUDGED with its reason.
+cannot be judged (against bundles, fewer than MIN_SAMPLES executions on a side, what compare flags
+"not enough samples"; a median of 0; too few earlier runs in the store: building the baseline) is a
+row judged NOT_JUDGED with its reason.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ HISTORY_RUNS = 20
 NEW, BASELINE = "new", "baseline"
 CASE_KEY = ["workload", "case", "metric", "config"]
 #: where a lost case of a store was
-STORE_HAD = "in the store's last run of this plan"
+STORE_HAD = "in the store's runs of this plan"
 
 
 def is_store(path: str) -> bool:
@@ -118,12 +119,32 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
         part = both[both["rest"] == rest].drop(columns=["rest"])
         table = compare(part, f"{BASELINE} / {rest}", exclude_contended=exclude_contended)
         tables.append(table.assign(config=rest))
-    rows = pd.concat(tables, ignore_index=True).assign(judgement="", reason="")
+    rows = _too_few(pd.concat(tables, ignore_index=True).assign(judgement="", reason=""))
     rows = pd.concat([rows, _lost(base, new, rows, bundles)], ignore_index=True)
     out = _primary(both, rows)
     if unmatched:
         # a case the baseline never measured is no regression: named, never judged against another case
         out.attrs["notes"] = [f"not in the baseline (not judged): {'; '.join(unmatched)}"]
+    return out
+
+
+def _too_few(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with fewer than MIN_SAMPLES executions on a side (what compare flags "not enough
+    samples", never significant) judged NOT_JUDGED, the reason naming the counts: a comparison that
+    could not judge a case must not pass it."""
+    from ccbench.analysis.statistics.stats import MIN_SAMPLES
+
+    def executions(count: int) -> str:
+        return f"{count} execution{'s' if count != 1 else ''}"
+
+    out = rows.copy()
+    for index, row in out.iterrows():
+        n, n_baseline = int(row["n"]), int(row["n_baseline"])
+        sides = [f"{executions(n)} in the new run"] if n < MIN_SAMPLES else []
+        sides += [f"{executions(n_baseline)} in the baseline"] if n_baseline < MIN_SAMPLES else []
+        if sides:
+            out.loc[index, "judgement"] = NOT_JUDGED
+            out.loc[index, "reason"] = f"{' and '.join(sides)}: too few to judge, the gate needs {MIN_SAMPLES}"
     return out
 
 
@@ -219,7 +240,6 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
         _store_row(point, history.get(tuple(point[k] for k in SERIES_KEY))) for point in points.to_dict("records")
     ]
     rows = pd.DataFrame(records) if records else pd.DataFrame(columns=["workload", "metric"])
-    lost = _lost_series(past, new, history, bundles)
     # what the new run's plan declares, its workloads without a measured sample among them
     declared = pd.DataFrame(
         [
@@ -229,6 +249,7 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
         ],
         columns=["bundle", "workload", "kind"],
     )
+    lost = _lost_series(past, new, history, bundles, set(declared["workload"]))
     judged = _primary(pd.concat([new, declared], ignore_index=True), pd.concat([rows, lost], ignore_index=True))
     # a lost series of a workload the new plan no longer has: kept, whatever its metric (nothing says
     # which of its metrics were primary, and a case must not vanish unsaid)
@@ -292,10 +313,12 @@ def _store_row(point: dict, runs: pd.DataFrame | None) -> dict:
     }
 
 
-def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict, bundles) -> pd.DataFrame:
+def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict, bundles, declared=frozenset()) -> pd.DataFrame:
     """A row per series of the store that the new run lacks, among the series of the new run's
     machine labels and plans whose last stored run had it (a case dropped from the plan long ago is
-    not lost again every night)."""
+    not lost again every night). For a workload the new run's plan declares (``declared``), the last
+    stored run that measured that workload: a run of part of the plan (``--only``) does not make
+    the rest look dropped."""
     from ccbench.results.history_store import SERIES_KEY
 
     present = set(map(tuple, new[SERIES_KEY].itertuples(index=False)))
@@ -311,7 +334,10 @@ def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict, bundles) 
             or runs["better"].iloc[-1] not in ("lower", "higher")
         ):
             continue
-        last_run = past[(past["label"] == point["label"]) & (past["plan"] == point["plan"])]["started_at"].max()
+        same = (past["label"] == point["label"]) & (past["plan"] == point["plan"])
+        if point["workload"] in declared:
+            same &= past["workload"] == point["workload"]
+        last_run = past[same]["started_at"].max()
         if runs["started_at"].iloc[-1] < last_run:
             continue
         other = tuple(point[k] for k in names) in renamed

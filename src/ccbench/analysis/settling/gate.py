@@ -348,6 +348,15 @@ class Verdict:
         more = f"; and {len(cases) - most} more" if len(cases) > most else ""
         return f"{len(cases)} significantly slower within {within} ({'; '.join(named)}{more})"
 
+    def not_judged_words(self, most: int = 3, named: bool = True) -> str:
+        """The cases not judged in words, by reason: "1 not judged (skipped): 2 executions in the new
+        run: too few to judge, the gate needs 3 (1 case: probe wall_time on no TEE / disk)"; without
+        ``named``, no count first (every case is one of them)."""
+        groups = self.grouped(self.not_judged, lambda r: r.why.removeprefix("not judged: "), most)
+        said = "; ".join(f"{reason} ({cases})" for reason, cases in groups[:most])
+        said += f"; and {len(groups) - most} other reasons" if len(groups) > most else ""
+        return f"{len(self.not_judged)} not judged (skipped): {said}" if named else f"skipped: {said}"
+
     @property
     def building(self) -> int | None:
         """Against a store where no case could be judged yet for want of earlier runs: the most
@@ -380,6 +389,7 @@ class Verdict:
             parts += [_plural(regressions, "regression")] if regressions else []
             parts += [f"{_plural(lost, 'case')} lost (in the baseline, not measured in the new run)"] if lost else []
             parts += [self.slower_words()] if self.slower_within else []
+            parts += [self.not_judged_words()] if self.not_judged else []
             return "failed", f"{', '.join(parts)}; of {total} against {self.against} ({self.rule})"
         if self.building is not None:
             return BUILDING, (
@@ -388,10 +398,10 @@ class Verdict:
             )
         if not self.judged:
             return "not judged", (
-                f"none of {total} against {self.against} could be judged (each is named, skipped in JUnit); "
+                f"none of {total} against {self.against} could be judged ({self.not_judged_words(named=False)}); "
                 "nothing failed"
             )
-        skipped = f"; {len(self.not_judged)} not judged (skipped)" if self.not_judged else ""
+        skipped = f"; {self.not_judged_words()}" if self.not_judged else ""
         slower = f"; {self.slower_words()}" if self.slower_within else ""
         judged = _plural(len(self.judged), "judged primary metric case")
         return (
