@@ -676,3 +676,20 @@ def test_an_interrupted_run_against_a_store_names_the_case_it_never_reached(tmp_
         "FAIL slow wall_time on no TEE / disk: in the store's runs of this plan; the new run stopped before it" in out
     )
     assert _junit_cases(xml)["slow wall_time on no TEE / disk"].find("failure").get("type") == "lost"
+
+
+def test_a_case_measured_with_other_parameters_says_so_not_contention(tmp_path, capsys):
+    """A user trial changed a command's parameters between runs (`sleep 0.05` to `sleep 0.2`): the
+    gate against the bundle said "every execution of a side contended and left out (--exclude-
+    contended)", an option nobody gave; it names the parameters."""
+    noise = [-0.01, 0.0, 0.01, -0.005, 0.005, 0.0]
+
+    def run(seconds):
+        return [sample(workload="probe", variant={"storage": "disk"}, metric="wall_time", params={"command": f"sleep {seconds}"},
+                       value=seconds * np.exp(x), repetition=r) for r, x in enumerate(noise)]  # fmt: skip
+
+    base = write(tmp_path / "base", "ci", "none", run(0.05) + _prime_samples(1.0, np.random.default_rng(1)))
+    new = write(tmp_path / "new", "ci", "none", run(0.2) + _prime_samples(1.0, np.random.default_rng(2)))
+    code, out, err = _gate_in_process(capsys, new, "--against", base)
+    assert "contended" not in out, out
+    assert "the new run measured it with other parameters" in out and "sleep 0.2" in out, out + err

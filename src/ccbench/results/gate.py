@@ -201,16 +201,31 @@ def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame, bundles) ->
     if gone.empty:
         return pd.DataFrame()
     out = gone.rename(columns={"median": "baseline_median", "n": "n_baseline"}).assign(median=math.nan, n=0)
-    kept = [tuple(k) in measured for k in out[CASE_KEY].itertuples(index=False)]
+    keys = [tuple(k) for k in out[CASE_KEY].itertuples(index=False)]
+    kept = [k in measured for k in keys]
     return out.assign(
         judgement=[NOT_JUDGED if k else LOST for k in kept],
         reason=[
-            "every execution of a side contended and left out (--exclude-contended)"
-            if k
-            else why_lost(bundles, workload, config)
-            for k, workload, config in zip(kept, out["workload"], out["config"], strict=True)
+            _why_not_compared(base, new, key) if k else why_lost(bundles, key[0], key[3])
+            for k, key in zip(kept, keys, strict=True)
         ],
     )
+
+
+def _why_not_compared(base: pd.DataFrame, new: pd.DataFrame, key: tuple) -> str:
+    """Why a case both runs measured has no comparison row: other parameters (a series of its own),
+    or every execution of a side contended and left out."""
+    if "params" in base and "params" in new:
+
+        def params(frame: pd.DataFrame) -> set:
+            cases = frame.assign(case=frame["case"].map(_text), config=frame["rest"])
+            match = (cases[CASE_KEY] == pd.Series(key, index=CASE_KEY)).all(axis=1)
+            return set(cases.loc[match, "params"].astype(str))
+
+        was, now = params(base), params(new)
+        if was and now and was != now:
+            return f"the new run measured it with other parameters ({'; '.join(sorted(now))}, was {'; '.join(sorted(was))}): not compared"
+    return "every execution of a side contended and left out (--exclude-contended)"
 
 
 def rows_against_store(new_paths, store_path: str, labels=None, exclude_contended: bool = False) -> pd.DataFrame:
