@@ -159,8 +159,11 @@ def test_show_names_each_kind_of_contention_once_and_never_cuts_it():
     ] + [{"contended": True, "contended_reasons": ["steal 4.0% of one CPU"]}]
     line = _contention_line(executions, 31)
     assert line.startswith("4 of 31 executions ran while other work used the machine (contended): ")
-    assert "other processes used CPUs on average; steal of one CPU" in line
+    # each kind once, with the range its figure took (on the old code the figure was cut out: "used CPUs")
+    assert "contended): other processes used 1.01-1.85 CPUs on average; steal 4.0% of one CPU;" in line, line
     assert line.endswith("the busiest: other processes used 1.85 CPUs on average (3 CPU-s in 3 s)")
+    one = _contention_line(executions[:1], 31)
+    assert "contended): other processes used 1.01 CPUs on average; the busiest" in one, one
 
 
 def test_a_layer_of_workloads_pooled_without_a_finding_never_says_no_interval():

@@ -100,23 +100,45 @@ def imported_machine(probe: dict) -> str:
 
 
 def _contention_line(contended: list[dict], executions: int) -> str:
-    """How many executions were contended and by what: each kind of reason once (its figures, which
-    differ from one execution to the next, left out), then the busiest execution of the commonest kind
-    in its own words; never cut."""
+    """How many executions were contended and by what: each kind of reason once, its figures as the
+    range they took ("other processes used 1.01-1.85 CPUs on average"), then the busiest execution of
+    the commonest kind in its own words; never cut."""
     import re
 
+    figure = re.compile(r"[0-9][0-9.,]*%?")
+
+    def head(reason: str) -> str:
+        return " ".join(re.sub(r"\s*\(.*", "", reason).split())
+
     def kind(reason: str) -> str:
-        return " ".join(re.sub(r"\s*\(.*", "", re.sub(r"[0-9][0-9.,%]*", "", reason)).split())
+        return figure.sub("#", head(reason))
+
+    def value(text: str) -> float:
+        try:
+            return float(text.rstrip("%").replace(",", ""))
+        except ValueError:
+            return 0.0
 
     def first_number(reason: str) -> float:
         return float((re.findall(r"[0-9]+\.[0-9]+|[0-9]+", reason) or ["0"])[0])
+
+    def ranged(same_kind: list[str]) -> str:
+        """The kind's words with each figure the range it took over these reasons."""
+        columns = zip(*(figure.findall(head(r)) for r in same_kind), strict=False)
+        spans = []
+        for column in columns:
+            low, high = min(column, key=value), max(column, key=value)
+            spans.append(low if value(low) == value(high) else f"{low.rstrip('%')}-{high}")
+        words = iter(spans)
+        return figure.sub(lambda _: next(words, "#"), head(same_kind[0]))
 
     reasons = [r for e in contended for r in e.get("contended_reasons", [])]
     kinds = list(dict.fromkeys(kind(r) for r in reasons))
     # the busiest execution of the commonest kind (figures of different kinds do not compare)
     common = max(kinds, key=lambda k: sum(kind(r) == k for r in reasons), default="")
     worst = max((r for r in reasons if kind(r) == common), key=first_number, default="")
-    said = "; ".join(kinds[:3]) + (f" (+{len(kinds) - 3} more kinds)" if len(kinds) > 3 else "")
+    shown = [ranged([r for r in reasons if kind(r) == k]) for k in kinds[:3]]
+    said = "; ".join(shown) + (f" (+{len(kinds) - 3} more kinds)" if len(kinds) > 3 else "")
     return f"{len(contended)} of {executions} executions ran while other work used the machine (contended): {said}" + (
         f"; the busiest: {worst}" if worst else ""
     )
