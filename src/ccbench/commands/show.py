@@ -19,6 +19,7 @@ def command(bundle, as_json) -> None:
     from ccbench.commands.env import print_environment, print_provenance
     from ccbench.run.summary import not_measured, summarize, summary_table
 
+    _refuse_a_directory_of_bundles(bundle)
     data = read_bundle(bundle)
     samples = data.samples  # the journal's lines as plain dicts: no object per sample
     rows = summarize(samples)
@@ -80,6 +81,30 @@ def command(bundle, as_json) -> None:
             f"{record['workload']} [{record.get('variant')}] rep {record.get('repetition')}: "
             f"{record['status']}: {record.get('error', '')[:200]}"
         )
+
+
+def _refuse_a_directory_of_bundles(path: str) -> None:
+    """One line for a directory holding bundles (as compare takes): show shows one bundle, so name them
+    and the command that shows one."""
+    from pathlib import Path
+
+    from ccbench.basics.errors import BundleError
+    from ccbench.bundle import MANIFEST, find_bundles
+
+    directory = Path(path)
+    if not directory.is_dir() or (directory / MANIFEST).exists():
+        return
+    try:
+        bundles = find_bundles([directory])
+    except BundleError:
+        return  # no bundle under it: read_bundle says what it is not
+    names = ", ".join(b.relative_to(directory).as_posix() for b in bundles[:5])
+    more = f" and {len(bundles) - 5} more" if len(bundles) > 5 else ""
+    plural = "s" if len(bundles) != 1 else ""
+    raise BundleError(
+        f"{directory} holds {len(bundles)} bundle{plural} ({names}{more}), and show shows one: "
+        f"ccbench show {bundles[0]} (or ccbench compare {directory} to compare them)"
+    )
 
 
 def imported_machine(probe: dict) -> str:
