@@ -127,6 +127,9 @@ def test_tool_versions_that_differ_are_a_confound_on_the_layers_line(tmp_path, c
     text = " ".join(summary.stdout.split())
     assert "TEE: SEV-SNP (" in text and "tool versions differ" in text, summary.stdout
     assert "tool versions differ: fio-3.33 vs fio-3.35 (not the layer's own cost)" in text, summary.stdout
+    # imported: whether anything else ran was never recorded, so no "0 of 2 executions contended"
+    head = summary.stdout.split("\n(", 1)[0]
+    assert "contention not recorded (2 imported executions)" in text and "executions contended" not in text, head
     records = [json.loads(line) for line in ccbench("compare", *paths, "--summary", "--json").stdout.splitlines()]
     assert any("tool versions (fio-3.33 vs fio-3.35)" in " ".join(r["confounded"]) for r in records), records
 
@@ -197,3 +200,71 @@ def test_the_reports_layer_table_fits_a_1280_px_page(tmp_path, ccbench):
     )  # fmt: skip
     scroll, client = json.loads(re.search(r'<pre id="fit">(.*?)</pre>', done.stdout).group(1))
     assert scroll <= client, (scroll, client)  # no horizontal scroll inside the page's width
+
+
+def test_a_layer_with_no_figure_for_the_whole_shows_no_interval_in_its_cells(tmp_path):
+    """Only some rows differ: the words give no figure for the whole, so the interval cells of
+    --details and the report give none either, even where a pooled interval was computed (a user
+    trial read "no figure for the whole" in compare, and "9.1x faster to 3.3x faster, interval from:
+    Cochran's Q p=0.88" in --details); a layer whose words give one figure keeps its interval."""
+    import dataclasses
+
+    import ccbench
+    from ccbench.analysis.judgement.verdict import verdicts
+    from ccbench.analysis.judgement.verdict_table import verdict_table
+    from ccbench.analysis.judgement.wording import POOLED
+    from ccbench.analysis.rows.compare import compare
+
+    three = {**ONE_OF_FOUR, (LOOP, "4k", "randwrite"): (21000, 761), (LOOP, "1m", "randread"): (880, 18180)}
+    frame = ccbench.load(one_of_four(tmp_path, three))
+    (loop,) = [v for v in verdicts(compare(frame), frame) if v.layer.startswith("loop file")]
+    assert loop.judgement.partial, loop.words()
+    pooled = dataclasses.replace(loop, low=0.11, high=0.30, interval_over="Cochran's Q p=0.88, I2 0%")
+    cells = verdict_table([pooled]).iloc[0]
+    assert (cells["95% interval"], cells["interval from"]) == ("-", "-"), cells.to_dict()
+    assert "95% interval" not in pooled.sentence()
+    whole = dataclasses.replace(pooled, judgement=dataclasses.replace(loop.judgement, kind=POOLED, rest=0))
+    cells = verdict_table([whole]).iloc[0]
+    assert cells["95% interval"] != "-" and cells["interval from"].startswith("Cochran"), cells.to_dict()
+
+
+def test_left_out_rows_with_different_reasons_keep_each_reason_beside_its_rows(tmp_path, ccbench):
+    """Three groups of fscrypt rows left out for reasons that differ: each reason stays beside its rows
+    (was "left out (a; a; b; a; c): rows1; rows2; rows3", which nobody could pair up)."""
+    cases = {
+        (DISK, "4k", "randread"): (40000, 400),
+        (DISK, "4k", "randwrite"): (36000, 444),
+        (TMPFS, "4k", "randread"): (80000, 200),
+        (TMPFS, "4k", "randwrite"): (60000, 266),
+        (FSCRYPT, "4k", "randread"): (70000, 228),
+        (FSCRYPT, "4k", "randwrite"): (120000, 133),
+    }
+    summary = ccbench("compare", study(tmp_path, cases), "--summary")
+    assert summary.returncode == 0, summary.stderr
+    text = " ".join(summary.stdout.split())
+    assert "left out: fio 4k randread (" in text and "; fio 4k randwrite (" in text, summary.stdout
+    assert "faster than tmpfs on this machine)" in text, summary.stdout
+
+
+def test_the_heatmap_marks_a_cell_that_is_not_significant(tmp_path, ccbench):
+    """1 of 4 loop-file rows significant: its cell is drawn as a cost, the other three pale and marked
+    "~" as compare's table marks them (a noisy 3.9x cell was the report's darkest, unmarked)."""
+    page = tmp_path / "report.html"
+    done = ccbench("report", one_of_four(tmp_path / "b"), "-o", page)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    cells = html[html.index("heatmap:cells") : html.index("heatmap:scale")]
+    labels = re.findall(r">(~?[\d.,]+x)<", cells)
+    assert sum(label.startswith("~") for label in labels) == 3, labels
+    assert [label for label in labels if not label.startswith("~")] == ["1.7x"], labels  # 68.5% slower
+    assert "pale, marked ~: not significant" in html
+
+
+def test_the_reports_contention_sentence_counts_imported_executions_apart():
+    from ccbench.report.sections.verdict import _contention
+
+    assert (
+        _contention(0, 0, 6) == "6 imported executions are not counted: whether they were contended was never recorded."
+    )
+    assert _contention(0, 4, 1).startswith("None of the 4 measured executions was contended. 1 imported execution is")
+    assert _contention(0, 4, 0) == "None of the 4 measured executions was contended."

@@ -143,7 +143,7 @@ def test_the_heatmap_draws_left_out_cells_grey_with_no_colour_of_a_cost():
 def test_the_table_says_where_medians_move_the_other_way_from_the_effect():
     """compare's table sets medians beside an effect of geometric means; on main's code rows where the two
     pointed opposite ways stood unexplained."""
-    from ccbench.commands.compare import _medians_against
+    from ccbench.commands.compare_text import _medians_against
 
     table = pd.DataFrame({"baseline_median": [10.0, 10.0, 10.0], "median": [9.9, 11.0, 10.0], "ratio": [1.2, 1.1, 0.9]})
     assert _medians_against(table) == 1

@@ -43,12 +43,25 @@ def _dark(colour: str) -> bool:
 LEFT_OUT_FILL = "#d9d9d9"
 
 
-def heatmap(matrix: pd.DataFrame, title: str, left_out: pd.DataFrame | None = None) -> Canvas:
+def _faint(colour: str, share: float = 0.3) -> str:
+    """``colour`` mixed with white, ``share`` of it kept: a cell that is not significant."""
+    rgb = [round(share * int(colour[i : i + 2], 16) + (1 - share) * 255) for i in (1, 3, 5)]
+    return "#" + "".join(f"{c:02x}" for c in rgb)
+
+
+def heatmap(
+    matrix: pd.DataFrame,
+    title: str,
+    left_out: pd.DataFrame | None = None,
+    significant: pd.DataFrame | None = None,
+) -> Canvas:
     """Rows = workload/case/metric, columns = configuration, cells = time-equivalent overhead in
     percent (a throughput ratio of 0.8 is +25%), coloured by log2 of the time ratio, clipped at 1/4x
     and 4x (a 776x cell would otherwise turn every other cell the same pale colour); red = slower.
     Each cell is labelled with its ratio ("2.9x"), clipped or not (up to 400 cells); a cell the verdict
-    left out (``left_out`` True) is grey, its label "left out", whatever its ratio."""
+    left out (``left_out`` True) is grey, its label "left out", whatever its ratio; a cell that is not
+    significant (``significant`` False) is pale, its label marked "~" as in compare's table (a user
+    trial read a noisy 3.9x cell as the report's loudest)."""
     limit = chartstyle.HEATMAP_LIMIT
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = 1 + matrix.to_numpy(dtype=float) / 100
@@ -68,6 +81,11 @@ def heatmap(matrix: pd.DataFrame, title: str, left_out: pd.DataFrame | None = No
         if left_out is not None
         else np.zeros(values.shape, dtype=bool)
     )
+    faint = (
+        ~significant.reindex(index=matrix.index, columns=matrix.columns).fillna(True).to_numpy(dtype=bool)
+        if significant is not None
+        else np.zeros(values.shape, dtype=bool)
+    )
     with canvas.group("heatmap:cells"):
         for (i, j), value in np.ndenumerate(values):
             x, y = left + j * cell_w, top + i * cell_h
@@ -79,10 +97,13 @@ def heatmap(matrix: pd.DataFrame, title: str, left_out: pd.DataFrame | None = No
                     canvas.text(x + cell_w / 2, y + cell_h / 2 + 2.2, "left out", 6, "middle", colour="#000000")
                 continue
             colour = diverging(float(value), limit)
+            if faint[i, j]:
+                colour = _faint(colour)
             canvas.rect(x, y, cell_w, cell_h, colour)
             if labelled:
                 ratio = float(ratios[i, j])
                 label = chartstyle.ratio_tick(ratio) if ratio >= 10 else f"{fmt.significant(ratio, 2)}x"
+                label = f"~{label}" if faint[i, j] else label
                 ink = "#ffffff" if _dark(colour) else "#000000"
                 canvas.text(x + cell_w / 2, y + cell_h / 2 + 2.2, label, 6, "middle", colour=ink)
     canvas.rect(left, top, right - left, bottom - top, None, "#000000", 0.8)

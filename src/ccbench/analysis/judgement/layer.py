@@ -122,7 +122,14 @@ class LayerVerdict:
         if short and self.left_out_parts:
             reasons = list(dict.fromkeys(reason for _, reason, _ in self.left_out_parts))
             names = list(dict.fromkeys(names for names, _, _ in self.left_out_parts))
-            return f"left out ({'; '.join(reasons)}): {'; '.join(names)}"
+            if len(reasons) == 1:
+                return f"left out ({reasons[0]}): {'; '.join(names)}"
+            # reasons that differ stay beside their rows: a list of five reasons before three groups of
+            # rows could not be paired up (a user trial)
+            grouped = dict.fromkeys(
+                f"{names} ({reason.replace('; ', ' and ')})" for names, reason, _ in self.left_out_parts
+            )
+            return f"left out: {'; '.join(grouped)}"
         shown = self.judgement.left_out
         more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
         return f"left out: {'; '.join(shown[:3])}{more}"
@@ -139,7 +146,7 @@ class LayerVerdict:
             if self.workloads > 1
             else ""
         )
-        interval = f"95% interval {self.interval_text()}, {self.interval_over}" if not math.isnan(self.low) else ""
+        interval = f"95% interval {self.interval_text()}, {self.interval_over}" if self.states_interval() else ""
         detail = "; ".join(p for p in (interval, spread.lstrip("; ")) if p)
         head = self._per_message_head(name)
         if head is None:
@@ -280,8 +287,20 @@ class LayerVerdict:
             return f"+{impact.share_text(self.typical - 1)}"
         return fmt.effect(self.typical)
 
-    def interval_text(self) -> str:
+    def states_interval(self) -> bool:
+        """Whether the layer's words give one figure for the whole, so that its pooled interval may be
+        shown beside them: a layer whose rows differ in size or direction, or where only some of them
+        differ, has none, and a table cell must not give one its words deny (a user trial read
+        "no figure for the whole" in compare and "9.1x faster to 3.3x faster" in --details)."""
         if math.isnan(self.low):
+            return False
+        j = self.judgement
+        if j is None:
+            return True
+        return j.kind in (semantics.POOLED, semantics.ACROSS, semantics.UNCLEAR, semantics.NONE_SEEN) and not j.partial
+
+    def interval_text(self) -> str:
+        if not self.states_interval():
             return "-"
         return f"{fmt.effect(self.low)} to {fmt.effect(self.high)}"
 

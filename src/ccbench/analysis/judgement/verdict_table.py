@@ -26,7 +26,8 @@ def _interval_cell(item: LayerVerdict) -> str:
 
 
 def _interval_over_cell(item: LayerVerdict) -> str:
-    return "-" if item.confounded and item.layer != "none" else item.interval_over
+    stated = item.states_interval() and not (item.confounded and item.layer != "none")
+    return item.interval_over if stated else "-"
 
 
 VERDICT_HEADERS = [
@@ -87,18 +88,47 @@ def _per_workload_cell(v: LayerVerdict) -> str:
     return f"{fmt.effect(v.range_low)} to {fmt.effect(v.range_high)}"
 
 
-def contended_executions(samples: pd.DataFrame | None) -> tuple[int, int]:
+def contended_executions(samples: pd.DataFrame | None, machines: dict | None = None) -> tuple[int, int]:
     """(contended, all) measured executions in the samples: by execution key where the bundle has one
-    (format 2), else by bundle, workload, variant and repetition."""
-    if samples is None or samples.empty:
+    (format 2), else by bundle, workload, variant and repetition. With ``machines`` ({bundle: probe}),
+    the executions of imported bundles are not counted: nothing recorded whether they were contended
+    (unrecorded_executions counts them)."""
+    executions = _executions(samples)
+    if executions is None:
         return 0, 0
+    if machines:
+        executions = executions[~executions["bundle"].map(lambda b: bool((machines.get(b) or {}).get("imported")))]
+    return int(executions["contended"].sum()), len(executions)
+
+
+def unrecorded_executions(samples: pd.DataFrame | None, machines: dict | None) -> int:
+    """The executions of imported bundles ({bundle: probe} ``machines``): their contention was never
+    recorded, so they are counted apart, never as uncontended (a user trial read "0 of 6 executions
+    contended" of imported results that `show` calls of unknown contention)."""
+    executions = _executions(samples)
+    if executions is None or not machines:
+        return 0
+    return int(executions["bundle"].map(lambda b: bool((machines.get(b) or {}).get("imported"))).sum())
+
+
+def contention_words(contended: int, executions: int, unrecorded: int) -> str:
+    """ "3 of 30 executions contended", with imported executions apart: "contention not recorded (6
+    imported executions)", "0 of 4 executions contended, 6 imported (contention not recorded)"."""
+    if unrecorded and not executions:
+        return f"contention not recorded ({unrecorded} imported execution{'s' if unrecorded != 1 else ''})"
+    said = f"{contended} of {executions} executions contended"
+    return f"{said}, {unrecorded} imported (contention not recorded)" if unrecorded else said
+
+
+def _executions(samples: pd.DataFrame | None) -> pd.DataFrame | None:
+    if samples is None or samples.empty:
+        return None
     data = samples[~samples["warmup"]]
     if "contended" not in data:
-        return 0, 0
+        return None
     keys = (
         ["bundle", "execution"]
         if "execution" in data and (data["execution"] != "").all()
         else ["bundle", "workload", "config", "repetition"]
     )
-    executions = data.drop_duplicates(keys)
-    return int(executions["contended"].sum()), len(executions)
+    return data.drop_duplicates(keys)

@@ -49,7 +49,13 @@ def build(ctx: ReportContext) -> Section | None:
     data["left_out"] = semantics.implausible_mask(data)
     left_out = data.pivot_table(index="row", columns="config", values="left_out", aggfunc="first", sort=False)
     left_out = left_out.reindex(index=matrix.index, columns=matrix.columns).fillna(False).astype(bool)
-    draw = partial(charts.heatmap, matrix, f"overhead against {ctx.baseline}", left_out)
+    # not significant: pale and marked "~" (as compare's table), never read as a cost
+    data["significant_cell"] = data["significant"].astype(bool)
+    significant_cells = data.pivot_table(
+        index="row", columns="config", values="significant_cell", aggfunc="first", sort=False
+    )
+    significant_cells = significant_cells.reindex(index=matrix.index, columns=matrix.columns).fillna(True).astype(bool)
+    draw = partial(charts.heatmap, matrix, f"overhead against {ctx.baseline}", left_out, significant_cells)
     judged_cells = data[~data["left_out"]]
     dropped = len(data) - len(judged_cells)
     grey = (
@@ -74,6 +80,7 @@ def build(ctx: ReportContext) -> Section | None:
 
     text = matrix.map(words) if hasattr(matrix, "map") else matrix.applymap(words)
     text = text.mask(left_out, text.astype(str) + " (left out)")
+    text = text.mask(~significant_cells & ~left_out, text.astype(str) + " ~ (not significant)")
     text.index.name = "workload case metric"
     return Section(
         title="Overhead heatmap",
@@ -85,7 +92,8 @@ def build(ctx: ReportContext) -> Section | None:
                 name="overhead-heatmap",
                 draw=draw,
                 caption="time ratio by workload case (primary metrics) and configuration; colour = log2 of the ratio, "
-                "clipped at 1/4x and 4x (the cell's label gives its ratio); grey: left out of the verdict",
+                "clipped at 1/4x and 4x (the cell's label gives its ratio); pale, marked ~: not significant; "
+                "grey: left out of the verdict",
                 takeaway=takeaway,
             )
         ],

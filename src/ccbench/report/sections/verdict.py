@@ -11,7 +11,7 @@ from ccbench.analysis import format as fmt
 from ccbench.analysis.judgement.headline import page_points
 from ccbench.analysis.judgement.impact import share_text
 from ccbench.analysis.judgement.verdict import LayerVerdict, verdicts
-from ccbench.analysis.judgement.verdict_table import contended_executions, verdict_table
+from ccbench.analysis.judgement.verdict_table import contended_executions, unrecorded_executions, verdict_table
 from ccbench.analysis.rows import pairing
 from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
@@ -33,7 +33,9 @@ def build(ctx: ReportContext) -> list[Section] | None:
     items = verdicts(ctx.comparison, ctx.samples, machines)
     if not items:
         return None
-    contended, executions = contended_executions(ctx.samples if engine is None else engine.executions)
+    measured = ctx.samples if engine is None else engine.executions
+    contended, executions = contended_executions(measured, machines)
+    unrecorded = unrecorded_executions(measured, machines)
     excluded = (
         " They were left out of every comparison (--exclude-contended)." if ctx.exclude_contended and contended else ""
     )
@@ -48,8 +50,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
         "otherwise the range with each end's direction; many benchmarks of one value each are pooled with a sign "
         'test ("faster in 90 of 92 benchmarks, 1.30x faster [1.27x, 1.33x]"); "no cost above X%" only where '
         "nothing in the layer is significant. "
-        f"{contended} of {executions} measured executions were contended (other processes' CPU or steal time while "
-        f"they ran).{excluded} Each typical cost rests on the workloads' application-level metrics (a notebook's "
+        f"{_counted(contended, executions, unrecorded)}{excluded} Each typical cost rests on the workloads' application-level metrics (a notebook's "
         "wall time, a request's latency, fio throughput); per-message benchmarks (round trips, handshakes) are "
         "stated as the share of one unit of application work they add. The comparison table below has every row "
         "behind these numbers."
@@ -65,8 +66,8 @@ def build(ctx: ReportContext) -> list[Section] | None:
     answer = Section(
         title="Verdict per protection layer",
         intro=f"Against the baseline {ctx.baseline}{twins}: one line per protection layer; below, what each configuration "
-        f"costs each workload, as a time ratio with its 95% interval. {_contention(contended, executions)}{excluded}"
-        + _uncompared(ctx),
+        f"costs each workload, as a time ratio with its 95% interval. {_contention(contended, executions, unrecorded)}"
+        f"{excluded}" + _uncompared(ctx),
         points=page_points(items),
         figures=figures,
         css_class="verdict",
@@ -140,13 +141,38 @@ def _share(value: float | None) -> str:
     return "-" if value is None else share_text(value)
 
 
-def _contention(contended: int, executions: int) -> str:
-    """The contention of the executions behind the verdict, said on its first screen as the terminal says it."""
+def _unrecorded(unrecorded: int) -> str:
+    if not unrecorded:
+        return ""
+    many = unrecorded != 1
+    return (
+        f" {unrecorded} imported execution{'s' if many else ''} {'are' if many else 'is'} not counted: whether "
+        f"{'they were' if many else 'it was'} contended was never recorded."
+    )
+
+
+def _counted(contended: int, executions: int, unrecorded: int) -> str:
+    """The counts in the verdict's introduction, imported executions apart."""
+    said = (
+        f"{contended} of {executions} measured executions were contended (other processes' CPU or steal time "
+        "while they ran)."
+        if executions
+        else ""
+    )
+    return (said + _unrecorded(unrecorded)).strip()
+
+
+def _contention(contended: int, executions: int, unrecorded: int = 0) -> str:
+    """The contention of the executions behind the verdict, said on its first screen as the terminal says it;
+    imported executions apart (their contention was never recorded)."""
+    if not executions:
+        return _unrecorded(unrecorded).strip()
     if not contended:
-        return f"None of the {executions} measured executions was contended."
+        return f"None of the {executions} measured executions was contended.{_unrecorded(unrecorded)}"
     return (
         f"{contended} of {executions} measured executions were contended (other processes' CPU or steal time while "
         "they ran): their numbers may be distorted; run again on a quiet machine, or report with --exclude-contended."
+        f"{_unrecorded(unrecorded)}"
     )
 
 
