@@ -158,3 +158,18 @@ def test_every_error_line_has_the_one_prefix(tmp_path, capsys, args, word):
     assert code == 2, (argv, out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ccbench: error: ") and word in lines[0], (argv, err)
+
+
+def test_show_of_a_directory_of_bundles_names_them_and_the_command_that_shows_one(tmp_path, ccbench):
+    """On the old code: "DIR/manifest.json: missing manifest; is DIR a ccbench bundle?" for the directory
+    compare takes."""
+    from bundles import write_bundle
+
+    paths = [write_bundle(tmp_path, host, "none", {(): [1.0, 1.1, 1.05]}) for host in ("a", "b")]
+    done = ccbench("show", tmp_path)
+    line = done.stderr.strip()
+    assert done.returncode == 2 and line.count("\n") == 0 and "Traceback" not in line, done.stderr
+    assert line.startswith(f"ccbench: error: {tmp_path} holds 2 bundles ("), line
+    assert all(path.name in line for path in paths) and f"ccbench show {sorted(paths)[0]}" in line, line
+    assert "missing manifest" not in line
+    assert ccbench("show", sorted(paths)[0]).returncode == 0

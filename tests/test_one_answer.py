@@ -139,6 +139,19 @@ def test_tool_versions_that_differ_are_a_confound_on_the_layers_line(tmp_path, c
     [
         ("iperf3", "iperf3-tcp-client.txt", "[ ID] Interval           Transfer     Bitrate         Retr\n[  5]",
          "iperf3's log ends before the summary of its test"),
+        # -P 2: one stream's summary survived, the [SUM] lines are missing (half the throughput)
+        ("iperf3", "iperf3-tcp-client.txt", "[  7]   0.00-2.01   sec  22.3 MBytes  93.1 Mbits/sec",
+         "iperf3's log ends inside the summary of its test (12 interval lines, 2 streams: the [SUM] sender and "
+         "receiver lines are missing)"),
+        # cut right after the [SUM] sender line: the receiver's line is missing, not a placeholder
+        ("iperf3", "iperf3-tcp-client.txt", "[SUM]   0.00-2.01   sec  45.8 MBytes",
+         "iperf3's log ends inside the summary of its test (12 interval lines, 2 streams: the [SUM] receiver "
+         "line is missing)"),
+        ("iperf3", "iperf3-tcp-client-omitted.txt", "[  5]   0.00-4.04   sec",
+         "iperf3's log ends inside the summary of its test (4 interval lines, the receiver's summary line is "
+         "missing)"),
+        ("iperf3", "iperf3-udp-server.txt", "[SUM]   0.00-2.00   sec  23.8 MBytes",
+         "iperf3's log ends inside the summary of its test"),
         ("ping", "ping-loopback.txt", "\n--- 127.0.0.1 ping statistics", "ping's log ends after 5 replies"),
     ],
 )  # fmt: skip

@@ -347,6 +347,20 @@ def test_pair_names_each_baseline_and_bad_pairs_are_one_line(tmp_path, ccbench):
         assert "Traceback" not in done.stderr
 
 
+def test_a_label_whose_bundle_is_none_given_is_one_line_naming_the_bundles(tmp_path, ccbench):
+    """On the old code `compare DIR/*/ --label nosuch=foo` exited 0 and ignored the label."""
+    paths = _four_machines(tmp_path)
+    for command in (("compare", *paths), ("report", *paths, "-o", tmp_path / "r.md")):
+        done = ccbench(*command, "--label", "nosuch=foo")
+        line = done.stderr.strip()
+        assert done.returncode == 2 and line.count("\n") == 0 and "Traceback" not in line, done.stderr
+        assert line.startswith("ccbench: error: --label 'nosuch=foo': nosuch is none of the bundles given"), line
+        assert all(str(path) in line for path in paths), line
+    # a label of a bundle given still labels it
+    rows = _rows(ccbench, *paths, "--label", f"{paths[0]}=renamed")
+    assert any(r["config"].startswith("renamed / ") or r["baseline"].startswith("renamed / ") for r in rows), rows
+
+
 def test_pairs_that_compare_nothing_say_so_in_true_words(tmp_path):
     """--pair naming machines with no workload in common compared nothing; the error said "the
     bundles hold one configuration per workload" and listed three, where w had two."""

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccbench.analysis.judgement import combined, semantics
-from ccbench.analysis.judgement.headline import fit, headline, page_points, terminal_width
+from ccbench.analysis.judgement.headline import fit, headline, layer_lines, page_points, terminal_width
 from ccbench.analysis.judgement.verdict import verdicts
+from ccbench.analysis.judgement.verdict_table import counts_cell
 from ccbench.report.plots import LEFT_OUT_FILL, heatmap
 
 FIGURE = re.compile(r"\[[^\]]*\]")
@@ -96,6 +97,25 @@ def test_counts_are_of_the_rows_judged_and_the_left_out_ones_are_named_apart():
     assert point.startswith("storage encryption: fscrypt") and "left out" in point
 
 
+def test_a_layer_whose_rows_are_all_left_out_counts_no_contended_row_of_none():
+    """On the old code: "4 of 0 comparisons include contended executions", "0 of 0 significant, 4 contended"
+    (fscrypt on the quick plan: every direct-I/O row left out, each contended)."""
+    why = "direct I/O served buffered on fscrypt"
+    table = _rows("storage encryption: fscrypt", [(27.0, 20.0, 36.0, True, why)] * 4)
+    table["flags"] = [["contended"]] * 4
+    (item,) = verdicts(table)
+    assert (item.comparisons, item.contended, item.left_out_rows, item.left_out_contended) == (0, 0, 4, 4)
+    words = " ".join([item.sentence(), *headline([item], width=None), *layer_lines(item, full=True, width=None)])
+    assert "of 0 comparisons include contended" not in words and "4 of the 4 left-out comparisons" in words, words
+    assert counts_cell(item) == "0 of 0 significant, 0 contended, 0 noisy; 4 of 4 left out contended"
+    # a layer partly left out: the contended count is of the rows counted, the left-out ones said apart
+    table["implausible"] = ["", "", why, why]
+    table["significant"] = True
+    (item,) = verdicts(table)
+    assert (item.comparisons, item.contended, item.left_out_rows, item.left_out_contended) == (2, 2, 2, 2)
+    assert "2 of 2 comparisons include contended" in item.sentence(), item.sentence()
+
+
 def test_a_bound_too_wide_to_matter_is_inconclusive_not_a_clean_bill():
     """On main's code: "no cost above 7.1x (the smallest it could see)", read as no cost."""
     wide = _rows("loop file, no cipher: ext4-loop", [(1.2, 0.4, 3.0, False, ""), (0.9, 0.3, 2.5, False, "")])
@@ -139,8 +159,11 @@ def test_show_names_each_kind_of_contention_once_and_never_cuts_it():
     ] + [{"contended": True, "contended_reasons": ["steal 4.0% of one CPU"]}]
     line = _contention_line(executions, 31)
     assert line.startswith("4 of 31 executions ran while other work used the machine (contended): ")
-    assert "other processes used CPUs on average; steal of one CPU" in line
+    # each kind once, with the range its figure took (on the old code the figure was cut out: "used CPUs")
+    assert "contended): other processes used 1.01-1.85 CPUs on average; steal 4.0% of one CPU;" in line, line
     assert line.endswith("the busiest: other processes used 1.85 CPUs on average (3 CPU-s in 3 s)")
+    one = _contention_line(executions[:1], 31)
+    assert "contended): other processes used 1.01 CPUs on average; the busiest" in one, one
 
 
 def test_a_layer_of_workloads_pooled_without_a_finding_never_says_no_interval():

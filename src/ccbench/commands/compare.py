@@ -182,7 +182,7 @@ def _compare(
     unverified = check_before_reading(bundles, allow_unverified)
     if unverified:
         say(f"warning: {unverified_warning(unverified)}", console)
-    given_labels = {**fleet_labels, **parse_labels(labels)}
+    given_labels = {**fleet_labels, **parse_labels(labels, within=bundles)}
     with warnings.catch_warnings(record=True) as caught, Helper(jobs) as helper:
         warnings.simplefilter("always")
         result = comparison(

@@ -44,5 +44,5 @@ def command(bundles, out: Path, format_name: str | None, force: bool, labels, al
         )
     format_name = format_name or ("csv" if out.suffix.lower() == ".csv" else "parquet")
     check_output(out, format_name, force)  # before the work, as well as when writing
-    rows, taken = export(bundles, out, format_name, parse_labels(labels), force)
+    rows, taken = export(bundles, out, format_name, parse_labels(labels, within=bundles), force)
     click.echo(f"{out}: {rows} samples from {taken} bundle(s), {format_name}")

@@ -49,7 +49,7 @@ def add(bundles, store_path, labels, allow_unverified) -> None:
 
     store = _store(store_path)
     left_out: list[str] = []
-    added, skipped = add_bundles(bundles, store, parse_labels(labels), left_out)
+    added, skipped = add_bundles(bundles, store, parse_labels(labels, within=bundles), left_out)
     if added or skipped:
         left = f", {len(left_out)} left out" if left_out else ""
         click.echo(f"{store.path}: {added} bundle(s) added, {skipped} already there{left}")

@@ -94,7 +94,7 @@ def command(
             warnings.simplefilter("always")
             ctx = build_context(
                 bundles,
-                parse_labels(labels),
+                parse_labels(labels, within=bundles),
                 baseline,
                 helper,
                 exclude_contended=exclude_contended,

@@ -19,6 +19,7 @@ def command(bundle, as_json) -> None:
     from ccbench.commands.env import print_environment, print_provenance
     from ccbench.run.summary import not_measured, summarize, summary_table
 
+    _refuse_a_directory_of_bundles(bundle)
     data = read_bundle(bundle)
     samples = data.samples  # the journal's lines as plain dicts: no object per sample
     rows = summarize(samples)
@@ -82,6 +83,30 @@ def command(bundle, as_json) -> None:
         )
 
 
+def _refuse_a_directory_of_bundles(path: str) -> None:
+    """One line for a directory holding bundles (as compare takes): show shows one bundle, so name them
+    and the command that shows one."""
+    from pathlib import Path
+
+    from ccbench.basics.errors import BundleError
+    from ccbench.bundle import MANIFEST, find_bundles
+
+    directory = Path(path)
+    if not directory.is_dir() or (directory / MANIFEST).exists():
+        return
+    try:
+        bundles = find_bundles([directory])
+    except BundleError:
+        return  # no bundle under it: read_bundle says what it is not
+    names = ", ".join(b.relative_to(directory).as_posix() for b in bundles[:5])
+    more = f" and {len(bundles) - 5} more" if len(bundles) > 5 else ""
+    plural = "s" if len(bundles) != 1 else ""
+    raise BundleError(
+        f"{directory} holds {len(bundles)} bundle{plural} ({names}{more}), and show shows one: "
+        f"ccbench show {bundles[0]} (or ccbench compare {directory} to compare them)"
+    )
+
+
 def imported_machine(probe: dict) -> str:
     """The machine facts an imported bundle's source states: host, CPU and its count, memory."""
     from ccbench.probe.lint import gib
@@ -100,23 +125,45 @@ def imported_machine(probe: dict) -> str:
 
 
 def _contention_line(contended: list[dict], executions: int) -> str:
-    """How many executions were contended and by what: each kind of reason once (its figures, which
-    differ from one execution to the next, left out), then the busiest execution of the commonest kind
-    in its own words; never cut."""
+    """How many executions were contended and by what: each kind of reason once, its figures as the
+    range they took ("other processes used 1.01-1.85 CPUs on average"), then the busiest execution of
+    the commonest kind in its own words; never cut."""
     import re
 
+    figure = re.compile(r"[0-9][0-9.,]*%?")
+
+    def head(reason: str) -> str:
+        return " ".join(re.sub(r"\s*\(.*", "", reason).split())
+
     def kind(reason: str) -> str:
-        return " ".join(re.sub(r"\s*\(.*", "", re.sub(r"[0-9][0-9.,%]*", "", reason)).split())
+        return figure.sub("#", head(reason))
+
+    def value(text: str) -> float:
+        try:
+            return float(text.rstrip("%").replace(",", ""))
+        except ValueError:
+            return 0.0
 
     def first_number(reason: str) -> float:
         return float((re.findall(r"[0-9]+\.[0-9]+|[0-9]+", reason) or ["0"])[0])
+
+    def ranged(same_kind: list[str]) -> str:
+        """The kind's words with each figure the range it took over these reasons."""
+        columns = zip(*(figure.findall(head(r)) for r in same_kind), strict=False)
+        spans = []
+        for column in columns:
+            low, high = min(column, key=value), max(column, key=value)
+            spans.append(low if value(low) == value(high) else f"{low.rstrip('%')}-{high}")
+        words = iter(spans)
+        return figure.sub(lambda _: next(words, "#"), head(same_kind[0]))
 
     reasons = [r for e in contended for r in e.get("contended_reasons", [])]
     kinds = list(dict.fromkeys(kind(r) for r in reasons))
     # the busiest execution of the commonest kind (figures of different kinds do not compare)
     common = max(kinds, key=lambda k: sum(kind(r) == k for r in reasons), default="")
     worst = max((r for r in reasons if kind(r) == common), key=first_number, default="")
-    said = "; ".join(kinds[:3]) + (f" (+{len(kinds) - 3} more kinds)" if len(kinds) > 3 else "")
+    shown = [ranged([r for r in reasons if kind(r) == k]) for k in kinds[:3]]
+    said = "; ".join(shown) + (f" (+{len(kinds) - 3} more kinds)" if len(kinds) > 3 else "")
     return f"{len(contended)} of {executions} executions ran while other work used the machine (contended): {said}" + (
         f"; the busiest: {worst}" if worst else ""
     )

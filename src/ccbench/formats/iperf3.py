@@ -28,9 +28,11 @@ What a text log holds that is not a measurement is not taken as one:
   receiver's own and are kept; the throughput is the receiver's intervals' bytes over their span
   (``result_side: intervals``). A server log's "the client has terminated" is kept in
   ``facts["client_terminated"]``;
-* a test with interval lines and no end summary ended before iperf3 printed it (the process was
-  killed, the log cut short): ``facts["cut_short"]`` says so, and ``ccbench import`` refuses such a
-  log rather than read its intervals as a smaller sample;
+* a test with interval lines and no end summary, a multi-stream test (several stream ids, or SUM
+  interval lines) whose summary lacks the SUM sender or receiver line its streams' lines have, or
+  a client's summary with the sender's line and no receiver's, ended before iperf3 printed it all
+  (the process was killed, the log cut short): ``facts["cut_short"]`` says what is missing, and
+  ``ccbench import`` refuses such a log rather than read what is left as a smaller sample;
 * a server log is a reverse test when the server sent: its intervals carry the sender's Retr/Cwnd
   columns, or (old servers, whose intervals have no such columns) its summary has a real sender line
   and only a placeholder (or nothing) for the receiver's.
@@ -244,13 +246,31 @@ def parse_text(text: str) -> list[Iperf3Test]:
     if not tests:
         raise FormatError("no iperf3 interval or summary line in it (lines like '[  5]   0.00-1.00   sec ...')")
     for test in tests:
-        if test.intervals and not test.summary:
-            # intervals and no end summary: the process stopped before the test ended (killed, cut short)
-            test.facts["cut_short"] = True
+        if cut := _cut_short(test):
+            # the process stopped before iperf3 printed the whole end summary (killed, the log cut short)
+            test.facts["cut_short"] = cut
         _drop_placeholders(test)
         if test.protocol == "udp":
             _derive_datagram_size(test)
     return tests
+
+
+def _cut_short(test: Iperf3Test) -> str | None:
+    """What a text log's end summary lacks when the log was cut short, or None for a whole one
+    (placeholders count as lines here: a side the process did not see is still printed)."""
+    if not test.summary:
+        return "no sender or receiver line" if test.intervals else None
+    sides = {line.side for line in test.summary if line.stream != "SUM"}
+    sum_sides = {line.side for line in test.summary if line.stream == "SUM"}
+    ids = {line.stream for line in test.intervals + test.summary if line.stream != "SUM"}
+    several = len(ids) > 1 or any(line.stream == "SUM" for line in test.intervals)
+    if several and (missing := [side for side in ("sender", "receiver") if side in sides - sum_sides]):
+        lines = " and ".join(missing) + (" lines are" if len(missing) > 1 else " line is")
+        return f"{len(ids)} streams: the [SUM] {lines} missing"
+    if test.role == "client" and "sender" in sides | sum_sides and "receiver" not in sides | sum_sides:
+        # a client prints the receiver's summary after the sender's (a placeholder when it has none)
+        return "the receiver's summary line is missing"
+    return None
 
 
 def _placeholder(line: Line) -> bool:

@@ -83,6 +83,8 @@ class LayerVerdict:
     left_out_parts: list[tuple[str, str, str]] = field(default_factory=list)
     #: how many of the layer's rows were left out (implausible, across CPU vendors): in no count above
     left_out_rows: int = 0
+    #: how many of those left-out rows include contended executions (said apart from ``contended``)
+    left_out_contended: int = 0
     #: whether no comparison of an application metric stands behind the figure (the counts are then
     #: of the per-message comparisons)
     per_message: bool = False
@@ -221,6 +223,11 @@ class LayerVerdict:
             tail += f"; {self.skewed} significant {rows} skewed: the medians move the other way, a few executions carry the difference"
         if self.contended:
             tail += f"; {self.contended} of {self.comparisons} comparisons include contended executions"
+        if self.left_out_contended:
+            tail += (
+                f"; {self.left_out_contended} of the {self.left_out_rows} left-out comparisons include contended "
+                "executions"
+            )
         if self.machines_note:
             tail += "; " + self.machines_note
         return tail

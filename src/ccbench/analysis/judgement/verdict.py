@@ -130,6 +130,7 @@ def verdicts(
                 rests_on=basis,
                 not_counted=len(kept) - len(counted),
                 left_out_rows=len(_scope(rows, counted)) - len(scope),
+                left_out_contended=_contended(_scope(rows, counted)) - _contended(scope),
                 supporting_significant=int(usable["significant"].astype(bool).sum())
                 - int(counted["significant"].astype(bool).sum()),
                 per_message=counted.empty,
@@ -183,15 +184,21 @@ def _all_left_out(layer: str, rows: pd.DataFrame) -> LayerVerdict:
         workloads=rows["workload"].nunique(),
         comparisons=0,
         significant=0,
-        contended=int(scope["flags"].map(lambda f: "contended" in f).sum()),
+        contended=0,  # of the 0 rows counted: the left-out rows' contention is said apart
         noisy=0,
         not_significant=0,
         left_out_rows=len(scope),
+        left_out_contended=_contended(scope),
         worst="",
         worst_overhead=0.0,
         judgement=judgement,
         left_out_parts=semantics.left_out_parts(rows),
     )
+
+
+def _contended(rows: pd.DataFrame) -> int:
+    """How many of ``rows`` include contended executions."""
+    return int(rows["flags"].map(lambda f: "contended" in f).sum())
 
 
 def _count_range(values: pd.Series) -> str:
@@ -353,7 +360,7 @@ def _causes(
     if layer.startswith("storage encryption"):
         causes += [note for note in (pairing.loop_note(rows),) if note]
     counted = rows if counted is None or counted.empty else counted
-    contended = int(counted["flags"].map(lambda f: "contended" in f).sum())
+    contended = _contended(counted)
     if contended:
         causes.append(
             f"{contended} of {len(counted)} comparisons include contended executions (others' CPU or steal "

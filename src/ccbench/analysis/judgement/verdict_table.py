@@ -48,7 +48,10 @@ VERDICT_HEADERS = [
 def counts_cell(item: LayerVerdict) -> str:
     """The layer's counts in one cell ("2 of 6 significant, 1 contended, 0 noisy"): five columns of
     single numbers made the report's table too wide for a 1280 px page."""
-    return f"{item.significant} of {item.comparisons} significant, {item.contended} contended, {item.noisy} noisy"
+    cell = f"{item.significant} of {item.comparisons} significant, {item.contended} contended, {item.noisy} noisy"
+    if item.left_out_contended:  # the left-out rows are in no count above: their contention said apart
+        cell += f"; {item.left_out_contended} of {item.left_out_rows} left out contended"
+    return cell
 
 
 def verdict_table(items: list[LayerVerdict]) -> pd.DataFrame:

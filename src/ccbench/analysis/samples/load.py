@@ -103,13 +103,30 @@ def config_label(machine: str, tee: str, storage: str | None, transport: str | N
     return " / ".join(parts)
 
 
-def parse_labels(items: Iterable[str]) -> dict[str, str]:
+def parse_labels(items: Iterable[str], within: Iterable[str | Path] | None = None) -> dict[str, str]:
+    """``--label BUNDLE=NAME`` values as {the bundle's resolved path: NAME}; with ``within`` (the paths
+    the command was given), a BUNDLE that is none of the bundles under them is a one-line error that
+    names the bundles there are (a label that labels nothing would be silently ignored)."""
     labels = {}
+    given = {}
     for item in items:
         path, sep, name = item.rpartition("=")
         if not sep or not path or not name:
             raise BundleError(f"--label {item!r}: expected BUNDLE=NAME")
         labels[str(Path(path).resolve())] = name
+        given[str(Path(path).resolve())] = item
+    if within is not None and labels:
+        bundles = find_bundles(within)
+        there = {str(Path(b).resolve()) for b in bundles}
+        for key, item in given.items():
+            if key not in there:
+                names = "; ".join(str(b) for b in bundles[:10]) + (
+                    f" and {len(bundles) - 10} more" if len(bundles) > 10 else ""
+                )
+                raise BundleError(
+                    f"--label {item!r}: {item.rpartition('=')[0]} is none of the bundles given; "
+                    f"give BUNDLE=NAME with one of them: {names}"
+                )
     return labels
 
 

@@ -9,7 +9,8 @@ document's ``system_info`` (``Linux HOST RELEASE ...``) gives the machine's host
 a text log states no machine (``--label``, ``--tee`` and ``--kernel-cmdline`` say what it lacks).
 What a log holds that is not a measurement (``-O``'s omitted intervals, an old server's 0-byte
 placeholder for the side it did not see) is not imported as one, and each execution's notes say so.
-A text log cut short (interval lines, no end summary: the process stopped before the test ended) is
+A text log cut short (interval lines and no end summary, or a summary without the [SUM] lines of a
+multi-stream test or a client's receiver line: the process stopped before the test ended) is
 refused in one line, never read as a smaller sample.
 """
 
@@ -65,11 +66,12 @@ def tests_in(path: Path) -> list[iperf3_format.Iperf3Test]:
 def _refuse_cut_short(path: Path, tests: list[iperf3_format.Iperf3Test]) -> None:
     """One line for a text log whose test ended before its summary: never read as a smaller sample."""
     for number, test in enumerate(tests, 1):
-        if test.facts.get("cut_short"):
+        if cut := test.facts.get("cut_short"):
             which = f"its test {number} of {len(tests)}" if len(tests) > 1 else "its test"
+            where = "before the summary" if not test.summary else "inside the summary"
             raise ImportProblem(
-                f"{path}: iperf3's log ends before the summary of {which} ({len(test.intervals)} interval lines, "
-                "no sender or receiver line): the run was cut short; import the log of a test that ran to its end"
+                f"{path}: iperf3's log ends {where} of {which} ({len(test.intervals)} interval lines, {cut}): "
+                "the run was cut short; import the log of a test that ran to its end"
             )
 
 
