@@ -693,3 +693,17 @@ def test_a_case_measured_with_other_parameters_says_so_not_contention(tmp_path, 
     code, out, err = _gate_in_process(capsys, new, "--against", base)
     assert "contended" not in out, out
     assert "the new run measured it with other parameters" in out and "sleep 0.2" in out, out + err
+
+
+def test_a_store_path_that_does_not_exist_is_said_not_only_building(tmp_path, capsys):
+    """A user trial typed the store's name wrong in the gate step only: "building the baseline: 0 of 3
+    runs", exit 0, every night. The gate still builds (a first night has no store yet) and says the
+    store is not there."""
+    new = write(tmp_path / "new", "ci", "none", _prime_samples(1.0, np.random.default_rng(3)))
+    missing = tmp_path / "histroy.duckdb"
+    md = tmp_path / "g.md"
+    code, out, err = _gate_in_process(capsys, new, "--against", missing, "--markdown", md)
+    assert code == 0 and "building the baseline" in out, out + err
+    assert f"note: no store at {missing} yet" in out and "is a typo" in out, out
+    assert f"no store at {missing} yet" in md.read_text()
+    assert not missing.exists()

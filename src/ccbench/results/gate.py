@@ -273,6 +273,13 @@ def rows_against_store(new_paths, store_path: str, labels=None, exclude_contende
     if already.any():
         # added before it was gated: judged against the other runs, never against itself
         out.attrs["notes"] = ["the new run is already in the store: judged against the other runs in it"]
+    if not Path(store_path).exists():
+        # a first night, or a path typed wrong: the latter would build its baseline every night, said so
+        out.attrs["notes"] = [
+            *out.attrs.get("notes", []),
+            f"no store at {store_path} yet: nothing to judge against until runs are added to it "
+            "(ccbench history add); a path that stays missing night after night is a typo",
+        ]
     return out
 
 
