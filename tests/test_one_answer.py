@@ -268,3 +268,23 @@ def test_the_reports_contention_sentence_counts_imported_executions_apart():
     )
     assert _contention(0, 4, 1).startswith("None of the 4 measured executions was contended. 1 imported execution is")
     assert _contention(0, 4, 0) == "None of the 4 measured executions was contended."
+
+
+def test_a_reader_that_closes_the_pipe_early_is_no_failure(tmp_path, ccbench):
+    """`ccbench compare ... | head -1` exited 1 (rich's own exit on a broken pipe), the code of a
+    failed gate; now 0, without a traceback."""
+    import sys
+
+    done = _import(ccbench, "seed000", DATA / "import" / "seed000-azure", "--out", tmp_path / "b",
+                   "--tee", "TDX-Encrypted=tdx", "--tee", "TDX-Non-Encrypted=tdx", "--tee", "Intel-Non-TDX=none")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    bundles = sorted(str(p) for p in (tmp_path / "b").rglob("manifest.json"))
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "ccbench", "compare", *(str(Path(b).parent) for b in bundles)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader.stdout.readline()  # the first line, then the reader goes away (as head -1 does)
+    reader.stdout.close()
+    err = reader.stderr.read().decode()
+    assert reader.wait(timeout=120) == 0 and "Traceback" not in err, err

@@ -10,8 +10,22 @@ from rich.console import Console
 
 from ccbench.basics.wrap import fit_block, terminal_width
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
-stdout = Console(highlight=False, soft_wrap=False)
+
+class _Console(Console):
+    """rich's Console, but a reader that closes the pipe early (``ccbench compare ... | head -1``)
+    is no failure: rich exits 1 there, the code of a failed gate or run; ccbench's main exits 0 on it."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise BrokenPipeError
+
+
+console = _Console(stderr=True, highlight=False, soft_wrap=True)
+stdout = _Console(highlight=False, soft_wrap=False)
 if not stdout.is_terminal:
     # logs and CI: wide enough that tables do not wrap
     stdout.width = max(stdout.width, 200)
