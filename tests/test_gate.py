@@ -101,6 +101,7 @@ def test_gate_on_a_real_run_passes_unchanged_values_and_fails_known_slower_ones(
     )
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "FAIL prime time on no TEE" in failed.stdout
+    # the copies name no plan file ccbench could run: the placeholder, never the plan's bare name
     assert "rerun: ccbench run PLAN --only prime" in failed.stdout
     summary = (tmp_path / "g.md").read_text()
     assert summary.startswith("**ccbench gate: failed**: 1 regression; of 1 primary metric case")
@@ -707,3 +708,27 @@ def test_a_store_path_that_does_not_exist_is_said_not_only_building(tmp_path, ca
     assert f"note: no store at {missing} yet" in out and "is a typo" in out, out
     assert f"no store at {missing} yet" in md.read_text()
     assert not missing.exists()
+
+
+def test_the_rerun_line_names_the_plan_the_new_run_ran(tmp_path):
+    """The rerun line said "ccbench run PLAN --only ..." for a run whose plan file is still there (a
+    user trial): it names the file, a bundled plan by its name, and keeps PLAN only where the bundle
+    does not say which plan ccbench could run."""
+    import json
+
+    from ccbench.planning.plan import bundled_plans
+    from ccbench.results.gate_runs import plan_of
+
+    plan_file = tmp_path / "tiny.toml"
+    plan_file.write_text("")
+
+    def bundle(name, plan):
+        path = tmp_path / name
+        path.mkdir()
+        (path / "manifest.json").write_text(json.dumps({"status": "complete", "plan": plan}))
+        (path / "samples.jsonl").write_text("")
+        return path
+
+    assert plan_of([bundle("a", {"name": "tiny", "source": str(plan_file)})]) == str(plan_file)
+    assert plan_of([bundle("b", {"name": "quick", "source": str(bundled_plans()["quick"])})]) == "quick"
+    assert plan_of([bundle("c", {"name": "t", "source": str(tmp_path / "gone.toml")})]) == ""

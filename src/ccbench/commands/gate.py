@@ -153,7 +153,13 @@ def command(
     notes = list(rows.attrs.get("notes", []))
     notes += ["contended executions left out of both sides (--exclude-contended)"] if exclude_contended else []
     verdict = gate.Verdict(
-        gate.judge(rows, limit, store=store), what, limit, gate_runs.interrupted(new), notes, imported
+        gate.judge(rows, limit, store=store),
+        what,
+        limit,
+        gate_runs.interrupted(new),
+        notes,
+        imported,
+        plan=gate_runs.plan_of(new),
     )
     results = verdict.results
     click.echo(verdict.headline())

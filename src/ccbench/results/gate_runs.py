@@ -75,6 +75,29 @@ def interrupted(paths) -> list[str]:
     return out
 
 
+def plan_of(paths) -> str:
+    """The plan the new run ran, as `ccbench run` takes it: a bundled plan's name, or the plan file where
+    it still is; "" when the bundles do not say (imported, a plan file gone, or several plans)."""
+    from ccbench.bundle import find_bundles
+    from ccbench.planning.plan import bundled_plans
+
+    said = set()
+    for path in find_bundles(paths):
+        try:
+            plan = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8")).get("plan") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        name, source = str(plan.get("name") or ""), str(plan.get("source") or "")
+        bundled = bundled_plans()
+        if name in bundled and (not source or Path(source) == bundled[name]):
+            said.add(name)
+        elif source and Path(source).is_file():
+            said.add(source)
+        else:
+            return ""  # a plan file no longer there: its name alone would run nothing
+    return said.pop() if len(said) == 1 else ""
+
+
 def imported_formats(paths) -> list[str]:
     """The formats the bundles under ``paths`` were imported from (``ccbench import FORMAT``), in
     order, once each; empty for runs ccbench made."""

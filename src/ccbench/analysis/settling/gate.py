@@ -298,6 +298,8 @@ class Verdict:
     #: the formats the new run was imported from (hyperfine, fio...): a run ccbench did not make is
     #: measured again with its own tool, not with ``ccbench run --only``
     imported: list[str] = field(default_factory=list)
+    #: the plan the new run ran (ccbench.results.gate_runs.plan_of), for the rerun line
+    plan: str = ""
 
     def rerun(self, plan: str | None = None) -> str | None:
         """How to measure the failing cases again, or None when nothing failed."""
@@ -310,7 +312,7 @@ class Verdict:
                 f"measure {', '.join(workloads)} again with the tool that made the new run ({tools}) and "
                 f"import it (ccbench import {self.imported[0]} FILE)"
             )
-        return f"ccbench run {plan or 'PLAN'} --only {','.join(workloads)}"
+        return f"ccbench run {plan or self.plan or 'PLAN'} --only {','.join(workloads)}"
 
     @property
     def failing(self) -> list[CaseResult]:
