@@ -288,3 +288,22 @@ def test_a_reader_that_closes_the_pipe_early_is_no_failure(tmp_path, ccbench):
     reader.stdout.close()
     err = reader.stderr.read().decode()
     assert reader.wait(timeout=120) == 0 and "Traceback" not in err, err
+
+
+def test_the_run_summary_names_the_storage_mechanism_compare_names():
+    """`show` and the run's summary said "storage=encrypted" where compare and the report say fscrypt."""
+    from ccbench.run.summary import summarize
+
+    def one(variant):
+        return {"workload": "fio", "kind": "fio", "variant": variant, "metric": "throughput", "unit": "MB/s", "value": 1.0,
+                "repetition": 0, "warmup": False, "params": {}, "metadata": {}}  # fmt: skip
+
+    rows = summarize(
+        [
+            one({"storage": "encrypted", "storage_mechanism": "fscrypt"}),
+            one({"storage": "ext4-loop", "storage_mechanism": "none"}),
+            one({"storage": "tmpfs"}),
+        ],
+        per_case=False,
+    )
+    assert [r["variant"] for r in rows] == ["storage=encrypted (fscrypt)", "storage=ext4-loop", "storage=tmpfs"]

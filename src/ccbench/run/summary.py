@@ -19,7 +19,12 @@ if TYPE_CHECKING:
 def _variant_label(variant: dict[str, Any]) -> str:
     from ccbench.variants import AXES
 
-    return ",".join(f"{k}={v}" for k, v in sorted(variant.items()) if k in AXES) or "-"
+    label = ",".join(f"{k}={v}" for k, v in sorted(variant.items()) if k in AXES) or "-"
+    # "storage=encrypted (fscrypt)": the mechanism the run chose, the name compare and the report use
+    mechanism = variant.get("storage_mechanism")
+    if mechanism and mechanism not in ("none", variant.get("storage")):
+        label += f" ({mechanism})"
+    return label
 
 
 #: a count of the figures an execution could not give (mechanisms), each with its reason in the
