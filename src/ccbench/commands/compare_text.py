@@ -17,12 +17,11 @@ def _print_verdict(
     """The verdict per protection layer: one line per layer (ccbench.analysis.judgement.headline), with
     ``details`` the verdict's wide table, then each layer's sentence."""
     from ccbench.analysis.judgement.headline import headline, terminal_width
-    from ccbench.analysis.judgement.verdict_table import contended_executions, contention_words, unrecorded_executions
+    from ccbench.analysis.judgement.verdict_table import contention_counts, contention_words
     from ccbench.analysis.rows import pairing
     from ccbench.basics.console import say, stdout
 
-    unrecorded = unrecorded_executions(executions, machines)
-    contended, executions = contended_executions(executions, machines)
+    contended, executions, unrecorded = contention_counts(executions, machines)
     baselines, _ = pairing.baselines(table)  # the layers name a loop twin themselves
     # a workload without a storage axis stands against "A / no TEE", the others against "A / no TEE /
     # disk": the same baseline, named once by its fullest label

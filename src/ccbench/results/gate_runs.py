@@ -81,14 +81,13 @@ def plan_of(paths) -> str:
     from ccbench.bundle import find_bundles
     from ccbench.planning.plan import bundled_plans
 
-    said = set()
+    said, bundled = set(), bundled_plans()
     for path in find_bundles(paths):
         try:
             plan = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8")).get("plan") or {}
         except (OSError, ValueError, AttributeError):
             continue
         name, source = str(plan.get("name") or ""), str(plan.get("source") or "")
-        bundled = bundled_plans()
         if name in bundled and (not source or Path(source) == bundled[name]):
             said.add(name)
         elif source and Path(source).is_file():

@@ -92,23 +92,25 @@ def contended_executions(samples: pd.DataFrame | None, machines: dict | None = N
     """(contended, all) measured executions in the samples: by execution key where the bundle has one
     (format 2), else by bundle, workload, variant and repetition. With ``machines`` ({bundle: probe}),
     the executions of imported bundles are not counted: nothing recorded whether they were contended
-    (unrecorded_executions counts them)."""
+    (contention_counts counts them apart)."""
+    contended, counted, _ = contention_counts(samples, machines)
+    return contended, counted
+
+
+def contention_counts(samples: pd.DataFrame | None, machines: dict | None) -> tuple[int, int, int]:
+    """(contended, counted, unrecorded) executions: the executions of imported bundles ({bundle: probe}
+    ``machines``) are unrecorded, counted apart and never as uncontended (a user trial read "0 of 6
+    executions contended" of imported results that `show` calls of unknown contention)."""
     executions = _executions(samples)
     if executions is None:
-        return 0, 0
-    if machines:
-        executions = executions[~executions["bundle"].map(lambda b: bool((machines.get(b) or {}).get("imported")))]
-    return int(executions["contended"].sum()), len(executions)
-
-
-def unrecorded_executions(samples: pd.DataFrame | None, machines: dict | None) -> int:
-    """The executions of imported bundles ({bundle: probe} ``machines``): their contention was never
-    recorded, so they are counted apart, never as uncontended (a user trial read "0 of 6 executions
-    contended" of imported results that `show` calls of unknown contention)."""
-    executions = _executions(samples)
-    if executions is None or not machines:
-        return 0
-    return int(executions["bundle"].map(lambda b: bool((machines.get(b) or {}).get("imported"))).sum())
+        return 0, 0, 0
+    imported = (
+        executions["bundle"].map(lambda b: bool((machines.get(b) or {}).get("imported"))).astype(bool)
+        if machines
+        else pd.Series(False, index=executions.index)
+    )
+    counted = executions[~imported]
+    return int(counted["contended"].sum()), len(counted), int(imported.sum())
 
 
 def contention_words(contended: int, executions: int, unrecorded: int) -> str:

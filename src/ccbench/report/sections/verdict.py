@@ -11,7 +11,7 @@ from ccbench.analysis import format as fmt
 from ccbench.analysis.judgement.headline import page_points
 from ccbench.analysis.judgement.impact import share_text
 from ccbench.analysis.judgement.verdict import LayerVerdict, verdicts
-from ccbench.analysis.judgement.verdict_table import contended_executions, unrecorded_executions, verdict_table
+from ccbench.analysis.judgement.verdict_table import contention_counts, verdict_table
 from ccbench.analysis.rows import pairing
 from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
@@ -34,8 +34,7 @@ def build(ctx: ReportContext) -> list[Section] | None:
     if not items:
         return None
     measured = ctx.samples if engine is None else engine.executions
-    contended, executions = contended_executions(measured, machines)
-    unrecorded = unrecorded_executions(measured, machines)
+    contended, executions, unrecorded = contention_counts(measured, machines)
     excluded = (
         " They were left out of every comparison (--exclude-contended)." if ctx.exclude_contended and contended else ""
     )
