@@ -123,6 +123,63 @@ def mounts_under(path: Path) -> list[str]:
     ]
 
 
+#: How scripts/test.sh runs the suite: two workers (pytest-xdist, ``-n 2 --dist loadgroup``), each test
+#: file whole on one worker (its module fixtures made once), the files that boot guests together on one
+#: (two TCG guests at once on 2 cores each crawl), and the slowest groups handed out first so no worker
+#: is left alone with a long file at the end. The ranks come from a whole run's durations (2026-12-03:
+#: seconds on a loaded machine; a rank, not a promise); a file not named here follows them in its
+#: collection order. Tests marked ``alone`` need the machine to themselves (they measure a quiet
+#: interval) and run after the others, on one worker (scripts/test.sh's second pass).
+GROUP_OF_FILE = {"test_machines_lifecycle.py": "guests", "test_machines_sweep.py": "guests"}
+SLOWEST_FIRST = (
+    "guests",  # 690 s
+    "test_fleet.py",  # 201
+    "test_history.py",  # 191
+    "test_federated.py",  # 188
+    "test_transport_rust.py",  # 179
+    "test_gate.py",  # 110
+    "test_microservices.py",  # 107
+    "test_quick.py",  # 85
+    "test_report.py",  # 82
+    "test_runner.py",  # 70
+    "test_notebook.py",  # 64
+    "test_interference.py",  # 55
+    "test_fleet_settle.py",  # 55
+    "test_network_fleet.py",  # 53
+    "test_lint.py",  # 50
+    "test_impact.py",  # 45
+    "test_cloud_fleet.py",  # 33
+    "test_baselines.py",  # 33
+    "test_ci_docs.py",  # 32
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """On xdist's workers (``--dist loadgroup``): each test in its file's group, the slowest groups first."""
+    if not config.getoption("loadgroup", default=False):
+        return
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    for item in items:
+        group = GROUP_OF_FILE.get(item.path.name, item.path.name)
+        item.add_marker(pytest.mark.xdist_group(group))
+        item.stash[_GROUP_RANK] = rank.get(group, len(rank))
+    items.sort(key=lambda item: item.stash[_GROUP_RANK])  # stable: collection order within a rank
+
+
+_GROUP_RANK = pytest.StashKey[int]()
+
+
+@pytest.fixture(autouse=True)
+def _own_machine_indexes(tmp_path, monkeypatch):
+    """Each test's own machine-wide indexes of topologies and guests (ccbench's runs sweep what a killed
+    run left there): a test beside another on the other worker never sees the other's entries, so a
+    test that leaves a killed run's topology for its next run to undo finds it still there. A test
+    about the default index sets or removes the variable itself."""
+    monkeypatch.setenv("CCBENCH_TOPOLOGY_INDEX", str(tmp_path / "topology-index"))
+    monkeypatch.setenv("CCBENCH_GUEST_INDEX", str(tmp_path / "guest-index"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_inherited_width():
     """COLUMNS and LINES unset once more when the session starts: readline, initialised by pytest's own

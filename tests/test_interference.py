@@ -103,6 +103,7 @@ def test_a_daemon_reparented_away_from_the_tree_is_still_counted(tmp_path):
     assert record["tree_cpu_s"] >= daemon_cpu - 0.05, (record, daemon_cpu)
 
 
+@pytest.mark.alone
 def test_a_quiet_interval_is_not_contended():
     if _busy_fraction() > 0.15:
         pytest.skip("this machine is busy with other work: no quiet interval to measure")
@@ -448,6 +449,7 @@ def test_the_microservices_servers_are_the_executions_own_and_a_hog_is_not(micro
     assert record["others_cpu_s"] >= 0.7 * hog_cpu - 0.1, (record, hog_cpu)
 
 
+@pytest.mark.alone
 def test_the_microservices_chain_alone_is_not_contended(microservices_chain, tmp_path):
     if _busy_fraction(1.0) > 0.15:
         pytest.skip("this machine is busy with other work: no quiet interval to measure")
@@ -544,6 +546,7 @@ def test_fscrypts_kernel_workers_are_the_layers_cpu_and_a_hog_is_others(fscrypt_
     assert record["others_cpu_s"] >= 0.7 * hog_cpu - 0.1, (record, hog_cpu)
 
 
+@pytest.mark.alone
 def test_fscrypts_kernel_workers_alone_do_not_make_an_execution_contended(fscrypt_variant, tmp_path):
     job = _fio_job(fscrypt_variant)
     _execute(job, tmp_path / "lay-out")

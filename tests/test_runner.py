@@ -227,6 +227,7 @@ def test_a_run_beside_a_cpu_hog_is_flagged_contended(tmp_path, ccbench, write_pl
     assert "other busy processes" in loaded.stderr  # the system check saw the hog before the run
 
 
+@pytest.mark.alone
 def test_a_quiet_run_is_not_flagged(tmp_path, ccbench, write_plan):
     """The quiet half of the A/A pair: nothing else runs, nothing is flagged. On a machine shared
     with other work (the development VM usually is) the run is skipped, naming what was busy."""
