@@ -131,3 +131,19 @@ def test_no_width_breaks_inside_a_figure_a_flag_or_a_path(text):
         assert not bad_breaks(wrapped), (width, wrapped)
         for path in re.findall(r"/\S+", text):
             assert path in wrapped, (width, path)  # a path whole on one line
+
+
+def test_a_path_longer_than_any_line_stays_beside_its_key():
+    """"bundle: PATH" with a path wider than the terminal: the path stays on the key's line (on a line
+    of its own it would be as long, with "bundle:" alone above it); a word that fits a further line
+    still goes there."""
+    path = "/tmp/pytest-of-root/pytest-142/popen-gw1/test_run_summary_is_short_and_0/out/vm-20261203T095927Z"
+    assert fit(f"bundle: {path}", 60) == f"bundle: {path}"
+    assert fit(f"bundle: {path} then more words here", 60).splitlines() == [
+        f"bundle: {path}",
+        "    then more words here",
+    ]
+    assert fit("key: " + "x" * 50, 40) == "key: " + "x" * 50  # 50 > 40 - 4: no line holds it
+    assert fit("key: " + "x" * 25, 29) == "key: " + "x" * 25  # a further line could hold it: the key keeps it
+    assert fit("word " + "x" * 25, 29).splitlines() == ["word", "    " + "x" * 25]  # no key: it goes on
+    assert fit("a few short words " + "y" * 20, 30).splitlines() == ["a few short words", "    " + "y" * 20]

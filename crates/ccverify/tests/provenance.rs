@@ -23,7 +23,7 @@ const AT_2025_06_05: u64 = 1_749_095_100;
 fn evidence_dir() -> Option<PathBuf> {
     let shared = std::env::var_os("CCBENCH_SHARED")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+        .unwrap_or_else(|| manifest_dir().join("../../../shared"));
     let dir = shared.join("fixtures/real-world/evidence");
     if dir.is_dir() {
         Some(dir)
@@ -203,4 +203,12 @@ fn an_hcl_report_is_not_described_as_a_quote() {
         return;
     };
     assert_eq!(snp::describe(&quote).unwrap_err().code(), "malformed");
+}
+
+/// The crate's directory as cargo gives it when it runs this test: the build directory is shared by
+/// every checkout (scripts/cargo.sh), so the path compiled in may be another checkout's, since removed.
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }

@@ -95,14 +95,19 @@ def _words(text: str, room: int | None = None, opening: str = "[(") -> list[str]
 def fit(text: str, width: int | None = WIDTH, indent: int | None = None) -> str:
     """``text`` (one paragraph) within ``width`` columns: wrapped at a space outside any bracket and
     any figure, its further lines indented under its first (by 4, or at column ``indent``: under a
-    value beside its key), never cut (None: one line whatever its length)."""
+    value beside its key), never cut (None: one line whatever its length); a key is never left alone on its line ("bundle:
+    PATH" with a long path stays one line), nor is a word before one longer than any line."""
     if width is None or len(text) <= width:
         return text
     lead = len(text) - len(text.lstrip(" "))
     indent_text = " " * (lead + 4 if indent is None else min(indent, width // 2))
     lines, line = [], " " * lead
     for word in _words(text[lead:], width - len(indent_text)):
-        if line.strip() and len(line) + 1 + len(word) > width:
+        # a key is never left alone on its line ("bundle: PATH" with a long path): its value stays
+        # beside it, and so does a word no line can hold
+        alone = len(line.split()) == 1
+        lone_key = alone and (line.strip().endswith(":") or len(indent_text) + len(word) > width)
+        if line.strip() and len(line) + 1 + len(word) > width and not lone_key:
             lines.append(line)
             line = indent_text + word
         else:
