@@ -134,7 +134,7 @@ def test_no_width_breaks_inside_a_figure_a_flag_or_a_path(text):
 
 
 def test_a_path_longer_than_any_line_stays_beside_its_key():
-    """"bundle: PATH" with a path wider than the terminal: the path stays on the key's line (on a line
+    """ "bundle: PATH" with a path wider than the terminal: the path stays on the key's line (on a line
     of its own it would be as long, with "bundle:" alone above it); a word that fits a further line
     still goes there."""
     path = "/tmp/pytest-of-root/pytest-142/popen-gw1/test_run_summary_is_short_and_0/out/vm-20261203T095927Z"
