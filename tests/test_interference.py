@@ -235,7 +235,7 @@ def test_the_run_counts_the_executions_compare_and_the_report_count(tmp_path):
 
 
 def test_kernel_threads_and_kworkers_are_matched_to_the_layer_they_serve():
-    from ccbench.observe.interference import layer_worker
+    from ccbench.observe.serving import layer_worker
 
     serving = ["fscrypt_read_queue", "kcryptd", "loop3"]
     assert layer_worker("kworker/u9:1+fscrypt_read_queue", serving) == "fscrypt_read_queue"
@@ -286,9 +286,9 @@ def test_the_layers_kernel_workers_and_the_servers_are_not_others(tmp_path, chil
     ]
     _proc_with_threads(root, 0, before, children_files)
     if children_files:  # the trees and kthreadd's children are followed, not every process read
-        from ccbench.observe import interference
+        from ccbench.observe import serving
 
-        monkeypatch.setattr(interference, "_process_table", lambda root: pytest.fail("read every process"))
+        monkeypatch.setattr(serving, "_process_table", lambda root: pytest.fail("read every process"))
     monitor = InterferenceMonitor(
         os.getpid(), poll_s=None, proc_root=root, servers=[500], layer_threads=["fscrypt_read_queue", "loop0"]
     ).start()
