@@ -468,7 +468,8 @@ def fscrypt_variant(tmp_path_factory):
     """The storage plan's encrypted variant here (ext4 fscrypt on a loop file), set up by its axis."""
     import shutil
 
-    from ccbench.variants.storage import StorageAxis, StorageOptions
+    from ccbench.variants.storage import StorageAxis
+    from ccbench.variants.storage_base import StorageOptions
 
     axis, options = StorageAxis(), StorageOptions(image_size="192M")
     reason = axis.skip_reason("encrypted:fscrypt", options) or (None if shutil.which("fio") else "fio is not installed")
@@ -559,7 +560,8 @@ def test_fscrypts_kernel_workers_alone_do_not_make_an_execution_contended(fscryp
 
 
 def test_a_runs_storage_variant_hands_its_workers_to_the_watch(tmp_path, ccbench, workdir, write_plan):
-    from ccbench.variants.storage import StorageAxis, StorageOptions
+    from ccbench.variants.storage import StorageAxis
+    from ccbench.variants.storage_base import StorageOptions
 
     reason = StorageAxis().skip_reason("encrypted:fscrypt", StorageOptions())
     if reason:
@@ -587,7 +589,8 @@ def test_a_runs_storage_variant_hands_its_workers_to_the_watch(tmp_path, ccbench
 
 
 def test_gocryptfs_daemon_is_the_layers_cpu(tmp_path):
-    from ccbench.variants.storage import StorageAxis, StorageOptions
+    from ccbench.variants.storage import StorageAxis
+    from ccbench.variants.storage_base import StorageOptions
     from ccbench.workloads.base import PrepareContext
 
     axis, options = StorageAxis(), StorageOptions()
