@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ccbench.model import WorkerJob
 from ccbench.observe.counters import CounterSession, execution_fields
-from ccbench.observe.interference import ServingWatch
+from ccbench.observe.serving import ServingWatch
 from ccbench.run.supervise import WorkerExecutor
 
 WORK = (

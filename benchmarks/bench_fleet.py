@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from ccbench.fleet import wheelhouse
-from ccbench.fleet.engine import PLAYBOOK, ansible_environment
+from ccbench.fleet.ansible_env import PLAYBOOK, ansible_environment
 from ccbench.fleet.inventory import ansible_tool
 
 # the emulated SSH hosts are test support (tests/fleet_testhosts.py), not part of the package: this

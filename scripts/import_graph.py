@@ -234,7 +234,7 @@ def main() -> None:
     print(
         f"lines per module: median {statistics.median(lines.values()):.0f}, "
         f"mean {statistics.fmean(lines.values()):.0f}, max {max(lines.values())} "
-        f"({max(lines, key=lines.get)}), over 650: {sum(v > 650 for v in lines.values())}"
+        f"({max(lines, key=lines.get)}), over 500: {sum(v > 500 for v in lines.values())}"
     )
     if args.verbose:
         for a, b in up:

@@ -159,7 +159,8 @@ def test_settle_and_budget_reach_every_hosts_run_and_survive_a_resume(tmp_path):
     """``fleet run --settle 5% --budget 20m``: the arguments each host's ``ccbench run`` gets (a unit
     test of the arguments: the SSH test hosts of tests/test_fleet.py are not needed to see them)."""
     from ccbench.commands.fleet import _run_args
-    from ccbench.fleet.engine import Controller, FleetOptions
+    from ccbench.fleet.engine import Controller
+    from ccbench.fleet.start import FleetOptions
 
     args = _run_args("5%", "20m", "parallel", None)
     assert args == ("--settle", "5%", "--budget", "20m")

@@ -236,7 +236,7 @@ def test_the_run_counts_the_executions_compare_and_the_report_count(tmp_path):
 
 
 def test_kernel_threads_and_kworkers_are_matched_to_the_layer_they_serve():
-    from ccbench.observe.interference import layer_worker
+    from ccbench.observe.serving import layer_worker
 
     serving = ["fscrypt_read_queue", "kcryptd", "loop3"]
     assert layer_worker("kworker/u9:1+fscrypt_read_queue", serving) == "fscrypt_read_queue"
@@ -287,9 +287,9 @@ def test_the_layers_kernel_workers_and_the_servers_are_not_others(tmp_path, chil
     ]
     _proc_with_threads(root, 0, before, children_files)
     if children_files:  # the trees and kthreadd's children are followed, not every process read
-        from ccbench.observe import interference
+        from ccbench.observe import serving
 
-        monkeypatch.setattr(interference, "_process_table", lambda root: pytest.fail("read every process"))
+        monkeypatch.setattr(serving, "_process_table", lambda root: pytest.fail("read every process"))
     monitor = InterferenceMonitor(
         os.getpid(), poll_s=None, proc_root=root, servers=[500], layer_threads=["fscrypt_read_queue", "loop0"]
     ).start()
@@ -470,7 +470,8 @@ def fscrypt_variant(tmp_path_factory):
     """The storage plan's encrypted variant here (ext4 fscrypt on a loop file), set up by its axis."""
     import shutil
 
-    from ccbench.variants.storage import StorageAxis, StorageOptions
+    from ccbench.variants.storage import StorageAxis
+    from ccbench.variants.storage_base import StorageOptions
 
     axis, options = StorageAxis(), StorageOptions(image_size="192M")
     reason = axis.skip_reason("encrypted:fscrypt", options) or (None if shutil.which("fio") else "fio is not installed")
@@ -562,7 +563,8 @@ def test_fscrypts_kernel_workers_alone_do_not_make_an_execution_contended(fscryp
 
 
 def test_a_runs_storage_variant_hands_its_workers_to_the_watch(tmp_path, ccbench, workdir, write_plan):
-    from ccbench.variants.storage import StorageAxis, StorageOptions
+    from ccbench.variants.storage import StorageAxis
+    from ccbench.variants.storage_base import StorageOptions
 
     reason = StorageAxis().skip_reason("encrypted:fscrypt", StorageOptions())
     if reason:
@@ -590,7 +592,8 @@ def test_a_runs_storage_variant_hands_its_workers_to_the_watch(tmp_path, ccbench
 
 
 def test_gocryptfs_daemon_is_the_layers_cpu(tmp_path):
-    from ccbench.variants.storage import StorageAxis, StorageOptions
+    from ccbench.variants.storage import StorageAxis
+    from ccbench.variants.storage_base import StorageOptions
     from ccbench.workloads.base import PrepareContext
 
     axis, options = StorageAxis(), StorageOptions()

@@ -335,7 +335,8 @@ def test_live_proc_crypto_answers_for_aes():
 
 @pytest.mark.root
 def test_a_live_fscrypt_directory_names_the_driver_that_served_it(tmp_path):
-    from ccbench.variants.storage import StorageAxis, StorageOptions, mechanism_reason
+    from ccbench.variants.storage import StorageAxis, mechanism_reason
+    from ccbench.variants.storage_base import StorageOptions
 
     reason = mechanism_reason("fscrypt")
     if reason:

@@ -16,7 +16,7 @@ from conftest import mounts_under, others_can_read, python_path_for_other_users,
 
 from ccbench.basics.errors import CCBenchError
 from ccbench.bundle import read_bundle
-from ccbench.variants import AXES
+from ccbench.variants import AXES, storage_base, storage_encrypted, storage_plain
 from ccbench.variants import storage as storage_module
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI runs as root)")
@@ -79,7 +79,7 @@ def test_variant_is_set_up_for_real_and_torn_down(tmp_path, value, mechanism):
 
 
 def test_luks_commands_and_skip_reason(tmp_path):
-    commands = storage_module.Luks.commands("/dev/loop7", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
+    commands = storage_encrypted.Luks.commands("/dev/loop7", tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     format_command = commands[0]
     assert format_command[:2] == ["cryptsetup", "luksFormat"]
     assert format_command[format_command.index("--type") + 1] == "luks2"
@@ -91,19 +91,19 @@ def test_luks_commands_and_skip_reason(tmp_path):
     assert commands[2] == ["mkfs.ext4", "-q", "-F", "/dev/mapper/ccbench-x"]
     for not_ours in ("/dev/sda", "/dev/vda1", "/dev/mapper/root", "/dev/loop7p1", str(tmp_path / "image.img")):
         with pytest.raises(CCBenchError, match="only formats loop devices"):
-            storage_module.Luks.commands(not_ours, tmp_path / "key", "ccbench-x", tmp_path / "mnt")
+            storage_encrypted.Luks.commands(not_ours, tmp_path / "key", "ccbench-x", tmp_path / "mnt")
     assert commands[3] == ["mount", "/dev/mapper/ccbench-x", str(tmp_path / "mnt")]
-    if not storage_module.kernel_has_device_mapper():
+    if not storage_base.kernel_has_device_mapper():
         assert "device-mapper" in AXIS.skip_reason("encrypted:luks", OPTIONS)
 
 
 def test_device_mapper_is_detected_from_the_kernel_not_from_a_device_node(tmp_path):
     misc = tmp_path / "misc"
     misc.write_text(" 62 loop-control\n229 fuse\n")
-    assert not storage_module.kernel_has_device_mapper(misc)
+    assert not storage_base.kernel_has_device_mapper(misc)
     misc.write_text(" 62 loop-control\n236 device-mapper\n229 fuse\n")
-    assert storage_module.kernel_has_device_mapper(misc)
-    assert not storage_module.kernel_has_device_mapper(tmp_path / "absent")
+    assert storage_base.kernel_has_device_mapper(misc)
+    assert not storage_base.kernel_has_device_mapper(tmp_path / "absent")
 
 
 def test_non_root_skips_root_only_variants(monkeypatch):
@@ -377,37 +377,37 @@ def test_luks_as_far_as_this_machine_allows(tmp_path, monkeypatch):
     LUKS setup that fails after the format leaves nothing behind."""
     control_node_before = os.path.exists("/dev/mapper/control")
     (tmp_path / "v").mkdir()
-    loop = storage_module.LoopImage(tmp_path / "v" / "image.img", OPTIONS.image_size)
+    loop = storage_plain.LoopImage(tmp_path / "v" / "image.img", OPTIONS.image_size)
     loop.create()
     image = loop.path
-    key = storage_module._key_file(tmp_path / "v", os.urandom(64))
+    key = storage_base._key_file(tmp_path / "v", os.urandom(64))
     try:
         device = loop.attach()
         subprocess.run(
-            storage_module.Luks.commands(device, key, "unused", tmp_path / "mnt")[0], check=True, capture_output=True
+            storage_encrypted.Luks.commands(device, key, "unused", tmp_path / "mnt")[0], check=True, capture_output=True
         )
-        header = storage_module.luks_header(device)
+        header = storage_encrypted.luks_header(device)
         assert header.pop("luks_sector_size") in (512, 4096)  # cryptsetup follows the device's block size
         assert header == {"storage_cipher": "aes-xts-plain64", "key_bits": 512}
         assert image.read_bytes()[:6] == b"LUKS\xba\xbe"
     finally:
         subprocess.run(["losetup", "-d", loop.device or "/dev/null"], capture_output=True)
     work = tmp_path / "work"
-    if not storage_module.kernel_has_device_mapper():
+    if not storage_base.kernel_has_device_mapper():
         with pytest.raises(CCBenchError, match="device-mapper"):
             AXIS.setup("encrypted:luks", work, OPTIONS)
         assert [p.name for p in (work / "storage").iterdir()] == ["state.json"]
     # the real format and header read, then an opening step that fails: everything is undone
     monkeypatch.setattr(storage_module, "mechanism_reason", lambda mechanism: None)
-    real_commands = storage_module.Luks.commands
-    monkeypatch.setattr(storage_module.Luks, "commands", staticmethod(lambda *a: [real_commands(*a)[0], ["false"]]))
+    real_commands = storage_encrypted.Luks.commands
+    monkeypatch.setattr(storage_encrypted.Luks, "commands", staticmethod(lambda *a: [real_commands(*a)[0], ["false"]]))
     with pytest.raises(CCBenchError, match="false failed"):
         AXIS.setup("encrypted:luks", work, OPTIONS)
     assert mounts_under(work) == [] and str(work) not in loops_for(work)
     assert [p.name for p in (work / "storage").iterdir()] == ["state.json"]
     assert not list((work / "storage").rglob("key*"))
     # without dm-crypt ccbench never calls cryptsetup open/close, which would create /dev/mapper/control
-    if not storage_module.kernel_has_device_mapper():
+    if not storage_base.kernel_has_device_mapper():
         assert os.path.exists("/dev/mapper/control") == control_node_before
 
 

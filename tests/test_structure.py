@@ -1,5 +1,5 @@
 """The house rules of the source tree (docs/architecture.md), checked so that they stay true: no
-module over 650 lines (the storage variants may stay whole), none in analysis/ over 500, no function over 100 lines, and no
+module over 500 lines (a room is split before it passes), no function over 100 lines, and no
 generic module (the runner, the fleet, the wheelhouse) naming a workload kind: workloads declare
 what they need and the generic layers iterate the registry."""
 
@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ccbench"
-MAX_MODULE_LINES = 650
+MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 100
 #: analysis/ (issue "One house"): its rooms split by what they hold before a module reaches this
 MAX_ANALYSIS_LINES = 500
-#: one concern with a sound mechanism design: the issue that set the limits let it stay whole
-WHOLE_ON_PURPOSE = {"variants/storage.py"}
+#: modules over the limit whose split is under way elsewhere; the set may only shrink (run/runner.py:
+#: the run/ helper's split, remove it when that lands)
+NOT_SPLIT_YET = {"run/runner.py"}
 GENERIC = ["run/runner.py", "run/supervise.py", "fleet"]
 
 
@@ -27,7 +28,7 @@ def test_no_module_over_the_limit():
     too_long = {
         str(p.relative_to(SRC)): n
         for p in _modules()
-        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES and str(p.relative_to(SRC)) not in WHOLE_ON_PURPOSE
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES and str(p.relative_to(SRC)) not in NOT_SPLIT_YET
     }
     assert not too_long, f"split these modules (lines): {too_long}"
 

@@ -121,7 +121,8 @@ def run(
     """
     from ccbench.basics.console import console
     from ccbench.basics.errors import CCBenchError
-    from ccbench.fleet.engine import FleetOptions, run_fleet
+    from ccbench.fleet.engine import run_fleet
+    from ccbench.fleet.start import FleetOptions
 
     if resume and (plan or inventory):
         raise CCBenchError("--resume FLEETDIR continues a fleet run as it was started: give no PLAN or --inventory")

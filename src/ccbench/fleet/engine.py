@@ -1,11 +1,12 @@
 """`ccbench fleet run`: one plan on every host of an Ansible inventory, gathered into one comparison.
 
-The controller's life cycle (this module): a new run or a resumed one, the wheelhouse, one
-``ansible-playbook`` run per round and batch with the shipped playbook, whose event stream (the
-``ccbench_events`` callback: JSON lines) ``events.advance`` turns into each host's state and one
-progress line per host; then each fetched bundle unpacked into ``<out>/<fleet-run>/<label>/`` and
-checked as it streams in (``gather.receive_bundle``, run by the fetch), ``fleet.json`` written (``records``), and ``ccbench compare``
-and ``ccbench report`` run over the bundles with the inventory's baseline.
+The controller's life cycle (this module): a new run or a resumed one (``start``, which holds the
+options too), the wheelhouse, one ``ansible-playbook`` run per round and batch with the shipped
+playbook (``ansible_env``: it and its environment), whose event stream (the ``ccbench_events``
+callback: JSON lines) ``events.advance`` turns into each host's state and one progress line per
+host; then each fetched bundle unpacked into ``<out>/<fleet-run>/<label>/`` and checked as it
+streams in (``gather.receive_bundle``, run by the fetch), ``fleet.json`` written (``records``), and
+``ccbench compare`` and ``ccbench report`` run over the bundles with the inventory's baseline.
 
 Modes: ``parallel`` (one playbook run over all hosts, ``--forks`` at once, strategy ``free`` so
 a slow host holds no one up), ``serial`` (one host after the other), ``rounds`` (repetition k
@@ -27,58 +28,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ccbench.basics.errors import CCBenchError
-from ccbench.basics.fsutil import make_new_dir
 from ccbench.basics.stopping import catch_stop_signals, restore_signals
 from ccbench.fleet import events, gather, peers, settling, sshcontrol
 from ccbench.fleet import inventory as inventory_module
 from ccbench.fleet import wheelhouse as wheelhouse_module
+from ccbench.fleet.ansible_env import PLAYBOOK, ansible_environment
 from ccbench.fleet.gather import gathering_settings, probe_summary
 from ccbench.fleet.hostprogress import Progress
-from ccbench.fleet.records import FleetRun, HostRun, ResumeError, now_iso, one_line
-from ccbench.model import copied
-
-PACKAGE_DIR = Path(__file__).resolve().parent
-PLAYBOOK = PACKAGE_DIR / "playbook.yml"
-MODES = ("parallel", "serial", "rounds")
-#: the set-up component (scripts/setup.d/NN-NAME.sh) each variant axis needs on a host (a workload
-#: kind declares its own: Workload.setup_component); the scripts run there in fleet-host mode (see
-#: the playbook's "ccbench:components")
-AXIS_COMPONENTS = {"storage": "storage"}
-
-# ----------------------------------------------------------------------------------------- options
-
-
-@dataclass
-class FleetOptions:
-    plan: str | None
-    inventory: str | None
-    out: str = "results"
-    mode: str = "parallel"
-    limit: str | None = None
-    forks: int = 10
-    accept_new_host_keys: bool = False
-    resume: str | None = None
-    report: bool = True
-    #: a results store (ccbench history) to add the gathered bundles to
-    history: str | None = None
-    #: what every host's ``ccbench run`` gets besides the plan (``--settle 5% --budget 20m``)
-    run_args: tuple[str, ...] = ()
-    #: rounds mode settling across labels (ccbench.fleet.settling): target, budget_s, max_rounds
-    settle: dict | None = None
-    poll_s: float = 1.0
-    stop_grace_s: float = 120.0
-    #: the work directory that owns the run's SSH control directory (a study's): ccbench cleanup --workdir
-    workdir: str | None = None
-    #: False where the hosts are gone once the run ends (a study's guests): no resume line after a stop
-    resumable: bool = True
-
-
-# ----------------------------------------------------------------------------------------- driving
+from ccbench.fleet.records import FleetRun, HostRun, now_iso, one_line
+from ccbench.fleet.start import FleetOptions, new_run, resume_run
 
 
 class Controller:
@@ -124,7 +85,7 @@ class Controller:
             restore_signals(previous)
 
     def _run(self) -> int:
-        fleet = self._resume() if self.options.resume else self._new()
+        fleet = resume_run(self.options) if self.options.resume else new_run(self.options)
         self.stop_flag = fleet.directory / ".ansible" / "stop-requested"
         self.stop_flag.parent.mkdir(exist_ok=True)
         self.stop_flag.unlink(missing_ok=True)
@@ -262,107 +223,6 @@ class Controller:
         """A host unreachable or failed in an earlier round is not tried again in later rounds."""
         index = fleet.rounds.index(round_name)
         return any(fleet.runs[label][name].outcome in ("unreachable", "failed") for name in fleet.rounds[:index])
-
-    # -- set-up of a new run or a resumed one
-    def _new(self) -> FleetRun:
-        from ccbench.planning.plan import load_plan
-        from ccbench.workloads import shipped_tools
-
-        options = self.options
-        if options.mode not in MODES:
-            raise CCBenchError(f"--mode {options.mode}: use one of {', '.join(MODES)}")
-        if not options.inventory:
-            raise CCBenchError("--inventory FILE is required (an Ansible inventory, INI or YAML)")
-        inventory = inventory_module.read_inventory(options.inventory, options.limit)
-        plan_arg = options.plan or "quick"
-        plan = load_plan(plan_arg)  # a broken plan is exit 2 before anything starts
-        plan_file = str(Path(plan_arg).resolve()) if Path(plan_arg).is_file() else None
-        # a host another one names as its ccbench_peer serves it and runs no plan (fleet/peers.py)
-        serving = {h.peer for h in inventory.hosts if h.peer}
-        baseline = next(h for h in [inventory.baseline, *inventory.hosts] if h.name not in serving).label
-        record = None
-        if options.settle:
-            labels = {h.label for h in inventory.hosts if h.name not in serving}
-            record = settling.new_record(plan, baseline=baseline, labels=labels, **options.settle)
-            rounds = list(record["rounds"])
-        elif options.mode == "rounds":
-            repetitions = max((w.repetitions for w in plan.workloads), default=1)
-            rounds = [f"round-{k + 1}" for k in range(max(repetitions, 1))]
-        else:
-            rounds = ["run"]
-        run_id = "fleet-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        out = Path(options.out)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            directory = make_new_dir(out, run_id)
-        except OSError as exc:
-            raise CCBenchError(f"--out {options.out}: cannot create {out / run_id} ({exc.strerror})") from None
-        # keyed by each host's own key (its label, or "<label>/<host>" for replicas sharing a label)
-        hosts = {
-            h.key: {
-                **h.public(),
-                "setup_components": self._components(plan, h.components),
-                "tools": sorted(shipped_tools(workload.kind for workload in plan.workloads)),
-                "precision": wheelhouse_module.plan_needs_precision(plan),
-                "peer_address": inventory.by_name(h.peer).address if h.peer else None,
-            }
-            for h in inventory.hosts
-            if h.name not in serving
-        }
-        return FleetRun(
-            directory=directory.resolve(),
-            plan=plan_arg if plan_file is None else plan_file,
-            plan_file=plan_file,
-            inventory=inventory.path,
-            **copied(options, "mode", "forks", "limit", "accept_new_host_keys"),
-            run_id=directory.name,
-            rounds=rounds,
-            hosts=hosts,
-            runs={label: {name: HostRun(round=name) for name in rounds} for label in hosts},
-            baseline=baseline,
-            started_at=now_iso(),
-            run_args=list(options.run_args),
-            settling=record,
-        )
-
-    def _resume(self) -> FleetRun:
-        directory = Path(self.options.resume)
-        try:
-            document = json.loads((directory / "fleet.json").read_text())
-        except (OSError, ValueError):
-            raise ResumeError(
-                f"--resume {directory}: no readable fleet.json there; pass a directory written by 'ccbench fleet run'"
-            ) from None
-        if document.get("settling"):
-            raise ResumeError(
-                f"--resume {directory}: this run settled its cases across labels round by round (--settle with "
-                "--mode rounds), which does not resume; its rounds so far are in fleet.json: compare them with "
-                f"'ccbench compare {directory}', or start a new run"
-            )
-        inventory = inventory_module.read_inventory(document["inventory"], document.get("limit"))
-        known = {h.key for h in inventory.hosts}
-        missing = [label for label in document["hosts"] if label not in known]
-        if missing:
-            raise ResumeError(
-                f"--resume {directory}: the inventory {document['inventory']} no longer has {', '.join(missing)}"
-            )
-        plan_file = document.get("plan_file")
-        if plan_file and not Path(plan_file).is_file():
-            raise ResumeError(f"--resume {directory}: the plan file {plan_file} is gone; put it back to resume")
-        return FleetRun.from_json(
-            directory, document, forks=self.options.forks, accept_new_host_keys=self.options.accept_new_host_keys
-        )
-
-    @staticmethod
-    def _components(plan, components: list[str]) -> list[str]:
-        """The set-up components a host gets: those its plan's workloads and variant axes need, and
-        its own ccbench_components."""
-        from ccbench.workloads import setup_components
-
-        needed = set(components) | setup_components(workload.kind for workload in plan.workloads)
-        for workload in plan.workloads:
-            needed.update(AXIS_COMPONENTS[axis] for axis in (workload.variants or {}) if axis in AXIS_COMPONENTS)
-        return sorted(needed)
 
     # -- one ansible-playbook run
     def _ccbench_args(self, fleet: FleetRun, run: HostRun) -> list[str]:
@@ -594,43 +454,6 @@ class Controller:
             self.echo(f"report: {fleet.directory / fleet.report}")
         if fleet.analysis_error:
             self.echo(f"analysis: {fleet.analysis_error}")
-
-
-#: SSH client options for the fleet: connections shared within a run (ControlPersist), no -C
-#: (compression costs more CPU than it saves on the links fleets use, and bundles are fetched
-#: as one tar), AES-GCM first where both sides have it (the CPU's AES instructions: about 1.5x
-#: chacha20's throughput on a fetch here), the rest of OpenSSH's default list after it
-SSH_ARGS = "-o ControlMaster=auto -o ControlPersist=60s -o Ciphers=^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
-
-
-def ansible_environment(*, mode: str, accept_new_host_keys: bool, control_dir: Path) -> dict[str, str]:
-    """The environment ansible-playbook runs with (the user's ANSIBLE_SSH_ARGS, ANSIBLE_TIMEOUT,
-    ANSIBLE_SSH_TRANSFER_METHOD and interpreter choice win where set)."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_STDOUT_CALLBACK": "ccbench_events",
-            "ANSIBLE_CALLBACK_PLUGINS": str(PACKAGE_DIR / "callback_plugins"),
-            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "False",
-            "ANSIBLE_HOST_KEY_CHECKING": "True",
-            "ANSIBLE_PIPELINING": "True",
-            "ANSIBLE_RETRY_FILES_ENABLED": "False",
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_INTERPRETER_PYTHON": env.get("ANSIBLE_INTERPRETER_PYTHON", "auto_silent"),
-            "ANSIBLE_DEPRECATION_WARNINGS": "False",
-            "ANSIBLE_SYSTEM_WARNINGS": "False",
-            "ANSIBLE_STRATEGY": "free" if mode != "serial" else "linear",
-            "ANSIBLE_SSH_ARGS": env.get("ANSIBLE_SSH_ARGS", SSH_ARGS),
-            "ANSIBLE_TIMEOUT": env.get("ANSIBLE_TIMEOUT", "20"),
-            # SSH connections are shared within one fleet run only: a master left by another run
-            # would skip host key checking and outlive a stopped sshd
-            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
-        }
-    )
-    env.pop("ANSIBLE_LOG_PATH", None)  # a log of module arguments is not wanted next to secrets
-    if accept_new_host_keys:
-        env["ANSIBLE_SSH_EXTRA_ARGS"] = "-o StrictHostKeyChecking=accept-new"
-    return env
 
 
 def run_fleet(options: FleetOptions, echo: Callable[[str], None]) -> int:

@@ -19,14 +19,13 @@ import json
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from ccbench.fleet import events
 from ccbench.fleet import inventory as inventory_module
+from ccbench.fleet.ansible_env import PLAYBOOK
 from ccbench.fleet.records import FleetRun, one_line
 
-PLAYBOOK = Path(__file__).resolve().parent / "playbook.yml"
 #: time a serving host's services get on top of the plan's executions: the measured hosts'
 #: install, set-up and probe come first
 SETUP_ALLOWANCE_S = 1800.0

@@ -33,6 +33,7 @@ from typing import Any
 
 from ccbench.basics.errors import EnvironmentProblem
 from ccbench.basics.fsutil import write_json_atomic
+from ccbench.bundle.digests import sha256_file
 
 OWN_IMAGE = "debian-12"
 SUITE = "bookworm"
@@ -105,14 +106,6 @@ def recipe() -> dict[str, Any]:
 
 def recipe_key() -> str:
     return hashlib.sha256(json.dumps(recipe(), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def debian_mirror(sources: Path = Path("/etc/apt")) -> str:

@@ -243,7 +243,8 @@ class StudyRun:
         return path
 
     def run_round(self, index: int, names: tuple[str, ...]) -> int:
-        from ccbench.fleet.engine import FleetOptions, run_fleet
+        from ccbench.fleet.engine import run_fleet
+        from ccbench.fleet.start import FleetOptions
 
         out = self.directory / f"round-{index + 1}"
         out.mkdir(parents=True, exist_ok=True)

@@ -162,7 +162,8 @@ class CloudStudyRun:
 
     # -- the plan
     def turn(self, index: int, arm: str, inventory: Path, launched: list[Launched]) -> int:
-        from ccbench.fleet.engine import FleetOptions, run_fleet
+        from ccbench.fleet.engine import run_fleet
+        from ccbench.fleet.start import FleetOptions
 
         out = self.directory / f"round-{index + 1}"
         out.mkdir(parents=True, exist_ok=True)
