@@ -334,15 +334,19 @@ def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = 
 
 
 def _layer_lines(variant: dict, implausible: frozenset | set, key: str) -> list[str]:
-    """A variant settled by layer: its layer's answer, then each case called (e-BH) or "so far"."""
+    """A variant settled by layer: its layer's answer (across the workloads settled by layer: the
+    same line in each), then each of this workload's cases, called (e-BH) or "so far"."""
     from ccbench.analysis.settling.layer_settle import LayerSettlement, case_effect
+    from ccbench.analysis.statistics.sequential import Settlement
 
     layer = LayerSettlement.from_record(variant)
     state = layer.state or "open"
     lines = [f"  {variant['layer'].get('title') or key}: {state}: {layer.describe()}"]
-    for label, case in layer.cases.items():
+    fields = Settlement.__dataclass_fields__
+    for label, record in (variant.get("cases") or {}).items():
+        case = Settlement(**{k: v for k, v in record.items() if k in fields})
         note = "; implausible, left out of the verdict: see the lint" if (key, label) in implausible else ""
-        called = label in layer.called and case.estimate is not None
+        called = record.get("claim") == "called" and case.estimate is not None
         word = f"called a {'cost' if (case.estimate or 0) > 0 else 'gain'}" if called else "so far"
         lines.append(f"    {label}: {word}: {case_effect(case)} ({case.rounds} rounds{note})")
     return lines
