@@ -112,8 +112,9 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     type=click.Choice(["case", "layer"]),
     default=None,
     help="With --settle: stop each variant when every case is settled (case, the default), or when its "
-    "layer's headline, the mean of its cases' paired costs, is (layer: cases still open are reported "
-    '"so far", case claims controlled by e-BH; docs/analysis.md "Settling a layer").',
+    "layer's headline is (layer: the variant against its pair across all the plan's workloads, its headline "
+    "the mean of all their cases' paired costs; those workloads' rounds run together after the others; cases "
+    'still open are reported "so far", case claims controlled by e-BH; docs/analysis.md "Settling a layer").',
 )
 @click.option(
     "--budget",
