@@ -13,7 +13,11 @@ answer; a wrong claim is a cost or a gain (the headline's interval excluding 0).
 case called by e-BH at the stop (every call is wrong in an A/A layer), and, for reference, a case
 whose own interval excluded 0 at the stop (what per-case claims without e-BH would have said).
 
-    python benchmarks/sim_layers.py [--layers 2000] [--cases 8] [--limit 10] [--target 5%] [--seed 42]
+With ``--workloads 3`` a layer spans three workloads (settle_by = "layer" settles it across them:
+ccbench.run.settle_layers): ``cases`` cases in each, each workload with its own shared noise, its
+own order drawn each round and its own spread (1x, 0.5x and 2x ``--spread``).
+
+    python benchmarks/sim_layers.py [--layers 2000] [--cases 8] [--workloads 1] [--limit 10] [--target 5%] [--seed 42]
 """
 
 from __future__ import annotations
@@ -35,9 +39,31 @@ MODELS = ("normal", "skewed", "AR(1) 0.5", "tied")
 TIED_STEP = 0.05
 
 
-def layer_values(model: str, rng: np.random.Generator, layers: int, cases: int, limit: int, sd: float) -> np.ndarray:
-    """Paired log costs with no cost, shape (layers, cases, rounds): executions in run order with the
-    order within each round drawn once per layer and round, half the noise shared across the cases."""
+#: with several workloads, each one's paired spread as a multiple of ``--spread`` (in turn): a layer
+#: over fio, compression and YCSB mixes quiet cases with noisy ones (a p99 on few operations)
+WORKLOAD_SPREADS = (1.0, 0.5, 2.0)
+
+
+def layer_values(
+    model: str, rng: np.random.Generator, layers: int, cases: int, limit: int, sd: float, workloads: int = 1
+) -> np.ndarray:
+    """Paired log costs with no cost, shape (layers, cases x workloads, rounds): each workload's own
+    (workload_values), side by side; with several, each at its own spread (WORKLOAD_SPREADS)."""
+    if workloads == 1:
+        return workload_values(model, rng, layers, cases, limit, sd)
+    return np.concatenate(
+        [
+            workload_values(model, rng, layers, cases, limit, sd * WORKLOAD_SPREADS[w % len(WORKLOAD_SPREADS)])
+            for w in range(workloads)
+        ],
+        axis=1,
+    )
+
+
+def workload_values(model: str, rng: np.random.Generator, layers: int, cases: int, limit: int, sd: float) -> np.ndarray:
+    """One workload's paired log costs with no cost, shape (layers, cases, rounds): executions in run
+    order with the order within each round drawn once per layer and round (each workload draws its
+    own), half the noise shared across the workload's cases (the same machine state)."""
     base_model = "normal" if model == "tied" else model
     shape = (layers * cases, 2 * limit)
     shared = np.repeat(draw(base_model, rng, (layers, 2 * limit), None), cases, axis=0)
@@ -56,13 +82,14 @@ def layer_values(model: str, rng: np.random.Generator, layers: int, cases: int, 
 
 
 def layer_aa(
-    model: str, layers: int, cases: int, limit: int, target: float, seed: int, sd: float = 0.04
+    model: str, layers: int, cases: int, limit: int, target: float, seed: int, sd: float = 0.04, workloads: int = 1
 ) -> dict[str, float]:
     """The shares of A/A layers whose headline was claimed a cost or gain, in which e-BH called some
     case at the stop, and in which some case's own interval excluded 0 at the stop; and the mean
     rounds to the layer's stop."""
     rng = np.random.default_rng(seed)
-    values = layer_values(model, rng, layers, cases, limit, sd)
+    values = layer_values(model, rng, layers, cases, limit, sd, workloads)
+    cases = values.shape[1]
     headline = values.mean(axis=1)
     floor = MIN_SPREAD
     if model == "tied":  # the rounding's spread on a mean of `cases` paired values (sequential.pair_floor)
@@ -98,16 +125,21 @@ def main() -> None:
     parser.add_argument("--target", default="5%")
     parser.add_argument("--spread", default="4%")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--workloads", type=int, default=1, help="the layer across this many workloads")
     args = parser.parse_args()
     target, spread = parse_precision(args.target), parse_precision(args.spread)
     started = time.monotonic()
+    across = ""
+    if args.workloads > 1:
+        spreads = ", ".join(f"{spread * WORKLOAD_SPREADS[w % 3]:.0%}" for w in range(args.workloads))
+        across = f" in each of {args.workloads} workloads (paired spreads {spreads}; each draws its own order)"
     print(
-        f"{args.layers} A/A layers of {args.cases} cases, paired spread {spread:.0%}, target {target:.0%}, "
+        f"{args.layers} A/A layers of {args.cases} cases{across}, paired spread {spread:.0%}, target {target:.0%}, "
         f"limit {args.limit}, order drawn within each round"
     )
     print(f"{'noise':>10} {'headline wrong':>15} {'e-BH calls':>11} {'a case alone':>13} {'rounds':>7}")
     for model in MODELS:
-        found = layer_aa(model, args.layers, args.cases, args.limit, target, args.seed, spread)
+        found = layer_aa(model, args.layers, args.cases, args.limit, target, args.seed, spread, args.workloads)
         print(
             f"{model:>10} {found['headline']:>15.2%} {found['e-BH']:>11.2%} {found['alone']:>13.2%}"
             f" {found['rounds']:>7.2f}"

@@ -94,3 +94,30 @@ def test_an_open_layer_says_so_far_and_a_layer_title_is_the_verdicts():
                        "storage=encrypted", "storage=ext4-loop") == "storage encryption: fscrypt"  # fmt: skip
     assert layer_title({"transport": "tls"}, {"transport": "plain"}, "transport=tls", "transport=plain") == "TLS"
     assert layer_title({}, {}, "storage=tmpfs,tee=x", "storage=disk,tee=y") == "storage=tmpfs,tee=x"
+
+
+def test_a_variant_against_the_same_pair_in_two_workloads_is_one_layer():
+    from ccbench.analysis.settling.layer_settle import across
+
+    rng = np.random.default_rng(3)
+    values = {label: PairedCosts(np.log(1.5) + rng.normal(0, 0.01, 4)) for label in ("4k", "1m", "lz4")}
+    costs = {
+        "fio": {"storage=encrypted": {"4k": values["4k"], "1m": values["1m"]}, "storage=tmpfs": {"4k": values["4k"]}},
+        "compression": {"storage=encrypted": {"lz4": values["lz4"]}},
+    }
+    pairs = {
+        "fio": {"storage=encrypted": "storage=ext4-loop", "storage=tmpfs": "storage=disk"},
+        "compression": {"storage=encrypted": "storage=ext4-loop"},
+    }
+    layers = across(costs, pairs)
+    assert set(layers) == {("storage=encrypted", "storage=ext4-loop"), ("storage=tmpfs", "storage=disk")}
+    workloads, cases = layers[("storage=encrypted", "storage=ext4-loop")]
+    assert workloads == ["fio", "compression"] and list(cases) == ["fio: 4k", "fio: 1m", "compression: lz4"]
+    assert layers[("storage=tmpfs", "storage=disk")] == (["fio"], {"4k": values["4k"]})  # one workload: bare names
+    # against another pair it is another layer (a cipher on a loop file against its twin, not the disk)
+    pairs["compression"]["storage=encrypted"] = "storage=disk"
+    assert len(across(costs, pairs)) == 3
+    layer = settle_layer(cases, TARGET, LIMIT, workloads=workloads)
+    assert layer.headline.estimate == pytest.approx(0.5, rel=0.02) and "in 2 workloads" in layer.describe()
+    assert {layer.claim("fio", "4k"), layer.claim("compression", "lz4")} <= {"called", "so far"}
+    assert layer.claim("fio", "4k") == ("called" if "fio: 4k" in layer.called else "so far")

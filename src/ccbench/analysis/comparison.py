@@ -22,7 +22,7 @@ from ccbench.analysis.rows.compare import NOISY_CV, compare
 from ccbench.analysis.rows.reduce import reduced
 from ccbench.analysis.samples.engine import SampleSet, sample_set
 from ccbench.analysis.samples.load import load_bundles
-from ccbench.analysis.samples.series import measured_series
+from ccbench.analysis.samples.series import measured_series, tail_series
 from ccbench.analysis.settling.fleet_settle import fleet_settled_cases
 from ccbench.analysis.settling.settled import settled_cases, with_settled
 from ccbench.basics.errors import CCBenchError
@@ -59,9 +59,8 @@ class Comparison:
         lint needs from the engine (no per-sample frame was made)."""
         rows = self.engine.sample if per_sample else _lint_rows(self.engine)
         executions = {str(bundle.path): bundle.executions for bundle in self.bundles}
-        return lint_comparison(
-            rows, self.table, self.machines, self.device_io, measured_series(self.engine), executions
-        )
+        series, tails = measured_series(self.engine), tail_series(self.engine)
+        return lint_comparison(rows, self.table, self.machines, self.device_io, series, executions, tails)
 
     def uncompared(self) -> list[str]:
         """The machines (labels) none of whose configurations is in any row, as the baseline or the

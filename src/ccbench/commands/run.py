@@ -112,8 +112,9 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     type=click.Choice(["case", "layer"]),
     default=None,
     help="With --settle: stop each variant when every case is settled (case, the default), or when its "
-    "layer's headline, the mean of its cases' paired costs, is (layer: cases still open are reported "
-    '"so far", case claims controlled by e-BH; docs/analysis.md "Settling a layer").',
+    "layer's headline is (layer: the variant against its pair across all the plan's workloads, its headline "
+    "the mean of all their cases' paired costs; those workloads' rounds run together after the others; cases "
+    'still open are reported "so far", case claims controlled by e-BH; docs/analysis.md "Settling a layer").',
 )
 @click.option(
     "--budget",
@@ -334,15 +335,19 @@ def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = 
 
 
 def _layer_lines(variant: dict, implausible: frozenset | set, key: str) -> list[str]:
-    """A variant settled by layer: its layer's answer, then each case called (e-BH) or "so far"."""
+    """A variant settled by layer: its layer's answer (across the workloads settled by layer: the
+    same line in each), then each of this workload's cases, called (e-BH) or "so far"."""
     from ccbench.analysis.settling.layer_settle import LayerSettlement, case_effect
+    from ccbench.analysis.statistics.sequential import Settlement
 
     layer = LayerSettlement.from_record(variant)
     state = layer.state or "open"
     lines = [f"  {variant['layer'].get('title') or key}: {state}: {layer.describe()}"]
-    for label, case in layer.cases.items():
+    fields = Settlement.__dataclass_fields__
+    for label, record in (variant.get("cases") or {}).items():
+        case = Settlement(**{k: v for k, v in record.items() if k in fields})
         note = "; implausible, left out of the verdict: see the lint" if (key, label) in implausible else ""
-        called = label in layer.called and case.estimate is not None
+        called = record.get("claim") == "called" and case.estimate is not None
         word = f"called a {'cost' if (case.estimate or 0) > 0 else 'gain'}" if called else "so far"
         lines.append(f"    {label}: {word}: {case_effect(case)} ({case.rounds} rounds{note})")
     return lines

@@ -49,6 +49,8 @@ SOURCES = {
     "failed-executions": "docs/trust.md (Lint); the execution records (executions.jsonl status, error) and the "
     "manifest's outcomes; hyperfine's exit_codes (a run under -i that exited non-zero)",
     "unpaired": "docs/trust.md (Lint); docs/microservices.md (open-loop rates calibrated per run)",
+    "few-tail-operations": "docs/analysis.md (Operations per execution); the operations YCSB reports per "
+    "operation ([READ], Operations) and fio per direction (total_ios), recorded on the latency samples",
     "implausible": "docs/analysis.md (Implausible rows); Linux fs/ext4/inode.c ext4_dio_alignment and "
     "fs/crypto/inline_crypt.c fscrypt_dio_supported (O_DIRECT on an encrypted file without inline encryption is "
     "served buffered); gocryptfs mangleOpenFlags (O_DIRECT cleared on backing files)",

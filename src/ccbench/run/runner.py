@@ -8,6 +8,8 @@ A run takes each workload of the plan through the same phases, one method each i
 4. execute    warmups, repetitions interleaved; then rounds for a precision or settle target (ccbench.run.settle)
 5. clean up   the workload's preparations, then tear the variants down, whatever happened before
 
+Workloads settled by layer are held after 4 and settled together at the end (ccbench.run.settle_layers).
+
 Before the first workload, a system check (governor, boost, swap, THP, busy processes) is printed
 and kept in the manifest. Each execution is watched by ccbench.observe.interference over exactly its
 worker's lifetime; one run on a busy machine is flagged ``contended`` on its record and samples.
@@ -46,6 +48,7 @@ from ccbench.model import (
 from ccbench.planning.plan import Plan, WorkloadSpec
 from ccbench.run.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
 from ccbench.run.settle import run_round, settle_rounds
+from ccbench.run.settle_layers import hold, release, settle_held
 from ccbench.run.supervise import Attempt, Executor, WorkerExecutor
 from ccbench.run.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
 from ccbench.variants import AXES
@@ -155,6 +158,7 @@ class Runner:
         self._earlier: list[Sample] = []
         #: the last progress position handed out (1-based positions over the whole plan)
         self._position = 0
+        self._held: list[Any] = []  # workloads settled by layer, held open (run.settle_layers)
 
     # --- the run -------------------------------------------------------------------------------
     def check_inputs(self) -> None:
@@ -276,6 +280,7 @@ class Runner:
                 self._run_workload(spec, outcome)
                 writer.manifest["outcomes"][spec.name] = outcome.as_dict()
                 writer.write_manifest()
+            settle_held(self)
         except Interrupted as exc:
             interrupted = True
             stopped_by = exc.signum
@@ -285,6 +290,7 @@ class Runner:
                     outcomes[spec.name].status = OutcomeStatus.INTERRUPTED
                 writer.manifest["outcomes"][spec.name] = outcomes[spec.name].as_dict()
         finally:
+            release(self)  # held workloads the run was cut before settling
             getattr(self.executor, "close", lambda: None)()  # the counters' mounts, made for this run
             self._tell(None)
             restore_signals(previous_handlers)
@@ -354,17 +360,22 @@ class Runner:
         # skipped or already recorded executions) is passed over when the workload is done
         planned_end = self._position + len(job.executions)
         outcome.status = OutcomeStatus.RUNNING
+        held = False  # settled by layer: held open for the rounds across workloads (run.settle_layers)
         try:
             if self._set_up_variants(job) and self._prepare(job):
                 started = time.monotonic()
                 self._execute_schedule(job)
-                if spec.settle is not None:
+                if spec.settle is not None and spec.settle_by == "layer":
+                    held = hold(self, job, started)
+                elif spec.settle is not None:
                     settle_rounds(self, job, started)
                 elif spec.precision is not None or spec.detect is not None:
                     self._repeat_for_precision(job, started)
-                outcome.settle()
+                if not held:
+                    outcome.settle()
         finally:
-            self._clean_up(job)
+            if not held:
+                self._clean_up(job)
         self._pass_over(planned_end - self._position)
 
     def _admit(self, job: WorkloadRun) -> bool:

@@ -15,7 +15,8 @@ drawn as for any round (ccbench.run.schedule.round_order, from the seed, the wor
 and the combinations in it), and each execution has its cooldown before it. The limits:
 ``max_repetitions`` (per variant), ``max_time`` (the workload's time), and the plan's ``budget``
 (the whole run's time since it started): a round that would pass one is not started, and the
-cases still open are recorded as cut by it.
+cases still open are recorded as cut by it. Settling by layer (``settle_by = "layer"``) settles
+each layer across the workloads that ask for it, in ccbench.run.settle_layers.
 """
 
 from __future__ import annotations
@@ -118,29 +119,18 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
     if built_for:
         record.update({"interval": REPEATED, "limit": built_for})
 
-    from ccbench.analysis.settling.layer_settle import can_settle_layer
-
     against: dict[str, str] = {}
-    # by layer: a variant stops when its headline (the mean of its cases) is settled (analysis.settling.layer_settle)
-    watch = _Layers(runner, spec, keys, against, built_for)
-    if watch.on:
-        record["by"] = "layer"
 
     def look() -> tuple[dict, dict, dict]:
         mine = [s for s in (*runner._earlier, *runner.samples) if s.workload == spec.name]
         # a cipher on a loop file is paired with the same loop file without it, as compare sets it
         against.update(rule.loop_twins(mine, keys))
         costs = rule.paired_against(mine, keys[0], keys, against, declared)
-        watch.update(mine, costs)
         return rule.settle_all(costs, spec.settle, built_for), costs, rule.case_of(mine)
 
     def reason(key: str, label: str) -> str | None:
-        """Why a case takes no more rounds (None: it is open); by layer, why its layer takes none."""
+        """Why a case takes no more rounds (None: it is open)."""
         more = limit - repetition  # at the limit, the limit is what stops it
-        if watch.on:
-            if watch.layers[key].settled:
-                return SETTLED
-            return None if more <= 0 or can_settle_layer(costs[key], spec.settle, more, built_for) else rule.FUTILE
         if cases[key][label].settled:
             return SETTLED
         return None if more <= 0 or rule.can_settle(costs[key][label], spec.settle, more, built_for) else rule.FUTILE
@@ -148,7 +138,6 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
     # before the first settle round, a round's length is estimated from the rounds run so far
     round_s = (time.monotonic() - started) / max(spec.repetitions + spec.warmup, 1)
     (cases, costs, named), repetition, stopped_by, ran = look(), spec.repetitions, None, []
-    watch.announce(repetition)
     while True:
         failed = set(outcome.repeating_failures)
         # a variant with no case yet (nothing paired) stays in the rounds whole
@@ -169,11 +158,7 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         # each open variant runs with what it is paired with: the baseline, or a cipher on a loop
         # file its twin (whatever the twin's own cases say); the baseline only where a pair needs it
         running = {*open_cases, *(against.get(k, keys[0]) for k in open_cases)}
-        try:
-            run_round(runner, job, [c for k, c in zip(keys, combos) if k in running], repetition, parts)
-        except BaseException:
-            watch.announce(repetition, "open")  # cut (Ctrl-C): every settled line stays true, every open one says so
-            raise
+        run_round(runner, job, [c for k, c in zip(keys, combos) if k in running], repetition, parts)
         ran.append(
             {
                 "round": repetition,
@@ -184,21 +169,18 @@ def settle_rounds(runner: Any, job: WorkloadRun, started: float) -> None:
         )
         round_s, repetition = time.monotonic() - round_started, repetition + 1
         cases, costs, named = look()
-        watch.announce(repetition)
-    watch.announce(repetition, "open")
-    _close(runner, job, record, cases, reason, stopped_by, watch)
-    record["rounds"], record["settle_rounds"] = repetition, ran
     outcome.settled = record
+    _close(runner, job, keys, cases, reason, stopped_by, against)
+    record["rounds"], record["settle_rounds"] = repetition, ran
 
 
 def _close(
-    runner: Any, job: WorkloadRun, record: dict, cases: dict, reason: Any, stopped_by: str | None, watch: Any
+    runner: Any, job: WorkloadRun, keys: list[str], cases: dict, reason: Any, stopped_by: str | None, against: dict
 ) -> None:
-    """Each variant's record (what stopped it, its pair, its cases' answers; by layer, its layer and
-    each case's claim) and, not by layer, each case's closing line. ``reason(key, label)``: why a
-    case stopped (None: open, cut by ``stopped_by``)."""
-    outcome, against = job.outcome, watch.against
-    for key in watch.keys[1:]:
+    """Each variant's record (what stopped it, its pair, its cases' answers) and each case's closing
+    line. ``reason(key, label)``: why a case stopped (None: open, cut by ``stopped_by``)."""
+    outcome, record = job.outcome, job.outcome.settled
+    for key in keys[1:]:
         failed = key in outcome.repeating_failures
         why = {c: ("failed" if failed else reason(key, c) or stopped_by) for c in cases[key]}
         record["variants"][key] = {
@@ -206,60 +188,8 @@ def _close(
             **({"against": against[key]} if key in against else {}),
             "cases": {c: {**v.as_dict(), "stopped_by": why[c]} for c, v in cases[key].items()},
         }
-        if watch.on:
-            watch.write(key, record["variants"][key])
-            continue
         for label, case in cases[key].items():
             runner.reporter.message(f"{job.spec.name} [{key}] {label}: {why[label]}: {case.describe()}")
-
-
-class _Layers:
-    """Settling by layer (``settle_by = "layer"``; off: every method does nothing): each variant's
-    layer (ccbench.analysis.settling.layer_settle.settle_layer) after each look, its title, the running answer
-    and what the record keeps of it."""
-
-    def __init__(self, runner: Any, spec: Any, keys: list[str], against: dict[str, str], limit: int | None) -> None:
-        self.runner, self.spec, self.keys, self.against, self.limit = runner, spec, keys, against, limit
-        self.on = spec.settle_by == "layer"
-        self.layers: dict[str, Any] = {}
-        self.variants: dict[str, dict] = {}
-        self.said: set[str] = set()
-
-    def update(self, samples: list[Any], costs: dict[str, dict[str, list[float]]]) -> None:
-        if not self.on:
-            return
-        from ccbench.analysis.settling.layer_settle import settle_layer
-        from ccbench.model import ExecutionKey
-
-        for sample in samples:
-            if sample.execution:
-                self.variants.setdefault(ExecutionKey.parse(sample.execution).variant, dict(sample.variant or {}))
-        self.layers.update({k: settle_layer(costs[k], self.spec.settle, self.limit) for k in self.keys[1:]})
-
-    def title(self, key: str) -> str:
-        from ccbench.analysis.settling.layer_settle import layer_title
-
-        pair = self.against.get(key, self.keys[0])
-        return layer_title(self.variants.get(key, {}), self.variants.get(pair, {}), key, pair)
-
-    def announce(self, repetition: int, word: str = "settled") -> None:
-        """The running answer: one line for each layer settled since the last look (``word`` "open":
-        each layer still open, so far, where the run is cut)."""
-        elapsed = _elapsed(time.monotonic() - self.runner.started)
-        for key in self.keys[1:]:
-            layer = self.layers.get(key)
-            if layer is None or key in self.said or (word == "settled") != layer.settled:
-                continue
-            self.said.add(key)
-            where = f"{word} after round {repetition}, {elapsed}"
-            self.runner.reporter.message(f"{where}: {self.spec.name}: {self.title(key)}: {layer.describe()}")
-
-    def write(self, key: str, variant: dict[str, Any]) -> None:
-        """The variant's record with its layer and each case's claim ("called" by e-BH, or "so far")."""
-        layer = self.layers[key]
-        variant["layer"] = {**layer.as_dict(), "title": self.title(key)}
-        for label, case in variant["cases"].items():
-            case["claim"] = "called" if label in layer.called else "so far"
 
 
 def _elapsed(seconds: float) -> str:

@@ -1,18 +1,20 @@
 """Lint findings from what a run recorded beside the workload's samples (docs/trust.md, "Lint"): the
 clock each machine read time from (the probe's ``provenance.clocksource``), a bounce-buffer pool
 that filled during an execution (the mechanism counters in the execution records, ccbench.observe.counters),
-and executions that failed (their cases have no sample, so the comparison has no figure for them).
+executions that failed (their cases have no sample, so the comparison has no figure for them), and
+percentiles that rest on few operations (the operations fio's and YCSB's samples record).
 Pure functions; each returns Findings, never raises on odd input. ccbench.analysis.judgement.lint gathers them
 with the other findings for compare and the report.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ccbench.probe.facts import provenance, tee_technology
-from ccbench.probe.lint import HIGH, MEDIUM, Finding, make_finding
+from ccbench.probe.lint import HIGH, INFO, MEDIUM, Finding, make_finding
 
 #: a pool whose high-water mark reached this share of its slabs was full for the I/O that wanted more
 #: (a mapping needs contiguous slots: the pool fails before every slab is taken)
@@ -255,6 +257,67 @@ def failed_executions(
                 "so the comparison has no figure for what it would have measured",
                 {name: {"failed": [{k: r.get(k) for k in ("key", "status", "error")} for r in failed[:5]]}},
                 "fix what made them fail and measure again; read the rows that are left as the executions that ran",
+            )
+        )
+    return findings
+
+
+#: the fewest operations beyond a percentile for its figure to rest on more than a handful of them
+#: (a p99 on 100 tail operations: 10,000 operations of the kind in an execution)
+MIN_TAIL = 100
+PERCENTILE = re.compile(r"_p(\d{2,})$")
+
+
+def beyond(metric: str, operations: int) -> float | None:
+    """The operations beyond the percentile a metric names (latency_p99 of 2,500: 25), None for a
+    metric that names none. p99 is 0.99, p999 0.999, p50 0.5."""
+    found = PERCENTILE.search(metric)
+    if not found:
+        return None
+    digits = found.group(1)
+    return operations * (1 - int(digits) / 10 ** len(digits))
+
+
+def few_tail_operations(tails: Any, table: Any) -> list[Finding]:
+    """One finding per workload whose compared percentile rows rest on fewer than MIN_TAIL operations
+    beyond the percentile in some execution (``tails``: ccbench.analysis.samples.series.tail_series,
+    the fewest operations per series and configuration, as the samples record them)."""
+    if tails is None or getattr(tails, "empty", True) or table is None or table.empty:
+        return []
+    compared = set()
+    for side in ("config", "baseline"):
+        compared |= set(zip(*(table[c].astype(str).tolist() for c in ("workload", "metric", "params", side))))
+    few: dict[str, dict[tuple[str, str], tuple[int, float]]] = {}
+    columns = ("workload", "params", "case", "metric", "config", "operations")
+    for workload, params, case, metric, config, operations in zip(*(tails[c].tolist() for c in columns)):
+        tail = beyond(str(metric), int(operations))
+        if tail is None or tail >= MIN_TAIL or (str(workload), str(metric), str(params), str(config)) not in compared:
+            continue
+        key = (str(case or params), str(metric))
+        if key not in few.setdefault(str(workload), {}) or tail < few[str(workload)][key][1]:
+            few[str(workload)][key] = (int(operations), tail)
+    findings = []
+    for workload, rows in few.items():
+        ordered = sorted(rows.items(), key=lambda item: item[1][1])
+        shown = "; ".join(f"{case} {metric}: {tail:.0f} of {ops:,}" for (case, metric), (ops, tail) in ordered[:3])
+        more = f"; and {len(ordered) - 3} more" if len(ordered) > 3 else ""
+        findings.append(
+            make_finding(
+                "few-tail-operations",
+                INFO,
+                f"{workload}: {len(ordered)} percentile {'rows rest' if len(ordered) != 1 else 'row rests'} on fewer than "
+                f"{MIN_TAIL} operations beyond the percentile in an execution ({shown}{more}): such a figure "
+                "moves with a handful of operations, and more rounds do not steady it",
+                {
+                    "workload": workload,
+                    "rows": [
+                        {"case": case, "metric": metric, "operations": ops, "beyond": round(tail, 1)}
+                        for (case, metric), (ops, tail) in ordered
+                    ],
+                },
+                "give each execution more operations (YCSB's operationcount: a p99 of an operation on 100 needs "
+                "10,000 of it; fio's runtime or size), not more repetitions (docs/analysis.md, 'Operations per "
+                "execution')",
             )
         )
     return findings

@@ -305,9 +305,10 @@ def settled_judgement(rows: pd.DataFrame, dropped: list[str]) -> Judgement | Non
         return None
     significant = rows["significant"].fillna(False).astype(bool).to_numpy()
     te = rows["te"].to_numpy(dtype=float)
-    cases = int(head.get("cases") or len(rows))
+    cases, workloads = int(head.get("cases") or len(rows)), int(head.get("workloads") or 1)
+    within = f" in {workloads} workloads" if workloads > 1 else ""
     on = (
-        f"settled by the run on its paired rounds: mean of {cases} case{'s' if cases != 1 else ''}, "
+        f"settled by the run on its paired rounds: mean of {cases} case{'s' if cases != 1 else ''}{within}, "
         f"{head.get('interval') or 'anytime-valid'}, after {head.get('rounds')} rounds"
     )
     base = Judgement(

@@ -224,6 +224,17 @@ class RowCodes:
         codes = np.stack([self.grp[rows].astype(np.int64), self.cfg[rows].astype(np.int64), raw[rows]], axis=1)
         return codes[first_rows(*codes.T)]
 
+    def tail_operations(self) -> pd.DataFrame:
+        """Per (grp, cfg) of the measured samples that record the operations their percentile rests
+        on (fio's and YCSB's latencies), the fewest: (grp, cfg, operations); empty where none do."""
+        c = self.columns
+        operations = _lookup(c.metadata, lambda d: d[3], np.int64)
+        rows = (operations > 0) & ~c.warmup
+        if not rows.any():
+            return pd.DataFrame(columns=["grp", "cfg", "operations"])
+        found = pd.DataFrame({"grp": self.grp[rows], "cfg": self.cfg[rows], "operations": operations[rows]})
+        return found.groupby(["grp", "cfg"], sort=False, as_index=False)["operations"].min()
+
     def config_counts(self) -> pd.DataFrame:
         """Per configuration of this bundle (in order of appearance): samples, warmups, contended."""
         c = self.columns

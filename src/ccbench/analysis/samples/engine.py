@@ -89,6 +89,8 @@ class SampleSet:
     #: per configuration, in order of appearance: samples, warmup, measured, contended (all samples)
     config_counts: pd.DataFrame = field(default_factory=pd.DataFrame)
     raws: list[str] = field(default_factory=list)
+    #: per (grp, cfg) whose samples record the operations their percentile rests on: the fewest
+    tail_operations: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def empty(self) -> bool:
@@ -208,6 +210,7 @@ class _Reader:
         self.raws = Codes()
         self.frames: list[pd.DataFrame] = []
         self.counts: list[pd.DataFrame] = []
+        self.tails: list[pd.DataFrame] = []
         self.machine_ids: dict[str, str] = {}
 
     def read(self, index: int, bundle: Bundle, offset: int) -> int:
@@ -224,6 +227,7 @@ class _Reader:
         self.executions.append(rows.executions(bundle))
         self.sources.append(rows.sources())
         self.counts.append(rows.config_counts())
+        self.tails.append(rows.tail_operations())
         if self.stride:
             kept = rows.kept(self.stride)
             part = table if kept is None else table.take(pa.array(kept))
@@ -255,6 +259,7 @@ class _Reader:
             machine_ids=self.machine_ids,
             config_counts=summed_counts(self.counts),
             raws=self.raws.values,
+            tail_operations=concat_frames(self.tails, ["grp", "cfg", "operations"]),
         )
 
 

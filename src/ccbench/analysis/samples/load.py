@@ -219,15 +219,17 @@ def describe_variant(text: str | None) -> tuple[str | None, str | None, tuple]:
     return storage_label(variant), variant.get("transport"), tuple(variant.get(name) for name in CAUSE_KEYS)
 
 
-def describe_metadata(text: str | None) -> tuple[str, bool, str | None]:
-    """(case text, whether the sample is a summary statistic, the sample's own transport cipher) of a
-    sample's metadata JSON text."""
+def describe_metadata(text: str | None) -> tuple[str, bool, str | None, int]:
+    """(case text, whether the sample is a summary statistic, the sample's own transport cipher, the
+    operations a percentile rests on: 0 where not recorded) of a sample's metadata JSON text."""
     metadata = orjson.loads(text or "null")
     metadata = metadata if isinstance(metadata, dict) else {}
+    operations = metadata.get("operations")
     return (
         case_text(_case_dict(metadata)) or "",
         metadata.get("statistic") == "mean",
         metadata.get("transport_cipher") or None,
+        operations if isinstance(operations, int) and not isinstance(operations, bool) else 0,
     )
 
 

@@ -59,3 +59,17 @@ def raw_sources(engine: SampleSet) -> dict[tuple[str, str, str, str], list[str]]
             found = lists[segment.tobytes()] = by_rank[segment].tolist()
         out[(*described[number // sizes[1]], engine.configs[number % sizes[1]])] = found
     return out
+
+
+def tail_series(engine: SampleSet) -> pd.DataFrame:
+    """The (workload, params, case, metric, config, operations) of each measured series whose
+    samples record the operations their percentile rests on (fio's and YCSB's latencies): the
+    fewest in any of its executions."""
+    tails = engine.tail_operations
+    columns = ["workload", "params", "case", "metric", "config", "operations"]
+    if tails is None or tails.empty:
+        return pd.DataFrame(columns=columns)
+    groups = pd.DataFrame(engine.groups, columns=["workload", "params", "case", "metric"], dtype=object)
+    found = groups.iloc[tails["grp"].to_numpy(dtype=np.int64)].reset_index(drop=True)
+    configs = np.array(engine.configs, dtype=object)[tails["cfg"].to_numpy(dtype=np.int64)]
+    return found.assign(config=configs, operations=tails["operations"].to_numpy(dtype=np.int64))[columns]

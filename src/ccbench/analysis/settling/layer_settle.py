@@ -2,11 +2,13 @@
 docs/analysis.md "Settling a layer").
 
 A user asks what a protection layer costs (fscrypt against the loop file under it, say), not what
-each of its 40 cases costs. Within a workload a layer is one variant against its pair (the baseline,
-or a cipher's loop twin: ccbench.analysis.statistics.sequential.by_pair), and its headline is the mean over
-its cases of their paired log costs: the geometric mean of the cases' costs, what the verdict pools
-where they agree. Every round runs all of the layer's cases together, so each round gives one value
-of that mean, ``headline_values``; the repeated interval for the round limit (or the anytime-valid
+each of its 40 cases costs. A layer is one variant against its pair (the baseline, or a cipher's
+loop twin: ccbench.analysis.statistics.sequential.by_pair) across the workloads of the plan settled
+by layer (fscrypt over fio, compression and YCSB: ``across``, its cases named "workload: case" where
+it spans more than one), and its headline is the mean over all of its cases of their paired log
+costs: the geometric mean of the cases' costs, what the verdict pools where they agree. Every round
+runs all of the layer's cases together (round r of each workload, ccbench.run.settle_layers), so
+each round gives one value of that mean, ``headline_values``; the repeated interval for the round limit (or the anytime-valid
 one without it) on that per-round series is the headline's interval, valid at every look for the
 same reason a case's is: the rounds are independent of each other, and however the cases of one
 round depend on each other (the same machine state, the same drawn order) the round's mean is one
@@ -80,6 +82,8 @@ class LayerSettlement:
     cases: dict[str, Settlement] = field(default_factory=dict)
     called: list[str] = field(default_factory=list)
     costliest: str | None = None
+    #: the workloads whose cases it holds (one, or none where not known: a workload's own layer)
+    workloads: list[str] = field(default_factory=list)
 
     @property
     def state(self) -> str | None:
@@ -102,6 +106,8 @@ class LayerSettlement:
             return f"no interval yet ({head.rounds} paired rounds)"
         said = fmt.effect(1 + head.estimate, *((1 + head.low, 1 + head.high) if head.low is not None else ()))
         mean = f"mean of {len(self.cases)} case{'s' if len(self.cases) != 1 else ''}"
+        if len(self.workloads) > 1:
+            mean += f" in {len(self.workloads)} workloads"
         if self.state == DISAGREE:
             ends = sorted(self.called, key=lambda c: self.cases[c].estimate or 0.0)
             lo, hi = (self.cases[c] for c in (ends[0], ends[-1]))
@@ -120,15 +126,17 @@ class LayerSettlement:
 
     @classmethod
     def from_record(cls, variant: Mapping[str, Any]) -> LayerSettlement:
-        """From a settle record's variant (its ``layer`` and ``cases``, as the run wrote them)."""
+        """From a settle record's variant (its ``layer`` and its cases: the layer's own across its
+        workloads, ``layer.cases``, else the variant's, as the run wrote them)."""
         fields = Settlement.__dataclass_fields__
         layer = variant.get("layer") or {}
         cases = {
             label: Settlement(**{k: v for k, v in case.items() if k in fields})
-            for label, case in (variant.get("cases") or {}).items()
+            for label, case in (layer.get("cases") or variant.get("cases") or {}).items()
         }
         head = Settlement(**{k: v for k, v in (layer.get("headline") or {}).items() if k in fields})
-        return cls(head, cases, list(layer.get("called") or []), layer.get("costliest"))
+        workloads = list(layer.get("workloads") or [])
+        return cls(head, cases, list(layer.get("called") or []), layer.get("costliest"), workloads)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -136,7 +144,13 @@ class LayerSettlement:
             "headline": self.headline.as_dict(),
             "called": list(self.called),
             "costliest": self.costliest,
+            "workloads": list(self.workloads),
+            "cases": {label: case.as_dict() for label, case in self.cases.items()},
         }
+
+    def claim(self, workload: str, label: str) -> str:
+        """A workload's case's claim in this layer: "called" (e-BH) or "so far"."""
+        return "called" if case_label(workload, label, self.workloads) in self.called else "so far"
 
 
 def case_effect(case: Settlement) -> str:
@@ -149,8 +163,38 @@ def case_effect(case: Settlement) -> str:
     return fmt.effect(1 + case.estimate, 1 + case.low, 1 + case.high)
 
 
+def case_label(workload: str, label: str, workloads: Sequence[str]) -> str:
+    """A case's name in its layer: "workload: case" where the layer spans workloads, else the case's."""
+    return f"{workload}: {label}" if len(workloads) > 1 else label
+
+
+def across(
+    costs: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]], pairs: Mapping[str, Mapping[str, str]]
+) -> dict[tuple[str, str], tuple[list[str], dict[str, Sequence[float]]]]:
+    """The layers of the workloads settled by layer together: {(variant key, its pair's key): (its
+    workloads, {its cases' names (case_label): paired log costs})}, from each workload's
+    paired_against (``costs[workload]``) and each variant's pair (``pairs[workload][key]``). The
+    same variant against the same pair in several workloads is one layer (fscrypt against ext4-loop
+    over fio, compression and YCSB)."""
+    found: dict[tuple[str, str], dict[str, dict[str, Sequence[float]]]] = {}
+    for workload, variants in costs.items():
+        for key, cases in variants.items():
+            found.setdefault((key, pairs[workload][key]), {})[workload] = cases
+    return {
+        layer: (
+            list(mine),
+            {case_label(w, label, list(mine)): v for w, cases in mine.items() for label, v in cases.items()},
+        )
+        for layer, mine in found.items()
+    }
+
+
 def settle_layer(
-    cases: Mapping[str, Sequence[float]], target: float, limit: int | None = None, alpha: float = ALPHA
+    cases: Mapping[str, Sequence[float]],
+    target: float,
+    limit: int | None = None,
+    alpha: float = ALPHA,
+    workloads: Sequence[str] = (),
 ) -> LayerSettlement:
     """A layer's settlement from its cases' paired log costs (each in round order): the headline on
     the per-round mean (headline_values; the repeated interval for ``limit`` where given), each case
@@ -164,7 +208,8 @@ def settle_layer(
     called = [label for label, yes in zip(labels, e_bh(e, alpha)) if yes]
     known = [label for label in labels if own[label].estimate is not None]
     costliest = max(known, key=lambda label: own[label].estimate or 0.0) if known else None
-    return LayerSettlement(settle(headline_values(cases), target, alpha, limit=limit), own, called, costliest)
+    head = settle(headline_values(cases), target, alpha, limit=limit)
+    return LayerSettlement(head, own, called, costliest, list(workloads))
 
 
 def can_settle_layer(cases: Mapping[str, Sequence[float]], target: float, more: int, limit: int | None = None) -> bool:
@@ -193,25 +238,33 @@ def layer_title(variant: Mapping[str, Any], against: Mapping[str, Any], key: str
 
 
 def with_layers(bundle: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """recorded.bundle_settlements' records (``found``) with, for a workload its run settled by
-    layer, each variant's layer recomputed from the bundle's samples with the run's rule (its
-    ``layer``, and each case's ``claim``: "called" or "so far"), as the run wrote them."""
+    """recorded.bundle_settlements' records (``found``) with, for the workloads its run settled by
+    layer, each variant's layer recomputed from the bundle's samples with the run's rule, across
+    those workloads (``across``: its ``layer``, and each case's ``claim``: "called" or "so far"), as
+    the run wrote them."""
     from ccbench.analysis.settling.recorded import settled_workloads
     from ccbench.analysis.statistics.sequential import paired_against, record_limit
 
-    layered = {name for name, record in found.items() if record.get("by") == "layer"}
+    layered = [name for name, record in found.items() if record.get("by") == "layer"]
     if not layered:
         return found
     _, declared, samples = settled_workloads(bundle)
+    costs, pairs = {}, {}
     for name in layered:
         record = found[name]
         against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
         keys = [record["baseline"], *record["variants"]]
-        costs = paired_against(samples[name], record["baseline"], keys, against, declared.get(name, ()))
-        for key, variant in record["variants"].items():
-            layer = settle_layer(costs.get(key, {}), record["target"], record_limit(record))
+        costs[name] = paired_against(samples[name], record["baseline"], keys, against, declared.get(name, ()))
+        costs[name] = {key: costs[name].get(key, {}) for key in record["variants"]}
+        pairs[name] = {key: against.get(key, record["baseline"]) for key in record["variants"]}
+    for (key, _), (workloads, cases) in across(costs, pairs).items():
+        # the run settled them together, on one target and round limit (every record says the same)
+        record = found[workloads[0]]
+        layer = settle_layer(cases, record["target"], record_limit(record), workloads=workloads)
+        for name in workloads:
+            variant = found[name]["variants"][key]
             title = ((variant.get("layer") or {}).get("title")) or key
             variant["layer"] = {**layer.as_dict(), "title": title}
             for label, case in variant["cases"].items():
-                case["claim"] = "called" if label in layer.called else "so far"
+                case["claim"] = layer.claim(name, label)
     return found

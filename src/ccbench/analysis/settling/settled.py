@@ -74,13 +74,18 @@ def settled_cases(
                             "p_value": case_p_value(values, limit),
                             "stopped_by": _stopped_by(record["variants"].get(key) or {}, label),
                             "bundle": str(bundle.path),
+                            "workload": name,
                             "variant": key,
+                            "pair": base,
                             "label": label,
                             "values": values,
                         }
-            if record.get("by") == "layer":
-                mine_cases = [case for k, case in out.items() if k[0] == name and case["bundle"] == str(bundle.path)]
-                _claims_by_layer(mine_cases, record["target"], limit)
+        # a run settled by layer settled each layer across its workloads settled by layer, together
+        layered = [name for name, record in settled.items() if record.get("by") == "layer"]
+        if layered:
+            mine_cases = [case for k, case in out.items() if k[0] in layered and case["bundle"] == str(bundle.path)]
+            first = settled[layered[0]]
+            _claims_by_layer(mine_cases, first["target"], record_limit(first))
     for case in out.values():
         case.pop("values", None)
     return out
@@ -95,11 +100,15 @@ def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | No
     ccbench.analysis.settling.layer_settle): every other case keeps its interval but no answer ("so far")."""
     from dataclasses import replace
 
-    from ccbench.analysis.settling.layer_settle import settle_layer
+    from ccbench.analysis.settling.layer_settle import case_label, settle_layer
 
-    for key in {case["variant"] for case in cases}:
-        mine = [case for case in cases if case["variant"] == key]
-        layer = settle_layer({case["label"]: case["values"] for case in mine}, target, limit)
+    for layer_key in {(case["variant"], case["pair"]) for case in cases}:
+        mine = [case for case in cases if (case["variant"], case["pair"]) == layer_key]
+        workloads = list(dict.fromkeys(case["workload"] for case in mine))
+        named = {case_label(case["workload"], case["label"], workloads): case for case in mine}
+        layer = settle_layer(
+            {label: case["values"] for label, case in named.items()}, target, limit, workloads=workloads
+        )
         head = layer.headline
         headline = {
             "state": layer.state,
@@ -109,11 +118,12 @@ def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | No
             "target": head.target,
             "rounds": head.rounds,
             "cases": len(mine),
+            "workloads": len(workloads),
             "interval": head.interval,
         }
-        for case in mine:
+        for label, case in named.items():
             case["layer"] = headline
-            if case["label"] not in layer.called:
+            if label not in layer.called:
                 case["settlement"] = replace(case["settlement"], state=None)
                 case["stopped_by"] = SO_FAR
 

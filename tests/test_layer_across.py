@@ -1,0 +1,146 @@
+"""Settling a layer across workloads (ccbench.run.settle_layers; docs/analysis.md "Settling a layer"):
+the same variant against the same pair in two workloads is one layer, its headline the mean of all
+of its cases in both, and the run, compare's rows, its verdict and the record give one answer. With
+the scripted executor of test_scheduling (no workload runs), then once through the CLI with real
+worker processes."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ccbench_in_process, only_bundle
+from test_scheduling import Messages, ScriptedExecutor, measured
+
+from ccbench.analysis import format as fmt
+from ccbench.commands.run import settle_lines
+from ccbench.planning.plan import plan_from_dict
+from ccbench.run.runner import Runner
+from ccbench.run.schedule import Order
+
+VALUES = ("disk", "tmpfs", "ext4-loop")
+
+
+def two_workloads(tmp_path, monkeypatch, answer, **defaults):
+    """Two command workloads, a and b, on three storage variants (the test's own directories)."""
+    import ccbench.probe.syscheck
+
+    monkeypatch.setattr(ccbench.probe.syscheck, "system_check", lambda **options: [])
+    paths = {value: str(tmp_path / f"dir-{value}") for value in VALUES}
+    for path in paths.values():
+        Path(path).mkdir()
+    document = {
+        "name": "across",
+        "defaults": {"repetitions": 3, "warmup": 0, "cooldown": 0, "variants": {"storage": list(VALUES)}, **defaults},
+        "workloads": [{"kind": "command", "name": name, "command": "true"} for name in ("a", "b")],
+    }
+    messages = Messages()
+    runner = Runner(
+        plan_from_dict(document, "test"),
+        out=tmp_path / "out",
+        workdir=tmp_path / "work",
+        storage_paths=paths,
+        reporter=messages,
+        environment={},
+        executor=ScriptedExecutor(answer),
+        order=Order("random", 11),
+    )
+    return runner.run(), messages
+
+
+def scripted(job):
+    """tmpfs 10x slower in a, no cost in b; ext4-loop no cost in either; 1% noise (from the seed,
+    the workload, the variant and the round, whatever order was drawn)."""
+    value = job.variant["storage"]
+    scale = 10.0 if (job.name, value) == ("a", "tmpfs") else 1.0
+    rng = np.random.default_rng([ord(job.name), VALUES.index(value), job.repetition])
+    return measured(scale * rng.lognormal(0, 0.01))
+
+
+def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_path, monkeypatch, capsys):
+    result, messages = two_workloads(
+        tmp_path, monkeypatch, scripted, settle="2%", max_repetitions=12, settle_by="layer"
+    )
+    a, b = (result.outcomes[name].settled for name in ("a", "b"))
+    assert a["by"] == b["by"] == "layer" and a["limit"] == b["limit"] == 12
+    # one layer, one headline in both records: the mean of a's 10x and b's no cost, sqrt(10)x
+    tmpfs_a, tmpfs_b = a["variants"]["storage=tmpfs"]["layer"], b["variants"]["storage=tmpfs"]["layer"]
+    assert tmpfs_a == tmpfs_b and tmpfs_a["state"] == "cost" and tmpfs_a["workloads"] == ["a", "b"]
+    assert tmpfs_a["headline"]["estimate"] == pytest.approx(math.sqrt(10) - 1, rel=0.02)
+    assert set(tmpfs_a["cases"]) == {"a: wall_time", "b: wall_time"} and tmpfs_a["costliest"] == "a: wall_time"
+    # settled at the repetitions: neither workload ran a round for it (per workload, b's tmpfs, no
+    # cost at 1% against a 2% target, would have run rounds of its own)
+    for record in (a, b):
+        assert not any("storage=tmpfs" in entry["variants"] for entry in record["settle_rounds"])
+    # the layer that runs on runs in both workloads, round for round
+    rounds = [
+        [e["round"] for e in record["settle_rounds"] if "storage=ext4-loop" in e["variants"]] for record in (a, b)
+    ]
+    assert rounds[0] == rounds[1] and rounds[0], rounds
+    assert a["variants"]["storage=ext4-loop"]["layer"] == b["variants"]["storage=ext4-loop"]["layer"]
+    # the running answer: one line per layer, naming both workloads
+    said = [line for line in messages.lines if line.startswith(("settled after", "open after")) and "tmpfs" in line]
+    assert len(said) == 1 and said[0].startswith("settled after round 3, "), said
+    assert ": a, b: in-memory storage: tmpfs (own path): " in said[0] and "mean of 2 cases in 2 workloads" in said[0]
+    # the closing lines of each workload give the same layer line, and its own case's claim
+    lines_a, lines_b = settle_lines("a", a), settle_lines("b", b)
+    layer_line = next(line for line in lines_a if "in-memory storage: tmpfs" in line)
+    assert layer_line in lines_b and "x slower [" in layer_line
+    assert any(line.startswith("    wall_time: ") for line in lines_b)
+    # the verdict renders the run's headline: one judged result (compare's rows and its layer line)
+    from ccbench.analysis.comparison import comparison
+
+    compared = comparison([result.bundle])
+    [tmpfs] = [v for v in compared.verdicts() if "tmpfs" in v.layer]
+    head = tmpfs_a["headline"]
+    assert tmpfs.typical == pytest.approx(1 + head["estimate"], rel=1e-6), (tmpfs.words(), head)
+    assert (tmpfs.low, tmpfs.high) == pytest.approx((1 + head["low"], 1 + head["high"]), rel=1e-6)
+    assert "mean of 2 cases in 2 workloads" in tmpfs.judgement.test_named()
+    # and in the words of compare's text, its --json and the report: the run's figure
+    figure = fmt.effect(1 + head["estimate"], 1 + head["low"], 1 + head["high"])
+    assert figure in layer_line
+    code, text, err = ccbench_in_process(capsys, "compare", str(result.bundle), "--summary")
+    assert code == 0, err
+    verdict_line = next(line for line in text.splitlines() if "tmpfs" in line and "slower" in line)
+    assert figure in " ".join(text.split()), (figure, verdict_line)
+    code, text, err = ccbench_in_process(capsys, "compare", str(result.bundle), "--json")
+    rows = [json.loads(line) for line in text.splitlines()]
+    heads = [r["layer_settled"] for r in rows if r.get("metric") == "wall_time" and "tmpfs" in r["config"]]
+    assert len(heads) == 2 and heads[0] == heads[1] and heads[0]["estimate"] == pytest.approx(head["estimate"])
+    report = tmp_path / "r.md"
+    code, _, err = ccbench_in_process(capsys, "report", str(result.bundle), "-o", str(report))
+    assert code == 0, err
+    assert figure in " ".join(report.read_text().split())
+
+
+def test_a_real_two_workload_run_through_the_cli_says_one_layer_line_everywhere(tmp_path, ccbench, workdir):
+    """Real worker processes: two commands that sleep what their variant's directory says (tmpfs
+    slower in both, by different amounts); settled by layer at the repetitions (the round limit),
+    the run's running answer names both workloads and both records hold the one headline."""
+    paths = {}
+    for value, delays in (("disk", ("0.01", "0.01")), ("tmpfs", ("0.2", "0.1"))):
+        paths[value] = tmp_path / f"dir-{value}"
+        paths[value].mkdir()
+        for name, delay in zip(("slow", "less"), delays):
+            (paths[value] / name).write_text(delay)
+    plan = tmp_path / "plan.toml"
+    workloads = "".join(
+        f'[[workloads]]\nkind = "command"\nname = "{name}"\ncommand = "sleep $(cat ../{name})"\n'
+        for name in ("slow", "less")
+    )
+    plan.write_text(
+        'name = "across"\n[defaults]\nrepetitions = 3\nwarmup = 0\ncooldown = 0\nmax_repetitions = 3\n'
+        f'variants = {{ storage = ["disk", "tmpfs"] }}\n{workloads}'
+    )
+    out = tmp_path / "out"
+    paths_args = [f"--storage-path={value}={path}" for value, path in paths.items()]
+    done = ccbench(
+        "run", plan, "--out", out, "--workdir", workdir, *paths_args, "--settle", "5%", "--settle-by", "layer"
+    )
+    assert done.returncode == 0, done.stderr
+    text = " ".join((done.stdout + done.stderr).split())  # the output wraps; the running answer is on stderr
+    assert "settled after round 3, " in text and ": slow, less: in-memory storage: tmpfs (own path): " in text
+    manifest = json.loads((only_bundle(out) / "manifest.json").read_text())
+    layers = [manifest["outcomes"][name]["settled"]["variants"]["storage=tmpfs"]["layer"] for name in ("slow", "less")]
+    assert layers[0] == layers[1] and layers[0]["state"] == "cost", layers
