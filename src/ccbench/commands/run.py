@@ -105,7 +105,7 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     "variants not yet settled, until each case's 95% interval against it (built for the round limit) calls a "
     'cost or a gain, or puts every cost of this size, e.g. 5%, or more out ("no cost above 5%"); a case that '
     "cannot settle by the round limit stops too; settled variants leave the rounds. Limits: max_repetitions "
-    "(default 30), max_time, --budget. Decides over --precision and --detect (docs/analysis.md).",
+    "(the round limit: 10 unless the plan sets it), max_time, --budget. Decides over --precision and --detect (docs/analysis.md).",
 )
 @click.option(
     "--settle-by",
