@@ -9,6 +9,8 @@ A run takes each workload of the plan through the same phases, one method each i
 5. clean up   the workload's preparations, then tear the variants down, whatever happened before
 
 Workloads settled by layer are held after 4 and settled together at the end (ccbench.run.settle_layers).
+Runner keeps the run as a whole here (inputs, bundle, signals, the end); it inherits the phases of one
+workload from ccbench.run.phases and one execution (executor, samples, record) from ccbench.run.execution.
 
 Before the first workload, a system check (governor, boost, swap, THP, busy processes) is printed
 and kept in the manifest. Each execution is watched by ccbench.observe.interference over exactly its
@@ -33,27 +35,18 @@ from typing import Any
 
 import ccbench.run.schedule as scheduling
 from ccbench.basics.errors import CCBenchError
-from ccbench.basics.stopping import block_stop_signals, catch_stop_signals, restore_signals
+from ccbench.basics.stopping import catch_stop_signals, restore_signals
 from ccbench.bundle import BundleWriter, finish_samples, read_bundle
-from ccbench.model import (
-    ExecutionRecord,
-    ExecutionStatus,
-    Measurement,
-    OutcomeStatus,
-    Sample,
-    WorkerJob,
-    copied,
-    utc_now_iso,
-)
-from ccbench.planning.plan import Plan, WorkloadSpec
-from ccbench.run.schedule import Execution, Outcome, WorkloadRun, path_part, schedule, variant_combinations
-from ccbench.run.settle import run_round, settle_rounds
-from ccbench.run.settle_layers import hold, release, settle_held
-from ccbench.run.supervise import Attempt, Executor, WorkerExecutor
+from ccbench.model import ExecutionRecord, ExecutionStatus, OutcomeStatus, Sample, utc_now_iso
+from ccbench.planning.plan import Plan
+from ccbench.run.execution import OneExecution
+from ccbench.run.phases import WorkloadPhases
+from ccbench.run.schedule import Execution, Outcome, schedule, variant_combinations
+from ccbench.run.settle_layers import release, settle_held
+from ccbench.run.supervise import Executor, WorkerExecutor
 from ccbench.run.workdir import WorkdirLock, cleanup_stale, prepare_workdir, unwritable
 from ccbench.variants import AXES
-from ccbench.workloads import declarations, workload_class
-from ccbench.workloads.base import PrepareContext
+from ccbench.workloads import declarations
 
 # re-exported: the progress display, ccbench cleanup and the tests import them from here
 __all__ = [
@@ -119,7 +112,7 @@ class RunResult:
         return any(o.executions_failed or o.status == OutcomeStatus.FAILED for o in self.outcomes.values())
 
 
-class Runner:
+class Runner(WorkloadPhases, OneExecution):
     def __init__(
         self,
         plan: Plan,
@@ -348,298 +341,3 @@ class Runner:
         (a progress bar would otherwise stop short of its total)."""
         self._position += max(count, 0)
         self.reporter.reached(self._position)
-
-    # --- one workload, phase by phase ------------------------------------------------------------
-    def _run_workload(self, spec: WorkloadSpec, outcome: Outcome) -> None:
-        """Admit the workload, set up its variants, prepare it on each, execute its schedule; then
-        clean up and tear down, on success, failure and interruption alike."""
-        job = WorkloadRun(spec, outcome, schedule(spec, self.order.draw))
-        if not self._admit(job):
-            return
-        # the planned positions of this workload end here; what did not run (a failed prepare,
-        # skipped or already recorded executions) is passed over when the workload is done
-        planned_end = self._position + len(job.executions)
-        outcome.status = OutcomeStatus.RUNNING
-        held = False  # settled by layer: held open for the rounds across workloads (run.settle_layers)
-        try:
-            if self._set_up_variants(job) and self._prepare(job):
-                started = time.monotonic()
-                self._execute_schedule(job)
-                if spec.settle is not None and spec.settle_by == "layer":
-                    held = hold(self, job, started)
-                elif spec.settle is not None:
-                    settle_rounds(self, job, started)
-                elif spec.precision is not None or spec.detect is not None:
-                    self._repeat_for_precision(job, started)
-                if not held:
-                    outcome.settle()
-        finally:
-            if not held:
-                self._clean_up(job)
-        self._pass_over(planned_end - self._position)
-
-    def _admit(self, job: WorkloadRun) -> bool:
-        """Phase 1: whether the workload can run here; a skip is recorded with its reason."""
-        spec = job.spec
-        reason = spec.skip_reason
-        if reason is None:
-            cls = workload_class(spec.kind)
-            job.workload = cls(spec.name, cls.Params(**spec.params))
-            reason = job.workload.requirements()
-            if reason:
-                self._pass_over(len(job.executions))
-        if reason:
-            job.outcome.skip(reason)
-            self.reporter.message(f"{spec.name}: skipped: {reason}")
-            return False
-        return True
-
-    def _axis_options(self, axis: str):
-        axis_impl = AXES[axis]
-        options_doc = dict(self.plan.axis_options.get(axis, {}))
-        if axis == "storage" and self.storage_paths and "paths" in axis_impl.Options.model_fields:
-            options_doc["paths"] = {**options_doc.get("paths", {}), **self.storage_paths}
-        return axis_impl.Options(**options_doc)
-
-    def _set_up_variants(self, job: WorkloadRun) -> bool:
-        """Phase 2: set up each variant value once; a value that cannot be set up is skipped with
-        the reason. False when no execution is left to run."""
-        spec, outcome = job.spec, job.outcome
-        for axis, values in sorted(spec.variants.items()):
-            axis_impl, options = AXES[axis], self._axis_options(axis)
-            for value in values:
-                reason = axis_impl.skip_reason(value, options)
-                if reason is None:
-                    try:
-                        job.variants[(axis, value)] = axis_impl.setup(value, self.workdir, options)
-                        continue
-                    except CCBenchError as exc:
-                        reason = f"could not be set up: {exc}"
-                else:
-                    reason = f"skipped: {reason}"
-                outcome.skipped_variants[f"{axis}={value}"] = reason.split(": ", 1)[1]
-                self.reporter.message(f"{spec.name}: variant {axis}={value} {reason}")
-        runnable = job.runnable()
-        self._pass_over(len(job.executions) - len(runnable))
-        job.executions = runnable
-        if not runnable:
-            outcome.skip(
-                "no variant could be set up: " + "; ".join(f"{k}: {v}" for k, v in outcome.skipped_variants.items())
-            )
-            return False
-        return True
-
-    def _prepare(self, job: WorkloadRun) -> bool:
-        """Phase 3: prepare the workload once per variant combination. A failing prepare fails
-        this workload (not the run)."""
-        spec, outcome = job.spec, job.outcome
-        for execution in job.executions:
-            if execution.variant_key in job.contexts:
-                continue
-            ctx = self._prepare_context(job, execution)
-            job.contexts[execution.variant_key] = ctx
-            self.reporter.message(f"{spec.name}: preparing {execution.variant_key}")
-            try:
-                job.workload.prepare(ctx)
-                job.prepared.append(ctx)
-            except Exception as exc:  # a broken prepare fails this workload, not the run
-                outcome.status, outcome.reason = OutcomeStatus.FAILED, f"prepare failed: {type(exc).__name__}: {exc}"
-                outcome.executions_failed += 1
-                self.reporter.message(f"{spec.name}: {outcome.reason}")
-                return False
-        return True
-
-    def _execute_schedule(self, job: WorkloadRun) -> None:
-        """Phase 4: run the executions in order (cooldown between them), skipping those a resumed
-        run already recorded."""
-        first = True
-        for execution in job.executions:
-            index = self._next_position()
-            if execution.key in self._done:
-                continue
-            if job.stopped(execution):
-                job.outcome.executions_skipped += 1
-                continue
-            if not first:
-                self._cool_down(job)
-            first = False
-            self.reporter.execution_started(execution, index)
-            job.outcome.count(self._execute(job, execution))
-
-    def _cool_down(self, job: WorkloadRun) -> None:
-        if job.spec.cooldown > 0:
-            self.reporter.cooldown(job.spec.cooldown)
-            time.sleep(job.spec.cooldown)
-
-    def _repeat_for_precision(self, job: WorkloadRun, started: float) -> None:
-        """Phase 4, with a precision target: after the repetitions, more interleaved rounds (every
-        variant once) until the primary metric's 95% interval (with --detect: its MDE, which then
-        decides) is within the target, or max_repetitions or max_time is reached
-        (ccbench.analysis.statistics.precision); why it stopped goes into the outcome."""
-        from ccbench.analysis.statistics.precision import decide, rule_for
-
-        spec = job.spec
-        rule = rule_for(spec)
-        combos = job.combinations()
-        repetition, round_s = spec.repetitions, None
-        decision = decide(self._primary_values(job, combos), rule, elapsed_s=time.monotonic() - started)
-        # the bound on rounds holds even when failed executions leave the rule short of values
-        # a round of combinations that all fail for good would only count skips
-        while decision.more and repetition < rule.max_repetitions and not job.all_stopped():
-            round_started = time.monotonic()
-            run_round(self, job, combos, repetition)
-            repetition += 1
-            round_s = time.monotonic() - round_started
-            decision = decide(
-                self._primary_values(job, combos),
-                rule,
-                elapsed_s=time.monotonic() - started,
-                round_s=round_s,
-                previous=decision,
-            )
-        if decision.more:
-            decision.more, decision.stopped_by = False, "max repetitions"
-            decision.reason = f"{repetition} rounds run; {decision.reason}"
-        measure = "mde" if rule.detect else "half-width"
-        job.outcome.precision = {"target": rule.target, "measure": measure, **decision.as_dict()}
-        self.reporter.message(f"{spec.name}: {decision.stopped_by}: {decision.reason}")
-
-    def _primary_values(self, job: WorkloadRun, combos: list[dict[str, str]]) -> dict[str, list[float]]:
-        """Per variant (in schedule order), the values of the workload's primary metric (see
-        ccbench.analysis.statistics.precision.primary_values), repetitions only, in execution order."""
-        from ccbench.analysis.statistics.precision import primary_values
-
-        mine = [s for s in (*self._earlier, *self.samples) if s.workload == job.spec.name and not s.warmup]
-        variants = [Execution(job.spec, combo, 0, False).variant_key for combo in combos]
-        return primary_values(mine, variants, getattr(job.workload, "primary_metrics", ()))
-
-    def _clean_up(self, job: WorkloadRun) -> None:
-        """Phase 5: the workload's cleanup per prepared context, then the variants' teardown in
-        reverse order, with SIGINT/SIGTERM held back until done."""
-        mask = block_stop_signals()  # a second Ctrl-C cannot leave a mount behind
-        try:
-            for ctx in job.prepared:
-                try:
-                    job.workload.cleanup(ctx)
-                except Exception as exc:
-                    self.reporter.message(f"{job.spec.name}: cleanup failed: {exc}")
-            for (axis, value), item in reversed(list(job.variants.items())):
-                try:
-                    AXES[axis].teardown(item)
-                except Exception as exc:
-                    self.reporter.message(
-                        f"{job.spec.name}: teardown of {axis}={value} failed: {exc}; run 'ccbench cleanup'"
-                    )
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-    def _prepare_context(self, job: WorkloadRun, execution: Execution) -> PrepareContext:
-        variant: dict[str, Any] = {}
-        directory = None
-        for axis, value in sorted(execution.combo.items()):
-            item = job.variants[(axis, value)]
-            variant.update(item.info or {axis: value})
-            if item.path is not None:
-                directory = item.path
-        if directory is None:
-            directory = self.workdir / "scratch" / job.spec.name / path_part(execution.variant_key)
-            directory.mkdir(parents=True, exist_ok=True)
-        raw_dir = self._writer.raw / job.spec.name / "prepare" / path_part(execution.variant_key)
-        return PrepareContext(
-            workload_name=job.spec.name,
-            workdir=Path(directory),
-            raw_dir=raw_dir,
-            variant=variant,
-            environment=self.environment,
-            layer=[job.variants[(axis, value)].serving for axis, value in execution.combo.items()],
-        )
-
-    # --- one execution ---------------------------------------------------------------------------
-    def _execute(self, job: WorkloadRun, execution: Execution) -> ExecutionStatus:
-        """Run one execution through the executor, append its samples, record how it ended."""
-        spec, ctx = job.spec, job.contexts[execution.variant_key]
-        raw_dir = self._writer.raw / execution.raw_subdir
-        raw_dir.mkdir(parents=True, exist_ok=True)
-        worker_job = WorkerJob(
-            kind=spec.kind,
-            name=spec.name,
-            params=spec.params,
-            workdir=str(ctx.workdir),
-            raw_dir=str(raw_dir),
-            **copied(execution, "repetition", "warmup", "parts"),
-            variant=ctx.variant,
-            timeout=spec.timeout,
-            environment=self.environment or {},
-            pin=self.pin,
-            counters=spec.counters,
-            **ctx.companions(),
-        )
-        record = ExecutionRecord(
-            key=execution.key,
-            workload=spec.name,
-            variant=execution.combo,
-            **copied(execution, "repetition", "warmup"),
-            status=ExecutionStatus.OK,
-            started_at=utc_now_iso(),
-            elapsed_s=0.0,
-            raw=execution.raw_subdir,
-        )
-        attempt = self.executor.execute(worker_job, raw_dir)
-        for name, value in attempt.watch.items():
-            setattr(record, name, value)
-        # samples and record go to the bundle together: a signal in between would leave samples that
-        # a resume cannot see as done, and would measure again
-        mask = block_stop_signals()  # a second Ctrl-C cannot leave a mount behind
-        try:
-            self._record(job, execution, ctx, record, attempt)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if attempt.repeats:
-            self._stop_repeating(job, execution, attempt.error)
-        if attempt.interruption is not None:
-            raise attempt.interruption
-        return attempt.status
-
-    def _record(
-        self, job: WorkloadRun, execution: Execution, ctx: PrepareContext, record: ExecutionRecord, attempt: Attempt
-    ) -> None:
-        """Append the attempt's samples and its record, and tell the reporter."""
-        if attempt.status == ExecutionStatus.OK:
-            samples = [self._sample(job, execution, ctx, m, record.contended) for m in attempt.measurements]
-            if samples:
-                self._writer.append_samples(samples)
-                self.samples.extend(samples)
-            record.samples = len(samples)
-        record.status = attempt.status
-        record.elapsed_s = round(attempt.elapsed_s, 6)
-        if attempt.error:
-            record.error = attempt.error
-            if attempt.output_tail is not None:
-                record.stderr_tail = attempt.output_tail
-        self._writer.append_execution(record.as_json())
-        self.records.append(record)
-        self.reporter.execution_finished(execution, attempt.status.value, attempt.error or "")
-
-    def _stop_repeating(self, job: WorkloadRun, execution: Execution, error: str) -> None:
-        """A failure that would repeat: the rest of its variant combination is skipped, said once."""
-        job.outcome.repeating_failures[execution.variant_key] = error
-        self.reporter.message(
-            f"{job.spec.name} [{execution.variant_key}]: this failure would repeat; "
-            "the remaining executions of this variant combination are skipped"
-        )
-
-    @staticmethod
-    def _sample(job: WorkloadRun, execution: Execution, ctx: PrepareContext, m: Measurement, contended: bool) -> Sample:
-        return Sample(
-            workload=job.spec.name,
-            kind=job.spec.kind,
-            params=job.workload.sample_params(m),
-            variant=ctx.variant,
-            **copied(m, "metric", "unit", "value", "better"),
-            **copied(execution, "repetition", "warmup"),
-            timestamp=utc_now_iso(),
-            metadata={**m.metadata, **({"case": m.case} if m.case else {})},
-            execution=execution.key,
-            raw=execution.raw_path,
-            contended=contended,
-        )
