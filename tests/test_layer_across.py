@@ -144,3 +144,42 @@ def test_a_real_two_workload_run_through_the_cli_says_one_layer_line_everywhere(
     manifest = json.loads((only_bundle(out) / "manifest.json").read_text())
     layers = [manifest["outcomes"][name]["settled"]["variants"]["storage=tmpfs"]["layer"] for name in ("slow", "less")]
     assert layers[0] == layers[1] and layers[0]["state"] == "cost", layers
+
+
+def test_a_headline_is_no_figure_of_fewer_rows_than_it_pooled():
+    """The user trial: fscrypt's headline pooled 8 cases, 4 of them fio rows the verdict leaves out as
+    implausible, and the verdict still gave the headline's 3.1x. A judgement holding fewer of the
+    headline's rows than it pooled (the rest left out, or another workload's) is judged on its rows."""
+    import pandas as pd
+
+    from ccbench.analysis.judgement import semantics
+
+    head = {"state": "cost", "estimate": 2.1, "low": 0.3, "high": 6.4, "cases": 3, "workloads": 2, "rounds": 3}
+    rows = pd.DataFrame(
+        {
+            "te": [1.2, 1.1, 1.3],
+            "te_low": [0.9, 0.8, 1.0],
+            "te_high": [1.6, 1.5, 1.7],
+            "significant": [False, False, False],
+            "layer_settled": [head, head, head],
+        }
+    )
+    whole = semantics.settled_judgement(rows, [])
+    assert (
+        whole is not None
+        and whole.typical == pytest.approx(3.1)
+        and "mean of 3 cases in 2 workloads" in whole.settled_on
+    )
+    assert semantics.settled_judgement(rows.iloc[:2], []) is None  # one case left out, or in another workload
+    judged = semantics.judge(rows.iloc[:2])
+    assert not judged.settled_on and judged.typical != pytest.approx(3.1)
+
+
+def test_settle_by_without_anything_to_settle_is_one_line(capsys, tmp_path):
+    """The user trial: --settle-by layer without --settle ran the fixed design and said nothing."""
+    from conftest import ccbench_in_process
+
+    out = tmp_path / "out"
+    code, stdout, err = ccbench_in_process(capsys, "run", "quick", "--settle-by", "layer", "--out", out)
+    assert code == 2 and err.startswith("ccbench: error: --settle-by layer: nothing to settle: give --settle")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and not out.exists()

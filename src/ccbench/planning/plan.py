@@ -198,6 +198,12 @@ class Plan(BaseModel):
                 raise PlanError(f"--settle {settle}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
         if by:
             update["settle_by"] = by
+            if not settle and not any(w.settle for w in self.workloads):
+                # nothing settles, so the plan would run its repetitions as if the option were not given
+                raise PlanError(
+                    f"--settle-by {by}: nothing to settle: give --settle PERCENT too (e.g. --settle 5%), or a "
+                    "plan whose workloads set settle"
+                )
         return self.model_copy(update={"workloads": [w.model_copy(update=update) for w in self.workloads]})
 
     def with_budget(self, budget: str | float) -> Plan:

@@ -293,8 +293,9 @@ def settled_judgement(rows: pd.DataFrame, dropped: list[str]) -> Judgement | Non
     """The judgement of rows a run settled by layer, all under one headline (the mean of the layer's
     paired log costs per round, ccbench.analysis.settling.layer_settle): the headline's figure and interval where
     it settled a cost or a gain; "no cost above" its target where it settled that and no row is
-    significant; None otherwise (open, cases that disagree, rows of another run or none: judged as
-    rows)."""
+    significant; None otherwise (open, cases that disagree, rows of another run or none, or fewer rows
+    than the headline pooled: one workload's, or those left once implausible rows are left out: judged
+    as rows)."""
     from ccbench.analysis.labels import COST, GAIN, NO_COST_ABOVE
 
     if rows.empty or "layer_settled" not in rows:
@@ -303,9 +304,13 @@ def settled_judgement(rows: pd.DataFrame, dropped: list[str]) -> Judgement | Non
     head = heads[0]
     if not isinstance(head, dict) or any(h != head for h in heads) or head.get("estimate") is None:
         return None
+    cases, workloads = int(head.get("cases") or len(rows)), int(head.get("workloads") or 1)
+    if len(rows) < cases:
+        # the headline pooled cases this judgement does not hold (left out as implausible, or another
+        # workload's): it is no figure of these rows, which are judged as they are
+        return None
     significant = rows["significant"].fillna(False).astype(bool).to_numpy()
     te = rows["te"].to_numpy(dtype=float)
-    cases, workloads = int(head.get("cases") or len(rows)), int(head.get("workloads") or 1)
     within = f" in {workloads} workloads" if workloads > 1 else ""
     on = (
         f"settled by the run on its paired rounds: mean of {cases} case{'s' if cases != 1 else ''}{within}, "

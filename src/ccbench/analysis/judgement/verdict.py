@@ -90,8 +90,9 @@ def verdicts(
         narrow = counted[[c for c in semantics.COLUMNS if c in counted]]
         parts = [(str(w), semantics.judge(r)) for w, r in narrow.groupby("workload", sort=False)]
         judgement = combined.combine(parts) if parts else None
-        if len(parts) > 1 and all(j.settled_on for _, j in parts):
-            # one headline the run settled across these workloads: judged once on all of its rows
+        if len(parts) > 1 and "layer_settled" in narrow and narrow["layer_settled"].notna().all():
+            # one headline the run settled across these workloads: judged once on all of its rows (each
+            # workload's own line is its rows', semantics.settled_judgement)
             whole = semantics.judge(narrow)
             judgement = whole if whole.settled_on else judgement
         if judgement is not None:
