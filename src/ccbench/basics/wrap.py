@@ -95,8 +95,9 @@ def _words(text: str, room: int | None = None, opening: str = "[(") -> list[str]
 def fit(text: str, width: int | None = WIDTH, indent: int | None = None) -> str:
     """``text`` (one paragraph) within ``width`` columns: wrapped at a space outside any bracket and
     any figure, its further lines indented under its first (by 4, or at column ``indent``: under a
-    value beside its key), never cut (None: one line whatever its length); a key is never left alone on its line ("bundle:
-    PATH" with a long path stays one line), nor is a word before one longer than any line."""
+    value beside its key), never cut (None: one line whatever its length); a key is never left alone
+    on its line ("bundle: PATH" with a long path stays one line), nor a word before one longer than
+    any line."""
     if width is None or len(text) <= width:
         return text
     lead = len(text) - len(text.lstrip(" "))
