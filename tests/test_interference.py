@@ -27,6 +27,17 @@ def _busy_fraction(seconds=0.5):
     return (ticks() - before) / 100 / seconds
 
 
+def _ours(reasons):
+    """The contention reasons this machine's own work can cause: all but the hypervisor's steal (a
+    shared cloud host running another guest; CI machines show 10% and more). The quiet tests below
+    check that ccbench does not count its own processes as others, which steal says nothing about:
+    an interval flagged by steal alone is skipped, naming it."""
+    ours = [reason for reason in reasons if not reason.startswith("the hypervisor stole")]
+    if reasons and not ours:
+        pytest.skip("the hypervisor took the CPUs during the interval: " + "; ".join(reasons))
+    return ours
+
+
 def _measure(argv, hog_outside=False, poll_s=0.2):
     hog = subprocess.Popen([sys.executable, "-c", HOG.format(seconds=30)]) if hog_outside else None
     try:
@@ -111,7 +122,7 @@ def test_a_quiet_interval_is_not_contended():
     contended, reasons = assess(record)
     if contended and _busy_fraction() > 0.15:
         pytest.skip("other work started on this machine during the interval")
-    assert not contended, reasons
+    assert not _ours(reasons), reasons
 
 
 def test_monitor_of_a_measured_process_that_is_reaped_by_the_observer():
@@ -462,7 +473,7 @@ def test_the_microservices_chain_alone_is_not_contended(microservices_chain, tmp
     if watch["contended"] and _busy_fraction(1.0) > 0.15:
         pytest.skip("other work started on this machine during the interval")
     # the whole record in the message (pytest shortens a bare dict): which processes were counted as others
-    assert not watch["contended"], json.dumps(watch.get("interference"), default=str)[:6000]
+    assert not _ours(watch["contended_reasons"]), json.dumps(watch, default=str)[:6000]
 
 
 @pytest.fixture(scope="module")
@@ -559,7 +570,7 @@ def test_fscrypts_kernel_workers_alone_do_not_make_an_execution_contended(fscryp
     workers = _fscrypt_worker_cpu() - before
     if watch["contended"] and _busy_fraction(1.0) > 0.15:
         pytest.skip("other work started on this machine during the interval")
-    assert not watch["contended"], (watch, workers)
+    assert not _ours(watch["contended_reasons"]), json.dumps(watch, default=str)[:6000] + f" workers {workers}"
 
 
 def test_a_runs_storage_variant_hands_its_workers_to_the_watch(tmp_path, ccbench, workdir, write_plan):
