@@ -183,3 +183,37 @@ def test_settle_by_without_anything_to_settle_is_one_line(capsys, tmp_path):
     code, stdout, err = ccbench_in_process(capsys, "run", "quick", "--settle-by", "layer", "--out", out)
     assert code == 2 and err.startswith("ccbench: error: --settle-by layer: nothing to settle: give --settle")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and not out.exists()
+
+
+def test_a_cut_in_the_rounds_leaves_the_settled_layer_in_the_bundle_as_the_run_said_it(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in a round after a layer settled: the held workloads' records are in the manifest (the
+    settled layer as printed, the open one stopped by the cut), and compare reads the printed figure."""
+    from ccbench.bundle import read_bundle
+    from ccbench.model import ExecutionStatus
+    from ccbench.run.runner import Interrupted
+    from ccbench.run.supervise import Attempt
+
+    def answer(job):
+        if (job.name, job.repetition, job.variant["storage"]) == ("b", 5, "ext4-loop"):
+            return Attempt(ExecutionStatus.INTERRUPTED, "interrupted by a signal", interruption=Interrupted(2))
+        return scripted(job)
+
+    result, messages = two_workloads(tmp_path, monkeypatch, answer, settle="2%", max_repetitions=12, settle_by="layer")
+    assert result.interrupted
+    said = [line for line in messages.lines if line.startswith(("settled after", "open after"))]
+    [tmpfs_line] = [line for line in said if "tmpfs" in line]
+    assert tmpfs_line.startswith("settled after round 3, ") and "x slower [" in tmpfs_line
+    assert any(line.startswith("open after round 5, ") and "ext4-loop" in line for line in said), said
+    manifest = read_bundle(result.bundle).manifest  # as written to disk
+    for name in ("a", "b"):
+        record = manifest["outcomes"][name]["settled"]
+        assert record["by"] == "layer" and record["rounds"] == 5, record
+        assert record["variants"]["storage=tmpfs"]["layer"]["state"] == "cost"
+        assert record["variants"]["storage=ext4-loop"]["stopped_by"] == "interrupted"
+    head = manifest["outcomes"]["a"]["settled"]["variants"]["storage=tmpfs"]["layer"]["headline"]
+    figure = fmt.effect(1 + head["estimate"], 1 + head["low"], 1 + head["high"])
+    assert figure in tmpfs_line
+    from ccbench.analysis.comparison import comparison
+
+    [tmpfs] = [v for v in comparison([result.bundle]).verdicts() if "tmpfs" in v.layer]
+    assert tmpfs.typical == pytest.approx(1 + head["estimate"], rel=1e-6), tmpfs.words()

@@ -176,8 +176,13 @@ class _Rounds:
                 for one in self.members:
                     if waiting.get(one.name) and not one.stopped_by and repetition >= one.job.spec.repetitions:
                         self._round(one, waiting[one.name], repetition)
-            except BaseException:
-                self.announce(repetition, "open")  # cut (Ctrl-C): every settled line stays true
+            except BaseException as exc:
+                # cut (Ctrl-C, a signal): every line said stays true, in the records too (the runner
+                # writes them to the manifest): each layer as last looked at, the round cut not counted
+                self.announce(repetition, "open")
+                cut = "interrupted" if not isinstance(exc, Exception) else "error"
+                for one in self.members:
+                    self._close(one, one.stopped_by or cut, repetition)
                 raise
             repetition += 1
             self.look()
