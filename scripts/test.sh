@@ -18,7 +18,7 @@ if [ "$WORKERS" -le 1 ]; then
   exec "$PY" -m pytest -q -ra --durations=15 "$@"
 fi
 first=0
-"$PY" -m pytest -q -ra --durations=15 -n "$WORKERS" --dist loadgroup --no-loadscope-reorder -m "not alone" "$@" || first=$?
+"$PY" -m pytest -q -ra --durations=15 -n "$WORKERS" --dist loadfile --no-loadscope-reorder -m "not alone" "$@" || first=$?
 echo "== the tests that need the machine to themselves (marked alone), on one worker"
 second=0
 "$PY" -m pytest -q -ra -m alone "$@" || second=$?

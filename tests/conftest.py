@@ -123,16 +123,17 @@ def mounts_under(path: Path) -> list[str]:
     ]
 
 
-#: How scripts/test.sh runs the suite: two workers (pytest-xdist, ``-n 2 --dist loadgroup``), each test
-#: file whole on one worker (its module fixtures made once), the files that boot guests together on one
-#: (two TCG guests at once on 2 cores each crawl), and the slowest groups handed out first so no worker
-#: is left alone with a long file at the end. The ranks come from a whole run's durations (2026-12-03:
-#: seconds on a loaded machine; a rank, not a promise); a file not named here follows them in its
-#: collection order. Tests marked ``alone`` need the machine to themselves (they measure a quiet
-#: interval) and run after the others, on one worker (scripts/test.sh's second pass).
-GROUP_OF_FILE = {"test_machines_lifecycle.py": "guests", "test_machines_sweep.py": "guests"}
+#: How scripts/test.sh runs the suite: two workers (pytest-xdist, ``-n 2 --dist loadfile``), each test
+#: file whole on one worker (its module fixtures made once), the slowest files handed out first so no
+#: worker is left alone with a long file at the end, and the other file that boots guests
+#: (test_machines_sweep.py) last, so it does not boot its guests beside test_machines_lifecycle.py's (two
+#: TCG guests at once on 2 cores each crawl). ``--dist loadgroup`` does not group here: pytest 9 keeps a
+#: node's id where xdist 3.8 no longer writes its group into it. The ranks come from a whole run's
+#: durations (2026-12-03: seconds on a loaded machine; a rank, not a promise); a file not named here
+#: follows them in its collection order. Tests marked ``alone`` need the machine to themselves (they
+#: measure a quiet interval) and run after the others, on one worker (scripts/test.sh's second pass).
 SLOWEST_FIRST = (
-    "guests",  # 690 s
+    "test_machines_lifecycle.py",  # 670 s
     "test_fleet.py",  # 201
     "test_history.py",  # 191
     "test_federated.py",  # 188
@@ -152,18 +153,18 @@ SLOWEST_FIRST = (
     "test_baselines.py",  # 33
     "test_ci_docs.py",  # 32
 )
+LAST = ("test_machines_sweep.py",)  # 22
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """On xdist's workers (``--dist loadgroup``): each test in its file's group, the slowest groups first."""
-    if not config.getoption("loadgroup", default=False):
+    """On xdist's workers (``--dist loadfile``): the slowest files first, the guests' second file last."""
+    if config.getoption("dist", default="no") == "no":
         return
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    rank.update({name: len(rank) + 1 + i for i, name in enumerate(LAST)})
     for item in items:
-        group = GROUP_OF_FILE.get(item.path.name, item.path.name)
-        item.add_marker(pytest.mark.xdist_group(group))
-        item.stash[_GROUP_RANK] = rank.get(group, len(rank))
+        item.stash[_GROUP_RANK] = rank.get(item.path.name, len(SLOWEST_FIRST))
     items.sort(key=lambda item: item.stash[_GROUP_RANK])  # stable: collection order within a rank
 
 
