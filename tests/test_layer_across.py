@@ -185,6 +185,26 @@ def test_settle_by_without_anything_to_settle_is_one_line(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and not out.exists()
 
 
+def test_a_plan_settled_by_layer_without_a_target_is_one_line(capsys, tmp_path):
+    """The user trial: a plan's settle_by = "layer" with no settle target ran the fixed design silently."""
+    from conftest import ccbench_in_process
+
+    from ccbench.planning.plan import load_plan
+
+    plan = tmp_path / "by-layer.toml"
+    plan.write_text(
+        '[defaults]\nsettle_by = "layer"\nvariants = { storage = ["disk", "tmpfs"] }\n'
+        '[[workloads]]\nkind = "command"\nname = "c"\ncommand = "true"\n'
+    )
+    out = tmp_path / "out"
+    code, _, err = ccbench_in_process(capsys, "run", str(plan), "--out", out)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith('ccbench: error: workload c: settle_by = "layer" without a settle target'), err
+    assert "--settle 5%" in err and not out.exists()
+    # a target from the command line is what the plan lacked
+    assert load_plan(str(plan)).with_settle("5%").check_settle_by().workloads[0].settle == pytest.approx(0.05)
+
+
 def test_a_cut_in_the_rounds_leaves_the_settled_layer_in_the_bundle_as_the_run_said_it(tmp_path, monkeypatch, capsys):
     """Ctrl-C in a round after a layer settled: the held workloads' records are in the manifest (the
     settled layer as printed, the open one stopped by the cut), and compare reads the printed figure."""

@@ -252,7 +252,7 @@ def _with_options(the_plan, only, repeat, precision, detect, settle, budget, set
         the_plan = the_plan.with_settle(settle, settle_by)
     if budget:
         the_plan = the_plan.with_budget(budget)
-    return the_plan
+    return the_plan.check_settle_by()
 
 
 def resume_command(bundle: Path, workdir: str) -> str:
