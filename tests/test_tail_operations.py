@@ -65,8 +65,17 @@ def test_the_lint_names_the_percentile_rows_that_rest_on_few_operations(tmp_path
     assert len(findings) == 1, findings
     (finding,) = findings
     assert finding.what.startswith(f"ycsb: 1 percentile row rests on fewer than {MIN_TAIL} operations beyond")
-    assert "latency_p99: 25 of 2,500" in finding.what and "update" not in finding.what
-    assert finding.evidence["rows"] == [
-        {"case": finding.evidence["rows"][0]["case"], "metric": "latency_p99", "operations": 2500, "beyond": 25.0}
-    ]
+    # the row, the configuration with the fewest, and both figures in words
+    assert "latency_p99 on box / no TEE / " in finding.what, finding.what
+    assert "2,500 operations, 25 beyond it" in finding.what and "update" not in finding.what
+    [(row, values)] = finding.evidence.items()
+    assert row.startswith("ycsb ") and " latency_p99 on box / no TEE / " in row, row
+    assert values == {"operations": 2500, "beyond the percentile": 25.0}
     assert "operationcount" in finding.advice
+    # the report's evidence column reads it as words, never a Python repr
+    from ccbench.report.sections.lint import evidence_text
+
+    text = evidence_text(finding.evidence)
+    assert text == f"{row}: operations=2500, beyond the percentile=25.0", text
+    failed = {"fio": {"failed": [{"key": "k1", "status": "failed", "error": None}, {"key": "k2"}]}}
+    assert evidence_text(failed) == "fio: failed=(key=k1, status=failed) (key=k2)"

@@ -287,7 +287,8 @@ def few_tail_operations(tails: Any, table: Any) -> list[Finding]:
     compared = set()
     for side in ("config", "baseline"):
         compared |= set(zip(*(table[c].astype(str).tolist() for c in ("workload", "metric", "params", side))))
-    few: dict[str, dict[tuple[str, str], tuple[int, float]]] = {}
+    # per workload and row (case, metric): the fewest operations in an execution and the configuration
+    few: dict[str, dict[tuple[str, str], tuple[int, float, str]]] = {}
     columns = ("workload", "params", "case", "metric", "config", "operations")
     for workload, params, case, metric, config, operations in zip(*(tails[c].tolist() for c in columns)):
         tail = beyond(str(metric), int(operations))
@@ -295,25 +296,29 @@ def few_tail_operations(tails: Any, table: Any) -> list[Finding]:
             continue
         key = (str(case or params), str(metric))
         if key not in few.setdefault(str(workload), {}) or tail < few[str(workload)][key][1]:
-            few[str(workload)][key] = (int(operations), tail)
+            few[str(workload)][key] = (int(operations), tail, str(config))
     findings = []
     for workload, rows in few.items():
         ordered = sorted(rows.items(), key=lambda item: item[1][1])
-        shown = "; ".join(f"{case} {metric}: {tail:.0f} of {ops:,}" for (case, metric), (ops, tail) in ordered[:3])
+        shown = "; ".join(
+            f"{case} {metric} on {config}: {ops:,} operations, {tail:.0f} beyond it"
+            for (case, metric), (ops, tail, config) in ordered[:3]
+        )
         more = f"; and {len(ordered) - 3} more" if len(ordered) > 3 else ""
         findings.append(
             make_finding(
                 "few-tail-operations",
                 INFO,
                 f"{workload}: {len(ordered)} percentile {'rows rest' if len(ordered) != 1 else 'row rests'} on fewer than "
-                f"{MIN_TAIL} operations beyond the percentile in an execution ({shown}{more}): such a figure "
-                "moves with a handful of operations, and more rounds do not steady it",
+                f"{MIN_TAIL} operations beyond the percentile in an execution (the fewest per row: {shown}{more}): "
+                "such a figure moves with a handful of operations, and more rounds do not steady it",
+                # per row, as the report's evidence column reads it ("row: key=value, ...")
                 {
-                    "workload": workload,
-                    "rows": [
-                        {"case": case, "metric": metric, "operations": ops, "beyond": round(tail, 1)}
-                        for (case, metric), (ops, tail) in ordered
-                    ],
+                    f"{workload} {case} {metric} on {config}": {
+                        "operations": ops,
+                        "beyond the percentile": round(tail, 1),
+                    }
+                    for (case, metric), (ops, tail, config) in ordered
                 },
                 "give each execution more operations (YCSB's operationcount: a p99 of an operation on 100 needs "
                 "10,000 of it; fio's runtime or size), not more repetitions (docs/analysis.md, 'Operations per "

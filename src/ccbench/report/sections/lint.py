@@ -17,7 +17,12 @@ ORDER = 6
 
 
 def _value(key: str, value: Any) -> Any:
-    """Sizes in bytes as MiB or GiB, the way a reader compares machines."""
+    """Sizes in bytes as MiB or GiB, the way a reader compares machines; a list of records (a
+    finding's failed executions) as "(key=value, ...)" each, never a Python repr."""
+    if isinstance(value, list) and value and all(isinstance(one, dict) for one in value):
+        return " ".join(
+            "(" + ", ".join(f"{k}={_value(k, v)}" for k, v in one.items() if v is not None) + ")" for one in value
+        )
     if isinstance(value, int | float) and not isinstance(value, bool) and ("bytes" in key or key == "memory"):
         return f"{value / 2**30:.1f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
     return value
@@ -30,6 +35,8 @@ def evidence_text(evidence: dict[str, Any]) -> str:
         if isinstance(values, dict):
             shown = ", ".join(f"{key}={_value(key, value)}" for key, value in values.items() if value is not None)
             parts.append(f"{machine}: {shown or 'nothing recorded'}")
+        elif isinstance(values, list):
+            parts.append(f"{machine}: {_value(machine, values)}")
         else:
             parts.append(f"{machine}: {values}")
     return "; ".join(parts)
