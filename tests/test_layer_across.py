@@ -104,6 +104,14 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     assert code == 0, err
     verdict_line = next(line for line in text.splitlines() if "tmpfs" in line and "slower" in line)
     assert figure in " ".join(text.split()), (figure, verdict_line)
+    # its settled cases: one header, each layer's line once (not once per workload), then its cases
+    # workload by workload, and no state said twice ("open: open, so far")
+    flat = " ".join(text.split())
+    assert text.count("settled in ") == 1, text
+    assert flat.count("in-memory storage: tmpfs (own path) against storage=disk, in a, b: cost: ") == 1, text
+    assert flat.count("ext4-loop (own path) against storage=disk, in a, b: no cost above 2.0% ") == 1, text
+    assert "a: wall_time: so far: " in flat and "b: wall_time: so far: " in flat
+    assert not any(f"{word}: {word}" in flat for word in ("open", "no cost above", "disagree")), text
     code, text, err = ccbench_in_process(capsys, "compare", str(result.bundle), "--json")
     rows = [json.loads(line) for line in text.splitlines()]
     heads = [r["layer_settled"] for r in rows if r.get("metric") == "wall_time" and "tmpfs" in r["config"]]

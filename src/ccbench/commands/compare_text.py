@@ -55,22 +55,57 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
     from ccbench.analysis.settling.layer_settle import with_layers
     from ccbench.analysis.settling.recorded import bundle_settlements
     from ccbench.basics.console import say
-    from ccbench.commands.run import settle_lines
 
     for bundle in bundles:
-        for name, record in with_layers(bundle, bundle_settlements(bundle)).items():
-            say(f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):")
-            flagged = {
-                (key, label)
-                for path, workload, key, label in implausible
-                if (path, workload) == (str(bundle.path), name)
-            }
-            for line in settle_lines(name, record, flagged):
-                say(f"  {line}")
+        for line in _settled_lines(bundle, with_layers(bundle, bundle_settlements(bundle)), implausible):
+            say(line)
     from ccbench.analysis.settling.fleet_settle import fleet_settlement_lines
 
     for line in fleet_settlement_lines(bundle.path for bundle in bundles):
         say(line)
+
+
+def _settled_lines(bundle, records: dict, implausible) -> list[str]:
+    """One bundle's settled cases: a header where the interval or target changes, each workload
+    settled case by case with its own lines, and each layer settled across workloads once: its
+    answer, the workloads it spans and what stopped it, then its cases, workload by workload."""
+    from ccbench.commands.run import layer_answer, layer_cases, settle_lines
+
+    lines: list[str] = []
+    header = None
+
+    def head(record: dict) -> None:
+        nonlocal header
+        said = f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):"
+        if said != header:
+            lines.append(said)
+            header = said
+
+    layers: dict[tuple[str, str], list[tuple[str, dict, dict, set]]] = {}
+    for name, record in records.items():
+        flagged = {
+            (key, label) for path, workload, key, label in implausible if (path, workload) == (str(bundle.path), name)
+        }
+        own = {key: v for key, v in (record.get("variants") or {}).items() if not v.get("layer")}
+        for key, variant in (record.get("variants") or {}).items():
+            if variant.get("layer"):
+                pair = variant.get("against") or record["baseline"]
+                layers.setdefault((key, pair), []).append((name, record, variant, flagged))
+        if own or not record.get("variants"):
+            head(record)
+            lines += [f"  {line}" for line in settle_lines(name, {**record, "variants": own}, flagged)]
+    for (key, pair), members in layers.items():
+        head(members[0][1])
+        variant = members[0][2]
+        stopped = sorted(
+            {str(m[2].get("stopped_by")) for m in members if m[2].get("stopped_by") not in (None, "settled")}
+        )
+        why = f"; stopped by {', '.join(stopped)}" if stopped else ""
+        spans = ", ".join(m[0] for m in members)
+        lines.append(f"  {layer_answer(variant, key, f' against {pair}, in {spans}')}{why}")
+        for name, _, own_variant, flagged in members:
+            lines += [f"    {name}: {line}" for line in layer_cases(own_variant, flagged, key)]
+    return lines
 
 
 def settled_on(record: dict) -> str:

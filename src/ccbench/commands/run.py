@@ -337,19 +337,35 @@ def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = 
 def _layer_lines(variant: dict, implausible: frozenset | set, key: str) -> list[str]:
     """A variant settled by layer: its layer's answer (across the workloads settled by layer: the
     same line in each), then each of this workload's cases, called (e-BH) or "so far"."""
-    from ccbench.analysis.settling.layer_settle import LayerSettlement, case_effect
-    from ccbench.analysis.statistics.sequential import Settlement
+    return [f"  {layer_answer(variant, key)}", *(f"    {line}" for line in layer_cases(variant, implausible, key))]
+
+
+def layer_answer(variant: dict, key: str, where: str = "") -> str:
+    """The layer's title (``where`` after it), then its answer: "cost: 11x slower [...] (mean of
+    ...)", "gain: ...", or the answer's own words where they name its state ("open, so far ...",
+    "no cost above 5% ...")."""
+    from ccbench.analysis.settling.layer_settle import LayerSettlement
 
     layer = LayerSettlement.from_record(variant)
-    state = layer.state or "open"
-    lines = [f"  {variant['layer'].get('title') or key}: {state}: {layer.describe()}"]
-    fields = Settlement.__dataclass_fields__
+    said = layer.describe()
+    if layer.state in ("cost", "gain"):
+        said = f"{layer.state}: {said}"
+    return f"{variant['layer'].get('title') or key}{where}: {said}"
+
+
+def layer_cases(variant: dict, implausible: frozenset | set, key: str) -> list[str]:
+    """Each case of a variant settled by layer, in one workload: "label: called a cost: ... (N rounds)"
+    or "label: so far: ..."; a case the comparison left out as implausible says so."""
+    from ccbench.analysis.settling.layer_settle import case_effect
+    from ccbench.analysis.statistics.sequential import Settlement
+
+    lines, fields = [], Settlement.__dataclass_fields__
     for label, record in (variant.get("cases") or {}).items():
         case = Settlement(**{k: v for k, v in record.items() if k in fields})
         note = "; implausible, left out of the verdict: see the lint" if (key, label) in implausible else ""
         called = record.get("claim") == "called" and case.estimate is not None
         word = f"called a {'cost' if (case.estimate or 0) > 0 else 'gain'}" if called else "so far"
-        lines.append(f"    {label}: {word}: {case_effect(case)} ({case.rounds} rounds{note})")
+        lines.append(f"{label}: {word}: {case_effect(case)} ({case.rounds} rounds{note})")
     return lines
 
 
