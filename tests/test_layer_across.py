@@ -22,14 +22,15 @@ from ccbench.run.schedule import Order
 VALUES = ("disk", "tmpfs", "ext4-loop")
 
 
-def two_workloads(tmp_path, monkeypatch, answer, **defaults):
-    """Two command workloads, a and b, on three storage variants (the test's own directories)."""
+def two_workloads(tmp_path, monkeypatch, answer, resume=None, **defaults):
+    """Two command workloads, a and b, on three storage variants (the test's own directories);
+    ``resume``: the bundle of an earlier run of them to finish."""
     import ccbench.probe.syscheck
 
     monkeypatch.setattr(ccbench.probe.syscheck, "system_check", lambda **options: [])
     paths = {value: str(tmp_path / f"dir-{value}") for value in VALUES}
     for path in paths.values():
-        Path(path).mkdir()
+        Path(path).mkdir(exist_ok=True)
     document = {
         "name": "across",
         "defaults": {"repetitions": 3, "warmup": 0, "cooldown": 0, "variants": {"storage": list(VALUES)}, **defaults},
@@ -45,6 +46,7 @@ def two_workloads(tmp_path, monkeypatch, answer, **defaults):
         environment={},
         executor=ScriptedExecutor(answer),
         order=Order("random", 11),
+        resume=resume,
     )
     return runner.run(), messages
 
@@ -245,3 +247,11 @@ def test_a_cut_in_the_rounds_leaves_the_settled_layer_in_the_bundle_as_the_run_s
 
     [tmpfs] = [v for v in comparison([result.bundle]).verdicts() if "tmpfs" in v.layer]
     assert tmpfs.typical == pytest.approx(1 + head["estimate"], rel=1e-6), tmpfs.words()
+    # resumed, the rounds go on from the cut one (its done executions skipped), and are counted so
+    resumed, again = two_workloads(
+        tmp_path, monkeypatch, scripted, resume=result.bundle, settle="2%", max_repetitions=12, settle_by="layer"
+    )
+    assert not resumed.interrupted
+    said = [line for line in again.lines if line.startswith(("settled after", "open after"))]
+    assert said and all(int(line.split()[3].rstrip(",")) >= 5 for line in said), said
+    assert all("into the resumed run: " in line for line in said), said

@@ -162,6 +162,11 @@ class _Rounds:
         if not self.members:
             return
         repetition = min(one.job.spec.repetitions for one in self.members)
+        # a resumed run counts the rounds its bundle holds already: it goes on from the last one (which
+        # the cut may have left short; run again, its done executions are skipped), not from round 1
+        names = {one.name for one in self.members}
+        earlier = [s.repetition for s in self.runner._earlier if s.workload in names and not s.warmup]
+        repetition = max([repetition, *earlier])
         self.look()
         self.announce(repetition)
         stopped_by = None
@@ -233,6 +238,8 @@ class _Rounds:
         """The running answer: one line for each layer settled since the last look (``word`` "open":
         each layer still open, so far, where the rounds end or are cut)."""
         elapsed = _elapsed(time.monotonic() - self.runner.started)
+        if self.runner.resume:
+            elapsed += " into the resumed run"
         for layer, settlement in self.layers.items():
             if layer in self.said or (word == "settled") != settlement.settled:
                 continue
