@@ -199,6 +199,7 @@ def test_a_plan_settled_by_layer_without_a_target_is_one_line(capsys, tmp_path):
     """The user trial: a plan's settle_by = "layer" with no settle target ran the fixed design silently."""
     from conftest import ccbench_in_process
 
+    from ccbench.commands.run import check_settle_by
     from ccbench.planning.plan import load_plan
 
     plan = tmp_path / "by-layer.toml"
@@ -212,7 +213,7 @@ def test_a_plan_settled_by_layer_without_a_target_is_one_line(capsys, tmp_path):
     assert err.startswith('ccbench: error: workload c: settle_by = "layer" without a settle target'), err
     assert "--settle 5%" in err and not out.exists()
     # a target from the command line is what the plan lacked
-    assert load_plan(str(plan)).with_settle("5%").check_settle_by().workloads[0].settle == pytest.approx(0.05)
+    assert check_settle_by(load_plan(str(plan)).with_settle("5%")).workloads[0].settle == pytest.approx(0.05)
 
 
 def test_a_cut_in_the_rounds_leaves_the_settled_layer_in_the_bundle_as_the_run_said_it(tmp_path, monkeypatch, capsys):

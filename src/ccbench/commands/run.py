@@ -252,7 +252,21 @@ def _with_options(the_plan, only, repeat, precision, detect, settle, budget, set
         the_plan = the_plan.with_settle(settle, settle_by)
     if budget:
         the_plan = the_plan.with_budget(budget)
-    return the_plan.check_settle_by()
+    return check_settle_by(the_plan)
+
+
+def check_settle_by(the_plan):
+    """The plan once the command line has set its targets; a workload settled by layer with no settle
+    target would run its repetitions as if ``settle_by`` were not there: a one-line error."""
+    from ccbench.planning.plan import PlanError
+
+    for workload in the_plan.workloads:
+        if workload.settle_by == "layer" and not workload.settle and not workload.skip_reason:
+            raise PlanError(
+                f'workload {workload.name}: settle_by = "layer" without a settle target, so nothing would '
+                'settle: set settle = "5%" beside it in the plan, or run with --settle 5%'
+            )
+    return the_plan
 
 
 def resume_command(bundle: Path, workdir: str) -> str:

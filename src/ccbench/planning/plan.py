@@ -206,17 +206,6 @@ class Plan(BaseModel):
                 )
         return self.model_copy(update={"workloads": [w.model_copy(update=update) for w in self.workloads]})
 
-    def check_settle_by(self) -> Plan:
-        """The plan itself, once the command line has set its targets; a workload settled by layer with
-        no settle target would run its repetitions as if ``settle_by`` were not there: an error."""
-        for workload in self.workloads:
-            if workload.settle_by == "layer" and not workload.settle and not workload.skip_reason:
-                raise PlanError(
-                    f'workload {workload.name}: settle_by = "layer" without a settle target, so nothing would '
-                    'settle: set settle = "5%" beside it in the plan, or run with --settle 5%'
-                )
-        return self
-
     def with_budget(self, budget: str | float) -> Plan:
         """The whole study within this much time (``--budget``)."""
         try:
