@@ -10,8 +10,10 @@ variants within each round drawn alike):
   the round limit 10);
 - ``layer``: 3 repetitions, then settled by layer across the plan's workloads (``--settle-by layer``);
 - ``aa``: the ``layer`` design on an A/A plan: the baseline storage variant and a second variant
-  name (``tmpfs``) pointed by ``--storage-path`` at a directory on the baseline's own file system
-  ("tmpfs (own path)": a disk directory), so every claim it makes is wrong.
+  name (``tmpfs``) pointed by ``--storage-path`` at a directory on the baseline's own file system,
+  so every claim it makes is wrong (compare layers it by what the directory is, "own path, no
+  protection: tmpfs (own path, plain)", and its lint says the name is not the directory's,
+  ``misnamed-storage-path``: on purpose here).
 
 (The per-case design on the horizon-free anytime interval is not run: the simulation chose the
 repeated interval over it, ``benchmarks/sim_sequential.py``.) With ``--abba`` the designs run in

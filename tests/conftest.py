@@ -115,6 +115,17 @@ def only_bundle(out: Path) -> Path:
     return bundles[0]
 
 
+def own_path_layer(name: str, directory: Path) -> str:
+    """The layer compare names a ``--storage-path NAME=DIR`` variant by: what DIR is on this machine
+    ("own path, no protection: tmpfs (own path, plain)" where the tests' directories are on a disk,
+    in-memory storage where the temporary directory is a tmpfs), whatever the name."""
+    from ccbench.analysis.labels import own_path_label
+    from ccbench.analysis.rows.layers import storage_layer
+    from ccbench.probe.storage import describe_path
+
+    return storage_layer(own_path_label(name, describe_path(directory)["protection"]))
+
+
 def mounts_under(path: Path) -> list[str]:
     return [
         line.split()[4]

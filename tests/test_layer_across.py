@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ccbench_in_process, only_bundle
+from conftest import ccbench_in_process, only_bundle, own_path_layer
 from test_scheduling import Messages, ScriptedExecutor, measured
 
 from ccbench.analysis import format as fmt
@@ -84,10 +84,12 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     # the running answer: one line per layer, naming both workloads
     said = [line for line in messages.lines if line.startswith(("settled after", "open after")) and "tmpfs" in line]
     assert len(said) == 1 and said[0].startswith("settled after round 3, "), said
-    assert ": a, b: in-memory storage: tmpfs (own path): " in said[0] and "mean of 2 cases in 2 workloads" in said[0]
+    # the variants are the test's own directories: layered by what they are (plain, on a disk), not by name
+    tmpfs_layer = own_path_layer("tmpfs", tmp_path)
+    assert f": a, b: {tmpfs_layer}: " in said[0] and "mean of 2 cases in 2 workloads" in said[0]
     # the closing lines of each workload give the same layer line, and its own case's claim
     lines_a, lines_b = settle_lines("a", a), settle_lines("b", b)
-    layer_line = next(line for line in lines_a if "in-memory storage: tmpfs" in line)
+    layer_line = next(line for line in lines_a if f"{tmpfs_layer}: " in line)
     assert layer_line in lines_b and "x slower [" in layer_line
     assert any(line.startswith("    wall_time: ") for line in lines_b)
     # the verdict renders the run's headline: one judged result (compare's rows and its layer line)
@@ -110,8 +112,9 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     # workload by workload, and no state said twice ("open: open, so far")
     flat = " ".join(text.split())
     assert text.count("settled in ") == 1, text
-    assert flat.count("in-memory storage: tmpfs (own path) against storage=disk, in a, b: cost: ") == 1, text
-    assert flat.count("ext4-loop (own path) against storage=disk, in a, b: no cost above 2.0% ") == 1, text
+    assert flat.count(f"{tmpfs_layer} against storage=disk, in a, b: cost: ") == 1, text
+    loop_label = own_path_layer("ext4-loop", tmp_path).partition(": ")[2]
+    assert flat.count(f"{loop_label} against storage=disk, in a, b: no cost above 2.0% ") == 1, text
     assert "a: wall_time: so far: " in flat and "b: wall_time: so far: " in flat
     assert not any(f"{word}: {word}" in flat for word in ("open", "no cost above", "disagree")), text
     code, text, err = ccbench_in_process(capsys, "compare", str(result.bundle), "--json")
@@ -150,7 +153,7 @@ def test_a_real_two_workload_run_through_the_cli_says_one_layer_line_everywhere(
     )
     assert done.returncode == 0, done.stderr
     text = " ".join((done.stdout + done.stderr).split())  # the output wraps; the running answer is on stderr
-    assert "settled after round 3, " in text and ": slow, less: in-memory storage: tmpfs (own path): " in text
+    assert "settled after round 3, " in text and f": slow, less: {own_path_layer('tmpfs', tmp_path)}: " in text
     manifest = json.loads((only_bundle(out) / "manifest.json").read_text())
     layers = [manifest["outcomes"][name]["settled"]["variants"]["storage=tmpfs"]["layer"] for name in ("slow", "less")]
     assert layers[0] == layers[1] and layers[0]["state"] == "cost", layers

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import only_bundle
+from conftest import only_bundle, own_path_layer
 from test_scheduling import Messages, ScriptedExecutor, measured
 
 from ccbench.analysis import format as fmt
@@ -246,7 +246,11 @@ def test_a_real_run_through_the_cli_settles_a_large_cost_early_and_says_so(tmp_p
     assert (row["interval"], row["settled"], row["verdict"]) == (case["interval"], "cost", "slower")
     numbers = f"a cost: {fmt.effect(row['ratio'], row['ci_low'], row['ci_high'])}"
     assert run_line.startswith(f"  wall_time: {numbers}")
-    assert "slower" in compared.stdout.splitlines()[1]  # the layer's line: a cost, as the run said
+    # the layer's line: a cost, as the run said
+    layer_line = next(
+        line for line in _unwrapped(compared.stdout) if line.startswith(own_path_layer("tmpfs", tmp_path))
+    )
+    assert "slower" in layer_line, compared.stdout
     bad = ccbench("run", plan, "--out", out, "--workdir", workdir, "--budget", "soon")
     assert bad.returncode == 2 and "--budget soon: expected seconds" in bad.stderr
     assert "Traceback" not in bad.stderr
@@ -403,7 +407,7 @@ def test_a_cipher_on_a_loop_file_is_settled_against_its_twin_which_runs_with_it(
     assert "c [storage=ext4-loop] against storage=disk: settled" in lines, lines
 
 
-def test_settling_by_layer_stops_on_the_headline_and_says_each_layer_as_it_settles(run_settle):
+def test_settling_by_layer_stops_on_the_headline_and_says_each_layer_as_it_settles(run_settle, tmp_path):
     """By layer: tmpfs (10x slower) settles its headline at the minimum rounds and the run says so at
     once, with the round and the time; ext4-loop (no cost, 1.3% noise) is settled when its mean is
     known to be under the target; the record names the layer's answer, its costliest case and which
@@ -414,19 +418,19 @@ def test_settling_by_layer_stops_on_the_headline_and_says_each_layer_as_it_settl
     assert settled["by"] == "layer" and (settled["interval"], settled["limit"]) == ("repeated", 12)
     easy = settled["variants"]["storage=tmpfs"]
     assert easy["stopped_by"] == "settled" and easy["layer"]["state"] == "cost"
-    assert easy["layer"]["costliest"] == "wall_time" and easy["layer"]["title"] == "in-memory storage: tmpfs (own path)"
+    # the variants are the test's own directories: layered by what they are (plain, on a disk), not by name
+    tmpfs_layer = own_path_layer("tmpfs", tmp_path)
+    assert easy["layer"]["costliest"] == "wall_time" and easy["layer"]["title"] == tmpfs_layer
     assert easy["cases"]["wall_time"]["claim"] == "called"
     running = [line for line in messages.lines if line.startswith("settled after round ")]
-    assert (
-        running[0].startswith("settled after round 3, ") and ": c: in-memory storage: tmpfs (own path): " in running[0]
-    )
+    assert running[0].startswith("settled after round 3, ") and f": c: {tmpfs_layer}: " in running[0]
     assert "x slower [" in running[0]
     hard = settled["variants"]["storage=ext4-loop"]
     # whatever ended it, its words agree with its state: never a settled line for an open layer
     said = [line for line in messages.lines if "ext4-loop" in line and line.startswith(("settled after", "open after"))]
     assert len(said) == 1 and said[0].startswith("settled after" if hard["layer"]["state"] else "open after")
     lines = settle_lines("c", settled)
-    assert "  in-memory storage: tmpfs (own path): cost: " in "\n".join(lines)
+    assert f"  {tmpfs_layer}: cost: " in "\n".join(lines)
     assert any(line.startswith("    wall_time: called a cost: ") for line in lines)
     # the verdict renders the run's settled headline, not a second figure of its own (one judged result)
     from ccbench.analysis.comparison import comparison

@@ -21,7 +21,7 @@ from ccbench.analysis.rows.baselines import least_protected, resolve_baseline
 from ccbench.analysis.rows.compare import NOISY_CV, compare
 from ccbench.analysis.rows.reduce import reduced
 from ccbench.analysis.samples.engine import SampleSet, sample_set
-from ccbench.analysis.samples.load import load_bundles
+from ccbench.analysis.samples.load import load_bundles, own_path_variants
 from ccbench.analysis.samples.series import measured_series, tail_series
 from ccbench.analysis.settling.fleet_settle import fleet_settled_cases
 from ccbench.analysis.settling.settled import settled_cases, with_settled
@@ -60,7 +60,8 @@ class Comparison:
         rows = self.engine.sample if per_sample else _lint_rows(self.engine)
         executions = {str(bundle.path): bundle.executions for bundle in self.bundles}
         series, tails = measured_series(self.engine), tail_series(self.engine)
-        return lint_comparison(rows, self.table, self.machines, self.device_io, series, executions, tails)
+        own_paths = own_path_variants(self.bundles, self.engine.facts)
+        return lint_comparison(rows, self.table, self.machines, self.device_io, series, executions, tails, own_paths)
 
     def uncompared(self) -> list[str]:
         """The machines (labels) none of whose configurations is in any row, as the baseline or the

@@ -51,6 +51,8 @@ SOURCES = {
     "unpaired": "docs/trust.md (Lint); docs/microservices.md (open-loop rates calibrated per run)",
     "few-tail-operations": "docs/analysis.md (Operations per execution); the operations YCSB reports per "
     "operation ([READ], Operations) and fio per direction (total_ios), recorded on the latency samples",
+    "misnamed-storage-path": "docs/storage.md (--storage-path); ccbench.probe.storage.describe_path (the "
+    "directory's mount in /proc/self/mountinfo, its dm-crypt chain in /sys/block, fscrypt's encrypt flag)",
     "implausible": "docs/analysis.md (Implausible rows); Linux fs/ext4/inode.c ext4_dio_alignment and "
     "fs/crypto/inline_crypt.c fscrypt_dio_supported (O_DIRECT on an encrypted file without inline encryption is "
     "served buffered); gocryptfs mangleOpenFlags (O_DIRECT cleared on backing files)",
@@ -60,8 +62,8 @@ SOURCES = {
 @dataclass
 class Finding:
     #: "confounded", "debug-tee", "small-swiotlb", "small-pages", "slow-cipher", "unchecked", "implausible",
-    #: "unpaired", "clock-source", "tool-versions", "full-bounce-pool", "failed-executions"
-    #: (ccbench.analysis.judgement.lint_run)
+    #: "unpaired", "clock-source", "tool-versions", "full-bounce-pool", "failed-executions",
+    #: "few-tail-operations", "misnamed-storage-path" (ccbench.analysis.judgement.lint_run)
     code: str
     #: "high" (the number is not what it claims), "medium" (likely skews it), "info" (could not check)
     severity: str

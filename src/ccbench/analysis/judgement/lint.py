@@ -14,7 +14,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ccbench.analysis.judgement.lint_cipher import slow_cipher
-from ccbench.analysis.judgement.lint_run import clock_sources, execution_findings, few_tail_operations, tool_versions
+from ccbench.analysis.judgement.lint_run import (
+    clock_sources,
+    execution_findings,
+    few_tail_operations,
+    misnamed_storage_paths,
+    tool_versions,
+)
 from ccbench.analysis.rows import plausibility
 from ccbench.analysis.rows.sides import Difference, Side, config_sides, confounded_by, differences, distinct_rows
 from ccbench.probe.facts import machine_facts, page_sizes
@@ -241,12 +247,14 @@ def lint_comparison(
     series: Any = None,
     executions: Mapping[str, list] | None = None,
     tails: Any = None,
+    own_paths: Mapping[str, list] | None = None,
 ) -> list[Finding]:
     """Every finding on the bundles of a comparison: each machine's own (``device_io`` per bundle:
     whether its plan moves data through devices), each cross-machine pair's, the cipher speeds,
     (with ``series``, the distinct cases each configuration measured) the cases left unpaired,
     (with ``executions``, {bundle: its execution records}) a bounce pool that filled, failed
-    executions, and (with ``tails``, samples.series.tail_series) percentile rows on few operations."""
+    executions, (with ``tails``, samples.series.tail_series) percentile rows on few operations, and (with
+    ``own_paths``, samples.load.own_path_variants) ``--storage-path`` directories not what their names say."""
     device_io = device_io or {}
     labels = {}
     if frame is not None and not frame.empty:
@@ -257,7 +265,7 @@ def lint_comparison(
         findings += lint_machine(probe, device_io.get(bundle), name)
     findings += lint_pairs(frame, table, machines) + slow_cipher(frame) + plausibility.findings(table)
     findings += unpaired(series, table) + execution_findings(executions or {}, machines, labels)
-    findings += few_tail_operations(tails, table)
+    findings += few_tail_operations(tails, table) + misnamed_storage_paths(own_paths or {}, labels)
     unique = {}
     for finding in findings:
         unique.setdefault((finding.code, finding.what), finding)

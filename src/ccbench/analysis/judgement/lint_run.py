@@ -1,8 +1,10 @@
 """Lint findings from what a run recorded beside the workload's samples (docs/trust.md, "Lint"): the
 clock each machine read time from (the probe's ``provenance.clocksource``), a bounce-buffer pool
 that filled during an execution (the mechanism counters in the execution records, ccbench.observe.counters),
-executions that failed (their cases have no sample, so the comparison has no figure for them), and
-percentiles that rest on few operations (the operations fio's and YCSB's samples record).
+executions that failed (their cases have no sample, so the comparison has no figure for them),
+percentiles that rest on few operations (the operations fio's and YCSB's samples record), and
+``--storage-path`` variants whose directory is not what their name says (the variant's recorded
+``storage_protection``).
 Pure functions; each returns Findings, never raises on odd input. ccbench.analysis.judgement.lint gathers them
 with the other findings for compare and the report.
 """
@@ -13,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ccbench.analysis.labels import FOUND, IN_MEMORY, LOOP_FILE, NO_PROTECTION, named_kind, own_path_label
 from ccbench.probe.facts import provenance, tee_technology
 from ccbench.probe.lint import HIGH, INFO, MEDIUM, Finding, make_finding
 
@@ -325,4 +328,75 @@ def few_tail_operations(tails: Any, table: Any) -> list[Finding]:
                 "execution')",
             )
         )
+    return findings
+
+
+# ---- a --storage-path directory that is not what its name says ---------------------------------------
+
+#: what describe_path found a directory to be, in words (``{fs}``: its file system type)
+FOUND_WORDS = {
+    "plain": "a plain directory ({fs}: no cipher, not in memory)",
+    "tmpfs": "a tmpfs (in memory)",
+    "ramfs": "a ramfs (in memory)",
+    "dm-crypt": "on dm-crypt ({fs} on an encrypted block device)",
+    "fscrypt": "an fscrypt-encrypted directory ({fs})",
+    "fuse": "on a FUSE file system ({fs}: counted as encryption, as gocryptfs is)",
+}
+#: what a variant's name says its storage is, in words; what to point it at instead; the name that says
+#: what a directory is
+CLAIMED_WORDS = {IN_MEMORY: "memory", LOOP_FILE: "loop file", NO_PROTECTION: "plain disk"}
+WANTED = {
+    IN_MEMORY: "a tmpfs mount (mount -t tmpfs tmpfs DIR)",
+    NO_PROTECTION: "a plain directory",
+    LOOP_FILE: "a plain directory",
+}
+NAME_FOR = {IN_MEMORY: "tmpfs", NO_PROTECTION: "disk"}
+
+
+def misnamed_storage_paths(
+    own_paths: Mapping[str, list[Mapping[str, Any]]], labels: Mapping[Any, Any]
+) -> list[Finding]:
+    """One finding per ``--storage-path NAME=DIR`` variant whose directory was found to be other
+    storage than NAME says (``tmpfs`` on a plain directory, ``encrypted`` on a tmpfs, ``disk`` on
+    dm-crypt): the comparison layers it by what the directory is, and the user is told. ``own_paths``:
+    {bundle: its user-path variants} (ccbench.analysis.samples.load.own_path_variants). A loop file
+    looks plain (ext4 on a loop device, no cipher): ``ext4-loop`` on a plain directory agrees;
+    a directory nothing was found about (``unknown``, a bundle from before it was recorded) is not judged."""
+    findings = []
+    seen = set()
+    for bundle, variants in own_paths.items():
+        machine = str(labels.get(bundle) or bundle)
+        for variant in variants:
+            name, found = str(variant.get("storage")), variant.get("storage_protection")
+            claimed = named_kind(name)
+            if found not in FOUND or {LOOP_FILE: NO_PROTECTION}.get(claimed, claimed) == FOUND[found]:
+                continue
+            directory = str(variant.get("storage_path") or "its directory")
+            if (machine, name, directory, found) in seen:
+                continue
+            seen.add((machine, name, directory, found))
+            fstype = variant.get("storage_fstype")
+            label = own_path_label(name, found)
+            findings.append(
+                make_finding(
+                    "misnamed-storage-path",
+                    MEDIUM,
+                    f"{machine}: the storage variant {name} ran in {directory}, found to be "
+                    f"{FOUND_WORDS[found].format(fs=fstype or 'file system unknown')}, not the "
+                    f"{CLAIMED_WORDS.get(claimed, 'encrypted storage')} its name says: compared as "
+                    f"{FOUND[found]} ('{label}'), not as {claimed}",
+                    {
+                        f"{machine} {name}": {
+                            "directory": directory,
+                            "storage_protection": found,
+                            "storage_fstype": fstype,
+                            "compared as": label,
+                        }
+                    },
+                    f"point --storage-path {name}= at "
+                    + WANTED.get(claimed, "a directory on dm-crypt (LUKS), fscrypt or gocryptfs")
+                    + f", or name the variant for what {directory} is (--storage-path "
+                    + f"{NAME_FOR.get(FOUND[found], 'encrypted')}={directory}) and run again (docs/storage.md)",
+                )
+            )
     return findings

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ccbench.analysis.labels import NO_PROTECTION, named_kind, own_path_parts, storage_kind
 from ccbench.basics.errors import CCBenchError
 
 #: storage and transport values that protect nothing (the unprotected side of a layer)
@@ -15,9 +16,10 @@ UNPROTECTED = {"disk", "plain"}
 
 def protection_count(row: pd.Series) -> int:
     count = 0 if row["tee"] in ("none", None) else 1
-    # "disk (own path)": the plain disk at a path the user gave (--storage-path) is still no protection
+    # by what the storage is, not its name: "disk (own path)" and a --storage-path directory found to be plain
+    # ("tmpfs (own path, plain)") protect nothing
     storage = row["storage"]
-    count += 0 if storage is None or pd.isna(storage) or str(storage).split(" (")[0] == "disk" else 1
+    count += 0 if storage is None or pd.isna(storage) or storage_kind(str(storage)) == NO_PROTECTION else 1
     count += 0 if row["transport"] in (None, "plain") or pd.isna(row["transport"]) else 1
     return count
 
@@ -41,13 +43,27 @@ def default_baseline(frame: pd.DataFrame) -> str:
 def least_protected(frame: pd.DataFrame, configs: list[str]) -> str:
     """Of ``configs``, the one with the fewest active protection layers; on a tie the one naming the
     most layers ("vm / no TEE / disk" before "vm / no TEE": baseline_for_group maps it back for a
-    workload without storage variants), then load order."""
+    workload without storage variants), then the one named unprotected ("disk (own path, plain)"
+    before "tmpfs (own path, plain)": both plain directories, the user meant the disk as the
+    baseline), then load order."""
     rows = frame[frame["config"].isin(configs)].drop_duplicates("config")
     ranked = sorted(
         rows.itertuples(index=False),
-        key=lambda r: (protection_count(pd.Series(r._asdict())), -len(r.config.split(" / ")), configs.index(r.config)),
+        key=lambda r: (
+            protection_count(pd.Series(r._asdict())),
+            -len(r.config.split(" / ")),
+            _named_protected(r.storage),
+            configs.index(r.config),
+        ),
     )
     return ranked[0].config
+
+
+def _named_protected(storage) -> bool:
+    """Whether a storage label's name (not what it was found to be) says it protects something."""
+    if storage is None or pd.isna(storage):
+        return False
+    return named_kind(own_path_parts(str(storage))[0]) != NO_PROTECTION
 
 
 def resolve_baseline(frame: pd.DataFrame, baseline: str | None) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ccbench.analysis.labels import LOOP_CONTROL
+from ccbench.analysis.labels import storage_kind
 from ccbench.analysis.rows.baselines import UNPROTECTED
 
 
@@ -78,11 +78,11 @@ OTHER_MACHINE = "other machine or run"
 
 
 def storage_layer(storage: str) -> str:
-    if storage.startswith("tmpfs"):
-        return f"in-memory storage: {storage}"
-    if storage.startswith(LOOP_CONTROL):  # its cost is the loop file's, not a cipher's
-        return f"loop file, no cipher: {storage}"
-    return f"storage encryption: {storage}"
+    """The layer a storage label adds, by what it is (ccbench.analysis.labels.storage_kind): "in-memory
+    storage: tmpfs", "loop file, no cipher: ext4-loop", "storage encryption: luks2", and for a
+    ``--storage-path`` directory what it was found to be, whatever its name ("own path, no protection:
+    tmpfs (own path, plain)")."""
+    return f"{storage_kind(storage)}: {storage}"
 
 
 def transport_layer(transport: str) -> str:

@@ -25,6 +25,7 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
+from ccbench.analysis.labels import OWN_PATH, own_path_label
 from ccbench.basics.cases import case_text
 from ccbench.basics.errors import BundleError
 from ccbench.basics.helper import Helper, outcome
@@ -83,15 +84,45 @@ TEE_NAMES = {
 
 
 def storage_label(variant: dict[str, Any]) -> str | None:
+    """A variant's storage as the comparison names it: its mechanism for ``encrypted`` ("luks2"), and
+    for a ``--storage-path`` variant its name with what its directory was found to be ("tmpfs (own
+    path, plain)": ccbench.analysis.labels.own_path_label), which decides its layer."""
     storage = variant.get("storage")
     if not storage:
         return None
     mechanism = variant.get("storage_mechanism")
+    if mechanism == "user-path":
+        return own_path_label(str(storage), variant.get("storage_protection"))
     if storage == "encrypted" and mechanism:
         return str(mechanism)
-    if mechanism == "user-path":
-        return f"{storage} (own path)"
     return str(storage)
+
+
+def own_path_variants(bundles: Iterable[Bundle], frame: pd.DataFrame | None) -> dict[str, list[dict[str, Any]]]:
+    """{bundle path: the distinct storage variants it ran in directories the user gave (``--storage-path``:
+    ``storage_mechanism`` user-path), as its samples record them (name, directory, what it was found to
+    be)}. Only the bundles whose configurations in ``frame`` (a frame with ``bundle`` and ``storage``)
+    hold such a variant are read again, and only their ``variant`` column."""
+    if frame is None or frame.empty or "storage" not in frame:
+        return {}
+    own = frame["storage"].astype(str).str.contains(f" ({OWN_PATH}", regex=False)
+    wanted = set(frame.loc[own, "bundle"].astype(str))
+    found: dict[str, list[dict[str, Any]]] = {}
+    for bundle in bundles:
+        if str(bundle.path) not in wanted:
+            continue
+        table = read_samples(bundle, ["variant"])
+        if "variant" not in table.column_names:
+            continue
+        encoded = table.column("variant").combine_chunks()
+        texts = encoded.dictionary if pa.types.is_dictionary(encoded.type) else encoded.unique()
+        for text in texts.to_pylist():
+            variant = orjson.loads(text or "null") or {}
+            if isinstance(variant, dict) and variant.get("storage_mechanism") == "user-path":
+                seen = found.setdefault(str(bundle.path), [])
+                if variant not in seen:
+                    seen.append(variant)
+    return found
 
 
 def config_label(machine: str, tee: str, storage: str | None, transport: str | None) -> str:

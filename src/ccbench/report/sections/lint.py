@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ccbench.analysis.judgement.lint import bundle_machines, lint_comparison
+from ccbench.analysis.samples.load import own_path_variants
 from ccbench.analysis.samples.series import tail_series
 from ccbench.report.sections import ReportContext, Section, Table
 
@@ -48,13 +49,17 @@ def build(ctx: ReportContext) -> Section | None:
     machines, device_io = bundle_machines(ctx.bundles)
     executions = {str(bundle.path): bundle.executions for bundle in ctx.bundles}
     tails = tail_series(ctx.engine) if ctx.engine is not None else None
-    findings = lint_comparison(ctx.samples, ctx.comparison, machines, device_io, executions=executions, tails=tails)
+    own_paths = own_path_variants(ctx.bundles, ctx.samples)
+    findings = lint_comparison(
+        ctx.samples, ctx.comparison, machines, device_io, executions=executions, tails=tails, own_paths=own_paths
+    )
     intro = (
         "Known traps checked on the machines behind this comparison (docs/trust.md, section Lint): machines that "
         "differ in more than the layer compared (their kernels a confound beside the TEE), different clock "
         "sources, a debug TEE, small bounce buffers under I/O in a SEV or TDX guest and a bounce pool that filled "
         "during an execution, 4K against 2M guest pages, encryption far below its cipher's speed measured in "
-        "the same run, and percentiles that rest on few operations. "
+        "the same run, percentiles that rest on few operations, and a --storage-path directory that is not what "
+        "its variant's name says. "
     )
     if not findings:
         return Section(title="Lint: known traps", intro=intro + "None was found.")
