@@ -64,12 +64,17 @@ pip_install() {
   fi
   "$PY" -m pip install -q --disable-pip-version-check "$@"
 }
+# pip_install_project [EXTRA]: ccbench itself (editable) with an extra's packages, built by the venv's
+# own setuptools (core installs it first): no isolated build environment made for each call (about 5 s each)
+pip_install_project() {
+  pip_install --no-build-isolation -e "$ROOT${1:+[$1]}"
+}
 # need_checkout DIR WHAT: a step that builds from the source checkout stops on a fleet host (only
 # the wheel and these scripts are shipped there) with the reason
 need_checkout() {
   [ -e "$ROOT/$1" ] || die "$2 is built from the source checkout ($1), which fleet hosts do not get: build it on the host from a checkout"
 }
-export -f log die apt_install pip_install need_checkout
+export -f log die apt_install pip_install pip_install_project need_checkout
 
 ALL_DEFAULT=()
 COMPONENTS=(core)

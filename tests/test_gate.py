@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bundles import sample, write
-from conftest import ccbench_in_process, only_bundle, start_run, wait_for_samples
+from conftest import ccbench_in_process, only_bundle, run_ccbench, start_run, wait_for_samples
 
 from ccbench.bundle import read_bundle
 
@@ -251,18 +251,21 @@ def _junit_cases(path: Path) -> dict[str, ElementTree.Element]:
     return {case.get("name"): case for case in suite.iter("testcase")}
 
 
-@pytest.fixture
-def mixed_runs(tmp_path, ccbench, workdir, write_plan):
-    """Four real runs of the mixed plan, the last with its command failing in every execution."""
-    flag = tmp_path / "fail-the-command"
-    plan = write_plan(MIXED.format(flag=flag), defaults=MIXED_DEFAULTS, name="mixed")
+@pytest.fixture(scope="module")
+def mixed_runs(tmp_path_factory):
+    """Four real runs of the mixed plan, the last with its command failing in every execution: made
+    once for the tests that read them (none writes into them)."""
+    base = tmp_path_factory.mktemp("mixed")
+    flag, plan, workdir = base / "fail-the-command", base / "plan.toml", base / "work"
+    plan.write_text(f'name = "mixed"\n[defaults]\n{MIXED_DEFAULTS}\n\n{MIXED.format(flag=flag)}')
+    workdir.mkdir()
     bundles = []
     for night in range(4):
         if night == 3:
             flag.touch()
-        done = ccbench("run", plan, "--out", tmp_path / f"night{night}", "--workdir", workdir)
+        done = run_ccbench("run", plan, "--out", base / f"night{night}", "--workdir", workdir)
         assert done.returncode == (1 if night == 3 else 0), done.stdout + done.stderr
-        bundles.append(only_bundle(tmp_path / f"night{night}"))
+        bundles.append(only_bundle(base / f"night{night}"))
     return bundles
 
 

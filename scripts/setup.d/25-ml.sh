@@ -4,5 +4,5 @@ if "$PY" -c 'import torch' >/dev/null 2>&1; then
   log "torch already installed: $("$PY" -c 'import torch; print(torch.__version__)')"
 else
   [ -z "$CCBENCH_SETUP_HOST" ] || die "PyTorch is not in $VENV (on a fleet host: add ml to ccbench_components)"
-  pip_install -e "$ROOT[ml]"
+  pip_install_project ml
 fi

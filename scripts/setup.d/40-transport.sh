@@ -9,4 +9,4 @@ command -v cc >/dev/null || apt_install gcc   # ring compiles its assembly with 
 command -v openssl >/dev/null || apt_install openssl   # the verifier's tests generate their test chain with it
 log "building crates/ (cargo build --release through scripts/cargo.sh; a few minutes the first time, the dependencies kept in ~/.cache/ccbench/cargo-target)"
 bash "$ROOT/scripts/cargo.sh" build --release --quiet --bin ccchannel-bench --bin ccverify --bin ccmech || die "the Rust workspace in crates/ did not build"
-pip_install -e "$ROOT[inference]"
+pip_install_project inference

@@ -13,4 +13,4 @@ else
     || die "pip could not install apache-otava into $OTAVA_VENV"
 fi
 # the store itself is DuckDB, in the project's environment
-pip_install -e "$ROOT[history]"
+pip_install_project history
