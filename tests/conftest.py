@@ -140,29 +140,31 @@ def mounts_under(path: Path) -> list[str]:
 #: (test_machines_sweep.py) last, so it does not boot its guests beside test_machines_lifecycle.py's (two
 #: TCG guests at once on 2 cores each crawl). ``--dist loadgroup`` does not group here: pytest 9 keeps a
 #: node's id where xdist 3.8 no longer writes its group into it. The ranks come from a whole run's
-#: durations (2026-12-03: seconds on a loaded machine; a rank, not a promise); a file not named here
+#: durations (2026-12-03, two workers: seconds beside other work; a rank, not a promise); a file not named here
 #: follows them in its collection order. Tests marked ``alone`` need the machine to themselves (they
 #: measure a quiet interval) and run after the others, on one worker (scripts/test.sh's second pass).
 SLOWEST_FIRST = (
-    "test_machines_lifecycle.py",  # 670 s
-    "test_fleet.py",  # 201
-    "test_history.py",  # 191
-    "test_federated.py",  # 188
-    "test_transport_rust.py",  # 179
-    "test_gate.py",  # 110
-    "test_microservices.py",  # 107
-    "test_quick.py",  # 85
-    "test_report.py",  # 82
-    "test_runner.py",  # 70
-    "test_notebook.py",  # 64
-    "test_interference.py",  # 55
-    "test_fleet_settle.py",  # 55
-    "test_network_fleet.py",  # 53
-    "test_lint.py",  # 50
-    "test_impact.py",  # 45
+    "test_machines_lifecycle.py",  # 482 s
+    "test_fleet.py",  # 224
+    "test_federated.py",  # 220
+    "test_history.py",  # 197
+    "test_gate.py",  # 120
+    "test_microservices.py",  # 112
+    "test_notebook.py",  # 112
+    "test_quick.py",  # 95
+    "test_network_fleet.py",  # 77
+    "test_report.py",  # 71
+    "test_one_answer.py",  # 59
+    "test_runner.py",  # 59
+    "test_impact.py",  # 52
+    "test_lint.py",  # 45
+    "test_fleet_settle.py",  # 43
+    "test_interference.py",  # 42
+    "test_baselines.py",  # 38
+    "test_verdict_semantics.py",  # 36
+    "test_ci_docs.py",  # 33
+    "test_storage.py",  # 33
     "test_cloud_fleet.py",  # 33
-    "test_baselines.py",  # 33
-    "test_ci_docs.py",  # 32
 )
 LAST = ("test_machines_sweep.py",)  # 22
 
