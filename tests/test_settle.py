@@ -52,7 +52,8 @@ def run_settle(tmp_path, monkeypatch):
             plan_from_dict(document, "test"),
             out=tmp_path / "out",
             workdir=tmp_path / "work",
-            storage_paths=paths,
+            # the directories of the variants the plan runs (a --storage-path it runs none of is an error)
+            storage_paths={v: p for v, p in paths.items() if v in document["defaults"]["variants"]["storage"]},
             reporter=messages,
             environment={},
             executor=executor,

@@ -149,3 +149,87 @@ def test_tmpfs_on_a_tmpfs_mount_is_in_memory_storage_and_nothing_is_said(tmp_pat
     assert compared.baseline.endswith(" / disk (own path, plain)"), compared.baseline
     assert [v.layer for v in compared.verdicts()] == ["in-memory storage: tmpfs (own path, tmpfs)"]
     assert not [f for f in compared.findings() if f.code == "misnamed-storage-path"]
+
+
+def test_storage_paths_that_could_be_read_two_ways_are_one_line_errors(tmp_path, capsys):
+    """The user trial: an empty DIR ran three failed executions; a name no workload runs was ignored;
+    a name given twice kept the last. Each is now a one-line error before anything runs."""
+    from conftest import ccbench_in_process
+
+    plan = tmp_path / "p.toml"
+    plan.write_text(
+        '[defaults]\nrepetitions = 1\nvariants = { storage = ["disk", "tmpfs"] }\n'
+        '[[workloads]]\nkind = "command"\nname = "c"\ncommand = "true"\n'
+    )
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    cases = [
+        (["tmpfs="], "--storage-path 'tmpfs=': expected VARIANT=DIR"),
+        ([f"disk={a}", f"disk={b}"], f"--storage-path disk: given twice ('{a}' and '{b}'); give it once"),
+        (
+            [f"encrypted={a}"],
+            "no workload of the plan runs the storage variant 'encrypted' (its storage variants: disk, tmpfs)",
+        ),
+    ]
+    for given, said in cases:
+        out = tmp_path / "out"
+        args = [f"--storage-path={value}" for value in given]
+        code, _, err = ccbench_in_process(
+            capsys, "run", str(plan), "--out", str(out), "--workdir", str(tmp_path), *args
+        )
+        assert code == 2 and len(err.strip().splitlines()) == 1 and said in err, (given, err)
+        assert not out.exists()
+
+
+def test_a_resumed_run_measures_where_its_run_did(tmp_path, monkeypatch):
+    """The user trial: `run --resume` without --storage-path measured the rest of the run in ccbench's
+    own tmpfs and disk, under the same names. It takes the bundle's directories; others are refused."""
+    import ccbench.probe.syscheck
+    from ccbench.basics.errors import CCBenchError
+    from ccbench.bundle import read_bundle
+    from ccbench.model import ExecutionStatus
+    from ccbench.run.runner import Interrupted
+    from ccbench.run.supervise import Attempt
+
+    monkeypatch.setattr(ccbench.probe.syscheck, "system_check", lambda **options: [])
+    paths = {"disk": _plain_directory(tmp_path, "disk"), "tmpfs": _plain_directory(tmp_path, "fake")}
+    document = {
+        "name": "own",
+        "defaults": {"repetitions": 3, "warmup": 0, "cooldown": 0, "variants": {"storage": list(paths)}},
+        "workloads": [{"kind": "command", "name": "c", "command": "true"}],
+    }
+    cut = {"done": False}
+
+    def answer(job):
+        if job.repetition == 1 and not cut["done"]:
+            cut["done"] = True
+            return Attempt(ExecutionStatus.INTERRUPTED, "interrupted by a signal", interruption=Interrupted(2))
+        return measured(1.0)
+
+    def runner(storage_paths, resume=None, messages=None):
+        return Runner(
+            plan_from_dict(document, "test"),
+            out=tmp_path / "out",
+            workdir=tmp_path / "work",
+            storage_paths=storage_paths,
+            reporter=messages or Messages(),
+            environment={},
+            executor=ScriptedExecutor(answer),
+            order=Order("random", 11),
+            resume=resume,
+        )
+
+    first = runner({value: str(path) for value, path in paths.items()}).run()
+    assert first.interrupted
+    with pytest.raises(
+        CCBenchError, match="its run measured with --storage-path disk=.* a resumed run measures where it did"
+    ):
+        runner({"disk": str(paths["disk"])}, resume=first.bundle).check_inputs()
+    messages = Messages()
+    resumed = runner({}, resume=first.bundle, messages=messages).run()
+    assert not resumed.interrupted
+    assert f"resumed with the bundle's --storage-path tmpfs={paths['tmpfs'].resolve()}" in messages.lines
+    samples = read_bundle(first.bundle).samples
+    assert len(samples) == 6 and all(s["variant"].get("storage_mechanism") == "user-path" for s in samples), [
+        s["variant"] for s in samples
+    ]

@@ -36,12 +36,16 @@ def parse_pin(value: str | None) -> list[int] | None:
     return sorted(cpus)
 
 
-def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
-    result = {}
+def parse_pairs(values: tuple[str, ...], option: str, shape: str = "NAME=VALUE", empty: bool = True) -> dict[str, str]:
+    """``NAME=VALUE`` options as a dict; a name given twice with two values is an error (which one
+    would win is a guess), and so, unless ``empty``, is an empty VALUE."""
+    result: dict[str, str] = {}
     for item in values:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CCBenchError(f"{option} {item!r}: expected NAME=VALUE")
+        if not sep or not key or (not value and not empty):
+            raise CCBenchError(f"{option} {item!r}: expected {shape}")
+        if key in result and result[key] != value:
+            raise CCBenchError(f"{option} {key}: given twice ({result[key]!r} and {value!r}); give it once")
         result[key] = value
     return result
 
@@ -213,7 +217,7 @@ def command(
         out=Path(out),
         workdir=Path(workdir),
         pin=parse_pin(pin),
-        storage_paths=parse_pairs(storage_paths, "--storage-path"),
+        storage_paths=parse_pairs(storage_paths, "--storage-path", "VARIANT=DIR", empty=False),
         reporter=RichReporter(),
         command_line=["ccbench", *sys.argv[1:]],
         resume=Path(resume) if resume else None,

@@ -79,6 +79,20 @@ def _interrupt(signum, frame):
     raise Interrupted(signum)
 
 
+def recorded_storage_paths(bundle: Path) -> dict[str, str]:
+    """The ``--storage-path`` directories a bundle's run measured in: its manifest's record, or for a
+    bundle from before that record, its samples' (a variant's ``storage_path`` where it was the user's)."""
+    found = read_bundle(bundle, samples=False)
+    if "storage_paths" in found.manifest:
+        return dict(found.manifest["storage_paths"])
+    paths: dict[str, str] = {}
+    for sample in read_bundle(bundle).samples:
+        variant = sample.get("variant") or {}
+        if variant.get("storage_mechanism") == "user-path" and variant.get("storage_path"):
+            paths.setdefault(str(variant["storage"]), str(Path(variant["storage_path"]).resolve()))
+    return paths
+
+
 class Reporter:
     """What the runner tells the user as it goes (the CLI plugs in a rich progress bar)."""
 
@@ -169,16 +183,41 @@ class Runner(WorkloadPhases, OneExecution):
             raise CCBenchError(
                 f"cannot create the result bundle under {self.out}: {reason}; choose a writable directory with --out"
             )
+        if self.resume:
+            self._resume_storage_paths()
+        planned = {value for spec in self.plan.workloads for value in spec.variants.get("storage", [])}
         for value, directory in self.storage_paths.items():
             where = f"--storage-path {value}={directory}"
             try:
                 AXES["storage"].validate(value)
             except ValueError as exc:
                 raise CCBenchError(f"{where}: {exc}") from None
+            if value not in planned:
+                runs = ", ".join(sorted(planned)) or "none"
+                raise CCBenchError(
+                    f"{where}: no workload of the plan runs the storage variant {value!r} (its storage "
+                    f"variants: {runs}); name one of those"
+                )
             if not Path(directory).is_dir():
                 raise CCBenchError(f"{where}: no such directory; create it or name an existing one")
             if reason := unwritable(directory):
                 raise CCBenchError(f"{where}: cannot write there ({reason}); name a directory you can write")
+
+    def _resume_storage_paths(self) -> None:
+        """A resumed run measures its variants where the run it finishes did: the bundle's own
+        ``--storage-path`` directories, unless given again (then they must be the same)."""
+        recorded = recorded_storage_paths(self.resume)
+        given = {value: str(Path(directory).resolve()) for value, directory in self.storage_paths.items()}
+        if given and given != recorded:
+            said = " ".join(f"--storage-path {v}={d}" for v, d in recorded.items()) or "no --storage-path"
+            raise CCBenchError(
+                f"--resume {self.resume}: its run measured with {said}; a resumed run measures where it did "
+                "(leave --storage-path out, or give the same)"
+            )
+        if recorded and not given:
+            self.storage_paths = dict(recorded)
+            for value, directory in recorded.items():
+                self.reporter.message(f"resumed with the bundle's --storage-path {value}={directory}")
 
     def run(self) -> RunResult:
         self.check_inputs()
@@ -210,6 +249,8 @@ class Runner(WorkloadPhases, OneExecution):
         manifest = {
             "system_check": self._system_check(),
             "plan": self.plan.model_dump(mode="json"),
+            # where the --storage-path variants ran: a resumed run measures them there again
+            "storage_paths": {value: str(Path(d).resolve()) for value, d in self.storage_paths.items()},
             # each workload's primary metrics and message costs: analysis reads them from here
             "declarations": declarations((spec.name, spec.kind) for spec in self.plan.workloads),
             "environment": self.environment,
