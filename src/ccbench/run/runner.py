@@ -198,6 +198,8 @@ class Runner(WorkloadPhases, OneExecution):
                     f"{where}: no workload of the plan runs the storage variant {value!r} (its storage "
                     f"variants: {runs}); name one of those"
                 )
+            if Path(directory).exists() and not Path(directory).is_dir():
+                raise CCBenchError(f"{where}: not a directory; name the directory the variant should run in")
             if not Path(directory).is_dir():
                 raise CCBenchError(f"{where}: no such directory; create it or name an existing one")
             if reason := unwritable(directory):
