@@ -170,6 +170,7 @@ def test_storage_paths_that_could_be_read_two_ways_are_one_line_errors(tmp_path,
             [f"encrypted={a}"],
             "no workload of the plan runs the storage variant 'encrypted' (its storage variants: disk, tmpfs)",
         ),
+        ([f"tmpfs={plan}"], f"--storage-path tmpfs={plan}: not a directory; name the directory"),
     ]
     for given, said in cases:
         out = tmp_path / "out"
