@@ -395,8 +395,13 @@ def misnamed_storage_paths(
                     },
                     f"point --storage-path {name}= at "
                     + WANTED.get(claimed, "a directory on dm-crypt (LUKS), fscrypt or gocryptfs")
-                    + f", or name the variant for what {directory} is (--storage-path "
-                    + f"{NAME_FOR.get(FOUND[found], 'encrypted')}={directory}) and run again (docs/storage.md)",
+                    + (
+                        # a plain directory's only name is disk, which the run's baseline has already
+                        " and run again: as it ran, its rows compare two unprotected directories (docs/storage.md)"
+                        if FOUND[found] == NO_PROTECTION
+                        else f", or name the variant for what {directory} is (--storage-path "
+                        f"{NAME_FOR.get(FOUND[found], 'encrypted')}={directory}) and run again (docs/storage.md)"
+                    ),
                 )
             )
     return findings
