@@ -171,8 +171,9 @@ LAST = ("test_machines_sweep.py",)  # 22
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """On xdist's workers (``--dist loadfile``): the slowest files first, the guests' second file last."""
-    if config.getoption("dist", default="no") == "no":
+    """On xdist's workers (``--dist loadfile``): the slowest files first, the guests' second file last.
+    (A worker's ``dist`` option reads "no": xdist resets it there; ``workerinput`` names a worker.)"""
+    if not hasattr(config, "workerinput"):
         return
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     rank.update({name: len(rank) + 1 + i for i, name in enumerate(LAST)})
