@@ -213,7 +213,9 @@ def test_a_plan_settled_by_layer_without_a_target_is_one_line(capsys, tmp_path):
     out = tmp_path / "out"
     code, _, err = ccbench_in_process(capsys, "run", str(plan), "--out", out)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert err.startswith('ccbench: error: workload c: settle_by = "layer" without a settle target'), err
+    assert err.startswith(
+        f'ccbench: error: {plan}: workload c: settle_by = "layer" (its own or [defaults]\') without'
+    ), err
     assert "--settle 5%" in err and not out.exists()
     # a target from the command line is what the plan lacked
     assert check_settle_by(load_plan(str(plan)).with_settle("5%")).workloads[0].settle == pytest.approx(0.05)

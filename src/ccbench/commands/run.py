@@ -264,11 +264,12 @@ def check_settle_by(the_plan):
     target would run its repetitions as if ``settle_by`` were not there: a one-line error."""
     from ccbench.planning.plan import PlanError
 
+    where = f"{the_plan.source}: " if the_plan.source else ""
     for workload in the_plan.workloads:
         if workload.settle_by == "layer" and not workload.settle and not workload.skip_reason:
             raise PlanError(
-                f'workload {workload.name}: settle_by = "layer" without a settle target, so nothing would '
-                'settle: set settle = "5%" beside it in the plan, or run with --settle 5%'
+                f'{where}workload {workload.name}: settle_by = "layer" (its own or [defaults]\') without a settle '
+                'target, so nothing would settle: set settle = "5%" beside it, or run with --settle 5%'
             )
     return the_plan
 
