@@ -534,3 +534,17 @@ def test_one_significant_row_among_rows_whose_sizes_differ_reads_as_one_figure()
     # slower" alone read as the whole workload's)
     assert phrase == "1 of 2 significant: 1m write 20.3% slower [18.0%, 22.6%] (the other comparison not significant)"
     assert "slower, 20.3%" not in phrase
+
+
+def test_a_settle_interval_wholly_on_the_faster_side_is_no_cost_at_all_not_above_zero():
+    """The user trial: a case 7.9x faster [1.22x, 52x], not called a gain by its run, read "fio-rr: no
+    cost above 0.0%" in the report's per-workload cell: its interval excludes every cost."""
+    from ccbench.analysis.judgement.wording import BOUND_EXCLUDED, NONE_SEEN, Judgement
+
+    said = Judgement(NONE_SEEN, comparisons=1, mde=0.0, bound=f"{BOUND_EXCLUDED}: repeated interval, limit 10").phrase(
+        where=False
+    )
+    assert said.startswith("no cost at all (what the repeated interval, limit 10 excludes"), said
+    assert "0.0%" not in said
+    above = Judgement(NONE_SEEN, comparisons=1, mde=0.035, bound=f"{BOUND_EXCLUDED}: repeated interval, limit 10")
+    assert above.phrase(where=False).startswith("no cost above 3.5% (what the repeated interval"), above.phrase()

@@ -229,6 +229,10 @@ class Judgement:
             ends = f"{fmt.effect(self.span_low)} to {fmt.effect(self.span_high)}"
             what = "its 95% interval" if self.comparisons == 1 else "the 95% intervals span"
             return f"not distinguishable from noise ({what} {ends}: too few values to bound the cost)"
+        if self.mde <= 0 and self.bound != BOUND_MDE:
+            # a settle interval wholly on the faster side, its case not called a gain: it excludes every
+            # cost ("no cost above 0.0%" read as a figure of a case that was 7.9x faster)
+            return f"no cost at all ({bound_words(self.bound)})"
         bound = f"no cost above {fmt.mde(self.mde)} ({bound_words(self.bound)})"
         if self.bound == BOUND_MDE and self.mde > WEAK_BOUND:
             # not a clean bill: a cost smaller than the bound would not have shown in this run
