@@ -226,6 +226,8 @@ def test_a_layer_with_no_figure_for_the_whole_shows_no_interval_in_its_cells(tmp
     whole = dataclasses.replace(pooled, judgement=dataclasses.replace(loop.judgement, kind=POOLED, rest=0))
     cells = verdict_table([whole]).iloc[0]
     assert cells["95% interval"] != "-" and cells["interval from"].startswith("Cochran"), cells.to_dict()
+    # wholly faster: the smaller gain first, as the brackets write it (the trial read "59x faster to 1.01x faster")
+    assert cells["95% interval"] == "3.3x faster to 9.1x faster", cells.to_dict()
 
 
 def test_left_out_rows_with_different_reasons_keep_each_reason_beside_its_rows(tmp_path, ccbench):

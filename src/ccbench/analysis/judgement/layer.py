@@ -302,6 +302,8 @@ class LayerVerdict:
     def interval_text(self) -> str:
         if not self.states_interval():
             return "-"
+        if self.high < 1:  # wholly faster: the smaller gain first, as the brackets write it ("[1.01x, 59x]")
+            return f"{fmt.effect(self.high)} to {fmt.effect(self.low)}"
         return f"{fmt.effect(self.low)} to {fmt.effect(self.high)}"
 
 
