@@ -186,8 +186,11 @@ class _Rounds:
                 # writes them to the manifest): each layer as last looked at, the round cut not counted
                 self.announce(repetition, "open")
                 cut = "interrupted" if not isinstance(exc, Exception) else "error"
-                for one in self.members:
-                    self._close(one, one.stopped_by or cut, repetition)
+                try:
+                    for one in self.members:
+                        self._close(one, one.stopped_by or cut, repetition)
+                except Exception:  # the records are a courtesy here: never hide the cut behind them
+                    pass
                 raise
             repetition += 1
             self.look()
