@@ -81,6 +81,7 @@ def _settled_lines(bundle, records: dict, implausible) -> list[str]:
             lines.append(said)
             header = said
 
+    # per layer (variant key, pair): each workload that holds it, as (name, record, variant, flagged)
     layers: dict[tuple[str, str], list[tuple[str, dict, dict, set]]] = {}
     for name, record in records.items():
         flagged = {
@@ -95,14 +96,12 @@ def _settled_lines(bundle, records: dict, implausible) -> list[str]:
             head(record)
             lines += [f"  {line}" for line in settle_lines(name, {**record, "variants": own}, flagged)]
     for (key, pair), members in layers.items():
-        head(members[0][1])
-        variant = members[0][2]
-        stopped = sorted(
-            {str(m[2].get("stopped_by")) for m in members if m[2].get("stopped_by") not in (None, "settled")}
-        )
+        names, records, variants, _ = zip(*members)
+        head(records[0])
+        stopped = sorted({str(v.get("stopped_by")) for v in variants if v.get("stopped_by") not in (None, "settled")})
         why = f"; stopped by {', '.join(stopped)}" if stopped else ""
-        spans = ", ".join(m[0] for m in members)
-        lines.append(f"  {layer_answer(variant, key, f' against {pair}, in {spans}')}{why}")
+        spans = ", ".join(names)
+        lines.append(f"  {layer_answer(variants[0], key, f' against {pair}, in {spans}')}{why}")
         for name, _, own_variant, flagged in members:
             lines += [f"    {name}: {line}" for line in layer_cases(own_variant, flagged, key)]
     return lines
