@@ -375,7 +375,7 @@ def layer_answer(variant: dict, key: str, where: str = "") -> str:
 def layer_cases(variant: dict, implausible: frozenset | set, key: str) -> list[str]:
     """Each case of a variant settled by layer, in one workload: "label: called a cost: ... (N rounds)"
     or "label: so far: ..."; a case the comparison left out as implausible says so."""
-    from ccbench.analysis.settling.layer_settle import case_effect
+    from ccbench.analysis.settling.layer_settle import LEFT_OUT, case_effect
     from ccbench.analysis.statistics.sequential import Settlement
 
     lines, fields = [], Settlement.__dataclass_fields__
@@ -384,6 +384,8 @@ def layer_cases(variant: dict, implausible: frozenset | set, key: str) -> list[s
         note = "; implausible, left out of the verdict: see the lint" if (key, label) in implausible else ""
         called = record.get("claim") == "called" and case.estimate is not None
         word = f"called a {'cost' if (case.estimate or 0) > 0 else 'gain'}" if called else "so far"
+        if record.get("claim") == LEFT_OUT:  # out of the layer's headline too: the lint says why
+            word, note = "left out as implausible", "; see the lint"
         lines.append(f"{label}: {word}: {case_effect(case)} ({case.rounds} rounds{note})")
     return lines
 

@@ -44,6 +44,8 @@ class _Held:
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)
     named: dict[str, Any] = field(default_factory=dict)
     variants: dict[str, dict] = field(default_factory=dict)
+    #: {variant key: {case: why}}: the cases the comparison will leave out as implausible
+    left: dict[str, dict[str, str]] = field(default_factory=dict)
     ran: list[dict[str, Any]] = field(default_factory=list)
     stopped_by: str | None = None
 
@@ -56,6 +58,7 @@ class _Held:
 
     def look(self, runner: Any) -> None:
         """Its paired log costs from the samples so far (each variant against its pair)."""
+        from ccbench.analysis.settling.plausible import left_out
         from ccbench.analysis.statistics import sequential as rule
         from ccbench.model import ExecutionKey
         from ccbench.workloads import declaration
@@ -65,6 +68,7 @@ class _Held:
         declared = rule.judged(declaration(type(self.job.workload)))
         costs = rule.paired_against(mine, self.keys[0], self.keys, self.against, declared)
         self.costs = {key: costs.get(key, {}) for key in self.keys[1:]}
+        self.left = left_out(mine, self.keys[0], self.keys, self.against, declared)
         self.named = rule.case_of(mine)
         for sample in mine:
             if sample.execution:
@@ -134,10 +138,11 @@ class _Rounds:
             one.look(self.runner)
         costs = {one.name: one.costs for one in self.members}
         pairs = {one.name: {key: one.pair(key) for key in one.keys[1:]} for one in self.members}
-        self.cases = across(costs, pairs)
+        # the cases the comparison will leave out as implausible are in no headline (nor its costliest)
+        self.cases = across(costs, pairs, {one.name: one.left for one in self.members})
         self.layers = {
-            layer: settle_layer(cases, self.target, self.built_for, workloads=workloads)
-            for layer, (workloads, cases) in self.cases.items()
+            layer: settle_layer(cases, self.target, self.built_for, workloads=workloads, left_out=dropped)
+            for layer, (workloads, cases, dropped) in self.cases.items()
         }
 
     def reason(self, one: _Held, key: str, more: int) -> str | None:
@@ -253,7 +258,7 @@ class _Rounds:
 
     def _close(self, one: _Held, stopped_by: str | None, repetition: int) -> None:
         """The workload's record: per variant what stopped it, its pair, its layer and each case's
-        answer and claim ("called" by e-BH, or "so far")."""
+        answer and claim ("called" by e-BH, "left out" as implausible, or "so far")."""
         from ccbench.analysis.statistics.sequential import settle_all
 
         outcome = one.job.outcome

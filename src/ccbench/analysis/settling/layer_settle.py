@@ -52,6 +52,8 @@ from ccbench.analysis.statistics.sequential import (
 
 #: a layer whose called cases go both ways: its answer is their range
 DISAGREE = "cases disagree"
+#: a case's claim where it is left out of its layer as implausible
+LEFT_OUT = "left out"
 
 
 def headline_values(cases: Mapping[str, Sequence[float]]) -> PairedCosts:
@@ -84,6 +86,8 @@ class LayerSettlement:
     costliest: str | None = None
     #: the workloads whose cases it holds (one, or none where not known: a workload's own layer)
     workloads: list[str] = field(default_factory=list)
+    #: the cases left out as implausible (ccbench.analysis.settling.plausible): {case: why}
+    left_out: dict[str, str] = field(default_factory=dict)
 
     @property
     def state(self) -> str | None:
@@ -96,18 +100,27 @@ class LayerSettlement:
     def settled(self) -> bool:
         return self.state is not None
 
+    @property
+    def kept_workloads(self) -> list[str]:
+        """The workloads holding a case of the headline (those whose every case is left out hold none)."""
+        if len(self.workloads) <= 1:
+            return list(self.workloads)
+        return [w for w in self.workloads if any(name.startswith(f"{w}: ") for name in self.cases)]
+
     def describe(self) -> str:
         """The layer's answer in the project's convention, with its costliest case ("11x slower [9.8x,
         12x] (mean of 4 cases; costliest: ...)"); an open one "so far"."""
         from ccbench.analysis import format as fmt
 
         head = self.headline
+        if not self.cases and self.left_out:
+            return f"no case to settle: {self.left_out_text()}"
         if head.estimate is None:
             return f"no interval yet ({head.rounds} paired rounds)"
         said = fmt.effect(1 + head.estimate, *((1 + head.low, 1 + head.high) if head.low is not None else ()))
         mean = f"mean of {len(self.cases)} case{'s' if len(self.cases) != 1 else ''}"
-        if len(self.workloads) > 1:
-            mean += f" in {len(self.workloads)} workloads"
+        if len(self.kept_workloads) > 1:
+            mean += f" in {len(self.kept_workloads)} workloads"
         if self.state == DISAGREE:
             ends = sorted(self.called, key=lambda c: self.cases[c].estimate or 0.0)
             lo, hi = (self.cases[c] for c in (ends[0], ends[-1]))
@@ -122,7 +135,17 @@ class LayerSettlement:
             case = self.cases[self.costliest]
             word = "called" if self.costliest in self.called else "so far"
             text += f"; costliest: {self.costliest} {word} {case_effect(case)}"
+        if self.left_out:
+            text += f"; {self.left_out_text()}"
         return text
+
+    def left_out_text(self) -> str:
+        """ "15 cases left out as implausible (direct I/O served buffered on fscrypt)": how many, and
+        each kind of reason once (a reason's words before its figures)."""
+        n = len(self.left_out)
+        kinds = list(dict.fromkeys(why.split(":")[0].strip() for why in self.left_out.values()))
+        every = "all " if not self.cases else ""
+        return f"{every}{n} case{'s' if n != 1 else ''} left out as implausible ({'; '.join(kinds)})"
 
     @classmethod
     def from_record(cls, variant: Mapping[str, Any]) -> LayerSettlement:
@@ -136,7 +159,8 @@ class LayerSettlement:
         }
         head = Settlement(**{k: v for k, v in (layer.get("headline") or {}).items() if k in fields})
         workloads = list(layer.get("workloads") or [])
-        return cls(head, cases, list(layer.get("called") or []), layer.get("costliest"), workloads)
+        left = {str(k): str(v) for k, v in (layer.get("left_out") or {}).items()}
+        return cls(head, cases, list(layer.get("called") or []), layer.get("costliest"), workloads, left)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -146,11 +170,13 @@ class LayerSettlement:
             "costliest": self.costliest,
             "workloads": list(self.workloads),
             "cases": {label: case.as_dict() for label, case in self.cases.items()},
+            **({"left_out": dict(self.left_out)} if self.left_out else {}),
         }
 
     def claim(self, workload: str, label: str) -> str:
-        """A workload's case's claim in this layer: "called" (e-BH) or "so far"."""
-        return "called" if case_label(workload, label, self.workloads) in self.called else "so far"
+        """A workload's case's claim in this layer: "called" (e-BH), "left out" (implausible) or "so far"."""
+        name = case_label(workload, label, self.workloads)
+        return "called" if name in self.called else LEFT_OUT if name in self.left_out else "so far"
 
 
 def case_effect(case: Settlement) -> str:
@@ -169,24 +195,35 @@ def case_label(workload: str, label: str, workloads: Sequence[str]) -> str:
 
 
 def across(
-    costs: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]], pairs: Mapping[str, Mapping[str, str]]
-) -> dict[tuple[str, str], tuple[list[str], dict[str, Sequence[float]]]]:
+    costs: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]],
+    pairs: Mapping[str, Mapping[str, str]],
+    left: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
+) -> dict[tuple[str, str], tuple[list[str], dict[str, Sequence[float]], dict[str, str]]]:
     """The layers of the workloads settled by layer together: {(variant key, its pair's key): (its
-    workloads, {its cases' names (case_label): paired log costs})}, from each workload's
-    paired_against (``costs[workload]``) and each variant's pair (``pairs[workload][key]``). The
-    same variant against the same pair in several workloads is one layer (fscrypt against ext4-loop
-    over fio, compression and YCSB)."""
+    workloads, {its cases' names (case_label): paired log costs}, {the cases left out: why})}, from
+    each workload's paired_against (``costs[workload]``), each variant's pair
+    (``pairs[workload][key]``) and the cases the comparison leaves out as implausible
+    (``left[workload][key]``: {case: why}, ccbench.analysis.settling.plausible.left_out). The same
+    variant against the same pair in several workloads is one layer (fscrypt against ext4-loop over
+    fio, compression and YCSB)."""
     found: dict[tuple[str, str], dict[str, dict[str, Sequence[float]]]] = {}
     for workload, variants in costs.items():
         for key, cases in variants.items():
             found.setdefault((key, pairs[workload][key]), {})[workload] = cases
-    return {
-        layer: (
-            list(mine),
-            {case_label(w, label, list(mine)): v for w, cases in mine.items() for label, v in cases.items()},
-        )
-        for layer, mine in found.items()
-    }
+    out = {}
+    for layer, mine in found.items():
+        names = list(mine)
+        kept, dropped = {}, {}
+        for workload, cases in mine.items():
+            why = ((left or {}).get(workload) or {}).get(layer[0]) or {}
+            for label, values in cases.items():
+                name = case_label(workload, label, names)
+                if label in why:
+                    dropped[name] = why[label]
+                else:
+                    kept[name] = values
+        out[layer] = (names, kept, dropped)
+    return out
 
 
 def settle_layer(
@@ -195,11 +232,13 @@ def settle_layer(
     limit: int | None = None,
     alpha: float = ALPHA,
     workloads: Sequence[str] = (),
+    left_out: Mapping[str, str] | None = None,
 ) -> LayerSettlement:
     """A layer's settlement from its cases' paired log costs (each in round order): the headline on
     the per-round mean (headline_values; the repeated interval for ``limit`` where given), each case
     on its own, e-BH at ``alpha`` over the cases' e-values (1 / the anytime-valid p value) for the
-    case-level calls, and the case with the largest estimated cost."""
+    case-level calls, and the case with the largest estimated cost; ``left_out``: the cases kept out
+    of all of it as implausible ({case: why}, recorded and said with the answer)."""
     from ccbench.analysis.statistics.discovery import e_bh, e_values
 
     labels = list(cases)
@@ -209,7 +248,7 @@ def settle_layer(
     known = [label for label in labels if own[label].estimate is not None]
     costliest = max(known, key=lambda label: own[label].estimate or 0.0) if known else None
     head = settle(headline_values(cases), target, alpha, limit=limit)
-    return LayerSettlement(head, own, called, costliest, list(workloads))
+    return LayerSettlement(head, own, called, costliest, list(workloads), dict(left_out or {}))
 
 
 def can_settle_layer(cases: Mapping[str, Sequence[float]], target: float, more: int, limit: int | None = None) -> bool:
@@ -240,8 +279,9 @@ def layer_title(variant: Mapping[str, Any], against: Mapping[str, Any], key: str
 def with_layers(bundle: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """recorded.bundle_settlements' records (``found``) with, for the workloads its run settled by
     layer, each variant's layer recomputed from the bundle's samples with the run's rule, across
-    those workloads (``across``: its ``layer``, and each case's ``claim``: "called" or "so far"), as
-    the run wrote them."""
+    those workloads (``across``: its ``layer``, and each case's ``claim``: "called", "left out" as
+    implausible, or "so far"), as the run wrote them."""
+    from ccbench.analysis.settling.plausible import left_out
     from ccbench.analysis.settling.recorded import settled_workloads
     from ccbench.analysis.statistics.sequential import paired_against, record_limit
 
@@ -249,7 +289,7 @@ def with_layers(bundle: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict
     if not layered:
         return found
     _, declared, samples = settled_workloads(bundle)
-    costs, pairs = {}, {}
+    costs, pairs, left = {}, {}, {}
     for name in layered:
         record = found[name]
         against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
@@ -257,10 +297,11 @@ def with_layers(bundle: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict
         costs[name] = paired_against(samples[name], record["baseline"], keys, against, declared.get(name, ()))
         costs[name] = {key: costs[name].get(key, {}) for key in record["variants"]}
         pairs[name] = {key: against.get(key, record["baseline"]) for key in record["variants"]}
-    for (key, _), (workloads, cases) in across(costs, pairs).items():
+        left[name] = left_out(samples[name], record["baseline"], keys, against, declared.get(name, ()))
+    for (key, _), (workloads, cases, dropped) in across(costs, pairs, left).items():
         # the run settled them together, on one target and round limit (every record says the same)
         record = found[workloads[0]]
-        layer = settle_layer(cases, record["target"], record_limit(record), workloads=workloads)
+        layer = settle_layer(cases, record["target"], record_limit(record), workloads=workloads, left_out=dropped)
         for name in workloads:
             variant = found[name]["variants"][key]
             title = ((variant.get("layer") or {}).get("title")) or key

@@ -38,6 +38,7 @@ def settled_cases(
     rule and interval), its p value on that interval, what stopped its variant and the bundle (its path). With
     ``exclude_contended`` the contended executions' rounds are left out, as from the rows."""
     from ccbench.analysis.samples.load import canonical_params, config_label, storage_label
+    from ccbench.analysis.settling.plausible import left_out
     from ccbench.analysis.settling.recorded import settled_workloads
     from ccbench.analysis.statistics.sequential import by_pair, case_p_value, paired_series, record_limit, settle
     from ccbench.model import ExecutionKey
@@ -61,6 +62,8 @@ def settled_cases(
             baseline, limit = record["baseline"], record_limit(record)
             # each variant against its own pair: a cipher on a loop file against its loop twin
             against = {k: v["against"] for k, v in record["variants"].items() if v.get("against")}
+            # a run settled by layer leaves the cases the comparison finds implausible out of its layers
+            left = left_out(mine, baseline, [baseline, *record["variants"]], against, declared.get(name, ()))
             for base, paired in by_pair(baseline, [baseline, *record["variants"]], against).items():
                 if base not in config_of or shared[config_of[base]] > 1:
                     continue
@@ -79,6 +82,7 @@ def settled_cases(
                             "pair": base,
                             "label": label,
                             "values": values,
+                            "left_out": (left.get(key) or {}).get(label),
                         }
         # a run settled by layer settled each layer across its workloads settled by layer, together
         layered = [name for name, record in settled.items() if record.get("by") == "layer"]
@@ -93,6 +97,8 @@ def settled_cases(
 
 #: what a case of a run settled by layer is, where e-BH did not call it: its interval as it stood
 SO_FAR = "so far (its layer settled by its headline)"
+#: a case of a run settled by layer that its layer left out (the comparison finds it implausible)
+LEFT_OUT = "left out of its layer as implausible"
 
 
 def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | None) -> None:
@@ -106,9 +112,9 @@ def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | No
         mine = [case for case in cases if (case["variant"], case["pair"]) == layer_key]
         workloads = list(dict.fromkeys(case["workload"] for case in mine))
         named = {case_label(case["workload"], case["label"], workloads): case for case in mine}
-        layer = settle_layer(
-            {label: case["values"] for label, case in named.items()}, target, limit, workloads=workloads
-        )
+        dropped = {label: case["left_out"] for label, case in named.items() if case.get("left_out")}
+        kept = {label: case["values"] for label, case in named.items() if label not in dropped}
+        layer = settle_layer(kept, target, limit, workloads=workloads, left_out=dropped)
         head = layer.headline
         headline = {
             "state": layer.state,
@@ -117,15 +123,15 @@ def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | No
             "high": head.high,
             "target": head.target,
             "rounds": head.rounds,
-            "cases": len(mine),
-            "workloads": len(workloads),
+            "cases": len(kept),
+            "workloads": len(layer.kept_workloads),
             "interval": head.interval,
         }
         for label, case in named.items():
             case["layer"] = headline
             if label not in layer.called:
                 case["settlement"] = replace(case["settlement"], state=None)
-                case["stopped_by"] = SO_FAR
+                case["stopped_by"] = LEFT_OUT if label in dropped else SO_FAR
 
 
 def _stopped_by(variant: Mapping[str, Any], label: str) -> str | None:
