@@ -31,6 +31,12 @@ disk, tmpfs and the ext4 loop file; a few minutes a design); ``--plan storage`` 
 (about 26 min at 3 repetitions here: the five designs take several hours and want a quiet machine).
 
     python benchmarks/bench_settle_designs.py [--plan PLAN] [--settle 5%] [--seed N] [--abba] [--out DIR]
+    python benchmarks/bench_settle_designs.py --report --out DIR [--seed N] [--settle 5%]
+
+``--only`` runs some of the designs (the five take hours on the storage plan: they may be run a few
+at a time into one ``--out``, each run's bundle in ``NN-design/``), and ``--report`` runs nothing and
+reads every design's bundles in ``--out``, each run's wall time from its manifest (``started_at`` to
+``ended_at``: the run itself, without this script's start-up).
 """
 
 from __future__ import annotations
@@ -90,6 +96,28 @@ def aa_plan(text: str) -> str:
         first = json.loads(found.replace("'", '"'))[0]
         text = text.replace(found, json.dumps([first, AGAIN]), 1)
     return text
+
+
+def manifest_wall(bundle: Path) -> float:
+    """The run's own wall time, from its manifest's start and end (what --report reads)."""
+    from datetime import datetime
+
+    from ccbench.bundle import read_bundle
+
+    manifest = read_bundle(bundle, samples=False).manifest
+    started, ended = (datetime.fromisoformat(str(manifest[k]).replace("Z", "+00:00")) for k in ("started_at", "ended_at"))
+    return (ended - started).total_seconds()
+
+
+def recorded(base: Path) -> dict[str, list[tuple[float, Path]]]:
+    """The designs' bundles in ``base`` (``NN-design/<bundle>``, in NN order), each with its wall time."""
+    found: dict[str, list[tuple[float, Path]]] = {}
+    for out in sorted(p for p in base.iterdir() if p.is_dir() and re.fullmatch(r"\d\d-[a-z0-9-]+", p.name)):
+        design = out.name[3:]
+        bundles = [p for p in out.iterdir() if (p / "manifest.json").is_file()]
+        if design in DESIGNS and len(bundles) == 1:
+            found.setdefault(design, []).append((manifest_wall(bundles[0]), bundles[0]))
+    return found
 
 
 def executions_s(bundle: Path) -> float:
@@ -208,7 +236,16 @@ def main() -> None:
     parser.add_argument("--abba", action="store_true", help="run the designs in order, then in reverse")
     parser.add_argument("--only", help="comma-separated designs to run (default: all five)")
     parser.add_argument("--out", type=Path, help="where the bundles go (default: a temporary directory)")
+    parser.add_argument("--report", action="store_true", help="run nothing: report the designs' bundles in --out")
     args = parser.parse_args()
+    if args.report:
+        if args.out is None or not args.out.is_dir():
+            sys.exit("--report reads the bundles of earlier runs: give their directory with --out DIR")
+        results = recorded(args.out)
+        if not results:
+            sys.exit(f"no design's bundle in {args.out}: it holds none of {', '.join(f'NN-{d}/' for d in DESIGNS)}")
+        summary(results, args.seed, args.settle, [d for d, runs in results.items() for _ in runs])
+        return
     base = args.out or Path(tempfile.mkdtemp(prefix="bench-settle-designs-"))
     base.mkdir(parents=True, exist_ok=True)
     if args.plan is None:
@@ -232,16 +269,23 @@ def main() -> None:
         sys.exit(f"unknown design {sorted(unknown)}: choose from {', '.join(DESIGNS)}")
     order = chosen + (chosen[::-1] if args.abba else [])
     results: dict[str, list[tuple[float, Path]]] = {}
-    for i, design in enumerate(order):
+    # numbered after what --out holds already (designs run a few at a time into one directory)
+    first = sum(len(runs) for runs in recorded(base).values())
+    for i, design in enumerate(order, start=first):
         target = aa if design == "aa" else plan
         wall, bundle = run(
             str(target), base / f"{i:02d}-{design}", base / "work", *design_args(design, args.settle, args.seed, again)
         )
         results.setdefault(design, []).append((wall, bundle))
+    summary(results, args.seed, args.settle, order)
+
+
+def summary(results: dict[str, list[tuple[float, Path]]], seed: int, settle: str, order: list[str]) -> None:
+    """Each run's times, the A/A run's claims, each design's agreement with fixed-10, the noise."""
     from ccbench.attestation.onread import check_before_reading
 
     check_before_reading([b for runs in results.values() for _, b in runs])  # what is read is what the runs sealed
-    print(f"same seed {args.seed}, settle {args.settle}, order {' '.join(order)}")
+    print(f"same seed {seed}, settle {settle}, order {' '.join(order)}")
     reference = results.get("fixed-10", [(0.0, None)])[0]
     for design, runs in results.items():
         for wall, bundle in runs:
