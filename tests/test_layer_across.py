@@ -108,6 +108,11 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     assert code == 0, err
     verdict_line = next(line for line in text.splitlines() if "tmpfs" in line and "slower" in line)
     assert figure in " ".join(text.split()), (figure, verdict_line)
+    # beside the settled figure, its cases' counts say what settled it, never "none of 2 significant"
+    # (a case is called on its own only by e-BH across the layer)
+    said = " ".join(text.split("settled in ")[0].split())
+    assert f"{figure}; settled on the mean of 2 cases in 2 workloads, " in said, said
+    assert "none of 2 significant" not in said
     # its settled cases: one header, each layer's line once (not once per workload), then its cases
     # workload by workload, and no state said twice ("open: open, so far")
     flat = " ".join(text.split())

@@ -122,3 +122,15 @@ def test_a_variant_against_the_same_pair_in_two_workloads_is_one_layer():
     assert layer.headline.estimate == pytest.approx(0.5, rel=0.02) and "in 2 workloads" in layer.describe()
     assert {layer.claim("fio", "4k"), layer.claim("compression", "lz4")} <= {"called", "so far"}
     assert layer.claim("fio", "4k") == ("called" if "fio: 4k" in layer.called else "so far")
+
+
+def test_a_layer_whose_every_case_is_faster_names_its_smallest_gain_not_its_costliest():
+    """issue 55 trial: "costliest: ... 7.5x faster" read as a cost. Every case faster: the case that
+    gains least is named, as such; one case slower: it is the costliest."""
+    rng = np.random.default_rng(5)
+    faster = {c: PairedCosts(np.log(f) + rng.normal(0, 0.01, 6), 0.01) for c, f in (("a", 0.2), ("b", 0.8))}
+    layer = settle_layer(faster, TARGET, LIMIT)
+    assert layer.state == "gain" and layer.costliest == "b"
+    assert "; smallest gain: b " in layer.describe() and "costliest" not in layer.describe()
+    faster["b"] = PairedCosts(np.log(1.3) + rng.normal(0, 0.01, 6), 0.01)
+    assert "; costliest: b " in settle_layer(faster, TARGET, LIMIT).describe()

@@ -134,7 +134,9 @@ class LayerSettlement:
         if self.costliest is not None and len(self.cases) > 1:
             case = self.cases[self.costliest]
             word = "called" if self.costliest in self.called else "so far"
-            text += f"; costliest: {self.costliest} {word} {case_effect(case)}"
+            # every case faster: the costliest is the one that gains least, and is named so
+            which = "smallest gain" if (case.estimate or 0.0) < 0 else "costliest"
+            text += f"; {which}: {self.costliest} {word} {case_effect(case)}"
         if self.left_out:
             text += f"; {self.left_out_text()}"
         return text
