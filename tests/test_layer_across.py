@@ -256,8 +256,16 @@ def test_a_cut_in_the_rounds_leaves_the_settled_layer_in_the_bundle_as_the_run_s
     assert figure in tmpfs_line
     from ccbench.analysis.comparison import comparison
 
-    [tmpfs] = [v for v in comparison([result.bundle]).verdicts() if "tmpfs" in v.layer]
+    verdicts = comparison([result.bundle]).verdicts()
+    [tmpfs] = [v for v in verdicts if "tmpfs" in v.layer]
     assert tmpfs.typical == pytest.approx(1 + head["estimate"], rel=1e-6), tmpfs.words()
+    # the open layer: the verdict's bound is the open line's upper end (its headline's), no other figure
+    [open_line] = [line for line in said if line.startswith("open after") and "ext4-loop" in line]
+    loop = manifest["outcomes"]["a"]["settled"]["variants"]["storage=ext4-loop"]["layer"]["headline"]
+    [ext4] = [v for v in verdicts if "ext4-loop" in v.layer]
+    upper = fmt.mde(loop["high"])
+    assert fmt.effect(1 + loop["estimate"], 1 + loop["low"], 1 + loop["high"]) in open_line
+    assert f"no cost above {upper} (what the " in ext4.words() and "on the mean of its cases" in ext4.words()
     # resumed, the rounds go on from the cut one (its done executions skipped), and are counted so
     resumed, again = two_workloads(
         tmp_path, monkeypatch, scripted, resume=result.bundle, settle="2%", max_repetitions=12, settle_by="layer"

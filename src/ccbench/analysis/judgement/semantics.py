@@ -293,7 +293,9 @@ def settled_judgement(rows: pd.DataFrame, dropped: list[str]) -> Judgement | Non
     """The judgement of rows a run settled by layer, all under one headline (the mean of the layer's
     paired log costs per round, ccbench.analysis.settling.layer_settle): the headline's figure and interval where
     it settled a cost or a gain; "no cost above" its target where it settled that and no row is
-    significant; None otherwise (open, cases that disagree, rows of another run or none, or fewer rows
+    significant; "no cost above" its headline's upper end where it is open and no row is significant
+    (what the run's open line says); None otherwise (open with a case called, cases that disagree,
+    rows of another run or none, or fewer rows
     than the headline pooled: one workload's, or those left once implausible rows are left out: judged
     as rows)."""
     from ccbench.analysis.labels import COST, GAIN, NO_COST_ABOVE
@@ -338,5 +340,13 @@ def settled_judgement(rows: pd.DataFrame, dropped: list[str]) -> Judgement | Non
         return base
     if state == NO_COST_ABOVE and not significant.any():
         base.mde, base.bound = float(head["target"]), f"{BOUND_SETTLED}: {head.get('interval') or ''}".rstrip(": ")
+        return base
+    if state is None and not significant.any() and (head.get("high") or 0) > 0:
+        # open, no case called: the bound is the one the run's open line gives, its headline's upper
+        # end ("open, so far 4.2% slower [2.4x faster, 2.6x slower]": no cost above 2.6x), not the
+        # median of its cases' own (a bound on a typical case, 4.7x, said nowhere else)
+        interval = head.get("interval") or "anytime-valid interval"
+        base.mde, base.bound = float(head["high"]), f"{BOUND_EXCLUDED}: {interval} on the mean of its cases"
+        base.settled_on = on.replace("settled by the run", "open: the run's headline")
         return base
     return None
