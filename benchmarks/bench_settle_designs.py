@@ -105,7 +105,9 @@ def manifest_wall(bundle: Path) -> float:
     from ccbench.bundle import read_bundle
 
     manifest = read_bundle(bundle, samples=False).manifest
-    started, ended = (datetime.fromisoformat(str(manifest[k]).replace("Z", "+00:00")) for k in ("started_at", "ended_at"))
+    started, ended = (
+        datetime.fromisoformat(str(manifest[k]).replace("Z", "+00:00")) for k in ("started_at", "ended_at")
+    )
     return (ended - started).total_seconds()
 
 

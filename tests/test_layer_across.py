@@ -14,7 +14,7 @@ from conftest import ccbench_in_process, only_bundle, own_path_layer
 from test_scheduling import Messages, ScriptedExecutor, measured
 
 from ccbench.analysis import format as fmt
-from ccbench.commands.run import settle_lines
+from ccbench.commands.run import settled_block
 from ccbench.planning.plan import plan_from_dict
 from ccbench.run.runner import Runner
 from ccbench.run.schedule import Order
@@ -87,11 +87,12 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     # the variants are the test's own directories: layered by what they are (plain, on a disk), not by name
     tmpfs_layer = own_path_layer("tmpfs", tmp_path)
     assert f": a, b: {tmpfs_layer}: " in said[0] and "mean of 2 cases in 2 workloads" in said[0]
-    # the closing lines of each workload give the same layer line, and its own case's claim
-    lines_a, lines_b = settle_lines("a", a), settle_lines("b", b)
-    layer_line = next(line for line in lines_a if f"{tmpfs_layer}: " in line)
-    assert layer_line in lines_b and "x slower [" in layer_line
-    assert any(line.startswith("    wall_time: ") for line in lines_b)
+    # the run's closing lines give the layer line once (not once per workload), then each workload's case
+    block = settled_block({"a": a, "b": b})
+    [layer_line] = [line for line in block if line.startswith(f"{tmpfs_layer} against storage=disk, in a, b: ")]
+    assert "x slower [" in layer_line
+    assert any(line.startswith("  a: wall_time: ") for line in block)
+    assert any(line.startswith("  b: wall_time: ") for line in block)
     # the verdict renders the run's headline: one judged result (compare's rows and its layer line)
     from ccbench.analysis.comparison import comparison
 

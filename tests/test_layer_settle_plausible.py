@@ -81,7 +81,10 @@ def test_direct_io_on_fscrypt_is_left_out_of_the_layer_and_never_its_costliest()
     found = left_out(samples, DISK, KEYS, loop_twins(samples, KEYS), ("throughput",))
     # both fio cases of fscrypt are served buffered; no other variant has a reason
     assert set(found) == {FSCRYPT}
-    assert set(found[FSCRYPT]) == {"throughput bs=4k rw=randread direction=read", "throughput bs=1m rw=read direction=read"}
+    assert set(found[FSCRYPT]) == {
+        "throughput bs=4k rw=randread direction=read",
+        "throughput bs=1m rw=read direction=read",
+    }
     assert all("direct I/O served buffered on fscrypt" in why for why in found[FSCRYPT].values())
 
     # what the layer said before: the implausible 30x is its costliest case and pulls its mean
@@ -120,4 +123,7 @@ def test_a_layer_whose_every_case_is_implausible_says_so_and_claims_nothing():
     workloads, cases, dropped = across(costs, pairs, left)[(FSCRYPT, LOOP)]
     layer = settle_layer(cases, 0.05, 10, workloads=workloads, left_out=dropped)
     assert not layer.settled and layer.costliest is None
-    assert layer.describe() == "no case to settle: all 2 cases left out as implausible (direct I/O served buffered on fscrypt)"
+    assert (
+        layer.describe()
+        == "no case to settle: all 2 cases left out as implausible (direct I/O served buffered on fscrypt)"
+    )

@@ -14,7 +14,7 @@ from test_scheduling import Messages, ScriptedExecutor, measured
 from ccbench.analysis import format as fmt
 from ccbench.basics.errors import PlanError
 from ccbench.bundle import read_bundle
-from ccbench.commands.run import settle_lines
+from ccbench.commands.run import settle_lines, settled_block
 from ccbench.planning.plan import plan_from_dict
 from ccbench.run.runner import Runner
 from ccbench.run.schedule import Order
@@ -430,9 +430,9 @@ def test_settling_by_layer_stops_on_the_headline_and_says_each_layer_as_it_settl
     # whatever ended it, its words agree with its state: never a settled line for an open layer
     said = [line for line in messages.lines if "ext4-loop" in line and line.startswith(("settled after", "open after"))]
     assert len(said) == 1 and said[0].startswith("settled after" if hard["layer"]["state"] else "open after")
-    lines = settle_lines("c", settled)
-    assert f"  {tmpfs_layer}: cost: " in "\n".join(lines)
-    assert any(line.startswith("    wall_time: called a cost: ") for line in lines)
+    lines = settled_block({"c": settled})
+    assert any(line.startswith(f"{tmpfs_layer} against storage=disk, in c: cost: ") for line in lines), lines
+    assert any(line.startswith("  c: wall_time: called a cost: ") for line in lines), lines
     # the verdict renders the run's settled headline, not a second figure of its own (one judged result)
     from ccbench.analysis.comparison import comparison
 

@@ -66,45 +66,20 @@ def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozen
 
 
 def _settled_lines(bundle, records: dict, implausible) -> list[str]:
-    """One bundle's settled cases: a header where the interval or target changes, each workload
-    settled case by case with its own lines, and each layer settled across workloads once: its
-    answer, the workloads it spans and what stopped it, then its cases, workload by workload."""
-    from ccbench.commands.run import layer_answer, layer_cases, settle_lines
+    """One bundle's settled cases (ccbench.commands.run.settled_block) under a header where the
+    interval or target changes. ``implausible``: (bundle, workload, variant key, case) of the cases
+    whose rows the verdict leaves out."""
+    from ccbench.commands.run import settled_block
 
-    lines: list[str] = []
-    header = None
-
-    def head(record: dict) -> None:
-        nonlocal header
-        said = f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):"
-        if said != header:
-            lines.append(said)
-            header = said
-
-    # per layer (variant key, pair): each workload that holds it, as (name, record, variant, flagged)
-    layers: dict[tuple[str, str], list[tuple[str, dict, dict, set]]] = {}
-    for name, record in records.items():
-        flagged = {
+    def flagged(name: str) -> set[tuple[str, str]]:
+        return {
             (key, label) for path, workload, key, label in implausible if (path, workload) == (str(bundle.path), name)
         }
-        own = {key: v for key, v in (record.get("variants") or {}).items() if not v.get("layer")}
-        for key, variant in (record.get("variants") or {}).items():
-            if variant.get("layer"):
-                pair = variant.get("against") or record["baseline"]
-                layers.setdefault((key, pair), []).append((name, record, variant, flagged))
-        if own or not record.get("variants"):
-            head(record)
-            lines += [f"  {line}" for line in settle_lines(name, {**record, "variants": own}, flagged)]
-    for (key, pair), members in layers.items():
-        names, records, variants, _ = zip(*members)
-        head(records[0])
-        stopped = sorted({str(v.get("stopped_by")) for v in variants if v.get("stopped_by") not in (None, "settled")})
-        why = f"; stopped by {', '.join(stopped)}" if stopped else ""
-        spans = ", ".join(names)
-        lines.append(f"  {layer_answer(variants[0], key, f' against {pair}, in {spans}')}{why}")
-        for name, _, own_variant, flagged in members:
-            lines += [f"    {name}: {line}" for line in layer_cases(own_variant, flagged, key)]
-    return lines
+
+    def header(record: dict) -> str:
+        return f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):"
+
+    return settled_block(records, flagged, header)
 
 
 def settled_on(record: dict) -> str:

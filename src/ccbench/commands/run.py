@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -310,14 +311,61 @@ def print_run_summary(result) -> None:
                 f"{name}: {outcome.precision['stopped_by']} after {outcome.precision['repetitions']} "
                 f"repetitions (target {goal}): {outcome.precision['reason']}"
             )
-        for line in settle_lines(name, outcome.settled):
-            say(line)
+    settled = {name: outcome.settled for name, outcome in result.outcomes.items() if outcome.settled}
+    for line in settled_block(settled):
+        say(line)
     for line in machine_lines(result.manifest.get("environment") or {}):
         say(line)
     warning = contention_summary([record.as_json() for record in result.executions])
     if warning:
         say(f"warning: {warning}", key=8, style="yellow")
     say(f"bundle: {result.bundle}")
+
+
+def settled_block(
+    records: dict[str, dict],
+    flagged: Callable[[str], set] = lambda name: set(),
+    header: Callable[[dict], str] | None = None,
+) -> list[str]:
+    """The settled workloads' lines (their settle records, by workload name): each workload settled
+    case by case with its own lines (settle_lines), and each layer settled across workloads once:
+    its answer, the workloads it spans and what stopped it, then its cases, workload by workload.
+    ``flagged(name)``: (variant key, case) of a workload's cases the verdict leaves out as
+    implausible; ``header(record)``: a line put before the lines it heads where it changes (compare's
+    "settled in BUNDLE (interval, target):"), the lines then indented under it."""
+    lines: list[str] = []
+    said = None
+    indent = "  " if header else ""
+
+    def head(record: dict) -> None:
+        nonlocal said
+        text = header(record) if header else None
+        if text and text != said:
+            lines.append(text)
+            said = text
+
+    # per layer (variant key, pair): each workload that holds it, as (name, record, variant, flagged)
+    layers: dict[tuple[str, str], list[tuple[str, dict, dict, set]]] = {}
+    for name, record in records.items():
+        marked = flagged(name)
+        own = {key: v for key, v in (record.get("variants") or {}).items() if not v.get("layer")}
+        for key, variant in (record.get("variants") or {}).items():
+            if variant.get("layer"):
+                pair = variant.get("against") or record["baseline"]
+                layers.setdefault((key, pair), []).append((name, record, variant, marked))
+        if own or not record.get("variants"):
+            head(record)
+            lines += [f"{indent}{line}" for line in settle_lines(name, {**record, "variants": own}, marked)]
+    for (key, pair), members in layers.items():
+        names, held, variants, _ = zip(*members)
+        head(held[0])
+        stopped = sorted({str(v.get("stopped_by")) for v in variants if v.get("stopped_by") not in (None, "settled")})
+        why = f"; stopped by {', '.join(stopped)}" if stopped else ""
+        spans = ", ".join(names)
+        lines.append(f"{indent}{layer_answer(variants[0], key, f' against {pair}, in {spans}')}{why}")
+        for name, _, own_variant, marked in members:
+            lines += [f"{indent}  {name}: {line}" for line in layer_cases(own_variant, marked, key)]
+    return lines
 
 
 def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = frozenset()) -> list[str]:
@@ -334,11 +382,6 @@ def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = 
     for key, variant in settle["variants"].items():
         why = variant.get("stopped_by")
         lines.append(f"{name} [{key}] against {variant.get('against') or settle['baseline']}: {why}")
-        if variant.get("layer"):
-            lines += _layer_lines(variant, implausible, key)
-            if why == "budget":
-                cut.append(key)
-            continue
         for label, case in variant.get("cases", {}).items():
             known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
             own = case.get("stopped_by")  # a case's own reason, where it differs from its variant's
@@ -351,12 +394,6 @@ def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = 
     if cut:
         lines.insert(0, f"{name}: the budget cut {len(cut)} unsettled variant(s): {', '.join(cut)}")
     return lines
-
-
-def _layer_lines(variant: dict, implausible: frozenset | set, key: str) -> list[str]:
-    """A variant settled by layer: its layer's answer (across the workloads settled by layer: the
-    same line in each), then each of this workload's cases, called (e-BH) or "so far"."""
-    return [f"  {layer_answer(variant, key)}", *(f"    {line}" for line in layer_cases(variant, implausible, key))]
 
 
 def layer_answer(variant: dict, key: str, where: str = "") -> str:
