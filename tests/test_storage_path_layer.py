@@ -64,6 +64,16 @@ def test_an_own_path_is_layered_by_what_its_directory_is(variant, layer, count):
     assert layered(variant) == (layer, count)
 
 
+def test_the_run_and_show_tables_name_an_own_path_as_compare_does():
+    """issue 55 trial: the run's table said "storage=tmpfs (user-path)" where compare said "tmpfs (own
+    path, plain)"; one name now, what the directory was found to be."""
+    from ccbench.run.summary import _variant_label
+
+    assert _variant_label(own("tmpfs", "plain")) == "storage=tmpfs (own path, plain)"
+    assert _variant_label(own("tmpfs", "tmpfs", transport="tls")) == "storage=tmpfs (own path, tmpfs),transport=tls"
+    assert _variant_label({"storage": "encrypted", "storage_mechanism": "fscrypt"}) == "storage=encrypted (fscrypt)"
+
+
 def test_the_lint_says_where_a_name_and_its_directory_disagree():
     machine = {"b": "vm"}
     [finding] = misnamed_storage_paths({"b": [own("tmpfs", "plain", storage_fstype="ext4")]}, machine)

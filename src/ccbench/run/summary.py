@@ -22,6 +22,12 @@ def _variant_label(variant: dict[str, Any]) -> str:
     label = ",".join(f"{k}={v}" for k, v in sorted(variant.items()) if k in AXES) or "-"
     # "storage=encrypted (fscrypt)": the mechanism the run chose, the name compare and the report use
     mechanism = variant.get("storage_mechanism")
+    if mechanism == "user-path":
+        # a --storage-path directory: named with what it was found to be, as compare names it
+        # ("storage=tmpfs (own path, plain)"), never by ccbench's word for how it was given
+        from ccbench.analysis.samples.load import storage_label
+
+        return label.replace(f"storage={variant.get('storage')}", f"storage={storage_label(variant)}", 1)
     if mechanism and mechanism not in ("none", variant.get("storage")):
         label += f" ({mechanism})"
     return label
