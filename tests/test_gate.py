@@ -128,6 +128,8 @@ def test_gate_thresholds_and_bad_input(tmp_path, ccbench):
     for args, words in (
         (["--against", tmp_path / "missing"], "no such file or directory"),
         (["--against", base, "--threshold", "lots"], "--threshold 'lots'"),
+        # a label that names none of the bundles given was ignored without a word
+        (["--against", base, "--label", f"{tmp_path / 'elsewhere'}=box"], "is none of the bundles given"),
     ):
         bad = ccbench("gate", new, *args)
         assert bad.returncode == 2 and words in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

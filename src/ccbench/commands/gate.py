@@ -142,7 +142,10 @@ def command(
                 f"--confirm {confirm_plan}: the new run was imported from {', '.join(imported)}, not made "
                 "by ccbench run; measure it again with that tool and import it, or leave --confirm out"
             )
-    label_map = parse_labels(labels)
+    # a --label that names none of the bundles given is a one-line error, never silently ignored (a
+    # new run imported from another tool's files is labelled by its file: checked as given)
+    bundles = [*new, *(a for a in against if not sources.is_store(a))]
+    label_map = parse_labels(labels, within=None if imported else bundles)
     # only what verifies is judged: the new run, and baseline bundles (a store holds medians already read)
     unverified = check_before_reading([*new, *(a for a in against if not sources.is_store(a))], allow_unverified)
     if unverified:
