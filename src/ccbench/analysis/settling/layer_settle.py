@@ -145,7 +145,12 @@ class LayerSettlement:
         """ "15 cases left out as implausible (direct I/O served buffered on fscrypt)": how many, and
         each kind of reason once (a reason's words before its figures)."""
         n = len(self.left_out)
-        kinds = list(dict.fromkeys(why.split(":")[0].strip() for why in self.left_out.values()))
+        kinds = []
+        for why in self.left_out.values():  # "reason; baseline: reason: figures" (plausibility.implausible)
+            for part in why.split("; "):
+                side = "baseline: " if part.startswith("baseline: ") else ""
+                kinds.append(side + part.removeprefix(side).split(":")[0].strip())
+        kinds = list(dict.fromkeys(kinds))
         every = "all " if not self.cases else ""
         return f"{every}{n} case{'s' if n != 1 else ''} left out as implausible ({'; '.join(kinds)})"
 
