@@ -84,7 +84,9 @@ def command(
     slower [2.6x, 3.3x]", "1.31x faster", "4.2% slower"), whether it is significant, the protection
     layer that differs, the CV of each side, the sample counts and how many came from contended
     executions. Warmups are excluded. Flags: "not enough samples" (n < 3), "noisy" (CV above
-    --noisy-cv), "not significant", "contended", "confounded by <what>" (the machines of the two
+    --noisy-cv), "not significant", "not called across its layer" (a run settled by layer: its own
+    interval excludes 1, but e-BH did not call it across its layer, so it is not significant),
+    "contended", "confounded by <what>" (the machines of the two
     sides differ in CPU model, vCPUs, memory, SMT or kernel), "implausible" (numbers that cannot be
     what they claim: throughput and latency against Little's law, direct I/O the kernel served
     buffered, faster than tmpfs; the reason is the row's ``implausible`` field, docs/analysis.md
@@ -231,7 +233,10 @@ def _print_verdict_json(layers) -> None:
 def verdict_record(item) -> dict:
     """One layer of ``--summary --json``: its fields, its headline lines, and the judgement's words
     beside its numbers (ccbench.analysis.judgement.semantics)."""
+    from ccbench.analysis import format as fmt
+    from ccbench.analysis.judgement import semantics
     from ccbench.analysis.judgement.headline import layer_lines
+    from ccbench.analysis.judgement.verdict_table import detection_floor
 
     record = {k: v for k, v in item.__dict__.items()}
     record["overhead_percent"] = item.overhead
@@ -242,6 +247,11 @@ def verdict_record(item) -> dict:
         {"workload": w, "kind": j.kind, "words": j.phrase(), **_numbers(j)} for w, j in item.workload_judgements
     ]
     record["words"] = item.words()
+    # ``mde`` is a fraction (1.80: a case would need +180%, 2.8x, to show): each case's detection floor,
+    # never the layer's bound, which is the judgement's (``judgement.mde``, said in ``words``)
+    record["detection_floor"] = detection_floor(item)
+    bound = judgement is not None and judgement.kind == semantics.NONE_SEEN and not _is_nan(judgement.mde)
+    record["no_cost_above"] = fmt.mde(judgement.mde) if bound else None
     record["distinguishable"] = item.distinguishable
     record["judgement"] = {"kind": judgement.kind, **_numbers(judgement)} if judgement is not None else None
     return record

@@ -4,15 +4,61 @@ ccbench.analysis.judgement.semantics)."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis.judgement import semantics
+from ccbench.analysis.judgement.wording import BOUND_MDE, WEAK_BOUND, bound_words
 from ccbench.analysis.rows.compare import with_time_equivalent
 
 
-def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline: str | None) -> str:
-    """``workload``: one name, or a collection of names (a chart across workloads)."""
+def scope_phrase(judged: semantics.Judgement, rows: pd.DataFrame, verdicts: list | None = None) -> str:
+    """A chart's judgement in words. A chart is no layer: where its rows show nothing, the figure its
+    own rows bound is said as what it is, the chart's detection floor, never "no cost above" (a layer's
+    bound is its verdict's alone, and several figures under that one name disagreed: a user trial read
+    "no cost above 5.9x" in the verdict, 5.3x under the heatmap and 9.3x under a latency chart); each
+    layer of its rows whose verdict states a bound follows in the verdict's own words."""
+    if judged.kind != semantics.NONE_SEEN or math.isnan(judged.mde):
+        return judged.phrase()
+    weak = judged.bound == BOUND_MDE and judged.mde > WEAK_BOUND
+    said = (
+        f"{'inconclusive: ' if weak else ''}the chart's detection floor {fmt.mde(judged.mde)} "
+        f"({bound_words(judged.bound)}; of these {judged.comparisons} comparisons, not a layer's bound)"
+    )
+    bounds = layer_bounds(rows, verdicts)
+    return f"{said}; {bounds}" if bounds else said
+
+
+def layer_bounds(rows: pd.DataFrame, verdicts: list | None) -> str:
+    """ "the layers' own bounds (the verdict): loop file, no cipher: ext4-loop: no cost above 5.9x
+    (...)": each layer of ``rows`` whose verdict states a bound, in its words; "" where none does."""
+    if not verdicts or "layer" not in rows:
+        return ""
+    layers = set(rows["layer"])
+    said = [
+        f"{item.layer}: {item.words()}"
+        for item in verdicts
+        if item.layer in layers
+        and item.judgement is not None
+        and item.judgement.kind == semantics.NONE_SEEN
+        and not math.isnan(item.judgement.mde)
+    ]
+    if not said:
+        return ""
+    return (
+        f"the layer's own bound (the verdict): {said[0]}"
+        if len(said) == 1
+        else (f"the layers' own bounds (the verdict): {'; '.join(said)}")
+    )
+
+
+def from_comparison(
+    comparison: pd.DataFrame | None, workload, metrics, baseline: str | None, verdicts: list | None = None
+) -> str:
+    """``workload``: one name, or a collection of names (a chart across workloads); ``verdicts``: the
+    layers' verdicts, whose bounds a chart showing nothing names in their own words (scope_phrase)."""
     if comparison is None or comparison.empty:
         return ""
     workloads = {workload} if isinstance(workload, str) else set(workload)
@@ -31,7 +77,7 @@ def from_comparison(comparison: pd.DataFrame | None, workload, metrics, baseline
             )
         return (
             f"No configuration differs significantly from the baseline ({baseline}) in these "
-            f"{len(plausible)} comparisons: {judged.phrase()}.{left}"
+            f"{len(plausible)} comparisons: {scope_phrase(judged, plausible, verdicts)}.{left}"
         )
     top = significant.loc[significant["overhead_percent"].abs().idxmax()]
     where = " ".join(

@@ -121,6 +121,18 @@ class ReportContext:
             self.drawer.add(figures)
         return figures
 
+    def layer_verdicts(self) -> list:
+        """The verdict per protection layer (ccbench.analysis.judgement.verdict), computed once for every
+        section: a chart that speaks of a layer's bound says the verdict's own words."""
+        if "verdicts" not in self.shared:
+            from ccbench.analysis.judgement.lint import bundle_machines
+            from ccbench.analysis.judgement.verdict import verdicts
+
+            # the machines' probes: a layer measured across machines of different or unknown CPUs says so
+            machines = bundle_machines(self.bundles)[0] if self.bundles else None
+            self.shared["verdicts"] = verdicts(self.comparison, self.samples, machines)
+        return self.shared["verdicts"]
+
     @property
     def sample_count(self) -> int:
         """Every sample of the bundles (``samples`` may be a systematic sample of them)."""

@@ -9,6 +9,7 @@ from ccbench.analysis.judgement import semantics
 from ccbench.analysis.rows.compare import with_time_equivalent
 from ccbench.report import charts, forest
 from ccbench.report.sections import Figure, ReportContext, Section, Table
+from ccbench.report.takeaways import scope_phrase
 
 ORDER = 40
 DRAWS = True
@@ -65,7 +66,8 @@ def build(ctx: ReportContext) -> Section | None:
     if significant.empty:
         # judged as the verdict judges a scope: benchmarks of one value each may still show a difference
         judged = semantics.judge(with_time_equivalent(data))
-        takeaway = f"No cell is significant on its own; all cells together: {judged.phrase()}{grey}."
+        said = scope_phrase(judged, judged_cells, ctx.layer_verdicts())
+        takeaway = f"No cell is significant on its own; all cells together: {said}{grey}."
     else:
         per_config = significant.groupby("config", sort=False)["overhead_percent"].median()
         worst = per_config.idxmax()

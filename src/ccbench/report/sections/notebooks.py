@@ -66,7 +66,9 @@ def build(ctx: ReportContext) -> Section | None:
                     f"notebooks-{metric.replace('_', '-')}",
                     draw,
                     f"median {caption} per notebook and configuration (error bars: interquartile range)",
-                    takeaway=from_comparison(ctx.comparison, set(totals["workload"]), [metric], ctx.baseline),
+                    takeaway=from_comparison(
+                        ctx.comparison, set(totals["workload"]), [metric], ctx.baseline, ctx.layer_verdicts()
+                    ),
                 )
             )
     comparison = ctx.comparison

@@ -10,7 +10,7 @@ import pandas as pd
 from ccbench.analysis import format as fmt
 from ccbench.analysis.judgement.headline import page_points
 from ccbench.analysis.judgement.impact import share_text
-from ccbench.analysis.judgement.verdict import LayerVerdict, verdicts
+from ccbench.analysis.judgement.verdict import LayerVerdict
 from ccbench.analysis.judgement.verdict_table import contention_counts, verdict_table
 from ccbench.analysis.rows import pairing
 from ccbench.report import charts, forest
@@ -28,9 +28,8 @@ def build(ctx: ReportContext) -> list[Section] | None:
     # the per-sample frame (the engine's bounded one): application shares and causes read a few metrics of it
     from ccbench.analysis.judgement.lint import bundle_machines
 
-    # the machines' probes: a layer measured across machines of different or unknown CPUs says so
     machines = bundle_machines(ctx.bundles)[0] if ctx.bundles else None
-    items = verdicts(ctx.comparison, ctx.samples, machines)
+    items = ctx.layer_verdicts()  # computed once: the charts' takeaways name the same bounds
     if not items:
         return None
     measured = ctx.samples if engine is None else engine.executions
