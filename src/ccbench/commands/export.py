@@ -25,8 +25,9 @@ from ccbench.commands.options import allow_unverified_option, labels_option
 def command(bundles, out: Path, format_name: str | None, force: bool, labels, allow_unverified) -> None:
     """Write every sample of BUNDLE... (bundles, or directories holding bundles) as one table, each row
     joined with its machine's facts (label, TEE technology, CPU model, kernel, storage protection,
-    contended, ...), for pandas, DuckDB, R (arrow), Spark or BigQuery without ccbench. Warmup samples
-    are included and flagged. The columns are documented in docs/bundle-format.md ("Export")."""
+    contended, ...) and the reason its comparison is left out as implausible (empty where it is not),
+    for pandas, DuckDB, R (arrow), Spark or BigQuery without ccbench. Warmup samples are included and
+    flagged. The columns are documented in docs/bundle-format.md ("Export")."""
     from ccbench.analysis.samples.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
     from ccbench.results.export import check_output, export

@@ -41,6 +41,8 @@ def _dark(colour: str) -> bool:
 
 #: the fill of a heatmap cell whose row the verdict left out (implausible, across CPU vendors)
 LEFT_OUT_FILL = "#d9d9d9"
+#: the stroke of a latency line whose comparison the verdict left out (the forest plot's grey)
+LEFT_OUT_LINE = "#888888"
 
 
 def _faint(colour: str, share: float = 0.3) -> str:
@@ -156,7 +158,9 @@ def percentile_lines(
 ) -> Canvas:
     """Per case a small panel: one line per configuration across the latency percentiles (p50, p95,
     p99 ... in one chart); a log axis in a panel whose values span more than LOG_SPAN. Each line is
-    a group ``<series_id(config)>:panel<n>`` holding its <path>."""
+    a group ``<series_id(config)>:panel<n>`` holding its <path>; a line whose rows carry ``left_out``
+    (the verdict left their comparison out as implausible) is grey, faint and dashed, its group
+    ``...:left-out``."""
     cases = list(dict.fromkeys(summary["case"].fillna("")))[:max_panels]
     configs = list(dict.fromkeys(summary["config"]))
     columns = min(4, max(len(cases), 1))
@@ -228,11 +232,21 @@ def _percentile_panel(canvas, mine, box, percentiles, configs, colours, number, 
         if rows.empty:
             continue
         colour = chartstyle.panel_colour(config, index, colours)
+        # a line whose comparison the verdict left out (implausible): grey, faint and dashed, as the
+        # forest plot's grey crosses and the heatmap's grey cells
+        left_out = "left_out" in rows and bool(rows["left_out"].astype(bool).any())
         points = [(x_of(p), y_of(v)) for p, v in zip(rows["percentile"], rows["median"])]
-        with canvas.group(f"{chartstyle.series_id(config)}:panel{number}"):
-            canvas.line(points, colour, 1.5)
+        group = f"{chartstyle.series_id(config)}:panel{number}" + (":left-out" if left_out else "")
+        with canvas.group(group):
+            if left_out:
+                canvas.line(points, LEFT_OUT_LINE, 1.2, 0.6, "3,2")
+            else:
+                canvas.line(points, colour, 1.5)
             for x, y in points:
-                canvas.marker("o", x, y, 2.2, colour, colour, 0.8)
+                if left_out:
+                    canvas.marker("o", x, y, 2.2, LEFT_OUT_LINE, LEFT_OUT_LINE, 0.8, 0.6)
+                else:
+                    canvas.marker("o", x, y, 2.2, colour, colour, 0.8)
 
 
 def grouped_bars(

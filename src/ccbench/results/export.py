@@ -76,6 +76,7 @@ SCHEMA = pa.schema(
         ("snp_platform_tsme", pa.bool_()),
         *[(name, pa.string()) for name in ("tdx_tee_tcb_svn", "tdx_mrseam", "tdx_td_attributes")],
         ("tdx_sept_ve_disable", pa.bool_()),
+        ("implausible", pa.string()),
     ]
 )
 
@@ -164,11 +165,17 @@ def export(
     from ccbench.basics.fsutil import staged_file
 
     out = check_output(out, format_name, force)
-    bundles = load_bundles(distinct_bundles(paths), samples=False)
+    found = distinct_bundles(paths)
+    reasons = implausible_reasons(found, labels)
+    bundles = load_bundles(found, samples=False)
     rows = taken = 0
     try:
         with staged_file(out, replace=force) as temporary, _Writer(temporary, format_name) as writer:
-            made = ((i, batch) for i, bundle in enumerate(bundles) for batch in bundle_batches(bundle, labels or {}))
+            made = (
+                (i, batch)
+                for i, bundle in enumerate(bundles)
+                for batch in bundle_batches(bundle, labels or {}, reasons)
+            )
             taken_from = set()
             for index, batch in _ahead(made):
                 writer.write(batch)
@@ -180,6 +187,48 @@ def export(
     except OSError as exc:
         raise CCBenchError(f"-o {out}: cannot write it ({exc.strerror or exc})") from None
     return rows, taken
+
+
+def implausible_reasons(paths: list[Path], labels: dict[str, str] | None) -> dict[tuple[str, str, str, str], str]:
+    """{(workload, params, metric, configuration): reason} of the comparisons ``ccbench compare`` (its
+    default baseline) leaves out as implausible, by the configuration compared: the export's
+    ``implausible`` column, so that a table read without ccbench leaves out what every output of
+    ccbench leaves out. Bundles with nothing to compare have no reasons."""
+    from ccbench.analysis.comparison import comparison
+    from ccbench.analysis.judgement.semantics import implausible_mask
+
+    try:
+        table = comparison(paths, labels, frame=False).table
+    except CCBenchError:
+        return {}
+    if table.empty or "implausible" not in table:
+        return {}
+    marked = table[implausible_mask(table)]
+    reasons: dict[tuple[str, str, str, str], list[str]] = {}
+    columns = (marked[c] for c in ("workload", "params", "metric", "config"))
+    for key, reason in zip(zip(*columns), marked["implausible"]):
+        found = reasons.setdefault(tuple(map(str, key)), [])
+        if reason not in found:  # one configuration against two baselines: each reason once
+            found.append(reason)
+    return {key: "; ".join(found) for key, found in reasons.items()}
+
+
+def _implausible_column(
+    encoded: dict[str, tuple[np.ndarray, pa.Array]], warmup: np.ndarray, reasons: dict
+) -> tuple[np.ndarray, pa.Array]:
+    """Each row's implausible reason ("" for none, and for a warmup, which no comparison holds) as
+    indices into its distinct values: found once per distinct workload, params, metric and
+    configuration, never per row."""
+    keys = ("workload", "params", "metric", "config")
+    if not reasons:
+        return np.zeros(len(warmup), dtype=np.int32), pa.array([""], pa.string())
+    stacked = np.stack([encoded[k][0].astype(np.int64) for k in keys] + [warmup.astype(np.int64)], axis=1)
+    distinct, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    texts = []
+    for row in distinct:
+        key = tuple(str(encoded[k][1][int(i)].as_py()) for k, i in zip(keys, row[:4]))
+        texts.append("" if row[4] else reasons.get(key, ""))
+    return inverse.reshape(-1).astype(np.int32), pa.array(texts, pa.string())
 
 
 def _ahead(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
@@ -271,8 +320,11 @@ WRITTEN = pa.schema(
 )
 
 
-def bundle_batches(bundle: Bundle, labels: dict[str, str], rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def bundle_batches(
+    bundle: Bundle, labels: dict[str, str], reasons: dict | None = None, rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
     """The bundle's rows of the export (SCHEMA), ``rows`` at a time; none for a bundle without samples.
+    ``reasons``: implausible_reasons of the export's bundles (none: the column is empty).
 
     The bundle's samples as ccbench.analysis.samples.load reads them (its Parquet file, string and JSON
     columns dictionary-encoded); each distinct value is described once and spread to the rows by
@@ -306,6 +358,8 @@ def bundle_batches(bundle: Bundle, labels: dict[str, str], rows: int = BATCH_ROW
         encoded[name] = _encoded(loading.Described(table.column(name), _same(missing)), pa.string())
     for name in ("execution", "raw"):
         encoded[name] = _encoded(loading.Described(table.column(name), _same("")), pa.string())
+    warmups = table.column("warmup").combine_chunks().fill_null(False).to_numpy(zero_copy_only=False)
+    encoded["implausible"] = _implausible_column(encoded, warmups, reasons or {})
     facts = {"label": machine, "bundle": str(bundle.path), "machine_id": machine_id, **bundle_facts(bundle)}
     constants = {}
     for name, value in facts.items():

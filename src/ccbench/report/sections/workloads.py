@@ -50,6 +50,7 @@ def _percentile_figures(ctx: ReportContext, summary: pd.DataFrame, kinds: dict, 
         # one chart per kind and family: fio's files imported as one workload each share one chart,
         # a panel per workload and case (the first 8; the others counted in the caption)
         percentile_rows["kind"] = percentile_rows["workload"].map(kinds).fillna(percentile_rows["workload"])
+        percentile_rows["left_out"] = left_out_rows(percentile_rows, ctx.comparison)
         for (kind, family), rows in percentile_rows.groupby(["kind", "family"], sort=False):
             rows = rows.copy()
             if rows["percentile"].nunique() < 2:
@@ -76,11 +77,33 @@ def _percentile_figures(ctx: ReportContext, summary: pd.DataFrame, kinds: dict, 
                     draw=draw,
                     caption=f"{name} {family}: {percentiles} per case and configuration (medians over runs, no "
                     "interval; log axis where values span orders of magnitude)"
-                    + (f"; {hidden} more cases not drawn (the table below has them)" if hidden > 0 else ""),
-                    takeaway=from_comparison(ctx.comparison, workloads, metrics, ctx.baseline),
+                    + (f"; {hidden} more cases not drawn (the table below has them)" if hidden > 0 else "")
+                    + (
+                        "; grey dashed: left out of the verdict as implausible (the lint says why)"
+                        if rows["left_out"].any()
+                        else ""
+                    ),
+                    takeaway=from_comparison(ctx.comparison, workloads, metrics, ctx.baseline, ctx.layer_verdicts()),
                 )
             )
     return percentile_figures
+
+
+def left_out_rows(summary: pd.DataFrame, comparison: pd.DataFrame | None) -> pd.Series:
+    """Per summary row (workload, case, metric, configuration): whether the verdict left its comparison
+    out as implausible (a chart draws it grey, as the forest plot does)."""
+    from ccbench.analysis.judgement import semantics
+
+    if comparison is None or comparison.empty:
+        return pd.Series(False, index=summary.index)
+    keys = ["workload", "case", "metric", "config"]
+    marked = comparison[semantics.implausible_mask(comparison)]
+    flagged = set(zip(*(marked[k].fillna("") for k in keys)))
+    if not flagged:
+        return pd.Series(False, index=summary.index)
+    return pd.Series(
+        [key in flagged for key in zip(*(summary[k].fillna("") for k in keys))], index=summary.index, dtype=bool
+    )
 
 
 def _measured_medians(summary: pd.DataFrame, kinds: dict, own: dict) -> list[pd.DataFrame]:
@@ -117,7 +140,7 @@ def _pooled_figures(ctx: ReportContext) -> list[Figure]:
         )
         ctx.draw_soon([figure])  # drawn while its takeaway is judged (a sign test over many benchmarks)
         figure.takeaway = from_comparison(
-            ctx.comparison, workload, list(dict.fromkeys(data.rows["metric"])), ctx.baseline
+            ctx.comparison, workload, list(dict.fromkeys(data.rows["metric"])), ctx.baseline, ctx.layer_verdicts()
         )
         figures.append(figure)
     return figures
