@@ -219,6 +219,17 @@ def build(
     return Forest(frame.reset_index(drop=True), labels, configs, layers, hidden, pooled_workloads, left_out)
 
 
+def _significant_means(rows: pd.DataFrame) -> str:
+    """What "significant" means in the chart: its interval clear of 1x; with rows of a run settled by
+    layer, called across its layer (e-BH), so a faint row's own interval may be clear of 1x."""
+    if "layer_settled" in rows and rows["layer_settled"].notna().any():
+        return (
+            "interval clear of 1x; in a run settled by layer, called across its layer by e-BH: a faint row's "
+            "own interval may be clear of 1x"
+        )
+    return "interval clear of 1x"
+
+
 def caption(data: Forest, baseline: str | None) -> str:
     """What the chart shows, in words that match it: how many rows are significant (interval clear
     of 1x) and which way, what a diamond and an open circle mean, and what was pooled or hidden."""
@@ -234,8 +245,8 @@ def caption(data: Forest, baseline: str | None) -> str:
     parts = [
         f"Time of each configuration against the baseline ({against}) per workload case, primary metrics, "
         "95% interval; 1x = the same, right of it slower (log scale). "
-        f"{len(significant)} of {len(judged)} rows significant (interval clear of 1x): {slower} slower, {faster} faster; "
-        "solid rows are significant, faint ones are not."
+        f"{len(significant)} of {len(judged)} rows significant ({_significant_means(rows)}): {slower} slower, "
+        f"{faster} faster; solid rows are significant, faint ones are not."
     ]
     if implausible:
         parts.append(

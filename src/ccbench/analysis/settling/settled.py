@@ -99,6 +99,9 @@ def settled_cases(
 SO_FAR = "so far (its layer settled by its headline)"
 #: a case of a run settled by layer that its layer left out (the comparison finds it implausible)
 LEFT_OUT = "left out of its layer as implausible"
+#: the flag of a case of a run settled by layer whose own interval excludes 1 but that e-BH did not call
+#: across its layer: not significant, though its interval alone would read as a difference
+NOT_CALLED = "not called across its layer"
 
 
 def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | None) -> None:
@@ -186,6 +189,8 @@ def with_settled(table: pd.DataFrame, cases: Mapping[Key, dict[str, Any]], facts
         table.at[index, "significant"] = significant
         table.at[index, "verdict"] = verdict(ratio, better, significant)
         flags = _flags(table.at[index, "flags"], significant)
+        if not significant and case["stopped_by"] == SO_FAR and (ends[0] > 1 or ends[1] < 1):
+            flags.insert(flags.index("not significant") + 1 if "not significant" in flags else len(flags), NOT_CALLED)
         medians = table.at[index, "baseline_median"], table.at[index, "median"]
         table.at[index, "flags"] = skew_flags(flags, significant, *medians, ratio)
         table.at[index, "interval"] = settlement.interval

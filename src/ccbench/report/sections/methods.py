@@ -8,6 +8,8 @@ import json
 import pandas as pd
 
 from ccbench.analysis import format as fmt
+from ccbench.analysis.settling.settled import NOT_CALLED
+from ccbench.analysis.statistics.sequential import ALPHA
 from ccbench.analysis.statistics.stats import MIN_SAMPLES, NOISY_CV
 from ccbench.report.sections import ReportContext, Section, Table
 
@@ -90,7 +92,8 @@ def build(ctx: ReportContext) -> Section | None:
         "Each execution ran in its own worker process. Warmup executions are recorded in the bundles and "
         "excluded here. Intervals: Welch's t interval on log values (ratio of geometric means), 95%; validated "
         "by simulation (A/A false-positive rate at most 5%, a 5% slowdown at 1% CV found in over 90% of trials "
-        f"at n = 10). Significant = the interval excludes 1. Flags: noisy (CV > {NOISY_CV:.0%}), not enough "
+        f"at n = 10). Significant = the interval excludes 1{layer_settled_note(ctx.comparison)}. Flags: noisy "
+        f"(CV > {NOISY_CV:.0%}), not enough "
         f"samples (n < {MIN_SAMPLES}), contended (other processes' CPU or steal time during the execution). "
         "Forest plots show the time ratio against the baseline with its 95% interval; bar charts (a workload "
         "family's own) show medians with the interquartile range."
@@ -106,6 +109,19 @@ def build(ctx: ReportContext) -> Section | None:
         )
     tables.append(Table(title="samples per configuration", frame=counts))
     return Section(title="Methods", intro=" ".join(facts), tables=tables)
+
+
+def layer_settled_note(comparison: pd.DataFrame | None) -> str:
+    """Where rows of a run settled by layer are present, what significant means for them: a case is
+    significant only where e-BH calls it across its layer, so its own interval may exclude 1 without
+    it (flag "not called across its layer"); "" otherwise."""
+    if comparison is None or "layer_settled" not in comparison or not comparison["layer_settled"].notna().any():
+        return ""
+    return (
+        f"; but in a run settled by layer a case is significant only where called across its layer (e-BH at "
+        f"{ALPHA:.0%} over the layer's cases), so its own interval may exclude 1 without it being significant "
+        f"(flag: {NOT_CALLED})"
+    )
 
 
 def _counts(ctx: ReportContext) -> pd.DataFrame:
