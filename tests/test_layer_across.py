@@ -115,6 +115,12 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     assert tmpfs.typical == pytest.approx(1 + head["estimate"], rel=1e-6), (tmpfs.words(), head)
     assert (tmpfs.low, tmpfs.high) == pytest.approx((1 + head["low"], 1 + head["high"]), rel=1e-6)
     assert "mean of 2 cases in 2 workloads" in tmpfs.judgement.test_named()
+    # no workload's own line beside the run's figure for both (its cases on their own read as another
+    # answer), and the long sentence rests on the run's rounds, not on a test of the rows it never made
+    assert tmpfs.workload_judgements == []
+    sentence = tmpfs.sentence()
+    assert " called on " in sentence and "comparisons significant across" not in sentence, sentence
+    assert "not heterogeneous" not in sentence
     # and in the words of compare's text, its --json and the report: the run's figure
     figure = fmt.effect(1 + head["estimate"], 1 + head["low"], 1 + head["high"])
     assert figure in layer_line
