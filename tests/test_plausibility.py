@@ -155,6 +155,30 @@ def test_a_mixed_pattern_shares_its_depth_between_the_directions():
     assert side_reasons({**writes, "clat_mean": 40000}, job) != []  # 80 in flight: above, mixed or not
 
 
+def test_medians_of_executions_of_very_different_speed_are_no_broken_law():
+    """A user trial: an A/A run on a busy machine (IOPS CV 86%, latency CV 220% over 6 executions) was
+    left out as "23222 IOPS at 967 us each is 22.5 I/Os at a time, more than the job's 16", though
+    every execution obeyed Little's law: the two medians come from different executions, and an even
+    count's median is the mean of two. The executions' spread widens the bounds; a steady job keeps them."""
+    import numpy as np
+
+    from ccbench.analysis.rows.plausibility import side_reasons
+
+    job = {**JOB, "bs": "4k", "rw": "randread"}
+    # six executions, each exactly at depth 16: IOPS x latency = 16 in every one
+    iops = np.array([40000.0, 38000.0, 36000.0, 6000.0, 3000.0, 2000.0])
+    clat = 16 / iops * 1e6
+    medians = {"iops": float(np.median(iops)), "clat_mean": float(np.median(clat)), "throughput": 0.0}
+    medians["throughput"] = medians["iops"] * 4096 / 1e6
+    assert medians["iops"] * medians["clat_mean"] / 1e6 > 16 * 1.25  # the medians alone break the law
+    spread = {m: float(np.std(v, ddof=1) / np.mean(v)) for m, v in (("iops", iops), ("clat_mean", clat))}
+    assert side_reasons(medians, job, spread) == []
+    assert side_reasons(medians, job) != []  # without the spread (nothing known of it): flagged as before
+    # a steady job whose latency truly disagrees with its IOPS is still flagged
+    steady = {"iops": 0.02, "clat_mean": 0.02}
+    assert side_reasons({**medians, "clat_mean": medians["clat_mean"] * 4}, job, steady) != []
+
+
 def test_a_synchronous_engine_keeps_one_io_in_flight_per_job():
     assert job_depth({"iodepth": 16, "ioengine": "psync", "numjobs": 4}) == 4
     assert job_depth({"iodepth": 16, "ioengine": "io_uring", "numjobs": 2}) == 32

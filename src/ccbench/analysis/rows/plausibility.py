@@ -120,19 +120,36 @@ def _small(value: float) -> str:
     return significant(value, 2)
 
 
-def side_reasons(metrics: dict[str, float], params: dict[str, Any]) -> list[str]:
-    """Little's law and IOPS x block size on one side's medians ({metric: median})."""
+def spread_factor(spread: dict[str, float] | None) -> float:
+    """How far the product of two medians taken over separate executions may stray from what each
+    execution obeys: (1 + CV of IOPS) x (1 + CV of the latency) (1 where not known). Little's law holds
+    in each execution; across executions of very different speed (a busy machine) the median IOPS and
+    the median latency come from different ones, and an even count's medians are means of two."""
+    cvs = [finite((spread or {}).get(m)) for m in (IOPS, CLAT)]
+    factor = 1.0
+    for cv in cvs:
+        factor *= 1 + cv if cv and cv > 0 else 1.0
+    return factor
+
+
+def side_reasons(
+    metrics: dict[str, float], params: dict[str, Any], spread: dict[str, float] | None = None
+) -> list[str]:
+    """Little's law and IOPS x block size on one side's medians ({metric: median}); ``spread``: each
+    metric's coefficient of variation over the executions, which widens Little's law's bounds
+    (spread_factor)."""
     reasons = []
     iops, clat, throughput = (finite(metrics.get(m)) for m in (IOPS, CLAT, THROUGHPUT))
     depth = job_depth(params)
     if iops and clat and depth and iops > 0 and clat > 0:
         inflight = iops * clat / 1e6
-        if inflight > depth * INFLIGHT_OVER:
+        widen = spread_factor(spread)
+        if inflight > depth * INFLIGHT_OVER * widen:
             reasons.append(
                 f"{DISAGREE}: {_figure(iops)} IOPS at {_figure(clat)} us each is {inflight:.1f} I/Os at a time, more "
                 f"than the job's {depth}"
             )
-        elif inflight < depth * INFLIGHT_UNDER and str(params.get("rw", "")) not in MIXED:
+        elif inflight < depth * INFLIGHT_UNDER / widen and str(params.get("rw", "")) not in MIXED:
             reasons.append(
                 f"{DISAGREE}: {_figure(iops)} IOPS at {_figure(clat)} us each is {_small(inflight)} I/Os at a time, the "
                 f"job keeps {depth}"
@@ -168,17 +185,23 @@ def implausible(table: pd.DataFrame, facts: pd.DataFrame | None) -> list[str]:
     case_keys = list(zip(table["workload"], table["params"], table["case"], strict=True))
     # each side's medians per case: {(case key, configuration): {metric: median}}
     medians: dict[tuple[Any, str], dict[str, float]] = {}
-    for key, metric, base, config, base_median, median in zip(
+    spreads: dict[tuple[Any, str], dict[str, float]] = {}
+    nan = [float("nan")] * len(table)
+    for key, metric, base, config, base_median, median, base_cv, cv in zip(
         case_keys,
         table["metric"],
         table["baseline"],
         table["config"],
         table["baseline_median"],
         table["median"],
+        table["cv_baseline"] if "cv_baseline" in table else nan,
+        table["cv"] if "cv" in table else nan,
         strict=True,
     ):
         medians.setdefault((key, str(config)), {})[str(metric)] = median
         medians.setdefault((key, str(base)), {})[str(metric)] = base_median
+        spreads.setdefault((key, str(config)), {})[str(metric)] = cv
+        spreads.setdefault((key, str(base)), {})[str(metric)] = base_cv
     storage_cases = {key for (key, _config), metrics in medians.items() if IOPS in metrics and CLAT in metrics}
 
     side_cache: dict[tuple[Any, str], list[str]] = {}
@@ -187,7 +210,7 @@ def implausible(table: pd.DataFrame, facts: pd.DataFrame | None) -> list[str]:
         if (key, config) in side_cache:
             return side_cache[(key, config)]
         params = _params(key[1])
-        reasons = side_reasons(medians.get((key, config), {}), params)
+        reasons = side_reasons(medians.get((key, config), {}), params, spreads.get((key, config)))
         machine, storage = described.get(config, (None, None))
         if _direct(params) and storage in BUFFERED_DIRECT:
             reasons.append(f"direct I/O served buffered on {storage}")

@@ -58,6 +58,8 @@ def left_out(
                         "config": key,
                         "baseline_median": float(np.median(values[(params, metric, pair)])),
                         "median": float(np.median(values[(params, metric, key)])),
+                        "cv_baseline": _cv(values[(params, metric, pair)]),
+                        "cv": _cv(values[(params, metric, key)]),
                     }
                 )
     if not rows:
@@ -78,3 +80,10 @@ def left_out(
                 if (params, key) in reasons:
                     found.setdefault(key, {})[label] = reasons[(params, key)]
     return found
+
+
+def _cv(values: list[float]) -> float:
+    """The coefficient of variation over the executions (as compare gives it); NaN for fewer than 2."""
+    if len(values) < 2 or not np.mean(values):
+        return float("nan")
+    return float(np.std(values, ddof=1) / np.mean(values))
