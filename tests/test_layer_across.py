@@ -6,11 +6,12 @@ worker processes."""
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ccbench_in_process, only_bundle, own_path_layer
+from conftest import ccbench_in_process, only_bundle, own_path_layer, run_ccbench
 from test_scheduling import Messages, ScriptedExecutor, measured
 
 from ccbench.analysis import format as fmt
@@ -131,6 +132,16 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     code, _, err = ccbench_in_process(capsys, "report", str(result.bundle), "-o", str(report))
     assert code == 0, err
     assert figure in " ".join(report.read_text().split())
+    # a copy cut short: compare reads it twice (the rows, then the settled section), says so once,
+    # in one plain line of its own (never Python's UserWarning with its source line)
+    copy = tmp_path / "cut"
+    shutil.copytree(result.bundle, copy)
+    journal = copy / "samples.jsonl"
+    journal.write_bytes(journal.read_bytes()[:-30])
+    done = run_ccbench("compare", copy, "--summary", "--allow-unverified")
+    assert done.returncode == 0 and "settled in cut" in done.stdout, done.stderr
+    assert " ".join(done.stderr.split()).count("samples.jsonl: the last line") == 1, done.stderr
+    assert "UserWarning" not in done.stderr and "_check_lines" not in done.stderr, done.stderr
 
 
 def test_a_real_two_workload_run_through_the_cli_says_one_layer_line_everywhere(tmp_path, ccbench, workdir):

@@ -172,7 +172,7 @@ def _compare(
     from ccbench.analysis.samples.load import parse_labels
     from ccbench.analysis.settling.fleet_settle import fleet_paths
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.basics.console import console, say
+    from ccbench.basics.console import console, say, warn
     from ccbench.basics.errors import CCBenchError
     from ccbench.basics.helper import Helper
 
@@ -196,7 +196,7 @@ def _compare(
             pairs=pairs,
         )
     for warning in caught:
-        say(f"warning: {warning.message}", console)
+        warn(warning.message)  # one plain line each, once: the settled section may read the bundle again
     if result.engine.empty:
         raise CCBenchError("the bundles hold no samples to compare")
     return result

@@ -65,7 +65,7 @@ def command(
     bundles recorded them."""
     from ccbench.analysis.samples.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.basics.console import console, skip_teardown
+    from ccbench.basics.console import console, skip_teardown, warn
     from ccbench.basics.errors import CCBenchError
     from ccbench.basics.helper import Helper
     from ccbench.report import FigureDrawer, build_context, build_sections, render_html, render_markdown
@@ -102,7 +102,7 @@ def command(
                 pairs=pairs,
             )
         for warning in caught:
-            console.print(f"warning: {warning.message}")
+            warn(warning.message)  # one plain line each, once
         ctx.verified_on_read = {str(path) for path in verified}
         if ctx.samples.empty:
             raise CCBenchError("the bundles hold no samples to report")
