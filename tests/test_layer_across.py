@@ -115,15 +115,24 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     said = " ".join(text.split("settled in ")[0].split())
     assert f"{figure}; settled on the mean of 2 cases in 2 workloads, " in said, said
     assert "none of 2 significant" not in said
-    # its settled cases: one header, each layer's line once (not once per workload), then its cases
-    # workload by workload, and no state said twice ("open: open, so far")
-    flat = " ".join(text.split())
-    assert text.count("settled in ") == 1, text
-    assert flat.count(f"{tmpfs_layer} against storage=disk, in a, b: cost: ") == 1, text
+    # its settled cases: one header, each layer's line once (not once per workload), and no state
+    # said twice ("open: open, so far"); --summary: no line per case, compare: its cases workload by
+    # workload under each layer
     loop_label = own_path_layer("ext4-loop", tmp_path).partition(": ")[2]
-    assert flat.count(f"{loop_label} against storage=disk, in a, b: no cost above 2.0% ") == 1, text
-    assert "a: wall_time: so far: " in flat and "b: wall_time: so far: " in flat
-    assert not any(f"{word}: {word}" in flat for word in ("open", "no cost above", "disagree")), text
+    for summary in (True, False):
+        if not summary:
+            code, text, err = ccbench_in_process(capsys, "compare", str(result.bundle))
+            assert code == 0, err
+        settled = text[text.index("settled in ") :]
+        flat = " ".join(settled.split())
+        assert text.count("settled in ") == 1, text
+        assert flat.count(f"{tmpfs_layer} against storage=disk, in a, b: cost: ") == 1, text
+        assert flat.count(f"{loop_label} against storage=disk, in a, b: no cost above 2.0% ") == 1, text
+        assert ("a: wall_time: so far: " in flat and "b: wall_time: so far: " in flat) is not summary, settled
+        assert not any(f"{word}: {word}" in flat for word in ("open", "no cost above", "disagree")), text
+        if summary:  # the header and the two layers' lines, each wrapped onto at most 4 lines
+            said = [line for line in settled.splitlines() if line.startswith("  ") and not line.startswith("    ")]
+            assert len(said) == 2 and len(settled.splitlines()) <= 9, settled
     code, text, err = ccbench_in_process(capsys, "compare", str(result.bundle), "--json")
     rows = [json.loads(line) for line in text.splitlines()]
     heads = [r["layer_settled"] for r in rows if r.get("metric") == "wall_time" and "tmpfs" in r["config"]]
