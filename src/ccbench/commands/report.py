@@ -18,6 +18,11 @@ from ccbench.commands.options import (
 )
 
 
+#: the output names the report tells its format by (without --format; a name without a suffix is HTML)
+HTML_SUFFIXES = (".html", ".htm")
+MD_SUFFIXES = (".md", ".markdown")
+
+
 @click.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path())
 @click.option(
@@ -26,14 +31,15 @@ from ccbench.commands.options import (
     type=click.Path(dir_okay=False),
     default="report.html",
     show_default=True,
-    help="The file to write.",
+    help="The file to write: .html (or .htm) or .md (or .markdown); another suffix needs --format.",
 )
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(["html", "md"]),
     default=None,
-    help="html (default; one self-contained file, charts inlined as SVG, works offline) or md (Markdown tables).",
+    help="html (one self-contained file, charts inlined as SVG, works offline) or md (Markdown tables); "
+    "by default the one -o's suffix names (HTML for a name without one).",
 )
 @click.option(
     "--figures", type=click.Path(file_okay=False), help="Also write every chart as PNG and SVG into this directory."
@@ -73,7 +79,14 @@ def command(
     if pairs and baseline:
         raise CCBenchError("--pair and --baseline: give one (--pair names a baseline per machine)")
     output_path = Path(output)
-    fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
+    suffix = output_path.suffix.lower()
+    if fmt is None and suffix not in (*HTML_SUFFIXES, *MD_SUFFIXES, ""):
+        # the page would be HTML under another format's name (r.pdf): said before anything is written
+        raise CCBenchError(
+            f"-o {output}: ccbench report writes HTML or Markdown, not {output_path.suffix}; "
+            "name the file .html or .md (or give --format)"
+        )
+    fmt = fmt or ("md" if suffix in MD_SUFFIXES else "html")
     if not output_path.parent.exists():
         raise CCBenchError(f"-o {output}: the directory {output_path.parent} does not exist")
     figure_dir = Path(figures) if figures else None
