@@ -699,6 +699,15 @@ def test_a_case_measured_with_other_parameters_says_so_not_contention(tmp_path, 
     code, out, err = _gate_in_process(capsys, new, "--against", base)
     assert "contended" not in out, out
     assert "the new run measured it with other parameters" in out and "sleep 0.2" in out, out + err
+    # only the parameters that differ, never the two sets whole
+    assert "(command sleep 0.2, was sleep 0.05)" in out, out
+    # a run whose every case is another plan's (the parameters differ, the workloads are none of its
+    # plan's): no gate can judge it, one line and exit 2, not a list of lost cases and exit 1
+    other = write(tmp_path / "other", "ci", "none", run(0.2))
+    only_base = write(tmp_path / "only", "ci", "none", run(0.05))
+    code, out, err = _gate_in_process(capsys, other, "--against", only_base)
+    assert code == 2 and "nothing to judge:" in err and "1 measured with other parameters" in err, out + err
+    assert "(command sleep 0.2, was sleep 0.05)" in err and "Traceback" not in err
 
 
 def test_a_store_path_that_does_not_exist_is_said_not_only_building(tmp_path, capsys):

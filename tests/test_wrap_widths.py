@@ -147,3 +147,20 @@ def test_a_path_longer_than_any_line_stays_beside_its_key():
     assert fit("key: " + "x" * 25, 29) == "key: " + "x" * 25  # a further line could hold it: the key keeps it
     assert fit("word " + "x" * 25, 29).splitlines() == ["word", "    " + "x" * 25]  # no key: it goes on
     assert fit("a few short words " + "y" * 20, 30).splitlines() == ["a few short words", "    " + "y" * 20]
+
+
+@pytest.mark.parametrize("width", [None, 100])
+def test_the_tables_effect_is_never_wrapped_inside_its_figure(bundles, ccbench, width):
+    """A user trial: the table split "68.1% slower [24.0% slower, 2.3x" / "slower]" over two lines, and
+    $COLUMNS was ignored for a pipe (200 columns whatever it said). An effect cell is one line; the
+    table follows $COLUMNS where it is set."""
+    done = ccbench("compare", *bundles, env={"COLUMNS": str(width)} if width else {})
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("│")[1:-1] for line in done.stdout.splitlines() if line.startswith("│")]
+    header = next(line for line in done.stdout.splitlines() if line.startswith("┃") and "effect" in line)
+    effect = [cell.strip() for cell in header.split("┃")[1:-1]].index("effect [95% CI]")
+    assert rows and any(row[effect].strip() for row in rows)
+    # a continuation line (its first cell empty) never holds the rest of an effect
+    assert not [row[effect] for row in rows if not row[0].strip() and row[effect].strip()], done.stdout
+    table = [line for line in done.stdout.splitlines() if line.startswith(("│", "┏"))]
+    assert max(len(line) for line in table) < (200 if width else 260)

@@ -26,8 +26,8 @@ class _Console(Console):
 
 console = _Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = _Console(highlight=False, soft_wrap=False)
-if not stdout.is_terminal:
-    # logs and CI: wide enough that tables do not wrap
+if not stdout.is_terminal and not __import__("os").environ.get("COLUMNS", "").isdigit():
+    # logs and CI: wide enough that tables do not wrap (a width the user set with $COLUMNS is kept)
     stdout.width = max(stdout.width, 200)
 
 

@@ -206,7 +206,10 @@ def _print_comparison(table, excluded: str, details: bool = False, samples=None)
     if not details:
         cells = cells[[c for c in NARROW_HEADERS if c in cells.columns]]
     for column in cells.columns:
-        out.add_column(column, overflow="fold", min_width=_longest_word(column, cells[column]))
+        # an effect is one figure with its interval: never wrapped inside it ("2.3x" / "slower]")
+        whole = column.startswith("effect")
+        least = max(len(str(v)) for v in [column, *cells[column]]) if whole else _longest_word(column, cells[column])
+        out.add_column(column, overflow="fold", min_width=least)
     index = list(cells.columns).index("verdict")
     previous = None
     for row, verdict_word, workload in zip(cells.itertuples(index=False), cells["verdict"], shown["workload"]):

@@ -119,7 +119,9 @@ def command(
     """Judge the run in NEW (bundles or directories of bundles) against a baseline: exit 0 passed,
     1 failed (a primary metric worse beyond the threshold, a case of the baseline the new run lacks,
     or a new run that did not end; a --confirm run that cannot start leaves its cases failing), 2 bad
-    input (a run gated against itself among it), 3 a bundle that does not verify. A case that cannot
+    input (a run gated against itself among it; runs of different plans: nothing judged, every case
+    of the baseline in no workload of the new run's plan or measured with other parameters), 3 a
+    bundle that does not verify. A case that cannot
     be judged (too few executions; against a store, a series with fewer than 3 earlier runs: building
     the baseline) fails nothing, is named, and is <skipped/> in the JUnit file.
 
@@ -165,6 +167,7 @@ def command(
         plan=gate_runs.plan_of(new),
     )
     results = verdict.results
+    _refuse_other_plans(verdict, gate_runs.plan_of(new))
     click.echo(verdict.headline())
     for r in results:
         if r.failed:
@@ -188,6 +191,30 @@ def command(
     _write(markdown_path, gate_pages.markdown(results, what, limit, **more))
     _write(junit_path, gate_pages.junit(results, what, limit, **more))
     sys.exit(verdict.exit_code)
+
+
+def _refuse_other_plans(verdict, plan: str | None) -> None:
+    """Nothing judged, and every case of the baseline is in no workload of the new run's plan or was
+    measured with other parameters: the runs are of different plans, which no gate can judge (bad
+    input, exit 2), not a run that lost its cases (a failure, exit 1)."""
+    from ccbench.analysis.settling.gate import NOT_IN_PLAN
+    from ccbench.basics.errors import CCBenchError
+    from ccbench.results.gate import OTHER_PARAMETERS
+
+    results = verdict.results
+    absent = [r for r in results if NOT_IN_PLAN in r.why]
+    other = [r for r in results if OTHER_PARAMETERS in r.why]
+    if verdict.judged or not results or len(absent) + len(other) < len(results):
+        return
+    parts = [f"{len(absent)} in no workload of its plan"] if absent else []
+    if other:
+        parts.append(
+            f"{len(other)} measured with other parameters ({other[0].why.partition('(')[2].rpartition(')')[0]})"
+        )
+    raise CCBenchError(
+        f"nothing to judge: the new run{f' (plan {plan})' if plan else ''} measured none of the baseline's "
+        f"{len(results)} cases as the baseline did: {', '.join(parts)}; gate a run of the baseline's plan"
+    )
 
 
 def _rows(new, against, labels, exclude_contended):

@@ -212,6 +212,30 @@ def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame, bundles) ->
     )
 
 
+#: why a case both runs measured is not judged where their parameters differ
+OTHER_PARAMETERS = "the new run measured it with other parameters"
+
+
+def params_differ(now: set[str], was: set[str]) -> str:
+    """The parameters that differ between the two runs' cases ("size 32M, was 64M"), from their
+    parameters as JSON; every one of them where a side holds several sets."""
+    import json
+
+    def load(text: str) -> dict:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    if len(now) == 1 and len(was) == 1:
+        mine, theirs = load(next(iter(now))), load(next(iter(was)))
+        keys = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if keys:
+            return "; ".join(f"{k} {mine.get(k, '(none)')}, was {theirs.get(k, '(none)')}" for k in keys)
+    return f"{'; '.join(sorted(now))}, was {'; '.join(sorted(was))}"
+
+
 def _why_not_compared(base: pd.DataFrame, new: pd.DataFrame, key: tuple) -> str:
     """Why a case both runs measured has no comparison row: other parameters (a series of its own),
     or every execution of a side contended and left out."""
@@ -224,7 +248,7 @@ def _why_not_compared(base: pd.DataFrame, new: pd.DataFrame, key: tuple) -> str:
 
         was, now = params(base), params(new)
         if was and now and was != now:
-            return f"the new run measured it with other parameters ({'; '.join(sorted(now))}, was {'; '.join(sorted(was))}): not compared"
+            return f"{OTHER_PARAMETERS} ({params_differ(now, was)}): not compared"
     return "every execution of a side contended and left out (--exclude-contended)"
 
 
@@ -377,7 +401,7 @@ def _lost_series(past: pd.DataFrame, new: pd.DataFrame, history: dict, bundles, 
                 "n": 0,
                 "n_baseline": len(runs),
                 "judgement": NOT_JUDGED if other else LOST,
-                "reason": "the new run measured it with other parameters: a series of its own, not compared"
+                "reason": f"{OTHER_PARAMETERS}: a series of its own, not compared"
                 if other
                 else why_lost(bundles, point["workload"], point["config"].split(" / ", 1)[-1], STORE_HAD),
             }

@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+from ccbench.analysis.settling.gate import NOT_IN_PLAN
 from ccbench.basics.errors import CCBenchError
 
 #: the end of a failed command's error (ccbench.workloads.base.CommandResult.failure)
@@ -128,7 +129,7 @@ def why_lost(bundles, workload: str, config: str, had: str = "in the baseline") 
             return f"{had}; the new run stopped before it"
         if any(workload in (b.manifest.get("declarations") or {}) for b in bundles):
             return f"{had}; none of its executions ran in the new run"
-        return f"{had}; the new run's plan has no such workload"
+        return f"{had}; {NOT_IN_PLAN}"
     failed = [e for e in ran if e.get("status") in ("failed", "timeout")]
     if not failed:
         return f"{had}, not measured in the new run (its executions there measured no sample of it)"

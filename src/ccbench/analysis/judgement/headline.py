@@ -107,14 +107,11 @@ def _counts(item) -> str:
     judgement = item.judgement
     supporting = getattr(item, "supporting_significant", 0)
     if judgement is not None and judgement.settled_on and not math.isnan(judgement.typical):
-        # the run settled the layer's mean: its cases are called on their own only by e-BH across the
-        # layer (ccbench.analysis.settling.layer_settle), so "none significant" beside the settled
-        # figure would read as a contradiction; said as what it is
-        cases = f"{item.comparisons} case{'s' if item.comparisons != 1 else ''}"
-        called = "none" if item.significant == 0 else str(item.significant)
-        verb = "called on its own" if item.significant <= 1 else "called on their own"
+        # the run settled the layer's mean (ccbench.analysis.settling.layer_settle): said as what it is
+        from ccbench.analysis.judgement.wording import settled_counts
+
         also = f"; {supporting} supporting metric{'s' if supporting != 1 else ''} significant" if supporting else ""
-        return f"settled on the mean of {cases} in {item.workloads} workload{plural}, {called} {verb}{also}{left_out}"
+        return f"{settled_counts(item.significant, item.comparisons, item.workloads)}{also}{left_out}"
     if judgement is not None and item.significant == 0 and supporting > 0:
         # the figure rests on the application metrics, none of them significant; what is significant
         # is a metric not counted in it (a phase's time, a tier's latency, a round trip): said, so

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ccbench.analysis import format as fmt
 from ccbench.analysis.judgement import impact, semantics
+from ccbench.analysis.judgement.wording import called_on_own
 
 #: order of the layers in the verdict (by the start of the layer label)
 LAYER_ORDER = [
@@ -178,6 +179,11 @@ class LayerVerdict:
         j = self.judgement
         if j.kind == semantics.LEFT_OUT:
             return f"{j.phrase()}; {self.left_out_text()}"
+        if j.settled_on and not math.isnan(j.typical):
+            # the run's settled headline: what it rests on, not a test of the rows it did not make
+            text = f"{j.phrase()} ({j.settled_on}; {called_on_own(self.significant)})"
+            left = self.left_out_text()
+            return f"{text}; {left}" if left else text
         counts = f"{self.significant} of {self.comparisons} comparisons significant across {where}"
         if j.partial and not j.only_in:
             counts = f"across {where}"  # its words begin with the counts

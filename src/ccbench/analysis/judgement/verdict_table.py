@@ -83,6 +83,8 @@ def _per_workload_cell(v: LayerVerdict) -> str:
     geometric mean of every row of a workload did not: "2.6x faster to 2.5x faster" under "4.3x to 5.5x")."""
     if v.workloads <= 1:
         return "-"
+    if v.judgement is not None and v.judgement.settled_on:
+        return "settled as one layer across them (their cases: the settled section)"
     if v.workload_judgements:
         return "; ".join(f"{name}: {judgement.phrase(where=False)}" for name, judgement in v.workload_judgements)
     return f"{fmt.effect(v.range_low)} to {fmt.effect(v.range_high)}"

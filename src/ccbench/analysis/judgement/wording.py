@@ -51,6 +51,20 @@ def bound_words(bound: str) -> str:
     return BOUND_WORDS[kind].format(interval=interval_phrase(interval or ANYTIME))
 
 
+def settled_counts(significant: int, comparisons: int, workloads: int) -> str:
+    """The counts beside a figure the run settled by layer: "settled on the mean of 4 cases in 2
+    workloads, none called on its own" (a case is called on its own only by e-BH across the layer, so
+    "none of 4 significant" beside the settled figure would read as a contradiction)."""
+    cases = f"{comparisons} case{'s' if comparisons != 1 else ''}"
+    where = f" in {workloads} workload{'s' if workloads != 1 else ''}"
+    return f"settled on the mean of {cases}{where}, {called_on_own(significant)}"
+
+
+def called_on_own(significant: int) -> str:
+    """ "none called on its own", "3 called on their own": the cases e-BH called across the layer."""
+    return f"{'none' if significant == 0 else significant} called on {'its' if significant <= 1 else 'their'} own"
+
+
 @dataclass
 class Judgement:
     kind: str

@@ -269,9 +269,14 @@ def settle_confirmation(new_logs, base_logs, better: str | None, limit: float, a
     return Settled(state, math.expm1(change), math.expm1(ends[0]), math.expm1(ends[1]), len(new), limit)
 
 
+#: why a lost case is lost where the new run's plan has none of its workload (the runs' plans differ)
+NOT_IN_PLAN = "the new run's plan has no such workload"
+
+
 def failing_workloads(results: list[CaseResult]) -> list[str]:
-    """The workloads with a failing case, in order: what ``ccbench run --only`` takes."""
-    return list(dict.fromkeys(r.workload for r in results if r.failed))
+    """The workloads with a failing case, in order: what ``ccbench run --only`` takes (a workload the
+    new run's plan does not hold is none: running that plan again would not measure it)."""
+    return list(dict.fromkeys(r.workload for r in results if r.failed and NOT_IN_PLAN not in r.why))
 
 
 #: the reason of a not-judged case whose series has too few earlier runs in a history store, and how

@@ -291,6 +291,7 @@ def with_layers(bundle: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict
     from ccbench.analysis.settling.plausible import left_out
     from ccbench.analysis.settling.recorded import settled_workloads
     from ccbench.analysis.statistics.sequential import paired_against, record_limit
+    from ccbench.model import ExecutionKey
 
     layered = [name for name, record in found.items() if record.get("by") == "layer"]
     if not layered:
@@ -305,13 +306,23 @@ def with_layers(bundle: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict
         costs[name] = {key: costs[name].get(key, {}) for key in record["variants"]}
         pairs[name] = {key: against.get(key, record["baseline"]) for key in record["variants"]}
         left[name] = left_out(samples[name], record["baseline"], keys, against, declared.get(name, ()))
-    for (key, _), (workloads, cases, dropped) in across(costs, pairs, left).items():
+    # each variant as its samples record it: the layer's title is made from them with today's rule (a
+    # record's title is the one its run's version wrote: "in-memory storage" for a plain directory
+    # named tmpfs, before directories were layered by what they are)
+    recorded: dict[str, dict] = {}
+    for name in layered:
+        for sample in samples[name]:
+            if sample.execution:
+                recorded.setdefault(ExecutionKey.parse(sample.execution).variant, dict(sample.variant or {}))
+    for (key, pair), (workloads, cases, dropped) in across(costs, pairs, left).items():
         # the run settled them together, on one target and round limit (every record says the same)
         record = found[workloads[0]]
         layer = settle_layer(cases, record["target"], record_limit(record), workloads=workloads, left_out=dropped)
+        known = key in recorded and pair in recorded
         for name in workloads:
             variant = found[name]["variants"][key]
-            title = ((variant.get("layer") or {}).get("title")) or key
+            title = layer_title(recorded[key], recorded[pair], key, pair) if known else None
+            title = title or ((variant.get("layer") or {}).get("title")) or key
             variant["layer"] = {**layer.as_dict(), "title": title}
             for label, case in variant["cases"].items():
                 case["claim"] = layer.claim(name, label)
