@@ -17,7 +17,6 @@ from ccbench.commands.options import (
     pairs_option,
 )
 
-
 #: the output names the report tells its format by (without --format; a name without a suffix is HTML)
 HTML_SUFFIXES = (".html", ".htm")
 MD_SUFFIXES = (".md", ".markdown")
