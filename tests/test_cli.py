@@ -173,3 +173,25 @@ def test_show_of_a_directory_of_bundles_names_them_and_the_command_that_shows_on
     assert all(path.name in line for path in paths) and f"ccbench show {sorted(paths)[0]}" in line, line
     assert "missing manifest" not in line
     assert ccbench("show", sorted(paths)[0]).returncode == 0
+
+
+def test_a_report_named_for_a_format_it_does_not_write_is_one_line_and_nothing_written(tmp_path, capsys):
+    """On the old code `report -o r.pdf` wrote HTML into r.pdf without a word."""
+    from bundles import write_bundle
+    from conftest import ccbench_in_process
+
+    bundles = [
+        write_bundle(tmp_path, host, tee, {(): [v, v * 1.1, v * 1.05]})
+        for host, tee, v in (("a", "none", 1.0), ("b", "sev-snp", 2.0))
+    ]
+    for name in ("r.pdf", "r.txt", "r.html.gz"):
+        out = tmp_path / name
+        code, stdout, err = ccbench_in_process(capsys, "report", *bundles, "-o", out, "--figures", tmp_path / "figs")
+        assert code == 2 and stdout == "", err
+        [line] = err.splitlines()
+        assert line.startswith(f"ccbench: error: -o {out}: ccbench report writes HTML or Markdown, not ."), line
+        assert ".html" in line and ".md" in line and "--format" in line, line
+        assert not out.exists() and not (tmp_path / "figs").exists()
+    # --format says what to write, whatever the name
+    code, _, err = ccbench_in_process(capsys, "report", *bundles, "-o", tmp_path / "r.txt", "--format", "md", "-j", "1")
+    assert code == 0 and (tmp_path / "r.txt").read_text().startswith("# "), err

@@ -111,6 +111,14 @@ def test_compare_of_the_fleet_directory_uses_the_controllers_interval(tmp_path):
         [sys.executable, "-m", "ccbench", "compare", str(directory)], capture_output=True, text=True
     ).stdout
     assert "settled across the fleet fleet-x" in text and "settled at round 3" in text, text
+    # --summary: the header and how many settled, no line per case
+    summary = subprocess.run(
+        [sys.executable, "-m", "ccbench", "compare", str(directory), "--summary"], capture_output=True, text=True
+    ).stdout
+    settled = summary[summary.index("settled across the fleet fleet-x") :].splitlines()
+    assert [line for line in settled if not line.startswith("    ")][1:] == [
+        "  1 of 1 case(s) settled (compare without --summary: each one)"
+    ], summary
 
 
 def test_a_hand_edited_record_does_not_change_the_numbers_and_part_of_a_fleet_keeps_its_own_interval(tmp_path):

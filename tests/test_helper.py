@@ -99,7 +99,8 @@ def test_helper_bundle_warnings_and_errors_reach_the_user(tmp_path, ccbench):
     seal(writer.path)  # as a run killed and then attested leaves it
     done = ccbench("compare", paths[0], writer.path, "--json", "-j", "2")
     assert done.returncode == 0, done.stderr
-    assert re.search(r"samples\.jsonl:8:\s+skipping a truncated\s+last line", done.stderr)  # wrapped or not
+    cut_off = r"samples\.jsonl:\s+the\s+last\s+line\s+\(line\s+8\)\s+is\s+cut\s+off"  # wrapped or not
+    assert re.search(cut_off, done.stderr)
     (writer.path / "samples.jsonl").write_text("\n".join([lines[0], "{not json", *lines[1:7]]) + "\n")
     seal(writer.path)
     done = ccbench("compare", paths[0], writer.path, "-j", "2")

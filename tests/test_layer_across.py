@@ -6,11 +6,12 @@ worker processes."""
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ccbench_in_process, only_bundle, own_path_layer
+from conftest import ccbench_in_process, only_bundle, own_path_layer, run_ccbench
 from test_scheduling import Messages, ScriptedExecutor, measured
 
 from ccbench.analysis import format as fmt
@@ -133,15 +134,24 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     said = " ".join(text.split("settled in ")[0].split())
     assert f"{figure}; settled on the mean of 2 cases in 2 workloads, " in said, said
     assert "none of 2 significant" not in said
-    # its settled cases: one header, each layer's line once (not once per workload), then its cases
-    # workload by workload, and no state said twice ("open: open, so far")
-    flat = " ".join(text.split())
-    assert text.count("settled in ") == 1, text
-    assert flat.count(f"{tmpfs_layer} against storage=disk, in a, b: cost: ") == 1, text
+    # its settled cases: one header, each layer's line once (not once per workload), and no state
+    # said twice ("open: open, so far"); --summary: no line per case, compare: its cases workload by
+    # workload under each layer
     loop_label = own_path_layer("ext4-loop", tmp_path).partition(": ")[2]
-    assert flat.count(f"{loop_label} against storage=disk, in a, b: no cost above 2.0% ") == 1, text
-    assert "a: wall_time: so far: " in flat and "b: wall_time: so far: " in flat
-    assert not any(f"{word}: {word}" in flat for word in ("open", "no cost above", "disagree")), text
+    for summary in (True, False):
+        if not summary:
+            code, text, err = ccbench_in_process(capsys, "compare", str(result.bundle))
+            assert code == 0, err
+        settled = text[text.index("settled in ") :]
+        flat = " ".join(settled.split())
+        assert text.count("settled in ") == 1, text
+        assert flat.count(f"{tmpfs_layer} against storage=disk, in a, b: cost: ") == 1, text
+        assert flat.count(f"{loop_label} against storage=disk, in a, b: no cost above 2.0% ") == 1, text
+        assert ("a: wall_time: so far: " in flat and "b: wall_time: so far: " in flat) is not summary, settled
+        assert not any(f"{word}: {word}" in flat for word in ("open", "no cost above", "disagree")), text
+        if summary:  # the header and the two layers' lines, each wrapped onto at most 4 lines
+            said = [line for line in settled.splitlines() if line.startswith("  ") and not line.startswith("    ")]
+            assert len(said) == 2 and len(settled.splitlines()) <= 9, settled
     code, text, err = ccbench_in_process(capsys, "compare", str(result.bundle), "--json")
     rows = [json.loads(line) for line in text.splitlines()]
     heads = [r["layer_settled"] for r in rows if r.get("metric") == "wall_time" and "tmpfs" in r["config"]]
@@ -150,6 +160,16 @@ def test_a_layer_in_two_workloads_settles_once_on_the_mean_of_all_its_cases(tmp_
     code, _, err = ccbench_in_process(capsys, "report", str(result.bundle), "-o", str(report))
     assert code == 0, err
     assert figure in " ".join(report.read_text().split())
+    # a copy cut short: compare reads it twice (the rows, then the settled section), says so once,
+    # in one plain line of its own (never Python's UserWarning with its source line)
+    copy = tmp_path / "cut"
+    shutil.copytree(result.bundle, copy)
+    journal = copy / "samples.jsonl"
+    journal.write_bytes(journal.read_bytes()[:-30])
+    done = run_ccbench("compare", copy, "--summary", "--allow-unverified")
+    assert done.returncode == 0 and "settled in cut" in done.stdout, done.stderr
+    assert " ".join(done.stderr.split()).count("samples.jsonl: the last line") == 1, done.stderr
+    assert "UserWarning" not in done.stderr and "_check_lines" not in done.stderr, done.stderr
 
 
 def test_a_real_two_workload_run_through_the_cli_says_one_layer_line_everywhere(tmp_path, ccbench, workdir):

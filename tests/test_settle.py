@@ -406,6 +406,10 @@ def test_a_cipher_on_a_loop_file_is_settled_against_its_twin_which_runs_with_it(
     lines = settle_lines("c", settled)
     assert "c [storage=tmpfs] against storage=ext4-loop: settled" in lines, lines
     assert "c [storage=ext4-loop] against storage=disk: settled" in lines, lines
+    assert any(line.startswith("  wall_time: ") for line in lines), lines
+    # compare --summary: each variant's line, none per case
+    assert settle_lines("c", settled, cases=False) == [line for line in lines if not line.startswith("  ")]
+    assert len(settle_lines("c", settled, cases=False)) == 2
 
 
 def test_settling_by_layer_stops_on_the_headline_and_says_each_layer_as_it_settles(run_settle, tmp_path):

@@ -333,5 +333,8 @@ def test_a_running_bundle_is_shown_but_not_compared_until_it_ends(tmp_path, cli,
     (snp / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
     code, _, err = cli("compare", plain, snp)
     assert code == 3 and "still going" in err and str(snp) in err and err.count("\n") == 1
-    code, out, _ = cli("show", snp, "--json")
+    code, out, err = cli("show", snp, "--json")
     assert code == 0 and json.loads(out)["status"] == "running"
+    # shown, since one watches a run through its bundle, and said to be unchecked, in one line
+    assert "its run has not ended" in err and "unchecked" in err and err.startswith("warning: "), err
+    assert "no attestation.json" in json.loads(out)["unverified"]

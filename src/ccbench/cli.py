@@ -8,6 +8,7 @@ import os
 import pkgutil
 import signal
 import sys
+import warnings
 
 import click
 
@@ -118,8 +119,18 @@ def _context_of(argv: list[str]) -> click.Context:
     return ctx
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning (a bundle's cut last line, ...) as one plain line from ccbench, once: the
+    console's, loaded only when a command warns."""
+    from ccbench.basics.console import show_warning
+
+    show_warning(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> None:
     previous = _catch_termination()
+    shown_by = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
         cli.main(args=argv, prog_name="ccbench", standalone_mode=False)
         # only a command that imported the console can have set its switch; the others keep rich unloaded
@@ -161,6 +172,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     finally:
         restore_signals(previous)
+        warnings.showwarning = shown_by
+        console = sys.modules.get("ccbench.basics.console")
+        if console is not None:
+            console.forget_warnings()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Analysis reads only what verifies: the one check ``compare``, ``report``, ``export``, ``history add``
-and the fleet's summary make of each bundle before they read it.
+"""Analysis reads only what verifies: the one check ``compare``, ``report``, ``export``, ``history add``,
+``show`` and the fleet's summary make of each bundle before they read it.
 
 A bundle is read when its files are what its digest list (attestation.json) says: no file changed,
 missing or added, and the list's own digest holds. The large files' digests are remembered by file
@@ -14,6 +14,7 @@ journal's (ccbench.bundle.columnar).
 An unverified bundle is refused with one line naming it and what failed, exit 3 (``ccbench
 verify``'s code for a tampered bundle or one without digests); an attestation.json that is not a
 digest list is exit 2, as in ``verify``. ``--allow-unverified`` reads such bundles and says which.
+``show`` shows a bundle whose run has not ended (its manifest says 'running') and says it is unchecked.
 """
 
 from __future__ import annotations
@@ -97,6 +98,27 @@ def check_before_reading(
             raise UnverifiedBundle(f"{bundle}: not read: {problem}; {ADVICE}")
         notes.append(f"{bundle}: {problem}")
     return notes
+
+
+def check_before_showing(bundle: str | Path, allow_unverified: bool = False) -> str | None:
+    """``ccbench show``'s check of one bundle: as check_before_reading (an UnverifiedBundle, exit 3,
+    unless ``allow_unverified``), except that a bundle whose run has not ended (manifest status
+    'running': a run going on, or killed) is shown, since one watches a run through it: then its
+    files cannot hold to a digest list yet, and that is said. Returns the warning to print (None when
+    every file is as its digest list says)."""
+    if not _still_running(Path(bundle)):
+        notes = check_before_reading([bundle], allow_unverified)
+        return unverified_warning(notes) if notes else None
+    try:
+        problem = problem_on_read(Path(bundle))
+    except CCBenchError as exc:
+        problem = str(exc)
+    if problem is None:
+        return None
+    return (
+        f"{bundle}: its run has not ended (manifest status 'running': still going, or killed), so its "
+        f"files are shown unchecked: {problem}"
+    )
 
 
 def _still_running(bundle: Path) -> bool:

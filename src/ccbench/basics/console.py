@@ -44,6 +44,30 @@ def say(text: str, to: Console | None = None, *, indent: int | None = None, key:
     (to or stdout).print(shown, highlight=False, soft_wrap=True)
 
 
+_warned: set[str] = set()
+
+
+def warn(message: object) -> None:
+    """A warning for the user: one plain line on stderr, ``warning: <message>``, wrapped as prose; a
+    message said before by this command is not said again (a bundle read twice warns once)."""
+    text = str(message)
+    if text in _warned:
+        return
+    _warned.add(text)
+    say(f"warning: {text}", console)
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """warnings.showwarning for the command line (ccbench.cli.main sets it): a Python warning said as
+    warn says it, never in Python's form with the file, line and source line that raised it."""
+    warn(message)
+
+
+def forget_warnings() -> None:
+    """A new command: every warning may be said again (ccbench.cli.main, at each command's end)."""
+    _warned.clear()
+
+
 def is_interactive() -> bool:
     return sys.stderr.isatty()
 

@@ -24,6 +24,7 @@ import gc
 import hashlib
 import math
 import os
+import re
 import tempfile
 import time
 import warnings
@@ -57,7 +58,7 @@ from ccbench.bundle.columnar_layout import typed as _typed
 from ccbench.bundle.digests import journal_sha256, sized_sha256
 from ccbench.bundle.journal_stream import stream_journal
 from ccbench.bundle.layout import SAMPLES
-from ccbench.bundle.reader import Bundle, read_bundle
+from ccbench.bundle.reader import Bundle, cut_last_line, read_bundle
 
 # -- writing ---------------------------------------------------------------------------------------
 
@@ -149,10 +150,39 @@ def convert(bundle: Bundle | Path, target: Path, durable: bool = True, digest: t
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             table = _records_table(bundle)
-        # kept in the file: every load of it says them again (read_samples), the first one included
-        messages = [str(w.message) for w in caught]
+        # kept in the file: every load of it says them again (read_samples), the first one included;
+        # the journal named as the bundle's own file, since the cache's copy serves every bundle
+        # holding this journal, wherever it lies
+        messages = [_relative(str(w.message), journal) for w in caught]
         table = table.replace_schema_metadata(metadata | {META_WARNINGS: orjson.dumps(messages)})
         pq.write_table(table, temporary, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+
+
+def _relative(message: str, journal: Path) -> str:
+    """A warning about the journal with its path as the bundle's own name (samples.jsonl: ...)."""
+    return SAMPLES + message[len(str(journal)) :] if message.startswith(f"{journal}:") else message
+
+
+#: the words a file converted by an earlier ccbench stored for a cut last line (with the path of the
+#: bundle it was converted for)
+_EARLIER_CUT = re.compile(r"^.*samples\.jsonl:(\d+): skipping a truncated last line \(the run was interrupted\)$")
+
+
+def _said(message: str, journal: Path | None) -> str:
+    """A warning kept in a Parquet file as said of the journal read now: its file named by this
+    bundle's path (the file may have been converted for another bundle holding the same journal, or
+    before the bundle moved), in the reader's words of today."""
+    if journal is None:
+        return message
+    if message.startswith(f"{SAMPLES}:"):
+        return f"{journal}{message[len(SAMPLES) :]}"
+    earlier = _EARLIER_CUT.match(message)
+    if earlier is not None:
+        try:
+            return cut_last_line(journal, int(earlier[1]), journal.stat().st_size)
+        except OSError:
+            return message
+    return message
 
 
 def _records_table(bundle: Bundle) -> pa.Table:
@@ -321,8 +351,9 @@ def read_samples(bundle: Bundle, columns: list[str] | None = None) -> pa.Table:
     if bundle.samples is not None:
         return table_from_records([bundle.samples]) if bundle.samples else pa.table({})
     file = columnar_file(bundle)
+    journal = Path(bundle.path) / SAMPLES
     try:
-        return _read(file, columns)
+        return _read(file, columns, journal)
     except (OSError, pa.ArrowException) as exc:
         if file.parent != cache_dir():
             raise BundleError(
@@ -331,7 +362,7 @@ def read_samples(bundle: Bundle, columns: list[str] | None = None) -> pa.Table:
         file.unlink(missing_ok=True)  # the cache's copy is damaged inside: converted again, once
     file = columnar_file(bundle)
     try:
-        return _read(file, columns)
+        return _read(file, columns, journal)
     except (OSError, pa.ArrowException) as exc:
         raise BundleError(f"{file}: unreadable Parquet ({_first_line(exc)}); remove it and run again") from None
 
@@ -340,11 +371,11 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _read(file: Path, columns: list[str] | None) -> pa.Table:
+def _read(file: Path, columns: list[str] | None, journal: Path | None = None) -> pa.Table:
     parquet = pq.ParquetFile(file)
     metadata = parquet.schema_arrow.metadata or {}
     for message in orjson.loads(metadata.get(META_WARNINGS, b"[]")):
-        warnings.warn(message, stacklevel=2)
+        warnings.warn(_said(message, journal), stacklevel=2)
     names = [n for n in (columns or parquet.schema_arrow.names) if n in parquet.schema_arrow.names]
     strings = {n for n in names if pa.types.is_dictionary(parquet.schema_arrow.field(n).type) or n in JSON_FIELDS}
     table = pq.read_table(file, columns=names, read_dictionary=sorted(strings))

@@ -71,13 +71,15 @@ def _read_jsonl(file: Path, required: tuple[str, ...] = ()) -> list[dict[str, An
 def _iter_jsonl(file: Path, required: tuple[str, ...] = (), size: int | None = CHUNK) -> Iterator[list[dict[str, Any]]]:
     """The JSON objects of a JSON-lines file, ``size`` lines at a time (None: all at once).
 
-    A corrupt line is a BundleError naming the file and line; a truncated last line (no newline at
-    the end: the run was killed while writing it) is skipped with a warning.
+    A corrupt line is a BundleError naming the file and line; a cut-off last line (no newline at
+    the end and not a whole record: a run killed while writing it, or a copy cut short) is skipped
+    with a warning (cut_last_line's words).
     """
     if not file.exists():
         return
     data = file.read_bytes()
     lines = data.split(b"\n")
+    file_bytes = len(data)
     del data
     ends_with_newline = not lines[-1]
     if ends_with_newline:
@@ -95,12 +97,19 @@ def _iter_jsonl(file: Path, required: tuple[str, ...] = (), size: int | None = C
                 continue
         except orjson.JSONDecodeError:
             pass
-        yield _check_lines(file, part, start, total, ends_with_newline, required)
+        yield _check_lines(file, part, start, total, None if ends_with_newline else file_bytes, required)
 
 
 def _check_lines(
-    file: Path, part: list[bytes], start: int, total: int, ends_with_newline: bool, required: tuple[str, ...]
+    file: Path,
+    part: list[bytes],
+    start: int,
+    total: int,
+    cut: int | None,
+    required: tuple[str, ...],
 ) -> list[dict[str, Any]]:
+    """The records of ``part`` (lines ``start`` + 1 on of ``total``), each checked; ``cut``: the file's size
+    when it does not end with a newline (its last line may be cut off there)."""
     records = []
     for number, raw in enumerate(part, start=start + 1):
         if not raw.strip():
@@ -114,15 +123,22 @@ def _check_lines(
             if missing:
                 raise ValueError(f"missing field(s) {', '.join(missing)}")
         except (ValueError, orjson.JSONDecodeError) as exc:
-            if is_last and not ends_with_newline:
-                warnings.warn(
-                    f"{file}:{number}: skipping a truncated last line (the run was interrupted)",
-                    stacklevel=2,
-                )
+            if is_last and cut is not None:
+                warnings.warn(cut_last_line(file, number, cut), stacklevel=2)
                 continue
             raise BundleError(f"{file}:{number}: corrupt line ({exc}); repair or delete that line") from None
         records.append(record)
     return records
+
+
+def cut_last_line(file: Path | str, number: int, size: int) -> str:
+    """The warning for a journal whose last line is cut off: what is known (where it is cut, that it
+    is skipped), and the two ways that happens; whether the file is the one the run wrote is its
+    digest's to say (ccbench verify, and every command that reads a bundle checks it first)."""
+    return (
+        f"{file}: the last line (line {number}) is cut off at byte {size:,}, the file's end "
+        "(a run killed while writing it, or a copy cut short): it is skipped"
+    )
 
 
 def read_bundle(path: str | Path, samples: bool = True) -> Bundle:

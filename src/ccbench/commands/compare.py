@@ -40,8 +40,9 @@ from ccbench.commands.options import (
 @click.option(
     "--summary",
     is_flag=True,
-    help="Print only the verdict per protection layer (at most two lines each) and the lint's findings, "
-    "one line per kind of finding.",
+    help="Print only the verdict per protection layer (at most two lines each), the lint's findings, "
+    "one line per kind of finding, and for a run that settled its cases each layer's or settled variant's "
+    "line (no line per case).",
 )
 @click.option(
     "--details",
@@ -99,9 +100,10 @@ def command(
     per workload, each layer's sentence, the lint's findings (docs/trust.md, Lint), a breakdown
     by mechanism for the rows where a mechanism was measured or a twin given, and the table: one
     row per case and primary metric, grouped by workload (--details: every metric and column, and
-    the verdict's wide table). --summary prints only the verdict's lines (at most two a layer) and
-    one line per kind of finding. A bundle whose run settled its cases (run --settle) adds each
-    case's answer, recomputed from its samples with the run's interval (the repeated interval for
+    the verdict's wide table). --summary prints only the verdict's lines (at most two a layer),
+    one line per kind of finding and, of the settled cases below, each header and each layer's or
+    settled variant's line (no line per case). A bundle whose run settled its cases (run --settle)
+    adds each case's answer, recomputed from its samples with the run's interval (the repeated interval for
     its round limit, or anytime-valid where its record names no limit), and those
     cases' rows use that interval on the paired rounds instead of Welch's (the row's "interval" and
     "settled"), so the verdict says what the run said; a fleet run that settled its cases across labels
@@ -148,7 +150,7 @@ def command(
             _print_breakdowns(table, parts)
             _print_wakeup_shares(table, shares)
         _print_findings(findings, summary, layers)
-        _print_settled(result.bundles, result.implausible_settled())
+        _print_settled(result.bundles, result.implausible_settled(), cases=not summary)
         if not summary:
             _print_comparison(table, excluded, details, result.engine.sample)
     if as_json:
@@ -174,7 +176,7 @@ def _compare(
     from ccbench.analysis.samples.load import parse_labels
     from ccbench.analysis.settling.fleet_settle import fleet_paths
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.basics.console import console, say
+    from ccbench.basics.console import console, say, warn
     from ccbench.basics.errors import CCBenchError
     from ccbench.basics.helper import Helper
 
@@ -198,7 +200,7 @@ def _compare(
             pairs=pairs,
         )
     for warning in caught:
-        say(f"warning: {warning.message}", console)
+        warn(warning.message)  # one plain line each, once: the settled section may read the bundle again
     if result.engine.empty:
         raise CCBenchError("the bundles hold no samples to compare")
     return result

@@ -46,26 +46,27 @@ def _print_verdict(
             say(f"- {item.sentence()}")
 
 
-def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozenset()) -> None:
+def _print_settled(bundles, implausible: set[tuple[str, str, str, str]] = frozenset(), cases: bool = True) -> None:
     """For a bundle whose run settled its cases (``run --settle``): each case's answer, recomputed
     from its samples with the run's rule (the interval its record names, docs/analysis.md); and
     for a fleet that settled its cases across labels (``fleet run --mode rounds --settle``), each
     of those (ccbench.analysis.settling.fleet_settle). ``implausible``: (bundle, workload, variant key, case)
-    of the settled cases whose rows are left out of the verdict: said beside their answer."""
+    of the settled cases whose rows are left out of the verdict: said beside their answer. Without
+    ``cases`` (--summary): each header, and each layer's and settled variant's line, no case's."""
     from ccbench.analysis.settling.layer_settle import with_layers
     from ccbench.analysis.settling.recorded import bundle_settlements
     from ccbench.basics.console import say
 
     for bundle in bundles:
-        for line in _settled_lines(bundle, with_layers(bundle, bundle_settlements(bundle)), implausible):
+        for line in _settled_lines(bundle, with_layers(bundle, bundle_settlements(bundle)), implausible, cases):
             say(line)
     from ccbench.analysis.settling.fleet_settle import fleet_settlement_lines
 
-    for line in fleet_settlement_lines(bundle.path for bundle in bundles):
+    for line in fleet_settlement_lines((bundle.path for bundle in bundles), cases):
         say(line)
 
 
-def _settled_lines(bundle, records: dict, implausible) -> list[str]:
+def _settled_lines(bundle, records: dict, implausible, cases: bool = True) -> list[str]:
     """One bundle's settled cases (ccbench.commands.run.settled_block) under a header where the
     interval or target changes. ``implausible``: (bundle, workload, variant key, case) of the cases
     whose rows the verdict leaves out."""
@@ -79,7 +80,7 @@ def _settled_lines(bundle, records: dict, implausible) -> list[str]:
     def header(record: dict) -> str:
         return f"settled in {bundle.path.name} ({settled_on(record)}, target {record['target']:.1%}):"
 
-    return settled_block(records, flagged, header)
+    return settled_block(records, flagged, header, cases)
 
 
 def settled_on(record: dict) -> str:

@@ -17,6 +17,10 @@ from ccbench.commands.options import (
     pairs_option,
 )
 
+#: the output names the report tells its format by (without --format; a name without a suffix is HTML)
+HTML_SUFFIXES = (".html", ".htm")
+MD_SUFFIXES = (".md", ".markdown")
+
 
 @click.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path())
@@ -26,14 +30,15 @@ from ccbench.commands.options import (
     type=click.Path(dir_okay=False),
     default="report.html",
     show_default=True,
-    help="The file to write.",
+    help="The file to write: .html (or .htm) or .md (or .markdown); another suffix needs --format.",
 )
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(["html", "md"]),
     default=None,
-    help="html (default; one self-contained file, charts inlined as SVG, works offline) or md (Markdown tables).",
+    help="html (one self-contained file, charts inlined as SVG, works offline) or md (Markdown tables); "
+    "by default the one -o's suffix names (HTML for a name without one).",
 )
 @click.option(
     "--figures", type=click.Path(file_okay=False), help="Also write every chart as PNG and SVG into this directory."
@@ -65,7 +70,7 @@ def command(
     bundles recorded them."""
     from ccbench.analysis.samples.load import parse_labels
     from ccbench.attestation.onread import check_before_reading, unverified_warning
-    from ccbench.basics.console import console, skip_teardown
+    from ccbench.basics.console import console, skip_teardown, warn
     from ccbench.basics.errors import CCBenchError
     from ccbench.basics.helper import Helper
     from ccbench.report import FigureDrawer, build_context, build_sections, render_html, render_markdown
@@ -73,7 +78,14 @@ def command(
     if pairs and baseline:
         raise CCBenchError("--pair and --baseline: give one (--pair names a baseline per machine)")
     output_path = Path(output)
-    fmt = fmt or ("md" if output_path.suffix.lower() in (".md", ".markdown") else "html")
+    suffix = output_path.suffix.lower()
+    if fmt is None and suffix not in (*HTML_SUFFIXES, *MD_SUFFIXES, ""):
+        # the page would be HTML under another format's name (r.pdf): said before anything is written
+        raise CCBenchError(
+            f"-o {output}: ccbench report writes HTML or Markdown, not {output_path.suffix}; "
+            "name the file .html or .md (or give --format)"
+        )
+    fmt = fmt or ("md" if suffix in MD_SUFFIXES else "html")
     if not output_path.parent.exists():
         raise CCBenchError(f"-o {output}: the directory {output_path.parent} does not exist")
     figure_dir = Path(figures) if figures else None
@@ -102,7 +114,7 @@ def command(
                 pairs=pairs,
             )
         for warning in caught:
-            console.print(f"warning: {warning.message}")
+            warn(warning.message)  # one plain line each, once
         ctx.verified_on_read = {str(path) for path in verified}
         if ctx.samples.empty:
             raise CCBenchError("the bundles hold no samples to report")

@@ -326,13 +326,15 @@ def settled_block(
     records: dict[str, dict],
     flagged: Callable[[str], set] = lambda name: set(),
     header: Callable[[dict], str] | None = None,
+    cases: bool = True,
 ) -> list[str]:
     """The settled workloads' lines (their settle records, by workload name): each workload settled
     case by case with its own lines (settle_lines), and each layer settled across workloads once:
     its answer, the workloads it spans and what stopped it, then its cases, workload by workload.
     ``flagged(name)``: (variant key, case) of a workload's cases the verdict leaves out as
     implausible; ``header(record)``: a line put before the lines it heads where it changes (compare's
-    "settled in BUNDLE (interval, target):"), the lines then indented under it."""
+    "settled in BUNDLE (interval, target):"), the lines then indented under it. Without ``cases``
+    (compare --summary), only each layer's and each settled variant's line, no line per case."""
     lines: list[str] = []
     said = None
     indent = "  " if header else ""
@@ -355,7 +357,7 @@ def settled_block(
                 layers.setdefault((key, pair), []).append((name, record, variant, marked))
         if own or not record.get("variants"):
             head(record)
-            lines += [f"{indent}{line}" for line in settle_lines(name, {**record, "variants": own}, marked)]
+            lines += [f"{indent}{line}" for line in settle_lines(name, {**record, "variants": own}, marked, cases)]
     for (key, pair), members in layers.items():
         names, held, variants, _ = zip(*members)
         head(held[0])
@@ -363,15 +365,18 @@ def settled_block(
         why = f"; stopped by {', '.join(stopped)}" if stopped else ""
         spans = ", ".join(names)
         lines.append(f"{indent}{layer_answer(variants[0], key, f' against {pair}, in {spans}')}{why}")
-        for name, _, own_variant, marked in members:
+        for name, _, own_variant, marked in members if cases else ():
             lines += [f"{indent}  {name}: {line}" for line in layer_cases(own_variant, marked, key)]
     return lines
 
 
-def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = frozenset()) -> list[str]:
+def settle_lines(
+    name: str, settle: dict | None, implausible: frozenset | set = frozenset(), cases: bool = True
+) -> list[str]:
     """Per case of a settled workload: its answer, and for each variant what stopped it; first,
     which variants the budget cut. ``implausible``: (variant key, case label) of the cases whose rows
-    the comparison left out of the verdict (ccbench.analysis.rows.plausibility), said beside them."""
+    the comparison left out of the verdict (ccbench.analysis.rows.plausibility), said beside them.
+    Without ``cases``: the variants' lines only."""
     if not settle:
         return []
     if not settle.get("variants"):
@@ -382,7 +387,7 @@ def settle_lines(name: str, settle: dict | None, implausible: frozenset | set = 
     for key, variant in settle["variants"].items():
         why = variant.get("stopped_by")
         lines.append(f"{name} [{key}] against {variant.get('against') or settle['baseline']}: {why}")
-        for label, case in variant.get("cases", {}).items():
+        for label, case in variant.get("cases", {}).items() if cases else ():
             known = {k: v for k, v in case.items() if k in Settlement.__dataclass_fields__}
             own = case.get("stopped_by")  # a case's own reason, where it differs from its variant's
             note = f"; {own}" if own and own not in ("settled", why) else ""

@@ -2,24 +2,42 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 
 @click.command()
 @click.argument("bundle", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the summary rows as JSON.")
-def command(bundle, as_json) -> None:
+@click.option(
+    "--allow-unverified",
+    is_flag=True,
+    help="Show a bundle whose files do not match their digest list (attestation.json), or that has none; "
+    "a warning line says so. Without it such a bundle is refused (exit 3), unless its run has not ended.",
+)
+def command(bundle, as_json, allow_unverified) -> None:
     """Show a bundle: the machine facts, the outcome per workload and a summary table of its samples
-    (one row per workload, variant and case)."""
+    (one row per workload, variant and case).
+
+    The bundle is checked first, as compare checks it: one whose files differ from its digest list
+    (attestation.json), or that has none, is refused in one line (exit 3) unless --allow-unverified,
+    which shows it with a warning line. A bundle whose run has not ended (a run going on, or killed)
+    is shown, with a warning line that its files are unchecked."""
     import json
 
+    from ccbench.attestation.onread import check_before_showing
     from ccbench.attestation.provenance import bundle_provenance
-    from ccbench.basics.console import stdout
-    from ccbench.bundle import read_bundle
+    from ccbench.basics.console import stdout, warn
+    from ccbench.bundle import MANIFEST, read_bundle
     from ccbench.commands.env import print_environment, print_provenance
     from ccbench.run.summary import not_measured, summarize, summary_table
 
     _refuse_a_directory_of_bundles(bundle)
+    # a path that is no bundle is read_bundle's one line (what it is not, and what to pass)
+    unverified = check_before_showing(bundle, allow_unverified) if (Path(bundle) / MANIFEST).is_file() else None
+    if unverified:
+        warn(unverified)
     data = read_bundle(bundle)
     samples = data.samples  # the journal's lines as plain dicts: no object per sample
     rows = summarize(samples)
@@ -34,6 +52,7 @@ def command(bundle, as_json) -> None:
                     "imported": data.manifest.get("imported"),
                     "machine_id": data.probe.get("machine_id"),
                     "provenance": provenance,
+                    "unverified": unverified,
                     "summary": rows,
                     "not_measured": not_measured(samples),
                 },
@@ -45,7 +64,8 @@ def command(bundle, as_json) -> None:
     manifest = data.manifest
     stdout.print(
         f"[bold]bundle[/bold] {data.path}  (ccbench {manifest.get('tool', {}).get('version')}, "
-        f"plan {manifest.get('plan', {}).get('name')}, status {manifest.get('status')})"
+        f"plan {manifest.get('plan', {}).get('name')}, status {manifest.get('status')}"
+        + (", UNVERIFIED: see the warning)" if unverified else ")")
     )
     stdout.print(
         f"started {manifest.get('started_at')}, ended {manifest.get('ended_at') or '- (interrupted or still running)'}"
@@ -86,8 +106,6 @@ def command(bundle, as_json) -> None:
 def _refuse_a_directory_of_bundles(path: str) -> None:
     """One line for a directory holding bundles (as compare takes): show shows one bundle, so name them
     and the command that shows one."""
-    from pathlib import Path
-
     from ccbench.basics.errors import BundleError
     from ccbench.bundle import MANIFEST, find_bundles
 

@@ -312,9 +312,10 @@ def fleet_settled_cases(
     return out
 
 
-def fleet_settlement_lines(bundle_paths: Iterable[str | Path]) -> list[str]:
+def fleet_settlement_lines(bundle_paths: Iterable[str | Path], cases: bool = True) -> list[str]:
     """compare's lines for each fleet run that settled its cases across labels: what each case's
-    answer is, recomputed from the samples, and which cases a limit cut."""
+    answer is, recomputed from the samples, and which cases a limit cut. Without ``cases`` (compare
+    --summary): how many settled, and which a limit cut, in place of a line per case."""
     lines = []
     for directory, document in fleet_documents(bundle_paths).items():
         settling = document["settling"]
@@ -322,16 +323,20 @@ def fleet_settlement_lines(bundle_paths: Iterable[str | Path]) -> list[str]:
             f"settled across the fleet {directory.name} (anytime-valid interval on paired rounds, target "
             f"{settling['target']:.1%}, against {settling['baseline']}):"
         )
-        cut = []
+        cut, count = [], 0
         for record, settlement, _ in _recomputed(directory, document, False):
             why = record.get("stopped_by") or "open"
             at = f", settled at round {record['settled_at']}" if record.get("settled_at") else ""
-            lines.append(
-                f"  {record['workload']} [{record['variant']}] {record['case']}, {record['label']}: "
-                f"{settlement.describe()} ({settlement.rounds} rounds{at}; {why})"
-            )
+            count += 1
+            if cases:
+                lines.append(
+                    f"  {record['workload']} [{record['variant']}] {record['case']}, {record['label']}: "
+                    f"{settlement.describe()} ({settlement.rounds} rounds{at}; {why})"
+                )
             if not settlement.settled:
                 cut.append(f"{record['workload']} {record['case']} ({record['label']}: {why})")
+        if not cases:
+            lines.append(f"  {count - len(cut)} of {count} case(s) settled (compare without --summary: each one)")
         if cut:
             lines.append(f"  not settled ({len(cut)}): {'; '.join(cut)}")
     return lines
