@@ -49,6 +49,26 @@ def t_interval(logs: np.ndarray) -> tuple[float, float, float]:
     return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
 
 
+def _judged(counted: pd.DataFrame) -> tuple[semantics.Judgement | None, list]:
+    """The layer's judgement from its counted rows, and each workload's (semantics.judge, combined):
+    a headline the run settled across the workloads is judged once on all of its rows, without the
+    workloads' own lines."""
+    # judged on the few columns it reads (a fleet's thousands of rows, hundreds of workloads)
+    narrow = counted[[c for c in semantics.COLUMNS if c in counted]]
+    parts = [(str(w), semantics.judge(r)) for w, r in narrow.groupby("workload", sort=False)]
+    judgement = combined.combine(parts) if parts else None
+    if len(parts) > 1 and "layer_settled" in narrow and narrow["layer_settled"].notna().all():
+        # one headline the run settled across these workloads: judged once on all of its rows
+        # (semantics.settled_judgement)
+        whole = semantics.judge(narrow)
+        if whole.settled_on:
+            # its workloads' own lines would judge its cases on their own, beside the run's figure for
+            # all of them ("fio: no cost above 2.3x" under "1.81x faster"): its cases are in compare's
+            # settled section, workload by workload
+            return whole, []
+    return judgement, parts
+
+
 def verdicts(
     comparison: pd.DataFrame | None, samples: pd.DataFrame | None = None, machines: dict | None = None
 ) -> list[LayerVerdict]:
@@ -86,19 +106,7 @@ def verdicts(
         else:
             per_workload, typical, low, high, over = _typical(counted)
             worst, worst_overhead = _worst(counted)
-        # judged on the few columns it reads (a fleet's thousands of rows, hundreds of workloads)
-        narrow = counted[[c for c in semantics.COLUMNS if c in counted]]
-        parts = [(str(w), semantics.judge(r)) for w, r in narrow.groupby("workload", sort=False)]
-        judgement = combined.combine(parts) if parts else None
-        if len(parts) > 1 and "layer_settled" in narrow and narrow["layer_settled"].notna().all():
-            # one headline the run settled across these workloads: judged once on all of its rows (each
-            # workload's own line is its rows', semantics.settled_judgement)
-            whole = semantics.judge(narrow)
-            if whole.settled_on:
-                # its workloads' own lines would judge its cases on their own, beside the run's figure
-                # for all of them ("fio: no cost above 2.3x" under "1.81x faster"): its cases are in
-                # compare's settled section, workload by workload
-                judgement, parts = whole, []
+        judgement, parts = _judged(counted)
         if judgement is not None:
             judgement.left_out = semantics.left_out(rows)
             left_parts = semantics.left_out_parts(rows)
