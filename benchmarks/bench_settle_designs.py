@@ -122,6 +122,27 @@ def recorded(base: Path) -> dict[str, list[tuple[float, Path]]]:
     return found
 
 
+def first_rounds_s(bundle: Path, rounds: int = 3) -> float:
+    """The executions' own time in the first ``rounds`` rounds (warm-ups left out): every design runs
+    all of its cases there, so the ratio of two runs' figures is how much faster the machine was for
+    one than for the other (a yardstick for runs made at different times)."""
+    from ccbench.bundle import read_bundle
+
+    executions = read_bundle(bundle, samples=False).executions
+    return sum(
+        r.get("elapsed_s") or 0.0 for r in executions if not r.get("warmup") and (r.get("repetition") or 0) < rounds
+    )
+
+
+def contended_share(bundle: Path) -> float:
+    """The share of the run's measured executions ccbench flagged contended (others' CPU, steal)."""
+    from ccbench.bundle import read_bundle
+
+    measured = [r for r in read_bundle(bundle, samples=False).executions if not r.get("warmup")]
+    flagged = [r for r in measured if r.get("contended")]
+    return len(flagged) / len(measured) if measured else float("nan")
+
+
 def executions_s(bundle: Path) -> float:
     from ccbench.bundle import read_bundle
 
@@ -289,11 +310,23 @@ def summary(results: dict[str, list[tuple[float, Path]]], seed: int, settle: str
     check_before_reading([b for runs in results.values() for _, b in runs])  # what is read is what the runs sealed
     print(f"same seed {seed}, settle {settle}, order {' '.join(order)}")
     reference = results.get("fixed-10", [(0.0, None)])[0]
+    yardstick = first_rounds_s(reference[1]) if reference[1] is not None else None
     for design, runs in results.items():
         for wall, bundle in runs:
-            line = f"{design}: wall {wall:,.0f} s, executions {executions_s(bundle):,.0f} s"
+            line = (
+                f"{design}: wall {wall:,.0f} s, executions {executions_s(bundle):,.0f} s "
+                f"({contended_share(bundle):.0%} of them contended)"
+            )
             if reference[1] is not None and design != "fixed-10":
                 line += f", {wall / reference[0]:.2f}x fixed-10's wall time"
+                mine = first_rounds_s(bundle)
+                if yardstick and mine:
+                    # rounds 1-3 run every case in both: their time ratio is the machine's drift between
+                    # the two runs; the wall ratio at one speed is the design's own saving
+                    line += (
+                        f" ({wall / reference[0] * yardstick / mine:.2f}x at one speed: its first 3 rounds took "
+                        f"{mine / yardstick:.2f}x fixed-10's)"
+                    )
             first = first_settled(bundle.parent.with_suffix(".log"))
             print(line + (f"; first settled: {first}" if first else ""))
     for _, bundle in results.get("aa", []):
