@@ -36,7 +36,10 @@ disk, tmpfs and the ext4 loop file; a few minutes a design); ``--plan storage`` 
 ``--only`` runs some of the designs (the five take hours on the storage plan: they may be run a few
 at a time into one ``--out``, each run's bundle in ``NN-design/``), and ``--report`` runs nothing and
 reads every design's bundles in ``--out``, each run's wall time from its manifest (``started_at`` to
-``ended_at``: the run itself, without this script's start-up).
+``ended_at``: the run itself, without this script's start-up). Runs made hours apart see a machine
+of another speed (another load, the hypervisor's steal): each run's share of contended executions is
+printed, and beside each wall ratio the same ratio "at one speed", scaled by the executions' time in
+the first 3 rounds, which every design runs whole (fixed-10's over the design's).
 """
 
 from __future__ import annotations
