@@ -296,7 +296,11 @@ def test_a_cut_in_the_rounds_leaves_the_settled_layer_in_the_bundle_as_the_run_s
     assert figure in tmpfs_line
     from ccbench.analysis.comparison import comparison
 
-    verdicts = comparison([result.bundle]).verdicts()
+    compared = comparison([result.bundle])
+    verdicts = compared.verdicts()
+    # the open layer's rows say "open" (their --json), not a null read as "no answer"
+    loop_rows = compared.table[compared.table["config"].str.contains("ext4-loop")]
+    assert {head["state"] for head in loop_rows["layer_settled"].dropna()} == {"open"}
     [tmpfs] = [v for v in verdicts if "tmpfs" in v.layer]
     assert tmpfs.typical == pytest.approx(1 + head["estimate"], rel=1e-6), tmpfs.words()
     # the open layer: the verdict's bound is the open line's upper end (its headline's), no other figure

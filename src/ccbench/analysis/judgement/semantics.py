@@ -341,7 +341,7 @@ def settled_judgement(rows: pd.DataFrame, dropped: list[str]) -> Judgement | Non
     if state == NO_COST_ABOVE and not significant.any():
         base.mde, base.bound = float(head["target"]), f"{BOUND_SETTLED}: {head.get('interval') or ''}".rstrip(": ")
         return base
-    if state is None and not significant.any() and (head.get("high") or 0) > 0:
+    if state in (None, "open") and not significant.any() and (head.get("high") or 0) > 0:
         # open, no case called: the bound is the one the run's open line gives, its headline's upper
         # end ("open, so far 4.2% slower [2.4x faster, 2.6x slower]": no cost above 2.6x), not the
         # median of its cases' own (a bound on a typical case, 4.7x, said nowhere else)

@@ -95,6 +95,8 @@ def settled_cases(
     return out
 
 
+#: a layer's state in its rows' ``layer_settled`` where the run left it open
+OPEN = "open"
 #: what a case of a run settled by layer is, where e-BH did not call it: its interval as it stood
 SO_FAR = "so far (its layer settled by its headline)"
 #: a case of a run settled by layer that its layer left out (the comparison finds it implausible)
@@ -120,7 +122,8 @@ def _claims_by_layer(cases: list[dict[str, Any]], target: float, limit: int | No
         layer = settle_layer(kept, target, limit, workloads=workloads, left_out=dropped)
         head = layer.headline
         headline = {
-            "state": layer.state,
+            # "open" where the layer is not settled (a null read as "no answer" where the text said open)
+            "state": layer.state or OPEN,
             "estimate": head.estimate,
             "low": head.low,
             "high": head.high,
