@@ -60,7 +60,8 @@ def heatmap(
     """Rows = workload/case/metric, columns = configuration, cells = time-equivalent overhead in
     percent (a throughput ratio of 0.8 is +25%), coloured by log2 of the time ratio, clipped at 1/4x
     and 4x (a 776x cell would otherwise turn every other cell the same pale colour); red = slower.
-    Each cell is labelled with its ratio ("2.9x"), clipped or not (up to 400 cells); a cell the verdict
+    Each cell is labelled with its effect in the one convention ("2.9x slower", "2.0x faster"), clipped
+    or not (up to 400 cells); a cell the verdict
     left out (``left_out`` True) is grey, its label "left out", whatever its ratio; a cell that is not
     significant (``significant`` False) is pale, its label marked "~" as in compare's table (a user
     trial read a noisy 3.9x cell as the report's loudest)."""
@@ -104,7 +105,8 @@ def heatmap(
             canvas.rect(x, y, cell_w, cell_h, colour)
             if labelled:
                 ratio = float(ratios[i, j])
-                label = chartstyle.ratio_tick(ratio) if ratio >= 10 else f"{fmt.significant(ratio, 2)}x"
+                # the project's one convention ("2.0x faster", "20.0% slower"), as compare's table says it
+                label = fmt.effect(ratio)
                 label = f"~{label}" if faint[i, j] else label
                 ink = "#ffffff" if _dark(colour) else "#000000"
                 canvas.text(x + cell_w / 2, y + cell_h / 2 + 2.2, label, 6, "middle", colour=ink)
