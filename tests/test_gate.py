@@ -746,3 +746,23 @@ def test_the_rerun_line_names_the_plan_the_new_run_ran(tmp_path):
     assert plan_of([bundle("a", {"name": "tiny", "source": str(plan_file)})]) == str(plan_file)
     assert plan_of([bundle("b", {"name": "quick", "source": str(bundled_plans()["quick"])})]) == "quick"
     assert plan_of([bundle("c", {"name": "t", "source": str(tmp_path / "gone.toml")})]) == ""
+
+
+def test_the_markdown_says_where_the_medians_move_against_the_change():
+    """A user trial: "0.0556 s | 0.0725 s | 1.04x faster" (the change is a ratio of geometric means, the
+    columns medians): the Markdown says in how many cases the medians move the other way, and names
+    its columns medians."""
+    from ccbench.analysis.settling.gate import PASSED, CaseResult
+    from ccbench.analysis.settling.gate_pages import markdown
+
+    def case(name, base, new, change, better):
+        return CaseResult(name, "", "t", "s", "c", base, new, change, -1.0, 1.0, 5.0, False, PASSED, "", better=better)
+
+    against = case("a", 0.0556, 0.0725, -4.0, "lower")  # medians slower, change faster
+    along = case("b", 100.0, 90.0, 11.0, "higher")  # a throughput 10% lower: slower both ways
+    inverted = case("c", 100.0, 110.0, 3.0, "higher")  # medians faster, change slower
+    assert [r.medians_against for r in (against, along, inverted)] == [True, False, True]
+    text = markdown([against, along, inverted], "base", None)
+    assert "In 2 cases the medians move the other way from the change" in text, text
+    assert "| case | baseline median | new median |" in text
+    assert "medians move" not in markdown([along], "base", None)

@@ -71,6 +71,18 @@ class CaseResult:
     contended_baseline: int = 0
     n: int = 0
     n_baseline: int = 0
+    #: whether a higher or a lower value is better (which way the medians move for a slower run)
+    better: str = "lower"
+
+    @property
+    def medians_against(self) -> bool:
+        """Whether the medians move the other way from the change (a ratio of geometric means)."""
+        if not (math.isfinite(self.change_percent) and self.change_percent and self.baseline_median > 0):
+            return False
+        step = self.median - self.baseline_median
+        slower = step > 0 if self.better != "higher" else step < 0
+        return step != 0 and slower != (self.change_percent > 0)
+
     #: against a store: ``contended`` is the new run's flag and the baseline's counts are earlier runs
     per_run: bool = False
 
@@ -168,6 +180,7 @@ def judge(rows: pd.DataFrame, threshold: float | None = None, store: bool = Fals
             contended_baseline=_count(row, "contended_baseline"),
             n=_count(row, "n"),
             n_baseline=_count(row, "n_baseline"),
+            better="higher" if row.get("better") == "higher" else "lower",
         )
         if not fmt.missing(row.get("ci_low")):
             result.low_percent, result.high_percent = _percent_interval(row)

@@ -33,7 +33,17 @@ def markdown(results: list[CaseResult], against: str, threshold: float | None = 
         lines += [f"Rerun only these: {rerun}.", ""]
     elif rerun:
         lines += [f"Rerun only these: `{rerun}`", ""]
-    lines += ["| case | baseline | new | change [95% interval] | MDE | result |", "|---|---|---|---|---|---|"]
+    against = sum(r.medians_against for r in results)
+    if against:
+        lines += [
+            f"In {against} case{'s' if against != 1 else ''} the medians move the other way from the change "
+            "(a ratio of geometric means, as its interval is): a few executions carry the difference.",
+            "",
+        ]
+    lines += [
+        "| case | baseline median | new median | change [95% interval] | MDE | result |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in sorted(results, key=lambda r: (not r.failed, r.status == NOT_JUDGED, r.name)):
         result = r.status if r.confirmation is None else f"{r.status}, {r.confirmation}"
         if r.confirmation_why:
