@@ -33,7 +33,8 @@ EXIT_CODES: tuple[tuple[str, str], ...] = (
           "an arm's run failed, or a cloud study not launched (answered no at its price); `gate`: failed (a "
           "regression, a case lost, or a new run that did not end)"),
     ("2", "bad input, one line `ccbench: error: what, where, what to do` (a missing path, a bad plan, study, "
-          "inventory or option; `gate`: a run against itself, a baseline of another configuration); "
+          "inventory or option; `gate`: a run against itself, a baseline of another configuration, runs of "
+          "different plans); "
           "`machines check`, `cloud check`: a host or cloud that cannot launch an arm"),
     ("3", "a bundle that does not verify (changed, missing or extra files, or no digest list: a run still going "
           "or killed); `--allow-unverified` reads it and says so"),
