@@ -706,7 +706,7 @@ def test_a_case_measured_with_other_parameters_says_so_not_contention(tmp_path, 
     other = write(tmp_path / "other", "ci", "none", run(0.2))
     only_base = write(tmp_path / "only", "ci", "none", run(0.05))
     code, out, err = _gate_in_process(capsys, other, "--against", only_base)
-    assert code == 2 and "nothing to judge:" in err and "1 measured with other parameters" in err, out + err
+    assert code == 2 and "nothing to judge:" in err and "1 with other parameters or variants" in err, out + err
     assert "(command sleep 0.2, was sleep 0.05)" in err and "Traceback" not in err
 
 
@@ -766,3 +766,33 @@ def test_the_markdown_says_where_the_medians_move_against_the_change():
     assert "In 2 cases the medians move the other way from the change" in text, text
     assert "| case | baseline median | new median |" in text
     assert "medians move" not in markdown([along], "base", None)
+
+
+def test_a_case_the_new_plan_sets_up_otherwise_is_said_so_and_never_rerun():
+    """A user trial gated a run of another plan (fio at 4k only, other variants) against a baseline: its
+    1m and tmpfs cases read "not measured in the new run (its executions there measured no sample)",
+    and the rerun named the plan that would not measure them either."""
+    from types import SimpleNamespace
+
+    from ccbench.analysis.settling.gate import LOST, OTHER_PLAN, CaseResult, failing_workloads
+    from ccbench.results.gate_runs import plan_differs, why_lost
+
+    def bundle(blocksizes, storages, executions=()):
+        entry = {"name": "fio", "params": {"blocksizes": blocksizes, "size": "64M"}, "variants": {"storage": storages}}
+        return SimpleNamespace(manifest={"plan": {"workloads": [entry]}}, executions=list(executions))
+
+    ran = [{"workload": "fio", "variant": {"storage": "disk"}, "status": "ok", "warmup": False}]
+    new = [bundle(["4k"], ["disk", "encrypted"], ran)]
+    base = [bundle(["4k", "1m"], ["disk", "tmpfs"])]
+    assert plan_differs(new, base, "fio") == (
+        "blocksizes ['4k'], was ['4k', '1m']; variants storage ['disk', 'encrypted'], was ['disk', 'tmpfs']"
+    )
+    assert plan_differs(new, [bundle(["4k"], ["disk", "encrypted"])], "fio") == ""
+    why = why_lost(new, "fio", "no TEE / tmpfs", baseline=base)
+    assert f"{OTHER_PLAN} (blocksizes ['4k'], was ['4k', '1m']" in why, why
+    # without the baseline's plan (a store), as before
+    assert "not measured in the new run" in why_lost(new, "fio", "no TEE / tmpfs")
+    lost = CaseResult(
+        "fio", "1m", "throughput", "MB/s", "no TEE / tmpfs", 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, False, LOST, why
+    )
+    assert lost.failed and failing_workloads([lost]) == []  # running the new plan again would not measure it

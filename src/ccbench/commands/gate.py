@@ -194,22 +194,23 @@ def command(
 
 
 def _refuse_other_plans(verdict, plan: str | None) -> None:
-    """Nothing judged, and every case of the baseline is in no workload of the new run's plan or was
-    measured with other parameters: the runs are of different plans, which no gate can judge (bad
+    """Nothing judged, and every case of the baseline is in no workload of the new run's plan, was
+    measured with other parameters, or its workload is set up otherwise in the new plan: the runs are of different plans, which no gate can judge (bad
     input, exit 2), not a run that lost its cases (a failure, exit 1)."""
-    from ccbench.analysis.settling.gate import NOT_IN_PLAN
+    from ccbench.analysis.settling.gate import NOT_IN_PLAN, OTHER_PLAN
     from ccbench.basics.errors import CCBenchError
     from ccbench.results.gate import OTHER_PARAMETERS
 
     results = verdict.results
     absent = [r for r in results if NOT_IN_PLAN in r.why]
-    other = [r for r in results if OTHER_PARAMETERS in r.why]
+    # measured with other parameters, or not at all where the new plan sets the workload up otherwise
+    other = [r for r in results if OTHER_PARAMETERS in r.why or OTHER_PLAN in r.why]
     if verdict.judged or not results or len(absent) + len(other) < len(results):
         return
     parts = [f"{len(absent)} in no workload of its plan"] if absent else []
     if other:
         parts.append(
-            f"{len(other)} measured with other parameters ({other[0].why.partition('(')[2].rpartition(')')[0]})"
+            f"{len(other)} with other parameters or variants ({other[0].why.partition('(')[2].rpartition(')')[0]})"
         )
     raise CCBenchError(
         f"nothing to judge: the new run{f' (plan {plan})' if plan else ''} measured none of the baseline's "

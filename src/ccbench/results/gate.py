@@ -100,12 +100,13 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
     refuse_several_runs(new_paths, labels)
     refuse_itself(new_paths, baseline_paths)
     bundles = load_bundles(new_paths, samples=False)
+    baseline = load_bundles(baseline_paths, samples=False)
     new = _relabelled(frame_from_bundles(bundles, labels or {}), NEW)
-    base = _relabelled(frame_from_bundles(load_bundles(baseline_paths, samples=False), labels or {}), BASELINE)
+    base = _relabelled(frame_from_bundles(baseline, labels or {}), BASELINE)
     shared = [c for c in pd.unique(new["rest"]) if c in set(base["rest"])]
     if new.empty and not base.empty:
         # no sample in the new run (every execution failed): each case of the baseline is lost
-        return _primary(base, _lost(base, new, pd.DataFrame(columns=CASE_KEY), bundles))
+        return _primary(base, _lost(base, new, pd.DataFrame(columns=CASE_KEY), bundles, baseline))
     if not shared:
         raise CCBenchError(
             f"the configurations differ: the new run's ({'; '.join(pd.unique(new['rest']))}) against the "
@@ -120,7 +121,7 @@ def rows_against_bundles(new_paths, baseline_paths, labels=None, exclude_contend
         table = compare(part, f"{BASELINE} / {rest}", exclude_contended=exclude_contended)
         tables.append(table.assign(config=rest))
     rows = _too_few(pd.concat(tables, ignore_index=True).assign(judgement="", reason=""))
-    rows = pd.concat([rows, _lost(base, new, rows, bundles)], ignore_index=True)
+    rows = pd.concat([rows, _lost(base, new, rows, bundles, baseline)], ignore_index=True)
     out = _primary(both, rows)
     if unmatched:
         # a case the baseline never measured is no regression: named, never judged against another case
@@ -189,7 +190,7 @@ def _cases(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame, bundles) -> pd.DataFrame:
+def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame, bundles, baseline=None) -> pd.DataFrame:
     """A row per case of the baseline with no comparison row: LOST where the new run (``bundles``)
     has no measured sample of it (its executions failed, the run was interrupted before it, or the
     plan no longer has it: the reason says which), NOT_JUDGED where it has (every execution of a
@@ -206,7 +207,7 @@ def _lost(base: pd.DataFrame, new: pd.DataFrame, rows: pd.DataFrame, bundles) ->
     return out.assign(
         judgement=[NOT_JUDGED if k else LOST for k in kept],
         reason=[
-            _why_not_compared(base, new, key) if k else why_lost(bundles, key[0], key[3])
+            _why_not_compared(base, new, key) if k else why_lost(bundles, key[0], key[3], baseline=baseline)
             for k, key in zip(kept, keys, strict=True)
         ],
     )

@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from ccbench.analysis.settling.gate import NOT_IN_PLAN
+from ccbench.analysis.settling.gate import NOT_IN_PLAN, OTHER_PLAN
 from ccbench.basics.errors import CCBenchError
 
 #: the end of a failed command's error (ccbench.workloads.base.CommandResult.failure)
@@ -114,11 +114,33 @@ def imported_formats(paths) -> list[str]:
     return formats
 
 
-def why_lost(bundles, workload: str, config: str, had: str = "in the baseline") -> str:
+def plan_differs(bundles, baseline, workload: str) -> str:
+    """How the new run's plan (``bundles``) sets ``workload`` up otherwise than the baseline's
+    (``baseline``: its bundles, read): its params and variants that differ, "blocksizes ['4k'], was
+    ['4k', '1m']", or "" where they are the same (or a side's plan does not say)."""
+
+    def spec(side) -> dict | None:
+        for bundle in side:
+            for entry in ((bundle.manifest.get("plan") or {}).get("workloads")) or []:
+                if isinstance(entry, dict) and entry.get("name") == workload:
+                    return {
+                        **(entry.get("params") or {}),
+                        **{f"variants {k}": v for k, v in (entry.get("variants") or {}).items()},
+                    }
+        return None
+
+    mine, theirs = spec(bundles), spec(baseline or [])
+    if mine is None or theirs is None:
+        return ""
+    keys = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    return "; ".join(f"{k} {mine.get(k, '(none)')}, was {theirs.get(k, '(none)')}" for k in keys)
+
+
+def why_lost(bundles, workload: str, config: str, had: str = "in the baseline", baseline=None) -> str:
     """Why the new run (``bundles``, read) has no measured sample of ``workload`` on ``config`` (its
     configuration without the machine, "no TEE / disk"; ``had``: where the case was): "its 3
-    executions failed in the new run (exit 1, no output)", the run stopped before it, or its plan
-    has no such workload."""
+    executions failed in the new run (exit 1, no output)", the run stopped before it, its plan has no
+    such workload, or (``baseline``: the baseline's bundles, read) sets it up otherwise."""
     records = [e for b in bundles for e in b.executions if e.get("workload") == workload and not e.get("warmup")]
     parts = set(config.split(" / "))
     # the executions of the case's variant where its values name it, else every execution of the workload
@@ -132,6 +154,9 @@ def why_lost(bundles, workload: str, config: str, had: str = "in the baseline") 
         return f"{had}; {NOT_IN_PLAN}"
     failed = [e for e in ran if e.get("status") in ("failed", "timeout")]
     if not failed:
+        differs = plan_differs(bundles, baseline, workload)
+        if differs:
+            return f"{had}; {OTHER_PLAN} ({differs})"
         return f"{had}, not measured in the new run (its executions there measured no sample of it)"
     count = f"its {len(failed)} executions" if len(failed) > 1 else "its execution"
     if len(failed) < len(ran):

@@ -284,12 +284,17 @@ def settle_confirmation(new_logs, base_logs, better: str | None, limit: float, a
 
 #: why a lost case is lost where the new run's plan has none of its workload (the runs' plans differ)
 NOT_IN_PLAN = "the new run's plan has no such workload"
+#: ... or has it with other parameters or variants (its reason names them): running it again would not
+#: measure the case either
+OTHER_PLAN = "the new run's plan measures the workload otherwise"
 
 
 def failing_workloads(results: list[CaseResult]) -> list[str]:
     """The workloads with a failing case, in order: what ``ccbench run --only`` takes (a workload the
     new run's plan does not hold is none: running that plan again would not measure it)."""
-    return list(dict.fromkeys(r.workload for r in results if r.failed and NOT_IN_PLAN not in r.why))
+    return list(
+        dict.fromkeys(r.workload for r in results if r.failed and NOT_IN_PLAN not in r.why and OTHER_PLAN not in r.why)
+    )
 
 
 #: the reason of a not-judged case whose series has too few earlier runs in a history store, and how
