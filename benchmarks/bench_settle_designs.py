@@ -303,7 +303,16 @@ def main() -> None:
             str(target), base / f"{i:02d}-{design}", base / "work", *design_args(design, args.settle, args.seed, again)
         )
         results.setdefault(design, []).append((wall, bundle))
+        for line in skipped(bundle.parent.with_suffix(".log")):
+            print(f"  warning: {line}: this run is not the whole plan", flush=True)
     summary(results, args.seed, args.settle, order)
+
+
+def skipped(log: Path) -> list[str]:
+    """The workloads the run skipped, as its output says ("ycsb-a-f: skipped: the YCSB binding is not
+    built in ..."): a worktree made for a run has none of a checkout's builds (YCSB's binding is built by
+    setup.sh --with ycsb), and a skipped workload makes every figure of the run another plan's."""
+    return [line.strip() for line in log.read_text(errors="replace").splitlines() if ": skipped: " in line]
 
 
 def summary(results: dict[str, list[tuple[float, Path]]], seed: int, settle: str, order: list[str]) -> None:
@@ -316,6 +325,8 @@ def summary(results: dict[str, list[tuple[float, Path]]], seed: int, settle: str
     yardstick = first_rounds_s(reference[1]) if reference[1] is not None else None
     for design, runs in results.items():
         for wall, bundle in runs:
+            for said in skipped(bundle.parent.with_suffix(".log")):
+                print(f"  warning: {design} {said}: not the whole plan")
             line = (
                 f"{design}: wall {wall:,.0f} s, executions {executions_s(bundle):,.0f} s "
                 f"({contended_share(bundle):.0%} of them contended)"
