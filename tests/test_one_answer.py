@@ -256,9 +256,9 @@ def test_the_heatmap_marks_a_cell_that_is_not_significant(tmp_path, ccbench):
     assert done.returncode == 0, done.stderr
     html = page.read_text()
     cells = html[html.index("heatmap:cells") : html.index("heatmap:scale")]
-    labels = re.findall(r">(~?[\d.,]+x)<", cells)
+    labels = re.findall(r">(~?[\d.,]+(?:x|%) (?:slower|faster))<", cells)  # the one convention
     assert sum(label.startswith("~") for label in labels) == 3, labels
-    assert [label for label in labels if not label.startswith("~")] == ["1.7x"], labels  # 68.5% slower
+    assert [label for label in labels if not label.startswith("~")] == ["68.5% slower"], labels
     assert "pale, marked ~: not significant" in html
 
 
