@@ -32,6 +32,12 @@ def left_out(
     from ccbench.analysis.rows.plausibility import CLAT, IOPS, THROUGHPUT, implausible
     from ccbench.analysis.samples.load import storage_label
     from ccbench.analysis.statistics.sequential import by_pair, paired_series
+    from ccbench.analysis.statistics.stats import coefficient_of_variation
+
+    def _cv(values: list[float]) -> float:  # the project's one CV (as compare gives it), NaN for none
+        cv = coefficient_of_variation(values)
+        return float("nan") if cv is None else cv
+
     from ccbench.model import ExecutionKey
 
     mine = [s for s in samples if not s.warmup and s.execution and s.metric in (IOPS, CLAT, THROUGHPUT)]
@@ -80,10 +86,3 @@ def left_out(
                 if (params, key) in reasons:
                     found.setdefault(key, {})[label] = reasons[(params, key)]
     return found
-
-
-def _cv(values: list[float]) -> float:
-    """The coefficient of variation over the executions (as compare gives it); NaN for fewer than 2."""
-    if len(values) < 2 or not np.mean(values):
-        return float("nan")
-    return float(np.std(values, ddof=1) / np.mean(values))
