@@ -30,7 +30,7 @@ import pandas as pd
 # new run lacks; NOT_JUDGED, one that cannot be judged (its ``reason`` says why)
 from ccbench.analysis.settling.gate import BUILDING, LOST, MIN_HISTORY, NOT_JUDGED
 from ccbench.basics.errors import CCBenchError
-from ccbench.results.gate_runs import refuse_several_runs, why_lost
+from ccbench.results.gate_runs import differences, refuse_several_runs, why_lost
 
 HISTORY_RUNS = 20
 NEW, BASELINE = "new", "baseline"
@@ -230,10 +230,9 @@ def params_differ(now: set[str], was: set[str]) -> str:
         return value if isinstance(value, dict) else {}
 
     if len(now) == 1 and len(was) == 1:
-        mine, theirs = load(next(iter(now))), load(next(iter(was)))
-        keys = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        if keys:
-            return "; ".join(f"{k} {mine.get(k, '(none)')}, was {theirs.get(k, '(none)')}" for k in keys)
+        said = differences(load(next(iter(now))), load(next(iter(was))))
+        if said:
+            return said
     return f"{'; '.join(sorted(now))}, was {'; '.join(sorted(was))}"
 
 

@@ -132,6 +132,11 @@ def plan_differs(bundles, baseline, workload: str) -> str:
     mine, theirs = spec(bundles), spec(baseline or [])
     if mine is None or theirs is None:
         return ""
+    return differences(mine, theirs)
+
+
+def differences(mine: dict, theirs: dict) -> str:
+    """The keys whose values differ, "size 32M, was 64M; ..." ("" where none does)."""
     keys = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
     return "; ".join(f"{k} {mine.get(k, '(none)')}, was {theirs.get(k, '(none)')}" for k in keys)
 
