@@ -318,3 +318,39 @@ def test_a_cut_in_the_rounds_leaves_the_settled_layer_in_the_bundle_as_the_run_s
     said = [line for line in again.lines if line.startswith(("settled after", "open after"))]
     assert said and all(int(line.split()[3].rstrip(",")) >= 5 for line in said), said
     assert all("into the resumed run: " in line for line in said), said
+
+
+def test_a_control_holds_no_round_once_its_cipher_is_settled(tmp_path, monkeypatch, capsys):
+    """The loop file without a cipher is a control: a cipher on a loop file is set against it. Here
+    tmpfs stands in for such a cipher (the scripted run mounts nothing), 10x slower than the loop
+    file, settled at the first look; the loop file costs 4% against the disk with 6% noise, open
+    then. The run ends with its repetitions (no round for the control alone: it failed before, the
+    rounds ran on for the loop file up to the limit), and every output says the control open, so far,
+    and why."""
+    import ccbench.analysis.samples.load
+    from ccbench.run.settle_layers import CONTROL
+
+    real = ccbench.analysis.samples.load.storage_label
+    monkeypatch.setattr(
+        ccbench.analysis.samples.load, "storage_label", lambda v: "fscrypt" if v.get("storage") == "tmpfs" else real(v)
+    )
+    scale = {"disk": 1.0, "ext4-loop": 1.04, "tmpfs": 10.4}
+
+    def answer(job):
+        value = job.variant["storage"]
+        rng = np.random.default_rng([ord(job.name), VALUES.index(value), job.repetition])
+        return measured(scale[value] * rng.lognormal(0, 0.06 if value == "ext4-loop" else 0.01))
+
+    result, messages = two_workloads(tmp_path, monkeypatch, answer, settle="5%", max_repetitions=10, settle_by="layer")
+    for name in ("a", "b"):
+        record = result.outcomes[name].settled
+        cipher, loop = record["variants"]["storage=tmpfs"], record["variants"]["storage=ext4-loop"]
+        assert cipher["against"] == "storage=ext4-loop" and cipher["layer"]["state"] == "cost", cipher["layer"]
+        assert record["settle_rounds"] == [] and record["rounds"] == 3, record["settle_rounds"]
+        assert loop["stopped_by"] == CONTROL and loop["layer"]["state"] is None, loop
+        assert {case["claim"] for case in loop["cases"].values()} == {"so far"}
+    said = [line for line in messages.lines if line.startswith(("settled after", "open after"))]
+    assert [line.split(",")[0] for line in said] == ["settled after round 3", "open after round 3"], said
+    assert said[1].endswith(f"({CONTROL})") and " so far " in said[1], said
+    block = " ".join(" ".join(settled_block({n: result.outcomes[n].settled for n in ("a", "b")})).split())
+    assert f"; stopped: {CONTROL}" in block, block

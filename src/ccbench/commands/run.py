@@ -119,7 +119,8 @@ def parse_pairs(values: tuple[str, ...], option: str, shape: str = "NAME=VALUE",
     help="With --settle: stop each variant when every case is settled (case, the default), or when its "
     "layer's headline is (layer: the variant against its pair across all the plan's workloads, its headline "
     "the mean of all their cases' paired costs; those workloads' rounds run together after the others; cases "
-    'still open are reported "so far", case claims controlled by e-BH; docs/analysis.md "Settling a layer").',
+    'still open are reported "so far", case claims controlled by e-BH; the loop-file control, ext4-loop, '
+    'waits for no round of its own where a cipher is set against it; docs/analysis.md "Settling a layer").',
 )
 @click.option(
     "--budget",
@@ -362,7 +363,7 @@ def settled_block(
         names, held, variants, _ = zip(*members)
         head(held[0])
         stopped = sorted({str(v.get("stopped_by")) for v in variants if v.get("stopped_by") not in (None, "settled")})
-        why = f"; stopped by {', '.join(stopped)}" if stopped else ""
+        why = f"; stopped: {', '.join(stopped)}" if stopped else ""
         spans = ", ".join(names)
         lines.append(f"{indent}{layer_answer(variants[0], key, f' against {pair}, in {spans}')}{why}")
         for name, _, own_variant, marked in members if cases else ():

@@ -11,6 +11,10 @@ round r runs, in plan order, each held workload's open variants and their pairs 
 the workload holding an open case, as for settling by case, ccbench.run.settle), and after each
 round every layer is looked at on the rounds all of its workloads have. A variant leaves the rounds
 when its layer's headline is settled, or cannot be by the round limit (futility: it claims nothing).
+A control (the loop file without a cipher, the twin a cipher on a loop file is set against) holds no
+round for its own layer: it runs as its cipher's pair while that layer is open, its own layer is
+looked at all the while, and where the rounds end before it settles it is said open, "so far" (the
+run answers the protection layers; the control is there so a cipher's cost is the cipher's).
 The workloads held together settle at the smallest of their targets and round limits (every record
 says that one). The limits: the round limit; a workload's ``max_time`` (its own time: its phases
 and its rounds) ends its rounds alone; the plan's ``budget`` ends them all (a round that would pass
@@ -27,6 +31,9 @@ from typing import Any
 
 from ccbench.run.schedule import Execution, OutcomeStatus, WorkloadRun
 from ccbench.run.settle import SETTLED, _elapsed, _variant_reason, open_parts, round_limit, run_round
+
+#: why a control's own layer took no round of its own (the settle record's ``stopped_by``)
+CONTROL = "a control, not waited for: it ran as its cipher's pair"
 
 
 @dataclass
@@ -146,7 +153,7 @@ class _Rounds:
         }
 
     def reason(self, one: _Held, key: str, more: int) -> str | None:
-        """Why a variant's layer takes no more rounds (None: open): settled, or futile."""
+        """Why a variant's layer takes no more rounds (None: open): settled, futile, or a control."""
         from ccbench.analysis.settling.layer_settle import can_settle_layer
         from ccbench.analysis.statistics.sequential import FUTILE
 
@@ -155,9 +162,15 @@ class _Rounds:
             return None  # nothing paired yet: it stays in the rounds whole
         if self.layers[layer].settled:
             return SETTLED
-        if more <= 0 or can_settle_layer(self.cases[layer][1], self.target, more, self.built_for):
-            return None
-        return FUTILE
+        if more > 0 and not can_settle_layer(self.cases[layer][1], self.target, more, self.built_for):
+            return FUTILE
+        # a control's layer holds no round: the control runs as its cipher's pair while that is open
+        # (where the round limit ends the rounds, that is what stopped it, as for any layer)
+        return CONTROL if more > 0 and self.control(key) else None
+
+    def control(self, key: str) -> bool:
+        """Whether the variant is a control: the loop twin some cipher on a loop file is set against."""
+        return any(key in one.against.values() for one in self.members)
 
     def open_variants(self, one: _Held, repetition: int) -> list[str]:
         failed = set(one.job.outcome.repeating_failures)
@@ -254,7 +267,8 @@ class _Rounds:
             self.said.add(layer)
             names = ", ".join(self.cases[layer][0])
             where = f"{word} after round {repetition}, {elapsed}"
-            self.runner.reporter.message(f"{where}: {names}: {self.title(layer)}: {settlement.describe()}")
+            control = f" ({CONTROL})" if not settlement.settled and self.control(layer[0]) else ""
+            self.runner.reporter.message(f"{where}: {names}: {self.title(layer)}: {settlement.describe()}{control}")
 
     def _close(self, one: _Held, stopped_by: str | None, repetition: int) -> None:
         """The workload's record: per variant what stopped it, its pair, its layer and each case's
