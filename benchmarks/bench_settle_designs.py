@@ -28,7 +28,8 @@ intervals must survive). The A/A run: its layers' claims (each one wrong).
 
 The default plan is short, of the bundled ``storage`` plan's shape (fio and a compression case on
 disk, tmpfs and the ext4 loop file; a few minutes a design); ``--plan storage`` runs the bundled plan
-(about 26 min at 3 repetitions here: the five designs take several hours and want a quiet machine).
+(its fio and compression alone took 29 min at 3 repetitions here on 2026-12-03, fixed-10 100 min: the
+five designs take several hours and want a quiet machine; docs/analysis.md, "The storage plan, measured").
 
     python benchmarks/bench_settle_designs.py [--plan PLAN] [--settle 5%] [--seed N] [--abba] [--out DIR]
     python benchmarks/bench_settle_designs.py --report --out DIR [--seed N] [--settle 5%]
