@@ -115,6 +115,17 @@ def only_bundle(out: Path) -> Path:
     return bundles[0]
 
 
+def tmpfs_as_cipher(monkeypatch) -> None:
+    """Let the variant ``tmpfs`` read as fscrypt, a cipher on a loop file, to settling and compare (a
+    scripted run mounts nothing): it is then set against its ``ext4-loop`` twin, the control."""
+    import ccbench.analysis.samples.load
+
+    real = ccbench.analysis.samples.load.storage_label
+    monkeypatch.setattr(
+        ccbench.analysis.samples.load, "storage_label", lambda v: "fscrypt" if v.get("storage") == "tmpfs" else real(v)
+    )
+
+
 def own_path_layer(name: str, directory: Path) -> str:
     """The layer compare names a ``--storage-path NAME=DIR`` variant by: what DIR is on this machine
     ("own path, no protection: tmpfs (own path, plain)" where the tests' directories are on a disk,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ccbench_in_process, only_bundle, own_path_layer, run_ccbench
+from conftest import ccbench_in_process, only_bundle, own_path_layer, run_ccbench, tmpfs_as_cipher
 from test_scheduling import Messages, ScriptedExecutor, measured
 
 from ccbench.analysis import format as fmt
@@ -327,13 +327,9 @@ def test_a_control_holds_no_round_once_its_cipher_is_settled(tmp_path, monkeypat
     then. The run ends with its repetitions (no round for the control alone: it failed before, the
     rounds ran on for the loop file up to the limit), and every output says the control open, so far,
     and why."""
-    import ccbench.analysis.samples.load
     from ccbench.run.settle_layers import CONTROL
 
-    real = ccbench.analysis.samples.load.storage_label
-    monkeypatch.setattr(
-        ccbench.analysis.samples.load, "storage_label", lambda v: "fscrypt" if v.get("storage") == "tmpfs" else real(v)
-    )
+    tmpfs_as_cipher(monkeypatch)
     scale = {"disk": 1.0, "ext4-loop": 1.04, "tmpfs": 10.4}
 
     def answer(job):

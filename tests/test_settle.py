@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import only_bundle, own_path_layer
+from conftest import only_bundle, own_path_layer, tmpfs_as_cipher
 from test_scheduling import Messages, ScriptedExecutor, measured
 
 from ccbench.analysis import format as fmt
@@ -373,12 +373,7 @@ def test_a_cipher_on_a_loop_file_is_settled_against_its_twin_which_runs_with_it(
     # tmpfs stands in for a cipher on a loop file here (the scripted run mounts nothing): the loop
     # file costs 2x and settles early against the disk; the cipher adds 3% to it, near the target,
     # so it runs on, paired with the loop file, which runs in its rounds although settled itself
-    import ccbench.analysis.samples.load
-
-    real = ccbench.analysis.samples.load.storage_label
-    monkeypatch.setattr(
-        ccbench.analysis.samples.load, "storage_label", lambda v: "fscrypt" if v.get("storage") == "tmpfs" else real(v)
-    )
+    tmpfs_as_cipher(monkeypatch)
     scale = {"disk": 1.0, "ext4-loop": 2.0, "tmpfs": 2.06}
 
     def answer(job):
