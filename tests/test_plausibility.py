@@ -381,3 +381,52 @@ def test_the_summary_says_each_reason_once_and_in_plain_words(tmp_path, ccbench)
     assert text.count("IOPS and latency disagree") == 1 and "Little's law" not in text, done.stdout
     assert "IOPS at 9" in text and "us each is 0.011 I/Os at a time, the job keeps 16" in text, done.stdout
     assert "no figure: its one comparison left out" in text, done.stdout
+
+
+def test_two_executions_far_apart_in_speed_break_no_law_on_their_means():
+    """A user trial (a settled run cut on a busy machine): the disk baseline's 4k randwrite ran twice,
+    714.8 IOPS at 22,366 us and 35,777 IOPS at 440 us, each 16 I/Os at a time; an even count's medians
+    are the means, 18,246 IOPS at 11,403 us, "208.1 I/Os at a time", and the rows of two layers were
+    left out on it (the CVs' bound widened 5.4x). Two values' ratio is fixed by their CV: the bound
+    widens by it, 50x, and the law holds; a side with the same CVs over many executions, whose
+    values cannot lie that far apart, is still flagged."""
+    import numpy as np
+
+    from ccbench.analysis.rows.plausibility import side_reasons, spread_factor
+
+    job = {**JOB, "bs": "4k", "rw": "randwrite"}
+    iops, clat = np.array([714.8, 35776.7]), np.array([22366.0, 440.0])
+    medians = {"iops": float(iops.mean()), "clat_mean": float(clat.mean())}
+    medians["throughput"] = medians["iops"] * 4096 / 1e6
+    spread = {m: float(np.std(v, ddof=1) / np.mean(v)) for m, v in (("iops", iops), ("clat_mean", clat))}
+    assert side_reasons(medians, job, spread) != []  # the CVs' bound alone: flagged (as before)
+    counted = {**spread, "n:iops": 2, "n:clat_mean": 2}
+    assert spread_factor(counted) == pytest.approx(35776.7 / 714.8, rel=1e-3)  # exact at two
+    assert side_reasons(medians, job, counted) == []
+    # the same medians and a modest spread over 10 executions: the law is broken, and said
+    steady = {"iops": 0.1, "clat_mean": 0.1, "n:iops": 10, "n:clat_mean": 10}
+    assert side_reasons(medians, job, steady) != []
+
+
+def test_a_baseline_of_two_far_apart_executions_leaves_no_row_out(tmp_path):
+    """The same through compare: the disk baseline's two executions (each 16 in flight) and a steady
+    tmpfs; no row is left out, neither on the baseline nor on the variant (each row's counts reach
+    the bound)."""
+    case = {"bs": "4k", "rw": "randwrite", "direction": "write"}
+    params = {**JOB, **case}
+    runs = {"disk": [(714.8, 22366.0), (35776.7, 440.0)], "tmpfs": [(400000.0, 40.0)] * 3}
+    samples = [
+        sample(
+            workload="fio", kind="fio", params=params, variant={"storage": storage}, metric=metric, unit=unit,
+            better=better, value=value, repetition=rep, metadata={"case": case, "direct_effective": True},
+        )
+        for storage, executions in runs.items()
+        for rep, (iops, clat) in enumerate(executions)
+        for metric, unit, better, value in (
+            ("throughput", "MB/s", "higher", iops * 4096 / 1e6),
+            ("iops", "IOPS", "higher", iops),
+            ("clat_mean", "us", "lower", clat),
+        )
+    ]  # fmt: skip
+    table = comparison([write(tmp_path, "vm", "none", samples)]).table
+    assert len(table) == 3 and (table["implausible"] == "").all(), table[["metric", "implausible"]]

@@ -28,6 +28,7 @@ of a storage benchmark (the groups that report ``iops`` and ``clat_mean``, as fi
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -122,10 +123,25 @@ def _small(value: float) -> str:
 
 def spread_factor(spread: dict[str, float] | None) -> float:
     """How far the product of two medians taken over separate executions may stray from what each
-    execution obeys: (1 + CV of IOPS) x (1 + CV of the latency) (1 where not known). Little's law holds
-    in each execution; across executions of very different speed (a busy machine) the median IOPS and
-    the median latency come from different ones, and an even count's medians are means of two."""
-    cvs = [finite((spread or {}).get(m)) for m in (IOPS, CLAT)]
+    execution obeys (Little's law holds in each; across executions of very different speed, a busy
+    machine, the median IOPS and the median latency come from different ones, and an even count's
+    medians are means of two). Each execution's IOPS x latency is its own in-flight count, so the
+    medians' product is one execution's count times a ratio of two executions' IOPS (or latencies):
+    it strays by at most the largest over the smallest of them. With ``n`` executions, no value lies
+    further from the mean than the CV x (n - 1) / sqrt(n) (Samuelson's inequality), so that ratio is
+    at most (1 + k) / (1 - k), k = CV x (n - 1) / sqrt(n), unbounded from k = 1 (exact at n = 2); the
+    smaller of IOPS's and the latency's holds (``spread``: {metric: CV, "n:<metric>": executions}).
+    Without the counts: (1 + CV of IOPS) x (1 + CV of the latency). 1 where nothing is known."""
+    spread = spread or {}
+    cvs = [finite(spread.get(m)) for m in (IOPS, CLAT)]
+    counts = [finite(spread.get(f"n:{m}", spread.get("n"))) for m in (IOPS, CLAT)]
+    ratios = []
+    for cv, n in zip(cvs, counts, strict=True):
+        if cv is not None and n is not None and n >= 2:
+            k = max(cv, 0.0) * (n - 1) / math.sqrt(n)
+            ratios.append((1 + k) / (1 - k) if k < 1 else math.inf)
+    if ratios:
+        return min(ratios)
     factor = 1.0
     for cv in cvs:
         factor *= 1 + cv if cv and cv > 0 else 1.0
@@ -187,7 +203,7 @@ def implausible(table: pd.DataFrame, facts: pd.DataFrame | None) -> list[str]:
     medians: dict[tuple[Any, str], dict[str, float]] = {}
     spreads: dict[tuple[Any, str], dict[str, float]] = {}
     nan = [float("nan")] * len(table)
-    for key, metric, base, config, base_median, median, base_cv, cv in zip(
+    for key, metric, base, config, base_median, median, base_cv, cv, base_n, n in zip(
         case_keys,
         table["metric"],
         table["baseline"],
@@ -196,12 +212,17 @@ def implausible(table: pd.DataFrame, facts: pd.DataFrame | None) -> list[str]:
         table["median"],
         table["cv_baseline"] if "cv_baseline" in table else nan,
         table["cv"] if "cv" in table else nan,
+        table["n_baseline"] if "n_baseline" in table else nan,
+        table["n"] if "n" in table else nan,
         strict=True,
     ):
         medians.setdefault((key, str(config)), {})[str(metric)] = median
         medians.setdefault((key, str(base)), {})[str(metric)] = base_median
         spreads.setdefault((key, str(config)), {})[str(metric)] = cv
         spreads.setdefault((key, str(base)), {})[str(metric)] = base_cv
+        # how many executions each side's median of this metric is over
+        spreads[(key, str(config))][f"n:{metric}"] = n
+        spreads[(key, str(base))][f"n:{metric}"] = base_n
     storage_cases = {key for (key, _config), metrics in medians.items() if IOPS in metrics and CLAT in metrics}
 
     side_cache: dict[tuple[Any, str], list[str]] = {}

@@ -66,6 +66,8 @@ def left_out(
                         "median": float(np.median(values[(params, metric, key)])),
                         "cv_baseline": _cv(values[(params, metric, pair)]),
                         "cv": _cv(values[(params, metric, key)]),
+                        "n_baseline": len(values[(params, metric, pair)]),
+                        "n": len(values[(params, metric, key)]),
                     }
                 )
     if not rows:
