@@ -134,7 +134,7 @@ def spread_factor(spread: dict[str, float] | None) -> float:
     Without the counts: (1 + CV of IOPS) x (1 + CV of the latency). 1 where nothing is known."""
     spread = spread or {}
     cvs = [finite(spread.get(m)) for m in (IOPS, CLAT)]
-    counts = [finite(spread.get(f"n:{m}", spread.get("n"))) for m in (IOPS, CLAT)]
+    counts = [finite(spread.get(f"n:{m}")) for m in (IOPS, CLAT)]
     ratios = []
     for cv, n in zip(cvs, counts, strict=True):
         if cv is not None and n is not None and n >= 2:

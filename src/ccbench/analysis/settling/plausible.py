@@ -33,12 +33,11 @@ def left_out(
     from ccbench.analysis.samples.load import storage_label
     from ccbench.analysis.statistics.sequential import by_pair, paired_series
     from ccbench.analysis.statistics.stats import coefficient_of_variation
+    from ccbench.model import ExecutionKey
 
     def _cv(values: list[float]) -> float:  # the project's one CV (as compare gives it), NaN for none
         cv = coefficient_of_variation(values)
         return float("nan") if cv is None else cv
-
-    from ccbench.model import ExecutionKey
 
     mine = [s for s in samples if not s.warmup and s.execution and s.metric in (IOPS, CLAT, THROUGHPUT)]
     values: dict[tuple[str, str, str], list[float]] = {}
